@@ -1,0 +1,45 @@
+"""scg: stochastic computation graphs for PyTorch (Schulman, Heess, Weber & Abbeel 2015).
+
+Write ordinary PyTorch code inside ``with scg.Graph() as g:``; mark random choices with
+:func:`sample` and objectives with :func:`cost`; ``g.surrogate_loss()`` is a scalar whose gradient is
+an unbiased estimate of ∇_θ E[Σ costs], each stochastic node credited only with the costs it
+influences (Algorithm 1). Importing scg changes nothing in torch.
+"""
+
+from scg import baselines, estimators
+from scg.errors import InfluenceLostWarning, SCGError
+from scg.estimators import Pathwise, ScoreFunction
+from scg.graph import (
+    CostNode,
+    DeterministicNode,
+    Graph,
+    Node,
+    StochasticNode,
+    cost,
+    deterministic,
+    influenced_by,
+    sample,
+)
+from scg.surrogate import surrogate_loss
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CostNode",
+    "DeterministicNode",
+    "Graph",
+    "InfluenceLostWarning",
+    "Node",
+    "Pathwise",
+    "SCGError",
+    "ScoreFunction",
+    "StochasticNode",
+    "__version__",
+    "baselines",
+    "cost",
+    "deterministic",
+    "estimators",
+    "influenced_by",
+    "sample",
+    "surrogate_loss",
+]

@@ -1,0 +1,58 @@
+"""The baseline interface.
+
+A baseline b_v is subtracted from the downstream cost Ĉ_v of a stochastic node (or from a single
+cost ĉ, Algorithm 1's ``ĉ ← ĉ − b_c``). Theorem 2 of Schulman et al. (2015): the gradient estimate
+stays unbiased as long as b_v does not depend on v or on anything v influences. Baselines are
+objects the user holds: their state (running averages, learned weights) lives in them, not in scg.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+if TYPE_CHECKING:
+    from scg.graph.nodes import Node
+
+__all__ = ["Baseline", "BaselineResult"]
+
+
+@dataclass
+class BaselineResult:
+    """``value``: b for each node, broadcastable to the stacked targets ``(n, *shape)``.
+
+    ``loss``: an extra term whose gradient trains the baseline (e.g. a regression loss), or None.
+    """
+
+    value: torch.Tensor
+    loss: torch.Tensor | None = None
+
+
+class Baseline:
+    """Base class. ``__call__`` evaluates the baseline for a group of nodes at once.
+
+    Args of ``__call__``:
+        nodes: the nodes (stochastic nodes for node baselines, cost nodes for cost baselines) that
+            share this baseline object and whose targets have the same shape.
+        targets: ``(len(nodes), *shape)``, detached: Ĉ_v for node baselines, c for cost baselines.
+            A baseline may *update* its state from the targets, but the value it returns must not
+            depend on them (it would then be correlated with the score and bias the estimate),
+            except where the estimator's theory allows it (leave-one-out over independent samples).
+    """
+
+    #: True when the returned value may depend on the targets of other, independent samples.
+    uses_other_samples: bool = False
+
+    def __call__(self, nodes: Sequence[Node], targets: torch.Tensor) -> BaselineResult:
+        raise NotImplementedError
+
+    def state_dict(self) -> dict[str, Any]:
+        """Serializable state (for checkpoints)."""
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`'s output."""
+        del state

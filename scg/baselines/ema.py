@@ -1,0 +1,102 @@
+"""Exponential moving average baseline, one running average per (node name, step).
+
+The C2F paper (Ling & Rush 2017, Section 4.4.1) keeps, for each decoder step t, a running average
+of the reward, ``b_t ← b_t + β (r_t − b_t)``. The gradient must use the value from *before* the
+update: including the current sample's reward in its own baseline correlates b with the score and
+biases the estimate (updating first scales every gradient by (1 − β), 0.5x at β = 0.5).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from scg.baselines.base import Baseline, BaselineResult
+from scg.errors import SCGError
+
+if TYPE_CHECKING:
+    from scg.graph.nodes import Node
+
+__all__ = ["EMA"]
+
+Key = tuple[str, "int | None"]
+
+
+class EMA(Baseline):
+    """b ← b + β (mean(target) − b), keyed by node name and step; returns the pre-update b.
+
+    Args:
+        beta: the update rate β in (0, 1] (the paper uses 0.1).
+        init: the value before the first update.
+        per_element: keep one average per element of the target (e.g. per position) instead of
+            one scalar per key; the target shape must then stay the same across calls.
+    """
+
+    def __init__(self, beta: float = 0.1, *, init: float = 0.0, per_element: bool = False) -> None:
+        if not 0.0 < beta <= 1.0:
+            raise SCGError(f"EMA(beta): beta must be in (0, 1], got {beta!r}")
+        self.beta = float(beta)
+        self.init = float(init)
+        self.per_element = per_element
+        self._index: dict[Key, int] = {}
+        self._values: torch.Tensor | None = None  # (n_keys, *element_shape)
+
+    def _rows(self, nodes: Sequence[Node], like: torch.Tensor) -> torch.Tensor:
+        new = [(n.name, n.step) for n in nodes if (n.name, n.step) not in self._index]
+        if new or self._values is None:
+            for key in new:
+                self._index[key] = len(self._index)
+            shape = tuple(like.shape[1:]) if self.per_element else ()
+            fresh = torch.full((len(self._index), *shape), self.init, dtype=like.dtype)
+            if self._values is not None:
+                if self._values.shape[1:] != fresh.shape[1:]:
+                    raise SCGError(
+                        f"EMA(per_element=True): target shape changed from "
+                        f"{tuple(self._values.shape[1:])} to {tuple(fresh.shape[1:])}"
+                    )
+                fresh[: self._values.shape[0]] = self._values.to(like.dtype).cpu()
+            self._values = fresh.to(like.device)
+        idx = [self._index[(n.name, n.step)] for n in nodes]
+        return torch.tensor(idx, device=like.device)
+
+    def __call__(self, nodes: Sequence[Node], targets: torch.Tensor) -> BaselineResult:
+        rows = self._rows(nodes, targets)
+        assert self._values is not None
+        values = self._values.to(device=targets.device, dtype=targets.dtype)
+        old = values[rows]  # (n,) or (n, *shape): the value from before the update
+        if self.per_element:
+            observed = targets
+        else:
+            observed = targets.reshape(targets.shape[0], -1).mean(dim=1)
+        values = values.index_copy(0, rows, old + self.beta * (observed.detach() - old))
+        self._values = values
+        if self.per_element:
+            return BaselineResult(old)
+        return BaselineResult(old.reshape((old.shape[0],) + (1,) * (targets.dim() - 1)))
+
+    def value(self, name: str, step: int | None = None) -> float | torch.Tensor:
+        """The current running average for ``(name, step)`` (``init`` if never updated)."""
+        i = self._index.get((name, step))
+        if i is None or self._values is None:
+            return self.init
+        v = self._values[i]
+        return float(v) if v.dim() == 0 else v.clone()
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "beta": self.beta,
+            "init": self.init,
+            "keys": list(self._index),
+            "values": None if self._values is None else self._values.detach().cpu().clone(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.beta = float(state["beta"])
+        self.init = float(state["init"])
+        self._index = {tuple(k): i for i, k in enumerate(state["keys"])}  # type: ignore[misc]
+        self._values = state["values"]
+
+    def __repr__(self) -> str:
+        return f"EMA(beta={self.beta}, init={self.init})"

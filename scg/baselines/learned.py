@@ -1,0 +1,82 @@
+"""A learned baseline b_v = f_φ(x), trained by regression to the downstream cost.
+
+The module's inputs x must be available before the node is sampled (Theorem 2 of Schulman et al.
+2015): scg checks that they are not influenced by the node. The regression loss
+``mean((f_φ(x) − Ĉ_v)²)`` is added to the surrogate with zero forward value, so one ``backward()``
+trains the model and the baseline together (its parameters must be in an optimizer).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from scg.baselines.base import Baseline, BaselineResult
+from scg.errors import SCGError
+
+if TYPE_CHECKING:
+    from scg.graph.nodes import Node
+
+__all__ = ["Learned"]
+
+
+class Learned(Baseline):
+    """b_v = ``module(*inputs)``, with inputs bound per node by :meth:`given`.
+
+    Args:
+        module: maps the inputs to a tensor broadcastable to the node's log-probability shape.
+        loss_weight: weight of the regression loss in the surrogate.
+
+    Example::
+
+        bl = scg.baselines.Learned(torch.nn.Linear(H, 1))
+        z = scg.sample(Categorical(logits=s), baseline=bl.given(h))   # b = bl(h).squeeze(-1)
+    """
+
+    def __init__(self, module: torch.nn.Module, *, loss_weight: float = 1.0) -> None:
+        if not callable(module):
+            raise SCGError(f"Learned(module): module must be callable, got {type(module).__name__}")
+        self.module = module
+        self.loss_weight = float(loss_weight)
+        self.inputs: tuple[torch.Tensor, ...] = ()
+
+    def given(self, *inputs: torch.Tensor) -> Learned:
+        """A copy of this baseline bound to ``inputs`` (sharing the module)."""
+        bound = Learned.__new__(Learned)
+        bound.module = self.module
+        bound.loss_weight = self.loss_weight
+        bound.inputs = tuple(inputs)
+        return bound
+
+    def __call__(self, nodes: Sequence[Node], targets: torch.Tensor) -> BaselineResult:
+        preds = []
+        for node, target in zip(nodes, targets):
+            pred = self.module(*self.inputs)
+            if not isinstance(pred, torch.Tensor):
+                raise SCGError(f"Learned baseline of {node.describe()}: module returned "
+                               f"{type(pred).__name__}, expected a tensor")
+            if pred.dim() > target.dim() and pred.shape[-1] == 1:
+                pred = pred.squeeze(-1)
+            try:
+                pred = pred.expand_as(target) if pred.shape != target.shape else pred
+            except RuntimeError:
+                raise SCGError(
+                    f"Learned baseline of {node.describe()}: prediction of shape "
+                    f"{tuple(pred.shape)} does not broadcast to the target shape "
+                    f"{tuple(target.shape)}"
+                ) from None
+            preds.append(pred)
+        value = torch.stack(preds)
+        loss = self.loss_weight * ((value - targets.detach()) ** 2).mean()
+        return BaselineResult(value.detach(), loss)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"module": self.module.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.module.load_state_dict(state["module"])
+
+    def __repr__(self) -> str:
+        return f"Learned({type(self.module).__name__})"

@@ -1,0 +1,24 @@
+"""Errors and warnings raised by scg.
+
+Every error names the node (and the file and line where it was created) so that a user can find the
+offending ``scg.sample`` or ``scg.cost`` call without reading a traceback from deep inside torch.
+"""
+
+from __future__ import annotations
+
+__all__ = ["InfluenceLostWarning", "SCGError"]
+
+
+class SCGError(ValueError):
+    """Misuse of a stochastic computation graph: bad input, a call outside a graph, a bad shape."""
+
+
+class InfluenceLostWarning(UserWarning):
+    """A value computed from a stochastic node left tensor land (``.item()``, ``bool()``, ...).
+
+    scg finds which costs a stochastic node influences by following data flow through torch
+    operations. Python numbers and Python control flow are invisible to it, so a cost computed from
+    such a value would silently lose its dependency on the node. scg warns instead; declare the
+    dependency with :func:`scg.influenced_by` (or silence the warning with
+    ``warnings.simplefilter("ignore", scg.InfluenceLostWarning)`` when the escape is harmless).
+    """

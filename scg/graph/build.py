@@ -1,0 +1,232 @@
+"""Building a graph: ``scg.sample``, ``scg.cost``, ``scg.deterministic``, ``scg.influenced_by``."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import torch
+from torch.distributions import Distribution
+
+from scg.errors import SCGError
+from scg.estimators.base import Estimator
+from scg.estimators.pathwise import Pathwise
+from scg.estimators.score_function import ScoreFunction
+from scg.graph.graph import Graph, current_graph
+from scg.graph.nodes import CostNode, DeterministicNode, Node, StochasticNode, caller_location
+
+if TYPE_CHECKING:
+    from scg.baselines.base import Baseline
+
+__all__ = ["cost", "deterministic", "influenced_by", "sample"]
+
+
+def _open_graph(fn: str, name: str | None) -> Graph:
+    g = current_graph()
+    if g is None:
+        raise SCGError(
+            f"scg.{fn}(name={name!r}) at {caller_location()} was called outside a graph; "
+            "call it inside a `with scg.Graph() as g:` block"
+        )
+    return g
+
+
+def _alias(g: Graph, value: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """A fresh tensor object sharing ``value``'s data, and the mask ``value`` carried."""
+    parents = g.mask(value)
+    return value.view_as(value), parents
+
+
+def sample(
+    dist: Distribution,
+    *,
+    name: str | None = None,
+    estimator: Estimator | None = None,
+    baseline: Baseline | None = None,
+    step: int | None = None,
+    n: int | None = None,
+) -> torch.Tensor:
+    """Add a stochastic node ``v ~ dist`` to the open graph and return its value.
+
+    Args:
+        dist: any ``torch.distributions.Distribution``; its parameters may depend on θ and on
+            other nodes.
+        name: the node's name (unique together with ``step``); default ``sample_<i>``.
+        estimator: how the node is differentiated. Default: :class:`scg.Pathwise` when
+            ``dist.has_rsample``, else :class:`scg.ScoreFunction`.
+        baseline: a baseline b_v subtracted from the node's downstream cost Ĉ_v.
+        step: the time step of the node (for ``surrogate_loss(discount=γ)`` and per-step
+            baselines).
+        n: draw ``n`` independent samples along a new leading dimension; the objective then
+            averages every cost computed from them over that dimension.
+
+    Returns:
+        The sample, of shape ``(n,) + dist.batch_shape + dist.event_shape`` (no ``n`` dim if None).
+    """
+    g = _open_graph("sample", name)
+    location = caller_location()
+    if not isinstance(dist, Distribution):
+        raise SCGError(
+            f"scg.sample(name={name!r}) at {location}: expected a torch.distributions."
+            f"Distribution, got {type(dist).__name__}"
+        )
+    if estimator is None:
+        estimator = Pathwise() if dist.has_rsample else ScoreFunction()
+    elif not isinstance(estimator, Estimator):
+        raise SCGError(f"scg.sample(name={name!r}, estimator=...) at {location}: expected an "
+                       f"scg Estimator, got {type(estimator).__name__}")
+    if baseline is not None and estimator.baseline is not None:
+        raise SCGError(f"scg.sample(name={name!r}) at {location}: a baseline was given both to "
+                       "the estimator and as baseline=; give one")
+    if baseline is not None and not estimator.score:
+        raise SCGError(f"scg.sample(name={name!r}) at {location}: baseline= needs a "
+                       f"score-function estimator, but {estimator!r} adds no score term")
+    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+        raise SCGError(f"scg.sample(name={name!r}, n=...) at {location}: n must be a positive "
+                       f"int, got {n!r}")
+    if n is not None and not estimator.multi_sample:
+        raise SCGError(f"scg.sample(name={name!r}, n={n}) at {location}: {estimator!r} does not "
+                       "support several samples per node")
+    shape = torch.Size(() if n is None else (n,))
+    raw = None
+    if g.intervene is not None:
+        auto = name if name is not None else f"sample_{g._counts['stochastic']}"
+        raw = g.intervene(auto, step, dist, shape)
+        if raw is not None:
+            expected_shape = shape + dist.batch_shape + dist.event_shape
+            if not isinstance(raw, torch.Tensor) or raw.shape != expected_shape:
+                got = tuple(raw.shape) if isinstance(raw, torch.Tensor) else type(raw).__name__
+                raise SCGError(f"scg.sample(name={name!r}) at {location}: the graph's intervention "
+                               f"returned {got}, expected a tensor of shape {tuple(expected_shape)}")
+    if raw is None:
+        try:
+            raw = estimator.draw(dist, shape)
+        except SCGError as e:
+            raise SCGError(f"scg.sample(name={name!r}) at {location}: {e}") from None
+    value, parents = _alias(g, raw)
+    log_prob = None
+    if estimator.score:
+        try:
+            log_prob = dist.log_prob(value)
+        except NotImplementedError:
+            raise SCGError(
+                f"scg.sample(name={name!r}) at {location}: {type(dist).__name__} does not "
+                "implement log_prob, which the score-function estimator needs"
+            ) from None
+        expected = shape + dist.batch_shape
+        if log_prob.shape != expected:
+            raise SCGError(
+                f"scg.sample(name={name!r}) at {location}: log_prob has shape "
+                f"{tuple(log_prob.shape)}, expected sample_shape + batch_shape = {tuple(expected)}"
+            )
+    node_baseline = baseline if baseline is not None else estimator.baseline
+    node = g._register(StochasticNode, name, step, value, parents, location, dist=dist,
+                       estimator=estimator, baseline=node_baseline, log_prob=log_prob, n=n)
+    g._set_mask(value, 1 << node.index)
+    if hasattr(node_baseline, "inputs"):
+        node.extra["baseline_inputs_mask"] = sum_masks(g, node_baseline.inputs)  # type: ignore[union-attr]
+    return value
+
+
+def sum_masks(g: Graph, values: object) -> int:
+    """The union of the masks of ``values`` (tensors, nodes, or nested sequences of them)."""
+    if isinstance(values, torch.Tensor):
+        return g.mask(values)
+    if isinstance(values, Node):
+        return 1 << g.node(values).index
+    if isinstance(values, (list, tuple)):
+        m = 0
+        for v in values:
+            m |= sum_masks(g, v)
+        return m
+    return 0
+
+
+def cost(
+    value: torch.Tensor,
+    *,
+    name: str | None = None,
+    step: int | None = None,
+    baseline: Baseline | None = None,
+) -> torch.Tensor:
+    """Add a cost node. The objective is E[sum of all elements of all costs] (minimized).
+
+    Args:
+        value: a floating-point tensor; its leading dimensions line up with the batch dimensions
+            of the stochastic nodes it depends on, so each example's log-probability is credited
+            with that example's own cost.
+        name: the node's name (unique together with ``step``); default ``cost_<i>``.
+        step: the time step of the cost (for ``surrogate_loss(discount=γ)``).
+        baseline: subtracted from the cost before it is credited to stochastic nodes (Algorithm
+            1's ĉ ← ĉ − b_c), e.g. an ``EMA`` per decoder step as in the C2F paper.
+
+    Returns:
+        ``value`` itself, for chaining.
+    """
+    g = _open_graph("cost", name)
+    location = caller_location()
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        raise SCGError(
+            f"scg.cost(name={name!r}) at {location}: got a Python number ({value!r}); a cost must "
+            "be a tensor so that scg can see which stochastic nodes it depends on"
+            + (" (it is not finite)" if not math.isfinite(value) else "")
+        )
+    if not isinstance(value, torch.Tensor):
+        raise SCGError(f"scg.cost(name={name!r}) at {location}: expected a tensor, got "
+                       f"{type(value).__name__}")
+    if not value.is_floating_point():
+        raise SCGError(f"scg.cost(name={name!r}) at {location}: a cost must be a floating-point "
+                       f"tensor, got dtype {value.dtype}; convert it with .float()")
+    g._register(CostNode, name, step, value, g.mask(value), location, baseline=baseline)
+    return value
+
+
+def deterministic(value: torch.Tensor, *, name: str, step: int | None = None) -> torch.Tensor:
+    """Record a named deterministic node (a square in the paper's drawings) and return its value.
+
+    Only for inspection and drawing: influence flows through it unchanged.
+    """
+    g = _open_graph("deterministic", name)
+    location = caller_location()
+    if not isinstance(value, torch.Tensor):
+        raise SCGError(f"scg.deterministic(name={name!r}) at {location}: expected a tensor, got "
+                       f"{type(value).__name__}")
+    alias, parents = _alias(g, value)
+    node = g._register(DeterministicNode, name, step, alias, parents, location)
+    g._set_mask(alias, 1 << node.index)
+    return alias
+
+
+def influenced_by(value: torch.Tensor, *sources: torch.Tensor | Node) -> torch.Tensor:
+    """Declare that ``value`` depends on ``sources`` through a path scg cannot see.
+
+    Use it where a sample left tensor land (``.item()``, Python ``if``) and came back::
+
+        if bool(z == 0):                         # InfluenceLostWarning points here
+            c = loss_a(x)
+        else:
+            c = loss_b(x)
+        scg.cost(scg.influenced_by(c, z))        # c depends on z through the branch
+
+    Returns a new tensor sharing ``value``'s data whose influence includes the sources'.
+    """
+    g = _open_graph("influenced_by", None)
+    location = caller_location()
+    if not isinstance(value, torch.Tensor):
+        raise SCGError(f"scg.influenced_by at {location}: value must be a tensor, got "
+                       f"{type(value).__name__}")
+    extra = 0
+    for i, s in enumerate(sources):
+        if not isinstance(s, (torch.Tensor, Node)):
+            raise SCGError(
+                f"scg.influenced_by at {location}: source {i} is a {type(s).__name__}; pass the "
+                "tensor it was computed from (e.g. the sample), not a Python value"
+            )
+        m = sum_masks(g, s)
+        if m == 0:
+            raise SCGError(f"scg.influenced_by at {location}: source {i} was not computed from "
+                           "any node of the open graph")
+        extra |= m
+    alias, parents = _alias(g, value)
+    g._set_mask(alias, parents | extra)
+    return alias

@@ -1,0 +1,229 @@
+"""The :class:`Graph`: a stochastic computation graph recorded while a ``with`` block runs."""
+
+from __future__ import annotations
+
+import itertools
+import warnings
+from collections.abc import Callable
+from contextvars import ContextVar, Token
+from types import FrameType, TracebackType
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch.distributions import Distribution
+
+from scg.errors import InfluenceLostWarning, SCGError
+from scg.graph.nodes import CostNode, DeterministicNode, Node, StochasticNode
+from scg.graph.tracking import InfluenceTracker, bits, closure
+
+if TYPE_CHECKING:
+    import matplotlib.axes
+    import networkx
+
+__all__ = ["Graph", "Intervention", "current_graph"]
+
+#: ``intervene(name, step, dist, sample_shape) -> value or None``
+Intervention = Callable[[str, "int | None", Distribution, torch.Size], "torch.Tensor | None"]
+
+_CURRENT: ContextVar[Graph | None] = ContextVar("scg_current_graph", default=None)
+_IDS = itertools.count()
+
+
+
+def current_graph() -> Graph | None:
+    """The innermost open graph of this thread/context, or None."""
+    return _CURRENT.get()
+
+
+class Graph:
+    """A stochastic computation graph (Schulman, Heess, Weber & Abbeel 2015).
+
+    Open it with ``with scg.Graph() as g:``; inside, :func:`scg.sample` adds stochastic nodes and
+    :func:`scg.cost` adds cost nodes, and every torch operation is watched to find which costs each
+    stochastic node influences. After the block, :meth:`surrogate_loss` builds the surrogate whose
+    gradient is an unbiased estimate of ∇_θ E[Σ costs] (Algorithm 1).
+
+    A graph records one run of the program: it is entered once and its surrogate built once.
+
+    Args:
+        warn_on_escape: warn (:class:`~scg.InfluenceLostWarning`) when a tracked value leaves
+            tensor land, e.g. through ``.item()`` or ``bool()``.
+        intervene: ``intervene(name, step, dist, sample_shape)`` is asked for each stochastic
+            node's value before it is sampled; a tensor it returns is used instead of a draw
+            (``None``: sample as usual). Used for enumeration (``scg.testing``), greedy reruns
+            (self-critical baselines) and replaying recorded choices.
+    """
+
+    def __init__(self, *, warn_on_escape: bool = True,
+                 intervene: Intervention | None = None) -> None:
+        self.intervene = intervene
+        self._id = next(_IDS)
+        self._attr = f"_scg_mask_{self._id}"
+        self.nodes: list[Node] = []
+        self.warn_on_escape = warn_on_escape
+        self._keys: dict[tuple[str, int | None], Node] = {}
+        self._counts = {"stochastic": 0, "cost": 0, "deterministic": 0}
+        self._tracker = InfluenceTracker(self._attr, self._on_escape)
+        self._token: Token[Graph | None] | None = None
+        self._state = "new"  # new -> open -> closed
+        self._surrogate_built = False
+        self._escapes: set[tuple[str, int]] = set()
+        self._full: list[int] | None = None
+
+    # ------------------------------------------------------------------ context manager
+    def __enter__(self) -> Graph:
+        if self._state != "new":
+            raise SCGError("a scg.Graph records one run: it cannot be entered twice; make a new one")
+        self._state = "open"
+        self._token = _CURRENT.set(self)
+        self._tracker.__enter__()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._tracker.__exit__(exc_type, exc, tb)
+        assert self._token is not None
+        _CURRENT.reset(self._token)
+        self._token = None
+        self._state = "closed"
+
+    @property
+    def is_open(self) -> bool:
+        """True inside the ``with`` block."""
+        return self._state == "open"
+
+    # ------------------------------------------------------------------ masks
+    def mask(self, value: object) -> int:
+        """The direct-influence mask of a tensor computed in this graph (0 if untracked)."""
+        return getattr(value, self._attr, 0) if isinstance(value, torch.Tensor) else 0
+
+    def _set_mask(self, value: torch.Tensor, mask: int) -> None:
+        setattr(value, self._attr, mask)
+
+    def _on_escape(self, func: Callable[..., Any], mask: int, frame: FrameType) -> None:
+        if not self.warn_on_escape:
+            return
+        where = (frame.f_code.co_filename, frame.f_lineno)
+        if (where[0], where[1]) in self._escapes:
+            return
+        self._escapes.add(where)
+        names = ", ".join(f"'{self.nodes[i].name}'" for i in bits(mask))
+        fname = getattr(func, "__name__", str(func))
+        warnings.warn_explicit(
+            f"a value computed from node(s) {names} left tensor land through Tensor.{fname}() "
+            f"at {where[0]}:{where[1]}; scg cannot see what is computed from the resulting Python "
+            "value, so costs computed from it would lose their dependency on these nodes. Keep "
+            "the computation in torch, or declare the dependency with "
+            "scg.influenced_by(value, *nodes).",
+            InfluenceLostWarning,
+            where[0],
+            where[1],
+        )
+
+    # ------------------------------------------------------------------ nodes
+    def _register(self, node_cls: type[Node], name: str | None, step: int | None,
+                  value: torch.Tensor, parents: int, location: str, **fields: Any) -> Node:
+        kind = node_cls.__name__.replace("Node", "").lower()
+        if self._state != "open":
+            raise SCGError(f"scg.{_FN[kind]}(name={name!r}) at {location}: the graph is not open")
+        if name is None:
+            name = f"{_FN[kind]}_{self._counts[kind]}"
+        elif not isinstance(name, str) or not name:
+            raise SCGError(f"scg.{_FN[kind]}(name=...) at {location}: name must be a non-empty "
+                           f"string, got {name!r}")
+        if step is not None and (isinstance(step, bool) or not isinstance(step, int)):
+            raise SCGError(f"scg.{_FN[kind]}(name={name!r}, step=...) at {location}: step must be "
+                           f"an int, got {step!r}")
+        key = (name, step)
+        if key in self._keys:
+            other = self._keys[key]
+            raise SCGError(
+                f"duplicate node name {name!r}{'' if step is None else f' at step {step}'} at "
+                f"{location}: {other.describe()} has it; names (with their step) must be unique"
+            )
+        self._counts[kind] += 1
+        node = node_cls(index=len(self.nodes), name=name, value=value, parents=parents, step=step,
+                        location=location, **fields)
+        self.nodes.append(node)
+        self._keys[key] = node
+        self._full = None
+        return node
+
+    @property
+    def stochastic_nodes(self) -> list[StochasticNode]:
+        """The stochastic nodes, in creation order."""
+        return [n for n in self.nodes if isinstance(n, StochasticNode)]
+
+    @property
+    def cost_nodes(self) -> list[CostNode]:
+        """The cost nodes, in creation order."""
+        return [n for n in self.nodes if isinstance(n, CostNode)]
+
+    def node(self, ref: str | Node | torch.Tensor, step: int | None = None) -> Node:
+        """Look a node up by name (and step), by its value tensor, or pass a node through."""
+        if isinstance(ref, Node):
+            if ref.index < len(self.nodes) and self.nodes[ref.index] is ref:
+                return ref
+            raise SCGError(f"{ref.describe()} belongs to another graph")
+        if isinstance(ref, torch.Tensor):
+            for n in self.nodes:
+                if n.value is ref:
+                    return n
+            raise SCGError("this tensor is not the value of a node of this graph")
+        if (ref, step) in self._keys:
+            return self._keys[(ref, step)]
+        matches = [n for n in self.nodes if n.name == ref]
+        if step is None and len(matches) == 1:
+            return matches[0]
+        known = ", ".join(sorted({repr(n.name) for n in self.nodes})) or "none"
+        if matches:
+            raise SCGError(f"node {ref!r} exists at several steps; pass step= (known nodes: "
+                           f"{known})")
+        raise SCGError(f"no node named {ref!r}{'' if step is None else f' at step {step}'} in "
+                       f"this graph (known nodes: {known})")
+
+    def full_influence(self) -> list[int]:
+        """``full[i]``: the mask of every node that influences node ``i`` (transitive closure)."""
+        if self._full is None:
+            self._full = closure([n.parents for n in self.nodes])
+        return self._full
+
+    def influences(self, v: str | Node | torch.Tensor, c: str | Node | torch.Tensor) -> bool:
+        """Whether node ``v`` influences node ``c`` (there is a data-flow path from v to c)."""
+        vn, cn = self.node(v), self.node(c)
+        return bool(self.full_influence()[cn.index] >> vn.index & 1)
+
+    def parents(self, ref: str | Node | torch.Tensor) -> list[Node]:
+        """The nodes that ``ref`` was directly computed from."""
+        return [self.nodes[i] for i in bits(self.node(ref).parents)]
+
+    # ------------------------------------------------------------------ the surrogate
+    def surrogate_loss(self, *, discount: float | None = None) -> torch.Tensor:
+        """The surrogate loss of Algorithm 1 (see :func:`scg.surrogate.surrogate_loss`)."""
+        from scg.surrogate import surrogate_loss
+
+        return surrogate_loss(self, discount=discount)
+
+    # ------------------------------------------------------------------ inspection
+    def to_networkx(self) -> networkx.DiGraph:
+        """The graph as a ``networkx.DiGraph`` (see :func:`scg.graph.inspect.to_networkx`)."""
+        from scg.graph.inspect import to_networkx
+
+        return to_networkx(self)
+
+    def draw(self, ax: matplotlib.axes.Axes | None = None, **kwargs: Any) -> matplotlib.axes.Axes:
+        """Draw the graph with matplotlib in the paper's convention (see :func:`scg.viz.draw`)."""
+        from scg.viz import draw
+
+        return draw(self, ax=ax, **kwargs)
+
+    def __repr__(self) -> str:
+        kinds = ", ".join(f"{v} {k}" for k, v in self._counts.items())
+        return f"<scg.Graph {self._state}: {kinds}>"
+
+
+_FN = {"stochastic": "sample", "cost": "cost", "deterministic": "deterministic"}
