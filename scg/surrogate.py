@@ -36,7 +36,7 @@ from scg.graph.graph import Graph
 from scg.graph.nodes import CostNode, Node, StochasticNode
 from scg.graph.tracking import bits
 
-__all__ = ["influence_matrix", "surrogate_loss"]
+__all__ = ["influence_matrix", "objective", "surrogate_loss"]
 
 
 def influence_matrix(full: Sequence[int], rows: Sequence[Node], cols: Sequence[Node]) -> np.ndarray:
@@ -235,3 +235,17 @@ def surrogate_loss(graph: Graph, *, discount: float | None = None) -> torch.Tens
     for extra in extra_losses:
         loss = loss + (extra - extra.detach())
     return loss
+
+
+def objective(graph: Graph) -> torch.Tensor:
+    """The objective's value for this run: Σ_c sum(c), differentiable through the costs.
+
+    ``scg.testing`` weights it by the probability of each enumerated run to get E[Σ c] exactly.
+    """
+    costs = graph.cost_nodes
+    if not costs:
+        raise SCGError("objective() on a graph with no cost nodes: add costs with scg.cost()")
+    total = costs[0].value.sum()
+    for c in costs[1:]:
+        total = total + c.value.sum()
+    return total

@@ -69,9 +69,7 @@ class PrepOptions:
         if self.tokenizer not in TOKENIZERS:
             raise ValueError(f"tokenizer must be one of {TOKENIZERS}, got {self.tokenizer!r}")
         if self.target_mode not in TARGET_MODES:
-            raise ValueError(
-                f"target_mode must be one of {TARGET_MODES}, got {self.target_mode!r}"
-            )
+            raise ValueError(f"target_mode must be one of {TARGET_MODES}, got {self.target_mode!r}")
         positive = ("num_chunks", "chunk_len", "vocab_size", "min_freq", "max_line_chars")
         for name in positive:
             value = getattr(self, name)

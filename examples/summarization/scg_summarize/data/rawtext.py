@@ -56,7 +56,9 @@ def _decode(raw: bytes, path: Path, lineno: int) -> str | DataError:
         )
 
 
-def iter_lines(path: str | Path, max_chars: int = 1_000_000) -> Iterator[tuple[int, str | DataError]]:
+def iter_lines(
+    path: str | Path, max_chars: int = 1_000_000
+) -> Iterator[tuple[int, str | DataError]]:
     """Yield ``(line_number, text)`` for each line of ``path``; bad lines as ``DataError``.
 
     Lines are split on ``\\n`` only (a stray ``\\r`` or Unicode line separator inside a line is
@@ -81,8 +83,11 @@ def iter_lines(path: str | Path, max_chars: int = 1_000_000) -> Iterator[tuple[i
                     more = handle.readline(1 << 20)
                     if not more or more.endswith(b"\n"):
                         break
-                yield lineno, DataError(
-                    f"line longer than {max_chars} characters", path, lineno, "line_too_long"
+                yield (
+                    lineno,
+                    DataError(
+                        f"line longer than {max_chars} characters", path, lineno, "line_too_long"
+                    ),
                 )
                 continue
             text = _decode(raw, path, lineno)
@@ -94,11 +99,14 @@ def iter_lines(path: str | Path, max_chars: int = 1_000_000) -> Iterator[tuple[i
             if lineno == 1 and text.startswith("\ufeff"):
                 text = text[1:]
             if len(text) > max_chars:
-                yield lineno, DataError(
-                    f"line of {len(text)} characters, longer than {max_chars}",
-                    path,
+                yield (
                     lineno,
-                    "line_too_long",
+                    DataError(
+                        f"line of {len(text)} characters, longer than {max_chars}",
+                        path,
+                        lineno,
+                        "line_too_long",
+                    ),
                 )
                 continue
             yield lineno, text

@@ -74,6 +74,8 @@ _NO_SPACE_BEFORE = frozenset(
     | {"'ll", "'d", "'m", "..."}
 )
 _NO_SPACE_AFTER = frozenset({"``", "(", "[", "{", "$"})
+_OPEN_BRACKETS = frozenset("([{")
+_CLOSE_BRACKETS = frozenset(")]}")
 
 
 def normalize_chars(text: str) -> str:
@@ -197,8 +199,8 @@ def detokenize(tokens: Iterable[str]) -> str:
     glue = True
     for token in tokens:
         surface = token_surface(token)
-        if out and not glue and token not in _NO_SPACE_BEFORE and surface not in ")]}":
+        if out and not glue and token not in _NO_SPACE_BEFORE and surface not in _CLOSE_BRACKETS:
             out.append(" ")
         out.append(surface)
-        glue = token in _NO_SPACE_AFTER or surface in "([{" and surface != ""
+        glue = token in _NO_SPACE_AFTER or surface in _OPEN_BRACKETS
     return "".join(out)

@@ -1,0 +1,168 @@
+"""The ``scg-summarize`` command line: a small registry of subcommands.
+
+Each subcommand is a :class:`Command` ``(name, help, add_arguments, run)`` defined in its own
+module. Modules are found in two places:
+
+* :data:`BUILTIN_COMMAND_MODULES` (``prepare`` lives in :mod:`scg_summarize.data.command`);
+* every module of the package :data:`COMMANDS_PACKAGE` (``scg_summarize/commands/*.py``),
+  discovered at start-up -- add ``train``, ``demo``, ``evaluate``... there without touching
+  this file.
+
+A module exposes ``COMMAND`` (one :class:`Command`) or ``COMMANDS`` (a sequence), or calls
+:func:`register` when imported. A module that fails to import does not break the other
+commands: its error is shown only when that command is run. Planned commands that no module
+provides yet are answered with a clear message instead of a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import pkgutil
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+__all__ = [
+    "BUILTIN_COMMAND_MODULES",
+    "COMMANDS_PACKAGE",
+    "PLANNED_COMMANDS",
+    "Command",
+    "build_parser",
+    "load_commands",
+    "main",
+    "register",
+]
+
+BUILTIN_COMMAND_MODULES: tuple[str, ...] = ("scg_summarize.data.command",)
+COMMANDS_PACKAGE = "scg_summarize.commands"
+PLANNED_COMMANDS: tuple[str, ...] = (
+    "prepare",
+    "train",
+    "demo",
+    "summarize",
+    "evaluate",
+    "report",
+    "visualize",
+)
+
+
+@dataclass(frozen=True)
+class Command:
+    """A subcommand.
+
+    Attributes:
+        name: the word after ``scg-summarize``.
+        help: a one-line description for ``--help``.
+        add_arguments: adds the subcommand's options to its ``ArgumentParser``.
+        run: executes the parsed arguments; returns the process exit status.
+    """
+
+    name: str
+    help: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+
+
+_REGISTRY: dict[str, Command] = {}
+
+
+def register(command: Command) -> Command:
+    """Add ``command`` to the registry (re-registering the same name replaces it)."""
+    _REGISTRY[command.name] = command
+    return command
+
+
+def _broken_command(name: str, module: str, error: BaseException) -> Command:
+    message = f"command {name!r} is unavailable: importing {module} failed: {error!r}"
+
+    def run(_: argparse.Namespace) -> int:
+        print(f"scg-summarize: {message}", file=sys.stderr)
+        return 1
+
+    return Command(name, f"(unavailable: import of {module} failed)", lambda _: None, run)
+
+
+def _import_commands(module_name: str) -> None:
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as err:
+        if err.name is not None and module_name.startswith(err.name):
+            return  # the module (or its package) does not exist: nothing to register
+        name = module_name.rsplit(".", 1)[-1]
+        register(_broken_command(name, module_name, err))
+        return
+    except Exception as err:  # a broken module must not take the other commands down
+        name = module_name.rsplit(".", 1)[-1]
+        register(_broken_command(name, module_name, err))
+        return
+    found = list(getattr(module, "COMMANDS", ()))
+    if hasattr(module, "COMMAND"):
+        found.append(module.COMMAND)
+    for command in found:
+        register(command)
+
+
+def load_commands() -> dict[str, Command]:
+    """Import the built-in and discovered command modules; returns the registry."""
+    for module_name in BUILTIN_COMMAND_MODULES:
+        _import_commands(module_name)
+    try:
+        spec = importlib.util.find_spec(COMMANDS_PACKAGE)
+    except ModuleNotFoundError:
+        spec = None
+    if spec is not None and spec.submodule_search_locations is not None:
+        for info in pkgutil.iter_modules(spec.submodule_search_locations):
+            if not info.name.startswith("_"):
+                _import_commands(f"{COMMANDS_PACKAGE}.{info.name}")
+    return dict(_REGISTRY)
+
+
+def build_parser(commands: dict[str, Command] | None = None) -> argparse.ArgumentParser:
+    """The top-level parser with one subparser per registered command."""
+    from . import __version__
+
+    commands = load_commands() if commands is None else commands
+    parser = argparse.ArgumentParser(
+        prog="scg-summarize",
+        description="Coarse-to-fine hard-attention summarization (Ling & Rush, 2017).",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in sorted(commands):
+        command = commands[name]
+        sub_parser = sub.add_parser(name, help=command.help, description=command.help)
+        command.add_arguments(sub_parser)
+        sub_parser.set_defaults(_run=command.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``scg-summarize``; returns the exit status (never raises SystemExit)."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    commands = load_commands()
+    parser = build_parser(commands)
+    first = next((a for a in args_list if not a.startswith("-")), None)
+    if first is not None and first not in commands and first in PLANNED_COMMANDS:
+        print(
+            f"scg-summarize: command {first!r} is not available in this installation yet "
+            f"(available: {', '.join(sorted(commands)) or 'none'})",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        args = parser.parse_args(args_list)
+    except SystemExit as exit_:
+        code = exit_.code
+        return code if isinstance(code, int) else (0 if code is None else 1)
+    run = getattr(args, "_run", None)
+    if run is None:
+        parser.print_help(sys.stderr)
+        return 2
+    status: int = run(args)
+    return status
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,88 @@
+"""The summarization data pipeline (readers -> preprocessing -> prepared splits -> batches).
+
+Modules, one concept each:
+
+=============== ===========================================================================
+``errors``      :class:`DataError` and the skip report :class:`BadInputReport`
+``options``     :class:`PrepOptions` (the paper's preprocessing) and :func:`options_hash`
+``tokenizer``   regex PTB-style tokenizer, digit mapping, detokenizer
+``sentences``   rule-based sentence splitter
+``rawtext``     :class:`RawExample` and the checked line reader
+``stories``     CNN/DailyMail ``.story`` files
+``readers``     JSON lines, parallel text, and the format dispatcher :func:`read_input`
+``vocab``       :class:`Vocab` with ``<pad>``/``<unk>``/``<s>``/``</s>``
+``chunking``    grid / sentence chunk layouts and flat views
+``preprocess``  :class:`Preprocessor`: raw example -> sentences, tokens, target
+``storage``     the on-disk format (memory-mapped arrays + text side file + metadata)
+``prepare``     :func:`prepare_corpus`, the streaming two-pass pipeline
+``progress``    progress display (tqdm if installed)
+``dataset``     :class:`SummarizationDataset`
+``sampler``     :class:`BucketBatchSampler` (seeded, bucketed, resumable)
+``batching``    :func:`collate_examples`, :func:`make_dataloader`
+``synthetic``   the synthetic corpus with a known salient chunk
+``command``     the ``scg-summarize prepare`` subcommand
+=============== ===========================================================================
+
+See ``docs/data.md`` for the user guide and the batch format.
+"""
+
+from .batching import SummaryLoader, collate_examples, make_dataloader
+from .chunking import flat_view, layout_chunks, pack_chunks, pack_flat
+from .dataset import SummarizationDataset, available_splits
+from .errors import BadInputReport, DataError
+from .options import PrepOptions, options_hash
+from .prepare import InputSource, assign_split, prepare_corpus
+from .preprocess import Preprocessor, ProcessedExample
+from .rawtext import RawExample, iter_lines
+from .readers import FORMATS, ReaderConfig, read_input, read_jsonl, read_parallel
+from .sampler import BucketBatchSampler
+from .sentences import split_sentences
+from .storage import load_split, read_meta
+from .stories import parse_story, read_stories
+from .synthetic import SyntheticConfig, generate_examples, make_synthetic_corpus
+from .tokenizer import detokenize, tokenize
+from .vocab import BOS, EOS, PAD, UNK, Vocab
+
+__all__ = [
+    "BOS",
+    "EOS",
+    "FORMATS",
+    "PAD",
+    "UNK",
+    "BadInputReport",
+    "BucketBatchSampler",
+    "DataError",
+    "InputSource",
+    "PrepOptions",
+    "Preprocessor",
+    "ProcessedExample",
+    "RawExample",
+    "ReaderConfig",
+    "SummarizationDataset",
+    "SummaryLoader",
+    "SyntheticConfig",
+    "Vocab",
+    "assign_split",
+    "available_splits",
+    "collate_examples",
+    "detokenize",
+    "flat_view",
+    "generate_examples",
+    "iter_lines",
+    "layout_chunks",
+    "load_split",
+    "make_dataloader",
+    "make_synthetic_corpus",
+    "options_hash",
+    "pack_chunks",
+    "pack_flat",
+    "parse_story",
+    "prepare_corpus",
+    "read_input",
+    "read_jsonl",
+    "read_meta",
+    "read_parallel",
+    "read_stories",
+    "split_sentences",
+    "tokenize",
+]

@@ -1,0 +1,220 @@
+"""The ``scg-summarize prepare`` subcommand (registered through :data:`COMMAND`).
+
+Examples::
+
+    scg-summarize prepare --format cnndm --input train=cnn/stories --output data/cnndm
+    scg-summarize prepare --format jsonl --input train=train.jsonl --input valid=dev.jsonl \\
+        --source-field document --target-field summary --output data/xsum
+    scg-summarize prepare --format parallel --input train=sumdata/train --output data/giga
+    scg-summarize prepare --format synthetic --output data/synthetic
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..cli import Command
+from .errors import BadInputReport, DataError
+from .options import LAYOUTS, PrepOptions
+from .prepare import InputSource, prepare_corpus
+from .progress import progress_enabled
+from .readers import FORMATS, ReaderConfig, read_input
+from .synthetic import SyntheticConfig, make_synthetic_corpus
+from .vocab import Vocab
+
+__all__ = ["COMMAND", "add_arguments", "parse_input_spec", "run"]
+
+_DEFAULT_GRID = {"real": (10, 40), "synthetic": (8, 16)}
+
+
+def parse_input_spec(spec: str) -> tuple[str | None, Path]:
+    """``"valid=dev.jsonl"`` -> ``("valid", Path("dev.jsonl"))``; a bare path has no split.
+
+    A ``=`` counts as a split prefix only when the part before it is a plain name, so paths
+    containing ``=`` still work.
+    """
+    name, sep, path = spec.partition("=")
+    if sep and name and name.replace("_", "").replace("-", "").isalnum() and path:
+        return name, Path(path)
+    return None, Path(spec)
+
+
+def _unescape(text: str | None) -> str | None:
+    if text is None:
+        return None
+    return text.replace("\\n", "\n").replace("\\t", "\t")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``prepare``."""
+    io = parser.add_argument_group("input and output")
+    io.add_argument("--format", required=True, choices=[*FORMATS, "synthetic"])
+    io.add_argument(
+        "--input",
+        action="append",
+        default=[],
+        metavar="[SPLIT=]PATH",
+        help="an input (repeatable); SPLIT= names its split, a bare path is "
+        "split by --valid-fraction/--test-fraction (default: all train)",
+    )
+    io.add_argument("--output", required=True, type=Path, metavar="DIR")
+    io.add_argument(
+        "--skip-bad",
+        action="store_true",
+        help="skip and count malformed records instead of stopping",
+    )
+    io.add_argument("--overwrite", action="store_true", help="replace a prepared corpus in DIR")
+    io.add_argument("--quiet", action="store_true", help="no progress display")
+    io.add_argument("--limit", type=int, default=None, help="read at most N examples per input")
+    io.add_argument("--valid-fraction", type=float, default=0.0)
+    io.add_argument("--test-fraction", type=float, default=0.0)
+    io.add_argument(
+        "--vocab", type=Path, default=None, help="use this vocab.txt instead of counting one"
+    )
+    fields = parser.add_argument_group("fields (jsonl and cnndm JSON lines)")
+    fields.add_argument("--source-field", default=None)
+    fields.add_argument("--target-field", default=None)
+    fields.add_argument("--id-field", default="id")
+    fields.add_argument(
+        "--target-sep",
+        default=None,
+        help="split a string target into several references (e.g. '\\n')",
+    )
+    fields.add_argument("--max-line-chars", type=int, default=1_000_000)
+    prep = parser.add_argument_group("preprocessing")
+    prep.add_argument("--layout", choices=LAYOUTS, default="grid")
+    prep.add_argument("--chunks", type=int, default=None, metavar="M")
+    prep.add_argument("--chunk-len", type=int, default=None, metavar="N")
+    prep.add_argument("--vocab-size", type=int, default=50_000)
+    prep.add_argument("--min-freq", type=int, default=1)
+    prep.add_argument("--max-target-len", type=int, default=100, help="0: no limit")
+    prep.add_argument("--target-mode", choices=("first", "concat"), default="first")
+    prep.add_argument(
+        "--tokenizer",
+        choices=("auto", "ptb", "whitespace"),
+        default="auto",
+        help="auto: whitespace for parallel (pre-tokenized), else ptb",
+    )
+    prep.add_argument("--no-lowercase", action="store_true")
+    prep.add_argument("--no-digit-map", action="store_true")
+    prep.add_argument("--no-sentence-split", action="store_true")
+    prep.add_argument("--max-stored-sentences", type=int, default=0, help="0: keep all")
+    synth = parser.add_argument_group("synthetic corpus (--format synthetic)")
+    synth.add_argument("--n-train", type=int, default=2000)
+    synth.add_argument("--n-valid", type=int, default=200)
+    synth.add_argument("--n-test", type=int, default=200)
+    synth.add_argument("--seed", type=int, default=0)
+
+
+def _options(args: argparse.Namespace) -> PrepOptions:
+    default_m, default_n = _DEFAULT_GRID["real"]
+    tokenizer = args.tokenizer
+    if tokenizer == "auto":
+        tokenizer = "whitespace" if args.format == "parallel" else "ptb"
+    return PrepOptions(
+        lowercase=not args.no_lowercase,
+        digits_to_hash=not args.no_digit_map,
+        tokenizer=tokenizer,
+        split_sentences=not args.no_sentence_split,
+        layout=args.layout,
+        num_chunks=args.chunks or default_m,
+        chunk_len=args.chunk_len or default_n,
+        vocab_size=args.vocab_size,
+        min_freq=args.min_freq,
+        max_target_len=args.max_target_len,
+        target_mode=args.target_mode,
+        max_line_chars=args.max_line_chars,
+        max_stored_sentences=args.max_stored_sentences,
+    )
+
+
+def _inputs(args: argparse.Namespace, config: ReaderConfig) -> list[InputSource]:
+    sources = []
+    for spec in args.input:
+        split, path = parse_input_spec(spec)
+        if not path.exists() and args.format != "parallel":
+            raise DataError("no such file or directory", path, reason="missing_input")
+
+        def opener(report: BadInputReport, path: Path = path) -> Any:
+            stream: Any = read_input(args.format, path, config, report=report)
+            return stream
+
+        sources.append(InputSource(name=str(path), split=split, open=opener))
+    return sources
+
+
+def _log(line: str) -> None:
+    print(line, file=sys.stderr)
+
+
+def _run_synthetic(args: argparse.Namespace, show: bool) -> dict[str, Any]:
+    m, n = _DEFAULT_GRID["synthetic"]
+    return make_synthetic_corpus(
+        args.output,
+        args.n_train,
+        args.n_valid,
+        args.n_test,
+        num_chunks=args.chunks or m,
+        chunk_len=args.chunk_len or n,
+        seed=args.seed,
+        config=SyntheticConfig(),
+        overwrite=args.overwrite,
+        show_progress=show,
+        log=_log,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Execute ``prepare``; returns 0 on success, 1 on an error, 2 on bad usage."""
+    show = progress_enabled(args.quiet)
+    try:
+        if args.format == "synthetic":
+            if args.input:
+                print("prepare: --format synthetic takes no --input", file=sys.stderr)
+                return 2
+            _run_synthetic(args, show)
+            return 0
+        if not args.input:
+            print(f"prepare: --format {args.format} needs at least one --input", file=sys.stderr)
+            return 2
+        config = ReaderConfig(
+            source_field=args.source_field,
+            target_field=args.target_field,
+            id_field=args.id_field,
+            target_sep=_unescape(args.target_sep),
+            max_line_chars=args.max_line_chars,
+        )
+        fractions = {"valid": args.valid_fraction, "test": args.test_fraction}
+        prepare_corpus(
+            _inputs(args, config),
+            args.output,
+            _options(args),
+            vocab=Vocab.load(args.vocab) if args.vocab else None,
+            split_fractions={k: v for k, v in fractions.items() if v > 0},
+            skip_bad=args.skip_bad,
+            overwrite=args.overwrite,
+            limit=args.limit,
+            show_progress=show,
+            extra_meta={"source_format": args.format},
+            log=_log,
+        )
+    except DataError as err:
+        print(f"prepare: error: {err}", file=sys.stderr)
+        if not args.skip_bad:
+            print("prepare: (use --skip-bad to skip and count bad records)", file=sys.stderr)
+        return 1
+    except (FileExistsError, FileNotFoundError, ValueError) as err:
+        print(f"prepare: error: {err}", file=sys.stderr)
+        return 1
+    return 0
+
+
+COMMAND = Command(
+    name="prepare",
+    help="read a corpus (CNN/DM, JSON lines, parallel text or synthetic) and preprocess it",
+    add_arguments=add_arguments,
+    run=run,
+)

@@ -1,0 +1,145 @@
+"""The torch :class:`SummarizationDataset` over a prepared split.
+
+Each item is a dict (see ``docs/data.md`` for the batch built from these by
+:func:`~scg_summarize.data.batching.collate_examples`):
+
+=================  ========================  ==============================================
+key                type                      meaning
+=================  ========================  ==============================================
+``src``            LongTensor ``(M, N)``     chunked source ids, 0 = ``<pad>``
+``src_mask``       BoolTensor ``(M, N)``     True at real words
+``tgt``            LongTensor ``(T,)``       ``<s>`` target ids ``</s>`` (T includes both)
+``salient``        int                       salient chunk (synthetic data) or -1
+``refs``           list[str]                 all reference summaries (original text)
+``src_sentences``  list[str]                 source sentences (original text), for baselines
+``id``             str                       example id
+``index``          int                       position in the split
+=================  ========================  ==============================================
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import torch
+from torch.utils.data import Dataset
+
+from .options import PrepOptions
+from .storage import VOCAB_FILE, PreparedSplit, load_split, read_meta
+from .vocab import Vocab
+
+__all__ = ["SummarizationDataset", "available_splits"]
+
+
+def available_splits(root: str | Path) -> list[str]:
+    """The split names recorded in a prepared corpus's metadata, sorted."""
+    return sorted(read_meta(root)["splits"])
+
+
+class SummarizationDataset(Dataset[dict[str, Any]]):
+    """One split of a prepared corpus (arrays memory-mapped, text read on demand).
+
+    Args:
+        root: the prepared corpus directory (holding ``meta.json``).
+        split: the split name (``train``, ``valid``, ``test``...).
+        vocab: a vocabulary to share between splits (default: loaded from ``root``).
+        max_target_len: if set, truncate targets to this many words (``</s>`` is kept).
+        with_text: include ``refs``/``src_sentences``/``id`` (reads ``text.jsonl``); turn off
+            for the fastest training loads.
+        mmap: memory-map the arrays (False loads them into memory).
+        expected_hash: if given, raise ``ValueError`` unless the corpus's options hash matches.
+    """
+
+    def __init__(
+        self,
+        root: str | Path,
+        split: str,
+        *,
+        vocab: Vocab | None = None,
+        max_target_len: int | None = None,
+        with_text: bool = True,
+        mmap: bool = True,
+        expected_hash: str | None = None,
+    ) -> None:
+        self.root = Path(root)
+        self.meta = read_meta(self.root)
+        if split not in self.meta["splits"]:
+            have = ", ".join(sorted(self.meta["splits"])) or "none"
+            raise KeyError(f"{self.root}: no split {split!r} (available: {have})")
+        if expected_hash is not None and self.meta["options_hash"] != expected_hash:
+            raise ValueError(
+                f"{self.root}: prepared with options hash {self.meta['options_hash']}, "
+                f"expected {expected_hash}"
+            )
+        self.split = split
+        self.options = PrepOptions.from_dict(self.meta["options"])
+        self.vocab = vocab if vocab is not None else Vocab.load(self.root / VOCAB_FILE)
+        self.max_target_len = max_target_len
+        self.with_text = with_text
+        self.data: PreparedSplit = load_split(self.root, split, mmap=mmap)
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    @property
+    def num_chunks(self) -> int:
+        """M."""
+        return int(self.data.src.shape[1])
+
+    @property
+    def chunk_len(self) -> int:
+        """N."""
+        return int(self.data.src.shape[2])
+
+    def target_ids(self, index: int) -> npt.NDArray[np.int32]:
+        """The stored target of example ``index`` (``<s>`` ... ``</s>``), possibly truncated."""
+        start, end = int(self.data.tgt_offsets[index]), int(self.data.tgt_offsets[index + 1])
+        ids = np.asarray(self.data.tgt[start:end])
+        limit = self.max_target_len
+        if limit is not None and len(ids) > limit + 2:
+            ids = np.concatenate([ids[: limit + 1], ids[-1:]])
+        return ids
+
+    def target_lengths(self) -> npt.NDArray[np.int64]:
+        """Target lengths (with ``<s>``/``</s>``, after truncation) of all examples."""
+        lengths = np.diff(self.data.tgt_offsets).astype(np.int64)
+        if self.max_target_len is not None:
+            lengths = np.minimum(lengths, self.max_target_len + 2)
+        return lengths
+
+    def source_lengths(self, block: int = 65536) -> npt.NDArray[np.int64]:
+        """The number of real source words of every example (computed in blocks)."""
+        n = len(self)
+        out = np.zeros(n, dtype=np.int64)
+        for start in range(0, n, block):
+            chunk = np.asarray(self.data.src[start : start + block])
+            out[start : start + block] = (chunk != 0).reshape(len(chunk), -1).sum(axis=1)
+        return out
+
+    def text(self, index: int) -> dict[str, Any]:
+        """The stored strings of example ``index``: ``id``, ``origin``, ``refs``,
+        ``src_sentences``."""
+        return self.data.text[index]
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(f"index {index} out of range for {len(self)} examples")
+        src = torch.from_numpy(np.array(self.data.src[index], dtype=np.int64))
+        item: dict[str, Any] = {
+            "src": src,
+            "src_mask": src != self.vocab.pad_id,
+            "tgt": torch.from_numpy(self.target_ids(index).astype(np.int64)),
+            "salient": int(self.data.salient[index]),
+            "index": index,
+        }
+        if self.with_text:
+            text = self.data.text[index]
+            item["refs"] = text["refs"]
+            item["src_sentences"] = text["src_sentences"]
+            item["id"] = text["id"]
+        return item

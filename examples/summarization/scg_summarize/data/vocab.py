@@ -1,0 +1,171 @@
+"""The word vocabulary: :class:`Vocab` with the special tokens and a frequency cut-off.
+
+Ids ``0..3`` are the specials ``<pad>``, ``<unk>``, ``<s>``, ``</s>``; then the most frequent
+words (ties broken alphabetically, so building is deterministic). The vocabulary file written
+by :meth:`Vocab.save` has one ``token<TAB>count`` line per id.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+__all__ = ["BOS", "EOS", "PAD", "SPECIALS", "UNK", "Vocab"]
+
+PAD = "<pad>"
+UNK = "<unk>"
+BOS = "<s>"
+EOS = "</s>"
+SPECIALS: tuple[str, ...] = (PAD, UNK, BOS, EOS)
+
+
+class Vocab:
+    """A bijection between tokens and ids with ``<pad>``=0, ``<unk>``=1, ``<s>``=2, ``</s>``=3.
+
+    Args:
+        tokens: the non-special words in id order (ids start at 4).
+        counts: optional corpus counts of the words (saved alongside, informational).
+    """
+
+    pad_id = 0
+    unk_id = 1
+    bos_id = 2
+    eos_id = 3
+
+    def __init__(self, tokens: Iterable[str], counts: Mapping[str, int] | None = None) -> None:
+        self._itos: list[str] = list(SPECIALS)
+        self._stoi: dict[str, int] = {tok: i for i, tok in enumerate(SPECIALS)}
+        for token in tokens:
+            if not token or any(ch.isspace() for ch in token):
+                raise ValueError(f"vocabulary tokens must be non-empty, no spaces: {token!r}")
+            if token in self._stoi:
+                raise ValueError(f"duplicate vocabulary token {token!r}")
+            self._stoi[token] = len(self._itos)
+            self._itos.append(token)
+        self.counts: dict[str, int] = dict(counts or {})
+
+    @classmethod
+    def from_counter(cls, counter: Mapping[str, int], max_size: int, min_freq: int = 1) -> Vocab:
+        """The ``max_size`` most frequent words with count >= ``min_freq``.
+
+        Specials in ``counter`` are ignored (they always have their fixed ids). Ties are
+        broken alphabetically.
+        """
+        candidates = [(w, c) for w, c in counter.items() if c >= min_freq and w not in SPECIALS]
+        candidates.sort(key=lambda item: (-item[1], item[0]))
+        kept = candidates[:max_size]
+        return cls((w for w, _ in kept), counts=dict(kept))
+
+    @classmethod
+    def build(cls, documents: Iterable[Sequence[str]], max_size: int, min_freq: int = 1) -> Vocab:
+        """Count the tokens of ``documents`` and keep the most frequent (see
+        :meth:`from_counter`)."""
+        counter: Counter[str] = Counter()
+        for doc in documents:
+            counter.update(doc)
+        return cls.from_counter(counter, max_size, min_freq)
+
+    def __len__(self) -> int:
+        return len(self._itos)
+
+    def __contains__(self, token: object) -> bool:
+        return token in self._stoi
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Vocab) and self._itos == other._itos
+
+    def __hash__(self) -> int:
+        return hash(tuple(self._itos))
+
+    def __repr__(self) -> str:
+        return f"Vocab(size={len(self)})"
+
+    @property
+    def tokens(self) -> list[str]:
+        """All tokens in id order, specials first."""
+        return list(self._itos)
+
+    def token_to_id(self, token: str) -> int:
+        """The id of ``token``, or ``unk_id`` for an out-of-vocabulary word."""
+        return self._stoi.get(token, self.unk_id)
+
+    def id_to_token(self, index: int) -> str:
+        """The token with id ``index`` (raises ``IndexError`` for an invalid id)."""
+        if index < 0:
+            raise IndexError(f"negative token id {index}")
+        return self._itos[index]
+
+    def encode(self, tokens: Iterable[str], *, bos: bool = False, eos: bool = False) -> list[int]:
+        """Ids of ``tokens`` (unknown -> ``<unk>``), optionally wrapped in ``<s>``/``</s>``."""
+        ids = [self._stoi.get(t, self.unk_id) for t in tokens]
+        if bos:
+            ids.insert(0, self.bos_id)
+        if eos:
+            ids.append(self.eos_id)
+        return ids
+
+    def decode(
+        self,
+        ids: Iterable[int],
+        *,
+        strip_specials: bool = True,
+        stop_at_eos: bool = True,
+        keep_unk: bool = True,
+    ) -> list[str]:
+        """Tokens of ``ids``.
+
+        Args:
+            ids: token ids (ints, or anything ``int()`` accepts such as 0-d tensors).
+            strip_specials: drop ``<pad>``, ``<s>`` and ``</s>``.
+            stop_at_eos: stop at the first ``</s>`` after the first token (a leading
+                ``<s>`` is skipped, so ``decode(encode(x, bos=True, eos=True)) == x``).
+            keep_unk: keep ``<unk>`` tokens (else drop them).
+        """
+        out: list[str] = []
+        for position, raw in enumerate(ids):
+            index = int(raw)
+            if stop_at_eos and index == self.eos_id and position > 0:
+                break
+            if strip_specials and index in (self.pad_id, self.bos_id, self.eos_id):
+                continue
+            if not keep_unk and index == self.unk_id:
+                continue
+            out.append(self.id_to_token(index))
+        return out
+
+    def unk_rate(self, tokens: Sequence[str]) -> float:
+        """The fraction of ``tokens`` that are out of vocabulary (0.0 for no tokens)."""
+        if not tokens:
+            return 0.0
+        return sum(t not in self._stoi for t in tokens) / len(tokens)
+
+    def save(self, path: str | Path) -> None:
+        """Write ``token<TAB>count`` lines in id order (UTF-8)."""
+        lines = [f"{tok}\t{self.counts.get(tok, 0)}\n" for tok in self._itos]
+        Path(path).write_text("".join(lines), encoding="utf-8")
+
+    @classmethod
+    def load(cls, path: str | Path) -> Vocab:
+        """Read a file written by :meth:`save` (or one token per line, without counts).
+
+        The first four lines must be the specials in order.
+        """
+        path = Path(path)
+        tokens: list[str] = []
+        counts: dict[str, int] = {}
+        for lineno, line in enumerate(path.read_text(encoding="utf-8").split("\n"), 1):
+            if not line:
+                continue
+            token, _, count = line.partition("\t")
+            if lineno <= len(SPECIALS):
+                if token != SPECIALS[lineno - 1]:
+                    raise ValueError(
+                        f"{path}:{lineno}: expected special token {SPECIALS[lineno - 1]!r}, "
+                        f"got {token!r}"
+                    )
+                continue
+            tokens.append(token)
+            if count:
+                counts[token] = int(count)
+        return cls(tokens, counts=counts)

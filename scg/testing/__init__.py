@@ -1,0 +1,27 @@
+"""Tools for users to property-test gradient estimators: exact gradients by enumeration, a
+statistical unbiasedness test, and hypothesis strategies for random small SCGs.
+
+Not imported by ``import scg``; import ``scg.testing`` explicitly.
+"""
+
+from scg.testing.exact import exact_expectation, exact_gradient, exact_hessian
+from scg.testing.unbiased import (
+    UnbiasedReport,
+    assert_unbiased,
+    check_unbiased,
+    compare,
+    estimate_gradients,
+    estimate_gradients_batched,
+)
+
+__all__ = [
+    "UnbiasedReport",
+    "assert_unbiased",
+    "check_unbiased",
+    "compare",
+    "estimate_gradients",
+    "estimate_gradients_batched",
+    "exact_expectation",
+    "exact_gradient",
+    "exact_hessian",
+]

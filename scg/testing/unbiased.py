@@ -1,0 +1,196 @@
+"""Statistical tests that a gradient estimator is unbiased.
+
+:func:`assert_unbiased` draws ``n`` independent surrogate gradients ĝ_1..ĝ_n (one fresh graph each,
+under a fixed seed) and compares their mean with the exact gradient g from enumeration
+(:func:`scg.testing.exact_gradient`). For each coordinate j,
+
+    z_j = (mean_j − g_j) / (s_j / √n),
+
+with s_j the sample standard deviation. Under the null hypothesis (unbiased) each z_j is
+approximately standard normal (central limit theorem), so rejecting when max_j |z_j| exceeds
+z* = Φ⁻¹(1 − α / (2d)) has a false-failure rate of at most α (Bonferroni over d coordinates),
+up to the normal approximation; n ≥ 500 keeps that approximation good for the bounded costs of
+typical tests. Coordinates whose estimates do not vary (s_j = 0) must match g_j to ``atol``.
+The test is deterministic: the same seed gives the same draws and the same verdict.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from scg.graph.graph import Graph
+from scg.testing.exact import exact_gradient
+
+__all__ = ["UnbiasedReport", "assert_unbiased", "check_unbiased", "compare", "estimate_gradients",
+           "estimate_gradients_batched"]
+
+Program = Callable[[], object]
+
+
+def _flat(grads: Sequence[torch.Tensor | None], params: Sequence[torch.Tensor]) -> torch.Tensor:
+    return torch.cat([(torch.zeros_like(p) if g is None else g).reshape(-1)
+                      for p, g in zip(params, grads)])
+
+
+def estimate_gradients(program: Program, params: Sequence[torch.Tensor], n: int, *,
+                       seed: int = 0, surrogate_kwargs: dict[str, Any] | None = None,
+                       graph_kwargs: dict[str, Any] | None = None) -> torch.Tensor:
+    """``n`` independent surrogate-gradient estimates, flattened: a ``(n, d)`` tensor.
+
+    Each estimate runs ``program`` in a fresh ``scg.Graph`` and differentiates
+    ``g.surrogate_loss(**surrogate_kwargs)``. The global RNG is seeded with ``seed`` inside
+    ``torch.random.fork_rng``, so the caller's RNG state is left as it was.
+    """
+    params = list(params)
+    kwargs = dict(surrogate_kwargs or {})
+    out = []
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        for _ in range(n):
+            with Graph(**(graph_kwargs or {})) as g:
+                program()
+            loss = g.surrogate_loss(**kwargs)
+            grads = torch.autograd.grad(loss, params, allow_unused=True)
+            out.append(_flat(grads, params).detach())
+    return torch.stack(out)
+
+
+def estimate_gradients_batched(
+    program: Callable[..., object], params: Sequence[torch.Tensor], n: int, *,
+    particles: int = 256, seed: int = 0, surrogate_kwargs: dict[str, Any] | None = None,
+) -> torch.Tensor:
+    """``n`` independent estimates from ``ceil(n / particles)`` runs: a ``(n, d)`` tensor.
+
+    ``program(*reps)`` receives each parameter replicated along a new leading *particle*
+    dimension, ``reps[i]`` of shape ``(particles, *params[i].shape)``, and must use particle p's
+    copy only for the particle-p batch element of its nodes and costs. Because scg credits each
+    batch element with its own costs, the gradient w.r.t. ``reps[i][p]`` is particle p's
+    estimate: one forward and one backward give ``particles`` estimates.
+    """
+    params = list(params)
+    kwargs = dict(surrogate_kwargs or {})
+    out: list[torch.Tensor] = []
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        remaining = n
+        while remaining > 0:
+            p = min(particles, remaining)
+            reps = [q.detach().unsqueeze(0).expand(p, *q.shape).clone().requires_grad_()
+                    for q in params]
+            with Graph() as g:
+                program(*reps)
+            grads = torch.autograd.grad(g.surrogate_loss(**kwargs), reps, allow_unused=True)
+            out.append(torch.cat([(torch.zeros_like(r) if gr is None else gr).reshape(p, -1)
+                                  for r, gr in zip(reps, grads)], dim=1).detach())
+            remaining -= p
+    return torch.cat(out)
+
+
+@dataclass
+class UnbiasedReport:
+    """The outcome of :func:`check_unbiased`."""
+
+    passed: bool
+    n: int
+    exact: torch.Tensor
+    mean: torch.Tensor
+    stderr: torch.Tensor
+    z: torch.Tensor
+    critical: float
+    p_value: float
+    worst: int
+
+    def __str__(self) -> str:
+        j = self.worst
+        verdict = "unbiased (not rejected)" if self.passed else "BIASED (rejected)"
+        return (
+            f"{verdict}: n={self.n}, d={self.exact.numel()}, max |z| = {abs(float(self.z[j])):.2f} "
+            f"at coordinate {j} (critical {self.critical:.2f}, Bonferroni p = {self.p_value:.3g}); "
+            f"estimate {float(self.mean[j]):.6g} ± {float(self.stderr[j]):.2g} vs exact "
+            f"{float(self.exact[j]):.6g}"
+        )
+
+
+def _normal_sf(z: float) -> float:
+    return 0.5 * math.erfc(z / math.sqrt(2.0))
+
+
+def compare(estimates: torch.Tensor, exact: torch.Tensor, *, alpha: float = 1e-3,
+            atol: float = 1e-6) -> UnbiasedReport:
+    """Per-coordinate z-test of ``estimates`` (n, d) against ``exact`` (d,), Bonferroni over d."""
+    est = estimates.double()
+    ex = exact.double().reshape(-1)
+    n, d = est.shape
+    mean = est.mean(0)
+    std = est.std(0, unbiased=True) if n > 1 else torch.zeros(d, dtype=torch.double)
+    se = std / math.sqrt(n)
+    scale = atol * (1.0 + ex.abs())
+    degenerate = se <= scale
+    diff = mean - ex
+    z = torch.where(degenerate, torch.zeros_like(diff), diff / torch.where(degenerate,
+                                                                            torch.ones_like(se), se))
+    critical = float(torch.special.ndtri(torch.tensor(1.0 - alpha / (2.0 * d), dtype=torch.double)))
+    bad_degenerate = degenerate & (diff.abs() > scale)
+    z = torch.where(bad_degenerate, torch.full_like(z, math.inf) * diff.sign(), z)
+    worst = int(z.abs().argmax())
+    max_z = float(z.abs().max())
+    p = 1.0 if math.isnan(max_z) else min(1.0, 2.0 * d * _normal_sf(max_z))
+    passed = bool(max_z <= critical)
+    return UnbiasedReport(passed, n, ex, mean, se, z, critical, p, worst)
+
+
+def check_unbiased(program: Program, params: Sequence[torch.Tensor], n: int = 1000, *,
+                   seed: int = 0, alpha: float = 1e-3, atol: float = 1e-6,
+                   surrogate_kwargs: dict[str, Any] | None = None,
+                   exact: Sequence[torch.Tensor] | None = None,
+                   batched: Callable[..., object] | None = None,
+                   particles: int = 256) -> UnbiasedReport:
+    """Run the test of the module docstring and return its report (does not raise).
+
+    Args:
+        program: zero-argument callable calling ``scg.sample``/``scg.cost`` (see
+            :func:`scg.testing.exact_gradient`).
+        params: the tensors to differentiate with respect to.
+        n: number of independent estimates.
+        seed: RNG seed (the caller's RNG state is restored afterwards).
+        alpha: false-failure rate of the test.
+        atol: tolerance for coordinates whose estimates do not vary.
+        surrogate_kwargs: passed to ``surrogate_loss`` (e.g. ``{"discount": 0.5}``).
+        exact: the exact gradient, when known; by default computed by enumeration.
+        batched: the same program taking replicated parameters, to draw the estimates
+            vectorized (see :func:`estimate_gradients_batched`); ``program`` is still used for
+            the exact gradient.
+        particles: estimates per run of ``batched``.
+    """
+    params = list(params)
+    g_exact = _flat(list(exact) if exact is not None else exact_gradient(program, params), params)
+    if batched is not None:
+        estimates = estimate_gradients_batched(batched, params, n, particles=particles, seed=seed,
+                                               surrogate_kwargs=surrogate_kwargs)
+    else:
+        estimates = estimate_gradients(program, params, n, seed=seed,
+                                       surrogate_kwargs=surrogate_kwargs)
+    return compare(estimates, g_exact.detach(), alpha=alpha, atol=atol)
+
+
+def assert_unbiased(program: Program, params: Sequence[torch.Tensor], n: int = 1000, *,
+                    seed: int = 0, alpha: float = 1e-3, atol: float = 1e-6,
+                    surrogate_kwargs: dict[str, Any] | None = None,
+                    exact: Sequence[torch.Tensor] | None = None,
+                    batched: Callable[..., object] | None = None,
+                    particles: int = 256) -> UnbiasedReport:
+    """Raise ``AssertionError`` when the surrogate gradient of ``program`` is detectably biased.
+
+    See :func:`check_unbiased` for the arguments; returns the report when the test passes.
+    """
+    report = check_unbiased(program, params, n, seed=seed, alpha=alpha, atol=atol,
+                            surrogate_kwargs=surrogate_kwargs, exact=exact, batched=batched,
+                            particles=particles)
+    if not report.passed:
+        raise AssertionError(str(report))
+    return report

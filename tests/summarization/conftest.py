@@ -1,0 +1,97 @@
+"""Shared fixtures for the summarization data tests (synthetic inputs written per test)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+if importlib.util.find_spec("scg_summarize") is None:  # not pip-installed: use the source tree
+    sys.path.insert(0, str(REPO_ROOT / "examples" / "summarization"))
+
+SHARED_DATA = REPO_ROOT / ".." / "shared" / "data"
+
+
+@pytest.fixture
+def shared_data() -> Path:
+    """The folder of real third-party samples (skips the test when it is absent)."""
+    if not (SHARED_DATA / "README.md").is_file():
+        pytest.skip(f"shared data not found at {SHARED_DATA}")
+    return SHARED_DATA.resolve()
+
+
+def story_text(paragraphs: Sequence[str], highlights: Sequence[str]) -> str:
+    """A CNN/DM ``.story`` file body."""
+    parts = [f"{p}\n\n" for p in paragraphs]
+    parts += [f"@highlight\n\n{h}\n\n" for h in highlights]
+    return "".join(parts)
+
+
+StoryWriter = Callable[..., Path]
+
+
+@pytest.fixture
+def write_story(tmp_path: Path) -> StoryWriter:
+    """Write ``name.story`` under ``tmp_path/stories`` (or ``directory``); returns its path."""
+
+    def write(
+        name: str,
+        paragraphs: Sequence[str],
+        highlights: Sequence[str],
+        directory: Path | None = None,
+    ) -> Path:
+        folder = directory or tmp_path / "stories"
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{name}.story"
+        path.write_text(story_text(paragraphs, highlights), encoding="utf-8")
+        return path
+
+    return write
+
+
+#: Made-up documents (no third-party text): (paragraphs, highlights).
+TOY_STORIES: list[tuple[list[str], list[str]]] = [
+    (
+        ["Mr. Dobbs visited the Quillon museum on Tuesday. He paid $12.50 for a ticket.",
+         "The museum's new wing opened in 2021, officials said."],
+        ["Dobbs visited the museum", "The wing opened in 2021"],
+    ),
+    (
+        ["Zorvath Inc. reported a profit of 3.5 million dollars.",
+         "\u201cWe can't complain,\u201d said Dr. Elna Ferrow (the chief)."],
+        ["Zorvath reported a profit"],
+    ),
+    (
+        ["The river flooded the village of Pemberwick. Nobody was hurt!",
+         "Residents returned home on Friday."],
+        ["Pemberwick flooded, nobody hurt", "Residents went home", "Third highlight here"],
+    ),
+    (
+        ["A small robot named Tiko learned to sort red and blue blocks.",
+         "Its makers said the robot won't be sold."],
+        ["Tiko the robot sorts blocks"],
+    ),
+]  # fmt: skip
+
+
+@pytest.fixture
+def toy_story_dir(tmp_path: Path, write_story: StoryWriter) -> Path:
+    """A directory with the :data:`TOY_STORIES` as ``story0.story``..."""
+    folder = tmp_path / "toy"
+    for i, (paragraphs, highlights) in enumerate(TOY_STORIES):
+        write_story(f"story{i}", paragraphs, highlights, directory=folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def synthetic_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small prepared synthetic corpus (shared by the loading tests; read-only)."""
+    from scg_summarize.data import make_synthetic_corpus
+
+    out = tmp_path_factory.mktemp("synthetic")
+    make_synthetic_corpus(out, n_train=240, n_valid=40, n_test=30, seed=7)
+    return out

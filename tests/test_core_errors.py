@@ -1,0 +1,141 @@
+"""Bad input gets a clear SCGError naming the node and where it was created."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.distributions import Categorical, Distribution, Normal
+
+import scg
+
+
+def test_sample_and_cost_outside_graph() -> None:
+    with pytest.raises(scg.SCGError, match=r"scg.sample\(name='z'\) at .*test_core_errors.py:\d+.*outside a graph"):
+        scg.sample(Categorical(logits=torch.zeros(2)), name="z")
+    with pytest.raises(scg.SCGError, match=r"scg.cost\(name='c'\).*outside a graph"):
+        scg.cost(torch.zeros(()), name="c")
+
+
+def test_not_a_distribution() -> None:
+    with scg.Graph(), pytest.raises(scg.SCGError, match="expected a torch.distributions"):
+        scg.sample(torch.zeros(3), name="z")  # type: ignore[arg-type]
+
+
+class _NoLogProb(Distribution):
+    arg_constraints: dict[str, object] = {}
+
+    def __init__(self) -> None:
+        super().__init__(torch.Size([2]), validate_args=False)
+
+    def sample(self, sample_shape: torch.Size = torch.Size()) -> torch.Tensor:
+        return torch.zeros(sample_shape + torch.Size([2]))
+
+
+def test_distribution_without_log_prob() -> None:
+    with scg.Graph(), pytest.raises(scg.SCGError, match=r"'bad'.*does not implement log_prob"):
+        scg.sample(_NoLogProb(), name="bad")
+
+
+def test_pathwise_without_rsample() -> None:
+    with scg.Graph(), pytest.raises(scg.SCGError, match=r"'z'.*Categorical has no rsample"):
+        scg.sample(Categorical(logits=torch.zeros(2)), name="z", estimator=scg.Pathwise())
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_non_finite_cost_named(bad: float) -> None:
+    with scg.Graph() as g:
+        z = scg.sample(Categorical(logits=torch.zeros(2)), name="z")
+        scg.cost(z.float() * 0 + 1.0, name="fine")
+        scg.cost(z.float() * 0 + bad, name="broken")
+    with pytest.raises(scg.SCGError, match=r"cost node 'broken'.*not finite"):
+        g.surrogate_loss()
+
+
+def test_cost_shape_mismatch_names_both_nodes() -> None:
+    with scg.Graph() as g:
+        z = scg.sample(Categorical(logits=torch.zeros(4, 2)), name="z")
+        scg.cost(z.float()[:3], name="short")
+    with pytest.raises(scg.SCGError, match=r"cost node 'short'.*\(3,\).*stochastic node 'z'"):
+        g.surrogate_loss()
+
+
+def test_surrogate_twice_and_empty_graph() -> None:
+    with scg.Graph() as g:
+        z = scg.sample(Categorical(logits=torch.zeros(2)), name="z")
+        scg.cost(z.float(), name="c")
+    g.surrogate_loss()
+    with pytest.raises(scg.SCGError, match="already called"):
+        g.surrogate_loss()
+    with scg.Graph() as empty:
+        scg.sample(Categorical(logits=torch.zeros(2)), name="z")
+    with pytest.raises(scg.SCGError, match="no cost nodes"):
+        empty.surrogate_loss()
+
+
+def test_graph_cannot_be_reentered_and_names_are_unique() -> None:
+    g = scg.Graph()
+    with g:
+        scg.sample(Categorical(logits=torch.zeros(2)), name="z", step=0)
+        scg.sample(Categorical(logits=torch.zeros(2)), name="z", step=1)
+        with pytest.raises(scg.SCGError, match="duplicate node name 'z' at step 1"):
+            scg.sample(Categorical(logits=torch.zeros(2)), name="z", step=1)
+    with pytest.raises(scg.SCGError, match="cannot be entered twice"), g:
+        pass
+
+
+@pytest.mark.parametrize(
+    ("value", "match"),
+    [(1.0, "Python number"), (torch.tensor([1, 2]), "floating-point"), ("x", "expected a tensor")],
+)
+def test_bad_cost_values(value: object, match: str) -> None:
+    with scg.Graph(), pytest.raises(scg.SCGError, match=match):
+        scg.cost(value, name="c")  # type: ignore[arg-type]
+
+
+def test_bad_arguments() -> None:
+    d = Normal(torch.zeros(2), 1.0)
+    with scg.Graph():
+        with pytest.raises(scg.SCGError, match="step must be an int"):
+            scg.sample(d, name="x", step="1")  # type: ignore[arg-type]
+        with pytest.raises(scg.SCGError, match="n must be a positive int"):
+            scg.sample(d, name="x", n=0)
+        with pytest.raises(scg.SCGError, match="baseline= needs a score-function"):
+            scg.sample(d, name="x", baseline=scg.baselines.Constant(0.0))
+        with pytest.raises(scg.SCGError, match="both to the estimator and as baseline="):
+            scg.sample(Categorical(logits=torch.zeros(2)), name="z",
+                       estimator=scg.ScoreFunction(scg.baselines.Constant(1.0)),
+                       baseline=scg.baselines.Constant(0.0))
+    with pytest.raises(scg.SCGError, match="beta must be in"):
+        scg.baselines.EMA(0.0)
+    with pytest.raises(scg.SCGError, match="finite"):
+        scg.baselines.Constant(float("nan"))
+
+
+def test_discount_needs_steps_in_order() -> None:
+    with scg.Graph() as g:
+        z = scg.sample(Categorical(logits=torch.zeros(2)), name="z")
+        scg.cost(z.float(), name="c", step=0)
+    with pytest.raises(scg.SCGError, match="stochastic node 'z'.*has no step"):
+        g.surrogate_loss(discount=0.5)
+    with scg.Graph() as g2:
+        z = scg.sample(Categorical(logits=torch.zeros(2)), name="z", step=3)
+        scg.cost(z.float(), name="c", step=1)
+    with pytest.raises(scg.SCGError, match="at an earlier step"):
+        g2.surrogate_loss(discount=0.5)
+
+
+def test_influenced_by_rejects_python_values() -> None:
+    with scg.Graph():
+        z = scg.sample(Categorical(logits=torch.zeros(2)), name="z")
+        with pytest.raises(scg.SCGError, match="source 0 is a int"):
+            scg.influenced_by(torch.zeros(()), 3)  # type: ignore[arg-type]
+        with pytest.raises(scg.SCGError, match="not computed from any node"):
+            scg.influenced_by(z.float(), torch.zeros(()))
+
+
+def test_node_lookup_errors() -> None:
+    with scg.Graph() as g:
+        scg.sample(Categorical(logits=torch.zeros(2)), name="z")
+        scg.cost(torch.zeros(()), name="c")
+    with pytest.raises(scg.SCGError, match=r"no node named 'q'.*known nodes: 'c', 'z'"):
+        g.influences("q", "c")

@@ -1,0 +1,179 @@
+"""Statistical properties of the surrogate: unbiasedness against enumeration, baselines,
+causal credit, pathwise gradients, and that the checker catches a biased estimator.
+
+Every test is seeded; tolerances come from standard errors (scg.testing's z-test with a
+Bonferroni budget, alpha = 1e-3 per test).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from torch.distributions import Bernoulli, Categorical, Gumbel, Normal
+
+import scg
+import scg.testing as st
+from scg.baselines import Baseline, BaselineResult
+from scg.graph.nodes import Node
+from scg.testing.strategies import SCGSpec, scgs
+
+def _check_spec(spec: SCGSpec) -> None:
+    theta = spec.init_params(0)
+    exact = st.exact_gradient(spec.program(theta), [theta], quadrature=48)
+    report = st.check_unbiased(spec.program(theta), [theta], n=2000, batched=spec.batched(),
+                               particles=1000, seed=1, exact=exact)
+    assert report.passed, str(report)
+
+
+@settings(max_examples=200, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(scgs(continuous=False))
+def test_random_discrete_scgs_are_unbiased(spec: SCGSpec) -> None:
+    _check_spec(spec)
+
+
+@settings(max_examples=40, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(scgs(max_nodes=3, continuous=True))
+def test_random_mixed_scgs_are_unbiased(spec: SCGSpec) -> None:
+    _check_spec(spec)
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(scgs(continuous=False))
+def test_baselines_leave_the_mean_unchanged(spec: SCGSpec) -> None:
+    theta = spec.init_params(1)
+    exact = st.exact_gradient(spec.program(theta), [theta])
+    for baseline in (scg.baselines.Constant(0.7), scg.baselines.EMA(0.3, init=0.2)):
+        report = st.check_unbiased(spec.program(theta), [theta], n=2000, exact=exact,
+                                   batched=spec.batched(baseline), particles=500, seed=2)
+        assert report.passed, f"{baseline!r}: {report}"
+
+
+class _UpdateFirstEMA(Baseline):
+    """A wrong EMA that updates with the current sample before subtracting (as a peer does)."""
+
+    def __init__(self, beta: float) -> None:
+        self.beta = beta
+        self.value = 0.0
+
+    def __call__(self, nodes: Sequence[Node], targets: torch.Tensor) -> BaselineResult:
+        b = self.value + self.beta * (targets - self.value)  # includes the current sample
+        self.value = float(b.mean())
+        return BaselineResult(b)
+
+
+def _one_node_program(theta: torch.Tensor, baseline: Baseline | None = None):  # type: ignore[no-untyped-def]
+    def run(th: torch.Tensor) -> None:
+        z = scg.sample(Categorical(logits=th), name="z", baseline=baseline)
+        scg.cost((z.to(th.dtype) - 1.0) ** 2 + 1.0, name="c")
+
+    return (lambda: run(theta.unsqueeze(0))), run
+
+
+def test_checker_catches_a_biased_baseline() -> None:
+    theta = torch.tensor([0.2, -0.4, 0.1], dtype=torch.float64, requires_grad=True)
+    program, batched = _one_node_program(theta, _UpdateFirstEMA(0.5))
+    report = st.check_unbiased(program, [theta], n=4000, batched=batched, particles=1000)
+    assert not report.passed, str(report)
+    assert report.p_value < 1e-6
+    # The same program with the correct EMA passes, with the same seed and n.
+    program, batched = _one_node_program(theta, scg.baselines.EMA(0.5))
+    assert st.check_unbiased(program, [theta], n=4000, batched=batched, particles=1000).passed
+
+
+def test_update_first_ema_halves_the_gradient() -> None:
+    """The measured bias of the update-first EMA: every gradient scaled by (1 − β)."""
+    theta = torch.tensor([0.2, -0.4, 0.1], dtype=torch.float64, requires_grad=True)
+    program, batched = _one_node_program(theta, _UpdateFirstEMA(0.5))
+    exact = torch.cat(st.exact_gradient(program, [theta]))
+    est = st.estimate_gradients_batched(batched, [theta], 20000, particles=2000)
+    ratio = (est.mean(0) @ exact) / (exact @ exact)
+    se = float((est @ exact).std() / (exact @ exact)) / math.sqrt(est.shape[0])
+    assert abs(float(ratio) - 0.5) < 4 * se + 1e-3, (float(ratio), se)
+
+
+def test_causal_credit_lowers_variance() -> None:
+    """Crediting z1 with c2 (which it does not influence) keeps the mean but adds variance."""
+    theta = torch.tensor([0.3, -0.2, 0.5, 0.1], dtype=torch.float64, requires_grad=True)
+
+    def run(th: torch.Tensor, credit_all: bool) -> None:
+        z1 = scg.sample(Bernoulli(logits=th[:, 0]), name="z1")
+        z2 = scg.sample(Bernoulli(logits=th[:, 1]), name="z2")
+        c1 = z1 * 2.0 + th[:, 2]
+        c2 = (z2 * 5.0 + th[:, 3]) ** 2
+        scg.cost(c1, name="c1")
+        scg.cost(scg.influenced_by(c2, z1) if credit_all else c2, name="c2")
+
+    def prog(credit_all: bool):  # type: ignore[no-untyped-def]
+        return lambda: run(theta.unsqueeze(0), credit_all)
+
+    causal = st.estimate_gradients_batched(lambda t: run(t, False), [theta], 8000, particles=2000)
+    full = st.estimate_gradients_batched(lambda t: run(t, True), [theta], 8000, particles=2000)
+    exact = torch.cat(st.exact_gradient(prog(False), [theta]))
+    assert st.compare(causal, exact).passed and st.compare(full, exact).passed
+    v_causal, v_full = causal[:, 0].var(), full[:, 0].var()
+    # Variance ratio test: F statistic with 7999 dof each; require a clear margin.
+    assert float(v_full / v_causal) > 1.5, (float(v_causal), float(v_full))
+
+
+@pytest.mark.parametrize("dist", ["normal", "gumbel"])
+def test_pathwise_matches_analytic_gradient(dist: str) -> None:
+    mu = torch.tensor([0.4], dtype=torch.float64, requires_grad=True)
+    log_s = torch.tensor([-0.3], dtype=torch.float64, requires_grad=True)
+    a = 1.5
+
+    def run(m: torch.Tensor, ls: torch.Tensor) -> None:
+        d = Normal(m, ls.exp()) if dist == "normal" else Gumbel(m, ls.exp())
+        x = scg.sample(d, name="x")
+        scg.cost(((x - a) ** 2).sum(-1), name="c")
+
+    s = float(log_s.detach().exp())
+    if dist == "normal":  # E = (μ − a)² + σ²
+        exact = [2 * (mu.detach() - a), torch.tensor([2 * s * s], dtype=torch.float64)]
+    else:  # Gumbel: E[x] = μ + sγ, Var = π²s²/6
+        g = 0.5772156649015329
+        mean = float(mu) + s * g
+        exact = [torch.tensor([2 * (mean - a)], dtype=torch.float64),
+                 torch.tensor([2 * (mean - a) * s * g + 2 * math.pi**2 * s * s / 6],
+                              dtype=torch.float64)]
+    report = st.check_unbiased(lambda: run(mu[None], log_s[None]), [mu, log_s], n=20000,
+                               exact=exact, batched=run, particles=5000)
+    assert report.passed, str(report)
+
+
+def test_discount_weights_costs_by_lag() -> None:
+    theta = torch.zeros(3, 2, requires_grad=True)
+    with scg.Graph() as g:
+        zs = [scg.sample(Categorical(logits=theta[t]), name="z", step=t) for t in range(3)]
+        cs = [scg.cost(sum(z.float() for z in zs[: t + 1]) + t + 1.0, name="c", step=t)
+              for t in range(3)]
+    assert not g.influences(zs[2], cs[1]) and g.influences(zs[0], cs[2])
+    grad = torch.autograd.grad(g.surrogate_loss(discount=0.5), theta)[0]
+    t2 = theta.detach().requires_grad_()
+    manual = sum(Categorical(logits=t2[t]).log_prob(zs[t])
+                 * sum(0.5 ** (s - t) * float(cs[s]) for s in range(t, 3)) for t in range(3))
+    torch.testing.assert_close(grad, torch.autograd.grad(manual, t2)[0])  # type: ignore[arg-type]
+
+
+def test_cost_baseline_is_subtracted_before_discount() -> None:
+    """The C2F paper's A_t = (r_t − b_t) + γ A_{t+1} with an EMA per step on the cost."""
+    theta = torch.zeros(3, 2, requires_grad=True)
+    ema = scg.baselines.EMA(0.1, init=0.5)
+    with scg.Graph() as g:
+        zs = [scg.sample(Categorical(logits=theta[t]), name="z", step=t) for t in range(3)]
+        cs = [scg.cost(sum(z.float() for z in zs[: t + 1]) + 1.0, name="r", step=t, baseline=ema)
+              for t in range(3)]
+    grad = torch.autograd.grad(g.surrogate_loss(discount=0.5), theta)[0]
+    t2 = theta.detach().requires_grad_()
+    adv = [float(cs[t]) - 0.5 for t in range(3)]
+    manual = sum(Categorical(logits=t2[t]).log_prob(zs[t])
+                 * sum(0.5 ** (s - t) * adv[s] for s in range(t, 3)) for t in range(3))
+    torch.testing.assert_close(grad, torch.autograd.grad(manual, t2)[0])  # type: ignore[arg-type]
+    # After the update, each step's average moved by beta toward its reward.
+    for t in range(3):
+        assert ema.value("r", t) == pytest.approx(0.5 + 0.1 * (float(cs[t]) - 0.5))
