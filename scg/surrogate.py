@@ -2,39 +2,48 @@
 
 For a graph with stochastic nodes S, cost nodes C and parameters θ, Theorem 1 gives
 
-    ∇_θ E[Σ_{c∈C} c] = E[ Σ_{v∈S, θ≺v} ∇_θ log p(v | parents_v) · (Ĉ_v − b_v)  +  Σ_{c∈C, θ≺c} ∇_θ c ],
+    ∇_θ E[Σ_c c] = E[ Σ_{v∈S} ∇_θ log p(v | parents_v) · (Ĉ_v − b_v)  +  Σ_{c∈C} ∇_θ c ],
 
-with Ĉ_v = Σ_{c ∈ C, v ≺ c} ĉ the sum of the costs that v *influences* (v ≺ c: a data-flow path from
-v to c) and b_v a baseline that does not depend on v's descendants (Theorem 2). Algorithm 1 turns
-this into a scalar whose ordinary gradient is the estimate:
+with Ĉ_v = Σ_{c ∈ C, v ≺ c} ĉ the sum of the costs that v *influences* (v ≺ c: a data-flow path
+from v to c) and b_v a baseline that does not depend on v's descendants (Theorem 2). Algorithm 1
+turns this into a scalar whose ordinary gradient is the estimate:
 
     L(θ) = Σ_c c + Σ_v log p(v | parents_v) · stop_gradient(Ĉ_v − b_v).
 
-This module builds L exactly, with two refinements:
+This module builds L exactly, with these refinements:
 
 * Each element of a batched node is credited with the matching elements of the costs (leading
   dimensions line up), so examples in a batch do not share credit.
 * The score term is written ``(log p − stop_gradient(log p)) · A``: its value is exactly zero, so
-  ``L`` *evaluates* to Σ c (loggable) while its gradient is unchanged.
+  ``L`` *evaluates* to the objective (loggable) while its gradient is unchanged.
+* Sample dimensions (``n=k`` samples, enumerated supports; :mod:`scg.sample_dims`): costs are
+  averaged over them with weights ω (1/k, or p(value) for an enumeration), so L evaluates to
+  Σ_c Σ ω ⊙ c and estimates ∇ E[mean over samples of Σ c].
+* ``dice=True`` / ``dice_lambda=λ`` build DiCE / Loaded DiCE objectives (:mod:`scg.dice`) whose
+  higher derivatives are estimates too; ``score_scale=λ`` reweights the score terms.
 
 Ĉ is computed for all nodes at once: the influence relation becomes a 0/1 matrix (discount weights
-γ^(s_c − t_v) with ``discount=γ``), and Ĉ = W @ stack(costs), one matrix product per group of equally
-shaped nodes and costs instead of a Python loop over (node, cost) pairs.
+γ^(s_c − t_v) with ``discount=γ``), and Ĉ = W @ stack(costs), one matrix product per pair of
+groups of equally shaped nodes and costs instead of a Python loop over (node, cost) pairs.
 """
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 
+from scg import dice as dice_mod
 from scg.baselines.base import Baseline
 from scg.errors import SCGError
 from scg.graph.graph import Graph
 from scg.graph.nodes import CostNode, Node, StochasticNode
 from scg.graph.tracking import bits
+from scg.sample_dims import SamplePlan, align_batch_to_node
 
 __all__ = ["influence_matrix", "objective", "surrogate_loss"]
 
@@ -50,12 +59,11 @@ def influence_matrix(full: Sequence[int], rows: Sequence[Node], cols: Sequence[N
     return unpacked[:, [r.index for r in rows]].T.astype(bool)
 
 
-def _discount_weights(
-    a: np.ndarray, rows: Sequence[Node], cols: Sequence[Node], gamma: float
-) -> np.ndarray:
+def step_weights(a: np.ndarray, rows: Sequence[Node], cols: Sequence[Node], gamma: float,
+                 what: str = "discount") -> np.ndarray:
     """γ^(s_c − t_v) where v influences c; errors name nodes with missing or inverted steps."""
     if not 0.0 <= gamma <= 1.0:
-        raise SCGError(f"surrogate_loss(discount=...): expected a number in [0, 1], got {gamma!r}")
+        raise SCGError(f"surrogate_loss({what}=...): expected a number in [0, 1], got {gamma!r}")
     t = np.array([np.nan if r.step is None else r.step for r in rows], dtype=float)
     s = np.array([np.nan if c.step is None else c.step for c in cols], dtype=float)
     lag = s[None, :] - t[:, None]
@@ -63,55 +71,22 @@ def _discount_weights(
     if bad.any():
         i, j = (int(x[0]) for x in np.nonzero(bad))
         who = rows[i] if rows[i].step is None else cols[j]
-        raise SCGError(f"surrogate_loss(discount={gamma}): {who.describe()} has no step, but "
+        raise SCGError(f"surrogate_loss({what}={gamma}): {who.describe()} has no step, but "
                        f"{rows[i].describe()} influences {cols[j].describe()}; give both a step=")
     back = a & (lag < 0)
     if back.any():
         i, j = (int(x[0]) for x in np.nonzero(back))
-        raise SCGError(f"surrogate_loss(discount={gamma}): {rows[i].describe()} influences "
+        raise SCGError(f"surrogate_loss({what}={gamma}): {rows[i].describe()} influences "
                        f"{cols[j].describe()} at an earlier step; steps must not decrease along "
                        "data flow")
     w: np.ndarray = np.where(a, np.power(gamma, np.where(a, lag, 0.0)), 0.0)
     return w
 
 
-def _align(stack: torch.Tensor, node_shape: torch.Size, cost: CostNode, node: Node) -> torch.Tensor:
-    """Reduce/broadcast stacked costs ``(q, *S_c)`` to ``(q, *S_v)``, aligning leading dims.
-
-    A cost dimension beyond the node's is summed; a dimension where the node has size 1 and the
-    cost does not is summed; a cost dimension of size 1 (or missing) is broadcast.
-    """
-    cost_shape = stack.shape[1:]
-    k = len(node_shape)
-    x = stack
-    if len(cost_shape) > k:
-        x = x.sum(dim=tuple(range(1 + k, 1 + len(cost_shape))))
-    sum_dims = []
-    for i in range(min(len(cost_shape), k)):
-        ci, vi = cost_shape[i], node_shape[i]
-        if ci == vi or ci == 1:
-            continue
-        if vi == 1:
-            sum_dims.append(1 + i)
-            continue
-        raise SCGError(
-            f"{cost.describe()} has shape {tuple(cost_shape)}, which does not line up with the "
-            f"batch shape {tuple(node_shape)} of {node.describe()} that influences it: scg aligns "
-            "leading (batch) dimensions, so dimension "
-            f"{i} must be {vi} or 1 (or the node's must be 1); reshape the cost or the node"
-        )
-    if sum_dims:
-        x = x.sum(dim=tuple(sum_dims), keepdim=True)
-    missing = k - (x.dim() - 1)
-    if missing > 0:
-        x = x.reshape(*x.shape, *([1] * missing))
-    return x.expand(x.shape[0], *node_shape)
-
-
-def _group(items: Sequence[Node], key_fn: object) -> dict[object, list[int]]:
-    groups: dict[object, list[int]] = defaultdict(list)
+def _group(items: Sequence[Node], key_fn: Callable[[Node], Hashable]) -> dict[Hashable, list[int]]:
+    groups: dict[Hashable, list[int]] = defaultdict(list)
     for i, item in enumerate(items):
-        groups[key_fn(item)].append(i)  # type: ignore[operator]
+        groups[key_fn(item)].append(i)
     return groups
 
 
@@ -119,7 +94,7 @@ def _apply_baselines(
     nodes: Sequence[Node], baselines: Sequence[Baseline | None], targets: torch.Tensor,
     losses: list[torch.Tensor],
 ) -> torch.Tensor:
-    """``targets − b`` for each row; rows sharing a baseline object are evaluated together."""
+    """``(targets − b) · scale`` for each row; rows sharing a baseline object go together."""
     by_baseline: dict[int, list[int]] = defaultdict(list)
     objects: dict[int, Baseline] = {}
     for i, b in enumerate(baselines):
@@ -135,10 +110,13 @@ def _apply_baselines(
         if not torch.isfinite(value).all():
             raise SCGError(f"the baseline {objects[key]!r} of {nodes[idx[0]].describe()} returned "
                            "a non-finite value")
+        adv = targets[idx] - value
+        if result.scale is not None:
+            adv = adv * result.scale.detach()
         if len(idx) == len(nodes):
-            out = targets - value
+            out = adv
         else:
-            out[idx] = targets[idx] - value
+            out[idx] = adv
         if result.loss is not None:
             losses.append(result.loss)
     return out
@@ -163,18 +141,94 @@ def _check_baseline_inputs(full: Sequence[int], node: StochasticNode) -> None:
                        "(Theorem 2), otherwise the estimate is biased")
 
 
-def surrogate_loss(graph: Graph, *, discount: float | None = None) -> torch.Tensor:
+@dataclass
+class CostGroup:
+    """Costs of one shape and sample layout: ``stack`` (q, *shape) and their weights ω."""
+
+    members: list[CostNode]
+    cols: list[int]
+    layout: tuple[int, ...]
+    stack: torch.Tensor
+    scale: float
+    factor: torch.Tensor | None
+    target: torch.Tensor  # detached ω ⊙ (c − b_c): what Ĉ sums
+    raw: torch.Tensor  # detached ω ⊙ c
+
+    def weighted(self, x: torch.Tensor) -> torch.Tensor:
+        """ω ⊙ x, differentiable through the probabilities of enumerated nodes."""
+        if self.factor is not None:
+            x = x * self.factor
+        return x if self.scale == 1.0 else x * self.scale
+
+
+@dataclass
+class NodeGroup:
+    """Score nodes of one log-probability shape and sample layout."""
+
+    members: list[StochasticNode]
+    rows: list[int]
+    layout: tuple[int, ...]
+    logp: torch.Tensor  # (r, *shape)
+
+
+def _cost_groups(costs: list[CostNode], plan: SamplePlan) -> list[CostGroup]:
+    out = []
+    keyed = _group(costs, lambda c: (tuple(c.value.shape), c.value.dtype, c.value.device,
+                                     plan.layout(c) if plan.active else ()))
+    for (shape, *_, layout), cols in keyed.items():  # type: ignore[misc]
+        members = [costs[i] for i in cols]
+        stack = torch.stack([c.value for c in members])
+        _check_finite(stack.detach(), members)
+        scale, factor = (plan.weight(layout, torch.Size(shape), members[0])
+                         if layout else (1.0, None))
+        out.append(CostGroup(members, cols, layout, stack, scale, factor, stack.detach(),
+                             stack.detach()))
+    return out
+
+
+def _c_hat(ng: NodeGroup, cgs: list[CostGroup], w: np.ndarray, costs: list[CostNode],
+           sizes: dict[int, int], field: str) -> torch.Tensor | None:
+    """Ĉ for a node group: Σ over cost groups of W_sub @ aligned weighted costs."""
+    node_shape = ng.logp.shape[1:]
+    out: torch.Tensor | None = None
+    for cg in cgs:
+        sub = w[np.ix_(ng.rows, cg.cols)]
+        if not sub.any():
+            continue
+        stack: torch.Tensor = getattr(cg, field)
+        i, j = (int(x[0]) for x in np.nonzero(sub))
+        aligned = align_batch_to_node(stack, cg.layout, ng.layout, node_shape, costs[cg.cols[j]],
+                                      ng.members[i], sizes)
+        weights = torch.as_tensor(sub, dtype=stack.dtype, device=stack.device)
+        part = (weights @ aligned.reshape(len(cg.cols), -1)).reshape(len(ng.rows), *node_shape)
+        out = part if out is None else out + part
+    return out
+
+
+def surrogate_loss(graph: Graph, *, discount: float | None = None, dice: bool = False,
+                   dice_lambda: float | None = None, score_scale: float = 1.0) -> torch.Tensor:
     """Build the surrogate loss of ``graph`` (Algorithm 1; see the module docstring).
 
     Args:
         graph: a graph whose program has run (usually after its ``with`` block).
         discount: γ in [0, 1]. A cost at step s then credits a node at step t ≤ s with weight
             γ^(s − t) (the C2F paper's discounted reward-to-go); every node and cost connected
-            by influence needs a ``step``.
+            by influence needs a ``step``. Biased for γ < 1 (it optimizes a different credit).
+        dice: build the DiCE objective Σ_c ⊡(τ_c) ω_c c + Σ_v (1 − ⊡(log p_v)) b_v (Foerster
+            et al. 2018; baselines as in Mao et al. 2019): derivatives of every order are
+            unbiased estimates, not only the first. Not combinable with ``discount``.
+        dice_lambda: λ in [0, 1]: Loaded DiCE (Farquhar et al. 2019) instead, which damps the
+            higher-order credit of a node's ancestors by λ^(t_v − t_u); first derivatives are
+            Algorithm 1's for every λ (see :mod:`scg.dice`). Implies ``dice``.
+        score_scale: multiply every score-function term (and DiCE's ⊡ − 1 parts) by this
+            factor, as the C2F paper's λ weight on REINFORCE. A reweighting: unbiased only
+            for 1 (for a graph with no pathwise terms the expectation is ``score_scale`` times
+            the gradient, the same direction).
 
     Returns:
-        A scalar equal in value to the sum of all costs, whose gradient is an unbiased estimate
-        of ∇_θ E[Σ costs] for unbiased estimators.
+        A scalar equal in value to the objective Σ_c Σ ω_c ⊙ c (the sum of the costs when no
+        node has a sample dimension), whose gradient is an unbiased estimate of ∇_θ of its
+        expectation for unbiased estimators.
     """
     if graph._surrogate_built:
         raise SCGError("surrogate_loss() was already called on this graph; a graph records one "
@@ -182,70 +236,119 @@ def surrogate_loss(graph: Graph, *, discount: float | None = None) -> torch.Tens
     costs = graph.cost_nodes
     if not costs:
         raise SCGError("surrogate_loss() on a graph with no cost nodes: add costs with scg.cost()")
+    if not isinstance(score_scale, (int, float)) or not math.isfinite(score_scale):
+        raise SCGError(f"surrogate_loss(score_scale=...): expected a finite number, got "
+                       f"{score_scale!r}")
+    loaded = dice_lambda is not None
+    if dice and discount is not None and not loaded:
+        raise SCGError("surrogate_loss(dice=True, discount=...): the DiCE objective has no "
+                       "per-(node, cost) discount; use dice_lambda=λ (Loaded DiCE), which credits "
+                       "discounted costs-to-go")
     graph._surrogate_built = True
     full = graph.full_influence()
+    plan = SamplePlan(graph, full)
+    sizes = {i: int(v.n) for i, v in plan.nodes.items()}  # type: ignore[arg-type]
     extra_losses: list[torch.Tensor] = []
-
-    # Costs, grouped by shape: (q, *S_c) stacks; cost baselines give ĉ = c − b_c.
-    cost_groups = _group(costs, lambda c: (tuple(c.value.shape), c.value.dtype, c.value.device))
-    total: torch.Tensor | None = None
-    adjusted: dict[object, torch.Tensor] = {}
-    for key, idx in cost_groups.items():
-        members = [costs[i] for i in idx]
-        stack = torch.stack([c.value for c in members])
-        _check_finite(stack.detach(), members)
-        part = stack.sum()
-        total = part if total is None else total + part
-        adjusted[key] = _apply_baselines(members, [c.baseline for c in members], stack.detach(),
-                                         extra_losses)
-    assert total is not None
+    cgs = _cost_groups(costs, plan)
+    has_cost_baselines = any(c.baseline is not None for c in costs)
+    for cg in cgs:
+        if has_cost_baselines:
+            cg.target = _apply_baselines(cg.members, [c.baseline for c in cg.members],
+                                         cg.target, extra_losses)
+        if cg.layout:
+            cg.target = cg.weighted(cg.target).detach()
+            cg.raw = cg.weighted(cg.raw).detach()
 
     score = [v for v in graph.stochastic_nodes if v.log_prob is not None and v.estimator.score]
-    term: torch.Tensor | None = None
-    if score:
-        a = influence_matrix(full, score, costs)  # (|S|, |C|)
-        w = a.astype(float) if discount is None else _discount_weights(a, score, costs, discount)
-        node_groups = _group(score, lambda v: (tuple(v.log_prob.shape), v.log_prob.dtype))
-        for (shape, _), rows in node_groups.items():
-            members = [score[i] for i in rows]
-            node_shape = torch.Size(shape)
-            c_hat: torch.Tensor | None = None
-            for key, cols in cost_groups.items():
-                sub = w[np.ix_(rows, cols)]
-                if not sub.any():
-                    continue
-                stack = adjusted[key]
-                i, j = (int(x[0]) for x in np.nonzero(sub))
-                aligned = _align(stack, node_shape, costs[cols[j]], members[i])
-                weights = torch.as_tensor(sub, dtype=stack.dtype, device=stack.device)
-                part = (weights @ aligned.reshape(len(cols), -1)).reshape(len(rows), *node_shape)
-                c_hat = part if c_hat is None else c_hat + part
-            if c_hat is None:
-                continue
-            for v in members:
-                if "baseline_inputs_mask" in v.extra:
-                    _check_baseline_inputs(full, v)
-            adv = _apply_baselines(members, [v.baseline for v in members], c_hat, extra_losses)
-            logp = torch.stack([v.log_prob for v in members])  # type: ignore[misc]
-            part = ((logp - logp.detach()) * adv).sum()
-            term = part if term is None else term + part
-    loss = total
-    if term is not None:
-        loss = loss + term
+    for v in graph.stochastic_nodes:
+        v.extra["sample_info"] = plan.info(v)
+        if (dice or loaded) and v.estimator.score and not v.estimator.higher_order:
+            raise SCGError(f"surrogate_loss(dice=True): {v.describe()} uses {v.estimator!r}, "
+                           "whose higher derivatives are not unbiased; use ScoreFunction() there")
+    ngs = [NodeGroup([score[i] for i in rows], rows, lay,
+                     torch.stack([score[i].log_prob for i in rows]))  # type: ignore[misc]
+           for (_, _, lay), rows in _group(
+               score, lambda v: (tuple(v.log_prob.shape), v.log_prob.dtype,  # type: ignore[union-attr]
+                                 plan.layout(v) if plan.active else ())).items()]  # type: ignore[misc]
+    a = influence_matrix(full, score, costs) if score else np.zeros((0, len(costs)), dtype=bool)
+    w = a.astype(float) if discount is None else step_weights(a, score, costs, discount)
+
+    if dice and not loaded:
+        return dice_mod.dice_objective(cgs, ngs, a, costs, sizes, score_scale, extra_losses,
+                                       lambda ng, field: _c_hat(ng, cgs, w, costs, sizes, field),
+                                       lambda ng, adv: _node_baselines(full, ng, adv,
+                                                                       extra_losses))
+    loss: torch.Tensor | None = None
+    for cg in cgs:
+        part = cg.weighted(cg.stack).sum()
+        loss = part if loss is None else loss + part
+    assert loss is not None
+    factors = dice_mod.loaded_factors(ngs, score, full, sizes, dice_lambda) if loaded else None
+    for gi, ng in enumerate(ngs):
+        c_hat = _c_hat(ng, cgs, w, costs, sizes, "target")
+        if c_hat is None:
+            continue
+        adv = _node_baselines(full, ng, c_hat, extra_losses)
+        adv, path = _control_variates(ng, plan, adv)
+        factor = ng.logp - ng.logp.detach() if factors is None else factors[gi]
+        part = (factor * adv).sum()
+        if path is not None:
+            part = part + path
+        loss = loss + (part if score_scale == 1.0 else score_scale * part)
     for extra in extra_losses:
         loss = loss + (extra - extra.detach())
     return loss
 
 
-def objective(graph: Graph) -> torch.Tensor:
-    """The objective's value for this run: Σ_c sum(c), differentiable through the costs.
+def _node_baselines(full: Sequence[int], ng: NodeGroup, c_hat: torch.Tensor,
+                    losses: list[torch.Tensor]) -> torch.Tensor:
+    for v in ng.members:
+        if "baseline_inputs_mask" in v.extra:
+            _check_baseline_inputs(full, v)
+    return _apply_baselines(ng.members, [v.baseline for v in ng.members], c_hat, losses)
 
-    ``scg.testing`` weights it by the probability of each enumerated run to get E[Σ c] exactly.
+
+def _control_variates(ng: NodeGroup, plan: SamplePlan,
+                      adv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Subtract estimator-supplied control variates (RELAX) from the advantages."""
+    path: torch.Tensor | None = None
+    cvs: list[torch.Tensor | None] = []
+    for v in ng.members:
+        got = v.estimator.control_variate(v)
+        if got is None:
+            cvs.append(None)
+            continue
+        cv, term = got
+        if plan.active and ng.layout:
+            scale, factor = plan.weight(ng.layout, ng.logp.shape[1:], v)
+            weight = scale if factor is None else factor.detach() * scale
+            cv, term = cv * weight, term * weight
+        cvs.append(cv)
+        path = term.sum() if path is None else path + term.sum()
+    if path is None:
+        return adv, None
+    stacked = torch.stack([torch.zeros_like(ng.logp[0]) if cv is None else cv for cv in cvs])
+    return adv - stacked, path
+
+
+def objective(graph: Graph) -> torch.Tensor:
+    """The objective's value for this run: Σ_c Σ ω_c ⊙ c, differentiable through the costs.
+
+    ω averages over sample dimensions (1/k for ``n=k``, p(value) for enumerated nodes; see
+    :mod:`scg.sample_dims`), so without them this is Σ_c sum(c). ``scg.testing`` weights it by
+    the probability of each enumerated run to get E[Σ c] exactly.
     """
     costs = graph.cost_nodes
     if not costs:
         raise SCGError("objective() on a graph with no cost nodes: add costs with scg.cost()")
-    total = costs[0].value.sum()
-    for c in costs[1:]:
-        total = total + c.value.sum()
+    plan = SamplePlan(graph, graph.full_influence())
+    total: torch.Tensor | None = None
+    for c in costs:
+        lay = plan.layout(c) if plan.active else ()
+        part = c.value
+        if lay:
+            scale, factor = plan.weight(lay, c.value.shape, c)
+            part = part * scale if factor is None else part * factor * scale
+        total = part.sum() if total is None else total + part.sum()
+    assert total is not None
     return total

@@ -39,8 +39,8 @@ class ScoreFunction(Estimator):
         self.baseline = baseline
 
     def draw(self, dist: Distribution, sample_shape: torch.Size) -> torch.Tensor:
-        with torch.no_grad():
-            return dist.sample(sample_shape)
+        # ``Distribution.sample`` already runs under no_grad; detach() guards custom ones.
+        return dist.sample(sample_shape).detach()
 
     def __repr__(self) -> str:
         return f"ScoreFunction(baseline={self.baseline!r})"

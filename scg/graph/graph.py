@@ -209,11 +209,11 @@ class Graph:
         return surrogate_loss(self, discount=discount)
 
     # ------------------------------------------------------------------ inspection
-    def to_networkx(self) -> networkx.DiGraph:
+    def to_networkx(self, **kwargs: Any) -> networkx.DiGraph:
         """The graph as a ``networkx.DiGraph`` (see :func:`scg.graph.inspect.to_networkx`)."""
         from scg.graph.inspect import to_networkx
 
-        return to_networkx(self)
+        return to_networkx(self, **kwargs)
 
     def draw(self, ax: matplotlib.axes.Axes | None = None, **kwargs: Any) -> matplotlib.axes.Axes:
         """Draw the graph with matplotlib in the paper's convention (see :func:`scg.viz.draw`)."""

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import networkx as nx
 import torch
 
-from scg.graph.nodes import CostNode, StochasticNode
+from scg.graph.nodes import StochasticNode
 from scg.graph.tracking import bits
 
 if TYPE_CHECKING:
@@ -83,11 +83,9 @@ def to_networkx(graph: Graph, *, parameters: bool = True,
         for n in graph.nodes:
             if isinstance(n, StochasticNode):
                 sources = _dist_tensors(n)
-            elif isinstance(n, CostNode):
-                sources = [n.value]
             else:
-                continue
-            own = {id(n.value.grad_fn)} if isinstance(n, CostNode) else set()
+                sources = [n.value]
+            own = set() if isinstance(n, StochasticNode) else {id(n.value.grad_fn)}
             for leaf in parameter_leaves(sources, stop=stop - own):
                 if id(leaf) not in names:
                     names[id(leaf)] = f"θ{counter}"

@@ -1,0 +1,62 @@
+"""The vocabulary: specials, frequency order, encode/decode and the file format."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import torch
+from scg_summarize.data.vocab import BOS, EOS, PAD, SPECIALS, UNK, Vocab
+
+
+def test_specials_have_fixed_ids() -> None:
+    vocab = Vocab(["a", "b"])
+    assert [vocab.token_to_id(t) for t in (PAD, UNK, BOS, EOS)] == [0, 1, 2, 3]
+    assert (vocab.pad_id, vocab.unk_id, vocab.bos_id, vocab.eos_id) == (0, 1, 2, 3)
+    assert vocab.tokens == [*SPECIALS, "a", "b"]
+    assert len(vocab) == 6
+
+
+def test_from_counter_keeps_the_most_frequent_with_alphabetical_ties() -> None:
+    counter = Counter({"the": 10, "cat": 3, "bat": 3, "rare": 1, "<unk>": 99, "</s>": 50})
+    vocab = Vocab.from_counter(counter, max_size=3)
+    assert vocab.tokens[4:] == ["the", "bat", "cat"]  # specials in the counter are ignored
+    assert "rare" not in vocab
+    assert Vocab.from_counter(counter, max_size=10, min_freq=3).tokens[4:] == ["the", "bat", "cat"]
+    assert Vocab.build([["x", "y"], ["y"]], max_size=5).tokens[4:] == ["y", "x"]
+
+
+def test_encode_maps_unknown_words_and_decode_inverts() -> None:
+    vocab = Vocab(["a", "b"])
+    ids = vocab.encode(["a", "zzz", "b"], bos=True, eos=True)
+    assert ids == [2, 4, 1, 5, 3]
+    assert vocab.decode(ids) == ["a", UNK, "b"]
+    assert vocab.decode(ids, keep_unk=False) == ["a", "b"]
+    assert vocab.decode(torch.tensor([4, 3, 5, 0])) == ["a"]  # stops at </s>
+    assert vocab.decode([4, 3, 5, 0], stop_at_eos=False) == ["a", "b"]
+    assert vocab.decode([4, 3, 0], strip_specials=False, stop_at_eos=False) == ["a", EOS, PAD]
+    assert vocab.unk_rate(["a", "q", "r", "b"]) == 0.5
+    with pytest.raises(IndexError):
+        vocab.id_to_token(99)
+
+
+def test_invalid_tokens_are_rejected() -> None:
+    with pytest.raises(ValueError, match="duplicate"):
+        Vocab(["a", "a"])
+    with pytest.raises(ValueError, match="no spaces"):
+        Vocab(["a b"])
+    with pytest.raises(ValueError, match="duplicate"):
+        Vocab(["<unk>"])
+
+
+def test_save_and_load_round_trip(tmp_path: Path) -> None:
+    vocab = Vocab.from_counter(Counter({"\u00e9t\u00e9": 4, "#.#": 2, "-lrb-": 1}), 10)
+    vocab.save(tmp_path / "vocab.txt")
+    lines = (tmp_path / "vocab.txt").read_text(encoding="utf-8").splitlines()
+    assert lines[:5] == ["<pad>\t0", "<unk>\t0", "<s>\t0", "</s>\t0", "\u00e9t\u00e9\t4"]
+    loaded = Vocab.load(tmp_path / "vocab.txt")
+    assert loaded == vocab and loaded.counts["#.#"] == 2
+    (tmp_path / "bad.txt").write_text("<unk>\n<pad>\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="expected special token"):
+        Vocab.load(tmp_path / "bad.txt")
