@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
+from contextlib import contextmanager
 import warnings
 from collections.abc import Callable
 from contextvars import ContextVar, Token
@@ -11,9 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 from torch.distributions import Distribution
+from torch.overrides import _get_current_function_mode_stack, _pop_mode_temporarily
 
 from scg.errors import InfluenceLostWarning, SCGError
-from scg.graph.nodes import CostNode, DeterministicNode, Node, StochasticNode
+from scg.graph.nodes import CostNode, Node, StochasticNode
 from scg.graph.tracking import InfluenceTracker, bits, closure
 
 if TYPE_CHECKING:
@@ -76,7 +79,7 @@ class Graph:
             raise SCGError("a scg.Graph records one run: it cannot be entered twice; make a new one")
         self._state = "open"
         self._token = _CURRENT.set(self)
-        self._tracker.__enter__()
+        self._tracker.__enter__()  # type: ignore[no-untyped-call]
         return self
 
     def __exit__(
@@ -85,7 +88,7 @@ class Graph:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self._tracker.__exit__(exc_type, exc, tb)
+        self._tracker.__exit__(exc_type, exc, tb)  # type: ignore[no-untyped-call]
         assert self._token is not None
         _CURRENT.reset(self._token)
         self._token = None
@@ -100,6 +103,16 @@ class Graph:
     def mask(self, value: object) -> int:
         """The direct-influence mask of a tensor computed in this graph (0 if untracked)."""
         return getattr(value, self._attr, 0) if isinstance(value, torch.Tensor) else 0
+
+    @contextmanager
+    def _paused(self) -> Iterator[None]:
+        """Suspend tracking (when this graph's tracker is the innermost torch function mode)."""
+        stack = _get_current_function_mode_stack()
+        if not stack or stack[-1] is not self._tracker:
+            yield
+            return
+        with _pop_mode_temporarily():
+            yield
 
     def _set_mask(self, value: torch.Tensor, mask: int) -> None:
         setattr(value, self._attr, mask)
@@ -202,11 +215,14 @@ class Graph:
         return [self.nodes[i] for i in bits(self.node(ref).parents)]
 
     # ------------------------------------------------------------------ the surrogate
-    def surrogate_loss(self, *, discount: float | None = None) -> torch.Tensor:
+    def surrogate_loss(self, *, discount: float | None = None, dice: bool = False,
+                       dice_lambda: float | None = None,
+                       score_scale: float = 1.0) -> torch.Tensor:
         """The surrogate loss of Algorithm 1 (see :func:`scg.surrogate.surrogate_loss`)."""
         from scg.surrogate import surrogate_loss
 
-        return surrogate_loss(self, discount=discount)
+        return surrogate_loss(self, discount=discount, dice=dice, dice_lambda=dice_lambda,
+                              score_scale=score_scale)
 
     # ------------------------------------------------------------------ inspection
     def to_networkx(self, **kwargs: Any) -> networkx.DiGraph:

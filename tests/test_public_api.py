@@ -1,0 +1,75 @@
+"""The example uses only scg's public API, and the core does not import viz or testing."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import scg
+
+ROOT = Path(__file__).resolve().parents[1]
+PUBLIC_MODULES = {"scg", "scg.baselines", "scg.estimators", "scg.testing", "scg.viz"}
+
+
+def _imports(path: Path) -> list[tuple[int, str, list[str]]]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name, []) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.append((node.lineno, node.module, [a.name for a in node.names]))
+    return out
+
+
+def test_example_imports_only_public_scg() -> None:
+    files = sorted((ROOT / "examples").rglob("*.py"))
+    assert files, "no example sources found"
+    bad = []
+    for f in files:
+        for line, module, names in _imports(f):
+            if module.split(".")[0] != "scg":
+                continue
+            if module not in PUBLIC_MODULES:
+                bad.append(f"{f.relative_to(ROOT)}:{line}: import of private module {module}")
+            elif module == "scg":
+                bad += [f"{f.relative_to(ROOT)}:{line}: scg.{n} is not public"
+                        for n in names if n not in scg.__all__ and n not in PUBLIC_MODULES]
+    assert not bad, "\n".join(bad)
+
+
+def test_example_attribute_access_is_public() -> None:
+    """``scg.graph.x`` style attribute chains in the example must stay in the public namespace."""
+    bad = []
+    for f in sorted((ROOT / "examples").rglob("*.py")):
+        tree = ast.parse(f.read_text())
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                    and node.value.id == "scg" and node.attr not in scg.__all__):
+                bad.append(f"{f.relative_to(ROOT)}:{node.lineno}: scg.{node.attr}")
+    assert not bad, "\n".join(bad)
+
+
+def test_core_never_imports_viz_or_testing() -> None:
+    bad = []
+    for f in sorted((ROOT / "scg").rglob("*.py")):
+        rel = f.relative_to(ROOT / "scg").parts
+        if rel[0] in ("viz", "testing"):
+            continue
+        tree = ast.parse(f.read_text())
+        for node in tree.body:  # module level only: lazy imports inside methods (Graph.draw) are fine
+            mods = []
+            if isinstance(node, ast.Import):
+                mods = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                mods = [node.module]
+            bad += [f"{f}: {m}" for m in mods if m.startswith(("scg.viz", "scg.testing"))]
+    assert not bad, bad
+
+
+def test_public_names_exist() -> None:
+    for name in scg.__all__:
+        assert hasattr(scg, name), name
+    for mod in (scg.baselines, scg.estimators):
+        for name in mod.__all__:
+            assert hasattr(mod, name), f"{mod.__name__}.{name}"
