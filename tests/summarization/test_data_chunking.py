@@ -42,9 +42,7 @@ def test_pack_chunks_pads_with_zero() -> None:
 
 @settings(max_examples=200, deadline=None)
 @given(sentences_strategy, shape_strategy)
-def test_grid_flat_view_is_the_document_prefix(
-    doc: list[list[int]], shape: tuple[int, int]
-) -> None:
+def test_grid_flat_view_is_the_document_prefix(doc: list[list[int]], shape: tuple[int, int]) -> None:
     m, n = shape
     flat_doc = [t for s in doc if s for t in [*s, EOS_ID]]
     ids, mask = pack_chunks(layout_chunks(doc, "grid", m, n, EOS_ID), m, n)
@@ -59,9 +57,7 @@ def test_grid_flat_view_is_the_document_prefix(
 
 @settings(max_examples=200, deadline=None)
 @given(sentences_strategy, shape_strategy)
-def test_sentence_chunks_hold_one_sentence_each(
-    doc: list[list[int]], shape: tuple[int, int]
-) -> None:
+def test_sentence_chunks_hold_one_sentence_each(doc: list[list[int]], shape: tuple[int, int]) -> None:
     m, n = shape
     kept = [s for s in doc if s][:m]
     ids, mask = pack_chunks(layout_chunks(doc, "sentences", m, n, EOS_ID), m, n)

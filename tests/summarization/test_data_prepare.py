@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import tracemalloc
 from collections.abc import Iterator
@@ -15,6 +16,7 @@ from scg_summarize.data.errors import BadInputReport, DataError
 from scg_summarize.data.options import PrepOptions, options_hash
 from scg_summarize.data.prepare import InputSource, assign_split, prepare_corpus
 from scg_summarize.data.preprocess import Preprocessor
+from scg_summarize.data.progress import Progress, progress_enabled
 from scg_summarize.data.rawtext import RawExample
 from scg_summarize.data.readers import read_input
 from scg_summarize.data.storage import load_split, read_meta
@@ -64,9 +66,7 @@ def test_grid_view_matches_the_tokenized_document(toy_story_dir: Path, tmp_path:
         processed = pre(raw)
         flat_words = [w for s in processed.sentence_tokens for w in [*s, "</s>"]][:15]
         item = dataset[i]
-        assert item["src"].reshape(-1)[: len(flat_words)].tolist() == dataset.vocab.encode(
-            flat_words
-        )
+        assert item["src"].reshape(-1)[: len(flat_words)].tolist() == dataset.vocab.encode(flat_words)
         assert int(item["src_mask"].sum()) == len(flat_words)
         assert dataset.vocab.decode(item["tgt"].tolist()) == processed.target_tokens
         assert item["refs"] == raw.references
@@ -127,9 +127,7 @@ def test_vocab_size_and_target_truncation(tmp_path: Path) -> None:
     assert len(dataset[0]["tgt"]) == 5
 
 
-def test_bad_input_fails_or_is_counted(
-    toy_story_dir: Path, write_story: StoryWriter, tmp_path: Path
-) -> None:
+def test_bad_input_fails_or_is_counted(toy_story_dir: Path, write_story: StoryWriter, tmp_path: Path) -> None:
     write_story("bad1", ["Article without highlights."], [], directory=toy_story_dir)
     (toy_story_dir / "bad2.story").write_text("@highlight\n\nonly\n", encoding="utf-8")
     (toy_story_dir / "bad3.story").write_text("...\n\n@highlight\n\nH\n", encoding="utf-8")
@@ -138,9 +136,7 @@ def test_bad_input_fails_or_is_counted(
     assert not (tmp_path / "x" / "meta.json").exists()
     assert not list((tmp_path / "x").rglob("*.tmp*"))
     logged: list[str] = []
-    meta = prepare_corpus(
-        [_stories(toy_story_dir)], tmp_path / "y", SMALL, skip_bad=True, log=logged.append
-    )
+    meta = prepare_corpus([_stories(toy_story_dir)], tmp_path / "y", SMALL, skip_bad=True, log=logged.append)
     assert meta["splits"]["train"]["examples"] == len(TOY_STORIES) + 1  # "..." is a word
     assert meta["bad_input"]["skipped"] == {"missing_highlight": 1, "empty_source": 1}
     assert meta["inputs"][0]["bad_input"]["total_skipped"] == 2
@@ -193,12 +189,31 @@ def test_preparation_streams_in_bounded_memory(tmp_path: Path) -> None:
 
     tracemalloc.start()
     try:
-        meta = prepare_corpus(
-            [InputSource("gen", "train", documents)], tmp_path / "m", SMALL, log=None
-        )
+        meta = prepare_corpus([InputSource("gen", "train", documents)], tmp_path / "m", SMALL, log=None)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
     assert meta["splits"]["train"]["examples"] == n_docs
     # Holding every tokenized document would need tens of MB; streaming needs about one.
     assert peak < 8 * 2**20, f"peak traced memory {peak / 2**20:.1f} MiB"
+
+
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_display() -> None:
+    stream = io.StringIO()
+    with Progress("pass", total=3, use_tqdm=False, stream=stream, interval=0.0) as bar:
+        for _ in range(3):
+            bar.update()
+    assert bar.count == 3
+    assert stream.getvalue().endswith("\rpass: 3/3\n")
+    quiet = io.StringIO()
+    with Progress("pass", enabled=False, stream=quiet) as bar:
+        bar.update(5)
+    assert bar.count == 5 and quiet.getvalue() == ""
+    assert progress_enabled(False, _Tty())
+    assert not progress_enabled(True, _Tty())  # --quiet
+    assert not progress_enabled(False, io.StringIO())  # not a terminal

@@ -130,9 +130,7 @@ def test_jsonl_string_and_list_fields(tmp_path: Path) -> None:
         [
             json.dumps({"id": "a", "document": "Para one. More.\nPara two.", "summary": "S."}),
             "   ",
-            json.dumps(
-                {"id": 5, "document": ["Sent one.", " ", "Sent two."], "summary": ["R1", "R2"]}
-            ),
+            json.dumps({"id": 5, "document": ["Sent one.", " ", "Sent two."], "summary": ["R1", "R2"]}),
         ],
     )
     config = ReaderConfig(source_field="document", target_field="summary")

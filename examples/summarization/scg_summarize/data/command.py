@@ -71,9 +71,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     io.add_argument("--limit", type=int, default=None, help="read at most N examples per input")
     io.add_argument("--valid-fraction", type=float, default=0.0)
     io.add_argument("--test-fraction", type=float, default=0.0)
-    io.add_argument(
-        "--vocab", type=Path, default=None, help="use this vocab.txt instead of counting one"
-    )
+    io.add_argument("--vocab", type=Path, default=None, help="use this vocab.txt instead of counting one")
     fields = parser.add_argument_group("fields (jsonl and cnndm JSON lines)")
     fields.add_argument("--source-field", default=None)
     fields.add_argument("--target-field", default=None)
@@ -85,11 +83,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     fields.add_argument("--max-line-chars", type=int, default=1_000_000)
     prep = parser.add_argument_group("preprocessing")
-    prep.add_argument("--layout", choices=LAYOUTS, default="grid")
-    prep.add_argument("--chunks", type=int, default=None, metavar="M")
-    prep.add_argument("--chunk-len", type=int, default=None, metavar="N")
-    prep.add_argument("--vocab-size", type=int, default=50_000)
-    prep.add_argument("--min-freq", type=int, default=1)
+    prep.add_argument(
+        "--layout",
+        choices=LAYOUTS,
+        default="grid",
+        help="grid: first M*N words in M chunks; sentences: one sentence per chunk",
+    )
+    prep.add_argument("--chunks", type=int, default=None, metavar="M", help="chunks (10; synthetic 8)")
+    prep.add_argument("--chunk-len", type=int, default=None, metavar="N", help="words per chunk (40; synthetic 16)")
+    prep.add_argument("--vocab-size", type=int, default=50_000, help="V most frequent words")
+    prep.add_argument("--min-freq", type=int, default=1, help="drop rarer words")
     prep.add_argument("--max-target-len", type=int, default=100, help="0: no limit")
     prep.add_argument("--target-mode", choices=("first", "concat"), default="first")
     prep.add_argument(
@@ -103,10 +106,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     prep.add_argument("--no-sentence-split", action="store_true")
     prep.add_argument("--max-stored-sentences", type=int, default=0, help="0: keep all")
     synth = parser.add_argument_group("synthetic corpus (--format synthetic)")
-    synth.add_argument("--n-train", type=int, default=2000)
-    synth.add_argument("--n-valid", type=int, default=200)
-    synth.add_argument("--n-test", type=int, default=200)
-    synth.add_argument("--seed", type=int, default=0)
+    synth.add_argument("--n-train", type=int, default=2000, help="training examples")
+    synth.add_argument("--n-valid", type=int, default=200, help="validation examples")
+    synth.add_argument("--n-test", type=int, default=200, help="test examples")
+    synth.add_argument("--seed", type=int, default=0, help="generator seed")
 
 
 def _options(args: argparse.Namespace) -> PrepOptions:

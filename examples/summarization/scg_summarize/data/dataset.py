@@ -71,14 +71,14 @@ class SummarizationDataset(Dataset[dict[str, Any]]):
             raise KeyError(f"{self.root}: no split {split!r} (available: {have})")
         if expected_hash is not None and self.meta["options_hash"] != expected_hash:
             raise ValueError(
-                f"{self.root}: prepared with options hash {self.meta['options_hash']}, "
-                f"expected {expected_hash}"
+                f"{self.root}: prepared with options hash {self.meta['options_hash']}, expected {expected_hash}"
             )
         self.split = split
         self.options = PrepOptions.from_dict(self.meta["options"])
         self.vocab = vocab if vocab is not None else Vocab.load(self.root / VOCAB_FILE)
         self.max_target_len = max_target_len
         self.with_text = with_text
+        self.mmap = mmap
         self.data: PreparedSplit = load_split(self.root, split, mmap=mmap)
 
     def __len__(self) -> int:
@@ -110,14 +110,19 @@ class SummarizationDataset(Dataset[dict[str, Any]]):
             lengths = np.minimum(lengths, self.max_target_len + 2)
         return lengths
 
-    def source_lengths(self, block: int = 65536) -> npt.NDArray[np.int64]:
-        """The number of real source words of every example (computed in blocks)."""
-        n = len(self)
-        out = np.zeros(n, dtype=np.int64)
-        for start in range(0, n, block):
-            chunk = np.asarray(self.data.src[start : start + block])
-            out[start : start + block] = (chunk != 0).reshape(len(chunk), -1).sum(axis=1)
-        return out
+    def source_lengths(self) -> npt.NDArray[np.int64]:
+        """The number of real (non-pad) source positions of every example."""
+        return self.data.src_lengths.astype(np.int64)
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Worker processes reopen the memory maps instead of receiving a copy of the arrays.
+        state = dict(self.__dict__)
+        state["data"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.data = load_split(self.root, self.split, mmap=self.mmap)
 
     def text(self, index: int) -> dict[str, Any]:
         """The stored strings of example ``index``: ``id``, ``origin``, ``refs``,

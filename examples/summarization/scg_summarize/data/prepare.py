@@ -89,9 +89,7 @@ def _close(stream: Iterator[Any]) -> None:
 def _prepare_output(out_dir: Path, overwrite: bool) -> None:
     if (out_dir / META_FILE).exists():
         if not overwrite:
-            raise FileExistsError(
-                f"{out_dir} already holds a prepared corpus; pass overwrite=True (--overwrite)"
-            )
+            raise FileExistsError(f"{out_dir} already holds a prepared corpus; pass overwrite=True (--overwrite)")
         (out_dir / META_FILE).unlink()
         for child in out_dir.iterdir():  # only directories that are our splits
             if child.is_dir() and (child / SPLIT_FILES[0]).is_file():
@@ -165,9 +163,7 @@ def prepare_corpus(
                         report.handle(err)
                         continue
                     if split not in writers:
-                        writers[split] = SplitWriter(
-                            out_dir / split, options.num_chunks, options.chunk_len
-                        )
+                        writers[split] = SplitWriter(out_dir / split, options.num_chunks, options.chunk_len)
                         counters[split] = Counter()
                     counter = counters[split]
                     for sentence in example.sentence_tokens:
@@ -179,9 +175,7 @@ def prepare_corpus(
                         "refs": example.references,
                         "src_sentences": example.sentences,
                     }
-                    writers[split].add(
-                        preprocessor.chunks(example), example.target_tokens, text, example.salient
-                    )
+                    writers[split].add(preprocessor.chunks(example), example.target_tokens, text, example.salient)
                     kept += 1
                     bar.update()
                 input_meta.append(

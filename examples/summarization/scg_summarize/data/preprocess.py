@@ -107,6 +107,4 @@ class Preprocessor:
     def chunks(self, example: ProcessedExample) -> list[list[str]]:
         """The words of ``example`` arranged in the configured layout (<= M chunks of <= N)."""
         opts = self.options
-        return layout_chunks(
-            example.sentence_tokens, opts.layout, opts.num_chunks, opts.chunk_len, EOS
-        )
+        return layout_chunks(example.sentence_tokens, opts.layout, opts.num_chunks, opts.chunk_len, EOS)

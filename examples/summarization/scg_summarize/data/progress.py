@@ -6,6 +6,7 @@ terminal (logs, CI, pytest), so it never clutters captured output.
 
 from __future__ import annotations
 
+import importlib
 import sys
 import time
 from types import TracebackType
@@ -55,11 +56,11 @@ class Progress:
         self._bar: Any = None
         if enabled and use_tqdm:
             try:
-                from tqdm import tqdm
+                tqdm_module: Any = importlib.import_module("tqdm")
             except ImportError:
                 self._bar = None
             else:
-                self._bar = tqdm(total=total, desc=desc, unit=" ex", file=self._stream)
+                self._bar = tqdm_module.tqdm(total=total, desc=desc, unit=" ex", file=self._stream)
 
     def update(self, n: int = 1) -> None:
         """Record ``n`` more processed items."""

@@ -10,7 +10,7 @@ somewhere inside Python's text decoding.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import DataError
@@ -40,7 +40,6 @@ class RawExample:
     sentences_given: bool = False
     origin: str = ""
     salient: int = -1
-    extra: dict[str, str] = field(default_factory=dict)
 
 
 def _decode(raw: bytes, path: Path, lineno: int) -> str | DataError:
@@ -56,9 +55,7 @@ def _decode(raw: bytes, path: Path, lineno: int) -> str | DataError:
         )
 
 
-def iter_lines(
-    path: str | Path, max_chars: int = 1_000_000
-) -> Iterator[tuple[int, str | DataError]]:
+def iter_lines(path: str | Path, max_chars: int = 1_000_000) -> Iterator[tuple[int, str | DataError]]:
     """Yield ``(line_number, text)`` for each line of ``path``; bad lines as ``DataError``.
 
     Lines are split on ``\\n`` only (a stray ``\\r`` or Unicode line separator inside a line is
@@ -85,9 +82,7 @@ def iter_lines(
                         break
                 yield (
                     lineno,
-                    DataError(
-                        f"line longer than {max_chars} characters", path, lineno, "line_too_long"
-                    ),
+                    DataError(f"line longer than {max_chars} characters", path, lineno, "line_too_long"),
                 )
                 continue
             text = _decode(raw, path, lineno)

@@ -98,9 +98,7 @@ def _parse_json_record(
         message = f"invalid JSON ({err.msg} at column {err.colno})"
         raise DataError(message, path, lineno, reason="bad_json") from None
     if not isinstance(record, dict):
-        raise DataError(
-            f"expected a JSON object, got {type(record).__name__}", path, lineno, "bad_json"
-        )
+        raise DataError(f"expected a JSON object, got {type(record).__name__}", path, lineno, "bad_json")
     for name in (source, target):
         if name not in record:
             have = ", ".join(sorted(record)) or "none"

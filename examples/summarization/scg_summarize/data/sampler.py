@@ -138,8 +138,7 @@ class BucketBatchSampler(Sampler[list[int]]):
         for key in ("seed", "batch_size", "num_examples", "shuffle", "pool_batches", "drop_last"):
             if key in state and state[key] != getattr(self, key):
                 raise ValueError(
-                    f"sampler state mismatch: saved {key}={state[key]!r}, "
-                    f"this sampler has {getattr(self, key)!r}"
+                    f"sampler state mismatch: saved {key}={state[key]!r}, this sampler has {getattr(self, key)!r}"
                 )
         position = int(state["position"])
         if not 0 <= position <= len(self):

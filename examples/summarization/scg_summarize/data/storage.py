@@ -8,6 +8,7 @@
     DIR/<split>/tgt.npy           int32 (total,)  all targets, each <s> ... </s>, concatenated
     DIR/<split>/tgt_offsets.npy   int64 (n + 1,)  target i is tgt[off[i]:off[i + 1]]
     DIR/<split>/salient.npy       int32 (n,)      salient chunk index, -1 when unknown
+    DIR/<split>/src_lengths.npy   int32 (n,)      number of real (non-pad) source positions
     DIR/<split>/text.jsonl        one JSON object per example: id, origin, refs, src_sentences
     DIR/<split>/text_offsets.npy  int64 (n + 1,)  byte offset of each text.jsonl line
 
@@ -57,6 +58,7 @@ SPLIT_FILES: tuple[str, ...] = (
     "tgt.npy",
     "tgt_offsets.npy",
     "salient.npy",
+    "src_lengths.npy",
     "text.jsonl",
     "text_offsets.npy",
 )
@@ -132,6 +134,7 @@ class SplitWriter:
         src = _new_array(self.dir / "src.npy", (n, m, width), np.int32)
         tgt = _new_array(self.dir / "tgt.npy", (self.target_total,), np.int32)
         offsets = np.zeros(n + 1, dtype=np.int64)
+        src_lengths = np.zeros(n, dtype=np.int32)
         src_tokens = src_unk = tgt_tokens = tgt_unk = 0
         position = 0
         tmp = self.dir / _TMP_NAME
@@ -142,6 +145,7 @@ class SplitWriter:
                 src[i], _ = pack_chunks(chunk_ids, m, width, vocab.pad_id)
                 flat = [t for chunk in chunk_ids for t in chunk]
                 src_tokens += len(flat)
+                src_lengths[i] = len(flat)
                 src_unk += flat.count(vocab.unk_id)
                 ids = vocab.encode(record["t"], bos=True, eos=True)
                 tgt[position : position + len(ids)] = ids
@@ -158,6 +162,7 @@ class SplitWriter:
         del src, tgt
         np.save(self.dir / "tgt_offsets.npy", offsets)
         np.save(self.dir / "salient.npy", np.asarray(self._salient, dtype=np.int32))
+        np.save(self.dir / "src_lengths.npy", src_lengths)
         np.save(self.dir / "text_offsets.npy", np.asarray(self._text_offsets, dtype=np.int64))
         return {
             "examples": n,
@@ -218,6 +223,7 @@ class PreparedSplit:
     tgt: npt.NDArray[np.int32]
     tgt_offsets: npt.NDArray[np.int64]
     salient: npt.NDArray[np.int32]
+    src_lengths: npt.NDArray[np.int32]
     text: TextStore
 
     def __len__(self) -> int:
@@ -233,7 +239,8 @@ def load_split(root: str | Path, split: str, *, mmap: bool = True) -> PreparedSp
     mode: Any = "r" if mmap else None
 
     def load(name: str) -> npt.NDArray[Any]:
-        return np.load(split_dir / name, mmap_mode=mode, allow_pickle=False)
+        array_: npt.NDArray[Any] = np.load(split_dir / name, mmap_mode=mode, allow_pickle=False)
+        return array_
 
     return PreparedSplit(
         name=split,
@@ -241,6 +248,7 @@ def load_split(root: str | Path, split: str, *, mmap: bool = True) -> PreparedSp
         tgt=load("tgt.npy"),
         tgt_offsets=np.load(split_dir / "tgt_offsets.npy"),
         salient=np.load(split_dir / "salient.npy"),
+        src_lengths=np.load(split_dir / "src_lengths.npy"),
         text=TextStore(split_dir / "text.jsonl", np.load(split_dir / "text_offsets.npy")),
     )
 
@@ -262,7 +270,5 @@ def read_meta(root: str | Path) -> dict[str, Any]:
     if meta.get("format") != FORMAT_NAME:
         raise ValueError(f"{path}: not a {FORMAT_NAME} metadata file")
     if meta.get("version") != FORMAT_VERSION:
-        raise ValueError(
-            f"{path}: format version {meta.get('version')}, this code reads {FORMAT_VERSION}"
-        )
+        raise ValueError(f"{path}: format version {meta.get('version')}, this code reads {FORMAT_VERSION}")
     return meta

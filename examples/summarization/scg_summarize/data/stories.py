@@ -53,9 +53,7 @@ def parse_story(path: str | Path, max_chars: int = 1_000_000) -> RawExample:
         stripped = text.strip()
         if stripped == HIGHLIGHT_MARKER:
             if open_marker is not None:
-                raise DataError(
-                    "@highlight block without text", path, open_marker, reason="empty_highlight"
-                )
+                raise DataError("@highlight block without text", path, open_marker, reason="empty_highlight")
             open_marker = lineno
             if first_marker is None:
                 first_marker = lineno
@@ -72,13 +70,10 @@ def parse_story(path: str | Path, max_chars: int = 1_000_000) -> RawExample:
     if n_lines == 0:
         raise DataError("empty file", path, reason="empty_source")
     if open_marker is not None:
-        raise DataError(
-            "@highlight block without text", path, open_marker, reason="empty_highlight"
-        )
+        raise DataError("@highlight block without text", path, open_marker, reason="empty_highlight")
     if first_marker is None:
         raise DataError(
-            f"no {HIGHLIGHT_MARKER} line: not a CNN/DailyMail story (or a story without "
-            "highlights)",
+            f"no {HIGHLIGHT_MARKER} line: not a CNN/DailyMail story (or a story without highlights)",
             path,
             reason="missing_highlight",
         )

@@ -69,7 +69,7 @@ class SyntheticConfig:
 
     num_chunks: int = 8
     chunk_len: int = 16
-    min_chunk_words: int = 8
+    min_chunk_words: int = 6
     content_words: int = 300
     synonym_words: int = 80
     num_markers: int = 4
@@ -120,10 +120,7 @@ def make_lexicon(config: SyntheticConfig, seed: int) -> Lexicon:
     seen: set[str] = set()
     while len(words) < needed:
         syllables = int(rng.integers(2, 4))
-        parts = [
-            _ONSETS[rng.integers(len(_ONSETS))] + _VOWELS[rng.integers(len(_VOWELS))]
-            for _ in range(syllables)
-        ]
+        parts = [_ONSETS[rng.integers(len(_ONSETS))] + _VOWELS[rng.integers(len(_VOWELS))] for _ in range(syllables)]
         word = "".join(parts) + _CODAS[rng.integers(len(_CODAS))]
         if word not in seen:
             seen.add(word)
@@ -140,9 +137,7 @@ def make_lexicon(config: SyntheticConfig, seed: int) -> Lexicon:
     )
 
 
-def _paraphrase(
-    words: list[str], lexicon: Lexicon, config: SyntheticConfig, rng: np.random.Generator
-) -> list[str]:
+def _paraphrase(words: list[str], lexicon: Lexicon, config: SyntheticConfig, rng: np.random.Generator) -> list[str]:
     keep = rng.random(len(words)) >= config.p_drop
     shortfall = config.min_summary - int(keep.sum())
     if shortfall > 0:  # undo random drops until the summary is long enough
@@ -176,13 +171,11 @@ def generate_examples(
         for _ in range(config.num_chunks):
             length = int(rng.integers(config.min_chunk_words, config.chunk_len))
             chunks.append(content[rng.choice(len(content), size=length, replace=False)].tolist())
-        words = chunks[salient]
-        body = words[:-1]  # the marker takes one slot
+        body = chunks[salient][:-1]  # the marker takes one slot of the salient chunk
         marker = lexicon.markers[rng.integers(len(lexicon.markers))]
-        words[:] = [*body[: (at := int(rng.integers(len(body) + 1)))], marker, *body[at:]]
-        references = [
-            " ".join(_paraphrase(body, lexicon, config, rng)) for _ in range(config.num_refs)
-        ]
+        at = int(rng.integers(len(body) + 1))
+        chunks[salient] = [*body[:at], marker, *body[at:]]
+        references = [" ".join(_paraphrase(body, lexicon, config, rng)) for _ in range(config.num_refs)]
         yield RawExample(
             id=f"{prefix}-{stream}-{i}",
             source=[" ".join(chunk) for chunk in chunks],

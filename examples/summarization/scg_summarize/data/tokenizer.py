@@ -103,7 +103,7 @@ def is_abbreviation(word: str, next_word: str | None = None) -> bool:
     base = word[:-1].lower()
     if base in ABBREVIATIONS:
         return True
-    return base in _NUMBER_ABBREVIATIONS and bool(next_word) and next_word[0].isdigit()
+    return base in _NUMBER_ABBREVIATIONS and next_word is not None and next_word[:1].isdigit()
 
 
 def map_digits(token: str) -> str:
@@ -159,9 +159,7 @@ def tokenize(text: str, *, lowercase: bool = False, digits_to_hash: bool = False
     return _finish(words, lowercase, digits_to_hash)
 
 
-def whitespace_tokenize(
-    text: str, *, lowercase: bool = False, digits_to_hash: bool = False
-) -> list[str]:
+def whitespace_tokenize(text: str, *, lowercase: bool = False, digits_to_hash: bool = False) -> list[str]:
     """Split already-tokenized text on whitespace (with the same optional normalization)."""
     return _finish(text.split(), lowercase, digits_to_hash)
 

@@ -160,10 +160,7 @@ class Vocab:
             token, _, count = line.partition("\t")
             if lineno <= len(SPECIALS):
                 if token != SPECIALS[lineno - 1]:
-                    raise ValueError(
-                        f"{path}:{lineno}: expected special token {SPECIALS[lineno - 1]!r}, "
-                        f"got {token!r}"
-                    )
+                    raise ValueError(f"{path}:{lineno}: expected special token {SPECIALS[lineno - 1]!r}, got {token!r}")
                 continue
             tokens.append(token)
             if count:
