@@ -40,7 +40,8 @@ from scg.graph.graph import Graph
 from scg.graph.nodes import CostNode, Node, StochasticNode
 from scg.graph.tracking import bits
 
-__all__ = ["SampleInfo", "SamplePlan", "align_batch_to_cost", "align_batch_to_node"]
+__all__ = ["NO_SAMPLE_DIMS", "SampleInfo", "SamplePlan", "align_batch_to_cost",
+           "align_batch_to_node"]
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,10 @@ class SampleInfo:
     sizes: tuple[int, ...]
     enumerated: tuple[bool, ...]
     joint: bool = False
+
+
+#: The SampleInfo of every node of a graph without sample dimensions.
+NO_SAMPLE_DIMS = SampleInfo((), (), ())
 
 
 def _describe_layout(nodes: Sequence[StochasticNode]) -> str:

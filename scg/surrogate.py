@@ -33,6 +33,7 @@ import math
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 import torch
@@ -43,7 +44,7 @@ from scg.errors import SCGError
 from scg.graph.graph import Graph
 from scg.graph.nodes import CostNode, Node, StochasticNode
 from scg.graph.tracking import bits
-from scg.sample_dims import SamplePlan, align_batch_to_node
+from scg.sample_dims import NO_SAMPLE_DIMS, SamplePlan, align_batch_to_node
 
 __all__ = ["influence_matrix", "objective", "surrogate_loss"]
 
@@ -56,7 +57,8 @@ def influence_matrix(full: Sequence[int], rows: Sequence[Node], cols: Sequence[N
     buf = b"".join((full[c.index] & limit).to_bytes(nbytes, "little") for c in cols)
     packed = np.frombuffer(buf, dtype=np.uint8).reshape(len(cols), nbytes)
     unpacked = np.unpackbits(packed, axis=1, bitorder="little")  # (len(cols), 8 * nbytes)
-    return unpacked[:, [r.index for r in rows]].T.astype(bool)
+    out: np.ndarray = unpacked[:, [r.index for r in rows]].T.astype(bool)
+    return out
 
 
 def step_weights(a: np.ndarray, rows: Sequence[Node], cols: Sequence[Node], gamma: float,
@@ -83,8 +85,12 @@ def step_weights(a: np.ndarray, rows: Sequence[Node], cols: Sequence[Node], gamm
     return w
 
 
-def _group(items: Sequence[Node], key_fn: Callable[[Node], Hashable]) -> dict[Hashable, list[int]]:
-    groups: dict[Hashable, list[int]] = defaultdict(list)
+_N = TypeVar("_N", bound=Node)
+_K = TypeVar("_K", bound=Hashable)
+
+
+def _group(items: Sequence[_N], key_fn: Callable[[_N], _K]) -> dict[_K, list[int]]:
+    groups: dict[_K, list[int]] = defaultdict(list)
     for i, item in enumerate(items):
         groups[key_fn(item)].append(i)
     return groups
@@ -153,6 +159,7 @@ class CostGroup:
     factor: torch.Tensor | None
     target: torch.Tensor  # detached ω ⊙ (c − b_c): what Ĉ sums
     raw: torch.Tensor  # detached ω ⊙ c
+    live: torch.Tensor  # ω ⊙ c, differentiable (the objective's terms)
 
     def weighted(self, x: torch.Tensor) -> torch.Tensor:
         """ω ⊙ x, differentiable through the probabilities of enumerated nodes."""
@@ -175,14 +182,17 @@ def _cost_groups(costs: list[CostNode], plan: SamplePlan) -> list[CostGroup]:
     out = []
     keyed = _group(costs, lambda c: (tuple(c.value.shape), c.value.dtype, c.value.device,
                                      plan.layout(c) if plan.active else ()))
-    for (shape, *_, layout), cols in keyed.items():  # type: ignore[misc]
+    for key, cols in keyed.items():
+        layout = key[3]
         members = [costs[i] for i in cols]
         stack = torch.stack([c.value for c in members])
         _check_finite(stack.detach(), members)
-        scale, factor = (plan.weight(layout, torch.Size(shape), members[0])
+        scale, factor = (plan.weight(layout, stack.shape[1:], members[0])
                          if layout else (1.0, None))
-        out.append(CostGroup(members, cols, layout, stack, scale, factor, stack.detach(),
-                             stack.detach()))
+        cg = CostGroup(members, cols, layout, stack, scale, factor, stack.detach(),
+                       stack.detach(), stack)
+        cg.live = cg.weighted(stack)
+        out.append(cg)
     return out
 
 
@@ -261,15 +271,14 @@ def surrogate_loss(graph: Graph, *, discount: float | None = None, dice: bool = 
 
     score = [v for v in graph.stochastic_nodes if v.log_prob is not None and v.estimator.score]
     for v in graph.stochastic_nodes:
-        v.extra["sample_info"] = plan.info(v)
+        v.extra["sample_info"] = plan.info(v) if plan.active else NO_SAMPLE_DIMS
         if (dice or loaded) and v.estimator.score and not v.estimator.higher_order:
             raise SCGError(f"surrogate_loss(dice=True): {v.describe()} uses {v.estimator!r}, "
                            "whose higher derivatives are not unbiased; use ScoreFunction() there")
-    ngs = [NodeGroup([score[i] for i in rows], rows, lay,
-                     torch.stack([score[i].log_prob for i in rows]))  # type: ignore[misc]
-           for (_, _, lay), rows in _group(
-               score, lambda v: (tuple(v.log_prob.shape), v.log_prob.dtype,  # type: ignore[union-attr]
-                                 plan.layout(v) if plan.active else ())).items()]  # type: ignore[misc]
+    keyed = _group(score, lambda v: (tuple(_logp(v).shape), _logp(v).dtype,
+                                     plan.layout(v) if plan.active else ()))
+    ngs = [NodeGroup([score[i] for i in rows], rows, key[2],
+                     torch.stack([_logp(score[i]) for i in rows])) for key, rows in keyed.items()]
     a = influence_matrix(full, score, costs) if score else np.zeros((0, len(costs)), dtype=bool)
     w = a.astype(float) if discount is None else step_weights(a, score, costs, discount)
 
@@ -280,17 +289,28 @@ def surrogate_loss(graph: Graph, *, discount: float | None = None, dice: bool = 
                                                                        extra_losses))
     loss: torch.Tensor | None = None
     for cg in cgs:
-        part = cg.weighted(cg.stack).sum()
+        part = cg.live.sum()
         loss = part if loss is None else loss + part
     assert loss is not None
-    factors = dice_mod.loaded_factors(ngs, score, full, sizes, dice_lambda) if loaded else None
+    factors = _loaded(ngs, score, full, sizes, dice_lambda) if dice_lambda is not None else None
     for gi, ng in enumerate(ngs):
         c_hat = _c_hat(ng, cgs, w, costs, sizes, "target")
         if c_hat is None:
             continue
         adv = _node_baselines(full, ng, c_hat, extra_losses)
         adv, path = _control_variates(ng, plan, adv)
-        factor = ng.logp - ng.logp.detach() if factors is None else factors[gi]
+        if factors is None:
+            factor = ng.logp - ng.logp.detach()
+        else:  # Loaded DiCE credits the live costs (their θ-dependence meets the score there)
+            factor = factors[gi]
+            live = _c_hat(ng, cgs, w, costs, sizes, "live")
+            assert live is not None
+            if adv is c_hat and not has_cost_baselines:
+                adv = live
+            else:
+                raw = _c_hat(ng, cgs, w, costs, sizes, "raw") if has_cost_baselines else c_hat
+                assert raw is not None
+                adv = live - (raw - adv).detach()
         part = (factor * adv).sum()
         if path is not None:
             part = part + path
@@ -298,6 +318,23 @@ def surrogate_loss(graph: Graph, *, discount: float | None = None, dice: bool = 
     for extra in extra_losses:
         loss = loss + (extra - extra.detach())
     return loss
+
+
+def _loaded(ngs: list[NodeGroup], score: list[StochasticNode], full: Sequence[int],
+            sizes: dict[int, int], lam: float) -> list[torch.Tensor]:
+    """Loaded DiCE's per-group factors ⊡(w_v) − ⊡(w_v − log p_v) (see :mod:`scg.dice`)."""
+    if isinstance(lam, bool) or not isinstance(lam, (int, float)) or not 0.0 <= lam <= 1.0:
+        raise SCGError(f"surrogate_loss(dice_lambda=...): expected a number in [0, 1], got "
+                       f"{lam!r}")
+    anc = influence_matrix(full, score, score)  # anc[u, v]: u influences v
+    lw = anc.astype(float) if lam == 1.0 else step_weights(anc, score, score, lam, "dice_lambda")
+    np.fill_diagonal(lw, 1.0)
+    return dice_mod.loaded_factors(ngs, lw, sizes)
+
+
+def _logp(v: StochasticNode) -> torch.Tensor:
+    assert v.log_prob is not None
+    return v.log_prob
 
 
 def _node_baselines(full: Sequence[int], ng: NodeGroup, c_hat: torch.Tensor,

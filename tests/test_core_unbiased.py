@@ -21,6 +21,7 @@ from scg.baselines import Baseline, BaselineResult
 from scg.graph.nodes import Node
 from scg.testing.strategies import SCGSpec, scgs
 
+
 def _check_spec(spec: SCGSpec) -> None:
     theta = spec.init_params(0)
     exact = st.exact_gradient(spec.program(theta), [theta], quadrature=48)

@@ -25,10 +25,14 @@ class BaselineResult:
     """``value``: b for each node, broadcastable to the stacked targets ``(n, *shape)``.
 
     ``loss``: an extra term whose gradient trains the baseline (e.g. a regression loss), or None.
+
+    ``scale``: a positive factor the learning signal is multiplied by after subtracting
+    ``value``, broadcastable like ``value`` (reward normalization, e.g. ``Normalized``), or None.
     """
 
     value: torch.Tensor
     loss: torch.Tensor | None = None
+    scale: torch.Tensor | None = None
 
 
 class Baseline:

@@ -1,7 +1,35 @@
-"""Gradient estimators for stochastic nodes. Each declares what it promises (``capabilities()``)."""
+"""Gradient estimators for stochastic nodes. Each declares what it promises (``capabilities()``).
+
+===================  ========  =============  =====  ============  ============
+estimator            unbiased  needs_rsample  score  higher_order  multi_sample
+===================  ========  =============  =====  ============  ============
+``ScoreFunction``    yes       no             yes    yes           yes
+``Pathwise``         yes       yes            no     yes           yes
+``Enumerate``        exact     no             no     yes (exact)   no
+``RELAX``            yes       no             yes    no            yes
+``GumbelSoftmax``    **no**    no             no     no            yes
+===================  ========  =============  =====  ============  ============
+
+Also: :func:`greedy` (an intervention for self-critical reruns) and
+:func:`multinomial_attention` (the C2F paper's +MULTI). See ``docs/estimators.md``.
+"""
 
 from scg.estimators.base import Estimator
+from scg.estimators.enumerate import Enumerate
+from scg.estimators.greedy import greedy
+from scg.estimators.multinomial import multinomial_attention
 from scg.estimators.pathwise import Pathwise
+from scg.estimators.relax import RELAX
+from scg.estimators.relaxed import GumbelSoftmax
 from scg.estimators.score_function import ScoreFunction
 
-__all__ = ["Estimator", "Pathwise", "ScoreFunction"]
+__all__ = [
+    "RELAX",
+    "Enumerate",
+    "Estimator",
+    "GumbelSoftmax",
+    "Pathwise",
+    "ScoreFunction",
+    "greedy",
+    "multinomial_attention",
+]

@@ -9,6 +9,7 @@ from torch.distributions import Distribution
 
 if TYPE_CHECKING:
     from scg.baselines.base import Baseline
+    from scg.graph.nodes import StochasticNode
 
 __all__ = ["Estimator"]
 
@@ -37,6 +38,17 @@ class Estimator:
     def draw(self, dist: Distribution, sample_shape: torch.Size) -> torch.Tensor:
         """Draw the node's value (shape ``sample_shape + dist.batch_shape + dist.event_shape``)."""
         raise NotImplementedError
+
+    def control_variate(self, node: StochasticNode) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """Control-variate terms of the node's surrogate (RELAX), or None (the default).
+
+        Returns ``(cv, path)``, both of the node's log-probability shape: ``cv`` is subtracted
+        from the node's learning signal Ĉ_v − b_v (it may depend on the sample, and is *not*
+        detached, so that it can be trained), and ``path`` is added to the surrogate; its value
+        must be zero and its gradient the correction that keeps the estimate unbiased.
+        """
+        del node
+        return None
 
     def capabilities(self) -> dict[str, bool]:
         """The declared capabilities, as a dict (for tables and docs)."""

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from contextlib import nullcontext
 from typing import TYPE_CHECKING
 
 import torch
 from torch.distributions import Distribution
+from torch.distributions.transforms import Transform
 
 from scg.errors import SCGError
 from scg.estimators.base import Estimator
+from scg.estimators.enumerate import Enumerate
 from scg.estimators.pathwise import Pathwise
 from scg.estimators.score_function import ScoreFunction
 from scg.graph.graph import Graph, current_graph
@@ -58,10 +62,13 @@ def sample(
         step: the time step of the node (for ``surrogate_loss(discount=γ)`` and per-step
             baselines).
         n: draw ``n`` independent samples along a new leading dimension; the objective then
-            averages every cost computed from them over that dimension.
+            averages every cost computed from them over that dimension (the rule for sample
+            dimensions is in :mod:`scg.sample_dims`).
 
     Returns:
         The sample, of shape ``(n,) + dist.batch_shape + dist.event_shape`` (no ``n`` dim if None).
+        With ``estimator=scg.estimators.Enumerate()``: every value of the support, of shape
+        ``(K,) + dist.batch_shape + dist.event_shape``; costs are then weighted by p(value).
     """
     g = _open_graph("sample", name)
     location = caller_location()
@@ -89,7 +96,19 @@ def sample(
                        "support several samples per node")
     shape = torch.Size(() if n is None else (n,))
     raw = None
-    if g.intervene is not None:
+    enumerated = isinstance(estimator, Enumerate)
+    parents_extra = 0
+    if enumerated:
+        try:
+            raw = estimator.draw(dist, shape)
+        except SCGError as e:
+            raise SCGError(f"scg.sample(name={name!r}) at {location}: {e}") from None
+        n = int(raw.shape[0])
+        shape = torch.Size((n,))
+        # the support is not computed from the parameters: take the influence from them
+        parents_extra = sum_masks(g, [t for t in vars(dist).values()
+                                      if isinstance(t, torch.Tensor)])
+    elif g.intervene is not None:
         auto = name if name is not None else f"sample_{g._counts['stochastic']}"
         raw = g.intervene(auto, step, dist, shape)
         if raw is not None:
@@ -98,34 +117,75 @@ def sample(
                 got = tuple(raw.shape) if isinstance(raw, torch.Tensor) else type(raw).__name__
                 raise SCGError(f"scg.sample(name={name!r}) at {location}: the graph's intervention "
                                f"returned {got}, expected a tensor of shape {tuple(expected_shape)}")
-    if raw is None:
-        try:
-            raw = estimator.draw(dist, shape)
-        except SCGError as e:
-            raise SCGError(f"scg.sample(name={name!r}) at {location}: {e}") from None
-    value, parents = _alias(g, raw)
-    log_prob = None
-    if estimator.score:
-        try:
-            log_prob = dist.log_prob(value)
-        except NotImplementedError:
-            raise SCGError(
-                f"scg.sample(name={name!r}) at {location}: {type(dist).__name__} does not "
-                "implement log_prob, which the score-function estimator needs"
-            ) from None
-        expected = shape + dist.batch_shape
-        if log_prob.shape != expected:
-            raise SCGError(
-                f"scg.sample(name={name!r}) at {location}: log_prob has shape "
-                f"{tuple(log_prob.shape)}, expected sample_shape + batch_shape = {tuple(expected)}"
-            )
+    # torch's own distributions keep their parameters as tensor attributes: the sample's parents
+    # are the union of their masks, so drawing and scoring need no per-operation tracking.
+    fast = _is_torch_distribution(dist)
+    pause = g._paused() if fast else nullcontext()
+    with pause:
+        if raw is None:
+            try:
+                raw = estimator.draw(dist, shape)
+            except SCGError as e:
+                raise SCGError(f"scg.sample(name={name!r}) at {location}: {e}") from None
+        value, parents = _alias(g, raw)
+        if fast:
+            parents |= dist_mask(g, dist)
+        parents |= parents_extra
+        log_prob = _log_prob(dist, value, estimator.score or enumerated, shape, name, location)
     node_baseline = baseline if baseline is not None else estimator.baseline
     node = g._register(StochasticNode, name, step, value, parents, location, dist=dist,
                        estimator=estimator, baseline=node_baseline, log_prob=log_prob, n=n)
+    assert isinstance(node, StochasticNode)
     g._set_mask(value, 1 << node.index)
+    if enumerated:
+        node.extra["enumerated"] = True  # type: ignore[attr-defined]
     if hasattr(node_baseline, "inputs"):
-        node.extra["baseline_inputs_mask"] = sum_masks(g, node_baseline.inputs)  # type: ignore[union-attr]
+        node.extra["baseline_inputs_mask"] = sum_masks(g, getattr(node_baseline, "inputs", ()))
     return value
+
+
+def _is_torch_distribution(dist: Distribution) -> bool:
+    return type(dist).__module__.startswith("torch.distributions.")
+
+
+def dist_mask(g: Graph, obj: object, depth: int = 0) -> int:
+    """Union of the masks of the tensors a torch distribution holds (parameters, nested
+    distributions and transforms): the nodes its samples are computed from."""
+    if isinstance(obj, torch.Tensor):
+        return g.mask(obj)
+    if depth > 6:
+        return 0
+    m = 0
+    if isinstance(obj, (list, tuple)):
+        for o in obj:
+            m |= dist_mask(g, o, depth + 1)
+        return m
+    for v in vars(obj).values() if hasattr(obj, "__dict__") else ():
+        if isinstance(v, torch.Tensor):
+            m |= g.mask(v)
+        elif isinstance(v, (Distribution, Transform, list, tuple)):
+            m |= dist_mask(g, v, depth + 1)
+    return m
+
+
+def _log_prob(dist: Distribution, value: torch.Tensor, needed: bool, shape: torch.Size,
+              name: str | None, location: str) -> torch.Tensor | None:
+    if not needed:
+        return None
+    try:
+        log_prob = dist.log_prob(value)
+    except NotImplementedError:
+        raise SCGError(
+            f"scg.sample(name={name!r}) at {location}: {type(dist).__name__} does not "
+            "implement log_prob, which the score-function estimator needs"
+        ) from None
+    expected = shape + dist.batch_shape
+    if log_prob.shape != expected:
+        raise SCGError(
+            f"scg.sample(name={name!r}) at {location}: log_prob has shape "
+            f"{tuple(log_prob.shape)}, expected sample_shape + batch_shape = {tuple(expected)}"
+        )
+    return log_prob
 
 
 def sum_masks(g: Graph, values: object) -> int:
@@ -148,6 +208,7 @@ def cost(
     name: str | None = None,
     step: int | None = None,
     baseline: Baseline | None = None,
+    reduced: torch.Tensor | Node | Sequence[torch.Tensor | Node] | None = None,
 ) -> torch.Tensor:
     """Add a cost node. The objective is E[sum of all elements of all costs] (minimized).
 
@@ -159,6 +220,10 @@ def cost(
         step: the time step of the cost (for ``surrogate_loss(discount=γ)``).
         baseline: subtracted from the cost before it is credited to stochastic nodes (Algorithm
             1's ĉ ← ĉ − b_c), e.g. an ``EMA`` per decoder step as in the C2F paper.
+        reduced: multi-sample node(s) (their values or nodes) whose sample dimension ``value``
+            has already reduced itself, e.g. with a log-mean-exp (VIMCO, IWAE). Without it, a
+            cost influenced by a node drawn with ``n=k`` must carry that node's sample
+            dimension, and the objective averages over it (:mod:`scg.sample_dims`).
 
     Returns:
         ``value`` itself, for chaining.
@@ -177,8 +242,35 @@ def cost(
     if not value.is_floating_point():
         raise SCGError(f"scg.cost(name={name!r}) at {location}: a cost must be a floating-point "
                        f"tensor, got dtype {value.dtype}; convert it with .float()")
-    g._register(CostNode, name, step, value, g.mask(value), location, baseline=baseline)
+    mask = _reduced_mask(g, reduced, name, location) if reduced is not None else 0
+    node = g._register(CostNode, name, step, value, g.mask(value), location, baseline=baseline)
+    if mask:
+        node.extra["reduced"] = mask  # type: ignore[attr-defined]
     return value
+
+
+def _reduced_mask(g: Graph, reduced: object, name: str | None, location: str) -> int:
+    items = list(reduced) if isinstance(reduced, (list, tuple)) else [reduced]
+    mask = 0
+    for r in items:
+        if not isinstance(r, (torch.Tensor, Node)):
+            raise SCGError(f"scg.cost(name={name!r}, reduced=...) at {location}: expected node "
+                           f"values or nodes, got {type(r).__name__}")
+        try:
+            node = g.node(r)
+        except SCGError:
+            raise SCGError(f"scg.cost(name={name!r}, reduced=...) at {location}: pass the value "
+                           "returned by scg.sample (or its node), not a tensor computed from "
+                           "it") from None
+        if not isinstance(node, StochasticNode) or node.n is None:
+            raise SCGError(f"scg.cost(name={name!r}, reduced=...) at {location}: "
+                           f"{node.describe()} has no sample dimension (draw it with n=k)")
+        if node.extra.get("enumerated"):
+            raise SCGError(f"scg.cost(name={name!r}, reduced=...) at {location}: "
+                           f"{node.describe()} is enumerated; its dimension is weighted by "
+                           "p(value) and cannot be reduced by the cost")
+        mask |= 1 << node.index
+    return mask
 
 
 def deterministic(value: torch.Tensor, *, name: str, step: int | None = None) -> torch.Tensor:

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
-from contextlib import contextmanager
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar, Token
 from types import FrameType, TracebackType
 from typing import TYPE_CHECKING, Any
@@ -107,7 +106,7 @@ class Graph:
     @contextmanager
     def _paused(self) -> Iterator[None]:
         """Suspend tracking (when this graph's tracker is the innermost torch function mode)."""
-        stack = _get_current_function_mode_stack()
+        stack = _get_current_function_mode_stack()  # type: ignore[no-untyped-call]
         if not stack or stack[-1] is not self._tracker:
             yield
             return

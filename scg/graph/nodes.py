@@ -84,9 +84,14 @@ class StochasticNode(Node):
 
 @dataclass(eq=False)
 class CostNode(Node):
-    """A cost tensor; the objective is E[sum of its elements] (minimized)."""
+    """A cost tensor; the objective is E[sum of its elements] (minimized).
+
+    ``extra["reduced"]``: mask of the multi-sample nodes whose sample dimension the cost has
+    already reduced (``scg.cost(..., reduced=...)``; see :mod:`scg.sample_dims`).
+    """
 
     baseline: Baseline | None = field(repr=False, default=None)
+    extra: dict[str, Any] = field(repr=False, default_factory=dict)
 
     @property
     def kind(self) -> str:

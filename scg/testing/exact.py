@@ -20,7 +20,14 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
-from torch.distributions import Bernoulli, Binomial, Categorical, Distribution, Normal, OneHotCategorical
+from torch.distributions import (
+    Bernoulli,
+    Binomial,
+    Categorical,
+    Distribution,
+    Normal,
+    OneHotCategorical,
+)
 
 from scg.errors import SCGError
 from scg.graph.graph import Graph
@@ -55,7 +62,7 @@ def _finite_choices(dist: Distribution, shape: torch.Size, name: str,
                        f"max_runs={max_runs}; use a smaller batch")
     flat = support.reshape((k, elements) + tuple(dist.event_shape))
     cols = torch.arange(elements)
-    out = []
+    out: list[tuple[torch.Tensor, torch.Tensor | None]] = []
     for combo in itertools.product(range(k), repeat=elements):
         value = flat[torch.tensor(combo, dtype=torch.long), cols]
         out.append((value.reshape(tuple(full) + tuple(dist.event_shape)), None))
@@ -73,7 +80,7 @@ def _normal_choices(dist: Normal, shape: torch.Size, name: str, points: int,
     loc = dist.loc.expand(full)
     scale = dist.scale.expand(full)
     dtype = loc.dtype
-    out = []
+    out: list[tuple[torch.Tensor, torch.Tensor | None]] = []
     for combo in itertools.product(range(points), repeat=elements):
         tk = torch.tensor(t[list(combo)], dtype=dtype).reshape(tuple(full))
         lw = torch.tensor(float(np.sum(np.log(w[list(combo)]))) - elements * 0.5 * math.log(math.pi),

@@ -1,0 +1,81 @@
+"""Self-critical baseline: the cost of a greedy rerun of the same program.
+
+Rennie, Marcheret, Mroueh, Ross & Goel (2017), "Self-critical sequence training for image
+captioning": the baseline of a sampled sequence ŵ^s is the reward of the sequence ŵ^g the
+*current* model produces by greedy (argmax) decoding, b = r(ŵ^g), so that samples better than
+the model's own test-time output are reinforced and worse ones suppressed.
+
+In scg the greedy decoding is the same program rerun under
+``scg.Graph(intervene=scg.estimators.greedy)`` (every sample replaced by its distribution's mode),
+typically under ``torch.no_grad()``. Its cost does not depend on the sampled run's random choices,
+so b_v is independent of v and the estimate is unbiased (Theorem 2 of Schulman et al. 2015). scg
+checks the part it can see: a greedy cost computed *in the same graph* from the node itself is an
+error.
+
+The greedy cost is lined up with each node's learning signal Ĉ_v like a cost: leading (batch)
+dimensions align, extra trailing dimensions are summed (so a per-position cost becomes the
+sequence total), and when the node has sample dimensions (``n=k``) that the greedy cost lacks it
+is broadcast over them. For per-node values (e.g. the greedy cost-to-go of each step) pass a
+callable ``node -> tensor``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+import torch
+
+from scg.baselines.base import Baseline, BaselineResult
+from scg.errors import SCGError
+
+if TYPE_CHECKING:
+    from scg.graph.nodes import Node
+
+__all__ = ["SelfCritical"]
+
+
+class SelfCritical(Baseline):
+    """b_v = the cost of a greedy rerun (a tensor, or ``greedy(node) -> tensor``).
+
+    Args:
+        greedy: the greedy run's cost, e.g. computed under
+            ``scg.Graph(intervene=scg.estimators.greedy)``; detached when used.
+    """
+
+    def __init__(self, greedy: torch.Tensor | Callable[[Node], torch.Tensor]) -> None:
+        if isinstance(greedy, torch.Tensor):
+            if not bool(torch.isfinite(greedy).all()):
+                raise SCGError("SelfCritical(greedy): the greedy cost is not finite")
+            self.inputs: tuple[torch.Tensor, ...] = (greedy,)
+        elif not callable(greedy):
+            raise SCGError(f"SelfCritical(greedy): expected a tensor or a callable, got "
+                           f"{type(greedy).__name__}")
+        self.greedy = greedy
+
+    def _value(self, node: Node, target: torch.Tensor) -> torch.Tensor:
+        from scg.sample_dims import align_batch_to_node
+
+        v = self.greedy if isinstance(self.greedy, torch.Tensor) else self.greedy(node)
+        if not isinstance(v, torch.Tensor):
+            raise SCGError(f"SelfCritical baseline of {node.describe()}: the callable returned "
+                           f"{type(v).__name__}, expected a tensor")
+        v = v.detach().to(target.dtype)
+        info = getattr(node, "extra", {}).get("sample_info")
+        lead = tuple(info.sizes) if info is not None else ()
+        if lead and tuple(v.shape[:len(lead)]) != lead:
+            v = v.reshape((1,) * len(lead) + tuple(v.shape))
+        if lead:
+            v = v.expand(*lead, *v.shape[len(lead):])
+        layout = tuple(range(len(lead)))
+        sizes = dict(enumerate(lead))
+        return align_batch_to_node(v.unsqueeze(0), layout, layout, target.shape, node, node,
+                                   sizes)[0]
+
+    def __call__(self, nodes: Sequence[Node], targets: torch.Tensor) -> BaselineResult:
+        values = [self._value(node, t) for node, t in zip(nodes, targets, strict=True)]
+        return BaselineResult(torch.stack(values))
+
+    def __repr__(self) -> str:
+        kind = "tensor" if isinstance(self.greedy, torch.Tensor) else "callable"
+        return f"SelfCritical({kind})"

@@ -1,0 +1,92 @@
+"""VIMCO: leave-one-out baselines for multi-sample log-mean-exp objectives.
+
+Mnih & Rezende (2016), "Variational inference for Monte Carlo objectives". With k i.i.d. samples
+h_1..h_k ~ q(h | x) and log-weights ℓ_j = log f(x, h_j) (e.g. log p(x, h_j) − log q(h_j | x)), the
+objective is the multi-sample bound L̂ = log (1/k) Σ_j exp(ℓ_j), a function of all k samples at
+once. Its score-function estimator credits every h_j with the whole L̂, which is noisy; VIMCO
+subtracts, for sample j, the same bound with ℓ_j replaced by the mean of the others,
+
+    ℓ̂_{−j} = (1/(k − 1)) Σ_{i≠j} ℓ_i,   L̂_{−j} = log (1/k) (Σ_{i≠j} exp(ℓ_i) + exp(ℓ̂_{−j})),
+
+a function of h_{−j} only (unbiased, as for any leave-one-out baseline), giving the learning
+signal L̂ − L̂_{−j}: how much sample j improves the bound over a typical replacement.
+
+In scg (costs are minimized) the cost is −L̂, a reduction of the sample dimension that must be
+declared; :meth:`VIMCO.objective` returns it and records the log-weights::
+
+    vimco = scg.baselines.VIMCO()
+    h = scg.sample(q, n=k, name="h", baseline=vimco)
+    logw = log_joint(x, h) - q.log_prob(h)          # (k, *batch)
+    scg.cost(vimco.objective(logw), reduced=h)      # −log mean_j exp(logw_j)
+
+The pathwise part of VIMCO's gradient (through ℓ_j's dependence on θ, weighted by the normalized
+weights) is the ordinary ∇ of that cost. The baseline value is b_j = −L̂_{−j}.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import torch
+
+from scg.baselines.base import Baseline, BaselineResult
+from scg.baselines.loo import leading_sample_size
+from scg.errors import SCGError
+
+if TYPE_CHECKING:
+    from scg.graph.nodes import Node
+
+__all__ = ["VIMCO"]
+
+
+def leave_one_out_bounds(logw: torch.Tensor) -> torch.Tensor:
+    """L̂_{−j} for each j along dim 0 of ``logw`` (k, *batch) (see module docstring)."""
+    k = logw.shape[0]
+    others_mean = (logw.sum(0, keepdim=True) - logw) / (k - 1)  # (k, *batch)
+    x = logw.unsqueeze(0).expand(k, *logw.shape).clone()  # x[j] = logw with ...
+    idx = torch.arange(k, device=logw.device)
+    x[idx, idx] = others_mean  # ... ℓ_j replaced by the mean of the others
+    return torch.logsumexp(x, dim=1) - math.log(k)
+
+
+class VIMCO(Baseline):
+    """Multi-sample baseline for the cost −log mean_j exp(ℓ_j) (see the module docstring)."""
+
+    uses_other_samples = True
+
+    def __init__(self) -> None:
+        self._logw: torch.Tensor | None = None
+
+    def objective(self, log_weights: torch.Tensor) -> torch.Tensor:
+        """The cost −log (1/k) Σ_j exp(ℓ_j) over dim 0; remembers ℓ for this run's baseline."""
+        if not isinstance(log_weights, torch.Tensor) or log_weights.dim() < 1:
+            raise SCGError("VIMCO.objective(log_weights): expected a tensor (k, *batch)")
+        k = log_weights.shape[0]
+        if k < 2:
+            raise SCGError(f"VIMCO.objective: needs k >= 2 samples along dim 0, got {k}")
+        self._logw = log_weights.detach()
+        return -(torch.logsumexp(log_weights, dim=0) - math.log(k))
+
+    def __call__(self, nodes: Sequence[Node], targets: torch.Tensor) -> BaselineResult:
+        logw, self._logw = self._logw, None
+        if logw is None:
+            raise SCGError(f"VIMCO baseline of {nodes[0].describe()}: call "
+                           "vimco.objective(log_weights) in the program to define its cost")
+        for node in nodes:
+            k = leading_sample_size(node, "VIMCO()")
+            if k != logw.shape[0]:
+                raise SCGError(f"VIMCO baseline of {node.describe()}: the node has {k} samples "
+                               f"but the log-weights have {logw.shape[0]} along dim 0")
+        b = -leave_one_out_bounds(logw.to(targets.dtype))
+        try:
+            b = (b.unsqueeze(0) if b.dim() == targets.dim() - 1 else b).expand_as(targets)
+        except RuntimeError:
+            raise SCGError(f"VIMCO baseline of {nodes[0].describe()}: log-weights of shape "
+                           f"{tuple(logw.shape)} do not match the node's learning signal "
+                           f"{tuple(targets.shape[1:])}") from None
+        return BaselineResult(b)
+
+    def __repr__(self) -> str:
+        return "VIMCO()"

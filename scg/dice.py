@@ -1,0 +1,127 @@
+"""DiCE and Loaded DiCE: surrogates whose derivatives of every order are estimates.
+
+Algorithm 1's surrogate L = Σ c + Σ_v log p_v · ⊥(Ĉ_v − b_v) has the right first derivative, but
+its second derivative misses the terms where a cost's dependence on θ and a node's score meet, and
+the products of two scores (Foerster et al. 2018, Section 3). DiCE repairs this with the *magic
+box* ⊡(τ) = exp(τ − ⊥τ), which evaluates to 1 and whose derivative is ⊡(τ)·∇τ:
+
+    L_DiCE = Σ_c Σ ω_c ⊙ ⊡(τ_c) ⊙ c  +  Σ_v (1 − ⊡(log p_v)) ⊙ b_v,
+    τ_c   = Σ_{v ≺ c} log p(v | parents_v)        (the score nodes that influence c).
+
+By induction ∇^n ⊡(τ_c) c estimates ∇^n of the expectation for every n. The second sum is the
+baseline of Mao et al. (2019): for b_v detached and independent of v, E_v[∇^n ⊡(log p_v)] = ∇^n 1
+= 0, so it changes no expectation, at any order, and at first order it is Algorithm 1's −∇log p·b.
+Cost baselines b_c enter the same way, through each node's b_v = Σ_{v≺c} ω b_c. Forward value:
+⊡ = 1, so L_DiCE evaluates to the objective Σ_c Σ ω_c ⊙ c.
+
+Loaded DiCE (Farquhar, Whiteson & Foerster 2019) writes the objective per node with a
+λ-discounted dependency sum,
+
+    L = Σ_c Σ ω_c ⊙ c + Σ_v (⊡(w_v) − ⊡(w_v − log p_v)) ⊙ (Ĉ_v − b_v),
+    w_v = Σ_{u ≼ v} λ^(t_v − t_u) log p_u        (v and the score nodes that influence it).
+
+Here Ĉ_v is *not* stopped (unlike Algorithm 1's): its own θ-dependence meets the scores in the
+higher derivatives, as in DiCE; only the baseline b_v is detached. Since the factor evaluates to
+0, the first derivative is ∇log p_v · (Ĉ_v − b_v) for every λ, i.e. Algorithm 1 (with
+``discount`` and baselines as usual); and since the factor equals
+⊡(w_v − log p_v)(⊡(log p_v) − 1), baselines stay unbiased at every order. For λ = 1 and a
+*sequential* program (every score node that influences a cost and precedes v also influences
+v, e.g. a decoder or an RL rollout) the sum telescopes to DiCE exactly; for λ < 1 higher-order
+credit to distant ancestors is damped (bias for lower variance), and λ = 0 keeps only each node's
+own ⊡(log p_v) − 1. In a DAG with independent branches that meet in a cost, use ``dice=True``
+for exact higher derivatives.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+
+from scg.sample_dims import align_batch_to_cost
+
+if TYPE_CHECKING:
+    from scg.graph.nodes import CostNode
+    from scg.surrogate import CostGroup, NodeGroup
+
+__all__ = ["dice_objective", "loaded_factors", "magic_box"]
+
+
+def magic_box(x: torch.Tensor) -> torch.Tensor:
+    """⊡(x) = exp(x − stop_gradient(x)): value 1, derivative ⊡(x)·∇x."""
+    return torch.exp(x - x.detach())
+
+
+def _sum_logp(sources: Sequence[NodeGroup], rows_of: Callable[[NodeGroup], list[int]],
+              weights: np.ndarray, target_rows: list[int], target_layout: tuple[int, ...],
+              target_shape: torch.Size, describe_target: Callable[[int], object],
+              sizes: dict[int, int]) -> torch.Tensor | None:
+    """Σ_u weights[u, t] · log p_u aligned to each target t (one product per source group)."""
+    out: torch.Tensor | None = None
+    for src in sources:
+        sub = weights[np.ix_(rows_of(src), target_rows)]
+        if not sub.any():
+            continue
+        i, j = (int(x[0]) for x in np.nonzero(sub))
+        aligned = align_batch_to_cost(src.logp, src.layout, target_layout, target_shape,
+                                      src.members[i], describe_target(j), sizes)  # type: ignore[arg-type]
+        w = torch.as_tensor(sub.T, dtype=src.logp.dtype, device=src.logp.device)
+        part = (w @ aligned.reshape(aligned.shape[0], -1)).reshape(len(target_rows),
+                                                                   *target_shape)
+        out = part if out is None else out + part
+    return out
+
+
+def dice_objective(
+    cgs: Sequence[CostGroup], ngs: Sequence[NodeGroup], a: np.ndarray, costs: Sequence[CostNode],
+    sizes: dict[int, int], score_scale: float, extra_losses: list[torch.Tensor],
+    c_hat: Callable[[NodeGroup, str], torch.Tensor | None],
+    node_baselines: Callable[[NodeGroup, torch.Tensor], torch.Tensor],
+) -> torch.Tensor:
+    """L_DiCE of the module docstring (``surrogate_loss(dice=True)``)."""
+    s = float(score_scale)
+    loss: torch.Tensor | None = None
+    for cg in cgs:
+        shape = cg.stack.shape[1:]
+        tau = _sum_logp(ngs, lambda ng: ng.rows, a, cg.cols, cg.layout, shape,
+                        lambda j, cg=cg: costs[cg.cols[j]], sizes)  # type: ignore[misc]
+        x = cg.weighted(cg.stack)
+        if tau is not None:
+            box = magic_box(tau)
+            x = x * (box if s == 1.0 else 1.0 + s * (box - 1.0))
+        part = x.sum()
+        loss = part if loss is None else loss + part
+    assert loss is not None
+    has_cost_baselines = any(c.baseline is not None for c in costs)
+    for ng in ngs:
+        if not has_cost_baselines and all(v.baseline is None for v in ng.members):
+            continue
+        target = c_hat(ng, "target")
+        if target is None:
+            continue
+        adv = node_baselines(ng, target)
+        raw = c_hat(ng, "raw") if has_cost_baselines else target
+        assert raw is not None
+        b = (raw - adv).detach()  # Σ_{v≺c} ω b_c + b_v
+        loss = loss + s * ((1.0 - magic_box(ng.logp)) * b).sum()
+    for extra in extra_losses:
+        loss = loss + (extra - extra.detach())
+    return loss
+
+
+def loaded_factors(ngs: Sequence[NodeGroup], lw: np.ndarray,
+                   sizes: dict[int, int]) -> list[torch.Tensor]:
+    """⊡(w_v) − ⊡(w_v − log p_v) for each node group (Loaded DiCE, module docstring).
+
+    ``lw[u, v]`` = λ^(t_v − t_u) for u ≼ v among the score nodes (1 on the diagonal).
+    """
+    out = []
+    for ng in ngs:
+        shape = ng.logp.shape[1:]
+        wv = _sum_logp(ngs, lambda src: src.rows, lw, ng.rows, ng.layout, shape,
+                       lambda j, ng=ng: ng.members[j], sizes)  # type: ignore[misc]
+        assert wv is not None  # the diagonal is 1
+        out.append(magic_box(wv) - magic_box(wv - ng.logp))
+    return out

@@ -1,0 +1,108 @@
+"""Baselines: EMA semantics and state, Learned baselines (training and Theorem 2), Constant."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.distributions import Categorical
+
+import scg
+import scg.testing as st
+
+
+def test_ema_subtracts_the_value_from_before_the_update() -> None:
+    ema = scg.baselines.EMA(0.5, init=1.0)
+    theta = torch.zeros(2, requires_grad=True)
+    seen = []
+    for _ in range(3):
+        with scg.Graph() as g:
+            z = scg.sample(Categorical(logits=theta), name="z", step=0, baseline=ema)
+            c = scg.cost(z.float() * 0 + 3.0, name="c")
+        before = ema.value("z", 0)
+        grad = torch.autograd.grad(g.surrogate_loss(), theta)[0]
+        lp_grad = torch.autograd.grad(Categorical(logits=theta).log_prob(z), theta)[0]
+        torch.testing.assert_close(grad, lp_grad * (float(c) - before))
+        seen.append(before)
+    assert seen == [1.0, 2.0, 2.5]  # b <- b + 0.5 (3 - b)
+    assert ema.value("z", 0) == 2.75
+
+
+def test_ema_state_dict_round_trip_and_per_step_keys() -> None:
+    ema = scg.baselines.EMA(0.1)
+    with scg.Graph() as g:
+        for t in range(3):
+            scg.cost(torch.tensor([1.0, 2.0]) * (t + 1), name="r", step=t, baseline=ema)
+    g.surrogate_loss()
+    values = [ema.value("r", t) for t in range(3)]
+    assert values == pytest.approx([0.15, 0.3, 0.45])
+    other = scg.baselines.EMA(0.5)
+    other.load_state_dict(ema.state_dict())
+    assert [other.value("r", t) for t in range(3)] == values and other.beta == 0.1
+
+
+def test_learned_baseline_is_trained_by_regression_and_unbiased() -> None:
+    torch.manual_seed(0)
+    theta = torch.tensor([0.3, -0.1, 0.2], dtype=torch.float64, requires_grad=True)
+    module = torch.nn.Linear(2, 1).double()
+    learned = scg.baselines.Learned(module)
+    features = torch.tensor([[1.0, -0.5]], dtype=torch.float64)
+
+    def run(th: torch.Tensor) -> None:
+        z = scg.sample(Categorical(logits=th), name="z",
+                       baseline=learned.given(features.expand(th.shape[0], 2)))
+        scg.cost((z.to(th.dtype) - 0.5) ** 2 + 2.0, name="c")
+
+    report = st.check_unbiased(lambda: run(theta[None]), [theta], n=4000, batched=run,
+                               particles=1000)
+    assert report.passed, str(report)
+    # One optimizer step on the surrogate moves the baseline toward the mean cost.
+    opt = torch.optim.SGD(module.parameters(), lr=0.05)
+    before = float(module(features))
+    for _ in range(50):
+        with scg.Graph() as g:
+            run(theta.detach()[None].expand(64, 3))
+        opt.zero_grad()
+        g.surrogate_loss().backward()
+        opt.step()
+    after = float(module(features))
+    target = float(st.exact_expectation(lambda: run(theta.detach()[None])))
+    assert abs(after - target) < abs(before - target) / 4
+
+
+def test_learned_baseline_value_of_surrogate_is_sum_of_costs() -> None:
+    learned = scg.baselines.Learned(torch.nn.Linear(1, 1))
+    with scg.Graph() as g:
+        z = scg.sample(Categorical(logits=torch.zeros(4, 3)), name="z",
+                       baseline=learned.given(torch.ones(4, 1)))
+        c = scg.cost(z.float() + 1.0, name="c")
+    torch.testing.assert_close(g.surrogate_loss().detach(), c.sum())
+
+
+def test_learned_baseline_inputs_must_not_depend_on_the_node() -> None:
+    learned = scg.baselines.Learned(torch.nn.Linear(1, 1))
+    with scg.Graph() as g:
+        z0 = scg.sample(Categorical(logits=torch.zeros(4, 3)), name="z0")
+        feats = z0.float()[:, None]
+        bound = learned.given(feats)
+        z1 = scg.sample(Categorical(logits=torch.zeros(4, 3)), name="z1", baseline=bound)
+        scg.cost(z1.float(), name="c")
+    g.surrogate_loss()  # z0 is upstream of z1: allowed
+
+    with scg.Graph() as g2:
+        z = scg.sample(Categorical(logits=torch.zeros(4, 3)), name="z")
+        leak = learned.given(z.float()[:, None])  # computed from z itself
+        g2.node("z").baseline = leak  # type: ignore[attr-defined]
+        g2.node("z").extra["baseline_inputs_mask"] = g2.mask(z.float())  # type: ignore[attr-defined]
+        scg.cost(z.float(), name="c")
+    with pytest.raises(scg.SCGError, match="baseline inputs of stochastic node 'z'.*Theorem 2"):
+        g2.surrogate_loss()
+
+
+def test_constant_baseline_changes_gradient_by_score_times_constant() -> None:
+    theta = torch.zeros(3, requires_grad=True)
+    with scg.Graph() as g:
+        z = scg.sample(Categorical(logits=theta), name="z", baseline=scg.baselines.Constant(2.0))
+        c = scg.cost(z.float() + 1.0, name="c")
+    grad = torch.autograd.grad(g.surrogate_loss(), theta)[0]
+    lp = torch.autograd.grad(Categorical(logits=theta).log_prob(z), theta)[0]
+    torch.testing.assert_close(grad, lp * (float(c) - 2.0))
