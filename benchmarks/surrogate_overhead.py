@@ -46,7 +46,7 @@ def make_attention(hidden: int, batch: int = 32, chunks: int = 10, steps: int = 
         h = torch.zeros(batch, hidden)
         logps, costs = [], []
         for t in range(steps):
-            scores = torch.einsum("bmh,bh->bm", enc, h @ q)
+            scores = torch.bmm(enc, (h @ q)[:, :, None]).squeeze(-1)  # (B, M)
             d = Categorical(logits=scores, validate_args=False)
             z = d.sample()
             logps.append(d.log_prob(z))
@@ -61,7 +61,7 @@ def make_attention(hidden: int, batch: int = 32, chunks: int = 10, steps: int = 
         h = torch.zeros(batch, hidden)
         with scg.Graph() as g:
             for t in range(steps):
-                scores = torch.einsum("bmh,bh->bm", enc, h @ q)
+                scores = torch.bmm(enc, (h @ q)[:, :, None]).squeeze(-1)  # (B, M)
                 z = scg.sample(Categorical(logits=scores, validate_args=False), name="z", step=t)
                 h = torch.tanh(enc[rows, z] @ w + h @ u)
                 scg.cost(((h - target[t]) ** 2).sum(-1), name="c", step=t)

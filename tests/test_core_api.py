@@ -9,6 +9,8 @@ import warnings
 import pytest
 import torch
 import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from torch.distributions import Bernoulli, Categorical, Normal
 
 import scg
@@ -223,3 +225,22 @@ def test_graph_closes_tracking_mode() -> None:
     with scg.Graph():
         assert len(_get_current_function_mode_stack()) == 1
     assert not _get_current_function_mode_stack()
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(st.lists(st.integers(0, 2**20), min_size=1, max_size=25))
+def test_closure_matches_fixpoint(raw: list[int]) -> None:
+    from scg.graph.tracking import closure
+
+    direct = [r & ((1 << i) - 1) for i, r in enumerate(raw)]  # parents precede children
+    expected = []
+    for i, d in enumerate(direct):
+        acc, changed = d, True
+        while changed:
+            changed = False
+            for j in range(i):
+                if acc >> j & 1 and (acc | direct[j]) != acc:
+                    acc |= direct[j]
+                    changed = True
+        expected.append(acc)
+    assert closure(direct) == expected

@@ -108,13 +108,19 @@ def closure(direct: list[int]) -> list[int]:
 
     ``direct[i]`` is the mask of nodes that node ``i`` was computed from directly; nodes are in
     creation order, so every parent index is smaller than its child's. Returns ``full`` with
-    ``full[i]`` the mask of every node that influences node ``i``.
+    ``full[i]`` the mask of every node that influences node ``i``. Parents are visited from the
+    newest down, skipping those already covered by a later parent's closure, so a long chain
+    (where every value depends on all earlier ones) costs one step per node, not one per bit.
     """
     full: list[int] = []
     for d in direct:
         acc = d
-        for j in bits(d):
-            acc |= full[j]
+        pending = d
+        while pending:
+            j = pending.bit_length() - 1
+            reach = full[j]
+            acc |= reach
+            pending &= ~(reach | (1 << j))
         full.append(acc)
     return full
 
@@ -140,9 +146,7 @@ class InfluenceTracker(TorchFunctionMode):
         args: tuple[Any, ...] = (),
         kwargs: dict[str, Any] | None = None,
     ) -> Any:
-        if kwargs is None:
-            kwargs = {}
-        out = func(*args, **kwargs)
+        out = func(*args, **kwargs) if kwargs else func(*args)
         attr = self.attr
         m = 0
         for a in args:
@@ -152,18 +156,21 @@ class InfluenceTracker(TorchFunctionMode):
                 m |= _mask_of_seq(a, attr)
         if kwargs:
             m |= _mask_of_seq(tuple(kwargs.values()), attr)
-        if m:
-            if func in ESCAPES:
-                frame = sys._getframe(1)
-                module = str(frame.f_globals.get("__name__", "")).split(".", 1)[0]
-                if module not in _LIBRARY_MODULES:
-                    self.on_escape(func, m, frame)
-            elif out is not None:
-                _tag_outputs(out, attr, m)
-            if args and _mutates_first_arg(func) and isinstance(args[0], Tensor):
-                target = args[0]
-                setattr(target, attr, getattr(target, attr, 0) | m)
-                base = target._base
-                if base is not None:
-                    setattr(base, attr, getattr(base, attr, 0) | m)
+        if not m:
+            return out
+        if func in ESCAPES:
+            frame = sys._getframe(1)
+            module = str(frame.f_globals.get("__name__", "")).split(".", 1)[0]
+            if module not in _LIBRARY_MODULES:
+                self.on_escape(func, m, frame)
+        elif type(out) is Tensor:
+            setattr(out, attr, getattr(out, attr, 0) | m)
+        elif out is not None:
+            _tag_outputs(out, attr, m)
+        if _mutates_first_arg(func) and args and isinstance(args[0], Tensor):
+            target = args[0]
+            setattr(target, attr, getattr(target, attr, 0) | m)
+            base = target._base
+            if base is not None:
+                setattr(base, attr, getattr(base, attr, 0) | m)
         return out
