@@ -136,15 +136,31 @@ def _check_finite(stack: torch.Tensor, costs: Sequence[CostNode]) -> None:
             raise SCGError(f"{c.describe()} is not finite (it contains NaN or inf)")
 
 
-def _check_baseline_inputs(full: Sequence[int], node: StochasticNode) -> None:
-    mask = int(node.extra.get("baseline_inputs_mask", 0))
+def _check_baseline_inputs(graph: Graph, full: Sequence[int], node: Node) -> None:
+    """Theorem 2: a baseline must not depend on a node it is subtracted for.
+
+    A node baseline b_v must not be computed from v (or from anything v influences); a cost
+    baseline b_c is subtracted from the credit of every score node that influences c, so it must
+    not be computed from any of them.
+    """
+    mask = int(getattr(node, "extra", {}).get("baseline_inputs_mask", 0))
     reach = mask
     for j in bits(mask):
         reach |= full[j]
-    if reach >> node.index & 1:
-        raise SCGError(f"the baseline inputs of {node.describe()} are computed from the node's own "
-                       "sample; a baseline may only use information from before the sample "
-                       "(Theorem 2), otherwise the estimate is biased")
+    if isinstance(node, StochasticNode):
+        if reach >> node.index & 1:
+            raise SCGError(f"the baseline inputs of {node.describe()} are computed from the node's "
+                           "own sample; a baseline may only use information from before the sample "
+                           "(Theorem 2), otherwise the estimate is biased")
+        return
+    credited = reach & full[node.index]
+    for j in bits(credited):
+        v = graph.nodes[j]
+        if isinstance(v, StochasticNode) and v.estimator.score:
+            raise SCGError(f"the baseline inputs of {node.describe()} are computed from "
+                           f"{v.describe()}, which influences the cost: subtracting it from the "
+                           "cost would bias that node's gradient (Theorem 2); use a baseline that "
+                           "does not depend on it (e.g. an EMA) or attach it to a later node")
 
 
 @dataclass
@@ -259,6 +275,9 @@ def surrogate_loss(graph: Graph, *, discount: float | None = None, dice: bool = 
     plan = SamplePlan(graph, full)
     sizes = {i: int(v.n) for i, v in plan.nodes.items()}  # type: ignore[arg-type]
     extra_losses: list[torch.Tensor] = []
+    for c in costs:
+        if "baseline_inputs_mask" in c.extra:
+            _check_baseline_inputs(graph, full, c)
     cgs = _cost_groups(costs, plan)
     has_cost_baselines = any(c.baseline is not None for c in costs)
     for cg in cgs:
@@ -285,7 +304,7 @@ def surrogate_loss(graph: Graph, *, discount: float | None = None, dice: bool = 
     if dice and not loaded:
         return dice_mod.dice_objective(cgs, ngs, a, costs, sizes, score_scale, extra_losses,
                                        lambda ng, field: _c_hat(ng, cgs, w, costs, sizes, field),
-                                       lambda ng, adv: _node_baselines(full, ng, adv,
+                                       lambda ng, adv: _node_baselines(graph, full, ng, adv,
                                                                        extra_losses))
     loss: torch.Tensor | None = None
     for cg in cgs:
@@ -297,7 +316,7 @@ def surrogate_loss(graph: Graph, *, discount: float | None = None, dice: bool = 
         c_hat = _c_hat(ng, cgs, w, costs, sizes, "target")
         if c_hat is None:
             continue
-        adv = _node_baselines(full, ng, c_hat, extra_losses)
+        adv = _node_baselines(graph, full, ng, c_hat, extra_losses)
         adv, path = _control_variates(ng, plan, adv)
         if factors is None:
             factor = ng.logp - ng.logp.detach()
@@ -337,11 +356,11 @@ def _logp(v: StochasticNode) -> torch.Tensor:
     return v.log_prob
 
 
-def _node_baselines(full: Sequence[int], ng: NodeGroup, c_hat: torch.Tensor,
+def _node_baselines(graph: Graph, full: Sequence[int], ng: NodeGroup, c_hat: torch.Tensor,
                     losses: list[torch.Tensor]) -> torch.Tensor:
     for v in ng.members:
         if "baseline_inputs_mask" in v.extra:
-            _check_baseline_inputs(full, v)
+            _check_baseline_inputs(graph, full, v)
     return _apply_baselines(ng.members, [v.baseline for v in ng.members], c_hat, losses)
 
 

@@ -244,6 +244,8 @@ def cost(
                        f"tensor, got dtype {value.dtype}; convert it with .float()")
     mask = _reduced_mask(g, reduced, name, location) if reduced is not None else 0
     node = g._register(CostNode, name, step, value, g.mask(value), location, baseline=baseline)
+    if baseline is not None and getattr(baseline, "inputs", None) is not None:
+        node.extra["baseline_inputs_mask"] = sum_masks(g, baseline.inputs)  # type: ignore[attr-defined]
     if mask:
         node.extra["reduced"] = mask  # type: ignore[attr-defined]
     return value
