@@ -1,0 +1,1 @@
+"""Subcommands discovered by :mod:`scg_summarize.cli` (each module exposes ``COMMAND``)."""

@@ -1,0 +1,62 @@
+"""The ``scg-summarize report`` subcommand: every result under a folder in one table.
+
+Example::
+
+    scg-summarize report runs/ --output runs/results.md --json runs/results.json
+
+Finds the result files written by ``evaluate`` (``RUN/eval/*.json``) and ``baseline
+--output-dir`` under ``RUNS_DIR`` and prints markdown in the layout of the paper's Table 1
+(one table per data set and split), followed by the coarse-attention metrics.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from ..cli import Command
+from ..evaluation.report import collect_results, markdown_report
+from ._common import USER_ERRORS, error
+
+__all__ = ["COMMAND"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``report``."""
+    parser.add_argument("runs_dir", type=Path, metavar="RUNS_DIR", help="folder holding runs and result files")
+    parser.add_argument("--split", default=None, help="only results on this split")
+    parser.add_argument("--output", type=Path, default=None, help="also write the markdown here")
+    parser.add_argument("--json", type=Path, default=None, help="write all collected results as one JSON list")
+    parser.add_argument("--title", default="Results", help="the report's heading")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Execute ``report``; returns 0 on success, 1 on an error (also when nothing is found)."""
+    try:
+        results = collect_results(args.runs_dir)
+        if args.split is not None:
+            results = [r for r in results if r.get("split") == args.split]
+        if not results:
+            raise ValueError(f"{args.runs_dir}: no result files found (run evaluate or baseline --output-dir first)")
+        text = markdown_report(results, title=args.title)
+        if args.output is not None:
+            args.output.parent.mkdir(parents=True, exist_ok=True)
+            args.output.write_text(text, encoding="utf-8")
+        if args.json is not None:
+            args.json.parent.mkdir(parents=True, exist_ok=True)
+            args.json.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    except USER_ERRORS as err:
+        return error("report", err)
+    print(text)
+    print(f"report: {len(results)} result(s) from {args.runs_dir}", file=sys.stderr)
+    return 0
+
+
+COMMAND = Command(
+    name="report",
+    help="collect every evaluation and baseline result under a folder into one table",
+    add_arguments=add_arguments,
+    run=run,
+)

@@ -1,0 +1,165 @@
+"""The ``scg-summarize summarize`` subcommand: decode documents with a trained run.
+
+Examples::
+
+    scg-summarize summarize --run runs/c2f --input articles.txt            # one document a line
+    scg-summarize summarize --run runs/c2f --input articles.txt --data data/cnndm   # run without vocab
+    cat article.txt | tr '\\n' ' ' | scg-summarize summarize --run runs/c2f --input -
+    scg-summarize summarize --run runs/c2f --input docs.jsonl --format jsonl --source-field document
+    scg-summarize summarize --run runs/c2f --data data/cnndm --split test --limit 100 \\
+        --jsonl --attention --output c2f-test.jsonl                       # for `visualize`
+
+Output: one summary per line (text), or with ``--jsonl`` one JSON object per document:
+``id``, ``summary``, ``sentences``, ``tokens``, ``score``, ``log_prob`` (and ``n_best`` with
+``--n-best K``); ``--attention`` adds ``attention``: ``steps`` (the generated words then
+``</s>``), ``source`` (the source words per chunk), ``coarse`` (steps x M), ``chunk_read``
+(steps x M) and ``word`` (steps x M x N) when the model returns them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from ..cli import Command
+from ..data.dataset import SummarizationDataset
+from ..data.errors import DataError
+from ..decoding.inputs import INPUT_FORMATS, SourceDocument, documents_from_split, read_documents
+from ..decoding.loading import load_run
+from ..decoding.summarizer import Summarizer, Summary
+from ._common import USER_ERRORS, add_decode_arguments, decode_options, error, positive_int, set_threads
+
+__all__ = ["COMMAND", "attention_record", "summary_record"]
+
+ATTENTION_KEYS = ("coarse_attn", "chunk_read", "word_attn")
+_JSON_NAMES = {"coarse_attn": "coarse", "chunk_read": "chunk_read", "word_attn": "word"}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``summarize``."""
+    parser.add_argument("--run", required=True, type=Path, metavar="RUN_DIR", help="a trained run directory")
+    source = parser.add_argument_group("input (one of --input / --data)")
+    source.add_argument("--input", default=None, metavar="FILE", help="raw documents ('-' = stdin)")
+    source.add_argument(
+        "--format", choices=INPUT_FORMATS, default="text", help="text: one document per line; jsonl: JSON objects"
+    )
+    source.add_argument("--source-field", default="source", help="jsonl: the document field (string or sentences)")
+    source.add_argument(
+        "--data",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="a prepared corpus: summarize its --split, or (with --input) take the vocabulary from it",
+    )
+    source.add_argument("--split", default="test", help="the split of --data (default test)")
+    source.add_argument("--limit", type=positive_int, default=None, help="summarize only the first N documents")
+    out = parser.add_argument_group("output")
+    out.add_argument("--output", type=Path, default=None, help="write here instead of stdout")
+    out.add_argument("--jsonl", action="store_true", help="one JSON object per document")
+    out.add_argument("--attention", action="store_true", help="include attention in the JSON (implies --jsonl)")
+    out.add_argument("--n-best", type=positive_int, default=1, help="also output the K best summaries (jsonl)")
+    add_decode_arguments(parser)
+
+
+def _round(value: Any, digits: int = 4) -> Any:
+    if isinstance(value, list):
+        return [_round(v, digits) for v in value]
+    if isinstance(value, bool):
+        return value
+    return round(float(value), digits)
+
+
+def attention_record(doc: SourceDocument, summary: Summary) -> dict[str, Any]:
+    """The ``attention`` object of a JSON line (see the module docstring)."""
+    record: dict[str, Any] = {"steps": [*summary.tokens, "</s>"], "source": doc.words}
+    for key in ATTENTION_KEYS:
+        if key in summary.extras:
+            value = summary.extras[key]
+            record[_JSON_NAMES[key]] = value.tolist() if key == "chunk_read" else _round(value.tolist())
+    return record
+
+
+def summary_record(doc: SourceDocument, summaries: list[Summary], attention: bool) -> dict[str, Any]:
+    """One JSON line: the best summary (and the n-best list when there are several)."""
+    best = summaries[0]
+    record: dict[str, Any] = {
+        "id": doc.id,
+        "summary": best.text,
+        "sentences": best.sentences,
+        "tokens": best.tokens,
+        "score": best.score,
+        "log_prob": best.log_prob,
+    }
+    if best.unks_replaced:
+        record["unks_replaced"] = best.unks_replaced
+    if len(summaries) > 1:
+        record["n_best"] = [{"summary": s.text, "score": s.score, "log_prob": s.log_prob} for s in summaries]
+    if doc.refs:
+        record["refs"] = doc.refs
+    if attention:
+        record["attention"] = attention_record(doc, best)
+    return record
+
+
+def _documents(args: argparse.Namespace, run: Any) -> Iterator[SourceDocument]:
+    if args.input is None and args.data is None:
+        raise ValueError("give --input FILE (raw documents) or --data DIR (a prepared split)")
+    if args.input is None:
+        dataset = SummarizationDataset(args.data, args.split, vocab=run.vocab)
+        n = len(dataset) if args.limit is None else min(args.limit, len(dataset))
+        yield from documents_from_split(dataset, range(n))
+        return
+    docs = read_documents(args.input, run.prep_options, run.vocab, fmt=args.format, source_field=args.source_field)
+    for i, doc in enumerate(docs):
+        if args.limit is not None and i >= args.limit:
+            return
+        yield doc
+
+
+def _write(args: argparse.Namespace, handle: IO[str], summarizer: Summarizer, docs: Iterator[SourceDocument]) -> int:
+    count = 0
+    as_json = args.jsonl or args.attention
+    for doc, summaries in summarizer.summarize(docs):
+        if as_json:
+            handle.write(json.dumps(summary_record(doc, summaries, args.attention), ensure_ascii=False) + "\n")
+        else:
+            handle.write(summaries[0].text + "\n")
+        handle.flush()
+        count += 1
+    return count
+
+
+def run(args: argparse.Namespace) -> int:
+    """Execute ``summarize``; returns 0 on success, 1 on an error."""
+    set_threads(args)
+    try:
+        loaded = load_run(
+            args.run, checkpoint=args.checkpoint, coarse_topk=args.coarse_topk, device=args.device, data_dir=args.data
+        )
+        options = decode_options(args, extras=ATTENTION_KEYS if args.attention else ())
+        summarizer = Summarizer(loaded.decoder, loaded.vocab, options, batch_size=args.batch_size, device=args.device)
+        docs = loaded.prepare(_documents(args, loaded))
+        if args.output is None:
+            count = _write(args, sys.stdout, summarizer, docs)
+        else:
+            args.output.parent.mkdir(parents=True, exist_ok=True)
+            with args.output.open("w", encoding="utf-8") as handle:
+                count = _write(args, handle, summarizer, docs)
+            print(f"summarize: wrote {count} summaries to {args.output}", file=sys.stderr)
+    except DataError as err:
+        return error("summarize", err)
+    except USER_ERRORS as err:
+        return error("summarize", err)
+    return 0
+
+
+COMMAND = Command(
+    name="summarize",
+    help="summarize raw documents or a prepared split with a trained run (beam or greedy search)",
+    add_arguments=add_arguments,
+    run=run,
+)

@@ -1,0 +1,53 @@
+"""Decoding: beam and greedy search over any model that implements the step protocol.
+
+=============== ===========================================================================
+``protocol``    :class:`StepDecoder` (``init_state`` / ``step`` / ``reorder``) and extras
+``options``     :class:`DecodeOptions` and the :class:`Hypothesis` record
+``blocking``    constraints: lengths, ``<unk>``, no-repeat n-gram (trigram) blocking
+``beam``        batched beam search with length normalization
+``greedy``      greedy search
+``inputs``      raw text / prepared splits -> :class:`SourceDocument` and batches
+``summarizer``  :class:`Summarizer`: search, ``<unk>`` replacement, detokenized sentences
+``loading``     :func:`load_run`: a run directory -> decoder, vocabulary, preprocessing
+``adapters``    the trained models as step decoders; the trainer's run directories
+``toy``         tiny decoders for tests and smoke runs
+=============== ===========================================================================
+
+See ``docs/evaluation.md``.
+"""
+
+from . import adapters as _adapters  # noqa: F401  (registers the trained-run loader)
+from .beam import beam_search
+from .blocking import SpecialIds, apply_constraints, banned_ngram_mask, block_repeated_ngrams
+from .greedy import greedy_search
+from .inputs import SourceDocument, collate_documents, documents_from_split, encode_text, read_documents
+from .loading import LoadedRun, RunLoadError, load_run, register_loader
+from .options import DecodeOptions, Hypothesis
+from .protocol import EXTRA_KEYS, StepDecoder, check_step_result
+from .summarizer import Summarizer, Summary, decode_batch
+
+__all__ = [
+    "EXTRA_KEYS",
+    "DecodeOptions",
+    "Hypothesis",
+    "LoadedRun",
+    "RunLoadError",
+    "SourceDocument",
+    "SpecialIds",
+    "StepDecoder",
+    "Summarizer",
+    "Summary",
+    "apply_constraints",
+    "banned_ngram_mask",
+    "beam_search",
+    "block_repeated_ngrams",
+    "check_step_result",
+    "collate_documents",
+    "decode_batch",
+    "documents_from_split",
+    "encode_text",
+    "greedy_search",
+    "load_run",
+    "read_documents",
+    "register_loader",
+]

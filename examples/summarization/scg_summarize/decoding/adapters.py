@@ -1,0 +1,173 @@
+"""The trained models as step decoders, and the loader for the trainer's run directories.
+
+:class:`ModelStepDecoder` wraps a :class:`scg_summarize.models.Summarizer` (STANDARD, MODEL1,
+HIER, C2F and their variants) in the protocol of :mod:`~scg_summarize.decoding.protocol`:
+
+* ``init_state`` encodes the batch once; the encoder memory stays per example and a row ->
+  example index follows the beams (the memory is re-gathered only when examples are dropped);
+* ``step`` runs one decoder step in ``"greedy"`` attention mode -- C2F reads the argmax chunk,
+  or its top ``test_k`` (+MULTI) -- and returns the log-probabilities with the extras
+  ``coarse_attn`` (the model's distribution over chunks), ``chunk_read`` (C2F: the chunks
+  read) and, when requested through :meth:`ModelStepDecoder.request_extras`, ``word_attn``
+  (recomputed from the decoder's top hidden state: the fine attention inside the chunks, scaled
+  by the weight the context gave each chunk; flat models: the attention over all words).
+
+:func:`load_trained_run` reads the trainer's run directory (``config.json``, ``best.pt`` or
+``checkpoint.pt``); it is registered as a loader of :func:`~scg_summarize.decoding.load_run`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .loading import LoadedRun, RunLoadError, load_vocab_and_options, register_loader
+
+__all__ = ["ModelState", "ModelStepDecoder", "load_trained_run"]
+
+CHECKPOINTS: tuple[str, ...] = ("best.pt", "checkpoint.pt")
+
+
+@dataclass
+class ModelState:
+    """Rows of :class:`ModelStepDecoder`."""
+
+    dec: Any  # models.DecoderState, R rows
+    example: torch.Tensor  # (R,) row -> example
+    base: Any  # models.Memory, one row per example
+    memory: Any  # base gathered by ``example`` (cached)
+    t: int = 0
+
+
+class ModelStepDecoder:
+    """A :class:`~scg_summarize.models.Summarizer` seen through the step protocol.
+
+    Args:
+        model: the trained model (put in eval mode here).
+        coarse_topk: if given, chunks C2F reads per step at test time (overrides the
+            configuration's ``test_k``).
+    """
+
+    def __init__(self, model: Any, coarse_topk: int | None = None) -> None:
+        self.model = model.eval()
+        attention = model.decoder.attention
+        if coarse_topk is not None and hasattr(attention, "test_k"):
+            attention.test_k = coarse_topk
+        self.want_words = False
+
+    def request_extras(self, names: Iterable[str]) -> None:
+        """Optional protocol hook: compute ``word_attn`` only when someone records it."""
+        names = set(names)
+        self.want_words = "*" in names or "word_attn" in names
+
+    @torch.no_grad()
+    def init_state(self, batch: Mapping[str, Any]) -> ModelState:
+        memory, final = self.model.encode(batch["src"], batch["src_mask"])
+        dec = self.model.init_state(memory, final)
+        example = torch.arange(batch["src"].shape[0], device=batch["src"].device)
+        return ModelState(dec, example, memory, memory, 0)
+
+    def _word_attn(self, memory: Any, h: torch.Tensor, att: Any) -> torch.Tensor:
+        given = getattr(att, "word_probs", None)
+        if isinstance(given, torch.Tensor):
+            return given
+        attention = self.model.decoder.attention
+        scores = torch.einsum("rmnh,rh->rmn", memory.words, attention.w_word(h))
+        mask = memory.word_mask
+        if getattr(attention, "w_chunk", None) is None:  # flat: one softmax over all words
+            flat = scores.masked_fill(~mask, float("-inf")).flatten(1)
+            return torch.softmax(flat, dim=1).nan_to_num(0.0).view_as(scores)
+        within = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1).nan_to_num(0.0)
+        weighted: torch.Tensor = within * att.chunk_weights.unsqueeze(-1)
+        return weighted
+
+    @torch.no_grad()
+    def step(self, state: ModelState, prev_tokens: torch.Tensor) -> tuple[torch.Tensor, ModelState, dict[str, Any]]:
+        model = self.model
+        out, dec, att = model.decoder.step(state.dec, model.tgt_embedding(prev_tokens), state.memory, state.t, "greedy")
+        log_probs = model.log_probs(out).float()
+        extras: dict[str, torch.Tensor] = {"coarse_attn": att.chunk_probs.float()}
+        if att.selected is not None:
+            read = torch.zeros_like(att.chunk_probs, dtype=torch.bool)
+            extras["chunk_read"] = read.scatter(1, att.selected, True) & state.memory.chunk_mask
+        if self.want_words:
+            extras["word_attn"] = self._word_attn(state.memory, dec.h[-1], att).float()
+        return log_probs, replace(state, dec=dec, t=state.t + 1), extras
+
+    def reorder(self, state: ModelState, indices: torch.Tensor) -> ModelState:
+        example = state.example[indices]
+        same = example.shape == state.example.shape and bool(torch.equal(example, state.example))
+        memory = state.memory if same else _gather_memory(state.base, example)
+        return ModelState(state.dec.select(indices), example, state.base, memory, state.t)
+
+
+def _gather_memory(memory: Any, index: torch.Tensor) -> Any:
+    def pick(x: torch.Tensor | None) -> torch.Tensor | None:
+        return None if x is None else x.index_select(0, index)
+
+    return type(memory)(
+        pick(memory.words), pick(memory.word_mask), pick(memory.chunks), pick(memory.chunk_mask),
+        pick(memory.chunk_sizes),
+    )  # fmt: skip
+
+
+def _data_dir_of(run_dir: Path, config: Mapping[str, Any], data_dir: str | Path | None) -> Path | None:
+    if data_dir is not None:
+        return Path(data_dir)
+    for key in ("data_dir", "data_path"):
+        value = config.get(key) or config.get("data", {}).get(key)
+        if value:
+            return Path(str(value))
+    record = run_dir / "data.json"
+    if record.is_file():
+        value = json.loads(record.read_text(encoding="utf-8")).get("data_dir")
+        return Path(str(value)) if value else None
+    return None
+
+
+def load_trained_run(
+    run_dir: Path,
+    *,
+    checkpoint: str | None = None,
+    coarse_topk: int | None = None,
+    device: str = "cpu",
+    data_dir: str | Path | None = None,
+) -> LoadedRun | None:
+    """Load a run written by ``scg-summarize train`` (None when ``run_dir`` is not one).
+
+    The vocabulary and preprocessing options come from ``run_dir/vocab.txt`` when present,
+    else from the data directory (``--data``, or one recorded in the run).
+    """
+    config_path = run_dir / "config.json"
+    found = [run_dir / name for name in CHECKPOINTS if (run_dir / name).is_file()]
+    if not config_path.is_file() or (not found and checkpoint is None):
+        return None
+    from ..train.loop import load_model  # heavy import, only for real runs
+
+    weights = Path(checkpoint) if checkpoint else found[0]
+    if not weights.is_file():
+        raise RunLoadError(f"{weights}: no such checkpoint")
+    try:
+        model, config = load_model(weights, device)
+    except (KeyError, RuntimeError, ValueError) as err:
+        raise RunLoadError(f"{weights}: cannot load the model: {err}") from err
+    raw = json.loads(config_path.read_text(encoding="utf-8"))
+    data = _data_dir_of(run_dir, raw, data_dir)
+    vocab, prep = load_vocab_and_options(run_dir, data, None, config_path)
+    if len(vocab) != config.model.vocab_size:
+        size = config.model.vocab_size
+        raise RunLoadError(f"{weights}: the model has {size} words, the vocabulary of {data} {len(vocab)}")
+    regrid = (int(config.data.regrid[0]), int(config.data.regrid[1])) if config.data.regrid else None
+    attention = model.decoder.attention
+    info: dict[str, Any] = {"format": "scg-summarize train", "checkpoint": str(weights), "config": config.name}
+    decoder = ModelStepDecoder(model, coarse_topk)
+    info["coarse_topk"] = int(getattr(attention, "test_k", 1))
+    return LoadedRun(decoder, vocab, prep, config.name, run_dir, data, info, regrid)
+
+
+register_loader("trained", load_trained_run, first=True)

@@ -1,0 +1,160 @@
+"""From documents to readable summaries: search, ``<unk>`` replacement and detokenization.
+
+:func:`decode_batch` picks greedy or beam search from the options. :class:`Summarizer` runs it
+over documents in batches and turns every hypothesis into a :class:`Summary`: word ids become
+words, ``<unk>`` is replaced by the most attended source word when asked (``unk="replace"``,
+which needs the model's ``word_attn``), the words are split into sentences after ``.``/``!``/
+``?`` and every sentence is detokenized.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import torch
+
+from ..data.tokenizer import detokenize
+from ..data.vocab import UNK, Vocab
+from .beam import beam_search
+from .blocking import SpecialIds
+from .greedy import greedy_search
+from .inputs import SourceDocument, collate_documents
+from .options import DecodeOptions, Hypothesis
+from .protocol import StepDecoder
+
+__all__ = ["Summarizer", "Summary", "decode_batch", "replace_unks", "split_token_sentences"]
+
+_SENTENCE_END = frozenset({".", "!", "?"})
+
+
+def decode_batch(
+    decoder: StepDecoder[Any], batch: Mapping[str, Any], options: DecodeOptions, special: SpecialIds | None = None
+) -> list[list[Hypothesis]]:
+    """Greedy search when ``options.greedy``, else beam search."""
+    search = greedy_search if options.greedy else beam_search
+    with torch.no_grad():
+        return search(decoder, batch, options, special)
+
+
+def split_token_sentences(tokens: list[str]) -> list[list[str]]:
+    """Split a token list after sentence-final punctuation (no empty sentences)."""
+    sentences: list[list[str]] = [[]]
+    for token in tokens:
+        sentences[-1].append(token)
+        if token in _SENTENCE_END:
+            sentences.append([])
+    return [s for s in sentences if s]
+
+
+def replace_unks(tokens: list[str], word_attn: torch.Tensor | None, words: list[list[str]]) -> tuple[list[str], int]:
+    """Replace each ``<unk>`` at step ``t`` by the source word with the largest
+    ``word_attn[t]`` (``(steps, M, N)``); returns the new tokens and the number replaced."""
+    if word_attn is None or UNK not in tokens:
+        return list(tokens), 0
+    out, count = list(tokens), 0
+    n = word_attn.shape[-1]
+    for t, token in enumerate(tokens):
+        if token != UNK or t >= word_attn.shape[0]:
+            continue
+        flat = int(word_attn[t].reshape(-1).argmax())
+        m, j = divmod(flat, n)
+        if m < len(words) and j < len(words[m]) and float(word_attn[t].reshape(-1)[flat]) > 0:
+            out[t], count = words[m][j], count + 1
+    return out, count
+
+
+@dataclass
+class Summary:
+    """A decoded summary.
+
+    Attributes:
+        id: the document id.
+        token_ids: the generated ids (no ``<s>``/``</s>``).
+        tokens: the words, after ``<unk>`` replacement.
+        sentences: the detokenized sentences.
+        score: the ranking score (length-normalized log-probability).
+        log_prob: the total log-probability (words and ``</s>``).
+        extras: the recorded attention, each ``(len(tokens) + 1, ...)``.
+        unks_replaced: how many ``<unk>`` were replaced.
+    """
+
+    id: str
+    token_ids: list[int]
+    tokens: list[str]
+    sentences: list[str]
+    score: float
+    log_prob: float
+    extras: dict[str, torch.Tensor] = field(default_factory=dict)
+    unks_replaced: int = 0
+
+    @property
+    def text(self) -> str:
+        """The summary on one line."""
+        return " ".join(self.sentences)
+
+    @property
+    def lines(self) -> str:
+        """The summary with one sentence per line (for ROUGE-Lsum)."""
+        return "\n".join(self.sentences)
+
+
+class Summarizer:
+    """Decode documents in batches into :class:`Summary` objects.
+
+    Args:
+        decoder: the model.
+        vocab: its vocabulary.
+        options: search options (``word_attn`` is recorded automatically for
+            ``unk="replace"``).
+        batch_size: documents per batch.
+        device: where batches are moved before decoding.
+    """
+
+    def __init__(
+        self,
+        decoder: StepDecoder[Any],
+        vocab: Vocab,
+        options: DecodeOptions,
+        *,
+        batch_size: int = 32,
+        device: str | torch.device = "cpu",
+    ) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be positive, got {batch_size}")
+        if options.unk == "replace" and not options.wants("word_attn"):
+            options = replace(options, extras=(*options.extras, "word_attn"))
+        self.decoder, self.vocab, self.options = decoder, vocab, options
+        request = getattr(decoder, "request_extras", None)
+        if callable(request):  # optional hook: lets a model skip extras nobody records
+            request(options.extras)
+        self.batch_size, self.device = batch_size, torch.device(device)
+        self.special = SpecialIds(vocab.pad_id, vocab.unk_id, vocab.bos_id, vocab.eos_id)
+
+    def to_summary(self, doc: SourceDocument, hyp: Hypothesis) -> Summary:
+        """Words, ``<unk>`` replacement and sentences of one hypothesis."""
+        tokens = [self.vocab.id_to_token(i) for i in hyp.tokens]
+        replaced = 0
+        if self.options.unk == "replace":
+            tokens, replaced = replace_unks(tokens, hyp.extras.get("word_attn"), doc.words)
+        sentences = [detokenize(s) for s in split_token_sentences(tokens)]
+        return Summary(doc.id, list(hyp.tokens), tokens, sentences, hyp.score, hyp.log_prob, hyp.extras, replaced)
+
+    def summarize_batch(self, docs: list[SourceDocument]) -> list[list[Summary]]:
+        """The ``n_best`` summaries of each document of one batch."""
+        batch = collate_documents(docs, self.vocab.pad_id)
+        batch = {k: v.to(self.device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
+        hyps = decode_batch(self.decoder, batch, self.options, self.special)
+        return [[self.to_summary(doc, h) for h in doc_hyps] for doc, doc_hyps in zip(docs, hyps)]
+
+    def summarize(self, docs: Iterable[SourceDocument]) -> Iterator[tuple[SourceDocument, list[Summary]]]:
+        """Yield ``(document, n_best summaries)`` in input order."""
+        pending: list[SourceDocument] = []
+        for doc in docs:
+            pending.append(doc)
+            if len(pending) == self.batch_size:
+                yield from zip(pending, self.summarize_batch(pending))
+                pending = []
+        if pending:
+            yield from zip(pending, self.summarize_batch(pending))

@@ -1,0 +1,92 @@
+"""Teacher-forced scoring of reference targets through the step protocol: perplexity.
+
+The decoder is fed the reference ``<s> w1 ... wT`` one word at a time and scored on
+``w1 ... wT </s>``, so the perplexity of any :class:`~scg_summarize.decoding.protocol.StepDecoder`
+is measured the same way -- for hard-attention models with their test-time choice of chunks
+(argmax, or top-k). Perplexity is ``exp`` of the summed negative log-likelihood over the summed
+number of predicted tokens (``</s>`` included), pooled over the corpus.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ..decoding.protocol import StepDecoder, check_step_result
+
+__all__ = ["Perplexity", "TeacherForced", "teacher_forced"]
+
+
+@dataclass
+class TeacherForced:
+    """Teacher-forced scores of one batch.
+
+    Attributes:
+        nll: per example, the summed negative log-likelihood of its target (nats).
+        tokens: per example, the number of predicted tokens (target words + ``</s>``).
+        extras: per example, when asked: each extra stacked over its predicted tokens.
+    """
+
+    nll: list[float]
+    tokens: list[int]
+    extras: list[dict[str, torch.Tensor]] = field(default_factory=list)
+
+
+@torch.no_grad()
+def teacher_forced(
+    decoder: StepDecoder[Any], batch: Mapping[str, Any], *, keep_extras: tuple[str, ...] = ()
+) -> TeacherForced:
+    """Score ``batch["tgt"]`` (``(B, T)``, ``<s> ... </s>`` right-padded, with ``tgt_mask``).
+
+    Raises ``ValueError`` when the batch has no targets.
+    """
+    tgt = batch.get("tgt")
+    if not isinstance(tgt, torch.Tensor) or tgt.dim() != 2 or tgt.shape[1] < 2:
+        raise ValueError("teacher forcing needs batch['tgt'] of shape (B, T >= 2): <s> ... </s>")
+    mask = batch.get("tgt_mask")
+    mask = tgt != 0 if mask is None else mask.bool()
+    rows = tgt.shape[0]
+    state = decoder.init_state(batch)
+    nll = torch.zeros(rows, dtype=torch.float64, device=tgt.device)
+    steps: dict[str, list[torch.Tensor]] = {}
+    for t in range(tgt.shape[1] - 1):
+        log_probs, state, extras = check_step_result(decoder.step(state, tgt[:, t]), rows, "decoder.step()")
+        gold = log_probs.gather(1, tgt[:, t + 1 : t + 2]).squeeze(1).double()
+        live = mask[:, t + 1]
+        nll -= torch.where(live, gold, torch.zeros_like(gold))
+        for key in keep_extras:
+            if key in extras:
+                steps.setdefault(key, []).append(extras[key])
+    counts = (mask[:, 1:].sum(1)).tolist()
+    per_example: list[dict[str, torch.Tensor]] = []
+    if keep_extras:
+        stacked = {key: torch.stack(values, dim=1) for key, values in steps.items()}  # (B, T - 1, ...)
+        per_example = [{k: v[i, : counts[i]].cpu() for k, v in stacked.items()} for i in range(rows)]
+    return TeacherForced(nll.tolist(), [int(c) for c in counts], per_example)
+
+
+@dataclass
+class Perplexity:
+    """Pools teacher-forced scores over batches."""
+
+    nll: float = 0.0
+    tokens: int = 0
+    examples: int = 0
+
+    def add(self, scored: TeacherForced) -> None:
+        """Add one batch's scores."""
+        self.nll += sum(scored.nll)
+        self.tokens += sum(scored.tokens)
+        self.examples += len(scored.nll)
+
+    @property
+    def value(self) -> float:
+        """``exp(nll / tokens)`` (``inf`` when a reference token had probability 0)."""
+        if self.tokens == 0:
+            raise ValueError("no target tokens were scored")
+        mean = self.nll / self.tokens
+        return math.exp(mean) if mean < 700 else math.inf

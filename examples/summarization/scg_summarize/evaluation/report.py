@@ -1,0 +1,182 @@
+"""Result files and tables: one JSON per evaluation, markdown in the layout of the paper.
+
+Every ``evaluate`` or ``baseline`` run writes a *result* (:func:`make_result`): a JSON object
+with ``"schema": "scg-summarize-result"``, the row name (``C2F``, ``LEAD-3``...), the data and
+split, and the ``metrics`` (``ppl``, ``rouge1``, ``rouge2``, ``rougeL``, ``rougeLsum``,
+``coarse_entropy``, ``fraction_read``, ``coarse_accuracy``...). :func:`collect_results` finds
+all results under a folder; :func:`markdown_report` renders them like the paper's Table 1 --
+baselines first, then the models in the paper's order, columns PPL and ROUGE-1/2/L (F1, x 100)
+-- followed by a Table 2-style block with the attention metrics of the models that have them.
+One table is made per (data, split).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "MODEL_ORDER",
+    "RESULT_SCHEMA",
+    "collect_results",
+    "make_result",
+    "markdown_report",
+    "markdown_table",
+    "read_result",
+    "write_result",
+]
+
+RESULT_SCHEMA = "scg-summarize-result"
+RESULT_VERSION = 1
+#: Row order of the models (the paper's Table 1); other names follow alphabetically.
+MODEL_ORDER: tuple[str, ...] = ("STANDARD", "MODEL1", "HIER", "C2F", "C2F+MULTI")
+BASELINE_ORDER: tuple[str, ...] = ("FIRST", "LEAD", "PREFIX", "TEXTRANK")
+MAIN_COLUMNS: tuple[tuple[str, str, int], ...] = (
+    ("ppl", "PPL", 2),
+    ("rouge1", "ROUGE-1", 2),
+    ("rouge2", "ROUGE-2", 2),
+    ("rougeL", "ROUGE-L", 2),
+    ("rougeLsum", "ROUGE-Lsum", 2),
+)
+ATTENTION_COLUMNS: tuple[tuple[str, str, int], ...] = (
+    ("coarse_entropy", "Entropy", 3),
+    ("fraction_read", "Read", 3),
+    ("coarse_accuracy", "Coarse acc.", 3),
+)
+
+
+def make_result(
+    kind: str, name: str, metrics: Mapping[str, Any], *, data: str, split: str, examples: int, **details: Any
+) -> dict[str, Any]:
+    """A result record (``kind`` is ``"model"`` or ``"baseline"``); ``details`` are stored as-is
+    (run directory, decoding and ROUGE options, timings)."""
+    if kind not in ("model", "baseline"):
+        raise ValueError(f"kind must be 'model' or 'baseline', got {kind!r}")
+    return {
+        "schema": RESULT_SCHEMA,
+        "version": RESULT_VERSION,
+        "kind": kind,
+        "name": name,
+        "data": data,
+        "split": split,
+        "examples": examples,
+        "metrics": dict(metrics),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        **details,
+    }
+
+
+def write_result(result: Mapping[str, Any], path: str | Path) -> Path:
+    """Write ``result`` as indented JSON (parent folders created)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+    return path
+
+
+def read_result(path: str | Path) -> dict[str, Any] | None:
+    """The result stored in ``path``, or None when the file is not a result (other JSON)."""
+    path = Path(path)
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    if not isinstance(record, dict) or record.get("schema") != RESULT_SCHEMA:
+        return None
+    if not isinstance(record.get("metrics"), dict) or "name" not in record:
+        raise ValueError(f"{path}: a {RESULT_SCHEMA} file without 'name' and 'metrics'")
+    record["_path"] = str(path)
+    return record
+
+
+def collect_results(root: str | Path, max_depth: int = 4) -> list[dict[str, Any]]:
+    """All result files under ``root`` (at most ``max_depth`` folders deep), sorted by path."""
+    root = Path(root)
+    if not root.is_dir():
+        raise FileNotFoundError(f"{root}: no such folder")
+    found: list[dict[str, Any]] = []
+    for path in sorted(root.rglob("*.json")):
+        if len(path.relative_to(root).parts) > max_depth + 1:
+            continue
+        record = read_result(path)
+        if record is not None:
+            found.append(record)
+    return found
+
+
+def _row_key(record: Mapping[str, Any]) -> tuple[int, int, str]:
+    name = str(record["name"])
+    if record.get("kind") == "baseline":
+        head = name.split("-")[0]
+        rank = BASELINE_ORDER.index(head) if head in BASELINE_ORDER else len(BASELINE_ORDER)
+        return (0, rank, name)
+    base = name.split(" ")[0]
+    for size in ("small-", "tiny-"):
+        base = base.removeprefix(size)
+    family = base if base in MODEL_ORDER else base.split("+")[0].split("-")[0]
+    rank = MODEL_ORDER.index(family) if family in MODEL_ORDER else len(MODEL_ORDER)
+    return (1, rank, name)
+
+
+def _label_rows(records: Sequence[Mapping[str, Any]]) -> list[tuple[str, Mapping[str, Any]]]:
+    """Row labels; models that share a name are told apart by their run folder."""
+    names = [str(r["name"]) for r in records]
+    out = []
+    for record, name in zip(records, names):
+        if names.count(name) > 1 and record.get("run"):
+            name = f"{name} ({Path(str(record['run'])).name})"
+        out.append((name, record))
+    return out
+
+
+def _fmt(value: Any, digits: int) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, float) and value == float("inf"):
+        return "inf"
+    return f"{float(value):.{digits}f}"
+
+
+def markdown_table(rows: Iterable[tuple[str, Mapping[str, Any]]], columns: Sequence[tuple[str, str, int]]) -> str:
+    """A markdown table: one row per ``(label, metrics)``, one column per ``(key, header,
+    decimals)``; missing values are shown as ``–``."""
+    lines = ["| Model | " + " | ".join(h for _, h, _ in columns) + " |"]
+    lines.append("|---|" + "---:|" * len(columns))
+    for label, metrics in rows:
+        cells = [_fmt(metrics.get(key), digits) for key, _, digits in columns]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _latest(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One record per (kind, name, run), the newest."""
+    best: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for record in records:
+        key = (str(record.get("kind")), str(record["name"]), str(record.get("run", "")))
+        if key not in best or str(record.get("created", "")) >= str(best[key].get("created", "")):
+            best[key] = record
+    return list(best.values())
+
+
+def markdown_report(records: Sequence[dict[str, Any]], title: str = "Results") -> str:
+    """Markdown for ``records`` (see the module docstring); one section per (data, split)."""
+    if not records:
+        return f"# {title}\n\nNo results found.\n"
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for record in _latest(records):
+        groups.setdefault((Path(str(record.get("data", "?"))).name, str(record.get("split", "?"))), []).append(record)
+    parts = [f"# {title}", ""]
+    for (data, split), group in sorted(groups.items()):
+        group.sort(key=_row_key)
+        rows = [(label, r["metrics"]) for label, r in _label_rows(group)]
+        parts += [f"## {data} / {split}", "", "ROUGE F1 (x 100), max over references.", ""]
+        parts += [markdown_table(rows, MAIN_COLUMNS), ""]
+        attention = [(label, m) for label, m in rows if any(m.get(k) is not None for k, _, _ in ATTENTION_COLUMNS)]
+        if attention:
+            parts += ["Coarse attention: entropy (nats) per generated word, fraction of source words read, "
+                      "coarse accuracy (synthetic data).", ""]  # fmt: skip
+            parts += [markdown_table(attention, ATTENTION_COLUMNS), ""]
+    return "\n".join(parts)

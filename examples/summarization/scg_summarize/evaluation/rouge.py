@@ -1,0 +1,185 @@
+"""ROUGE F1 (or recall) with ``rouge-score``, maximized over references, as in the paper.
+
+:class:`Rouge` wraps :class:`rouge_score.rouge_scorer.RougeScorer` (Porter stemming on by
+default) and adds what summarization papers do around it:
+
+* several references per example: every metric is the maximum over the references, taken
+  per metric (``refs="all"``); ``"first"`` scores against the first reference only and
+  ``"concat"`` joins all references into one multi-sentence reference;
+* ROUGE-Lsum (summary-level LCS, ``rougeLsum``) on newline-separated sentences: both sides are
+  split into sentences (the data pipeline's splitter) before scoring, so multi-sentence
+  summaries are scored like perl ROUGE's ROUGE-L; ``rougeL`` ignores sentence breaks;
+* DUC-style limited-length evaluation: ``limit_bytes=75`` truncates every prediction to its
+  first 75 bytes (UTF-8 safe) and ``measure="recall"`` reports recall instead of F1;
+* ``hash_digits``: model outputs of a corpus prepared with digit mapping contain ``#`` for
+  every digit; mapping digits and ``#`` to ``0`` on both sides lets numbers match.
+
+Scores are in ``[0, 1]`` per example; :meth:`Rouge.corpus` averages them and reports
+percentages (x 100), the scale of the paper's tables. An empty prediction scores 0.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from ..data.sentences import split_sentences
+
+__all__ = ["METRICS", "Rouge", "RougeOptions", "RougeResult", "truncate_bytes"]
+
+METRICS: tuple[str, ...] = ("rouge1", "rouge2", "rougeL", "rougeLsum")
+RefMode = Literal["all", "first", "concat"]
+Measure = Literal["f", "recall", "precision"]
+_DIGIT_RE = re.compile(r"[0-9#]")
+_ATTR = {"f": "fmeasure", "recall": "recall", "precision": "precision"}
+
+
+def truncate_bytes(text: str, limit: int) -> str:
+    """The longest prefix of ``text`` whose UTF-8 encoding has at most ``limit`` bytes."""
+    data = text.encode("utf-8")
+    if len(data) <= limit:
+        return text
+    return data[:limit].decode("utf-8", errors="ignore")
+
+
+@dataclass(frozen=True)
+class RougeOptions:
+    """How predictions are scored (see the module docstring).
+
+    Attributes:
+        metrics: any of ``rouge1``, ``rouge2``, ``rougeL``, ``rougeLsum`` (also ``rouge3``...).
+        stemming: Porter stemming (``rouge-score``'s ``use_stemmer``).
+        refs: ``"all"`` (max over references), ``"first"`` or ``"concat"``.
+        measure: ``"f"`` (F1), ``"recall"`` or ``"precision"``.
+        limit_bytes: truncate predictions to this many bytes (75 for DUC); None = no limit.
+        hash_digits: map digits and ``#`` to ``0`` in predictions and references.
+        split_sentences: newline-separate sentences (for ``rougeLsum``) with the rule-based
+            splitter; text already containing newlines is split on them only.
+    """
+
+    metrics: tuple[str, ...] = METRICS
+    stemming: bool = True
+    refs: RefMode = "all"
+    measure: Measure = "f"
+    limit_bytes: int | None = None
+    hash_digits: bool = False
+    split_sentences: bool = True
+
+    def __post_init__(self) -> None:
+        if not self.metrics:
+            raise ValueError("metrics must not be empty")
+        for name in self.metrics:
+            if not re.fullmatch(r"rouge([1-9]|L|Lsum)", name):
+                raise ValueError(f"unknown ROUGE metric {name!r} (expected rouge1, rouge2, rougeL, rougeLsum...)")
+        if self.refs not in ("all", "first", "concat"):
+            raise ValueError(f"refs must be 'all', 'first' or 'concat', got {self.refs!r}")
+        if self.measure not in _ATTR:
+            raise ValueError(f"measure must be one of {tuple(_ATTR)}, got {self.measure!r}")
+        if self.limit_bytes is not None and self.limit_bytes < 1:
+            raise ValueError(f"limit_bytes must be positive, got {self.limit_bytes!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serializable settings (stored with every result)."""
+        out = asdict(self)
+        out["metrics"] = list(self.metrics)
+        return out
+
+
+@dataclass
+class RougeResult:
+    """Corpus ROUGE: the mean of each metric over examples, as percentages.
+
+    Attributes:
+        scores: metric -> mean score x 100.
+        count: the number of examples.
+        per_example: metric -> the per-example scores in ``[0, 1]`` (for significance tests
+            and for finding good and bad examples).
+    """
+
+    scores: dict[str, float]
+    count: int
+    per_example: dict[str, list[float]] = field(default_factory=dict)
+
+
+class Rouge:
+    """ROUGE scoring under :class:`RougeOptions` (see the module docstring)."""
+
+    def __init__(self, options: RougeOptions | None = None) -> None:
+        from rouge_score import rouge_scorer
+
+        self.options = options or RougeOptions()
+        self._scorer = rouge_scorer.RougeScorer(list(self.options.metrics), use_stemmer=self.options.stemming)
+
+    def _prepare(self, text: str) -> str:
+        if self.options.hash_digits:
+            text = _DIGIT_RE.sub("0", text)
+        if not self.options.split_sentences:
+            return text
+        if "\n" in text:
+            return "\n".join(line.strip() for line in text.split("\n") if line.strip())
+        return "\n".join(split_sentences(text))
+
+    def references(self, refs: Sequence[str]) -> list[str]:
+        """The references actually scored against, after the ``refs`` option."""
+        if isinstance(refs, str):
+            raise TypeError("references must be a sequence of strings, not a single string")
+        if self.options.refs == "first":
+            return list(refs[:1])
+        if self.options.refs == "concat":
+            return ["\n".join(r.strip() for r in refs if r.strip())] if refs else []
+        return list(refs)
+
+    def score(self, prediction: str, references: Sequence[str]) -> dict[str, float]:
+        """Per-metric scores in ``[0, 1]`` of one prediction, each maximized over references.
+
+        Raises ``ValueError`` when there is no reference.
+        """
+        refs = self.references(references)
+        if not refs:
+            raise ValueError("no reference summary to score against")
+        if self.options.limit_bytes is not None:
+            prediction = truncate_bytes(prediction, self.options.limit_bytes)
+        pred = self._prepare(prediction)
+        attr = _ATTR[self.options.measure]
+        best = dict.fromkeys(self.options.metrics, 0.0)
+        for ref in refs:
+            scores = self._scorer.score(self._prepare(ref), pred)
+            for name in self.options.metrics:
+                best[name] = max(best[name], float(getattr(scores[name], attr)))
+        return best
+
+    def corpus(
+        self,
+        predictions: Sequence[str],
+        references: Sequence[Sequence[str]],
+        *,
+        ids: Sequence[str] | None = None,
+        keep_per_example: bool = False,
+    ) -> RougeResult:
+        """Mean scores (x 100) over aligned ``predictions`` and reference lists.
+
+        Args:
+            predictions: one summary per example.
+            references: the references of each example.
+            ids: example ids, used in error messages.
+            keep_per_example: also return every example's scores.
+        """
+        if len(predictions) != len(references):
+            raise ValueError(f"{len(predictions)} predictions but {len(references)} reference lists")
+        totals = dict.fromkeys(self.options.metrics, 0.0)
+        per: dict[str, list[float]] = {name: [] for name in self.options.metrics}
+        for i, (pred, refs) in enumerate(zip(predictions, references)):
+            try:
+                scores = self.score(pred, refs)
+            except (ValueError, TypeError) as err:
+                name = ids[i] if ids is not None else f"#{i}"
+                raise ValueError(f"example {name}: {err}") from err
+            for name, value in scores.items():
+                totals[name] += value
+                if keep_per_example:
+                    per[name].append(value)
+        n = len(predictions)
+        means = {name: (100.0 * total / n if n else 0.0) for name, total in totals.items()}
+        return RougeResult(means, n, per if keep_per_example else {})

@@ -1,0 +1,158 @@
+"""Evaluating a model or a baseline on a prepared split, producing a result record.
+
+:func:`evaluate_model` runs, batch by batch, teacher-forced scoring of the references
+(perplexity, and coarse accuracy under teacher forcing), then decoding (summaries with their
+coarse attention), then ROUGE against all references and the attention metrics.
+:func:`evaluate_baseline` scores an extractive baseline on the stored source sentences.
+Both return ``(result, outputs)``: the result record of :mod:`~scg_summarize.evaluation.report`
+and the per-example outputs (id, summary, per-example ROUGE) for inspection.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
+
+from ..data.dataset import SummarizationDataset
+from ..decoding.inputs import SourceDocument, collate_documents, documents_from_split
+from ..decoding.loading import LoadedRun
+from ..decoding.options import DecodeOptions
+from ..decoding.summarizer import Summarizer
+from .baselines import Baseline
+from .metrics import AttentionMetrics
+from .perplexity import Perplexity, teacher_forced
+from .report import make_result
+from .rouge import Rouge, RougeOptions
+
+__all__ = ["evaluate_baseline", "evaluate_model", "select_indices"]
+
+ATTENTION_EXTRAS: tuple[str, ...] = ("coarse_attn", "chunk_read")
+
+
+def select_indices(size: int, limit: int | None) -> list[int]:
+    """The first ``limit`` example positions of a split of ``size`` (all when None)."""
+    if limit is not None and limit < 1:
+        raise ValueError(f"limit must be positive, got {limit}")
+    return list(range(size if limit is None else min(size, limit)))
+
+
+def _check_refs(docs: Sequence[SourceDocument], where: str) -> None:
+    for doc in docs:
+        if not doc.refs:
+            raise ValueError(f"{where}: example {doc.id} has no reference summary")
+
+
+def evaluate_model(
+    run: LoadedRun,
+    dataset: SummarizationDataset,
+    decode: DecodeOptions,
+    rouge: RougeOptions,
+    *,
+    limit: int | None = None,
+    batch_size: int = 32,
+    device: str = "cpu",
+    progress: Callable[[int], None] | None = None,
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Perplexity, ROUGE and attention metrics of ``run`` on ``dataset``.
+
+    Args:
+        run: the loaded model.
+        dataset: a prepared split (with text, for the references).
+        decode: search options (the attention extras are recorded in addition).
+        rouge: ROUGE options.
+        limit: evaluate only the first ``limit`` examples.
+        batch_size: documents per batch.
+        device: where batches go.
+        progress: called with the number of examples finished after every batch.
+    """
+    if run.vocab != dataset.vocab:
+        raise ValueError(f"{dataset.root}: its vocabulary differs from the run's ({run.run_dir}); wrong --data?")
+    start = time.perf_counter()
+    decode = replace(decode, extras=tuple(dict.fromkeys((*decode.extras, *ATTENTION_EXTRAS))))
+    summarizer = Summarizer(run.decoder, run.vocab, decode, batch_size=batch_size, device=device)
+    scorer = Rouge(rouge)
+    ppl, gen_metrics, tf_metrics = Perplexity(), AttentionMetrics(), AttentionMetrics()
+    predictions: list[str] = []
+    references: list[list[str]] = []
+    outputs: list[dict[str, Any]] = []
+    indices = select_indices(len(dataset), limit)
+    docs = list(run.prepare(documents_from_split(dataset, indices)))
+    _check_refs(docs, str(dataset.root))
+    for first in range(0, len(docs), batch_size):
+        chunk = docs[first : first + batch_size]
+        batch = collate_documents(chunk, run.vocab.pad_id)
+        batch = {k: v.to(device) if hasattr(v, "to") else v for k, v in batch.items()}
+        scored = teacher_forced(run.decoder, batch, keep_extras=("coarse_attn",))
+        ppl.add(scored)
+        for doc, extras, count in zip(chunk, scored.extras, scored.tokens):
+            tf_metrics.add(extras, count - 1, doc.src_mask, doc.salient)
+        for doc, summaries in zip(chunk, summarizer.summarize_batch(chunk)):
+            best = summaries[0]
+            gen_metrics.add(best.extras, len(best.tokens), doc.src_mask, doc.salient)
+            predictions.append(best.lines)
+            references.append(doc.refs)
+            outputs.append({"id": doc.id, "summary": best.text, "score": best.score})
+        if progress is not None:
+            progress(len(chunk))
+    rouge_result = scorer.corpus(predictions, references, ids=[o["id"] for o in outputs], keep_per_example=True)
+    for i, out in enumerate(outputs):
+        out["rouge"] = {k: v[i] for k, v in rouge_result.per_example.items()}
+    metrics: dict[str, Any] = {"ppl": ppl.value, **rouge_result.scores, **gen_metrics.result()}
+    metrics["coarse_accuracy_tf"] = tf_metrics.result()["coarse_accuracy"]
+    metrics["mean_length"] = sum(len(o["summary"].split()) for o in outputs) / max(len(outputs), 1)
+    topk = int(run.info.get("coarse_topk", 1))
+    name = run.model if topk <= 1 or "MULTI" in run.model.upper() else f"{run.model}+MULTI"
+    result = make_result(
+        "model",
+        name,
+        metrics,
+        data=str(dataset.root),
+        split=dataset.split,
+        examples=len(outputs),
+        run=str(run.run_dir),
+        run_info=run.info,
+        decode_options=decode.to_dict(),
+        rouge_options=rouge.to_dict(),
+        seconds=round(time.perf_counter() - start, 3),
+    )
+    return result, outputs
+
+
+def evaluate_baseline(
+    baseline: Baseline,
+    dataset: SummarizationDataset,
+    rouge: RougeOptions,
+    *,
+    limit: int | None = None,
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """ROUGE of an extractive baseline on the stored source sentences of ``dataset``."""
+    start = time.perf_counter()
+    scorer = Rouge(rouge)
+    predictions: list[str] = []
+    references: list[list[str]] = []
+    outputs: list[dict[str, Any]] = []
+    for index in select_indices(len(dataset), limit):
+        text = dataset.text(index)
+        if not text.get("refs"):
+            raise ValueError(f"{dataset.root}/{dataset.split}: example {text.get('id', index)} has no reference")
+        sentences = baseline(text.get("src_sentences", []))
+        predictions.append("\n".join(sentences))
+        references.append(list(text["refs"]))
+        outputs.append({"id": text.get("id", str(index)), "summary": " ".join(sentences)})
+    rouge_result = scorer.corpus(predictions, references, ids=[o["id"] for o in outputs], keep_per_example=True)
+    for i, out in enumerate(outputs):
+        out["rouge"] = {k: v[i] for k, v in rouge_result.per_example.items()}
+    result = make_result(
+        "baseline",
+        baseline.name,
+        rouge_result.scores,
+        data=str(dataset.root),
+        split=dataset.split,
+        examples=len(outputs),
+        baseline={"method": baseline.method, "param": baseline.param},
+        rouge_options=rouge.to_dict(),
+        seconds=round(time.perf_counter() - start, 3),
+    )
+    return result, outputs

@@ -1,0 +1,35 @@
+"""Per-step kernels of the coarse-to-fine summarizer: coarse sampling, fine attention, beam top-k.
+
+The model calls :func:`c2f_attention` once per decoder step (and :func:`logsoftmax_topk` once per
+beam-search step); the same call runs Triton kernels on CUDA tensors and the PyTorch reference on CPU
+tensors (``SCG_KERNELS=auto|triton|reference`` forces one; see :mod:`.backend`). Modules:
+
+* :mod:`.reference` -- the PyTorch reference (CPU path and test oracle); :mod:`.philox` -- Triton's
+  Philox generator in torch, so both backends draw the same samples for a seed.
+* :mod:`.ops` -- the ``torch.library`` custom ops (``scg::c2f_coarse_sample``, ``scg::c2f_fine_attend``,
+  ``scg::c2f_fine_backward``, ``scg::logsoftmax_topk``) with fake kernels and autograd.
+* :mod:`.step` -- the per-step API (and :class:`KernelDraws`, which makes the kernel's draws an scg
+  node); :mod:`.backend` -- backend choice.
+* ``triton_coarse``, ``triton_fine``, ``triton_topk``, ``triton_common`` -- the Triton kernels,
+  imported only when a Triton backend runs; :mod:`.compile_check` -- sm_90 compilation without a GPU.
+"""
+
+from .backend import ENV_VAR, choose, triton_available
+from .ops import c2f_coarse_sample, c2f_fine_attend, c2f_fine_backward, densify_grad, logsoftmax_topk
+from .step import FusedC2FStep, KernelDraws, c2f_attention, draw_log_prob, fused_c2f_read
+
+__all__ = [
+    "ENV_VAR",
+    "FusedC2FStep",
+    "KernelDraws",
+    "c2f_attention",
+    "c2f_coarse_sample",
+    "c2f_fine_attend",
+    "c2f_fine_backward",
+    "choose",
+    "densify_grad",
+    "draw_log_prob",
+    "fused_c2f_read",
+    "logsoftmax_topk",
+    "triton_available",
+]

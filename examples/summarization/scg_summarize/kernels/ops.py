@@ -1,0 +1,208 @@
+"""The kernel ops as ``torch.library`` custom ops: one schema, a fake kernel, autograd, and dispatch.
+
+Ops (namespace ``scg``; shapes and math in :mod:`.reference`):
+
+* ``scg::c2f_coarse_sample(keys, query, chunk_mask, seed, k, mode="multinomial", rows=None)``
+  -> ``(log_alpha (R, M), idx (R, k) int64)``; differentiable in ``keys`` and ``query`` through
+  ``log_alpha`` (the backward is a log-softmax backward in torch on every backend).
+* ``scg::c2f_fine_attend(words, word_mask, query, idx, weights, rows=None, sparse_grad=False)``
+  -> ``(context (R, H), attn (R, k, N))``; differentiable in ``words``, ``query`` and ``weights``. Its
+  backward runs ``scg::c2f_fine_backward`` (a Triton kernel or the reference), which yields the
+  ``(R, k, N, H)`` gradients of the selected rows only; they are placed into the gradient of
+  ``words`` by ``index_put_`` (dense) or as a sparse COO tensor (``sparse_grad=True``, eager only; put
+  :func:`densify_grad` between the encoder and the decoder loop).
+* ``scg::logsoftmax_topk(hidden, weight, bias, k)`` -> ``(values (R, k), indices (R, k) int64)``;
+  differentiable in ``hidden``, ``weight`` and ``bias`` (backward in torch; decoding does not need it).
+
+Each op's implementation asks :func:`.backend.choose` for a backend at call time, so CUDA tensors run
+Triton and CPU tensors the reference unless ``SCG_KERNELS`` says otherwise; under ``torch.compile``
+the ops are opaque nodes with the fake kernels giving the output shapes.
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import torch
+
+from . import reference
+from .backend import choose, triton_module
+
+__all__ = [
+    "c2f_coarse_sample",
+    "c2f_fine_attend",
+    "c2f_fine_backward",
+    "densify_grad",
+    "logsoftmax_topk",
+]
+
+
+Pair = tuple[torch.Tensor, torch.Tensor]
+Triple = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+
+
+def _check(cond: bool, msg: str) -> None:
+    if not cond:
+        raise ValueError(msg)
+
+
+# ---------------------------------------------------------------------------------------------- coarse
+
+
+@torch.library.custom_op("scg::c2f_coarse_sample", mutates_args=())
+def c2f_coarse_sample(keys: torch.Tensor, query: torch.Tensor, chunk_mask: torch.Tensor, seed: torch.Tensor,
+                      k: int, mode: str = "multinomial", rows: torch.Tensor | None = None
+                      ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Chunk log-probabilities and ``k`` chosen chunks; see :func:`.reference.coarse_sample`."""
+    _check(keys.dim() == 3 and query.dim() == 2 and keys.shape[2] == query.shape[1],
+           f"keys (B, M, D) and query (R, D) expected, got {tuple(keys.shape)} and {tuple(query.shape)}")
+    _check(tuple(chunk_mask.shape) == tuple(keys.shape[:2]), "chunk_mask must have shape (B, M)")
+    _check(mode in reference.COARSE_MODES, f"mode={mode!r}: expected one of {reference.COARSE_MODES}")
+    _check(k >= 1 and (mode == "multinomial" or k <= keys.shape[1]), f"k={k}: need 1 <= k (<= M unless multinomial)")
+    if choose(query.device) == "triton":
+        return cast(Pair, triton_module("coarse").coarse_sample(keys, query, chunk_mask, seed, k, mode, rows))
+    return reference.coarse_sample(keys, query, chunk_mask, seed, k, mode, rows)
+
+
+@c2f_coarse_sample.register_fake
+def _(keys: torch.Tensor, query: torch.Tensor, chunk_mask: torch.Tensor, seed: torch.Tensor, k: int,
+      mode: str = "multinomial", rows: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    n_rows = query.shape[0]
+    log_alpha = query.new_empty((n_rows, keys.shape[1]), dtype=reference.acc_dtype(query.dtype))
+    return log_alpha, query.new_empty((n_rows, k), dtype=torch.int64)
+
+
+def _coarse_setup(ctx: Any, inputs: tuple[Any, ...], output: tuple[torch.Tensor, torch.Tensor]) -> None:
+    keys, query, _, _, _, _, rows = inputs
+    ctx.save_for_backward(keys, query, output[0], rows)
+
+
+def _coarse_backward(ctx: Any, grad_log_alpha: torch.Tensor, grad_idx: torch.Tensor | None) -> tuple[Any, ...]:
+    keys, query, log_alpha, rows = ctx.saved_tensors
+    d_keys, d_query = reference.coarse_backward(grad_log_alpha, log_alpha, keys, query, rows)
+    return d_keys, d_query, None, None, None, None, None
+
+
+c2f_coarse_sample.register_autograd(_coarse_backward, setup_context=_coarse_setup)
+
+
+# ------------------------------------------------------------------------------------------------ fine
+
+
+@torch.library.custom_op("scg::c2f_fine_attend", mutates_args=())
+def c2f_fine_attend(words: torch.Tensor, word_mask: torch.Tensor, query: torch.Tensor, idx: torch.Tensor,
+                    weights: torch.Tensor, rows: torch.Tensor | None = None, sparse_grad: bool = False
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Context over the words of the selected chunks; see :func:`.reference.fine_attend`."""
+    _check(words.dim() == 4 and query.dim() == 2 and words.shape[3] == query.shape[1],
+           f"words (B, M, N, H) and query (R, H) expected, got {tuple(words.shape)} and {tuple(query.shape)}")
+    _check(tuple(word_mask.shape) == tuple(words.shape[:3]), "word_mask must have shape (B, M, N)")
+    _check(idx.dim() == 2 and idx.shape[0] == query.shape[0] and tuple(weights.shape) == tuple(idx.shape),
+           "idx and weights must have shape (R, k)")
+    if choose(query.device) == "triton":
+        return cast(Pair, triton_module("fine").fine_forward(words, word_mask, query, idx, weights, rows))
+    return reference.fine_attend(words, word_mask, query, idx, weights, rows)
+
+
+@c2f_fine_attend.register_fake
+def _(words: torch.Tensor, word_mask: torch.Tensor, query: torch.Tensor, idx: torch.Tensor, weights: torch.Tensor,
+      rows: torch.Tensor | None = None, sparse_grad: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    n_rows, k = idx.shape
+    attn = query.new_empty((n_rows, k, words.shape[2]), dtype=reference.acc_dtype(query.dtype))
+    return torch.empty_like(query), attn
+
+
+@torch.library.custom_op("scg::c2f_fine_backward", mutates_args=())
+def c2f_fine_backward(grad_context: torch.Tensor, grad_attn: torch.Tensor | None, words: torch.Tensor,
+                      query: torch.Tensor, idx: torch.Tensor, weights: torch.Tensor, attn: torch.Tensor,
+                      rows: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(d_selected (R, k, N, H), d_query, d_weights)``; see :func:`.reference.fine_backward`."""
+    args = (grad_context, grad_attn, words, query, idx, weights, attn, rows)
+    if choose(query.device) == "triton":
+        return cast(Triple, triton_module("fine").fine_backward(*args))
+    return reference.fine_backward(*args)
+
+
+@c2f_fine_backward.register_fake
+def _(grad_context: torch.Tensor, grad_attn: torch.Tensor | None, words: torch.Tensor, query: torch.Tensor,
+      idx: torch.Tensor, weights: torch.Tensor, attn: torch.Tensor, rows: torch.Tensor | None = None
+      ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    n_rows, k = idx.shape
+    d_sel = attn.new_empty((n_rows, k, words.shape[2], words.shape[3]))
+    return d_sel, torch.empty_like(query), torch.empty_like(weights)
+
+
+def _fine_setup(ctx: Any, inputs: tuple[Any, ...], output: tuple[torch.Tensor, torch.Tensor]) -> None:
+    words, _, query, idx, weights, rows, sparse_grad = inputs
+    ctx.sparse_grad = sparse_grad
+    ctx.save_for_backward(words, query, idx, weights, output[1], rows)
+
+
+def _fine_backward(ctx: Any, grad_context: torch.Tensor, grad_attn: torch.Tensor | None) -> tuple[Any, ...]:
+    words, query, idx, weights, attn, rows = ctx.saved_tensors
+    d_sel, d_query, d_weights = c2f_fine_backward(grad_context, grad_attn, words, query, idx, weights, attn, rows)
+    d_words = reference.scatter_word_grad(d_sel, idx, rows, words, ctx.sparse_grad)
+    return d_words, None, d_query, None, d_weights, None, None
+
+
+c2f_fine_attend.register_autograd(_fine_backward, setup_context=_fine_setup)
+
+
+class _DensifyGrad(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
+        return grad.to_dense() if grad.is_sparse else grad
+
+
+def densify_grad(x: torch.Tensor) -> torch.Tensor:
+    """Identity whose backward turns a sparse gradient dense (once, at this point).
+
+    Call it once per batch on the encoder's word states and pass the result to every decoder step's
+    ``c2f_fine_attend(..., sparse_grad=True)``: autograd then adds the steps' sparse gradients (which
+    concatenates their ``(row, chunk)`` entries) and a single ``to_dense`` sums them into the encoder's
+    gradient, instead of one dense ``(B, M, N, H)`` tensor per step. Eager mode only.
+    """
+    out = _DensifyGrad.apply(x)  # type: ignore[no-untyped-call]
+    assert isinstance(out, torch.Tensor)
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ beam
+
+
+@torch.library.custom_op("scg::logsoftmax_topk", mutates_args=())
+def logsoftmax_topk(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, k: int
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The ``k`` best log-probabilities of ``softmax(hidden @ weight.T + bias)`` per row and their indices."""
+    _check(hidden.dim() == 2 and weight.dim() == 2 and hidden.shape[1] == weight.shape[1],
+           f"hidden (R, H) and weight (V, H) expected, got {tuple(hidden.shape)} and {tuple(weight.shape)}")
+    _check(1 <= k <= weight.shape[0], f"k={k}: need 1 <= k <= V={weight.shape[0]}")
+    if choose(hidden.device) == "triton":
+        return cast(Pair, triton_module("topk").logsoftmax_topk(hidden, weight, bias, k))
+    return reference.logsoftmax_topk(hidden, weight, bias, k)
+
+
+@logsoftmax_topk.register_fake
+def _(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, k: int
+      ) -> tuple[torch.Tensor, torch.Tensor]:
+    n_rows = hidden.shape[0]
+    values = hidden.new_empty((n_rows, k), dtype=reference.acc_dtype(hidden.dtype))
+    return values, hidden.new_empty((n_rows, k), dtype=torch.int64)
+
+
+def _topk_setup(ctx: Any, inputs: tuple[Any, ...], output: tuple[torch.Tensor, torch.Tensor]) -> None:
+    hidden, weight, bias, _ = inputs
+    ctx.save_for_backward(hidden, weight, bias, output[1])
+
+
+def _topk_backward(ctx: Any, grad_values: torch.Tensor, grad_indices: torch.Tensor | None) -> tuple[Any, ...]:
+    hidden, weight, bias, indices = ctx.saved_tensors
+    d_hidden, d_weight, d_bias = reference.logsoftmax_topk_backward(grad_values, indices, hidden, weight, bias)
+    return d_hidden, d_weight, d_bias, None
+
+
+logsoftmax_topk.register_autograd(_topk_backward, setup_context=_topk_setup)

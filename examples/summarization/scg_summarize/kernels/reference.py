@@ -1,0 +1,210 @@
+"""Pure-PyTorch reference of the three per-step kernels: the CPU path and the tests' oracle.
+
+Shapes (``R`` query rows, ``B`` encoder rows; ``R == B`` in training, ``R = B * beam`` in beam search
+where ``rows[r]`` names the encoder row of query row ``r``; ``rows=None`` means ``rows = arange(R)``):
+
+* coarse: ``keys (B, M, D)``, ``chunk_mask (B, M)`` bool, ``query (R, D)`` -> ``log_alpha (R, M)``,
+  the masked log-softmax of the chunk scores ``s_i = K_i . q`` (``-inf`` at padded chunks), and
+  ``idx (R, k)`` chosen by ``mode``, with Philox Gumbel noise (:mod:`.philox`) whose ``g[r, d, m]`` has
+  counter ``(r * k + d) * M + m``:
+
+  - ``"multinomial"``: draw ``d`` is ``argmax_m s_m + g[r, d, m]``: ``k`` i.i.d. draws from the softmax
+    (``mu ~ Multinomial(k, alpha)``);
+  - ``"distinct"``: the ``k`` largest ``s_m + g[r, 0, m]``, best first (Gumbel-top-k: ``k`` distinct
+    chunks, sequentially without replacement, i.e. Plackett-Luce);
+  - ``"greedy"``: the ``k`` largest ``s_m`` (no noise; test time).
+
+  Ties go to the smaller index.
+* fine: ``words (B, M, N, H)``, ``word_mask (B, M, N)``, ``query (R, H)``, ``idx (R, k)``,
+  ``weights (R, k)`` -> ``attn (R, k, N)``, the softmax of ``h_{idx_d, j} . q`` over the real words of each
+  selected chunk (all zero for a chunk without real words), and ``context (R, H) = sum_d weights_d
+  sum_j attn_dj h_{idx_d, j}``. With ``weights = 1/k`` this is the paper's ``sum_i (mu_i / k) sum_j
+  alpha^w_ij h_ij``.
+* beam: ``hidden (R, H)``, ``weight (V, H)``, ``bias (V,)`` -> the ``k`` largest entries of
+  ``log_softmax(hidden @ weight.T + bias)`` per row and their vocabulary indices.
+
+Everything is computed in float64 for float64 inputs and in float32 otherwise.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .philox import gumbel
+
+__all__ = [
+    "COARSE_MODES",
+    "acc_dtype",
+    "coarse_backward",
+    "coarse_sample",
+    "fine_attend",
+    "fine_backward",
+    "gumbel_offsets",
+    "logsoftmax_topk",
+    "logsoftmax_topk_backward",
+    "scatter_word_grad",
+]
+
+
+#: How ``coarse_sample`` chooses its ``k`` chunks (see the module docstring).
+COARSE_MODES: tuple[str, ...] = ("multinomial", "distinct", "greedy")
+
+
+def acc_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The accumulation dtype: float64 for float64 inputs, float32 for everything else."""
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def _rows(rows: torch.Tensor | None, n: int, device: torch.device) -> torch.Tensor:
+    return torch.arange(n, device=device) if rows is None else rows.to(torch.int64)
+
+
+def gumbel_offsets(n_rows: int, k: int, m: int, device: torch.device) -> torch.Tensor:
+    """Philox counters ``(r * k + d) * M + m`` of the coarse noise, shape ``(R, k, M)``."""
+    return torch.arange(n_rows * k * m, device=device, dtype=torch.int64).view(n_rows, k, m)
+
+
+# ---------------------------------------------------------------------------------------------- coarse
+
+
+def _coarse_scores(keys: torch.Tensor, query: torch.Tensor, chunk_mask: torch.Tensor,
+                   rows: torch.Tensor | None) -> torch.Tensor:
+    dt = acc_dtype(query.dtype)
+    r = _rows(rows, query.shape[0], query.device)
+    scores = torch.einsum("rmh,rh->rm", keys[r].to(dt), query.to(dt))
+    return scores.masked_fill(~chunk_mask[r], float("-inf"))
+
+
+def coarse_sample(keys: torch.Tensor, query: torch.Tensor, chunk_mask: torch.Tensor, seed: torch.Tensor,
+                  k: int, mode: str, rows: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Masked log-softmax over chunks and ``k`` choices: ``(log_alpha (R, M), idx (R, k) int64)``."""
+    scores = _coarse_scores(keys, query, chunk_mask, rows)
+    log_alpha = torch.log_softmax(scores, dim=-1)
+    n_rows, m = scores.shape
+    if mode == "greedy":
+        perturbed = scores
+    else:
+        noise = gumbel(seed, gumbel_offsets(n_rows, k, m, scores.device), dtype=scores.dtype)
+        if mode == "multinomial":
+            return log_alpha, torch.argmax(scores.unsqueeze(1) + noise, dim=-1)  # first maximum on ties
+        perturbed = scores + noise[:, 0]
+    return log_alpha, torch.sort(perturbed, dim=-1, descending=True, stable=True).indices[:, :k].contiguous()
+
+
+def coarse_backward(grad_log_alpha: torch.Tensor, log_alpha: torch.Tensor, keys: torch.Tensor,
+                    query: torch.Tensor, rows: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Gradients of ``log_alpha`` to ``(keys, query)`` (log-softmax backward, then the bilinear score)."""
+    dt = log_alpha.dtype
+    alpha = log_alpha.exp()  # 0 at masked chunks (log_alpha = -inf)
+    valid = torch.isfinite(log_alpha)
+    g = grad_log_alpha.to(dt).masked_fill(~valid, 0.0)
+    ds = g - alpha * g.sum(-1, keepdim=True)
+    r = _rows(rows, query.shape[0], query.device)
+    d_query = torch.einsum("rm,rmh->rh", ds, keys[r].to(dt))
+    per_row = ds.unsqueeze(-1) * query.to(dt).unsqueeze(1)  # (R, M, H)
+    if rows is None:
+        d_keys = per_row
+    else:
+        d_keys = torch.zeros(keys.shape, dtype=dt, device=keys.device).index_add_(0, r, per_row)
+    return d_keys.to(keys.dtype), d_query.to(query.dtype)
+
+
+# ------------------------------------------------------------------------------------------------ fine
+
+
+def _selected(words: torch.Tensor, word_mask: torch.Tensor, idx: torch.Tensor,
+              rows: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    r = _rows(rows, idx.shape[0], idx.device).unsqueeze(1)
+    return words[r, idx], word_mask[r, idx]  # (R, k, N, H), (R, k, N)
+
+
+def fine_attend(words: torch.Tensor, word_mask: torch.Tensor, query: torch.Tensor, idx: torch.Tensor,
+                weights: torch.Tensor, rows: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-chunk word softmax and the weighted context: ``(context (R, H), attn (R, k, N))``."""
+    dt = acc_dtype(query.dtype)
+    sel, sel_mask = _selected(words, word_mask, idx, rows)
+    sel = sel.to(dt)
+    scores = torch.einsum("rknh,rh->rkn", sel, query.to(dt)).masked_fill(~sel_mask, float("-inf"))
+    top = scores.amax(-1, keepdim=True)
+    top = torch.where(torch.isfinite(top), top, torch.zeros_like(top))
+    expo = torch.exp(scores - top)  # exactly 0 at padded words
+    total = expo.sum(-1, keepdim=True)
+    attn = expo / torch.where(total > 0, total, torch.ones_like(total))
+    context = torch.einsum("rk,rkn,rknh->rh", weights.to(dt), attn, sel)
+    return context.to(query.dtype), attn
+
+
+def fine_backward(grad_context: torch.Tensor, grad_attn: torch.Tensor | None, words: torch.Tensor,
+                  query: torch.Tensor, idx: torch.Tensor, weights: torch.Tensor, attn: torch.Tensor,
+                  rows: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Gradients of :func:`fine_attend`: ``(d_selected (R, k, N, H), d_query (R, H), d_weights (R, k))``.
+
+    ``d_selected[r, d, j]`` is the gradient to ``words[rows[r], idx[r, d], j]``; repeated draws and
+    beams that share an encoder row add up in :func:`scatter_word_grad`. With ``u_dj = dc . h_dj``,
+    ``dp_dj = w_d u_dj + grad_attn_dj`` and ``ds_dj = p_dj (dp_dj - sum_j' p_dj' dp_dj')``:
+    ``d_h_dj = w_d p_dj dc + ds_dj q``, ``dq = sum_dj ds_dj h_dj``, ``dw_d = sum_j p_dj u_dj``.
+    """
+    dt = attn.dtype
+    r = _rows(rows, idx.shape[0], idx.device).unsqueeze(1)
+    sel = words[r, idx].to(dt)
+    dc, q, w = grad_context.to(dt), query.to(dt), weights.to(dt)
+    u = torch.einsum("rknh,rh->rkn", sel, dc)
+    dp = w.unsqueeze(-1) * u
+    if grad_attn is not None:
+        dp = dp + grad_attn.to(dt)
+    ds = attn * (dp - (attn * dp).sum(-1, keepdim=True))
+    d_query = torch.einsum("rkn,rknh->rh", ds, sel)
+    d_sel = (w.unsqueeze(-1) * attn).unsqueeze(-1) * dc[:, None, None, :] + ds.unsqueeze(-1) * q[:, None, None, :]
+    d_weights = (attn * u).sum(-1)
+    return d_sel, d_query.to(query.dtype), d_weights.to(weights.dtype)
+
+
+def scatter_word_grad(d_selected: torch.Tensor, idx: torch.Tensor, rows: torch.Tensor | None,
+                      words: torch.Tensor, sparse: bool) -> torch.Tensor:
+    """Place the per-draw gradients at ``words[rows[r], idx[r, d]]``, summing repeats.
+
+    Dense: a zero tensor of ``words``' shape filled with ``index_put_(accumulate=True)`` (which sorts
+    the ``(row, chunk)`` keys on CUDA: the MoE-style grouping, deterministic). Sparse: a hybrid COO
+    tensor with two sparse dimensions ``(row, chunk)`` and dense ``(N, H)`` values, uncoalesced, so that
+    the gradients of many decoder steps concatenate cheaply (see ``ops.dense_grad_boundary``).
+    """
+    n_rows, k = idx.shape
+    r = _rows(rows, n_rows, idx.device).unsqueeze(1).expand(n_rows, k).reshape(-1)
+    c = idx.reshape(-1).to(torch.int64)
+    values = d_selected.reshape(n_rows * k, *words.shape[2:]).to(words.dtype)
+    if sparse:
+        return torch.sparse_coo_tensor(torch.stack([r, c]), values, words.shape, check_invariants=False)
+    out = torch.zeros_like(words)
+    return out.index_put_((r, c), values, accumulate=True)
+
+
+# ------------------------------------------------------------------------------------------------ beam
+
+
+def _logits(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    dt = acc_dtype(hidden.dtype)
+    logits = hidden.to(dt) @ weight.to(dt).T
+    return logits if bias is None else logits + bias.to(dt)
+
+
+def logsoftmax_topk(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+                    k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The ``k`` best ``log_softmax(hidden @ weight.T + bias)`` entries per row, best first."""
+    logits = _logits(hidden, weight, bias)
+    top = torch.topk(logits, k, dim=-1, sorted=True)
+    values = top.values - torch.logsumexp(logits, dim=-1, keepdim=True)
+    return values, top.indices
+
+
+def logsoftmax_topk_backward(grad_values: torch.Tensor, indices: torch.Tensor, hidden: torch.Tensor,
+                             weight: torch.Tensor, bias: torch.Tensor | None
+                             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """Gradients of :func:`logsoftmax_topk`'s values to ``(hidden, weight, bias)`` (recomputes the logits)."""
+    logits = _logits(hidden, weight, bias)
+    g = grad_values.to(logits.dtype)
+    d_logits = torch.zeros_like(logits).scatter_add_(1, indices, g)
+    d_logits -= torch.softmax(logits, dim=-1) * g.sum(-1, keepdim=True)
+    d_hidden = (d_logits @ weight.to(logits.dtype)).to(hidden.dtype)
+    d_weight = (d_logits.T @ hidden.to(logits.dtype)).to(weight.dtype)
+    d_bias = None if bias is None else d_logits.sum(0).to(bias.dtype)
+    return d_hidden, d_weight, d_bias

@@ -1,0 +1,48 @@
+"""Helpers shared by the Triton kernels: block sizes, input preparation and the k-best selection step.
+
+Imported only by the ``triton_*`` modules, i.e. only once a Triton backend is chosen. The selection
+order everywhere is "larger value first, smaller index first among equal values", the order of a
+stable descending sort; :func:`next_best` finds the best element strictly after ``(prev_v, prev_i)`` in
+that order, so ``k`` calls give the ``k`` best elements without marking anything.
+"""
+
+# mypy: disable-error-code="untyped-decorator,no-untyped-def"
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+__all__ = ["BIG_INDEX", "kernel_float", "next_best", "pow2"]
+
+#: The index given to "no candidate left"; larger than any real index.
+BIG_INDEX = 2**31 - 1
+
+
+def pow2(n: int, lo: int = 1, hi: int | None = None) -> int:
+    """``triton.next_power_of_2(n)`` clamped to ``[lo, hi]``."""
+    p = max(lo, int(triton.next_power_of_2(max(int(n), 1))))
+    return p if hi is None else min(p, hi)
+
+
+def kernel_float(t: torch.Tensor) -> torch.Tensor:
+    """The kernels compute in float32: float64 inputs are converted, half types are loaded as they are."""
+    return t.to(torch.float32) if t.dtype == torch.float64 else t
+
+
+@triton.jit
+def next_best(vals, ids, valid, prev_v, prev_i):
+    """Per row of the 2-D block ``vals``: the best ``(value, id)`` after ``(prev_v, prev_i)``.
+
+    ``ids`` are distinct per row; ``valid`` marks real candidates. A row with no candidate left gets
+    ``(-inf, BIG_INDEX)``.
+    """
+    pv = prev_v[:, None]
+    pi = prev_i[:, None]
+    after = (vals < pv) | ((vals == pv) & (ids > pi))
+    eligible = valid & after
+    best = tl.max(tl.where(eligible, vals, float("-inf")), axis=1)
+    hit = eligible & (vals == best[:, None])
+    chosen = tl.min(tl.where(hit, ids, 2147483647), axis=1)
+    return best, chosen

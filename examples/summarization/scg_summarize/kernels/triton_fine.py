@@ -1,0 +1,200 @@
+"""Triton fine step: gather the selected chunks' words, per-chunk softmax, weighted context; and backward.
+
+One program per query row (grid ``(R,)``); it reads only the ``k`` selected chunks of its encoder row,
+straight from ``words`` (no gathered copy), tiling the hidden size by ``BLOCK_H`` so that a
+``N_PAD x BLOCK_H`` tile stays in registers:
+
+* forward: for each draw, pass 1 over the hidden tiles gives the ``N`` scores, then the masked softmax
+  (kept in a ``K_PAD x N_PAD`` register tile); pass 2 over the hidden tiles accumulates
+  ``sum_d w_d sum_j p_dj h_dj`` tile by tile and writes it. The second read of a chunk mostly hits L2.
+* backward: pass 1 per draw gives ``u_dj = dc . h_dj`` and from it ``ds`` and ``dw``; pass 2 per hidden
+  tile gives ``dq`` and the per-draw word gradients ``w_d p_dj dc + ds_dj q``, written to an
+  ``(R, k, N, H)`` buffer (``k N H`` per row, independent of M). :func:`.reference.scatter_word_grad`
+  then places them in the gradient of ``words`` (dense, grouped by ``(row, chunk)``, or sparse).
+
+No program writes what another program reads, so there are no atomics and the results are
+deterministic.
+"""
+
+# mypy: disable-error-code="untyped-decorator,no-untyped-def"
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from .triton_common import kernel_float, pow2
+
+__all__ = ["BACKWARD_OPTIONS", "FORWARD_OPTIONS", "fine_backward", "fine_forward", "launch_meta"]
+
+#: Launch options (the compile check uses the same).
+FORWARD_OPTIONS: dict[str, int] = {"num_warps": 8, "num_stages": 2}
+BACKWARD_OPTIONS: dict[str, int] = {"num_warps": 8, "num_stages": 2}
+
+
+@triton.jit
+def _fine_forward(
+    words_ptr, wmask_ptr, query_ptr, idx_ptr, weights_ptr, rows_ptr, context_ptr, attn_ptr,
+    M, N, H, stride_wb, stride_wm, stride_wn,
+    K: tl.constexpr, K_PAD: tl.constexpr, N_PAD: tl.constexpr, BLOCK_H: tl.constexpr, HAS_ROWS: tl.constexpr,
+):
+    r = tl.program_id(0)
+    if HAS_ROWS:
+        b = tl.load(rows_ptr + r).to(tl.int64)
+    else:
+        b = r.to(tl.int64)
+    offs_n = tl.arange(0, N_PAD)
+    in_n = offs_n < N
+    offs_k = tl.arange(0, K_PAD)
+    probs = tl.zeros([K_PAD, N_PAD], dtype=tl.float32)
+    for d in tl.static_range(K):
+        c = tl.load(idx_ptr + r * K + d)
+        base = words_ptr + b * stride_wb + c * stride_wm
+        real = in_n & (tl.load(wmask_ptr + (b * M + c) * N + offs_n, mask=in_n, other=0) != 0)
+        s = tl.zeros([N_PAD], dtype=tl.float32)
+        for h0 in range(0, H, BLOCK_H):
+            offs_h = h0 + tl.arange(0, BLOCK_H)
+            in_h = offs_h < H
+            e = tl.load(base + offs_n[:, None] * stride_wn + offs_h[None, :],
+                        mask=in_n[:, None] & in_h[None, :], other=0.0).to(tl.float32)
+            q = tl.load(query_ptr + r * H + offs_h, mask=in_h, other=0.0).to(tl.float32)
+            s += tl.sum(e * q[None, :], axis=1)
+        s = tl.where(real, s, float("-inf"))
+        top = tl.max(s, axis=0)
+        top = tl.where(top == float("-inf"), 0.0, top)
+        ex = tl.where(real, tl.exp(s - top), 0.0)
+        total = tl.sum(ex, axis=0)
+        p = ex / tl.where(total > 0, total, 1.0)
+        tl.store(attn_ptr + (r * K + d) * N + offs_n, p, mask=in_n)
+        probs = tl.where(offs_k[:, None] == d, p[None, :], probs)
+
+    for h0 in range(0, H, BLOCK_H):
+        offs_h = h0 + tl.arange(0, BLOCK_H)
+        in_h = offs_h < H
+        acc = tl.zeros([BLOCK_H], dtype=tl.float32)
+        for d in tl.static_range(K):
+            c = tl.load(idx_ptr + r * K + d)
+            w = tl.load(weights_ptr + r * K + d).to(tl.float32)
+            e = tl.load(words_ptr + b * stride_wb + c * stride_wm + offs_n[:, None] * stride_wn + offs_h[None, :],
+                        mask=in_n[:, None] & in_h[None, :], other=0.0).to(tl.float32)
+            p = tl.sum(tl.where(offs_k[:, None] == d, probs, 0.0), axis=0)
+            acc += w * tl.sum(p[:, None] * e, axis=0)
+        tl.store(context_ptr + r * H + offs_h, acc.to(context_ptr.dtype.element_ty), mask=in_h)
+
+
+@triton.jit
+def _fine_backward(
+    dctx_ptr, dattn_ptr, words_ptr, query_ptr, idx_ptr, weights_ptr, attn_ptr, rows_ptr,
+    dsel_ptr, dquery_ptr, dweights_ptr,
+    N, H, stride_wb, stride_wm, stride_wn,
+    K: tl.constexpr, K_PAD: tl.constexpr, N_PAD: tl.constexpr, BLOCK_H: tl.constexpr,
+    HAS_ROWS: tl.constexpr, HAS_DATTN: tl.constexpr,
+):
+    r = tl.program_id(0)
+    if HAS_ROWS:
+        b = tl.load(rows_ptr + r).to(tl.int64)
+    else:
+        b = r.to(tl.int64)
+    offs_n = tl.arange(0, N_PAD)
+    in_n = offs_n < N
+    offs_k = tl.arange(0, K_PAD)
+    coef_dc = tl.zeros([K_PAD, N_PAD], dtype=tl.float32)  # w_d p_dj
+    coef_q = tl.zeros([K_PAD, N_PAD], dtype=tl.float32)  # ds_dj
+    for d in tl.static_range(K):
+        c = tl.load(idx_ptr + r * K + d)
+        w = tl.load(weights_ptr + r * K + d).to(tl.float32)
+        p = tl.load(attn_ptr + (r * K + d) * N + offs_n, mask=in_n, other=0.0)
+        base = words_ptr + b * stride_wb + c * stride_wm
+        u = tl.zeros([N_PAD], dtype=tl.float32)
+        for h0 in range(0, H, BLOCK_H):
+            offs_h = h0 + tl.arange(0, BLOCK_H)
+            in_h = offs_h < H
+            e = tl.load(base + offs_n[:, None] * stride_wn + offs_h[None, :],
+                        mask=in_n[:, None] & in_h[None, :], other=0.0).to(tl.float32)
+            g = tl.load(dctx_ptr + r * H + offs_h, mask=in_h, other=0.0).to(tl.float32)
+            u += tl.sum(e * g[None, :], axis=1)
+        dp = w * u
+        if HAS_DATTN:
+            dp += tl.load(dattn_ptr + (r * K + d) * N + offs_n, mask=in_n, other=0.0).to(tl.float32)
+        ds = p * (dp - tl.sum(p * dp, axis=0))
+        tl.store(dweights_ptr + r * K + d, tl.sum(p * u, axis=0))
+        coef_dc = tl.where(offs_k[:, None] == d, (w * p)[None, :], coef_dc)
+        coef_q = tl.where(offs_k[:, None] == d, ds[None, :], coef_q)
+
+    for h0 in range(0, H, BLOCK_H):
+        offs_h = h0 + tl.arange(0, BLOCK_H)
+        in_h = offs_h < H
+        g = tl.load(dctx_ptr + r * H + offs_h, mask=in_h, other=0.0).to(tl.float32)
+        q = tl.load(query_ptr + r * H + offs_h, mask=in_h, other=0.0).to(tl.float32)
+        dq = tl.zeros([BLOCK_H], dtype=tl.float32)
+        for d in tl.static_range(K):
+            c = tl.load(idx_ptr + r * K + d)
+            e = tl.load(words_ptr + b * stride_wb + c * stride_wm + offs_n[:, None] * stride_wn + offs_h[None, :],
+                        mask=in_n[:, None] & in_h[None, :], other=0.0).to(tl.float32)
+            a = tl.sum(tl.where(offs_k[:, None] == d, coef_dc, 0.0), axis=0)
+            ds = tl.sum(tl.where(offs_k[:, None] == d, coef_q, 0.0), axis=0)
+            dq += tl.sum(ds[:, None] * e, axis=0)
+            de = a[:, None] * g[None, :] + ds[:, None] * q[None, :]
+            tl.store(dsel_ptr + ((r * K + d) * N + offs_n[:, None]).to(tl.int64) * H + offs_h[None, :],
+                     de.to(dsel_ptr.dtype.element_ty), mask=in_n[:, None] & in_h[None, :])
+        tl.store(dquery_ptr + r * H + offs_h, dq, mask=in_h)
+
+
+def _words_arg(words: torch.Tensor) -> torch.Tensor:
+    words = kernel_float(words)
+    return words if words.stride(-1) == 1 else words.contiguous()
+
+
+def launch_meta(k: int, n: int, hidden: int, backward: bool = False) -> dict[str, int]:
+    """The constexpr arguments of either kernel (less the ``HAS_*`` flags).
+
+    Sized with :mod:`.compile_check` for N=40 (padded to 64), k <= 3 and 8 warps: a 64 x 64 tile in the
+    forward, 64 x 32 in the backward (which keeps more tiles live), no spills on sm_90.
+    """
+    block_h = pow2(hidden, lo=16, hi=32 if backward else 64)
+    return {"K": k, "K_PAD": pow2(k), "N_PAD": pow2(n, lo=16), "BLOCK_H": block_h}
+
+
+def fine_forward(words: torch.Tensor, word_mask: torch.Tensor, query: torch.Tensor, idx: torch.Tensor,
+                 weights: torch.Tensor, rows: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Triton version of :func:`.reference.fine_attend`."""
+    acc = torch.float64 if query.dtype == torch.float64 else torch.float32
+    w_arg, q_arg = _words_arg(words), kernel_float(query).contiguous()
+    n_rows, k = idx.shape
+    _, m, n, hidden = words.shape
+    context = torch.empty(n_rows, hidden, device=query.device, dtype=q_arg.dtype)
+    attn = torch.empty(n_rows, k, n, device=query.device, dtype=torch.float32)
+    rows_arg = rows.contiguous() if rows is not None else idx
+    _fine_forward[(n_rows,)](
+        w_arg, word_mask.to(torch.bool).contiguous().view(torch.uint8), q_arg, idx.contiguous(),
+        kernel_float(weights).contiguous(), rows_arg, context, attn,
+        m, n, hidden, w_arg.stride(0), w_arg.stride(1), w_arg.stride(2),
+        HAS_ROWS=rows is not None, **launch_meta(k, n, hidden), **FORWARD_OPTIONS,
+    )
+    return context.to(query.dtype), attn.to(acc)
+
+
+def fine_backward(grad_context: torch.Tensor, grad_attn: torch.Tensor | None, words: torch.Tensor,
+                  query: torch.Tensor, idx: torch.Tensor, weights: torch.Tensor, attn: torch.Tensor,
+                  rows: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Triton version of :func:`.reference.fine_backward`."""
+    w_arg = _words_arg(words)
+    n_rows, k = idx.shape
+    _, _, n, hidden = words.shape
+    dev = query.device
+    d_sel = torch.empty(n_rows, k, n, hidden, device=dev, dtype=torch.float32)
+    d_query = torch.empty(n_rows, hidden, device=dev, dtype=torch.float32)
+    d_weights = torch.empty(n_rows, k, device=dev, dtype=torch.float32)
+    dattn = grad_attn.to(torch.float32).contiguous() if grad_attn is not None else attn
+    rows_arg = rows.contiguous() if rows is not None else idx
+    _fine_backward[(n_rows,)](
+        kernel_float(grad_context).contiguous(), dattn, w_arg, kernel_float(query).contiguous(), idx.contiguous(),
+        kernel_float(weights).contiguous(), attn.to(torch.float32).contiguous(), rows_arg,
+        d_sel, d_query, d_weights,
+        n, hidden, w_arg.stride(0), w_arg.stride(1), w_arg.stride(2),
+        HAS_ROWS=rows is not None, HAS_DATTN=grad_attn is not None, **launch_meta(k, n, hidden, backward=True),
+        **BACKWARD_OPTIONS,
+    )
+    acc = attn.dtype
+    return d_sel.to(acc), d_query.to(query.dtype), d_weights.to(weights.dtype)

@@ -1,0 +1,65 @@
+"""The coarse-to-fine summarizer's models (Ling & Rush 2017), one concept per module.
+
+=================== ==========================================================================
+``config``          :class:`ModelConfig`: which encoder, chunk encoder and attention
+``encoders``        word encoders: flat LSTM (Model 0) and per-chunk LSTM (Models 1-3)
+``chunk_encoders``  chunk vectors for the coarse attention: CONV, BOW, +POS
+``attention``       flat / HIER / C2F attention; the per-step functions (``c2f_step``)
+``decoder``         the 2-layer input-feeding LSTM decoder
+``summarizer``      :class:`Summarizer`: the parts composed, teacher-forced NLL per step
+``decode``          greedy decoding and beam search
+``pretrained``      word2vec text-format embeddings
+=================== ==========================================================================
+"""
+
+from .attention import (
+    AttentionOut,
+    C2FAttention,
+    FlatAttention,
+    HierAttention,
+    Memory,
+    SourceAttention,
+    c2f_read,
+    c2f_step,
+    flat_step,
+    hier_step,
+)
+from .chunk_encoders import BowChunkEncoder, ChunkEncoder, ConvChunkEncoder, WithPosition
+from .config import ATTENTIONS, CHUNK_ENCODERS, ModelConfig
+from .decode import Decoded, beam_search, greedy_decode
+from .decoder import Decoder, DecoderState
+from .encoders import ChunkedWordEncoder, EncodedWords, FlatWordEncoder, WordEncoder
+from .pretrained import load_word2vec
+from .summarizer import Summarizer, SummarizerOutput
+
+__all__ = [
+    "ATTENTIONS",
+    "CHUNK_ENCODERS",
+    "AttentionOut",
+    "BowChunkEncoder",
+    "C2FAttention",
+    "ChunkEncoder",
+    "ChunkedWordEncoder",
+    "ConvChunkEncoder",
+    "Decoded",
+    "Decoder",
+    "DecoderState",
+    "EncodedWords",
+    "FlatAttention",
+    "FlatWordEncoder",
+    "HierAttention",
+    "Memory",
+    "ModelConfig",
+    "SourceAttention",
+    "Summarizer",
+    "SummarizerOutput",
+    "WithPosition",
+    "WordEncoder",
+    "beam_search",
+    "c2f_read",
+    "c2f_step",
+    "flat_step",
+    "greedy_decode",
+    "hier_step",
+    "load_word2vec",
+]

@@ -1,0 +1,118 @@
+"""The model's hyperparameters (:class:`ModelConfig`): which encoder, chunk encoder and attention.
+
+The four models of Ling & Rush (2017, Section 4) differ only in how the decoder attends:
+
+==========  =====================  ===================  ======================================
+attention   word encoder           chunk encoder        per-step attention
+==========  =====================  ===================  ======================================
+standard    one LSTM over the      none                 α over all words (Model 0)
+            whole document
+model1      one LSTM per chunk     none                 α over all words (Model 1)
+hier        one LSTM per chunk     conv / bow (+pos)    α_ij = α^s_i α^w_ij (Model 2)
+c2f         one LSTM per chunk     conv / bow (+pos)    chunk(s) sampled from α^s, α^w inside
+                                                        them only (Model 3, hard attention)
+==========  =====================  ===================  ======================================
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+__all__ = ["ATTENTIONS", "CHUNK_ENCODERS", "ModelConfig"]
+
+ATTENTIONS: tuple[str, ...] = ("standard", "model1", "hier", "c2f")
+CHUNK_ENCODERS: tuple[str, ...] = ("conv", "bow")
+DECODER_INITS: tuple[str, ...] = ("encoder", "zero")
+
+
+@dataclass
+class ModelConfig:
+    """Hyperparameters of :class:`~scg_summarize.models.summarizer.Summarizer`.
+
+    Defaults are the paper's sizes (Section 5: 2-layer LSTMs of 500 units, CONV of width 6 with
+    600 filters, 25-d position embeddings, dropout 0.3, uniform init in [-0.1, 0.1]).
+
+    Attributes:
+        vocab_size: V (filled in from the prepared corpus when 0).
+        num_chunks: M, the size of the position embedding table (filled in from the corpus).
+        emb_dim: word embedding size E.
+        hidden: LSTM size H of the word encoder and the decoder.
+        enc_layers / dec_layers: LSTM depth.
+        dropout: between LSTM layers and on the decoder output.
+        init_range: parameters start uniform in [-init_range, init_range].
+        attention: one of :data:`ATTENTIONS`.
+        chunk_encoder: ``conv`` (Kim 2014) or ``bow`` (sum of a separate, frozen embedding).
+        pos: concatenate a ``pos_dim`` embedding of the chunk index to its representation.
+        conv_width / conv_filters: the CONV chunk encoder.
+        bow_dim: size of the frozen BOW embedding (default: ``emb_dim``).
+        multi: k, chunks drawn per step by C2F (k > 1 is +MULTI: μ ~ Multinomial(k, α^s)).
+        test_k: chunks read per step at test time (top-``test_k`` of α^s; 1 = argmax).
+        input_feed: feed the previous attentional context into the decoder LSTM.
+        share_embeddings: one embedding table for source and target words.
+        decoder_init: ``encoder`` (final encoder state; for chunked encoders the mean over real
+            chunks) or ``zero``.
+    """
+
+    vocab_size: int = 0
+    num_chunks: int = 0
+    emb_dim: int = 500
+    hidden: int = 500
+    enc_layers: int = 2
+    dec_layers: int = 2
+    dropout: float = 0.3
+    init_range: float = 0.1
+    attention: str = "standard"
+    chunk_encoder: str = "conv"
+    pos: bool = False
+    pos_dim: int = 25
+    conv_width: int = 6
+    conv_filters: int = 600
+    bow_dim: int = 0
+    multi: int = 1
+    test_k: int = 1
+    input_feed: bool = True
+    share_embeddings: bool = False
+    decoder_init: str = "encoder"
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """Raise ``ValueError`` for an inconsistent configuration."""
+        if self.attention not in ATTENTIONS:
+            raise ValueError(f"model.attention must be one of {ATTENTIONS}, got {self.attention!r}")
+        if self.chunk_encoder not in CHUNK_ENCODERS:
+            raise ValueError(f"model.chunk_encoder must be one of {CHUNK_ENCODERS}, got {self.chunk_encoder!r}")
+        if self.decoder_init not in DECODER_INITS:
+            raise ValueError(f"model.decoder_init must be one of {DECODER_INITS}, got {self.decoder_init!r}")
+        for name in ("emb_dim", "hidden", "enc_layers", "dec_layers", "conv_width", "conv_filters", "multi",
+                     "test_k", "pos_dim"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"model.{name} must be a positive integer, got {value!r}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"model.dropout must be in [0, 1), got {self.dropout!r}")
+        if self.multi > 1 and self.attention != "c2f":
+            raise ValueError("model.multi > 1 (+MULTI) needs model.attention = 'c2f'")
+
+    @property
+    def hierarchical(self) -> bool:
+        """Whether the model has a coarse (chunk-level) attention, hence a chunk encoder."""
+        return self.attention in ("hier", "c2f")
+
+    @property
+    def chunked(self) -> bool:
+        """Whether the word encoder runs over each chunk separately (Models 1-3)."""
+        return self.attention != "standard"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ModelConfig:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown model option(s): {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+        return cls(**data)

@@ -1,0 +1,122 @@
+"""Word encoders: LSTM states h_ij for every source word, on the (B, M, N) chunk grid.
+
+Two encoders, one interface (:class:`WordEncoder`): ``forward(emb, mask) -> EncodedWords`` with
+``emb`` the embedded source ``(B, M, N, E)`` (padding embeddings are zero) and ``mask``
+``(B, M, N)``. Both return states on the grid, ``(B, M, N, H)``, zero at padding, so that every
+attention can address word j of chunk i as ``words[:, i, j]`` whatever the encoder:
+
+* :class:`FlatWordEncoder` (Model 0, STANDARD): one LSTM over the whole document. The real
+  words are packed to the front in document order (the grid layout's flat view is already in
+  order; the sentence layout interleaves padding), encoded as one sequence of length ≤ M·N,
+  and the states scattered back to their grid cells. h_ij then depends on every earlier word
+  of the document.
+* :class:`ChunkedWordEncoder` (Models 1-3): the same LSTM run on every chunk separately, all
+  B·M chunks in one batched call, h_ij = LSTM(x_i1 .. x_ij). This is what makes the word
+  states of a chunk meaningful on their own, so that C2F can read a sampled chunk's states.
+
+Sequences are right-padded and the LSTM is unidirectional, so the state of a real word never
+depends on the padding after it: extra padding changes no output. (Packed sequences would give
+the same numbers, but their backward pass on CPU costs O(L²) in the sequence length.) The
+decoder's initial state is built from each layer's state at the last real word.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+__all__ = ["ChunkedWordEncoder", "EncodedWords", "FlatWordEncoder", "WordEncoder", "build_word_encoder", "last_states"]
+
+
+@dataclass
+class EncodedWords:
+    """The output of a word encoder.
+
+    Attributes:
+        states: ``(B, M, N, H)`` word states h_ij, zero at padding.
+        final: the decoder's initial ``(h, c)``, each ``(layers, B, H)``: h is every layer's state at
+            the document's last real word (flat) or its mean over the real chunks' last words
+            (chunked); c is zero.
+    """
+
+    states: torch.Tensor
+    final: tuple[torch.Tensor, torch.Tensor]
+
+
+def last_states(states: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """``states`` ``(S, L, H)`` at each sequence's last real step ``(S, H)`` (zero for empty sequences)."""
+    S, L, H = states.shape
+    index = (lengths - 1).clamp(min=0).view(S, 1, 1).expand(S, 1, H)
+    return states.gather(1, index).squeeze(1) * (lengths > 0).unsqueeze(1).to(states.dtype)
+
+
+class WordEncoder(nn.Module):
+    """A stack of single-layer LSTMs over source words (embeddings are owned by the summarizer).
+
+    ``run(x (S, L, E), lengths (S,))`` returns the top layer's states ``(S, L, H)`` (zero after
+    each sequence's end) and every layer's state at the last real word ``(layers, S, H)``.
+    """
+
+    def __init__(self, emb_dim: int, hidden: int, layers: int, dropout: float) -> None:
+        super().__init__()
+        self.hidden = hidden
+        self.layers = nn.ModuleList([nn.LSTM(emb_dim if i == 0 else hidden, hidden, batch_first=True)
+                                     for i in range(layers)])
+        self.dropout = nn.Dropout(dropout)
+
+    def run(self, x: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        S, L, _ = x.shape
+        real = (torch.arange(L, device=x.device).unsqueeze(0) < lengths.unsqueeze(1)).unsqueeze(-1)  # (S, L, 1)
+        finals = []
+        for i, lstm in enumerate(self.layers):
+            if i > 0:
+                x = self.dropout(x)
+            x, _ = lstm(x)  # (S, L, H)
+            x = x * real.to(x.dtype)
+            finals.append(last_states(x, lengths))
+        return x, torch.stack(finals)
+
+    def forward(self, emb: torch.Tensor, mask: torch.Tensor) -> EncodedWords:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+class FlatWordEncoder(WordEncoder):
+    """Model 0: one LSTM over the document's (at most M·N) words, states put back on the grid."""
+
+    def forward(self, emb: torch.Tensor, mask: torch.Tensor) -> EncodedWords:
+        B, M, N, E = emb.shape
+        flat_mask = mask.reshape(B, M * N)  # (B, MN)
+        # real words first, in document order (a stable sort of "is padding")
+        order = torch.sort((~flat_mask).to(torch.int8), dim=1, stable=True).indices  # (B, MN)
+        x = emb.reshape(B, M * N, E).gather(1, order.unsqueeze(-1).expand(B, M * N, E))  # (B, MN, E)
+        lengths = flat_mask.sum(1)  # (B,)
+        L = max(int(lengths.max()), 1)  # no LSTM steps over the all-padding tail
+        states, final = self.run(x[:, :L], lengths)  # (B, L, H), (layers, B, H)
+        H = states.shape[-1]
+        grid = states.new_zeros(B, M * N, H).scatter(1, order[:, :L].unsqueeze(-1).expand(B, L, H), states)
+        return EncodedWords(grid.reshape(B, M, N, H), (final, torch.zeros_like(final)))
+
+
+class ChunkedWordEncoder(WordEncoder):
+    """Models 1-3: the LSTM over every chunk separately (all B·M chunks in one call)."""
+
+    def forward(self, emb: torch.Tensor, mask: torch.Tensor) -> EncodedWords:
+        B, M, N, E = emb.shape
+        lengths = mask.reshape(B * M, N).sum(1)  # (BM,)
+        L = max(int(lengths.max()), 1)
+        states, h = self.run(emb.reshape(B * M, N, E)[:, :L], lengths)  # (BM, L, H), (layers, BM, H)
+        H = states.shape[-1]
+        if L < N:
+            states = torch.cat([states, states.new_zeros(B * M, N - L, H)], 1)
+        real = (lengths > 0).reshape(1, B, M, 1).to(h.dtype)  # real chunks
+        count = real.sum(2).clamp(min=1.0)  # (1, B, 1)
+        h0 = (h.reshape(h.shape[0], B, M, H) * real).sum(2) / count  # (layers, B, H)
+        return EncodedWords(states.reshape(B, M, N, H), (h0, torch.zeros_like(h0)))
+
+
+def build_word_encoder(chunked: bool, emb_dim: int, hidden: int, layers: int, dropout: float) -> WordEncoder:
+    """The word encoder of Models 1-3 (``chunked``) or of Model 0."""
+    cls = ChunkedWordEncoder if chunked else FlatWordEncoder
+    return cls(emb_dim, hidden, layers, dropout)

@@ -1,0 +1,153 @@
+"""The summarizer: embeddings + word encoder + chunk encoder + attentional decoder + generator.
+
+:class:`Summarizer` composes the swappable parts of :mod:`.encoders`, :mod:`.chunk_encoders`,
+:mod:`.attention` and :mod:`.decoder` according to a :class:`~.config.ModelConfig`. Its
+:meth:`~Summarizer.forward` runs teacher forcing over a batch and returns the negative
+log-likelihood of every target step separately,
+
+    nll_t = −log p(y_{t+1} | y_≤t, x)     (B,) for t = 0 .. T−2,
+
+because the C2F objective makes each of them a cost node at step t (it is both the NLL trained
+by backpropagation and −r_t, the reward of the chunks drawn at steps ≤ t; see
+:mod:`scg_summarize.train.objective`). Adding a model (ABS, pointer-generator, intra-attention)
+means a new attention or decoder module, not a new training loop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .attention import AttentionOut, Memory, build_attention
+from .chunk_encoders import ChunkEncoder, build_chunk_encoder
+from .config import ModelConfig
+from .decoder import Decoder, DecoderState
+from .encoders import build_word_encoder
+
+__all__ = ["Summarizer", "SummarizerOutput"]
+
+
+@dataclass
+class SummarizerOutput:
+    """Teacher-forced outputs.
+
+    Attributes:
+        step_nll: T−1 tensors ``(B,)``: −log p(y_{t+1}) at real target positions, 0 at padding.
+        step_mask: ``(B, T−1)`` True at real target positions.
+        attention: the T−1 steps' :class:`AttentionOut`.
+    """
+
+    step_nll: list[torch.Tensor]
+    step_mask: torch.Tensor
+    attention: list[AttentionOut]
+
+    def total_nll(self) -> torch.Tensor:
+        """Σ_t Σ_b nll_t (a scalar)."""
+        return torch.stack(self.step_nll).sum()
+
+    def tokens(self) -> int:
+        """The number of predicted target tokens."""
+        return int(self.step_mask.sum())
+
+
+class Summarizer(nn.Module):
+    """Models 0-3 of Ling & Rush (2017) with every Table 1 option (see :class:`ModelConfig`)."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        if config.vocab_size < 5:
+            raise ValueError("model.vocab_size must be set (the corpus vocabulary size)")
+        self.config = config
+        V, E, H = config.vocab_size, config.emb_dim, config.hidden
+        self.src_embedding = nn.Embedding(V, E, padding_idx=0)
+        self.tgt_embedding = self.src_embedding if config.share_embeddings else nn.Embedding(V, E, padding_idx=0)
+        self.word_encoder = build_word_encoder(config.chunked, E, H, config.enc_layers, config.dropout)
+        self.chunk_encoder: ChunkEncoder | None = None
+        chunk_dim = 0
+        if config.hierarchical:
+            self.chunk_encoder = build_chunk_encoder(
+                config.chunk_encoder, emb_dim=E, vocab_size=V, filters=config.conv_filters,
+                width=config.conv_width, bow_dim=config.bow_dim, pos=config.pos, num_chunks=config.num_chunks,
+                pos_dim=config.pos_dim)
+            chunk_dim = self.chunk_encoder.out_dim
+        attention = build_attention(config.attention, dec_hidden=H, enc_hidden=H, chunk_dim=chunk_dim,
+                                    k=config.multi, test_k=config.test_k)
+        self.decoder = Decoder(E, H, config.dec_layers, config.dropout, attention, config.input_feed)
+        self.generator = nn.Linear(H, V)
+        self.reset_parameters()
+
+    # ------------------------------------------------------------------ parameters
+    def reset_parameters(self) -> None:
+        """Uniform in [−r, r] (r = ``init_range``), padding embeddings zero."""
+        r = self.config.init_range
+        for p in self.parameters():  # frozen ones (the BOW table) included
+            nn.init.uniform_(p, -r, r)
+        with torch.no_grad():
+            for m in self.modules():
+                if isinstance(m, nn.Embedding) and m.padding_idx is not None:
+                    m.weight[m.padding_idx].zero_()
+
+    def chunk_encoder_parameters(self) -> list[nn.Parameter]:
+        """Trainable parameters of the chunk encoder (the paper trains them with lr × 0.1)."""
+        if self.chunk_encoder is None:
+            return []
+        return [p for p in self.chunk_encoder.parameters() if p.requires_grad]
+
+    @property
+    def hard(self) -> bool:
+        """Whether the model has hard (sampled) attention."""
+        return self.decoder.attention.hard
+
+    # ------------------------------------------------------------------ encoding
+    def encode(self, src: torch.Tensor, src_mask: torch.Tensor
+               ) -> tuple[Memory, tuple[torch.Tensor, torch.Tensor] | None]:
+        """Encode ``src`` ``(B, M, N)``; returns the memory and the decoder's initial state."""
+        emb = self.src_embedding(src) * src_mask.unsqueeze(-1).to(self.src_embedding.weight.dtype)  # (B, M, N, E)
+        enc = self.word_encoder(emb, src_mask)  # states (B, M, N, H)
+        chunks = None if self.chunk_encoder is None else self.chunk_encoder(src, src_mask, emb)  # (B, M, D)
+        memory = Memory.build(enc.states, src_mask, chunks)
+        final = enc.final if self.config.decoder_init == "encoder" else None
+        return memory, final
+
+    def init_state(self, memory: Memory, final: tuple[torch.Tensor, torch.Tensor] | None) -> DecoderState:
+        return self.decoder.init_state(memory.words.shape[0], final, memory.words)
+
+    def log_probs(self, out: torch.Tensor) -> torch.Tensor:
+        """log p(y | c_t) ``(..., V)`` from decoder outputs ``(..., H)``."""
+        return F.log_softmax(self.generator(out), dim=-1)
+
+    # ------------------------------------------------------------------ teacher forcing
+    def forward(self, src: torch.Tensor, src_mask: torch.Tensor, tgt: torch.Tensor, tgt_mask: torch.Tensor,
+                mode: str = "sample") -> SummarizerOutput:
+        """Teacher-forced NLL per step.
+
+        Args:
+            src, src_mask: ``(B, M, N)``.
+            tgt, tgt_mask: ``(B, T)`` with ``<s>`` first.
+            mode: C2F's chunk choice: ``sample`` (scg nodes, training), ``greedy`` (argmax /
+                top-k) or ``soft`` (HIER attention); soft models ignore it.
+        """
+        memory, final = self.encode(src, src_mask)
+        state = self.init_state(memory, final)
+        y_in = self.tgt_embedding(tgt[:, :-1])  # (B, T-1, E)
+        y_out, out_mask = tgt[:, 1:], tgt_mask[:, 1:]  # (B, T-1)
+        hard = self.hard and mode == "sample"
+        outs: list[torch.Tensor] = []
+        nll: list[torch.Tensor] = []
+        atts: list[AttentionOut] = []
+        for t in range(y_in.shape[1]):
+            out, state, att = self.decoder.step(state, y_in[:, t], memory, t, mode)
+            atts.append(att)
+            if hard:  # the step's cost must be computed from this step's output alone
+                nll.append(F.cross_entropy(self.generator(out), y_out[:, t], reduction="none")
+                           * out_mask[:, t].to(out.dtype))
+            else:
+                outs.append(out)
+        if not hard:  # one generator call for all steps
+            logits = self.generator(torch.stack(outs, dim=1))  # (B, T-1, V)
+            flat = F.cross_entropy(logits.flatten(0, 1), y_out.flatten(), reduction="none").view_as(y_out)
+            nll = list((flat * out_mask.to(flat.dtype)).unbind(1))
+        return SummarizerOutput(nll, out_mask, atts)

@@ -1,0 +1,33 @@
+"""Training the summarizer: configuration, objectives (scg for C2F), the loop, checkpoints, DDP.
+
+=============== ==========================================================================
+``config``      :class:`Config` and the named TOML configurations (``--set`` overrides)
+``data``        splits, loaders and the HIER-5x80 / 2x200 re-gridding
+``objective``   NLL for soft attention; the scg surrogate for C2F
+``optim``       SGD/Adam parameter groups, gradient renormalization, the lr schedule
+``checkpoint``  atomic checkpoints and RNG states
+``ddp``         ``torch.distributed`` data parallelism
+``loop``        :class:`Trainer`
+``evaluate``    perplexity, attention statistics, decoding, ROUGE
+``rouge``       ROUGE F1 with stemming, max over references
+=============== ==========================================================================
+"""
+
+from .config import Config, DataConfig, EvalConfig, TrainConfig, available_configs, load_config
+from .loop import Trainer, build_model, load_model, param_digest
+from .objective import c2f_objective, mle_objective
+
+__all__ = [
+    "Config",
+    "DataConfig",
+    "EvalConfig",
+    "TrainConfig",
+    "Trainer",
+    "available_configs",
+    "build_model",
+    "c2f_objective",
+    "load_config",
+    "load_model",
+    "mle_objective",
+    "param_digest",
+]

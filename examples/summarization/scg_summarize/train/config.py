@@ -1,0 +1,276 @@
+"""Run configurations: named TOML files, inheritance, size variants and command-line overrides.
+
+A configuration has four tables, each a dataclass: ``[model]`` (:class:`ModelConfig`),
+``[train]`` (:class:`TrainConfig`), ``[data]`` (:class:`DataConfig`) and ``[eval]``
+(:class:`EvalConfig`). Named configurations live in ``scg_summarize/configs/NAME.toml``; one per
+row of the paper's Table 1 (``STANDARD``, ``C2F+MULTI2``...). A file may say ``extends = "base"``
+to start from another file (tables are merged key by key). Size variants are prefixes:
+``small-NAME`` applies ``configs/_small.toml`` on top of ``NAME`` (laptop-CPU sizes) and
+``tiny-NAME`` applies ``configs/_tiny.toml`` (tests). Finally ``--set table.key=value``
+overrides anything; the value is parsed as TOML (``--set model.hidden=64``,
+``--set train.optimizer='"adam"'`` or simply ``--set train.optimizer=adam``).
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import asdict, dataclass, field, fields
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from ..models.config import ModelConfig
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+__all__ = [
+    "VARIANTS",
+    "Config",
+    "DataConfig",
+    "EvalConfig",
+    "TrainConfig",
+    "available_configs",
+    "load_config",
+    "parse_override",
+]
+
+#: name prefix -> overlay file
+VARIANTS: dict[str, str] = {"small-": "_small.toml", "tiny-": "_tiny.toml"}
+OPTIMIZERS: tuple[str, ...] = ("sgd", "adam")
+
+
+@dataclass
+class TrainConfig:
+    """Optimization and the scg objective (defaults: the paper, Section 4.4 and 5).
+
+    Attributes:
+        optimizer: ``sgd`` (the paper) or ``adam``.
+        lr: learning rate (SGD 1.0).
+        chunk_encoder_lr_scale: the chunk encoder's lr multiplier (the paper: 0.1).
+        max_grad_norm: gradients renormalized to this norm when larger (5).
+        lr_decay: lr × this each epoch once validation perplexity stops improving (0.5).
+        decay_patience: epochs without improvement before decay starts (0: at the first one).
+        epochs: passes over the training split.
+        batch_size: examples per step (over all processes under DDP).
+        seed: seeds data order, initialization, dropout and sampling.
+        normalize: the loss is Σ NLL divided by the batch size (``batch``) or by the number of
+            target tokens (``tokens``).
+        discount: γ of the C2F reward-to-go (0.5).
+        baseline_beta: β of the per-step EMA baseline (0.1).
+        reward_scale: λ, the weight of the score-function (REINFORCE) terms (0.3).
+        alternate: +ALTERNATE: probability that a minibatch uses soft (HIER) attention (0.5).
+        pretrain / init_from: +PRETRAIN: start from the weights of a trained HIER checkpoint.
+        word2vec: a word2vec text file to initialize the embeddings from ("" for none).
+        log_every: steps between progress/metrics lines.
+        checkpoint_every: steps between mid-epoch checkpoints (0: epoch ends only).
+        max_steps_per_epoch: cut epochs short (0: full epochs), for smoke runs.
+        time_budget_s: stop (after checkpointing) when the run has trained this long (0: none).
+        device: ``auto`` (CUDA when available), ``cpu`` or ``cuda``.
+        num_workers: data loader worker processes.
+        threads: torch intra-op threads (0: torch's default).
+        throttle_s: sleep after every step (only for interruption tests).
+    """
+
+    optimizer: str = "sgd"
+    lr: float = 1.0
+    chunk_encoder_lr_scale: float = 0.1
+    max_grad_norm: float = 5.0
+    lr_decay: float = 0.5
+    decay_patience: int = 0
+    epochs: int = 15
+    batch_size: int = 16
+    seed: int = 1
+    normalize: str = "batch"
+    discount: float = 0.5
+    baseline_beta: float = 0.1
+    reward_scale: float = 0.3
+    alternate: float = 0.0
+    pretrain: bool = False
+    init_from: str = ""
+    word2vec: str = ""
+    log_every: int = 50
+    checkpoint_every: int = 0
+    max_steps_per_epoch: int = 0
+    time_budget_s: float = 0.0
+    device: str = "auto"
+    num_workers: int = 0
+    threads: int = 0
+    throttle_s: float = 0.0
+
+    def validate(self) -> None:
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"train.optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
+        if self.normalize not in ("batch", "tokens"):
+            raise ValueError(f"train.normalize must be 'batch' or 'tokens', got {self.normalize!r}")
+        if not 0.0 <= self.discount <= 1.0:
+            raise ValueError(f"train.discount must be in [0, 1], got {self.discount}")
+        if not 0.0 < self.baseline_beta <= 1.0:
+            raise ValueError(f"train.baseline_beta must be in (0, 1], got {self.baseline_beta}")
+        if not 0.0 <= self.alternate <= 1.0:
+            raise ValueError(f"train.alternate must be in [0, 1], got {self.alternate}")
+        if self.batch_size < 1 or self.epochs < 0 or self.lr <= 0:
+            raise ValueError("train.batch_size and train.lr must be positive, train.epochs non-negative")
+
+
+@dataclass
+class DataConfig:
+    """Which splits, target truncation and chunk grid.
+
+    Attributes:
+        train_split / valid_split / test_split: split names of the prepared corpus.
+        max_target_len: truncate training targets to this many words (0: as prepared).
+        regrid: ``[M, N]``: re-cut the first M·N words into M chunks of N (HIER-5x80,
+            HIER-2x200 on a corpus prepared with the grid layout; ``[]``: as prepared).
+        bucket_by: the length batches share (``tgt``, ``src``, ``both``, ``none``).
+    """
+
+    train_split: str = "train"
+    valid_split: str = "valid"
+    test_split: str = "test"
+    max_target_len: int = 0
+    regrid: list[int] = field(default_factory=list)
+    bucket_by: str = "both"
+
+    def validate(self) -> None:
+        if self.regrid and (len(self.regrid) != 2 or min(self.regrid) < 1):
+            raise ValueError(f"data.regrid must be [M, N] with positive M, N, got {self.regrid}")
+
+
+@dataclass
+class EvalConfig:
+    """Decoding for ROUGE: beam size (1: greedy), lengths, n-gram blocking, length penalty α."""
+
+    beam: int = 1
+    max_len: int = 60
+    min_len: int = 0
+    block_ngram: int = 0
+    length_penalty: float = 1.0
+    batch_size: int = 32
+    max_examples: int = 0
+
+    def validate(self) -> None:
+        if self.beam < 1 or self.max_len < 1:
+            raise ValueError("eval.beam and eval.max_len must be positive")
+
+
+@dataclass
+class Config:
+    """A full run configuration (see the module docstring)."""
+
+    name: str = "custom"
+    description: str = ""
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+
+    def validate(self) -> None:
+        self.model.validate()
+        self.train.validate()
+        self.data.validate()
+        self.eval.validate()
+        if self.train.alternate > 0 and self.model.attention != "c2f":
+            raise ValueError("train.alternate (+ALTERNATE) needs model.attention = 'c2f'")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Config:
+        tables = {"model": ModelConfig, "train": TrainConfig, "data": DataConfig, "eval": EvalConfig}
+        unknown = sorted(set(data) - set(tables) - {"name", "description", "extends"})
+        if unknown:
+            raise ValueError(f"unknown configuration table(s): {', '.join(unknown)}")
+        parts: dict[str, Any] = {}
+        for key, cls_ in tables.items():
+            values = dict(data.get(key, {}))
+            known = {f.name for f in fields(cls_)}
+            bad = sorted(set(values) - known)
+            if bad:
+                raise ValueError(f"unknown option(s) {', '.join(f'{key}.{b}' for b in bad)} "
+                                 f"(known: {', '.join(sorted(known))})")
+            parts[key] = cls_(**values)
+        config = cls(name=str(data.get("name", "custom")), description=str(data.get("description", "")), **parts)
+        config.validate()
+        return config
+
+
+# ----------------------------------------------------------------------------- files
+def _config_dir() -> Path:
+    return Path(str(resources.files("scg_summarize") / "configs"))
+
+
+def _merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in top.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _read(path: Path, seen: tuple[str, ...] = ()) -> dict[str, Any]:
+    with open(path, "rb") as f:
+        data = tomllib.load(f)
+    parent = data.pop("extends", None)
+    if parent:
+        if parent in seen:
+            raise ValueError(f"configuration inheritance loop: {' -> '.join((*seen, parent))}")
+        data = _merge(_read(path.parent / f"{parent}.toml", (*seen, str(parent))), data)
+    return data
+
+
+def available_configs(include_variants: bool = False) -> list[str]:
+    """The named configurations (``base`` and overlays excluded), sorted."""
+    names = sorted(p.stem for p in _config_dir().glob("*.toml") if not p.stem.startswith("_") and p.stem != "base")
+    if include_variants:
+        names += [prefix + n for prefix in VARIANTS for n in names]
+    return names
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """``"model.hidden=64"`` -> ``(["model", "hidden"], 64)`` (the value parsed as TOML, else a string)."""
+    key, sep, raw = text.partition("=")
+    if not sep or not key.strip():
+        raise ValueError(f"--set expects TABLE.KEY=VALUE, got {text!r}")
+    try:
+        value = tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw
+    return key.strip().split("."), value
+
+
+def load_config(name: str, overrides: list[str] | tuple[str, ...] = ()) -> Config:
+    """Load a named configuration (or a ``.toml`` path), its variant overlay, then ``overrides``."""
+    data: dict[str, Any]
+    path = Path(name)
+    if name.endswith(".toml") and path.is_file():
+        data = _read(path)
+        data.setdefault("name", path.stem)
+    else:
+        base, overlay = name, None
+        for prefix, file in VARIANTS.items():
+            if name.startswith(prefix):
+                base, overlay = name[len(prefix):], file
+                break
+        file_path = _config_dir() / f"{base}.toml"
+        if base.startswith("_") or not file_path.is_file():
+            raise ValueError(f"unknown configuration {name!r}; available: {', '.join(available_configs())} "
+                             f"(prefix with {' or '.join(VARIANTS)} for the smaller sizes), or a path to a .toml file")
+        data = _read(file_path)
+        if overlay is not None:
+            data = _merge(data, _read(_config_dir() / overlay))
+        data["name"] = name
+    for text in overrides:
+        keys, value = parse_override(text)
+        if len(keys) != 2:
+            raise ValueError(f"--set expects TABLE.KEY=VALUE with one dot, got {text!r}")
+        table = data.setdefault(keys[0], {})
+        if not isinstance(table, dict):
+            raise ValueError(f"--set {text!r}: {keys[0]} is not a table")
+        table[keys[1]] = value
+    return Config.from_dict(data)

@@ -1,0 +1,58 @@
+"""Loading a prepared corpus for training and evaluation, and re-cutting its chunk grid.
+
+:func:`regrid` implements the HIER-5x80 / HIER-2x200 rows: the document's first M·N words (the
+flat view, real words first) cut into M' chunks of N' words (M'·N' words in all; shorter
+documents are padded, longer ones truncated). It is meant for corpora prepared with the grid
+layout, where chunks are consecutive words anyway.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..data import SummarizationDataset, SummaryLoader, make_dataloader, pack_flat
+from .config import Config
+
+__all__ = ["batch_to", "load_split", "make_loader", "regrid"]
+
+
+def regrid(src: torch.Tensor, src_mask: torch.Tensor, num_chunks: int, chunk_len: int
+           ) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(B, M, N)`` -> ``(B, num_chunks, chunk_len)``: the first ``num_chunks·chunk_len`` real words."""
+    flat, mask = pack_flat(src, src_mask)  # (B, MN), real words first
+    B, L = flat.shape
+    size = num_chunks * chunk_len
+    if L < size:
+        flat = torch.cat([flat, flat.new_zeros(B, size - L)], 1)
+        mask = torch.cat([mask, mask.new_zeros(B, size - L)], 1)
+    return flat[:, :size].reshape(B, num_chunks, chunk_len), mask[:, :size].reshape(B, num_chunks, chunk_len)
+
+
+def batch_to(batch: dict[str, Any], device: torch.device, config: Config) -> dict[str, Any]:
+    """Move the tensors of ``batch`` to ``device`` and apply ``data.regrid``."""
+    out = {k: (v.to(device, non_blocking=True) if isinstance(v, torch.Tensor) else v) for k, v in batch.items()}
+    if config.data.regrid:
+        m, n = config.data.regrid
+        out["src"], out["src_mask"] = regrid(out["src"], out["src_mask"], m, n)
+        out["salient"] = torch.full_like(out["salient"], -1)  # chunk indices no longer apply
+    return out
+
+
+def load_split(root: str | Path, split: str, config: Config, *, train: bool = False, with_text: bool = False,
+               vocab: Any = None) -> SummarizationDataset:
+    """A split of the prepared corpus at ``root`` (training targets truncated to ``data.max_target_len``)."""
+    max_len = config.data.max_target_len if train and config.data.max_target_len > 0 else None
+    return SummarizationDataset(root, split, vocab=vocab, max_target_len=max_len, with_text=with_text)
+
+
+def make_loader(dataset: SummarizationDataset, config: Config, *, train: bool, batch_size: int | None = None,
+                drop_last: bool = False) -> SummaryLoader:
+    """The training loader (seeded, bucketed, resumable) or an in-order evaluation loader."""
+    if train:
+        return make_dataloader(dataset, batch_size or config.train.batch_size, shuffle=True, seed=config.train.seed,
+                               bucket_by=config.data.bucket_by, drop_last=drop_last,
+                               num_workers=config.train.num_workers)
+    return make_dataloader(dataset, batch_size or config.eval.batch_size, shuffle=False, bucket_by="none")

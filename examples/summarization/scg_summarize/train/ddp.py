@@ -1,0 +1,99 @@
+"""Multi-process data parallelism through ``torch.distributed`` (launch with ``torchrun``).
+
+Every process builds the same model (rank 0's parameters are broadcast by
+``DistributedDataParallel``), iterates the *same* sequence of global batches and trains on its
+slice ``batch[rank::world]``; DDP averages the gradients, so the update equals one step on the
+global batch. The backend is NCCL on GPUs and gloo on CPUs (the tests run 2 CPU processes).
+Validation sums are all-reduced, so every rank sees the same perplexity and takes the same lr
+decisions; only rank 0 writes logs and checkpoints.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+__all__ = ["DistContext", "resolve_device"]
+
+
+def resolve_device(name: str, local_rank: int = 0) -> torch.device:
+    """``auto`` -> CUDA (this process's GPU) when available, else CPU."""
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cuda":
+        return torch.device("cuda", local_rank)
+    return torch.device(name)
+
+
+@dataclass
+class DistContext:
+    """This process's place in the job (``world == 1``: not distributed)."""
+
+    rank: int = 0
+    world: int = 1
+    local_rank: int = 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.world > 1
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @classmethod
+    def from_env(cls, device: str = "auto") -> DistContext:
+        """Join the process group described by torchrun's environment (``WORLD_SIZE`` > 1)."""
+        world = int(os.environ.get("WORLD_SIZE", "1"))
+        if world <= 1:
+            return cls()
+        rank = int(os.environ["RANK"])
+        local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+        use_cuda = resolve_device(device, local_rank).type == "cuda"
+        if not dist.is_initialized():
+            if use_cuda:
+                torch.cuda.set_device(local_rank)
+            dist.init_process_group("nccl" if use_cuda else "gloo")
+        return cls(rank, world, local_rank)
+
+    def wrap(self, model: nn.Module, device: torch.device) -> nn.Module:
+        """``DistributedDataParallel(model)`` when distributed, else ``model``."""
+        if not self.enabled:
+            return model
+        ids = [device.index] if device.type == "cuda" else None
+        return nn.parallel.DistributedDataParallel(model, device_ids=ids)
+
+    def shard(self, batch: dict[str, Any]) -> dict[str, Any]:
+        """This rank's examples ``rank::world`` of a global batch (tensors and lists alike)."""
+        if not self.enabled:
+            return batch
+        out: dict[str, Any] = {}
+        for key, value in batch.items():
+            if isinstance(value, torch.Tensor) and value.dim() > 0:
+                out[key] = value[self.rank::self.world]
+            elif isinstance(value, list):
+                out[key] = value[self.rank::self.world]
+            else:
+                out[key] = value
+        return out
+
+    def all_reduce(self, values: list[float], device: torch.device) -> list[float]:
+        """Sum ``values`` over all ranks."""
+        if not self.enabled:
+            return values
+        t = torch.tensor(values, dtype=torch.float64, device=device)
+        dist.all_reduce(t)
+        return [float(v) for v in t.tolist()]
+
+    def barrier(self) -> None:
+        if self.enabled:
+            dist.barrier()
+
+    def close(self) -> None:
+        if self.enabled and dist.is_initialized():
+            dist.destroy_process_group()

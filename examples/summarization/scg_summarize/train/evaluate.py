@@ -1,0 +1,128 @@
+"""Evaluation: perplexity, attention statistics, decoding and ROUGE.
+
+Attention statistics are measured with teacher forcing at test-time behaviour (C2F reads its
+argmax / top-k chunks), over real target steps:
+
+* coarse accuracy: the chunk given the most weight (C2F: the chunk read; HIER: argmax α^s;
+  flat models: the chunk whose words get the most attention) is the salient chunk (synthetic
+  data, where it is known);
+* attention entropy: H(α^s) in nats of the model's distribution over chunks (flat models: the
+  word attention summed per chunk);
+* fraction of words read: real words whose states enter the context c̃_t, over the document's
+  real words (1 for soft attention; for C2F the words of the chunks read).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from ..data import SummarizationDataset
+from ..models.decode import beam_search
+from ..models.summarizer import Summarizer
+from .config import Config
+from .data import batch_to, make_loader
+from .ddp import DistContext
+from .rouge import rouge
+
+__all__ = ["AttentionStats", "evaluate_nll", "first_sentence_baseline", "generate", "rouge"]
+
+
+@dataclass
+class AttentionStats:
+    """Running sums of the attention statistics (see the module docstring)."""
+
+    steps: float = 0.0
+    salient_steps: float = 0.0
+    correct: float = 0.0
+    entropy: float = 0.0
+    read: float = 0.0
+
+    def add(self, out: Any, salient: torch.Tensor, src_mask: torch.Tensor) -> None:
+        total_words = src_mask.sum((1, 2)).to(torch.float64).clamp(min=1.0)  # (B,)
+        known = salient >= 0
+        for t, att in enumerate(out.attention):
+            real = out.step_mask[:, t]
+            p = att.chunk_probs.to(torch.float64)
+            ent = -(p * torch.log(p.clamp(min=1e-30))).sum(1)  # (B,)
+            choice = att.chunk_weights.argmax(1)  # (B,)
+            self.steps += float(real.sum())
+            self.entropy += float(ent[real].sum())
+            self.read += float((att.words_read.to(torch.float64) / total_words)[real].sum())
+            both = real & known
+            self.salient_steps += float(both.sum())
+            self.correct += float((choice == salient)[both].sum())
+
+    def as_list(self) -> list[float]:
+        return [self.steps, self.salient_steps, self.correct, self.entropy, self.read]
+
+    def summary(self) -> dict[str, float | None]:
+        steps = max(self.steps, 1.0)
+        acc = self.correct / self.salient_steps if self.salient_steps else None
+        return {"coarse_acc": acc, "attn_entropy": self.entropy / steps, "read_frac": self.read / steps}
+
+
+@torch.no_grad()
+def evaluate_nll(model: nn.Module, dataset: SummarizationDataset, config: Config, device: torch.device,
+                 dist: DistContext | None = None, mode: str = "greedy") -> dict[str, Any]:
+    """Perplexity and attention statistics of ``dataset`` (sharded over ranks, sums all-reduced)."""
+    dist = dist or DistContext()
+    was_training = model.training
+    model.eval()
+    nll, tokens = 0.0, 0.0
+    stats = AttentionStats()
+    loader = make_loader(dataset, config, train=False)
+    for i, batch in enumerate(loader):
+        if i % dist.world != dist.rank:
+            continue
+        batch = batch_to(batch, device, config)
+        out = model(batch["src"], batch["src_mask"], batch["tgt"], batch["tgt_mask"], mode=mode)
+        nll += float(out.total_nll())
+        tokens += out.tokens()
+        stats.add(out, batch["salient"], batch["src_mask"])
+    sums = dist.all_reduce([nll, tokens, *stats.as_list()], device)
+    nll, tokens = sums[0], sums[1]
+    stats = AttentionStats(*sums[2:])
+    model.train(was_training)
+    return {"nll": nll / max(tokens, 1.0), "ppl": math.exp(min(nll / max(tokens, 1.0), 50.0)), "tokens": int(tokens),
+            **stats.summary()}
+
+
+@torch.no_grad()
+def generate(model: Summarizer, dataset: SummarizationDataset, config: Config, device: torch.device,
+             max_examples: int = 0) -> tuple[list[str], list[list[str]]]:
+    """Decode ``dataset`` (beam search per ``config.eval``); returns hypotheses and references."""
+    was_training = model.training
+    model.eval()
+    hyps: list[str] = []
+    refs: list[list[str]] = []
+    limit = max_examples or config.eval.max_examples or len(dataset)
+    loader = make_loader(dataset, config, train=False)
+    vocab = dataset.vocab
+    for batch in loader:
+        batch = batch_to(batch, device, config)
+        e = config.eval
+        decoded = beam_search(model, batch["src"], batch["src_mask"], beam=e.beam, max_len=e.max_len,
+                              min_len=e.min_len, length_penalty=e.length_penalty, block_ngram=e.block_ngram)
+        for ids, ex_refs in zip(decoded.tokens, batch["refs"]):
+            hyps.append(" ".join(vocab.decode(ids, stop_at_eos=False)))
+            refs.append(list(ex_refs))
+        if len(hyps) >= limit:
+            break
+    model.train(was_training)
+    return hyps[:limit], refs[:limit]
+
+
+def first_sentence_baseline(dataset: SummarizationDataset, max_examples: int = 0) -> tuple[list[str], list[list[str]]]:
+    """The FIRST baseline: the document's first sentence as the summary."""
+    n = min(max_examples or len(dataset), len(dataset))
+    hyps, refs = [], []
+    for i in range(n):
+        text = dataset.text(i)
+        hyps.append(text["src_sentences"][0] if text["src_sentences"] else "")
+        refs.append(list(text["refs"]))
+    return hyps, refs

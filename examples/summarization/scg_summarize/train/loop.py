@@ -1,0 +1,316 @@
+"""The training loop: :class:`Trainer` (``scg-summarize train``).
+
+Per step: a global batch from the resumable bucketed loader (this rank's slice under DDP),
+the objective (:mod:`.objective`: NLL for soft attention; the scg surrogate for C2F, or NLL
+with probability ``train.alternate`` for +ALTERNATE), backpropagation, gradient renormalization
+and the optimizer step. Per epoch: validation perplexity (C2F at its test-time argmax), the lr
+schedule, ``checkpoint.pt`` and ``best.pt``. Metrics go to ``RUN_DIR/metrics.jsonl``.
+
+Exact resumption: ``checkpoint.pt`` (written atomically, at epoch ends and every
+``train.checkpoint_every`` steps) holds the model, optimizer, schedule, EMA baseline, loader
+position (mid-epoch) and every RNG state; the +ALTERNATE coin of step s is drawn from a
+generator seeded by (seed, s), so it needs no state. ``Trainer(resume=True)`` continues from
+it and reaches bitwise the same parameters as an uninterrupted run (``tests/summarization/
+test_train_resume.py`` kills a run with SIGKILL to check).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+import scg
+
+from ..models.summarizer import Summarizer
+from .checkpoint import get_rng_state, load_checkpoint, save_atomic, set_rng_state
+from .config import Config
+from .data import batch_to, load_split, make_loader
+from .ddp import DistContext, resolve_device
+from .evaluate import evaluate_nll
+from .objective import StepResult, c2f_objective, mle_objective
+from .optim import PlateauDecay, build_optimizer, clip_gradients
+
+__all__ = ["CHECKPOINT", "Trainer", "build_model", "load_model", "param_digest"]
+
+CHECKPOINT = "checkpoint.pt"
+BEST = "best.pt"
+METRICS = "metrics.jsonl"
+
+
+def build_model(config: Config, vocab_size: int, num_chunks: int) -> Summarizer:
+    """A :class:`Summarizer` for a corpus with ``vocab_size`` words and ``num_chunks`` chunks."""
+    if config.model.vocab_size == 0:
+        config.model.vocab_size = vocab_size
+    if config.model.num_chunks == 0:
+        config.model.num_chunks = config.data.regrid[0] if config.data.regrid else num_chunks
+    return Summarizer(config.model)
+
+
+def load_model(path: str | Path, device: str | torch.device = "cpu") -> tuple[Summarizer, Config]:
+    """The model and configuration stored in a checkpoint (``best.pt`` or ``checkpoint.pt``)."""
+    state = load_checkpoint(path, map_location=device)
+    config = Config.from_dict(state["config"])
+    model = Summarizer(config.model).to(device)
+    model.load_state_dict(state["model"])
+    return model, config
+
+
+def param_digest(model: torch.nn.Module) -> str:
+    """A SHA-256 of all parameters' bytes (identical parameters ⇔ identical digest)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for name, p in sorted(model.state_dict().items()):
+        h.update(name.encode())
+        h.update(p.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
+class Trainer:
+    """Train ``config`` on the prepared corpus ``data_dir``, writing to ``out_dir``.
+
+    Args:
+        config: the run configuration.
+        data_dir: a prepared corpus (``scg-summarize prepare``).
+        out_dir: the run directory (created).
+        resume: continue from ``out_dir/checkpoint.pt``.
+        quiet: no progress bar.
+        log: where human-readable lines go (rank 0 only).
+    """
+
+    def __init__(self, config: Config, data_dir: str | Path, out_dir: str | Path, *, resume: bool = False,
+                 quiet: bool = False, log: Callable[[str], None] | None = None) -> None:
+        self.config = config
+        self.data_dir = Path(data_dir)
+        self.out_dir = Path(out_dir)
+        self.quiet = quiet
+        tc = config.train
+        self.dist = DistContext.from_env(tc.device)
+        self.device = resolve_device(tc.device, self.dist.local_rank)
+        self._log = log or (lambda line: print(line, file=sys.stderr, flush=True))
+        if tc.threads > 0:
+            torch.set_num_threads(tc.threads)
+        # identical initialization on every rank, then per-rank streams for dropout and sampling
+        random.seed(tc.seed)
+        np.random.seed(tc.seed)
+        torch.manual_seed(tc.seed)
+        self.train_set = load_split(self.data_dir, config.data.train_split, config, train=True)
+        self.valid_set = load_split(self.data_dir, config.data.valid_split, config, vocab=self.train_set.vocab)
+        self.vocab = self.train_set.vocab
+        self.model = build_model(config, len(self.vocab), self.train_set.num_chunks).to(self.device)
+        if tc.word2vec:
+            from ..models.pretrained import load_word2vec
+
+            tables = [self.model.src_embedding] + ([] if config.model.share_embeddings else [self.model.tgt_embedding])
+            found = load_word2vec(tc.word2vec, self.vocab.tokens, tables)
+            self.info(f"word2vec: {found}/{len(self.vocab)} vocabulary words initialized from {tc.word2vec}")
+        if tc.pretrain and not tc.init_from and not resume:
+            raise ValueError("+PRETRAIN starts from a trained HIER model: pass --set train.init_from=RUN/best.pt "
+                             "(a HIER run with the same model sizes)")
+        if tc.init_from and not resume:
+            state = load_checkpoint(tc.init_from, map_location=self.device)
+            self.model.load_state_dict(state["model"])
+            self.info(f"initialized from {tc.init_from}")
+        torch.manual_seed(tc.seed + 1000 * self.dist.rank)
+        self.net = self.dist.wrap(self.model, self.device)
+        self.optimizer = build_optimizer(self.model, self.model.chunk_encoder_parameters(), tc)
+        self.schedule = PlateauDecay(self.optimizer, tc.lr_decay, tc.decay_patience)
+        self.baseline = scg.baselines.EMA(tc.baseline_beta)
+        self.loader = make_loader(self.train_set, config, train=True, drop_last=self.dist.enabled)
+        self.step = 0
+        self.best_ppl = math.inf
+        self.elapsed = 0.0
+        self.history: list[dict[str, Any]] = []
+        if self.dist.is_main:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+        if resume:
+            self._resume()
+        elif self.dist.is_main:
+            (self.out_dir / METRICS).write_text("")
+            (self.out_dir / "config.json").write_text(json.dumps(config.to_dict(), indent=2) + "\n")
+
+    # ------------------------------------------------------------------ logging
+    def info(self, line: str) -> None:
+        if self.dist.is_main:
+            self._log(line)
+
+    def record(self, event: str, **values: Any) -> None:
+        """Append a metrics line (rank 0)."""
+        if not self.dist.is_main:
+            return
+        line = {"event": event, "step": self.step, "epoch": self.loader.epoch + self.loader.position / len(self.loader),
+                **values}
+        with open(self.out_dir / METRICS, "a") as f:
+            f.write(json.dumps(line) + "\n")
+
+    # ------------------------------------------------------------------ checkpoints
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "config": self.config.to_dict(),
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "schedule": self.schedule.state_dict(),
+            "baseline": self.baseline.state_dict(),
+            "loader": self.loader.state_dict(),
+            "rng": get_rng_state(),
+            "step": self.step,
+            "best_ppl": self.best_ppl,
+            "elapsed": self.elapsed,
+        }
+
+    def save(self, name: str = CHECKPOINT) -> None:
+        if self.dist.is_main:
+            save_atomic(self.state_dict(), self.out_dir / name)
+        self.dist.barrier()
+
+    def _resume(self) -> None:
+        path = self.out_dir / CHECKPOINT
+        if not path.is_file():
+            raise FileNotFoundError(f"--resume: no checkpoint at {path}")
+        state = load_checkpoint(path, map_location=self.device)
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.schedule.load_state_dict(state["schedule"])
+        self.baseline.load_state_dict(state["baseline"])
+        self.loader.load_state_dict(state["loader"])
+        self.step = int(state["step"])
+        self.best_ppl = float(state["best_ppl"])
+        self.elapsed = float(state.get("elapsed", 0.0))
+        if self.dist.rank == 0:
+            set_rng_state(state["rng"])
+        else:  # other ranks continue their own streams (DDP runs resume exactly on rank 0 only)
+            torch.manual_seed(self.config.train.seed + 1000 * self.dist.rank + self.step)
+        if self.dist.is_main:  # drop log lines written after the checkpoint
+            log = self.out_dir / METRICS
+            lines = log.read_text().splitlines() if log.is_file() else []
+            kept = [ln for ln in lines if ln.strip() and json.loads(ln).get("step", 0) <= self.step]
+            log.write_text("".join(ln + "\n" for ln in kept))
+        self.info(f"resumed from {path} at step {self.step} (epoch {self.loader.epoch}, "
+                  f"batch {self.loader.position}/{len(self.loader)})")
+
+    # ------------------------------------------------------------------ one step
+    def _soft_minibatch(self) -> bool:
+        p = self.config.train.alternate
+        if p <= 0:
+            return False
+        coin = torch.Generator().manual_seed(self.config.train.seed * 1_000_003 + self.step)
+        return bool(torch.rand((), generator=coin) < p)
+
+    def train_step(self, batch: dict[str, Any]) -> StepResult:
+        tc = self.config.train
+        global_batch = int(batch["src"].shape[0])
+        batch = batch_to(self.dist.shard(batch), self.device, self.config)
+        if tc.normalize == "batch":
+            normalizer = global_batch / self.dist.world  # DDP averages over ranks
+        else:
+            normalizer = max(float(batch["tgt_mask"][:, 1:].sum()), 1.0)
+        self.net.train()
+        if self.model.hard and not self._soft_minibatch():
+            result = c2f_objective(self.net, batch, normalizer, self.baseline, tc.discount, tc.reward_scale)
+        else:
+            result = mle_objective(self.net, batch, normalizer, mode="soft")
+        self.optimizer.zero_grad(set_to_none=True)
+        result.loss.backward()
+        clip_gradients(self.model.parameters(), tc.max_grad_norm)
+        self.optimizer.step()
+        self.step += 1
+        return result
+
+    # ------------------------------------------------------------------ the loop
+    def validate(self) -> dict[str, Any]:
+        mode = "greedy"
+        with torch.random.fork_rng(devices=[]):
+            return evaluate_nll(self.model, self.valid_set, self.config, self.device, self.dist, mode=mode)
+
+    def fit(self) -> dict[str, Any]:
+        """Train until ``train.epochs`` (or the time budget); returns the last validation metrics."""
+        tc = self.config.train
+        last: dict[str, Any] = {}
+        start = time.perf_counter() - self.elapsed
+        out_of_time = False
+        while self.loader.epoch < tc.epochs and not out_of_time:
+            epoch = self.loader.epoch
+            bar = self._progress(epoch)
+            window = {"nll": 0.0, "tokens": 0, "time": time.perf_counter(), "soft": 0, "steps": 0}
+            for batch in self.loader:
+                result = self.train_step(batch)
+                window["nll"] += result.nll
+                window["tokens"] += result.tokens
+                window["soft"] += int(result.soft)
+                window["steps"] += 1
+                self.elapsed = time.perf_counter() - start
+                if bar is not None:
+                    bar.update(1)
+                if self.step % tc.log_every == 0 or self.loader.position == len(self.loader):
+                    self._log_window(window, bar)
+                if tc.throttle_s > 0:
+                    time.sleep(tc.throttle_s)
+                mid_epoch = self.loader.position < len(self.loader)
+                if tc.checkpoint_every and self.step % tc.checkpoint_every == 0 and mid_epoch:
+                    self.save()
+                if tc.time_budget_s and self.elapsed >= tc.time_budget_s:
+                    out_of_time = True
+                    break
+                if tc.max_steps_per_epoch and self.loader.position >= tc.max_steps_per_epoch and mid_epoch:
+                    self.loader.set_epoch(epoch + 1)
+                    break
+            if bar is not None:
+                bar.close()
+            last = self._end_epoch(epoch)
+        self.info(f"done: {self.step} steps in {self.elapsed:.0f}s, best validation ppl {self.best_ppl:.3f}")
+        self.record("end", best_ppl=self.best_ppl, elapsed_s=self.elapsed)
+        if self.dist.enabled:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+            (self.out_dir / f"digest-rank{self.dist.rank}.txt").write_text(param_digest(self.model) + "\n")
+        return last
+
+    def _end_epoch(self, epoch: int) -> dict[str, Any]:
+        metrics = self.validate()
+        improved = metrics["ppl"] < self.best_ppl
+        decayed = self.schedule.step(metrics["ppl"])
+        if improved:
+            self.best_ppl = metrics["ppl"]
+        self.record("valid", **metrics, lr=self.schedule.lr, decayed=decayed)
+        acc = metrics.get("coarse_acc")
+        self.info(f"epoch {epoch + 1}: valid ppl {metrics['ppl']:.3f}"
+                  + (f", coarse acc {acc:.3f}" if acc is not None else "")
+                  + f", read {metrics['read_frac']:.3f}, lr {self.schedule.lr:g}" + (" (decayed)" if decayed else ""))
+        self.save()
+        if improved and self.dist.is_main:
+            save_atomic({"config": self.config.to_dict(), "model": self.model.state_dict(), "step": self.step,
+                         "epoch": epoch, "valid": metrics}, self.out_dir / BEST)
+        return metrics
+
+    def _progress(self, epoch: int) -> Any:
+        if self.quiet or not self.dist.is_main or not sys.stderr.isatty():
+            return None
+        try:
+            from tqdm import tqdm
+        except ImportError:  # pragma: no cover
+            return None
+        return tqdm(total=len(self.loader), initial=self.loader.position, desc=f"epoch {epoch + 1}",
+                    leave=False, dynamic_ncols=True)
+
+    def _log_window(self, window: dict[str, Any], bar: Any) -> None:
+        seconds = max(time.perf_counter() - window["time"], 1e-9)
+        tokens = max(window["tokens"], 1)
+        nll = window["nll"] / tokens
+        values = {"loss": nll, "ppl": math.exp(min(nll, 50.0)), "tok_per_s": window["tokens"] / seconds,
+                  "lr": self.schedule.lr, "soft_frac": window["soft"] / max(window["steps"], 1)}
+        self.record("train", **values)
+        if bar is not None:
+            bar.set_postfix(loss=f"{values['loss']:.3f}", ppl=f"{values['ppl']:.2f}",
+                            tok_s=f"{values['tok_per_s']:.0f}")
+        elif not self.quiet:
+            self.info(f"step {self.step}: loss {values['loss']:.3f} ppl {values['ppl']:.2f} "
+                      f"{values['tok_per_s']:.0f} tok/s")
+        window.update(nll=0.0, tokens=0, time=time.perf_counter(), soft=0, steps=0)

@@ -1,0 +1,88 @@
+"""The paper's optimization (Section 5): SGD, lr 1 (0.1 for the chunk encoder), gradients
+renormalized to norm 5, lr halved every epoch once validation perplexity stops improving.
+
+:func:`build_optimizer` makes two parameter groups (the chunk encoder's lr is scaled);
+:class:`PlateauDecay` is the schedule (it has a ``state_dict`` for exact resumption);
+:func:`clip_gradients` is the renormalization ``g ← g · min(1, 5 / ‖g‖)``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+from torch import nn
+
+from .config import TrainConfig
+
+__all__ = ["PlateauDecay", "build_optimizer", "clip_gradients"]
+
+
+def build_optimizer(model: nn.Module, chunk_params: list[nn.Parameter], config: TrainConfig) -> torch.optim.Optimizer:
+    """SGD or Adam over ``model``'s trainable parameters; ``chunk_params`` get lr × ``chunk_encoder_lr_scale``."""
+    chunk_ids = {id(p) for p in chunk_params}
+    rest = [p for p in model.parameters() if p.requires_grad and id(p) not in chunk_ids]
+    groups: list[dict[str, Any]] = [{"params": rest, "lr": config.lr, "name": "main"}]
+    if chunk_params:
+        groups.append({"params": chunk_params, "lr": config.lr * config.chunk_encoder_lr_scale,
+                       "name": "chunk_encoder"})
+    if config.optimizer == "sgd":
+        return torch.optim.SGD(groups, lr=config.lr)
+    return torch.optim.Adam(groups, lr=config.lr)
+
+
+def clip_gradients(parameters: Iterable[nn.Parameter], max_norm: float) -> float:
+    """Renormalize the gradients to norm ``max_norm`` if larger; returns the norm before (0 if ``max_norm`` ≤ 0)."""
+    params = [p for p in parameters if p.grad is not None]
+    if max_norm <= 0 or not params:
+        return 0.0
+    return float(torch.nn.utils.clip_grad_norm_(params, max_norm))
+
+
+class PlateauDecay:
+    """lr ← lr × ``decay`` at every epoch end once validation perplexity has stopped improving.
+
+    Decay starts at the first epoch whose perplexity is not better than the best so far (after
+    ``patience`` more such epochs) and then continues every epoch (seq2seq-attn's schedule, used
+    by the paper).
+    """
+
+    def __init__(self, optimizer: torch.optim.Optimizer, decay: float = 0.5, patience: int = 0) -> None:
+        self.optimizer = optimizer
+        self.decay = decay
+        self.patience = patience
+        self.best = math.inf
+        self.bad_epochs = 0
+        self.decaying = False
+
+    def step(self, metric: float) -> bool:
+        """Record an epoch's validation perplexity; returns True when the lr was decayed."""
+        improved = metric < self.best
+        if improved:
+            self.best = metric
+        elif not self.decaying:
+            self.bad_epochs += 1
+            if self.bad_epochs > self.patience:
+                self.decaying = True
+        if self.decaying and self.decay != 1.0:
+            for group in self.optimizer.param_groups:
+                group["lr"] *= self.decay
+            return True
+        return False
+
+    @property
+    def lr(self) -> float:
+        return float(self.optimizer.param_groups[0]["lr"])
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"best": self.best, "bad_epochs": self.bad_epochs, "decaying": self.decaying, "decay": self.decay,
+                "patience": self.patience}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.best = float(state["best"])
+        self.bad_epochs = int(state["bad_epochs"])
+        self.decaying = bool(state["decaying"])
+        self.decay = float(state["decay"])
+        self.patience = int(state["patience"])

@@ -1,0 +1,34 @@
+"""Saving figures: one call writes a figure in every requested format (PNG, SVG, PDF)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+__all__ = ["FIGURE_FORMATS", "save_figure"]
+
+FIGURE_FORMATS: tuple[str, ...] = ("png", "svg", "pdf")
+
+
+def save_figure(fig: Figure, path: str | Path, formats: Sequence[str] | None = None, dpi: int = 150) -> list[Path]:
+    """Write ``fig`` to ``path`` (its suffix is the format) or, with ``formats``, to ``path``
+    with each format's suffix. Returns the written paths (parent folders are created)."""
+    path = Path(path)
+    if formats is None:
+        suffix = path.suffix.lstrip(".").lower()
+        if suffix not in FIGURE_FORMATS:
+            raise ValueError(f"{path}: unknown figure format {suffix!r} (use {', '.join(FIGURE_FORMATS)})")
+        formats = [suffix]
+    written = []
+    path.parent.mkdir(parents=True, exist_ok=True)
+    FigureCanvasAgg(fig)  # attach a headless canvas (figures built with the object API have none)
+    for fmt in formats:
+        if fmt not in FIGURE_FORMATS:
+            raise ValueError(f"unknown figure format {fmt!r} (use {', '.join(FIGURE_FORMATS)})")
+        target = path.with_suffix(f".{fmt}")
+        fig.savefig(target, format=fmt, dpi=dpi)
+        written.append(target)
+    return written

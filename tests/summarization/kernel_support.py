@@ -1,0 +1,114 @@
+"""Helpers for the kernel tests: the interpreter switch, random cases and a chi-square test.
+
+Importing this module sets ``TRITON_INTERPRET=1`` (unless already set) when no GPU is present, so that
+the Triton kernel modules, imported lazily later, are decorated for Triton's CPU interpreter. Nothing
+else in the test suite runs Triton on CPU, so the variable changes no other test.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import pytest
+import torch
+
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+@pytest.fixture(scope="module")
+def one_thread() -> Iterator[None]:
+    """Run a module's tests with one torch thread: on a loaded two-core machine the small ops here run
+    ~100x slower with two threads (oversubscription). Restores the thread count afterwards."""
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
+
+
+@contextmanager
+def backend(name: str) -> Iterator[None]:
+    """Run the body with ``SCG_KERNELS=name``."""
+    old = os.environ.get("SCG_KERNELS")
+    os.environ["SCG_KERNELS"] = name
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ["SCG_KERNELS"]
+        else:
+            os.environ["SCG_KERNELS"] = old
+
+
+@dataclass
+class Case:
+    """Random inputs of one C2F step (float64; ``rows`` maps query rows to encoder rows or is None)."""
+
+    keys: torch.Tensor
+    query_coarse: torch.Tensor
+    chunk_mask: torch.Tensor
+    words: torch.Tensor
+    word_mask: torch.Tensor
+    query_fine: torch.Tensor
+    idx: torch.Tensor
+    weights: torch.Tensor
+    rows: torch.Tensor | None
+
+    def cast(self, dtype: torch.dtype) -> Case:
+        """A copy with the floating tensors in ``dtype`` (leaves, no grad)."""
+        f = lambda t: t.detach().to(dtype)  # noqa: E731
+        return Case(f(self.keys), f(self.query_coarse), self.chunk_mask, f(self.words), self.word_mask,
+                    f(self.query_fine), self.idx, f(self.weights), self.rows)
+
+
+def make_case(seed: int, b: int, m: int, n: int, h: int, d: int, k: int, r: int | None = None,
+              device: torch.device = DEVICE) -> Case:
+    """Random masks with padded chunks (chunk 0 always real), a chunk without real words (the last),
+    and choices ``idx`` with a repeat (k > 1) and with the empty chunk once (row 0's last choice).
+    Use ``r >= 2`` or ``k >= 2``, so that some choice reads real words."""
+    gen = torch.Generator().manual_seed(seed)
+    rows = None if r is None else torch.randint(0, b, (r,), generator=gen)
+    n_rows = b if r is None else r
+    chunk_mask = torch.rand(b, m, generator=gen) < 0.7
+    chunk_mask[:, 0] = True
+    word_mask = torch.rand(b, m, n, generator=gen) < 0.75
+    word_mask[:, 0, 0] = True
+    word_mask[:, m - 1] = False  # an empty chunk (all words padded)
+    idx = torch.randint(0, m - 1, (n_rows, k), generator=gen)  # real chunks ...
+    idx[0, -1] = m - 1  # ... but one choice of row 0 is the empty chunk
+    if k > 1:
+        idx[-1, 1] = idx[-1, 0]  # a repeated draw
+    case = Case(
+        keys=torch.randn(b, m, d, generator=gen, dtype=torch.float64),
+        query_coarse=torch.randn(n_rows, d, generator=gen, dtype=torch.float64) / d**0.5,
+        chunk_mask=chunk_mask,
+        words=torch.randn(b, m, n, h, generator=gen, dtype=torch.float64),
+        word_mask=word_mask,
+        query_fine=torch.randn(n_rows, h, generator=gen, dtype=torch.float64) / h**0.5,
+        idx=idx,
+        weights=torch.rand(n_rows, k, generator=gen, dtype=torch.float64),
+        rows=rows,
+    )
+    return Case(*(t.to(device) if isinstance(t, torch.Tensor) else t for t in vars(case).values()))
+
+
+def chi_square_pvalue(counts: torch.Tensor, probs: torch.Tensor) -> float:
+    """P-value of Pearson's chi-square test of ``counts`` against ``probs`` (cells with p = 0 must be
+    empty; df = number of cells with p > 0, minus one). Uses the chi-square survival function
+    ``Q(df / 2, x / 2)`` (regularized upper incomplete gamma)."""
+    counts = counts.double().flatten()
+    probs = probs.double().flatten()
+    if bool((counts[probs == 0] > 0).any()):
+        return 0.0
+    live = probs > 0
+    expected = counts.sum() * probs[live]
+    stat = ((counts[live] - expected) ** 2 / expected).sum()
+    df = int(live.sum()) - 1
+    return float(torch.special.gammaincc(torch.tensor(df / 2, dtype=torch.float64), stat / 2))

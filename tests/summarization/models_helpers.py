@@ -1,0 +1,47 @@
+"""Small random batches and models for the model tests (no corpus needed)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from scg_summarize.models import ModelConfig, Summarizer
+
+V = 40
+
+
+def make_batch(B: int = 3, M: int = 4, N: int = 6, T: int = 5, seed: int = 0) -> dict[str, Any]:
+    """Right-padded chunks (some empty), targets of different lengths."""
+    g = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(0, N + 1, (B, M), generator=g)
+    lengths[:, 0] = torch.clamp(lengths[:, 0], min=2)  # every document has words
+    lengths[0, -1] = 0  # an empty chunk
+    mask = torch.arange(N).view(1, 1, N) < lengths.unsqueeze(-1)
+    src = torch.randint(4, V, (B, M, N), generator=g) * mask
+    tgt_len = torch.tensor([T] + [max(2, T - 1 - i) for i in range(B - 1)])
+    tgt_mask = torch.arange(T).unsqueeze(0) < tgt_len.unsqueeze(1)
+    tgt = torch.randint(4, V, (B, T), generator=g)
+    tgt[:, 0] = 2
+    tgt[torch.arange(B), tgt_len - 1] = 3
+    tgt = tgt * tgt_mask
+    return {"src": src, "src_mask": mask, "tgt": tgt, "tgt_mask": tgt_mask,
+            "salient": torch.zeros(B, dtype=torch.long)}
+
+
+def make_model(attention: str = "c2f", seed: int = 0, **options: Any) -> Summarizer:
+    torch.manual_seed(seed)
+    config = ModelConfig(vocab_size=V, num_chunks=options.pop("num_chunks", 8), emb_dim=10, hidden=12, enc_layers=2,
+                         dec_layers=2, conv_filters=7, conv_width=3, pos_dim=3, attention=attention, **options)
+    return Summarizer(config)
+
+
+def pad_batch(batch: dict[str, Any], extra_chunks: int = 0, extra_words: int = 0) -> dict[str, Any]:
+    """The same documents with more padding chunks / padding words per chunk."""
+    src, mask = batch["src"], batch["src_mask"]
+    B, M, N = src.shape
+    new_src = torch.zeros(B, M + extra_chunks, N + extra_words, dtype=src.dtype)
+    new_mask = torch.zeros(B, M + extra_chunks, N + extra_words, dtype=torch.bool)
+    new_src[:, :M, :N] = src
+    new_mask[:, :M, :N] = mask
+    return {**batch, "src": new_src, "src_mask": new_mask}

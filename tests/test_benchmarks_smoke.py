@@ -1,0 +1,122 @@
+"""Smoke test of ``benchmarks/estimators.py``: the scg part on small sizes, in-process.
+
+The peers (Storchastic, Pyro) run only in worker processes (``import storch`` patches torch
+globally, so it must never be imported into the test process); that part is covered by one short
+run, marked slow (``pytest -m slow``) and skipped when they are not installed.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+
+SMALL = {
+    "toy": {"bias": {}, "full": {}},
+    "dvae": {"bias": {"D": 16, "K": 3, "B": 1}, "full": {"D": 16, "K": 8, "B": 8}},
+    "attention": {"bias": {"T": 2, "B": 1, "M": 3, "H": 4}, "full": {"T": 4, "B": 4, "M": 5, "H": 8}},
+}
+
+
+@pytest.fixture(scope="module")
+def bench() -> Any:
+    if str(BENCH) not in sys.path:  # a plain module name, so that spawned workers can import it
+        sys.path.insert(0, str(BENCH))
+    spec = importlib.util.spec_from_file_location("estimators", BENCH / "estimators.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["estimators"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(autouse=True)
+def one_thread() -> Any:
+    """One intra-op thread, as the benchmark's workers use (tiny ops on a loaded machine crawl with more)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def _config(bench: Any, libs: tuple[str, ...], **kw: Any) -> Any:
+    base = dict(n_bias=2000, n_var={"toy": 500, "dvae": 250, "attention": 64}, warmup=5, rounds=2,
+                chunk_seconds=0.01, libs=libs, sizes=SMALL, particles={"toy": 500, "dvae": 250, "attention": 32},
+                n_same=5)
+    base.update(kw)
+    return bench.Config(**base)
+
+
+def _check_rows(rows: list[dict[str, Any]], cfg: Any) -> None:
+    for r in rows:
+        what = f"{r['problem']}/{r['estimator']}/{r['lib']}"
+        assert r["status"] == "ok" and not r["errors"], (what, r["errors"])
+        assert math.isfinite(r["sec_per_1000"]) and r["sec_per_1000"] > 0, what
+        assert math.isfinite(r["var_trace"]) and r["var_trace"] > 0, what
+        assert r["n_var"] == cfg.n_var[r["problem"]], what
+        assert r["bias"]["n"] == cfg.n_bias and r["bias"]["p_value"] > 1e-3, (what, r["bias"])
+
+
+def test_scg_vectorized_rows_are_finite_and_unbiased(bench: Any, tmp_path: Path) -> None:
+    assert "storch" not in sys.modules  # the benchmark must not import the peers into this process
+    cfg = _config(bench, ("scg_vec",))
+    rows = bench.run_benchmark(cfg, {"scg_vec": bench.InProcess()}, log=lambda _: None)
+    assert "storch" not in sys.modules and "pyro" not in sys.modules
+    assert len(rows) == 3 * 3
+    _check_rows(rows, cfg)
+    by = {(r["problem"], r["estimator"]): r for r in rows}
+    for problem in ("toy", "dvae", "attention"):  # leave-one-out must beat no baseline clearly
+        assert by[(problem, "loo4")]["var_trace"] < 0.5 * by[(problem, "sf")]["var_trace"], problem
+
+    summary = bench.summarize(rows)
+    meta = {"torch": torch.__version__, "storchastic": "-", "pyro": "-", "threads": 1, "quick": True,
+            "config": {"rounds": cfg.rounds, "n_bias": cfg.n_bias, "n_same": cfg.n_same, "sizes": cfg.sizes,
+                       "particles": cfg.particles}, "notes": ["a note"]}
+    bench.write_markdown(rows, summary, meta, tmp_path / "e.md")
+    bench.write_plot(rows, tmp_path / "e.png")
+    text = (tmp_path / "e.md").read_text()
+    assert text.count("| scg_vec |") == 9 and text.count("**BIASED**") == 1  # only in the legend
+    assert (tmp_path / "e.png").stat().st_size > 1000
+    json.dumps(rows)  # the rows are what the JSON file holds
+
+
+def test_scg_looped_matches_vectorized(bench: Any) -> None:
+    cfg = _config(bench, ("scg_loop", "scg_vec"), problems=("toy",), n_bias=300, n_var={"toy": 300},
+                  rounds=1)
+    shared = bench.InProcess()
+    rows = bench.run_benchmark(cfg, {"scg_loop": shared, "scg_vec": shared}, log=lambda _: None)
+    _check_rows(rows, cfg)
+    by = {(r["estimator"], r["lib"]): r for r in rows}
+    for est in ("sf", "loo4"):  # the same estimator: variances agree within sampling error
+        a, b = by[(est, "scg_loop")], by[(est, "scg_vec")]
+        assert abs(a["var_trace"] - b["var_trace"]) < 4 * math.hypot(a["var_trace_se"], b["var_trace_se"]), est
+    assert by[("ema", "scg_loop")]["var_trace"] < by[("sf", "scg_loop")]["var_trace"]
+
+
+@pytest.mark.slow  # two worker processes: ~10-20 s
+@pytest.mark.skipif(importlib.util.find_spec("storch") is None or importlib.util.find_spec("pyro") is None,
+                    reason="storchastic / pyro-ppl not installed (the `bench` extra)")
+def test_peers_in_workers_agree_with_scg(bench: Any) -> None:
+    cfg = _config(bench, ("scg_loop", "storch", "pyro"), problems=("toy",), estimators=("sf",), n_bias=100,
+                  n_var={"toy": 30}, rounds=1, timeout=120.0)
+    workers = {"scg_loop": bench.InProcess(), "storch": bench.Worker("storch", 1, cfg.timeout),
+               "pyro": bench.Worker("pyro", 1, cfg.timeout)}
+    try:
+        rows = bench.run_benchmark(cfg, workers, log=lambda _: None)
+    finally:
+        workers["storch"].stop()
+        workers["pyro"].stop()
+    assert "storch" not in sys.modules
+    for r in rows:
+        assert r["status"] == "ok", r["errors"]
+        assert r["bias"]["p_value"] > 1e-3
+        if r["lib"] != "scg_loop":  # the same seeds give the same estimates: the same estimator
+            assert r["same_draws"]["max_abs_diff"] < 1e-4 * r["same_draws"]["max_abs"]
