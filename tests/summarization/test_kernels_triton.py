@@ -7,9 +7,13 @@ import torch
 
 from .kernel_support import DEVICE, Case, backend, make_case, one_thread  # noqa: F401
 
-pytest.importorskip("triton")
+triton = pytest.importorskip("triton")
 
-from scg_summarize.kernels import c2f_attention, c2f_coarse_sample, c2f_fine_attend, logsoftmax_topk  # isort: skip
+import triton.language as tl  # noqa: E402  # isort: skip
+from scg_summarize.kernels import (  # noqa: E402  # isort: skip
+    c2f_attention, c2f_coarse_sample, c2f_fine_attend, logsoftmax_topk,
+)
+from scg_summarize.kernels.philox import uniform  # noqa: E402  # isort: skip
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -22,6 +26,23 @@ SHAPES = [
     (3, 4, 6, 1, 33, 5, 2, None),
 ]
 TOL = {"rtol": 2e-5, "atol": 2e-5}
+
+
+@triton.jit
+def _rand_kernel(seed_ptr, offs_ptr, out_ptr, BLOCK: tl.constexpr):
+    offs = tl.load(offs_ptr + tl.arange(0, BLOCK))
+    tl.store(out_ptr + tl.arange(0, BLOCK), tl.rand(tl.load(seed_ptr), offs))
+
+
+def test_philox_matches_triton_rand() -> None:
+    # The reference's Philox (seeded from a device tensor) gives tl.rand's numbers bit for bit.
+    offsets = torch.cat([torch.arange(48), torch.tensor([2**31 - 1, 2**30 + 12345, 987654321])])
+    offsets = torch.cat([offsets, torch.randint(0, 2**31 - 1, (64 - offsets.numel(),))]).to(torch.int32)
+    for seed in (0, 1, -3, 2**40 + 7, 2**63 - 1):
+        seed_t = torch.tensor([seed], device=DEVICE)
+        out = torch.empty(64, device=DEVICE)
+        _rand_kernel[(1,)](seed_t, offsets.to(DEVICE), out, BLOCK=64)
+        assert torch.equal(out.cpu(), uniform(seed_t.cpu(), offsets)), seed
 
 
 def run_both(fn, case: Case):  # type: ignore[no-untyped-def]

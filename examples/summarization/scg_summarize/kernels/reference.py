@@ -67,12 +67,16 @@ def gumbel_offsets(n_rows: int, k: int, m: int, device: torch.device) -> torch.T
 # ---------------------------------------------------------------------------------------------- coarse
 
 
+def _by_row(t: torch.Tensor, rows: torch.Tensor | None) -> torch.Tensor:
+    """``t[rows]`` (a copy), or ``t`` itself when ``rows`` is None (the identity map)."""
+    return t if rows is None else t[rows.to(torch.int64)]
+
+
 def _coarse_scores(keys: torch.Tensor, query: torch.Tensor, chunk_mask: torch.Tensor,
                    rows: torch.Tensor | None) -> torch.Tensor:
     dt = acc_dtype(query.dtype)
-    r = _rows(rows, query.shape[0], query.device)
-    scores = torch.einsum("rmh,rh->rm", keys[r].to(dt), query.to(dt))
-    return scores.masked_fill(~chunk_mask[r], float("-inf"))
+    scores = torch.bmm(_by_row(keys, rows).to(dt), query.to(dt).unsqueeze(2)).squeeze(2)
+    return scores.masked_fill(~_by_row(chunk_mask, rows), float("-inf"))
 
 
 def coarse_sample(keys: torch.Tensor, query: torch.Tensor, chunk_mask: torch.Tensor, seed: torch.Tensor,
@@ -99,13 +103,12 @@ def coarse_backward(grad_log_alpha: torch.Tensor, log_alpha: torch.Tensor, keys:
     valid = torch.isfinite(log_alpha)
     g = grad_log_alpha.to(dt).masked_fill(~valid, 0.0)
     ds = g - alpha * g.sum(-1, keepdim=True)
-    r = _rows(rows, query.shape[0], query.device)
-    d_query = torch.einsum("rm,rmh->rh", ds, keys[r].to(dt))
-    per_row = ds.unsqueeze(-1) * query.to(dt).unsqueeze(1)  # (R, M, H)
+    d_query = torch.bmm(ds.unsqueeze(1), _by_row(keys, rows).to(dt)).squeeze(1)
+    per_row = ds.unsqueeze(-1) * query.to(dt).unsqueeze(1)  # (R, M, D)
     if rows is None:
         d_keys = per_row
     else:
-        d_keys = torch.zeros(keys.shape, dtype=dt, device=keys.device).index_add_(0, r, per_row)
+        d_keys = torch.zeros(keys.shape, dtype=dt, device=keys.device).index_add_(0, rows.to(torch.int64), per_row)
     return d_keys.to(keys.dtype), d_query.to(query.dtype)
 
 
@@ -163,8 +166,8 @@ def scatter_word_grad(d_selected: torch.Tensor, idx: torch.Tensor, rows: torch.T
                       words: torch.Tensor, sparse: bool) -> torch.Tensor:
     """Place the per-draw gradients at ``words[rows[r], idx[r, d]]``, summing repeats.
 
-    Dense: a zero tensor of ``words``' shape filled with ``index_put_(accumulate=True)`` (which sorts
-    the ``(row, chunk)`` keys on CUDA: the MoE-style grouping, deterministic). Sparse: a hybrid COO
+    Dense: a zero tensor of ``words``' shape filled with ``index_put_(accumulate=True)`` (torch's CUDA
+    kernel sorts the ``(row, chunk)`` keys and sums each group: the MoE-style grouping). Sparse: a hybrid COO
     tensor with two sparse dimensions ``(row, chunk)`` and dense ``(N, H)`` values, uncoalesced, so that
     the gradients of many decoder steps concatenate cheaply (see ``ops.dense_grad_boundary``).
     """

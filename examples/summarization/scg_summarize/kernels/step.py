@@ -1,7 +1,8 @@
 """The per-decoder-step entry points the model calls, and the bridge to scg's stochastic nodes.
 
 * :func:`c2f_attention`: one coarse-to-fine step in one call (``scg::c2f_coarse_sample`` then
-  ``scg::c2f_fine_attend``; three or four kernel launches on CUDA), with the log-probability of the draws.
+  ``scg::c2f_fine_attend``; on CUDA three Triton kernels plus a few small torch ops), with the
+  log-probability of the draws.
 * :func:`fused_c2f_read`: a drop-in for ``scg_summarize.models.attention.c2f_read`` (same arguments, same
   results), for a model that makes its own selection.
 * :class:`KernelDraws`: a score-function estimator whose "draw" is the kernel's ``idx``, so the draws
@@ -23,13 +24,13 @@ from typing import TYPE_CHECKING
 import torch
 from torch.distributions import Distribution
 
-from scg.errors import SCGError
+from scg import SCGError
 from scg.estimators import ScoreFunction
 
 from .ops import c2f_coarse_sample, c2f_fine_attend
 
 if TYPE_CHECKING:
-    from scg.baselines.base import Baseline
+    from scg.baselines import Baseline
 
 __all__ = ["FusedC2FStep", "KernelDraws", "c2f_attention", "draw_log_prob", "fused_c2f_read"]
 
