@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-
 from scg_summarize.models import ModelConfig, Summarizer
 
 V = 40

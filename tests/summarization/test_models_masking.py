@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from scg_summarize.models import ConvChunkEncoder
 from scg_summarize.models.attention import masked_softmax
 
 from .models_helpers import make_batch, make_model, pad_batch
 
 CASES = [("standard", {}), ("model1", {}), ("hier", {}), ("hier", {"chunk_encoder": "bow", "pos": True}),
-         ("c2f", {"multi": 2}), ("c2f", {"pos": True, "test_k": 2})]
+         ("c2f", {"multi": 2}), ("c2f", {"pos": True, "test_k": 2}), ("standard", {"bidirectional": True}),
+         ("c2f", {"bidirectional": True, "multi": 2})]
 
 
 def _nll(model, batch):

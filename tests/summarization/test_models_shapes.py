@@ -1,4 +1,7 @@
-"""Every model and Table 1 option: output shapes, attention statistics, decoding."""
+"""Every model and Table 1 option: output shapes and attention statistics.
+
+(Decoding these models is tested with the shared decoder in ``test_decoding_adapter.py``.)
+"""
 
 from __future__ import annotations
 
@@ -6,7 +9,6 @@ import pytest
 import torch
 
 import scg
-from scg_summarize.models import beam_search, greedy_decode
 
 from .models_helpers import make_batch, make_model
 
@@ -22,6 +24,8 @@ OPTIONS = [
     ("c2f", {"pos": True, "multi": 2}),
     ("c2f", {"multi": 3, "chunk_encoder": "bow"}),
     ("c2f", {"test_k": 2}),
+    ("standard", {"bidirectional": True}),
+    ("c2f", {"bidirectional": True, "multi": 2}),
 ]
 
 
@@ -73,22 +77,6 @@ def test_sample_mode_needs_a_graph_only_for_c2f() -> None:
     make_model("hier")(batch["src"], batch["src_mask"], batch["tgt"], batch["tgt_mask"], mode="sample")
     with pytest.raises(scg.SCGError, match="outside a graph"):
         make_model("c2f")(batch["src"], batch["src_mask"], batch["tgt"], batch["tgt_mask"], mode="sample")
-
-
-@pytest.mark.parametrize("attention", ["standard", "hier", "c2f"])
-def test_greedy_and_beam_decoding(attention: str) -> None:
-    batch = make_batch(B=2)
-    model = make_model(attention).eval()
-    greedy = greedy_decode(model, batch["src"], batch["src_mask"], max_len=7, record=True)
-    assert len(greedy.tokens) == 2 and all(len(t) <= 7 for t in greedy.tokens)
-    assert all(3 not in t and 2 not in t and 0 not in t for t in greedy.tokens)
-    assert greedy.attention and greedy.attention[0].chunk_weights.shape == (2, 4)
-    assert beam_search(model, batch["src"], batch["src_mask"], beam=1, max_len=7).tokens == greedy.tokens
-    beam = beam_search(model, batch["src"], batch["src_mask"], beam=3, max_len=7, min_len=2, block_ngram=2)
-    assert len(beam.tokens) == 2 and all(2 <= len(t) <= 7 for t in beam.tokens)
-    for t in beam.tokens:
-        bigrams = list(zip(t, t[1:]))
-        assert len(bigrams) == len(set(bigrams))  # n-gram blocking
 
 
 def test_hier_and_c2f_share_parameters_for_pretraining() -> None:

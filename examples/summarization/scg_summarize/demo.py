@@ -3,9 +3,10 @@
 :func:`run_demo` needs nothing but CPU minutes: it generates the synthetic corpus (whose salient
 chunk is known, so coarse-attention accuracy is measurable), trains each configuration within
 its share of the time budget, evaluates the best checkpoints on the test split (perplexity,
-ROUGE-1/2/L of greedy/beam decodes, coarse accuracy, attention entropy, fraction of words read)
-and draws, for one test document, each model's attention over chunks at every decoder step.
-Given ``data=``, it uses that prepared corpus instead.
+ROUGE-1/2/L of the decoded summaries, coarse accuracy, attention entropy, fraction of words
+read; all from :func:`scg_summarize.evaluation.evaluate_model`) and draws, for one test
+document, each model's attention over chunks at every decoder step. Given ``data=``, it uses
+that prepared corpus instead.
 """
 
 from __future__ import annotations
@@ -18,13 +19,10 @@ from typing import Any
 
 import torch
 
-from .data import make_synthetic_corpus
-from .models.decode import greedy_decode
-from .models.summarizer import Summarizer
+from .data import SummarizationDataset, make_synthetic_corpus
 from .train.config import load_config
-from .train.data import batch_to, load_split
-from .train.evaluate import evaluate_nll, generate, rouge
-from .train.loop import BEST, Trainer, load_model
+from .train.loop import Trainer
+from .train.report import decode_options, evaluate_run
 
 __all__ = ["DEFAULT_CONFIGS", "draw_heatmap", "format_table", "run_demo"]
 
@@ -57,14 +55,24 @@ def format_table(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-@torch.no_grad()
-def chunk_attention(model: Summarizer, batch: dict[str, Any], max_len: int) -> tuple[torch.Tensor, list[int]]:
-    """Greedy-decode the first example of ``batch``; returns its chunk weights ``(T, M)`` and tokens."""
-    model.eval()
-    decoded = greedy_decode(model, batch["src"][:1], batch["src_mask"][:1], max_len=max_len, record=True)
-    steps = len(decoded.tokens[0]) + 1  # the words and </s>
-    weights = torch.stack([a.chunk_weights[0] for a in decoded.attention[:steps]])  # (T, M)
-    return weights.cpu(), decoded.tokens[0]
+def chunk_attention(run_dir: Path, data: Path, index: int = 0) -> tuple[torch.Tensor, list[str], int]:
+    """Greedy-decode test document ``index`` with the shared decoder; returns the coarse attention
+    ``(steps, M)`` (the words, then ``</s>``), the step labels and the salient chunk."""
+    from .decoding import Summarizer, documents_from_split, load_run
+
+    run = load_run(run_dir, data_dir=data)
+    dataset = SummarizationDataset(data, "test", vocab=run.vocab)
+    doc = next(iter(run.prepare(documents_from_split(dataset, [index]))))
+    options = decode_options(_greedy_eval(), extras=("coarse_attn", "chunk_read"))
+    summary = Summarizer(run.decoder, run.vocab, options).summarize_batch([doc])[0][0]
+    weights = summary.extras["coarse_attn"].float().cpu()
+    return weights, [*summary.tokens, "</s>"][: weights.shape[0]], doc.salient
+
+
+def _greedy_eval() -> Any:
+    from .train.config import EvalConfig
+
+    return EvalConfig(beam=1, max_len=30)
 
 
 def draw_heatmap(panels: Sequence[tuple[str, torch.Tensor, list[str]]], salient: int, path: Path) -> None:
@@ -73,8 +81,10 @@ def draw_heatmap(panels: Sequence[tuple[str, torch.Tensor, list[str]]], salient:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.patches import Rectangle
 
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 4.5), squeeze=False)
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.0 * len(panels), 4.5), squeeze=False)
+    fig.subplots_adjust(wspace=0.45)
     for ax, (title, weights, words) in zip(axes[0], panels):
         image = ax.imshow(weights.numpy(), aspect="auto", cmap="viridis", vmin=0.0, vmax=1.0)
         ax.set_title(title, fontsize=10)
@@ -83,7 +93,7 @@ def draw_heatmap(panels: Sequence[tuple[str, torch.Tensor, list[str]]], salient:
         ax.set_yticks(range(len(words)))
         ax.set_yticklabels(words, fontsize=7)
         if salient >= 0:
-            ax.add_patch(plt.Rectangle((salient - 0.5, -0.5), 1, weights.shape[0], fill=False, edgecolor="red", lw=2))
+            ax.add_patch(Rectangle((salient - 0.5, -0.5), 1, weights.shape[0], fill=False, edgecolor="red", lw=2))
     fig.colorbar(image, ax=axes[0].tolist(), shrink=0.8, label="attention on chunk")
     fig.suptitle("attention over chunks per decoder step (salient chunk in red)", fontsize=10)
     fig.savefig(path, dpi=120, bbox_inches="tight")
@@ -91,9 +101,21 @@ def draw_heatmap(panels: Sequence[tuple[str, torch.Tensor, list[str]]], salient:
 
 
 def run_demo(out_dir: str | Path, *, data: str | Path | None = None, configs: Sequence[str] = DEFAULT_CONFIGS,
-             budget_s: float = 240.0, overrides: Sequence[str] = (), n_train: int = 2000, n_eval: int = 200,
-             seed: int = 0, quiet: bool = True, log: Callable[[str], None] = print) -> list[dict[str, Any]]:
-    """Run the demo; returns one result row per configuration (also written to ``out_dir``)."""
+             budget_s: float = 480.0, shares: Sequence[float] | None = None, overrides: Sequence[str] = (),
+             n_train: int = 20000, n_eval: int = 200, seed: int = 0, quiet: bool = True,
+             log: Callable[[str], None] = print) -> list[dict[str, Any]]:
+    """Run the demo; returns one result row per configuration (also written to ``out_dir``).
+
+    Args:
+        out_dir: where the corpus, the runs, ``results.{md,json}`` and ``heatmap.png`` go.
+        data: a prepared corpus instead of the generated synthetic one.
+        configs: the configurations to train and compare.
+        budget_s: training seconds for all configurations together.
+        shares: each configuration's fraction of the budget (default: the hard-attention model
+            gets 60% when the two default configurations are compared, else equal shares).
+        overrides: ``TABLE.KEY=VALUE`` overrides applied to every configuration.
+        n_train / n_eval: synthetic training / validation and test documents.
+    """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     if data is None:
@@ -102,33 +124,28 @@ def run_demo(out_dir: str | Path, *, data: str | Path | None = None, configs: Se
             log(f"generating the synthetic corpus in {data} ({n_train} training documents)")
             make_synthetic_corpus(data, n_train=n_train, n_valid=n_eval, n_test=n_eval, seed=seed, overwrite=True)
     data = Path(data)
+    if shares is None:
+        shares = (0.4, 0.6) if tuple(configs) == DEFAULT_CONFIGS else [1.0 / len(configs)] * len(configs)
     rows: list[dict[str, Any]] = []
     panels: list[tuple[str, torch.Tensor, list[str]]] = []
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    per_model = budget_s / max(len(configs), 1)
     salient = -1
-    for name in configs:
-        config = load_config(name, [*overrides, f"train.time_budget_s={per_model * 0.8:.1f}"])
+    for name, share in zip(configs, shares):
+        seconds = budget_s * share
+        config = load_config(name, [*overrides, f"train.time_budget_s={seconds:.1f}"])
         run_dir = out / name
-        log(f"training {name} (about {per_model:.0f}s) -> {run_dir}")
+        log(f"training {name} for at most {seconds:.0f}s -> {run_dir}")
         start = time.perf_counter()
         trainer = Trainer(config, data, run_dir, quiet=quiet, log=log)
         trainer.fit()
         train_s = time.perf_counter() - start
-        model, config = load_model(run_dir / BEST, device)
-        test = load_split(data, config.data.test_split, config, with_text=True, vocab=trainer.vocab)
-        row: dict[str, Any] = {"model": name, "train_s": train_s, "steps": trainer.step}
-        row.update(evaluate_nll(model, test, config, device))
-        hyps, refs = generate(model, test, config, device)
-        row.update(rouge(hyps, refs))
-        row["example"] = hyps[0] if hyps else ""
-        rows.append(row)
-        batch = batch_to(next(iter(_first_batch(test, config))), device, config)
-        salient = int(batch["salient"][0])
-        weights, tokens = chunk_attention(model, batch, config.eval.max_len)
-        words = [test.vocab.id_to_token(i) for i in tokens] + ["</s>"]
-        panels.append((name, weights[: len(words)], words))
-        (run_dir / "test.hyp.txt").write_text("".join(h + "\n" for h in hyps))
+        result, outputs = evaluate_run(run_dir, data)
+        metrics = result["metrics"]
+        rows.append({"model": name, "train_s": train_s, "steps": trainer.step, "ppl": metrics["ppl"],
+                     "rouge1": metrics["rouge1"], "rouge2": metrics["rouge2"], "rougeL": metrics["rougeL"],
+                     "coarse_acc": metrics.get("coarse_accuracy"), "attn_entropy": metrics.get("coarse_entropy"),
+                     "read_frac": metrics.get("fraction_read"), "example": outputs[0]["summary"] if outputs else ""})
+        weights, words, salient = chunk_attention(run_dir, data)
+        panels.append((name, weights, words))
     table = format_table(rows)
     heatmap = out / "heatmap.png"
     draw_heatmap(panels, salient, heatmap)
@@ -137,9 +154,3 @@ def run_demo(out_dir: str | Path, *, data: str | Path | None = None, configs: Se
     log(table)
     log(f"heatmap: {heatmap}")
     return rows
-
-
-def _first_batch(dataset: Any, config: Any) -> Any:
-    from .train.data import make_loader
-
-    return make_loader(dataset, config, train=False, batch_size=1)

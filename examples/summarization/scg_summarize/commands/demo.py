@@ -2,7 +2,7 @@
 
 Examples::
 
-    scg-summarize demo                                  # synthetic corpus, about 4 CPU minutes
+    scg-summarize demo                                  # synthetic corpus, about 8 CPU minutes
     scg-summarize demo --budget-minutes 10 --out demo
     scg-summarize demo --data data/scitldr --configs small-STANDARD small-C2F+MULTI2
 
@@ -22,13 +22,15 @@ __all__ = ["COMMAND"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--data", type=Path, default=None, help="a prepared corpus (default: generate the synthetic one)")
+    parser.add_argument("--data", type=Path, default=None,
+                        help="a prepared corpus (default: generate the synthetic one)")
     parser.add_argument("--out", type=Path, default=Path("demo-run"), help="output directory (default: demo-run)")
-    parser.add_argument("--budget-minutes", type=float, default=4.0, help="training time for all models together")
+    parser.add_argument("--budget-minutes", type=float, default=8.0,
+                        help="training time for all models together (default 8)")
     parser.add_argument("--configs", nargs="+", default=None, help="configurations to compare")
     parser.add_argument("--set", action="append", default=[], metavar="TABLE.KEY=VALUE",
                         help="override a configuration value of every model")
-    parser.add_argument("--n-train", type=int, default=2000, help="synthetic training documents")
+    parser.add_argument("--n-train", type=int, default=20000, help="synthetic training documents (default 20000)")
     parser.add_argument("--n-eval", type=int, default=200, help="synthetic validation/test documents")
     parser.add_argument("--seed", type=int, default=0, help="synthetic corpus seed")
     parser.add_argument("--verbose", action="store_true", help="show training progress")

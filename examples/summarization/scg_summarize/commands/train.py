@@ -8,9 +8,10 @@ Examples::
     torchrun --nproc_per_node 4 -m scg_summarize.cli train --config C2F --data ... --out ...
     scg-summarize train --list                                                      # named configs
 
-After training, the best checkpoint is evaluated on the test split (perplexity and attention
-statistics; ``--rouge`` also decodes and scores ROUGE) and the numbers are written to
-``RUN_DIR/results.json``.
+After training, the best checkpoint is evaluated on the test split: teacher-forced perplexity and
+attention statistics, printed; with ``--rouge`` also decoded (the run's ``[eval]`` options) and
+scored by :mod:`scg_summarize.evaluation` into ``RUN_DIR/results.json`` (the same record as
+``scg-summarize evaluate``) and ``RUN_DIR/test.summaries.jsonl``.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 
 from ..cli import Command
 
-__all__ = ["COMMAND", "add_arguments", "evaluate_run", "run"]
+__all__ = ["COMMAND", "add_arguments", "evaluate_test", "run"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -44,35 +45,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--list", action="store_true", help="list the named configurations and exit")
 
 
-def evaluate_run(
-    run_dir: Path, data: Path, *, rouge: bool, split: str | None = None, log: Any = None
-) -> dict[str, Any]:
-    """Evaluate ``run_dir/best.pt`` on the test split; writes and returns ``results.json``'s content."""
+def evaluate_test(run_dir: Path, data: Path, *, rouge: bool) -> dict[str, Any]:
+    """The best checkpoint on the test split: teacher-forced perplexity and attention statistics,
+    and with ``rouge`` the shared decoding + ROUGE evaluation (``RUN_DIR/results.json``)."""
     import torch
 
     from ..train.data import load_split
-    from ..train.evaluate import evaluate_nll, generate
-    from ..train.evaluate import rouge as rouge_fn
+    from ..train.evaluate import evaluate_nll
     from ..train.loop import BEST, load_model
+    from ..train.report import evaluate_run
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     model, config = load_model(run_dir / BEST, device)
-    split = split or config.data.test_split
-    dataset = load_split(data, split, config, with_text=rouge)
-    results: dict[str, Any] = {
-        "config": config.name,
-        "split": split,
-        "params": sum(p.numel() for p in model.parameters()),
-    }
-    results.update(evaluate_nll(model, dataset, config, device))
+    test = load_split(data, config.data.test_split, config)
+    summary: dict[str, Any] = {"config": config.name, "split": config.data.test_split,
+                               "teacher_forced": evaluate_nll(model, test, config, device)}
     if rouge:
-        hyps, refs = generate(model, dataset, config, device)
-        results.update(rouge_fn(hyps, refs))
-        (run_dir / f"{split}.hyp.txt").write_text("".join(h + "\n" for h in hyps))
-    (run_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
-    if log is not None:
-        log(json.dumps(results))
-    return results
+        result, _ = evaluate_run(run_dir, data, device=str(device))
+        summary["decoded"] = result["metrics"]
+    else:
+        (run_dir / "results.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return summary
 
 
 def run(args: argparse.Namespace) -> int:
@@ -108,7 +101,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"train: error: {err}", file=sys.stderr)
         return 1
     if main and not args.no_test:
-        evaluate_run(args.out, args.data, rouge=args.rouge, log=lambda line: print(line, file=sys.stderr))
+        summary = evaluate_test(args.out, args.data, rouge=args.rouge)
+        print(json.dumps(summary), file=sys.stderr)
     return 0
 
 

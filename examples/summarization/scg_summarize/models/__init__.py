@@ -7,9 +7,12 @@
 ``attention``       flat / HIER / C2F attention; the per-step functions (``c2f_step``)
 ``decoder``         the 2-layer input-feeding LSTM decoder
 ``summarizer``      :class:`Summarizer`: the parts composed, teacher-forced NLL per step
-``decode``          greedy decoding and beam search
 ``pretrained``      word2vec text-format embeddings
 =================== ==========================================================================
+
+Decoding (beam search, ``<unk>`` replacement) and ROUGE live in :mod:`scg_summarize.decoding` and
+:mod:`scg_summarize.evaluation`, which see these models through
+``scg_summarize.decoding.adapters.ModelStepDecoder``.
 """
 
 from .attention import (
@@ -26,7 +29,6 @@ from .attention import (
 )
 from .chunk_encoders import BowChunkEncoder, ChunkEncoder, ConvChunkEncoder, WithPosition
 from .config import ATTENTIONS, CHUNK_ENCODERS, ModelConfig
-from .decode import Decoded, beam_search, greedy_decode
 from .decoder import Decoder, DecoderState
 from .encoders import ChunkedWordEncoder, EncodedWords, FlatWordEncoder, WordEncoder
 from .pretrained import load_word2vec
@@ -41,7 +43,6 @@ __all__ = [
     "ChunkEncoder",
     "ChunkedWordEncoder",
     "ConvChunkEncoder",
-    "Decoded",
     "Decoder",
     "DecoderState",
     "EncodedWords",
@@ -55,11 +56,9 @@ __all__ = [
     "SummarizerOutput",
     "WithPosition",
     "WordEncoder",
-    "beam_search",
     "c2f_read",
     "c2f_step",
     "flat_step",
-    "greedy_decode",
     "hier_step",
     "load_word2vec",
 ]

@@ -82,9 +82,11 @@ class Memory:
 
     def repeat(self, times: int) -> Memory:
         """Each example repeated ``times`` times consecutively (for beam search)."""
-        rep = lambda x: None if x is None else x.repeat_interleave(times, dim=0)  # noqa: E731
-        return Memory(rep(self.words), rep(self.word_mask), rep(self.chunks), rep(self.chunk_mask),  # type: ignore[arg-type]
-                      rep(self.chunk_sizes))  # type: ignore[arg-type]
+        def rep(x: torch.Tensor) -> torch.Tensor:
+            return x.repeat_interleave(times, dim=0)
+
+        chunks = None if self.chunks is None else rep(self.chunks)
+        return Memory(rep(self.words), rep(self.word_mask), chunks, rep(self.chunk_mask), rep(self.chunk_sizes))
 
 
 @dataclass

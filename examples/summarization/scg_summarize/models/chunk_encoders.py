@@ -69,7 +69,7 @@ class BowChunkEncoder(ChunkEncoder):
 
     def forward(self, src: torch.Tensor, mask: torch.Tensor, emb: torch.Tensor) -> torch.Tensor:
         del emb
-        e = self.embedding(src) * mask.unsqueeze(-1).to(self.embedding.weight.dtype)  # (B, M, N, D)
+        e: torch.Tensor = self.embedding(src) * mask.unsqueeze(-1).to(self.embedding.weight.dtype)  # (B, M, N, D)
         return e.sum(2)  # (B, M, D)
 
 

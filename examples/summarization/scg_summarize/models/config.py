@@ -39,8 +39,14 @@ class ModelConfig:
         emb_dim: word embedding size E.
         hidden: LSTM size H of the word encoder and the decoder.
         enc_layers / dec_layers: LSTM depth.
+        bidirectional: the word encoder is a bidirectional LSTM (H/2 units per direction; over
+            the whole document for Model 0, within each chunk for Models 1-3). Without it, a
+            word's state knows nothing of the words after it (ours; off in the paper configs).
         dropout: between LSTM layers and on the decoder output.
         init_range: parameters start uniform in [-init_range, init_range].
+        emb_init_std: if > 0, word embeddings start N(0, emb_init_std²) instead (ours: much
+            faster escape from the uniform-attention plateau for small models; the paper's
+            configurations keep 0).
         attention: one of :data:`ATTENTIONS`.
         chunk_encoder: ``conv`` (Kim 2014) or ``bow`` (sum of a separate, frozen embedding).
         pos: concatenate a ``pos_dim`` embedding of the chunk index to its representation.
@@ -60,8 +66,10 @@ class ModelConfig:
     hidden: int = 500
     enc_layers: int = 2
     dec_layers: int = 2
+    bidirectional: bool = False
     dropout: float = 0.3
     init_range: float = 0.1
+    emb_init_std: float = 0.0
     attention: str = "standard"
     chunk_encoder: str = "conv"
     pos: bool = False

@@ -27,7 +27,15 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-__all__ = ["ChunkedWordEncoder", "EncodedWords", "FlatWordEncoder", "WordEncoder", "build_word_encoder", "last_states"]
+__all__ = [
+    "ChunkedWordEncoder",
+    "EncodedWords",
+    "FlatWordEncoder",
+    "WordEncoder",
+    "build_word_encoder",
+    "last_states",
+    "reverse_index",
+]
 
 
 @dataclass
@@ -52,30 +60,58 @@ def last_states(states: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     return states.gather(1, index).squeeze(1) * (lengths > 0).unsqueeze(1).to(states.dtype)
 
 
+def reverse_index(lengths: torch.Tensor, L: int) -> torch.Tensor:
+    """``(S, L)`` indices reversing each sequence's first ``lengths`` steps (padding stays put).
+
+    The permutation is its own inverse: ``x.gather(1, idx).gather(1, idx) == x``.
+    """
+    j = torch.arange(L, device=lengths.device).unsqueeze(0)  # (1, L)
+    n = lengths.unsqueeze(1)  # (S, 1)
+    return torch.where(j < n, n - 1 - j, j)
+
+
 class WordEncoder(nn.Module):
-    """A stack of single-layer LSTMs over source words (embeddings are owned by the summarizer).
+    """A stack of LSTM layers over source words (embeddings are owned by the summarizer).
 
     ``run(x (S, L, E), lengths (S,))`` returns the top layer's states ``(S, L, H)`` (zero after
     each sequence's end) and every layer's state at the last real word ``(layers, S, H)``.
+    With ``bidirectional``, each layer is a forward and a backward LSTM of H/2 units whose
+    states are concatenated; the backward one runs over each sequence reversed *within its
+    length* (so padding still never affects a real state), and its "last" state is the one at
+    the first word.
     """
 
-    def __init__(self, emb_dim: int, hidden: int, layers: int, dropout: float) -> None:
+    def __init__(self, emb_dim: int, hidden: int, layers: int, dropout: float, bidirectional: bool = False) -> None:
         super().__init__()
+        if bidirectional and hidden % 2:
+            raise ValueError(f"a bidirectional encoder needs an even hidden size, got {hidden}")
         self.hidden = hidden
-        self.layers = nn.ModuleList([nn.LSTM(emb_dim if i == 0 else hidden, hidden, batch_first=True)
+        self.bidirectional = bidirectional
+        size = hidden // 2 if bidirectional else hidden
+        self.layers = nn.ModuleList([nn.LSTM(emb_dim if i == 0 else hidden, size, batch_first=True)
                                      for i in range(layers)])
+        self.backward_layers = nn.ModuleList([nn.LSTM(emb_dim if i == 0 else hidden, size, batch_first=True)
+                                              for i in range(layers)]) if bidirectional else None
         self.dropout = nn.Dropout(dropout)
 
     def run(self, x: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         S, L, _ = x.shape
         real = (torch.arange(L, device=x.device).unsqueeze(0) < lengths.unsqueeze(1)).unsqueeze(-1)  # (S, L, 1)
+        rev = reverse_index(lengths, L).unsqueeze(-1) if self.backward_layers is not None else None  # (S, L, 1)
         finals = []
         for i, lstm in enumerate(self.layers):
             if i > 0:
                 x = self.dropout(x)
-            x, _ = lstm(x)  # (S, L, H)
-            x = x * real.to(x.dtype)
-            finals.append(last_states(x, lengths))
+            y, _ = lstm(x)  # (S, L, H or H/2)
+            final = last_states(y * real.to(y.dtype), lengths)
+            if self.backward_layers is not None and rev is not None:
+                x_rev = x.gather(1, rev.expand_as(x))  # each sequence reversed in place
+                y_rev, _ = self.backward_layers[i](x_rev)  # (S, L, H/2)
+                y_back = y_rev.gather(1, rev.expand_as(y_rev))
+                y = torch.cat([y, y_back], dim=-1)  # (S, L, H)
+                final = torch.cat([final, y_back[:, 0] * (lengths > 0).unsqueeze(1).to(y.dtype)], dim=-1)
+            x = y * real.to(y.dtype)
+            finals.append(final)
         return x, torch.stack(finals)
 
     def forward(self, emb: torch.Tensor, mask: torch.Tensor) -> EncodedWords:  # pragma: no cover - abstract
@@ -116,7 +152,8 @@ class ChunkedWordEncoder(WordEncoder):
         return EncodedWords(states.reshape(B, M, N, H), (h0, torch.zeros_like(h0)))
 
 
-def build_word_encoder(chunked: bool, emb_dim: int, hidden: int, layers: int, dropout: float) -> WordEncoder:
+def build_word_encoder(chunked: bool, emb_dim: int, hidden: int, layers: int, dropout: float,
+                       bidirectional: bool = False) -> WordEncoder:
     """The word encoder of Models 1-3 (``chunked``) or of Model 0."""
     cls = ChunkedWordEncoder if chunked else FlatWordEncoder
-    return cls(emb_dim, hidden, layers, dropout)
+    return cls(emb_dim, hidden, layers, dropout, bidirectional)

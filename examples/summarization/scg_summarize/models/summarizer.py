@@ -64,7 +64,8 @@ class Summarizer(nn.Module):
         V, E, H = config.vocab_size, config.emb_dim, config.hidden
         self.src_embedding = nn.Embedding(V, E, padding_idx=0)
         self.tgt_embedding = self.src_embedding if config.share_embeddings else nn.Embedding(V, E, padding_idx=0)
-        self.word_encoder = build_word_encoder(config.chunked, E, H, config.enc_layers, config.dropout)
+        self.word_encoder = build_word_encoder(config.chunked, E, H, config.enc_layers, config.dropout,
+                                               config.bidirectional)
         self.chunk_encoder: ChunkEncoder | None = None
         chunk_dim = 0
         if config.hierarchical:
@@ -81,10 +82,15 @@ class Summarizer(nn.Module):
 
     # ------------------------------------------------------------------ parameters
     def reset_parameters(self) -> None:
-        """Uniform in [−r, r] (r = ``init_range``), padding embeddings zero."""
+        """Uniform in [−r, r] (r = ``init_range``; word embeddings N(0, ``emb_init_std``²) if set),
+        padding embeddings zero."""
         r = self.config.init_range
         for p in self.parameters():  # frozen ones (the BOW table) included
             nn.init.uniform_(p, -r, r)
+        if self.config.emb_init_std > 0:
+            tables = [self.src_embedding] + ([] if self.tgt_embedding is self.src_embedding else [self.tgt_embedding])
+            for table in tables:  # a list, not a set: a fixed order of random draws
+                nn.init.normal_(table.weight, 0.0, self.config.emb_init_std)
         with torch.no_grad():
             for m in self.modules():
                 if isinstance(m, nn.Embedding) and m.padding_idx is not None:

@@ -8,8 +8,7 @@
 ``checkpoint``  atomic checkpoints and RNG states
 ``ddp``         ``torch.distributed`` data parallelism
 ``loop``        :class:`Trainer`
-``evaluate``    perplexity, attention statistics, decoding, ROUGE
-``rouge``       ROUGE F1 with stemming, max over references
+``evaluate``    validation: perplexity and attention statistics (teacher forcing)
 =============== ==========================================================================
 """
 

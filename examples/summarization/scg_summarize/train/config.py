@@ -141,19 +141,26 @@ class DataConfig:
 
 @dataclass
 class EvalConfig:
-    """Decoding for ROUGE: beam size (1: greedy), lengths, n-gram blocking, length penalty α."""
+    """Decoding for ROUGE (passed to :class:`scg_summarize.decoding.DecodeOptions`): beam size
+    (1: greedy), lengths, n-gram blocking (0 or ≥ 2), length penalty α, and ``unk``: ``allow``,
+    ``forbid`` (the default) or ``replace`` (copy the source word with the highest attention)."""
 
     beam: int = 1
     max_len: int = 60
     min_len: int = 0
     block_ngram: int = 0
     length_penalty: float = 1.0
+    unk: str = "forbid"
     batch_size: int = 32
     max_examples: int = 0
 
     def validate(self) -> None:
         if self.beam < 1 or self.max_len < 1:
             raise ValueError("eval.beam and eval.max_len must be positive")
+        if self.block_ngram == 1 or self.block_ngram < 0:
+            raise ValueError(f"eval.block_ngram must be 0 (off) or >= 2, got {self.block_ngram}")
+        if self.unk not in ("allow", "forbid", "replace"):
+            raise ValueError(f"eval.unk must be 'allow', 'forbid' or 'replace', got {self.unk!r}")
 
 
 @dataclass
@@ -215,12 +222,17 @@ def _merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
 
 def _read(path: Path, seen: tuple[str, ...] = ()) -> dict[str, Any]:
     with open(path, "rb") as f:
-        data = tomllib.load(f)
+        data: dict[str, Any] = tomllib.load(f)
     parent = data.pop("extends", None)
     if parent:
         if parent in seen:
             raise ValueError(f"configuration inheritance loop: {' -> '.join((*seen, parent))}")
-        data = _merge(_read(path.parent / f"{parent}.toml", (*seen, str(parent))), data)
+        local = path.parent / f"{parent}.toml"
+        base = local if local.is_file() else _config_dir() / f"{parent}.toml"  # a named configuration
+        if not base.is_file():
+            raise ValueError(f"{path}: extends {parent!r}, but there is no {local} nor a named configuration "
+                             f"{parent!r}")
+        data = _merge(_read(base, (*seen, str(parent))), data)
     return data
 
 

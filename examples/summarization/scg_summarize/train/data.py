@@ -52,7 +52,13 @@ def make_loader(dataset: SummarizationDataset, config: Config, *, train: bool, b
                 drop_last: bool = False) -> SummaryLoader:
     """The training loader (seeded, bucketed, resumable) or an in-order evaluation loader."""
     if train:
-        return make_dataloader(dataset, batch_size or config.train.batch_size, shuffle=True, seed=config.train.seed,
-                               bucket_by=config.data.bucket_by, drop_last=drop_last,
-                               num_workers=config.train.num_workers)
-    return make_dataloader(dataset, batch_size or config.eval.batch_size, shuffle=False, bucket_by="none")
+        loader = make_dataloader(dataset, batch_size or config.train.batch_size, shuffle=True,
+                                 seed=config.train.seed, bucket_by=config.data.bucket_by, drop_last=drop_last,
+                                 num_workers=config.train.num_workers)
+    else:
+        loader = make_dataloader(dataset, batch_size or config.eval.batch_size, shuffle=False, bucket_by="none")
+    # A DataLoader draws a worker seed from torch's *global* generator whenever an iterator is
+    # created; give it its own, so that resuming mid-epoch (a new iterator) leaves the global
+    # stream (dropout, C2F's draws) exactly where the checkpoint put it.
+    loader.loader.generator = torch.Generator().manual_seed(config.train.seed)
+    return loader

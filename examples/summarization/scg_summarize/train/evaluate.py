@@ -1,4 +1,8 @@
-"""Evaluation: perplexity, attention statistics, decoding and ROUGE.
+"""Validation during training: perplexity and attention statistics under teacher forcing.
+
+(Decoding, ROUGE and the attention metrics of *generated* summaries are
+:func:`scg_summarize.evaluation.evaluate_model`'s job; :func:`evaluate_nll` is the cheap,
+DDP-sharded check the training loop runs every epoch.)
 
 Attention statistics are measured with teacher forcing at test-time behaviour (C2F reads its
 argmax / top-k chunks), over real target steps:
@@ -22,14 +26,11 @@ import torch
 from torch import nn
 
 from ..data import SummarizationDataset
-from ..models.decode import beam_search
-from ..models.summarizer import Summarizer
 from .config import Config
 from .data import batch_to, make_loader
 from .ddp import DistContext
-from .rouge import rouge
 
-__all__ = ["AttentionStats", "evaluate_nll", "first_sentence_baseline", "generate", "rouge"]
+__all__ = ["AttentionStats", "evaluate_nll"]
 
 
 @dataclass
@@ -90,39 +91,3 @@ def evaluate_nll(model: nn.Module, dataset: SummarizationDataset, config: Config
     model.train(was_training)
     return {"nll": nll / max(tokens, 1.0), "ppl": math.exp(min(nll / max(tokens, 1.0), 50.0)), "tokens": int(tokens),
             **stats.summary()}
-
-
-@torch.no_grad()
-def generate(model: Summarizer, dataset: SummarizationDataset, config: Config, device: torch.device,
-             max_examples: int = 0) -> tuple[list[str], list[list[str]]]:
-    """Decode ``dataset`` (beam search per ``config.eval``); returns hypotheses and references."""
-    was_training = model.training
-    model.eval()
-    hyps: list[str] = []
-    refs: list[list[str]] = []
-    limit = max_examples or config.eval.max_examples or len(dataset)
-    loader = make_loader(dataset, config, train=False)
-    vocab = dataset.vocab
-    for batch in loader:
-        batch = batch_to(batch, device, config)
-        e = config.eval
-        decoded = beam_search(model, batch["src"], batch["src_mask"], beam=e.beam, max_len=e.max_len,
-                              min_len=e.min_len, length_penalty=e.length_penalty, block_ngram=e.block_ngram)
-        for ids, ex_refs in zip(decoded.tokens, batch["refs"]):
-            hyps.append(" ".join(vocab.decode(ids, stop_at_eos=False)))
-            refs.append(list(ex_refs))
-        if len(hyps) >= limit:
-            break
-    model.train(was_training)
-    return hyps[:limit], refs[:limit]
-
-
-def first_sentence_baseline(dataset: SummarizationDataset, max_examples: int = 0) -> tuple[list[str], list[list[str]]]:
-    """The FIRST baseline: the document's first sentence as the summary."""
-    n = min(max_examples or len(dataset), len(dataset))
-    hyps, refs = [], []
-    for i in range(n):
-        text = dataset.text(i)
-        hyps.append(text["src_sentences"][0] if text["src_sentences"] else "")
-        refs.append(list(text["refs"]))
-    return hyps, refs

@@ -137,6 +137,8 @@ class Trainer:
         elif self.dist.is_main:
             (self.out_dir / METRICS).write_text("")
             (self.out_dir / "config.json").write_text(json.dumps(config.to_dict(), indent=2) + "\n")
+            # where the corpus is, for `scg-summarize evaluate/summarize --run RUN_DIR` without --data
+            (self.out_dir / "data.json").write_text(json.dumps({"data_dir": str(self.data_dir.resolve())}) + "\n")
 
     # ------------------------------------------------------------------ logging
     def info(self, line: str) -> None:
@@ -219,7 +221,7 @@ class Trainer:
         else:
             result = mle_objective(self.net, batch, normalizer, mode="soft")
         self.optimizer.zero_grad(set_to_none=True)
-        result.loss.backward()
+        result.loss.backward()  # type: ignore[no-untyped-call]
         clip_gradients(self.model.parameters(), tc.max_grad_norm)
         self.optimizer.step()
         self.step += 1
@@ -241,7 +243,9 @@ class Trainer:
             epoch = self.loader.epoch
             bar = self._progress(epoch)
             window = {"nll": 0.0, "tokens": 0, "time": time.perf_counter(), "soft": 0, "steps": 0}
-            for batch in self.loader:
+            if tc.max_steps_per_epoch and self.loader.position >= tc.max_steps_per_epoch:
+                self.loader.set_epoch(epoch + 1)  # resumed exactly at a shortened epoch's end
+            for batch in self._batches(epoch):
                 result = self.train_step(batch)
                 window["nll"] += result.nll
                 window["tokens"] += result.tokens
@@ -255,13 +259,16 @@ class Trainer:
                 if tc.throttle_s > 0:
                     time.sleep(tc.throttle_s)
                 mid_epoch = self.loader.position < len(self.loader)
+                if tc.max_steps_per_epoch and self.loader.position >= tc.max_steps_per_epoch:
+                    mid_epoch = False
                 if tc.checkpoint_every and self.step % tc.checkpoint_every == 0 and mid_epoch:
                     self.save()
                 if tc.time_budget_s and self.elapsed >= tc.time_budget_s:
                     out_of_time = True
                     break
-                if tc.max_steps_per_epoch and self.loader.position >= tc.max_steps_per_epoch and mid_epoch:
-                    self.loader.set_epoch(epoch + 1)
+                if tc.max_steps_per_epoch and self.loader.position >= tc.max_steps_per_epoch:
+                    if self.loader.epoch == epoch:
+                        self.loader.set_epoch(epoch + 1)
                     break
             if bar is not None:
                 bar.close()
@@ -272,6 +279,12 @@ class Trainer:
             self.out_dir.mkdir(parents=True, exist_ok=True)
             (self.out_dir / f"digest-rank{self.dist.rank}.txt").write_text(param_digest(self.model) + "\n")
         return last
+
+    def _batches(self, epoch: int) -> Any:
+        """The rest of the epoch (nothing when the loader already moved past ``epoch``)."""
+        if self.loader.epoch != epoch:
+            return iter(())
+        return iter(self.loader)
 
     def _end_epoch(self, epoch: int) -> dict[str, Any]:
         metrics = self.validate()

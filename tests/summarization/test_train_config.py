@@ -1,0 +1,82 @@
+"""Named configurations: every Table 1 row loads, variants and overrides, errors."""
+
+from __future__ import annotations
+
+import pytest
+from scg_summarize.train.config import available_configs, load_config, parse_override
+
+TABLE1 = ["STANDARD", "MODEL1", "HIER", "HIER-BOW", "HIER+POS", "HIER-5x80", "HIER-2x200", "C2F", "C2F+POS",
+          "C2F+MULTI2", "C2F+POS+MULTI2", "C2F+MULTI3", "C2F+PRETRAIN", "C2F+ALTERNATE"]
+
+
+def test_every_table1_row_has_a_named_config() -> None:
+    assert sorted(available_configs()) == sorted(TABLE1)
+
+
+@pytest.mark.parametrize("name", available_configs(include_variants=True))
+def test_all_configs_and_variants_load(name: str) -> None:
+    config = load_config(name)
+    assert config.name == name
+    assert config.description
+
+
+def test_table1_options_are_what_the_names_say() -> None:
+    paper = {n: load_config(n) for n in TABLE1}
+    assert paper["STANDARD"].model.attention == "standard" and paper["MODEL1"].model.attention == "model1"
+    assert paper["HIER"].model.attention == "hier" and paper["HIER"].model.chunk_encoder == "conv"
+    assert paper["HIER-BOW"].model.chunk_encoder == "bow"
+    assert paper["HIER+POS"].model.pos and not paper["HIER"].model.pos
+    assert paper["HIER-5x80"].data.regrid == [5, 80] and paper["HIER-2x200"].data.regrid == [2, 200]
+    for name in TABLE1[7:]:
+        assert paper[name].model.attention == "c2f"
+    assert paper["C2F"].model.multi == 1 and paper["C2F+MULTI2"].model.multi == 2
+    assert paper["C2F+MULTI3"].model.multi == 3
+    assert paper["C2F+POS+MULTI2"].model.pos and paper["C2F+POS+MULTI2"].model.multi == 2
+    assert paper["C2F+PRETRAIN"].train.pretrain and paper["C2F+ALTERNATE"].train.alternate == 0.5
+    # the paper's sizes and optimization (Section 5)
+    c = paper["C2F"]
+    assert (c.model.hidden, c.model.enc_layers, c.model.dec_layers) == (500, 2, 2)
+    assert (c.model.conv_width, c.model.conv_filters, c.model.pos_dim, c.model.dropout) == (6, 600, 25, 0.3)
+    t = c.train
+    assert (t.optimizer, t.lr, t.chunk_encoder_lr_scale, t.max_grad_norm) == ("sgd", 1.0, 0.1, 5.0)
+    assert (c.train.lr_decay, c.train.discount, c.train.baseline_beta, c.train.reward_scale) == (0.5, 0.5, 0.1, 0.3)
+    assert c.model.init_range == 0.1
+
+
+def test_variants_shrink_the_model_only() -> None:
+    big, small, tiny = load_config("C2F+MULTI2"), load_config("small-C2F+MULTI2"), load_config("tiny-C2F+MULTI2")
+    assert small.model.hidden < big.model.hidden and tiny.model.hidden < small.model.hidden
+    assert small.model.attention == tiny.model.attention == "c2f" and small.model.multi == 2
+
+
+def test_overrides() -> None:
+    config = load_config("small-STANDARD", ["model.hidden=64", "train.optimizer=sgd", "data.regrid=[4, 10]",
+                                            "train.alternate=0.0", "eval.beam=3"])
+    assert config.model.hidden == 64 and config.train.optimizer == "sgd" and config.data.regrid == [4, 10]
+    assert config.eval.beam == 3
+    assert parse_override("train.init_from=runs/x/best.pt") == (["train", "init_from"], "runs/x/best.pt")
+    assert parse_override('train.optimizer="adam"') == (["train", "optimizer"], "adam")
+
+
+@pytest.mark.parametrize(("name", "overrides", "message"), [
+    ("NOPE", [], "unknown configuration"),
+    ("STANDARD", ["model.hiden=3"], "unknown option"),
+    ("STANDARD", ["model.attention=soft"], "model.attention"),
+    ("STANDARD", ["model.multi=2"], "needs model.attention = 'c2f'"),
+    ("HIER", ["train.alternate=0.5"], "ALTERNATE"),
+    ("STANDARD", ["hidden=3"], "one dot"),
+    ("STANDARD", ["train.discount=2.0"], "discount"),
+])
+def test_bad_configs_are_rejected(name: str, overrides: list[str], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        load_config(name, overrides)
+
+
+def test_a_toml_file_can_extend_a_named_config(tmp_path) -> None:
+    path = tmp_path / "mine.toml"
+    path.write_text('extends = "C2F"\n[model]\nmulti = 4\n')
+    config = load_config(str(path))
+    assert config.model.multi == 4 and config.model.attention == "c2f" and config.name == "mine"
+    path.write_text('extends = "C2F-NOPE"\n')
+    with pytest.raises(ValueError, match="extends"):
+        load_config(str(path))

@@ -1,0 +1,119 @@
+"""The training loop end to end on a tiny synthetic corpus: CLI, logs, checkpoints, options."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from scg_summarize.cli import main
+from scg_summarize.train import Trainer, load_config, load_model
+from scg_summarize.train.checkpoint import load_checkpoint
+from scg_summarize.train.data import regrid
+
+FAST = ["train.max_steps_per_epoch=3", "train.epochs=2"]
+
+
+def _fit(name: str, data: Path, out: Path, *overrides: str) -> Trainer:
+    trainer = Trainer(load_config(name, [*FAST, *overrides]), data, out, quiet=True, log=lambda line: None)
+    trainer.fit()
+    return trainer
+
+
+def test_cli_train_writes_logs_checkpoints_and_results(synthetic_corpus: Path, tmp_path: Path, capsys) -> None:
+    out = tmp_path / "run"
+    status = main(["train", "--config", "tiny-C2F+MULTI2", "--data", str(synthetic_corpus), "--out", str(out),
+                   "--quiet", "--rouge", *[a for kv in [*FAST, "eval.min_len=3"] for a in ("--set", kv)]])
+    assert status == 0
+    assert {p.name for p in out.iterdir()} >= {"checkpoint.pt", "best.pt", "metrics.jsonl", "config.json",
+                                                "data.json", "results.json", "test.summaries.jsonl"}
+    assert not list(out.glob("*.tmp"))  # atomic writes leave no temporary files
+    lines = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    train = [x for x in lines if x["event"] == "train"]
+    valid = [x for x in lines if x["event"] == "valid"]
+    assert [x["step"] for x in valid] == [3, 6] and lines[-1]["event"] == "end"
+    assert all({"loss", "ppl", "tok_per_s", "lr"} <= set(x) for x in train)
+    assert all(x["soft_frac"] == 0.0 for x in train)  # C2F trains through the scg surrogate
+    results = json.loads((out / "results.json").read_text())  # the shared evaluation's record
+    metrics = results["metrics"]
+    assert {"ppl", "rouge1", "rouge2", "rougeL", "coarse_accuracy", "coarse_entropy", "fraction_read"} <= set(metrics)
+    assert 0.0 < metrics["fraction_read"] < 0.5  # the argmax chunk of 8 (at every step: a few chunks)
+    assert 0.0 <= metrics["coarse_accuracy"] <= 1.0 and metrics["mean_length"] >= 3
+    assert results["examples"] == 30 and results["name"] == "tiny-C2F+MULTI2"
+    tf = json.loads(capsys.readouterr().err.strip().splitlines()[-1])["teacher_forced"]
+    assert 0.0 < tf["read_frac"] < 0.3 and tf["ppl"] > 1.0
+    model, config = load_model(out / "best.pt")
+    assert config.name == "tiny-C2F+MULTI2" and model.config.multi == 2
+
+
+def test_cli_train_lists_configs_and_reports_errors(synthetic_corpus: Path, tmp_path: Path, capsys) -> None:
+    assert main(["train", "--list"]) == 0
+    assert "C2F+MULTI2" in capsys.readouterr().out
+    assert main(["train", "--config", "NOPE", "--data", str(synthetic_corpus), "--out", str(tmp_path)]) == 1
+    assert "unknown configuration" in capsys.readouterr().err
+    assert main(["train", "--config", "tiny-STANDARD"]) == 2
+    assert main(["train", "--config", "tiny-C2F+PRETRAIN", "--data", str(synthetic_corpus),
+                 "--out", str(tmp_path / "p")]) == 1
+    assert "init_from" in capsys.readouterr().err
+
+
+def test_pretrain_starts_c2f_from_a_hier_checkpoint(synthetic_corpus: Path, tmp_path: Path) -> None:
+    hier = _fit("tiny-HIER", synthetic_corpus, tmp_path / "hier")
+    c2f = Trainer(load_config("tiny-C2F+PRETRAIN", [*FAST, f"train.init_from='{tmp_path / 'hier' / 'best.pt'}'"]),
+                  synthetic_corpus, tmp_path / "c2f", quiet=True, log=lambda line: None)
+    best = load_checkpoint(tmp_path / "hier" / "best.pt")["model"]
+    for name, value in c2f.model.state_dict().items():
+        assert torch.equal(value, best[name]), name
+    assert hier.model.state_dict().keys() == c2f.model.state_dict().keys()
+
+
+def test_alternate_mixes_soft_and_sampled_minibatches(synthetic_corpus: Path, tmp_path: Path) -> None:
+    trainer = _fit("tiny-C2F+ALTERNATE", synthetic_corpus, tmp_path / "alt", "train.max_steps_per_epoch=10",
+                   "train.epochs=1", "train.log_every=1")
+    lines = [json.loads(line) for line in (tmp_path / "alt" / "metrics.jsonl").read_text().splitlines()]
+    soft = [x["soft_frac"] for x in lines if x["event"] == "train"]
+    assert len(soft) == 10 and 0 < sum(soft) < 10
+    assert trainer.baseline.value("nll", 0) != 0.0
+
+
+def test_soft_model_uses_sgd_groups_and_lr_decay(synthetic_corpus: Path, tmp_path: Path) -> None:
+    trainer = _fit("tiny-HIER", synthetic_corpus, tmp_path / "sgd", "train.optimizer=sgd", "train.lr=1.0",
+                   "train.chunk_encoder_lr_scale=0.1", "train.epochs=3")
+    groups = {g["name"]: g["lr"] for g in trainer.optimizer.param_groups}
+    assert set(groups) == {"main", "chunk_encoder"}
+    assert groups["chunk_encoder"] == pytest.approx(0.1 * groups["main"])
+    chunk_ids = {id(p) for p in trainer.model.chunk_encoder_parameters()}
+    assert chunk_ids == {id(p) for p in trainer.optimizer.param_groups[1]["params"]}
+    valid = [json.loads(x) for x in (tmp_path / "sgd" / "metrics.jsonl").read_text().splitlines()]
+    lrs = [x["lr"] for x in valid if x["event"] == "valid"]
+    assert all(b in (a, a * 0.5) for a, b in itertools.pairwise(lrs))
+
+
+def test_regrid_recuts_the_flat_document() -> None:
+    src = torch.tensor([[[5, 6, 0], [7, 0, 0], [8, 9, 10]]])
+    out, mask = regrid(src, src != 0, 2, 4)
+    assert out.tolist() == [[[5, 6, 7, 8], [9, 10, 0, 0]]]
+    assert mask.tolist() == [[[True] * 4, [True, True, False, False]]]
+    out, _ = regrid(src, src != 0, 1, 3)
+    assert out.tolist() == [[[5, 6, 7]]]
+
+
+def test_word2vec_initialization(synthetic_corpus: Path, tmp_path: Path) -> None:
+    from scg_summarize.data import Vocab
+
+    vocab = Vocab.load(synthetic_corpus / "vocab.txt")
+    word = vocab.tokens[10]
+    path = tmp_path / "vec.txt"
+    path.write_text(f"2 16\n{word} " + " ".join(["0.5"] * 16) + "\nnotaword " + " ".join(["1"] * 16) + "\n")
+    trainer = Trainer(load_config("tiny-STANDARD", [*FAST, f"train.word2vec='{path}'"]), synthetic_corpus,
+                      tmp_path / "w2v", quiet=True, log=lambda line: None)
+    row = trainer.model.src_embedding.weight[10]
+    assert torch.all(row == 0.5)
+    assert torch.all(trainer.model.tgt_embedding.weight[10] == 0.5)
+    bad = tmp_path / "bad.txt"
+    bad.write_text(f"{word} 1 2 3\n")
+    with pytest.raises(ValueError, match="expected a word and 16 numbers"):
+        Trainer(load_config("tiny-STANDARD", [f"train.word2vec='{bad}'"]), synthetic_corpus, tmp_path / "b",
+                quiet=True, log=lambda line: None)

@@ -1,0 +1,66 @@
+"""A run killed with SIGKILL mid-epoch and resumed ends with bitwise the same parameters."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+from scg_summarize.train.checkpoint import load_checkpoint
+
+# C2F with +MULTI2 and +ALTERNATE: sampling, the EMA baseline, dropout and the coin all matter
+SETTINGS = ["--set", "train.max_steps_per_epoch=8", "--set", "train.epochs=2", "--set", "train.checkpoint_every=1",
+            "--set", "train.alternate=0.5", "--set", "train.log_every=1"]
+
+
+def _train(data: Path, out: Path, *extra: str) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "scg_summarize.cli", "train", "--config", "tiny-C2F+MULTI2", "--data", str(data),
+           "--out", str(out), "--quiet", "--no-test", *SETTINGS, *extra]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+
+
+def _finish(proc: subprocess.Popen) -> None:
+    out, _ = proc.communicate(timeout=240)
+    assert proc.returncode == 0, out.decode()
+
+
+def _step(path: Path) -> int:
+    try:
+        return int(load_checkpoint(path)["step"])
+    except (FileNotFoundError, EOFError, RuntimeError):
+        return -1
+
+
+def test_sigkill_mid_epoch_then_resume_is_bitwise_identical(synthetic_corpus: Path, tmp_path: Path) -> None:
+    reference = _train(synthetic_corpus, tmp_path / "reference")
+    victim = _train(synthetic_corpus, tmp_path / "victim", "--set", "train.throttle_s=0.25")
+    deadline = time.time() + 180
+    while _step(tmp_path / "victim" / "checkpoint.pt") < 4:  # steps 1-8 are epoch 1
+        assert victim.poll() is None, "the run finished before it could be killed"
+        assert time.time() < deadline
+        time.sleep(0.05)
+    os.kill(victim.pid, signal.SIGKILL)
+    victim.wait()
+    killed_at = _step(tmp_path / "victim" / "checkpoint.pt")
+    assert killed_at % 8 != 0, killed_at  # mid-epoch (epochs are 8 steps)
+    _finish(reference)
+    _finish(_train(synthetic_corpus, tmp_path / "victim", "--resume"))
+
+    ref = load_checkpoint(tmp_path / "reference" / "checkpoint.pt")
+    got = load_checkpoint(tmp_path / "victim" / "checkpoint.pt")
+    assert ref["step"] == got["step"] == 16
+    for name, value in ref["model"].items():
+        assert torch.equal(value, got["model"][name]), name
+    assert ref["baseline"]["keys"] == got["baseline"]["keys"]
+    assert torch.equal(ref["baseline"]["values"], got["baseline"]["values"])
+    # the metrics log has no duplicated steps after the resume
+    import json
+
+    steps = [json.loads(line)["step"] for line in (tmp_path / "victim" / "metrics.jsonl").read_text().splitlines()
+             if json.loads(line)["event"] == "train"]
+    assert steps == sorted(set(steps)) and steps[-1] == 16
