@@ -57,14 +57,14 @@ def test_learned_baseline_is_trained_by_regression_and_unbiased() -> None:
     assert report.passed, str(report)
     # One optimizer step on the surrogate moves the baseline toward the mean cost.
     opt = torch.optim.SGD(module.parameters(), lr=0.05)
-    before = float(module(features))
+    before = float(module(features).detach())
     for _ in range(50):
         with scg.Graph() as g:
             run(theta.detach()[None].expand(64, 3))
         opt.zero_grad()
         g.surrogate_loss().backward()
         opt.step()
-    after = float(module(features))
+    after = float(module(features).detach())
     target = float(st.exact_expectation(lambda: run(theta.detach()[None])))
     assert abs(after - target) < abs(before - target) / 4
 
