@@ -72,7 +72,7 @@ hidden. Storchastic needs ``sys.setrecursionlimit`` raised for the T=30 attentio
 clean-up recurses once per node; the default limit raises RecursionError); the worker raises it.
 Results: ``benchmarks/results/estimators.{json,md,png}``.
 
-    python benchmarks/estimators.py [--quick]      # --quick: small n, a smoke test (~5 min)
+    python benchmarks/estimators.py [--quick]      # --quick: small n, a smoke test (~7 min on 2 busy cores)
     python benchmarks/estimators.py --render       # rewrite the .md and .png from the .json
 """
 
@@ -82,6 +82,7 @@ import argparse
 import json
 import math
 import multiprocessing as mp
+import os
 import platform
 import signal
 import statistics
@@ -799,6 +800,42 @@ def summarize(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def target_lines(rows: list[dict[str, Any]], summary: list[dict[str, Any]]) -> list[str]:
+    """The issue's targets, checked against the rows: speed-up ≥ 10, variance no worse, never biased."""
+    lines = ["## Against the issue's targets", ""]
+    for ours in ("scg_loop", "scg_vec"):
+        have = [(s, peer, s[f"speedup_{ours}_vs_{peer}"]) for s in summary for peer in PEERS
+                if s.get(f"speedup_{ours}_vs_{peer}") is not None]
+        low = [f"{s['problem']}/{s['estimator']} vs {peer} {x:.2f}x" for s, peer, x in have if x < 10]
+        lines.append(f"- **≥ 10x faster per estimate**, {ours}: {len(have) - len(low)} of {len(have)} comparisons; "
+                     f"below 10x: {', '.join(low) or 'none'}.")
+    by = {(r["problem"], r["estimator"], r["lib"]): r for r in rows}
+    lower, compared = [], 0
+    for r in rows:
+        ref = by.get((r["problem"], r["estimator"], "scg_loop"))
+        if r["lib"] not in PEERS or r["var_trace"] is None or ref is None or ref["var_trace"] is None:
+            continue
+        compared += 1
+        if ref["var_trace"] - r["var_trace"] > 2 * math.hypot(ref["var_trace_se"], r["var_trace_se"]):
+            biased = r["bias"] is not None and not r["bias"]["passed"]
+            lower.append(f"{r['problem']}/{r['estimator']} {r['lib']} ({r['var_trace'] / ref['var_trace']:.2f}x"
+                         + (", a biased estimate" if biased else "") + ")")
+    lines.append(f"- **variance no worse for the same estimator**: {compared - len(lower)} of {compared} peer rows "
+                 "have a variance at least scg_loop's (within 2 standard errors); lower: "
+                 f"{', '.join(lower) or 'none'}.")
+    scg_rows = [r for r in rows if r["lib"] in ("scg_loop", "scg_vec") and r["bias"] is not None]
+    scg_bad = [f"{r['problem']}/{r['estimator']} {r['lib']}" for r in scg_rows if not r["bias"]["passed"]]
+    peer_bad = [f"{r['problem']}/{r['estimator']} {r['lib']} (p = {r['bias']['p_value']:.2g})" for r in rows
+                if r["lib"] in PEERS and r["bias"] is not None and not r["bias"]["passed"]]
+    lines.append(f"- **never biased**: scg {len(scg_rows) - len(scg_bad)} of {len(scg_rows)} bias tests passed"
+                 f"{'; failed: ' + ', '.join(scg_bad) if scg_bad else ''}. Peers rejected as biased: "
+                 f"{', '.join(peer_bad) or 'none'}.")
+    failed = [f"{r['problem']}/{r['estimator']} {r['lib']}: {r['status']}" for r in rows
+              if r["lib"] in PEERS and r["status"] in ("crash", "timeout", "unsupported")]
+    lines.append(f"- **peer runs that failed**: {', '.join(failed) or 'none'} (messages in the table).")
+    return lines + [""]
+
+
 def _size_text(size: dict[str, int]) -> str:
     return " ".join(f"{k}={v}" for k, v in size.items()) or "as is"
 
@@ -809,7 +846,10 @@ def write_markdown(rows: list[dict[str, Any]], summary: list[dict[str, Any]], me
     lines = ["# Gradient estimators: scg vs Storchastic vs Pyro TraceGraph_ELBO", "",
              f"torch {meta['torch']}, storchastic {meta['storchastic']}, pyro-ppl {meta['pyro']}; "
              f"{meta['threads']} thread(s), each library in its own process, timing rounds alternating between "
-             f"the libraries ({cfg['rounds']} rounds). Reproduce: `python benchmarks/estimators.py"
+             f"the libraries ({cfg['rounds']} rounds)"
+             + (f"; {meta['cpus']} CPUs shared with other work, 1-min load average {meta['load_average_1min'][0]:.1f} "
+                f"at the start and {meta['load_average_1min'][1]:.1f} at the end" if "cpus" in meta else "")
+             + ". Reproduce: `python benchmarks/estimators.py"
              + (" --quick" if meta["quick"] else "") + "`.", "",
              "- **s / 1000 est.**: seconds per 1000 gradient estimates at the full size (median over rounds). "
              "`scg_loop`: one graph per estimate; `scg_vec`: a particle dimension, one graph per "
@@ -825,7 +865,9 @@ def write_markdown(rows: list[dict[str, Any]], summary: list[dict[str, Any]], me
                                      for p, v in cfg["sizes"].items()) + ".",
              "- The problems, estimators and the Pyro model/guide construction are described in the docstring of "
              "`benchmarks/estimators.py`.", ""]
-    lines += ["| problem | estimator | library | s / 1000 est. | variance (trace) | var. ratio | bias p "
+    lines += target_lines(rows, summary)
+    lines += ["## All measurements", "",
+              "| problem | estimator | library | s / 1000 est. | variance (trace) | var. ratio | bias p "
               "| mean/exact | same draws | status |",
               "|---|---|---|---:|---:|---:|---:|---:|---:|---|"]
     summ = {(s["problem"], s["estimator"]): s for s in summary}
@@ -930,6 +972,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         shared = next((w for w in workers.values() if w.lib == proc), None)
         workers[lib] = shared or Worker(proc, cfg.threads, cfg.timeout)
     t0 = time.perf_counter()
+    load_start = os.getloadavg()[0]
     try:
         rows = run_benchmark(cfg, workers)
     finally:
@@ -938,6 +981,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     summary = summarize(rows)
     meta = {"torch": torch.__version__, "python": platform.python_version(), "machine": platform.machine(),
             "threads": cfg.threads, "quick": args.quick, "wall_seconds": time.perf_counter() - t0,
+            "load_average_1min": [load_start, os.getloadavg()[0]], "cpus": os.cpu_count(),
             "config": {k: (list(v) if isinstance(v, tuple) else v) for k, v in cfg.__dict__.items()},
             "ema_rate": EMA_RATE, "loo_k": LOO_K, **versions,
             "notes": NOTES}
