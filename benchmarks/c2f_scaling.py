@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from scg_summarize.kernels import reference
 from scg_summarize.models.attention import C2FAttention, FlatAttention, Memory, c2f_step, flat_step
 from scg_summarize.models.decoder import Decoder
 from torch.overrides import TorchFunctionMode
@@ -42,6 +43,13 @@ class AllocationCounter(TorchFunctionMode):
         self.bytes = 0
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        if func is torch.ops.scg.c2f_fine_attend.default:
+            # the model's fine read is a custom op (scg_summarize.kernels): count what its reference
+            # implementation allocates inside (the gathered (B, k, N, H) block), which the mode does not see
+            words, word_mask, query, idx, weights, *rest = args
+            rows = rest[0] if rest else (kwargs or {}).get("rows")
+            with self:
+                return reference.fine_attend(words, word_mask, query, idx, weights, rows)
         out = func(*args, **(kwargs or {}))
         inputs = set()
         for a in list(args) + list((kwargs or {}).values()):

@@ -218,7 +218,7 @@ def _c_hat(ng: NodeGroup, cgs: list[CostGroup], w: np.ndarray, costs: list[CostN
     node_shape = ng.logp.shape[1:]
     out: torch.Tensor | None = None
     for cg in cgs:
-        sub = w[np.ix_(ng.rows, cg.cols)]
+        sub = w[ng.rows][:, cg.cols]  # (rows, cols); cheaper than np.ix_ for the small index lists
         if not sub.any():
             continue
         stack: torch.Tensor = getattr(cg, field)

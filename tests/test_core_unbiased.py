@@ -138,7 +138,7 @@ def test_pathwise_matches_analytic_gradient(dist: str) -> None:
         exact = [2 * (mu.detach() - a), torch.tensor([2 * s * s], dtype=torch.float64)]
     else:  # Gumbel: E[x] = μ + sγ, Var = π²s²/6
         g = 0.5772156649015329
-        mean = float(mu) + s * g
+        mean = float(mu.detach()) + s * g
         exact = [torch.tensor([2 * (mean - a)], dtype=torch.float64),
                  torch.tensor([2 * (mean - a) * s * g + 2 * math.pi**2 * s * s / 6],
                               dtype=torch.float64)]

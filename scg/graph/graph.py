@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import itertools
 import warnings
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from contextvars import ContextVar, Token
 from types import FrameType, TracebackType
 from typing import TYPE_CHECKING, Any
 
 import torch
+from torch._C import _get_function_stack_at, _len_torch_function_stack
 from torch.distributions import Distribution
-from torch.overrides import _get_current_function_mode_stack, _pop_mode_temporarily
+from torch.overrides import _pop_mode, _push_mode
 
 from scg.errors import InfluenceLostWarning, SCGError
 from scg.graph.nodes import CostNode, Node, StochasticNode
@@ -35,6 +35,31 @@ _IDS = itertools.count()
 def current_graph() -> Graph | None:
     """The innermost open graph of this thread/context, or None."""
     return _CURRENT.get()
+
+
+class _Paused:
+    """Pops ``tracker`` off torch's function-mode stack for a block, if it is on top.
+
+    (A class, not a ``contextlib.contextmanager``: it runs for every ``scg.sample`` and ``scg.cost``,
+    where a generator-based context manager costs more than the sampling itself.)
+    """
+
+    __slots__ = ("popped", "tracker")
+
+    def __init__(self, tracker: InfluenceTracker | None) -> None:
+        self.tracker = tracker
+        self.popped = False
+
+    def __enter__(self) -> None:
+        n = _len_torch_function_stack()
+        if n and self.tracker is not None and _get_function_stack_at(n - 1) is self.tracker:
+            _pop_mode()  # type: ignore[no-untyped-call]
+            self.popped = True
+
+    def __exit__(self, *exc: object) -> None:
+        if self.popped:
+            _push_mode(self.tracker)  # type: ignore[no-untyped-call]
+            self.popped = False
 
 
 class Graph:
@@ -103,15 +128,9 @@ class Graph:
         """The direct-influence mask of a tensor computed in this graph (0 if untracked)."""
         return getattr(value, self._attr, 0) if isinstance(value, torch.Tensor) else 0
 
-    @contextmanager
-    def _paused(self) -> Iterator[None]:
+    def _paused(self) -> _Paused:
         """Suspend tracking (when this graph's tracker is the innermost torch function mode)."""
-        stack = _get_current_function_mode_stack()  # type: ignore[no-untyped-call]
-        if not stack or stack[-1] is not self._tracker:
-            yield
-            return
-        with _pop_mode_temporarily():
-            yield
+        return _Paused(self._tracker)
 
     def _set_mask(self, value: torch.Tensor, mask: int) -> None:
         setattr(value, self._attr, mask)

@@ -49,6 +49,16 @@ def test_variants_shrink_the_model_only() -> None:
     assert small.model.attention == tiny.model.attention == "c2f" and small.model.multi == 2
 
 
+def test_copy_suffix_applies_to_any_name_and_overrides_still_win() -> None:
+    config = load_config("small-C2F+MULTI2+COPY")
+    assert config.model.copy and config.model.multi == 2 and config.model.hidden == 128
+    assert config.name == "small-C2F+MULTI2+COPY"
+    assert not load_config("small-C2F+MULTI2").model.copy
+    assert not load_config("STANDARD+COPY", ["model.copy=false"]).model.copy
+    with pytest.raises(ValueError, match="suffixes: \\+COPY"):
+        load_config("+COPY")
+
+
 def test_overrides() -> None:
     config = load_config("small-STANDARD", ["model.hidden=64", "train.optimizer=sgd", "data.regrid=[4, 10]",
                                             "train.alternate=0.0", "eval.beam=3"])

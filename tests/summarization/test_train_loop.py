@@ -117,3 +117,27 @@ def test_word2vec_initialization(synthetic_corpus: Path, tmp_path: Path) -> None
     with pytest.raises(ValueError, match="expected a word and 16 numbers"):
         Trainer(load_config("tiny-STANDARD", [f"train.word2vec='{bad}'"]), synthetic_corpus, tmp_path / "b",
                 quiet=True, log=lambda line: None)
+
+
+def test_a_run_is_self_contained_for_summarizing_new_text(tmp_path: Path, capsys) -> None:
+    """The run keeps its vocabulary and preprocessing options: `summarize --run` needs no corpus."""
+    import shutil
+
+    from scg_summarize.data import make_synthetic_corpus
+
+    data = tmp_path / "data"
+    make_synthetic_corpus(data, n_train=40, n_valid=8, n_test=4, seed=3)
+    first = (data / "test" / "text.jsonl").read_text(encoding="utf-8").splitlines()[0]
+    words = " ".join(json.loads(first)["src_sentences"][:3])
+    out = tmp_path / "run"
+    _fit("tiny-STANDARD", data, out, "model.copy=true")
+    record = json.loads((out / "data.json").read_text())
+    assert (out / "vocab.txt").read_text() == (data / "vocab.txt").read_text()
+    assert record["prep_options"]["num_chunks"] > 0
+    shutil.rmtree(data)
+    text = tmp_path / "doc.txt"
+    text.write_text(words + "\n", encoding="utf-8")
+    capsys.readouterr()
+    assert main(["summarize", "--run", str(out), "--input", str(text), "--max-len", "5"]) == 0
+    summary = capsys.readouterr().out.strip()
+    assert summary and len(summary.split()) <= 5

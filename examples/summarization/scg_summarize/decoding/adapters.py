@@ -4,7 +4,13 @@
 HIER, C2F and their variants) in the protocol of :mod:`~scg_summarize.decoding.protocol`:
 
 * ``init_state`` encodes the batch once; the encoder memory stays per example and a row ->
-  example index follows the beams (the memory is re-gathered only when examples are dropped);
+  example index follows the beams. C2F reads the memory through that index
+  (:class:`IndexedMemory`, the kernels' ``rows=``), so no hypothesis copies the encoder states;
+  other attentions (and copying generators) get the memory re-gathered when the rows change;
+* ``step_topk`` (the protocol's optional top-k step): for a plain softmax generator the output
+  projection, log-softmax and top-k are one ``scg_summarize.kernels.logsoftmax_topk`` call
+  (``fused_topk`` is True where it runs the Triton kernel); a copying generator's distribution
+  depends on the attention, so it falls back to the top k of :meth:`Summarizer.step_log_probs`;
 * ``step`` runs one decoder step in ``"greedy"`` attention mode -- C2F reads the argmax chunk,
   or its top ``test_k`` (+MULTI) -- and returns the log-probabilities with the extras
   ``coarse_attn`` (the model's distribution over chunks), ``chunk_read`` (C2F: the chunks
@@ -20,15 +26,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
 import torch
+from torch import nn
 
+from ..models.attention import Memory
 from .loading import LoadedRun, RunLoadError, load_vocab_and_options, register_loader
+from .protocol import TopK, topk_of
 
-__all__ = ["ModelState", "ModelStepDecoder", "load_trained_run"]
+__all__ = ["IndexedMemory", "ModelState", "ModelStepDecoder", "load_trained_run"]
 
 CHECKPOINTS: tuple[str, ...] = ("best.pt", "checkpoint.pt")
 
@@ -42,6 +51,34 @@ class ModelState:
     base: Any  # models.Memory, one row per example
     memory: Any  # base gathered by ``example`` (cached)
     t: int = 0
+
+
+@dataclass
+class IndexedMemory(Memory):
+    """A :class:`~scg_summarize.models.attention.Memory` with one row per *example* and ``rows``
+    ``(R,)``, the example of each hypothesis.
+
+    C2F attention (``reads_rows``) indexes the chunk and word states by ``rows`` (the kernels'
+    ``rows=``): R = B · beam hypotheses read the B encoded examples, no copy per hypothesis.
+    """
+
+    rows: torch.Tensor | None = None
+
+    @classmethod
+    def of(cls, base: Memory, rows: torch.Tensor) -> IndexedMemory:
+        """``base`` (one row per example) read through ``rows``."""
+        return cls(**{f.name: getattr(base, f.name) for f in fields(Memory)}, rows=rows)
+
+    def gathered(self) -> Memory:
+        """A plain memory with one row per hypothesis (copies; for what is not row-indexed)."""
+        base = Memory(**{f.name: getattr(self, f.name) for f in fields(Memory)})
+        return base if self.rows is None else base.index_select(self.rows)
+
+
+def _per_row(memory: Any, x: torch.Tensor) -> torch.Tensor:
+    """``x`` (one row per memory row) as one row per hypothesis."""
+    rows = getattr(memory, "rows", None)
+    return x if rows is None else x.index_select(0, rows)
 
 
 class ModelStepDecoder:
@@ -59,6 +96,33 @@ class ModelStepDecoder:
         if coarse_topk is not None and hasattr(attention, "test_k"):
             attention.test_k = coarse_topk
         self.want_words = False
+        # C2F reads the memory through the row -> example index; a copying generator reads the
+        # source ids per row, so it gets gathered memories
+        self.index_rows = bool(getattr(attention, "reads_rows", False)) and not getattr(model, "copies", False)
+
+    @property
+    def vocab_size(self) -> int:
+        """V, the number of output words."""
+        return int(self.model.config.vocab_size)
+
+    def _projection(self) -> nn.Linear | None:
+        """The output layer W_out when p(y_t) = softmax(W_out c_t + b_out) (no copying), else None."""
+        generator = getattr(self.model, "generator", None)
+        if generator is None or getattr(self.model, "copies", False) or getattr(generator, "copies", True):
+            return None
+        proj = getattr(generator, "proj", None)
+        return proj if isinstance(proj, nn.Linear) else None
+
+    @property
+    def fused_topk(self) -> bool:
+        """Whether :meth:`step_topk` runs the fused Triton kernel (a plain softmax generator, on
+        CUDA or with ``SCG_KERNELS=triton``); beam search then uses it by default."""
+        proj = self._projection()
+        if proj is None:
+            return False
+        from ..kernels import choose
+
+        return choose(proj.weight.device) == "triton"
 
     def request_extras(self, names: Iterable[str]) -> None:
         """Optional protocol hook: compute ``word_attn`` only when someone records it."""
@@ -86,34 +150,55 @@ class ModelStepDecoder:
         weighted: torch.Tensor = within * att.chunk_weights.unsqueeze(-1)
         return weighted
 
-    @torch.no_grad()
-    def step(self, state: ModelState, prev_tokens: torch.Tensor) -> tuple[torch.Tensor, ModelState, dict[str, Any]]:
+    def _advance(self, state: ModelState, prev_tokens: torch.Tensor
+                 ) -> tuple[torch.Tensor, Any, ModelState, dict[str, torch.Tensor]]:
+        """One decoder step: c_t ``(R, H)``, the attention, the new state and the extras."""
         model = self.model
         out, dec, att = model.decoder.step(state.dec, model.tgt_embedding(prev_tokens), state.memory, state.t, "greedy")
-        log_probs = model.log_probs(out).float()
         extras: dict[str, torch.Tensor] = {"coarse_attn": att.chunk_probs.float()}
         if att.selected is not None:
             read = torch.zeros_like(att.chunk_probs, dtype=torch.bool)
-            extras["chunk_read"] = read.scatter(1, att.selected, True) & state.memory.chunk_mask
+            extras["chunk_read"] = read.scatter(1, att.selected, True) & _per_row(state.memory, state.memory.chunk_mask)
         if self.want_words:
-            extras["word_attn"] = self._word_attn(state.memory, dec.h[-1], att).float()
-        return log_probs, replace(state, dec=dec, t=state.t + 1), extras
+            memory = state.memory.gathered() if isinstance(state.memory, IndexedMemory) else state.memory
+            extras["word_attn"] = self._word_attn(memory, dec.h[-1], att).float()
+        return out, att, replace(state, dec=dec, t=state.t + 1), extras
+
+    @torch.no_grad()
+    def step(self, state: ModelState, prev_tokens: torch.Tensor) -> tuple[torch.Tensor, ModelState, dict[str, Any]]:
+        out, att, new_state, extras = self._advance(state, prev_tokens)
+        log_probs = self.model.step_log_probs(out, att, state.memory).float()
+        return log_probs, new_state, extras
+
+    @torch.no_grad()
+    def step_topk(self, state: ModelState, prev_tokens: torch.Tensor, k: int
+                  ) -> tuple[TopK, ModelState, dict[str, Any]]:
+        """The ``min(k, V)`` most probable next words per row (the protocol's optional top-k step).
+
+        A plain softmax generator: log softmax(W_out c_t + b_out) and its top k in one
+        ``kernels.logsoftmax_topk`` call (Triton on CUDA: the ``(R, V)`` logits are never written;
+        the PyTorch reference on CPU, equal to :meth:`step`'s log-probabilities bit for bit in
+        float32). A copying generator: the top k of :meth:`step`'s full distribution.
+        """
+        out, att, new_state, extras = self._advance(state, prev_tokens)
+        proj = self._projection()
+        if proj is None:
+            return topk_of(self.model.step_log_probs(out, att, state.memory).float(), k), new_state, extras
+        from ..kernels import logsoftmax_topk
+
+        values, indices = logsoftmax_topk(out, proj.weight, proj.bias, min(k, proj.out_features))  # (R, k'), (R, k')
+        return TopK(values.float(), indices), new_state, extras
 
     def reorder(self, state: ModelState, indices: torch.Tensor) -> ModelState:
         example = state.example[indices]
         same = example.shape == state.example.shape and bool(torch.equal(example, state.example))
-        memory = state.memory if same else _gather_memory(state.base, example)
+        if same:
+            memory = state.memory
+        elif self.index_rows:
+            memory = IndexedMemory.of(state.base, example)  # an index, no copy of the encoder states
+        else:
+            memory = state.base.index_select(example)
         return ModelState(state.dec.select(indices), example, state.base, memory, state.t)
-
-
-def _gather_memory(memory: Any, index: torch.Tensor) -> Any:
-    def pick(x: torch.Tensor | None) -> torch.Tensor | None:
-        return None if x is None else x.index_select(0, index)
-
-    return type(memory)(
-        pick(memory.words), pick(memory.word_mask), pick(memory.chunks), pick(memory.chunk_mask),
-        pick(memory.chunk_sizes),
-    )  # fmt: skip
 
 
 def _data_dir_of(run_dir: Path, config: Mapping[str, Any], data_dir: str | Path | None) -> Path | None:
@@ -128,6 +213,15 @@ def _data_dir_of(run_dir: Path, config: Mapping[str, Any], data_dir: str | Path 
         value = json.loads(record.read_text(encoding="utf-8")).get("data_dir")
         return Path(str(value)) if value else None
     return None
+
+
+def _recorded_prep_options(run_dir: Path) -> dict[str, Any] | None:
+    """The preprocessing options the trainer recorded in ``run_dir/data.json`` (None if absent)."""
+    record = run_dir / "data.json"
+    if not record.is_file():
+        return None
+    options = json.loads(record.read_text(encoding="utf-8")).get("prep_options")
+    return dict(options) if isinstance(options, dict) else None
 
 
 def load_trained_run(
@@ -158,7 +252,7 @@ def load_trained_run(
         raise RunLoadError(f"{weights}: cannot load the model: {err}") from err
     raw = json.loads(config_path.read_text(encoding="utf-8"))
     data = _data_dir_of(run_dir, raw, data_dir)
-    vocab, prep = load_vocab_and_options(run_dir, data, None, config_path)
+    vocab, prep = load_vocab_and_options(run_dir, data, _recorded_prep_options(run_dir), config_path)
     if len(vocab) != config.model.vocab_size:
         size = config.model.vocab_size
         raise RunLoadError(f"{weights}: the model has {size} words, the vocabulary of {data} {len(vocab)}")

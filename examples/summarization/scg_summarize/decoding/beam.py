@@ -11,6 +11,17 @@ beat them: with log-probabilities <= 0 a live hypothesis of total ``s`` can at b
 ``s / (max_len + 1) ** alpha`` (``s`` itself without normalization), so the answer is the best
 one the beam can find, not a heuristic cut. Finished examples are dropped from the decoder
 state (``reorder`` with fewer rows), so long batches do not pay for short summaries.
+
+The top-k step: a decoder that offers ``step_topk`` (see :mod:`~.protocol`) can give only its
+``C`` best words per row instead of all ``V`` log-probabilities (for the summarizer: one fused
+projection + log-softmax + top-k, ``scg_summarize.kernels.logsoftmax_topk``). The search then asks
+for ``C = 2K + b`` words, rounded up to a power of two (few kernel variants), where ``b``
+(:func:`~.blocking.banned_count_bound`) bounds the words the constraints can ban in a row. The
+best ``2K`` extensions of an example are among its rows' best ``2K`` allowed words, and a row's
+best ``C`` words hold at least ``2K`` allowed ones (or all its finite ones), so the ranking,
+hence every hypothesis, is the same as with the full distribution. The full ``step`` is still
+used where the candidates do not suffice: at ``max_len`` (only ``</s>`` is allowed), when
+``C >= V`` or ``C > MAX_TOPK``, and for a row left with no allowed candidate.
 """
 
 from __future__ import annotations
@@ -20,13 +31,16 @@ from typing import Any
 
 import torch
 
-from .blocking import SpecialIds, apply_constraints
+from .blocking import SpecialIds, apply_constraints, banned_count_bound, constrain_candidates
 from .options import DecodeOptions, Hypothesis
-from .protocol import StepDecoder, check_step_result
+from .protocol import StepDecoder, check_step_result, check_topk_result, offers_topk
 
-__all__ = ["batch_size_of", "beam_search"]
+__all__ = ["MAX_TOPK", "batch_size_of", "beam_search", "use_topk_step"]
 
 NEG_INF = float("-inf")
+
+#: The most candidate words per row the top-k step asks for (beyond it the full step runs).
+MAX_TOPK = 128
 
 
 def batch_size_of(batch: Mapping[str, Any]) -> int:
@@ -67,11 +81,54 @@ def _gather_extras(
     return {k: torch.cat([history[k][row], current[k][row].unsqueeze(0)]).cpu() for k in history}
 
 
+def use_topk_step(decoder: object, topk: bool | None) -> bool:
+    """Whether beam search drives ``decoder`` through its top-k step: ``topk`` if given (True
+    needs a ``step_topk``), else when the decoder offers it and says it is the cheaper call
+    (``fused_topk``)."""
+    if topk is None:
+        return offers_topk(decoder) and bool(getattr(decoder, "fused_topk", False))
+    if topk and not offers_topk(decoder):
+        raise TypeError(f"beam_search(topk=True): {type(decoder).__name__} has no step_topk")
+    return topk
+
+
+def _candidates(
+    decoder: StepDecoder[Any],
+    state: Any,
+    prev: torch.Tensor,
+    history: torch.Tensor,
+    options: DecodeOptions,
+    special: SpecialIds,
+    topk: bool,
+) -> tuple[torch.Tensor, torch.Tensor | None, Any, Mapping[str, torch.Tensor]]:
+    """One decoder step: the constrained log-probabilities of every row's candidate words.
+
+    Returns ``(values (R, C), words (R, C) or None, new_state, extras)``; ``words`` is None when
+    the candidates are the whole vocabulary (column = word id).
+    """
+    rows = prev.shape[0]
+    length = history.shape[1]
+    if topk and length < options.max_len:
+        want = 2 * options.beam_size + banned_count_bound(history, options, special)
+        width = 1 << (want - 1).bit_length()  # a power of two >= want
+        vocab = getattr(decoder, "vocab_size", None)
+        if width <= MAX_TOPK and (vocab is None or width < int(vocab)):
+            top, new_state, extras = check_topk_result(decoder.step_topk(state, prev, width),  # type: ignore[attr-defined]
+                                                       rows, width, "decoder.step_topk()")
+            values = constrain_candidates(top.values.float(), top.indices, history, options, special)
+            if not bool(torch.isneginf(values).all(dim=1).any()):
+                return values, top.indices, new_state, extras
+            # a row with no allowed candidate: redo the step in full (</s> fallback of apply_constraints)
+    log_probs, new_state, extras = check_step_result(decoder.step(state, prev), rows, "decoder.step()")
+    return apply_constraints(log_probs.float(), history, options, special), None, new_state, extras
+
+
 def beam_search(
     decoder: StepDecoder[Any],
     batch: Mapping[str, Any],
     options: DecodeOptions,
     special: SpecialIds | None = None,
+    topk: bool | None = None,
 ) -> list[list[Hypothesis]]:
     """Decode every example of ``batch`` with beam search.
 
@@ -80,6 +137,9 @@ def beam_search(
         batch: a collated batch (``src``, ``src_mask``...).
         options: beam size, lengths, normalization, blocking, ``<unk>`` handling.
         special: special token ids (default: the data pipeline's).
+        topk: use the decoder's top-k step (True), its full step (False), or decide by
+            :func:`use_topk_step` (None: the top-k step when the decoder says it is fused).
+            The hypotheses are the same either way (see the module docstring).
 
     Returns:
         For each example, its ``options.n_best`` best finished hypotheses, best first.
@@ -97,20 +157,23 @@ def beam_search(
     history = torch.zeros(n_examples * k, 0, dtype=torch.long, device=device)
     prev = torch.full((n_examples * k,), special.bos, dtype=torch.long, device=device)
     extras_hist: dict[str, torch.Tensor] | None = None
+    fused = use_topk_step(decoder, topk)
 
     for length in range(options.max_len + 1):
         rows = len(alive) * k
-        log_probs, state, extras = check_step_result(decoder.step(state, prev), rows, "decoder.step()")
+        values, cand_words, state, extras = _candidates(decoder, state, prev, history, options, special, fused)
         if options.extras and extras_hist is None:
             extras_hist = {
                 key: value.new_zeros((rows, 0, *value.shape[1:])) for key, value in extras.items() if options.wants(key)
             }
-        log_probs = apply_constraints(log_probs.float(), history, options, special)
-        vocab = log_probs.shape[1]
-        candidates = (scores.reshape(rows, 1) + log_probs).reshape(len(alive), k * vocab)
-        top_scores, top_index = candidates.topk(min(2 * k, k * vocab), dim=1)
-        top_beam = (top_index // vocab).tolist()
-        top_token = (top_index % vocab).tolist()
+        width = values.shape[1]  # V, or the C candidates of the top-k step
+        candidates = (scores.reshape(rows, 1) + values).reshape(len(alive), k * width)
+        top_scores, top_index = candidates.topk(min(2 * k, k * width), dim=1)
+        top_beam = (top_index // width).tolist()
+        if cand_words is None:
+            top_token = (top_index % width).tolist()
+        else:
+            top_token = cand_words.reshape(len(alive), k * width).gather(1, top_index).tolist()
         top_list = top_scores.tolist()
 
         keep_groups: list[int] = []

@@ -9,7 +9,9 @@ All functions take ``log_probs`` ``(R, V)`` and return a new tensor with forbidd
 * :func:`apply_constraints`: everything a search step needs -- ``<pad>``/``<s>`` are never
   generated, ``<unk>`` is forbidden on request, ``</s>`` is forbidden before ``min_len`` words
   and forced after ``max_len`` words, then n-gram blocking. A row left without any allowed word
-  falls back to ``</s>`` (with its unconstrained log-probability) so every hypothesis can end.
+  falls back to ``</s>`` (with its unconstrained log-probability) so every hypothesis can end;
+* :func:`constrain_candidates`: the same bans on a few candidate words per row (the top-k step
+  of beam search), with :func:`banned_count_bound` bounding how many of them a row can lose.
 """
 
 from __future__ import annotations
@@ -20,7 +22,14 @@ import torch
 
 from .options import DecodeOptions
 
-__all__ = ["SpecialIds", "apply_constraints", "banned_ngram_mask", "block_repeated_ngrams"]
+__all__ = [
+    "SpecialIds",
+    "apply_constraints",
+    "banned_count_bound",
+    "banned_ngram_mask",
+    "block_repeated_ngrams",
+    "constrain_candidates",
+]
 
 NEG_INF = float("-inf")
 
@@ -102,3 +111,67 @@ def apply_constraints(
     if bool(stuck.any()):
         out[stuck, special.eos] = eos_original[stuck]
     return out
+
+
+def _ngram_continuations(history: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The word after every earlier occurrence of the last ``n - 1`` words: ``(next (R, P), match (R, P))``,
+    ``next[r, p]`` banned where ``match[r, p]`` (``P = t - n + 1`` windows; empty when ``t < n``)."""
+    rows, length = history.shape
+    if length < n:
+        empty = history.new_zeros(rows, 0)
+        return empty, empty.bool()
+    windows = history.unfold(1, n, 1)  # (R, P, n)
+    last = history[:, length - n + 1 :]  # (R, n - 1)
+    match = (windows[:, :, : n - 1] == last.unsqueeze(1)).all(dim=-1)  # (R, P)
+    return windows[:, :, n - 1], match
+
+
+def banned_count_bound(history: torch.Tensor, options: DecodeOptions, special: SpecialIds) -> int:
+    """An upper bound on the words :func:`apply_constraints` bans in any row at this length (before
+    ``max_len``): ``<pad>``, ``<s>``, ``<unk>``, ``</s>`` and the n-gram continuations (one host sync)."""
+    fixed = len({special.pad, special.bos, special.unk, special.eos})
+    n = options.no_repeat_ngram
+    if not n or history.shape[1] < max(n, 1):
+        return fixed
+    _, match = _ngram_continuations(history, n)
+    return fixed + int(match.sum(dim=1).max()) if match.numel() else fixed
+
+
+def constrain_candidates(
+    values: torch.Tensor,
+    words: torch.Tensor,
+    history: torch.Tensor,
+    options: DecodeOptions,
+    special: SpecialIds,
+) -> torch.Tensor:
+    """:func:`apply_constraints` restricted to candidate words (the top-k step of beam search).
+
+    Args:
+        values: ``(R, C)`` log-probabilities of the candidates ``words`` long ``(R, C)``.
+        history: long ``(R, t)`` with ``t < options.max_len`` (at ``max_len`` only ``</s>`` is
+            allowed, whose log-probability may not be among the candidates: use the full step).
+
+    Returns ``values`` with the banned candidates at ``-inf``. If the candidates are a row's top
+    ``C`` words and ``C`` exceeds :func:`banned_count_bound`, the row keeps at least one allowed
+    word, no row is left without one (so :func:`apply_constraints`' ``</s>`` fallback never applies),
+    and the allowed candidates are exactly the row's best allowed words.
+    """
+    length = history.shape[1]
+    if length >= options.max_len:
+        raise ValueError("constrain_candidates: at max_len only </s> is allowed; use the full log-probabilities")
+    banned = torch.zeros_like(words, dtype=torch.bool)
+    for forbidden in (special.pad, special.bos):
+        if forbidden != special.eos:
+            banned |= words == forbidden
+    if options.unk == "forbid":
+        banned |= words == special.unk
+    if length < options.min_len:
+        banned |= words == special.eos
+    n = options.no_repeat_ngram
+    if n and length >= n - 1:
+        if n < 2:
+            raise ValueError(f"n-gram size must be >= 2, got {n}")
+        following, match = _ngram_continuations(history, n)  # (R, P)
+        hit = (words.unsqueeze(2) == following.unsqueeze(1)) & match.unsqueeze(1)  # (R, C, P)
+        banned |= hit.any(dim=2)
+    return values.masked_fill(banned, NEG_INF)

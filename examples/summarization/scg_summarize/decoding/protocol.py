@@ -43,11 +43,25 @@ key                shape                   meaning
 Hard attention at test time (the argmax of the coarse attention, or its top k for +MULTI) is
 the model's business: the loader builds the decoder with ``coarse_topk`` (see
 :mod:`scg_summarize.decoding.loading`).
+
+Optional: the top-k step (:class:`TopKStepDecoder`)
+    ``step_topk(state, prev_tokens, k) -> (TopK, new_state, extras)`` is ``step`` that returns
+    only the ``k`` most probable next words of every row, best first: ``values`` ``(R, k')``
+    (log-probabilities normalized over the whole vocabulary) and ``indices`` ``(R, k')`` with
+    ``k' = min(k, V)``. A model whose distribution is ``log_softmax(W h + b)`` computes it with
+    one fused projection + log-softmax + top-k (``scg_summarize.kernels.logsoftmax_topk``), never
+    writing the ``(R, V)`` log-probabilities; any other model can take the top k of its full
+    distribution (:func:`topk_of`). ``fused_topk`` (a bool attribute or property) says whether
+    ``step_topk`` is the cheaper call, i.e. whether the search should use it by default.
+    Beam search with the top-k step gives the same hypotheses as with ``step`` (it asks for
+    enough words that the constraints cannot empty the candidates, see
+    :func:`~scg_summarize.decoding.beam.beam_search`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import torch
@@ -57,7 +71,12 @@ __all__ = [
     "Extras",
     "StepDecoder",
     "StepResult",
+    "TopK",
+    "TopKStepDecoder",
     "check_step_result",
+    "check_topk_result",
+    "offers_topk",
+    "topk_of",
 ]
 
 S = TypeVar("S")
@@ -84,6 +103,56 @@ class StepDecoder(Protocol[S]):
     def reorder(self, state: S, indices: torch.Tensor) -> S:
         """The rows ``indices`` of ``state`` (any length, repeats allowed)."""
         ...
+
+
+@dataclass(frozen=True)
+class TopK:
+    """The ``k'`` most probable next words of every row, best first.
+
+    Attributes:
+        values: float ``(R, k')``: log p(w | row), normalized over the whole vocabulary.
+        indices: long ``(R, k')``: the words.
+    """
+
+    values: torch.Tensor
+    indices: torch.Tensor
+
+
+@runtime_checkable
+class TopKStepDecoder(StepDecoder[S], Protocol[S]):
+    """A :class:`StepDecoder` that also offers the top-k step (see the module docstring)."""
+
+    fused_topk: bool
+
+    def step_topk(self, state: S, prev_tokens: torch.Tensor, k: int) -> tuple[TopK, S, Extras]:
+        """The ``min(k, V)`` best next words per row, the new state and extras per row."""
+        ...
+
+
+def offers_topk(decoder: object) -> bool:
+    """Whether ``decoder`` has a ``step_topk`` method (the optional top-k step)."""
+    return callable(getattr(decoder, "step_topk", None))
+
+
+def topk_of(log_probs: torch.Tensor, k: int) -> TopK:
+    """The top-k step of a full ``(R, V)`` distribution: ``torch.topk`` of the log-probabilities."""
+    top = log_probs.topk(min(k, log_probs.shape[1]), dim=1)
+    return TopK(top.values, top.indices)
+
+
+def check_topk_result(result: Any, rows: int, k: int, where: str = "step_topk()") -> tuple[TopK, Any, Extras]:
+    """Validate what a decoder's ``step_topk`` returned (as :func:`check_step_result`)."""
+    if not isinstance(result, tuple) or len(result) != 3 or not isinstance(result[0], TopK):
+        raise TypeError(f"{where} must return (TopK, state, extras), got {type(result).__name__}")
+    top, state, extras = result
+    for name, value in (("values", top.values), ("indices", top.indices)):
+        if not isinstance(value, torch.Tensor) or value.dim() != 2 or value.shape[0] != rows:
+            raise ValueError(f"{where}: TopK.{name} must be a tensor ({rows}, k), got {_shape(value)}")
+    if top.values.shape != top.indices.shape or not 1 <= top.values.shape[1] <= k:
+        raise ValueError(f"{where}: TopK values {tuple(top.values.shape)} and indices {tuple(top.indices.shape)} "
+                         f"must have the same shape with 1..{k} columns")
+    _, _, extras = check_step_result((top.values, state, extras), rows, where)
+    return top, state, extras
 
 
 def check_step_result(result: Any, rows: int, where: str = "step()") -> StepResult:

@@ -25,6 +25,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from .protocol import TopK, topk_of
+
 __all__ = ["PrefixState", "PrefixTableDecoder", "ToyCoarseToFine", "ToyState", "load_toy_run", "write_toy_run"]
 
 
@@ -71,6 +73,16 @@ class PrefixTableDecoder:
         prefixes = [p if t == 2 else (*p, t) for p, t in zip(state.prefix, prev_tokens.tolist())]
         out = torch.stack([self.log_probs(e, p) for e, p in zip(state.example, prefixes)])
         return out, PrefixState(list(state.example), prefixes), {}
+
+    #: The top-k step below is the full step's top k (nothing to fuse): not the default.
+    fused_topk = False
+
+    def step_topk(
+        self, state: PrefixState, prev_tokens: torch.Tensor, k: int
+    ) -> tuple[TopK, PrefixState, dict[str, Any]]:
+        """The protocol's optional top-k step (:func:`~.protocol.topk_of` of :meth:`step`)."""
+        log_probs, new_state, extras = self.step(state, prev_tokens)
+        return topk_of(log_probs, k), new_state, extras
 
     def reorder(self, state: PrefixState, indices: torch.Tensor) -> PrefixState:
         idx = indices.tolist()
@@ -124,6 +136,34 @@ class ToyCoarseToFine(nn.Module):
     def step(
         self, state: ToyState, prev_tokens: torch.Tensor
     ) -> tuple[torch.Tensor, ToyState, dict[str, torch.Tensor]]:
+        features, new_state, extras = self._advance(state, prev_tokens)
+        log_probs = torch.log_softmax(self.out(features), dim=-1)
+        return log_probs, new_state, extras
+
+    @property
+    def fused_topk(self) -> bool:
+        """Whether :meth:`step_topk` runs the Triton kernel (CUDA, or ``SCG_KERNELS=triton``)."""
+        from ..kernels import choose
+
+        return choose(self.out.weight.device) == "triton"
+
+    @torch.no_grad()
+    def step_topk(
+        self, state: ToyState, prev_tokens: torch.Tensor, k: int
+    ) -> tuple[TopK, ToyState, dict[str, torch.Tensor]]:
+        """The protocol's top-k step: the output layer, log-softmax and top-k in one
+        ``scg_summarize.kernels.logsoftmax_topk`` call (the ``(R, V)`` log-probabilities are never
+        written on the Triton backend)."""
+        from ..kernels import logsoftmax_topk
+
+        features, new_state, extras = self._advance(state, prev_tokens)
+        values, indices = logsoftmax_topk(features, self.out.weight, self.out.bias, min(k, self.vocab_size))
+        return TopK(values, indices), new_state, extras
+
+    def _advance(
+        self, state: ToyState, prev_tokens: torch.Tensor
+    ) -> tuple[torch.Tensor, ToyState, dict[str, torch.Tensor]]:
+        """Attention and the GRU step: the output layer's input ``(R, 2H)``, the state, extras."""
         ex = state.example
         chunks, words, mask = state.chunks[ex], state.words[ex], state.mask[ex]
         chunk_real = mask.any(-1)  # (R, M)
@@ -138,10 +178,9 @@ class ToyCoarseToFine(nn.Module):
         word_attn = torch.softmax(flat, dim=-1).nan_to_num(0.0).view_as(scores)
         context = torch.einsum("rmn,rmnh->rh", word_attn, words)
         hidden = self.cell(torch.cat([self.embed(prev_tokens), context], -1), state.hidden)
-        log_probs = torch.log_softmax(self.out(torch.cat([hidden, context], -1)), dim=-1)
         new_state = ToyState(hidden, ex, state.words, state.chunks, state.mask)
         extras = {"coarse_attn": coarse_attn, "chunk_read": read, "word_attn": word_attn}
-        return log_probs, new_state, extras
+        return torch.cat([hidden, context], -1), new_state, extras
 
     def reorder(self, state: ToyState, indices: torch.Tensor) -> ToyState:
         return ToyState(state.hidden[indices], state.example[indices], state.words, state.chunks, state.mask)

@@ -1,8 +1,11 @@
 """Per-step kernels of the coarse-to-fine summarizer: coarse sampling, fine attention, beam top-k.
 
-The model calls :func:`c2f_attention` once per decoder step (and :func:`logsoftmax_topk` once per
-beam-search step); the same call runs Triton kernels on CUDA tensors and the PyTorch reference on CPU
-tensors (``SCG_KERNELS=auto|triton|reference`` forces one; see :mod:`.backend`). Modules:
+The model's C2F attention calls these ops once per decoder step (``models.attention.c2f_step`` /
+``c2f_kernel_step``: :func:`fused_c2f_read`, and on the Triton backend :func:`c2f_coarse_sample` with
+:class:`KernelDraws`; :func:`c2f_attention` is the same step as one call for other users), and beam search
+calls :func:`logsoftmax_topk` once per step (``decoding.adapters.ModelStepDecoder.step_topk``); the same
+call runs Triton kernels on CUDA tensors and the PyTorch reference on CPU tensors
+(``SCG_KERNELS=auto|triton|reference`` forces one; see :mod:`.backend` and ``docs/kernels.md``). Modules:
 
 * :mod:`.reference` -- the PyTorch reference (CPU path and test oracle); :mod:`.philox` -- Triton's
   Philox generator in torch, so both backends draw the same samples for a seed.

@@ -127,13 +127,13 @@ def fine_attend(words: torch.Tensor, word_mask: torch.Tensor, query: torch.Tenso
     dt = acc_dtype(query.dtype)
     sel, sel_mask = _selected(words, word_mask, idx, rows)
     sel = sel.to(dt)
-    scores = torch.einsum("rknh,rh->rkn", sel, query.to(dt)).masked_fill(~sel_mask, float("-inf"))
-    top = scores.amax(-1, keepdim=True)
-    top = torch.where(torch.isfinite(top), top, torch.zeros_like(top))
-    expo = torch.exp(scores - top)  # exactly 0 at padded words
-    total = expo.sum(-1, keepdim=True)
-    attn = expo / torch.where(total > 0, total, torch.ones_like(total))
-    context = torch.einsum("rk,rkn,rknh->rh", weights.to(dt), attn, sel)
+    scores = torch.einsum("rknh,rh->rkn", sel, query.to(dt))  # (R, k, N)
+    # The model's masked softmax and summation order (models.attention.c2f_read), so that float32 results
+    # agree with it bit for bit: padded words at the dtype's minimum, then zeroed (a chunk without real
+    # words gets all zeros).
+    attn = torch.softmax(scores.masked_fill(~sel_mask, torch.finfo(dt).min), dim=-1) * sel_mask.to(dt)
+    alpha = weights.to(dt).unsqueeze(-1) * attn  # (R, k, N)
+    context = torch.einsum("rkn,rknh->rh", alpha, sel)
     return context.to(query.dtype), attn
 
 
@@ -186,17 +186,18 @@ def scatter_word_grad(d_selected: torch.Tensor, idx: torch.Tensor, rows: torch.T
 
 def _logits(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
     dt = acc_dtype(hidden.dtype)
-    logits = hidden.to(dt) @ weight.to(dt).T
-    return logits if bias is None else logits + bias.to(dt)
+    return torch.nn.functional.linear(hidden.to(dt), weight.to(dt), None if bias is None else bias.to(dt))
 
 
 def logsoftmax_topk(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
                     k: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The ``k`` best ``log_softmax(hidden @ weight.T + bias)`` entries per row, best first."""
-    logits = _logits(hidden, weight, bias)
-    top = torch.topk(logits, k, dim=-1, sorted=True)
-    values = top.values - torch.logsumexp(logits, dim=-1, keepdim=True)
-    return values, top.indices
+    """The ``k`` best ``log_softmax(hidden @ weight.T + bias)`` entries per row, best first.
+
+    Computed as ``nn.Linear`` + ``log_softmax`` + ``topk`` (the unfused model's ops), so that in
+    float32 the values equal the full log-probabilities bit for bit and beam search ranks the same.
+    """
+    top = torch.topk(torch.log_softmax(_logits(hidden, weight, bias), dim=-1), k, dim=-1, sorted=True)
+    return top.values, top.indices
 
 
 def logsoftmax_topk_backward(grad_values: torch.Tensor, indices: torch.Tensor, hidden: torch.Tensor,

@@ -106,9 +106,12 @@ def c2f_attention(query_coarse: torch.Tensor, query_fine: torch.Tensor, keys: to
 
 
 def fused_c2f_read(words: torch.Tensor, word_mask: torch.Tensor, idx: torch.Tensor, weights: torch.Tensor,
-                   q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """``models.attention.c2f_read`` on the kernel path: ``(context (B, H), alpha_w (B, k, N))``."""
-    context, alpha_w = c2f_fine_attend(words, word_mask, q, idx, weights)
+                   q: torch.Tensor, rows: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """``models.attention.c2f_read`` on the kernel path: ``(context (R, H), alpha_w (R, k, N))``.
+
+    ``rows`` ``(R,)``: the encoder row of each query row (beam search), or None (``R = B``).
+    """
+    context, alpha_w = c2f_fine_attend(words, word_mask, q, idx, weights, rows)
     return context, alpha_w
 
 

@@ -20,8 +20,15 @@ top-``test_k``, weighted by their renormalized α^s).
 Cost per decoder step (B examples): flat and HIER touch all M·N word states, O(B·M·N·H); C2F
 touches the M chunk vectors and the k·N states of the drawn chunks, O(B·(M·D + k·N·H)). The
 per-step computations are plain functions (:func:`flat_step`, :func:`hier_step`,
-:func:`c2f_step` = coarse scores + selection + :func:`c2f_read`), so that a fused GPU kernel can
-replace them one for one.
+:func:`c2f_step` = coarse scores + selection + the fine read, :func:`c2f_read` in plain torch).
+
+C2F's step goes through :mod:`scg_summarize.kernels` (imported lazily): the fine read is
+``kernels.fused_c2f_read`` (the ``scg::c2f_fine_attend`` op: Triton on CUDA tensors, the PyTorch
+reference otherwise; ``SCG_KERNELS`` forces either), and on the Triton backend the coarse scores
+and the choice are one ``scg::c2f_coarse_sample`` kernel too (:func:`c2f_kernel_step`), whose
+draws enter the graph as the same ``"coarse"`` node through ``kernels.KernelDraws``. On the
+reference backend the draws are ``Categorical(α^s).sample()`` as always, so CPU runs are
+unchanged.
 """
 
 from __future__ import annotations
@@ -45,8 +52,10 @@ __all__ = [
     "Memory",
     "SourceAttention",
     "build_attention",
+    "c2f_kernel_step",
     "c2f_read",
     "c2f_step",
+    "fine_read",
     "flat_step",
     "hier_step",
     "masked_softmax",
@@ -67,6 +76,7 @@ class Memory:
         chunks: ``(B, M, D)`` chunk vectors u_i (hierarchical models), else None.
         chunk_mask: ``(B, M)`` True at chunks with at least one real word.
         chunk_sizes: ``(B, M)`` real words per chunk (float; for the "words read" statistic).
+        ids: ``(B, M, N)`` the source word ids (for generators that copy), else None.
     """
 
     words: torch.Tensor
@@ -74,11 +84,22 @@ class Memory:
     chunks: torch.Tensor | None
     chunk_mask: torch.Tensor
     chunk_sizes: torch.Tensor
+    ids: torch.Tensor | None = None
 
     @classmethod
-    def build(cls, words: torch.Tensor, word_mask: torch.Tensor, chunks: torch.Tensor | None) -> Memory:
-        """A memory from word states, their mask and (optional) chunk vectors."""
-        return cls(words, word_mask, chunks, word_mask.any(-1), word_mask.sum(-1).to(words.dtype))
+    def build(cls, words: torch.Tensor, word_mask: torch.Tensor, chunks: torch.Tensor | None,
+              ids: torch.Tensor | None = None) -> Memory:
+        """A memory from word states, their mask, (optional) chunk vectors and source ids."""
+        return cls(words, word_mask, chunks, word_mask.any(-1), word_mask.sum(-1).to(words.dtype), ids)
+
+    def index_select(self, index: torch.Tensor) -> Memory:
+        """Rows ``index`` of every tensor (beam search: one row per hypothesis)."""
+        def pick(x: torch.Tensor | None) -> torch.Tensor | None:
+            return None if x is None else x.index_select(0, index)
+
+        chunks, ids = pick(self.chunks), pick(self.ids)
+        return Memory(self.words.index_select(0, index), self.word_mask.index_select(0, index), chunks,
+                      self.chunk_mask.index_select(0, index), self.chunk_sizes.index_select(0, index), ids)
 
     def repeat(self, times: int) -> Memory:
         """Each example repeated ``times`` times consecutively (for beam search)."""
@@ -86,7 +107,8 @@ class Memory:
             return x.repeat_interleave(times, dim=0)
 
         chunks = None if self.chunks is None else rep(self.chunks)
-        return Memory(rep(self.words), rep(self.word_mask), chunks, rep(self.chunk_mask), rep(self.chunk_sizes))
+        ids = None if self.ids is None else rep(self.ids)
+        return Memory(rep(self.words), rep(self.word_mask), chunks, rep(self.chunk_mask), rep(self.chunk_sizes), ids)
 
 
 @dataclass
@@ -101,6 +123,9 @@ class AttentionOut:
             models, α̃ = μ/k or the renormalized top-k for C2F).
         words_read: ``(B,)`` real words whose states entered the context.
         selected: ``(B, k)`` the chunks C2F read, else None.
+        read_weights: ``(B, K, N)`` the weight α_ij the context gave each word it read: of the
+            chunks ``selected`` (K = k) or, when ``selected`` is None, of all M chunks. Copying
+            generators use it as the copy distribution; its rows sum to 1 over real words.
     """
 
     context: torch.Tensor
@@ -108,6 +133,7 @@ class AttentionOut:
     chunk_weights: torch.Tensor
     words_read: torch.Tensor
     selected: torch.Tensor | None = None
+    read_weights: torch.Tensor | None = None
 
 
 def masked_softmax(scores: torch.Tensor, mask: torch.Tensor, dim: int = -1) -> torch.Tensor:
@@ -196,23 +222,87 @@ class C2FStep:
 Selector = Callable[[torch.Tensor], "tuple[torch.Tensor, torch.Tensor]"]
 
 
+def _by_row(x: torch.Tensor, rows: torch.Tensor | None) -> torch.Tensor:
+    """``x[rows]`` (one row per query row), or ``x`` itself when ``rows`` is None."""
+    return x if rows is None else x.index_select(0, rows)
+
+
+def fine_read(words: torch.Tensor, word_mask: torch.Tensor, idx: torch.Tensor, weights: torch.Tensor,
+              q: torch.Tensor, rows: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`c2f_read` through the kernels' dispatcher (``kernels.fused_c2f_read``): the Triton
+    kernel on CUDA tensors, the PyTorch reference (the same math as :func:`c2f_read`) otherwise.
+
+    ``rows`` ``(R,)``: the example (row of ``words``) each query row reads, or None (R = B); the
+    selected word states are indexed in place, never copied per row.
+    """
+    from ..kernels import fused_c2f_read
+
+    return fused_c2f_read(words, word_mask, idx, weights, q, rows=rows)
+
+
 def c2f_step(chunks: torch.Tensor, chunk_mask: torch.Tensor, words: torch.Tensor, word_mask: torch.Tensor,
-             q_chunk: torch.Tensor, q_word: torch.Tensor, select: Selector) -> C2FStep:
+             q_chunk: torch.Tensor, q_word: torch.Tensor, select: Selector,
+             rows: torch.Tensor | None = None) -> C2FStep:
     """One C2F attention step: coarse scores over M chunk vectors, selection, fine attention in
     the selected chunks.
 
     Args:
         chunks: u ``(B, M, D)``; chunk_mask ``(B, M)``.
         words: ``(B, M, N, H)``; word_mask ``(B, M, N)`` (only selected rows are read).
-        q_chunk: ``W_s h_t`` ``(B, D)``; q_word: ``W_a h_t`` ``(B, H)``.
+        q_chunk: ``W_s h_t`` ``(R, D)``; q_word: ``W_a h_t`` ``(R, H)``.
         select: maps the masked coarse logits to ``(idx, weights)``; training passes a function
             that draws through ``scg.sample``, test time the argmax / top-k.
+        rows: ``(R,)`` the example of each query row (beam search: R = B · beam rows share the
+            B encoded examples), or None (R = B).
 
-    Cost: O(B·M·D) for the coarse scores plus O(B·k·N·H) for :func:`c2f_read`.
+    Cost: O(R·M·D) for the coarse scores plus O(R·k·N·H) for the fine read (:func:`fine_read`).
     """
-    logits = masked_logits(torch.bmm(chunks, q_chunk.unsqueeze(2)).squeeze(2), chunk_mask)  # (B, M)  β^s
-    idx, weights = select(logits)  # (B, k), (B, k)
-    context, alpha_w = c2f_read(words, word_mask, idx, weights, q_word)
+    chunks, chunk_mask = _by_row(chunks, rows), _by_row(chunk_mask, rows)  # (R, M, D), (R, M)
+    logits = masked_logits(torch.bmm(chunks, q_chunk.unsqueeze(2)).squeeze(2), chunk_mask)  # (R, M)  β^s
+    idx, weights = select(logits)  # (R, k), (R, k)
+    context, alpha_w = fine_read(words, word_mask, idx, weights, q_word, rows)  # (R, H), (R, k, N)
+    return C2FStep(context, logits, idx, weights, alpha_w)
+
+
+def c2f_kernel_step(chunks: torch.Tensor, chunk_mask: torch.Tensor, words: torch.Tensor, word_mask: torch.Tensor,
+                    q_chunk: torch.Tensor, q_word: torch.Tensor, *, k: int, mode: str, step: int,
+                    rows: torch.Tensor | None = None) -> C2FStep:
+    """:func:`c2f_step` with the coarse half in one kernel as well (``scg::c2f_coarse_sample``).
+
+    The kernel computes log α^s = log softmax_i β^s_i over the real chunks and chooses:
+
+    * ``mode="sample"``: k i.i.d. Gumbel-max draws ℓ_d = argmax_i (β^s_i + g_di), i.e.
+      ℓ_d ~ α^s, with Philox noise keyed by a seed drawn from torch's generator (so
+      ``torch.manual_seed`` makes runs reproducible). The draws become the scg node
+      ``scg.sample(Categorical(α^s) over (R, k), name="coarse", step=step)`` through
+      ``kernels.KernelDraws``: the node the reference path builds, with the kernel's value; its
+      score term is Σ_d ∇ log α^s(ℓ_d) (Ĉ − b). Weights 1/k.
+    * ``mode="greedy"``: the top ``min(k, M)`` chunks of α^s, weighted by α^s renormalized over
+      them (as :meth:`C2FAttention._greedy`).
+
+    Arguments as :func:`c2f_step` (``k`` draws or chunks read). Returns the logits as log α^s
+    with padding chunks at the dtype's minimum, so ``masked_softmax(logits)`` is α^s.
+    """
+    from ..kernels import KernelDraws, c2f_coarse_sample
+
+    if mode not in ("sample", "greedy"):
+        raise ValueError(f"c2f_kernel_step: mode must be 'sample' or 'greedy', got {mode!r}")
+    R, M = q_chunk.shape[0], chunks.shape[1]
+    if mode == "sample":
+        seed = torch.randint(0, 2**62, (1,), device=q_chunk.device)  # the Philox key of this step's draws
+        log_alpha, drawn = c2f_coarse_sample(chunks, q_chunk, chunk_mask, seed, k, "multinomial", rows)
+    else:
+        seed = torch.zeros(1, dtype=torch.int64, device=q_chunk.device)  # unused: no noise
+        log_alpha, drawn = c2f_coarse_sample(chunks, q_chunk, chunk_mask, seed, min(k, M), "greedy", rows)
+    logits = masked_logits(log_alpha.to(q_chunk.dtype), _by_row(chunk_mask, rows))  # (R, M)  log α^s
+    if mode == "sample":
+        dist = Categorical(logits=logits.unsqueeze(1).expand(R, k, M), validate_args=False)
+        idx = scg.sample(dist, name="coarse", step=step, estimator=KernelDraws(drawn))  # (R, k)
+        weights = torch.full((R, k), 1.0 / k, dtype=logits.dtype, device=logits.device)
+    else:
+        idx = drawn  # (R, k')
+        weights = torch.softmax(logits.gather(1, idx), dim=1)  # α^s renormalized over the chosen chunks
+    context, alpha_w = fine_read(words, word_mask, idx, weights, q_word, rows)  # (R, H), (R, k, N)
     return C2FStep(context, logits, idx, weights, alpha_w)
 
 
@@ -240,7 +330,7 @@ class FlatAttention(SourceAttention):
         context, alpha = flat_step(memory.words, memory.word_mask, self.w_word(h))
         per_chunk = alpha.sum(-1)  # (B, M)
         read = memory.chunk_sizes.sum(1)
-        return AttentionOut(context, per_chunk, per_chunk, read)
+        return AttentionOut(context, per_chunk, per_chunk, read, read_weights=alpha)
 
 
 class HierAttention(SourceAttention):
@@ -259,9 +349,9 @@ class HierAttention(SourceAttention):
 
     def soft(self, memory: Memory, h: torch.Tensor) -> AttentionOut:
         probs = masked_softmax(self.coarse_logits(memory, h), memory.chunk_mask)  # (B, M)  α^s
-        context, _ = hier_step(memory.words, memory.word_mask, probs, self.w_word(h))
+        context, alpha_w = hier_step(memory.words, memory.word_mask, probs, self.w_word(h))
         read = memory.chunk_sizes.sum(1)
-        return AttentionOut(context, probs, probs, read)
+        return AttentionOut(context, probs, probs, read, read_weights=probs.unsqueeze(-1) * alpha_w)
 
     def forward(self, memory: Memory, h: torch.Tensor, step: int, mode: str) -> AttentionOut:
         return self.soft(memory, h)
@@ -278,6 +368,8 @@ class C2FAttention(HierAttention):
     """
 
     hard = True
+    #: Hard modes accept a memory with a ``rows`` index (beam search without per-hypothesis copies).
+    reads_rows = True
 
     def __init__(self, dec_hidden: int, enc_hidden: int, chunk_dim: int, k: int = 1, test_k: int = 1) -> None:
         super().__init__(dec_hidden, enc_hidden, chunk_dim)
@@ -304,18 +396,34 @@ class C2FAttention(HierAttention):
         return top.indices, weights
 
     def forward(self, memory: Memory, h: torch.Tensor, step: int, mode: str) -> AttentionOut:
+        """One step. A ``memory`` with a ``rows`` attribute ``(R,)`` (beam search, see
+        ``decoding.adapters``) keeps one row per example; query row r reads example ``rows[r]``
+        (hard modes only; the word states are indexed, never copied)."""
+        from ..kernels import choose
+
+        rows: torch.Tensor | None = getattr(memory, "rows", None)
         if mode == "soft":
+            if rows is not None:
+                raise ValueError("soft attention needs one memory row per query row (no rows index)")
             return self.soft(memory, h)
         if mode not in MODES:
             raise ValueError(f"attention mode must be one of {MODES}, got {mode!r}")
         assert memory.chunks is not None, "C2F attention needs chunk vectors"
-        select = self._sampler(step) if mode == "sample" else self._greedy
-        out = c2f_step(memory.chunks, memory.chunk_mask, memory.words, memory.word_mask, self.w_chunk(h),
-                       self.w_word(h), select)
-        probs = masked_softmax(out.logits, memory.chunk_mask)  # α^s (B, M)
-        used = torch.zeros_like(probs).scatter_add(1, out.idx, out.weights)  # α̃ (B, M)
-        read = (memory.chunk_sizes * (used > 0).to(h.dtype)).sum(1)  # real words in the distinct chunks read
-        return AttentionOut(out.context, probs, used, read, selected=out.idx)
+        q_chunk, q_word = self.w_chunk(h), self.w_word(h)  # (R, D), (R, H)
+        if choose(h.device) == "triton":
+            k = self.k if mode == "sample" else self.test_k
+            out = c2f_kernel_step(memory.chunks, memory.chunk_mask, memory.words, memory.word_mask, q_chunk, q_word,
+                                  k=k, mode=mode, step=step, rows=rows)
+        else:
+            select = self._sampler(step) if mode == "sample" else self._greedy
+            out = c2f_step(memory.chunks, memory.chunk_mask, memory.words, memory.word_mask, q_chunk, q_word,
+                           select, rows)
+        chunk_mask, chunk_sizes = _by_row(memory.chunk_mask, rows), _by_row(memory.chunk_sizes, rows)  # (R, M)
+        probs = masked_softmax(out.logits, chunk_mask)  # α^s (R, M)
+        used = torch.zeros_like(probs).scatter_add(1, out.idx, out.weights)  # α̃ (R, M)
+        read = (chunk_sizes * (used > 0).to(h.dtype)).sum(1)  # real words in the distinct chunks read
+        read_weights = out.weights.unsqueeze(-1) * out.alpha_w  # (R, k, N)
+        return AttentionOut(out.context, probs, used, read, selected=out.idx, read_weights=read_weights)
 
 
 def build_attention(kind: str, *, dec_hidden: int, enc_hidden: int, chunk_dim: int = 0, k: int = 1,

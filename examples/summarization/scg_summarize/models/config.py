@@ -58,6 +58,9 @@ class ModelConfig:
         share_embeddings: one embedding table for source and target words.
         decoder_init: ``encoder`` (final encoder state; for chunked encoders the mean over real
             chunks) or ``zero``.
+        copy: a pointer-generator output (:class:`~.generator.CopyGenerator`: a gate mixes the
+            vocabulary softmax with copying the attended source words; See et al. 2017). Not
+            in the paper; off by default.
     """
 
     vocab_size: int = 0
@@ -82,6 +85,7 @@ class ModelConfig:
     input_feed: bool = True
     share_embeddings: bool = False
     decoder_init: str = "encoder"
+    copy: bool = False
 
     def __post_init__(self) -> None:
         self.validate()
@@ -99,6 +103,8 @@ class ModelConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"model.{name} must be a positive integer, got {value!r}")
+        if not isinstance(self.copy, bool):
+            raise ValueError(f"model.copy must be true or false, got {self.copy!r}")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"model.dropout must be in [0, 1), got {self.dropout!r}")
         if self.multi > 1 and self.attention != "c2f":

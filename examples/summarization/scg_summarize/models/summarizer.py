@@ -16,6 +16,7 @@ means a new attention or decoder module, not a new training loop.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -26,6 +27,7 @@ from .chunk_encoders import ChunkEncoder, build_chunk_encoder
 from .config import ModelConfig
 from .decoder import Decoder, DecoderState
 from .encoders import build_word_encoder
+from .generator import Generator, build_generator
 
 __all__ = ["Summarizer", "SummarizerOutput"]
 
@@ -53,6 +55,15 @@ class SummarizerOutput:
         return int(self.step_mask.sum())
 
 
+def _rename_old_generator_keys(state: dict[str, Any], prefix: str, *args: Any) -> None:
+    """Checkpoints written before generators were modules stored W_out as ``generator.weight``
+    and ``generator.bias``; they are ``generator.proj.*`` now."""
+    for name in ("weight", "bias"):
+        old, new = f"{prefix}generator.{name}", f"{prefix}generator.proj.{name}"
+        if old in state and new not in state:
+            state[new] = state.pop(old)
+
+
 class Summarizer(nn.Module):
     """Models 0-3 of Ling & Rush (2017) with every Table 1 option (see :class:`ModelConfig`)."""
 
@@ -77,8 +88,9 @@ class Summarizer(nn.Module):
         attention = build_attention(config.attention, dec_hidden=H, enc_hidden=H, chunk_dim=chunk_dim,
                                     k=config.multi, test_k=config.test_k)
         self.decoder = Decoder(E, H, config.dec_layers, config.dropout, attention, config.input_feed)
-        self.generator = nn.Linear(H, V)
+        self.generator: Generator = build_generator(config.copy, H, V)
         self.reset_parameters()
+        self._register_load_state_dict_pre_hook(_rename_old_generator_keys)  # type: ignore[no-untyped-call]
 
     # ------------------------------------------------------------------ parameters
     def reset_parameters(self) -> None:
@@ -114,16 +126,27 @@ class Summarizer(nn.Module):
         emb = self.src_embedding(src) * src_mask.unsqueeze(-1).to(self.src_embedding.weight.dtype)  # (B, M, N, E)
         enc = self.word_encoder(emb, src_mask)  # states (B, M, N, H)
         chunks = None if self.chunk_encoder is None else self.chunk_encoder(src, src_mask, emb)  # (B, M, D)
-        memory = Memory.build(enc.states, src_mask, chunks)
+        memory = Memory.build(enc.states, src_mask, chunks, src if self.copies else None)
         final = enc.final if self.config.decoder_init == "encoder" else None
         return memory, final
 
     def init_state(self, memory: Memory, final: tuple[torch.Tensor, torch.Tensor] | None) -> DecoderState:
         return self.decoder.init_state(memory.words.shape[0], final, memory.words)
 
+    @property
+    def copies(self) -> bool:
+        """Whether the generator copies (its distribution depends on each step's attention)."""
+        return self.generator.copies
+
     def log_probs(self, out: torch.Tensor) -> torch.Tensor:
-        """log p(y | c_t) ``(..., V)`` from decoder outputs ``(..., H)``."""
-        return F.log_softmax(self.generator(out), dim=-1)
+        """log softmax(W_out c_t + b_out) ``(..., V)`` from decoder outputs ``(..., H)`` (the
+        vocabulary half only; :meth:`step_log_probs` is a step's full distribution)."""
+        return F.log_softmax(self.generator.proj(out), dim=-1)
+
+    def step_log_probs(self, out: torch.Tensor, att: AttentionOut, memory: Memory) -> torch.Tensor:
+        """log p(y_t | ·) ``(B, V)`` of one decoder step (copying generators use ``att``/``memory``)."""
+        logp: torch.Tensor = self.generator(out, att, memory)  # (B, V)
+        return logp
 
     # ------------------------------------------------------------------ teacher forcing
     def forward(self, src: torch.Tensor, src_mask: torch.Tensor, tgt: torch.Tensor, tgt_mask: torch.Tensor,
@@ -147,13 +170,13 @@ class Summarizer(nn.Module):
         for t in range(y_in.shape[1]):
             out, state, att = self.decoder.step(state, y_in[:, t], memory, t, mode)
             atts.append(att)
-            if hard:  # the step's cost must be computed from this step's output alone
-                nll.append(F.cross_entropy(self.generator(out), y_out[:, t], reduction="none")
-                           * out_mask[:, t].to(out.dtype))
+            if hard or self.copies:  # the step's cost from this step's output (and attention) alone
+                logp = self.step_log_probs(out, att, memory)  # (B, V)
+                nll.append(-logp.gather(1, y_out[:, t : t + 1]).squeeze(1) * out_mask[:, t].to(out.dtype))
             else:
                 outs.append(out)
-        if not hard:  # one generator call for all steps
-            logits = self.generator(torch.stack(outs, dim=1))  # (B, T-1, V)
+        if outs:  # soft attention, plain softmax: one generator call for all steps
+            logits = self.generator.proj(torch.stack(outs, dim=1))  # (B, T-1, V)
             flat = F.cross_entropy(logits.flatten(0, 1), y_out.flatten(), reduction="none").view_as(y_out)
             nll = list((flat * out_mask.to(flat.dtype)).unbind(1))
         return SummarizerOutput(nll, out_mask, atts)

@@ -6,7 +6,9 @@ A configuration has four tables, each a dataclass: ``[model]`` (:class:`ModelCon
 row of the paper's Table 1 (``STANDARD``, ``C2F+MULTI2``...). A file may say ``extends = "base"``
 to start from another file (tables are merged key by key). Size variants are prefixes:
 ``small-NAME`` applies ``configs/_small.toml`` on top of ``NAME`` (laptop-CPU sizes) and
-``tiny-NAME`` applies ``configs/_tiny.toml`` (tests). Finally ``--set table.key=value``
+``tiny-NAME`` applies ``configs/_tiny.toml`` (tests). Option suffixes that are not rows of the
+paper's Table 1 apply to any name: ``NAME+COPY`` adds the copying generator (``model.copy``;
+e.g. ``small-C2F+MULTI2+COPY``). Finally ``--set table.key=value``
 overrides anything; the value is parsed as TOML (``--set model.hidden=64``,
 ``--set train.optimizer='"adam"'`` or simply ``--set train.optimizer=adam``).
 """
@@ -39,6 +41,8 @@ __all__ = [
 
 #: name prefix -> overlay file
 VARIANTS: dict[str, str] = {"small-": "_small.toml", "tiny-": "_tiny.toml"}
+#: name suffix -> the options it sets (applied after the variant overlay, before ``--set``)
+SUFFIXES: dict[str, dict[str, dict[str, Any]]] = {"+COPY": {"model": {"copy": True}}}
 OPTIMIZERS: tuple[str, ...] = ("sgd", "adam")
 
 
@@ -264,18 +268,26 @@ def load_config(name: str, overrides: list[str] | tuple[str, ...] = ()) -> Confi
         data = _read(path)
         data.setdefault("name", path.stem)
     else:
-        base, overlay = name, None
+        base, overlay, extras = name, None, []
+        while True:  # NAME+COPY...: strip the option suffixes
+            suffix = next((x for x in SUFFIXES if base.endswith(x) and len(base) > len(x)), None)
+            if suffix is None:
+                break
+            base, extras = base[: -len(suffix)], [SUFFIXES[suffix], *extras]
         for prefix, file in VARIANTS.items():
             if name.startswith(prefix):
-                base, overlay = name[len(prefix):], file
+                base, overlay = base[len(prefix):], file
                 break
         file_path = _config_dir() / f"{base}.toml"
         if base.startswith("_") or not file_path.is_file():
             raise ValueError(f"unknown configuration {name!r}; available: {', '.join(available_configs())} "
-                             f"(prefix with {' or '.join(VARIANTS)} for the smaller sizes), or a path to a .toml file")
+                             f"(prefix with {' or '.join(VARIANTS)} for the smaller sizes; "
+                             f"suffixes: {', '.join(SUFFIXES)}), or a path to a .toml file")
         data = _read(file_path)
         if overlay is not None:
             data = _merge(data, _read(_config_dir() / overlay))
+        for extra in extras:
+            data = _merge(data, extra)
         data["name"] = name
     for text in overrides:
         keys, value = parse_override(text)

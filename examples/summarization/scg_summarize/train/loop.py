@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import shutil
 import sys
 import time
 from collections.abc import Callable
@@ -30,6 +31,7 @@ import torch
 
 import scg
 
+from ..data.storage import VOCAB_FILE, read_meta
 from ..models.summarizer import Summarizer
 from .checkpoint import get_rng_state, load_checkpoint, save_atomic, set_rng_state
 from .config import Config
@@ -137,8 +139,12 @@ class Trainer:
         elif self.dist.is_main:
             (self.out_dir / METRICS).write_text("")
             (self.out_dir / "config.json").write_text(json.dumps(config.to_dict(), indent=2) + "\n")
-            # where the corpus is, for `scg-summarize evaluate/summarize --run RUN_DIR` without --data
-            (self.out_dir / "data.json").write_text(json.dumps({"data_dir": str(self.data_dir.resolve())}) + "\n")
+            # what `scg-summarize evaluate/summarize --run RUN_DIR` needs without --data: where the
+            # corpus is, its preprocessing options, and a copy of the vocabulary (the run stays
+            # usable for summarizing new text when the corpus is moved or deleted)
+            record = {"data_dir": str(self.data_dir.resolve()), "prep_options": read_meta(self.data_dir)["options"]}
+            (self.out_dir / "data.json").write_text(json.dumps(record, indent=2) + "\n")
+            shutil.copyfile(self.data_dir / VOCAB_FILE, self.out_dir / VOCAB_FILE)
 
     # ------------------------------------------------------------------ logging
     def info(self, line: str) -> None:
