@@ -15,18 +15,8 @@ Decoding (beam search, ``<unk>`` replacement) and ROUGE live in :mod:`scg_summar
 ``scg_summarize.decoding.adapters.ModelStepDecoder``.
 """
 
-from .attention import (
-    AttentionOut,
-    C2FAttention,
-    FlatAttention,
-    HierAttention,
-    Memory,
-    SourceAttention,
-    c2f_read,
-    c2f_step,
-    flat_step,
-    hier_step,
-)
+from .attention import AttentionOut, FlatAttention, HierAttention, Memory, SourceAttention, flat_step, hier_step
+from .c2f import C2FAttention, c2f_read, c2f_step
 from .chunk_encoders import BowChunkEncoder, ChunkEncoder, ConvChunkEncoder, WithPosition
 from .config import ATTENTIONS, CHUNK_ENCODERS, ModelConfig
 from .decoder import Decoder, DecoderState
