@@ -28,7 +28,8 @@ from typing import Any
 
 import torch
 from scg_summarize.kernels import reference
-from scg_summarize.models.attention import C2FAttention, FlatAttention, Memory, c2f_step, flat_step
+from scg_summarize.models.attention import FlatAttention, Memory, flat_step
+from scg_summarize.models.c2f import C2FAttention, c2f_step
 from scg_summarize.models.decoder import Decoder
 from torch.overrides import TorchFunctionMode
 

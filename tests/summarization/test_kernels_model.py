@@ -17,8 +17,9 @@ from .models_helpers import make_batch, make_model
 
 from scg_summarize.decoding.adapters import IndexedMemory  # isort: skip
 from scg_summarize.kernels import KernelDraws, ops, reference  # isort: skip
-from scg_summarize.models import attention as attention_module  # isort: skip
-from scg_summarize.models.attention import C2FAttention, Memory, c2f_kernel_step, c2f_read  # isort: skip
+from scg_summarize.models import c2f as c2f_module  # isort: skip
+from scg_summarize.models.attention import Memory  # isort: skip
+from scg_summarize.models.c2f import C2FAttention, c2f_kernel_step, c2f_read  # isort: skip
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 needs_triton = pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="no triton")
@@ -26,15 +27,19 @@ MODES = ["sample", "greedy"]
 
 
 @pytest.fixture
-def plain_torch(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The model's C2F step with the fine read in plain torch (``c2f_read``), as before the kernels."""
+def plain_torch(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The model's C2F step with the fine read in plain torch (``c2f_read``), as before the kernels.
+    Returns a list that counts the plain reads (so a test can check the patch took effect)."""
+    used: list[int] = []
 
     def read(words: torch.Tensor, word_mask: torch.Tensor, idx: torch.Tensor, weights: torch.Tensor,
              q: torch.Tensor, rows: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         assert rows is None
+        used.append(1)
         return c2f_read(words, word_mask, idx, weights, q)
 
-    monkeypatch.setattr(attention_module, "fine_read", read)
+    monkeypatch.setattr(c2f_module, "fine_read", read)
+    return used
 
 
 @pytest.fixture
@@ -85,8 +90,9 @@ def test_reference_backend_is_the_plain_torch_step(mode: str, request: pytest.Fi
     draws: dict[tuple[str, int | None], torch.Tensor] = {}
     with backend("reference"):
         got, got_grads, _ = run(model, batch, mode, draws)
-    request.getfixturevalue("plain_torch")
+    plain_reads = request.getfixturevalue("plain_torch")
     want, want_grads, _ = run(model, batch, mode, draws)
+    assert plain_reads  # the comparison really ran the plain-torch read
     assert torch.equal(got, want)  # the forward pass bit for bit
     for a, b in zip(got_grads, want_grads):  # the op's analytic backward vs autograd through the gather
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-7)
