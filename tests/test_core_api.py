@@ -244,3 +244,33 @@ def test_closure_matches_fixpoint(raw: list[int]) -> None:
                     changed = True
         expected.append(acc)
     assert closure(direct) == expected
+
+
+def test_a_finished_graph_is_freed_without_the_cyclic_garbage_collector() -> None:
+    """The graph owns its tracker; the tracker must not own the graph back (a reference cycle
+    would keep every node's distribution and value alive until a full gc pass)."""
+    import gc
+    import weakref
+
+    from torch.distributions import Categorical
+
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        logits = torch.zeros(3, requires_grad=True)
+        with scg.Graph() as g:
+            z = scg.sample(Categorical(logits=logits), name="z")
+            scg.cost(z.float(), name="c")
+        g.surrogate_loss().backward()
+        ref = weakref.ref(g)
+        del g, z
+        assert ref() is None
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def test_escape_warnings_still_reach_the_graph() -> None:
+    with scg.Graph(), pytest.warns(scg.InfluenceLostWarning):
+        z = scg.sample(torch.distributions.Bernoulli(torch.tensor(0.5)), name="z")
+        float(z)

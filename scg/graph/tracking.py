@@ -26,7 +26,9 @@ Values that leave tensor land (``.item()``, ``bool(t)``, ``int(t)``, ``t.tolist(
 
 from __future__ import annotations
 
+import inspect
 import sys
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -131,13 +133,19 @@ class InfluenceTracker(TorchFunctionMode):
     Args:
         attr: attribute name under which masks are stored (unique per graph).
         on_escape: called as ``on_escape(func, mask, frame)`` when a tracked value leaves tensor
-            land from user code.
+            land from user code. A bound method is held weakly (the graph owns its tracker, so a
+            strong reference back would make every graph a reference cycle that only the cyclic
+            garbage collector frees, keeping its nodes' tensors alive until it runs).
     """
 
     def __init__(self, attr: str, on_escape: Callable[[Callable[..., Any], int, Any], None]):
         super().__init__()
         self.attr = attr
-        self.on_escape = on_escape
+        self._on_escape: Callable[[], Callable[[Callable[..., Any], int, Any], None] | None]
+        if inspect.ismethod(on_escape):
+            self._on_escape = weakref.WeakMethod(on_escape)
+        else:
+            self._on_escape = lambda: on_escape
 
     def __torch_function__(
         self,
@@ -162,7 +170,9 @@ class InfluenceTracker(TorchFunctionMode):
             frame = sys._getframe(1)
             module = str(frame.f_globals.get("__name__", "")).split(".", 1)[0]
             if module not in _LIBRARY_MODULES:
-                self.on_escape(func, m, frame)
+                handler = self._on_escape()
+                if handler is not None:
+                    handler(func, m, frame)
         elif type(out) is Tensor:
             setattr(out, attr, getattr(out, attr, 0) | m)
         elif out is not None:
