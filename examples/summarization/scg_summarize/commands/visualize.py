@@ -17,12 +17,12 @@ run's metrics log (``--metric`` selects other fields, ``--x step`` plots per ste
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
 from ..cli import Command
+from ..jsonlines import json_objects
 from ..viz.curves import find_log, load_curves, plot_curves
 from ..viz.heatmaps import attention_from_record, coarse_heatmap, word_heatmap
 from ..viz.output import FIGURE_FORMATS, save_figure
@@ -72,21 +72,10 @@ def read_record(path: Path, example: int = 0, doc_id: str | None = None) -> tupl
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such file")
     index = -1
-    with path.open(encoding="utf-8") as handle:
-        for lineno, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            index += 1
-            if doc_id is None and index != example:
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise ValueError(f"{path}:{lineno}: invalid JSON ({err.msg})") from None
-            if not isinstance(record, dict):
-                raise ValueError(f"{path}:{lineno}: expected a JSON object")
-            if doc_id is None or str(record.get("id")) == doc_id:
-                return record, f"{path}:{lineno}"
+    for lineno, record in json_objects(path):
+        index += 1
+        if (doc_id is None and index == example) or (doc_id is not None and str(record.get("id")) == doc_id):
+            return record, f"{path}:{lineno}"
     wanted = f"id {doc_id!r}" if doc_id is not None else f"example {example} (it has {index + 1})"
     raise ValueError(f"{path}: no {wanted}")
 

@@ -20,12 +20,13 @@ Per-example scores come from the ``*.summaries.jsonl`` files that ``evaluate`` a
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from ..jsonlines import json_objects
 
 __all__ = ["BootstrapResult", "paired_bootstrap", "read_per_example"]
 
@@ -94,22 +95,15 @@ def read_per_example(path: str | Path, metric: str) -> dict[str, float]:
     """``{id: rouge[metric]}`` from a ``*.summaries.jsonl`` file (errors name the file and line)."""
     path = Path(path)
     out: dict[str, float] = {}
-    with path.open(encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise ValueError(f"{path}:{lineno}: invalid JSON ({err.msg})") from None
-            rouge = record.get("rouge") if isinstance(record, Mapping) else None
-            if not isinstance(rouge, Mapping) or metric not in rouge or "id" not in record:
-                raise ValueError(f"{path}:{lineno}: expected an object with 'id' and 'rouge'.{metric} "
-                                 "(write per-example scores with evaluate, or baseline --summaries)")
-            key = str(record["id"])
-            if key in out:
-                raise ValueError(f"{path}:{lineno}: example id {key!r} appears twice")
-            out[key] = float(rouge[metric])
+    for lineno, record in json_objects(path):
+        rouge = record.get("rouge")
+        if not isinstance(rouge, Mapping) or metric not in rouge or "id" not in record:
+            raise ValueError(f"{path}:{lineno}: expected an object with 'id' and 'rouge'.{metric} "
+                             "(write per-example scores with evaluate, or baseline --summaries)")
+        key = str(record["id"])
+        if key in out:
+            raise ValueError(f"{path}:{lineno}: example id {key!r} appears twice")
+        out[key] = float(rouge[metric])
     if not out:
         raise ValueError(f"{path}: no examples")
     return out

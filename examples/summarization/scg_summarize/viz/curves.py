@@ -11,12 +11,13 @@ summaries) are skipped. When a series has several points at one x (per-batch log
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
 
 from matplotlib.figure import Figure
+
+from ..jsonlines import json_objects
 
 __all__ = ["find_log", "load_curves", "plot_curves"]
 
@@ -52,30 +53,21 @@ def load_curves(path: str | Path, metrics: Sequence[str] = ("ppl", "perplexity")
     """
     path = Path(path)
     points: dict[str, dict[float, float]] = {}
-    with path.open(encoding="utf-8") as handle:
-        for lineno, line in enumerate(handle, 1):
-            if not line.strip():
+    for _, record in json_objects(path):
+        x = record.get(x_key)
+        if not isinstance(x, (int, float)) or not _is_number(x):
+            continue
+        prefix = record.get("split") or record.get("event") or record.get("phase")
+        if prefix in SUMMARY_EVENTS:
+            continue
+        for key, value in record.items():
+            if key == x_key or not _is_number(value) or not any(m in key.lower() for m in metrics):
                 continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise ValueError(f"{path}:{lineno}: invalid JSON ({err.msg})") from None
-            if not isinstance(record, dict):
-                raise ValueError(f"{path}:{lineno}: expected a JSON object")
-            x = record.get(x_key)
-            if not isinstance(x, (int, float)) or not _is_number(x):
-                continue
-            prefix = record.get("split") or record.get("event") or record.get("phase")
-            if prefix in SUMMARY_EVENTS:
-                continue
-            for key, value in record.items():
-                if key == x_key or not _is_number(value) or not any(m in key.lower() for m in metrics):
-                    continue
-                if not isinstance(prefix, str):
-                    name = key
-                else:
-                    name = prefix if key in metrics else f"{prefix} {key}"
-                points.setdefault(name, {})[float(x)] = float(value)  # both checked numeric
+            if not isinstance(prefix, str):
+                name = key
+            else:
+                name = prefix if key in metrics else f"{prefix} {key}"
+            points.setdefault(name, {})[float(x)] = float(value)  # both checked numeric
     if not points:
         raise ValueError(f"{path}: no {'/'.join(metrics)} values with a numeric {x_key!r} found")
     return {name: sorted(values.items()) for name, values in sorted(points.items())}

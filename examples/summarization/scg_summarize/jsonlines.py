@@ -1,0 +1,30 @@
+"""Reading JSON-lines files whose every record is an object (metrics logs, per-example results).
+
+:func:`json_objects` is the one parser behind them: blank lines are skipped, and a line that is
+not valid JSON or not a JSON object is a ``ValueError`` naming the file and the line.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+__all__ = ["json_objects"]
+
+
+def json_objects(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line number, object)`` for every non-blank line of ``path`` (1-based line numbers)."""
+    path = Path(path)
+    with path.open(encoding="utf-8") as handle:
+        for lineno, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise ValueError(f"{path}:{lineno}: invalid JSON ({err.msg})") from None
+            if not isinstance(record, dict):
+                raise ValueError(f"{path}:{lineno}: expected a JSON object")
+            yield lineno, record
