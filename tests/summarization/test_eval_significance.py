@@ -89,4 +89,4 @@ def test_compare_command_pairs_by_id_and_reports_errors(tmp_path: Path, capsys) 
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"id": "x", "rouge": {"rouge1": 0.1}}\n{"id": "y"}\n', encoding="utf-8")
     with pytest.raises(ValueError, match=r"bad\.jsonl:2"):
-        read_per_example(bad, "rouge1")
+        read_per_example(bad, ["rouge1"])

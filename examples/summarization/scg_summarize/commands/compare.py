@@ -39,8 +39,12 @@ def run(args: argparse.Namespace) -> int:
     """Execute ``compare``; returns 0 on success, 1 on an error."""
     try:
         rows = []
-        for metric in [m.strip() for m in args.metrics.split(",") if m.strip()]:
-            a, b = read_per_example(args.a, metric), read_per_example(args.b, metric)
+        metrics = [m.strip() for m in args.metrics.split(",") if m.strip()]
+        if not metrics:
+            raise ValueError(f"--metrics: no metric named in {args.metrics!r}")
+        scores_a, scores_b = read_per_example(args.a, metrics), read_per_example(args.b, metrics)
+        for metric in metrics:
+            a, b = scores_a[metric], scores_b[metric]
             missing = sorted(set(a) ^ set(b))
             if missing:
                 raise ValueError(f"{args.a} and {args.b} score different examples ({len(missing)} ids differ, "

@@ -33,7 +33,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..models.attention import Memory
+from ..kernels import choose, logsoftmax_topk
+from ..models.attention import Memory, per_query_row
 from .loading import LoadedRun, RunLoadError, load_vocab_and_options, register_loader
 from .protocol import TopK, topk_of
 
@@ -75,12 +76,6 @@ class IndexedMemory(Memory):
         return base if self.rows is None else base.index_select(self.rows)
 
 
-def _per_row(memory: Any, x: torch.Tensor) -> torch.Tensor:
-    """``x`` (one row per memory row) as one row per hypothesis."""
-    rows = getattr(memory, "rows", None)
-    return x if rows is None else x.index_select(0, rows)
-
-
 class ModelStepDecoder:
     """A :class:`~scg_summarize.models.Summarizer` seen through the step protocol.
 
@@ -108,7 +103,7 @@ class ModelStepDecoder:
     def _projection(self) -> nn.Linear | None:
         """The output layer W_out when p(y_t) = softmax(W_out c_t + b_out) (no copying), else None."""
         generator = getattr(self.model, "generator", None)
-        if generator is None or getattr(self.model, "copies", False) or getattr(generator, "copies", True):
+        if getattr(generator, "copies", True):  # no generator, or one that copies
             return None
         proj = getattr(generator, "proj", None)
         return proj if isinstance(proj, nn.Linear) else None
@@ -120,8 +115,6 @@ class ModelStepDecoder:
         proj = self._projection()
         if proj is None:
             return False
-        from ..kernels import choose
-
         return choose(proj.weight.device) == "triton"
 
     def request_extras(self, names: Iterable[str]) -> None:
@@ -158,7 +151,8 @@ class ModelStepDecoder:
         extras: dict[str, torch.Tensor] = {"coarse_attn": att.chunk_probs.float()}
         if att.selected is not None:
             read = torch.zeros_like(att.chunk_probs, dtype=torch.bool)
-            extras["chunk_read"] = read.scatter(1, att.selected, True) & _per_row(state.memory, state.memory.chunk_mask)
+            real = per_query_row(state.memory.chunk_mask, getattr(state.memory, "rows", None))  # (R, M)
+            extras["chunk_read"] = read.scatter(1, att.selected, True) & real
         if self.want_words:
             memory = state.memory.gathered() if isinstance(state.memory, IndexedMemory) else state.memory
             extras["word_attn"] = self._word_attn(memory, dec.h[-1], att).float()
@@ -184,8 +178,6 @@ class ModelStepDecoder:
         proj = self._projection()
         if proj is None:
             return topk_of(self.model.step_log_probs(out, att, state.memory).float(), k), new_state, extras
-        from ..kernels import logsoftmax_topk
-
         values, indices = logsoftmax_topk(out, proj.weight, proj.bias, min(k, proj.out_features))  # (R, k'), (R, k')
         return TopK(values.float(), indices), new_state, extras
 

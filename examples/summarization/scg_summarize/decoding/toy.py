@@ -25,6 +25,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from ..kernels import choose, logsoftmax_topk
 from .protocol import TopK, topk_of
 
 __all__ = ["PrefixState", "PrefixTableDecoder", "ToyCoarseToFine", "ToyState", "load_toy_run", "write_toy_run"]
@@ -143,8 +144,6 @@ class ToyCoarseToFine(nn.Module):
     @property
     def fused_topk(self) -> bool:
         """Whether :meth:`step_topk` runs the Triton kernel (CUDA, or ``SCG_KERNELS=triton``)."""
-        from ..kernels import choose
-
         return choose(self.out.weight.device) == "triton"
 
     @torch.no_grad()
@@ -154,8 +153,6 @@ class ToyCoarseToFine(nn.Module):
         """The protocol's top-k step: the output layer, log-softmax and top-k in one
         ``scg_summarize.kernels.logsoftmax_topk`` call (the ``(R, V)`` log-probabilities are never
         written on the Triton backend)."""
-        from ..kernels import logsoftmax_topk
-
         features, new_state, extras = self._advance(state, prev_tokens)
         values, indices = logsoftmax_topk(features, self.out.weight, self.out.bias, min(k, self.vocab_size))
         return TopK(values, indices), new_state, extras

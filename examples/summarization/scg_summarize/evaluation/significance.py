@@ -91,19 +91,26 @@ def paired_bootstrap(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.nd
     return BootstrapResult(n, float(x.mean()), float(y.mean()), diff, float(low), float(high), p, level, samples)
 
 
-def read_per_example(path: str | Path, metric: str) -> dict[str, float]:
-    """``{id: rouge[metric]}`` from a ``*.summaries.jsonl`` file (errors name the file and line)."""
+def read_per_example(path: str | Path, metrics: Sequence[str]) -> dict[str, dict[str, float]]:
+    """``{metric: {id: rouge[metric]}}`` from a ``*.summaries.jsonl`` file, read once (errors
+    name the file and line)."""
     path = Path(path)
-    out: dict[str, float] = {}
+    out: dict[str, dict[str, float]] = {metric: {} for metric in metrics}
+    seen: set[str] = set()
     for lineno, record in json_objects(path):
         rouge = record.get("rouge")
-        if not isinstance(rouge, Mapping) or metric not in rouge or "id" not in record:
-            raise ValueError(f"{path}:{lineno}: expected an object with 'id' and 'rouge'.{metric} "
+        missing = [m for m in metrics if not isinstance(rouge, Mapping) or m not in rouge]
+        if missing or "id" not in record:
+            wanted = ", ".join(f"'rouge'.{m}" for m in (missing or metrics))
+            raise ValueError(f"{path}:{lineno}: expected an object with 'id' and {wanted} "
                              "(write per-example scores with evaluate, or baseline --summaries)")
         key = str(record["id"])
-        if key in out:
+        if key in seen:
             raise ValueError(f"{path}:{lineno}: example id {key!r} appears twice")
-        out[key] = float(rouge[metric])
-    if not out:
+        seen.add(key)
+        assert isinstance(rouge, Mapping)
+        for metric in metrics:
+            out[metric][key] = float(rouge[metric])
+    if not seen:
         raise ValueError(f"{path}: no examples")
     return out

@@ -43,6 +43,7 @@ __all__ = [
     "flat_step",
     "hier_step",
     "masked_softmax",
+    "per_query_row",
 ]
 
 #: How a C2F attention chooses chunks: draw (training, an scg node), argmax/top-k (test), or
@@ -118,6 +119,12 @@ class AttentionOut:
     words_read: torch.Tensor
     selected: torch.Tensor | None = None
     read_weights: torch.Tensor | None = None
+
+
+def per_query_row(x: torch.Tensor, rows: torch.Tensor | None) -> torch.Tensor:
+    """``x`` (one row per memory row) as one row per query row: ``x[rows]``, or ``x`` itself
+    when ``rows`` is None (see :class:`~.c2f.C2FAttention` and ``decoding.adapters.IndexedMemory``)."""
+    return x if rows is None else x.index_select(0, rows)
 
 
 def masked_softmax(scores: torch.Tensor, mask: torch.Tensor, dim: int = -1) -> torch.Tensor:

@@ -30,7 +30,8 @@ from torch.distributions import Categorical
 
 import scg
 
-from .attention import MODES, AttentionOut, HierAttention, Memory, masked_logits, masked_softmax
+from ..kernels import KernelDraws, c2f_coarse_sample, choose, fused_c2f_read
+from .attention import MODES, AttentionOut, HierAttention, Memory, masked_logits, masked_softmax, per_query_row
 
 __all__ = ["C2FAttention", "C2FStep", "c2f_kernel_step", "c2f_read", "c2f_step", "fine_read"]
 
@@ -77,11 +78,6 @@ class C2FStep:
 Selector = Callable[[torch.Tensor], "tuple[torch.Tensor, torch.Tensor]"]
 
 
-def _by_row(x: torch.Tensor, rows: torch.Tensor | None) -> torch.Tensor:
-    """``x[rows]`` (one row per query row), or ``x`` itself when ``rows`` is None."""
-    return x if rows is None else x.index_select(0, rows)
-
-
 def fine_read(words: torch.Tensor, word_mask: torch.Tensor, idx: torch.Tensor, weights: torch.Tensor,
               q: torch.Tensor, rows: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`c2f_read` through the kernels' dispatcher (``kernels.fused_c2f_read``): the Triton
@@ -90,8 +86,6 @@ def fine_read(words: torch.Tensor, word_mask: torch.Tensor, idx: torch.Tensor, w
     ``rows`` ``(R,)``: the example (row of ``words``) each query row reads, or None (R = B); the
     selected word states are indexed in place, never copied per row.
     """
-    from ..kernels import fused_c2f_read
-
     return fused_c2f_read(words, word_mask, idx, weights, q, rows=rows)
 
 
@@ -112,7 +106,7 @@ def c2f_step(chunks: torch.Tensor, chunk_mask: torch.Tensor, words: torch.Tensor
 
     Cost: O(R·M·D) for the coarse scores plus O(R·k·N·H) for the fine read (:func:`fine_read`).
     """
-    chunks, chunk_mask = _by_row(chunks, rows), _by_row(chunk_mask, rows)  # (R, M, D), (R, M)
+    chunks, chunk_mask = per_query_row(chunks, rows), per_query_row(chunk_mask, rows)  # (R, M, D), (R, M)
     logits = masked_logits(torch.bmm(chunks, q_chunk.unsqueeze(2)).squeeze(2), chunk_mask)  # (R, M)  β^s
     idx, weights = select(logits)  # (R, k), (R, k)
     context, alpha_w = fine_read(words, word_mask, idx, weights, q_word, rows)  # (R, H), (R, k, N)
@@ -138,8 +132,6 @@ def c2f_kernel_step(chunks: torch.Tensor, chunk_mask: torch.Tensor, words: torch
     Arguments as :func:`c2f_step` (``k`` draws or chunks read). Returns the logits as log α^s
     with padding chunks at the dtype's minimum, so ``masked_softmax(logits)`` is α^s.
     """
-    from ..kernels import KernelDraws, c2f_coarse_sample
-
     if mode not in ("sample", "greedy"):
         raise ValueError(f"c2f_kernel_step: mode must be 'sample' or 'greedy', got {mode!r}")
     R, M = q_chunk.shape[0], chunks.shape[1]
@@ -149,7 +141,7 @@ def c2f_kernel_step(chunks: torch.Tensor, chunk_mask: torch.Tensor, words: torch
     else:
         seed = torch.zeros(1, dtype=torch.int64, device=q_chunk.device)  # unused: no noise
         log_alpha, drawn = c2f_coarse_sample(chunks, q_chunk, chunk_mask, seed, min(k, M), "greedy", rows)
-    logits = masked_logits(log_alpha.to(q_chunk.dtype), _by_row(chunk_mask, rows))  # (R, M)  log α^s
+    logits = masked_logits(log_alpha.to(q_chunk.dtype), per_query_row(chunk_mask, rows))  # (R, M)  log α^s
     if mode == "sample":
         dist = Categorical(logits=logits.unsqueeze(1).expand(R, k, M), validate_args=False)
         idx = scg.sample(dist, name="coarse", step=step, estimator=KernelDraws(drawn))  # (R, k)
@@ -204,8 +196,6 @@ class C2FAttention(HierAttention):
         """One step. A ``memory`` with a ``rows`` attribute ``(R,)`` (beam search, see
         ``decoding.adapters``) keeps one row per example; query row r reads example ``rows[r]``
         (hard modes only; the word states are indexed, never copied)."""
-        from ..kernels import choose
-
         rows: torch.Tensor | None = getattr(memory, "rows", None)
         if mode == "soft":
             if rows is not None:
@@ -223,7 +213,8 @@ class C2FAttention(HierAttention):
             select = self._sampler(step) if mode == "sample" else self._greedy
             out = c2f_step(memory.chunks, memory.chunk_mask, memory.words, memory.word_mask, q_chunk, q_word,
                            select, rows)
-        chunk_mask, chunk_sizes = _by_row(memory.chunk_mask, rows), _by_row(memory.chunk_sizes, rows)  # (R, M)
+        chunk_mask = per_query_row(memory.chunk_mask, rows)  # (R, M)
+        chunk_sizes = per_query_row(memory.chunk_sizes, rows)  # (R, M)
         probs = masked_softmax(out.logits, chunk_mask)  # α^s (R, M)
         used = torch.zeros_like(probs).scatter_add(1, out.idx, out.weights)  # α̃ (R, M)
         read = (chunk_sizes * (used > 0).to(h.dtype)).sum(1)  # real words in the distinct chunks read

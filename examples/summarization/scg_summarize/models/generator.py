@@ -98,7 +98,8 @@ class CopyGenerator(Generator):
 
     def gate_logit(self, out: torch.Tensor, att: AttentionOut) -> torch.Tensor:
         """The gate's logit ``(B, 1)``: g_t = σ(·)."""
-        return self.gate(torch.cat([att.context, out], dim=-1))  # (B, 1)
+        logit: torch.Tensor = self.gate(torch.cat([att.context, out], dim=-1))  # (B, 1)
+        return logit
 
     def forward(self, out: torch.Tensor, att: AttentionOut | None, memory: Memory | None) -> torch.Tensor:
         if att is None or memory is None:
@@ -109,8 +110,8 @@ class CopyGenerator(Generator):
         copy = copy_distribution(att, memory, V)  # (B, V)
         tiny = torch.finfo(copy.dtype).tiny  # log 0 -> a finite floor, so that no gradient is NaN
         cop = F.logsigmoid(-z) + torch.log(copy.clamp_min(tiny))  # (B, V)  log(1 - g) + log p_copy
-        out: torch.Tensor = torch.logaddexp(gen, cop)  # (B, V)
-        return out
+        log_p: torch.Tensor = torch.logaddexp(gen, cop)  # (B, V)
+        return log_p
 
 
 def build_generator(copy: bool, hidden: int, vocab_size: int) -> Generator:
