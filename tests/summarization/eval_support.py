@@ -76,3 +76,8 @@ def has_repeated_ngram(tokens: list[int], n: int) -> bool:
     """Whether some n-gram occurs twice in ``tokens``."""
     grams = [tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1)]
     return len(grams) != len(set(grams))
+
+
+#: The search constraints off (no minimum length, no n-gram blocking, ``<unk>`` allowed): the
+#: search tests compare against brute-force enumeration of the unconstrained model.
+UNCONSTRAINED: dict[str, object] = {"min_len": 0, "no_repeat_ngram": 0, "unk": "allow"}

@@ -20,7 +20,7 @@ from scg_summarize.decoding import (
 from scg_summarize.decoding.inputs import regrid_document
 from scg_summarize.evaluation import teacher_forced
 
-from .eval_support import one_thread
+from .eval_support import UNCONSTRAINED, one_thread
 
 loop = pytest.importorskip("scg_summarize.train.loop")
 train_config = pytest.importorskip("scg_summarize.train.config")
@@ -73,7 +73,8 @@ def test_c2f_reads_its_top_k_chunks_and_exposes_attention(tmp_path: Path, corpus
     batch = collate_documents(list(documents_from_split(dataset, range(3))))
     for k in (1, 2):
         loaded = load_run(run, data_dir=corpus, coarse_topk=k)
-        options = DecodeOptions(beam_size=3, max_len=5, extras=("coarse_attn", "chunk_read", "word_attn"))
+        opts = DecodeOptions(beam_size=3, max_len=5, extras=("coarse_attn", "chunk_read", "word_attn"), **UNCONSTRAINED)
+        options = opts
         summarizer = Summarizer(loaded.decoder, loaded.vocab, options)  # requests word_attn from the adapter
         hyps = beam_search(summarizer.decoder, batch, options)
         for example, (hyp,) in enumerate(hyps):
@@ -89,7 +90,7 @@ def test_c2f_reads_its_top_k_chunks_and_exposes_attention(tmp_path: Path, corpus
 def test_soft_models_have_no_chunk_read(tmp_path: Path, corpus: Path) -> None:
     loaded = load_run(_write_run(tmp_path, corpus, "tiny-HIER"), data_dir=corpus)
     batch = collate_documents(list(documents_from_split(SummarizationDataset(corpus, "test"), range(2))))
-    hyps = beam_search(loaded.decoder, batch, DecodeOptions(beam_size=2, max_len=4, extras=("*",)))
+    hyps = beam_search(loaded.decoder, batch, DecodeOptions(beam_size=2, max_len=4, extras=("*",), **UNCONSTRAINED))
     assert "chunk_read" not in hyps[0][0].extras and "coarse_attn" in hyps[0][0].extras
 
 

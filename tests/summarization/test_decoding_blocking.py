@@ -16,7 +16,7 @@ from scg_summarize.decoding import (
 )
 from scg_summarize.decoding.toy import PrefixTableDecoder
 
-from .eval_support import dummy_batch, has_repeated_ngram
+from .eval_support import UNCONSTRAINED, dummy_batch, has_repeated_ngram
 
 
 def test_banned_ngram_mask_on_a_known_history() -> None:
@@ -47,7 +47,8 @@ def test_a_word_is_banned_exactly_when_it_repeats_an_ngram(history: list[int], n
 def test_search_with_trigram_blocking_never_repeats_a_trigram(seed: int, beam: int, greedy: bool) -> None:
     # a peaky distribution over few words: unblocked search repeats itself
     decoder = PrefixTableDecoder(8, seed=seed, temperature=0.3)
-    options = DecodeOptions(beam_size=beam, greedy=greedy, max_len=12, min_len=8, no_repeat_ngram=3, n_best=1)
+    options = DecodeOptions(beam_size=beam, greedy=greedy, max_len=12, min_len=8, no_repeat_ngram=3, n_best=1,
+                            unk="allow")
     search = greedy_search if greedy else beam_search
     for hyps in search(decoder, dummy_batch(2), options):
         assert not has_repeated_ngram(hyps[0].tokens, 3)
@@ -58,7 +59,8 @@ def test_without_blocking_the_peaky_decoder_does_repeat() -> None:
     repeats = 0
     for seed in range(20):
         decoder = PrefixTableDecoder(8, seed=seed, temperature=0.3)
-        hyps = greedy_search(decoder, dummy_batch(1), DecodeOptions(greedy=True, max_len=12, min_len=8))
+        opts = DecodeOptions(greedy=True, max_len=12, min_len=8, no_repeat_ngram=0, unk="allow")
+        hyps = greedy_search(decoder, dummy_batch(1), opts)
         repeats += has_repeated_ngram(hyps[0][0].tokens, 3)
     assert repeats > 0
 
@@ -67,13 +69,15 @@ def test_constraints_force_and_forbid_end_of_summary() -> None:
     special = SpecialIds()
     log_probs = torch.log_softmax(torch.zeros(2, 6), dim=1)
     history = torch.tensor([[4, 5], [5, 4]])
-    early = apply_constraints(log_probs, history, DecodeOptions(min_len=3, max_len=5), special)
+    opts = DecodeOptions(min_len=3, max_len=5, beam_size=5, no_repeat_ngram=0, unk="allow")
+    early = apply_constraints(log_probs, history, opts, special)
     assert torch.isneginf(early[:, special.eos]).all()
     assert torch.isneginf(early[:, [special.pad, special.bos]]).all()
-    late = apply_constraints(log_probs, history, DecodeOptions(max_len=2), special)
+    late = apply_constraints(log_probs, history, DecodeOptions(max_len=2, beam_size=5, **UNCONSTRAINED), special)
     assert torch.isfinite(late[:, special.eos]).all()
     assert torch.isneginf(late[:, [0, 1, 2, 4, 5]]).all()
-    no_unk = apply_constraints(log_probs, history, DecodeOptions(unk="forbid"), special)
+    opts = DecodeOptions(unk="forbid", max_len=100, beam_size=5, min_len=0, no_repeat_ngram=0)
+    no_unk = apply_constraints(log_probs, history, opts, special)
     assert torch.isneginf(no_unk[:, special.unk]).all()
 
 
@@ -82,6 +86,7 @@ def test_a_row_with_every_word_blocked_can_still_end() -> None:
     log_probs = torch.full((1, 5), -1.0)
     log_probs[0, 4] = -0.1
     history = torch.tensor([[4, 4, 4]])  # the only word would repeat "4 4 4"
-    out = apply_constraints(log_probs, history, DecodeOptions(no_repeat_ngram=3, unk="forbid"), special)
+    opts = DecodeOptions(no_repeat_ngram=3, unk="forbid", max_len=100, beam_size=5, min_len=0)
+    out = apply_constraints(log_probs, history, opts, special)
     assert torch.isneginf(out[0, 4])
     assert out[0, special.eos] == pytest.approx(-1.0)

@@ -97,7 +97,8 @@ def test_summarizer_replaces_unks_from_the_toy_models_attention(toy: ToySetup) -
     run = load_run(toy.run)
     dataset = SummarizationDataset(toy.data, "test")
     docs = list(documents_from_split(dataset, range(2)))
-    summarizer = Summarizer(run.decoder, run.vocab, DecodeOptions(beam_size=2, max_len=4, unk="replace"))
+    opts = DecodeOptions(beam_size=2, max_len=4, unk="replace", min_len=0, no_repeat_ngram=0)
+    summarizer = Summarizer(run.decoder, run.vocab, opts)
     for _, summaries in summarizer.summarize(docs):
         best = summaries[0]
         assert "word_attn" in best.extras

@@ -14,6 +14,7 @@ from scg_summarize.decoding.beam import use_topk_step
 from scg_summarize.decoding.blocking import banned_count_bound, constrain_candidates
 from scg_summarize.decoding.toy import PrefixTableDecoder, ToyCoarseToFine
 
+from .eval_support import UNCONSTRAINED
 from .kernel_support import backend, one_thread  # noqa: F401  (sets TRITON_INTERPRET before Triton loads)
 from .models_helpers import make_batch, make_model
 
@@ -22,7 +23,7 @@ HAS_TRITON = importlib.util.find_spec("triton") is not None
 
 #: Plain options, and every constraint at once (min length, <unk> banned, bigram blocking, 2-best).
 OPTIONS = [
-    DecodeOptions(beam_size=3, max_len=8),
+    DecodeOptions(beam_size=3, max_len=8, **UNCONSTRAINED),
     DecodeOptions(beam_size=4, max_len=10, min_len=3, no_repeat_ngram=2, unk="forbid", n_best=2),
 ]
 
@@ -180,7 +181,7 @@ def test_triton_beam_step_matches_the_reference() -> None:
     from scg_summarize.kernels import ops
 
     batch = make_batch(B=2, M=4, N=6, T=5)
-    options = DecodeOptions(beam_size=2, max_len=5, no_repeat_ngram=2)
+    options = DecodeOptions(beam_size=2, max_len=5, no_repeat_ngram=2, min_len=0, unk="allow")
     model = tiny_model("c2f")
     with backend("reference"):
         want = beam_search(ModelStepDecoder(model), batch, options, topk=False)

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from ..decoding.loading import RunLoadError
-from ..decoding.options import UNK_MODES, DecodeOptions
 from ..evaluation.rouge import METRICS, RougeOptions
+from ._decoding_args import add_decode_arguments, decode_options  # the search options live there
 
 __all__ = [
     "USER_ERRORS",
@@ -54,65 +54,12 @@ def positive_int(text: str) -> int:
     return value
 
 
-def add_decode_arguments(parser: argparse.ArgumentParser) -> None:
-    """Search options (beam, lengths, normalization, blocking, ``<unk>``, coarse top-k)."""
-    group = parser.add_argument_group("decoding")
-    group.add_argument("--beam", type=positive_int, default=5, help="beam size (default 5)")
-    group.add_argument("--greedy", action="store_true", help="greedy search instead of beam search")
-    group.add_argument("--max-len", type=positive_int, default=100, help="most words per summary (default 100)")
-    group.add_argument("--min-len", type=int, default=0, help="fewest words per summary (default 0)")
-    group.add_argument(
-        "--length-penalty",
-        type=float,
-        default=1.0,
-        metavar="ALPHA",
-        help="rank finished hypotheses by log-prob / (length + 1) ** ALPHA (default 1; 0 = none)",
-    )
-    group.add_argument(
-        "--no-repeat-ngram",
-        type=int,
-        default=0,
-        metavar="N",
-        help="forbid repeating any N-gram (3 = trigram blocking; default 0 = off)",
-    )
-    group.add_argument("--unk", choices=UNK_MODES, default="allow", help="<unk> handling (default allow)")
-    group.add_argument(
-        "--coarse-topk",
-        type=positive_int,
-        default=None,
-        metavar="K",
-        help="chunks read per step by C2F at test time (1 = argmax; >1 = +MULTI; default: the run's setting)",
-    )
-    group.add_argument("--batch-size", type=positive_int, default=32)
-    group.add_argument("--checkpoint", default=None, help="a specific checkpoint of the run (default: the best)")
-    group.add_argument("--device", default="cpu")
-    group.add_argument("--threads", type=int, default=0, help="torch CPU threads (default 0: torch's choice)")
-
-
 def set_threads(args: argparse.Namespace) -> None:
     """Apply ``--threads`` (small models decode faster on one thread than on many busy ones)."""
     if getattr(args, "threads", 0) > 0:
         import torch
 
         torch.set_num_threads(args.threads)
-
-
-def decode_options(args: argparse.Namespace, extras: Iterable[str] = ()) -> DecodeOptions:
-    """:class:`DecodeOptions` from parsed arguments (raises ``ValueError`` naming the option)."""
-    try:
-        return DecodeOptions(
-            beam_size=args.beam,
-            greedy=args.greedy,
-            max_len=args.max_len,
-            min_len=args.min_len,
-            length_penalty=args.length_penalty,
-            no_repeat_ngram=args.no_repeat_ngram,
-            unk=args.unk,
-            n_best=getattr(args, "n_best", 1),
-            extras=tuple(extras),
-        )
-    except ValueError as err:
-        raise ValueError(f"bad decoding option: {err}") from None
 
 
 def add_rouge_arguments(parser: argparse.ArgumentParser) -> None:

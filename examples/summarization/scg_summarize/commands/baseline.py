@@ -8,8 +8,11 @@ Examples::
 
 Methods: ``first`` (first sentence), ``lead3`` (first ``--k`` sentences, default 3), ``prefix``
 (first ``--bytes`` bytes, default 75), ``textrank`` (``--k`` sentences by PageRank), or ``all``.
-Each result is written as ``<output-dir>/<name>-<data>-<split>.json`` when ``--output-dir`` is
-given, so that ``scg-summarize report`` puts the baselines into the same table as the models.
+Each result is written as ``<output-dir>/<method>-<data>-<split>.json`` when ``--output-dir`` is
+given (``lead3-cnndm-test.json``; a non-default parameter or ROUGE option is added to the name,
+see :mod:`scg_summarize.evaluation.naming`, and a result with other settings is never replaced
+without ``--overwrite``), so that ``scg-summarize report`` puts the baselines into the same table
+as the models.
 """
 
 from __future__ import annotations
@@ -20,8 +23,10 @@ from pathlib import Path
 
 from ..cli import Command
 from ..data.dataset import SummarizationDataset
+from ..data.progress import Progress, progress_enabled
 from ..evaluation.baselines import BASELINES, get_baseline
-from ..evaluation.report import markdown_report, write_result
+from ..evaluation.naming import baseline_stem, write_result_safely
+from ..evaluation.report import markdown_report
 from ..evaluation.runner import evaluate_baseline
 from ._common import USER_ERRORS, add_rouge_arguments, error, positive_int, rouge_options, write_jsonl
 
@@ -44,6 +49,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--limit", type=positive_int, default=None, help="evaluate only the first N examples")
     parser.add_argument("--output-dir", type=Path, default=None, help="write result JSON files here")
     parser.add_argument("--summaries", action="store_true", help="also write the summaries (needs --output-dir)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace existing result files even when their settings differ")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
     add_rouge_arguments(parser)
 
 
@@ -59,11 +67,13 @@ def run(args: argparse.Namespace) -> int:
         for method in methods:
             param = args.bytes if method == "prefix" else (args.k if method in ("lead3", "textrank") else None)
             baseline = get_baseline(method, param)
-            result, outputs = evaluate_baseline(baseline, dataset, rouge, limit=args.limit)
+            total = len(dataset) if args.limit is None else min(args.limit, len(dataset))
+            with Progress(f"{baseline.name} {args.split}", total, enabled=progress_enabled(args.quiet)) as bar:
+                result, outputs = evaluate_baseline(baseline, dataset, rouge, limit=args.limit, progress=bar.update)
             results.append(result)
             if args.output_dir is not None:
-                stem = f"{baseline.name.lower()}-{Path(args.data).name}-{args.split}"
-                path = write_result(result, args.output_dir / f"{stem}.json")
+                stem = baseline_stem(baseline, Path(args.data).name, args.split, rouge)
+                path = write_result_safely(result, args.output_dir / f"{stem}.json", overwrite=args.overwrite)
                 print(f"baseline: wrote {path}", file=sys.stderr)
                 if args.summaries:
                     write_jsonl(outputs, args.output_dir / f"{stem}.summaries.jsonl")

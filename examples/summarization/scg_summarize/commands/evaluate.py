@@ -4,10 +4,16 @@ Example::
 
     scg-summarize evaluate --run runs/c2f --data data/cnndm --split test --beam 5 --no-repeat-ngram 3
 
-``--data`` defaults to the corpus the run was trained on. The result is written to
-``RUN_DIR/eval/<data>-<split>.json`` (or ``--output``), the per-example summaries and scores
-next to it (``.summaries.jsonl``), and a markdown table in the layout of the paper's Table 1
-is printed. ``scg-summarize report`` collects these files into one table.
+``--data`` defaults to the corpus the run was trained on. The search settings default to the
+run's ``[eval]`` table, else to the documented settings (beam 4, 10-40 words, trigram blocking,
+``<unk>`` replaced); the settings used are printed. The result is written to
+``RUN_DIR/eval/<data>-<split>.<settings>.json`` (or ``--output``; see
+:mod:`scg_summarize.evaluation.naming`: evaluating again with other options writes another file,
+and a file holding a result with other settings is never replaced without ``--overwrite``), the
+per-example summaries and scores next to it (``.summaries.jsonl``), and a markdown table in the
+layout of the paper's Table 1 is printed. A corpus prepared differently from the run's training
+data (another chunk layout, tokenizer, casing...) is evaluated with a warning, also stored in the
+result. ``scg-summarize report`` collects the result files into one table.
 """
 
 from __future__ import annotations
@@ -19,20 +25,13 @@ from pathlib import Path
 from ..cli import Command
 from ..data.dataset import SummarizationDataset
 from ..data.progress import Progress, progress_enabled
-from ..decoding.loading import load_run
-from ..evaluation.report import markdown_report, write_result
+from ..decoding.loading import input_mismatch, load_run
+from ..decoding.options import describe_options
+from ..evaluation.naming import decode_tag, model_stem, write_result_safely
+from ..evaluation.report import markdown_report
 from ..evaluation.runner import evaluate_model
-from ._common import (
-    USER_ERRORS,
-    add_decode_arguments,
-    add_rouge_arguments,
-    decode_options,
-    error,
-    positive_int,
-    rouge_options,
-    set_threads,
-    write_jsonl,
-)
+from ._common import USER_ERRORS, add_rouge_arguments, error, positive_int, rouge_options, set_threads, write_jsonl
+from ._decoding_args import add_decode_arguments, decode_options_with_sources
 
 __all__ = ["COMMAND"]
 
@@ -43,7 +42,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data", type=Path, default=None, metavar="DIR", help="prepared corpus (default: the run's)")
     parser.add_argument("--split", default="test", help="split to evaluate (default test)")
     parser.add_argument("--limit", type=positive_int, default=None, help="evaluate only the first N examples")
-    parser.add_argument("--output", type=Path, default=None, help="result JSON (default RUN_DIR/eval/DATA-SPLIT.json)")
+    parser.add_argument("--output", type=Path, default=None,
+                        help="result JSON (default RUN_DIR/eval/DATA-SPLIT.SETTINGS.json)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace an existing result file even when its settings differ")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     add_decode_arguments(parser)
     add_rouge_arguments(parser)
@@ -60,21 +62,32 @@ def run(args: argparse.Namespace) -> int:
         if data_dir is None:
             raise ValueError(f"{args.run}: the run does not record its data directory; pass --data DIR")
         dataset = SummarizationDataset(data_dir, args.split)
+        warnings = [f"{data_dir} was prepared with {m}" for m in
+                    input_mismatch(loaded.prep_options, dataset.options, regrid=loaded.regrid is not None)]
+        for line in warnings:
+            print(f"evaluate: warning: {line}: the model does not read what it was trained on", file=sys.stderr)
+        decode, sources = decode_options_with_sources(args, run_table=loaded.eval_table)
+        origin = "command line and run's [eval]" if sources else "defaults"
+        print(f"evaluate: decoding with {describe_options(decode)} ({origin})", file=sys.stderr)
         rouge = rouge_options(args, digits_mapped=loaded.prep_options.digits_to_hash)
+        tag = decode_tag(decode, coarse_topk=args.coarse_topk, limit=args.limit, checkpoint=args.checkpoint)
+        stem = model_stem(Path(data_dir).name, args.split, tag, rouge)
+        output = args.output or Path(args.run) / "eval" / f"{stem}.json"
         total = len(dataset) if args.limit is None else min(args.limit, len(dataset))
         with Progress(f"evaluate {args.split}", total, enabled=progress_enabled(args.quiet)) as bar:
             result, outputs = evaluate_model(
                 loaded,
                 dataset,
-                decode_options(args),
+                decode,
                 rouge,
                 limit=args.limit,
                 batch_size=args.batch_size,
                 device=args.device,
                 progress=bar.update,
             )
-        output = args.output or Path(args.run) / "eval" / f"{Path(data_dir).name}-{args.split}.json"
-        write_result(result, output)
+        if warnings:
+            result["warnings"] = warnings
+        write_result_safely(result, output, overwrite=args.overwrite)
         write_jsonl(outputs, output.with_suffix(".summaries.jsonl"))
     except USER_ERRORS as err:
         return error("evaluate", err)

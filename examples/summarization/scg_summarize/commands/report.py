@@ -6,7 +6,9 @@ Example::
 
 Finds the result files written by ``evaluate`` (``RUN/eval/*.json``) and ``baseline
 --output-dir`` under ``RUNS_DIR`` and prints markdown in the layout of the paper's Table 1
-(one table per data set and split), followed by the coarse-attention metrics.
+(one table per data set and split), followed by the coarse-attention metrics. Every result
+with its own settings gets its own row; only identical evaluations (the same settings run again)
+are reduced to the newest, and the count of those is printed.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import sys
 from pathlib import Path
 
 from ..cli import Command
-from ..evaluation.report import collect_results, markdown_report
+from ..evaluation.report import collect_results, markdown_report, select_results
 from ._common import USER_ERRORS, error
 
 __all__ = ["COMMAND"]
@@ -49,8 +51,10 @@ def run(args: argparse.Namespace) -> int:
             args.json.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     except USER_ERRORS as err:
         return error("report", err)
+    kept, superseded = select_results(results)
     print(text)
-    print(f"report: {len(results)} result(s) from {args.runs_dir}", file=sys.stderr)
+    note = f" ({len(superseded)} older copies of identical evaluations left out)" if superseded else ""
+    print(f"report: {len(kept)} result(s) from {len(results)} file(s) in {args.runs_dir}{note}", file=sys.stderr)
     return 0
 
 

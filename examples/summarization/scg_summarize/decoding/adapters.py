@@ -35,6 +35,7 @@ from torch import nn
 
 from ..kernels import choose, logsoftmax_topk
 from ..models.attention import Memory, per_query_row
+from ..models.loading import load_model
 from .loading import LoadedRun, RunLoadError, load_vocab_and_options, register_loader
 from .protocol import TopK, topk_of
 
@@ -233,27 +234,29 @@ def load_trained_run(
     found = [run_dir / name for name in CHECKPOINTS if (run_dir / name).is_file()]
     if not config_path.is_file() or (not found and checkpoint is None):
         return None
-    from ..train.loop import load_model  # heavy import, only for real runs
-
     weights = Path(checkpoint) if checkpoint else found[0]
     if not weights.is_file():
         raise RunLoadError(f"{weights}: no such checkpoint")
     try:
-        model, config = load_model(weights, device)
+        model, stored = load_model(weights, device)
     except (KeyError, RuntimeError, ValueError) as err:
         raise RunLoadError(f"{weights}: cannot load the model: {err}") from err
     raw = json.loads(config_path.read_text(encoding="utf-8"))
     data = _data_dir_of(run_dir, raw, data_dir)
     vocab, prep = load_vocab_and_options(run_dir, data, _recorded_prep_options(run_dir), config_path)
-    if len(vocab) != config.model.vocab_size:
-        size = config.model.vocab_size
+    size = int(stored["model"].get("vocab_size", 0))
+    if len(vocab) != size:
         raise RunLoadError(f"{weights}: the model has {size} words, the vocabulary of {data} {len(vocab)}")
-    regrid = (int(config.data.regrid[0]), int(config.data.regrid[1])) if config.data.regrid else None
+    grid = (stored.get("data") or {}).get("regrid") or []
+    regrid = (int(grid[0]), int(grid[1])) if grid else None
+    name = str(stored.get("name", "MODEL"))
     attention = model.decoder.attention
-    info: dict[str, Any] = {"format": "scg-summarize train", "checkpoint": str(weights), "config": config.name}
+    info: dict[str, Any] = {"format": "scg-summarize train", "checkpoint": str(weights), "config": name}
     decoder = ModelStepDecoder(model, coarse_topk)
     info["coarse_topk"] = int(getattr(attention, "test_k", 1))
-    return LoadedRun(decoder, vocab, prep, config.name, run_dir, data, info, regrid)
+    table = raw.get("eval")
+    eval_table = dict(table) if isinstance(table, dict) else None
+    return LoadedRun(decoder, vocab, prep, name, run_dir, data, info, regrid, eval_table)
 
 
 register_loader("trained", load_trained_run, first=True)

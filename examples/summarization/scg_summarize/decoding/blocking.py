@@ -7,7 +7,9 @@ All functions take ``log_probs`` ``(R, V)`` and return a new tensor with forbidd
   ``n = 3``, the trigram blocking of Paulus et al., 2018): a word is forbidden when it would
   complete an n-gram that already occurs in the hypothesis;
 * :func:`apply_constraints`: everything a search step needs -- ``<pad>``/``<s>`` are never
-  generated, ``<unk>`` is forbidden on request, ``</s>`` is forbidden before ``min_len`` words
+  generated, ``<unk>`` is forbidden on request, so are the ``blocked`` words of
+  :class:`SpecialIds` (number tokens with ``block_digits``, see :func:`number_token_ids`) and the
+  word just generated (``no_repeat_word``), ``</s>`` is forbidden before ``min_len`` words
   and forced after ``max_len`` words, then n-gram blocking. A row left without any allowed word
   falls back to ``</s>`` (with its unconstrained log-probability) so every hypothesis can end;
 * :func:`constrain_candidates`: the same bans on a few candidate words per row (the top-k step
@@ -16,6 +18,8 @@ All functions take ``log_probs`` ``(R, V)`` and return a new tensor with forbidd
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -29,19 +33,45 @@ __all__ = [
     "banned_ngram_mask",
     "block_repeated_ngrams",
     "constrain_candidates",
+    "is_number_token",
+    "number_token_ids",
 ]
 
 NEG_INF = float("-inf")
 
 
+_NUMBER = re.compile(r"[#0-9.,:/%$-]*[#0-9][#0-9.,:/%$-]*")
+
+
 @dataclass(frozen=True)
 class SpecialIds:
-    """The ids of the special tokens (defaults: :class:`scg_summarize.data.Vocab`'s)."""
+    """The ids of the special tokens (defaults: :class:`scg_summarize.data.Vocab`'s) and the
+    ``blocked`` words, never generated (empty unless the options block some)."""
 
     pad: int = 0
     unk: int = 1
     bos: int = 2
     eos: int = 3
+    blocked: tuple[int, ...] = ()
+
+
+def is_number_token(token: str) -> bool:
+    """Whether ``token`` is a number: digits or ``#`` (digit mapping) with number punctuation
+    (``#``, ``##.#``, ``#,###``, ``1990``, ``$#``), and at least one digit or ``#``."""
+    return _NUMBER.fullmatch(token) is not None
+
+
+def number_token_ids(tokens: Sequence[str]) -> tuple[int, ...]:
+    """The ids (positions in ``tokens``, a vocabulary's words) of the number tokens."""
+    return tuple(i for i, token in enumerate(tokens) if is_number_token(token))
+
+
+def _ban_fixed(out: torch.Tensor, history: torch.Tensor, options: DecodeOptions, special: SpecialIds) -> None:
+    """Set the blocked words and (``no_repeat_word``) each row's last word to ``-inf`` in place."""
+    if special.blocked:
+        out[:, list(special.blocked)] = NEG_INF
+    if options.no_repeat_word and history.shape[1] > 0:
+        out.scatter_(1, history[:, -1:].to(out.device), NEG_INF)
 
 
 def banned_ngram_mask(history: torch.Tensor, n: int, vocab_size: int) -> torch.Tensor:
@@ -99,6 +129,7 @@ def apply_constraints(
             out[:, forbidden] = NEG_INF
     if options.unk == "forbid" and special.unk < vocab:
         out[:, special.unk] = NEG_INF
+    _ban_fixed(out, history, options, special)
     if length >= options.max_len:
         out.fill_(NEG_INF)
         out[:, special.eos] = eos_original
@@ -129,7 +160,8 @@ def _ngram_continuations(history: torch.Tensor, n: int) -> tuple[torch.Tensor, t
 def banned_count_bound(history: torch.Tensor, options: DecodeOptions, special: SpecialIds) -> int:
     """An upper bound on the words :func:`apply_constraints` bans in any row at this length (before
     ``max_len``): ``<pad>``, ``<s>``, ``<unk>``, ``</s>`` and the n-gram continuations (one host sync)."""
-    fixed = len({special.pad, special.bos, special.unk, special.eos})
+    fixed = len({special.pad, special.bos, special.unk, special.eos, *special.blocked})
+    fixed += int(options.no_repeat_word)
     n = options.no_repeat_ngram
     if not n or history.shape[1] < max(n, 1):
         return fixed
@@ -165,6 +197,10 @@ def constrain_candidates(
             banned |= words == forbidden
     if options.unk == "forbid":
         banned |= words == special.unk
+    if special.blocked:
+        banned |= torch.isin(words, torch.tensor(special.blocked, device=words.device))
+    if options.no_repeat_word and length > 0:
+        banned |= words == history[:, -1:]
     if length < options.min_len:
         banned |= words == special.eos
     n = options.no_repeat_ngram

@@ -30,9 +30,30 @@ from ..data.vocab import Vocab
 from .inputs import SourceDocument, regrid_document
 from .protocol import StepDecoder
 
-__all__ = ["LOADERS", "LoadedRun", "RunLoadError", "load_run", "register_loader"]
+__all__ = ["INPUT_OPTIONS", "LOADERS", "LoadedRun", "RunLoadError", "input_mismatch", "load_run", "register_loader"]
 
 DECODER_SPEC = "decoder.json"
+
+
+#: The preprocessing options that change what the model reads (the chunk grid and the words).
+INPUT_OPTIONS: tuple[str, ...] = (
+    "tokenizer", "lowercase", "digits_to_hash", "split_sentences", "layout", "num_chunks", "chunk_len",
+)  # fmt: skip
+_GRID_OPTIONS = ("layout", "num_chunks", "chunk_len")
+
+
+def input_mismatch(trained: PrepOptions, found: PrepOptions, *, regrid: bool = False) -> list[str]:
+    """The :data:`INPUT_OPTIONS` on which a corpus (``found``) differs from the preprocessing the
+    run was trained with, as ``"name: found (trained: value)"``; the chunk grid is not compared
+    when the run re-cuts documents itself (``regrid``)."""
+    out = []
+    for name in INPUT_OPTIONS:
+        if regrid and name in _GRID_OPTIONS:
+            continue
+        a, b = getattr(trained, name), getattr(found, name)
+        if a != b:
+            out.append(f"{name}={b!r} (the run was trained with {a!r})")
+    return out
 
 
 class RunLoadError(ValueError):
@@ -53,6 +74,9 @@ class LoadedRun:
         info: anything else worth reporting (checkpoint, epoch, settings).
         regrid: ``(M, N)`` when the model reads the source re-cut into another chunk grid
             (the trainer's ``data.regrid``); apply :meth:`prepare` to documents.
+        eval_table: the run configuration's ``[eval]`` table, when it has one: its decoding
+            settings are the run's defaults (see
+            :func:`~scg_summarize.decoding.options.resolve_decode_options`).
     """
 
     decoder: StepDecoder[Any]
@@ -63,6 +87,7 @@ class LoadedRun:
     data_dir: Path | None = None
     info: dict[str, Any] = field(default_factory=dict)
     regrid: tuple[int, int] | None = None
+    eval_table: dict[str, Any] | None = None
 
     def prepare(self, docs: Iterable[SourceDocument]) -> Iterator[SourceDocument]:
         """``docs`` in the chunk grid the model reads (re-cut when the run uses a regrid)."""

@@ -18,7 +18,7 @@ import torch
 from ..data.tokenizer import detokenize
 from ..data.vocab import UNK, Vocab
 from .beam import beam_search
-from .blocking import SpecialIds
+from .blocking import SpecialIds, number_token_ids
 from .greedy import greedy_search
 from .inputs import SourceDocument, collate_documents
 from .options import DecodeOptions, Hypothesis
@@ -130,7 +130,8 @@ class Summarizer:
         if callable(request):  # optional hook: lets a model skip extras nobody records
             request(options.extras)
         self.batch_size, self.device = batch_size, torch.device(device)
-        self.special = SpecialIds(vocab.pad_id, vocab.unk_id, vocab.bos_id, vocab.eos_id)
+        blocked = number_token_ids(vocab.tokens) if options.block_digits else ()
+        self.special = SpecialIds(vocab.pad_id, vocab.unk_id, vocab.bos_id, vocab.eos_id, blocked)
 
     def to_summary(self, doc: SourceDocument, hyp: Hypothesis) -> Summary:
         """Words, ``<unk>`` replacement and sentences of one hypothesis."""

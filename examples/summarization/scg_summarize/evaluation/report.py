@@ -8,6 +8,14 @@ all results under a folder; :func:`markdown_report` renders them like the paper'
 baselines first, then the models in the paper's order, columns PPL and ROUGE-1/2/L (F1, x 100)
 -- followed by a Table 2-style block with the attention metrics of the models that have them.
 One table is made per (data, split).
+
+No result is dropped: records are told apart by everything that makes them differ (model or
+baseline name, run folder, data, split, decoding, ROUGE and baseline settings, checkpoint,
+examples; :func:`result_settings`). Only results with identical settings -- a re-run -- are
+reduced to the newest (:func:`select_results` says how many). Rows that share a name are
+labelled with their run folder and, if that is not enough, with the settings that differ.
+Results stored with ``warnings`` (a corpus prepared differently from the run's training data)
+are marked with ``(!)`` and the warnings are listed under the table.
 """
 
 from __future__ import annotations
@@ -26,6 +34,8 @@ __all__ = [
     "markdown_report",
     "markdown_table",
     "read_result",
+    "result_settings",
+    "select_results",
     "write_result",
 ]
 
@@ -44,6 +54,7 @@ MAIN_COLUMNS: tuple[tuple[str, str, int], ...] = (
 ATTENTION_COLUMNS: tuple[tuple[str, str, int], ...] = (
     ("coarse_entropy", "Entropy", 3),
     ("fraction_read", "Read", 3),
+    ("fraction_read_step", "Read/word", 3),
     ("coarse_accuracy", "Coarse acc.", 3),
 )
 
@@ -121,14 +132,83 @@ def _row_key(record: Mapping[str, Any]) -> tuple[int, int, str]:
     return (1, rank, name)
 
 
+def result_settings(record: Mapping[str, Any]) -> dict[str, Any]:
+    """What tells two results apart: the kind, name, run, data, split, number of examples,
+    decoding (without the recorded ``extras``), ROUGE and baseline settings, the checkpoint and
+    coarse top-k. Two results with equal settings are the same evaluation run twice."""
+    decode = dict(record.get("decode_options") or {})
+    decode.pop("extras", None)
+    info = record.get("run_info") or {}
+    return {
+        "kind": record.get("kind"),
+        "name": record.get("name"),
+        "run": record.get("run"),
+        "data": record.get("data"),
+        "split": record.get("split"),
+        "examples": record.get("examples"),
+        "decode_options": decode,
+        "rouge_options": record.get("rouge_options"),
+        "baseline": record.get("baseline"),
+        "checkpoint": info.get("checkpoint") if isinstance(info, Mapping) else None,
+        "coarse_topk": info.get("coarse_topk") if isinstance(info, Mapping) else None,
+    }
+
+
+def _settings_key(record: Mapping[str, Any]) -> str:
+    return json.dumps(result_settings(record), sort_keys=True, default=str)
+
+
+def select_results(records: Iterable[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """``(kept, superseded)``: one record per distinct :func:`result_settings`, the newest;
+    ``superseded`` are the older copies of identical evaluations."""
+    best: dict[str, dict[str, Any]] = {}
+    superseded: list[dict[str, Any]] = []
+    for record in records:
+        key = _settings_key(record)
+        if key not in best:
+            best[key] = record
+        elif str(record.get("created", "")) >= str(best[key].get("created", "")):
+            superseded.append(best[key])
+            best[key] = record
+        else:
+            superseded.append(record)
+    return list(best.values()), superseded
+
+
+def _flat_settings(record: Mapping[str, Any]) -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in result_settings(record).items():
+        if isinstance(value, Mapping):
+            flat.update({f"{key}.{k}": v for k, v in value.items()})
+        elif key not in ("kind", "name", "run", "data", "split"):
+            flat[key] = value
+    return flat
+
+
+_SHORT = {"decode_options.beam_size": "beam", "decode_options.max_len": "max", "decode_options.min_len": "min",
+          "decode_options.no_repeat_ngram": "ngram", "decode_options.unk": "unk", "rouge_options.refs": "refs",
+          "decode_options.greedy": "greedy", "rouge_options.measure": "measure", "baseline.param": "k"}
+
+
 def _label_rows(records: Sequence[Mapping[str, Any]]) -> list[tuple[str, Mapping[str, Any]]]:
-    """Row labels; models that share a name are told apart by their run folder."""
+    """Row labels; rows that share a name are told apart by their run folder, then by the
+    settings that differ between them."""
     names = [str(r["name"]) for r in records]
-    out = []
+    labels = []
     for record, name in zip(records, names):
         if names.count(name) > 1 and record.get("run"):
             name = f"{name} ({Path(str(record['run'])).name})"
-        out.append((name, record))
+        labels.append(name)
+    out = []
+    for record, label in zip(records, labels):
+        twins = [r for r, other in zip(records, labels) if other == label]
+        if len(twins) > 1:
+            mine, flats = _flat_settings(record), [_flat_settings(r) for r in twins]
+            differ = [k for k in mine if any(f.get(k) != mine[k] for f in flats)]
+            label += " [" + ", ".join(f"{_SHORT.get(k, k.split('.')[-1])}={mine[k]}" for k in differ) + "]"
+        if record.get("warnings"):
+            label += " (!)"
+        out.append((label, record))
     return out
 
 
@@ -151,32 +231,39 @@ def markdown_table(rows: Iterable[tuple[str, Mapping[str, Any]]], columns: Seque
     return "\n".join(lines)
 
 
-def _latest(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One record per (kind, name, run), the newest."""
-    best: dict[tuple[str, str, str], dict[str, Any]] = {}
-    for record in records:
-        key = (str(record.get("kind")), str(record["name"]), str(record.get("run", "")))
-        if key not in best or str(record.get("created", "")) >= str(best[key].get("created", "")):
-            best[key] = record
-    return list(best.values())
+def _group_names(records: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """Data path -> the name shown: the folder name, or the whole path where two corpora share
+    a folder name."""
+    paths = sorted({str(r.get("data", "?")) for r in records})
+    names = {p: Path(p).name for p in paths}
+    return {p: (p if list(names.values()).count(names[p]) > 1 else names[p]) for p in paths}
 
 
 def markdown_report(records: Sequence[dict[str, Any]], title: str = "Results") -> str:
     """Markdown for ``records`` (see the module docstring); one section per (data, split)."""
     if not records:
         return f"# {title}\n\nNo results found.\n"
+    kept, _ = select_results(records)
+    data_names = _group_names(kept)
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for record in _latest(records):
-        groups.setdefault((Path(str(record.get("data", "?"))).name, str(record.get("split", "?"))), []).append(record)
+    for record in kept:
+        groups.setdefault((data_names[str(record.get("data", "?"))], str(record.get("split", "?"))), []).append(record)
     parts = [f"# {title}", ""]
     for (data, split), group in sorted(groups.items()):
         group.sort(key=_row_key)
-        rows = [(label, r["metrics"]) for label, r in _label_rows(group)]
+        labelled = _label_rows(group)
+        rows = [(label, r["metrics"]) for label, r in labelled]
         parts += [f"## {data} / {split}", "", "ROUGE F1 (x 100), max over references.", ""]
         parts += [markdown_table(rows, MAIN_COLUMNS), ""]
         attention = [(label, m) for label, m in rows if any(m.get(k) is not None for k, _, _ in ATTENTION_COLUMNS)]
         if attention:
-            parts += ["Coarse attention: entropy (nats) per generated word, fraction of source words read, "
-                      "coarse accuracy (synthetic data).", ""]  # fmt: skip
+            parts += ["Coarse attention: entropy (nats) per generated word, fraction of source words read "
+                      "(chunks read at any step of a summary, and per generated word), coarse accuracy "
+                      "(synthetic data).", ""]  # fmt: skip
             parts += [markdown_table(attention, ATTENTION_COLUMNS), ""]
+        for label, record in labelled:
+            for warning in record.get("warnings") or []:
+                parts.append(f"(!) {label}: {warning}")
+        if any(r.get("warnings") for _, r in labelled):
+            parts.append("")
     return "\n".join(parts)

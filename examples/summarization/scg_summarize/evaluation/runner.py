@@ -126,8 +126,10 @@ def evaluate_baseline(
     rouge: RougeOptions,
     *,
     limit: int | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """ROUGE of an extractive baseline on the stored source sentences of ``dataset``."""
+    """ROUGE of an extractive baseline on the stored source sentences of ``dataset``
+    (``progress`` is called with 1 after every example)."""
     start = time.perf_counter()
     scorer = Rouge(rouge)
     predictions: list[str] = []
@@ -141,6 +143,8 @@ def evaluate_baseline(
         predictions.append("\n".join(sentences))
         references.append(list(text["refs"]))
         outputs.append({"id": text.get("id", str(index)), "summary": " ".join(sentences)})
+        if progress is not None:
+            progress(1)
     rouge_result = scorer.corpus(predictions, references, ids=[o["id"] for o in outputs], keep_per_example=True)
     for i, out in enumerate(outputs):
         out["rouge"] = {k: v[i] for k, v in rouge_result.per_example.items()}

@@ -8,6 +8,7 @@
 ``decoder``         the 2-layer input-feeding LSTM decoder
 ``summarizer``      :class:`Summarizer`: the parts composed, teacher-forced NLL per step
 ``pretrained``      word2vec text-format embeddings
+``loading``         :func:`load_model`: a trained model from its checkpoint file
 =================== ==========================================================================
 
 Decoding (beam search, ``<unk>`` replacement) and ROUGE live in :mod:`scg_summarize.decoding` and
@@ -21,6 +22,7 @@ from .chunk_encoders import BowChunkEncoder, ChunkEncoder, ConvChunkEncoder, Wit
 from .config import ATTENTIONS, CHUNK_ENCODERS, ModelConfig
 from .decoder import Decoder, DecoderState
 from .encoders import ChunkedWordEncoder, EncodedWords, FlatWordEncoder, WordEncoder
+from .loading import load_model, read_checkpoint
 from .pretrained import load_word2vec
 from .summarizer import Summarizer, SummarizerOutput
 
@@ -50,5 +52,7 @@ __all__ = [
     "c2f_step",
     "flat_step",
     "hier_step",
+    "load_model",
     "load_word2vec",
+    "read_checkpoint",
 ]

@@ -21,6 +21,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from ..decoding.options import DecodeOptions, resolve_decode_options
 from ..models.config import ModelConfig
 
 if sys.version_info >= (3, 11):
@@ -143,28 +144,35 @@ class DataConfig:
             raise ValueError(f"data.regrid must be [M, N] with positive M, N, got {self.regrid}")
 
 
+_DECODE = DecodeOptions()  # the one source of the decoding defaults
+
+
 @dataclass
 class EvalConfig:
-    """Decoding for ROUGE (passed to :class:`scg_summarize.decoding.DecodeOptions`): beam size
-    (1: greedy), lengths, n-gram blocking (0 or ≥ 2), length penalty α, and ``unk``: ``allow``,
-    ``forbid`` (the default) or ``replace`` (copy the source word with the highest attention)."""
+    """Decoding for ROUGE after training (``train --rouge``, the demo) and the run's defaults for
+    ``summarize``/``evaluate``: beam size (1: greedy), lengths, n-gram blocking (0 or ≥ 2),
+    length penalty α, ``unk`` (``allow``, ``forbid`` or ``replace``: copy the source word with
+    the highest attention), immediate word repeats and number tokens blocked. The defaults are
+    :class:`~scg_summarize.decoding.DecodeOptions`' (the documented settings)."""
 
-    beam: int = 1
-    max_len: int = 60
-    min_len: int = 0
-    block_ngram: int = 0
-    length_penalty: float = 1.0
-    unk: str = "forbid"
+    beam: int = _DECODE.beam_size
+    max_len: int = _DECODE.max_len
+    min_len: int | None = None  # None: DecodeOptions' default (10 words, at most max_len // 4)
+    block_ngram: int = _DECODE.no_repeat_ngram
+    length_penalty: float = _DECODE.length_penalty
+    unk: str = _DECODE.unk
+    no_repeat_word: bool = _DECODE.no_repeat_word
+    block_digits: bool = _DECODE.block_digits
     batch_size: int = 32
     max_examples: int = 0
 
     def validate(self) -> None:
-        if self.beam < 1 or self.max_len < 1:
-            raise ValueError("eval.beam and eval.max_len must be positive")
-        if self.block_ngram == 1 or self.block_ngram < 0:
-            raise ValueError(f"eval.block_ngram must be 0 (off) or >= 2, got {self.block_ngram}")
-        if self.unk not in ("allow", "forbid", "replace"):
-            raise ValueError(f"eval.unk must be 'allow', 'forbid' or 'replace', got {self.unk!r}")
+        try:
+            resolve_decode_options({}, asdict(self))
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"eval: {err}") from None
+        if self.batch_size < 1 or self.max_examples < 0:
+            raise ValueError("eval.batch_size must be positive and eval.max_examples non-negative")
 
 
 @dataclass

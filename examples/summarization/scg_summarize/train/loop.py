@@ -32,6 +32,7 @@ import torch
 import scg
 
 from ..data.storage import VOCAB_FILE, read_meta
+from ..models.loading import load_model as models_load_model
 from ..models.summarizer import Summarizer
 from .checkpoint import get_rng_state, load_checkpoint, save_atomic, set_rng_state
 from .config import Config
@@ -58,12 +59,10 @@ def build_model(config: Config, vocab_size: int, num_chunks: int) -> Summarizer:
 
 
 def load_model(path: str | Path, device: str | torch.device = "cpu") -> tuple[Summarizer, Config]:
-    """The model and configuration stored in a checkpoint (``best.pt`` or ``checkpoint.pt``)."""
-    state = load_checkpoint(path, map_location=device)
-    config = Config.from_dict(state["config"])
-    model = Summarizer(config.model).to(device)
-    model.load_state_dict(state["model"])
-    return model, config
+    """The model and configuration stored in a checkpoint (``best.pt`` or ``checkpoint.pt``);
+    :func:`scg_summarize.models.load_model` with the configuration parsed."""
+    model, raw = models_load_model(path, device)
+    return model, Config.from_dict(raw)
 
 
 def param_digest(model: torch.nn.Module) -> str:
