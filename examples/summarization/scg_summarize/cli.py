@@ -21,8 +21,9 @@ import importlib
 import importlib.util
 import pkgutil
 import sys
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
+
+from .subcommand import Command
 
 __all__ = [
     "BUILTIN_COMMAND_MODULES",
@@ -46,23 +47,6 @@ PLANNED_COMMANDS: tuple[str, ...] = (
     "report",
     "visualize",
 )
-
-
-@dataclass(frozen=True)
-class Command:
-    """A subcommand.
-
-    Attributes:
-        name: the word after ``scg-summarize``.
-        help: a one-line description for ``--help``.
-        add_arguments: adds the subcommand's options to its ``ArgumentParser``.
-        run: executes the parsed arguments; returns the process exit status.
-    """
-
-    name: str
-    help: str
-    add_arguments: Callable[[argparse.ArgumentParser], None]
-    run: Callable[[argparse.Namespace], int]
 
 
 _REGISTRY: dict[str, Command] = {}

@@ -14,25 +14,26 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from .data import SummarizationDataset, make_synthetic_corpus
-from .decoding.options import DecodeOptions
+from .decoding.options import resolve_decode_options
 from .evaluation.runs import evaluate_run
 from .train.config import load_config
 from .train.loop import Trainer
 
-__all__ = ["DEFAULT_CONFIGS", "DEMO_DECODE", "draw_heatmap", "format_table", "run_demo"]
+__all__ = ["DEFAULT_CONFIGS", "DEMO_EVAL", "draw_heatmap", "format_table", "run_demo"]
 
 DEFAULT_CONFIGS: tuple[str, ...] = ("small-STANDARD", "small-C2F+MULTI2")
-#: The demo's decoding (docs/results.md, section 1): greedy, at most 30 words, no blocking. The
-#: synthetic summaries are 6-15 made-up words with no repeats, so the documented defaults for
-#: real text (10-40 words, trigram blocking) do not apply.
-DEMO_DECODE = DecodeOptions(greedy=True, beam_size=1, max_len=30, min_len=0, no_repeat_ngram=0, unk="forbid")
+#: The demo's decoding (docs/results.md, section 1), set in each run's ``[eval]`` table (so that
+#: ``scg-summarize evaluate --run OUT/NAME`` decodes the same way; ``--set eval.KEY=VALUE``
+#: overrides it): greedy, at most 30 words, no blocking, ``<unk>`` forbidden. The synthetic
+#: summaries are 6-15 made-up words, so the defaults for real text (10-40 words) do not apply.
+DEMO_EVAL: tuple[str, ...] = ("eval.beam=1", "eval.max_len=30", "eval.min_len=0", "eval.block_ngram=0",
+                              "eval.unk=forbid")
 
 COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("model", "model", "{}"),
@@ -69,7 +70,7 @@ def chunk_attention(run_dir: Path, data: Path, index: int = 0) -> tuple[torch.Te
     run = load_run(run_dir, data_dir=data)
     dataset = SummarizationDataset(data, "test", vocab=run.vocab)
     doc = next(iter(run.prepare(documents_from_split(dataset, [index]))))
-    options = replace(DEMO_DECODE, extras=("coarse_attn", "chunk_read"))
+    options, _ = resolve_decode_options({}, run.eval_table, extras=("coarse_attn", "chunk_read"))
     summary = Summarizer(run.decoder, run.vocab, options).summarize_batch([doc])[0][0]
     weights = summary.extras["coarse_attn"].float().cpu()
     return weights, [*summary.tokens, "</s>"][: weights.shape[0]], doc.salient
@@ -131,14 +132,14 @@ def run_demo(out_dir: str | Path, *, data: str | Path | None = None, configs: Se
     salient = -1
     for name, share in zip(configs, shares):
         seconds = budget_s * share
-        config = load_config(name, [*overrides, f"train.time_budget_s={seconds:.1f}"])
+        config = load_config(name, [*DEMO_EVAL, *overrides, f"train.time_budget_s={seconds:.1f}"])
         run_dir = out / name
         log(f"training {name} for at most {seconds:.0f}s -> {run_dir}")
         start = time.perf_counter()
         trainer = Trainer(config, data, run_dir, quiet=quiet, log=log)
         trainer.fit()
         train_s = time.perf_counter() - start
-        result, outputs = evaluate_run(run_dir, data, decode=DEMO_DECODE)
+        result, outputs = evaluate_run(run_dir, data)
         metrics = result["metrics"]
         rows.append({"model": name, "train_s": train_s, "steps": trainer.step, "ppl": metrics["ppl"],
                      "rouge1": metrics["rouge1"], "rouge2": metrics["rouge2"], "rougeL": metrics["rougeL"],

@@ -3,6 +3,7 @@
 Examples::
 
     scg-summarize summarize --run runs/c2f --input articles.txt            # one document a line
+    scg-summarize summarize --run runs/c2f --input article.txt --format document  # the file is one
     scg-summarize summarize --run runs/c2f --input articles.txt --data data/cnndm   # run without vocab
     cat article.txt | tr '\\n' ' ' | scg-summarize summarize --run runs/c2f --input -
     scg-summarize summarize --run runs/c2f --input docs.jsonl --format jsonl --source-field document
@@ -11,7 +12,10 @@ Examples::
 
 Output: one summary per line (text), or with ``--jsonl`` one JSON object per document:
 ``id``, ``summary``, ``sentences``, ``tokens``, ``score``, ``log_prob`` (and ``n_best`` with
-``--n-best K``); ``--attention`` adds ``attention``: ``steps`` (the generated words then
+``--n-best K``). A ``text`` input whose line breaks mostly fall inside sentences (an article
+wrapped at a fixed width) is summarized line by line with a warning that points to
+``--format document`` (the whole input is one document, blank lines separate paragraphs).
+``--attention`` adds ``attention``: ``steps`` (the generated words then
 ``</s>``), ``source`` (the source words per chunk), ``coarse`` (steps x M), ``chunk_read``
 (steps x M) and ``word`` (steps x M x N) when the model returns them.
 """
@@ -28,9 +32,11 @@ from typing import IO, Any
 from ..cli import Command
 from ..data.dataset import SummarizationDataset
 from ..data.errors import DataError
+from ..data.progress import Progress, progress_enabled
 from ..decoding.inputs import INPUT_FORMATS, SourceDocument, documents_from_split, read_documents
 from ..decoding.loading import load_run
 from ..decoding.summarizer import Summarizer, Summary
+from ..decoding.wrapped import looks_wrapped, read_document
 from ._common import USER_ERRORS, add_decode_arguments, decode_options, error, positive_int, set_threads
 
 __all__ = ["COMMAND", "attention_record", "summary_record"]
@@ -45,7 +51,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     source = parser.add_argument_group("input (one of --input / --data)")
     source.add_argument("--input", default=None, metavar="FILE", help="raw documents ('-' = stdin)")
     source.add_argument(
-        "--format", choices=INPUT_FORMATS, default="text", help="text: one document per line; jsonl: JSON objects"
+        "--format",
+        choices=(*INPUT_FORMATS, "document"),
+        default="text",
+        help="text: one document per line; jsonl: JSON objects; document: the whole input is one document",
     )
     source.add_argument("--source-field", default="source", help="jsonl: the document field (string or sentences)")
     source.add_argument(
@@ -62,6 +71,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     out.add_argument("--jsonl", action="store_true", help="one JSON object per document")
     out.add_argument("--attention", action="store_true", help="include attention in the JSON (implies --jsonl)")
     out.add_argument("--n-best", type=positive_int, default=1, help="also output the K best summaries (jsonl)")
+    out.add_argument("--quiet", action="store_true", help="no progress bar")
     add_decode_arguments(parser)
 
 
@@ -113,6 +123,11 @@ def _documents(args: argparse.Namespace, run: Any) -> Iterator[SourceDocument]:
         n = len(dataset) if args.limit is None else min(args.limit, len(dataset))
         yield from documents_from_split(dataset, range(n))
         return
+    if args.format == "document":
+        yield read_document(args.input, run.prep_options, run.vocab)
+        return
+    if args.format == "text":
+        _warn_if_wrapped(args.input)
     docs = read_documents(args.input, run.prep_options, run.vocab, fmt=args.format, source_field=args.source_field)
     for i, doc in enumerate(docs):
         if args.limit is not None and i >= args.limit:
@@ -120,7 +135,32 @@ def _documents(args: argparse.Namespace, run: Any) -> Iterator[SourceDocument]:
         yield doc
 
 
-def _write(args: argparse.Namespace, handle: IO[str], summarizer: Summarizer, docs: Iterator[SourceDocument]) -> int:
+def _warn_if_wrapped(path: str) -> None:
+    """Warn when a text file looks like one document wrapped over many lines (not for stdin,
+    which cannot be read twice)."""
+    if path == "-" or not Path(path).is_file():
+        return
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        verdict = looks_wrapped(line.rstrip("\n") for line in handle)
+    if verdict.wrapped:
+        print(f"summarize: warning: {path}:{verdict.first_line}: {verdict.inside} of {verdict.breaks} line breaks "
+              "fall inside a sentence: this looks like one document wrapped over several lines, but every line "
+              "is summarized as its own document; use --format document to read the file as one document",
+              file=sys.stderr)
+
+
+def _total(args: argparse.Namespace, run: Any) -> int | None:
+    """The number of documents when known in advance (a prepared split, one document)."""
+    if args.format == "document":
+        return 1
+    if args.input is None and args.data is not None:
+        n = len(SummarizationDataset(args.data, args.split, vocab=run.vocab))
+        return n if args.limit is None else min(args.limit, n)
+    return args.limit
+
+
+def _write(args: argparse.Namespace, handle: IO[str], summarizer: Summarizer, docs: Iterator[SourceDocument],
+           progress: Any = None) -> int:
     count = 0
     as_json = args.jsonl or args.attention
     for doc, summaries in summarizer.summarize(docs):
@@ -130,6 +170,8 @@ def _write(args: argparse.Namespace, handle: IO[str], summarizer: Summarizer, do
             handle.write(summaries[0].text + "\n")
         handle.flush()
         count += 1
+        if progress is not None:
+            progress(1)
     return count
 
 
@@ -140,15 +182,19 @@ def run(args: argparse.Namespace) -> int:
         loaded = load_run(
             args.run, checkpoint=args.checkpoint, coarse_topk=args.coarse_topk, device=args.device, data_dir=args.data
         )
-        options = decode_options(args, extras=ATTENTION_KEYS if args.attention else ())
+        options = decode_options(args, extras=ATTENTION_KEYS if args.attention else (), run_table=loaded.eval_table)
         summarizer = Summarizer(loaded.decoder, loaded.vocab, options, batch_size=args.batch_size, device=args.device)
         docs = loaded.prepare(_documents(args, loaded))
-        if args.output is None:
-            count = _write(args, sys.stdout, summarizer, docs)
-        else:
-            args.output.parent.mkdir(parents=True, exist_ok=True)
-            with args.output.open("w", encoding="utf-8") as handle:
-                count = _write(args, handle, summarizer, docs)
+        # a bar on stderr only when the summaries do not go to the same terminal
+        show = progress_enabled(args.quiet) and (args.output is not None or not sys.stdout.isatty())
+        with Progress("summarize", _total(args, loaded) if show else None, enabled=show) as bar:
+            if args.output is None:
+                count = _write(args, sys.stdout, summarizer, docs, bar.update)
+            else:
+                args.output.parent.mkdir(parents=True, exist_ok=True)
+                with args.output.open("w", encoding="utf-8") as handle:
+                    count = _write(args, handle, summarizer, docs, bar.update)
+        if args.output is not None:
             print(f"summarize: wrote {count} summaries to {args.output}", file=sys.stderr)
     except DataError as err:
         return error("summarize", err)

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..cli import Command
+from ..subcommand import Command
 from .errors import BadInputReport, DataError
 from .options import LAYOUTS, PrepOptions
 from .prepare import InputSource, prepare_corpus

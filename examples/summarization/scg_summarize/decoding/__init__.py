@@ -9,6 +9,7 @@
 ``inputs``      raw text / prepared splits -> :class:`SourceDocument` and batches
 ``summarizer``  :class:`Summarizer`: search, ``<unk>`` replacement, detokenized sentences
 ``loading``     :func:`load_run`: a run directory -> decoder, vocabulary, preprocessing
+``wrapped``     wrapped plain text: detection, and a whole file as one document
 ``adapters``    the trained models as step decoders; the trainer's run directories
 ``toy``         tiny decoders for tests and smoke runs
 =============== ===========================================================================
@@ -25,6 +26,7 @@ from .loading import LoadedRun, RunLoadError, load_run, register_loader
 from .options import DecodeOptions, Hypothesis
 from .protocol import EXTRA_KEYS, StepDecoder, check_step_result
 from .summarizer import Summarizer, Summary, decode_batch
+from .wrapped import looks_wrapped, read_document
 
 __all__ = [
     "EXTRA_KEYS",
@@ -48,6 +50,8 @@ __all__ = [
     "encode_text",
     "greedy_search",
     "load_run",
+    "looks_wrapped",
+    "read_document",
     "read_documents",
     "register_loader",
 ]

@@ -41,6 +41,7 @@ from .ddp import DistContext, resolve_device
 from .evaluate import evaluate_nll
 from .objective import StepResult, c2f_objective, mle_objective
 from .optim import PlateauDecay, build_optimizer, clip_gradients
+from .progress import step_progress, total_steps
 
 __all__ = ["CHECKPOINT", "Trainer", "build_model", "load_model", "param_digest"]
 
@@ -329,6 +330,9 @@ class Trainer:
             bar.set_postfix(loss=f"{values['loss']:.3f}", ppl=f"{values['ppl']:.2f}",
                             tok_s=f"{values['tok_per_s']:.0f}")
         elif not self.quiet:
-            self.info(f"step {self.step}: loss {values['loss']:.3f} ppl {values['ppl']:.2f} "
-                      f"{values['tok_per_s']:.0f} tok/s")
+            tc = self.config.train
+            total = total_steps(tc.epochs, len(self.loader), tc.max_steps_per_epoch)
+            where = step_progress(self.step, total, self.elapsed, epoch=self.loader.epoch + 1, epochs=tc.epochs,
+                                  budget_s=tc.time_budget_s)
+            self.info(f"{where}: loss {values['loss']:.3f} ppl {values['ppl']:.2f} {values['tok_per_s']:.0f} tok/s")
         window.update(nll=0.0, tokens=0, time=time.perf_counter(), soft=0, steps=0)
