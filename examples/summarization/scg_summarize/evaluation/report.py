@@ -196,7 +196,8 @@ def _label_rows(records: Sequence[Mapping[str, Any]]) -> list[tuple[str, Mapping
     names = [str(r["name"]) for r in records]
     labels = []
     for record, name in zip(records, names):
-        if names.count(name) > 1 and record.get("run"):
+        runs = {str(r.get("run", "")) for r, other in zip(records, names) if other == name}
+        if len(runs) > 1 and record.get("run"):
             name = f"{name} ({Path(str(record['run'])).name})"
         labels.append(name)
     out = []

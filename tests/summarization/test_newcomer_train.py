@@ -1,0 +1,107 @@
+"""Issue 18, training side: (2) an existing run folder is never silently replaced; (3) a corpus
+without a test split is noted before training, not a KeyError after it; (9) ``train --resume``
+needs only ``--out``; (10) outside a terminal the progress lines give the total and an ETA."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from scg_summarize.cli import main
+from scg_summarize.train import Trainer, load_config
+from scg_summarize.train.progress import format_duration, step_progress, total_steps
+
+FAST = ["train.max_steps_per_epoch=3", "train.epochs=2"]
+
+
+def _sets(*overrides: str) -> list[str]:
+    return [a for kv in overrides for a in ("--set", kv)]
+
+
+def _train(data: Path, out: Path, *extra: str, config: str = "tiny-STANDARD") -> int:
+    return main(["train", "--config", config, "--data", str(data), "--out", str(out), "--quiet", "--no-test",
+                 *_sets(*FAST), *extra])
+
+
+def test_a_new_run_never_replaces_an_existing_one(synthetic_corpus: Path, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "run"
+    assert _train(synthetic_corpus, out) == 0
+    kept = {name: (out / name).read_bytes() for name in ("config.json", "metrics.jsonl", "best.pt")}
+    (out / "eval").mkdir()
+    (out / "eval" / "old.json").write_text("{}")
+    capsys.readouterr()
+    assert _train(synthetic_corpus, out, config="tiny-C2F") == 1
+    err = capsys.readouterr().err
+    assert "already holds a run" in err and "--resume" in err and "--overwrite" in err
+    assert {name: (out / name).read_bytes() for name in kept} == kept  # nothing touched
+    assert _train(synthetic_corpus, out, "--overwrite", config="tiny-C2F") == 0
+    assert json.loads((out / "config.json").read_text())["name"] == "tiny-C2F"
+    assert not (out / "eval").exists()  # the old run's evaluations cannot pass for the new run's
+    assert main(["train", "--out", str(out), "--resume", "--overwrite"]) == 1
+    assert "give one of them" in capsys.readouterr().err
+    (tmp_path / "file").write_text("x")
+    assert _train(synthetic_corpus, tmp_path / "file") == 1
+    assert "not a folder" in capsys.readouterr().err
+
+
+def test_resume_takes_config_and_data_from_the_run(synthetic_corpus: Path, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "run"
+    assert _train(synthetic_corpus, out, *_sets("train.seed=5")) == 0
+    capsys.readouterr()
+    # only --out: the configuration (with its overrides) and the corpus come from the run; --set adds epochs
+    assert main(["train", "--out", str(out), "--resume", "--quiet", "--no-test", "--set", "train.epochs=3"]) == 0
+    config = json.loads((out / "config.json").read_text())
+    assert config["name"] == "tiny-STANDARD" and config["train"]["seed"] == 5
+    valid = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [x["step"] for x in valid if x["event"] == "valid"] == [3, 6, 9]  # continued, not restarted
+    assert main(["train", "--out", str(tmp_path / "none"), "--resume"]) == 1
+    assert "no such file" in capsys.readouterr().err
+
+
+def test_a_corpus_without_test_split_is_noted_before_training(synthetic_corpus: Path, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    data = tmp_path / "no-test"
+    shutil.copytree(synthetic_corpus, data)
+    meta = json.loads((data / "meta.json").read_text())
+    del meta["splits"]["test"]
+    (data / "meta.json").write_text(json.dumps(meta))
+    shutil.rmtree(data / "test")
+    out = tmp_path / "run"
+    status = main(["train", "--config", "tiny-STANDARD", "--data", str(data), "--out", str(out), "--quiet",
+                   "--rouge", *_sets(*FAST)])
+    err = capsys.readouterr().err
+    assert status == 0, err
+    assert "has no split 'test' (available: train, valid)" in err and "Traceback" not in err
+    assert err.index("has no split") < err.index("done:")  # said before training, not after
+    assert (out / "best.pt").is_file() and not (out / "results.json").exists()
+
+
+def test_progress_lines_outside_a_terminal_have_total_and_eta(synthetic_corpus: Path, tmp_path: Path) -> None:
+    lines: list[str] = []
+    config = load_config("tiny-STANDARD", [*FAST, "train.log_every=2"])
+    Trainer(config, synthetic_corpus, tmp_path / "run", quiet=False, log=lines.append).fit()  # pytest: no TTY
+    steps = [line for line in lines if line.startswith("step ")]
+    assert steps, lines
+    pattern = r"step (\d+)/6 \(\d+%\), epoch [12]/2, \d+s, ETA \d+s: loss"
+    assert all(re.match(pattern, line) for line in steps), steps
+    assert [int(re.match(pattern, line).group(1)) for line in steps] == [2, 4, 6]  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("step", "total", "elapsed", "budget", "expected"),
+    [
+        (0, 100, 0.0, 0.0, "step 0/100 (0%), epoch 1/2, 0s"),
+        (25, 100, 30.0, 0.0, "step 25/100 (25%), epoch 1/2, 30s, ETA 1m30s"),
+        (25, 100, 30.0, 60.0, "step 25/100 (25%), epoch 1/2, 30s, ETA 30s"),  # the time budget ends it first
+        (50, 0, 30.0, 0.0, "step 50, epoch 1/2, 30s"),
+    ],
+)
+def test_step_progress_text(step: int, total: int, elapsed: float, budget: float, expected: str) -> None:
+    assert step_progress(step, total, elapsed, epoch=1, epochs=2, budget_s=budget) == expected
+
+
+def test_durations_and_totals() -> None:
+    assert [format_duration(s) for s in (5, 65, 3600 * 2 + 7 * 60)] == ["5s", "1m05s", "2h07m"]
+    assert total_steps(3, 625) == 1875 and total_steps(3, 625, max_steps_per_epoch=10) == 30
