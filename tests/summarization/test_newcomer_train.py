@@ -105,3 +105,12 @@ def test_step_progress_text(step: int, total: int, elapsed: float, budget: float
 def test_durations_and_totals() -> None:
     assert [format_duration(s) for s in (5, 65, 3600 * 2 + 7 * 60)] == ["5s", "1m05s", "2h07m"]
     assert total_steps(3, 625) == 1875 and total_steps(3, 625, max_steps_per_epoch=10) == 30
+
+
+def test_the_demo_does_not_train_over_its_earlier_results(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "demo"
+    out.mkdir()
+    (out / "results.json").write_text("[]")
+    assert main(["demo", "--out", str(out)]) == 1
+    assert "already holds the results of a demo" in capsys.readouterr().err
+    assert (out / "results.json").read_text() == "[]"

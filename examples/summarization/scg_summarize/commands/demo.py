@@ -7,7 +7,9 @@ Examples::
     scg-summarize demo --data data/scitldr --configs small-STANDARD small-C2F+MULTI2
 
 Prints a table (PPL, ROUGE-1/2/L, coarse-attention accuracy, attention entropy, fraction of
-words read) and writes ``OUT/results.{md,json}`` and ``OUT/heatmap.png``.
+words read) and writes ``OUT/results.{md,json}`` and ``OUT/heatmap.png``. An ``OUT`` that already
+holds the results of a demo is not trained over again unless ``--overwrite`` is given (the
+generated corpus in ``OUT/data`` is reused either way).
 """
 
 from __future__ import annotations
@@ -34,11 +36,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--n-eval", type=int, default=200, help="synthetic validation/test documents")
     parser.add_argument("--seed", type=int, default=0, help="synthetic corpus seed")
     parser.add_argument("--verbose", action="store_true", help="show training progress")
+    parser.add_argument("--overwrite", action="store_true", help="train again into an OUT that holds a demo's results")
 
 
 def run(args: argparse.Namespace) -> int:
     from ..demo import DEFAULT_CONFIGS, run_demo
 
+    if (args.out / "results.json").is_file() and not args.overwrite:
+        print(f"demo: error: {args.out} already holds the results of a demo ({args.out / 'results.md'}); pass "
+              "--overwrite to train again there, or choose another --out", file=sys.stderr)
+        return 1
     try:
         run_demo(args.out, data=args.data, configs=args.configs or DEFAULT_CONFIGS,
                  budget_s=args.budget_minutes * 60.0, overrides=args.set, n_train=args.n_train, n_eval=args.n_eval,
