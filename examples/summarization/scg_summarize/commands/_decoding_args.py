@@ -54,7 +54,8 @@ def add_decode_arguments(parser: argparse.ArgumentParser) -> None:
                        help="greedy search instead of beam search")
     group.add_argument("--max-len", type=_positive_int, default=None,
                        help=f"most words per summary (default {_D.max_len})")
-    group.add_argument("--min-len", type=int, default=None, help=f"fewest words per summary (default {_D.min_len})")
+    group.add_argument("--min-len", type=int, default=None,
+                       help=f"fewest words per summary (default {_D.min_len}, at most a quarter of --max-len)")
     group.add_argument(
         "--length-penalty",
         type=float,
