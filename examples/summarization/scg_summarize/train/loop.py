@@ -303,14 +303,14 @@ class Trainer:
         except RuntimeError:  # e.g. torch.multinomial on NaN probabilities from non-finite parameters
             if all(bool(torch.isfinite(p).all()) for p in self.model.parameters()):
                 raise
-            self._diverged("the parameters")
+            self._diverged(f"the parameters became non-finite before step {self.step + 1}")
         if not math.isfinite(result.nll) or not bool(torch.isfinite(result.loss.detach())):
-            self._diverged("the training loss")
+            self._diverged(f"the training loss became non-finite at step {self.step + 1}")
         self.optimizer.zero_grad(set_to_none=True)
         result.loss.backward()  # type: ignore[no-untyped-call]
         norm = clip_gradients(self.model.parameters(), tc.max_grad_norm)
         if not math.isfinite(norm):
-            self._diverged("the gradient norm")
+            self._diverged(f"the gradient norm became non-finite at step {self.step + 1}")
         self.optimizer.step()
         self.step += 1
         self.last_finite = (self.step, result.nll / max(result.tokens, 1))
@@ -319,9 +319,8 @@ class Trainer:
     def _diverged(self, what: str) -> None:
         last = (f"the last finite training loss was {self.last_finite[1]:.4g} per token at step "
                 f"{self.last_finite[0]}" if self.last_finite else "no step had a finite loss")
-        raise TrainingDiverged(f"{what} became non-finite at step {self.step + 1} ({last}); nothing was "
-                               f"written for that step and {self.out_dir / CHECKPOINT} is from before it. "
-                               f"Lower train.lr or set train.max_grad_norm")
+        raise TrainingDiverged(f"training diverged: {what} ({last}); {self.out_dir / CHECKPOINT} holds the last "
+                               f"state before it. Lower train.lr or set train.max_grad_norm")
 
     def _stop_requested(self) -> bool:
         """A stop signal on any rank (summed over ranks, so all of them stop after the same step)."""
@@ -411,7 +410,8 @@ class Trainer:
     def _end_epoch(self, epoch: int) -> dict[str, Any]:
         metrics = self.validate()
         if not math.isfinite(metrics["nll"]) or metrics["nll"] >= 50.0:  # ppl is capped at e^50
-            self._diverged(f"the validation loss ({metrics['nll']:.4g} per token)")
+            self._diverged(f"the validation loss after step {self.step} is {metrics['nll']:.4g} per token "
+                           f"(non-finite, or a perplexity beyond e^50)")
         improved = metrics["ppl"] < self.best_ppl
         decayed = self.schedule.step(metrics["ppl"])
         if improved:
