@@ -17,6 +17,9 @@ import torch
 TINY = "tiny-C2F+MULTI2"
 SHORT = ["--set", "train.max_steps_per_epoch=8", "--set", "train.epochs=2", "--set", "train.alternate=0.5",
          "--set", "train.log_every=1"]
+#: one deterministic SGD step of a soft model (no dropout, no clipping): DDP must equal one process
+STEP_OVERRIDES = ["model.dropout=0.0", "train.optimizer='sgd'", "train.lr=1.0", "train.max_grad_norm=0.0",
+                  "train.batch_size=8", "train.device='cpu'"]
 
 
 def cli(*args: str | Path, stdin: bytes | None = None, timeout: float = 240) -> subprocess.CompletedProcess[str]:
