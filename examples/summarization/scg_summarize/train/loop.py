@@ -269,11 +269,15 @@ class Trainer:
             return
         best = load_checkpoint(path, map_location="cpu")
         best_step, best_ppl = int(best.get("step", -1)), float(best.get("valid", {}).get("ppl", math.inf))
-        if self.best_step >= 0 and best_step < self.best_step:
+        if best_step > self.step:
+            return  # written just before a crash: the resumed run redoes that epoch and rewrites it
+        if best_ppl != self.best_ppl:  # (checkpoints of earlier versions have no best_step: compare ppl)
+            recorded = f"step {self.best_step}" if self.best_step >= 0 else "an earlier step"
             self.info(f"resume: {path} holds the model of step {best_step} (validation ppl {best_ppl:.3f}), not "
-                      f"the best of step {self.best_step} (ppl {self.best_ppl:.3f}), which was lost before it "
-                      f"was written; the run now reports the best that best.pt holds")
+                      f"the best of {recorded} (ppl {self.best_ppl:.3f}), which was lost before it was "
+                      f"written; the run now reports the best that best.pt holds")
             self.best_ppl, self.best_step = best_ppl, best_step
+            save_atomic(self.state_dict(), self.out_dir / CHECKPOINT)  # the repaired record
 
     # ------------------------------------------------------------------ one step
     def _soft_minibatch(self) -> bool:
