@@ -5,7 +5,7 @@ the run continue, or be tested, on other data without a word. :func:`corpus_fing
 (SHA-256) ``meta.json``, ``vocab.txt`` and every file of the splits the run reads; the trainer
 records it in ``RUN_DIR/data.json`` and :func:`check_fingerprint` refuses a corpus that no
 longer matches, on ``--resume`` and before the final test evaluation. Hashing reads the
-splits once (about a second per GB).
+splits once (time linear in the corpus size).
 """
 
 from __future__ import annotations

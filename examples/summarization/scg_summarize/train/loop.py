@@ -52,6 +52,8 @@ __all__ = ["CHECKPOINT", "Trainer", "TrainingDiverged", "TrainingStopped", "buil
 CHECKPOINT = "checkpoint.pt"
 BEST = "best.pt"
 METRICS = "metrics.jsonl"
+#: what a checkpoint needs for --resume (best.pt holds only the config and model)
+RESUME_KEYS = ("config", "model", "optimizer", "schedule", "baseline", "loader", "rng", "step", "best_ppl")
 
 
 def build_model(config: Config, vocab_size: int, num_chunks: int) -> Summarizer:
@@ -226,7 +228,7 @@ class Trainer:
         if not path.is_file():
             raise FileNotFoundError(f"--resume: no checkpoint at {path}")
         check_fingerprint(self.out_dir, self.data_dir, self._splits(), "resume")
-        state = load_checkpoint(path, map_location=self.device)
+        state = load_checkpoint(path, map_location=self.device, required=RESUME_KEYS)
         for line in check_resume_config(state["config"], self.config, path):
             self.info(line)
         check_same_model(self.model, state["model"], path)

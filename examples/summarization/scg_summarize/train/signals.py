@@ -48,9 +48,11 @@ class StopRequest:
         self.reason = ""
         self._parent = os.getppid() if watch_parent else None
         self._previous: dict[int, Any] = {}
+        self._pid = os.getpid()
 
     def install(self) -> StopRequest:
         """Replace the SIGTERM/SIGINT handlers (main thread only; elsewhere a no-op)."""
+        self._pid = os.getpid()
         if threading.current_thread() is threading.main_thread():
             for sig in _SIGNALS:
                 self._previous[sig] = signal.signal(sig, self._handle)
@@ -63,6 +65,8 @@ class StopRequest:
         self._previous.clear()
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if os.getpid() != self._pid:  # a forked data-loader worker: its parent decides
+            return
         name = signal.Signals(signum).name
         if self.signum is not None:
             sys.stderr.write(f"train: second {name}: exiting now (the last checkpoint is intact)\n")
