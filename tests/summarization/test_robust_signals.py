@@ -11,7 +11,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 from scg_summarize.train.checkpoint import load_checkpoint
 
 from .robust_support import cli, same_parameters, start, train_args, train_lines, wait_for
@@ -107,9 +106,8 @@ def test_a_second_train_on_one_run_directory_is_refused_naming_the_holder(synthe
     assert cli(*train_args(synthetic_corpus, tmp_path / "run", "--resume")).returncode == 0
 
 
-@pytest.mark.parametrize("role", ["prepare", "train"])
-def test_prepare_into_a_locked_directory_is_refused(tmp_path: Path, role: str) -> None:
-    out = tmp_path / "corpus"
+def test_prepare_into_a_locked_directory_is_refused(tmp_path: Path) -> None:
+    out, role = tmp_path / "corpus", "prepare"
     holder = subprocess.Popen(
         [sys.executable, "-c", "import sys, time; from scg_summarize.dirlock import DirLock; "
          f"DirLock(sys.argv[1], 'scg-summarize {role}').acquire(); print('held', flush=True); time.sleep(120)",
