@@ -60,6 +60,9 @@ class DirLock:
             os.close(self._fd)
             self._fd = None
 
+    def __del__(self) -> None:  # a holder dropped without release() (an in-process caller)
+        self.release()
+
     def __enter__(self) -> DirLock:
         return self.acquire()
 
