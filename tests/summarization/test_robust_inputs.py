@@ -109,6 +109,7 @@ def test_prepare_refuses_zero_chunks_a_negative_limit_and_a_bad_split_name(tmp_p
     lines = _err_lines(capsys)
     assert lines == ["prepare: error: --chunks: expected an integer >= 1, got 0",
                      "prepare: error: --limit: expected an integer >= 1, got -1"]
+    assert not (tmp_path / "o").exists()  # refused before anything is created
     assert main(["prepare", "--format", "jsonl", "--input", f"dev.set={src}", "--output", str(tmp_path / "o")]) == 2
     assert "invalid split name 'dev.set'" in "\n".join(_err_lines(capsys))
 

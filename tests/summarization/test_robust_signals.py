@@ -110,7 +110,7 @@ def test_prepare_into_a_locked_directory_is_refused(tmp_path: Path) -> None:
     out, role = tmp_path / "corpus", "prepare"
     holder = subprocess.Popen(
         [sys.executable, "-c", "import sys, time; from scg_summarize.dirlock import DirLock; "
-         f"DirLock(sys.argv[1], 'scg-summarize {role}').acquire(); print('held', flush=True); time.sleep(120)",
+         f"lock = DirLock(sys.argv[1], 'scg-summarize {role}').acquire(); print('held', flush=True); time.sleep(120)",
          str(out)], stdout=subprocess.PIPE, env=os.environ.copy())
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == b"held"

@@ -4,7 +4,8 @@
 waiting and writes this process's pid and role into it; a second writer fails at once with
 :class:`LockedError` naming the holder (``runs/c2f is in use by train (pid 4242)``). The kernel
 drops the lock when its holder exits, however it exits (SIGKILL included), so a stale
-``.lock`` file never blocks anyone: only a live holder does.
+``.lock`` file never blocks anyone: only a live holder does. Keep the :class:`DirLock` object
+while the lock is needed: dropping it (garbage collection) releases the lock.
 """
 
 from __future__ import annotations

@@ -127,6 +127,10 @@ _MINIMUMS: tuple[tuple[str, str, int], ...] = (
 
 def _usage_problems(args: argparse.Namespace) -> list[str]:
     """Every bad option value (one line each; ``--chunks 0`` must not silently mean the default)."""
+    if args.format == "synthetic" and args.input:
+        return ["--format synthetic takes no --input"]
+    if args.format != "synthetic" and not args.input:
+        return [f"--format {args.format} needs at least one --input"]
     problems = [f"{flag}: expected an integer >= {low}, got {getattr(args, attr)}"
                 for flag, attr, low in _MINIMUMS if getattr(args, attr) is not None and getattr(args, attr) < low]
     for flag in ("valid_fraction", "test_fraction"):
@@ -224,14 +228,8 @@ def _run_locked(args: argparse.Namespace) -> int:
     show = progress_enabled(args.quiet)
     try:
         if args.format == "synthetic":
-            if args.input:
-                print("prepare: --format synthetic takes no --input", file=sys.stderr)
-                return 2
             _run_synthetic(args, show)
             return 0
-        if not args.input:
-            print(f"prepare: --format {args.format} needs at least one --input", file=sys.stderr)
-            return 2
         config = ReaderConfig(
             source_field=args.source_field,
             target_field=args.target_field,
