@@ -27,7 +27,7 @@ def test_sigterm_stops_after_the_step_with_a_checkpoint_and_resumes_bitwise(synt
     assert victim.returncode == 128 + signal.SIGTERM, output
     assert "Traceback" not in output
     stopped = [line for line in output.splitlines() if "stopped by SIGTERM at step" in line]
-    assert len(stopped) >= 1, output
+    assert len(stopped) == 1, output  # one line says where the run stopped
     step = int(load_checkpoint(tmp_path / "victim" / "checkpoint.pt")["step"])
     assert f"at step {step};" in stopped[-1] and step % 8 != 0  # mid-epoch, and nothing after it lost
     assert train_lines(tmp_path / "victim") == step  # log_every=1: one line per step, none beyond

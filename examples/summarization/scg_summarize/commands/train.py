@@ -140,7 +140,9 @@ def run(args: argparse.Namespace) -> int:
             summary = evaluate_test(args.out, args.data, rouge=args.rouge)
             print(json.dumps(summary), file=sys.stderr)
     except TrainingStopped as stop:
-        print(f"train: {stop}; the checkpoint is written, continue with --resume", file=sys.stderr)
+        if trainer is None or trainer.dist.is_main:
+            print(f"train: {stop}; {args.out / 'checkpoint.pt'} is written: continue with --resume",
+                  file=sys.stderr)
         return stop.status
     except KeyboardInterrupt:
         print("train: interrupted (the last checkpoint is intact; continue with --resume)", file=sys.stderr)

@@ -334,9 +334,7 @@ class Trainer:
         return self.dist.all_reduce([local], self.device)[0] > 0 if self.dist.enabled else local > 0
 
     def _stopped(self) -> TrainingStopped:
-        self.info(f"train: stopped by {self.stop.reason or 'a signal on another rank'} at step {self.step}; "
-                  f"{self.out_dir / CHECKPOINT} is written: continue with --resume")
-        return TrainingStopped(self.stop.reason or "a signal", self.step, self.stop.status)
+        return TrainingStopped(self.stop.reason or "a signal on another rank", self.step, self.stop.status)
 
     # ------------------------------------------------------------------ the loop
     def validate(self) -> dict[str, Any]:
