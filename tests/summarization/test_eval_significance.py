@@ -84,7 +84,7 @@ def test_compare_command_pairs_by_id_and_reports_errors(tmp_path: Path, capsys) 
     record = json.loads((tmp_path / "c.json").read_text())
     assert record["results"]["rouge2"]["diff"] == pytest.approx(0.055)
     c = _write(tmp_path / "c.jsonl", {f"e{i}": 0.3 for i in range(30)})
-    assert main(["compare", str(a), str(c)]) == 1
+    assert main(["compare", str(a), str(c)]) == 2
     assert "different examples" in capsys.readouterr().err
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"id": "x", "rouge": {"rouge1": 0.1}}\n{"id": "y"}\n', encoding="utf-8")

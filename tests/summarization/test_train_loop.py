@@ -51,11 +51,11 @@ def test_cli_train_writes_logs_checkpoints_and_results(synthetic_corpus: Path, t
 def test_cli_train_lists_configs_and_reports_errors(synthetic_corpus: Path, tmp_path: Path, capsys) -> None:
     assert main(["train", "--list"]) == 0
     assert "C2F+MULTI2" in capsys.readouterr().out
-    assert main(["train", "--config", "NOPE", "--data", str(synthetic_corpus), "--out", str(tmp_path)]) == 1
+    assert main(["train", "--config", "NOPE", "--data", str(synthetic_corpus), "--out", str(tmp_path)]) == 2
     assert "unknown configuration" in capsys.readouterr().err
     assert main(["train", "--config", "tiny-STANDARD"]) == 2
     assert main(["train", "--config", "tiny-C2F+PRETRAIN", "--data", str(synthetic_corpus),
-                 "--out", str(tmp_path / "p")]) == 1
+                 "--out", str(tmp_path / "p")]) == 2
     assert "init_from" in capsys.readouterr().err
 
 

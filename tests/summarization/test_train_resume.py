@@ -32,7 +32,7 @@ def _finish(proc: subprocess.Popen) -> None:
 def _step(path: Path) -> int:
     try:
         return int(load_checkpoint(path)["step"])
-    except (FileNotFoundError, EOFError, RuntimeError):
+    except (FileNotFoundError, EOFError, RuntimeError, ValueError):
         return -1
 
 

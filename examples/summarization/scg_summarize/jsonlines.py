@@ -17,8 +17,13 @@ __all__ = ["json_objects"]
 def json_objects(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """``(line number, object)`` for every non-blank line of ``path`` (1-based line numbers)."""
     path = Path(path)
-    with path.open(encoding="utf-8") as handle:
-        for lineno, line in enumerate(handle, 1):
+    with path.open("rb") as handle:
+        for lineno, raw in enumerate(handle, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise ValueError(f"{path}:{lineno}: not UTF-8 text (byte {err.start} of the line); expected "
+                                 f"one JSON object per line") from None
             if not line.strip():
                 continue
             try:

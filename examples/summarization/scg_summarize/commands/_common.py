@@ -36,11 +36,12 @@ USER_ERRORS: tuple[type[BaseException], ...] = (
 )
 
 
-def error(command: str, err: BaseException | str) -> int:
-    """Print ``scg-summarize COMMAND: error: ...`` to stderr; returns exit status 1."""
+def error(command: str, err: BaseException | str, status: int = 1) -> int:
+    """Print ``scg-summarize COMMAND: error: ...`` to stderr; returns ``status`` (1; 2 for bad input
+    in the commands that follow the bad-input convention of ``train``, ``prepare`` and ``compare``)."""
     message = err.args[0] if isinstance(err, KeyError) and err.args else err
     print(f"scg-summarize {command}: error: {message}", file=sys.stderr)
-    return 1
+    return status
 
 
 def positive_int(text: str) -> int:

@@ -36,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Execute ``compare``; returns 0 on success, 1 on an error."""
+    """Execute ``compare``; returns 0 on success, 2 on bad input (one line naming the file and line)."""
     try:
         rows = []
         metrics = [m.strip() for m in args.metrics.split(",") if m.strip()]
@@ -53,8 +53,8 @@ def run(args: argparse.Namespace) -> int:
             result = paired_bootstrap([a[i] for i in ids], [b[i] for i in ids], samples=args.samples,
                                       level=args.level, seed=args.seed)
             rows.append((metric, result))
-    except USER_ERRORS as err:
-        return error("compare", err)
+    except (*USER_ERRORS, OSError) as err:
+        return error("compare", err, status=2)
     level = round(args.level * 100)
     print(f"A = {args.a}\nB = {args.b}\n")
     print(f"| metric | A | B | A − B | {level}% interval | p (A ≤ B) | n |")

@@ -24,7 +24,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
 import sys
+from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -33,6 +36,7 @@ from ..cli import Command
 from ..data.dataset import SummarizationDataset
 from ..data.errors import DataError
 from ..data.progress import Progress, progress_enabled
+from ..data.vocab import require_same_vocab
 from ..decoding.inputs import INPUT_FORMATS, SourceDocument, documents_from_split, read_documents
 from ..decoding.loading import load_run
 from ..decoding.summarizer import Summarizer, Summary
@@ -119,7 +123,8 @@ def _documents(args: argparse.Namespace, run: Any) -> Iterator[SourceDocument]:
     if args.input is None and args.data is None:
         raise ValueError("give --input FILE (raw documents) or --data DIR (a prepared split)")
     if args.input is None:
-        dataset = SummarizationDataset(args.data, args.split, vocab=run.vocab)
+        dataset = SummarizationDataset(args.data, args.split)
+        require_same_vocab(run.vocab, dataset.vocab, args.data, run.run_dir)
         n = len(dataset) if args.limit is None else min(args.limit, len(dataset))
         yield from documents_from_split(dataset, range(n))
         return
@@ -128,7 +133,8 @@ def _documents(args: argparse.Namespace, run: Any) -> Iterator[SourceDocument]:
         return
     if args.format == "text":
         _warn_if_wrapped(args.input)
-    docs = read_documents(args.input, run.prep_options, run.vocab, fmt=args.format, source_field=args.source_field)
+    docs = read_documents(args.input, run.prep_options, run.vocab, fmt=args.format, source_field=args.source_field,
+                          keep_empty=True)
     for i, doc in enumerate(docs):
         if args.limit is not None and i >= args.limit:
             return
@@ -161,9 +167,31 @@ def _total(args: argparse.Namespace, run: Any) -> int | None:
 
 def _write(args: argparse.Namespace, handle: IO[str], summarizer: Summarizer, docs: Iterator[SourceDocument],
            progress: Any = None) -> int:
+    """Write one output line per input document, in input order; an empty document (a blank
+    input line) gets an empty summary and a warning, so output line i answers input line i."""
     count = 0
     as_json = args.jsonl or args.attention
-    for doc, summaries in summarizer.summarize(docs):
+    empties_before: deque[list[str]] = deque()  # ids of the empty documents before each real one
+    trailing: list[str] = []
+
+    def real(documents: Iterator[SourceDocument]) -> Iterator[SourceDocument]:
+        empties: list[str] = []
+        for doc in documents:
+            if not bool(doc.src_mask.any()):
+                print(f"summarize: warning: {doc.id}: empty document, writing an empty summary", file=sys.stderr)
+                empties.append(doc.id)
+                continue
+            empties_before.append(empties)
+            empties = []
+            yield doc
+        trailing.extend(empties)
+
+    def empty(doc_id: str) -> None:
+        handle.write(json.dumps({"id": doc_id, "summary": "", "empty": True}) + "\n" if as_json else "\n")
+
+    for doc, summaries in summarizer.summarize(real(docs)):
+        for doc_id in empties_before.popleft():
+            empty(doc_id)
         if as_json:
             handle.write(json.dumps(summary_record(doc, summaries, args.attention), ensure_ascii=False) + "\n")
         else:
@@ -172,6 +200,9 @@ def _write(args: argparse.Namespace, handle: IO[str], summarizer: Summarizer, do
         count += 1
         if progress is not None:
             progress(1)
+    for doc_id in trailing:
+        empty(doc_id)
+    handle.flush()
     return count
 
 
@@ -196,6 +227,10 @@ def run(args: argparse.Namespace) -> int:
                     count = _write(args, handle, summarizer, docs, bar.update)
         if args.output is not None:
             print(f"summarize: wrote {count} summaries to {args.output}", file=sys.stderr)
+    except BrokenPipeError:  # `summarize ... | head -1`: the reader has gone; stop quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # no second error when Python flushes stdout at exit
+        return 128 + signal.SIGPIPE
     except DataError as err:
         return error("summarize", err)
     except USER_ERRORS as err:

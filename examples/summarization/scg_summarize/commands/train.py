@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -58,12 +59,18 @@ def evaluate_test(run_dir: Path, data: Path, *, rouge: bool) -> dict[str, Any]:
 
     from ..train.data import load_split
     from ..train.evaluate import evaluate_nll
+    from ..train.fingerprint import check_fingerprint
     from ..train.loop import BEST, load_model
     from ..train.report import evaluate_run
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     model, config = load_model(run_dir / BEST, device)
+    dc = config.data
+    check_fingerprint(run_dir, data, [dc.train_split, dc.valid_split, dc.test_split], "evaluate the test split")
     test = load_split(data, config.data.test_split, config)
+    if len(test) == 0:
+        raise ValueError(f"{data}: the test split {config.data.test_split!r} has no examples (skip the test "
+                         f"evaluation with --no-test, or name another split with --set data.test_split=NAME)")
     summary: dict[str, Any] = {"config": config.name, "split": config.data.test_split,
                                "teacher_forced": evaluate_nll(model, test, config, device)}
     if rouge:
@@ -74,9 +81,46 @@ def evaluate_test(run_dir: Path, data: Path, *, rouge: bool) -> dict[str, Any]:
     return summary
 
 
+def _problems(args: argparse.Namespace, saved: dict[str, Any] | None) -> tuple[Any, list[str]]:
+    """The configuration (``saved``: the one a resumed run recorded, overrides applied), and every
+    problem with it and the arguments (reported together)."""
+    from ..data.storage import META_FILE
+    from ..train.config import Config, ConfigError, load_config
+
+    problems: list[str] = []
+    config = None
+    try:
+        config = Config.from_dict(saved) if saved is not None else load_config(args.config, args.set)
+    except ConfigError as err:
+        problems += err.problems
+    except ValueError as err:
+        problems.append(str(err))
+    if args.out.exists() and not args.out.is_dir():
+        problems.append(f"--out {args.out}: an existing file; expected a run directory (new, or one to --resume)")
+    if not (args.data / META_FILE).is_file():
+        problems.append(f"--data {args.data}: not a prepared corpus (no {META_FILE}); expected a directory "
+                        f"written by scg-summarize prepare")
+    if config is not None and config.train.device.startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            problems.append(f"train.device: {config.train.device!r}, but no CUDA GPU is available here; expected "
+                            f"'auto' or 'cpu'")
+    if config is not None and args.resume and (args.out / "config.json").is_file():
+        saved = json.loads((args.out / "config.json").read_text())
+        if saved.get("name") != config.name:
+            problems.append(f"--resume: {args.out} holds a run of {saved.get('name')!r}, not {config.name!r}")
+    return config, problems
+
+
 def run(args: argparse.Namespace) -> int:
-    from ..train.config import Config, available_configs, load_config
-    from ..train.loop import Trainer
+    """Execute ``train``: 0 done, 2 bad input or refused (every problem listed, one per line), 1 a
+    failure while training (divergence, a checkpoint that cannot be written), 128 + signal number
+    when stopped by SIGTERM/SIGINT (after writing a checkpoint)."""
+    from ..dirlock import DirLock, LockedError
+    from ..train.checkpoint import CheckpointError
+    from ..train.config import available_configs, load_config
+    from ..train.loop import Trainer, TrainingDiverged, TrainingStopped
 
     if args.list:
         for name in available_configs():
@@ -91,24 +135,23 @@ def run(args: argparse.Namespace) -> int:
             saved, recorded_data = resume_settings(args.out, args.set)
         except (ValueError, FileNotFoundError) as err:
             print(f"train: error: {err}", file=sys.stderr)
-            return 1
+            return 2
     args.data = args.data or recorded_data
     missing = [flag for flag, value in (("--config", args.config or saved), ("--data", args.data), ("--out", args.out))
                if value is None]
     if missing:
         print(f"train: missing {', '.join(missing)}", file=sys.stderr)
         return 2
+    config, problems = _problems(args, saved)
+    if problems:
+        for line in problems:
+            print(f"train: error: {line}", file=sys.stderr)
+        return 2
+    trainer = None
     try:
-        check_run_folder(args.out, resume=args.resume, overwrite=args.overwrite)
-        config = Config.from_dict(saved) if saved is not None else load_config(args.config, args.set)
-        if args.resume and saved is None and (args.out / "config.json").is_file():
-            saved = json.loads((args.out / "config.json").read_text())
-            if saved.get("name") != config.name:
-                print(
-                    f"train: --resume: {args.out} holds a run of {saved.get('name')!r}, not {config.name!r}",
-                    file=sys.stderr,
-                )
-                return 2
+        if args.out.is_dir() and os.environ.get("RANK", "0") == "0":  # never clear a folder in use
+            with DirLock(args.out, "scg-summarize train"):
+                check_run_folder(args.out, resume=args.resume, overwrite=args.overwrite)
         note = None if args.no_test else missing_test_split(args.data, config.data.test_split)
         if note is not None:
             print(f"train: note: {note}", file=sys.stderr)
@@ -117,12 +160,27 @@ def run(args: argparse.Namespace) -> int:
         trainer.fit()
         main = trainer.dist.is_main
         trainer.dist.close()
-    except (ValueError, FileNotFoundError, FileExistsError, KeyError) as err:
+        if main and not args.no_test:
+            summary = evaluate_test(args.out, args.data, rouge=args.rouge)
+            print(json.dumps(summary), file=sys.stderr)
+    except TrainingStopped as stop:
+        if trainer is None or trainer.dist.is_main:
+            print(f"train: {stop}; {args.out / 'checkpoint.pt'} is written: continue with --resume",
+                  file=sys.stderr)
+        return stop.status
+    except KeyboardInterrupt:
+        print("train: interrupted (the last checkpoint is intact; continue with --resume)", file=sys.stderr)
+        return 130
+    except (TrainingDiverged, CheckpointError) as err:
         print(f"train: error: {err}", file=sys.stderr)
-        return 1
-    if main and not args.no_test:
-        summary = evaluate_test(args.out, args.data, rouge=args.rouge)
-        print(json.dumps(summary), file=sys.stderr)
+        return 2 if isinstance(err, CheckpointError) and "could not write" not in str(err) else 1
+    except (ValueError, FileNotFoundError, FileExistsError, NotADirectoryError, LockedError, KeyError) as err:
+        message = err.args[0] if isinstance(err, KeyError) and err.args else err
+        print(f"train: error: {message}", file=sys.stderr)
+        return 2
+    finally:
+        if trainer is not None:
+            trainer.close()
     return 0
 
 

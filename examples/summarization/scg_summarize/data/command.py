@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..dirlock import DirLock, LockedError
 from ..subcommand import Command
 from .errors import BadInputReport, DataError
 from .options import LAYOUTS, PrepOptions
@@ -39,6 +40,9 @@ def parse_input_spec(spec: str) -> tuple[str | None, Path]:
     name, sep, path = spec.partition("=")
     if sep and name and name.replace("_", "").replace("-", "").isalnum() and path:
         return name, Path(path)
+    if sep and name and path and "/" not in name and not Path(spec).exists():
+        raise ValueError(f"--input {spec!r}: invalid split name {name!r} (expected letters, digits, _ and -, "
+                         f"as in valid=dev.jsonl)")
     return None, Path(spec)
 
 
@@ -112,6 +116,37 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     synth.add_argument("--seed", type=int, default=0, help="generator seed")
 
 
+#: (option, attribute, smallest allowed value) of the numeric options
+_MINIMUMS: tuple[tuple[str, str, int], ...] = (
+    ("--chunks", "chunks", 1), ("--chunk-len", "chunk_len", 1), ("--vocab-size", "vocab_size", 1),
+    ("--min-freq", "min_freq", 1), ("--max-target-len", "max_target_len", 0), ("--limit", "limit", 1),
+    ("--max-line-chars", "max_line_chars", 1), ("--max-stored-sentences", "max_stored_sentences", 0),
+    ("--n-train", "n_train", 0), ("--n-valid", "n_valid", 0), ("--n-test", "n_test", 0), ("--seed", "seed", 0),
+)
+
+
+def _usage_problems(args: argparse.Namespace) -> list[str]:
+    """Every bad option value (one line each; ``--chunks 0`` must not silently mean the default)."""
+    if args.format == "synthetic" and args.input:
+        return ["--format synthetic takes no --input"]
+    if args.format != "synthetic" and not args.input:
+        return [f"--format {args.format} needs at least one --input"]
+    problems = [f"{flag}: expected an integer >= {low}, got {getattr(args, attr)}"
+                for flag, attr, low in _MINIMUMS if getattr(args, attr) is not None and getattr(args, attr) < low]
+    for flag in ("valid_fraction", "test_fraction"):
+        value = getattr(args, flag)
+        if not 0.0 <= value < 1.0:
+            problems.append(f"--{flag.replace('_', '-')}: expected a fraction in [0, 1), got {value}")
+    if args.output.exists() and not args.output.is_dir():
+        problems.append(f"--output {args.output}: an existing file; expected a directory")
+    for spec in args.input:
+        try:
+            parse_input_spec(spec)
+        except ValueError as err:
+            problems.append(str(err))
+    return problems
+
+
 def _options(args: argparse.Namespace) -> PrepOptions:
     default_m, default_n = _DEFAULT_GRID["real"]
     tokenizer = args.tokenizer
@@ -171,18 +206,30 @@ def _run_synthetic(args: argparse.Namespace, show: bool) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Execute ``prepare``; returns 0 on success, 1 on an error, 2 on bad usage."""
+    """Execute ``prepare``; returns 0 on success, 1 on an error, 2 on bad usage (or an output
+    directory that another process is writing: the lock names its pid)."""
+    problems = _usage_problems(args)
+    if problems:
+        for line in problems:
+            print(f"prepare: error: {line}", file=sys.stderr)
+        return 2
+    try:
+        lock = DirLock(args.output, "scg-summarize prepare").acquire()
+    except LockedError as err:
+        print(f"prepare: error: {err}", file=sys.stderr)
+        return 2
+    try:
+        return _run_locked(args)
+    finally:
+        lock.release()
+
+
+def _run_locked(args: argparse.Namespace) -> int:
     show = progress_enabled(args.quiet)
     try:
         if args.format == "synthetic":
-            if args.input:
-                print("prepare: --format synthetic takes no --input", file=sys.stderr)
-                return 2
             _run_synthetic(args, show)
             return 0
-        if not args.input:
-            print(f"prepare: --format {args.format} needs at least one --input", file=sys.stderr)
-            return 2
         config = ReaderConfig(
             source_field=args.source_field,
             target_field=args.target_field,

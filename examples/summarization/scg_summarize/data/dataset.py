@@ -144,6 +144,11 @@ class SummarizationDataset(Dataset[dict[str, Any]]):
         }
         if self.with_text:
             text = self.data.text[index]
+            missing = [key for key in ("refs", "src_sentences", "id") if key not in text]
+            if missing or not isinstance(text["refs"], list):
+                where = f"{self.data.text.path}:{index + 1}"
+                raise ValueError(f"{where}: expected an object with 'id', 'refs' (the reference summaries, a "
+                                 f"list of strings) and 'src_sentences'; missing {', '.join(missing) or 'a list'}")
             item["refs"] = text["refs"]
             item["src_sentences"] = text["src_sentences"]
             item["id"] = text["id"]

@@ -143,6 +143,7 @@ def prepare_corpus(
     counters: dict[str, Counter[str]] = {}
     input_meta: list[dict[str, Any]] = []
     total_report = BadInputReport(skip_bad=skip_bad)
+    first_seen: dict[str, str] = {}  # example id -> where it was first read (ids must be unique)
     try:
         with Progress("pass 1/2 (tokenize)", enabled=show_progress) as bar:
             for source in inputs:
@@ -158,10 +159,14 @@ def prepare_corpus(
                     if not _SPLIT_NAME_RE.match(split):
                         raise ValueError(f"invalid split name {split!r}")
                     try:
+                        if raw.id in first_seen:
+                            raise DataError(f"duplicate example id {raw.id!r} (first seen at {first_seen[raw.id]})",
+                                            raw.origin or source.name, reason="duplicate_id")
                         example = preprocessor(raw)
                     except DataError as err:
                         report.handle(err)
                         continue
+                    first_seen[raw.id] = raw.origin or source.name
                     if split not in writers:
                         writers[split] = SplitWriter(out_dir / split, options.num_chunks, options.chunk_len)
                         counters[split] = Counter()

@@ -12,10 +12,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from .errors import DataError
 
-__all__ = ["RawExample", "iter_lines", "read_text_file"]
+__all__ = ["RawExample", "iter_lines", "iter_stream_lines", "read_text_file"]
 
 
 @dataclass
@@ -42,7 +43,7 @@ class RawExample:
     salient: int = -1
 
 
-def _decode(raw: bytes, path: Path, lineno: int) -> str | DataError:
+def _decode(raw: bytes, path: str | Path, lineno: int) -> str | DataError:
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as err:
@@ -67,44 +68,51 @@ def iter_lines(path: str | Path, max_chars: int = 1_000_000) -> Iterator[tuple[i
     caller decides whether to stop or skip.
     """
     path = Path(path)
-    limit = 4 * max_chars + 2  # enough bytes for max_chars 4-byte characters plus "\r\n"
     with path.open("rb") as handle:
-        lineno = 0
-        while True:
-            raw = handle.readline(limit)
-            if not raw:
-                return
-            lineno += 1
-            if len(raw) >= limit and not raw.endswith(b"\n"):
-                while True:  # discard the rest of the overlong line in bounded pieces
-                    more = handle.readline(1 << 20)
-                    if not more or more.endswith(b"\n"):
-                        break
-                yield (
-                    lineno,
-                    DataError(f"line longer than {max_chars} characters", path, lineno, "line_too_long"),
-                )
-                continue
-            text = _decode(raw, path, lineno)
-            if isinstance(text, DataError):
-                yield lineno, text
-                continue
-            if text.endswith("\n"):
-                text = text[:-2] if text.endswith("\r\n") else text[:-1]
-            if lineno == 1 and text.startswith("\ufeff"):
-                text = text[1:]
-            if len(text) > max_chars:
-                yield (
-                    lineno,
-                    DataError(
-                        f"line of {len(text)} characters, longer than {max_chars}",
-                        path,
-                        lineno,
-                        "line_too_long",
-                    ),
-                )
-                continue
+        yield from iter_stream_lines(handle, path, max_chars)
+
+
+def iter_stream_lines(handle: BinaryIO, path: str | Path, max_chars: int = 1_000_000
+                      ) -> Iterator[tuple[int, str | DataError]]:
+    """:func:`iter_lines` over an open binary stream (standard input: ``sys.stdin.buffer``), with
+    the same checks; ``path`` names the stream in messages."""
+    limit = 4 * max_chars + 2  # enough bytes for max_chars 4-byte characters plus "\r\n"
+    lineno = 0
+    while True:
+        raw = handle.readline(limit)
+        if not raw:
+            return
+        lineno += 1
+        if len(raw) >= limit and not raw.endswith(b"\n"):
+            while True:  # discard the rest of the overlong line in bounded pieces
+                more = handle.readline(1 << 20)
+                if not more or more.endswith(b"\n"):
+                    break
+            yield (
+                lineno,
+                DataError(f"line longer than {max_chars} characters", path, lineno, "line_too_long"),
+            )
+            continue
+        text = _decode(raw, path, lineno)
+        if isinstance(text, DataError):
             yield lineno, text
+            continue
+        if text.endswith("\n"):
+            text = text[:-2] if text.endswith("\r\n") else text[:-1]
+        if lineno == 1 and text.startswith("\ufeff"):
+            text = text[1:]
+        if len(text) > max_chars:
+            yield (
+                lineno,
+                DataError(
+                    f"line of {len(text)} characters, longer than {max_chars}",
+                    path,
+                    lineno,
+                    "line_too_long",
+                ),
+            )
+            continue
+        yield lineno, text
 
 
 def read_text_file(path: str | Path, max_chars: int = 1_000_000) -> list[str]:

@@ -238,19 +238,35 @@ def load_split(root: str | Path, split: str, *, mmap: bool = True) -> PreparedSp
         raise FileNotFoundError(f"{split_dir}: not a prepared split (missing {', '.join(missing)})")
     mode: Any = "r" if mmap else None
 
-    def load(name: str) -> npt.NDArray[Any]:
-        array_: npt.NDArray[Any] = np.load(split_dir / name, mmap_mode=mode, allow_pickle=False)
+    def load(name: str, mmap_mode: Any = None) -> npt.NDArray[Any]:
+        path = split_dir / name
+        try:
+            array_: npt.NDArray[Any] = np.load(path, mmap_mode=mmap_mode, allow_pickle=False)
+        except (ValueError, OSError, EOFError) as err:  # truncated or overwritten: name the file
+            raise ValueError(f"{path}: unreadable array ({path.stat().st_size} bytes; truncated or damaged: "
+                             f"{err}); prepare the corpus again") from None
         return array_
 
-    return PreparedSplit(
+    prepared = PreparedSplit(
         name=split,
-        src=load("src.npy"),
-        tgt=load("tgt.npy"),
-        tgt_offsets=np.load(split_dir / "tgt_offsets.npy"),
-        salient=np.load(split_dir / "salient.npy"),
-        src_lengths=np.load(split_dir / "src_lengths.npy"),
-        text=TextStore(split_dir / "text.jsonl", np.load(split_dir / "text_offsets.npy")),
+        src=load("src.npy", mode),
+        tgt=load("tgt.npy", mode),
+        tgt_offsets=load("tgt_offsets.npy"),
+        salient=load("salient.npy"),
+        src_lengths=load("src_lengths.npy"),
+        text=TextStore(split_dir / "text.jsonl", load("text_offsets.npy")),
     )
+    n = len(prepared)
+    sizes = {"tgt_offsets.npy": (len(prepared.tgt_offsets), n + 1), "salient.npy": (len(prepared.salient), n),
+             "src_lengths.npy": (len(prepared.src_lengths), n), "text_offsets.npy": (len(prepared.text.offsets), n + 1)}
+    for name, (have, want) in sizes.items():
+        if have != want:
+            raise ValueError(f"{split_dir / name}: {have} entries for {n} examples in src.npy (expected {want}); "
+                             f"the split is damaged, prepare the corpus again")
+    if n and int(prepared.tgt_offsets[-1]) != len(prepared.tgt):
+        raise ValueError(f"{split_dir / 'tgt.npy'}: {len(prepared.tgt)} ids, but tgt_offsets.npy ends at "
+                         f"{int(prepared.tgt_offsets[-1])}; the split is damaged, prepare the corpus again")
+    return prepared
 
 
 def write_meta(root: str | Path, meta: dict[str, Any]) -> None:
@@ -266,9 +282,12 @@ def read_meta(root: str | Path) -> dict[str, Any]:
     path = Path(root) / META_FILE
     if not path.is_file():
         raise FileNotFoundError(f"{root}: no {META_FILE}; not a prepared corpus (run prepare)")
-    meta: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-    if meta.get("format") != FORMAT_NAME:
+    try:
+        meta: Any = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as err:
+        raise ValueError(f"{path}: not valid JSON ({err}); the corpus is damaged, prepare it again") from None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT_NAME:
         raise ValueError(f"{path}: not a {FORMAT_NAME} metadata file")
     if meta.get("version") != FORMAT_VERSION:
         raise ValueError(f"{path}: format version {meta.get('version')}, this code reads {FORMAT_VERSION}")
-    return meta
+    return dict(meta)

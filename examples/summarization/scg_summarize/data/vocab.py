@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-__all__ = ["BOS", "EOS", "PAD", "SPECIALS", "UNK", "Vocab"]
+__all__ = ["BOS", "EOS", "PAD", "SPECIALS", "UNK", "Vocab", "require_same_vocab"]
 
 PAD = "<pad>"
 UNK = "<unk>"
@@ -166,3 +166,12 @@ class Vocab:
             if count:
                 counts[token] = int(count)
         return cls(tokens, counts=counts)
+
+
+def require_same_vocab(model_vocab: Vocab, corpus_vocab: Vocab, corpus: object, run: object) -> None:
+    """Raise ``ValueError`` unless a prepared corpus was encoded with the model's vocabulary (ids
+    of another vocabulary decode to fluent-looking garbage; ``evaluate`` and ``summarize --data``
+    share this check)."""
+    if model_vocab != corpus_vocab:
+        raise ValueError(f"{corpus}: its vocabulary ({len(corpus_vocab)} words) differs from the run's "
+                         f"({run}, {len(model_vocab)} words): the corpus was prepared separately; wrong --data?")

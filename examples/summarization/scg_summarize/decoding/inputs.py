@@ -16,6 +16,7 @@ figures), the references when known, and the salient chunk for synthetic data.
 
 from __future__ import annotations
 
+import io
 import json
 import sys
 from collections.abc import Iterable, Iterator, Sequence
@@ -29,7 +30,7 @@ from ..data.chunking import layout_chunks, pack_chunks
 from ..data.dataset import SummarizationDataset
 from ..data.errors import DataError
 from ..data.options import PrepOptions
-from ..data.rawtext import iter_lines
+from ..data.rawtext import iter_lines, iter_stream_lines
 from ..data.sentences import split_text
 from ..data.tokenizer import make_tokenizer
 from ..data.vocab import EOS, Vocab
@@ -95,9 +96,12 @@ def encode_text(
 
 def _lines(path: str) -> Iterator[tuple[str, int, str]]:
     """``(name, line number, text)`` of a file or stdin (``-``), with checked decoding."""
-    if path == "-":
-        for lineno, text in enumerate(sys.stdin, 1):
-            yield "<stdin>", lineno, text.rstrip("\n")
+    if path == "-":  # the same checks as a file (binary garbage is refused, not summarized)
+        stream = getattr(sys.stdin, "buffer", None) or io.BytesIO(sys.stdin.read().encode("utf-8"))  # (a text stub)
+        for lineno, item in iter_stream_lines(stream, "<stdin>"):
+            if isinstance(item, DataError):
+                raise item
+            yield "<stdin>", lineno, item
         return
     if not Path(path).is_file():
         raise DataError("no such file", path, reason="missing_input")
@@ -140,17 +144,22 @@ def read_documents(
     fmt: str = "text",
     source_field: str = "source",
     refs_field: str = "target",
+    keep_empty: bool = False,
 ) -> Iterator[SourceDocument]:
     """Yield encoded documents from raw input (see the module docstring).
 
     In the ``text`` format every non-blank line is one document (sentences are split by the
     run's options); a literal ``\\n`` inside a line separates paragraphs. Problems raise
-    :class:`~scg_summarize.data.DataError` naming the file and line.
+    :class:`~scg_summarize.data.DataError` naming the file and line. With ``keep_empty``, a
+    blank line or one without words yields an *empty* document (``src_mask`` all False) instead
+    of being skipped or refused, so that outputs can stay aligned with input lines.
     """
     if fmt not in INPUT_FORMATS:
         raise ValueError(f"input format must be one of {INPUT_FORMATS}, got {fmt!r}")
     for name, lineno, text in _lines(path):
         if not text.strip():
+            if keep_empty and fmt == "text":
+                yield _empty_document(f"{name}:{lineno}", options)
             continue
         if fmt == "text":
             record: dict[str, Any] = {"id": f"{name}:{lineno}", "paragraphs": text.split("\\n"), "given": False}
@@ -159,9 +168,19 @@ def read_documents(
         try:
             doc = encode_text(record["id"], record["paragraphs"], options, vocab, sentences_given=record["given"])
         except ValueError:
+            if keep_empty and fmt == "text":
+                yield _empty_document(record["id"], options)
+                continue
             raise DataError("the document has no words", name, lineno, "empty_source") from None
         doc.refs = list(record.get("refs", []))
         yield doc
+
+
+def _empty_document(doc_id: str, options: PrepOptions) -> SourceDocument:
+    """A document without words (an empty input line), for callers that keep line alignment."""
+    m, n = options.num_chunks, options.chunk_len
+    return SourceDocument(doc_id, torch.zeros(m, n, dtype=torch.long), torch.zeros(m, n, dtype=torch.bool),
+                          [[] for _ in range(m)])
 
 
 def _grid_words(dataset: SummarizationDataset, src: torch.Tensor, sentences: list[str]) -> list[list[str]]:

@@ -16,6 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..data.dataset import SummarizationDataset
+from ..data.vocab import require_same_vocab
 from ..decoding.inputs import SourceDocument, collate_documents, documents_from_split
 from ..decoding.loading import LoadedRun
 from ..decoding.options import DecodeOptions
@@ -67,8 +68,7 @@ def evaluate_model(
         device: where batches go.
         progress: called with the number of examples finished after every batch.
     """
-    if run.vocab != dataset.vocab:
-        raise ValueError(f"{dataset.root}: its vocabulary differs from the run's ({run.run_dir}); wrong --data?")
+    require_same_vocab(run.vocab, dataset.vocab, dataset.root, run.run_dir)
     start = time.perf_counter()
     decode = replace(decode, extras=tuple(dict.fromkeys((*decode.extras, *ATTENTION_EXTRAS))))
     summarizer = Summarizer(run.decoder, run.vocab, decode, batch_size=batch_size, device=device)

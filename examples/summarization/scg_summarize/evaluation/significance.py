@@ -20,6 +20,7 @@ Per-example scores come from the ``*.summaries.jsonl`` files that ``evaluate`` a
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,6 +71,8 @@ def paired_bootstrap(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.nd
     x, y = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     if x.ndim != 1 or x.shape != y.shape:
         raise ValueError(f"a and b must be 1-d with the same length, got shapes {x.shape} and {y.shape}")
+    if not (np.isfinite(x).all() and np.isfinite(y).all()):
+        raise ValueError("the scores must be finite (a NaN or infinity makes every resample undefined)")
     n = x.shape[0]
     if n == 0:
         raise ValueError("no examples to compare")
@@ -91,6 +94,19 @@ def paired_bootstrap(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.nd
     return BootstrapResult(n, float(x.mean()), float(y.mean()), diff, float(low), float(high), p, level, samples)
 
 
+def _score(value: object, path: Path, lineno: int, metric: str) -> float:
+    """A per-example ROUGE score: a finite number in [0, 1] (else a ``ValueError`` naming the line;
+    a NaN would otherwise poison the bootstrap into a meaningless "significant" p-value)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        kind = "null" if value is None else type(value).__name__
+        raise ValueError(f"{path}:{lineno}: 'rouge'.{metric} must be a number in [0, 1], got {kind} {value!r:.40}")
+    score = float(value)
+    if not math.isfinite(score) or not 0.0 <= score <= 1.0:
+        raise ValueError(f"{path}:{lineno}: 'rouge'.{metric} must be a number in [0, 1], got {value!r} "
+                         "(scores are F1/recall/precision fractions, not percentages)")
+    return score
+
+
 def read_per_example(path: str | Path, metrics: Sequence[str]) -> dict[str, dict[str, float]]:
     """``{metric: {id: rouge[metric]}}`` from a ``*.summaries.jsonl`` file, read once (errors
     name the file and line)."""
@@ -110,7 +126,7 @@ def read_per_example(path: str | Path, metrics: Sequence[str]) -> dict[str, dict
         seen.add(key)
         assert isinstance(rouge, Mapping)
         for metric in metrics:
-            out[metric][key] = float(rouge[metric])
+            out[metric][key] = _score(rouge[metric], path, lineno, metric)
     if not seen:
         raise ValueError(f"{path}: no examples")
     return out

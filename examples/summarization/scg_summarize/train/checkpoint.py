@@ -9,15 +9,16 @@ leaves either the previous checkpoint or the new one, never a torn file.
 
 from __future__ import annotations
 
+import errno
 import os
 import random
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import torch
 
-__all__ = ["get_rng_state", "load_checkpoint", "save_atomic", "set_rng_state"]
+__all__ = ["CheckpointError", "get_rng_state", "load_checkpoint", "save_atomic", "set_rng_state"]
 
 
 def get_rng_state() -> dict[str, Any]:
@@ -41,14 +42,61 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be written or read; the message names the file."""
+
+
+class _Sink:
+    """The file object ``torch.save`` writes to: it keeps the first ``OSError`` of the underlying
+    file (``ENOSPC`` on a full disk), which torch otherwise reports as ``enforce fail ...
+    unexpected pos``."""
+
+    def __init__(self, handle: BinaryIO) -> None:
+        self.handle = handle
+        self.error: OSError | None = None
+
+    def write(self, data: Any) -> int:
+        try:
+            return _write(self.handle, data)
+        except OSError as err:
+            if self.error is None:
+                self.error = err
+            raise
+
+    def flush(self) -> None:
+        self.handle.flush()
+
+
+def _write(handle: BinaryIO, data: Any) -> int:
+    """One write to a checkpoint file (a seam for the full-disk test)."""
+    return handle.write(data)
+
+
 def save_atomic(obj: Any, path: str | Path) -> None:
-    """``torch.save(obj, path)`` through a temporary file and an atomic rename."""
+    """``torch.save(obj, path)`` through a temporary file and an atomic rename.
+
+    When writing fails (a full disk, a quota, an I/O error) the temporary file is removed, the
+    previous ``path`` is left untouched, and :class:`CheckpointError` names the file and the
+    reason.
+    """
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        torch.save(obj, f)
-        f.flush()
-        os.fsync(f.fileno())
+    try:
+        with open(tmp, "wb") as f:
+            sink = _Sink(f)
+            try:
+                torch.save(obj, sink)  # type: ignore[arg-type]
+                f.flush()
+                os.fsync(f.fileno())
+            except (OSError, RuntimeError) as err:
+                cause: BaseException = sink.error or err
+                raise CheckpointError(_write_failure(path, cause)) from cause
+    except OSError as err:  # opening (or closing) the temporary file failed
+        tmp.unlink(missing_ok=True)
+        raise CheckpointError(_write_failure(path, err)) from err
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     os.replace(tmp, path)
     try:  # make the rename itself durable
         fd = os.open(path.parent, os.O_RDONLY)
@@ -60,7 +108,39 @@ def save_atomic(obj: Any, path: str | Path) -> None:
         os.close(fd)
 
 
-def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
-    """Load a checkpoint written by :func:`save_atomic`."""
-    obj: dict[str, Any] = torch.load(path, map_location=map_location, weights_only=False)
+def _write_failure(path: Path, err: BaseException) -> str:
+    reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err).splitlines()[0]
+    if isinstance(err, OSError) and err.errno == errno.ENOSPC:
+        reason = "no space left on the device"
+    kept = "the previous checkpoint is kept" if path.exists() else "no previous checkpoint"
+    return f"could not write {path}: {reason} ({kept}; the partial file was removed)"
+
+
+#: what every checkpoint written by the trainer holds
+REQUIRED_KEYS: tuple[str, ...] = ("config", "model")
+
+
+def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu",
+                    required: tuple[str, ...] = REQUIRED_KEYS) -> dict[str, Any]:
+    """Load a checkpoint written by :func:`save_atomic`.
+
+    Raises :class:`CheckpointError` naming ``path`` for a missing, empty, truncated or foreign
+    file (instead of ``EOFError``/``UnpicklingError`` from deep inside ``torch.load``).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"{path}: no such checkpoint")
+    size = path.stat().st_size
+    if size == 0:
+        raise CheckpointError(f"{path}: empty file (0 bytes), not a checkpoint")
+    try:
+        obj = torch.load(path, map_location=map_location, weights_only=False)
+    except Exception as err:  # torch raises EOFError, UnpicklingError, RuntimeError, ... for bad bytes
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise CheckpointError(f"{path}: not a readable checkpoint ({size} bytes; truncated or not written by "
+                              f"scg-summarize train: {first[:200]})") from None
+    if not isinstance(obj, dict) or any(key not in obj for key in required):
+        have = ", ".join(sorted(map(str, obj))) if isinstance(obj, dict) else type(obj).__name__
+        raise CheckpointError(f"{path}: not an scg-summarize checkpoint (expected the keys "
+                              f"{', '.join(required)}; found {have[:200] or 'none'})")
     return obj

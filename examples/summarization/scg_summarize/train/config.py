@@ -16,13 +16,14 @@ overrides anything; the value is parsed as TOML (``--set model.hidden=64``,
 from __future__ import annotations
 
 import sys
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from ..decoding.options import DecodeOptions, resolve_decode_options
 from ..models.config import ModelConfig
+from .schema import ConfigError, check_config
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -32,6 +33,7 @@ else:  # pragma: no cover
 __all__ = [
     "VARIANTS",
     "Config",
+    "ConfigError",
     "DataConfig",
     "EvalConfig",
     "TrainConfig",
@@ -199,19 +201,14 @@ class Config:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Config:
-        tables = {"model": ModelConfig, "train": TrainConfig, "data": DataConfig, "eval": EvalConfig}
-        unknown = sorted(set(data) - set(tables) - {"name", "description", "extends"})
-        if unknown:
-            raise ValueError(f"unknown configuration table(s): {', '.join(unknown)}")
-        parts: dict[str, Any] = {}
-        for key, cls_ in tables.items():
-            values = dict(data.get(key, {}))
-            known = {f.name for f in fields(cls_)}
-            bad = sorted(set(values) - known)
-            if bad:
-                raise ValueError(f"unknown option(s) {', '.join(f'{key}.{b}' for b in bad)} "
-                                 f"(known: {', '.join(sorted(known))})")
-            parts[key] = cls_(**values)
+        """Build and validate a configuration; raises :class:`~.schema.ConfigError` listing every
+        bad key at once (:func:`~.schema.check_config`)."""
+        tables: dict[str, type] = {"model": ModelConfig, "train": TrainConfig, "data": DataConfig,
+                                   "eval": EvalConfig}
+        problems = check_config(data, tables)
+        if problems:
+            raise ConfigError(problems)
+        parts: dict[str, Any] = {key: cls_(**dict(data.get(key, {}))) for key, cls_ in tables.items()}
         config = cls(name=str(data.get("name", "custom")), description=str(data.get("description", "")), **parts)
         config.validate()
         return config
@@ -297,12 +294,25 @@ def load_config(name: str, overrides: list[str] | tuple[str, ...] = ()) -> Confi
         for extra in extras:
             data = _merge(data, extra)
         data["name"] = name
+    problems: list[str] = []
     for text in overrides:
-        keys, value = parse_override(text)
+        try:
+            keys, value = parse_override(text)
+        except ValueError as err:
+            problems.append(str(err))
+            continue
         if len(keys) != 2:
-            raise ValueError(f"--set expects TABLE.KEY=VALUE with one dot, got {text!r}")
+            problems.append(f"--set expects TABLE.KEY=VALUE with one dot, got {text!r}")
+            continue
         table = data.setdefault(keys[0], {})
         if not isinstance(table, dict):
-            raise ValueError(f"--set {text!r}: {keys[0]} is not a table")
+            problems.append(f"--set {text!r}: {keys[0]} is not a table")
+            continue
         table[keys[1]] = value
-    return Config.from_dict(data)
+    try:
+        config = Config.from_dict(data)
+    except ConfigError as err:
+        raise ConfigError(problems + err.problems) from None
+    if problems:
+        raise ConfigError(problems)
+    return config

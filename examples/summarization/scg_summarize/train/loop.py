@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import random
 import shutil
 import sys
@@ -32,22 +33,28 @@ import torch
 import scg
 
 from ..data.storage import VOCAB_FILE, read_meta
-from ..models.loading import load_model as models_load_model
+from ..dirlock import DirLock
 from ..models.summarizer import Summarizer
 from .checkpoint import get_rng_state, load_checkpoint, save_atomic, set_rng_state
 from .config import Config
 from .data import batch_to, load_split, make_loader
 from .ddp import DistContext, resolve_device
 from .evaluate import evaluate_nll
+from .fingerprint import check_fingerprint, corpus_fingerprint
+from .metrics_log import append_record, repair_log
 from .objective import StepResult, c2f_objective, mle_objective
 from .optim import PlateauDecay, build_optimizer, clip_gradients
 from .progress import step_progress, total_steps
+from .resume import check_resume_config, check_same_model
+from .signals import StopRequest, TrainingStopped
 
-__all__ = ["CHECKPOINT", "Trainer", "build_model", "load_model", "param_digest"]
+__all__ = ["CHECKPOINT", "Trainer", "TrainingDiverged", "TrainingStopped", "build_model", "load_model", "param_digest"]
 
 CHECKPOINT = "checkpoint.pt"
 BEST = "best.pt"
 METRICS = "metrics.jsonl"
+#: what a checkpoint needs for --resume (best.pt holds only the config and model)
+RESUME_KEYS = ("config", "model", "optimizer", "schedule", "baseline", "loader", "rng", "step", "best_ppl")
 
 
 def build_model(config: Config, vocab_size: int, num_chunks: int) -> Summarizer:
@@ -60,10 +67,16 @@ def build_model(config: Config, vocab_size: int, num_chunks: int) -> Summarizer:
 
 
 def load_model(path: str | Path, device: str | torch.device = "cpu") -> tuple[Summarizer, Config]:
-    """The model and configuration stored in a checkpoint (``best.pt`` or ``checkpoint.pt``);
-    :func:`scg_summarize.models.load_model` with the configuration parsed."""
-    model, raw = models_load_model(path, device)
-    return model, Config.from_dict(raw)
+    """The model and configuration stored in a checkpoint (``best.pt`` or ``checkpoint.pt``)."""
+    state = load_checkpoint(path, map_location=device)
+    config = Config.from_dict(state["config"])
+    model = Summarizer(config.model).to(device)
+    check_same_model(model, state["model"], path)
+    return model, config
+
+
+class TrainingDiverged(ValueError):
+    """The loss (or a gradient, or the validation perplexity) became non-finite."""
 
 
 def param_digest(model: torch.nn.Module) -> str:
@@ -108,6 +121,11 @@ class Trainer:
         self.train_set = load_split(self.data_dir, config.data.train_split, config, train=True)
         self.valid_set = load_split(self.data_dir, config.data.valid_split, config, vocab=self.train_set.vocab)
         self.vocab = self.train_set.vocab
+        for role, dataset in (("training", self.train_set), ("validation", self.valid_set)):
+            if len(dataset) == 0:
+                raise ValueError(f"{self.data_dir}: the {role} split {dataset.split!r} has no examples "
+                                 f"(validation perplexity picks best.pt and drives the lr decay; prepare a "
+                                 f"non-empty split or name another with --set data.{role[:5]}_split=NAME)")
         self.model = build_model(config, len(self.vocab), self.train_set.num_chunks).to(self.device)
         if tc.word2vec:
             from ..models.pretrained import load_word2vec
@@ -120,7 +138,7 @@ class Trainer:
                              "(a HIER run with the same model sizes)")
         if tc.init_from and not resume:
             state = load_checkpoint(tc.init_from, map_location=self.device)
-            self.model.load_state_dict(state["model"])
+            check_same_model(self.model, state["model"], tc.init_from)
             self.info(f"initialized from {tc.init_from}")
         torch.manual_seed(tc.seed + 1000 * self.dist.rank)
         self.net = self.dist.wrap(self.model, self.device)
@@ -130,10 +148,35 @@ class Trainer:
         self.loader = make_loader(self.train_set, config, train=True, drop_last=self.dist.enabled)
         self.step = 0
         self.best_ppl = math.inf
+        self.best_step = -1
         self.elapsed = 0.0
         self.history: list[dict[str, Any]] = []
+        self.last_finite: tuple[int, float] | None = None  # (step, training loss per token)
+        self.stop = StopRequest(watch_parent=self.dist.enabled and "TORCHELASTIC_RUN_ID" in os.environ)
+        self.lock: DirLock | None = None
+        if self.dist.is_main:  # one writer per run directory (refuses a second train on --out)
+            self.lock = DirLock(self.out_dir, "scg-summarize train").acquire()
+        try:
+            self._start(resume)
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Release the run directory's lock (the process group is left to :meth:`DistContext.close`)."""
+        if self.lock is not None:
+            self.lock.release()
+            self.lock = None
+
+    def _splits(self) -> list[str]:
+        dc = self.config.data
+        return [dc.train_split, dc.valid_split, dc.test_split]
+
+    def _start(self, resume: bool) -> None:
+        config = self.config
         if self.dist.is_main:
-            self.out_dir.mkdir(parents=True, exist_ok=True)
+            for name in (CHECKPOINT, BEST, METRICS):  # left by a process killed while writing
+                (self.out_dir / f"{name}.tmp").unlink(missing_ok=True)
         if resume:
             self._resume()
         elif self.dist.is_main:
@@ -142,7 +185,8 @@ class Trainer:
             # what `scg-summarize evaluate/summarize --run RUN_DIR` needs without --data: where the
             # corpus is, its preprocessing options, and a copy of the vocabulary (the run stays
             # usable for summarizing new text when the corpus is moved or deleted)
-            record = {"data_dir": str(self.data_dir.resolve()), "prep_options": read_meta(self.data_dir)["options"]}
+            record = {"data_dir": str(self.data_dir.resolve()), "prep_options": read_meta(self.data_dir)["options"],
+                      "fingerprint": corpus_fingerprint(self.data_dir, self._splits())}
             (self.out_dir / "data.json").write_text(json.dumps(record, indent=2) + "\n")
             shutil.copyfile(self.data_dir / VOCAB_FILE, self.out_dir / VOCAB_FILE)
 
@@ -155,10 +199,9 @@ class Trainer:
         """Append a metrics line (rank 0)."""
         if not self.dist.is_main:
             return
-        line = {"event": event, "step": self.step, "epoch": self.loader.epoch + self.loader.position / len(self.loader),
-                **values}
-        with open(self.out_dir / METRICS, "a") as f:
-            f.write(json.dumps(line) + "\n")
+        line = {"event": event, "step": self.step,
+                "epoch": self.loader.epoch + self.loader.position / max(len(self.loader), 1), **values}
+        append_record(self.out_dir / METRICS, line)
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict[str, Any]:
@@ -172,6 +215,7 @@ class Trainer:
             "rng": get_rng_state(),
             "step": self.step,
             "best_ppl": self.best_ppl,
+            "best_step": self.best_step,
             "elapsed": self.elapsed,
         }
 
@@ -184,26 +228,59 @@ class Trainer:
         path = self.out_dir / CHECKPOINT
         if not path.is_file():
             raise FileNotFoundError(f"--resume: no checkpoint at {path}")
-        state = load_checkpoint(path, map_location=self.device)
-        self.model.load_state_dict(state["model"])
+        check_fingerprint(self.out_dir, self.data_dir, self._splits(), "resume")
+        state = load_checkpoint(path, map_location=self.device, required=RESUME_KEYS)
+        for line in check_resume_config(state["config"], self.config, path):
+            self.info(line)
+        check_same_model(self.model, state["model"], path)
         self.optimizer.load_state_dict(state["optimizer"])
         self.schedule.load_state_dict(state["schedule"])
         self.baseline.load_state_dict(state["baseline"])
         self.loader.load_state_dict(state["loader"])
         self.step = int(state["step"])
         self.best_ppl = float(state["best_ppl"])
+        self.best_step = int(state.get("best_step", -1))
         self.elapsed = float(state.get("elapsed", 0.0))
         if self.dist.rank == 0:
             set_rng_state(state["rng"])
         else:  # other ranks continue their own streams (DDP runs resume exactly on rank 0 only)
             torch.manual_seed(self.config.train.seed + 1000 * self.dist.rank + self.step)
-        if self.dist.is_main:  # drop log lines written after the checkpoint
-            log = self.out_dir / METRICS
-            lines = log.read_text().splitlines() if log.is_file() else []
-            kept = [ln for ln in lines if ln.strip() and json.loads(ln).get("step", 0) <= self.step]
-            log.write_text("".join(ln + "\n" for ln in kept))
+        if self.dist.is_main:  # drop log lines written after the checkpoint (and a torn last line)
+            for warning in repair_log(self.out_dir / METRICS, self.step):
+                self.info(f"resume: {warning}")
+            self._check_best()
+            (self.out_dir / "config.json").write_text(json.dumps(self.config.to_dict(), indent=2) + "\n")
         self.info(f"resumed from {path} at step {self.step} (epoch {self.loader.epoch}, "
                   f"batch {self.loader.position}/{len(self.loader)})")
+
+    def _check_best(self) -> None:
+        """Make ``best.pt`` and the resumed best perplexity agree.
+
+        ``best.pt`` is written before ``checkpoint.pt`` at an improving epoch end, so after a crash
+        between the two ``best.pt`` is at most *newer* than the checkpoint (the resumed run redoes
+        that epoch and rewrites it identically). A ``best.pt`` *older* than the checkpoint's best
+        (runs of earlier versions, which wrote the checkpoint first) cannot be repaired: the best
+        perplexity is reset to the model ``best.pt`` really holds, and the user is told.
+        """
+        if not math.isfinite(self.best_ppl):
+            return
+        path = self.out_dir / BEST
+        if not path.is_file():
+            self.info(f"resume: {path} is missing although the run recorded a best validation perplexity "
+                      f"{self.best_ppl:.3f}; the next improving epoch writes it")
+            self.best_ppl, self.best_step = math.inf, -1
+            return
+        best = load_checkpoint(path, map_location="cpu")
+        best_step, best_ppl = int(best.get("step", -1)), float(best.get("valid", {}).get("ppl", math.inf))
+        if best_step > self.step:
+            return  # written just before a crash: the resumed run redoes that epoch and rewrites it
+        if best_ppl != self.best_ppl:  # (checkpoints of earlier versions have no best_step: compare ppl)
+            recorded = f"step {self.best_step}" if self.best_step >= 0 else "an earlier step"
+            self.info(f"resume: {path} holds the model of step {best_step} (validation ppl {best_ppl:.3f}), not "
+                      f"the best of {recorded} (ppl {self.best_ppl:.3f}), which was lost before it was "
+                      f"written; the run now reports the best that best.pt holds")
+            self.best_ppl, self.best_step = best_ppl, best_step
+            save_atomic(self.state_dict(), self.out_dir / CHECKPOINT)  # the repaired record
 
     # ------------------------------------------------------------------ one step
     def _soft_minibatch(self) -> bool:
@@ -217,21 +294,48 @@ class Trainer:
         tc = self.config.train
         global_batch = int(batch["src"].shape[0])
         batch = batch_to(self.dist.shard(batch), self.device, self.config)
+        # DDP averages the ranks' gradients, so each rank divides by (global count) / world: the
+        # update is then the one-process update on the global batch, in either mode
         if tc.normalize == "batch":
-            normalizer = global_batch / self.dist.world  # DDP averages over ranks
+            normalizer = global_batch / self.dist.world
         else:
-            normalizer = max(float(batch["tgt_mask"][:, 1:].sum()), 1.0)
+            local = float(batch["tgt_mask"][:, 1:].sum())
+            normalizer = max(self.dist.all_reduce([local], self.device)[0], 1.0) / self.dist.world
         self.net.train()
-        if self.model.hard and not self._soft_minibatch():
-            result = c2f_objective(self.net, batch, normalizer, self.baseline, tc.discount, tc.reward_scale)
-        else:
-            result = mle_objective(self.net, batch, normalizer, mode="soft")
+        try:
+            if self.model.hard and not self._soft_minibatch():
+                result = c2f_objective(self.net, batch, normalizer, self.baseline, tc.discount, tc.reward_scale)
+            else:
+                result = mle_objective(self.net, batch, normalizer, mode="soft")
+        except RuntimeError:  # e.g. torch.multinomial on NaN probabilities from non-finite parameters
+            if all(bool(torch.isfinite(p).all()) for p in self.model.parameters()):
+                raise
+            self._diverged(f"the parameters became non-finite before step {self.step + 1}")
+        if not math.isfinite(result.nll) or not bool(torch.isfinite(result.loss.detach())):
+            self._diverged(f"the training loss became non-finite at step {self.step + 1}")
         self.optimizer.zero_grad(set_to_none=True)
         result.loss.backward()  # type: ignore[no-untyped-call]
-        clip_gradients(self.model.parameters(), tc.max_grad_norm)
+        norm = clip_gradients(self.model.parameters(), tc.max_grad_norm)
+        if not math.isfinite(norm):
+            self._diverged(f"the gradient norm became non-finite at step {self.step + 1}")
         self.optimizer.step()
         self.step += 1
+        self.last_finite = (self.step, result.nll / max(result.tokens, 1))
         return result
+
+    def _diverged(self, what: str) -> None:
+        last = (f"the last finite training loss was {self.last_finite[1]:.4g} per token at step "
+                f"{self.last_finite[0]}" if self.last_finite else "no step had a finite loss")
+        raise TrainingDiverged(f"training diverged: {what} ({last}); {self.out_dir / CHECKPOINT} holds the last "
+                               f"state before it. Lower train.lr or set train.max_grad_norm")
+
+    def _stop_requested(self) -> bool:
+        """A stop signal on any rank (summed over ranks, so all of them stop after the same step)."""
+        local = 1.0 if self.stop.requested() else 0.0
+        return self.dist.all_reduce([local], self.device)[0] > 0 if self.dist.enabled else local > 0
+
+    def _stopped(self) -> TrainingStopped:
+        return TrainingStopped(self.stop.reason or "a signal on another rank", self.step, self.stop.status)
 
     # ------------------------------------------------------------------ the loop
     def validate(self) -> dict[str, Any]:
@@ -240,7 +344,18 @@ class Trainer:
             return evaluate_nll(self.model, self.valid_set, self.config, self.device, self.dist, mode=mode)
 
     def fit(self) -> dict[str, Any]:
-        """Train until ``train.epochs`` (or the time budget); returns the last validation metrics."""
+        """Train until ``train.epochs`` (or the time budget); returns the last validation metrics.
+
+        SIGTERM/SIGINT stop the run after the current step with a checkpoint
+        (:class:`TrainingStopped`); a non-finite loss stops it with :class:`TrainingDiverged`.
+        """
+        self.stop.install()
+        try:
+            return self._fit()
+        finally:
+            self.stop.restore()
+
+    def _fit(self) -> dict[str, Any]:
         tc = self.config.train
         last: dict[str, Any] = {}
         start = time.perf_counter() - self.elapsed
@@ -267,6 +382,9 @@ class Trainer:
                 mid_epoch = self.loader.position < len(self.loader)
                 if tc.max_steps_per_epoch and self.loader.position >= tc.max_steps_per_epoch:
                     mid_epoch = False
+                if self._stop_requested() and mid_epoch:  # (at an epoch's end: after its validation)
+                    self.save()
+                    raise self._stopped()
                 if tc.checkpoint_every and self.step % tc.checkpoint_every == 0 and mid_epoch:
                     self.save()
                 if tc.time_budget_s and self.elapsed >= tc.time_budget_s:
@@ -279,6 +397,8 @@ class Trainer:
             if bar is not None:
                 bar.close()
             last = self._end_epoch(epoch)
+            if self._stop_requested():
+                raise self._stopped()
         self.info(f"done: {self.step} steps in {self.elapsed:.0f}s, best validation ppl {self.best_ppl:.3f}")
         self.record("end", best_ppl=self.best_ppl, elapsed_s=self.elapsed)
         if self.dist.enabled:
@@ -294,19 +414,22 @@ class Trainer:
 
     def _end_epoch(self, epoch: int) -> dict[str, Any]:
         metrics = self.validate()
+        if not math.isfinite(metrics["nll"]) or metrics["nll"] >= 50.0:  # ppl is capped at e^50
+            self._diverged(f"the validation loss after step {self.step} is {metrics['nll']:.4g} per token "
+                           f"(non-finite, or a perplexity beyond e^50)")
         improved = metrics["ppl"] < self.best_ppl
         decayed = self.schedule.step(metrics["ppl"])
         if improved:
-            self.best_ppl = metrics["ppl"]
+            self.best_ppl, self.best_step = metrics["ppl"], self.step
         self.record("valid", **metrics, lr=self.schedule.lr, decayed=decayed)
         acc = metrics.get("coarse_acc")
         self.info(f"epoch {epoch + 1}: valid ppl {metrics['ppl']:.3f}"
                   + (f", coarse acc {acc:.3f}" if acc is not None else "")
                   + f", read {metrics['read_frac']:.3f}, lr {self.schedule.lr:g}" + (" (decayed)" if decayed else ""))
-        self.save()
-        if improved and self.dist.is_main:
+        if improved and self.dist.is_main:  # best.pt first: see _check_best
             save_atomic({"config": self.config.to_dict(), "model": self.model.state_dict(), "step": self.step,
                          "epoch": epoch, "valid": metrics}, self.out_dir / BEST)
+        self.save()
         return metrics
 
     def _progress(self, epoch: int) -> Any:

@@ -1,0 +1,74 @@
+"""What ``--resume`` accepts: the saved configuration, and a checkpoint that fits the model.
+
+Exact resumption continues the configuration saved in the checkpoint. :func:`check_resume_config`
+compares it with the one given on the command line: options that change what is computed
+(the model, the data, the objective, the optimizer) must not differ, and are refused by name
+(``train.lr: saved 0.01, given 0.1``), since applying them silently would make the saved
+configuration lie and ignoring them would make the command line lie. Options that only say how
+long, where or how verbosely to run (:data:`RESUMABLE`) are applied, and the change is reported.
+
+:func:`check_same_model` loads a state dict into a model, or raises a ``ValueError`` naming the
+checkpoint and the first mismatching parameters (another model size, HIER weights in a C2F
+model) instead of ``load_state_dict``'s multi-page ``RuntimeError``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from torch import nn
+
+from .config import Config
+
+__all__ = ["RESUMABLE", "check_resume_config", "check_same_model"]
+
+#: options a resumed run may change (they do not change the computation of any step)
+RESUMABLE: frozenset[str] = frozenset({
+    "train.epochs", "train.time_budget_s", "train.log_every", "train.device", "train.num_workers",
+    "train.threads", "train.throttle_s", "train.checkpoint_every",
+    *(f"eval.{k}" for k in ("beam", "max_len", "min_len", "block_ngram", "length_penalty", "unk", "batch_size",
+                            "max_examples")),
+})
+
+
+def _flat(config: dict[str, Any]) -> dict[str, Any]:
+    return {f"{table}.{key}": value for table in ("model", "train", "data", "eval")
+            for key, value in config.get(table, {}).items()}
+
+
+def check_resume_config(saved: dict[str, Any], given: Config, path: Path) -> list[str]:
+    """Refuse differences outside :data:`RESUMABLE`; returns lines describing the applied ones."""
+    old, new = _flat(saved), _flat(given.to_dict())
+    for key in ("model.vocab_size", "model.num_chunks"):  # filled in from the corpus (0 = from the corpus)
+        if new.get(key) == 0:
+            new[key] = old.get(key)
+    changed = sorted(k for k in set(old) | set(new) if old.get(k, new.get(k)) != new.get(k, old.get(k)))
+    refused = [k for k in changed if k not in RESUMABLE]
+    if refused:
+        lines = "; ".join(f"{k}: saved {old.get(k)!r}, given {new.get(k)!r}" for k in refused)
+        raise ValueError(f"--resume: the configuration differs from the one saved in {path} ({lines}). A resumed "
+                         f"run continues its saved configuration exactly; start a new run (another --out) "
+                         f"to change these")
+    return [f"resume: applying {k} = {new[k]!r} (saved {old.get(k)!r})" for k in changed]
+
+
+def check_same_model(model: nn.Module, state: dict[str, Any], path: str | Path) -> None:
+    """``model.load_state_dict(state)``, or a ``ValueError`` naming what does not fit."""
+    own = model.state_dict()
+    missing = sorted(set(own) - set(state))
+    unexpected = sorted(set(state) - set(own))
+    shapes = sorted(k for k in set(own) & set(state) if tuple(own[k].shape) != tuple(state[k].shape))
+    if missing or unexpected or shapes:
+        parts = []
+        if shapes:
+            k = shapes[0]
+            parts.append(f"{len(shapes)} parameters of another size (e.g. {k}: {tuple(state[k].shape)} in the "
+                         f"checkpoint, {tuple(own[k].shape)} in the model)")
+        if missing:
+            parts.append(f"{len(missing)} parameters missing (e.g. {missing[0]})")
+        if unexpected:
+            parts.append(f"{len(unexpected)} unexpected parameters (e.g. {unexpected[0]})")
+        raise ValueError(f"{path}: the checkpoint does not fit this model: {'; '.join(parts)} (another model "
+                         f"size or attention?)")
+    model.load_state_dict(state)

@@ -1,0 +1,128 @@
+"""Faults in a subprocess (issue 13): SIGTERM/SIGINT stop gracefully with nothing lost, a second
+signal exits at once, workers stop when the torchrun agent dies, and one run directory or
+corpus directory has one writer at a time (the second is refused naming the holder's pid)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from scg_summarize.train.checkpoint import load_checkpoint
+
+from .robust_support import cli, same_parameters, start, train_args, train_lines, wait_for
+
+
+def test_sigterm_stops_after_the_step_with_a_checkpoint_and_resumes_bitwise(synthetic_corpus: Path,
+                                                                              tmp_path: Path) -> None:
+    # no periodic checkpoints: without the graceful stop, every step of the epoch would be lost
+    reference = start(*train_args(synthetic_corpus, tmp_path / "reference"))
+    victim = start(*train_args(synthetic_corpus, tmp_path / "victim", "--set", "train.throttle_s=0.3"))
+    wait_for(lambda: train_lines(tmp_path / "victim") >= 3, victim)
+    victim.send_signal(signal.SIGTERM)
+    output = victim.communicate(timeout=120)[0].decode()
+    assert victim.returncode == 128 + signal.SIGTERM, output
+    assert "Traceback" not in output
+    stopped = [line for line in output.splitlines() if "stopped by SIGTERM at step" in line]
+    assert len(stopped) == 1, output  # one line says where the run stopped
+    step = int(load_checkpoint(tmp_path / "victim" / "checkpoint.pt")["step"])
+    assert f"at step {step};" in stopped[-1] and step % 8 != 0  # mid-epoch, and nothing after it lost
+    assert train_lines(tmp_path / "victim") == step  # log_every=1: one line per step, none beyond
+    assert reference.wait(timeout=240) == 0
+    resumed = cli(*train_args(synthetic_corpus, tmp_path / "victim", "--resume"))
+    assert resumed.returncode == 0, resumed.stderr
+    assert same_parameters(tmp_path / "reference" / "checkpoint.pt", tmp_path / "victim" / "checkpoint.pt")
+    assert same_parameters(tmp_path / "reference" / "best.pt", tmp_path / "victim" / "best.pt")
+
+
+def test_a_second_sigint_exits_at_once(synthetic_corpus: Path, tmp_path: Path) -> None:
+    # each step sleeps 20 s: the first SIGINT asks to stop after it, the second must not wait
+    proc = start(*train_args(synthetic_corpus, tmp_path / "run", "--set", "train.throttle_s=20"))
+    wait_for(lambda: train_lines(tmp_path / "run") >= 1, proc)
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.5)
+    sent = time.time()
+    proc.send_signal(signal.SIGINT)
+    output = proc.communicate(timeout=15)[0].decode()
+    assert time.time() - sent < 10
+    assert proc.returncode == 128 + signal.SIGINT, output
+    assert "second SIGINT: exiting now" in output and "Traceback" not in output
+    assert not list((tmp_path / "run").glob("*.tmp"))
+
+
+def test_workers_stop_when_the_torchrun_agent_dies(synthetic_corpus: Path, tmp_path: Path) -> None:
+    out = tmp_path / "ddp"
+    log = tmp_path / "torchrun.log"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+           "-m", "scg_summarize.cli", "train", "--config", "tiny-C2F+MULTI2", "--data", str(synthetic_corpus),
+           "--out", str(out), "--quiet", "--no-test", "--set", "train.epochs=50", "--set", "train.throttle_s=0.2",
+           "--set", "train.log_every=1", "--set", "train.device='cpu'"]
+    with log.open("wb") as sink:
+        agent = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.STDOUT,
+                                 env={**os.environ, "OMP_NUM_THREADS": "1"})
+    wait_for(lambda: train_lines(out) >= 2, agent, timeout=240)
+    workers = [int(p) for p in subprocess.run(["pgrep", "-P", str(agent.pid)], capture_output=True,
+                                              text=True).stdout.split()]
+    assert len(workers) == 2, workers
+    agent.kill()  # SIGKILL: the agent cannot forward anything to its workers
+    agent.wait()
+
+    def gone(pid: int) -> bool:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, ProcessLookupError):
+            return True
+        return state in ("Z", "X")
+
+    wait_for(lambda: all(gone(pid) for pid in workers), timeout=60)
+    text = log.read_text(errors="replace")
+    assert "torchrun agent" in text and "Traceback" not in text, text[-3000:]
+    step = int(load_checkpoint(out / "checkpoint.pt")["step"])
+    assert step >= 2  # the workers checkpointed the step they stopped after
+    lines = train_lines(out)
+    time.sleep(1.0)
+    assert train_lines(out) == lines  # nobody is writing the run folder any more
+
+
+def test_a_second_train_on_one_run_directory_is_refused_naming_the_holder(synthetic_corpus: Path,
+                                                                          tmp_path: Path) -> None:
+    first = start(*train_args(synthetic_corpus, tmp_path / "run", "--set", "train.throttle_s=3"))
+    wait_for(lambda: train_lines(tmp_path / "run") >= 1, first)
+    second = cli(*train_args(synthetic_corpus, tmp_path / "run"))
+    assert second.returncode == 2
+    assert f"is in use by scg-summarize train (pid {first.pid})" in second.stderr, second.stderr
+    assert "Traceback" not in second.stderr
+    first.send_signal(signal.SIGTERM)
+    first.communicate(timeout=120)
+    # the first run's log is its own (no interleaved second run): steps 1, 2, ... in order
+    steps = [int(line.split('"step": ')[1].split(",")[0]) for line in
+             (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert steps == list(range(1, len(steps) + 1))
+    # once the holder is gone, the directory is free again (a stale .lock file blocks nobody)
+    assert (tmp_path / "run" / ".lock").is_file()
+    assert cli(*train_args(synthetic_corpus, tmp_path / "run", "--resume")).returncode == 0
+
+
+def test_prepare_into_a_locked_directory_is_refused(tmp_path: Path) -> None:
+    out, role = tmp_path / "corpus", "prepare"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from scg_summarize.dirlock import DirLock; "
+         f"lock = DirLock(sys.argv[1], 'scg-summarize {role}').acquire(); print('held', flush=True); time.sleep(120)",
+         str(out)], stdout=subprocess.PIPE, env=os.environ.copy())
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == b"held"
+        result = cli("prepare", "--format", "synthetic", "--output", out, "--n-train", "20", "--n-valid", "4",
+                     "--n-test", "4", "--quiet")
+        assert result.returncode == 2
+        assert f"is in use by scg-summarize {role} (pid {holder.pid})" in result.stderr
+        assert not (out / "meta.json").exists()
+    finally:
+        holder.kill()
+        holder.wait()
+    done = cli("prepare", "--format", "synthetic", "--output", out, "--n-train", "20", "--n-valid", "4",
+               "--n-test", "4", "--quiet")
+    assert done.returncode == 0, done.stderr
+    assert (out / "meta.json").is_file()
