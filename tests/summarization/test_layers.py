@@ -18,7 +18,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "examples" / "summarization" / "
 
 #: Layer of each top-level module or subpackage of ``scg_summarize`` (lower = earlier).
 LAYERS: dict[str, int] = {
-    "__init__": 0, "jsonlines": 0, "subcommand": 0,
+    "__init__": 0, "jsonlines": 0, "subcommand": 0, "dirlock": 0,
     "data": 1,
     "kernels": 2,
     "models": 3,
