@@ -33,18 +33,18 @@ def test_a_new_run_never_replaces_an_existing_one(synthetic_corpus: Path, tmp_pa
     (out / "eval").mkdir()
     (out / "eval" / "old.json").write_text("{}")
     capsys.readouterr()
-    assert _train(synthetic_corpus, out, config="tiny-C2F") == 1
+    assert _train(synthetic_corpus, out, config="tiny-C2F") == 2  # refused: bad input
     err = capsys.readouterr().err
     assert "already holds a run" in err and "--resume" in err and "--overwrite" in err
     assert {name: (out / name).read_bytes() for name in kept} == kept  # nothing touched
     assert _train(synthetic_corpus, out, "--overwrite", config="tiny-C2F") == 0
     assert json.loads((out / "config.json").read_text())["name"] == "tiny-C2F"
     assert not (out / "eval").exists()  # the old run's evaluations cannot pass for the new run's
-    assert main(["train", "--out", str(out), "--resume", "--overwrite"]) == 1
+    assert main(["train", "--out", str(out), "--resume", "--overwrite"]) == 2
     assert "give one of them" in capsys.readouterr().err
     (tmp_path / "file").write_text("x")
-    assert _train(synthetic_corpus, tmp_path / "file") == 1
-    assert "not a folder" in capsys.readouterr().err
+    assert _train(synthetic_corpus, tmp_path / "file") == 2
+    assert "an existing file" in capsys.readouterr().err
 
 
 def test_resume_takes_config_and_data_from_the_run(synthetic_corpus: Path, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
@@ -57,7 +57,7 @@ def test_resume_takes_config_and_data_from_the_run(synthetic_corpus: Path, tmp_p
     assert config["name"] == "tiny-STANDARD" and config["train"]["seed"] == 5
     valid = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [x["step"] for x in valid if x["event"] == "valid"] == [3, 6, 9]  # continued, not restarted
-    assert main(["train", "--out", str(tmp_path / "none"), "--resume"]) == 1
+    assert main(["train", "--out", str(tmp_path / "none"), "--resume"]) == 2
     assert "no such file" in capsys.readouterr().err
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import re
+import types
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass, fields
@@ -121,6 +122,10 @@ def _describe(value: Any) -> str:
 def _type_form(annotation: Any) -> tuple[str, Callable[[Any], bool]]:
     """The words for a field's type and a test of a TOML value against it."""
     origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType) and type(None) in args and len(args) == 2:  # X | None
+        form, test = _type_form(next(a for a in args if a is not type(None)))
+        return f"{form} (or none)", lambda v: v is None or test(v)
     if annotation is bool:
         return "true or false", lambda v: isinstance(v, bool)
     if annotation is int:
@@ -152,7 +157,7 @@ def _check_table(table: str, cls: type, values: Any, problems: list[str]) -> Non
         expected = form if rule is None else rule.form if rule.full else f"{form} {rule.form}"
         if not is_type(value):
             problems.append(f"{where}: expected {expected}, got {_describe(value)}")
-        elif rule is not None and not rule.test(value):
+        elif rule is not None and value is not None and not rule.test(value):
             problems.append(f"{where}: expected {expected}, got {_describe(value)}")
 
 
