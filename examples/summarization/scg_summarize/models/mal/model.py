@@ -188,6 +188,19 @@ class MALSummarizer(nn.Module):
         hit = (enc.src.unsqueeze(2) == tgt.unsqueeze(1)) & tgt_mask.unsqueeze(1)  # (B, L, T)
         return (enc.nodes & hit.any(-1)).to(enc.memory.states.dtype)
 
+    def saliency_maps(self, batch: Any) -> Any:
+        """a^s (``SuAtt``) and a^u (``UnAtt``, ``-inf`` outside the word graph) over the flat source,
+        as :class:`scg_summarize.evaluation.saliency_topk.SaliencyMaps` (the Table 4 analysis)."""
+        from ...evaluation.saliency_topk import SaliencyMaps
+
+        enc = self.encode(batch["src"], batch["src_mask"])
+        maps: dict[str, torch.Tensor] = {}
+        if enc.saliency is not None:
+            maps["SuAtt"] = enc.saliency.weights
+        if enc.graph is not None:
+            maps["UnAtt"] = enc.graph.weights.masked_fill(~enc.nodes, float("-inf"))
+        return SaliencyMaps(enc.src, enc.mask, maps)
+
     # ------------------------------------------------------------------ teacher forcing
     def forward(self, src: torch.Tensor, src_mask: torch.Tensor, tgt: torch.Tensor,
                 tgt_mask: torch.Tensor) -> MALOutput:
