@@ -158,3 +158,17 @@ def test_literal_attention_is_near_uniform_and_the_temperature_sharpens_it() -> 
 def test_bad_guard_is_rejected() -> None:
     with pytest.raises(ValueError, match="guard"):
         UnsupervisedAttention(4, guard="clip")
+
+
+def test_conditioning_measurement_flags_a_near_zero_column_sum() -> None:
+    from scg_summarize.models.mal.conditioning import document_conditioning
+
+    # x_iᵀ W x_j with W = I: vertex 1, (0, 1), is nearly orthogonal to the sum of all vertices,
+    # (2, 1e-6), so the signed column sum D_11 is about 1e-6 of the typical weight
+    x = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, -1.0 + 1e-6]], dtype=torch.float64)
+    W = torch.eye(2, dtype=torch.float64)
+    signed = document_conditioning(x, W, 0.9, "none")
+    assert signed["min_colsum"] < 1e-5
+    assert signed["cond"] > 1e4
+    guarded = document_conditioning(x, W, 0.9, "softplus")
+    assert guarded["cond"] < 19.0 and guarded["negative_p"] == 0.0 and guarded["float32_error"] < 1e-5
