@@ -13,7 +13,14 @@ import torch
 from scg_summarize.data import SummarizationDataset, make_dataloader, make_synthetic_corpus
 from scg_summarize.decoding import DecodeOptions, beam_search, load_run
 from scg_summarize.evaluation.saliency_topk import saliency_top_k, top_k_rouge1, top_k_words
-from scg_summarize.models.mal import MALConfig, MALStepDecoder, MALSummarizer, saliency_loss, save_mal_run
+from scg_summarize.models.mal import (
+    MALConfig,
+    MALStepDecoder,
+    MALSummarizer,
+    flatten_source,
+    saliency_loss,
+    save_mal_run,
+)
 from scg_summarize.models.mal.saliency import entropy_floor, normalized_entropy
 from scg_summarize.models.mal.train import MALTrainConfig, train_mal
 
@@ -180,7 +187,7 @@ def test_trainer_reports_every_term(corpus: Path, tmp_path: Path) -> None:
         assert all(math.isfinite(ln[key]) for ln in train), key
     assert 0.0 < train[0]["entropy_s"] <= 1.0 and 0.0 < train[0]["entropy_u"] <= 1.0
     assert result["steps"] == 4
-    assert set(result["table4"]["rouge1"]) == {"SuAtt", "UnAtt"}
+    assert set(result["table4"]["rouge1"]) == {"SuAtt", "UnAtt", "Lead"}
     assert load_run(tmp_path / "run").model == "MAL +MAL"
 
 
@@ -206,6 +213,15 @@ def test_saliency_top_k_on_a_model(corpus: Path) -> None:
     model = MALSummarizer.for_vocab(MALConfig(emb_dim=6, hidden=5), dataset.vocab).eval()
     out = saliency_top_k(model, make_dataloader(dataset, 8, shuffle=False), dataset.vocab.id_to_token, k=5)
     assert out["count"] == len(dataset)
-    assert set(out["rouge1"]) == {"SuAtt", "UnAtt"}
+    assert set(out["rouge1"]) == {"SuAtt", "UnAtt", "Lead"}
     assert all(0.0 <= v <= 100.0 for v in out["rouge1"].values())
     assert all(len(words) <= 5 for words in out["examples"]["UnAtt"])
+    # Lead: the first content words in order
+    item = dataset[0]
+    src, mask = flatten_source(item["src"][None], item["src_mask"][None], 100)
+    first = []
+    for i in src[0][model.nodes(src, mask)[0]].tolist():
+        word = dataset.vocab.id_to_token(i)
+        if word not in first:
+            first.append(word)
+    assert out["examples"]["Lead"][0] == first[:5]

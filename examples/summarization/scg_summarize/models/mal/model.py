@@ -190,7 +190,9 @@ class MALSummarizer(nn.Module):
 
     def saliency_maps(self, batch: Any) -> Any:
         """a^s (``SuAtt``) and a^u (``UnAtt``, ``-inf`` outside the word graph) over the flat source,
-        as :class:`scg_summarize.evaluation.saliency_topk.SaliencyMaps` (the Table 4 analysis)."""
+        as :class:`scg_summarize.evaluation.saliency_topk.SaliencyMaps` (the Table 4 analysis), with
+        a reference point that needs no model: ``Lead``, the document's first content words
+        (−position on the content words, ``-inf`` elsewhere)."""
         from ...evaluation.saliency_topk import SaliencyMaps
 
         enc = self.encode(batch["src"], batch["src_mask"])
@@ -199,6 +201,8 @@ class MALSummarizer(nn.Module):
             maps["SuAtt"] = enc.saliency.weights
         if enc.graph is not None:
             maps["UnAtt"] = enc.graph.weights.masked_fill(~enc.nodes, float("-inf"))
+        position = torch.arange(enc.src.shape[1], device=enc.src.device, dtype=torch.float32)
+        maps["Lead"] = (-position).expand(enc.src.shape).masked_fill(~enc.nodes, float("-inf"))
         return SaliencyMaps(enc.src, enc.mask, maps)
 
     # ------------------------------------------------------------------ teacher forcing
