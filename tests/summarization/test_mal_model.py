@@ -225,3 +225,29 @@ def test_saliency_top_k_on_a_model(corpus: Path) -> None:
         if word not in first:
             first.append(word)
     assert out["examples"]["Lead"][0] == first[:5]
+
+
+def test_conditioning_measurement_on_a_corpus(corpus: Path) -> None:
+    from scg_summarize.models.mal.conditioning import measure_conditioning
+
+    dataset = SummarizationDataset(corpus, "valid", with_text=False)
+    torch.manual_seed(0)
+    model = MALSummarizer.for_vocab(MALConfig(emb_dim=6, hidden=5), dataset.vocab)
+    result = measure_conditioning(model, dataset, docs=8)
+    assert result["documents"] == 8
+    assert set(result["guards"]) == {"none", "softplus", "abs"}
+    for guard in ("softplus", "abs"):  # provably cond ≤ 19 with non-negative weights
+        assert result["guards"][guard]["cond>100"] == 0.0
+        assert result["guards"][guard]["negative_p"] == 0.0
+    assert result["guards"]["none"]["cond_median"] > result["guards"]["softplus"]["cond_median"]
+
+
+def test_trainer_command_line_rejects_bad_options(corpus: Path, tmp_path: Path) -> None:
+    from scg_summarize.models.mal.train import main
+
+    with pytest.raises(SystemExit, match="unknown training option 'beam'"):
+        main(["--data", str(corpus), "--out", str(tmp_path), "--set", "train.beam=10"])
+    with pytest.raises(SystemExit, match="expected model.NAME=VALUE"):
+        main(["--data", str(corpus), "--out", str(tmp_path), "--set", "temperature_s=0.1"])
+    with pytest.raises(SystemExit, match="mal.pagerank_guard"):
+        main(["--data", str(corpus), "--out", str(tmp_path), "--set", "model.pagerank_guard=clip"])
