@@ -2,18 +2,18 @@
 
 Self-contained parts, equation numbers of the paper (see ``docs/mal.md``):
 
-=============== ===========================================================================
-``config``      :class:`MALConfig`, the ablation rows seq2seq / +SuAtt / +UnAtt / +MAL
-``gru``         the GRU of eq. (1) and its masked scan
-``encoder``     the bidirectional GRU (eq. 2-3) and the self-attention (eq. 4-6)
-``saliency``    supervised attention: classifier, a^s, c^s (eq. 7-9), L_s (eq. 19)
-``pagerank``    unsupervised attention: word graph, closed-form PageRank, a^u, c^u (eq. 10-13)
-``cgru``        the two-layer conditional GRU decoder (eq. 14-16)
-``model``       :class:`MALSummarizer`: integration (eq. 17), softmax (eq. 18), L (eq. 20-21)
-``step``        the step-decoder adapter (beam search) and run directories
-``train``       a small trainer (Adadelta) writing per-term losses and attention entropies
+================ ===========================================================================
+``config``       :class:`MALConfig`, the ablation rows seq2seq / +SuAtt / +UnAtt / +MAL
+``gru``          the GRU of eq. (1) and its masked scan
+``encoder``      the bidirectional GRU (eq. 2-3) and the self-attention (eq. 4-6)
+``saliency``     supervised attention: classifier, a^s, c^s (eq. 7-9), L_s (eq. 19)
+``pagerank``     unsupervised attention: word graph, closed-form PageRank, a^u, c^u (eq. 10-13)
+``cgru``         the two-layer conditional GRU decoder (eq. 14-16)
+``model``        :class:`MALSummarizer`: integration (eq. 17), softmax (eq. 18), L (eq. 20-21)
+``step``         the step-decoder adapter (beam search) and run directories
+``train``        a small trainer (Adadelta) writing per-term losses and attention entropies
 ``conditioning`` how often the literal PageRank system is ill-conditioned on real text
-=============== ===========================================================================
+================ ===========================================================================
 
 Not yet registered in a model-family registry: it is used through its own trainer and
 through ``decoder.json`` run directories.
