@@ -22,7 +22,7 @@ from scg_summarize.models.mal import (
     save_mal_run,
 )
 from scg_summarize.models.mal.saliency import entropy_floor, normalized_entropy
-from scg_summarize.models.mal.train import MALTrainConfig, train_mal
+from scg_summarize.train.mal import MALTrainConfig, train_mal
 
 pytest.importorskip("stop_words")
 
@@ -243,7 +243,7 @@ def test_conditioning_measurement_on_a_corpus(corpus: Path) -> None:
 
 
 def test_trainer_command_line_rejects_bad_options(corpus: Path, tmp_path: Path) -> None:
-    from scg_summarize.models.mal.train import main
+    from scg_summarize.train.mal import main
 
     with pytest.raises(SystemExit, match="unknown training option 'beam'"):
         main(["--data", str(corpus), "--out", str(tmp_path), "--set", "train.beam=10"])

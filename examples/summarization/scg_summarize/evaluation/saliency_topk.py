@@ -11,7 +11,8 @@ order of the top words is ignored, we employ the F-measure score of ROUGE-1" (k 
 * :func:`top_k_rouge1` scores those word lists against the references (ROUGE-1 F1 x 100, max
   over references, digits and ``#`` matched, no sentence splitting);
 * :func:`saliency_top_k` runs a model over a prepared split: any object with a
-  ``saliency_maps(batch)`` method (:class:`SaliencyModel`) — MAL's
+  ``saliency_maps(batch)`` method returning :class:`~scg_summarize.models.saliency_maps.SaliencyMaps`
+  (:class:`SaliencyModel`) — MAL's
   :class:`~scg_summarize.models.mal.MALSummarizer` returns ``SuAtt`` (a^s) and ``UnAtt`` (a^u).
   This is the function an ``evaluate`` option will call once MAL is a registered family.
 """
@@ -19,30 +20,15 @@ order of the top words is ignored, we employ the F-measure score of ROUGE-1" (k 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 import torch
 
 from ..data.vocab import SPECIALS
+from ..models.saliency_maps import SaliencyMaps
 from .rouge import Rouge, RougeOptions, RougeResult
 
 __all__ = ["SaliencyMaps", "SaliencyModel", "saliency_top_k", "top_k_rouge1", "top_k_words"]
-
-
-@dataclass
-class SaliencyMaps:
-    """Saliency vectors over a batch's source tokens.
-
-    Attributes:
-        ids: long ``(B, L)`` source ids (the positions the vectors score).
-        mask: bool ``(B, L)``, real positions.
-        maps: name -> float ``(B, L)`` saliency (higher = more salient; ``-inf`` = not eligible).
-    """
-
-    ids: torch.Tensor
-    mask: torch.Tensor
-    maps: dict[str, torch.Tensor]
 
 
 @runtime_checkable

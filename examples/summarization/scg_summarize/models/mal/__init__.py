@@ -15,8 +15,8 @@ Self-contained parts, equation numbers of the paper (see ``docs/mal.md``):
 ``conditioning`` how often the literal PageRank system is ill-conditioned on real text
 ================ ===========================================================================
 
-Not yet registered in a model-family registry: it is used through its own trainer and
-through ``decoder.json`` run directories.
+Not yet registered in a model-family registry: it is trained by its own small trainer
+(:mod:`scg_summarize.train.mal`) and decoded through ``decoder.json`` run directories.
 """
 
 from .cgru import ConditionalGRU, DecoderMemory

@@ -30,6 +30,7 @@ from torch import nn
 from ...data.chunking import pack_flat
 from ...data.saliency_labels import ContentWords, load_stopwords
 from ...data.vocab import Vocab
+from ..saliency_maps import SaliencyMaps
 from .cgru import ConditionalGRU, DecoderMemory, mean_state
 from .config import MALConfig
 from .encoder import BiGRUEncoder
@@ -188,13 +189,11 @@ class MALSummarizer(nn.Module):
         hit = (enc.src.unsqueeze(2) == tgt.unsqueeze(1)) & tgt_mask.unsqueeze(1)  # (B, L, T)
         return (enc.nodes & hit.any(-1)).to(enc.memory.states.dtype)
 
-    def saliency_maps(self, batch: Any) -> Any:
+    def saliency_maps(self, batch: Any) -> SaliencyMaps:
         """a^s (``SuAtt``) and a^u (``UnAtt``, ``-inf`` outside the word graph) over the flat source,
-        as :class:`scg_summarize.evaluation.saliency_topk.SaliencyMaps` (the Table 4 analysis), with
+        as :class:`~scg_summarize.models.saliency_maps.SaliencyMaps` (the Table 4 analysis), with
         a reference point that needs no model: ``Lead``, the document's first content words
         (−position on the content words, ``-inf`` elsewhere)."""
-        from ...evaluation.saliency_topk import SaliencyMaps
-
         enc = self.encode(batch["src"], batch["src_mask"])
         maps: dict[str, torch.Tensor] = {}
         if enc.saliency is not None:

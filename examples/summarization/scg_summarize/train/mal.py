@@ -12,12 +12,12 @@ Li et al. (Section 2.5): L = L_s + L_NLL (eq. 21) trained end to end with Adadel
 
 At the end a ``valid`` line (the same numbers, teacher-forced on ``valid_examples`` examples
 of the validation split) and a ``table4`` line (:func:`~scg_summarize.evaluation.saliency_topk.saliency_top_k`)
-are written, and the run directory is saved (:func:`~.step.save_mal_run`), ready for
+are written, and the run directory is saved (:func:`~scg_summarize.models.mal.step.save_mal_run`), ready for
 ``scg-summarize evaluate --run RUN_DIR``.
 
 Command line::
 
-    python -m scg_summarize.models.mal.train --data DIR --out RUN --ablation +MAL \\
+    python -m scg_summarize.train.mal --data DIR --out RUN --ablation +MAL \\
         --max-steps 200 --set model.temperature_s=0.1 --set train.batch_size=16
 
 This is a stand-in until MAL is a family of the model registry (``scg-summarize train``): no
@@ -40,11 +40,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from ...data import SummarizationDataset, make_dataloader
-from ...evaluation.saliency_topk import saliency_top_k
-from .config import ABLATIONS, MALConfig
-from .model import MALOutput, MALSummarizer
-from .step import save_mal_run
+from ..data import SummarizationDataset, make_dataloader
+from ..evaluation.saliency_topk import saliency_top_k
+from ..models.mal import ABLATIONS, MALConfig, MALOutput, MALSummarizer, save_mal_run
 
 __all__ = ["MALTrainConfig", "evaluate_terms", "main", "train_mal"]
 
@@ -231,7 +229,7 @@ def _apply_sets(sets: Sequence[str]) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m scg_summarize.models.mal.train", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m scg_summarize.train.mal", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", required=True, help="a prepared corpus (scg-summarize prepare)")
     parser.add_argument("--out", required=True, help="the run directory")
