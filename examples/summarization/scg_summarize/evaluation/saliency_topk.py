@@ -1,0 +1,104 @@
+"""The analysis of Li et al.'s Table 4: how well a saliency attention finds summary words.
+
+"We select the top-k words from the input sequence according to the salience scores in a^s and
+a^u ... regard the top words as summaries and conduct ROUGE evaluation on them. Because the
+order of the top words is ignored, we employ the F-measure score of ROUGE-1" (k = 10).
+
+* :func:`top_k_words` ranks one document's source tokens by a saliency vector and keeps the
+  first ``k`` distinct words (a word repeated in the source counts once, at its best
+  position; special tokens and positions scored ``-inf`` — not eligible, e.g. outside the
+  word graph — are skipped, so a document may get fewer than ``k`` words);
+* :func:`top_k_rouge1` scores those word lists against the references (ROUGE-1 F1 x 100, max
+  over references, digits and ``#`` matched, no sentence splitting);
+* :func:`saliency_top_k` runs a model over a prepared split: any object with a
+  ``saliency_maps(batch)`` method returning :class:`~scg_summarize.models.saliency_maps.SaliencyMaps`
+  (:class:`SaliencyModel`) — MAL's
+  :class:`~scg_summarize.models.mal.MALSummarizer` returns ``SuAtt`` (a^s) and ``UnAtt`` (a^u).
+  This is the function an ``evaluate`` option will call once MAL is a registered family.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import torch
+
+from ..data.vocab import SPECIALS
+from ..models.saliency_maps import SaliencyMaps
+from .rouge import Rouge, RougeOptions, RougeResult
+
+__all__ = ["SaliencyMaps", "SaliencyModel", "saliency_top_k", "top_k_rouge1", "top_k_words"]
+
+
+@runtime_checkable
+class SaliencyModel(Protocol):
+    """Anything that scores the source words of a batch (``src``/``src_mask`` ``(B, M, N)``)."""
+
+    def saliency_maps(self, batch: Mapping[str, Any]) -> SaliencyMaps:
+        ...
+
+
+def top_k_words(tokens: Sequence[str], scores: Sequence[float], k: int = 10) -> list[str]:
+    """The ``k`` most salient distinct words of a document, best first.
+
+    Args:
+        tokens: the source tokens.
+        scores: one saliency value per token (positions beyond ``len(scores)`` are ignored).
+        k: how many words.
+    """
+    if k < 1:
+        raise ValueError(f"k must be positive, got {k}")
+    if len(scores) > len(tokens):
+        raise ValueError(f"{len(scores)} saliency scores for {len(tokens)} tokens")
+    order = sorted(range(len(scores)), key=lambda i: (-float(scores[i]), i))
+    chosen: list[str] = []
+    for i in order:
+        word = tokens[i]
+        if word in SPECIALS or word in chosen or float(scores[i]) == float("-inf"):
+            continue
+        chosen.append(word)
+        if len(chosen) == k:
+            break
+    return chosen
+
+
+def top_k_rouge1(words: Sequence[Sequence[str]], references: Sequence[Sequence[str]],
+                 rouge: Rouge | None = None) -> RougeResult:
+    """ROUGE-1 F1 (x 100) of each document's word list (joined by spaces) against its references."""
+    rouge = rouge or Rouge(RougeOptions(metrics=("rouge1",), hash_digits=True, split_sentences=False))
+    return rouge.corpus([" ".join(w) for w in words], references, keep_per_example=True)
+
+
+def saliency_top_k(model: SaliencyModel, batches: Iterable[Mapping[str, Any]], id_to_token: Any, *,
+                   k: int = 10, rouge: Rouge | None = None) -> dict[str, Any]:
+    """Table 4: ROUGE-1 F1 of the top-``k`` words of every saliency map of ``model``.
+
+    Args:
+        model: a :class:`SaliencyModel`.
+        batches: batches with ``src``, ``src_mask`` and ``refs`` (the references of each example).
+        id_to_token: maps an id to its word (``Vocab.id_to_token``).
+        k: words per document (the paper: 10).
+        rouge: the scorer (default: ROUGE-1 F1 with ``#``-digit matching).
+
+    Returns:
+        ``{"k": k, "count": n, "rouge1": {name: F1 x 100}, "examples": [first 5 word lists]}``.
+    """
+    words: dict[str, list[list[str]]] = {}
+    refs: list[Sequence[str]] = []
+    for batch in batches:
+        if "refs" not in batch:
+            raise KeyError("saliency_top_k: the batches must carry 'refs' (load the split with its text)")
+        with torch.no_grad():
+            maps = model.saliency_maps(batch)
+        ids = maps.ids.tolist()
+        lengths = maps.mask.sum(-1).tolist()
+        for name, values in maps.maps.items():
+            rows = values.float().tolist()
+            for row, n in enumerate(lengths):
+                tokens = [id_to_token(i) for i in ids[row][:n]]
+                words.setdefault(name, []).append(top_k_words(tokens, rows[row][:n], k))
+        refs.extend(batch["refs"])
+    scores = {name: top_k_rouge1(lists, refs, rouge).scores["rouge1"] for name, lists in words.items()}
+    examples = {name: lists[:5] for name, lists in words.items()}
+    return {"k": k, "count": len(refs), "rouge1": scores, "examples": examples}
