@@ -32,14 +32,16 @@ import torch
 import scg
 
 from ..data.storage import VOCAB_FILE, read_meta
+from ..models.registry import build_model as build_family
 from ..models.summarizer import Summarizer
 from .checkpoint import get_rng_state, load_checkpoint, save_atomic, set_rng_state
 from .config import Config
 from .data import batch_to, load_split, make_loader
 from .ddp import DistContext, resolve_device
 from .evaluate import evaluate_nll
-from .objective import StepResult, c2f_objective, mle_objective
+from .objective import StepResult, build_objective
 from .optim import PlateauDecay, build_optimizer, clip_gradients
+from .selection import selection_value, validation_rouge
 
 __all__ = ["CHECKPOINT", "Trainer", "build_model", "load_model", "param_digest"]
 
@@ -54,14 +56,14 @@ def build_model(config: Config, vocab_size: int, num_chunks: int) -> Summarizer:
         config.model.vocab_size = vocab_size
     if config.model.num_chunks == 0:
         config.model.num_chunks = config.data.regrid[0] if config.data.regrid else num_chunks
-    return Summarizer(config.model)
+    return build_family(config.model)  # type: ignore[return-value]  # any registered family
 
 
 def load_model(path: str | Path, device: str | torch.device = "cpu") -> tuple[Summarizer, Config]:
     """The model and configuration stored in a checkpoint (``best.pt`` or ``checkpoint.pt``)."""
     state = load_checkpoint(path, map_location=device)
     config = Config.from_dict(state["config"])
-    model = Summarizer(config.model).to(device)
+    model: Summarizer = build_family(config.model).to(device)  # type: ignore[assignment]
     model.load_state_dict(state["model"])
     return model, config
 
@@ -127,9 +129,11 @@ class Trainer:
         self.optimizer = build_optimizer(self.model, self.model.chunk_encoder_parameters(), tc)
         self.schedule = PlateauDecay(self.optimizer, tc.lr_decay, tc.decay_patience)
         self.baseline = scg.baselines.EMA(tc.baseline_beta)
+        self.objective = build_objective(tc.objective, self)  # train.objective (registered objectives)
         self.loader = make_loader(self.train_set, config, train=True, drop_last=self.dist.enabled)
         self.step = 0
         self.best_ppl = math.inf
+        self.best_score = math.inf  # selection_value of best.pt (train.select_metric; lower is better)
         self.elapsed = 0.0
         self.history: list[dict[str, Any]] = []
         if self.dist.is_main:
@@ -172,6 +176,7 @@ class Trainer:
             "rng": get_rng_state(),
             "step": self.step,
             "best_ppl": self.best_ppl,
+            "best_score": self.best_score,
             "elapsed": self.elapsed,
         }
 
@@ -192,6 +197,7 @@ class Trainer:
         self.loader.load_state_dict(state["loader"])
         self.step = int(state["step"])
         self.best_ppl = float(state["best_ppl"])
+        self.best_score = float(state.get("best_score", self.best_ppl))
         self.elapsed = float(state.get("elapsed", 0.0))
         if self.dist.rank == 0:
             set_rng_state(state["rng"])
@@ -222,10 +228,7 @@ class Trainer:
         else:
             normalizer = max(float(batch["tgt_mask"][:, 1:].sum()), 1.0)
         self.net.train()
-        if self.model.hard and not self._soft_minibatch():
-            result = c2f_objective(self.net, batch, normalizer, self.baseline, tc.discount, tc.reward_scale)
-        else:
-            result = mle_objective(self.net, batch, normalizer, mode="soft")
+        result = self.objective(batch, normalizer)
         self.optimizer.zero_grad(set_to_none=True)
         result.loss.backward()  # type: ignore[no-untyped-call]
         clip_gradients(self.model.parameters(), tc.max_grad_norm)
@@ -237,7 +240,11 @@ class Trainer:
     def validate(self) -> dict[str, Any]:
         mode = "greedy"
         with torch.random.fork_rng(devices=[]):
-            return evaluate_nll(self.model, self.valid_set, self.config, self.device, self.dist, mode=mode)
+            metrics = evaluate_nll(self.model, self.valid_set, self.config, self.device, self.dist, mode=mode)
+            if self.config.train.select_metric != "ppl":
+                metrics.update(validation_rouge(self.model, self.valid_set, self.config, self.device,
+                                                self.config.train.select_examples))
+            return metrics
 
     def fit(self) -> dict[str, Any]:
         """Train until ``train.epochs`` (or the time budget); returns the last validation metrics."""
@@ -248,7 +255,7 @@ class Trainer:
         while self.loader.epoch < tc.epochs and not out_of_time:
             epoch = self.loader.epoch
             bar = self._progress(epoch)
-            window = {"nll": 0.0, "tokens": 0, "time": time.perf_counter(), "soft": 0, "steps": 0}
+            window = {"nll": 0.0, "tokens": 0, "time": time.perf_counter(), "soft": 0, "steps": 0, "terms": {}}
             if tc.max_steps_per_epoch and self.loader.position >= tc.max_steps_per_epoch:
                 self.loader.set_epoch(epoch + 1)  # resumed exactly at a shortened epoch's end
             for batch in self._batches(epoch):
@@ -257,6 +264,8 @@ class Trainer:
                 window["tokens"] += result.tokens
                 window["soft"] += int(result.soft)
                 window["steps"] += 1
+                for key, value in result.terms.items():  # per-term losses and rewards of the objective
+                    window["terms"][key] = window["terms"].get(key, 0.0) + value
                 self.elapsed = time.perf_counter() - start
                 if bar is not None:
                     bar.update(1)
@@ -294,14 +303,18 @@ class Trainer:
 
     def _end_epoch(self, epoch: int) -> dict[str, Any]:
         metrics = self.validate()
-        improved = metrics["ppl"] < self.best_ppl
-        decayed = self.schedule.step(metrics["ppl"])
+        score = selection_value(metrics, self.config.train.select_metric)
+        improved = score < self.best_score
+        decayed = self.schedule.step(score)
+        self.best_ppl = min(self.best_ppl, metrics["ppl"])
         if improved:
-            self.best_ppl = metrics["ppl"]
+            self.best_score = score
         self.record("valid", **metrics, lr=self.schedule.lr, decayed=decayed)
         acc = metrics.get("coarse_acc")
         self.info(f"epoch {epoch + 1}: valid ppl {metrics['ppl']:.3f}"
                   + (f", coarse acc {acc:.3f}" if acc is not None else "")
+                  + (f", {self.config.train.select_metric} {metrics[self.config.train.select_metric]:.2f}"
+                     if self.config.train.select_metric != "ppl" else "")
                   + f", read {metrics['read_frac']:.3f}, lr {self.schedule.lr:g}" + (" (decayed)" if decayed else ""))
         self.save()
         if improved and self.dist.is_main:
@@ -324,12 +337,15 @@ class Trainer:
         tokens = max(window["tokens"], 1)
         nll = window["nll"] / tokens
         values = {"loss": nll, "ppl": math.exp(min(nll, 50.0)), "tok_per_s": window["tokens"] / seconds,
-                  "lr": self.schedule.lr, "soft_frac": window["soft"] / max(window["steps"], 1)}
+                  "lr": self.schedule.lr, "soft_frac": window["soft"] / max(window["steps"], 1),
+                  **{k: v / max(window["steps"], 1) for k, v in window["terms"].items()}}
         self.record("train", **values)
         if bar is not None:
             bar.set_postfix(loss=f"{values['loss']:.3f}", ppl=f"{values['ppl']:.2f}",
                             tok_s=f"{values['tok_per_s']:.0f}")
         elif not self.quiet:
             self.info(f"step {self.step}: loss {values['loss']:.3f} ppl {values['ppl']:.2f} "
-                      f"{values['tok_per_s']:.0f} tok/s")
-        window.update(nll=0.0, tokens=0, time=time.perf_counter(), soft=0, steps=0)
+                      f"{values['tok_per_s']:.0f} tok/s"
+                      + (f" reward {values['reward']:.3f} (greedy {values['greedy_reward']:.3f})"
+                         if "reward" in values else ""))
+        window.update(nll=0.0, tokens=0, time=time.perf_counter(), soft=0, steps=0, terms={})
