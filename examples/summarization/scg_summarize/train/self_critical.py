@@ -12,8 +12,7 @@ and passed as ``scg.baselines.SelfCritical``. ``Graph.surrogate_loss`` then has 
 an unbiased estimate of ∇E[−r(y)] since r(ŷ) does not depend on the sampled run (Theorem 2 of
 Schulman et al. 2015). The reward is computed in Python from the word ids, so the program tells
 scg what it depends on with ``scg.influenced_by(cost, *draws)``; without that declaration scg
-would see no path from the draws to the cost and give no score term
-(``tests/summarization/test_self_critical.py`` shows the gradient test catching that).
+would see no path from the draws to the cost and give no score term.
 
 With hard attention (C2F, ``model.attention = "c2f"``) the chunk choices of every step are
 stochastic nodes of the same graph: two kinds of node, chunks and words, credited with the same
@@ -37,13 +36,37 @@ import scg
 from .objective import Objective, StepResult, _auto, register_objective
 from .reward import reference_ids, rouge_f1
 
-__all__ = ["REWARD", "self_critical_objective"]
+__all__ = ["REWARD", "greedy_rewards", "sampled_program", "self_critical_objective"]
 
 REWARD = "reward"  #: the name of the terminal cost node
 
 
 def _rollout(net: Any, batch: dict[str, Any], max_len: int) -> Any:
     return net(batch["src"], batch["src_mask"], batch["tgt"], batch["tgt_mask"], task="rollout", max_len=max_len)
+
+
+def greedy_rewards(net: Any, batch: dict[str, Any], refs: list[list[int]], max_len: int = 0,
+                   metric: str = "rougeL") -> torch.Tensor:
+    """r(ŷ) ``(B,)``: the reward of the greedy rerun (every node at its mode, no gradient)."""
+    with torch.no_grad(), scg.Graph(intervene=scg.estimators.greedy):
+        greedy = _rollout(net, batch, max_len)
+    return rouge_f1(greedy.sequences(), refs, metric)
+
+
+def sampled_program(net: Any, batch: dict[str, Any], refs: list[list[int]], greedy_cost: torch.Tensor,
+                    max_len: int = 0, metric: str = "rougeL") -> tuple[Any, torch.Tensor]:
+    """The sampled run inside the caller's graph: the word nodes, then one terminal cost
+    c = −r(yˢ) with baseline ``SelfCritical(greedy_cost)`` (greedy_cost = −r(ŷ)). Returns the
+    rollout and r(yˢ) ``(B,)``."""
+    sampled = _rollout(net, batch, max_len)
+    with warnings.catch_warnings():  # the escape is declared just below with scg.influenced_by
+        warnings.simplefilter("ignore", scg.InfluenceLostWarning)
+        reward = rouge_f1(sampled.sequences(), refs, metric)  # (B,)
+    dtype, device = sampled.attention[0].context.dtype, sampled.tokens.device
+    cost = scg.influenced_by((-reward).to(dtype=dtype, device=device), *sampled.draws)
+    baseline = scg.baselines.SelfCritical(greedy_cost.to(dtype=dtype, device=device))
+    scg.cost(cost, name=REWARD, baseline=baseline)
+    return sampled, reward
 
 
 def self_critical_objective(net: Any, batch: dict[str, Any], normalizer: float, *, max_len: int = 0,
@@ -58,18 +81,9 @@ def self_critical_objective(net: Any, batch: dict[str, Any], normalizer: float, 
         metric: the reward, ``rougeL`` (the paper), ``rouge1`` or ``rouge2``.
     """
     refs = reference_ids(batch["tgt"], batch["tgt_mask"])
-    with torch.no_grad(), scg.Graph(intervene=scg.estimators.greedy):
-        greedy = _rollout(net, batch, max_len)
-    greedy_reward = rouge_f1(greedy.sequences(), refs, metric)  # (B,)
+    greedy_reward = greedy_rewards(net, batch, refs, max_len, metric)  # (B,)
     with scg.Graph() as graph:
-        sampled = _rollout(net, batch, max_len)
-        with warnings.catch_warnings():  # the escape is declared just below with scg.influenced_by
-            warnings.simplefilter("ignore", scg.InfluenceLostWarning)
-            reward = rouge_f1(sampled.sequences(), refs, metric)  # (B,)
-        dtype, device = sampled.attention[0].context.dtype, sampled.tokens.device
-        cost = scg.influenced_by((-reward).to(dtype=dtype, device=device), *sampled.draws)
-        baseline = scg.baselines.SelfCritical((-greedy_reward).to(dtype=dtype, device=device))
-        scg.cost(cost, name=REWARD, baseline=baseline)
+        sampled, reward = sampled_program(net, batch, refs, -greedy_reward, max_len, metric)
     surrogate = graph.surrogate_loss()
     terms = {"reward": float(reward.mean()), "greedy_reward": float(greedy_reward.mean()),
              "sample_len": float(sampled.lengths.float().mean())}
