@@ -81,7 +81,8 @@ def test_intra_decoder_attention_matches_a_loop_and_starts_at_zero() -> None:
 def _score(model: torch.nn.Module, b: dict[str, torch.Tensor], example: int, tokens: list[int]) -> float:
     """log p(tokens, </s> | example) by teacher forcing one example alone (corpus ids)."""
     decoder = ModelStepDecoder(model)
-    state = decoder.init_state({"src": b["src"][example : example + 1], "src_mask": b["src_mask"][example : example + 1]})
+    one = slice(example, example + 1)
+    state = decoder.init_state({"src": b["src"][one], "src_mask": b["src_mask"][one]})
     prev, total = 2, 0.0
     for word in [*tokens, 3]:
         log_probs, state, _ = decoder.step(state, torch.tensor([prev]))

@@ -1,20 +1,22 @@
 """Self-critical RL on scg: the surrogate's gradient is unbiased (against exact enumeration with
-``scg.testing``) for the Paulus family and for C2F + self-critical (chunk and word nodes), and
-the test catches the biased estimator of a program that forgets to declare the reward's
-draws (a "greedy" baseline computed from the sampled summary itself). Also: the reward and the objectives' reported terms."""
+``scg.testing``) for the Paulus family and for C2F + self-critical (chunk and word nodes), and the
+test catches the biased estimator of a program whose baseline depends on the sampled draws (a
+"greedy" baseline computed from the sampled summary itself). Also: the reward on ids and the
+objective's reported terms."""
 
 from __future__ import annotations
 
 import warnings
 
 import pytest
-import scg
-import scg.testing
 import torch
 from scg_summarize.models.config import ModelConfig
 from scg_summarize.models.registry import build_model
 from scg_summarize.train.reward import lcs_length, reference_ids, rouge_f1, rouge_l_f1, rouge_n_f1
 from scg_summarize.train.self_critical import greedy_rewards, sampled_program, self_critical_objective
+
+import scg
+import scg.testing
 
 V = 6  # <pad> <unk> <s> </s> and two words: 6 outcomes per draw
 
@@ -36,7 +38,7 @@ def tiny_model(family: str) -> torch.nn.Module:
     return build_model(config).double()
 
 
-def _program(model: torch.nn.Module, batch: dict[str, torch.Tensor]):  # noqa: ANN202
+def _program(model: torch.nn.Module, batch: dict[str, torch.Tensor]):
     refs = reference_ids(batch["tgt"], batch["tgt_mask"])
     greedy_cost = -greedy_rewards(model, batch, refs, max_len=2)
 
@@ -46,7 +48,7 @@ def _program(model: torch.nn.Module, batch: dict[str, torch.Tensor]):  # noqa: A
     return program
 
 
-def _biased_program(model: torch.nn.Module, batch: dict[str, torch.Tensor]):  # noqa: ANN202
+def _biased_program(model: torch.nn.Module, batch: dict[str, torch.Tensor]):
     """The bug of scoring the "greedy" baseline on the sampled summary: b = −0.5 r(yˢ) depends on
     the draws (computed in Python, so scg cannot see it), E[∇] is half the true gradient."""
     refs = reference_ids(batch["tgt"], batch["tgt_mask"])

@@ -46,7 +46,7 @@ def test_paulus_ml_then_mixed_rl_from_its_checkpoint(synthetic_corpus: Path, tmp
     assert best["valid"]["rougeL"] == max(v["rougeL"] for v in valid)  # selected by ROUGE-L, not perplexity
     assert all("ml_loss" in x for x in _lines(tmp_path / "ml", "train"))
 
-    rl = _fit("tiny-PAULUS-ML+RL", synthetic_corpus, tmp_path / "rl", "train.select_examples=20",
+    _fit("tiny-PAULUS-ML+RL", synthetic_corpus, tmp_path / "rl", "train.select_examples=20",
               "train.rollout_len=8", f"train.init_from={tmp_path / 'ml' / 'best.pt'}")
     train = _lines(tmp_path / "rl", "train")
     assert train and all({"ml_loss", "rl_loss", "reward", "greedy_reward"} <= set(x) for x in train)
