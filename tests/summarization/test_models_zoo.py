@@ -171,6 +171,11 @@ def test_tied_output_weights_are_tied() -> None:
     assert not torch.allclose(gen.output_layer()[0][7], weight[7])
     gen.logits(torch.randn(2, weight.shape[1])).sum().backward()
     assert emb.grad is not None and emb.grad[:VT].abs().sum() > 0 and emb.grad[VT:].abs().sum() == 0
+    with torch.no_grad():  # decoding's cached W_out follows parameter updates
+        before = gen.output_layer()[0].clone()
+        emb[5] -= 1.0
+        assert not torch.equal(gen.output_layer()[0][5], before[5])
+        assert torch.equal(gen.output_layer()[0], torch.tanh(emb[:VT] @ gen.w_proj))
     untied = build_model(FAMILY_CONFIGS["paulus-untied"])
     assert any(n == "generator.proj.weight" for n, _ in untied.named_parameters())
 
@@ -209,3 +214,31 @@ def test_copy_puts_the_mass_on_the_oov_source_word_not_unk() -> None:
     tgt = torch.tensor([[2, 33, 3]])
     out = model(src, src != 0, tgt, torch.ones_like(tgt, dtype=torch.bool), mode="greedy")
     assert float(out.step_nll[0][0].detach()) < 1e-3
+
+
+# ----------------------------------------------------------------------------- the documented example
+def test_the_documented_family_example_trains_and_decodes() -> None:
+    """docs/summarizer.md "Adding a model family": its code registers a family that the
+    configuration, teacher forcing, rollouts and beam search accept."""
+    import scg
+    from scg_summarize.decoding.beam import beam_search
+    from scg_summarize.decoding.options import DecodeOptions
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "summarizer.md").read_text(encoding="utf-8")
+    section = doc[doc.index("## Adding a model family"):]
+    code = section[section.index("```python") + len("```python"):]
+    code = code[: code.index("```")]
+    assert len(code.strip().splitlines()) <= 32
+    if "plain" not in FAMILIES:
+        exec(compile(code, "docs/summarizer.md", "exec"), {})
+    torch.manual_seed(0)
+    model = build_model(ModelConfig(vocab_size=V, family="plain", emb_dim=8, hidden=8))
+    b = batch()
+    out = model(b["src"], b["src_mask"], b["tgt"], b["tgt_mask"])
+    out.total_nll().backward()
+    assert torch.isfinite(out.total_nll()) and model.cell.weight_ih.grad is not None
+    with scg.Graph() as g:
+        model(b["src"], b["src_mask"], b["tgt"], b["tgt_mask"], task="rollout", max_len=4)
+    assert {n.name for n in g.stochastic_nodes} == {"token"}
+    found = beam_search(ModelStepDecoder(model), b, DecodeOptions(beam_size=2, max_len=5))
+    assert len(found) == 3 and all(len(h) == 1 for h in found)

@@ -91,7 +91,7 @@ class ModelStepDecoder:
 
     def __init__(self, model: Any, coarse_topk: int | None = None) -> None:
         self.model = model.eval()
-        attention = model.decoder.attention
+        attention = getattr(getattr(model, "decoder", None), "attention", None)
         if coarse_topk is not None and hasattr(attention, "test_k"):
             attention.test_k = coarse_topk
         self.want_words = False
@@ -133,11 +133,13 @@ class ModelStepDecoder:
         example = torch.arange(batch["src"].shape[0], device=batch["src"].device)
         return ModelState(dec, example, memory, memory, 0)
 
-    def _word_attn(self, memory: Any, h: torch.Tensor, att: Any) -> torch.Tensor:
+    def _word_attn(self, memory: Any, h: torch.Tensor, att: Any) -> torch.Tensor | None:
         given = getattr(att, "word_probs", None)
         if isinstance(given, torch.Tensor):
             return given
-        attention = self.model.decoder.attention
+        attention = getattr(getattr(self.model, "decoder", None), "attention", None)
+        if attention is None or not hasattr(attention, "w_word"):  # no word attention to show
+            return None
         scores = torch.einsum("rmnh,rh->rmn", memory.words, attention.w_word(h))
         mask = memory.word_mask
         if getattr(attention, "w_chunk", None) is None:  # flat: one softmax over all words
@@ -158,7 +160,9 @@ class ModelStepDecoder:
             extras["chunk_read"] = read.scatter(1, att.selected, True) & real
         if self.want_words:
             memory = state.memory.gathered() if isinstance(state.memory, IndexedMemory) else state.memory
-            extras["word_attn"] = self._word_attn(memory, dec.h[-1], att).float()
+            words = self._word_attn(memory, dec.h[-1], att)
+            if words is not None:
+                extras["word_attn"] = words.float()
         return out, att, replace(state, dec=dec, t=state.t + 1), extras
 
     def _log_probs(self, out: torch.Tensor, att: Any, memory: Any) -> torch.Tensor:
@@ -260,7 +264,7 @@ def load_trained_run(
         size = config.model.vocab_size
         raise RunLoadError(f"{weights}: the model has {size} words, the vocabulary of {data} {len(vocab)}")
     regrid = (int(config.data.regrid[0]), int(config.data.regrid[1])) if config.data.regrid else None
-    attention = model.decoder.attention
+    attention = getattr(getattr(model, "decoder", None), "attention", None)
     info: dict[str, Any] = {"format": "scg-summarize train", "checkpoint": str(weights), "config": config.name}
     decoder = ModelStepDecoder(model, coarse_topk)
     info["coarse_topk"] = int(getattr(attention, "test_k", 1))

@@ -34,6 +34,8 @@ samples, self-critical RL, the mixed objective) is in :mod:`scg_summarize.train.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -144,6 +146,8 @@ class PointerSwitchGenerator(Generator):
         else:
             self.proj = nn.Linear(features, vocab_size)
         self.switch = nn.Linear(features, 1)  # W_u, b_u
+        self._fixed: torch.Tensor | None = None
+        self._eval_cache: tuple[Any, torch.Tensor] | None = None
 
     @property
     def tied(self) -> bool:
@@ -153,7 +157,29 @@ class PointerSwitchGenerator(Generator):
         emb = self.embedding[0]
         if emb is None:
             return self.proj.weight, self.proj.bias
-        return torch.tanh(emb.weight[: self.vocab_size] @ self.w_proj), self.bias  # (V_t, 3H)
+        if self._fixed is not None:  # inside fixed_output(): computed once per forward
+            return self._fixed, self.bias
+        if torch.is_grad_enabled():
+            return torch.tanh(emb.weight[: self.vocab_size] @ self.w_proj), self.bias  # (V_t, 3H)
+        # no gradient (decoding, one call per word): reuse while the parameters are unchanged
+        key = tuple((p.data_ptr(), p._version, p.dtype) for p in (emb.weight, self.w_proj))
+        if self._eval_cache is None or self._eval_cache[0] != key:
+            self._eval_cache = (key, torch.tanh(emb.weight[: self.vocab_size] @ self.w_proj))
+        return self._eval_cache[1], self.bias
+
+    @contextlib.contextmanager
+    def fixed_output(self) -> Iterator[None]:
+        """Compute the tied W_out = tanh(W_emb W_proj) once for all the steps of one forward pass
+        (a (V_t × E) · (E × 3H) product per step would dominate a small model's time); the
+        gradient still flows to W_emb and W_proj through the one product."""
+        if self._fixed is not None or not self.tied:
+            yield
+            return
+        self._fixed = self.output_layer()[0]
+        try:
+            yield
+        finally:
+            self._fixed = None
 
     def forward(self, out: torch.Tensor, att: AttentionOut | None, memory: Memory | None) -> torch.Tensor:
         if att is None or memory is None or att.read_weights is None:
@@ -307,12 +333,17 @@ class PaulusSummarizer(nn.Module):
         """Teacher forcing (``task="teacher"``: NLL per step over the extended vocabulary; in
         training each step after the first is fed, with probability ``feed_sample_prob``, a
         word sampled from the previous step's distribution) or a rollout (``task="rollout"``)."""
-        memory, final = self.encode(src, src_mask)
-        state = self.init_state(memory, final)
-        if task == "rollout":
-            return self._rollout(memory, state, max_len or tgt.shape[1] - 1)
-        if task != "teacher":
+        if task not in ("teacher", "rollout"):
             raise ValueError(f"PaulusSummarizer.forward: task must be 'teacher' or 'rollout', got {task!r}")
+        with self.generator.fixed_output():
+            memory, final = self.encode(src, src_mask)
+            state = self.init_state(memory, final)
+            if task == "rollout":
+                return self._rollout(memory, state, max_len or tgt.shape[1] - 1)
+            return self._teacher(memory, state, src, src_mask, tgt, tgt_mask, mode)
+
+    def _teacher(self, memory: Memory, state: PaulusState, src: torch.Tensor, src_mask: torch.Tensor,
+                 tgt: torch.Tensor, tgt_mask: torch.Tensor, mode: str) -> SummarizerOutput:
         oov = memory.extra["oov"][0] if memory.extra["oov"].shape[0] else memory.extra["oov"].new_zeros(0)
         y_out = extend_targets(tgt[:, 1:], src, src_mask, oov, self.target_vocab)  # (B, T-1)
         out_mask = tgt_mask[:, 1:]
@@ -327,7 +358,9 @@ class PaulusSummarizer(nn.Module):
             prev = tgt[:, t + 1]
             if feed > 0:
                 with torch.no_grad():
-                    sampled = torch.multinomial(logp.detach().float().exp(), 1).squeeze(1)  # (B,)
+                    cdf = logp.detach().float().exp().cumsum(1)  # (B, V')  inverse-CDF sampling
+                    u = torch.rand(prev.shape[0], 1, device=prev.device) * cdf[:, -1:]
+                    sampled = torch.searchsorted(cdf, u).squeeze(1).clamp(max=cdf.shape[1] - 1)  # (B,)
                     coin = torch.rand(prev.shape, device=prev.device) < feed
                 prev = torch.where(coin, sampled, prev)
         return SummarizerOutput(nll, out_mask, atts)

@@ -206,14 +206,13 @@ class Summarizer(nn.Module):
             return self._rollout(memory, state, max_len or tgt.shape[1] - 1, mode)
         if task != "teacher":
             raise ValueError(f"Summarizer.forward: task must be 'teacher' or 'rollout', got {task!r}")
-        y_in = self.tgt_embedding(tgt[:, :-1])  # (B, T-1, E)
         y_out, out_mask = tgt[:, 1:], tgt_mask[:, 1:]  # (B, T-1)
         hard = self.hard and mode == "sample"
         outs: list[torch.Tensor] = []
         nll: list[torch.Tensor] = []
         atts: list[AttentionOut] = []
-        for t in range(y_in.shape[1]):
-            out, state, att = self.decoder.step(state, y_in[:, t], memory, t, mode)
+        for t in range(y_out.shape[1]):
+            out, state, att = self.advance(state, tgt[:, t], memory, t, mode)
             atts.append(att)
             if hard or self.copies:  # the step's cost from this step's output (and attention) alone
                 logp = self.step_log_probs(out, att, memory)  # (B, V)
