@@ -220,9 +220,10 @@ def test_copy_puts_the_mass_on_the_oov_source_word_not_unk() -> None:
 def test_the_documented_family_example_trains_and_decodes() -> None:
     """docs/summarizer.md "Adding a model family": its code registers a family that the
     configuration, teacher forcing, rollouts and beam search accept."""
-    import scg
     from scg_summarize.decoding.beam import beam_search
     from scg_summarize.decoding.options import DecodeOptions
+
+    import scg
 
     doc = (Path(__file__).resolve().parents[2] / "docs" / "summarizer.md").read_text(encoding="utf-8")
     section = doc[doc.index("## Adding a model family"):]
