@@ -29,7 +29,14 @@ from .decoder import Decoder, DecoderState
 from .encoders import ChunkedWordEncoder, EncodedWords, FlatWordEncoder, WordEncoder
 from .paulus import PaulusState, PaulusSummarizer
 from .pretrained import load_word2vec
-from .registry import DECODERS, ENCODERS, FAMILIES, GENERATORS, Registry, build_model  # (registry.ATTENTIONS: by module)
+from .registry import (  # (registry.ATTENTIONS: by module)
+    DECODERS,
+    ENCODERS,
+    FAMILIES,
+    GENERATORS,
+    Registry,
+    build_model,
+)
 from .rollout import Rollout, rollout
 from .rows import repeat_rows, select_rows
 from .summarizer import Summarizer, SummarizerOutput
