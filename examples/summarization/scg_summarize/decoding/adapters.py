@@ -1,10 +1,15 @@
 """The trained models as step decoders, and the loader for the trainer's run directories.
 
-:class:`ModelStepDecoder` wraps a :class:`scg_summarize.models.Summarizer` (STANDARD, MODEL1,
-HIER, C2F and their variants) in the protocol of :mod:`~scg_summarize.decoding.protocol`:
+:class:`ModelStepDecoder` wraps a model of any registered family (``scg_summarize.models.registry``:
+the C2F family's STANDARD, MODEL1, HIER, C2F and their variants, the ``paulus`` family...) in the
+protocol of :mod:`~scg_summarize.decoding.protocol`, through the family interface (``encode``,
+``init_state``, ``advance``, ``step_log_probs``, ``generator.output_layer()``; a family whose
+output space is an extended vocabulary maps it to corpus ids with ``corpus_log_probs``):
 
 * ``init_state`` encodes the batch once; the encoder memory stays per example and a row ->
-  example index follows the beams. C2F reads the memory through that index
+  example index follows the beams; ``reorder`` reorders the decoder state and the memory
+  field by field (``models.rows``), so a family's own state fields (Paulus's intra-temporal
+  sums and past decoder states) and memory extras follow the beams unseen. C2F reads the memory through that index
   (:class:`IndexedMemory`, the kernels' ``rows=``), so no hypothesis copies the encoder states;
   other attentions (and copying generators) get the memory re-gathered when the rows change;
 * ``step_topk`` (the protocol's optional top-k step): for a plain softmax generator the output
@@ -31,7 +36,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch import nn
 
 from ..kernels import choose, logsoftmax_topk
 from ..models.attention import Memory, per_query_row
@@ -88,7 +92,7 @@ class ModelStepDecoder:
 
     def __init__(self, model: Any, coarse_topk: int | None = None) -> None:
         self.model = model.eval()
-        attention = model.decoder.attention
+        attention = getattr(getattr(model, "decoder", None), "attention", None)
         if coarse_topk is not None and hasattr(attention, "test_k"):
             attention.test_k = coarse_topk
         self.want_words = False
@@ -98,16 +102,16 @@ class ModelStepDecoder:
 
     @property
     def vocab_size(self) -> int:
-        """V, the number of output words."""
+        """V, the number of output words (corpus ids)."""
         return int(self.model.config.vocab_size)
 
-    def _projection(self) -> nn.Linear | None:
-        """The output layer W_out when p(y_t) = softmax(W_out c_t + b_out) (no copying), else None."""
+    def _projection(self) -> tuple[torch.Tensor, torch.Tensor | None] | None:
+        """The output layer (W_out, b_out) when p(y_t) = softmax(W_out c_t + b_out) (no copying), else None."""
         generator = getattr(self.model, "generator", None)
-        if getattr(generator, "copies", True):  # no generator, or one that copies
+        if getattr(generator, "copies", True) or not hasattr(generator, "output_layer"):
             return None
-        proj = getattr(generator, "proj", None)
-        return proj if isinstance(proj, nn.Linear) else None
+        layer: tuple[torch.Tensor, torch.Tensor | None] = generator.output_layer()
+        return layer
 
     @property
     def fused_topk(self) -> bool:
@@ -116,7 +120,7 @@ class ModelStepDecoder:
         proj = self._projection()
         if proj is None:
             return False
-        return choose(proj.weight.device) == "triton"
+        return choose(proj[0].device) == "triton"
 
     def request_extras(self, names: Iterable[str]) -> None:
         """Optional protocol hook: compute ``word_attn`` only when someone records it."""
@@ -130,11 +134,13 @@ class ModelStepDecoder:
         example = torch.arange(batch["src"].shape[0], device=batch["src"].device)
         return ModelState(dec, example, memory, memory, 0)
 
-    def _word_attn(self, memory: Any, h: torch.Tensor, att: Any) -> torch.Tensor:
+    def _word_attn(self, memory: Any, h: torch.Tensor, att: Any) -> torch.Tensor | None:
         given = getattr(att, "word_probs", None)
         if isinstance(given, torch.Tensor):
             return given
-        attention = self.model.decoder.attention
+        attention = getattr(getattr(self.model, "decoder", None), "attention", None)
+        if attention is None or not hasattr(attention, "w_word"):  # no word attention to show
+            return None
         scores = torch.einsum("rmnh,rh->rmn", memory.words, attention.w_word(h))
         mask = memory.word_mask
         if getattr(attention, "w_chunk", None) is None:  # flat: one softmax over all words
@@ -147,8 +153,7 @@ class ModelStepDecoder:
     def _advance(self, state: ModelState, prev_tokens: torch.Tensor
                  ) -> tuple[torch.Tensor, Any, ModelState, dict[str, torch.Tensor]]:
         """One decoder step: c_t ``(R, H)``, the attention, the new state and the extras."""
-        model = self.model
-        out, dec, att = model.decoder.step(state.dec, model.tgt_embedding(prev_tokens), state.memory, state.t, "greedy")
+        out, dec, att = self.model.advance(state.dec, prev_tokens, state.memory, state.t, "greedy")
         extras: dict[str, torch.Tensor] = {"coarse_attn": att.chunk_probs.float()}
         if att.selected is not None:
             read = torch.zeros_like(att.chunk_probs, dtype=torch.bool)
@@ -156,14 +161,23 @@ class ModelStepDecoder:
             extras["chunk_read"] = read.scatter(1, att.selected, True) & real
         if self.want_words:
             memory = state.memory.gathered() if isinstance(state.memory, IndexedMemory) else state.memory
-            extras["word_attn"] = self._word_attn(memory, dec.h[-1], att).float()
+            words = self._word_attn(memory, dec.h[-1], att)
+            if words is not None:
+                extras["word_attn"] = words.float()
         return out, att, replace(state, dec=dec, t=state.t + 1), extras
+
+    def _log_probs(self, out: torch.Tensor, att: Any, memory: Any) -> torch.Tensor:
+        """log p ``(R, V)`` over corpus ids (a family with an extended output space maps it)."""
+        log_probs: torch.Tensor = self.model.step_log_probs(out, att, memory)
+        to_corpus = getattr(self.model, "corpus_log_probs", None)
+        if to_corpus is not None:
+            log_probs = to_corpus(log_probs, memory)
+        return log_probs.float()
 
     @torch.no_grad()
     def step(self, state: ModelState, prev_tokens: torch.Tensor) -> tuple[torch.Tensor, ModelState, dict[str, Any]]:
         out, att, new_state, extras = self._advance(state, prev_tokens)
-        log_probs = self.model.step_log_probs(out, att, state.memory).float()
-        return log_probs, new_state, extras
+        return self._log_probs(out, att, state.memory), new_state, extras
 
     @torch.no_grad()
     def step_topk(self, state: ModelState, prev_tokens: torch.Tensor, k: int
@@ -178,8 +192,9 @@ class ModelStepDecoder:
         out, att, new_state, extras = self._advance(state, prev_tokens)
         proj = self._projection()
         if proj is None:
-            return topk_of(self.model.step_log_probs(out, att, state.memory).float(), k), new_state, extras
-        values, indices = logsoftmax_topk(out, proj.weight, proj.bias, min(k, proj.out_features))  # (R, k'), (R, k')
+            return topk_of(self._log_probs(out, att, state.memory), k), new_state, extras
+        weight, bias = proj
+        values, indices = logsoftmax_topk(out, weight, bias, min(k, weight.shape[0]))  # (R, k'), (R, k')
         return TopK(values.float(), indices), new_state, extras
 
     def reorder(self, state: ModelState, indices: torch.Tensor) -> ModelState:
@@ -250,7 +265,7 @@ def load_trained_run(
     grid = (stored.get("data") or {}).get("regrid") or []
     regrid = (int(grid[0]), int(grid[1])) if grid else None
     name = str(stored.get("name", "MODEL"))
-    attention = model.decoder.attention
+    attention = getattr(getattr(model, "decoder", None), "attention", None)
     info: dict[str, Any] = {"format": "scg-summarize train", "checkpoint": str(weights), "config": name}
     decoder = ModelStepDecoder(model, coarse_topk)
     info["coarse_topk"] = int(getattr(attention, "test_k", 1))

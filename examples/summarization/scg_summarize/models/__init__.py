@@ -6,7 +6,13 @@
 ``chunk_encoders``  chunk vectors for the coarse attention: CONV, BOW, +POS
 ``attention``       flat / HIER / C2F attention; the per-step functions (``c2f_step``)
 ``decoder``         the 2-layer input-feeding LSTM decoder
-``summarizer``      :class:`Summarizer`: the parts composed, teacher-forced NLL per step
+``summarizer``      :class:`Summarizer`: the parts composed, teacher-forced NLL per step (the
+                    ``c2f`` family)
+``registry``        the registries of families and parts, :func:`build_model`
+``rows``            row-wise reordering of any state or memory (beam search)
+``rollout``         free-running decoding with scg word nodes (sequence-level training)
+``extended_vocab``  separate target vocabulary, copying out-of-vocabulary words
+``paulus``          Paulus, Xiong & Socher (2018): the ``paulus`` family
 ``pretrained``      word2vec text-format embeddings
 ``loading``         :func:`load_model`: a trained model from its checkpoint file
 =================== ==========================================================================
@@ -23,12 +29,27 @@ from .config import ATTENTIONS, CHUNK_ENCODERS, ModelConfig
 from .decoder import Decoder, DecoderState
 from .encoders import ChunkedWordEncoder, EncodedWords, FlatWordEncoder, WordEncoder
 from .loading import load_model, read_checkpoint
+from .paulus import PaulusState, PaulusSummarizer
 from .pretrained import load_word2vec
+from .registry import (  # (registry.ATTENTIONS: by module)
+    DECODERS,
+    ENCODERS,
+    FAMILIES,
+    GENERATORS,
+    Registry,
+    build_model,
+)
+from .rollout import Rollout, rollout
+from .rows import repeat_rows, select_rows
 from .summarizer import Summarizer, SummarizerOutput
 
 __all__ = [
     "ATTENTIONS",
     "CHUNK_ENCODERS",
+    "DECODERS",
+    "ENCODERS",
+    "FAMILIES",
+    "GENERATORS",
     "AttentionOut",
     "BowChunkEncoder",
     "C2FAttention",
@@ -43,11 +64,16 @@ __all__ = [
     "HierAttention",
     "Memory",
     "ModelConfig",
+    "PaulusState",
+    "PaulusSummarizer",
+    "Registry",
+    "Rollout",
     "SourceAttention",
     "Summarizer",
     "SummarizerOutput",
     "WithPosition",
     "WordEncoder",
+    "build_model",
     "c2f_read",
     "c2f_step",
     "flat_step",
@@ -55,4 +81,7 @@ __all__ = [
     "load_model",
     "load_word2vec",
     "read_checkpoint",
+    "repeat_rows",
+    "rollout",
+    "select_rows",
 ]

@@ -26,11 +26,13 @@ per-step computations are plain functions (:func:`flat_step`, :func:`hier_step`,
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch import nn
+
+from .rows import repeat_rows, select_rows
 
 __all__ = [
     "MODES",
@@ -53,7 +55,7 @@ MODES: tuple[str, ...] = ("sample", "greedy", "soft")
 
 @dataclass
 class Memory:
-    """The encoded source the decoder attends to.
+    """The encoded source the decoder attends to (one row per example, or per hypothesis).
 
     Attributes:
         words: ``(B, M, N, H)`` word states, zero at padding.
@@ -62,6 +64,11 @@ class Memory:
         chunk_mask: ``(B, M)`` True at chunks with at least one real word.
         chunk_sizes: ``(B, M)`` real words per chunk (float; for the "words read" statistic).
         ids: ``(B, M, N)`` the source word ids (for generators that copy), else None.
+        extra: any other per-document tensors a model family keeps (first dimension B), e.g. the
+            extended-vocabulary ids of :mod:`.extended_vocab`; reordered with the rows like the
+            rest (:mod:`.rows`), so search never drops them.
+
+    Subclasses may add fields too; :meth:`index_select` and :meth:`repeat` keep them.
     """
 
     words: torch.Tensor
@@ -70,30 +77,22 @@ class Memory:
     chunk_mask: torch.Tensor
     chunk_sizes: torch.Tensor
     ids: torch.Tensor | None = None
+    extra: dict[str, torch.Tensor] = field(default_factory=dict)
 
     @classmethod
     def build(cls, words: torch.Tensor, word_mask: torch.Tensor, chunks: torch.Tensor | None,
-              ids: torch.Tensor | None = None) -> Memory:
-        """A memory from word states, their mask, (optional) chunk vectors and source ids."""
-        return cls(words, word_mask, chunks, word_mask.any(-1), word_mask.sum(-1).to(words.dtype), ids)
+              ids: torch.Tensor | None = None, extra: dict[str, torch.Tensor] | None = None) -> Memory:
+        """A memory from word states, their mask, (optional) chunk vectors, source ids, extras."""
+        return cls(words, word_mask, chunks, word_mask.any(-1), word_mask.sum(-1).to(words.dtype), ids,
+                   dict(extra or {}))
 
     def index_select(self, index: torch.Tensor) -> Memory:
         """Rows ``index`` of every tensor (beam search: one row per hypothesis)."""
-        def pick(x: torch.Tensor | None) -> torch.Tensor | None:
-            return None if x is None else x.index_select(0, index)
-
-        chunks, ids = pick(self.chunks), pick(self.ids)
-        return Memory(self.words.index_select(0, index), self.word_mask.index_select(0, index), chunks,
-                      self.chunk_mask.index_select(0, index), self.chunk_sizes.index_select(0, index), ids)
+        return select_rows(self, index)
 
     def repeat(self, times: int) -> Memory:
         """Each example repeated ``times`` times consecutively (for beam search)."""
-        def rep(x: torch.Tensor) -> torch.Tensor:
-            return x.repeat_interleave(times, dim=0)
-
-        chunks = None if self.chunks is None else rep(self.chunks)
-        ids = None if self.ids is None else rep(self.ids)
-        return Memory(rep(self.words), rep(self.word_mask), chunks, rep(self.chunk_mask), rep(self.chunk_sizes), ids)
+        return repeat_rows(self, times)
 
 
 @dataclass
@@ -111,6 +110,8 @@ class AttentionOut:
         read_weights: ``(B, K, N)`` the weight α_ij the context gave each word it read: of the
             chunks ``selected`` (K = k) or, when ``selected`` is None, of all M chunks. Copying
             generators use it as the copy distribution; its rows sum to 1 over real words.
+        word_probs: ``(B, M, N)`` the word attention to show (``word_attn`` extra), when the
+            attention computes it anyway (else the decoding adapter recomputes it).
     """
 
     context: torch.Tensor
@@ -119,6 +120,7 @@ class AttentionOut:
     words_read: torch.Tensor
     selected: torch.Tensor | None = None
     read_weights: torch.Tensor | None = None
+    word_probs: torch.Tensor | None = None
 
 
 def per_query_row(x: torch.Tensor, rows: torch.Tensor | None) -> torch.Tensor:

@@ -61,6 +61,18 @@ class ModelConfig:
         copy: a pointer-generator output (:class:`~.generator.CopyGenerator`: a gate mixes the
             vocabulary softmax with copying the attended source words; See et al. 2017). Not
             in the paper; off by default.
+        family: the model family (:mod:`.registry`): ``c2f`` (Ling & Rush 2017, this class's
+            other options; the default, so older checkpoints load unchanged) or ``paulus``
+            (Paulus et al. 2018, :mod:`.paulus`).
+        tgt_vocab_size: V_t, the output vocabulary (the V_t most frequent corpus words; 0: all
+            V; a value ≥ V means V). Smaller than V, a copying family copies the rest through the extended
+            vocabulary (:mod:`.extended_vocab`). ``paulus`` only.
+        intra_temporal: ``paulus``: intra-temporal encoder attention (else plain bilinear).
+        intra_decoder: ``paulus``: intra-decoder attention over the past decoder states.
+        tie_output: ``paulus``: W_out = tanh(W_emb W_proj) (else a free W_out).
+        feed_sample_prob: ``paulus``: in training, the probability that a teacher-forced step is
+            fed the word sampled from the previous step's distribution instead of the reference
+            word (0.25 in the paper).
     """
 
     vocab_size: int = 0
@@ -86,6 +98,12 @@ class ModelConfig:
     share_embeddings: bool = False
     decoder_init: str = "encoder"
     copy: bool = False
+    family: str = "c2f"
+    tgt_vocab_size: int = 0
+    intra_temporal: bool = True
+    intra_decoder: bool = True
+    tie_output: bool = True
+    feed_sample_prob: float = 0.0
 
     def __post_init__(self) -> None:
         self.validate()
@@ -109,6 +127,27 @@ class ModelConfig:
             raise ValueError(f"model.dropout must be in [0, 1), got {self.dropout!r}")
         if self.multi > 1 and self.attention != "c2f":
             raise ValueError("model.multi > 1 (+MULTI) needs model.attention = 'c2f'")
+        from .registry import FAMILIES  # lazy: the registry's built-in families import this module
+
+        if self.family not in FAMILIES:
+            raise ValueError(f"model.family must be one of {tuple(FAMILIES.names())}, got {self.family!r}")
+        if not isinstance(self.tgt_vocab_size, int) or isinstance(self.tgt_vocab_size, bool) \
+                or self.tgt_vocab_size < 0 or 0 < self.tgt_vocab_size < 5:
+            raise ValueError(f"model.tgt_vocab_size must be 0 (the whole vocabulary) or >= 5, got "
+                             f"{self.tgt_vocab_size!r}")
+        if self.tgt_vocab_size and self.family == "c2f":
+            raise ValueError("model.tgt_vocab_size (a separate target vocabulary) is supported by the "
+                             "'paulus' family only")
+        if not 0.0 <= self.feed_sample_prob <= 1.0:
+            raise ValueError(f"model.feed_sample_prob must be in [0, 1], got {self.feed_sample_prob!r}")
+        for name in ("intra_temporal", "intra_decoder", "tie_output"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"model.{name} must be true or false, got {getattr(self, name)!r}")
+
+    @property
+    def target_vocab(self) -> int:
+        """V_t: the generator's output size (``tgt_vocab_size``, or V when 0 or larger than V)."""
+        return min(self.tgt_vocab_size, self.vocab_size) if self.tgt_vocab_size else self.vocab_size
 
     @property
     def hierarchical(self) -> bool:

@@ -13,27 +13,34 @@ every step, and its draw must precede the step's cost so that scg sees which cos
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import torch
 from torch import nn
 
 from .attention import AttentionOut, Memory, SourceAttention
+from .rows import select_rows
 
 __all__ = ["Decoder", "DecoderState"]
 
 
 @dataclass
 class DecoderState:
-    """The recurrent state: per-layer ``h``/``c`` ``(B, H)`` and the fed context c_{t-1} ``(B, H)``."""
+    """The recurrent state: per-layer ``h``/``c`` ``(B, H)`` and the fed context c_{t-1} ``(B, H)``.
+
+    Families extend it by subclassing (a new dataclass field) or through ``extra`` (any
+    per-row tensors, e.g. a stateful attention's running sums); :meth:`select` reorders every
+    field it finds (:func:`~.rows.select_rows`), so beam search needs no knowledge of them.
+    """
 
     h: list[torch.Tensor]
     c: list[torch.Tensor]
     feed: torch.Tensor
+    extra: dict[str, torch.Tensor] = field(default_factory=dict)
 
     def select(self, index: torch.Tensor) -> DecoderState:
-        """Rows ``index`` of every tensor (beam search reordering)."""
-        return DecoderState([x[index] for x in self.h], [x[index] for x in self.c], self.feed[index])
+        """Rows ``index`` of every tensor (beam search reordering), of the same class."""
+        return select_rows(self, index)
 
 
 class Decoder(nn.Module):
@@ -84,4 +91,4 @@ class Decoder(nn.Module):
         att = self.attention(memory, x, t, mode)  # query: the top layer h_t
         out = torch.tanh(self.combine(torch.cat([att.context, x], dim=1)))  # (B, H)  c_t
         out = self.dropout(out)
-        return out, DecoderState(hs, cs, out), att
+        return out, replace(state, h=hs, c=cs, feed=out), att

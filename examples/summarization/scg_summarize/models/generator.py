@@ -34,13 +34,25 @@ __all__ = ["CopyGenerator", "Generator", "SoftmaxGenerator", "build_generator", 
 class Generator(nn.Module):
     """Interface: ``forward(out (B, H), att, memory) -> log p (B, V)``.
 
-    ``proj`` is the output projection W_out (a ``nn.Linear(H, V)``); ``copies`` says whether
-    the distribution depends on the attention (then the output projection cannot be fused with
-    the top-k of beam search, and every step needs its :class:`AttentionOut`).
+    ``logits(out)`` is the vocabulary half's W_out c_t + b_out ``(..., V)`` and
+    ``output_layer()`` its ``(weight (V, H), bias (V,) or None)``, whatever computes them (an
+    ``nn.Linear`` here, tied weights ``tanh(W_emb W_proj)`` in :mod:`.paulus`): callers never
+    reach into a module. ``copies`` says whether the distribution depends on the attention
+    (then the output projection cannot be fused with the top-k of beam search, and every step
+    needs its :class:`AttentionOut`).
     """
 
     proj: nn.Linear
     copies: bool = False
+
+    def output_layer(self) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """W_out ``(V, H)`` and b_out ``(V,)`` (None: no bias)."""
+        return self.proj.weight, self.proj.bias
+
+    def logits(self, out: torch.Tensor) -> torch.Tensor:
+        """W_out c_t + b_out ``(..., V)`` from decoder outputs ``(..., H)``."""
+        weight, bias = self.output_layer()
+        return F.linear(out, weight, bias)
 
     def forward(self, out: torch.Tensor, att: AttentionOut | None, memory: Memory | None) -> torch.Tensor:
         raise NotImplementedError  # pragma: no cover
@@ -55,7 +67,7 @@ class SoftmaxGenerator(Generator):
 
     def forward(self, out: torch.Tensor, att: AttentionOut | None = None, memory: Memory | None = None
                 ) -> torch.Tensor:
-        return F.log_softmax(self.proj(out), dim=-1)  # (..., V)
+        return F.log_softmax(self.logits(out), dim=-1)  # (..., V)
 
 
 def copy_distribution(att: AttentionOut, memory: Memory, vocab_size: int) -> torch.Tensor:
@@ -104,9 +116,10 @@ class CopyGenerator(Generator):
     def forward(self, out: torch.Tensor, att: AttentionOut | None, memory: Memory | None) -> torch.Tensor:
         if att is None or memory is None:
             raise ValueError("CopyGenerator needs the step's attention and the memory")
-        V = self.proj.out_features
+        logits = self.logits(out)  # (B, V)
+        V = logits.shape[-1]
         z = self.gate_logit(out, att)  # (B, 1)
-        gen = F.logsigmoid(z) + F.log_softmax(self.proj(out), dim=-1)  # (B, V)  log g + log p_vocab
+        gen = F.logsigmoid(z) + F.log_softmax(logits, dim=-1)  # (B, V)  log g + log p_vocab
         copy = copy_distribution(att, memory, V)  # (B, V)
         tiny = torch.finfo(copy.dtype).tiny  # log 0 -> a finite floor, so that no gradient is NaN
         cop = F.logsigmoid(-z) + torch.log(copy.clamp_min(tiny))  # (B, V)  log(1 - g) + log p_copy

@@ -3,14 +3,16 @@
 :class:`Summarizer` composes the swappable parts of :mod:`.encoders`, :mod:`.chunk_encoders`,
 :mod:`.attention` and :mod:`.decoder` according to a :class:`~.config.ModelConfig`. Its
 :meth:`~Summarizer.forward` runs teacher forcing over a batch and returns the negative
-log-likelihood of every target step separately,
+log-likelihood of every target step separately (``task="teacher"``),
 
     nll_t = −log p(y_{t+1} | y_≤t, x)     (B,) for t = 0 .. T−2,
 
 because the C2F objective makes each of them a cost node at step t (it is both the NLL trained
 by backpropagation and −r_t, the reward of the chunks drawn at steps ≤ t; see
-:mod:`scg_summarize.train.objective`). Adding a model (ABS, pointer-generator, intra-attention)
-means a new attention or decoder module, not a new training loop.
+:mod:`scg_summarize.train.objective`); with ``task="rollout"`` it generates its own summary
+as scg word nodes (:mod:`.rollout`, self-critical training). It is the ``c2f`` family of
+:mod:`.registry`, built from the registered encoders, attentions, decoder and generators; other
+families (:mod:`.paulus`) implement the same interface.
 """
 
 from __future__ import annotations
@@ -22,12 +24,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import AttentionOut, Memory, build_attention
+from .attention import AttentionOut, FlatAttention, HierAttention, Memory
 from .chunk_encoders import ChunkEncoder, build_chunk_encoder
 from .config import ModelConfig
 from .decoder import Decoder, DecoderState
-from .encoders import build_word_encoder
-from .generator import Generator, build_generator
+from .encoders import ChunkedWordEncoder, FlatWordEncoder
+from .generator import CopyGenerator, Generator, SoftmaxGenerator
+from .registry import ATTENTIONS, DECODERS, ENCODERS, FAMILIES, GENERATORS
+from .rollout import Rollout, rollout
 
 __all__ = ["Summarizer", "SummarizerOutput"]
 
@@ -64,6 +68,23 @@ def _rename_old_generator_keys(state: dict[str, Any], prefix: str, *args: Any) -
             state[new] = state.pop(old)
 
 
+def _c2f_attention(**kwargs: Any) -> nn.Module:
+    from .c2f import C2FAttention
+
+    return C2FAttention(kwargs["dec_hidden"], kwargs["enc_hidden"], kwargs["chunk_dim"], kwargs["k"], kwargs["test_k"])
+
+
+ENCODERS.register("flat_lstm", FlatWordEncoder)
+ENCODERS.register("chunked_lstm", ChunkedWordEncoder)
+ATTENTIONS.register("standard", lambda **kw: FlatAttention(kw["dec_hidden"], kw["enc_hidden"]))
+ATTENTIONS.register("model1", lambda **kw: FlatAttention(kw["dec_hidden"], kw["enc_hidden"]))
+ATTENTIONS.register("hier", lambda **kw: HierAttention(kw["dec_hidden"], kw["enc_hidden"], kw["chunk_dim"]))
+ATTENTIONS.register("c2f", _c2f_attention)
+GENERATORS.register("softmax", SoftmaxGenerator)
+GENERATORS.register("copy", CopyGenerator)
+DECODERS.register("input_feed_lstm", Decoder)
+
+
 class Summarizer(nn.Module):
     """Models 0-3 of Ling & Rush (2017) with every Table 1 option (see :class:`ModelConfig`)."""
 
@@ -75,8 +96,8 @@ class Summarizer(nn.Module):
         V, E, H = config.vocab_size, config.emb_dim, config.hidden
         self.src_embedding = nn.Embedding(V, E, padding_idx=0)
         self.tgt_embedding = self.src_embedding if config.share_embeddings else nn.Embedding(V, E, padding_idx=0)
-        self.word_encoder = build_word_encoder(config.chunked, E, H, config.enc_layers, config.dropout,
-                                               config.bidirectional)
+        self.word_encoder = ENCODERS.get("chunked_lstm" if config.chunked else "flat_lstm")(
+            E, H, config.enc_layers, config.dropout, config.bidirectional)
         self.chunk_encoder: ChunkEncoder | None = None
         chunk_dim = 0
         if config.hierarchical:
@@ -85,10 +106,11 @@ class Summarizer(nn.Module):
                 width=config.conv_width, bow_dim=config.bow_dim, pos=config.pos, num_chunks=config.num_chunks,
                 pos_dim=config.pos_dim)
             chunk_dim = self.chunk_encoder.out_dim
-        attention = build_attention(config.attention, dec_hidden=H, enc_hidden=H, chunk_dim=chunk_dim,
-                                    k=config.multi, test_k=config.test_k)
-        self.decoder = Decoder(E, H, config.dec_layers, config.dropout, attention, config.input_feed)
-        self.generator: Generator = build_generator(config.copy, H, V)
+        attention = ATTENTIONS.get(config.attention)(dec_hidden=H, enc_hidden=H, chunk_dim=chunk_dim,
+                                                     k=config.multi, test_k=config.test_k)
+        self.decoder: Decoder = DECODERS.get("input_feed_lstm")(E, H, config.dec_layers, config.dropout, attention,
+                                                                config.input_feed)
+        self.generator: Generator = GENERATORS.get("copy" if config.copy else "softmax")(H, V)
         self.reset_parameters()
         self._register_load_state_dict_pre_hook(_rename_old_generator_keys)  # type: ignore[no-untyped-call]
 
@@ -141,34 +163,56 @@ class Summarizer(nn.Module):
     def log_probs(self, out: torch.Tensor) -> torch.Tensor:
         """log softmax(W_out c_t + b_out) ``(..., V)`` from decoder outputs ``(..., H)`` (the
         vocabulary half only; :meth:`step_log_probs` is a step's full distribution)."""
-        return F.log_softmax(self.generator.proj(out), dim=-1)
+        return F.log_softmax(self.generator.logits(out), dim=-1)
 
     def step_log_probs(self, out: torch.Tensor, att: AttentionOut, memory: Memory) -> torch.Tensor:
         """log p(y_t | ·) ``(B, V)`` of one decoder step (copying generators use ``att``/``memory``)."""
         logp: torch.Tensor = self.generator(out, att, memory)  # (B, V)
         return logp
 
+    # ------------------------------------------------------------------ the family interface
+    def advance(self, state: DecoderState, prev_tokens: torch.Tensor, memory: Memory, t: int, mode: str
+                ) -> tuple[torch.Tensor, DecoderState, AttentionOut]:
+        """One decoder step from the previous words ``(B,)``: c_t ``(B, H)``, the state, the attention."""
+        return self.decoder.step(state, self.tgt_embedding(prev_tokens), memory, t, mode)
+
+    def step(self, state: DecoderState, prev_tokens: torch.Tensor, memory: Memory, t: int, mode: str
+             ) -> tuple[torch.Tensor, DecoderState, AttentionOut]:
+        """:meth:`advance` then :meth:`step_log_probs`: log p(y_t | ·) ``(B, V)``, the state, the attention."""
+        out, state, att = self.advance(state, prev_tokens, memory, t, mode)
+        return self.step_log_probs(out, att, memory), state, att
+
+    def corpus_ids(self, tokens: torch.Tensor, memory: Memory) -> torch.Tensor:
+        """Output ids -> corpus ids (the same here: the output vocabulary is the corpus's)."""
+        return tokens
+
     # ------------------------------------------------------------------ teacher forcing
     def forward(self, src: torch.Tensor, src_mask: torch.Tensor, tgt: torch.Tensor, tgt_mask: torch.Tensor,
-                mode: str = "sample") -> SummarizerOutput:
-        """Teacher-forced NLL per step.
+                mode: str = "sample", task: str = "teacher", max_len: int = 0) -> Any:
+        """Teacher-forced NLL per step (``task="teacher"``), or a free-running summary.
 
         Args:
             src, src_mask: ``(B, M, N)``.
             tgt, tgt_mask: ``(B, T)`` with ``<s>`` first.
             mode: C2F's chunk choice: ``sample`` (scg nodes, training), ``greedy`` (argmax /
                 top-k) or ``soft`` (HIER attention); soft models ignore it.
+            task: ``teacher`` (a :class:`SummarizerOutput`) or ``rollout`` (a
+                :class:`~.rollout.Rollout` of at most ``max_len`` words drawn as scg nodes; run
+                it under ``scg.Graph(intervene=scg.estimators.greedy)`` for greedy decoding).
         """
         memory, final = self.encode(src, src_mask)
         state = self.init_state(memory, final)
-        y_in = self.tgt_embedding(tgt[:, :-1])  # (B, T-1, E)
+        if task == "rollout":
+            return self._rollout(memory, state, max_len or tgt.shape[1] - 1, mode)
+        if task != "teacher":
+            raise ValueError(f"Summarizer.forward: task must be 'teacher' or 'rollout', got {task!r}")
         y_out, out_mask = tgt[:, 1:], tgt_mask[:, 1:]  # (B, T-1)
         hard = self.hard and mode == "sample"
         outs: list[torch.Tensor] = []
         nll: list[torch.Tensor] = []
         atts: list[AttentionOut] = []
-        for t in range(y_in.shape[1]):
-            out, state, att = self.decoder.step(state, y_in[:, t], memory, t, mode)
+        for t in range(y_out.shape[1]):
+            out, state, att = self.advance(state, tgt[:, t], memory, t, mode)
             atts.append(att)
             if hard or self.copies:  # the step's cost from this step's output (and attention) alone
                 logp = self.step_log_probs(out, att, memory)  # (B, V)
@@ -176,7 +220,13 @@ class Summarizer(nn.Module):
             else:
                 outs.append(out)
         if outs:  # soft attention, plain softmax: one generator call for all steps
-            logits = self.generator.proj(torch.stack(outs, dim=1))  # (B, T-1, V)
+            logits = self.generator.logits(torch.stack(outs, dim=1))  # (B, T-1, V)
             flat = F.cross_entropy(logits.flatten(0, 1), y_out.flatten(), reduction="none").view_as(y_out)
             nll = list((flat * out_mask.to(flat.dtype)).unbind(1))
         return SummarizerOutput(nll, out_mask, atts)
+
+    def _rollout(self, memory: Memory, state: DecoderState, max_len: int, mode: str) -> Rollout:
+        return rollout(self, memory, state, max_len, mode=mode if self.hard else "soft")
+
+
+FAMILIES.register("c2f", Summarizer)

@@ -47,6 +47,7 @@ VARIANTS: dict[str, str] = {"small-": "_small.toml", "tiny-": "_tiny.toml"}
 #: name suffix -> the options it sets (applied after the variant overlay, before ``--set``)
 SUFFIXES: dict[str, dict[str, dict[str, Any]]] = {"+COPY": {"model": {"copy": True}}}
 OPTIMIZERS: tuple[str, ...] = ("sgd", "adam")
+ROUGE_METRICS: tuple[str, ...] = ("rouge1", "rouge2", "rougeL")
 
 
 @dataclass
@@ -79,6 +80,16 @@ class TrainConfig:
         num_workers: data loader worker processes.
         threads: torch intra-op threads (0: torch's default).
         throttle_s: sleep after every step (only for interruption tests).
+        objective: the registered training objective (:mod:`.objective`): ``auto`` (C2F's
+            surrogate for hard attention, else NLL), ``mle``, ``c2f_reinforce``,
+            ``self_critical`` or ``mixed``.
+        rl_weight: γ of the mixed objective γ L_rl + (1 − γ) L_ml (0.9984, Paulus et al. 2018).
+        rollout_len: words generated per sampled/greedy summary (0: the batch's longest reference).
+        reward: the self-critical reward: ``rougeL`` (the paper), ``rouge1`` or ``rouge2``.
+        select_metric: what picks ``best.pt`` and drives the lr schedule: ``ppl`` (validation
+            perplexity, lower is better) or ``rouge1`` / ``rouge2`` / ``rougeL`` (greedy
+            decoding of the first ``select_examples`` validation examples, higher is better).
+        select_examples: validation examples decoded for a ROUGE ``select_metric``.
     """
 
     optimizer: str = "sgd"
@@ -106,6 +117,12 @@ class TrainConfig:
     num_workers: int = 0
     threads: int = 0
     throttle_s: float = 0.0
+    objective: str = "auto"
+    rl_weight: float = 0.9984
+    rollout_len: int = 0
+    reward: str = "rougeL"
+    select_metric: str = "ppl"
+    select_examples: int = 200
 
     def validate(self) -> None:
         if self.optimizer not in OPTIMIZERS:
@@ -120,6 +137,17 @@ class TrainConfig:
             raise ValueError(f"train.alternate must be in [0, 1], got {self.alternate}")
         if self.batch_size < 1 or self.epochs < 0 or self.lr <= 0:
             raise ValueError("train.batch_size and train.lr must be positive, train.epochs non-negative")
+        from .objective import objective_names  # lazy: the registry imports the models
+
+        if self.objective not in objective_names():
+            raise ValueError(f"train.objective must be one of {objective_names()}, got {self.objective!r}")
+        if not 0.0 <= self.rl_weight <= 1.0:
+            raise ValueError(f"train.rl_weight must be in [0, 1], got {self.rl_weight}")
+        if self.reward not in ROUGE_METRICS or self.select_metric not in ("ppl", *ROUGE_METRICS):
+            raise ValueError(f"train.reward must be one of {ROUGE_METRICS} and train.select_metric 'ppl' or one of "
+                             f"them, got {self.reward!r} and {self.select_metric!r}")
+        if self.rollout_len < 0 or self.select_examples < 1:
+            raise ValueError("train.rollout_len must be >= 0 and train.select_examples positive")
 
 
 @dataclass

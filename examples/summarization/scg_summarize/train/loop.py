@@ -34,6 +34,7 @@ import scg
 
 from ..data.storage import VOCAB_FILE, read_meta
 from ..dirlock import DirLock
+from ..models.registry import build_model as build_family
 from ..models.summarizer import Summarizer
 from .checkpoint import get_rng_state, load_checkpoint, save_atomic, set_rng_state
 from .config import Config
@@ -42,10 +43,11 @@ from .ddp import DistContext, resolve_device
 from .evaluate import evaluate_nll
 from .fingerprint import check_fingerprint, corpus_fingerprint
 from .metrics_log import append_record, repair_log
-from .objective import StepResult, c2f_objective, mle_objective
+from .objective import StepResult, build_objective
 from .optim import PlateauDecay, build_optimizer, clip_gradients
 from .progress import step_progress, total_steps
 from .resume import check_resume_config, check_same_model
+from .selection import selection_value, validation_rouge
 from .signals import StopRequest, TrainingStopped
 
 __all__ = ["CHECKPOINT", "Trainer", "TrainingDiverged", "TrainingStopped", "build_model", "load_model", "param_digest"]
@@ -63,14 +65,14 @@ def build_model(config: Config, vocab_size: int, num_chunks: int) -> Summarizer:
         config.model.vocab_size = vocab_size
     if config.model.num_chunks == 0:
         config.model.num_chunks = config.data.regrid[0] if config.data.regrid else num_chunks
-    return Summarizer(config.model)
+    return build_family(config.model)  # type: ignore[return-value]  # any registered family
 
 
 def load_model(path: str | Path, device: str | torch.device = "cpu") -> tuple[Summarizer, Config]:
     """The model and configuration stored in a checkpoint (``best.pt`` or ``checkpoint.pt``)."""
     state = load_checkpoint(path, map_location=device)
     config = Config.from_dict(state["config"])
-    model = Summarizer(config.model).to(device)
+    model: Summarizer = build_family(config.model).to(device)  # type: ignore[assignment]
     check_same_model(model, state["model"], path)
     return model, config
 
@@ -145,10 +147,12 @@ class Trainer:
         self.optimizer = build_optimizer(self.model, self.model.chunk_encoder_parameters(), tc)
         self.schedule = PlateauDecay(self.optimizer, tc.lr_decay, tc.decay_patience)
         self.baseline = scg.baselines.EMA(tc.baseline_beta)
+        self.objective = build_objective(tc.objective, self)  # train.objective (registered objectives)
         self.loader = make_loader(self.train_set, config, train=True, drop_last=self.dist.enabled)
         self.step = 0
         self.best_ppl = math.inf
         self.best_step = -1
+        self.best_score = math.inf  # selection_value of best.pt (train.select_metric; lower is better)
         self.elapsed = 0.0
         self.history: list[dict[str, Any]] = []
         self.last_finite: tuple[int, float] | None = None  # (step, training loss per token)
@@ -216,6 +220,7 @@ class Trainer:
             "step": self.step,
             "best_ppl": self.best_ppl,
             "best_step": self.best_step,
+            "best_score": self.best_score,
             "elapsed": self.elapsed,
         }
 
@@ -240,6 +245,7 @@ class Trainer:
         self.step = int(state["step"])
         self.best_ppl = float(state["best_ppl"])
         self.best_step = int(state.get("best_step", -1))
+        self.best_score = float(state.get("best_score", self.best_ppl))
         self.elapsed = float(state.get("elapsed", 0.0))
         if self.dist.rank == 0:
             set_rng_state(state["rng"])
@@ -254,32 +260,37 @@ class Trainer:
                   f"batch {self.loader.position}/{len(self.loader)})")
 
     def _check_best(self) -> None:
-        """Make ``best.pt`` and the resumed best perplexity agree.
+        """Make ``best.pt`` and the resumed best selection score (``train.select_metric``) agree.
 
         ``best.pt`` is written before ``checkpoint.pt`` at an improving epoch end, so after a crash
         between the two ``best.pt`` is at most *newer* than the checkpoint (the resumed run redoes
         that epoch and rewrites it identically). A ``best.pt`` *older* than the checkpoint's best
         (runs of earlier versions, which wrote the checkpoint first) cannot be repaired: the best
-        perplexity is reset to the model ``best.pt`` really holds, and the user is told.
+        score is reset to that of the model ``best.pt`` really holds, and the user is told.
         """
-        if not math.isfinite(self.best_ppl):
+        if not math.isfinite(self.best_score):
             return
+        metric = self.config.train.select_metric
         path = self.out_dir / BEST
         if not path.is_file():
-            self.info(f"resume: {path} is missing although the run recorded a best validation perplexity "
-                      f"{self.best_ppl:.3f}; the next improving epoch writes it")
-            self.best_ppl, self.best_step = math.inf, -1
+            self.info(f"resume: {path} is missing although the run recorded a best validation {metric} "
+                      f"{abs(self.best_score):.3f}; the next improving epoch writes it")
+            self.best_score, self.best_step = math.inf, -1
             return
         best = load_checkpoint(path, map_location="cpu")
-        best_step, best_ppl = int(best.get("step", -1)), float(best.get("valid", {}).get("ppl", math.inf))
+        valid = best.get("valid", {})
+        best_step = int(best.get("step", -1))
+        best_score = selection_value(valid, metric) if metric in valid else math.inf
         if best_step > self.step:
             return  # written just before a crash: the resumed run redoes that epoch and rewrites it
-        if best_ppl != self.best_ppl:  # (checkpoints of earlier versions have no best_step: compare ppl)
+        if best_score != self.best_score:  # (checkpoints of earlier versions have no best_step: compare)
             recorded = f"step {self.best_step}" if self.best_step >= 0 else "an earlier step"
-            self.info(f"resume: {path} holds the model of step {best_step} (validation ppl {best_ppl:.3f}), not "
-                      f"the best of {recorded} (ppl {self.best_ppl:.3f}), which was lost before it was "
-                      f"written; the run now reports the best that best.pt holds")
-            self.best_ppl, self.best_step = best_ppl, best_step
+            self.info(f"resume: {path} holds the model of step {best_step} (validation {metric} "
+                      f"{abs(best_score):.3f}), not the best of {recorded} ({metric} {abs(self.best_score):.3f}), "
+                      f"which was lost before it was written; the run now reports the best that best.pt holds")
+            self.best_score, self.best_step = best_score, best_step
+            if metric == "ppl":
+                self.best_ppl = best_score
             save_atomic(self.state_dict(), self.out_dir / CHECKPOINT)  # the repaired record
 
     # ------------------------------------------------------------------ one step
@@ -303,10 +314,7 @@ class Trainer:
             normalizer = max(self.dist.all_reduce([local], self.device)[0], 1.0) / self.dist.world
         self.net.train()
         try:
-            if self.model.hard and not self._soft_minibatch():
-                result = c2f_objective(self.net, batch, normalizer, self.baseline, tc.discount, tc.reward_scale)
-            else:
-                result = mle_objective(self.net, batch, normalizer, mode="soft")
+            result = self.objective(batch, normalizer)
         except RuntimeError:  # e.g. torch.multinomial on NaN probabilities from non-finite parameters
             if all(bool(torch.isfinite(p).all()) for p in self.model.parameters()):
                 raise
@@ -341,7 +349,11 @@ class Trainer:
     def validate(self) -> dict[str, Any]:
         mode = "greedy"
         with torch.random.fork_rng(devices=[]):
-            return evaluate_nll(self.model, self.valid_set, self.config, self.device, self.dist, mode=mode)
+            metrics = evaluate_nll(self.model, self.valid_set, self.config, self.device, self.dist, mode=mode)
+            if self.config.train.select_metric != "ppl":
+                metrics.update(validation_rouge(self.model, self.valid_set, self.config, self.device,
+                                                self.config.train.select_examples))
+            return metrics
 
     def fit(self) -> dict[str, Any]:
         """Train until ``train.epochs`` (or the time budget); returns the last validation metrics.
@@ -363,7 +375,7 @@ class Trainer:
         while self.loader.epoch < tc.epochs and not out_of_time:
             epoch = self.loader.epoch
             bar = self._progress(epoch)
-            window = {"nll": 0.0, "tokens": 0, "time": time.perf_counter(), "soft": 0, "steps": 0}
+            window = {"nll": 0.0, "tokens": 0, "time": time.perf_counter(), "soft": 0, "steps": 0, "terms": {}}
             if tc.max_steps_per_epoch and self.loader.position >= tc.max_steps_per_epoch:
                 self.loader.set_epoch(epoch + 1)  # resumed exactly at a shortened epoch's end
             for batch in self._batches(epoch):
@@ -372,6 +384,8 @@ class Trainer:
                 window["tokens"] += result.tokens
                 window["soft"] += int(result.soft)
                 window["steps"] += 1
+                for key, value in result.terms.items():  # per-term losses and rewards of the objective
+                    window["terms"][key] = window["terms"].get(key, 0.0) + value
                 self.elapsed = time.perf_counter() - start
                 if bar is not None:
                     bar.update(1)
@@ -417,14 +431,18 @@ class Trainer:
         if not math.isfinite(metrics["nll"]) or metrics["nll"] >= 50.0:  # ppl is capped at e^50
             self._diverged(f"the validation loss after step {self.step} is {metrics['nll']:.4g} per token "
                            f"(non-finite, or a perplexity beyond e^50)")
-        improved = metrics["ppl"] < self.best_ppl
-        decayed = self.schedule.step(metrics["ppl"])
+        score = selection_value(metrics, self.config.train.select_metric)
+        improved = score < self.best_score
+        decayed = self.schedule.step(score)
+        self.best_ppl = min(self.best_ppl, metrics["ppl"])
         if improved:
-            self.best_ppl, self.best_step = metrics["ppl"], self.step
+            self.best_score, self.best_step = score, self.step
         self.record("valid", **metrics, lr=self.schedule.lr, decayed=decayed)
         acc = metrics.get("coarse_acc")
         self.info(f"epoch {epoch + 1}: valid ppl {metrics['ppl']:.3f}"
                   + (f", coarse acc {acc:.3f}" if acc is not None else "")
+                  + (f", {self.config.train.select_metric} {metrics[self.config.train.select_metric]:.2f}"
+                     if self.config.train.select_metric != "ppl" else "")
                   + f", read {metrics['read_frac']:.3f}, lr {self.schedule.lr:g}" + (" (decayed)" if decayed else ""))
         if improved and self.dist.is_main:  # best.pt first: see _check_best
             save_atomic({"config": self.config.to_dict(), "model": self.model.state_dict(), "step": self.step,
@@ -447,7 +465,8 @@ class Trainer:
         tokens = max(window["tokens"], 1)
         nll = window["nll"] / tokens
         values = {"loss": nll, "ppl": math.exp(min(nll, 50.0)), "tok_per_s": window["tokens"] / seconds,
-                  "lr": self.schedule.lr, "soft_frac": window["soft"] / max(window["steps"], 1)}
+                  "lr": self.schedule.lr, "soft_frac": window["soft"] / max(window["steps"], 1),
+                  **{k: v / max(window["steps"], 1) for k, v in window["terms"].items()}}
         self.record("train", **values)
         if bar is not None:
             bar.set_postfix(loss=f"{values['loss']:.3f}", ppl=f"{values['ppl']:.2f}",
@@ -457,5 +476,7 @@ class Trainer:
             total = total_steps(tc.epochs, len(self.loader), tc.max_steps_per_epoch)
             where = step_progress(self.step, total, self.elapsed, epoch=self.loader.epoch + 1, epochs=tc.epochs,
                                   budget_s=tc.time_budget_s)
-            self.info(f"{where}: loss {values['loss']:.3f} ppl {values['ppl']:.2f} {values['tok_per_s']:.0f} tok/s")
-        window.update(nll=0.0, tokens=0, time=time.perf_counter(), soft=0, steps=0)
+            self.info(f"{where}: loss {values['loss']:.3f} ppl {values['ppl']:.2f} {values['tok_per_s']:.0f} tok/s"
+                      + (f" reward {values['reward']:.3f} (greedy {values['greedy_reward']:.3f})"
+                         if "reward" in values else ""))
+        window.update(nll=0.0, tokens=0, time=time.perf_counter(), soft=0, steps=0, terms={})

@@ -1,4 +1,18 @@
-"""Training objectives: maximum likelihood for soft attention, an scg surrogate for C2F.
+"""Training objectives: maximum likelihood for soft attention, an scg surrogate for C2F, and the
+registry of objectives (``train.objective``) with the sequence-level ones of
+:mod:`.self_critical`.
+
+================  ============================================================================
+``auto``          the C2F surrogate for hard attention (with +ALTERNATE's soft minibatches),
+                  ``mle`` otherwise: the behaviour of every configuration before the registry
+``mle``           Σ_t nll_t (teacher forcing; soft attention)
+``c2f_reinforce`` the C2F surrogate below (+ALTERNATE included)
+``self_critical`` Paulus et al. (2018) / Rennie et al. (2017): :mod:`.self_critical`
+``mixed``         γ L_rl + (1 − γ) L_ml with γ = ``train.rl_weight`` (L_ml: ``auto``)
+================  ============================================================================
+
+Each objective returns a :class:`StepResult` whose ``terms`` (e.g. ``ml_loss``, ``rl_loss``,
+``reward``, ``greedy_reward``) the trainer averages and writes to the metrics per log window.
 
 Soft models (STANDARD, Model 1, HIER, and C2F's soft +ALTERNATE minibatches) minimize the NLL
 Σ_t nll_t by backpropagation; no graph is built.
@@ -27,7 +41,8 @@ reported NLL is computed from the real positions only.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -37,7 +52,8 @@ import scg
 
 from ..models.summarizer import SummarizerOutput
 
-__all__ = ["COARSE", "COST", "StepResult", "c2f_objective", "mle_objective"]
+__all__ = ["COARSE", "COST", "OBJECTIVES", "Objective", "StepResult", "build_objective", "c2f_objective",
+           "mle_objective", "objective_names", "register_objective"]
 
 COARSE = "coarse"  #: the name of C2F's stochastic nodes (set in the attention)
 COST = "nll"  #: the name of the per-step cost nodes
@@ -54,14 +70,16 @@ class StepResult:
         output: the model's teacher-forced output.
         graph: the scg graph (C2F sample minibatches) or None.
         soft: whether the minibatch used soft attention.
+        terms: per-term values to report (floats), e.g. ``ml_loss`` and ``rl_loss`` of a mixture.
     """
 
     loss: torch.Tensor
     nll: float
     tokens: int
-    output: SummarizerOutput
+    output: Any
     graph: Any = None
     soft: bool = True
+    terms: dict[str, float] = field(default_factory=dict)
 
 
 def _call(model: nn.Module, batch: dict[str, Any], mode: str) -> SummarizerOutput:
@@ -88,3 +106,66 @@ def c2f_objective(model: nn.Module, batch: dict[str, Any], normalizer: float, ba
     surrogate = graph.surrogate_loss(discount=discount, score_scale=reward_scale)
     total = out.total_nll().detach()
     return StepResult(surrogate / normalizer, float(total), out.tokens(), out, graph, False)
+
+
+# ----------------------------------------------------------------------------- the registry
+#: ``objective(batch, normalizer) -> StepResult``, bound to a trainer by its factory
+Objective = Callable[[dict[str, Any], float], StepResult]
+#: name -> ``factory(trainer) -> Objective``; the trainer provides ``net`` (the module to call,
+#: DDP-wrapped or not), ``model``, ``baseline`` (the EMA), ``config`` and ``_soft_minibatch()``.
+OBJECTIVES: dict[str, Callable[[Any], Objective]] = {}
+
+
+def register_objective(name: str, factory: Callable[[Any], Objective] | None = None) -> Any:
+    """Register an objective factory under ``name`` (or use as a decorator)."""
+    def add(f: Callable[[Any], Objective]) -> Callable[[Any], Objective]:
+        if name in OBJECTIVES and OBJECTIVES[name] is not f:
+            raise ValueError(f"objective {name!r} is already registered")
+        OBJECTIVES[name] = f
+        return f
+
+    return add if factory is None else add(factory)
+
+
+def objective_names() -> list[str]:
+    """The registered objectives (the built-in sequence-level ones included)."""
+    from . import self_critical  # noqa: F401  (registers self_critical and mixed)
+
+    return sorted(OBJECTIVES)
+
+
+def build_objective(name: str, trainer: Any) -> Objective:
+    """The objective ``train.objective = name`` bound to ``trainer``."""
+    if name not in objective_names():
+        raise ValueError(f"train.objective must be one of {objective_names()}, got {name!r}")
+    return OBJECTIVES[name](trainer)
+
+
+def _with_terms(result: StepResult, prefix: str) -> StepResult:
+    result.terms.setdefault(f"{prefix}_loss", float(result.loss.detach()))
+    return result
+
+
+@register_objective("mle")
+def _mle(trainer: Any) -> Objective:
+    return lambda batch, normalizer: _with_terms(mle_objective(trainer.net, batch, normalizer, mode="soft"), "ml")
+
+
+@register_objective("c2f_reinforce")
+def _c2f(trainer: Any) -> Objective:
+    if not trainer.model.hard:
+        raise ValueError("train.objective = 'c2f_reinforce' needs hard attention (model.attention = 'c2f')")
+    tc = trainer.config.train
+
+    def run(batch: dict[str, Any], normalizer: float) -> StepResult:
+        if trainer._soft_minibatch():  # +ALTERNATE
+            return _with_terms(mle_objective(trainer.net, batch, normalizer, mode="soft"), "ml")
+        return _with_terms(c2f_objective(trainer.net, batch, normalizer, trainer.baseline, tc.discount,
+                                         tc.reward_scale), "ml")
+
+    return run
+
+
+@register_objective("auto")
+def _auto(trainer: Any) -> Objective:
+    return _c2f(trainer) if trainer.model.hard else _mle(trainer)
