@@ -3,8 +3,8 @@
 The trainer (``scg_summarize.train``) stores ``best.pt`` / ``checkpoint.pt`` as a dict with at
 least ``"config"`` (the run configuration as a plain dict: ``{"name", "model": {...}, "data":
 {...}, "eval": {...}, ...}``) and ``"model"`` (the state dict). :func:`load_model` rebuilds the
-:class:`~scg_summarize.models.summarizer.Summarizer` from the ``model`` table alone, so decoding
-and evaluation can load a run without importing the trainer (the example's layers go one way:
+model of its family (``model.family``, :func:`~scg_summarize.models.registry.build_model`) from
+the ``model`` table alone, so decoding and evaluation can load a run without importing the trainer (the example's layers go one way:
 data -> models -> decoding -> evaluation -> train -> commands).
 ``scg_summarize.train.loop.load_model`` wraps it and also parses the full configuration.
 """
@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from .config import ModelConfig
+from .registry import build_model
 from .summarizer import Summarizer
 
 __all__ = ["load_model", "read_checkpoint"]
@@ -51,7 +52,7 @@ def load_model(path: str | Path, device: str | torch.device = "cpu") -> tuple[Su
     if not isinstance(raw, dict) or not isinstance(raw.get("model"), dict):
         raise ValueError(f"{path}: the stored configuration has no [model] table")
     try:
-        model = Summarizer(ModelConfig.from_dict(dict(raw["model"]))).to(device)
+        model: Summarizer = build_model(ModelConfig.from_dict(dict(raw["model"]))).to(device)  # type: ignore[assignment]
         model.load_state_dict(state["model"])
     except (TypeError, ValueError, RuntimeError) as err:
         raise ValueError(f"{path}: cannot rebuild the model: {err}") from None
