@@ -4,8 +4,8 @@ The trainer (``scg_summarize.train``) stores ``best.pt`` / ``checkpoint.pt`` as 
 least ``"config"`` (the run configuration as a plain dict: ``{"name", "model": {...}, "data":
 {...}, "eval": {...}, ...}``) and ``"model"`` (the state dict). :func:`load_model` rebuilds the
 model of its family (``model.family``, :func:`~scg_summarize.models.registry.build_model`) from
-the ``model`` table alone, so decoding and evaluation can load a run without importing the trainer (the example's layers go one way:
-data -> models -> decoding -> evaluation -> train -> commands).
+the ``model`` table alone, so decoding and evaluation can load a run without importing the
+trainer (the example's layers go one way: data -> models -> decoding -> evaluation -> train -> commands).
 ``scg_summarize.train.loop.load_model`` wraps it and also parses the full configuration.
 """
 
