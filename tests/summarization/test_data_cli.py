@@ -22,7 +22,7 @@ def test_prepare_synthetic(tmp_path: Path) -> None:
     meta = read_meta(out)
     assert meta["splits"]["train"]["examples"] == 30
     assert (meta["options"]["num_chunks"], meta["options"]["chunk_len"]) == (8, 16)
-    assert cli.main([*args, "--quiet"]) == 1  # exists, no --overwrite
+    assert cli.main([*args, "--quiet"]) == 2  # exists, no --overwrite
 
 
 def test_prepare_stories_with_bad_input(
@@ -31,7 +31,7 @@ def test_prepare_stories_with_bad_input(
     (toy_story_dir / "broken.story").write_text("no highlights\n", encoding="utf-8")
     base = ["prepare", "--format", "cnndm", "--input", f"train={toy_story_dir}", "--quiet"]
     base += ["--chunks", "2", "--chunk-len", "6"]
-    assert cli.main([*base, "--output", str(tmp_path / "a")]) == 1
+    assert cli.main([*base, "--output", str(tmp_path / "a")]) == 2
     err = capsys.readouterr().err
     assert "broken.story" in err and "missing_highlight" in err and "--skip-bad" in err
     assert cli.main([*base, "--output", str(tmp_path / "b"), "--skip-bad"]) == 0
@@ -55,7 +55,7 @@ def test_prepare_jsonl_fields_and_reused_vocab(tmp_path: Path) -> None:
     assert cli.main([*common, "--input", f"test={data}", "--output", out_b, "--vocab", str(vocab)]) == 0
     assert (tmp_path / "b" / "vocab.txt").read_text() == vocab.read_text()
     assert read_meta(tmp_path / "b")["vocab_from"] == "given"
-    assert cli.main([*common, "--input", "train=/no/such.jsonl", "--output", out_b]) == 1
+    assert cli.main([*common, "--input", "train=/no/such.jsonl", "--output", out_b]) == 2
 
 
 def test_usage_errors_do_not_raise(capsys: pytest.CaptureFixture[str]) -> None:

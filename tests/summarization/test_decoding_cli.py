@@ -120,19 +120,19 @@ def test_bad_input_names_file_and_line(
     source = tmp_path / "docs.in"
     source.write_text(content, encoding="utf-8")
     status = cli.main(["summarize", "--run", str(toy.run), "--input", str(source), "--format", fmt])
-    assert status == 1
+    assert status == 2
     assert re.search(message, capsys.readouterr().err)
 
 
 def test_missing_run_and_conflicting_inputs_are_clear_errors(toy: ToySetup, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
-    assert cli.main(["summarize", "--run", str(tmp_path / "nope"), "--input", "-"]) == 1
+    assert cli.main(["summarize", "--run", str(tmp_path / "nope"), "--input", "-"]) == 2
     assert "no such run directory" in capsys.readouterr().err
-    assert cli.main(["summarize", "--run", str(tmp_path), "--input", "-"]) == 1
+    assert cli.main(["summarize", "--run", str(tmp_path), "--input", "-"]) == 2
     assert "not a run directory of a known format" in capsys.readouterr().err
-    assert cli.main(["summarize", "--run", str(toy.run)]) == 1
+    assert cli.main(["summarize", "--run", str(toy.run)]) == 2
     assert "give --input FILE (raw documents) or --data DIR" in capsys.readouterr().err
     assert (
-        cli.main(["summarize", "--run", str(toy.run), "--data", str(toy.data), "--min-len", "9", "--max-len", "3"]) == 1
+        cli.main(["summarize", "--run", str(toy.run), "--data", str(toy.data), "--min-len", "9", "--max-len", "3"]) == 2
     )
     assert "min_len" in capsys.readouterr().err
 

@@ -142,11 +142,11 @@ def test_evaluate_and_report_commands(toy: ToySetup, tmp_path: Path, capsys) -> 
 
 
 def test_command_errors_are_one_line(toy: ToySetup, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
-    assert cli.main(["evaluate", "--run", str(toy.run), "--split", "nope", "--quiet"]) == 1
+    assert cli.main(["evaluate", "--run", str(toy.run), "--split", "nope", "--quiet"]) == 2
     assert "no split 'nope'" in capsys.readouterr().err
-    assert cli.main(["report", str(tmp_path)]) == 1
+    assert cli.main(["report", str(tmp_path)]) == 2
     assert "no result files" in capsys.readouterr().err
-    assert cli.main(["baseline", "--method", "first", "--data", str(tmp_path)]) == 1
+    assert cli.main(["baseline", "--method", "first", "--data", str(tmp_path)]) == 2
     assert "not a prepared corpus" in capsys.readouterr().err
-    assert cli.main(["evaluate", "--run", str(toy.run), "--metrics", "rouge9x", "--quiet"]) == 1
+    assert cli.main(["evaluate", "--run", str(toy.run), "--metrics", "rouge9x", "--quiet"]) == 2
     assert "unknown ROUGE metric" in capsys.readouterr().err

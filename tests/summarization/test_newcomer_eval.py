@@ -99,7 +99,7 @@ def test_evaluating_twice_with_other_options_keeps_both(toy: ToySetup, capsys) -
     first = toy.run / "eval" / files[0]
     before = first.read_text()
     # the same file name for other settings (an explicit --output) is refused, the file kept
-    assert cli.main([*base, "--greedy", "--output", str(first)]) == 1
+    assert cli.main([*base, "--greedy", "--output", str(first)]) == 2
     assert "holds a result with other settings" in capsys.readouterr().err
     assert first.read_text() == before
     assert cli.main([*base, "--beam", "2"]) == 0  # the same settings again: a re-run replaces it

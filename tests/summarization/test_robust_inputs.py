@@ -126,7 +126,7 @@ def test_prepare_refuses_duplicate_and_odd_ids(tmp_path: Path, capsys, ids: list
     src.write_text("".join(json.dumps({"id": i, "source": f"Doc {n} is here.", "target": "A doc."}) + "\n"
                            for n, i in enumerate(ids)))
     assert main(["prepare", "--format", "jsonl", "--input", str(src), "--output", str(tmp_path / "o"),
-                 "--quiet"]) == 1
+                 "--quiet"]) == 2
     text = "\n".join(_err_lines(capsys))
     assert f"{src}:{line}" in text and words in text
     assert main(["prepare", "--format", "jsonl", "--input", str(src), "--output", str(tmp_path / "o"),
@@ -200,9 +200,9 @@ def test_a_bad_checkpoint_is_named_by_summarize_evaluate_and_resume(trained: Pat
     run = tmp_path / "run"
     shutil.copytree(trained, run, ignore=shutil.ignore_patterns(".lock"))
     _corrupt(run / "best.pt", how)
-    assert main(["summarize", "--run", str(run), "--data", str(synthetic_corpus), "--limit", "2", "--greedy"]) == 1
+    assert main(["summarize", "--run", str(run), "--data", str(synthetic_corpus), "--limit", "2", "--greedy"]) == 2
     assert f"{run / 'best.pt'}:" in "\n".join(_err_lines(capsys))
-    assert main(["evaluate", "--run", str(run), "--limit", "2", "--greedy", "--quiet"]) == 1
+    assert main(["evaluate", "--run", str(run), "--limit", "2", "--greedy", "--quiet"]) == 2
     assert f"{run / 'best.pt'}:" in "\n".join(_err_lines(capsys))
     _corrupt(run / "checkpoint.pt", how)
     assert main(train_args(synthetic_corpus, run, "--set", "train.epochs=1", "--resume", config="tiny-C2F")) == 2
@@ -242,7 +242,7 @@ def test_summarize_refuses_a_corpus_of_another_vocabulary(toy: ToySetup, tmp_pat
     other = tmp_path / "other"
     make_synthetic_corpus(other, n_train=40, n_valid=8, n_test=4, seed=6)
     assert Vocab.load(other / "vocab.txt") != Vocab.load(toy.data / "vocab.txt")
-    assert main(["summarize", "--run", str(toy.run), "--data", str(other), "--greedy"]) == 1
+    assert main(["summarize", "--run", str(toy.run), "--data", str(other), "--greedy"]) == 2
     assert "its vocabulary" in "\n".join(_err_lines(capsys))
     assert main(["summarize", "--run", str(toy.run), "--data", str(toy.data), "--greedy", "--limit", "1"]) == 0
 
@@ -251,10 +251,10 @@ def test_binary_standard_input_is_refused_like_a_binary_file(toy: ToySetup, tmp_
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     garbage = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\xff\xfe\x00\x10\n"
     (tmp_path / "g.bin").write_bytes(garbage)
-    assert main(["summarize", "--run", str(toy.run), "--input", str(tmp_path / "g.bin"), "--greedy"]) == 1
+    assert main(["summarize", "--run", str(toy.run), "--input", str(tmp_path / "g.bin"), "--greedy"]) == 2
     from_file = _err_lines(capsys)[-1]
     monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(garbage)))
-    assert main(["summarize", "--run", str(toy.run), "--input", "-", "--greedy"]) == 1
+    assert main(["summarize", "--run", str(toy.run), "--input", "-", "--greedy"]) == 2
     from_stdin = _err_lines(capsys)[-1]
     assert "invalid UTF-8" in from_file and from_stdin == from_file.replace(str(tmp_path / "g.bin"), "<stdin>")
     assert capsys.readouterr().out == ""
@@ -302,7 +302,7 @@ def test_evaluate_on_a_split_without_references_names_the_line(toy: ToySetup, tm
     lines = [json.dumps({k: v for k, v in r.items() if k != "refs"}) + "\n" for r in records]
     text.write_text("".join(lines))
     np.save(data / "test" / "text_offsets.npy", np.cumsum([0] + [len(x.encode()) for x in lines]).astype(np.int64))
-    assert main(["evaluate", "--run", str(toy.run), "--data", str(data), "--greedy", "--quiet"]) == 1
+    assert main(["evaluate", "--run", str(toy.run), "--data", str(data), "--greedy", "--quiet"]) == 2
     message = "\n".join(_err_lines(capsys))
     assert f"{text}:1: expected an object with 'id', 'refs'" in message
 

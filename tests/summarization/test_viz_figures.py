@@ -115,14 +115,14 @@ def test_visualize_command(attention_file: Path, tmp_path: Path, capsys) -> None
 def test_visualize_errors_name_the_problem(attention_file: Path, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     plain = tmp_path / "plain.jsonl"
     plain.write_text(json.dumps({"id": "a", "summary": "x"}) + "\n")
-    assert cli.main(["visualize", "coarse", "--input", str(plain), "--output", str(tmp_path / "x.png")]) == 1
+    assert cli.main(["visualize", "coarse", "--input", str(plain), "--output", str(tmp_path / "x.png")]) == 2
     assert f"{plain}:1: no 'attention' object" in capsys.readouterr().err
     assert cli.main(["visualize", "coarse", "--input", str(attention_file), "--example", "7",
-                     "--output", str(tmp_path / "x.png")]) == 1  # fmt: skip
+                     "--output", str(tmp_path / "x.png")]) == 2  # fmt: skip
     assert "no example 7 (it has 2)" in capsys.readouterr().err
-    assert cli.main(["visualize", "coarse", "--input", str(attention_file), "--output", str(tmp_path / "x.gif")]) == 1
+    assert cli.main(["visualize", "coarse", "--input", str(attention_file), "--output", str(tmp_path / "x.gif")]) == 2
     assert "unknown figure format 'gif'" in capsys.readouterr().err
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"epoch": 1, "ppl": 3}\n{oops\n')
-    assert cli.main(["visualize", "curves", "--log", str(bad), "--output", str(tmp_path / "x.png")]) == 1
+    assert cli.main(["visualize", "curves", "--log", str(bad), "--output", str(tmp_path / "x.png")]) == 2
     assert f"{bad}:2: invalid JSON" in capsys.readouterr().err

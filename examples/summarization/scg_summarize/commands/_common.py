@@ -36,9 +36,9 @@ USER_ERRORS: tuple[type[BaseException], ...] = (
 )
 
 
-def error(command: str, err: BaseException | str, status: int = 1) -> int:
-    """Print ``scg-summarize COMMAND: error: ...`` to stderr; returns ``status`` (1; 2 for bad input
-    in the commands that follow the bad-input convention of ``train``, ``prepare`` and ``compare``)."""
+def error(command: str, err: BaseException | str, status: int = 2) -> int:
+    """Print ``scg-summarize COMMAND: error: ...`` to stderr; returns ``status`` (2: the commands
+    catch bad input here, which exits with 2 in every subcommand, like argparse's usage errors)."""
     message = err.args[0] if isinstance(err, KeyError) and err.args else err
     print(f"scg-summarize {command}: error: {message}", file=sys.stderr)
     return status

@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
                                       level=args.level, seed=args.seed)
             rows.append((metric, result))
     except (*USER_ERRORS, OSError) as err:
-        return error("compare", err, status=2)
+        return error("compare", err)
     level = round(args.level * 100)
     print(f"A = {args.a}\nB = {args.b}\n")
     print(f"| metric | A | B | A − B | {level}% interval | p (A ≤ B) | n |")

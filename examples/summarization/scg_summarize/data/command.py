@@ -255,10 +255,10 @@ def _run_locked(args: argparse.Namespace) -> int:
         print(f"prepare: error: {err}", file=sys.stderr)
         if not args.skip_bad:
             print("prepare: (use --skip-bad to skip and count bad records)", file=sys.stderr)
-        return 1
+        return 2
     except (FileExistsError, FileNotFoundError, ValueError) as err:
         print(f"prepare: error: {err}", file=sys.stderr)
-        return 1
+        return 2
     return 0
 
 
