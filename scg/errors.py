@@ -6,7 +6,7 @@ offending ``scg.sample`` or ``scg.cost`` call without reading a traceback from d
 
 from __future__ import annotations
 
-__all__ = ["InfluenceLostWarning", "SCGError"]
+__all__ = ["InfluenceLostError", "InfluenceLostWarning", "SCGError", "UntrackedRandomnessWarning"]
 
 
 class SCGError(ValueError):
@@ -22,3 +22,14 @@ class InfluenceLostWarning(UserWarning):
     dependency with :func:`scg.influenced_by` (or silence the warning with
     ``warnings.simplefilter("ignore", scg.InfluenceLostWarning)`` when the escape is harmless).
     """
+
+
+class InfluenceLostError(SCGError):
+    """Raised instead of :class:`InfluenceLostWarning` (and :class:`UntrackedRandomnessWarning`)
+    in a ``scg.Graph(strict=True)``."""
+
+
+class UntrackedRandomnessWarning(InfluenceLostWarning):
+    """A random draw (``torch.bernoulli``, ``torch.multinomial``, ``Distribution.sample()``, ...)
+    on values computed from stochastic nodes, made outside ``scg.sample``: it is not a stochastic
+    node, so the gradient misses its dependence on the parameters."""

@@ -1,4 +1,4 @@
-"""Influence tracking: which stochastic nodes a tensor was computed from.
+"""Influence tracking: which stochastic nodes a tensor was computed from, and how it lines up.
 
 Algorithm 1 of Schulman et al. (2015) credits each stochastic node only with the costs it
 *influences*. scg finds influence from data flow: while a :class:`~scg.Graph` is open, a
@@ -14,14 +14,25 @@ operations under ``torch.no_grad()``: influence is data flow, not differentiabil
 
 Each stochastic (or named deterministic) node *resets* the mask of its value to its own bit and
 records the mask its value was computed from as its direct parents. The full influence relation is
-the transitive closure of these direct edges (:func:`closure`), computed once per surrogate. Masks
-therefore stay a few bits wide however long the program runs, and the per-operation cost is one
-attribute read per tensor argument.
+the transitive closure of these direct edges (:func:`closure`), computed once per surrogate.
 
-Values that leave tensor land (``.item()``, ``bool(t)``, ``int(t)``, ``t.tolist()``, ``t.numpy()``,
-``t.__index__``) are reported to the graph, which warns with
-:class:`~scg.errors.InfluenceLostWarning`; escapes inside torch's own code (argument validation in
-``torch.distributions``, for example) are not reported.
+What else the mode records (each documented in ``docs/tracking.md``):
+
+* **Positions** (:mod:`scg.graph.positions`): per tensor, the first leading position that no
+  longer lines up with each node's dimensions, so that per-example credit is verified, not
+  guessed from shapes.
+* **Writes through aliases**: an in-place write also records its mask on the written *storage*,
+  so every alias of it (a view taken before the write, a sibling view, ``.data``, ``.detach()``,
+  ``out=`` into a slice) carries the influence when it is read.
+* **Escapes**: any torch call on a tracked value that returns a non-tensor (``.item()``,
+  ``bool()``, ``x in z``, ``torch.equal``, ``np.asarray``, f-strings, ``__dlpack__``, ...) and any
+  read of a data-dependent shape (``len(z.nonzero())``, ``z[z > 0].shape``) is reported to the
+  graph, which warns with :class:`~scg.errors.InfluenceLostWarning` (raises in strict mode).
+* **Hidden randomness**: ``torch.bernoulli``/``multinomial``/``normal``/``Distribution.sample()``
+  on tracked values outside ``scg.sample`` is reported (the draw is not a stochastic node).
+* **Writes into a node's value** are reported to the graph (which checks that it is safe).
+
+Escapes inside torch's own code (argument validation in ``torch.distributions``) are not reported.
 """
 
 from __future__ import annotations
@@ -30,16 +41,21 @@ import inspect
 import sys
 import weakref
 from collections.abc import Callable, Iterator
+from types import FrameType
 from typing import Any
 
 import torch
 from torch.overrides import TorchFunctionMode
 
+from scg.graph import positions
+from scg.graph.positions import INF
+
 __all__ = ["ESCAPES", "InfluenceTracker", "bits", "closure", "get_mask", "set_mask"]
 
 Tensor = torch.Tensor
 
-#: Tensor methods whose result is a Python value: data flow that scg cannot follow.
+#: Tensor methods whose result is a Python value: data flow that scg cannot follow (the general
+#: rule, any non-tensor result, covers many more; these are the classic ones).
 ESCAPES: frozenset[Callable[..., Any]] = frozenset(
     {
         Tensor.item,
@@ -53,17 +69,58 @@ ESCAPES: frozenset[Callable[..., Any]] = frozenset(
     }
 )
 
+#: Queries about a tensor's metadata, not its values (not escapes, unless the shape is
+#: data-dependent: see _SHAPE_QUERIES).
+_METADATA = frozenset("""
+size dim ndim ndimension numel nelement __len__ shape stride element_size storage_offset data_ptr
+_version get_device nbytes itemsize requires_grad is_leaf is_contiguous is_floating_point
+is_complex is_cuda is_sparse is_quantized is_meta is_nested is_signed is_inference is_shared
+is_pinned is_mps is_xpu is_mkldnn is_cpu dtype device layout grad_fn names grad output_nr _cdata
+__hash__ __reduce_ex__ __getstate__ __setstate__ untyped_storage storage __dlpack_device__
+_is_view is_set_to has_names is_coalesced dim_order __sizeof__ __dir__ type _base retains_grad
+_typed_storage __class__ __deepcopy__ backward register_hook retain_grad __array_priority__
+_grad_fn _backward_hooks is_neg is_conj __setitem__ untyped_storage
+""".split())
+
+#: Queries that read a shape: escapes when the shape depends on sampled values.
+_SHAPE_QUERIES = frozenset("size numel nelement __len__ shape nbytes stride".split())
+
+#: Operations whose output shape depends on the values of their input.
+_DYNAMIC_SHAPE = frozenset("""nonzero masked_select unique unique_consecutive argwhere bincount
+repeat_interleave nonzero_static""".split())
+
+#: Random operations: a draw outside scg.sample is not a stochastic node.
+_RANDOM = frozenset("""bernoulli bernoulli_ multinomial normal normal_ poisson binomial
+_standard_gamma _sample_dirichlet exponential_ geometric_ uniform_ cauchy_ log_normal_ random_
+rand_like randn_like randint_like""".split())
+
+#: Frames in these modules are wrappers between the user's call and the mode.
+_WRAPPERS = frozenset({"torch.overrides", "torch._tensor", "torch.functional", "torch._jit_internal",
+                       "torch.nn.functional", "torch.utils._device", "torch._tensor_str"})
+
 #: Escapes inside these packages are their own business (e.g. argument validation), not user data flow.
-_LIBRARY_MODULES = frozenset({"torch", "scg"})
+_LIBRARY_MODULES = frozenset({"torch", "scg", "numpy"})
 
 _MUTATING_CACHE: dict[Callable[..., Any], bool] = {}
+_NAMES: dict[Callable[..., Any], str] = {}
+
+
+def func_name(func: Callable[..., Any]) -> str:
+    """``add`` for ``torch.add``/``Tensor.add``; ``shape`` for the ``Tensor.shape`` getter."""
+    name = _NAMES.get(func)
+    if name is None:
+        name = getattr(func, "__name__", "") or ""
+        if name == "__get__":
+            name = getattr(getattr(func, "__self__", None), "__name__", "") or ""
+        _NAMES[func] = name
+    return name
 
 
 def _mutates_first_arg(func: Callable[..., Any]) -> bool:
-    """True for in-place methods (``add_``) and ``__setitem__``: they change their first argument."""
+    """True for in-place methods (``add_``), ``__setitem__`` and ``out=``-less writes."""
     known = _MUTATING_CACHE.get(func)
     if known is None:
-        name = getattr(func, "__name__", "")
+        name = func_name(func)
         known = name == "__setitem__" or (name.endswith("_") and not name.endswith("__"))
         _MUTATING_CACHE[func] = known
     return known
@@ -75,26 +132,16 @@ def get_mask(value: object, attr: str) -> int:
 
 
 def set_mask(value: Tensor, attr: str, mask: int) -> None:
-    """Store ``mask`` on ``value`` (and on the tensor it is a view of, for in-place writes)."""
+    """Store ``mask`` on ``value``."""
     setattr(value, attr, mask)
 
 
-def _mask_of_seq(seq: list[Any] | tuple[Any, ...], attr: str) -> int:
-    m = 0
-    for a in seq:
-        if isinstance(a, Tensor):
-            m |= getattr(a, attr, 0)
-        elif isinstance(a, (list, tuple)):
-            m |= _mask_of_seq(a, attr)
-    return m
-
-
-def _tag_outputs(out: Any, attr: str, mask: int) -> None:
-    if isinstance(out, Tensor):
-        setattr(out, attr, getattr(out, attr, 0) | mask)
-    elif isinstance(out, (list, tuple)):
-        for o in out:
-            _tag_outputs(o, attr, mask)
+def storage_key(t: Tensor) -> int:
+    """An identifier of ``t``'s storage (0 when it has none, or is empty)."""
+    try:
+        return int(t.untyped_storage().data_ptr())
+    except (RuntimeError, NotImplementedError, TypeError):
+        return 0
 
 
 def bits(mask: int) -> Iterator[int]:
@@ -127,26 +174,92 @@ def closure(direct: list[int]) -> list[int]:
     return full
 
 
+def user_frame(start: FrameType | None) -> tuple[FrameType | None, bool]:
+    """The first frame outside torch's wrapper modules, and whether it is library code."""
+    frame = start
+    while frame is not None and str(frame.f_globals.get("__name__", "")) in _WRAPPERS:
+        frame = frame.f_back
+    if frame is None:
+        return None, True
+    module = str(frame.f_globals.get("__name__", "")).split(".", 1)[0]
+    return frame, module in _LIBRARY_MODULES
+
+
+def outside_libraries(start: FrameType | None) -> FrameType | None:
+    """The first frame outside torch, numpy and scg (None if there is none)."""
+    frame = start
+    while frame is not None:
+        module = str(frame.f_globals.get("__name__", "")).split(".", 1)[0]
+        if module not in _LIBRARY_MODULES:
+            return frame
+        frame = frame.f_back
+    return None
+
+
+Handler = Callable[[str, str, int, FrameType], None]
+
+
 class InfluenceTracker(TorchFunctionMode):
-    """Propagates influence masks through every torch operation while a graph is open.
+    """Propagates influence masks (and positions) through every torch operation of a graph.
 
     Args:
         attr: attribute name under which masks are stored (unique per graph).
-        on_escape: called as ``on_escape(func, mask, frame)`` when a tracked value leaves tensor
-            land from user code. A bound method is held weakly (the graph owns its tracker, so a
+        on_event: called as ``on_event(kind, what, mask, frame)`` with ``kind`` one of
+            ``"escape"``, ``"random"``, ``"write"`` (a write into a node's value; ``mask`` is then
+            the node's index). A bound method is held weakly (the graph owns its tracker, so a
             strong reference back would make every graph a reference cycle that only the cyclic
             garbage collector frees, keeping its nodes' tensors alive until it runs).
     """
 
-    def __init__(self, attr: str, on_escape: Callable[[Callable[..., Any], int, Any], None]):
+    def __init__(self, attr: str, on_event: Handler):
         super().__init__()
         self.attr = attr
-        self._on_escape: Callable[[], Callable[[Callable[..., Any], int, Any], None] | None]
-        if inspect.ismethod(on_escape):
-            self._on_escape = weakref.WeakMethod(on_escape)
+        self.fattr = attr + "_f"  # foreign positions: dict position -> mask
+        self.dattr = attr + "_d"  # data-dependent shape: mask of the nodes it depends on
+        #: storage key -> (mask written into it, a reference keeping the storage alive)
+        self.storages: dict[int, tuple[int, Tensor]] = {}
+        #: storage key -> node index, for node values
+        self.node_storages: dict[int, int] = {}
+        self.drawing = 0  # > 0 while scg.sample draws (its own randomness is not hidden)
+        self.any_dynamic = False
+        self._on_event: Callable[[], Handler | None]
+        if inspect.ismethod(on_event):
+            self._on_event = weakref.WeakMethod(on_event)
         else:
-            self._on_escape = lambda: on_escape
+            self._on_event = lambda: on_event
 
+    # ------------------------------------------------------------------ helpers for the graph
+    def mask_of(self, t: Tensor) -> int:
+        """The tensor's mask, including what was written into its storage through an alias."""
+        m: int = getattr(t, self.attr, 0)
+        if self.storages:
+            got = self.storages.get(storage_key(t))
+            if got is not None:
+                m |= got[0]
+        return m
+
+    def foreign_of(self, t: Tensor) -> dict[int, int]:
+        """The tensor's foreign positions (bits only known through its storage: from 0)."""
+        fr: dict[int, int] = dict(getattr(t, self.fattr, None) or {})
+        if self.storages:
+            got = self.storages.get(storage_key(t))
+            if got is not None:
+                extra = got[0] & ~getattr(t, self.attr, 0)
+                if extra:
+                    positions.merge(fr, 0, extra)
+        return fr
+
+    def register_node_value(self, value: Tensor, index: int) -> None:
+        key = storage_key(value)
+        if key:
+            self.node_storages[key] = index
+
+    def _emit(self, kind: str, what: str, mask: int, frame: FrameType) -> None:
+        handler = self._on_event()
+        if handler is not None:
+            handler(kind, what, mask, frame)
+
+    # ------------------------------------------------------------------ the mode
     def __torch_function__(
         self,
         func: Callable[..., Any],
@@ -156,31 +269,143 @@ class InfluenceTracker(TorchFunctionMode):
     ) -> Any:
         out = func(*args, **kwargs) if kwargs else func(*args)
         attr = self.attr
+        storages = self.storages
         m = 0
-        for a in args:
+        tracked: list[tuple[int, Tensor, int]] = []
+        for i, a in enumerate(args):
             if isinstance(a, Tensor):
-                m |= getattr(a, attr, 0)
-            elif isinstance(a, (list, tuple)):
-                m |= _mask_of_seq(a, attr)
+                am = getattr(a, attr, 0)
+                if storages:
+                    got = storages.get(storage_key(a))
+                    if got is not None:
+                        am |= got[0]
+                if am:
+                    m |= am
+                    tracked.append((i, a, am))
+            elif isinstance(a, (list, tuple)) and a:
+                for b in a:
+                    if isinstance(b, Tensor):
+                        bm = self.mask_of(b)
+                        if bm:
+                            m |= bm
+                            tracked.append((i, b, bm))
         if kwargs:
-            m |= _mask_of_seq(tuple(kwargs.values()), attr)
+            for a in kwargs.values():
+                if isinstance(a, Tensor):
+                    am = self.mask_of(a)
+                    if am:
+                        m |= am
+                        tracked.append((-1, a, am))
         if not m:
             return out
-        if func in ESCAPES:
-            frame = sys._getframe(1)
-            module = str(frame.f_globals.get("__name__", "")).split(".", 1)[0]
-            if module not in _LIBRARY_MODULES:
-                handler = self._on_escape()
-                if handler is not None:
-                    handler(func, m, frame)
-        elif type(out) is Tensor:
-            setattr(out, attr, getattr(out, attr, 0) | m)
-        elif out is not None:
-            _tag_outputs(out, attr, m)
+        name = func_name(func)
+        if type(out) is not Tensor and not _is_tensor_result(out):
+            if name in _METADATA:
+                if name in _SHAPE_QUERIES and self.any_dynamic:
+                    dm = 0
+                    for _, a, _ in tracked:
+                        dm |= getattr(a, self.dattr, 0)
+                    if dm:
+                        self._escape(f"Tensor.{name} of a data-dependent shape", dm)
+                return out
+            if func not in ESCAPES and isinstance(out, (list, tuple)) and not out:
+                return out
+            self._escape(f"Tensor.{name}()" if name else str(func), m)
+            return out
+        if name in _RANDOM and not self.drawing:
+            self._random(name, m)
+        written = kwargs.get("out") if kwargs else None
         if _mutates_first_arg(func) and args and isinstance(args[0], Tensor):
-            target = args[0]
-            setattr(target, attr, getattr(target, attr, 0) | m)
-            base = target._base
-            if base is not None:
-                setattr(base, attr, getattr(base, attr, 0) | m)
+            written = args[0]
+        if isinstance(written, Tensor) and out is not written:
+            self._propagate(func, name, args, kwargs, written, m, tracked)
+        self._propagate(func, name, args, kwargs, out, m, tracked)
+        if isinstance(written, Tensor):
+            self._written(written, m, name)
         return out
+
+    def _propagate(self, func: Callable[..., Any], name: str, args: tuple[Any, ...],
+                   kwargs: dict[str, Any] | None, out: Any, m: int,
+                   tracked: list[tuple[int, Tensor, int]]) -> None:
+        attr, fattr = self.attr, self.fattr
+        outs = [out] if isinstance(out, Tensor) else [o for o in _flat_tensors(out)]
+        dynamic = name in _DYNAMIC_SHAPE or (name == "__getitem__" and _bool_index(args))
+        if dynamic:
+            self.any_dynamic = True
+        dm = 0
+        if self.any_dynamic:
+            for _, a, _ in tracked:
+                dm |= getattr(a, self.dattr, 0)
+            if dynamic:
+                dm |= m
+        for o in outs:
+            setattr(o, attr, getattr(o, attr, 0) | m)
+            fr: dict[int, int] = (dict(getattr(o, fattr, None) or {})
+                                  if args and o is args[0] else {})
+            for pos, a, am in tracked:
+                p = positions.prefix(func, args, kwargs, a, o, pos)
+                f = positions.foreign_from(p, a, o)
+                afr = getattr(a, fattr, None)
+                own = getattr(a, attr, 0)
+                if f < INF:
+                    positions.merge(fr, f, am)
+                elif am & ~own:  # known only through an alias of its storage
+                    positions.merge(fr, positions.foreign_from(0, a, o), am & ~own)
+                if afr:
+                    for q, qm in afr.items():
+                        positions.merge(fr, min(q, f), qm)
+            if fr:
+                fr = positions.normalize(fr)
+                fr.pop(INF, None)
+            setattr(o, fattr, fr or None)
+            if dm:
+                setattr(o, self.dattr, dm)
+
+    def _written(self, target: Tensor, m: int, name: str) -> None:
+        """An in-place write: the storage, and every alias of it, now carries ``m``."""
+        key = storage_key(target)
+        if not key:
+            return
+        node = self.node_storages.get(key)
+        if node is not None and not self.drawing:
+            frame, _ = user_frame(sys._getframe(2))
+            if frame is not None:
+                self._emit("write", name, node, frame)
+        old = self.storages.get(key)
+        self.storages[key] = ((old[0] if old else 0) | m, target)
+        base = target._base
+        if base is not None:
+            setattr(base, self.attr, getattr(base, self.attr, 0) | m)
+
+    def _escape(self, what: str, m: int) -> None:
+        frame, library = user_frame(sys._getframe(2))
+        if frame is not None and not library:
+            self._emit("escape", what, m, frame)
+
+    def _random(self, name: str, m: int) -> None:
+        frame = outside_libraries(sys._getframe(2))
+        if frame is not None:
+            self._emit("random", name, m, frame)
+
+
+def _is_tensor_result(out: Any) -> bool:
+    if out is None or isinstance(out, Tensor):
+        return True
+    if isinstance(out, (list, tuple)):
+        return bool(out) and all(isinstance(o, Tensor) or o is None for o in out)
+    return isinstance(out, (torch.dtype, torch.device, torch.Size, torch.layout))
+
+
+def _flat_tensors(out: Any) -> Iterator[Tensor]:
+    if isinstance(out, Tensor):
+        yield out
+    elif isinstance(out, (list, tuple)):
+        for o in out:
+            yield from _flat_tensors(o)
+
+
+def _bool_index(args: tuple[Any, ...]) -> bool:
+    idx = args[1] if len(args) > 1 else None
+    items = idx if isinstance(idx, tuple) else (idx,)
+    return any(isinstance(i, Tensor) and i.dtype == torch.bool for i in items)
+
