@@ -11,9 +11,9 @@ and carries the whole dependence on θ (a likelihood ratio on the weights), so t
 ∫ c(x) ∇p(x; θ) dx also for costs that are not differentiable in x (a step function), where moving
 the points (x = μ + σ√2 t_k) would differentiate c and get 0. Exact for costs polynomial in x of
 degree < 2K − 2 (the ratio's derivatives are polynomials of degree ≤ 2 in x); for other smooth
-costs the error falls quickly with K but is not zero. Measured on a cost (tanh(x) − 0.3)²: relative
-error 9% at K = 12, 0.6% at K = 24, < 1e-4 at K = 48 (the default). A biased-looking result with few points may be quadrature error:
-``scg.testing``'s z-test is sensitive enough to see it.
+costs the error falls quickly with K but is not zero, and for a step function it is of the order
+of the weight of the point nearest the step (compare two values of K). A biased-looking result with
+few points may be quadrature error: ``scg.testing``'s z-test is sensitive enough to see it.
 """
 
 from __future__ import annotations
