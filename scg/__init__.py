@@ -10,6 +10,7 @@ from scg import baselines, estimators
 from scg.errors import (
     InfluenceLostError,
     InfluenceLostWarning,
+    NonDifferentiablePathWarning,
     SCGError,
     UntrackedRandomnessWarning,
 )
@@ -37,6 +38,7 @@ __all__ = [
     "InfluenceLostError",
     "InfluenceLostWarning",
     "Node",
+    "NonDifferentiablePathWarning",
     "Pathwise",
     "SCGError",
     "ScoreFunction",

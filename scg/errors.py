@@ -6,7 +6,8 @@ offending ``scg.sample`` or ``scg.cost`` call without reading a traceback from d
 
 from __future__ import annotations
 
-__all__ = ["InfluenceLostError", "InfluenceLostWarning", "SCGError", "UntrackedRandomnessWarning"]
+__all__ = ["InfluenceLostError", "InfluenceLostWarning", "NonDifferentiablePathWarning", "SCGError",
+           "UntrackedRandomnessWarning"]
 
 
 class SCGError(ValueError):
@@ -33,3 +34,9 @@ class UntrackedRandomnessWarning(InfluenceLostWarning):
     """A random draw (``torch.bernoulli``, ``torch.multinomial``, ``Distribution.sample()``, ...)
     on values computed from stochastic nodes, made outside ``scg.sample``: it is not a stochastic
     node, so the gradient misses its dependence on the parameters."""
+
+
+class NonDifferentiablePathWarning(UserWarning):
+    """A node differentiated pathwise (``rsample``) influences a cost only through operations
+    autograd cannot differentiate (a step function, ``detach()``, ``torch.no_grad()``): its
+    pathwise gradient there is zero, which is biased; use ``estimator=scg.ScoreFunction()``."""

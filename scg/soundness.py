@@ -24,19 +24,15 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
-from scg.errors import SCGError
+from scg.errors import NonDifferentiablePathWarning, SCGError
 from scg.estimators.pathwise import Pathwise
 from scg.graph.graph import Graph
 from scg.graph.nodes import CostNode, Node, StochasticNode
 from scg.graph.tracking import bits
 from scg.plates import PlateCheck
 
-__all__ = ["NonDifferentiablePathWarning", "check_after_registration", "check_enumerated",
+__all__ = ["check_after_registration", "check_enumerated",
            "check_pathwise"]
-
-
-class NonDifferentiablePathWarning(UserWarning):
-    """A pathwise node influences a cost only through operations autograd cannot differentiate."""
 
 
 def check_after_registration(graph: Graph, full: Sequence[int]) -> None:

@@ -226,8 +226,22 @@ def _dist_tensors(obj: object, depth: int = 0) -> list[torch.Tensor]:
     return out
 
 
-def _is_torch_distribution(dist: Distribution) -> bool:
-    return type(dist).__module__.startswith("torch.distributions.")
+def _is_torch_distribution(dist: object, depth: int = 0) -> bool:
+    """True when ``dist`` and every distribution and transform nested in it are torch's own
+    classes, whose parameters are tensor attributes (so a sample's parents are their masks).
+    Anything else (a user Transform with parameters in a closure or a dict) is drawn under
+    tracking, which sees the operations that use them."""
+    if not type(dist).__module__.startswith("torch.distributions."):
+        return False
+    if depth > 6:
+        return False
+    for v in vars(dist).values() if hasattr(dist, "__dict__") else ():
+        items = v if isinstance(v, (list, tuple)) else [v]
+        for item in items:
+            if isinstance(item, (Distribution, Transform)) and not _is_torch_distribution(
+                    item, depth + 1):
+                return False
+    return True
 
 
 def dist_mask(g: Graph, obj: object, depth: int = 0) -> int:

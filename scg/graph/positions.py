@@ -343,6 +343,8 @@ __gt__ __ge__ __lshift__ __rshift__ __iand__ __ior__ __ixor__ __div__ __rdiv__ _
 """
 
 _TABLE: dict[str, Rule] = {}
+#: called after declare_rowwise changes the rules (the tracker clears its per-function cache)
+ON_CHANGE: list[Callable[[], None]] = []
 for _n in _ELEMENTWISE.split():
     _TABLE[_n] = _elementwise
     _TABLE[_n + "_"] = _elementwise
@@ -410,42 +412,53 @@ def declare_rowwise(op: Callable[..., Any] | str, dims: int = 1) -> None:
     for n in names:
         if n:
             _TABLE[n] = rule
-    _CACHE.clear()
+    for callback in ON_CHANGE:
+        callback()
 for _n in "masked_fill_ copy_".split():
     _TABLE[_n] = _elementwise
 
 
-def _rule_for(func: Callable[..., Any]) -> Rule | None:
-    name = getattr(func, "__name__", "")
-    if name == "__get__":  # properties: t.T, t.mT, t.real
-        owner = getattr(func, "__self__", None)
-        name = getattr(owner, "__name__", "")
-    return _TABLE.get(name)
-
-
-_CACHE: dict[Callable[..., Any], tuple[str, Rule | None]] = {}
+_NAMES: dict[Callable[..., Any], str] = {}
 
 #: When a dict, counts the operations without a rule that tracked values went through (set it to
 #: ``{}`` to see which operations a program sends to the conservative fallback).
 UNKNOWN: dict[str, int] | None = None
 
 
+def name_of(func: Callable[..., Any]) -> str:
+    """``add`` for ``torch.add``; ``T`` for the ``Tensor.T`` getter."""
+    name = _NAMES.get(func)
+    if name is None:
+        name = getattr(func, "__name__", "") or ""
+        if name == "__get__":
+            name = getattr(getattr(func, "__self__", None), "__name__", "") or ""
+        _NAMES[func] = name
+    return name
+
+
+def rule_for(name: str) -> Rule | None:
+    """The position rule of the operation called ``name`` (None: no rule, i.e. mixing)."""
+    return _TABLE.get(name)
+
+
+def is_elementwise(name: str) -> bool:
+    return _TABLE.get(name) is _elementwise
+
+
+def record_unknown(func: Callable[..., Any]) -> None:
+    if UNKNOWN is not None:
+        n = name_of(func)
+        UNKNOWN[n] = UNKNOWN.get(n, 0) + 1
+
+
 def prefix(func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any] | None,
            t: Tensor, out: Tensor, pos: int) -> int:
     """How many leading positions of ``out`` line up with those of the input ``t`` (argument
     ``pos`` of ``func``), before expansions are considered; 0 for an op without a rule."""
-    got = _CACHE.get(func)
-    if got is None:
-        rule = _rule_for(func)
-        name = getattr(func, "__name__", "")
-        if name == "__get__":
-            name = getattr(getattr(func, "__self__", None), "__name__", "")
-        got = (name, rule)
-        _CACHE[func] = got
-    name, rule = got
+    name = name_of(func)
+    rule = _TABLE.get(name)
     if rule is None:
-        if UNKNOWN is not None:
-            UNKNOWN[name] = UNKNOWN.get(name, 0) + 1
+        record_unknown(func)
         return 0
     try:
         return rule(name, args, kwargs or {}, t, out, pos)

@@ -96,7 +96,8 @@ rand_like randn_like randint_like""".split())
 
 #: Frames in these modules are wrappers between the user's call and the mode.
 _WRAPPERS = frozenset({"torch.overrides", "torch._tensor", "torch.functional", "torch._jit_internal",
-                       "torch.nn.functional", "torch.utils._device", "torch._tensor_str"})
+                       "torch.nn.functional", "torch.utils._device", "torch._tensor_str",
+                       "torch.utils.dlpack"})
 
 #: Escapes inside these packages are their own business (e.g. argument validation), not user data flow.
 _LIBRARY_MODULES = frozenset({"torch", "scg", "numpy"})
@@ -124,6 +125,29 @@ def _mutates_first_arg(func: Callable[..., Any]) -> bool:
         known = name == "__setitem__" or (name.endswith("_") and not name.endswith("__"))
         _MUTATING_CACHE[func] = known
     return known
+
+
+_F_METADATA, _F_SHAPE, _F_RANDOM, _F_MUTATES, _F_ELEMENTWISE, _F_DYNAMIC, _F_GETITEM = (
+    1, 2, 4, 8, 16, 32, 64)
+_INFO: dict[Callable[..., Any], tuple[str, positions.Rule | None, int]] = {}
+
+
+def _info(func: Callable[..., Any]) -> tuple[str, positions.Rule | None, int]:
+    """(name, position rule, flags) of a torch function, computed once."""
+    name = func_name(func)
+    rule = positions.rule_for(name)
+    flags = ((_F_METADATA if name in _METADATA else 0) | (_F_SHAPE if name in _SHAPE_QUERIES else 0)
+             | (_F_RANDOM if name in _RANDOM else 0)
+             | (_F_MUTATES if _mutates_first_arg(func) else 0)
+             | (_F_ELEMENTWISE if positions.is_elementwise(name) else 0)
+             | (_F_DYNAMIC if name in _DYNAMIC_SHAPE else 0)
+             | (_F_GETITEM if name == "__getitem__" else 0))
+    info = (name, rule, flags)
+    _INFO[func] = info
+    return info
+
+
+positions.ON_CHANGE.append(_INFO.clear)
 
 
 def get_mask(value: object, attr: str) -> int:
@@ -298,10 +322,13 @@ class InfluenceTracker(TorchFunctionMode):
                         tracked.append((-1, a, am))
         if not m:
             return out
-        name = func_name(func)
+        info = _INFO.get(func)
+        if info is None:
+            info = _info(func)
+        name, rule, flags = info
         if type(out) is not Tensor and not _is_tensor_result(out):
-            if name in _METADATA:
-                if name in _SHAPE_QUERIES and self.any_dynamic:
+            if flags & _F_METADATA:
+                if flags & _F_SHAPE and self.any_dynamic:
                     dm = 0
                     for _, a, _ in tracked:
                         dm |= getattr(a, self.dattr, 0)
@@ -312,52 +339,86 @@ class InfluenceTracker(TorchFunctionMode):
                 return out
             self._escape(f"Tensor.{name}()" if name else str(func), m)
             return out
-        if name in _RANDOM and not self.drawing:
+        if flags & _F_RANDOM and not self.drawing:
             self._random(name, m)
         written = kwargs.get("out") if kwargs else None
-        if _mutates_first_arg(func) and args and isinstance(args[0], Tensor):
+        if flags & _F_MUTATES and args and isinstance(args[0], Tensor):
             written = args[0]
         if isinstance(written, Tensor) and out is not written:
-            self._propagate(func, name, args, kwargs, written, m, tracked)
-        self._propagate(func, name, args, kwargs, out, m, tracked)
+            self._propagate(func, rule, flags, args, kwargs, written, m, tracked)
+        if type(out) is Tensor:
+            if flags & _F_ELEMENTWISE and written is None and not self.any_dynamic \
+                    and not self.storages:
+                fattr = self.fattr
+                oshape = out.shape
+                for _, a, _ in tracked:
+                    if getattr(a, fattr, None) is not None or a.shape != oshape:
+                        break
+                else:  # the common case: same shapes, nothing foreign
+                    setattr(out, attr, getattr(out, attr, 0) | m)
+                    return out
+            self._propagate(func, rule, flags, args, kwargs, out, m, tracked)
+        else:
+            for o in _flat_tensors(out):
+                self._propagate(func, rule, flags, args, kwargs, o, m, tracked)
         if isinstance(written, Tensor):
             self._written(written, m, name)
         return out
 
-    def _propagate(self, func: Callable[..., Any], name: str, args: tuple[Any, ...],
-                   kwargs: dict[str, Any] | None, out: Any, m: int,
+    def _propagate(self, func: Callable[..., Any], rule: positions.Rule | None, flags: int,
+                   args: tuple[Any, ...], kwargs: dict[str, Any] | None, o: Tensor, m: int,
                    tracked: list[tuple[int, Tensor, int]]) -> None:
         attr, fattr = self.attr, self.fattr
-        outs = [out] if isinstance(out, Tensor) else [o for o in _flat_tensors(out)]
-        dynamic = name in _DYNAMIC_SHAPE or (name == "__getitem__" and _bool_index(args))
-        if dynamic:
+        setattr(o, attr, getattr(o, attr, 0) | m)
+        fr: dict[int, int] | None = None
+        if args and o is args[0]:
+            old = getattr(o, fattr, None)
+            fr = dict(old) if old else None
+        oshape = o.shape
+        storages = self.storages
+        for pos, a, am in tracked:
+            afr = getattr(a, fattr, None)
+            if flags & _F_ELEMENTWISE and a.shape == oshape:
+                f = INF  # same shape, positions kept: nothing new
+            else:
+                p = 0
+                if rule is not None:
+                    try:
+                        p = rule(positions.name_of(func), args, kwargs or {}, a, o, pos)
+                    except (TypeError, ValueError, IndexError, ZeroDivisionError, AttributeError):
+                        p = 0
+                elif positions.UNKNOWN is not None:
+                    positions.record_unknown(func)
+                f = positions.foreign_from(p, a, o)
+            if f < INF:
+                if fr is None:
+                    fr = {}
+                fr[f] = fr.get(f, 0) | am
+            elif storages:
+                extra = am & ~getattr(a, attr, 0)  # known only through an alias of its storage
+                if extra:
+                    if fr is None:
+                        fr = {}
+                    q = positions.foreign_from(0, a, o)
+                    fr[q] = fr.get(q, 0) | extra
+            if afr:
+                if fr is None:
+                    fr = {}
+                for q, qm in afr.items():
+                    q = q if q < f else f
+                    fr[q] = fr.get(q, 0) | qm
+        if fr:
+            fr = positions.normalize(fr)
+            fr.pop(INF, None)
+        if fr or getattr(o, fattr, None) is not None:
+            setattr(o, fattr, fr or None)
+        if flags & _F_DYNAMIC or (flags & _F_GETITEM and _bool_index(args)):
             self.any_dynamic = True
-        dm = 0
-        if self.any_dynamic:
+            setattr(o, self.dattr, m)
+        elif self.any_dynamic:
+            dm = 0
             for _, a, _ in tracked:
                 dm |= getattr(a, self.dattr, 0)
-            if dynamic:
-                dm |= m
-        for o in outs:
-            setattr(o, attr, getattr(o, attr, 0) | m)
-            fr: dict[int, int] = (dict(getattr(o, fattr, None) or {})
-                                  if args and o is args[0] else {})
-            for pos, a, am in tracked:
-                p = positions.prefix(func, args, kwargs, a, o, pos)
-                f = positions.foreign_from(p, a, o)
-                afr = getattr(a, fattr, None)
-                own = getattr(a, attr, 0)
-                if f < INF:
-                    positions.merge(fr, f, am)
-                elif am & ~own:  # known only through an alias of its storage
-                    positions.merge(fr, positions.foreign_from(0, a, o), am & ~own)
-                if afr:
-                    for q, qm in afr.items():
-                        positions.merge(fr, min(q, f), qm)
-            if fr:
-                fr = positions.normalize(fr)
-                fr.pop(INF, None)
-            setattr(o, fattr, fr or None)
             if dm:
                 setattr(o, self.dattr, dm)
 

@@ -115,10 +115,11 @@ def _runs(program: Program, quadrature: int, max_runs: int) -> list[tuple[Graph,
             position[0] += 1
             if i < len(prefix):
                 value, lw, ratio = prefix[i]
+                # (scored on a copy: the program may edit its sample in place)
                 if lw is None:
-                    logw.append(dist.log_prob(value).sum())
+                    logw.append(dist.log_prob(value.clone()).sum())
                 elif ratio:  # fixed points, weights w_k · p(x_k; θ) / p(x_k; θ₀)
-                    lp = dist.log_prob(value).sum()
+                    lp = dist.log_prob(value.clone()).sum()
                     logw.append(lw + (lp - lp.detach()))
                 else:
                     logw.append(lw)

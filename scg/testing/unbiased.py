@@ -55,7 +55,9 @@ def estimate_gradients(program: Program, params: Sequence[torch.Tensor], n: int,
             with Graph(**(graph_kwargs or {})) as g:
                 program()
             loss = g.surrogate_loss(**kwargs)
-            grads = torch.autograd.grad(loss, params, allow_unused=True)
+            grads: Sequence[torch.Tensor | None] = (
+                torch.autograd.grad(loss, params, allow_unused=True) if loss.requires_grad
+                else [None] * len(params))  # nothing differentiable reached it: a zero estimate
             out.append(_flat(grads, params).detach())
     return torch.stack(out)
 
