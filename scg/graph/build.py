@@ -124,7 +124,11 @@ def sample(
                                       if isinstance(t, torch.Tensor)])
     elif g.intervene is not None:
         auto = name if name is not None else f"sample_{g._counts['stochastic']}"
-        raw = g.intervene(auto, step, dist, shape)
+        g._tracker.drawing += 1  # the hook's own draws (replays, reruns) are scg's
+        try:
+            raw = g.intervene(auto, step, dist, shape)
+        finally:
+            g._tracker.drawing -= 1
         if raw is not None:
             expected_shape = shape + dist.batch_shape + dist.event_shape
             if not isinstance(raw, torch.Tensor) or raw.shape != expected_shape:

@@ -24,7 +24,7 @@ credit holds for a pair (node, cost) is decided when the surrogate is built (:mo
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -388,15 +388,25 @@ for _n in "new_zeros new_ones new_full new_empty new_tensor".split():
     _TABLE[_n] = _constant
 
 
-def declare_rowwise(op: Callable[..., Any] | str, dims: int = 1) -> None:
-    """Declare that ``op`` (a function, a ``torch.library`` custom op, or its name as torch
-    reports it, e.g. ``"my_attend.default"``) keeps the leading ``dims`` dimensions of each of
-    its tensor arguments aligned with its outputs: output row ``i`` is computed from input row
-    ``i`` only. Operations scg has no rule for are treated as mixing their inputs' rows (whole-
-    batch credit for the nodes they carry); this restores per-example credit through them.
+def declare_rowwise(op: Callable[..., Any] | str, dims: int = 1,
+                    args: Sequence[int] | None = None) -> None:
+    """Declare that ``op`` keeps rows: output row ``i`` is computed from row ``i`` of its
+    row-aligned tensor arguments only (their leading ``dims`` dimensions line up with the
+    outputs').
+
+    Args:
+        op: a function, a ``torch.library`` custom op, or its name as torch reports it
+            (``"my_attend.default"``).
+        dims: how many leading dimensions are rows.
+        args: positions of the row-aligned arguments (default: all tensor arguments); a
+            tracked value in any other argument is treated as mixing.
+
+    Operations scg has no rule for are treated as mixing their inputs' rows (whole-batch credit
+    for the nodes they carry, :mod:`scg.plates`); this restores per-example credit through them.
     """
     if isinstance(dims, bool) or not isinstance(dims, int) or dims < 0:
         raise ValueError(f"declare_rowwise(dims=...): expected an int >= 0, got {dims!r}")
+    aligned = None if args is None else frozenset(int(a) for a in args)
     names = [op] if isinstance(op, str) else [getattr(op, "__name__", "")]
     default = getattr(op, "default", None)  # a custom op's OpOverload
     if default is not None:
@@ -405,8 +415,10 @@ def declare_rowwise(op: Callable[..., Any] | str, dims: int = 1) -> None:
     if isinstance(qualified, str):
         names.append(qualified.split("::")[-1] + ".default")
 
-    def rule(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor,
+    def rule(name: str, call_args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor,
              out: Tensor, pos: int) -> int:
+        if aligned is not None and pos not in aligned:
+            return 0
         return min(dims, t.dim(), out.dim()) if t.dim() >= dims else 0
 
     for n in names:
