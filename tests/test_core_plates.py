@@ -219,3 +219,14 @@ def test_unknown_op_is_treated_as_mixing() -> None:
         scg.cost(y ** 2, name="c")
     g.surrogate_loss()
     assert g.credit("z", "c") == "whole-plate"
+
+
+def test_particle_batched_estimates_refuse_a_program_that_mixes_particles() -> None:
+    th = _theta()
+
+    def batched(reps: torch.Tensor) -> None:  # (P, 3)
+        z = scg.sample(Bernoulli(logits=reps), name="z")  # (P, 3)
+        scg.cost(z.to(reps.dtype).cumsum(0) * W[0], name="c")  # mixes particles
+
+    with pytest.raises(scg.SCGError, match=r"mixes the particles of stochastic node 'z'"):
+        st.estimate_gradients_batched(batched, [th], 8, particles=4)
