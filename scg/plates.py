@@ -43,6 +43,8 @@ def foreign_closure(graph: Graph, full: Sequence[int]) -> list[dict[int, int]]:
     """``F[i]``: position -> mask of the ancestors of node i whose dimensions stop lining up with
     node i's value at that position (ancestors absent from F[i] line up everywhere)."""
     out: list[dict[int, int]] = []
+    # positions at or beyond every node's rank can never be compared (pruned to keep F small)
+    limit = max((n.value.dim() for n in graph.nodes), default=0)
     for node in graph.nodes:
         acc: dict[int, int] = {}
         shift = 1 if isinstance(node, StochasticNode) and node.n is not None else 0
@@ -51,11 +53,15 @@ def foreign_closure(graph: Graph, full: Sequence[int]) -> list[dict[int, int]]:
                 p = q + shift if q < INF else q
                 acc[p] = acc.get(p, 0) | qm
         for p, pm in node.foreign.items():
+            if p >= limit:
+                continue
             reach = 0
             for j in bits(pm):
                 reach |= full[j] | (1 << j)
             acc[p] = acc.get(p, 0) | reach
-        out.append(normalize(acc) if acc else acc)
+        if acc:
+            acc = {p: m for p, m in normalize(acc).items() if p < limit}
+        out.append(acc)
     return out
 
 
@@ -84,10 +90,11 @@ class PlateCheck:
         self.full = full
         self.layout_len = layout_len  # node index -> number of leading sample dimensions
         self.foreign = foreign_closure(graph, full)
+        self.any = [sum(f.values()) for f in self.foreign]  # nodes with a foreign position
 
     def mixed(self, v: StochasticNode, c: Node) -> bool:
         """Whether cost ``c`` mixes the plate elements of ``v`` (see the module docstring)."""
-        if not self.full[c.index] >> v.index & 1:
+        if not self.any[c.index] >> v.index & 1:
             return False
         f = _position(self.foreign[c.index], v.index)
         if f >= INF:

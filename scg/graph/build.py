@@ -159,11 +159,13 @@ def sample(
             foreign[0] = foreign.get(0, 0) | parents_extra
         # the log-probability is computed from a private copy of the draw, so that the program
         # may edit its sample in place (tok.masked_fill_(done, pad)) without breaking backward
-        private = not value.requires_grad
         tracker.drawing += 1
         try:
-            log_prob = _log_prob(dist, value.clone() if private else value,
-                                 estimator.score or enumerated, shape, name, location)
+            with g._paused():
+                private = not value.requires_grad
+                scored = value.clone() if private else value
+            log_prob = _log_prob(dist, scored, estimator.score or enumerated, shape, name,
+                                 location)
         finally:
             tracker.drawing -= 1
     node_baseline = baseline if baseline is not None else estimator.baseline
@@ -172,7 +174,8 @@ def sample(
                        n=n)
     assert isinstance(node, StochasticNode)
     g._set_mask(value, 1 << node.index)
-    tracker.register_node_value(value, node.index)
+    with g._paused():
+        tracker.register_node_value(value, node.index)
     node.extra["private"] = private
     node.extra["plates"] = plates if plates is not None else g.plates
     if enumerated:
@@ -345,7 +348,8 @@ def cost(
     mask = _reduced_mask(g, reduced, name, location) if reduced is not None else 0
     node = g._register(CostNode, name, step, value, g.mask(value), location,
                        foreign=g.foreign(value), baseline=baseline)
-    node.extra["version"] = value._version  # type: ignore[attr-defined]
+    with g._paused():
+        node.extra["version"] = value._version  # type: ignore[attr-defined]
     if baseline is not None and getattr(baseline, "inputs", None) is not None:
         node.extra["baseline_inputs_mask"] = sum_masks(g, baseline.inputs)  # type: ignore[attr-defined]
         node.extra["baseline_inputs_versions"] = _versions(baseline.inputs)  # type: ignore[attr-defined]
@@ -395,7 +399,8 @@ def deterministic(value: torch.Tensor, *, name: str, step: int | None = None) ->
     return alias
 
 
-def influenced_by(value: torch.Tensor, *sources: torch.Tensor | Node) -> torch.Tensor:
+def influenced_by(value: torch.Tensor, *sources: torch.Tensor | Node,
+                  per_element: bool = False) -> torch.Tensor:
     """Declare that ``value`` depends on ``sources`` through a path scg cannot see.
 
     Use it where a sample left tensor land (``.item()``, Python ``if``) and came back::
@@ -406,7 +411,11 @@ def influenced_by(value: torch.Tensor, *sources: torch.Tensor | Node) -> torch.T
             c = loss_b(x)
         scg.cost(scg.influenced_by(c, z))        # c depends on z through the branch
 
-    Returns a new tensor sharing ``value``'s data whose influence includes the sources'.
+    Returns a new tensor sharing ``value``'s data whose influence includes the sources'. scg
+    cannot know which elements of the sources each element of ``value`` depends on, so the
+    sources get whole-plate credit from it (:mod:`scg.plates`), unless ``per_element=True``
+    declares that ``value[i, ...]`` depends on element ``i`` of each source only (their leading
+    dimensions line up).
     """
     g = _open_graph("influenced_by", None)
     location = caller_location()
@@ -426,7 +435,8 @@ def influenced_by(value: torch.Tensor, *sources: torch.Tensor | Node) -> torch.T
                            "any node of the open graph")
         extra |= m
     foreign = g.foreign(value)
-    foreign[0] = foreign.get(0, 0) | extra  # a declared dependency: no per-element claim
+    if not per_element:  # a declared dependency: no per-element claim
+        foreign[0] = foreign.get(0, 0) | extra
     alias, parents = _alias(g, value)
     g._set_mask(alias, parents | extra, foreign)
     return alias

@@ -64,11 +64,9 @@ def _reduction(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tens
     if pos != 0:
         return 0
     d = _dim(args, kwargs, 1, t.dim())
-    if d is None:
-        return INF if out.dim() in (0, t.dim()) else 0  # a full reduction (or keepdim)
-    if kwargs.get("keepdim", args[2] if len(args) > 2 and isinstance(args[2], bool) else False):
-        return INF
-    return d
+    # positions from the reduced one on are foreign, even if none is left: a dimension added
+    # later (one_hot of the result) would otherwise look aligned with the node's reduced one
+    return 0 if d is None else d
 
 
 def _along(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor,
@@ -113,8 +111,11 @@ def _squeeze(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor
              out: Tensor, pos: int) -> int:
     d = _dim(args, kwargs, 1, t.dim())
     if d is None:
-        return next((i for i, s in enumerate(t.shape) if s == 1), INF)
-    return d if t.dim() > out.dim() else INF
+        d = next((i for i, s in enumerate(t.shape) if s == 1), None)
+        if d is None:
+            return INF
+    # a size-1 dimension holds no mixed content: only the dimensions after it move
+    return d if t.dim() > out.dim() and d < t.dim() - 1 else INF
 
 
 def _permute(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor,
@@ -178,8 +179,8 @@ def _matmul(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor,
             out: Tensor, pos: int) -> int:
     if name == "linear":
         return t.dim() - 1 if pos == 0 and t.dim() >= 1 else 0
-    if pos == 0 and t.dim() >= 2 and out.dim() == t.dim():
-        return t.dim() - 1  # rows kept, the last dimension contracted
+    if pos == 0 and t.dim() >= 2 and out.dim() in (t.dim(), t.dim() - 1):
+        return t.dim() - 1  # rows kept, the last dimension contracted (matrix @ vector too)
     if pos == 1 and t.dim() >= 3 and out.dim() == t.dim():
         return t.dim() - 2  # batch dims kept, the second-last contracted
     return 0
@@ -335,7 +336,7 @@ requires_grad_ float_power fill_ zero_ copy_ fill zeros_like ones_like full_like
 rand_like randn_like randint_like softshrink hardshrink tanhshrink threshold celu rrelu glu
 binary_cross_entropy binary_cross_entropy_with_logits mse_loss l1_loss smooth_l1_loss huber_loss
 kl_div poisson_nll_loss dropout1d dropout2d pin_memory broadcast_tensors atleast_1d view_as_real
-logical_not isclose sgn conj resolve_conj resolve_neg log_sigmoid logsigmoid
+logical_not isclose __deepcopy__ sgn conj resolve_conj resolve_neg log_sigmoid logsigmoid
 __add__ __radd__ __iadd__ __sub__ __rsub__ __isub__ __mul__ __rmul__ __imul__ __truediv__
 __rtruediv__ __itruediv__ __floordiv__ __rfloordiv__ __mod__ __rmod__ __pow__ __rpow__ __neg__
 __abs__ __and__ __rand__ __or__ __ror__ __xor__ __rxor__ __invert__ __eq__ __ne__ __lt__ __le__
@@ -479,22 +480,24 @@ def prefix(func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, An
 
 
 def foreign_from(p: int, t: Tensor, out: Tensor) -> int:
-    """The first position ``≥`` the aligned prefix ``p`` where ``out`` has size > 1 (INF if none),
-    where the aligned prefix also ends at the first size-1 dimension of ``t`` expanded in ``out``."""
+    """The first position ``≥`` the aligned prefix ``p`` where ``out`` has size > 1 (or ``p``
+    itself when there is none: a dimension added later there is foreign too; INF when ``p`` is),
+    where the aligned prefix also ends at the first size-1 dimension of ``t`` expanded in
+    ``out``."""
     oshape = out.shape
     n = len(oshape)
-    if p > n:
-        p = n
     tshape = t.shape
-    m = min(p, len(tshape))
+    m = min(p, len(tshape), n)
     for i in range(m):
         if tshape[i] == 1 and oshape[i] != 1:
             p = i
             break
+    if p >= INF:
+        return INF
     for i in range(p, n):
         if oshape[i] != 1:
             return i
-    return INF
+    return min(p, n)  # nothing foreign of size > 1 yet; kept for dimensions added later
 
 
 def merge(into: dict[int, int], pos: int, mask: int) -> None:

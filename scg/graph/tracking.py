@@ -77,9 +77,9 @@ _version get_device nbytes itemsize requires_grad is_leaf is_contiguous is_float
 is_complex is_cuda is_sparse is_quantized is_meta is_nested is_signed is_inference is_shared
 is_pinned is_mps is_xpu is_mkldnn is_cpu dtype device layout grad_fn names grad output_nr _cdata
 __hash__ __reduce_ex__ __getstate__ __setstate__ untyped_storage storage __dlpack_device__
-_is_view is_set_to has_names is_coalesced dim_order __sizeof__ __dir__ type _base retains_grad
-_typed_storage __class__ __deepcopy__ backward register_hook retain_grad __array_priority__
-_grad_fn _backward_hooks is_neg is_conj __setitem__ untyped_storage
+_is_view is_set_to has_names is_coalesced dim_order __sizeof__ __dir__ _base retains_grad
+_typed_storage __class__ backward register_hook retain_grad __array_priority__
+_grad_fn _backward_hooks is_neg is_conj
 """.split())
 
 #: Queries that read a shape: escapes when the shape depends on sampled values.
@@ -292,6 +292,12 @@ class InfluenceTracker(TorchFunctionMode):
         kwargs: dict[str, Any] | None = None,
     ) -> Any:
         out = func(*args, **kwargs) if kwargs else func(*args)
+        info = _INFO.get(func)
+        if info is None:
+            info = _info(func)
+        name, rule, flags = info
+        if flags & _F_METADATA and not (flags & _F_SHAPE and self.any_dynamic):
+            return out  # t.shape, t.dim(), t.dtype, ...: not data flow
         attr = self.attr
         storages = self.storages
         m = 0
@@ -322,10 +328,6 @@ class InfluenceTracker(TorchFunctionMode):
                         tracked.append((-1, a, am))
         if not m:
             return out
-        info = _INFO.get(func)
-        if info is None:
-            info = _info(func)
-        name, rule, flags = info
         if type(out) is not Tensor and not _is_tensor_result(out):
             if flags & _F_METADATA:
                 if flags & _F_SHAPE and self.any_dynamic:
@@ -351,11 +353,18 @@ class InfluenceTracker(TorchFunctionMode):
                     and not self.storages:
                 fattr = self.fattr
                 oshape = out.shape
+                shared = None
                 for _, a, _ in tracked:
-                    if getattr(a, fattr, None) is not None or a.shape != oshape:
+                    afr = getattr(a, fattr, None)
+                    if a.shape != oshape or (afr is not None and shared is not None
+                                             and afr is not shared):
                         break
-                else:  # the common case: same shapes, nothing foreign
+                    if afr is not None:
+                        shared = afr
+                else:  # the common case: same shapes, at most one foreign map (shared, immutable)
                     setattr(out, attr, getattr(out, attr, 0) | m)
+                    if shared is not None:
+                        setattr(out, fattr, shared)
                     return out
             self._propagate(func, rule, flags, args, kwargs, out, m, tracked)
         else:
@@ -376,20 +385,22 @@ class InfluenceTracker(TorchFunctionMode):
             fr = dict(old) if old else None
         oshape = o.shape
         storages = self.storages
+        if fr is None and len(tracked) == 1 and not storages:
+            pos, a, am = tracked[0]
+            afr = getattr(a, fattr, None)
+            f = INF if flags & _F_ELEMENTWISE and a.shape == oshape else positions.foreign_from(
+                self._prefix(func, rule, args, kwargs, a, o, pos), a, o)
+            if f >= INF:  # positions kept: the input's map is the output's (shared, immutable)
+                if afr is not None or getattr(o, fattr, None) is not None:
+                    setattr(o, fattr, afr)
+                self._dynamic(flags, args, o, m, tracked)
+                return
         for pos, a, am in tracked:
             afr = getattr(a, fattr, None)
             if flags & _F_ELEMENTWISE and a.shape == oshape:
                 f = INF  # same shape, positions kept: nothing new
             else:
-                p = 0
-                if rule is not None:
-                    try:
-                        p = rule(positions.name_of(func), args, kwargs or {}, a, o, pos)
-                    except (TypeError, ValueError, IndexError, ZeroDivisionError, AttributeError):
-                        p = 0
-                elif positions.UNKNOWN is not None:
-                    positions.record_unknown(func)
-                f = positions.foreign_from(p, a, o)
+                f = positions.foreign_from(self._prefix(func, rule, args, kwargs, a, o, pos), a, o)
             if f < INF:
                 if fr is None:
                     fr = {}
@@ -412,6 +423,23 @@ class InfluenceTracker(TorchFunctionMode):
             fr.pop(INF, None)
         if fr or getattr(o, fattr, None) is not None:
             setattr(o, fattr, fr or None)
+        self._dynamic(flags, args, o, m, tracked)
+
+    @staticmethod
+    def _prefix(func: Callable[..., Any], rule: positions.Rule | None, args: tuple[Any, ...],
+                kwargs: dict[str, Any] | None, a: Tensor, o: Tensor, pos: int) -> int:
+        if rule is None:
+            if positions.UNKNOWN is not None:
+                positions.record_unknown(func)
+            return 0
+        try:
+            return rule(positions.name_of(func), args, kwargs or {}, a, o, pos)
+        except (TypeError, ValueError, IndexError, ZeroDivisionError, AttributeError):
+            return 0
+
+    def _dynamic(self, flags: int, args: tuple[Any, ...], o: Tensor, m: int,
+                 tracked: list[tuple[int, Tensor, int]]) -> None:
+        """Mark outputs whose shape depends on sampled values (and what is computed from them)."""
         if flags & _F_DYNAMIC or (flags & _F_GETITEM and _bool_index(args)):
             self.any_dynamic = True
             setattr(o, self.dattr, m)
