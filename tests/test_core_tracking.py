@@ -190,6 +190,22 @@ def test_sample_of_a_nested_graph_used_in_the_outer_raises() -> None:
         outer.surrogate_loss()
 
 
+@pytest.mark.parametrize("transform", ["vmap", "grad"])
+def test_tracked_values_inside_torch_func_transforms_are_loud(transform: str) -> None:
+    th = _theta()
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return (x * 2.0).sum()
+
+    run = torch.func.vmap(f) if transform == "vmap" else torch.func.grad(f)
+    with scg.Graph(), pytest.warns(scg.InfluenceLostWarning, match=r"'z'.*torch.func transform"):
+        z = scg.sample(Normal(th, 1.0), name="z")
+        run(z[:, None] if transform == "vmap" else z)
+    with scg.Graph(strict=True), pytest.raises(scg.InfluenceLostError, match="torch.func"):
+        z = scg.sample(Normal(th, 1.0), name="z")
+        run(z[:, None] if transform == "vmap" else z)
+
+
 # ---------------------------------------------------------------- 6. randomness scg cannot see
 @pytest.mark.parametrize("draw", ["bernoulli", "multinomial", "Distribution.sample"])
 def test_hidden_draw_on_tracked_values_warns(draw: str) -> None:

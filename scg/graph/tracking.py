@@ -45,6 +45,8 @@ from types import FrameType
 from typing import Any
 
 import torch
+from torch._C import _are_functorch_transforms_active as _transforms_active
+from torch._C import _functorch
 from torch.overrides import TorchFunctionMode
 
 from scg.graph import positions
@@ -327,6 +329,8 @@ class InfluenceTracker(TorchFunctionMode):
                         m |= am
                         tracked.append((-1, a, am))
         if not m:
+            if _transforms_active():
+                self._check_transform(args, kwargs)
             return out
         if type(out) is not Tensor and not _is_tensor_result(out):
             if flags & _F_METADATA:
@@ -466,8 +470,25 @@ class InfluenceTracker(TorchFunctionMode):
         if base is not None:
             setattr(base, self.attr, getattr(base, self.attr, 0) | m)
 
-    def _escape(self, what: str, m: int) -> None:
-        frame, library = user_frame(sys._getframe(2))
+    def _check_transform(self, args: tuple[Any, ...], kwargs: dict[str, Any] | None) -> None:
+        """Inside ``torch.func.vmap/grad/jacrev`` tensors are wrapped in new objects, so their
+        masks are not seen: report a tracked value found under the wrapper."""
+        m = 0
+        for a in (*args, *(kwargs or {}).values()):
+            while isinstance(a, Tensor) and _functorch.is_functorch_wrapped_tensor(a):
+                a = _functorch.get_unwrapped(a)
+            if isinstance(a, Tensor):
+                m |= self.mask_of(a)
+        if m:
+            self._escape("a torch.func transform (vmap, grad, jacrev: scg does not follow "
+                         "values inside it)", m, library_ok=True)
+
+    def _escape(self, what: str, m: int, library_ok: bool = False) -> None:
+        if library_ok:
+            frame: FrameType | None = outside_libraries(sys._getframe(2))
+            library = False
+        else:
+            frame, library = user_frame(sys._getframe(2))
         if frame is not None and not library:
             self._emit("escape", what, m, frame)
 
