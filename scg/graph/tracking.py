@@ -50,106 +50,28 @@ from torch._C import _functorch
 from torch.overrides import TorchFunctionMode
 
 from scg.graph import positions
+from scg.graph.ops import (
+    ESCAPES,
+    F_DYNAMIC,
+    F_ELEMENTWISE,
+    F_GETITEM,
+    F_METADATA,
+    F_MUTATES,
+    F_RANDOM,
+    F_SHAPE,
+    INFO,
+    bool_index,
+    flat_tensors,
+    is_tensor_result,
+    outside_libraries,
+    user_frame,
+)
+from scg.graph.ops import info as op_info
 from scg.graph.positions import INF
 
 __all__ = ["ESCAPES", "InfluenceTracker", "bits", "closure", "get_mask", "set_mask"]
 
 Tensor = torch.Tensor
-
-#: Tensor methods whose result is a Python value: data flow that scg cannot follow (the general
-#: rule, any non-tensor result, covers many more; these are the classic ones).
-ESCAPES: frozenset[Callable[..., Any]] = frozenset(
-    {
-        Tensor.item,
-        Tensor.tolist,
-        Tensor.numpy,
-        Tensor.__bool__,
-        Tensor.__int__,
-        Tensor.__float__,
-        Tensor.__index__,
-        Tensor.__complex__,
-    }
-)
-
-#: Queries about a tensor's metadata, not its values (not escapes, unless the shape is
-#: data-dependent: see _SHAPE_QUERIES).
-_METADATA = frozenset("""
-size dim ndim ndimension numel nelement __len__ shape stride element_size storage_offset data_ptr
-_version get_device nbytes itemsize requires_grad is_leaf is_contiguous is_floating_point
-is_complex is_cuda is_sparse is_quantized is_meta is_nested is_signed is_inference is_shared
-is_pinned is_mps is_xpu is_mkldnn is_cpu dtype device layout grad_fn names grad output_nr _cdata
-__hash__ __reduce_ex__ __getstate__ __setstate__ untyped_storage storage __dlpack_device__
-_is_view is_set_to has_names is_coalesced dim_order __sizeof__ __dir__ _base retains_grad
-_typed_storage __class__ backward register_hook retain_grad __array_priority__
-_grad_fn _backward_hooks is_neg is_conj
-""".split())
-
-#: Queries that read a shape: escapes when the shape depends on sampled values.
-_SHAPE_QUERIES = frozenset("size numel nelement __len__ shape nbytes stride".split())
-
-#: Operations whose output shape depends on the values of their input.
-_DYNAMIC_SHAPE = frozenset("""nonzero masked_select unique unique_consecutive argwhere bincount
-repeat_interleave nonzero_static""".split())
-
-#: Random operations: a draw outside scg.sample is not a stochastic node.
-_RANDOM = frozenset("""bernoulli bernoulli_ multinomial normal normal_ poisson binomial
-_standard_gamma _sample_dirichlet exponential_ geometric_ uniform_ cauchy_ log_normal_ random_
-rand_like randn_like randint_like""".split())
-
-#: Frames in these modules are wrappers between the user's call and the mode.
-_WRAPPERS = frozenset({"torch.overrides", "torch._tensor", "torch.functional", "torch._jit_internal",
-                       "torch.nn.functional", "torch.utils._device", "torch._tensor_str",
-                       "torch.utils.dlpack"})
-
-#: Escapes inside these packages are their own business (e.g. argument validation), not user data flow.
-_LIBRARY_MODULES = frozenset({"torch", "scg", "numpy"})
-
-_MUTATING_CACHE: dict[Callable[..., Any], bool] = {}
-_NAMES: dict[Callable[..., Any], str] = {}
-
-
-def func_name(func: Callable[..., Any]) -> str:
-    """``add`` for ``torch.add``/``Tensor.add``; ``shape`` for the ``Tensor.shape`` getter."""
-    name = _NAMES.get(func)
-    if name is None:
-        name = getattr(func, "__name__", "") or ""
-        if name == "__get__":
-            name = getattr(getattr(func, "__self__", None), "__name__", "") or ""
-        _NAMES[func] = name
-    return name
-
-
-def _mutates_first_arg(func: Callable[..., Any]) -> bool:
-    """True for in-place methods (``add_``), ``__setitem__`` and ``out=``-less writes."""
-    known = _MUTATING_CACHE.get(func)
-    if known is None:
-        name = func_name(func)
-        known = name == "__setitem__" or (name.endswith("_") and not name.endswith("__"))
-        _MUTATING_CACHE[func] = known
-    return known
-
-
-_F_METADATA, _F_SHAPE, _F_RANDOM, _F_MUTATES, _F_ELEMENTWISE, _F_DYNAMIC, _F_GETITEM = (
-    1, 2, 4, 8, 16, 32, 64)
-_INFO: dict[Callable[..., Any], tuple[str, positions.Rule | None, int]] = {}
-
-
-def _info(func: Callable[..., Any]) -> tuple[str, positions.Rule | None, int]:
-    """(name, position rule, flags) of a torch function, computed once."""
-    name = func_name(func)
-    rule = positions.rule_for(name)
-    flags = ((_F_METADATA if name in _METADATA else 0) | (_F_SHAPE if name in _SHAPE_QUERIES else 0)
-             | (_F_RANDOM if name in _RANDOM else 0)
-             | (_F_MUTATES if _mutates_first_arg(func) else 0)
-             | (_F_ELEMENTWISE if positions.is_elementwise(name) else 0)
-             | (_F_DYNAMIC if name in _DYNAMIC_SHAPE else 0)
-             | (_F_GETITEM if name == "__getitem__" else 0))
-    info = (name, rule, flags)
-    _INFO[func] = info
-    return info
-
-
-positions.ON_CHANGE.append(_INFO.clear)
 
 
 def get_mask(value: object, attr: str) -> int:
@@ -198,28 +120,6 @@ def closure(direct: list[int]) -> list[int]:
             pending &= ~(reach | (1 << j))
         full.append(acc)
     return full
-
-
-def user_frame(start: FrameType | None) -> tuple[FrameType | None, bool]:
-    """The first frame outside torch's wrapper modules, and whether it is library code."""
-    frame = start
-    while frame is not None and str(frame.f_globals.get("__name__", "")) in _WRAPPERS:
-        frame = frame.f_back
-    if frame is None:
-        return None, True
-    module = str(frame.f_globals.get("__name__", "")).split(".", 1)[0]
-    return frame, module in _LIBRARY_MODULES
-
-
-def outside_libraries(start: FrameType | None) -> FrameType | None:
-    """The first frame outside torch, numpy and scg (None if there is none)."""
-    frame = start
-    while frame is not None:
-        module = str(frame.f_globals.get("__name__", "")).split(".", 1)[0]
-        if module not in _LIBRARY_MODULES:
-            return frame
-        frame = frame.f_back
-    return None
 
 
 Handler = Callable[[str, str, int, FrameType], None]
@@ -294,11 +194,11 @@ class InfluenceTracker(TorchFunctionMode):
         kwargs: dict[str, Any] | None = None,
     ) -> Any:
         out = func(*args, **kwargs) if kwargs else func(*args)
-        info = _INFO.get(func)
-        if info is None:
-            info = _info(func)
-        name, rule, flags = info
-        if flags & _F_METADATA and not (flags & _F_SHAPE and self.any_dynamic):
+        known = INFO.get(func)
+        if known is None:
+            known = op_info(func)
+        name, rule, flags = known
+        if flags & F_METADATA and not (flags & F_SHAPE and self.any_dynamic):
             return out  # t.shape, t.dim(), t.dtype, ...: not data flow
         attr = self.attr
         storages = self.storages
@@ -332,9 +232,9 @@ class InfluenceTracker(TorchFunctionMode):
             if _transforms_active():
                 self._check_transform(args, kwargs)
             return out
-        if type(out) is not Tensor and not _is_tensor_result(out):
-            if flags & _F_METADATA:
-                if flags & _F_SHAPE and self.any_dynamic:
+        if type(out) is not Tensor and not is_tensor_result(out):
+            if flags & F_METADATA:
+                if flags & F_SHAPE and self.any_dynamic:
                     dm = 0
                     for _, a, _ in tracked:
                         dm |= getattr(a, self.dattr, 0)
@@ -345,15 +245,15 @@ class InfluenceTracker(TorchFunctionMode):
                 return out
             self._escape(f"Tensor.{name}()" if name else str(func), m)
             return out
-        if flags & _F_RANDOM and not self.drawing:
+        if flags & F_RANDOM and not self.drawing:
             self._random(name, m)
         written = kwargs.get("out") if kwargs else None
-        if flags & _F_MUTATES and args and isinstance(args[0], Tensor):
+        if flags & F_MUTATES and args and isinstance(args[0], Tensor):
             written = args[0]
         if isinstance(written, Tensor) and out is not written:
             self._propagate(func, rule, flags, args, kwargs, written, m, tracked)
         if type(out) is Tensor:
-            if flags & _F_ELEMENTWISE and written is None and not self.any_dynamic \
+            if flags & F_ELEMENTWISE and written is None and not self.any_dynamic \
                     and not self.storages:
                 fattr = self.fattr
                 oshape = out.shape
@@ -372,7 +272,7 @@ class InfluenceTracker(TorchFunctionMode):
                     return out
             self._propagate(func, rule, flags, args, kwargs, out, m, tracked)
         else:
-            for o in _flat_tensors(out):
+            for o in flat_tensors(out):
                 self._propagate(func, rule, flags, args, kwargs, o, m, tracked)
         if isinstance(written, Tensor):
             self._written(written, m, name)
@@ -392,7 +292,7 @@ class InfluenceTracker(TorchFunctionMode):
         if fr is None and len(tracked) == 1 and not storages:
             pos, a, am = tracked[0]
             afr = getattr(a, fattr, None)
-            f = INF if flags & _F_ELEMENTWISE and a.shape == oshape else positions.foreign_from(
+            f = INF if flags & F_ELEMENTWISE and a.shape == oshape else positions.foreign_from(
                 self._prefix(func, rule, args, kwargs, a, o, pos), a, o)
             if f >= INF:  # positions kept: the input's map is the output's (shared, immutable)
                 if afr is not None or getattr(o, fattr, None) is not None:
@@ -401,7 +301,7 @@ class InfluenceTracker(TorchFunctionMode):
                 return
         for pos, a, am in tracked:
             afr = getattr(a, fattr, None)
-            if flags & _F_ELEMENTWISE and a.shape == oshape:
+            if flags & F_ELEMENTWISE and a.shape == oshape:
                 f = INF  # same shape, positions kept: nothing new
             else:
                 f = positions.foreign_from(self._prefix(func, rule, args, kwargs, a, o, pos), a, o)
@@ -444,7 +344,7 @@ class InfluenceTracker(TorchFunctionMode):
     def _dynamic(self, flags: int, args: tuple[Any, ...], o: Tensor, m: int,
                  tracked: list[tuple[int, Tensor, int]]) -> None:
         """Mark outputs whose shape depends on sampled values (and what is computed from them)."""
-        if flags & _F_DYNAMIC or (flags & _F_GETITEM and _bool_index(args)):
+        if flags & F_DYNAMIC or (flags & F_GETITEM and bool_index(args)):
             self.any_dynamic = True
             setattr(o, self.dattr, m)
         elif self.any_dynamic:
@@ -496,26 +396,3 @@ class InfluenceTracker(TorchFunctionMode):
         frame = outside_libraries(sys._getframe(2))
         if frame is not None:
             self._emit("random", name, m, frame)
-
-
-def _is_tensor_result(out: Any) -> bool:
-    if out is None or isinstance(out, Tensor):
-        return True
-    if isinstance(out, (list, tuple)):
-        return bool(out) and all(isinstance(o, Tensor) or o is None for o in out)
-    return isinstance(out, (torch.dtype, torch.device, torch.Size, torch.layout))
-
-
-def _flat_tensors(out: Any) -> Iterator[Tensor]:
-    if isinstance(out, Tensor):
-        yield out
-    elif isinstance(out, (list, tuple)):
-        for o in out:
-            yield from _flat_tensors(o)
-
-
-def _bool_index(args: tuple[Any, ...]) -> bool:
-    idx = args[1] if len(args) > 1 else None
-    items = idx if isinstance(idx, tuple) else (idx,)
-    return any(isinstance(i, Tensor) and i.dtype == torch.bool for i in items)
-
