@@ -134,8 +134,14 @@ class PlateCheck:
                a: np.ndarray) -> np.ndarray:
         """``M[i, j]``: rows[i] influences cols[j] and the cost mixes its plate elements."""
         m = np.zeros(a.shape, dtype=bool)
-        for i, j in zip(*np.nonzero(a)):
-            m[i, j] = self.mixed(rows[int(i)], cols[int(j)])
+        rowmask = 0
+        for v in rows:
+            rowmask |= 1 << v.index
+        for j, c in enumerate(cols):
+            if not self.any[c.index] & rowmask:
+                continue  # every node that influences this cost lines up with it
+            for i in np.nonzero(a[:, j])[0]:
+                m[i, j] = self.mixed(rows[int(i)], c)
         return m
 
 

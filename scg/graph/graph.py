@@ -231,6 +231,7 @@ class Graph:
         self.nodes.append(node)
         self._keys[key] = node
         self._full = None
+        self._tracker.max_dim = max(self._tracker.max_dim, value.dim())
         return node
 
     def _foreign_sample(self, value: torch.Tensor, node: StochasticNode) -> None:

@@ -147,6 +147,10 @@ class InfluenceTracker(TorchFunctionMode):
         #: storage key -> node index, for node values
         self.node_storages: dict[int, int] = {}
         self.drawing = 0  # > 0 while scg.sample draws (its own randomness is not hidden)
+        #: the largest number of dimensions of a node's value: a foreign position at or beyond
+        #: it can never be compared with a node's dimensions (the bits of a mask are existing
+        #: nodes), so it is dropped, which keeps most tensors free of foreign maps
+        self.max_dim = 0
         self.any_dynamic = False
         self._on_event: Callable[[], Handler | None]
         if inspect.ismethod(on_event):
@@ -294,7 +298,7 @@ class InfluenceTracker(TorchFunctionMode):
             afr = getattr(a, fattr, None)
             f = INF if flags & F_ELEMENTWISE and a.shape == oshape else positions.foreign_from(
                 self._prefix(func, rule, args, kwargs, a, o, pos), a, o)
-            if f >= INF:  # positions kept: the input's map is the output's (shared, immutable)
+            if f >= self.max_dim:  # positions kept: the input's map is the output's (shared, immutable)
                 if afr is not None or getattr(o, fattr, None) is not None:
                     setattr(o, fattr, afr)
                 self._dynamic(flags, args, o, m, tracked)
@@ -305,6 +309,8 @@ class InfluenceTracker(TorchFunctionMode):
                 f = INF  # same shape, positions kept: nothing new
             else:
                 f = positions.foreign_from(self._prefix(func, rule, args, kwargs, a, o, pos), a, o)
+                if f >= self.max_dim:
+                    f = INF
             if f < INF:
                 if fr is None:
                     fr = {}
@@ -323,8 +329,8 @@ class InfluenceTracker(TorchFunctionMode):
                     q = q if q < f else f
                     fr[q] = fr.get(q, 0) | qm
         if fr:
-            fr = positions.normalize(fr)
-            fr.pop(INF, None)
+            limit = self.max_dim
+            fr = {q: qm for q, qm in positions.normalize(fr).items() if q < limit}
         if fr or getattr(o, fattr, None) is not None:
             setattr(o, fattr, fr or None)
         self._dynamic(flags, args, o, m, tracked)
