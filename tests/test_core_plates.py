@@ -230,3 +230,16 @@ def test_particle_batched_estimates_refuse_a_program_that_mixes_particles() -> N
 
     with pytest.raises(scg.SCGError, match=r"mixes the particles of stochastic node 'z'"):
         st.estimate_gradients_batched(batched, [th], 8, particles=4)
+
+
+def test_a_dimension_added_after_a_reduction_is_not_aligned() -> None:
+    """c[i, k] = one_hot(Σ_d z[i, d])[k] depends on every z[i, :]: not per element along dim 1."""
+    th = torch.tensor([0.3, -0.5, 0.8, 0.1], dtype=torch.float64, requires_grad=True)
+    with scg.Graph() as g:
+        z = scg.sample(Bernoulli(logits=th.reshape(2, 2)), name="z")  # (2, 2)
+        count = z.sum(-1).long()  # (2,)
+        scg.cost(torch.nn.functional.one_hot(count, 3)[:, :2].to(th.dtype), name="c")  # (2, 2)
+        scg.cost(z.sum(-1), name="total")  # (2,): each example's own bits
+    g.surrogate_loss()
+    assert g.credit("z", "c") == "whole-plate"
+    assert g.credit("z", "total") == "per-element"
