@@ -161,9 +161,8 @@ def sample(
         # may edit its sample in place (tok.masked_fill_(done, pad)) without breaking backward
         tracker.drawing += 1
         try:
-            with g._paused():
-                private = not value.requires_grad
-                scored = value.clone() if private else value
+            private = not value.requires_grad
+            scored = value.clone() if private else value
             log_prob = _log_prob(dist, scored, estimator.score or enumerated, shape, name,
                                  location)
         finally:
@@ -174,8 +173,7 @@ def sample(
                        n=n)
     assert isinstance(node, StochasticNode)
     g._set_mask(value, 1 << node.index)
-    with g._paused():
-        tracker.register_node_value(value, node.index)
+    tracker.register_node_value(value, node.index)
     node.extra["private"] = private
     node.extra["plates"] = plates if plates is not None else g.plates
     if enumerated:
@@ -348,8 +346,7 @@ def cost(
     mask = _reduced_mask(g, reduced, name, location) if reduced is not None else 0
     node = g._register(CostNode, name, step, value, g.mask(value), location,
                        foreign=g.foreign(value), baseline=baseline)
-    with g._paused():
-        node.extra["version"] = value._version  # type: ignore[attr-defined]
+    node.extra["version"] = value._version  # type: ignore[attr-defined]
     if baseline is not None and getattr(baseline, "inputs", None) is not None:
         node.extra["baseline_inputs_mask"] = sum_masks(g, baseline.inputs)  # type: ignore[attr-defined]
         node.extra["baseline_inputs_versions"] = _versions(baseline.inputs)  # type: ignore[attr-defined]
