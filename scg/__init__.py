@@ -7,7 +7,13 @@ influences (Algorithm 1). Importing scg changes nothing in torch.
 """
 
 from scg import baselines, estimators
-from scg.errors import InfluenceLostWarning, SCGError
+from scg.errors import (
+    InfluenceLostError,
+    InfluenceLostWarning,
+    NonDifferentiablePathWarning,
+    SCGError,
+    UntrackedRandomnessWarning,
+)
 from scg.estimators import Pathwise, ScoreFunction
 from scg.graph import (
     CostNode,
@@ -20,6 +26,7 @@ from scg.graph import (
     influenced_by,
     sample,
 )
+from scg.graph.positions import declare_rowwise
 from scg.surrogate import surrogate_loss
 
 __version__ = "0.1.0"
@@ -28,15 +35,19 @@ __all__ = [
     "CostNode",
     "DeterministicNode",
     "Graph",
+    "InfluenceLostError",
     "InfluenceLostWarning",
     "Node",
+    "NonDifferentiablePathWarning",
     "Pathwise",
     "SCGError",
     "ScoreFunction",
     "StochasticNode",
+    "UntrackedRandomnessWarning",
     "__version__",
     "baselines",
     "cost",
+    "declare_rowwise",
     "deterministic",
     "estimators",
     "influenced_by",

@@ -6,7 +6,8 @@ offending ``scg.sample`` or ``scg.cost`` call without reading a traceback from d
 
 from __future__ import annotations
 
-__all__ = ["InfluenceLostWarning", "SCGError"]
+__all__ = ["InfluenceLostError", "InfluenceLostWarning", "NonDifferentiablePathWarning", "SCGError",
+           "UntrackedRandomnessWarning"]
 
 
 class SCGError(ValueError):
@@ -22,3 +23,20 @@ class InfluenceLostWarning(UserWarning):
     dependency with :func:`scg.influenced_by` (or silence the warning with
     ``warnings.simplefilter("ignore", scg.InfluenceLostWarning)`` when the escape is harmless).
     """
+
+
+class InfluenceLostError(SCGError):
+    """Raised instead of :class:`InfluenceLostWarning` (and :class:`UntrackedRandomnessWarning`)
+    in a ``scg.Graph(strict=True)``."""
+
+
+class UntrackedRandomnessWarning(InfluenceLostWarning):
+    """A random draw (``torch.bernoulli``, ``torch.multinomial``, ``Distribution.sample()``, ...)
+    on values computed from stochastic nodes, made outside ``scg.sample``: it is not a stochastic
+    node, so the gradient misses its dependence on the parameters."""
+
+
+class NonDifferentiablePathWarning(UserWarning):
+    """A node differentiated pathwise (``rsample``) influences a cost only through operations
+    autograd cannot differentiate (a step function, ``detach()``, ``torch.no_grad()``): its
+    pathwise gradient there is zero, which is biased; use ``estimator=scg.ScoreFunction()``."""

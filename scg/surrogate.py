@@ -44,7 +44,9 @@ from scg.errors import SCGError
 from scg.graph.graph import Graph
 from scg.graph.nodes import CostNode, Node, StochasticNode
 from scg.graph.tracking import bits
+from scg.plates import PlateCheck, plate_rank, share_beyond
 from scg.sample_dims import NO_SAMPLE_DIMS, SamplePlan, align_batch_to_node
+from scg.soundness import check_after_registration, check_enumerated, check_pathwise
 
 __all__ = ["influence_matrix", "objective", "surrogate_loss"]
 
@@ -213,8 +215,12 @@ def _cost_groups(costs: list[CostNode], plan: SamplePlan) -> list[CostGroup]:
 
 
 def _c_hat(ng: NodeGroup, cgs: list[CostGroup], w: np.ndarray, costs: list[CostNode],
-           sizes: dict[int, int], field: str) -> torch.Tensor | None:
-    """Ĉ for a node group: Σ over cost groups of W_sub @ aligned weighted costs."""
+           sizes: dict[int, int], field: str, mixed: np.ndarray | None = None) -> torch.Tensor | None:
+    """Ĉ for a node group: Σ over cost groups of W_sub @ aligned weighted costs.
+
+    Pairs in ``mixed`` (the cost mixes the node's plate elements, :mod:`scg.plates`) are
+    credited with the cost summed over the node's batch dimensions; batch dimensions beyond a
+    node's declared plates share their credit."""
     node_shape = ng.logp.shape[1:]
     out: torch.Tensor | None = None
     for cg in cgs:
@@ -225,10 +231,34 @@ def _c_hat(ng: NodeGroup, cgs: list[CostGroup], w: np.ndarray, costs: list[CostN
         i, j = (int(x[0]) for x in np.nonzero(sub))
         aligned = align_batch_to_node(stack, cg.layout, ng.layout, node_shape, costs[cg.cols[j]],
                                       ng.members[i], sizes)
+        mix = None if mixed is None else mixed[ng.rows][:, cg.cols] & (sub != 0)
+        if mix is not None and mix.any():
+            whole = share_beyond(aligned, len(ng.layout))
+            w_mix = torch.as_tensor(np.where(mix, sub, 0.0), dtype=stack.dtype,
+                                    device=stack.device)
+            sub = np.where(mix, 0.0, sub)
+            part = (w_mix @ whole.reshape(len(cg.cols), -1)).reshape(len(ng.rows), *node_shape)
+            out = part if out is None else out + part
         weights = torch.as_tensor(sub, dtype=stack.dtype, device=stack.device)
         part = (weights @ aligned.reshape(len(cg.cols), -1)).reshape(len(ng.rows), *node_shape)
         out = part if out is None else out + part
+    if out is not None:
+        out = _share_non_plates(ng, out)
     return out
+
+
+def _share_non_plates(ng: NodeGroup, c_hat: torch.Tensor) -> torch.Tensor:
+    """Batch dimensions beyond a node's declared plates share their credit."""
+    nl = len(ng.layout)
+    rows = [(r, plate_rank(v, nl)) for r, v in enumerate(ng.members)
+            if v.extra.get("plates") is not None]
+    shared = [(r, k) for r, k in rows if nl + k < c_hat.dim() - 1]
+    if not shared:
+        return c_hat
+    c_hat = c_hat.clone()
+    for r, k in shared:
+        c_hat[r] = share_beyond(c_hat[r:r + 1], nl + k)[0]
+    return c_hat
 
 
 def surrogate_loss(graph: Graph, *, discount: float | None = None, dice: bool = False,
@@ -270,14 +300,23 @@ def surrogate_loss(graph: Graph, *, discount: float | None = None, dice: bool = 
         raise SCGError("surrogate_loss(dice=True, discount=...): the DiCE objective has no "
                        "per-(node, cost) discount; use dice_lambda=λ (Loaded DiCE), which credits "
                        "discounted costs-to-go")
-    graph._surrogate_built = True
     full = graph.full_influence()
+    check_after_registration(graph, full)
+    graph._surrogate_built = True
     plan = SamplePlan(graph, full)
     sizes = {i: int(v.n) for i, v in plan.nodes.items()}  # type: ignore[arg-type]
     extra_losses: list[torch.Tensor] = []
     for c in costs:
         if "baseline_inputs_mask" in c.extra:
             _check_baseline_inputs(graph, full, c)
+    layout_len = ({n.index: len(plan.layout(n)) for n in graph.nodes
+                   if isinstance(n, (StochasticNode, CostNode))} if plan.active else {})
+    plates = PlateCheck(graph, full, layout_len)
+    if plan.active:
+        for c in costs:
+            plates.check_sample_slices(c, plan.layout(c))
+    check_enumerated(graph, plates, costs)
+    check_pathwise(graph, full, costs)
     cgs = _cost_groups(costs, plan)
     has_cost_baselines = any(c.baseline is not None for c in costs)
     for cg in cgs:
@@ -300,8 +339,18 @@ def surrogate_loss(graph: Graph, *, discount: float | None = None, dice: bool = 
                      torch.stack([_logp(score[i]) for i in rows])) for key, rows in keyed.items()]
     a = influence_matrix(full, score, costs) if score else np.zeros((0, len(costs)), dtype=bool)
     w = a.astype(float) if discount is None else step_weights(a, score, costs, discount)
+    mixed = plates.matrix(score, costs, a)
+    graph._credit = {(score[int(i)].index, costs[int(j)].index): bool(mixed[i, j])
+                     for i, j in zip(*np.nonzero(a))}
 
     if dice and not loaded:
+        if mixed.any() or any(v.extra.get("plates") is not None for v in score):
+            i, j = (int(x[0]) for x in np.nonzero(mixed)) if mixed.any() else (0, 0)
+            raise SCGError(f"surrogate_loss(dice=True): {costs[j].describe()} mixes the batch "
+                           f"elements of {score[i].describe()} (or a node declares plates=); "
+                           "DiCE's per-element weights would be biased there: use "
+                           "dice_lambda=1.0 (Loaded DiCE, same derivatives) or the default "
+                           "surrogate")
         return dice_mod.dice_objective(cgs, ngs, a, costs, sizes, score_scale, extra_losses,
                                        lambda ng, field: _c_hat(ng, cgs, w, costs, sizes, field),
                                        lambda ng, adv: _node_baselines(graph, full, ng, adv,
@@ -313,7 +362,7 @@ def surrogate_loss(graph: Graph, *, discount: float | None = None, dice: bool = 
     assert loss is not None
     factors = _loaded(ngs, score, full, sizes, dice_lambda) if dice_lambda is not None else None
     for gi, ng in enumerate(ngs):
-        c_hat = _c_hat(ng, cgs, w, costs, sizes, "target")
+        c_hat = _c_hat(ng, cgs, w, costs, sizes, "target", mixed)
         if c_hat is None:
             continue
         adv = _node_baselines(graph, full, ng, c_hat, extra_losses)
@@ -322,12 +371,13 @@ def surrogate_loss(graph: Graph, *, discount: float | None = None, dice: bool = 
             factor = ng.logp - ng.logp.detach()
         else:  # Loaded DiCE credits the live costs (their θ-dependence meets the score there)
             factor = factors[gi]
-            live = _c_hat(ng, cgs, w, costs, sizes, "live")
+            live = _c_hat(ng, cgs, w, costs, sizes, "live", mixed)
             assert live is not None
             if adv is c_hat and not has_cost_baselines:
                 adv = live
             else:
-                raw = _c_hat(ng, cgs, w, costs, sizes, "raw") if has_cost_baselines else c_hat
+                raw = (_c_hat(ng, cgs, w, costs, sizes, "raw", mixed) if has_cost_baselines
+                       else c_hat)
                 assert raw is not None
                 adv = live - (raw - adv).detach()
         part = (factor * adv).sum()

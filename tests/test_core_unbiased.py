@@ -108,7 +108,7 @@ def test_causal_credit_lowers_variance() -> None:
         c1 = z1 * 2.0 + th[:, 2]
         c2 = (z2 * 5.0 + th[:, 3]) ** 2
         scg.cost(c1, name="c1")
-        scg.cost(scg.influenced_by(c2, z1) if credit_all else c2, name="c2")
+        scg.cost(scg.influenced_by(c2, z1, per_element=True) if credit_all else c2, name="c2")
 
     def prog(credit_all: bool):  # type: ignore[no-untyped-def]
         return lambda: run(theta.unsqueeze(0), credit_all)

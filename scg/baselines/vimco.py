@@ -56,8 +56,13 @@ class VIMCO(Baseline):
 
     uses_other_samples = True
 
+    #: log-weights kept for graphs whose surrogate is not built yet (the oldest are dropped)
+    _KEEP = 64
+
     def __init__(self) -> None:
-        self._logw: torch.Tensor | None = None
+        # per graph (its id): the log-weights recorded by objective(), and the node that used them
+        self._logw: dict[int, torch.Tensor] = {}
+        self._used: dict[int, str] = {}
 
     def objective(self, log_weights: torch.Tensor) -> torch.Tensor:
         """The cost −log (1/k) Σ_j exp(ℓ_j) over dim 0; remembers ℓ for this run's baseline."""
@@ -66,14 +71,34 @@ class VIMCO(Baseline):
         k = log_weights.shape[0]
         if k < 2:
             raise SCGError(f"VIMCO.objective: needs k >= 2 samples along dim 0, got {k}")
-        self._logw = log_weights.detach()
+        from scg.graph.graph import current_graph
+
+        g = current_graph()
+        key = -1 if g is None else g._id
+        if key in self._logw:
+            raise SCGError("VIMCO.objective() was called twice in one graph with the same VIMCO "
+                           "object: its state is one set of log-weights per graph, so make one "
+                           "VIMCO() per node group (and cost)")
+        if len(self._logw) >= self._KEEP:
+            self._logw.pop(next(iter(self._logw)))
+        self._logw[key] = log_weights.detach()
         return -(torch.logsumexp(log_weights, dim=0) - math.log(k))
 
     def __call__(self, nodes: Sequence[Node], targets: torch.Tensor) -> BaselineResult:
-        logw, self._logw = self._logw, None
+        key = nodes[0].graph
+        if key in self._used:
+            raise SCGError(f"VIMCO baseline of {nodes[0].describe()}: this VIMCO object is also "
+                           f"the baseline of {self._used[key]}, a different node group of the "
+                           "same graph; its state is one set of log-weights per graph, so make "
+                           "one VIMCO() per node group")
+        logw = self._logw.pop(key, None)
         if logw is None:
             raise SCGError(f"VIMCO baseline of {nodes[0].describe()}: call "
-                           "vimco.objective(log_weights) in the program to define its cost")
+                           "vimco.objective(log_weights) in the same graph's program to define "
+                           "its cost")
+        if len(self._used) >= self._KEEP:
+            self._used.pop(next(iter(self._used)))
+        self._used[key] = nodes[0].describe()
         for node in nodes:
             k = leading_sample_size(node, "VIMCO()")
             if k != logw.shape[0]:

@@ -41,6 +41,13 @@ def _alias(g: Graph, value: torch.Tensor) -> tuple[torch.Tensor, int]:
     return value.view_as(value), parents
 
 
+def _check_plates(plates: object, fn: str, name: str | None, location: str) -> None:
+    if plates is not None and (isinstance(plates, bool) or not isinstance(plates, int)
+                               or plates < 0):
+        raise SCGError(f"scg.{fn}(name={name!r}, plates=...) at {location}: expected None or an "
+                       f"int >= 0, got {plates!r}")
+
+
 def sample(
     dist: Distribution,
     *,
@@ -49,6 +56,7 @@ def sample(
     baseline: Baseline | None = None,
     step: int | None = None,
     n: int | None = None,
+    plates: int | None = None,
 ) -> torch.Tensor:
     """Add a stochastic node ``v ~ dist`` to the open graph and return its value.
 
@@ -64,6 +72,11 @@ def sample(
         n: draw ``n`` independent samples along a new leading dimension; the objective then
             averages every cost computed from them over that dimension (the rule for sample
             dimensions is in :mod:`scg.sample_dims`).
+        plates: how many leading batch dimensions of the node are *plates*: independent
+            examples, each credited with its own cost elements (verified by tracking: where a
+            cost mixes them, the node falls back to whole-batch credit). Batch dimensions after
+            the plates share their credit (e.g. ``plates=1`` for a bit vector ``(B, D)`` decoded
+            jointly). Default: the graph's ``plates`` (all batch dimensions).
 
     Returns:
         The sample, of shape ``(n,) + dist.batch_shape + dist.event_shape`` (no ``n`` dim if None).
@@ -94,6 +107,7 @@ def sample(
     if n is not None and not estimator.multi_sample:
         raise SCGError(f"scg.sample(name={name!r}, n={n}) at {location}: {estimator!r} does not "
                        "support several samples per node")
+    _check_plates(plates, "sample", name, location)
     shape = torch.Size(() if n is None else (n,))
     raw = None
     enumerated = isinstance(estimator, Enumerate)
@@ -110,7 +124,11 @@ def sample(
                                       if isinstance(t, torch.Tensor)])
     elif g.intervene is not None:
         auto = name if name is not None else f"sample_{g._counts['stochastic']}"
-        raw = g.intervene(auto, step, dist, shape)
+        g._tracker.drawing += 1  # the hook's own draws (replays, reruns) are scg's
+        try:
+            raw = g.intervene(auto, step, dist, shape)
+        finally:
+            g._tracker.drawing -= 1
         if raw is not None:
             expected_shape = shape + dist.batch_shape + dist.event_shape
             if not isinstance(raw, torch.Tensor) or raw.shape != expected_shape:
@@ -121,31 +139,114 @@ def sample(
     # are the union of their masks, so drawing and scoring need no per-operation tracking.
     fast = _is_torch_distribution(dist)
     pause = g._paused() if fast else nullcontext()
+    tracker = g._tracker
     with pause:
         if raw is None:
+            tracker.drawing += 1
             try:
                 raw = estimator.draw(dist, shape)
             except SCGError as e:
                 raise SCGError(f"scg.sample(name={name!r}) at {location}: {e}") from None
+            finally:
+                tracker.drawing -= 1
+        foreign = g.foreign(raw)
         value, parents = _alias(g, raw)
         if fast:
             parents |= dist_mask(g, dist)
-        parents |= parents_extra
-        log_prob = _log_prob(dist, value, estimator.score or enumerated, shape, name, location)
+            foreign = _dist_foreign(g, dist, len(shape))
+        if parents_extra:
+            parents |= parents_extra
+            foreign[0] = foreign.get(0, 0) | parents_extra
+        # the log-probability is computed from a private copy of the draw, so that the program
+        # may edit its sample in place (tok.masked_fill_(done, pad)) without breaking backward
+        tracker.drawing += 1
+        try:
+            private = not value.requires_grad
+            scored = value.clone() if private else value
+            log_prob = _log_prob(dist, scored, estimator.score or enumerated, shape, name,
+                                 location)
+        finally:
+            tracker.drawing -= 1
     node_baseline = baseline if baseline is not None else estimator.baseline
-    node = g._register(StochasticNode, name, step, value, parents, location, dist=dist,
-                       estimator=estimator, baseline=node_baseline, log_prob=log_prob, n=n)
+    node = g._register(StochasticNode, name, step, value, parents, location, foreign=foreign,
+                       dist=dist, estimator=estimator, baseline=node_baseline, log_prob=log_prob,
+                       n=n)
     assert isinstance(node, StochasticNode)
     g._set_mask(value, 1 << node.index)
+    tracker.register_node_value(value, node.index)
+    node.extra["private"] = private
+    node.extra["plates"] = plates if plates is not None else g.plates
     if enumerated:
         node.extra["enumerated"] = True  # type: ignore[attr-defined]
     if hasattr(node_baseline, "inputs"):
-        node.extra["baseline_inputs_mask"] = sum_masks(g, getattr(node_baseline, "inputs", ()))
+        inputs = getattr(node_baseline, "inputs", ())
+        node.extra["baseline_inputs_mask"] = sum_masks(g, inputs)
+        node.extra["baseline_inputs_versions"] = _versions(inputs)
+    if g._outer is not None:
+        g._outer._foreign_sample(value, node)
     return value
 
 
-def _is_torch_distribution(dist: Distribution) -> bool:
-    return type(dist).__module__.startswith("torch.distributions.")
+def _versions(values: object) -> list[tuple[torch.Tensor, int]]:
+    """(tensor, version counter) for each tensor in ``values``: writes after it are detected."""
+    if isinstance(values, torch.Tensor):
+        return [(values, values._version)]
+    if isinstance(values, (list, tuple)):
+        return [x for v in values for x in _versions(v)]
+    return []
+
+
+def _dist_foreign(g: Graph, dist: Distribution, n_sample_dims: int) -> dict[int, int]:
+    """Foreign positions of a torch distribution's samples w.r.t. the nodes its parameters were
+    computed from: the parameters' own, shifted past the sample dimensions; a parameter with
+    fewer dimensions than the batch shape is broadcast, so its nodes are foreign from 0."""
+    out: dict[int, int] = {}
+    batch = len(dist.batch_shape)
+    for t in _dist_tensors(dist):
+        m = g.mask(t)
+        if not m:
+            continue
+        if t.dim() < batch:
+            out[0] = out.get(0, 0) | m
+            continue
+        for p, pm in g.foreign(t).items():
+            q = p + n_sample_dims
+            out[q] = out.get(q, 0) | pm
+    return out
+
+
+def _dist_tensors(obj: object, depth: int = 0) -> list[torch.Tensor]:
+    if isinstance(obj, torch.Tensor):
+        return [obj]
+    if depth > 6:
+        return []
+    if isinstance(obj, (list, tuple)):
+        return [t for o in obj for t in _dist_tensors(o, depth + 1)]
+    out: list[torch.Tensor] = []
+    for v in vars(obj).values() if hasattr(obj, "__dict__") else ():
+        if isinstance(v, torch.Tensor):
+            out.append(v)
+        elif isinstance(v, (Distribution, Transform, list, tuple)):
+            out.extend(_dist_tensors(v, depth + 1))
+    return out
+
+
+def _is_torch_distribution(dist: object, depth: int = 0) -> bool:
+    """True when ``dist`` and every distribution and transform nested in it are torch's own
+    classes, whose parameters are tensor attributes (so a sample's parents are their masks).
+    Anything else (a user Transform with parameters in a closure or a dict) is drawn under
+    tracking, which sees the operations that use them."""
+    if not type(dist).__module__.startswith("torch.distributions."):
+        return False
+    if depth > 6:
+        return False
+    for v in vars(dist).values() if hasattr(dist, "__dict__") else ():
+        items = v if isinstance(v, (list, tuple)) else [v]
+        for item in items:
+            if isinstance(item, (Distribution, Transform)) and not _is_torch_distribution(
+                    item, depth + 1):
+                return False
+    return True
 
 
 def dist_mask(g: Graph, obj: object, depth: int = 0) -> int:
@@ -243,9 +344,12 @@ def cost(
         raise SCGError(f"scg.cost(name={name!r}) at {location}: a cost must be a floating-point "
                        f"tensor, got dtype {value.dtype}; convert it with .float()")
     mask = _reduced_mask(g, reduced, name, location) if reduced is not None else 0
-    node = g._register(CostNode, name, step, value, g.mask(value), location, baseline=baseline)
+    node = g._register(CostNode, name, step, value, g.mask(value), location,
+                       foreign=g.foreign(value), baseline=baseline)
+    node.extra["version"] = value._version  # type: ignore[attr-defined]
     if baseline is not None and getattr(baseline, "inputs", None) is not None:
         node.extra["baseline_inputs_mask"] = sum_masks(g, baseline.inputs)  # type: ignore[attr-defined]
+        node.extra["baseline_inputs_versions"] = _versions(baseline.inputs)  # type: ignore[attr-defined]
     if mask:
         node.extra["reduced"] = mask  # type: ignore[attr-defined]
     return value
@@ -285,13 +389,15 @@ def deterministic(value: torch.Tensor, *, name: str, step: int | None = None) ->
     if not isinstance(value, torch.Tensor):
         raise SCGError(f"scg.deterministic(name={name!r}) at {location}: expected a tensor, got "
                        f"{type(value).__name__}")
+    foreign = g.foreign(value)
     alias, parents = _alias(g, value)
-    node = g._register(DeterministicNode, name, step, alias, parents, location)
+    node = g._register(DeterministicNode, name, step, alias, parents, location, foreign=foreign)
     g._set_mask(alias, 1 << node.index)
     return alias
 
 
-def influenced_by(value: torch.Tensor, *sources: torch.Tensor | Node) -> torch.Tensor:
+def influenced_by(value: torch.Tensor, *sources: torch.Tensor | Node,
+                  per_element: bool = False) -> torch.Tensor:
     """Declare that ``value`` depends on ``sources`` through a path scg cannot see.
 
     Use it where a sample left tensor land (``.item()``, Python ``if``) and came back::
@@ -302,7 +408,11 @@ def influenced_by(value: torch.Tensor, *sources: torch.Tensor | Node) -> torch.T
             c = loss_b(x)
         scg.cost(scg.influenced_by(c, z))        # c depends on z through the branch
 
-    Returns a new tensor sharing ``value``'s data whose influence includes the sources'.
+    Returns a new tensor sharing ``value``'s data whose influence includes the sources'. scg
+    cannot know which elements of the sources each element of ``value`` depends on, so the
+    sources get whole-plate credit from it (:mod:`scg.plates`), unless ``per_element=True``
+    declares that ``value[i, ...]`` depends on element ``i`` of each source only (their leading
+    dimensions line up).
     """
     g = _open_graph("influenced_by", None)
     location = caller_location()
@@ -321,6 +431,9 @@ def influenced_by(value: torch.Tensor, *sources: torch.Tensor | Node) -> torch.T
             raise SCGError(f"scg.influenced_by at {location}: source {i} was not computed from "
                            "any node of the open graph")
         extra |= m
+    foreign = g.foreign(value)
+    if not per_element:  # a declared dependency: no per-element claim
+        foreign[0] = foreign.get(0, 0) | extra
     alias, parents = _alias(g, value)
-    g._set_mask(alias, parents | extra)
+    g._set_mask(alias, parents | extra, foreign)
     return alias

@@ -14,8 +14,8 @@ from torch._C import _get_function_stack_at, _len_torch_function_stack
 from torch.distributions import Distribution
 from torch.overrides import _pop_mode, _push_mode
 
-from scg.errors import InfluenceLostWarning, SCGError
-from scg.graph.nodes import CostNode, Node, StochasticNode
+from scg.errors import InfluenceLostError, InfluenceLostWarning, SCGError, UntrackedRandomnessWarning
+from scg.graph.nodes import CostNode, DeterministicNode, Node, StochasticNode
 from scg.graph.tracking import InfluenceTracker, bits, closure
 
 if TYPE_CHECKING:
@@ -74,7 +74,16 @@ class Graph:
 
     Args:
         warn_on_escape: warn (:class:`~scg.InfluenceLostWarning`) when a tracked value leaves
-            tensor land, e.g. through ``.item()`` or ``bool()``.
+            tensor land, e.g. through ``.item()``, ``bool()``, ``x in z``, ``np.asarray`` or a
+            data-dependent shape (``len(z.nonzero())``), and
+            (:class:`~scg.UntrackedRandomnessWarning`) when a random draw outside
+            ``scg.sample`` uses tracked values.
+        strict: raise :class:`~scg.InfluenceLostError` instead of each of those warnings.
+        plates: how many leading batch dimensions of each stochastic node are *plates*
+            (independent examples credited with their own costs), unless ``scg.sample(...,
+            plates=)`` says otherwise. ``None`` (default): all batch dimensions, each verified
+            by tracking; batch dimensions beyond the plates share their credit
+            (``docs/tracking.md``).
         intervene: ``intervene(name, step, dist, sample_shape)`` is asked for each stochastic
             node's value before it is sampled; a tensor it returns is used instead of a draw
             (``None``: sample as usual). Used for enumeration (``scg.testing``), greedy reruns
@@ -82,19 +91,28 @@ class Graph:
     """
 
     def __init__(self, *, warn_on_escape: bool = True,
-                 intervene: Intervention | None = None) -> None:
+                 intervene: Intervention | None = None, strict: bool = False,
+                 plates: int | None = None) -> None:
+        if plates is not None and (isinstance(plates, bool) or not isinstance(plates, int)
+                                   or plates < 0):
+            raise SCGError(f"scg.Graph(plates=...): expected None or an int >= 0, got {plates!r}")
         self.intervene = intervene
+        self.strict = bool(strict)
+        self.plates = plates
+        self._outer: Graph | None = None
         self._id = next(_IDS)
         self._attr = f"_scg_mask_{self._id}"
         self.nodes: list[Node] = []
         self.warn_on_escape = warn_on_escape
         self._keys: dict[tuple[str, int | None], Node] = {}
         self._counts = {"stochastic": 0, "cost": 0, "deterministic": 0}
-        self._tracker = InfluenceTracker(self._attr, self._on_escape)
+        self._tracker = InfluenceTracker(self._attr, self._on_event)
         self._token: Token[Graph | None] | None = None
         self._state = "new"  # new -> open -> closed
         self._surrogate_built = False
         self._escapes: set[tuple[str, int]] = set()
+        self._nested: dict[int, str] = {}  # marker index -> the nested graph's node
+        self._credit: dict[tuple[int, int], bool] = {}  # (node, cost) -> mixed (whole credit)
         self._full: list[int] | None = None
 
     # ------------------------------------------------------------------ context manager
@@ -102,6 +120,8 @@ class Graph:
         if self._state != "new":
             raise SCGError("a scg.Graph records one run: it cannot be entered twice; make a new one")
         self._state = "open"
+        outer = _CURRENT.get()
+        self._outer = outer if outer is not None and outer.is_open else None
         self._token = _CURRENT.set(self)
         self._tracker.__enter__()  # type: ignore[no-untyped-call]
         return self
@@ -117,6 +137,7 @@ class Graph:
         _CURRENT.reset(self._token)
         self._token = None
         self._state = "closed"
+        self._outer = None
 
     @property
     def is_open(self) -> bool:
@@ -125,40 +146,68 @@ class Graph:
 
     # ------------------------------------------------------------------ masks
     def mask(self, value: object) -> int:
-        """The direct-influence mask of a tensor computed in this graph (0 if untracked)."""
-        return getattr(value, self._attr, 0) if isinstance(value, torch.Tensor) else 0
+        """The direct-influence mask of a tensor computed in this graph (0 if untracked),
+        including what was written into its storage through another alias."""
+        return self._tracker.mask_of(value) if isinstance(value, torch.Tensor) else 0
+
+    def foreign(self, value: torch.Tensor) -> dict[int, int]:
+        """The tensor's foreign positions: position -> mask (see :mod:`scg.graph.positions`)."""
+        return self._tracker.foreign_of(value)
 
     def _paused(self) -> _Paused:
         """Suspend tracking (when this graph's tracker is the innermost torch function mode)."""
         return _Paused(self._tracker)
 
-    def _set_mask(self, value: torch.Tensor, mask: int) -> None:
+    def _set_mask(self, value: torch.Tensor, mask: int, foreign: dict[int, int] | None = None
+                  ) -> None:
         setattr(value, self._attr, mask)
+        setattr(value, self._tracker.fattr, foreign or None)
 
-    def _on_escape(self, func: Callable[..., Any], mask: int, frame: FrameType) -> None:
-        if not self.warn_on_escape:
-            return
+    def _on_event(self, kind: str, what: str, mask: int, frame: FrameType) -> None:
         where = (frame.f_code.co_filename, frame.f_lineno)
-        if (where[0], where[1]) in self._escapes:
+        if kind == "write":
+            self._on_node_write(self.nodes[mask], what, where)
+            return
+        if not (self.warn_on_escape or self.strict):
+            return
+        names = ", ".join(f"'{self.nodes[i].name}'" for i in bits(mask) if i < len(self.nodes))
+        if kind == "random":
+            msg = (f"{what}() at {where[0]}:{where[1]} draws from values computed from node(s) "
+                   f"{names} outside scg.sample: the draw is not a stochastic node, so the "
+                   "gradient misses its dependence on the parameters (no score term). Draw it "
+                   "with scg.sample(dist) instead.")
+            category: type[Warning] = UntrackedRandomnessWarning
+        else:
+            msg = (f"a value computed from node(s) {names} left tensor land through {what} at "
+                   f"{where[0]}:{where[1]}; scg cannot see what is computed from the resulting "
+                   "Python value, so costs computed from it would lose their dependency on these "
+                   "nodes. Keep the computation in torch, or declare the dependency with "
+                   "scg.influenced_by(value, *nodes).")
+            category = InfluenceLostWarning
+        if self.strict:
+            raise InfluenceLostError(msg + " (scg.Graph(strict=True))")
+        if where in self._escapes:
             return
         self._escapes.add(where)
-        names = ", ".join(f"'{self.nodes[i].name}'" for i in bits(mask))
-        fname = getattr(func, "__name__", str(func))
-        warnings.warn_explicit(
-            f"a value computed from node(s) {names} left tensor land through Tensor.{fname}() "
-            f"at {where[0]}:{where[1]}; scg cannot see what is computed from the resulting Python "
-            "value, so costs computed from it would lose their dependency on these nodes. Keep "
-            "the computation in torch, or declare the dependency with "
-            "scg.influenced_by(value, *nodes).",
-            InfluenceLostWarning,
-            where[0],
-            where[1],
-        )
+        warnings.warn_explicit(msg, category, where[0], where[1])
+
+    def _on_node_write(self, node: Node, what: str, where: tuple[str, int]) -> None:
+        """A write into a node's value: safe when the node scored a private copy of it."""
+        if isinstance(node, StochasticNode) and not node.extra.get("private", True):
+            raise SCGError(
+                f"{what}() at {where[0]}:{where[1]} writes into the value of {node.describe()} "
+                "in place; its log-probability (or pathwise gradient) was computed from that "
+                "value, so backward would fail or be wrong. Write into a copy (value.clone())")
 
     # ------------------------------------------------------------------ nodes
     def _register(self, node_cls: type[Node], name: str | None, step: int | None,
-                  value: torch.Tensor, parents: int, location: str, **fields: Any) -> Node:
+                  value: torch.Tensor, parents: int, location: str,
+                  foreign: dict[int, int] | None = None, **fields: Any) -> Node:
         kind = node_cls.__name__.replace("Node", "").lower()
+        if self._surrogate_built:
+            raise SCGError(f"scg.{_FN[kind]}(name={name!r}) at {location}: surrogate_loss() was "
+                           "already built from this graph, so it would silently omit this node; "
+                           "add every node before building the surrogate")
         if self._state != "open":
             raise SCGError(f"scg.{_FN[kind]}(name={name!r}) at {location}: the graph is not open")
         if name is None:
@@ -178,11 +227,24 @@ class Graph:
             )
         self._counts[kind] += 1
         node = node_cls(index=len(self.nodes), name=name, value=value, parents=parents, step=step,
-                        location=location, **fields)
+                        location=location, foreign=foreign or {}, graph=self._id, **fields)
         self.nodes.append(node)
         self._keys[key] = node
         self._full = None
+        self._tracker.max_dim = max(self._tracker.max_dim, value.dim())
         return node
+
+    def _foreign_sample(self, value: torch.Tensor, node: StochasticNode) -> None:
+        """``node`` was drawn in a graph nested in this one: mark its value, so that a cost of
+        this graph computed from it is refused (this graph cannot score the draw)."""
+        key = (f"<nested {node.name}>", len(self.nodes))
+        marker = DeterministicNode(index=len(self.nodes), name=key[0], value=value,
+                                   parents=self.mask(value), step=None, location=node.location)
+        self.nodes.append(marker)
+        self._keys[key] = marker
+        self._full = None
+        self._nested[marker.index] = node.describe()
+        setattr(value, self._attr, 1 << marker.index)
 
     @property
     def stochastic_nodes(self) -> list[StochasticNode]:
@@ -231,6 +293,18 @@ class Graph:
     def parents(self, ref: str | Node | torch.Tensor) -> list[Node]:
         """The nodes that ``ref`` was directly computed from."""
         return [self.nodes[i] for i in bits(self.node(ref).parents)]
+
+    def credit(self, v: str | Node | torch.Tensor, c: str | Node | torch.Tensor) -> str:
+        """How ``surrogate_loss`` credited node ``v`` with cost ``c``: ``"per-element"`` (each
+        plate element with its own cost elements), ``"whole-plate"`` (the cost mixes the batch
+        elements, so each is credited with the whole cost: see :mod:`scg.plates`), or ``"none"``
+        (v does not influence c, or is not a score-function node). Available after the
+        surrogate is built."""
+        vn, cn = self.node(v), self.node(c)
+        if not self._surrogate_built:
+            raise SCGError("Graph.credit(): build the surrogate first (g.surrogate_loss())")
+        got = self._credit.get((vn.index, cn.index))
+        return "none" if got is None else ("whole-plate" if got else "per-element")
 
     # ------------------------------------------------------------------ the surrogate
     def surrogate_loss(self, *, discount: float | None = None, dice: bool = False,

@@ -51,6 +51,11 @@ class Node:
     parents: int
     step: int | None
     location: str
+    #: first leading position of the value that no longer lines up with each parent's dimensions
+    #: (position -> mask of parents; see :mod:`scg.graph.positions`)
+    foreign: dict[int, int] = field(repr=False, default_factory=dict)
+    #: the id of the graph the node belongs to
+    graph: int = field(repr=False, default=-1)
 
     @property
     def kind(self) -> str:

@@ -1,4 +1,4 @@
-"""Influence tracking: which stochastic nodes a tensor was computed from.
+"""Influence tracking: which stochastic nodes a tensor was computed from, and how it lines up.
 
 Algorithm 1 of Schulman et al. (2015) credits each stochastic node only with the costs it
 *influences*. scg finds influence from data flow: while a :class:`~scg.Graph` is open, a
@@ -14,14 +14,25 @@ operations under ``torch.no_grad()``: influence is data flow, not differentiabil
 
 Each stochastic (or named deterministic) node *resets* the mask of its value to its own bit and
 records the mask its value was computed from as its direct parents. The full influence relation is
-the transitive closure of these direct edges (:func:`closure`), computed once per surrogate. Masks
-therefore stay a few bits wide however long the program runs, and the per-operation cost is one
-attribute read per tensor argument.
+the transitive closure of these direct edges (:func:`closure`), computed once per surrogate.
 
-Values that leave tensor land (``.item()``, ``bool(t)``, ``int(t)``, ``t.tolist()``, ``t.numpy()``,
-``t.__index__``) are reported to the graph, which warns with
-:class:`~scg.errors.InfluenceLostWarning`; escapes inside torch's own code (argument validation in
-``torch.distributions``, for example) are not reported.
+What else the mode records (each documented in ``docs/tracking.md``):
+
+* **Positions** (:mod:`scg.graph.positions`): per tensor, the first leading position that no
+  longer lines up with each node's dimensions, so that per-example credit is verified, not
+  guessed from shapes.
+* **Writes through aliases**: an in-place write also records its mask on the written *storage*,
+  so every alias of it (a view taken before the write, a sibling view, ``.data``, ``.detach()``,
+  ``out=`` into a slice) carries the influence when it is read.
+* **Escapes**: any torch call on a tracked value that returns a non-tensor (``.item()``,
+  ``bool()``, ``x in z``, ``torch.equal``, ``np.asarray``, f-strings, ``__dlpack__``, ...) and any
+  read of a data-dependent shape (``len(z.nonzero())``, ``z[z > 0].shape``) is reported to the
+  graph, which warns with :class:`~scg.errors.InfluenceLostWarning` (raises in strict mode).
+* **Hidden randomness**: ``torch.bernoulli``/``multinomial``/``normal``/``Distribution.sample()``
+  on tracked values outside ``scg.sample`` is reported (the draw is not a stochastic node).
+* **Writes into a node's value** are reported to the graph (which checks that it is safe).
+
+Escapes inside torch's own code (argument validation in ``torch.distributions``) are not reported.
 """
 
 from __future__ import annotations
@@ -30,43 +41,37 @@ import inspect
 import sys
 import weakref
 from collections.abc import Callable, Iterator
+from types import FrameType
 from typing import Any
 
 import torch
+from torch._C import _are_functorch_transforms_active as _transforms_active
+from torch._C import _functorch
 from torch.overrides import TorchFunctionMode
+
+from scg.graph import positions
+from scg.graph.ops import (
+    ESCAPES,
+    F_DYNAMIC,
+    F_ELEMENTWISE,
+    F_GETITEM,
+    F_METADATA,
+    F_MUTATES,
+    F_RANDOM,
+    F_SHAPE,
+    INFO,
+    bool_index,
+    flat_tensors,
+    is_tensor_result,
+    outside_libraries,
+    user_frame,
+)
+from scg.graph.ops import info as op_info
+from scg.graph.positions import INF
 
 __all__ = ["ESCAPES", "InfluenceTracker", "bits", "closure", "get_mask", "set_mask"]
 
 Tensor = torch.Tensor
-
-#: Tensor methods whose result is a Python value: data flow that scg cannot follow.
-ESCAPES: frozenset[Callable[..., Any]] = frozenset(
-    {
-        Tensor.item,
-        Tensor.tolist,
-        Tensor.numpy,
-        Tensor.__bool__,
-        Tensor.__int__,
-        Tensor.__float__,
-        Tensor.__index__,
-        Tensor.__complex__,
-    }
-)
-
-#: Escapes inside these packages are their own business (e.g. argument validation), not user data flow.
-_LIBRARY_MODULES = frozenset({"torch", "scg"})
-
-_MUTATING_CACHE: dict[Callable[..., Any], bool] = {}
-
-
-def _mutates_first_arg(func: Callable[..., Any]) -> bool:
-    """True for in-place methods (``add_``) and ``__setitem__``: they change their first argument."""
-    known = _MUTATING_CACHE.get(func)
-    if known is None:
-        name = getattr(func, "__name__", "")
-        known = name == "__setitem__" or (name.endswith("_") and not name.endswith("__"))
-        _MUTATING_CACHE[func] = known
-    return known
 
 
 def get_mask(value: object, attr: str) -> int:
@@ -75,26 +80,16 @@ def get_mask(value: object, attr: str) -> int:
 
 
 def set_mask(value: Tensor, attr: str, mask: int) -> None:
-    """Store ``mask`` on ``value`` (and on the tensor it is a view of, for in-place writes)."""
+    """Store ``mask`` on ``value``."""
     setattr(value, attr, mask)
 
 
-def _mask_of_seq(seq: list[Any] | tuple[Any, ...], attr: str) -> int:
-    m = 0
-    for a in seq:
-        if isinstance(a, Tensor):
-            m |= getattr(a, attr, 0)
-        elif isinstance(a, (list, tuple)):
-            m |= _mask_of_seq(a, attr)
-    return m
-
-
-def _tag_outputs(out: Any, attr: str, mask: int) -> None:
-    if isinstance(out, Tensor):
-        setattr(out, attr, getattr(out, attr, 0) | mask)
-    elif isinstance(out, (list, tuple)):
-        for o in out:
-            _tag_outputs(o, attr, mask)
+def storage_key(t: Tensor) -> int:
+    """An identifier of ``t``'s storage (0 when it has none, or is empty)."""
+    try:
+        return int(t.untyped_storage().data_ptr())
+    except (RuntimeError, NotImplementedError, TypeError):
+        return 0
 
 
 def bits(mask: int) -> Iterator[int]:
@@ -127,26 +122,74 @@ def closure(direct: list[int]) -> list[int]:
     return full
 
 
+Handler = Callable[[str, str, int, FrameType], None]
+
+
 class InfluenceTracker(TorchFunctionMode):
-    """Propagates influence masks through every torch operation while a graph is open.
+    """Propagates influence masks (and positions) through every torch operation of a graph.
 
     Args:
         attr: attribute name under which masks are stored (unique per graph).
-        on_escape: called as ``on_escape(func, mask, frame)`` when a tracked value leaves tensor
-            land from user code. A bound method is held weakly (the graph owns its tracker, so a
+        on_event: called as ``on_event(kind, what, mask, frame)`` with ``kind`` one of
+            ``"escape"``, ``"random"``, ``"write"`` (a write into a node's value; ``mask`` is then
+            the node's index). A bound method is held weakly (the graph owns its tracker, so a
             strong reference back would make every graph a reference cycle that only the cyclic
             garbage collector frees, keeping its nodes' tensors alive until it runs).
     """
 
-    def __init__(self, attr: str, on_escape: Callable[[Callable[..., Any], int, Any], None]):
+    def __init__(self, attr: str, on_event: Handler):
         super().__init__()
         self.attr = attr
-        self._on_escape: Callable[[], Callable[[Callable[..., Any], int, Any], None] | None]
-        if inspect.ismethod(on_escape):
-            self._on_escape = weakref.WeakMethod(on_escape)
+        self.fattr = attr + "_f"  # foreign positions: dict position -> mask
+        self.dattr = attr + "_d"  # data-dependent shape: mask of the nodes it depends on
+        #: storage key -> (mask written into it, a reference keeping the storage alive)
+        self.storages: dict[int, tuple[int, Tensor]] = {}
+        #: storage key -> node index, for node values
+        self.node_storages: dict[int, int] = {}
+        self.drawing = 0  # > 0 while scg.sample draws (its own randomness is not hidden)
+        #: the largest number of dimensions of a node's value: a foreign position at or beyond
+        #: it can never be compared with a node's dimensions (the bits of a mask are existing
+        #: nodes), so it is dropped, which keeps most tensors free of foreign maps
+        self.max_dim = 0
+        self.any_dynamic = False
+        self._on_event: Callable[[], Handler | None]
+        if inspect.ismethod(on_event):
+            self._on_event = weakref.WeakMethod(on_event)
         else:
-            self._on_escape = lambda: on_escape
+            self._on_event = lambda: on_event
 
+    # ------------------------------------------------------------------ helpers for the graph
+    def mask_of(self, t: Tensor) -> int:
+        """The tensor's mask, including what was written into its storage through an alias."""
+        m: int = getattr(t, self.attr, 0)
+        if self.storages:
+            got = self.storages.get(storage_key(t))
+            if got is not None:
+                m |= got[0]
+        return m
+
+    def foreign_of(self, t: Tensor) -> dict[int, int]:
+        """The tensor's foreign positions (bits only known through its storage: from 0)."""
+        fr: dict[int, int] = dict(getattr(t, self.fattr, None) or {})
+        if self.storages:
+            got = self.storages.get(storage_key(t))
+            if got is not None:
+                extra = got[0] & ~getattr(t, self.attr, 0)
+                if extra:
+                    positions.merge(fr, 0, extra)
+        return fr
+
+    def register_node_value(self, value: Tensor, index: int) -> None:
+        key = storage_key(value)
+        if key:
+            self.node_storages[key] = index
+
+    def _emit(self, kind: str, what: str, mask: int, frame: FrameType) -> None:
+        handler = self._on_event()
+        if handler is not None:
+            handler(kind, what, mask, frame)
+
+    # ------------------------------------------------------------------ the mode
     def __torch_function__(
         self,
         func: Callable[..., Any],
@@ -155,32 +198,207 @@ class InfluenceTracker(TorchFunctionMode):
         kwargs: dict[str, Any] | None = None,
     ) -> Any:
         out = func(*args, **kwargs) if kwargs else func(*args)
+        known = INFO.get(func)
+        if known is None:
+            known = op_info(func)
+        name, rule, flags = known
+        if flags & F_METADATA and not (flags & F_SHAPE and self.any_dynamic):
+            return out  # t.shape, t.dim(), t.dtype, ...: not data flow
         attr = self.attr
+        storages = self.storages
         m = 0
-        for a in args:
+        tracked: list[tuple[int, Tensor, int]] = []
+        for i, a in enumerate(args):
             if isinstance(a, Tensor):
-                m |= getattr(a, attr, 0)
-            elif isinstance(a, (list, tuple)):
-                m |= _mask_of_seq(a, attr)
+                am = getattr(a, attr, 0)
+                if storages:
+                    got = storages.get(storage_key(a))
+                    if got is not None:
+                        am |= got[0]
+                if am:
+                    m |= am
+                    tracked.append((i, a, am))
+            elif isinstance(a, (list, tuple)) and a:
+                for b in a:
+                    if isinstance(b, Tensor):
+                        bm = self.mask_of(b)
+                        if bm:
+                            m |= bm
+                            tracked.append((i, b, bm))
         if kwargs:
-            m |= _mask_of_seq(tuple(kwargs.values()), attr)
+            for a in kwargs.values():
+                if isinstance(a, Tensor):
+                    am = self.mask_of(a)
+                    if am:
+                        m |= am
+                        tracked.append((-1, a, am))
         if not m:
+            if _transforms_active():
+                self._check_transform(args, kwargs)
             return out
-        if func in ESCAPES:
-            frame = sys._getframe(1)
-            module = str(frame.f_globals.get("__name__", "")).split(".", 1)[0]
-            if module not in _LIBRARY_MODULES:
-                handler = self._on_escape()
-                if handler is not None:
-                    handler(func, m, frame)
-        elif type(out) is Tensor:
-            setattr(out, attr, getattr(out, attr, 0) | m)
-        elif out is not None:
-            _tag_outputs(out, attr, m)
-        if _mutates_first_arg(func) and args and isinstance(args[0], Tensor):
-            target = args[0]
-            setattr(target, attr, getattr(target, attr, 0) | m)
-            base = target._base
-            if base is not None:
-                setattr(base, attr, getattr(base, attr, 0) | m)
+        if type(out) is not Tensor and not is_tensor_result(out):
+            if flags & F_METADATA:
+                if flags & F_SHAPE and self.any_dynamic:
+                    dm = 0
+                    for _, a, _ in tracked:
+                        dm |= getattr(a, self.dattr, 0)
+                    if dm:
+                        self._escape(f"Tensor.{name} of a data-dependent shape", dm)
+                return out
+            if func not in ESCAPES and isinstance(out, (list, tuple)) and not out:
+                return out
+            self._escape(f"Tensor.{name}()" if name else str(func), m)
+            return out
+        if flags & F_RANDOM and not self.drawing:
+            self._random(name, m)
+        written = kwargs.get("out") if kwargs else None
+        if flags & F_MUTATES and args and isinstance(args[0], Tensor):
+            written = args[0]
+        if isinstance(written, Tensor) and out is not written:
+            self._propagate(func, rule, flags, args, kwargs, written, m, tracked)
+        if type(out) is Tensor:
+            if flags & F_ELEMENTWISE and written is None and not self.any_dynamic \
+                    and not self.storages:
+                fattr = self.fattr
+                oshape = out.shape
+                shared = None
+                for _, a, _ in tracked:
+                    afr = getattr(a, fattr, None)
+                    if a.shape != oshape or (afr is not None and shared is not None
+                                             and afr is not shared):
+                        break
+                    if afr is not None:
+                        shared = afr
+                else:  # the common case: same shapes, at most one foreign map (shared, immutable)
+                    setattr(out, attr, getattr(out, attr, 0) | m)
+                    if shared is not None:
+                        setattr(out, fattr, shared)
+                    return out
+            self._propagate(func, rule, flags, args, kwargs, out, m, tracked)
+        else:
+            for o in flat_tensors(out):
+                self._propagate(func, rule, flags, args, kwargs, o, m, tracked)
+        if isinstance(written, Tensor):
+            self._written(written, m, name)
         return out
+
+    def _propagate(self, func: Callable[..., Any], rule: positions.Rule | None, flags: int,
+                   args: tuple[Any, ...], kwargs: dict[str, Any] | None, o: Tensor, m: int,
+                   tracked: list[tuple[int, Tensor, int]]) -> None:
+        attr, fattr = self.attr, self.fattr
+        setattr(o, attr, getattr(o, attr, 0) | m)
+        fr: dict[int, int] | None = None
+        if args and o is args[0]:
+            old = getattr(o, fattr, None)
+            fr = dict(old) if old else None
+        oshape = o.shape
+        storages = self.storages
+        if fr is None and len(tracked) == 1 and not storages:
+            pos, a, am = tracked[0]
+            afr = getattr(a, fattr, None)
+            f = INF if flags & F_ELEMENTWISE and a.shape == oshape else positions.foreign_from(
+                self._prefix(func, rule, args, kwargs, a, o, pos), a, o)
+            if f >= self.max_dim:  # positions kept: the input's map is the output's (shared, immutable)
+                if afr is not None or getattr(o, fattr, None) is not None:
+                    setattr(o, fattr, afr)
+                self._dynamic(flags, args, o, m, tracked)
+                return
+        for pos, a, am in tracked:
+            afr = getattr(a, fattr, None)
+            if flags & F_ELEMENTWISE and a.shape == oshape:
+                f = INF  # same shape, positions kept: nothing new
+            else:
+                f = positions.foreign_from(self._prefix(func, rule, args, kwargs, a, o, pos), a, o)
+                if f >= self.max_dim:
+                    f = INF
+            if f < INF:
+                if fr is None:
+                    fr = {}
+                fr[f] = fr.get(f, 0) | am
+            elif storages:
+                extra = am & ~getattr(a, attr, 0)  # known only through an alias of its storage
+                if extra:
+                    if fr is None:
+                        fr = {}
+                    q = positions.foreign_from(0, a, o)
+                    fr[q] = fr.get(q, 0) | extra
+            if afr:
+                if fr is None:
+                    fr = {}
+                for q, qm in afr.items():
+                    q = q if q < f else f
+                    fr[q] = fr.get(q, 0) | qm
+        if fr:
+            limit = self.max_dim
+            fr = {q: qm for q, qm in positions.normalize(fr).items() if q < limit}
+        if fr or getattr(o, fattr, None) is not None:
+            setattr(o, fattr, fr or None)
+        self._dynamic(flags, args, o, m, tracked)
+
+    @staticmethod
+    def _prefix(func: Callable[..., Any], rule: positions.Rule | None, args: tuple[Any, ...],
+                kwargs: dict[str, Any] | None, a: Tensor, o: Tensor, pos: int) -> int:
+        if rule is None:
+            if positions.UNKNOWN is not None:
+                positions.record_unknown(func)
+            return 0
+        try:
+            return rule(positions.name_of(func), args, kwargs or {}, a, o, pos)
+        except (TypeError, ValueError, IndexError, ZeroDivisionError, AttributeError):
+            return 0
+
+    def _dynamic(self, flags: int, args: tuple[Any, ...], o: Tensor, m: int,
+                 tracked: list[tuple[int, Tensor, int]]) -> None:
+        """Mark outputs whose shape depends on sampled values (and what is computed from them)."""
+        if flags & F_DYNAMIC or (flags & F_GETITEM and bool_index(args)):
+            self.any_dynamic = True
+            setattr(o, self.dattr, m)
+        elif self.any_dynamic:
+            dm = 0
+            for _, a, _ in tracked:
+                dm |= getattr(a, self.dattr, 0)
+            if dm:
+                setattr(o, self.dattr, dm)
+
+    def _written(self, target: Tensor, m: int, name: str) -> None:
+        """An in-place write: the storage, and every alias of it, now carries ``m``."""
+        key = storage_key(target)
+        if not key:
+            return
+        node = self.node_storages.get(key)
+        if node is not None and not self.drawing:
+            frame, _ = user_frame(sys._getframe(2))
+            if frame is not None:
+                self._emit("write", name, node, frame)
+        old = self.storages.get(key)
+        self.storages[key] = ((old[0] if old else 0) | m, target)
+        base = target._base
+        if base is not None:
+            setattr(base, self.attr, getattr(base, self.attr, 0) | m)
+
+    def _check_transform(self, args: tuple[Any, ...], kwargs: dict[str, Any] | None) -> None:
+        """Inside ``torch.func.vmap/grad/jacrev`` tensors are wrapped in new objects, so their
+        masks are not seen: report a tracked value found under the wrapper."""
+        m = 0
+        for a in (*args, *(kwargs or {}).values()):
+            while isinstance(a, Tensor) and _functorch.is_functorch_wrapped_tensor(a):
+                a = _functorch.get_unwrapped(a)
+            if isinstance(a, Tensor):
+                m |= self.mask_of(a)
+        if m:
+            self._escape("a torch.func transform (vmap, grad, jacrev: scg does not follow "
+                         "values inside it)", m, library_ok=True)
+
+    def _escape(self, what: str, m: int, library_ok: bool = False) -> None:
+        if library_ok:
+            frame: FrameType | None = outside_libraries(sys._getframe(2))
+            library = False
+        else:
+            frame, library = user_frame(sys._getframe(2))
+        if frame is not None and not library:
+            self._emit("escape", what, m, frame)
+
+    def _random(self, name: str, m: int) -> None:
+        frame = outside_libraries(sys._getframe(2))
+        if frame is not None:
+            self._emit("random", name, m, frame)

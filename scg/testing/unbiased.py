@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 
+from scg.errors import SCGError
 from scg.graph.graph import Graph
 from scg.testing.exact import exact_gradient
 
@@ -55,7 +56,9 @@ def estimate_gradients(program: Program, params: Sequence[torch.Tensor], n: int,
             with Graph(**(graph_kwargs or {})) as g:
                 program()
             loss = g.surrogate_loss(**kwargs)
-            grads = torch.autograd.grad(loss, params, allow_unused=True)
+            grads: Sequence[torch.Tensor | None] = (
+                torch.autograd.grad(loss, params, allow_unused=True) if loss.requires_grad
+                else [None] * len(params))  # nothing differentiable reached it: a zero estimate
             out.append(_flat(grads, params).detach())
     return torch.stack(out)
 
@@ -84,7 +87,15 @@ def estimate_gradients_batched(
                     for q in params]
             with Graph() as g:
                 program(*reps)
-            grads = torch.autograd.grad(g.surrogate_loss(**kwargs), reps, allow_unused=True)
+            loss = g.surrogate_loss(**kwargs)
+            mixed = [k for k, whole in g._credit.items() if whole]
+            if mixed:
+                v, c = g.nodes[mixed[0][0]], g.nodes[mixed[0][1]]
+                raise SCGError(f"estimate_gradients_batched: {c.describe()} mixes the particles "
+                               f"of {v.describe()} (scg credits it whole-plate), so the "
+                               "per-particle gradients are not independent estimates; keep "
+                               "particle p's computation in row p, or use estimate_gradients")
+            grads = torch.autograd.grad(loss, reps, allow_unused=True)
             out.append(torch.cat([(torch.zeros_like(r) if gr is None else gr).reshape(p, -1)
                                   for r, gr in zip(reps, grads)], dim=1).detach())
             remaining -= p

@@ -25,6 +25,8 @@ from typing import Any, cast
 
 import torch
 
+import scg
+
 from . import reference
 from .backend import choose, triton_module
 
@@ -206,3 +208,10 @@ def _topk_backward(ctx: Any, grad_values: torch.Tensor, grad_indices: torch.Tens
 
 
 logsoftmax_topk.register_autograd(_topk_backward, setup_context=_topk_setup)
+
+
+# scg treats operations it has no rule for as mixing the rows of a batch (whole-batch credit);
+# these ops compute output row r from row r of their query / index arguments only.
+scg.declare_rowwise(c2f_coarse_sample, args=(1,))
+scg.declare_rowwise(c2f_fine_attend, args=(2, 3, 4))
+scg.declare_rowwise(logsoftmax_topk, args=(0,))

@@ -1,0 +1,178 @@
+"""How the tracker classifies a torch call: metadata, escapes, data-dependent shapes, hidden
+randomness, in-place writes; and where the user's code is (for messages naming file and line).
+
+Everything here is computed once per torch function (:func:`info`) and cached.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from types import FrameType
+from typing import Any
+
+import torch
+
+from scg.graph import positions
+
+__all__ = [
+    "ESCAPES",
+    "F_DYNAMIC",
+    "F_ELEMENTWISE",
+    "F_GETITEM",
+    "F_METADATA",
+    "F_MUTATES",
+    "F_RANDOM",
+    "F_SHAPE",
+    "INFO",
+    "bool_index",
+    "flat_tensors",
+    "func_name",
+    "info",
+    "is_tensor_result",
+    "outside_libraries",
+    "user_frame",
+]
+
+Tensor = torch.Tensor
+
+#: Tensor methods whose result is a Python value: data flow that scg cannot follow (the general
+#: rule, any non-tensor result, covers many more; these are the classic ones).
+ESCAPES: frozenset[Callable[..., Any]] = frozenset(
+    {
+        Tensor.item,
+        Tensor.tolist,
+        Tensor.numpy,
+        Tensor.__bool__,
+        Tensor.__int__,
+        Tensor.__float__,
+        Tensor.__index__,
+        Tensor.__complex__,
+    }
+)
+
+#: Queries about a tensor's metadata, not its values (not escapes, unless the shape is
+#: data-dependent: see _SHAPE_QUERIES).
+_METADATA = frozenset("""
+size dim ndim ndimension numel nelement __len__ shape stride element_size storage_offset data_ptr
+_version get_device nbytes itemsize requires_grad is_leaf is_contiguous is_floating_point
+is_complex is_cuda is_sparse is_quantized is_meta is_nested is_signed is_inference is_shared
+is_pinned is_mps is_xpu is_mkldnn is_cpu dtype device layout grad_fn names grad output_nr _cdata
+__hash__ __reduce_ex__ __getstate__ __setstate__ untyped_storage storage __dlpack_device__
+_is_view is_set_to has_names is_coalesced dim_order __sizeof__ __dir__ _base retains_grad
+_typed_storage __class__ backward register_hook retain_grad __array_priority__
+_grad_fn _backward_hooks is_neg is_conj
+""".split())
+
+#: Queries that read a shape: escapes when the shape depends on sampled values.
+_SHAPE_QUERIES = frozenset("size numel nelement __len__ shape nbytes stride".split())
+
+#: Operations whose output shape depends on the values of their input.
+_DYNAMIC_SHAPE = frozenset("""nonzero masked_select unique unique_consecutive argwhere bincount
+repeat_interleave nonzero_static""".split())
+
+#: Random operations: a draw outside scg.sample is not a stochastic node.
+_RANDOM = frozenset("""bernoulli bernoulli_ multinomial normal normal_ poisson binomial
+_standard_gamma _sample_dirichlet exponential_ geometric_ uniform_ cauchy_ log_normal_ random_
+rand_like randn_like randint_like""".split())
+
+#: Frames in these modules are wrappers between the user's call and the mode.
+_WRAPPERS = frozenset({"torch.overrides", "torch._tensor", "torch.functional", "torch._jit_internal",
+                       "torch.nn.functional", "torch.utils._device", "torch._tensor_str",
+                       "torch.utils.dlpack"})
+
+#: Escapes inside these packages are their own business (e.g. argument validation), not user data flow.
+_LIBRARY_MODULES = frozenset({"torch", "scg", "numpy"})
+
+_MUTATING_CACHE: dict[Callable[..., Any], bool] = {}
+_NAMES: dict[Callable[..., Any], str] = {}
+
+
+def func_name(func: Callable[..., Any]) -> str:
+    """``add`` for ``torch.add``/``Tensor.add``; ``shape`` for the ``Tensor.shape`` getter."""
+    name = _NAMES.get(func)
+    if name is None:
+        name = getattr(func, "__name__", "") or ""
+        if name == "__get__":
+            name = getattr(getattr(func, "__self__", None), "__name__", "") or ""
+        _NAMES[func] = name
+    return name
+
+
+def _mutates_first_arg(func: Callable[..., Any]) -> bool:
+    """True for in-place methods (``add_``), ``__setitem__`` and ``out=``-less writes."""
+    known = _MUTATING_CACHE.get(func)
+    if known is None:
+        name = func_name(func)
+        known = name == "__setitem__" or (name.endswith("_") and not name.endswith("__"))
+        _MUTATING_CACHE[func] = known
+    return known
+
+
+F_METADATA, F_SHAPE, F_RANDOM, F_MUTATES, F_ELEMENTWISE, F_DYNAMIC, F_GETITEM = (
+    1, 2, 4, 8, 16, 32, 64)
+INFO: dict[Callable[..., Any], tuple[str, positions.Rule | None, int]] = {}
+
+
+def info(func: Callable[..., Any]) -> tuple[str, positions.Rule | None, int]:
+    """(name, position rule, flags) of a torch function, computed once."""
+    name = func_name(func)
+    rule = positions.rule_for(name)
+    flags = ((F_METADATA if name in _METADATA else 0) | (F_SHAPE if name in _SHAPE_QUERIES else 0)
+             | (F_RANDOM if name in _RANDOM else 0)
+             | (F_MUTATES if _mutates_first_arg(func) else 0)
+             | (F_ELEMENTWISE if positions.is_elementwise(name) else 0)
+             | (F_DYNAMIC if name in _DYNAMIC_SHAPE else 0)
+             | (F_GETITEM if name == "__getitem__" else 0))
+    got = (name, rule, flags)
+    INFO[func] = got
+    return got
+
+
+positions.ON_CHANGE.append(INFO.clear)
+
+
+def user_frame(start: FrameType | None) -> tuple[FrameType | None, bool]:
+    """The first frame outside torch's wrapper modules, and whether it is library code."""
+    frame = start
+    while frame is not None and str(frame.f_globals.get("__name__", "")) in _WRAPPERS:
+        frame = frame.f_back
+    if frame is None:
+        return None, True
+    module = str(frame.f_globals.get("__name__", "")).split(".", 1)[0]
+    return frame, module in _LIBRARY_MODULES
+
+
+def outside_libraries(start: FrameType | None) -> FrameType | None:
+    """The first frame outside torch, numpy and scg (None if there is none)."""
+    frame = start
+    while frame is not None:
+        module = str(frame.f_globals.get("__name__", "")).split(".", 1)[0]
+        if module not in _LIBRARY_MODULES:
+            return frame
+        frame = frame.f_back
+    return None
+
+
+
+
+
+def is_tensor_result(out: Any) -> bool:
+    if out is None or isinstance(out, Tensor):
+        return True
+    if isinstance(out, (list, tuple)):
+        return bool(out) and all(isinstance(o, Tensor) or o is None for o in out)
+    return isinstance(out, (torch.dtype, torch.device, torch.Size, torch.layout))
+
+
+def flat_tensors(out: Any) -> Iterator[Tensor]:
+    if isinstance(out, Tensor):
+        yield out
+    elif isinstance(out, (list, tuple)):
+        for o in out:
+            yield from flat_tensors(o)
+
+
+def bool_index(args: tuple[Any, ...]) -> bool:
+    idx = args[1] if len(args) > 1 else None
+    items = idx if isinstance(idx, tuple) else (idx,)
+    return any(isinstance(i, Tensor) and i.dtype == torch.bool for i in items)

@@ -1,0 +1,373 @@
+"""The position rules: how each torch operation maps its inputs' leading positions to its output's.
+
+A rule returns ``p``: the output's positions ``0 .. p-1`` are the input's positions ``0 .. p-1``
+(``INF``: all of them). The table is keyed by the operation's name as torch reports it (``add``
+for ``torch.add``, ``Tensor.add`` and ``Tensor.add_``). Operations without a rule keep no
+position (:mod:`scg.graph.positions`). See ``docs/tracking.md`` for the table in words.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+__all__ = ["INF", "TABLE", "Rule", "elementwise"]
+
+Tensor = torch.Tensor
+
+#: "every position lines up".
+INF = 1 << 30
+
+#: op name -> how it maps positions. Rules take (func_name, args, kwargs, t, out, pos_in_args).
+Rule = Callable[[str, tuple[Any, ...], dict[str, Any], Tensor, Tensor, int], int]
+
+
+def _dim(args: tuple[Any, ...], kwargs: dict[str, Any], i: int, ndim: int,
+         default: int | None = None) -> int | None:
+    d = kwargs.get("dim", args[i] if len(args) > i else default)
+    if isinstance(d, (list, tuple)):
+        if not d:
+            return None
+        return min(int(x) % max(ndim, 1) for x in d)
+    if d is None or not isinstance(d, int):
+        return None
+    return d % max(ndim, 1)
+
+
+def elementwise(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor,
+                 out: Tensor, pos: int) -> int:
+    return INF if t.dim() == out.dim() else 0
+
+
+def _reduction(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor,
+               out: Tensor, pos: int) -> int:
+    if len(args) > 1 and isinstance(args[1], Tensor):  # torch.max(a, b): elementwise
+        return INF if t.dim() == out.dim() else 0
+    if pos != 0:
+        return 0
+    d = _dim(args, kwargs, 1, t.dim())
+    # positions from the reduced one on are foreign, even if none is left: a dimension added
+    # later (one_hot of the result) would otherwise look aligned with the node's reduced one
+    return 0 if d is None else d
+
+
+def _along(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor,
+           out: Tensor, pos: int) -> int:
+    """Shape-preserving ops that mix along one dimension (cumsum, softmax, sort, flip, ...)."""
+    if pos != 0:
+        return 0
+    if name in ("flip", "roll"):
+        dims = kwargs.get("dims", args[1] if len(args) > 1 else None)
+        if name == "roll" and len(args) > 2:
+            dims = args[2]
+        if dims is None:
+            return 0
+        seq = dims if isinstance(dims, (list, tuple)) else [dims]
+        return min((int(x) % max(t.dim(), 1) for x in seq), default=INF)
+    d = _dim(args, kwargs, 2 if name in ("topk", "kthvalue", "normalize", "diff") else 1, t.dim(),
+             default=1 if name == "normalize" else -1)
+    return 0 if d is None else d
+
+
+def _reshape(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor,
+             out: Tensor, pos: int) -> int:
+    if pos != 0:
+        return 0
+    p = 0
+    for a, b in zip(t.shape, out.shape):
+        if a != b:
+            break
+        p += 1
+    else:
+        return INF if t.dim() <= out.dim() else p
+    return p
+
+
+def _unsqueeze(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor,
+               out: Tensor, pos: int) -> int:
+    d = _dim(args, kwargs, 1, out.dim())
+    return 0 if d is None else d
+
+
+def _squeeze(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor,
+             out: Tensor, pos: int) -> int:
+    d = _dim(args, kwargs, 1, t.dim())
+    if d is None:
+        d = next((i for i, s in enumerate(t.shape) if s == 1), None)
+        if d is None:
+            return INF
+    # a size-1 dimension holds no mixed content: only the dimensions after it move
+    return d if t.dim() > out.dim() and d < t.dim() - 1 else INF
+
+
+def _permute(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor,
+             out: Tensor, pos: int) -> int:
+    n = t.dim()
+    if name in ("transpose", "swapaxes", "swapdims"):
+        a = args[1] if len(args) > 1 else kwargs.get("dim0", 0)
+        b = args[2] if len(args) > 2 else kwargs.get("dim1", 1)
+        return min(int(a) % max(n, 1), int(b) % max(n, 1)) if a != b else INF
+    if name in ("t", "T", "mT", "numpy_T"):
+        return max(n - 2, 0)
+    if name == "permute":
+        order = args[1:] if len(args) > 2 or not isinstance(args[1], (list, tuple)) else args[1]
+        for i, d in enumerate(order):
+            if int(d) % n != i:
+                return i
+        return INF
+    if name == "movedim":
+        src = args[1] if len(args) > 1 else kwargs.get("source")
+        dst = args[2] if len(args) > 2 else kwargs.get("destination")
+        seq = [*(src if isinstance(src, (list, tuple)) else [src]),
+               *(dst if isinstance(dst, (list, tuple)) else [dst])]
+        return min(int(x) % max(n, 1) for x in seq)
+    return 0
+
+
+def _expand(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor,
+            out: Tensor, pos: int) -> int:
+    return INF if pos == 0 and t.dim() == out.dim() else 0
+
+
+def _repeat(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor,
+            out: Tensor, pos: int) -> int:
+    if t.dim() != out.dim():
+        return 0
+    return next((i for i, (a, b) in enumerate(zip(t.shape, out.shape)) if a != b), INF)
+
+
+def _cat(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor,
+         out: Tensor, pos: int) -> int:
+    d = kwargs.get("dim", args[1] if len(args) > 1 else 0)
+    if not isinstance(d, int):
+        return 0
+    if name in ("stack",):
+        return d % out.dim()
+    if t.dim() != out.dim():
+        return 0
+    return d % out.dim()
+
+
+def _split(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor,
+           out: Tensor, pos: int) -> int:
+    if pos != 0:
+        return 0
+    idx = {"narrow": 1, "select": 1, "unbind": 1}.get(name, 2)
+    d = kwargs.get("dim", args[idx] if len(args) > idx else 0)
+    return int(d) % max(t.dim(), 1) if isinstance(d, int) else 0
+
+
+def _matmul(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor,
+            out: Tensor, pos: int) -> int:
+    if name == "linear":
+        return t.dim() - 1 if pos == 0 and t.dim() >= 1 else 0
+    if pos == 0 and t.dim() >= 2 and out.dim() in (t.dim(), t.dim() - 1):
+        return t.dim() - 1  # rows kept, the last dimension contracted (matrix @ vector too)
+    if pos == 1 and t.dim() >= 3 and out.dim() == t.dim():
+        return t.dim() - 2  # batch dims kept, the second-last contracted
+    return 0
+
+
+def _einsum(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor,
+            out: Tensor, pos: int) -> int:
+    eq = args[0] if args and isinstance(args[0], str) else None
+    if eq is None or "..." in eq or "->" not in eq:
+        return 0
+    ins, o = eq.replace(" ", "").split("->")
+    subs = ins.split(",")
+    if not 1 <= pos <= len(subs):
+        return 0
+    s = subs[pos - 1]
+    p = 0
+    for a, b in zip(s, o):
+        if a != b:
+            break
+        p += 1
+    return p if p < len(o) else INF
+
+
+def _gather(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor,
+            out: Tensor, pos: int) -> int:
+    d = kwargs.get("dim", args[1] if len(args) > 1 else 0)
+    if pos == 2 or t is kwargs.get("index"):  # the index: out[i] reads index[i]
+        return INF if t.dim() == out.dim() else 0
+    return int(d) % max(t.dim(), 1) if isinstance(d, int) else 0
+
+
+def _index_select(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor,
+                  out: Tensor, pos: int) -> int:
+    d = kwargs.get("dim", args[1] if len(args) > 1 else 0)
+    if not isinstance(d, int):
+        return 0
+    d %= max(out.dim(), 1)
+    if pos == 0:
+        return d
+    return INF if d == 0 and t.dim() == 1 else 0
+
+
+def _embedding(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor,
+               out: Tensor, pos: int) -> int:
+    # F.embedding(input, weight): out = input.shape + (H,)
+    return INF if pos == 0 else 0
+
+
+def _one_hot(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor,
+             out: Tensor, pos: int) -> int:
+    return INF
+
+
+def _scatter(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor,
+             out: Tensor, pos: int) -> int:
+    if pos == 0:
+        return INF  # the input's own elements stay where they are
+    d = kwargs.get("dim", args[1] if len(args) > 1 else 0)
+    return int(d) % max(out.dim(), 1) if isinstance(d, int) else 0
+
+
+def _layer_norm(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor,
+                out: Tensor, pos: int) -> int:
+    shape = kwargs.get("normalized_shape", args[1] if len(args) > 1 else None)
+    if pos != 0 or shape is None:
+        return 0
+    k = len(shape) if isinstance(shape, (list, tuple, torch.Size)) else 1
+    return t.dim() - k
+
+
+def _rows(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor,
+          out: Tensor, pos: int) -> int:
+    """Recurrent cells (input (B, I), state (B, H) -> (B, H)): rows kept, features mixed."""
+    return 1 if pos in (0, 1) and t.dim() >= 1 else 0
+
+
+def _constant(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor,
+              out: Tensor, pos: int) -> int:
+    """``x.new_zeros(shape)``: the values do not depend on the input's."""
+    return INF
+
+
+def _getitem(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor,
+             out: Tensor, pos: int) -> int:
+    idx = args[1] if len(args) > 1 else None
+    items = idx if isinstance(idx, tuple) else (idx,)
+    if pos != 0:  # t is (in) an index
+        return _advanced_index_rule(items, t, out)
+    p = 0
+    consumed = 0
+    for k, it in enumerate(items):
+        if it is Ellipsis:
+            rest = sum(1 for x in items[k + 1:] if x is not None)
+            span = t.dim() - consumed - rest
+            p += span
+            consumed += span
+            continue
+        if isinstance(it, slice) and it.start in (None, 0) and it.stop is None \
+                and it.step in (None, 1):
+            p += 1
+            consumed += 1
+            continue
+        return p
+    return INF
+
+
+def _setitem(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor,
+             out: Tensor, pos: int) -> int:
+    """``out[idx] = value``: the value lands at the indexed positions."""
+    if pos == 0:
+        return INF
+    idx = args[1] if len(args) > 1 else None
+    items = idx if isinstance(idx, tuple) else (idx,)
+    if pos == 1:  # (in) the index: a boolean mask of out's leading shape is elementwise
+        if t.dtype == torch.bool and len(items) == 1 and out.shape[:t.dim()] == t.shape:
+            return INF
+        return 0
+    k = 0
+    for it in items:
+        if isinstance(it, slice) and it.start in (None, 0) and it.stop is None \
+                and it.step in (None, 1):
+            k += 1
+        else:
+            break
+    ints = sum(1 for it in items if isinstance(it, int))
+    return k if t.dim() == out.dim() - ints else 0
+
+
+def _advanced_index_rule(items: tuple[Any, ...], t: Tensor, out: Tensor) -> int:
+    """A tracked tensor used as an index: positional when the advanced indices come first."""
+    tensors = [i for i, it in enumerate(items) if isinstance(it, Tensor)]
+    if not tensors or tensors[0] != 0 or tensors != list(range(len(tensors))):
+        return 0
+    if t.dtype == torch.bool:
+        return INF if len(tensors) == 1 and t.dim() <= out.dim() and out.shape[:1] == t.shape[:1] \
+            and t.dim() == 1 else 0
+    rank = max(items[i].dim() for i in tensors)
+    return INF if t.dim() == rank else 0
+
+
+_ELEMENTWISE = """
+abs absolute acos arccos acosh add addcdiv addcmul angle asin asinh atan atan2 atanh bitwise_and
+bitwise_not bitwise_or bitwise_xor ceil clamp clamp_max clamp_min clip clone contiguous copysign cos
+cosh deg2rad detach digamma div divide dropout alpha_dropout feature_alpha_dropout elu eq erf erfc
+erfinv exp exp2 expm1 float double half bfloat16 long int short bool byte char to type type_as
+cpu cuda floor floor_divide fmod frac ge gelu greater greater_equal gt hardtanh hardsigmoid
+hardswish heaviside hypot i0 isfinite isinf isnan isneginf isposinf le leaky_relu lerp less
+less_equal lgamma log log10 log1p log2 logaddexp logical_and logical_not logical_or logical_xor
+logit lt masked_fill maximum minimum mish mul multiply nan_to_num ne neg negative not_equal
+positive pow rad2deg reciprocal relu relu6 remainder round rsqrt selu sigmoid sign signbit silu sin
+sinc sinh softplus softsign sqrt square sub subtract tan tanh true_divide trunc where xlogy
+requires_grad_ float_power fill_ zero_ copy_ fill zeros_like ones_like full_like empty_like
+rand_like randn_like randint_like softshrink hardshrink tanhshrink threshold celu rrelu glu
+binary_cross_entropy binary_cross_entropy_with_logits mse_loss l1_loss smooth_l1_loss huber_loss
+kl_div poisson_nll_loss dropout1d dropout2d pin_memory broadcast_tensors atleast_1d view_as_real
+logical_not isclose __deepcopy__ sgn conj resolve_conj resolve_neg log_sigmoid logsigmoid
+__add__ __radd__ __iadd__ __sub__ __rsub__ __isub__ __mul__ __rmul__ __imul__ __truediv__
+__rtruediv__ __itruediv__ __floordiv__ __rfloordiv__ __mod__ __rmod__ __pow__ __rpow__ __neg__
+__abs__ __and__ __rand__ __or__ __ror__ __xor__ __rxor__ __invert__ __eq__ __ne__ __lt__ __le__
+__gt__ __ge__ __lshift__ __rshift__ __iand__ __ior__ __ixor__ __div__ __rdiv__ __idiv__
+"""
+
+TABLE: dict[str, Rule] = {}
+for _n in _ELEMENTWISE.split():
+    TABLE[_n] = elementwise
+    TABLE[_n + "_"] = elementwise
+for _n in ("sum mean prod amax amin max min argmax argmin logsumexp norm std var all any median "
+           "nansum nanmean nanmedian count_nonzero std_mean var_mean mode aminmax").split():
+    TABLE[_n] = _reduction
+for _n in ("cumsum cumprod cummax cummin logcumsumexp softmax log_softmax softmin sort argsort "
+           "topk kthvalue flip roll diff normalize cumsum_ cumprod_").split():
+    TABLE[_n] = _along
+for _n in "view reshape view_as reshape_as flatten unflatten".split():
+    TABLE[_n] = _reshape
+TABLE["unsqueeze"] = _unsqueeze
+TABLE["unsqueeze_"] = _unsqueeze
+TABLE["squeeze"] = _squeeze
+TABLE["squeeze_"] = _squeeze
+for _n in "transpose swapaxes swapdims t T mT permute movedim".split():
+    TABLE[_n] = _permute
+for _n in "expand expand_as broadcast_to".split():
+    TABLE[_n] = _expand
+TABLE["repeat"] = _repeat
+for _n in "cat concat concatenate stack".split():
+    TABLE[_n] = _cat
+for _n in "split chunk narrow select unbind tensor_split".split():
+    TABLE[_n] = _split
+for _n in "matmul mm bmm __matmul__ __rmatmul__ linear".split():
+    TABLE[_n] = _matmul
+TABLE["einsum"] = _einsum
+TABLE["gather"] = _gather
+TABLE["take_along_dim"] = _gather
+TABLE["index_select"] = _index_select
+TABLE["embedding"] = _embedding
+TABLE["one_hot"] = _one_hot
+for _n in "scatter scatter_ scatter_add scatter_add_ scatter_reduce scatter_reduce_".split():
+    TABLE[_n] = _scatter
+TABLE["layer_norm"] = _layer_norm
+TABLE["__getitem__"] = _getitem
+TABLE["__setitem__"] = _setitem
+for _n in "lstm_cell gru_cell rnn_tanh_cell rnn_relu_cell".split():
+    TABLE[_n] = _rows
+for _n in "new_zeros new_ones new_full new_empty new_tensor".split():
+    TABLE[_n] = _constant
+for _n in "masked_fill_ copy_".split():
+    TABLE[_n] = elementwise

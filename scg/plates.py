@@ -1,0 +1,154 @@
+"""Plates: which batch dimensions of a node get per-element credit, verified rather than guessed.
+
+Algorithm 1 credits a stochastic node v with the costs it influences. For a batch of
+independent examples ("a plate", in graphical-model notation) each element v[i] may be credited
+with the matching cost elements c[i, ...] alone, which removes the other examples' costs from its
+learning signal (lower variance, same expectation) — *if* c[i, ...] depends on v only through
+v[i]. scg does not guess this from shapes: the tracker records, per tensor and node, the first
+leading position that no longer lines up (:mod:`scg.graph.positions`), and the positions are
+composed along the graph (:func:`foreign_closure`). For a pair (v, c):
+
+* the *plate rank* of v is its number of batch dimensions (after its sample dimensions), or the
+  ``plates=`` it was declared with (``scg.sample(..., plates=k)`` or ``scg.Graph(plates=k)``);
+* the pair is *per-element* when every cost position up to that rank lines up with v's (or has
+  size 1 in the cost or in v); otherwise it is *mixed*.
+
+A mixed pair falls back to *whole-plate* credit: each element of v is credited with the sum of c
+over the batch (correct: Σ_i ∇log p(v_i)·Σ_j c_j has the right expectation, since the cross terms
+have zero mean; higher variance). Batch dimensions of v beyond its plates always share credit.
+Sample dimensions (``n=k``, ``Enumerate``) are rearranged by design and checked by identity
+and size (:mod:`scg.sample_dims`); positions are verified after them.
+An enumerated node cannot fall back (its support is enumerated for all examples in lockstep,
+which is exact only for per-example costs), so mixing there raises. ``Graph.credit(v, c)`` tells
+which rule a pair got.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from scg.errors import SCGError
+from scg.graph.graph import Graph
+from scg.graph.nodes import Node, StochasticNode
+from scg.graph.positions import INF, normalize
+from scg.graph.tracking import bits
+
+__all__ = ["PlateCheck", "foreign_closure", "share_beyond"]
+
+
+def foreign_closure(graph: Graph, full: Sequence[int]) -> list[dict[int, int]]:
+    """``F[i]``: position -> mask of the ancestors of node i whose dimensions stop lining up with
+    node i's value at that position (ancestors absent from F[i] line up everywhere)."""
+    out: list[dict[int, int]] = []
+    # positions at or beyond every node's rank can never be compared (pruned to keep F small)
+    limit = max((n.value.dim() for n in graph.nodes), default=0)
+    for node in graph.nodes:
+        acc: dict[int, int] = {}
+        shift = 1 if isinstance(node, StochasticNode) and node.n is not None else 0
+        for j in bits(node.parents):
+            for q, qm in out[j].items():
+                p = q + shift if q < INF else q
+                acc[p] = acc.get(p, 0) | qm
+        for p, pm in node.foreign.items():
+            if p >= limit:
+                continue
+            reach = 0
+            for j in bits(pm):
+                reach |= full[j] | (1 << j)
+            acc[p] = acc.get(p, 0) | reach
+        if acc:
+            acc = {p: m for p, m in normalize(acc).items() if p < limit}
+        out.append(acc)
+    return out
+
+
+def _position(fr: dict[int, int], i: int) -> int:
+    for p, m in fr.items():
+        if m >> i & 1:
+            return p
+    return INF
+
+
+def plate_rank(v: StochasticNode, n_sample: int) -> int:
+    """Number of v's batch dimensions that are plates (declared, or all of them)."""
+    assert v.log_prob is not None or v.value is not None
+    shape = v.log_prob.shape if v.log_prob is not None else v.value.shape
+    batch = len(shape) - n_sample
+    declared = v.extra.get("plates")
+    return batch if declared is None else min(int(declared), batch)
+
+
+class PlateCheck:
+    """Per (score node, cost) pair: per-element credit or whole-plate fallback."""
+
+    def __init__(self, graph: Graph, full: Sequence[int],
+                 layout_len: dict[int, int]) -> None:
+        self.graph = graph
+        self.full = full
+        self.layout_len = layout_len  # node index -> number of leading sample dimensions
+        self.foreign = foreign_closure(graph, full)
+        self.any = [sum(f.values()) for f in self.foreign]  # nodes with a foreign position
+
+    def mixed(self, v: StochasticNode, c: Node) -> bool:
+        """Whether cost ``c`` mixes the plate elements of ``v`` (see the module docstring)."""
+        if not self.any[c.index] >> v.index & 1:
+            return False
+        f = _position(self.foreign[c.index], v.index)
+        if f >= INF:
+            return False
+        lv, lc = self.layout_len.get(v.index, 0), self.layout_len.get(c.index, 0)
+        vshape = (v.log_prob if v.log_prob is not None else v.value).shape
+        cshape = c.value.shape
+        if f < max(lv, lc):
+            # inside the sample dimensions, which are rearranged by design (newest first,
+            # reduced by declared reductions) and checked by identity and size (SamplePlan)
+            return False
+        rank = plate_rank(v, lv)
+        fb = f - lc
+        for q in range(fb, min(rank, len(cshape) - lc, len(vshape) - lv)):
+            if cshape[lc + q] > 1 and vshape[lv + q] > 1:
+                return True
+        return False
+
+    def check_sample_slices(self, c: Node, layout: tuple[int, ...]) -> None:
+        """A cost that keeps the sample dimension of a single multi-sample/enumerated node must
+        not mix its slices (centring over samples, a sort along them): that needs a declared
+        reduction, ``scg.cost(..., reduced=node)``. (With several sample dimensions, their
+        rearrangement by design hides such mixing: checked by identity and size only.)"""
+        if len(layout) != 1 or c.value.dim() == 0 or c.value.shape[0] <= 1:
+            return
+        u = layout[0]
+        if _position(self.foreign[c.index], u) == 0:
+            node = self.graph.nodes[u]
+            raise SCGError(
+                f"{c.describe()} mixes the samples of {node.describe()} along its sample "
+                "dimension (e.g. centring over the samples, or a reduction broadcast back), but "
+                "keeps that dimension: each sample would be credited with a cost that depends "
+                "on the others. Reduce it and declare it with scg.cost(..., reduced=node) (a "
+                "multi-sample objective), or keep the samples apart")
+
+    def matrix(self, rows: Sequence[StochasticNode], cols: Sequence[Node],
+               a: np.ndarray) -> np.ndarray:
+        """``M[i, j]``: rows[i] influences cols[j] and the cost mixes its plate elements."""
+        m = np.zeros(a.shape, dtype=bool)
+        rowmask = 0
+        for v in rows:
+            rowmask |= 1 << v.index
+        for j, c in enumerate(cols):
+            if not self.any[c.index] & rowmask:
+                continue  # every node that influences this cost lines up with it
+            for i in np.nonzero(a[:, j])[0]:
+                m[i, j] = self.mixed(rows[int(i)], c)
+        return m
+
+
+def share_beyond(x: torch.Tensor, start: int) -> torch.Tensor:
+    """Credit ``x`` (q, *shape) summed over the dims ``start..`` of ``shape`` (kept, broadcast):
+    every element of those dimensions gets the credit of all of them."""
+    dims = tuple(range(1 + start, x.dim()))
+    if not dims:
+        return x
+    return x.sum(dim=dims, keepdim=True).expand_as(x)

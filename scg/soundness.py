@@ -1,0 +1,132 @@
+"""Checks, when the surrogate is built, that the recorded graph still describes the program.
+
+Each check turns a case where the surrogate would silently be a biased (or zero) estimate into an
+error or a warning naming the node and where it was created:
+
+* **Writes after registration** (tensor version counters): a cost written in place after
+  ``scg.cost`` (its recorded influence would be stale, and the surrogate would use the new
+  value); a baseline input written after the sample it must precede (Theorem 2 of Schulman et
+  al. 2015 is checked on the inputs' influence when the node was drawn).
+* **Nested graphs**: a cost of this graph computed from a sample drawn in a graph nested in it
+  (this graph has no score term for that draw).
+* **Enumeration across examples**: an enumerated node whose costs mix its batch elements
+  (:mod:`scg.plates`): enumerating every example's support in lockstep is exact only for
+  per-example costs.
+* **Pathwise without a path**: a node differentiated pathwise (``rsample``) influences a cost
+  only through operations autograd cannot differentiate (a step function, ``detach``, ``no_grad``,
+  an integer cast): its pathwise gradient there is silently zero (Mohamed et al. 2020, §5: the
+  pathwise estimator needs a differentiable cost). scg warns and points to the score function.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+from scg.errors import NonDifferentiablePathWarning, SCGError
+from scg.estimators.pathwise import Pathwise
+from scg.graph.graph import Graph
+from scg.graph.nodes import CostNode, Node, StochasticNode
+from scg.graph.tracking import bits
+from scg.plates import PlateCheck
+
+__all__ = ["check_after_registration", "check_enumerated",
+           "check_pathwise"]
+
+
+def check_after_registration(graph: Graph, full: Sequence[int]) -> None:
+    """Writes after registration, and costs computed from samples of nested graphs."""
+    for node in graph.nodes:
+        extra: dict[str, Any] = getattr(node, "extra", {})
+        if isinstance(node, CostNode) and node.value._version != extra.get("version",
+                                                                          node.value._version):
+            raise SCGError(f"{node.describe()} was written in place after scg.cost registered "
+                           "it; the influence scg recorded no longer describes its value. Register "
+                           "the cost after its last write (or pass a copy: scg.cost(c.clone()))")
+        for t, version in extra.get("baseline_inputs_versions", ()):
+            if t._version != version:
+                raise SCGError(f"an input of the baseline of {node.describe()} was written in "
+                               "place after the node was registered; a baseline may only use "
+                               "information from before the sample (Theorem 2), which scg checks "
+                               "when the node is drawn. Pass a copy to the baseline (x.clone())")
+    if graph._nested:
+        nested = sum(1 << i for i in graph._nested)
+        for c in graph.cost_nodes:
+            hit = full[c.index] & nested
+            if hit:
+                i = next(iter(bits(hit)))
+                raise SCGError(f"{c.describe()} is computed from {graph._nested[i]}, which was "
+                               "drawn in a scg.Graph nested inside this one: this graph has no "
+                               "score term for it, so the gradient would be biased. Draw it in "
+                               "this graph, or keep its costs in the nested graph")
+
+
+def check_enumerated(graph: Graph, plates: PlateCheck, costs: Sequence[CostNode]) -> None:
+    """An enumerated node must not have costs that mix its batch elements."""
+    for v in graph.stochastic_nodes:
+        if not v.extra.get("enumerated"):
+            continue
+        for c in costs:
+            if plates.mixed(v, c):
+                raise SCGError(f"{c.describe()} mixes the batch elements of the enumerated "
+                               f"{v.describe()}: Enumerate() enumerates every example's support "
+                               "in lockstep, which is exact only when each example's cost depends "
+                               "on its own element. Use a score-function estimator, or enumerate "
+                               "one example per node")
+
+
+def check_pathwise(graph: Graph, full: Sequence[int], costs: Sequence[CostNode]) -> None:
+    """Warn when a pathwise node influences a cost only through non-differentiable operations."""
+    pathwise = [v for v in graph.stochastic_nodes
+                if isinstance(v.estimator, Pathwise) and v.value.requires_grad]
+    if not pathwise:
+        return
+    direct = _non_score_closure(graph)
+    for c in costs:
+        wanted = {v.value.grad_fn: v for v in pathwise
+                  if direct[c.index] >> v.index & 1 and v.value.grad_fn is not None}
+        if not wanted:
+            continue
+        for fn in _reachable(c.value.grad_fn, set(wanted)):
+            wanted.pop(fn, None)
+        for v in wanted.values():
+            warnings.warn(
+                f"{c.describe()} depends on the pathwise {v.describe()} only through operations "
+                "autograd cannot differentiate (a comparison or step function, detach(), "
+                "torch.no_grad(), an integer cast): its pathwise gradient there is zero, which "
+                "is biased. Use scg.sample(..., estimator=scg.ScoreFunction()) for this node",
+                NonDifferentiablePathWarning, stacklevel=3)
+
+
+def _non_score_closure(graph: Graph) -> list[int]:
+    """Influence along paths that pass through no score-function node (those carry the credit
+    through their score terms, not through autograd)."""
+    out: list[int] = []
+    for node in graph.nodes:
+        acc = node.parents
+        for j in bits(node.parents):
+            parent: Node = graph.nodes[j]
+            if not (isinstance(parent, StochasticNode) and parent.estimator.score):
+                acc |= out[j]
+        out.append(acc)
+    return out
+
+
+def _reachable(root: Any, targets: set[Any]) -> set[Any]:
+    """The members of ``targets`` reachable from the autograd node ``root``."""
+    found: set[Any] = set()
+    if root is None:
+        return found
+    seen = {root}
+    stack = [root]
+    while stack and len(found) < len(targets):
+        fn = stack.pop()
+        if fn in targets:
+            found.add(fn)
+        for nxt, _ in getattr(fn, "next_functions", ()):
+            if nxt is not None and nxt not in seen:
+                seen.add(nxt)
+                stack.append(nxt)
+    return found
+

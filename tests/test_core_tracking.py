@@ -1,0 +1,372 @@
+"""Influence tracking never fails silently (issue 11, classes 2-9; class 1 is test_core_plates).
+
+Each case is either tracked correctly (checked against exact enumeration with ``scg.testing``
+where the gradient is at stake) or loud: a warning or an error naming the node and the line.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from torch.distributions import Bernoulli, Categorical, Normal
+
+import scg
+import scg.testing as st
+
+W = torch.tensor([1.5, -2.0, 0.7], dtype=torch.float64)
+
+
+def _theta() -> torch.Tensor:
+    return torch.tensor([0.4, -0.6, 0.9], dtype=torch.float64, requires_grad=True)
+
+
+# ---------------------------------------------------------------- 2. aliases
+def _alias_write(kind: str, z: torch.Tensor) -> torch.Tensor:
+    """Write z (3,) into a fresh buffer and return a tensor read through another alias."""
+    zf = z.to(torch.float64)
+    buf = torch.zeros(2, 3, dtype=torch.float64)
+    if kind == "view_before":
+        v = buf[0]
+        buf[0] = zf
+        return v
+    if kind == "sibling":
+        a, b = buf[0], buf[0, :]
+        a.copy_(zf)
+        return b
+    if kind == "view_of_view":
+        v = buf[:][0]
+        buf.select(0, 0).copy_(zf)
+        return v[:]
+    if kind == "data":
+        d = buf.data
+        buf[0].add_(zf)
+        return d[0]
+    if kind == "detach":
+        d = buf.detach()
+        buf[0].add_(zf)
+        return d[0]
+    if kind == "out":
+        torch.mul(zf, 1.0, out=buf[0])
+        return buf[0]
+    if kind == "expand_copy":
+        buf.copy_(zf.expand(2, 3))
+        return buf[1]
+    raise AssertionError(kind)
+
+
+ALIASES = ["view_before", "sibling", "view_of_view", "data", "detach", "out", "expand_copy"]
+
+
+@pytest.mark.parametrize("kind", ALIASES)
+def test_write_seen_through_another_alias_carries_influence(kind: str) -> None:
+    th = _theta()
+    with scg.Graph() as g:
+        z = scg.sample(Bernoulli(logits=th), name="z")
+        scg.cost(_alias_write(kind, z) * W, name="c")
+    assert g.influences("z", "c"), kind
+
+
+def test_alias_write_gradient_is_unbiased() -> None:
+    """Before: the cost read through a view taken before the write had no influence, so the
+    score term was missing (a zero gradient where the exact one is not)."""
+    th = _theta()
+
+    def program() -> None:
+        z = scg.sample(Bernoulli(logits=th), name="z")
+        scg.cost(_alias_write("view_before", z) * W, name="c")
+
+    exact = st.exact_gradient(program, [th])
+    assert float(exact[0].abs().min()) > 0.1
+    st.assert_unbiased(program, [th], n=600, seed=0, exact=exact)
+
+
+def test_stale_view_of_a_distribution_parameter() -> None:
+    th = _theta()
+    with scg.Graph() as g:
+        z = scg.sample(Bernoulli(logits=th), name="z")
+        logits = torch.zeros(3, dtype=torch.float64)
+        stale = logits[:]  # taken before the write
+        logits.add_(z.to(torch.float64))
+        scg.sample(Bernoulli(logits=stale), name="x")
+    assert [n.name for n in g.parents("x")] == ["z"]
+
+
+# ---------------------------------------------------------------- 3. escapes
+ESCAPES: dict[str, Callable[[torch.Tensor], Any]] = {
+    "contains": lambda z: 1 in z,
+    "torch.equal": lambda z: torch.equal(z, z),
+    "torch.allclose": lambda z: torch.allclose(z, z),
+    "torch.is_nonzero": lambda z: torch.is_nonzero(z[:1]),
+    "np.asarray": lambda z: np.asarray(z),
+    "f-string": lambda z: f"{z}",
+    "format": lambda z: format(z),
+    "str": lambda z: str(z),
+    "len(nonzero)": lambda z: len(z.nonzero()),
+    "mask shape": lambda z: z[z > 0].shape,
+    "unique().numel()": lambda z: z.unique().numel(),
+    "from_dlpack": lambda z: torch.from_dlpack(z),
+    "item": lambda z: z[0].item(),
+    "tolist": lambda z: z.tolist(),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(ESCAPES))
+def test_every_escape_warns_naming_node_and_line(kind: str) -> None:
+    th = _theta()
+    with scg.Graph(), pytest.warns(scg.InfluenceLostWarning, match=r"node\(s\) 'z'.*"
+                                   r"test_core_tracking.py:\d+"):
+        z = scg.sample(Bernoulli(logits=th), name="z")
+        ESCAPES[kind](z)
+
+
+@pytest.mark.parametrize("kind", sorted(ESCAPES))
+def test_strict_graph_raises_on_every_escape(kind: str) -> None:
+    th = _theta()
+    with scg.Graph(strict=True), pytest.raises(scg.InfluenceLostError, match=r"'z'"):
+        z = scg.sample(Bernoulli(logits=th), name="z")
+        ESCAPES[kind](z)
+
+
+def test_metadata_and_control_flow_stay_usable() -> None:
+    th = _theta()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with scg.Graph(strict=True) as g:
+            z = scg.sample(Bernoulli(logits=th), name="z")
+            assert z.shape == (3,) and z.dim() == 1 and len(z) == 3 and z.dtype == th.dtype
+            y = torch.where(z > 0, W, -W)  # control flow kept in torch
+            scg.cost(y, name="c")
+    assert g.influences("z", "c")
+
+
+# ---------------------------------------------------------------- 4. changes after registration
+def test_cost_written_after_registration_raises() -> None:
+    th = _theta()
+    with scg.Graph() as g:
+        z = scg.sample(Bernoulli(logits=th), name="z")
+        c = scg.cost(z * W, name="c")
+        c.mul_(2.0)
+    with pytest.raises(scg.SCGError, match=r"cost node 'c'.*written in place after"):
+        g.surrogate_loss()
+
+
+def test_learned_baseline_input_written_after_the_sample_raises() -> None:
+    th = _theta()
+    bl = scg.baselines.Learned(torch.nn.Linear(3, 1).double())
+    with scg.Graph() as g:
+        h = torch.zeros(3, dtype=torch.float64)
+        z = scg.sample(Bernoulli(logits=th), name="z", baseline=bl.given(h))
+        h.add_(z.to(h.dtype))  # the baseline would now see the sample (Theorem 2)
+        scg.cost(z * W, name="c")
+    with pytest.raises(scg.SCGError, match=r"baseline of stochastic node 'z'.*written in place"):
+        g.surrogate_loss()
+
+
+def test_cost_added_after_the_surrogate_raises() -> None:
+    th = _theta()
+    with scg.Graph() as g:
+        z = scg.sample(Bernoulli(logits=th), name="z")
+        scg.cost(z * W, name="c")
+        g.surrogate_loss()
+        with pytest.raises(scg.SCGError, match=r"scg.cost\(name='late'\).*surrogate_loss\(\) was "
+                                               r"already built"):
+            scg.cost(z * W, name="late")
+
+
+# ---------------------------------------------------------------- 5. outside the tracker
+def test_sample_of_a_nested_graph_used_in_the_outer_raises() -> None:
+    th = _theta()
+    with scg.Graph() as outer:
+        with scg.Graph():
+            z = scg.sample(Bernoulli(logits=th), name="z")
+        scg.cost(z * W, name="c")
+    with pytest.raises(scg.SCGError, match=r"cost node 'c'.*stochastic node 'z'.*nested"):
+        outer.surrogate_loss()
+
+
+@pytest.mark.parametrize("transform", ["vmap", "grad"])
+def test_tracked_values_inside_torch_func_transforms_are_loud(transform: str) -> None:
+    th = _theta()
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return (x * 2.0).sum()
+
+    run = torch.func.vmap(f) if transform == "vmap" else torch.func.grad(f)
+    with scg.Graph(), pytest.warns(scg.InfluenceLostWarning, match=r"'z'.*torch.func transform"):
+        z = scg.sample(Normal(th, 1.0), name="z")
+        run(z[:, None] if transform == "vmap" else z)
+    with scg.Graph(strict=True), pytest.raises(scg.InfluenceLostError, match="torch.func"):
+        z = scg.sample(Normal(th, 1.0), name="z")
+        run(z[:, None] if transform == "vmap" else z)
+
+
+# ---------------------------------------------------------------- 6. randomness scg cannot see
+@pytest.mark.parametrize("draw", ["bernoulli", "multinomial", "Distribution.sample"])
+def test_hidden_draw_on_tracked_values_warns(draw: str) -> None:
+    th = _theta()
+    with scg.Graph(), pytest.warns(scg.UntrackedRandomnessWarning, match=r"test_core_tracking"
+                                   r".py:\d+.*node\(s\) 'z'.*scg.sample"):
+        z = scg.sample(Bernoulli(logits=th), name="z")
+        p = torch.sigmoid(z + th)
+        if draw == "bernoulli":
+            torch.bernoulli(p)
+        elif draw == "multinomial":
+            torch.multinomial(torch.stack([p, 1 - p], -1), 1)
+        else:
+            Bernoulli(probs=p).sample()
+
+
+def test_transformed_distribution_parameters_are_tracked() -> None:
+    th = _theta()
+    with scg.Graph() as g:
+        z = scg.sample(Bernoulli(logits=th), name="z")
+        base = Normal(torch.zeros(3, dtype=th.dtype), 1.0)
+        shift = torch.distributions.transforms.AffineTransform(loc=z.to(th.dtype), scale=2.0)
+        scg.sample(torch.distributions.TransformedDistribution(base, [shift]), name="x")
+    assert [n.name for n in g.parents("x")] == ["z"]
+
+
+# ---------------------------------------------------------------- 7. pathwise without a path
+def _step(th: torch.Tensor, estimator: scg.estimators.Estimator | None) -> Callable[[], None]:
+    def run() -> None:
+        x = scg.sample(Normal(th[0], 1.0), name="x", estimator=estimator)
+        scg.cost((x > 0).to(th.dtype) * 2.0, name="c")  # a step: no autograd path
+    return run
+
+
+def test_exact_gradient_of_a_step_cost_matches_the_closed_form() -> None:
+    """d/dμ E[2·1(x > 0)], x ~ N(μ, 1), is 2φ(μ); moving quadrature points gave 0."""
+    th = _theta()
+    (got,) = st.exact_gradient(_step(th, scg.ScoreFunction()), [th])
+    mu = float(th[0].detach())
+    expected = 2.0 * math.exp(-mu * mu / 2) / math.sqrt(2 * math.pi)
+    assert abs(float(got[0]) - expected) < 0.02 * expected, (float(got[0]), expected)
+    # a smooth cost still matches its closed form to high precision: d/dμ E[x²] = 2μ
+    (smooth,) = st.exact_gradient(lambda: scg.cost(scg.sample(Normal(th[0], 1.0)) ** 2), [th])
+    assert abs(float(smooth[0]) - 2 * mu) < 1e-8
+
+
+def test_pathwise_through_a_step_warns_and_score_function_is_unbiased() -> None:
+    th = _theta()
+    with scg.Graph() as g:
+        _step(th, None)()
+    with pytest.warns(scg.NonDifferentiablePathWarning, match=r"cost node 'c'.*pathwise "
+                                                               r"stochastic node 'x'.*ScoreFunction"):
+        g.surrogate_loss()
+    exact = st.exact_gradient(_step(th, scg.ScoreFunction()), [th])
+    st.assert_unbiased(_step(th, scg.ScoreFunction()), [th], n=800, seed=0, exact=exact)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", scg.NonDifferentiablePathWarning)
+        pathwise = st.check_unbiased(_step(th, None), [th], n=800, seed=0, exact=exact)
+    assert not pathwise.passed  # the silent 0 the warning is about
+
+
+def test_differentiable_pathwise_does_not_warn() -> None:
+    th = _theta()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", scg.NonDifferentiablePathWarning)
+        with scg.Graph() as g:
+            x = scg.sample(Normal(th[0], 1.0), name="x")
+            scg.cost(torch.relu(x) + (x > 0).to(th.dtype) * 0, name="c")
+        g.surrogate_loss()
+
+
+# ---------------------------------------------------------------- 8. editing a sample in place
+def test_editing_a_sample_in_place_works_and_is_unbiased() -> None:
+    th = _theta()
+    pad = torch.tensor(2)
+
+    def program() -> None:
+        logits = torch.stack([th, -th, 0 * th], -1)  # (3, 3)
+        tok = scg.sample(Categorical(logits=logits), name="tok")  # (3,)
+        finished = torch.tensor([True, False, False])
+        tok.masked_fill_(finished, pad)  # the decoder's idiom
+        scg.cost(W[tok] * th.detach(), name="c")
+
+    exact = st.exact_gradient(program, [th])
+    st.assert_unbiased(program, [th], n=800, seed=0, exact=exact)
+
+
+def test_writing_into_a_pathwise_sample_raises_at_the_write() -> None:
+    th = _theta()
+    with scg.Graph():
+        x = scg.sample(Normal(th, 1.0), name="x")
+        with pytest.raises(scg.SCGError, match=r"test_core_tracking.py:\d+ writes into the value "
+                                               r"of stochastic node 'x'"):
+            x.clamp_(min=0.0)
+
+
+# ---------------------------------------------------------------- 9. stateful estimators
+def _vimco_graph(th: torch.Tensor, vimco: scg.baselines.VIMCO, shift: float) -> scg.Graph:
+    with scg.Graph() as g:
+        h = scg.sample(Bernoulli(logits=th[0]), name="h", n=3, baseline=vimco)
+        scg.cost(vimco.objective(th[1] * h + shift), name="c", reduced=h)
+    return g
+
+
+def test_vimco_shared_by_two_graphs_uses_each_graphs_log_weights() -> None:
+    th = _theta()
+    vimco = scg.baselines.VIMCO()
+    torch.manual_seed(0)
+    g1 = _vimco_graph(th, vimco, 0.0)
+    g2 = _vimco_graph(th, vimco, 5.0)  # built before g1's surrogate
+    (a,) = torch.autograd.grad(g1.surrogate_loss(), [th])
+    torch.manual_seed(0)
+    alone = _vimco_graph(th, scg.baselines.VIMCO(), 0.0)
+    (b,) = torch.autograd.grad(alone.surrogate_loss(), [th])
+    torch.testing.assert_close(a, b)
+    g2.surrogate_loss()
+
+
+def test_vimco_shared_by_two_node_groups_raises_clearly() -> None:
+    th = _theta()
+    vimco = scg.baselines.VIMCO()
+    with scg.Graph():
+        scg.sample(Bernoulli(logits=th[0]), name="h", n=3, baseline=vimco)
+        with pytest.raises(scg.SCGError, match=r"called twice in one graph.*one VIMCO\(\) per"):
+            vimco.objective(torch.zeros(3))
+            vimco.objective(torch.zeros(3))
+    with scg.Graph() as g:
+        h = scg.sample(Bernoulli(logits=th[0]), name="h", n=3, baseline=vimco)
+        u = scg.sample(Bernoulli(logits=th[1].expand(2)), name="u", n=3, baseline=vimco)
+        scg.cost(vimco.objective(th[1] * h + (th[2] * u).sum(-1)), name="c", reduced=[h, u])
+    with pytest.raises(scg.SCGError, match=r"VIMCO baseline of stochastic node '[hu]'.*also the "
+                                           r"baseline of stochastic node '[hu]'"):
+        g.surrogate_loss()
+
+
+class _Shift(torch.distributions.transforms.Transform):
+    """A user transform whose parameter lives in a dict (not a tensor attribute)."""
+
+    bijective = True
+    domain = torch.distributions.constraints.real
+    codomain = torch.distributions.constraints.real
+
+    def __init__(self, params: dict[str, torch.Tensor]) -> None:
+        super().__init__()
+        self.params = params
+
+    def _call(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.params["loc"]
+
+    def _inverse(self, y: torch.Tensor) -> torch.Tensor:
+        return y - self.params["loc"]
+
+    def log_abs_det_jacobian(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return torch.zeros_like(x)
+
+
+def test_transform_with_parameters_in_a_dict_is_tracked() -> None:
+    th = _theta()
+    with scg.Graph() as g:
+        z = scg.sample(Bernoulli(logits=th), name="z")
+        base = Normal(torch.zeros(3, dtype=th.dtype), 1.0)
+        dist = torch.distributions.TransformedDistribution(base, [_Shift({"loc": z * 2.0})])
+        scg.sample(dist, name="x")
+    assert [n.name for n in g.parents("x")] == ["z"]
