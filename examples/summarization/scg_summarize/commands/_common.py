@@ -11,7 +11,7 @@ from typing import Any
 
 from ..decoding.loading import RunLoadError
 from ..evaluation.rouge import METRICS, RougeOptions
-from ._decoding_args import add_decode_arguments, decode_options  # the search options live there
+from ._decoding_args import add_decode_arguments, decode_options, positive_int  # the search options live there
 
 __all__ = [
     "USER_ERRORS",
@@ -42,17 +42,6 @@ def error(command: str, err: BaseException | str, status: int = 2) -> int:
     message = err.args[0] if isinstance(err, KeyError) and err.args else err
     print(f"scg-summarize {command}: error: {message}", file=sys.stderr)
     return status
-
-
-def positive_int(text: str) -> int:
-    """``argparse`` type: an integer >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
 
 
 def set_threads(args: argparse.Namespace) -> None:

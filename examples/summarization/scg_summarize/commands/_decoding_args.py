@@ -15,7 +15,7 @@ from typing import Any
 
 from ..decoding.options import UNK_MODES, DecodeOptions, resolve_decode_options
 
-__all__ = ["DECODE_FLAGS", "add_decode_arguments", "decode_options", "decode_options_with_sources"]
+__all__ = ["DECODE_FLAGS", "add_decode_arguments", "decode_options", "decode_options_with_sources", "positive_int"]
 
 _D = DecodeOptions()
 
@@ -33,7 +33,8 @@ DECODE_FLAGS: dict[str, str] = {
 }
 
 
-def _positive_int(text: str) -> int:
+def positive_int(text: str) -> int:
+    """``argparse`` type: an integer >= 1."""
     try:
         value = int(text)
     except ValueError:
@@ -49,10 +50,10 @@ def add_decode_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group(
         "decoding (defaults: the run's [eval] table, else the documented settings shown here)"
     )
-    group.add_argument("--beam", type=_positive_int, default=None, help=f"beam size (default {_D.beam_size})")
+    group.add_argument("--beam", type=positive_int, default=None, help=f"beam size (default {_D.beam_size})")
     group.add_argument("--greedy", action="store_const", const=True, default=None,
                        help="greedy search instead of beam search")
-    group.add_argument("--max-len", type=_positive_int, default=None,
+    group.add_argument("--max-len", type=positive_int, default=None,
                        help=f"most words per summary (default {_D.max_len})")
     group.add_argument("--min-len", type=int, default=None,
                        help=f"fewest words per summary (default {_D.min_len}, at most a quarter of --max-len)")
@@ -78,12 +79,12 @@ def add_decode_arguments(parser: argparse.ArgumentParser) -> None:
                        help="forbid number tokens ('#', '##.#', digits) in summaries (default off)")
     group.add_argument(
         "--coarse-topk",
-        type=_positive_int,
+        type=positive_int,
         default=None,
         metavar="K",
         help="chunks read per step by C2F at test time (1 = argmax; >1 = +MULTI; default: the run's setting)",
     )
-    group.add_argument("--batch-size", type=_positive_int, default=32)
+    group.add_argument("--batch-size", type=positive_int, default=32)
     group.add_argument("--checkpoint", default=None, help="a specific checkpoint of the run (default: the best)")
     group.add_argument("--device", default="cpu")
     group.add_argument("--threads", type=int, default=0, help="torch CPU threads (default 0: torch's choice)")
