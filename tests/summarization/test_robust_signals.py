@@ -126,3 +126,25 @@ def test_prepare_into_a_locked_directory_is_refused(tmp_path: Path) -> None:
                "--n-test", "4", "--quiet")
     assert done.returncode == 0, done.stderr
     assert (out / "meta.json").is_file()
+
+
+def test_sigterm_during_the_final_test_evaluation_says_so_in_one_line(synthetic_corpus: Path, tmp_path: Path,
+                                                                      monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    # training is complete and written when the test evaluation starts: a signal there abandons
+    # only the evaluation, with a one-line message and 128 + signal (before: silent death)
+    import scg_summarize.commands.train as train_command
+    from scg_summarize.cli import main
+
+    def evaluation_hit_by_sigterm(*args: object, **kwargs: object) -> None:
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)  # the handler raises before this ends
+        raise AssertionError("SIGTERM did not interrupt the evaluation")
+
+    monkeypatch.setattr(train_command, "evaluate_test", evaluation_hit_by_sigterm)
+    args = [a for a in train_args(synthetic_corpus, tmp_path / "run") if a != "--no-test"]
+    previous = signal.getsignal(signal.SIGTERM)
+    assert main(args) == 128 + signal.SIGTERM
+    assert signal.getsignal(signal.SIGTERM) is previous  # the handlers are put back
+    err = [line for line in capsys.readouterr().err.splitlines() if "during the final test evaluation" in line]
+    assert len(err) == 1 and "SIGTERM" in err[0] and "scg-summarize evaluate --run" in err[0]
+    assert load_checkpoint(tmp_path / "run" / "best.pt")["step"] > 0  # training's results are kept

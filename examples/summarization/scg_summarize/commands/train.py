@@ -121,6 +121,7 @@ def run(args: argparse.Namespace) -> int:
     from ..train.checkpoint import CheckpointError
     from ..train.config import available_configs, load_config
     from ..train.loop import Trainer, TrainingDiverged, TrainingStopped
+    from ..train.signals import Interrupted, interrupt_on_signals
 
     if args.list:
         for name in available_configs():
@@ -161,8 +162,13 @@ def run(args: argparse.Namespace) -> int:
         main = trainer.dist.is_main
         trainer.dist.close()
         if main and not args.no_test:
-            summary = evaluate_test(args.out, args.data, rouge=args.rouge)
+            with interrupt_on_signals():
+                summary = evaluate_test(args.out, args.data, rouge=args.rouge)
             print(json.dumps(summary), file=sys.stderr)
+    except Interrupted as stop:  # training is complete and written; only the test evaluation is abandoned
+        print(f"train: {stop} during the final test evaluation: training is finished ({args.out / 'best.pt'} "
+              f"is written); evaluate later with: scg-summarize evaluate --run {args.out}", file=sys.stderr)
+        return stop.status
     except TrainingStopped as stop:
         if trainer is None or trainer.dist.is_main:
             print(f"train: {stop}; {args.out / 'checkpoint.pt'} is written: continue with --resume",

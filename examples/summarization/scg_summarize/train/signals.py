@@ -21,7 +21,7 @@ import threading
 from types import FrameType
 from typing import Any
 
-__all__ = ["StopRequest", "TrainingStopped"]
+__all__ = ["Interrupted", "StopRequest", "TrainingStopped", "interrupt_on_signals"]
 
 _SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
@@ -34,6 +34,37 @@ class TrainingStopped(Exception):
         self.reason = reason
         self.step = step
         self.status = status
+
+
+class Interrupted(Exception):
+    """SIGTERM/SIGINT arrived while :func:`interrupt_on_signals` was in force."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.status = 128 + signum
+
+
+class interrupt_on_signals:
+    """Within the block, SIGTERM and SIGINT raise :class:`Interrupted` (for work after training,
+    such as the final test evaluation, where there is no step to finish: nothing is lost by
+    abandoning it, and the command says so in one line instead of dying silently)."""
+
+    def __init__(self) -> None:
+        self._previous: dict[int, Any] = {}
+
+    def _raise(self, signum: int, frame: FrameType | None) -> None:
+        raise Interrupted(signum)
+
+    def __enter__(self) -> interrupt_on_signals:
+        if threading.current_thread() is threading.main_thread():
+            for sig in _SIGNALS:
+                self._previous[sig] = signal.signal(sig, self._raise)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        self._previous.clear()
 
 
 class StopRequest:
