@@ -118,4 +118,3 @@ def test_xsum_full_set_is_close_to_perl_rouge(system: str) -> None:
 def test_rouge_options_are_serializable() -> None:
     options = RougeOptions(limit_bytes=75, measure="recall")
     assert options.to_dict()["limit_bytes"] == 75 and options.to_dict()["metrics"][0] == "rouge1"
-
