@@ -82,6 +82,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="split a string target into several references (e.g. '\\n')",
     )
     fields.add_argument("--max-line-chars", type=int, default=1_000_000)
+    fields.add_argument(
+        "--gigaword-filter",
+        action="append",
+        choices=("all", "no_overlap", "byline", "question_colon"),
+        default=None,
+        help="parallel format: drop title-article pairs as Rush et al. (2015) (repeatable; counted in meta.json)",
+    )
     prep = parser.add_argument_group("preprocessing")
     prep.add_argument(
         "--layout",
@@ -183,12 +190,16 @@ def run(args: argparse.Namespace) -> int:
         if not args.input:
             print(f"prepare: --format {args.format} needs at least one --input", file=sys.stderr)
             return 2
+        if getattr(args, "gigaword_filter", None) and args.format != "parallel":
+            print("prepare: --gigaword-filter applies to --format parallel only", file=sys.stderr)
+            return 2
         config = ReaderConfig(
             source_field=args.source_field,
             target_field=args.target_field,
             id_field=args.id_field,
             target_sep=_unescape(args.target_sep),
             max_line_chars=args.max_line_chars,
+            gigaword_filters=tuple(args.gigaword_filter or ()),
         )
         fractions = {"valid": args.valid_fraction, "test": args.test_fraction}
         prepare_corpus(
