@@ -61,6 +61,16 @@ def test_command_line_pipeline(synthetic_corpus: Path, tmp_path: Path) -> None:
     model = AbsModel(AbsConfig(**{k: v for k, v in summary["model"].items()}))
     model.load_state_dict(state)
 
+    from scg_summarize.models.abs.variants import main as variants_main
+
+    assert variants_main(["--run", str(out), "--data", str(synthetic_corpus), "--length", "3", "--beam", "2",
+                          "--iterations", "1", "--out", str(tmp_path / "v.json")]) == 0
+    result = json.loads((tmp_path / "v.json").read_text())
+    assert result["tune"] == 20 and result["test"] == 20
+    for name in ("abs", "abs_recombine", "abs_greedy", "extractive", "abs_plus"):
+        assert set(result[name]["rouge_f1"]) == {"rouge1", "rouge2", "rougeL"}
+    assert result["extractive"]["ext_percent"] == 100.0
+
 
 def test_count_baselines_on_a_prepared_corpus(synthetic_corpus: Path) -> None:
     from scg_summarize.models.abs.count_baselines import count_baselines

@@ -35,7 +35,7 @@ def count_baselines(root: str | Path, train_split: str = "train", eval_split: st
     vocab = train_data.vocab
 
     def words(ids: Sequence[int]) -> list[str]:
-        return vocab.decode(ids)
+        return vocab.decode(ids, stop_at_eos=False)  # inputs may hold </s> between sentences
 
     start = time.perf_counter()
     lm = KneserNeyLM([words(e.tgt) for e in train_set], order=order)

@@ -240,7 +240,7 @@ def _decode(model: AbsModel, examples: Sequence[Example], data: SummarizationDat
             hyps = beam_search(decoder, {"src": src.unsqueeze(1), "src_mask": mask.unsqueeze(1)}, options)
         for i, h in zip(index, hyps):
             outputs.append(data.vocab.decode(h[0].tokens))
-            inputs.append(data.vocab.decode(examples[i].src))
+            inputs.append(data.vocab.decode(examples[i].src, stop_at_eos=False))
             refs.append(list(data.text(i)["refs"]))
     seconds = time.perf_counter() - start
     rouge = Rouge(RougeOptions(metrics=("rouge1", "rouge2", "rougeL"))).corpus([" ".join(o) for o in outputs], refs)
