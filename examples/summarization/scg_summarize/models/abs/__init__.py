@@ -1,14 +1,17 @@
 """ABS and ABS+ (Rush, Chopra & Weston 2015): a feed-forward NNLM with an input encoder.
 
-=============== ==========================================================================
-``encoders``    enc(x, y_c): bag-of-words, convolutional (TDNN), attention-based, none
-``nnlm``        :class:`AbsModel`: the NNLM decoder over a window of C words + an encoder
-``step``        :class:`AbsStepDecoder`: the model as a step decoder (beam/greedy search)
-``train``       NLL training with the paper's schedule (SGD, halving, max-norm)
-=============== ==========================================================================
+=================== ======================================================================
+``encoders``        enc(x, y_c): bag-of-words, convolutional (TDNN), attention-based, none
+``nnlm``            :class:`AbsModel`: the NNLM decoder over a window of C words + an encoder
+``step``            :class:`AbsStepDecoder`: the model as a step decoder (beam/greedy search)
+``train``           NLL training with the paper's schedule (SGD, halving, max-norm); a CLI
+``count_baselines`` KN 5-gram perplexity, IR baseline, Ext. % on a prepared corpus (CLI)
+``variants``        a trained run decoded as ABS / recombined / greedy / extractive / ABS+ (CLI)
+=================== ======================================================================
 
 ABS+ (the log-linear extractive features, MERT) lives in
-:mod:`scg_summarize.decoding.abs_features` and :mod:`scg_summarize.evaluation.mert`. See
+:mod:`scg_summarize.decoding.abs_features`, :mod:`scg_summarize.evaluation.mert` and
+:mod:`scg_summarize.evaluation.abs_tuning`. See
 ``docs/abs.md``.
 """
 
