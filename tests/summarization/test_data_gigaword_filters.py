@@ -50,3 +50,21 @@ def test_parallel_reader_drops_and_counts(tmp_path: Path) -> None:
     kept = list(read_input("parallel", prefix, ReaderConfig(gigaword_filters=("no_overlap",)), report=report))
     assert len(kept) == 5 and dict(report.skipped) == {"filtered_no_overlap": 1}
     assert len(list(read_parallel(prefix))) == len(PAIRS)  # off by default
+
+
+def test_prepare_command_filters_and_records_the_counts(tmp_path: Path) -> None:
+    from scg_summarize import cli
+    from scg_summarize.data.storage import read_meta
+
+    prefix = _write(tmp_path)
+    out = tmp_path / "prepared"
+    args = ["prepare", "--format", "parallel", "--input", f"train={prefix}", "--output", str(out), "--quiet"]
+    assert cli.main([*args, "--gigaword-filter", "question_colon", "--gigaword-filter", "byline"]) == 0
+    meta = read_meta(out)
+    assert meta["splits"]["train"]["examples"] == 2
+    assert meta["bad_input"]["skipped"] == {"filtered_question_colon": 2, "filtered_byline": 2}
+    jsonl = tmp_path / "x.jsonl"
+    jsonl.write_text('{"source": "a b", "target": "a"}\n', encoding="utf-8")
+    bad = ["prepare", "--format", "jsonl", "--input", f"train={jsonl}", "--output", str(tmp_path / "j"),
+           "--gigaword-filter", "all", "--quiet"]
+    assert cli.main(bad) == 2
