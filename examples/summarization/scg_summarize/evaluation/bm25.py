@@ -21,6 +21,9 @@ import math
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 
+import numpy as np
+import numpy.typing as npt
+
 __all__ = ["BM25Index", "IRBaseline", "extractive_percent"]
 
 
@@ -39,40 +42,48 @@ class BM25Index:
         if k1 < 0 or not 0 <= b <= 1:
             raise ValueError(f"BM25 needs k1 >= 0 and 0 <= b <= 1, got k1={k1}, b={b}")
         self.k1, self.b = k1, b
-        self.lengths = [len(d) for d in documents]
-        self.avgdl = sum(self.lengths) / len(documents) or 1.0
-        self.postings: dict[str, list[tuple[int, int]]] = defaultdict(list)  # term -> (doc, tf)
+        self.lengths = np.array([len(d) for d in documents], dtype=np.float64)
+        self.avgdl = float(self.lengths.mean()) or 1.0
+        postings: dict[str, tuple[list[int], list[int]]] = defaultdict(lambda: ([], []))  # term -> (docs, tfs)
         for i, doc in enumerate(documents):
             for term, tf in Counter(doc).items():
-                self.postings[term].append((i, tf))
+                entry = postings[term]
+                entry[0].append(i)
+                entry[1].append(tf)
+        # per term: its documents and the tf part of the score, tf (k1 + 1) / (tf + k1 (1 - b + b |d| / avgdl))
+        self.postings: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]] = {}
+        for term, (docs, tfs) in postings.items():
+            d, tf = np.array(docs, dtype=np.int64), np.array(tfs, dtype=np.float64)
+            norm = k1 * (1.0 - b + b * self.lengths[d] / self.avgdl)
+            self.postings[term] = (d, tf * (k1 + 1.0) / (tf + norm))
 
     def __len__(self) -> int:
         return len(self.lengths)
 
     def idf(self, term: str) -> float:
         """``ln(1 + (N - n_t + 0.5) / (n_t + 0.5))``."""
-        n = len(self.postings.get(term, ()))
+        entry = self.postings.get(term)
+        n = len(entry[0]) if entry is not None else 0
         return math.log(1.0 + (len(self) - n + 0.5) / (n + 0.5))
 
-    def scores(self, query: Sequence[str]) -> dict[int, float]:
-        """The BM25 score of every document sharing a word with ``query`` (others score 0)."""
-        out: dict[int, float] = defaultdict(float)
+    def score_all(self, query: Sequence[str]) -> npt.NDArray[np.float64]:
+        """The BM25 score of every document ``(N,)`` (0 for documents sharing no word)."""
+        out = np.zeros(len(self))
         for term, qtf in Counter(query).items():
-            postings = self.postings.get(term)
-            if not postings:
-                continue
-            weight = qtf * self.idf(term)
-            for doc, tf in postings:
-                norm = self.k1 * (1.0 - self.b + self.b * self.lengths[doc] / self.avgdl)
-                out[doc] += weight * tf * (self.k1 + 1.0) / (tf + norm)
-        return dict(out)
+            entry = self.postings.get(term)
+            if entry is not None:
+                out[entry[0]] += qtf * self.idf(term) * entry[1]
+        return out
+
+    def scores(self, query: Sequence[str]) -> dict[int, float]:
+        """The BM25 score of every document sharing a word with ``query``."""
+        docs = sorted({int(d) for term in set(query) if term in self.postings for d in self.postings[term][0]})
+        all_scores = self.score_all(query)
+        return {d: float(all_scores[d]) for d in docs}
 
     def best(self, query: Sequence[str]) -> int:
         """The highest-scoring document (the first one on ties; document 0 if nothing matches)."""
-        scores = self.scores(query)
-        if not scores:
-            return 0
-        return min(scores, key=lambda doc: (-scores[doc], doc))
+        return int(np.argmax(self.score_all(query)))  # argmax returns the first maximum
 
 
 class IRBaseline:
