@@ -124,7 +124,7 @@ def test_nnlm_scores_match_the_formula(encoder: str) -> None:
     model = AbsModel(AbsConfig(VX, VY, encoder=encoder, embed=D, hidden=H, context=C, init_std=0.5))
     src, mask, lengths = _inputs(6)
     tgt = torch.tensor([[2, 5, 6, 7, 3], [2, 8, 3, 0, 0], [2, 9, 9, 10, 3], [2, 3, 0, 0, 0]])
-    log_probs = model(src, mask, tgt)  # (B, T - 1, V)
+    log_probs = model(src, mask, tgt).detach()  # (B, T - 1, V)
     memory = model.encode(src, mask)
     ctx = context_windows(tgt, C, 2)
     enc, _ = model.encoder.read(memory, torch.arange(4), ctx)
