@@ -139,7 +139,7 @@ def test_nnlm_scores_match_the_formula(encoder: str) -> None:
     nll, count = model.nll(src, mask, tgt)
     assert count == 4 + 2 + 4 + 1
     expected = -sum(float(log_probs[b, t, tgt[b, t + 1]]) for b in range(4) for t in range(4) if tgt[b, t + 1] != 0)
-    assert math.isclose(float(nll), expected, rel_tol=1e-5)
+    assert math.isclose(float(nll.detach()), expected, rel_tol=1e-5)
 
 
 def test_renormalize_embeddings_caps_row_norms() -> None:
