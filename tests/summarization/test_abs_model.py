@@ -148,7 +148,7 @@ def test_renormalize_embeddings_caps_row_norms() -> None:
     changed = model.renormalize_embeddings(0.5)
     assert changed > 0
     for emb in model.embeddings():
-        assert float(emb.weight.norm(dim=1).max()) <= 0.5 + 1e-5
+        assert float(emb.weight.detach().norm(dim=1).max()) <= 0.5 + 1e-5
 
 
 def test_flatten_source_packs_grid_words_in_order() -> None:
