@@ -6,7 +6,7 @@ import itertools
 import math
 
 import pytest
-from scg_summarize.lm import KneserNeyLM
+from scg_summarize.models.abs.kneser_ney import KneserNeyLM
 
 CORPUS = [["a", "b"], ["a", "c"], ["b", "c"]]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 from scg_summarize.models.abs import AbsConfig, AbsModel
-from scg_summarize.models.abs.train import AbsTrainConfig, Example, batches, evaluate_nll, main, next_lr, train
+from scg_summarize.train.abs.loop import AbsTrainConfig, Example, batches, evaluate_nll, main, next_lr, train
 
 
 def _examples(n: int, seed: int) -> list[Example]:
@@ -61,7 +61,7 @@ def test_command_line_pipeline(synthetic_corpus: Path, tmp_path: Path) -> None:
     model = AbsModel(AbsConfig(**{k: v for k, v in summary["model"].items()}))
     model.load_state_dict(state)
 
-    from scg_summarize.models.abs.variants import main as variants_main
+    from scg_summarize.train.abs.variants import main as variants_main
 
     assert variants_main(["--run", str(out), "--data", str(synthetic_corpus), "--length", "3", "--beam", "2",
                           "--iterations", "1", "--out", str(tmp_path / "v.json")]) == 0
@@ -73,7 +73,7 @@ def test_command_line_pipeline(synthetic_corpus: Path, tmp_path: Path) -> None:
 
 
 def test_count_baselines_on_a_prepared_corpus(synthetic_corpus: Path) -> None:
-    from scg_summarize.models.abs.count_baselines import count_baselines
+    from scg_summarize.train.abs.count_baselines import count_baselines
 
     result = count_baselines(synthetic_corpus, "train", "valid", order=3)
     assert result["examples"] == 40

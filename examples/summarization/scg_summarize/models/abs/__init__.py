@@ -4,18 +4,18 @@
 ``encoders``        enc(x, y_c): bag-of-words, convolutional (TDNN), attention-based, none
 ``nnlm``            :class:`AbsModel`: the NNLM decoder over a window of C words + an encoder
 ``step``            :class:`AbsStepDecoder`: the model as a step decoder (beam/greedy search)
-``train``           NLL training with the paper's schedule (SGD, halving, max-norm); a CLI
-``count_baselines`` KN 5-gram perplexity, IR baseline, Ext. % on a prepared corpus (CLI)
-``variants``        a trained run decoded as ABS / recombined / greedy / extractive / ABS+ (CLI)
+``kneser_ney``      :class:`KneserNeyLM`: interpolated Kneser-Ney n-grams (Table 2's KN row)
 =================== ======================================================================
 
-ABS+ (the log-linear extractive features, MERT) lives in
+Training and the command-line runs are in :mod:`scg_summarize.train.abs`. ABS+ (the log-linear
+extractive features, MERT) lives in
 :mod:`scg_summarize.decoding.abs_features`, :mod:`scg_summarize.evaluation.mert` and
 :mod:`scg_summarize.evaluation.abs_tuning`. See
 ``docs/abs.md``.
 """
 
 from .encoders import ENCODERS, AbsEncoder, AttentionEncoder, BowEncoder, ConvEncoder, EncoderMemory, NoEncoder
+from .kneser_ney import KneserNeyLM
 from .nnlm import AbsConfig, AbsModel, context_windows
 from .step import AbsState, AbsStepDecoder, flatten_source
 
@@ -30,6 +30,7 @@ __all__ = [
     "BowEncoder",
     "ConvEncoder",
     "EncoderMemory",
+    "KneserNeyLM",
     "NoEncoder",
     "context_windows",
     "flatten_source",

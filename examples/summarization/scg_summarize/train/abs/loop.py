@@ -17,7 +17,7 @@ with ``--valid-fraction``); every input is flattened to one sentence
 
     scg-summarize prepare --format parallel --input train=../shared/data/gigaword-1k/train \\
         --valid-fraction 0.1 --output /tmp/giga1k --min-freq 1
-    python -m scg_summarize.models.abs.train --data /tmp/giga1k --out /tmp/abs-run \\
+    python -m scg_summarize.train.abs.loop --data /tmp/giga1k --out /tmp/abs-run \\
         --max-steps 300 --decode 50
 
 writes ``abs.pt`` (weights), ``abs.json`` (configuration), ``log.jsonl`` (one record per
@@ -42,8 +42,8 @@ from typing import Any
 import torch
 
 from ...data.dataset import SummarizationDataset
-from .nnlm import AbsConfig, AbsModel
-from .step import AbsStepDecoder, flatten_source
+from ...models.abs.nnlm import AbsConfig, AbsModel
+from ...models.abs.step import AbsStepDecoder, flatten_source
 
 __all__ = ["AbsTrainConfig", "Example", "batches", "evaluate_nll", "load_examples", "main", "next_lr", "train"]
 
@@ -164,7 +164,7 @@ def train(
 
 
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m scg_summarize.models.abs.train", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m scg_summarize.train.abs.loop", description=__doc__.split("\n")[0])
     p.add_argument("--data", required=True, help="a prepared corpus (scg-summarize prepare)")
     p.add_argument("--out", required=True, help="output directory")
     p.add_argument("--train-split", default="train")

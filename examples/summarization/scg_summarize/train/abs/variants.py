@@ -1,6 +1,6 @@
 """Decode a trained ABS run in the paper's variants and score them (Rush et al. 2015, Tables 1 and 3).
 
-    python -m scg_summarize.models.abs.variants --run /tmp/abs-giga1k --data /tmp/giga1k \\
+    python -m scg_summarize.train.abs.variants --run /tmp/abs-giga1k --data /tmp/giga1k \\
         --split valid --tune-fraction 0.5
 
 Variants, all with beam ``--beam`` and the fixed length ``--length``: ``abs`` (beam search),
@@ -28,15 +28,15 @@ from ...decoding.protocol import StepDecoder
 from ...evaluation.abs_tuning import tune_weights
 from ...evaluation.bm25 import extractive_percent
 from ...evaluation.rouge import Rouge, RougeOptions
-from .nnlm import AbsConfig, AbsModel
-from .step import AbsStepDecoder
-from .train import Example, _tensors, load_examples
+from ...models.abs.nnlm import AbsConfig, AbsModel
+from ...models.abs.step import AbsStepDecoder
+from .loop import Example, _tensors, load_examples
 
 __all__ = ["load_abs_run", "main"]
 
 
 def load_abs_run(run: str | Path) -> AbsModel:
-    """The model saved by ``python -m scg_summarize.models.abs.train --out RUN`` (eval mode)."""
+    """The model saved by ``python -m scg_summarize.train.abs.loop --out RUN`` (eval mode)."""
     run = Path(run)
     spec = json.loads((run / "abs.json").read_text(encoding="utf-8"))
     model = AbsModel(AbsConfig(**spec["model"]))
@@ -56,7 +56,7 @@ def _batches(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m scg_summarize.models.abs.variants", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m scg_summarize.train.abs.variants", description=__doc__.split("\n")[0])
     p.add_argument("--run", required=True)
     p.add_argument("--data", required=True)
     p.add_argument("--split", default="valid")

@@ -2,7 +2,7 @@
 (Table 2) and the IR baseline with its ROUGE and "Ext. %" (Table 1), plus the Ext. % of the
 reference titles.
 
-    python -m scg_summarize.models.abs.count_baselines --data /tmp/giga1k --eval-split valid
+    python -m scg_summarize.train.abs.count_baselines --data /tmp/giga1k --eval-split valid
 
 The KN model is trained on the training titles and scored on the evaluation split's first
 references (words and ``</s>``, as the neural models' perplexity); IR indexes the training
@@ -21,8 +21,8 @@ from typing import Any
 
 from ...evaluation.bm25 import IRBaseline, extractive_percent
 from ...evaluation.rouge import Rouge, RougeOptions
-from ...lm.kneser_ney import KneserNeyLM
-from .train import load_examples
+from ...models.abs.kneser_ney import KneserNeyLM
+from .loop import load_examples
 
 __all__ = ["count_baselines", "main"]
 
@@ -59,7 +59,7 @@ def count_baselines(root: str | Path, train_split: str = "train", eval_split: st
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m scg_summarize.models.abs.count_baselines",
+    p = argparse.ArgumentParser(prog="python -m scg_summarize.train.abs.count_baselines",
                                 description="KN n-gram perplexity, IR baseline and Ext. % on a prepared corpus")
     p.add_argument("--data", required=True)
     p.add_argument("--train-split", default="train")
