@@ -24,6 +24,11 @@ from scg_summarize.models.abs import AbsConfig, AbsModel, AbsStepDecoder
 EOS = 3
 
 
+def _opts(**options: Any) -> DecodeOptions:
+    """The paper's search: no n-gram blocking, <unk> allowed (the library's defaults differ)."""
+    return DecodeOptions(no_repeat_ngram=0, unk="allow", **options)
+
+
 def _abs(vocab: int, context: int, encoder: str = "attention", seed: int = 0) -> AbsStepDecoder:
     torch.manual_seed(seed)
     model = AbsModel(AbsConfig(vocab, vocab, encoder=encoder, embed=4, hidden=6, context=context, init_std=1.0))
@@ -67,8 +72,8 @@ def test_recombined_beam_over_all_windows_is_exact_viterbi(seed: int) -> None:
     dec = _abs(vocab, context, seed=seed)
     batch = _batch([[4, 5, 6, 5], [6, 6, 4]])
     words = [1, 4, 5, 6]
-    opts = DecodeOptions(beam_size=16, max_len=n, min_len=n, length_penalty=0, recombine=True)
-    plain = DecodeOptions(beam_size=16, max_len=n, min_len=n, length_penalty=0)
+    opts = _opts(beam_size=16, max_len=n, min_len=n, length_penalty=0, recombine=True)
+    plain = _opts(beam_size=16, max_len=n, min_len=n, length_penalty=0)
     for example, (best, plain_best) in enumerate(zip(beam_search(dec, batch, opts), beam_search(dec, batch, plain))):
         exact = _brute_force(dec, batch, example, words, range(n, n + 1))
         assert best[0].score == pytest.approx(exact, abs=1e-4)
@@ -83,8 +88,8 @@ def test_recombination_never_changes_the_exact_one_best() -> None:
     batch = _batch([[4, 5, 6], [5, 5, 4, 6]])
     words = [1, 4, 5, 6]
     for max_len in (1, 2, 3):
-        exhaustive = DecodeOptions(beam_size=4**max_len, max_len=max_len, length_penalty=0)
-        recombined = DecodeOptions(beam_size=16, max_len=max_len, length_penalty=0, recombine=True)
+        exhaustive = _opts(beam_size=4**max_len, max_len=max_len, min_len=0, length_penalty=0)
+        recombined = _opts(beam_size=16, max_len=max_len, min_len=0, length_penalty=0, recombine=True)
         a, b = beam_search(dec, batch, exhaustive), beam_search(dec, batch, recombined)
         for example in range(2):
             exact = _brute_force(dec, batch, example, words, range(0, max_len + 1))
@@ -96,17 +101,17 @@ def test_recombined_hypotheses_have_distinct_windows() -> None:
     vocab, context, n = 9, 2, 5
     dec = _abs(vocab, context, seed=3)
     batch = _batch([[4, 5, 6, 7, 8]])
-    opts = DecodeOptions(beam_size=6, n_best=6, max_len=n, min_len=n, length_penalty=0, recombine=True)
+    opts = _opts(beam_size=6, n_best=6, max_len=n, min_len=n, length_penalty=0, recombine=True)
     hyps = beam_search(dec, batch, opts)[0]
     tails = [tuple(h.tokens[-context:]) for h in hyps]
     assert len(hyps) == 6 and len(set(tails)) == len(tails)
-    plain = beam_search(dec, batch, DecodeOptions(beam_size=6, n_best=6, max_len=n, min_len=n, length_penalty=0))[0]
+    plain = beam_search(dec, batch, _opts(beam_size=6, n_best=6, max_len=n, min_len=n, length_penalty=0))[0]
     assert len({tuple(h.tokens[-context:]) for h in plain}) < 6  # without it, the beam holds duplicates
 
 
 def test_recombine_needs_a_markov_decoder() -> None:
     with pytest.raises(TypeError, match="markov_window"):
-        beam_search(PrefixTableDecoder(8), _batch([[4, 5]]), DecodeOptions(beam_size=2, max_len=3, recombine=True))
+        beam_search(PrefixTableDecoder(8), _batch([[4, 5]]), _opts(beam_size=2, max_len=3, recombine=True))
 
 
 # --------------------------------------------------------------------------- positive bonuses
@@ -137,7 +142,7 @@ class _BonusDecoder:
 @pytest.mark.parametrize("length_penalty", [0.0, 1.0])
 def test_bound_with_positive_bonuses_keeps_search_exact(length_penalty: float) -> None:
     batch = _batch([[4]])
-    opts = DecodeOptions(beam_size=2, max_len=3, length_penalty=length_penalty)
+    opts = _opts(beam_size=2, max_len=3, min_len=0, length_penalty=length_penalty)
     best = beam_search(_BonusDecoder(1.0), batch, opts)[0][0]
     assert best.tokens == [4, 4, 4]  # -1 + 1 + 1 - 0.5 = 0.5 beats </s> alone (-0.1)
     assert best.log_prob == pytest.approx(0.5)
@@ -148,7 +153,7 @@ def test_bound_with_positive_bonuses_keeps_search_exact(length_penalty: float) -
 def test_bound_is_an_upper_bound_of_every_completion() -> None:
     rng = random.Random(0)
     for _ in range(500):
-        opts = DecodeOptions(max_len=rng.randint(1, 12), length_penalty=rng.choice([0.0, 0.5, 1.0, 2.0]))
+        opts = _opts(max_len=rng.randint(1, 12), length_penalty=rng.choice([0.0, 0.5, 1.0, 2.0]))
         length = rng.randint(0, opts.max_len)
         raw, bonus = rng.uniform(-20, 5), rng.choice([0.0, rng.uniform(0, 3)])
         finals = range(length, opts.max_len + 1)
@@ -192,7 +197,7 @@ def test_plain_weights_give_the_model_scores_and_abs_plus_totals_are_consistent(
     alpha = (0.8, 1.5, 0.7, 0.4, -0.3)
     dec = LogLinearDecoder(inner, alpha)
     assert dec.max_step_bonus == pytest.approx(2.6) and dec.markov_window == 3
-    opts = DecodeOptions(beam_size=4, n_best=4, max_len=6, length_penalty=0)
+    opts = _opts(beam_size=4, n_best=4, max_len=6, min_len=0, length_penalty=0)
     nbest = beam_search(dec, batch, opts)
     totals = feature_totals(inner, batch, [[h.tokens for h in hyps] for hyps in nbest])
     for hyps, feats in zip(nbest, totals):
@@ -208,8 +213,8 @@ def test_extractive_mode_never_emits_a_non_input_word(seed: int) -> None:
     batch = _batch(rows)
     for alpha in ((1, 0, 0, 0, 0), (1, 0.5, 0.5, 0.2, -0.1)):
         dec = LogLinearDecoder(inner, alpha, extractive=True)
-        results = beam_search(dec, batch, DecodeOptions(beam_size=4, n_best=4, max_len=8, min_len=3))
-        results += greedy_search(dec, batch, DecodeOptions(greedy=True, max_len=8, min_len=3))
+        results = beam_search(dec, batch, _opts(beam_size=4, n_best=4, max_len=8, min_len=3))
+        results += greedy_search(dec, batch, _opts(greedy=True, max_len=8, min_len=3))
         for example, hyps in enumerate(results):
             for h in hyps:
                 assert len(h.tokens) >= 3
@@ -220,7 +225,7 @@ def test_fixed_output_length() -> None:
     inner = _abs(15, 5, seed=9)
     batch = _batch([[4, 5, 6], [7, 8, 9, 10, 11]])
     for n in (1, 4, 7):
-        for hyps in beam_search(inner, batch, DecodeOptions(beam_size=3, n_best=3, max_len=n, min_len=n)):
+        for hyps in beam_search(inner, batch, _opts(beam_size=3, n_best=3, max_len=n, min_len=n)):
             assert [len(h.tokens) for h in hyps] == [n, n, n]
 
 

@@ -40,7 +40,8 @@ class DecodeOptions:
         recombine: hypothesis recombination in beam search (Rush et al. 2015, Algorithm 1): of
             the live hypotheses of an example that end in the same ``C`` words, only the best is
             kept. Exact for a decoder whose state is its last ``C`` words (it must say so with a
-            ``markov_window = C`` attribute, e.g. ABS's NNLM).
+            ``markov_window = C`` attribute, e.g. ABS's NNLM) and no constraint that looks further
+            back (n-gram blocking does: with ``no_repeat_ngram`` it is a heuristic).
     """
 
     beam_size: int = 5

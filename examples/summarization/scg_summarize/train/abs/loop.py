@@ -229,7 +229,8 @@ def _decode(model: AbsModel, examples: Sequence[Example], data: SummarizationDat
 
     model.eval()
     decoder = AbsStepDecoder(model)
-    options = DecodeOptions(beam_size=args.beam, max_len=args.length, min_len=args.length, length_penalty=0.0)
+    options = DecodeOptions(beam_size=args.beam, max_len=args.length, min_len=args.length, length_penalty=0.0,
+                            no_repeat_ngram=0, unk="allow")  # the paper: fixed length, no blocking
     n = min(args.decode, len(examples))
     start = time.perf_counter()
     outputs, inputs, refs = [], [], []

@@ -74,7 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     tune_idx, test_idx = list(range(n_tune)), list(range(n_tune, len(examples)))
     refs = [list(data.text(i)["refs"]) for i in range(len(examples))]
     options = DecodeOptions(beam_size=args.beam, n_best=args.beam, min_len=args.length, max_len=args.length,
-                            length_penalty=0.0)
+                            length_penalty=0.0, no_repeat_ngram=0, unk="allow")
 
     def detok(ids: list[int]) -> str:
         return " ".join(vocab.decode(ids))
