@@ -57,9 +57,10 @@ def add_rouge_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("ROUGE")
     group.add_argument(
         "--refs",
-        choices=("all", "first", "concat"),
+        choices=("all", "first", "concat", "pool"),
         default="all",
-        help="score against all references (max), the first one, or all joined (default all)",
+        help="score against all references (max), the first one, all joined, or pooled as ROUGE-1.5.5 "
+        "(hits and counts summed over references; default all)",
     )
     group.add_argument("--no-stemming", action="store_true", help="turn Porter stemming off")
     group.add_argument("--limit-bytes", type=positive_int, default=None, help="truncate summaries (75 for DUC)")

@@ -86,6 +86,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="split a string target into several references (e.g. '\\n')",
     )
     fields.add_argument("--max-line-chars", type=int, default=1_000_000)
+    fields.add_argument(
+        "--gigaword-filter",
+        action="append",
+        choices=("all", "no_overlap", "byline", "question_colon"),
+        default=None,
+        help="parallel format: drop title-article pairs as Rush et al. (2015) (repeatable; counted in meta.json)",
+    )
     prep = parser.add_argument_group("preprocessing")
     prep.add_argument(
         "--layout",
@@ -131,6 +138,8 @@ def _usage_problems(args: argparse.Namespace) -> list[str]:
         return ["--format synthetic takes no --input"]
     if args.format != "synthetic" and not args.input:
         return [f"--format {args.format} needs at least one --input"]
+    if getattr(args, "gigaword_filter", None) and args.format != "parallel":
+        return ["--gigaword-filter applies to --format parallel only"]
     problems = [f"{flag}: expected an integer >= {low}, got {getattr(args, attr)}"
                 for flag, attr, low in _MINIMUMS if getattr(args, attr) is not None and getattr(args, attr) < low]
     for flag in ("valid_fraction", "test_fraction"):
@@ -236,6 +245,7 @@ def _run_locked(args: argparse.Namespace) -> int:
             id_field=args.id_field,
             target_sep=_unescape(args.target_sep),
             max_line_chars=args.max_line_chars,
+            gigaword_filters=tuple(args.gigaword_filter or ()),
         )
         fractions = {"valid": args.valid_fraction, "test": args.test_fraction}
         prepare_corpus(

@@ -10,7 +10,8 @@ Formats (``scg-summarize prepare --format ...``):
   of sentences (SciTLDR ``source``). A string target is one reference (or several, split on
   ``target_sep``); a list target is several references (SciTLDR ``target``).
 * ``parallel``: two line-aligned files, ``X.article.txt`` / ``X.title.txt`` (the Gigaword
-  "sumdata" layout of Rush et al., 2015), one example per line.
+  "sumdata" layout of Rush et al., 2015), one example per line; optionally with the paper's
+  pair filters (``ReaderConfig.gigaword_filters``, see :mod:`.gigaword_filters`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import BadInputReport, DataError
+from .gigaword_filters import GigawordFilter
 from .rawtext import RawExample, iter_lines
 from .stories import read_stories
 
@@ -52,6 +54,7 @@ class ReaderConfig:
     id_field: str = "id"
     target_sep: str | None = None
     max_line_chars: int = 1_000_000
+    gigaword_filters: tuple[str, ...] = ()
 
 
 def _location(path: Path, lineno: int) -> str:
@@ -178,8 +181,12 @@ def read_parallel(
     *,
     report: BadInputReport | None = None,
     max_line_chars: int = 1_000_000,
+    filters: GigawordFilter | None = None,
 ) -> Iterator[RawExample]:
     """Yield one example per line of two line-aligned files (source line, target line).
+
+    With ``filters``, a pair a filter rejects is not yielded but counted in ``report`` under
+    ``filtered_<filter name>`` (whatever ``skip_bad`` says: filtering is not an error).
 
     ``target_path`` defaults to the ``.title.txt`` file next to a ``.article.txt`` source
     (see :func:`parallel_paths`). Files of different lengths are an error at the first line
@@ -222,6 +229,10 @@ def read_parallel(
                 raise DataError("empty source line", src, lineno, reason="empty_source")
             if not target_text.strip():
                 raise DataError("empty target line", tgt, lineno, reason="empty_target")
+            dropped = filters.reason(source_text, target_text) if filters is not None else None
+            if dropped is not None:
+                report.skipped[f"filtered_{dropped}"] += 1
+                continue
             yield RawExample(
                 id=f"{src.name[: -len(_ARTICLE_SUFFIX)] or src.stem}:{lineno}",
                 source=[source_text.strip()],
@@ -263,5 +274,6 @@ def read_input(
     if fmt == "jsonl":
         return read_jsonl(path, config, report=report)
     if fmt == "parallel":
-        return read_parallel(path, report=report, max_line_chars=config.max_line_chars)
+        filters = GigawordFilter.from_names(config.gigaword_filters) if config.gigaword_filters else None
+        return read_parallel(path, report=report, max_line_chars=config.max_line_chars, filters=filters)
     raise ValueError(f"unknown input format {fmt!r}; expected one of {FORMATS}")

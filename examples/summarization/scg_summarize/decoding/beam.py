@@ -10,7 +10,15 @@ An example is finished when it holds ``n_best`` finished hypotheses and no live 
 beat them: with log-probabilities <= 0 a live hypothesis of total ``s`` can at best reach
 ``s / (max_len + 1) ** alpha`` (``s`` itself without normalization), so the answer is the best
 one the beam can find, not a heuristic cut. Finished examples are dropped from the decoder
-state (``reorder`` with fewer rows), so long batches do not pay for short summaries.
+state (``reorder`` with fewer rows), so long batches do not pay for short summaries. A decoder
+whose step scores are not log-probabilities but may exceed them by at most ``b >= 0`` per step
+(ABS+'s positive feature bonuses) says so with a ``max_step_bonus = b`` attribute; the bound then
+adds ``b`` for every step still to come (:func:`_bound`), so the early stop stays exact.
+
+Hypothesis recombination (``DecodeOptions.recombine``, for decoders with a ``markov_window`` C):
+the candidates are scanned best first and one whose last C words equal those of a live
+hypothesis already kept is dropped; ``K (K + 1)`` candidates are scanned so that ``K`` distinct
+ones are found whenever they exist (each window gets at most one candidate per parent row).
 
 The top-k step: a decoder that offers ``step_topk`` (see :mod:`~.protocol`) can give only its
 ``C`` best words per row instead of all ``V`` log-probabilities (for the summarizer: one fused
@@ -68,11 +76,27 @@ class _Finished:
         return self.items[n - 1].score if len(self.items) >= n else NEG_INF
 
 
-def _bound(raw: float, length: int, options: DecodeOptions) -> float:
-    """The best normalized score any extension of a live hypothesis could still reach."""
+def _bound(raw: float, length: int, options: DecodeOptions, bonus: float = 0.0) -> float:
+    """The best normalized score any extension of a live hypothesis of ``length`` words and total
+    ``raw`` could still reach, when every step adds at most ``bonus`` (>= 0; 0 for log-probabilities).
+
+    Ending after ``L`` words (``length <= L <= max_len``) adds ``L - length + 1`` steps (``</s>``
+    included), so the total is at most ``top = raw + bonus (max_len - length + 1)``; divided by
+    ``(L + 1) ** alpha``, that is largest at ``L = length`` when ``top >= 0`` and at ``L = max_len``
+    when ``top < 0``.
+    """
+    top = raw + bonus * max(options.max_len - length + 1, 0)
     if options.length_penalty == 0:
-        return raw
-    return max(options.normalize(raw, length), options.normalize(raw, options.max_len))
+        return top
+    return options.normalize(top, length if top >= 0 else options.max_len)
+
+
+def _markov_window(decoder: object) -> int:
+    window = getattr(decoder, "markov_window", None)
+    if not isinstance(window, int) or window < 1:
+        raise TypeError(f"DecodeOptions.recombine needs a decoder with a positive integer markov_window (the "
+                        f"number of last words its state depends on); {type(decoder).__name__} has {window!r}")
+    return window
 
 
 def _gather_extras(
@@ -157,7 +181,12 @@ def beam_search(
     history = torch.zeros(n_examples * k, 0, dtype=torch.long, device=device)
     prev = torch.full((n_examples * k,), special.bos, dtype=torch.long, device=device)
     extras_hist: dict[str, torch.Tensor] | None = None
-    fused = use_topk_step(decoder, topk)
+    window = _markov_window(decoder) if options.recombine else 0
+    fused = use_topk_step(decoder, topk) and not window  # the top-k step's candidates assume 2K are scanned
+    bonus = float(getattr(decoder, "max_step_bonus", 0.0))
+    if not bonus >= 0.0:
+        raise ValueError(f"{type(decoder).__name__}.max_step_bonus must be >= 0, got {bonus!r}")
+    scan = k * (k + 1) if window else 2 * k
 
     for length in range(options.max_len + 1):
         rows = len(alive) * k
@@ -168,13 +197,14 @@ def beam_search(
             }
         width = values.shape[1]  # V, or the C candidates of the top-k step
         candidates = (scores.reshape(rows, 1) + values).reshape(len(alive), k * width)
-        top_scores, top_index = candidates.topk(min(2 * k, k * width), dim=1)
+        top_scores, top_index = candidates.topk(min(scan, k * width), dim=1)
         top_beam = (top_index // width).tolist()
         if cand_words is None:
             top_token = (top_index % width).tolist()
         else:
             top_token = cand_words.reshape(len(alive), k * width).gather(1, top_index).tolist()
         top_list = top_scores.tolist()
+        tails = history[:, history.shape[1] - min(window - 1, history.shape[1]) :].tolist() if window else []
 
         keep_groups: list[int] = []
         parents: list[int] = []
@@ -182,10 +212,16 @@ def beam_search(
         new_scores: list[float] = []
         for group, example in enumerate(alive):
             live: list[tuple[float, int, int]] = []
+            seen: set[tuple[int, ...]] = set()
             for score, beam, token in zip(top_list[group], top_beam[group], top_token[group]):
                 if score == NEG_INF or len(live) == k:
                     break
                 row = group * k + beam
+                if window and token != special.eos:
+                    key = (*tails[row], token)
+                    if key in seen:
+                        continue  # recombined into a better hypothesis with the same last C words
+                    seen.add(key)
                 if token == special.eos:
                     hyp_extras = _gather_extras(extras_hist, extras, row) if extras_hist is not None else {}
                     words = history[row].tolist()
@@ -194,7 +230,7 @@ def beam_search(
                     live.append((score, row, token))
             best_live = live[0][0] if live else NEG_INF
             target = finished[example].threshold(options.n_best)
-            if not live or (target > NEG_INF and _bound(best_live, length + 1, options) <= target):
+            if not live or (target > NEG_INF and _bound(best_live, length + 1, options, bonus) <= target):
                 continue  # this example is done
             while len(live) < k:  # pad with dead beams
                 live.append((NEG_INF, live[0][1], live[0][2]))

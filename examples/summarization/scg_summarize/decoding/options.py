@@ -64,6 +64,11 @@ class DecodeOptions:
         n_best: finished hypotheses returned per example (at most ``beam_size``).
         extras: names of the model's ``extras`` (attention) to record for every generated word
             (``"*"`` records all of them; names the model does not return are ignored).
+        recombine: hypothesis recombination in beam search (Rush et al. 2015, Algorithm 1): of
+            the live hypotheses of an example that end in the same ``C`` words, only the best is
+            kept. Exact for a decoder whose state is its last ``C`` words (it must say so with a
+            ``markov_window = C`` attribute, e.g. ABS's NNLM) and no constraint that looks further
+            back (n-gram blocking does: with ``no_repeat_ngram`` it is a heuristic).
     """
 
     beam_size: int = 4
@@ -77,6 +82,7 @@ class DecodeOptions:
     block_digits: bool = False
     n_best: int = 1
     extras: tuple[str, ...] = ()
+    recombine: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.beam_size, int) or self.beam_size < 1:

@@ -4,8 +4,11 @@
 default) and adds what summarization papers do around it:
 
 * several references per example: every metric is the maximum over the references, taken
-  per metric (``refs="all"``); ``"first"`` scores against the first reference only and
-  ``"concat"`` joins all references into one multi-sentence reference;
+  per metric (``refs="all"``); ``"first"`` scores against the first reference only,
+  ``"concat"`` joins all references into one multi-sentence reference, and ``"pool"`` pools
+  them as ROUGE-1.5.5 does by default (``-f A``): the hits against every reference are summed,
+  recall is divided by the summed reference counts and precision by the prediction's count
+  times the number of references (so DUC-style numbers are comparable with the perl script);
 * ROUGE-Lsum (summary-level LCS, ``rougeLsum``) on newline-separated sentences: both sides are
   split into sentences (the data pipeline's splitter) before scoring, so multi-sentence
   summaries are scored like perl ROUGE's ROUGE-L; ``rougeL`` ignores sentence breaks;
@@ -30,7 +33,7 @@ from ..data.sentences import split_sentences
 __all__ = ["METRICS", "Rouge", "RougeOptions", "RougeResult", "truncate_bytes"]
 
 METRICS: tuple[str, ...] = ("rouge1", "rouge2", "rougeL", "rougeLsum")
-RefMode = Literal["all", "first", "concat"]
+RefMode = Literal["all", "first", "concat", "pool"]
 Measure = Literal["f", "recall", "precision"]
 _DIGIT_RE = re.compile(r"[0-9#]")
 _ATTR = {"f": "fmeasure", "recall": "recall", "precision": "precision"}
@@ -51,7 +54,7 @@ class RougeOptions:
     Attributes:
         metrics: any of ``rouge1``, ``rouge2``, ``rougeL``, ``rougeLsum`` (also ``rouge3``...).
         stemming: Porter stemming (``rouge-score``'s ``use_stemmer``).
-        refs: ``"all"`` (max over references), ``"first"`` or ``"concat"``.
+        refs: ``"all"`` (max over references), ``"first"``, ``"concat"`` or ``"pool"``.
         measure: ``"f"`` (F1), ``"recall"`` or ``"precision"``.
         limit_bytes: truncate predictions to this many bytes (75 for DUC); None = no limit.
         hash_digits: map digits and ``#`` to ``0`` in predictions and references.
@@ -73,8 +76,8 @@ class RougeOptions:
         for name in self.metrics:
             if not re.fullmatch(r"rouge([1-9]|L|Lsum)", name):
                 raise ValueError(f"unknown ROUGE metric {name!r} (expected rouge1, rouge2, rougeL, rougeLsum...)")
-        if self.refs not in ("all", "first", "concat"):
-            raise ValueError(f"refs must be 'all', 'first' or 'concat', got {self.refs!r}")
+        if self.refs not in ("all", "first", "concat", "pool"):
+            raise ValueError(f"refs must be 'all', 'first', 'concat' or 'pool', got {self.refs!r}")
         if self.measure not in _ATTR:
             raise ValueError(f"measure must be one of {tuple(_ATTR)}, got {self.measure!r}")
         if self.limit_bytes is not None and self.limit_bytes < 1:
@@ -107,10 +110,11 @@ class Rouge:
     """ROUGE scoring under :class:`RougeOptions` (see the module docstring)."""
 
     def __init__(self, options: RougeOptions | None = None) -> None:
-        from rouge_score import rouge_scorer
+        from rouge_score import rouge_scorer, tokenizers
 
         self.options = options or RougeOptions()
         self._scorer = rouge_scorer.RougeScorer(list(self.options.metrics), use_stemmer=self.options.stemming)
+        self._tokenizer = tokenizers.DefaultTokenizer(use_stemmer=self.options.stemming)
 
     def _prepare(self, text: str) -> str:
         if self.options.hash_digits:
@@ -142,6 +146,8 @@ class Rouge:
         if self.options.limit_bytes is not None:
             prediction = truncate_bytes(prediction, self.options.limit_bytes)
         pred = self._prepare(prediction)
+        if self.options.refs == "pool":
+            return self._pooled(pred, [self._prepare(ref) for ref in refs])
         attr = _ATTR[self.options.measure]
         best = dict.fromkeys(self.options.metrics, 0.0)
         for ref in refs:
@@ -149,6 +155,35 @@ class Rouge:
             for name in self.options.metrics:
                 best[name] = max(best[name], float(getattr(scores[name], attr)))
         return best
+
+    def _units(self, text: str, metric: str) -> int:
+        """The number of n-grams (ROUGE-N) or tokens (ROUGE-L/Lsum) ``metric`` counts in ``text``."""
+        tokens = len(self._tokenizer.tokenize(text))
+        n = metric[len("rouge") :]
+        return max(tokens - int(n) + 1, 0) if n.isdigit() else tokens
+
+    def _pooled(self, pred: str, refs: Sequence[str]) -> dict[str, float]:
+        """ROUGE-1.5.5's multi-reference pooling (``-f A``): hits and counts summed over references.
+
+        The hits against each reference are recovered from ``rouge-score``'s recall times the
+        reference's count, so tokenization, stemming and the LCS are exactly those of the
+        other modes.
+        """
+        out = {}
+        for metric in self.options.metrics:
+            hits = ref_total = pred_total = 0
+            pred_units = self._units(pred, metric)
+            for ref in refs:
+                ref_units = self._units(ref, metric)
+                recall = float(self._scorer.score(ref, pred)[metric].recall)
+                hits += round(recall * ref_units)
+                ref_total += ref_units
+                pred_total += pred_units
+            recall = hits / ref_total if ref_total else 0.0
+            precision = hits / pred_total if pred_total else 0.0
+            f = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+            out[metric] = {"f": f, "recall": recall, "precision": precision}[self.options.measure]
+        return out
 
     def corpus(
         self,

@@ -1,0 +1,37 @@
+"""ABS and ABS+ (Rush, Chopra & Weston 2015): a feed-forward NNLM with an input encoder.
+
+=================== ======================================================================
+``encoders``        enc(x, y_c): bag-of-words, convolutional (TDNN), attention-based, none
+``nnlm``            :class:`AbsModel`: the NNLM decoder over a window of C words + an encoder
+``step``            :class:`AbsStepDecoder`: the model as a step decoder (beam/greedy search)
+``kneser_ney``      :class:`KneserNeyLM`: interpolated Kneser-Ney n-grams (Table 2's KN row)
+=================== ======================================================================
+
+Training and the command-line runs are in :mod:`scg_summarize.train.abs`. ABS+ (the log-linear
+extractive features, MERT) lives in
+:mod:`scg_summarize.decoding.abs_features`, :mod:`scg_summarize.evaluation.mert` and
+:mod:`scg_summarize.evaluation.abs_tuning`. See
+``docs/abs.md``.
+"""
+
+from .encoders import ENCODERS, AbsEncoder, AttentionEncoder, BowEncoder, ConvEncoder, EncoderMemory, NoEncoder
+from .kneser_ney import KneserNeyLM
+from .nnlm import AbsConfig, AbsModel, context_windows
+from .step import AbsState, AbsStepDecoder, flatten_source
+
+__all__ = [
+    "ENCODERS",
+    "AbsConfig",
+    "AbsEncoder",
+    "AbsModel",
+    "AbsState",
+    "AbsStepDecoder",
+    "AttentionEncoder",
+    "BowEncoder",
+    "ConvEncoder",
+    "EncoderMemory",
+    "KneserNeyLM",
+    "NoEncoder",
+    "context_windows",
+    "flatten_source",
+]

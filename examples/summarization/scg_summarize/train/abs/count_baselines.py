@@ -1,0 +1,79 @@
+"""The count-based rows of Rush et al.'s tables on a prepared corpus: the KN 5-gram perplexity
+(Table 2) and the IR baseline with its ROUGE and "Ext. %" (Table 1), plus the Ext. % of the
+reference titles.
+
+    python -m scg_summarize.train.abs.count_baselines --data /tmp/giga1k --eval-split valid
+
+The KN model is trained on the training titles and scored on the evaluation split's first
+references (words and ``</s>``, as the neural models' perplexity); IR indexes the training
+inputs (flattened, as ABS reads them) and answers with the title of the BM25-nearest one.
+Prints (and with ``--out``, writes) one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ...evaluation.bm25 import IRBaseline, extractive_percent
+from ...evaluation.rouge import Rouge, RougeOptions
+from ...models.abs.kneser_ney import KneserNeyLM
+from .loop import load_examples
+
+__all__ = ["count_baselines", "main"]
+
+
+def count_baselines(root: str | Path, train_split: str = "train", eval_split: str = "valid",
+                    order: int = 5) -> dict[str, Any]:
+    """KN perplexity, IR ROUGE-1/2/L F1 and Ext. % (IR and references) on ``eval_split``."""
+    train_set, train_data = load_examples(root, train_split)
+    eval_set, eval_data = load_examples(root, eval_split)
+    vocab = train_data.vocab
+
+    def words(ids: Sequence[int]) -> list[str]:
+        return vocab.decode(ids, stop_at_eos=False)  # inputs may hold </s> between sentences
+
+    start = time.perf_counter()
+    lm = KneserNeyLM([words(e.tgt) for e in train_set], order=order)
+    ppl = lm.perplexity([words(e.tgt) for e in eval_set])
+    kn_seconds = time.perf_counter() - start
+
+    start = time.perf_counter()
+    ir = IRBaseline([words(e.src) for e in train_set], [" ".join(words(e.tgt)) for e in train_set])
+    inputs = [words(e.src) for e in eval_set]
+    outputs = [ir(x) for x in inputs]
+    ir_seconds = time.perf_counter() - start
+    refs = [list(eval_data.text(i)["refs"]) for i in range(len(eval_set))]
+    rouge = Rouge(RougeOptions(metrics=("rouge1", "rouge2", "rougeL"))).corpus(outputs, refs)
+    return {
+        "data": str(root), "train_split": train_split, "eval_split": eval_split, "examples": len(eval_set),
+        "kn_order": order, "kn_perplexity": ppl, "kn_discounts": lm.discounts, "kn_seconds": kn_seconds,
+        "ir_rouge_f1": rouge.scores, "ir_ext_percent": extractive_percent([o.split() for o in outputs], inputs),
+        "ir_seconds": ir_seconds,
+        "reference_ext_percent": extractive_percent([words(e.tgt) for e in eval_set], inputs),
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m scg_summarize.train.abs.count_baselines",
+                                description="KN n-gram perplexity, IR baseline and Ext. % on a prepared corpus")
+    p.add_argument("--data", required=True)
+    p.add_argument("--train-split", default="train")
+    p.add_argument("--eval-split", default="valid")
+    p.add_argument("--order", type=int, default=5)
+    p.add_argument("--out", default=None, help="also write the JSON here")
+    args = p.parse_args(argv)
+    result = count_baselines(args.data, args.train_split, args.eval_split, args.order)
+    text = json.dumps(result, indent=2)
+    print(text)
+    if args.out:
+        Path(args.out).write_text(text + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
