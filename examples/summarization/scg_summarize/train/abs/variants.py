@@ -66,7 +66,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--iterations", type=int, default=3)
     p.add_argument("--out", default=None)
     args = p.parse_args(argv)
-    torch.set_grad_enabled(False)
+    with torch.no_grad():  # (not set_grad_enabled: a caller's grad mode must survive this call)
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     inner = AbsStepDecoder(load_abs_run(args.run))
     examples, data = load_examples(args.data, args.split)
     vocab = data.vocab
