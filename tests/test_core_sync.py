@@ -61,16 +61,16 @@ def test_counter_sees_synchronising_calls() -> None:
     assert "item" not in torch.Tensor.__dict__  # restored
 
 
-def attention(steps: int, device: str = "cpu") -> Callable[[], torch.Tensor]:
+def attention(steps: int) -> Callable[[], torch.Tensor]:
     """A hard-attention loop: a Categorical, a gather with the sample, a per-step cost."""
     gen = torch.Generator().manual_seed(0)
-    enc = torch.randn(4, 5, 8, generator=gen).to(device)
-    w = torch.nn.Parameter(torch.randn(8, 8, generator=gen).to(device) / 3)
-    mu = torch.nn.Parameter(torch.zeros(4, 8, device=device))
-    rows = torch.arange(4, device=device)
+    enc = torch.randn(4, 5, 8, generator=gen)
+    w = torch.nn.Parameter(torch.randn(8, 8, generator=gen) / 3)
+    mu = torch.nn.Parameter(torch.zeros(4, 8))
+    rows = torch.arange(4)
 
     def run() -> torch.Tensor:
-        h = torch.zeros(4, 8, device=device)
+        h = torch.zeros(4, 8)
         with scg.Graph() as g:
             for t in range(steps):
                 scores = torch.bmm(enc, h[:, :, None]).squeeze(-1)  # (B, M)
@@ -119,12 +119,13 @@ def test_no_sync_on_cuda_while_tracking() -> None:
     mu = torch.zeros(4, 8, device="cuda", requires_grad=True)
     rows = torch.arange(4, device="cuda")
     h = torch.zeros(4, 8, device="cuda")
+    one = torch.ones(4, 8, device="cuda")  # a tensor scale: a Python 1.0 is copied to the device
     torch.cuda.synchronize()
     torch.cuda.set_sync_debug_mode("error")
     try:
         with scg.Graph() as g:
             for t in range(4):
-                x = scg.sample(Normal(mu, 1.0, validate_args=False), name="x", step=t)
+                x = scg.sample(Normal(mu, one, validate_args=False), name="x", step=t)
                 keep = scg.sample(Bernoulli(logits=h.sum(-1), validate_args=False), name="k",
                                   step=t)
                 z = keep.long()  # (B,) a discrete index from a sample
