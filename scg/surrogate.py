@@ -340,8 +340,11 @@ def surrogate_loss(graph: Graph, *, discount: float | None = None, dice: bool = 
     a = influence_matrix(full, score, costs) if score else np.zeros((0, len(costs)), dtype=bool)
     w = a.astype(float) if discount is None else step_weights(a, score, costs, discount)
     mixed = plates.matrix(score, costs, a)
-    graph._credit = {(score[int(i)].index, costs[int(j)].index): bool(mixed[i, j])
-                     for i, j in zip(*np.nonzero(a))}
+    ii, jj = np.nonzero(a)
+    score_ids = np.array([v.index for v in score], dtype=np.int64)
+    cost_ids = np.array([c.index for c in costs], dtype=np.int64)
+    graph._credit = dict(zip(zip(score_ids[ii].tolist(), cost_ids[jj].tolist()),
+                             mixed[ii, jj].tolist()))
 
     if dice and not loaded:
         if mixed.any() or any(v.extra.get("plates") is not None for v in score):

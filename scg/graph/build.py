@@ -152,8 +152,8 @@ def sample(
         foreign = g.foreign(raw)
         value, parents = _alias(g, raw)
         if fast:
-            parents |= dist_mask(g, dist)
-            foreign = _dist_foreign(g, dist, len(shape))
+            dmask, foreign = _dist_foreign(g, dist, len(shape))
+            parents |= dmask
         if parents_extra:
             parents |= parents_extra
             foreign[0] = foreign.get(0, 0) | parents_extra
@@ -196,23 +196,28 @@ def _versions(values: object) -> list[tuple[torch.Tensor, int]]:
     return []
 
 
-def _dist_foreign(g: Graph, dist: Distribution, n_sample_dims: int) -> dict[int, int]:
-    """Foreign positions of a torch distribution's samples w.r.t. the nodes its parameters were
-    computed from: the parameters' own, shifted past the sample dimensions; a parameter with
-    fewer dimensions than the batch shape is broadcast, so its nodes are foreign from 0."""
+def _dist_foreign(g: Graph, dist: Distribution, n_sample_dims: int
+                  ) -> tuple[int, dict[int, int]]:
+    """The union of the masks of a torch distribution's tensors (parameters, nested
+    distributions and transforms: the nodes its samples are computed from, as
+    :func:`dist_mask`), and the foreign positions of its samples w.r.t. those nodes: the
+    parameters' own, shifted past the sample dimensions; a parameter with fewer dimensions than
+    the batch shape is broadcast, so its nodes are foreign from 0."""
     out: dict[int, int] = {}
+    mask = 0
     batch = len(dist.batch_shape)
     for t in _dist_tensors(dist):
         m = g.mask(t)
         if not m:
             continue
+        mask |= m
         if t.dim() < batch:
             out[0] = out.get(0, 0) | m
             continue
         for p, pm in g.foreign(t).items():
             q = p + n_sample_dims
             out[q] = out.get(q, 0) | pm
-    return out
+    return mask, out
 
 
 def _dist_tensors(obj: object, depth: int = 0) -> list[torch.Tensor]:

@@ -135,7 +135,9 @@ def foreign_from(p: int, t: Tensor, out: Tensor) -> int:
     oshape = out.shape
     n = len(oshape)
     tshape = t.shape
-    m = min(p, len(tshape), n)
+    m = p if p < n else n
+    if len(tshape) < m:
+        m = len(tshape)
     for i in range(m):
         if tshape[i] == 1 and oshape[i] != 1:
             p = i
@@ -145,7 +147,7 @@ def foreign_from(p: int, t: Tensor, out: Tensor) -> int:
     for i in range(p, n):
         if oshape[i] != 1:
             return i
-    return min(p, n)  # nothing foreign of size > 1 yet; kept for dimensions added later
+    return p if p < n else n  # nothing foreign of size > 1 yet; kept for dimensions added later
 
 
 def merge(into: dict[int, int], pos: int, mask: int) -> None:

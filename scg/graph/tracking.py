@@ -255,7 +255,7 @@ class InfluenceTracker(TorchFunctionMode):
         if flags & F_MUTATES and args and isinstance(args[0], Tensor):
             written = args[0]
         if isinstance(written, Tensor) and out is not written:
-            self._propagate(func, rule, flags, args, kwargs, written, m, tracked)
+            self._propagate(func, name, rule, flags, args, kwargs, written, m, tracked)
         if type(out) is Tensor:
             if flags & F_ELEMENTWISE and written is None and not self.any_dynamic \
                     and not self.storages:
@@ -274,17 +274,17 @@ class InfluenceTracker(TorchFunctionMode):
                     if shared is not None:
                         setattr(out, fattr, shared)
                     return out
-            self._propagate(func, rule, flags, args, kwargs, out, m, tracked)
+            self._propagate(func, name, rule, flags, args, kwargs, out, m, tracked)
         else:
             for o in flat_tensors(out):
-                self._propagate(func, rule, flags, args, kwargs, o, m, tracked)
+                self._propagate(func, name, rule, flags, args, kwargs, o, m, tracked)
         if isinstance(written, Tensor):
             self._written(written, m, name)
         return out
 
-    def _propagate(self, func: Callable[..., Any], rule: positions.Rule | None, flags: int,
-                   args: tuple[Any, ...], kwargs: dict[str, Any] | None, o: Tensor, m: int,
-                   tracked: list[tuple[int, Tensor, int]]) -> None:
+    def _propagate(self, func: Callable[..., Any], name: str, rule: positions.Rule | None,
+                   flags: int, args: tuple[Any, ...], kwargs: dict[str, Any] | None, o: Tensor,
+                   m: int, tracked: list[tuple[int, Tensor, int]]) -> None:
         attr, fattr = self.attr, self.fattr
         setattr(o, attr, getattr(o, attr, 0) | m)
         fr: dict[int, int] | None = None
@@ -297,18 +297,20 @@ class InfluenceTracker(TorchFunctionMode):
             pos, a, am = tracked[0]
             afr = getattr(a, fattr, None)
             f = INF if flags & F_ELEMENTWISE and a.shape == oshape else positions.foreign_from(
-                self._prefix(func, rule, args, kwargs, a, o, pos), a, o)
+                self._prefix(func, name, rule, args, kwargs, a, o, pos), a, o)
             if f >= self.max_dim:  # positions kept: the input's map is the output's (shared, immutable)
                 if afr is not None or getattr(o, fattr, None) is not None:
                     setattr(o, fattr, afr)
-                self._dynamic(flags, args, o, m, tracked)
+                if flags & (F_DYNAMIC | F_GETITEM) or self.any_dynamic:
+                    self._dynamic(flags, args, o, m, tracked)
                 return
         for pos, a, am in tracked:
             afr = getattr(a, fattr, None)
             if flags & F_ELEMENTWISE and a.shape == oshape:
                 f = INF  # same shape, positions kept: nothing new
             else:
-                f = positions.foreign_from(self._prefix(func, rule, args, kwargs, a, o, pos), a, o)
+                p = self._prefix(func, name, rule, args, kwargs, a, o, pos)
+                f = positions.foreign_from(p, a, o)
                 if f >= self.max_dim:
                     f = INF
             if f < INF:
@@ -333,17 +335,19 @@ class InfluenceTracker(TorchFunctionMode):
             fr = {q: qm for q, qm in positions.normalize(fr).items() if q < limit}
         if fr or getattr(o, fattr, None) is not None:
             setattr(o, fattr, fr or None)
-        self._dynamic(flags, args, o, m, tracked)
+        if flags & (F_DYNAMIC | F_GETITEM) or self.any_dynamic:
+            self._dynamic(flags, args, o, m, tracked)
 
     @staticmethod
-    def _prefix(func: Callable[..., Any], rule: positions.Rule | None, args: tuple[Any, ...],
-                kwargs: dict[str, Any] | None, a: Tensor, o: Tensor, pos: int) -> int:
+    def _prefix(func: Callable[..., Any], name: str, rule: positions.Rule | None,
+                args: tuple[Any, ...], kwargs: dict[str, Any] | None, a: Tensor, o: Tensor,
+                pos: int) -> int:
         if rule is None:
             if positions.UNKNOWN is not None:
                 positions.record_unknown(func)
             return 0
         try:
-            return rule(positions.name_of(func), args, kwargs or {}, a, o, pos)
+            return rule(name, args, kwargs or {}, a, o, pos)
         except (TypeError, ValueError, IndexError, ZeroDivisionError, AttributeError):
             return 0
 
