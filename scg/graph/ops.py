@@ -84,18 +84,10 @@ _WRAPPERS = frozenset({"torch.overrides", "torch._tensor", "torch.functional", "
 _LIBRARY_MODULES = frozenset({"torch", "scg", "numpy"})
 
 _MUTATING_CACHE: dict[Callable[..., Any], bool] = {}
-_NAMES: dict[Callable[..., Any], str] = {}
 
-
-def func_name(func: Callable[..., Any]) -> str:
-    """``add`` for ``torch.add``/``Tensor.add``; ``shape`` for the ``Tensor.shape`` getter."""
-    name = _NAMES.get(func)
-    if name is None:
-        name = getattr(func, "__name__", "") or ""
-        if name == "__get__":
-            name = getattr(getattr(func, "__self__", None), "__name__", "") or ""
-        _NAMES[func] = name
-    return name
+#: ``add`` for ``torch.add``/``Tensor.add``; ``shape`` for the ``Tensor.shape`` getter (one cache,
+#: shared with the position rules).
+func_name = positions.name_of
 
 
 def _mutates_first_arg(func: Callable[..., Any]) -> bool:
