@@ -93,7 +93,19 @@ class NoEncoder(AbsEncoder):
         return ctx.new_zeros((rows, steps, self.hidden), dtype=torch.get_default_dtype()), None
 
 
-class BowEncoder(AbsEncoder):
+class _SummaryEncoder(AbsEncoder):
+    """An encoder whose output ignores the context: one summary vector per document, read at every step."""
+
+    hidden: int
+
+    def read(
+        self, memory: EncoderMemory, example: torch.Tensor, ctx: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        rows, steps, _ = ctx.shape
+        return memory.tensors["summary"][example].unsqueeze(1).expand(rows, steps, self.hidden), None
+
+
+class BowEncoder(_SummaryEncoder):
     """enc_1: the mean of the input embeddings ``F x_j`` over the real words."""
 
     def __init__(self, src_vocab: int, hidden: int) -> None:
@@ -107,14 +119,8 @@ class BowEncoder(AbsEncoder):
         summary = emb.sum(1) / mask.sum(1, keepdim=True)  # (B, H): p = 1/M on real words
         return EncoderMemory(mask, {"summary": summary})
 
-    def read(
-        self, memory: EncoderMemory, example: torch.Tensor, ctx: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        rows, steps, _ = ctx.shape
-        return memory.tensors["summary"][example].unsqueeze(1).expand(rows, steps, self.hidden), None
 
-
-class ConvEncoder(AbsEncoder):
+class ConvEncoder(_SummaryEncoder):
     """enc_2: L layers of (width 2Q+1 convolution, 2-element max pooling, tanh), max over time."""
 
     def __init__(self, src_vocab: int, hidden: int, layers: int = 3, window: int = 2) -> None:
@@ -140,12 +146,6 @@ class ConvEncoder(AbsEncoder):
             x = torch.tanh(pairs.max(2).values).masked_fill(~real.unsqueeze(-1), 0.0)  # eq. 6, zero after the end
         summary = x.masked_fill(~real.unsqueeze(-1), -math.inf).max(1).values  # (B, H), eq. 5
         return EncoderMemory(mask, {"summary": summary})
-
-    def read(
-        self, memory: EncoderMemory, example: torch.Tensor, ctx: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        rows, steps, _ = ctx.shape
-        return memory.tensors["summary"][example].unsqueeze(1).expand(rows, steps, self.hidden), None
 
 
 class AttentionEncoder(AbsEncoder):
