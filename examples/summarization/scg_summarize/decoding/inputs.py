@@ -38,6 +38,7 @@ from ..data.vocab import EOS, Vocab
 __all__ = [
     "INPUT_FORMATS",
     "SourceDocument",
+    "text_lines",
     "collate_documents",
     "documents_from_split",
     "encode_text",
@@ -94,7 +95,7 @@ def encode_text(
     return SourceDocument(doc_id, torch.from_numpy(ids).long(), torch.from_numpy(mask), words, sentences=sentences)
 
 
-def _lines(path: str) -> Iterator[tuple[str, int, str]]:
+def text_lines(path: str) -> Iterator[tuple[str, int, str]]:
     """``(name, line number, text)`` of a file or stdin (``-``), with checked decoding."""
     if path == "-":  # the same checks as a file (binary garbage is refused, not summarized)
         stream = getattr(sys.stdin, "buffer", None) or io.BytesIO(sys.stdin.read().encode("utf-8"))  # (a text stub)
@@ -156,7 +157,7 @@ def read_documents(
     """
     if fmt not in INPUT_FORMATS:
         raise ValueError(f"input format must be one of {INPUT_FORMATS}, got {fmt!r}")
-    for name, lineno, text in _lines(path):
+    for name, lineno, text in text_lines(path):
         if not text.strip():
             if keep_empty and fmt == "text":
                 yield _empty_document(f"{name}:{lineno}", options)

@@ -14,15 +14,12 @@ the lines of a paragraph are joined with spaces (``summarize --format document``
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Iterable, Iterator
-from pathlib import Path
+from collections.abc import Iterable
 
 from ..data.errors import DataError
 from ..data.options import PrepOptions
-from ..data.rawtext import iter_lines
 from ..data.vocab import Vocab
-from .inputs import SourceDocument, encode_text
+from .inputs import SourceDocument, encode_text, text_lines
 
 __all__ = ["WrapVerdict", "looks_wrapped", "read_document", "read_paragraphs"]
 
@@ -76,25 +73,12 @@ def looks_wrapped(lines: Iterable[str], sample: int = SAMPLE_LINES) -> WrapVerdi
     return WrapVerdict(breaks, inside, first)
 
 
-def _text_lines(path: str) -> Iterator[tuple[int, str]]:
-    if path == "-":
-        for lineno, text in enumerate(sys.stdin, 1):
-            yield lineno, text.rstrip("\n")
-        return
-    if not Path(path).is_file():
-        raise DataError("no such file", path, reason="missing_input")
-    for lineno, item in iter_lines(path):
-        if isinstance(item, DataError):
-            raise item
-        yield lineno, item
-
-
 def read_paragraphs(path: str) -> list[str]:
     """The paragraphs of a text file (``-``: stdin): blank lines separate them, the lines of one
     paragraph are joined with single spaces."""
     paragraphs: list[str] = []
     current: list[str] = []
-    for _, text in _text_lines(path):
+    for _, _, text in text_lines(path):
         if text.strip():
             current.append(text.strip())
         elif current:
