@@ -38,12 +38,12 @@ from ..data.vocab import EOS, Vocab
 __all__ = [
     "INPUT_FORMATS",
     "SourceDocument",
-    "text_lines",
     "collate_documents",
     "documents_from_split",
     "encode_text",
     "read_documents",
     "regrid_document",
+    "text_lines",
 ]
 
 INPUT_FORMATS: tuple[str, ...] = ("text", "jsonl")
