@@ -1,4 +1,5 @@
-"""Reading JSON-lines files whose every record is an object (metrics logs, per-example results).
+"""Reading JSON files whose records are objects: JSON-lines (metrics logs, per-example results)
+and single-object files (:func:`json_object`: a run's ``config.json``).
 
 :func:`json_objects` is the one parser behind them: blank lines are skipped, and a line that is
 not valid JSON or not a JSON object is a ``ValueError`` naming the file and the line.
@@ -11,7 +12,23 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["json_objects"]
+__all__ = ["json_object", "json_objects"]
+
+
+def json_object(path: str | Path) -> dict[str, Any]:
+    """The JSON object stored in the file ``path`` (a run's ``config.json``, ``data.json``):
+    ``FileNotFoundError`` when it is missing, ``ValueError`` naming the file when it is not UTF-8
+    JSON or not an object."""
+    path = Path(path)
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{path}: no such file") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ValueError(f"{path}: not valid JSON ({err})") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"{path}: expected a JSON object")
+    return value
 
 
 def json_objects(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:

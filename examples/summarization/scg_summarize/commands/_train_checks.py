@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from collections.abc import Sequence
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..data.dataset import available_splits
+from ..jsonlines import json_object
 from ..train.config import parse_override
 
 __all__ = ["RUN_FILES", "check_run_folder", "missing_test_split", "resume_settings"]
@@ -62,14 +62,11 @@ def check_run_folder(out: Path, *, resume: bool, overwrite: bool) -> None:
 
 def _read_json(path: Path) -> dict[str, Any]:
     try:
-        value = json.loads(path.read_text(encoding="utf-8"))
+        return json_object(path)
     except FileNotFoundError:
         raise FileNotFoundError(f"--resume: {path}: no such file (is {path.parent} a run folder?)") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise ValueError(f"--resume: {path}: not valid JSON ({err})") from None
-    if not isinstance(value, dict):
-        raise ValueError(f"--resume: {path}: expected a JSON object")
-    return value
+    except ValueError as err:
+        raise ValueError(f"--resume: {err}") from None
 
 
 def resume_settings(out: Path, overrides: Sequence[str] = ()) -> tuple[dict[str, Any], Path | None]:

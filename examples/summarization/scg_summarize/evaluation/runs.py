@@ -20,6 +20,7 @@ from typing import Any
 from ..data.dataset import SummarizationDataset
 from ..decoding.loading import load_run
 from ..decoding.options import DecodeOptions, resolve_decode_options
+from ..jsonlines import json_object
 from .rouge import RougeOptions
 from .runner import evaluate_model
 
@@ -31,14 +32,9 @@ def run_settings(run_dir: str | Path) -> dict[str, Any]:
     file when it is missing or not JSON)."""
     path = Path(run_dir) / "config.json"
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        return json_object(path)
     except FileNotFoundError:
         raise ValueError(f"{path}: no such file: not a training run directory") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise ValueError(f"{path}: not valid JSON ({err})") from None
-    if not isinstance(raw, dict):
-        raise ValueError(f"{path}: expected a JSON object")
-    return raw
 
 
 def evaluate_run(
