@@ -37,8 +37,6 @@ def check_run_folder(out: Path, *, resume: bool, overwrite: bool) -> None:
     (the others would see the files rank 0 has just written)."""
     if os.environ.get("RANK", "0") != "0":
         return
-    if out.exists() and not out.is_dir():
-        raise FileExistsError(f"--out {out}: exists and is not a folder")
     if resume:
         if overwrite:
             raise ValueError("--resume continues a run and --overwrite starts it again: give one of them")
