@@ -15,45 +15,84 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from torch import nn
 
 from .config import ModelConfig
 from .registry import build_model
 from .summarizer import Summarizer
 
-__all__ = ["load_model", "read_checkpoint"]
+__all__ = ["REQUIRED_KEYS", "CheckpointError", "check_same_model", "load_model", "read_checkpoint"]
+
+#: what every checkpoint written by the trainer holds
+REQUIRED_KEYS: tuple[str, ...] = ("config", "model")
 
 
-def read_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
-    """The dict stored in a checkpoint file; ``ValueError`` naming the file when it is missing,
-    unreadable (truncated, not a torch file) or not a dict."""
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be written or read; the message names the file."""
+
+
+def read_checkpoint(path: str | Path, map_location: str | torch.device = "cpu",
+                    required: tuple[str, ...] = REQUIRED_KEYS) -> dict[str, Any]:
+    """The dict stored in a checkpoint file (written by ``train.checkpoint.save_atomic``).
+
+    Raises :class:`CheckpointError` naming ``path`` for a missing, empty, truncated or foreign
+    file, or one without the ``required`` keys (instead of ``EOFError``/``UnpicklingError`` from
+    deep inside ``torch.load``).
+    """
     path = Path(path)
     if not path.is_file():
-        raise ValueError(f"{path}: no such checkpoint file")
+        raise CheckpointError(f"{path}: no such checkpoint")
+    size = path.stat().st_size
+    if size == 0:
+        raise CheckpointError(f"{path}: empty file (0 bytes), not a checkpoint")
     try:
-        state = torch.load(path, map_location=map_location, weights_only=False)
-    except Exception as err:  # torch raises RuntimeError, EOFError, UnpicklingError... for damaged files
-        raise ValueError(f"{path}: not a readable checkpoint ({type(err).__name__}: {err})") from None
-    if not isinstance(state, dict):
-        raise ValueError(f"{path}: a checkpoint must hold a dict, found {type(state).__name__}")
-    return state
+        obj = torch.load(path, map_location=map_location, weights_only=False)
+    except Exception as err:  # torch raises EOFError, UnpicklingError, RuntimeError, ... for bad bytes
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise CheckpointError(f"{path}: not a readable checkpoint ({size} bytes; truncated or not written by "
+                              f"scg-summarize train: {first[:200]})") from None
+    if not isinstance(obj, dict) or any(key not in obj for key in required):
+        have = ", ".join(sorted(map(str, obj))) if isinstance(obj, dict) else type(obj).__name__
+        raise CheckpointError(f"{path}: not an scg-summarize checkpoint (expected the keys "
+                              f"{', '.join(required)}; found {have[:200] or 'none'})")
+    return obj
+
+
+def check_same_model(model: nn.Module, state: dict[str, Any], path: str | Path) -> None:
+    """``model.load_state_dict(state)``, or a ``ValueError`` naming what does not fit (another
+    model size, HIER weights in a C2F model) instead of ``load_state_dict``'s multi-page error."""
+    own = model.state_dict()
+    missing = sorted(set(own) - set(state))
+    unexpected = sorted(set(state) - set(own))
+    shapes = sorted(k for k in set(own) & set(state) if tuple(own[k].shape) != tuple(state[k].shape))
+    if missing or unexpected or shapes:
+        parts = []
+        if shapes:
+            k = shapes[0]
+            parts.append(f"{len(shapes)} parameters of another size (e.g. {k}: {tuple(state[k].shape)} in the "
+                         f"checkpoint, {tuple(own[k].shape)} in the model)")
+        if missing:
+            parts.append(f"{len(missing)} parameters missing (e.g. {missing[0]})")
+        if unexpected:
+            parts.append(f"{len(unexpected)} unexpected parameters (e.g. {unexpected[0]})")
+        raise ValueError(f"{path}: the checkpoint does not fit this model: {'; '.join(parts)} (another model "
+                         f"size or attention?)")
+    model.load_state_dict(state)
 
 
 def load_model(path: str | Path, device: str | torch.device = "cpu") -> tuple[Summarizer, dict[str, Any]]:
     """The model stored in a checkpoint and the run configuration as a plain dict.
 
-    Raises ``ValueError`` naming the file when it lacks ``config``/``model``, when the ``model``
+    Raises ``ValueError`` naming the file when it is not a model checkpoint, when the ``model``
     table is invalid, or when the weights do not fit the configured model.
     """
     state = read_checkpoint(path, device)
-    missing = [key for key in ("config", "model") if key not in state]
-    if missing:
-        raise ValueError(f"{path}: not a model checkpoint (no {' and no '.join(repr(m) for m in missing)})")
     raw = state["config"]
     if not isinstance(raw, dict) or not isinstance(raw.get("model"), dict):
         raise ValueError(f"{path}: the stored configuration has no [model] table")
     try:
         model: Summarizer = build_model(ModelConfig.from_dict(dict(raw["model"]))).to(device)  # type: ignore[assignment]
-        model.load_state_dict(state["model"])
-    except (TypeError, ValueError, RuntimeError) as err:
+    except (TypeError, ValueError) as err:
         raise ValueError(f"{path}: cannot rebuild the model: {err}") from None
+    check_same_model(model, state["model"], path)
     return model, raw

@@ -18,6 +18,8 @@ from typing import Any, BinaryIO
 import numpy as np
 import torch
 
+from ..models.loading import CheckpointError, read_checkpoint
+
 __all__ = ["CheckpointError", "get_rng_state", "load_checkpoint", "save_atomic", "set_rng_state"]
 
 
@@ -40,10 +42,6 @@ def set_rng_state(state: dict[str, Any]) -> None:
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
-
-
-class CheckpointError(ValueError):
-    """A checkpoint that cannot be written or read; the message names the file."""
 
 
 class _Sink:
@@ -116,31 +114,4 @@ def _write_failure(path: Path, err: BaseException) -> str:
     return f"could not write {path}: {reason} ({kept}; the partial file was removed)"
 
 
-#: what every checkpoint written by the trainer holds
-REQUIRED_KEYS: tuple[str, ...] = ("config", "model")
-
-
-def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu",
-                    required: tuple[str, ...] = REQUIRED_KEYS) -> dict[str, Any]:
-    """Load a checkpoint written by :func:`save_atomic`.
-
-    Raises :class:`CheckpointError` naming ``path`` for a missing, empty, truncated or foreign
-    file (instead of ``EOFError``/``UnpicklingError`` from deep inside ``torch.load``).
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise CheckpointError(f"{path}: no such checkpoint")
-    size = path.stat().st_size
-    if size == 0:
-        raise CheckpointError(f"{path}: empty file (0 bytes), not a checkpoint")
-    try:
-        obj = torch.load(path, map_location=map_location, weights_only=False)
-    except Exception as err:  # torch raises EOFError, UnpicklingError, RuntimeError, ... for bad bytes
-        first = str(err).splitlines()[0] if str(err) else type(err).__name__
-        raise CheckpointError(f"{path}: not a readable checkpoint ({size} bytes; truncated or not written by "
-                              f"scg-summarize train: {first[:200]})") from None
-    if not isinstance(obj, dict) or any(key not in obj for key in required):
-        have = ", ".join(sorted(map(str, obj))) if isinstance(obj, dict) else type(obj).__name__
-        raise CheckpointError(f"{path}: not an scg-summarize checkpoint (expected the keys "
-                              f"{', '.join(required)}; found {have[:200] or 'none'})")
-    return obj
+load_checkpoint = read_checkpoint  # the one reader (models.loading), named for the trainer

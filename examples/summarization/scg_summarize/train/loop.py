@@ -34,6 +34,7 @@ import scg
 
 from ..data.storage import VOCAB_FILE, read_meta
 from ..dirlock import DirLock
+from ..models.loading import load_model as models_load_model
 from ..models.registry import build_model as build_family
 from ..models.summarizer import Summarizer
 from .checkpoint import get_rng_state, load_checkpoint, save_atomic, set_rng_state
@@ -69,12 +70,10 @@ def build_model(config: Config, vocab_size: int, num_chunks: int) -> Summarizer:
 
 
 def load_model(path: str | Path, device: str | torch.device = "cpu") -> tuple[Summarizer, Config]:
-    """The model and configuration stored in a checkpoint (``best.pt`` or ``checkpoint.pt``)."""
-    state = load_checkpoint(path, map_location=device)
-    config = Config.from_dict(state["config"])
-    model: Summarizer = build_family(config.model).to(device)  # type: ignore[assignment]
-    check_same_model(model, state["model"], path)
-    return model, config
+    """The model and configuration stored in a checkpoint (``best.pt`` or ``checkpoint.pt``);
+    :func:`scg_summarize.models.load_model` with the configuration parsed."""
+    model, raw = models_load_model(path, device)
+    return model, Config.from_dict(raw)
 
 
 class TrainingDiverged(ValueError):

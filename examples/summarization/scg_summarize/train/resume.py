@@ -17,8 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from torch import nn
-
+from ..models.loading import check_same_model  # (re-exported: it lives with the model loader)
 from .config import Config
 
 __all__ = ["RESUMABLE", "check_resume_config", "check_same_model"]
@@ -51,24 +50,3 @@ def check_resume_config(saved: dict[str, Any], given: Config, path: Path) -> lis
                          f"run continues its saved configuration exactly; start a new run (another --out) "
                          f"to change these")
     return [f"resume: applying {k} = {new[k]!r} (saved {old.get(k)!r})" for k in changed]
-
-
-def check_same_model(model: nn.Module, state: dict[str, Any], path: str | Path) -> None:
-    """``model.load_state_dict(state)``, or a ``ValueError`` naming what does not fit."""
-    own = model.state_dict()
-    missing = sorted(set(own) - set(state))
-    unexpected = sorted(set(state) - set(own))
-    shapes = sorted(k for k in set(own) & set(state) if tuple(own[k].shape) != tuple(state[k].shape))
-    if missing or unexpected or shapes:
-        parts = []
-        if shapes:
-            k = shapes[0]
-            parts.append(f"{len(shapes)} parameters of another size (e.g. {k}: {tuple(state[k].shape)} in the "
-                         f"checkpoint, {tuple(own[k].shape)} in the model)")
-        if missing:
-            parts.append(f"{len(missing)} parameters missing (e.g. {missing[0]})")
-        if unexpected:
-            parts.append(f"{len(unexpected)} unexpected parameters (e.g. {unexpected[0]})")
-        raise ValueError(f"{path}: the checkpoint does not fit this model: {'; '.join(parts)} (another model "
-                         f"size or attention?)")
-    model.load_state_dict(state)
