@@ -35,6 +35,7 @@ samples, self-critical RL, the mixed objective) is in :mod:`scg_summarize.train.
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
@@ -194,9 +195,8 @@ class PointerSwitchGenerator(Generator):
         z = self.switch(features)  # (B, 1)  logit of p(u_t = 1)
         gen = F.logsigmoid(-z) + F.log_softmax(self.logits(features), dim=-1)  # (B, V_t)
         tiny = torch.finfo(gen.dtype).tiny
-        floor = torch.log(torch.tensor(tiny, dtype=gen.dtype, device=gen.device))
-        if size > self.vocab_size:
-            gen = torch.cat([gen, floor.expand(gen.shape[0], size - self.vocab_size)], dim=1)  # (B, V_t + K)
+        if size > self.vocab_size:  # the generator puts (almost) no mass on source-only words
+            gen = torch.cat([gen, gen.new_full((gen.shape[0], size - self.vocab_size), math.log(tiny))], dim=1)
         copy = alpha.new_zeros(alpha.shape[0], size).scatter_add(1, ext_ids, alpha)  # (B, V_t + K)
         cop = F.logsigmoid(z) + torch.log(copy.clamp_min(tiny))
         return torch.logaddexp(gen, cop)
