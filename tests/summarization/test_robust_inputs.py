@@ -329,3 +329,18 @@ def test_compare_refuses_a_binary_file(tmp_path: Path, capsys) -> None:
     (tmp_path / "b.bin").write_bytes(b"\x00\xff\xfe\x89binary\n")
     assert main(["compare", str(tmp_path / "a.jsonl"), str(tmp_path / "b.bin"), "--metrics", "rouge1"]) == 2
     assert f"{tmp_path / 'b.bin'}:1: not UTF-8 text" in "\n".join(_err_lines(capsys))
+
+
+# ----------------------------------------------------------------------------- python -m scripts
+@pytest.mark.parametrize("module", ["scg_summarize.train.abs.loop", "scg_summarize.train.mal",
+                                    "scg_summarize.models.mal.conditioning"])
+def test_scripts_name_a_missing_corpus_in_one_line(module: str, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", module, "--data", str(tmp_path / "none"), "--out",
+                           str(tmp_path / "run")], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.strip() == (f"python -m {module}: error: {tmp_path / 'none'}: no meta.json; not a prepared "
+                                   f"corpus (run prepare)")

@@ -127,4 +127,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from ...subcommand import script_main
+
+    raise SystemExit(script_main("python -m scg_summarize.models.mal.conditioning", main))

@@ -76,4 +76,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from ...subcommand import script_main
+
+    raise SystemExit(script_main("python -m scg_summarize.train.abs.count_baselines", main))

@@ -251,4 +251,6 @@ def _decode(model: AbsModel, examples: Sequence[Example], data: SummarizationDat
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from ...subcommand import script_main
+
+    raise SystemExit(script_main("python -m scg_summarize.train.abs.loop", main))

@@ -119,4 +119,6 @@ def _run(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from ...subcommand import script_main
+
+    raise SystemExit(script_main("python -m scg_summarize.train.abs.variants", main))
