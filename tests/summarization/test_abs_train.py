@@ -6,6 +6,7 @@ import json
 import random
 from pathlib import Path
 
+import pytest
 import torch
 from scg_summarize.models.abs import AbsConfig, AbsModel
 from scg_summarize.train.abs.loop import AbsTrainConfig, Example, batches, evaluate_nll, main, next_lr, train
@@ -70,6 +71,25 @@ def test_command_line_pipeline(synthetic_corpus: Path, tmp_path: Path) -> None:
     for name in ("abs", "abs_recombine", "abs_greedy", "extractive", "abs_plus"):
         assert set(result[name]["rouge_f1"]) == {"rouge1", "rouge2", "rougeL"}
     assert result["extractive"]["ext_percent"] == 100.0
+
+    # α tuned on another split, IR added, per-example files that `scg-summarize compare` reads
+    from scg_summarize.cli import main as cli
+
+    assert variants_main(["--run", str(out), "--data", str(synthetic_corpus), "--split", "test", "--tune-split",
+                          "valid", "--tune-limit", "8", "--limit", "12", "--length", "3", "--beam", "2",
+                          "--iterations", "1", "--ir", "--summaries", str(tmp_path / "s"),
+                          "--out", str(tmp_path / "t.json")]) == 0
+    result = json.loads((tmp_path / "t.json").read_text())
+    assert (result["tune_split"], result["tune"], result["test"]) == ("valid", 8, 12)
+    assert set(result["ir"]["rouge_recall_75b"]) == {"rouge1", "rouge2", "rougeL"}
+    rows = [json.loads(x) for x in (tmp_path / "s" / "abs_plus.summaries.jsonl").read_text().splitlines()]
+    assert len(rows) == 12 and all(len(r["summary"].split()) == 3 for r in rows)
+    assert sum(r["rouge"]["rouge1"] for r in rows) / 12 == pytest.approx(result["abs_plus"]["rouge_f1"]["rouge1"]
+                                                                          / 100, abs=1e-6)
+    s = tmp_path / "s"
+    for a, b in (("abs_plus", "abs"), ("ir-75b", "abs-75b")):
+        code = cli(["compare", str(s / f"{a}.summaries.jsonl"), str(s / f"{b}.summaries.jsonl"), "--samples", "50"])
+        assert code == 0
 
 
 def test_count_baselines_on_a_prepared_corpus(synthetic_corpus: Path) -> None:

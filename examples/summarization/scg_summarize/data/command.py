@@ -19,6 +19,7 @@ from typing import Any
 from ..dirlock import DirLock, LockedError
 from ..subcommand import Command
 from .errors import BadInputReport, DataError
+from .field_vocabs import write_field_vocabs
 from .options import LAYOUTS, PrepOptions
 from .prepare import InputSource, prepare_corpus
 from .progress import progress_enabled
@@ -104,6 +105,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     prep.add_argument("--chunk-len", type=int, default=None, metavar="N", help="words per chunk (40; synthetic 16)")
     prep.add_argument("--vocab-size", type=int, default=50_000, help="V most frequent words")
     prep.add_argument("--min-freq", type=int, default=1, help="drop rarer words")
+    prep.add_argument("--field-vocab-min-freq", type=int, default=0, metavar="N",
+                      help="also write separate article and title vocabularies (src_vocab.txt, tgt_vocab.txt): "
+                           "the words seen >= N times in the training articles / titles (the abs family's "
+                           "V_x and V_y; Rush et al. 2015: 5); 0: none")
     prep.add_argument("--max-target-len", type=int, default=100, help="0: no limit")
     prep.add_argument("--target-mode", choices=("first", "concat"), default="first")
     prep.add_argument(
@@ -126,7 +131,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 #: (option, attribute, smallest allowed value) of the numeric options
 _MINIMUMS: tuple[tuple[str, str, int], ...] = (
     ("--chunks", "chunks", 1), ("--chunk-len", "chunk_len", 1), ("--vocab-size", "vocab_size", 1),
-    ("--min-freq", "min_freq", 1), ("--max-target-len", "max_target_len", 0), ("--limit", "limit", 1),
+    ("--min-freq", "min_freq", 1), ("--field-vocab-min-freq", "field_vocab_min_freq", 0),
+    ("--max-target-len", "max_target_len", 0), ("--limit", "limit", 1),
     ("--max-line-chars", "max_line_chars", 1), ("--max-stored-sentences", "max_stored_sentences", 0),
     ("--n-train", "n_train", 0), ("--n-valid", "n_valid", 0), ("--n-test", "n_test", 0), ("--seed", "seed", 0),
 )
@@ -193,6 +199,14 @@ def _inputs(args: argparse.Namespace, config: ReaderConfig) -> list[InputSource]
     return sources
 
 
+def _field_vocabs(args: argparse.Namespace) -> None:
+    """``--field-vocab-min-freq N``: the separate article and title vocabularies (:mod:`.field_vocabs`)."""
+    if args.field_vocab_min_freq:
+        fields = write_field_vocabs(args.output, args.field_vocab_min_freq)
+        _log(f"field vocabularies (words seen >= {args.field_vocab_min_freq} times in train): "
+             f"{len(fields.src_ids)} article words (src_vocab.txt), {len(fields.tgt_ids)} title words (tgt_vocab.txt)")
+
+
 def _log(line: str) -> None:
     print(line, file=sys.stderr)
 
@@ -238,6 +252,7 @@ def _run_locked(args: argparse.Namespace) -> int:
     try:
         if args.format == "synthetic":
             _run_synthetic(args, show)
+            _field_vocabs(args)
             return 0
         config = ReaderConfig(
             source_field=args.source_field,
@@ -261,6 +276,7 @@ def _run_locked(args: argparse.Namespace) -> int:
             extra_meta={"source_format": args.format},
             log=_log,
         )
+        _field_vocabs(args)
     except DataError as err:
         print(f"prepare: error: {err}", file=sys.stderr)
         if not args.skip_bad:

@@ -99,6 +99,9 @@ class ModelStepDecoder:
         # C2F reads the memory through the row -> example index; a copying generator reads the
         # source ids per row, so it gets gathered memories
         self.index_rows = bool(getattr(attention, "reads_rows", False)) and not getattr(model, "copies", False)
+        window = getattr(model, "markov_window", None)  # a Markov family (abs): recombination is exact
+        if isinstance(window, int) and window > 0:
+            self.markov_window = window
 
     @property
     def vocab_size(self) -> int:
@@ -109,6 +112,8 @@ class ModelStepDecoder:
         """The output layer (W_out, b_out) when p(y_t) = softmax(W_out c_t + b_out) (no copying), else None."""
         generator = getattr(self.model, "generator", None)
         if getattr(generator, "copies", True) or not hasattr(generator, "output_layer"):
+            return None
+        if hasattr(self.model, "corpus_log_probs"):  # an output space of its own: ids need mapping
             return None
         layer: tuple[torch.Tensor, torch.Tensor | None] = generator.output_layer()
         return layer

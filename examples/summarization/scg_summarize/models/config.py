@@ -24,6 +24,7 @@ __all__ = ["ATTENTIONS", "CHUNK_ENCODERS", "ModelConfig"]
 ATTENTIONS: tuple[str, ...] = ("standard", "model1", "hier", "c2f")
 CHUNK_ENCODERS: tuple[str, ...] = ("conv", "bow")
 DECODER_INITS: tuple[str, ...] = ("encoder", "zero")
+ABS_ENCODERS: tuple[str, ...] = ("none", "bow", "conv", "attention")  #: the ``abs`` family's enc(x, y_c)
 
 
 @dataclass
@@ -73,6 +74,17 @@ class ModelConfig:
         feed_sample_prob: ``paulus``: in training, the probability that a teacher-forced step is
             fed the word sampled from the previous step's distribution instead of the reference
             word (0.25 in the paper).
+        abs_encoder: ``abs`` (Rush et al. 2015, :mod:`.abs.family`): the input encoder enc(x, y_c),
+            ``none`` (the plain NNLM), ``bow``, ``conv`` or ``attention`` (ABS). ``emb_dim`` is D,
+            ``hidden`` is H.
+        abs_context: ``abs``: C, the window of previous output words (5).
+        abs_layers / abs_window: ``abs``: L convolution layers (3) and the half-width Q (2) of
+            the convolution and of the attention encoder's smoothing.
+        abs_max_norm: ``abs``: embedding rows are renormalized to this norm after every epoch
+            (0: never; the paper gives no bound, 2.0 here).
+        abs_src_vocab / abs_tgt_vocab: ``abs``: V_x and V_y, the input (article) and output
+            (title) vocabularies; 0: every corpus word. Filled in from a corpus prepared with
+            separate vocabularies (``prepare --field-vocab-min-freq``, ``data/field_vocabs.py``).
     """
 
     vocab_size: int = 0
@@ -104,6 +116,13 @@ class ModelConfig:
     intra_decoder: bool = True
     tie_output: bool = True
     feed_sample_prob: float = 0.0
+    abs_encoder: str = "attention"
+    abs_context: int = 5
+    abs_layers: int = 3
+    abs_window: int = 2
+    abs_max_norm: float = 2.0
+    abs_src_vocab: int = 0
+    abs_tgt_vocab: int = 0
 
     def __post_init__(self) -> None:
         self.validate()
@@ -143,6 +162,27 @@ class ModelConfig:
         for name in ("intra_temporal", "intra_decoder", "tie_output"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"model.{name} must be true or false, got {getattr(self, name)!r}")
+        self._validate_abs()
+
+    def _validate_abs(self) -> None:
+        """The ``abs`` family's options (Rush et al. 2015)."""
+        if self.abs_encoder not in ABS_ENCODERS:
+            raise ValueError(f"model.abs_encoder must be one of {ABS_ENCODERS}, got {self.abs_encoder!r}")
+        for name, low in (("abs_context", 1), ("abs_layers", 1), ("abs_window", 0)):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < low:
+                raise ValueError(f"model.{name} must be an integer >= {low}, got {value!r}")
+        if not self.abs_max_norm >= 0:
+            raise ValueError(f"model.abs_max_norm must be >= 0 (0: no renormalization), got {self.abs_max_norm!r}")
+        for name in ("abs_src_vocab", "abs_tgt_vocab"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0 or 0 < value < 5 \
+                    or (self.vocab_size and value > self.vocab_size):
+                raise ValueError(f"model.{name} must be 0 (every corpus word) or in [5, model.vocab_size], got "
+                                 f"{value!r}")
+        if self.family == "abs" and self.tgt_vocab_size:
+            raise ValueError("model.tgt_vocab_size is the 'paulus' family's; the 'abs' family's title vocabulary is "
+                             "model.abs_tgt_vocab")
 
     @property
     def target_vocab(self) -> int:

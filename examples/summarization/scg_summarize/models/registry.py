@@ -10,7 +10,8 @@ family"): ``encode``, ``init_state``, ``advance`` / ``step_log_probs`` / ``step`
 registry           entries (built in)
 =================  ===========================================================================
 ``FAMILIES``       ``c2f`` (:class:`~.summarizer.Summarizer`), ``paulus``
-                   (:class:`~.paulus.PaulusSummarizer`)
+                   (:class:`~.paulus.PaulusSummarizer`), ``abs``
+                   (:class:`~.abs.family.AbsSummarizer`)
 ``ENCODERS``       ``flat_lstm``, ``chunked_lstm`` (:mod:`.encoders`)
 ``ATTENTIONS``     ``standard``, ``model1``, ``hier``, ``c2f`` (:mod:`.attention`),
                    ``bilinear``, ``intra_temporal``, ``intra_decoder`` (:mod:`.paulus`)
@@ -19,7 +20,10 @@ registry           entries (built in)
 =================  ===========================================================================
 
 Registering is one call, ``FAMILIES.register("name", builder)`` (or as a decorator); a
-checkpoint stores its configuration, so :func:`build_model` rebuilds any family from it.
+checkpoint stores its configuration, so :func:`build_model` rebuilds any family from it. A
+family whose model depends on the corpus beyond the configuration (``abs``: separate input and
+output vocabularies) may offer ``for_corpus(config, data_dir) -> model``, which the trainer
+calls instead (it fills the configuration, so checkpoints still rebuild from it alone).
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ __all__ = ["ATTENTIONS", "DECODERS", "ENCODERS", "FAMILIES", "GENERATORS", "Regi
 F = TypeVar("F", bound=Callable[..., Any])
 
 #: modules that register the built-in entries when imported
-_BUILTIN_MODULES: tuple[str, ...] = ("summarizer", "paulus")
+_BUILTIN_MODULES: tuple[str, ...] = ("summarizer", "paulus", "abs.family")
 
 
 class Registry(Generic[F]):

@@ -35,6 +35,7 @@ import scg
 from ..data.storage import VOCAB_FILE, read_meta
 from ..dirlock import DirLock
 from ..models.loading import load_model as models_load_model
+from ..models.registry import FAMILIES
 from ..models.registry import build_model as build_family
 from ..models.summarizer import Summarizer
 from .checkpoint import get_rng_state, load_checkpoint, save_atomic, set_rng_state
@@ -60,12 +61,16 @@ METRICS = "metrics.jsonl"
 RESUME_KEYS = ("config", "model", "optimizer", "schedule", "baseline", "loader", "rng", "step", "best_ppl")
 
 
-def build_model(config: Config, vocab_size: int, num_chunks: int) -> Summarizer:
-    """A :class:`Summarizer` for a corpus with ``vocab_size`` words and ``num_chunks`` chunks."""
+def build_model(config: Config, vocab_size: int, num_chunks: int, data_dir: str | Path | None = None) -> Summarizer:
+    """A :class:`Summarizer` for a corpus with ``vocab_size`` words and ``num_chunks`` chunks
+    (the family's ``for_corpus(config, data_dir)`` when it has one and ``data_dir`` is given)."""
     if config.model.vocab_size == 0:
         config.model.vocab_size = vocab_size
     if config.model.num_chunks == 0:
         config.model.num_chunks = config.data.regrid[0] if config.data.regrid else num_chunks
+    for_corpus = getattr(FAMILIES.get(config.model.family), "for_corpus", None)
+    if data_dir is not None and callable(for_corpus):
+        return for_corpus(config.model, data_dir)  # type: ignore[no-any-return]
     return build_family(config.model)  # type: ignore[return-value]  # any registered family
 
 
@@ -127,7 +132,7 @@ class Trainer:
                 raise ValueError(f"{self.data_dir}: the {role} split {dataset.split!r} has no examples "
                                  f"(validation perplexity picks best.pt and drives the lr decay; prepare a "
                                  f"non-empty split or name another with --set data.{role[:5]}_split=NAME)")
-        self.model = build_model(config, len(self.vocab), self.train_set.num_chunks).to(self.device)
+        self.model = build_model(config, len(self.vocab), self.train_set.num_chunks, self.data_dir).to(self.device)
         if tc.word2vec:
             from ..models.pretrained import load_word2vec
 
@@ -426,6 +431,9 @@ class Trainer:
         return iter(self.loader)
 
     def _end_epoch(self, epoch: int) -> dict[str, Any]:
+        end_of_epoch = getattr(self.model, "end_of_epoch", None)  # a family's per-epoch step (abs: max-norm)
+        if callable(end_of_epoch):
+            end_of_epoch()
         metrics = self.validate()
         if not math.isfinite(metrics["nll"]) or metrics["nll"] >= 50.0:  # ppl is capped at e^50
             self._diverged(f"the validation loss after step {self.step} is {metrics['nll']:.4g} per token "

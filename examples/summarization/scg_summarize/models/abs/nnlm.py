@@ -121,18 +121,29 @@ class AbsModel(nn.Module):
         """The per-example encoder memory of inputs ``(B, M)``."""
         return self.encoder.memory(src, mask)
 
+    def features(
+        self, memory: EncoderMemory, example: torch.Tensor, ctx: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        """``h = tanh(U ỹ_c)`` ``(R, T, H)``, ``enc(x, y_c)`` ``(R, T, H)`` (None for the plain
+        NNLM) and the attention ``(R, T, M)`` (None unless the attention encoder) for windows
+        ``ctx`` ``(R, T, C)`` of rows of examples ``example`` ``(R,)``."""
+        rows, steps, c = ctx.shape
+        if c != self.config.context:
+            raise ValueError(f"context windows have {c} words, the model's C is {self.config.context}")
+        h = torch.tanh(self.hidden_layer(self.embed(ctx).reshape(rows, steps, -1)))  # (R, T, H)
+        if self.out_enc is None:
+            return h, None, None
+        enc, attn = self.encoder.read(memory, example, ctx)
+        return h, enc, attn
+
     def logits(
         self, memory: EncoderMemory, example: torch.Tensor, ctx: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Unnormalized scores ``V h + W enc(x, y_c)`` ``(R, T, V_y)`` for windows ``ctx``
         ``(R, T, C)`` of rows of examples ``example`` ``(R,)``; and the attention ``(R, T, M)``."""
-        rows, steps, c = ctx.shape
-        if c != self.config.context:
-            raise ValueError(f"context windows have {c} words, the model's C is {self.config.context}")
-        h = torch.tanh(self.hidden_layer(self.embed(ctx).reshape(rows, steps, -1)))  # (R, T, H)
+        h, enc, attn = self.features(memory, example, ctx)
         scores = self.out_lm(h)
-        enc, attn = self.encoder.read(memory, example, ctx)
-        if self.out_enc is not None:
+        if enc is not None and self.out_enc is not None:
             scores = scores + self.out_enc(enc)
         return scores, attn
 
