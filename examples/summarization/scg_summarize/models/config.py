@@ -63,8 +63,8 @@ class ModelConfig:
             vocabulary softmax with copying the attended source words; See et al. 2017). Not
             in the paper; off by default.
         family: the model family (:mod:`.registry`): ``c2f`` (Ling & Rush 2017, this class's
-            other options; the default, so older checkpoints load unchanged) or ``paulus``
-            (Paulus et al. 2018, :mod:`.paulus`).
+            other options; the default, so older checkpoints load unchanged), ``paulus``
+            (Paulus et al. 2018, :mod:`.paulus`) or ``abs`` (Rush et al. 2015, :mod:`.abs.family`).
         tgt_vocab_size: V_t, the output vocabulary (the V_t most frequent corpus words; 0: all
             V; a value ≥ V means V). Smaller than V, a copying family copies the rest through the extended
             vocabulary (:mod:`.extended_vocab`). ``paulus`` only.

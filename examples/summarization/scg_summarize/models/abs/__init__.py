@@ -5,6 +5,7 @@
 ``nnlm``            :class:`AbsModel`: the NNLM decoder over a window of C words + an encoder
 ``step``            :class:`AbsStepDecoder`: the model as a step decoder (beam/greedy search)
 ``kneser_ney``      :class:`KneserNeyLM`: interpolated Kneser-Ney n-grams (Table 2's KN row)
+``family``          :class:`~.family.AbsSummarizer`: the registered ``abs`` model family
 =================== ======================================================================
 
 Training and the command-line runs are in :mod:`scg_summarize.train.abs`. ABS+ (the log-linear

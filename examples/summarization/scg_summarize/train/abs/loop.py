@@ -22,8 +22,9 @@ with ``--valid-fraction``); every input is flattened to one sentence
 
 writes ``abs.pt`` (weights), ``abs.json`` (configuration), ``log.jsonl`` (one record per
 epoch) and, with ``--decode N``, beam-search summaries of N validation examples and their
-ROUGE. This is the family's own loop; registering ABS in the model-family registry (issue 14)
-is left for later, so the ``train``/``summarize`` commands do not know ABS yet.
+ROUGE. This is the paper's loop, kept for the Table 2 and variant runs (``variants`` reads its
+runs); ABS is also the registered ``abs`` family (:mod:`scg_summarize.models.abs.family`), trained,
+resumed and evaluated by ``scg-summarize train --config ABS`` like the other families.
 """
 
 from __future__ import annotations
