@@ -186,3 +186,23 @@ def test_cli_prepare_train_resume_evaluate_an_abs_run(tmp_path: Path, capsys: py
     assert cli(["evaluate", "--run", str(run), "--split", "test", "--limit", "8", "--quiet"]) == 0
     report = capsys.readouterr()
     assert "rouge" in (report.out + report.err).lower()
+
+
+def test_rouge_selection_and_a_sequence_level_objective_run_on_abs(synthetic_corpus: Path, tmp_path: Path) -> None:
+    """best.pt by validation ROUGE-L (greedy decoding through the family), and the self-critical
+    objective (rollouts through ``forward(task="rollout")``) on an ABS model."""
+    from scg_summarize.train import Trainer
+
+    fast = ["train.max_steps_per_epoch=2", "train.epochs=2", "train.log_every=1", "train.select_examples=10"]
+    trainer = Trainer(load_config("tiny-ABS", [*fast, "train.select_metric=rougeL"]), synthetic_corpus,
+                      tmp_path / "sel", quiet=True, log=lambda line: None)
+    trainer.fit()
+    valid = [json.loads(x) for x in (tmp_path / "sel" / "metrics.jsonl").read_text().splitlines()]
+    scores = [x["rougeL"] for x in valid if x["event"] == "valid"]
+    assert len(scores) == 2 and load_checkpoint(tmp_path / "sel" / "best.pt")["valid"]["rougeL"] == max(scores)
+    rl = Trainer(load_config("tiny-ABS", [*fast, "train.objective=self_critical", "train.rollout_len=5"]),
+                 synthetic_corpus, tmp_path / "rl", quiet=True, log=lambda line: None)
+    rl.fit()
+    train = [json.loads(x) for x in (tmp_path / "rl" / "metrics.jsonl").read_text().splitlines()]
+    rewards = [x["reward"] for x in train if x["event"] == "train"]
+    assert rewards and all(0.0 <= r <= 1.0 for r in rewards)
