@@ -62,8 +62,8 @@ class ModelConfig:
             vocabulary softmax with copying the attended source words; See et al. 2017). Not
             in the paper; off by default.
         family: the model family (:mod:`.registry`): ``c2f`` (Ling & Rush 2017, this class's
-            other options; the default, so older checkpoints load unchanged) or ``paulus``
-            (Paulus et al. 2018, :mod:`.paulus`).
+            other options; the default, so older checkpoints load unchanged), ``paulus``
+            (Paulus et al. 2018, :mod:`.paulus`) or ``mal`` (Li et al., :mod:`.mal.family`).
         tgt_vocab_size: V_t, the output vocabulary (the V_t most frequent corpus words; 0: all
             V; a value ≥ V means V). Smaller than V, a copying family copies the rest through the extended
             vocabulary (:mod:`.extended_vocab`). ``paulus`` only.
@@ -73,6 +73,13 @@ class ModelConfig:
         feed_sample_prob: ``paulus``: in training, the probability that a teacher-forced step is
             fed the word sampled from the previous step's distribution instead of the reference
             word (0.25 in the paper).
+        suatt / unatt: ``mal`` (Li et al., :mod:`.mal`): the supervised (c^s, a^s, L_s) and
+            unsupervised (PageRank c^u, a^u) saliency attentions; both off is the seq2seq row.
+        damping, pagerank_guard, temperature_s, temperature_u, scale_by_nodes, max_src_len,
+            stopwords: ``mal``: d of the PageRank (0.9), the edge-weight guard (``softplus``,
+            ``none`` = the paper, ``abs``), the saliency temperatures τ_s and τ_u (1 = the paper),
+            a^u = softmax(m·p / τ_u) instead of softmax(p / τ_u), the source words read (100) and
+            the ``stop-words`` language of the saliency labels (see ``docs/mal.md``).
     """
 
     vocab_size: int = 0
@@ -104,6 +111,15 @@ class ModelConfig:
     intra_decoder: bool = True
     tie_output: bool = True
     feed_sample_prob: float = 0.0
+    suatt: bool = False
+    unatt: bool = False
+    damping: float = 0.9
+    pagerank_guard: str = "softplus"
+    temperature_s: float = 1.0
+    temperature_u: float = 1.0
+    scale_by_nodes: bool = False
+    max_src_len: int = 100
+    stopwords: str = "en"
 
     def __post_init__(self) -> None:
         self.validate()

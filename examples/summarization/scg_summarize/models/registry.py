@@ -10,7 +10,7 @@ family"): ``encode``, ``init_state``, ``advance`` / ``step_log_probs`` / ``step`
 registry           entries (built in)
 =================  ===========================================================================
 ``FAMILIES``       ``c2f`` (:class:`~.summarizer.Summarizer`), ``paulus``
-                   (:class:`~.paulus.PaulusSummarizer`)
+                   (:class:`~.paulus.PaulusSummarizer`), ``mal`` (:class:`~.mal.family.MALFamily`)
 ``ENCODERS``       ``flat_lstm``, ``chunked_lstm`` (:mod:`.encoders`)
 ``ATTENTIONS``     ``standard``, ``model1``, ``hier``, ``c2f`` (:mod:`.attention`),
                    ``bilinear``, ``intra_temporal``, ``intra_decoder`` (:mod:`.paulus`)
@@ -35,7 +35,7 @@ __all__ = ["ATTENTIONS", "DECODERS", "ENCODERS", "FAMILIES", "GENERATORS", "Regi
 F = TypeVar("F", bound=Callable[..., Any])
 
 #: modules that register the built-in entries when imported
-_BUILTIN_MODULES: tuple[str, ...] = ("summarizer", "paulus")
+_BUILTIN_MODULES: tuple[str, ...] = ("summarizer", "paulus", "mal.family")
 
 
 class Registry(Generic[F]):
