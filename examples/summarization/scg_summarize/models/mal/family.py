@@ -174,9 +174,11 @@ class MALFamily(MALSummarizer):
         self._check_bound()
         terms = self.teacher_terms(src, src_mask, tgt, tgt_mask)
         enc = terms.encoded
-        memory = Memory.build(enc.memory.states.unsqueeze(1), enc.mask.unsqueeze(1), None)
+        # the per-step attention is for statistics only (validation): no graph behind it
+        memory = Memory.build(enc.memory.states.detach().unsqueeze(1), enc.mask.unsqueeze(1), None)
         steps = terms.nll.shape[1]
-        atts = [_attention_out(terms.attention[:, t], memory) for t in range(steps)]
+        weights = terms.attention.detach()  # (B, T-1, L)
+        atts = [_attention_out(weights[:, t], memory) for t in range(steps)]
         return MALTeacherOutput([terms.nll[:, t] for t in range(steps)], terms.out_mask, atts, terms.loss_s,
                                 terms.entropy_s, terms.entropy_u, terms.label_rate)
 
