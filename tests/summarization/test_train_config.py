@@ -11,6 +11,7 @@ TABLE1 = ["STANDARD", "MODEL1", "HIER", "HIER-BOW", "HIER+POS", "HIER-5x80", "HI
 
 #: the model zoo's configurations beyond Table 1 (issue 14)
 ZOO = ["PAULUS-ML", "PAULUS-RL", "PAULUS-ML+RL", "C2F+SCST", "ABS"]
+ZOO += ["MAL-SEQ2SEQ", "MAL+SUATT", "MAL+UNATT", "MAL"]  # Li et al.'s Table 1 rows (issue 16)
 
 
 def test_every_table1_row_has_a_named_config() -> None:

@@ -14,6 +14,12 @@ per-example summaries and scores next to it (``.summaries.jsonl``), and a markdo
 layout of the paper's Table 1 is printed. A corpus prepared differently from the run's training
 data (another chunk layout, tokenizer, casing...) is evaluated with a warning, also stored in the
 result. ``scg-summarize report`` collects the result files into one table.
+
+``--saliency-topk K`` adds Li et al.'s Table 4 analysis for a model that scores its source words
+(MAL): ROUGE-1 F1 of the top-K distinct source words by each saliency attention (a^s: ``SuAtt``,
+a^u: ``UnAtt``; ``Lead``, the first K content words, as a reference point) against the
+references, on the same examples, stored under ``"saliency_topk"`` in the result file
+(:mod:`scg_summarize.evaluation.saliency_topk`).
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from ..decoding.options import describe_options
 from ..evaluation.naming import decode_tag, model_stem, write_result_safely
 from ..evaluation.report import markdown_report
 from ..evaluation.runner import evaluate_model
+from ..evaluation.saliency_topk import run_saliency_top_k, saliency_model
 from ._common import USER_ERRORS, add_rouge_arguments, error, positive_int, rouge_options, set_threads, write_jsonl
 from ._decoding_args import add_decode_arguments, decode_options_with_sources
 
@@ -47,6 +54,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--overwrite", action="store_true",
                         help="replace an existing result file even when its settings differ")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--saliency-topk", type=positive_int, default=None, metavar="K",
+                        help="also score the top-K source words of each saliency attention with ROUGE-1 "
+                             "(Li et al.'s Table 4, k = 10; MAL runs)")
     add_decode_arguments(parser)
     add_rouge_arguments(parser)
 
@@ -58,6 +68,8 @@ def run(args: argparse.Namespace) -> int:
         loaded = load_run(
             args.run, checkpoint=args.checkpoint, coarse_topk=args.coarse_topk, device=args.device, data_dir=args.data
         )
+        if args.saliency_topk is not None:
+            saliency_model(loaded)  # before decoding a whole split: does the model score its source words?
         data_dir = args.data or loaded.data_dir
         if data_dir is None:
             raise ValueError(f"{args.run}: the run does not record its data directory; pass --data DIR")
@@ -85,6 +97,11 @@ def run(args: argparse.Namespace) -> int:
                 device=args.device,
                 progress=bar.update,
             )
+        if args.saliency_topk is not None:
+            result["saliency_topk"] = run_saliency_top_k(loaded, dataset, args.saliency_topk, limit=args.limit,
+                                                         batch_size=args.batch_size, device=args.device)
+            scores = ", ".join(f"{name} {value:.2f}" for name, value in result["saliency_topk"]["rouge1"].items())
+            print(f"evaluate: top-{args.saliency_topk} saliency words, ROUGE-1 F1: {scores}", file=sys.stderr)
         if warnings:
             result["warnings"] = warnings
         write_result_safely(result, output, overwrite=args.overwrite)

@@ -13,8 +13,10 @@ order of the top words is ignored, we employ the F-measure score of ROUGE-1" (k 
 * :func:`saliency_top_k` runs a model over a prepared split: any object with a
   ``saliency_maps(batch)`` method returning :class:`~scg_summarize.models.saliency_maps.SaliencyMaps`
   (:class:`SaliencyModel`) — MAL's
-  :class:`~scg_summarize.models.mal.MALSummarizer` returns ``SuAtt`` (a^s) and ``UnAtt`` (a^u).
-  This is the function an ``evaluate`` option will call once MAL is a registered family.
+  :class:`~scg_summarize.models.mal.MALSummarizer` returns ``SuAtt`` (a^s) and ``UnAtt`` (a^u);
+* :func:`run_saliency_top_k` does it for a loaded run on the first examples of a split: the
+  ``scg-summarize evaluate --saliency-topk K`` option, which writes the result under
+  ``"saliency_topk"`` in the evaluation result file.
 """
 
 from __future__ import annotations
@@ -24,11 +26,15 @@ from typing import Any, Protocol, runtime_checkable
 
 import torch
 
+from ..data.dataset import SummarizationDataset
 from ..data.vocab import SPECIALS
+from ..decoding.inputs import collate_documents, documents_from_split
+from ..decoding.loading import LoadedRun
 from ..models.saliency_maps import SaliencyMaps
 from .rouge import Rouge, RougeOptions, RougeResult
 
-__all__ = ["SaliencyMaps", "SaliencyModel", "saliency_top_k", "top_k_rouge1", "top_k_words"]
+__all__ = ["SaliencyMaps", "SaliencyModel", "run_saliency_top_k", "saliency_model", "saliency_top_k", "top_k_rouge1",
+           "top_k_words"]
 
 
 @runtime_checkable
@@ -102,3 +108,42 @@ def saliency_top_k(model: SaliencyModel, batches: Iterable[Mapping[str, Any]], i
     scores = {name: top_k_rouge1(lists, refs, rouge).scores["rouge1"] for name, lists in words.items()}
     examples = {name: lists[:5] for name, lists in words.items()}
     return {"k": k, "count": len(refs), "rouge1": scores, "examples": examples}
+
+
+def saliency_model(run: LoadedRun) -> SaliencyModel:
+    """The run's model if it scores its source words (``ValueError`` naming the run otherwise)."""
+    model = getattr(run.decoder, "model", None)
+    if not isinstance(model, SaliencyModel):
+        raise ValueError(f"--saliency-topk: the model of {run.run_dir} ({run.model}) has no saliency attention "
+                         f"(saliency_maps); Table 4's analysis applies to MAL runs (model.family = 'mal')")
+    return model
+
+
+def run_saliency_top_k(run: LoadedRun, dataset: SummarizationDataset, k: int, *, limit: int | None = None,
+                       batch_size: int = 32, device: str = "cpu") -> dict[str, Any]:
+    """:func:`saliency_top_k` of a loaded run's model on the first ``limit`` examples (all when
+    None) of ``dataset``, read as the run reads them (its ``regrid``).
+
+    Raises ``ValueError`` naming the run when its model scores no source words (no
+    ``saliency_maps``: every family but MAL).
+    """
+    model = saliency_model(run)
+    count = len(dataset) if limit is None else min(limit, len(dataset))
+    docs = list(run.prepare(documents_from_split(dataset, range(count))))
+
+    def batches() -> Any:
+        for first in range(0, len(docs), batch_size):
+            chunk = docs[first : first + batch_size]
+            batch = collate_documents(chunk, run.vocab.pad_id)
+            batch = {key: value.to(device) if hasattr(value, "to") else value for key, value in batch.items()}
+            batch["refs"] = [doc.refs for doc in chunk]
+            yield batch
+
+    was_training = bool(getattr(model, "training", False))
+    if hasattr(model, "eval"):
+        model.eval()
+    try:
+        return saliency_top_k(model, batches(), run.vocab.id_to_token, k=k)
+    finally:
+        if was_training and hasattr(model, "train"):
+            model.train()

@@ -64,7 +64,8 @@ class ModelConfig:
             in the paper; off by default.
         family: the model family (:mod:`.registry`): ``c2f`` (Ling & Rush 2017, this class's
             other options; the default, so older checkpoints load unchanged), ``paulus``
-            (Paulus et al. 2018, :mod:`.paulus`) or ``abs`` (Rush et al. 2015, :mod:`.abs.family`).
+            (Paulus et al. 2018, :mod:`.paulus`), ``abs`` (Rush et al. 2015, :mod:`.abs.family`)
+            or ``mal`` (Li et al., :mod:`.mal.family`).
         tgt_vocab_size: V_t, the output vocabulary (the V_t most frequent corpus words; 0: all
             V; a value ≥ V means V). Smaller than V, a copying family copies the rest through the extended
             vocabulary (:mod:`.extended_vocab`). ``paulus`` only.
@@ -85,6 +86,13 @@ class ModelConfig:
         abs_src_vocab / abs_tgt_vocab: ``abs``: V_x and V_y, the input (article) and output
             (title) vocabularies; 0: every corpus word. Filled in from a corpus prepared with
             separate vocabularies (``prepare --field-vocab-min-freq``, ``data/field_vocabs.py``).
+        suatt / unatt: ``mal`` (Li et al., :mod:`.mal`): the supervised (c^s, a^s, L_s) and
+            unsupervised (PageRank c^u, a^u) saliency attentions; both off is the seq2seq row.
+        damping, pagerank_guard, temperature_s, temperature_u, scale_by_nodes, max_src_len,
+            stopwords: ``mal``: d of the PageRank (0.9), the edge-weight guard (``softplus``,
+            ``none`` = the paper, ``abs``), the saliency temperatures τ_s and τ_u (1 = the paper),
+            a^u = softmax(m·p / τ_u) instead of softmax(p / τ_u), the source words read (100) and
+            the ``stop-words`` language of the saliency labels (see ``docs/mal.md``).
     """
 
     vocab_size: int = 0
@@ -123,6 +131,15 @@ class ModelConfig:
     abs_max_norm: float = 2.0
     abs_src_vocab: int = 0
     abs_tgt_vocab: int = 0
+    suatt: bool = False
+    unatt: bool = False
+    damping: float = 0.9
+    pagerank_guard: str = "softplus"
+    temperature_s: float = 1.0
+    temperature_u: float = 1.0
+    scale_by_nodes: bool = False
+    max_src_len: int = 100
+    stopwords: str = "en"
 
     def __post_init__(self) -> None:
         self.validate()

@@ -11,7 +11,7 @@ registry           entries (built in)
 =================  ===========================================================================
 ``FAMILIES``       ``c2f`` (:class:`~.summarizer.Summarizer`), ``paulus``
                    (:class:`~.paulus.PaulusSummarizer`), ``abs``
-                   (:class:`~.abs.family.AbsSummarizer`)
+                   (:class:`~.abs.family.AbsSummarizer`), ``mal`` (:class:`~.mal.family.MALFamily`)
 ``ENCODERS``       ``flat_lstm``, ``chunked_lstm`` (:mod:`.encoders`)
 ``ATTENTIONS``     ``standard``, ``model1``, ``hier``, ``c2f`` (:mod:`.attention`),
                    ``bilinear``, ``intra_temporal``, ``intra_decoder`` (:mod:`.paulus`)
@@ -39,7 +39,7 @@ __all__ = ["ATTENTIONS", "DECODERS", "ENCODERS", "FAMILIES", "GENERATORS", "Regi
 F = TypeVar("F", bound=Callable[..., Any])
 
 #: modules that register the built-in entries when imported
-_BUILTIN_MODULES: tuple[str, ...] = ("summarizer", "paulus", "abs.family")
+_BUILTIN_MODULES: tuple[str, ...] = ("summarizer", "paulus", "abs.family", "mal.family")
 
 
 class Registry(Generic[F]):

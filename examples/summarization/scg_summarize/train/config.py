@@ -46,7 +46,7 @@ __all__ = [
 VARIANTS: dict[str, str] = {"small-": "_small.toml", "tiny-": "_tiny.toml"}
 #: name suffix -> the options it sets (applied after the variant overlay, before ``--set``)
 SUFFIXES: dict[str, dict[str, dict[str, Any]]] = {"+COPY": {"model": {"copy": True}}}
-OPTIMIZERS: tuple[str, ...] = ("sgd", "adam")
+OPTIMIZERS: tuple[str, ...] = ("sgd", "adam", "adadelta")
 ROUGE_METRICS: tuple[str, ...] = ("rouge1", "rouge2", "rougeL")
 
 
@@ -55,7 +55,7 @@ class TrainConfig:
     """Optimization and the scg objective (defaults: the paper, Section 4.4 and 5).
 
     Attributes:
-        optimizer: ``sgd`` (the paper) or ``adam``.
+        optimizer: ``sgd`` (the paper), ``adam`` or ``adadelta`` (ρ = 0.95, ε = 1e-6: MAL's).
         lr: learning rate (SGD 1.0).
         chunk_encoder_lr_scale: the chunk encoder's lr multiplier (the paper: 0.1).
         max_grad_norm: gradients renormalized to this norm when larger (5).

@@ -133,6 +133,9 @@ class Trainer:
                                  f"(validation perplexity picks best.pt and drives the lr decay; prepare a "
                                  f"non-empty split or name another with --set data.{role[:5]}_split=NAME)")
         self.model = build_model(config, len(self.vocab), self.train_set.num_chunks, self.data_dir).to(self.device)
+        bind_vocab = getattr(self.model, "bind_vocab", None)  # a family that needs the words (MAL's stopwords)
+        if callable(bind_vocab):
+            bind_vocab(self.vocab)
         if tc.word2vec:
             from ..models.pretrained import load_word2vec
 

@@ -3,12 +3,14 @@ registry of objectives (``train.objective``) with the sequence-level ones of
 :mod:`.self_critical`.
 
 ================  ============================================================================
-``auto``          the C2F surrogate for hard attention (with +ALTERNATE's soft minibatches),
+``auto``          the family's ``default_objective`` when it names one (MAL: ``mal``), else the
+                  C2F surrogate for hard attention (with +ALTERNATE's soft minibatches),
                   ``mle`` otherwise: the behaviour of every configuration before the registry
 ``mle``           Σ_t nll_t (teacher forcing; soft attention)
 ``c2f_reinforce`` the C2F surrogate below (+ALTERNATE included)
 ``self_critical`` Paulus et al. (2018) / Rennie et al. (2017): :mod:`.self_critical`
 ``mixed``         γ L_rl + (1 − γ) L_ml with γ = ``train.rl_weight`` (L_ml: ``auto``)
+``mal``           L_s + L_NLL of Li et al.'s MAL (:mod:`.mal_objective`)
 ================  ============================================================================
 
 Each objective returns a :class:`StepResult` whose ``terms`` (e.g. ``ml_loss``, ``rl_loss``,
@@ -129,7 +131,7 @@ def register_objective(name: str, factory: Callable[[Any], Objective] | None = N
 
 def objective_names() -> list[str]:
     """The registered objectives (the built-in sequence-level ones included)."""
-    from . import self_critical  # noqa: F401  (registers self_critical and mixed)
+    from . import mal_objective, self_critical  # noqa: F401  (register mal, self_critical and mixed)
 
     return sorted(OBJECTIVES)
 
@@ -168,4 +170,7 @@ def _c2f(trainer: Any) -> Objective:
 
 @register_objective("auto")
 def _auto(trainer: Any) -> Objective:
+    own = getattr(trainer.model, "default_objective", None)  # a family's own loss (MAL: L_s + L_NLL)
+    if own is not None:
+        return build_objective(own, trainer)
     return _c2f(trainer) if trainer.model.hard else _mle(trainer)

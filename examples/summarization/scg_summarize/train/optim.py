@@ -21,7 +21,9 @@ __all__ = ["PlateauDecay", "build_optimizer", "clip_gradients"]
 
 
 def build_optimizer(model: nn.Module, chunk_params: list[nn.Parameter], config: TrainConfig) -> torch.optim.Optimizer:
-    """SGD or Adam over ``model``'s trainable parameters; ``chunk_params`` get lr × ``chunk_encoder_lr_scale``."""
+    """SGD, Adam or Adadelta over ``model``'s trainable parameters; ``chunk_params`` get lr ×
+    ``chunk_encoder_lr_scale``. Adadelta has the ρ = 0.95, ε = 10⁻⁶ of Zeiler (2012) and of Li et
+    al.'s MAL (Section 3.4; torch's default ρ is 0.9); its lr (1 in Zeiler) scales the update."""
     chunk_ids = {id(p) for p in chunk_params}
     rest = [p for p in model.parameters() if p.requires_grad and id(p) not in chunk_ids]
     groups: list[dict[str, Any]] = [{"params": rest, "lr": config.lr, "name": "main"}]
@@ -30,6 +32,8 @@ def build_optimizer(model: nn.Module, chunk_params: list[nn.Parameter], config: 
                        "name": "chunk_encoder"})
     if config.optimizer == "sgd":
         return torch.optim.SGD(groups, lr=config.lr)
+    if config.optimizer == "adadelta":
+        return torch.optim.Adadelta(groups, lr=config.lr, rho=0.95, eps=1e-6)
     return torch.optim.Adam(groups, lr=config.lr)
 
 

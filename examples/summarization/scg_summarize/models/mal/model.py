@@ -37,7 +37,7 @@ from .encoder import BiGRUEncoder
 from .pagerank import UnsupervisedAttention, UnsupervisedOut
 from .saliency import SaliencyOut, SupervisedAttention, normalized_entropy, saliency_loss
 
-__all__ = ["MALEncoded", "MALOutput", "MALSummarizer", "flatten_source"]
+__all__ = ["MALEncoded", "MALOutput", "MALSummarizer", "MALTerms", "flatten_source"]
 
 
 def flatten_source(src: torch.Tensor, src_mask: torch.Tensor, max_len: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -70,6 +70,28 @@ class MALEncoded:
     saliency: SaliencyOut | None
     graph: UnsupervisedOut | None
     nodes: torch.Tensor
+
+
+@dataclass
+class MALTerms:
+    """The teacher-forced pieces of one batch (:meth:`MALSummarizer.teacher_terms`).
+
+    Attributes:
+        encoded: the encoded batch.
+        attention: the decoder attention a^d ``(B, T-1, L)``.
+        nll: −log p(y_t) ``(B, T-1)`` (0 at padding); out_mask: bool ``(B, T-1)``.
+        loss_s: L_s per document ``(B,)`` (0 without +SuAtt).
+        entropy_s / entropy_u / label_rate: as in :class:`MALOutput`.
+    """
+
+    encoded: MALEncoded
+    attention: torch.Tensor
+    nll: torch.Tensor
+    out_mask: torch.Tensor
+    loss_s: torch.Tensor
+    entropy_s: float | None
+    entropy_u: float | None
+    label_rate: float | None
 
 
 @dataclass
@@ -158,8 +180,11 @@ class MALSummarizer(nn.Module):
         content: torch.Tensor = self.content
         return content[src] & mask
 
-    def encode(self, src: torch.Tensor, src_mask: torch.Tensor) -> MALEncoded:
-        """Encode a ``(B, M, N)`` batch: h^e, the saliency attentions and eq. (17)'s constant part."""
+    def encode_source(self, src: torch.Tensor, src_mask: torch.Tensor) -> MALEncoded:
+        """Encode a ``(B, M, N)`` batch: h^e, the saliency attentions and eq. (17)'s constant part.
+
+        (:meth:`encode` is the same here; the registered family,
+        :class:`~.family.MALFamily`, overrides ``encode`` with the family interface's.)"""
         flat, mask = flatten_source(src, src_mask, self.config.max_src_len)  # (B, L)
         x = self.src_embedding(flat) * mask.unsqueeze(-1).to(self.src_embedding.weight.dtype)  # (B, L, k_e)
         h = self.encoder(x, mask)  # (B, L, 2k_h)
@@ -173,6 +198,10 @@ class MALSummarizer(nn.Module):
             graph = self.unsupervised(x, nodes)
             bias = bias + self.w_cu(graph.context)
         return MALEncoded(flat, mask, self.decoder.memory(h, mask), mean_state(h, mask), bias, sal, graph, nodes)
+
+    def encode(self, src: torch.Tensor, src_mask: torch.Tensor) -> Any:
+        """:meth:`encode_source`."""
+        return self.encode_source(src, src_mask)
 
     def integrate(self, top: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
         """h^a (eq. 17) from h^{d2} ``(..., S)`` and the per-document ``bias`` ``(..., k_h)``."""
@@ -194,7 +223,7 @@ class MALSummarizer(nn.Module):
         as :class:`~scg_summarize.models.saliency_maps.SaliencyMaps` (the Table 4 analysis), with
         a reference point that needs no model: ``Lead``, the document's first content words
         (−position on the content words, ``-inf`` elsewhere)."""
-        enc = self.encode(batch["src"], batch["src_mask"])
+        enc = self.encode_source(batch["src"], batch["src_mask"])
         maps: dict[str, torch.Tensor] = {}
         if enc.saliency is not None:
             maps["SuAtt"] = enc.saliency.weights
@@ -205,17 +234,17 @@ class MALSummarizer(nn.Module):
         return SaliencyMaps(enc.src, enc.mask, maps)
 
     # ------------------------------------------------------------------ teacher forcing
-    def forward(self, src: torch.Tensor, src_mask: torch.Tensor, tgt: torch.Tensor,
-                tgt_mask: torch.Tensor) -> MALOutput:
-        """L = L_s + L_NLL (eq. 19-21) of a batch (``tgt`` ``(B, T)`` starts with ``<s>``)."""
-        enc = self.encode(src, src_mask)
+    def teacher_terms(self, src: torch.Tensor, src_mask: torch.Tensor, tgt: torch.Tensor,
+                      tgt_mask: torch.Tensor) -> MALTerms:
+        """Every term of eq. (19-21) of a batch under teacher forcing (``tgt`` ``(B, T)`` starts with ``<s>``)."""
+        enc = self.encode_source(src, src_mask)
         y_in = self.tgt_embedding(tgt[:, :-1])  # (B, T-1, k_e)
         y_out, out_mask = tgt[:, 1:], tgt_mask[:, 1:]  # (B, T-1)
         dec = self.decoder(y_in, out_mask, enc.memory, enc.h0)  # h^{d2} (B, T-1, S)
         logits = self.logits(dec.top, enc.bias.unsqueeze(1))  # (B, T-1, V)
         nll = F.cross_entropy(logits.flatten(0, 1), y_out.flatten(), reduction="none").view_as(y_out)
-        doc_nll = (nll * out_mask.to(nll.dtype)).sum(-1)  # L_NLL per document (eq. 20), (B,)
-        loss_s = doc_nll.new_zeros(doc_nll.shape)
+        nll = nll * out_mask.to(nll.dtype)  # (B, T-1), 0 at padding
+        loss_s = nll.new_zeros(nll.shape[0])
         entropy_s = entropy_u = label_rate = None
         if enc.saliency is not None:
             labels = self.labels(enc, tgt, tgt_mask)
@@ -224,6 +253,13 @@ class MALSummarizer(nn.Module):
             label_rate = float(labels.sum() / enc.mask.sum().clamp(min=1))
         if enc.graph is not None:
             entropy_u = float(normalized_entropy(enc.graph.weights.detach(), enc.nodes).mean())
-        loss = (loss_s + doc_nll).mean()  # eq. (21), averaged over documents
-        return MALOutput(loss, doc_nll.sum(), loss_s.mean(), int(out_mask.sum()), entropy_s, entropy_u, label_rate)
+        return MALTerms(enc, dec.attention, nll, out_mask, loss_s, entropy_s, entropy_u, label_rate)
 
+    def forward(self, src: torch.Tensor, src_mask: torch.Tensor, tgt: torch.Tensor,
+                tgt_mask: torch.Tensor) -> MALOutput:
+        """L = L_s + L_NLL (eq. 19-21) of a batch (``tgt`` ``(B, T)`` starts with ``<s>``)."""
+        terms = self.teacher_terms(src, src_mask, tgt, tgt_mask)
+        doc_nll = terms.nll.sum(-1)  # L_NLL per document (eq. 20), (B,)
+        loss = (terms.loss_s + doc_nll).mean()  # eq. (21), averaged over documents
+        return MALOutput(loss, doc_nll.sum(), terms.loss_s.mean(), int(terms.out_mask.sum()), terms.entropy_s,
+                         terms.entropy_u, terms.label_rate)

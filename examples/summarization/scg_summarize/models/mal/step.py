@@ -69,7 +69,7 @@ class MALStepDecoder:
 
     @torch.no_grad()
     def init_state(self, batch: Mapping[str, Any]) -> MALState:
-        enc = self.model.encode(batch["src"], batch["src_mask"])
+        enc = self.model.encode_source(batch["src"], batch["src_mask"])
         example = torch.arange(enc.src.shape[0], device=enc.src.device)
         return MALState(enc.h0, enc.h0, example, enc)
 
