@@ -18,6 +18,7 @@ from scg.estimators.pathwise import Pathwise
 from scg.estimators.score_function import ScoreFunction
 from scg.graph.graph import Graph, current_graph
 from scg.graph.nodes import CostNode, DeterministicNode, Node, StochasticNode, caller_location
+from scg.graph.threads import check_untracked_cost
 
 if TYPE_CHECKING:
     from scg.baselines.base import Baseline
@@ -30,7 +31,8 @@ def _open_graph(fn: str, name: str | None) -> Graph:
     if g is None:
         raise SCGError(
             f"scg.{fn}(name={name!r}) at {caller_location()} was called outside a graph; "
-            "call it inside a `with scg.Graph() as g:` block"
+            "call it inside a `with scg.Graph() as g:` block (in a worker thread: run the "
+            "worker under g.wrap(fn) or `with g.in_thread():`)"
         )
     return g
 
@@ -349,8 +351,10 @@ def cost(
         raise SCGError(f"scg.cost(name={name!r}) at {location}: a cost must be a floating-point "
                        f"tensor, got dtype {value.dtype}; convert it with .float()")
     mask = _reduced_mask(g, reduced, name, location) if reduced is not None else 0
-    node = g._register(CostNode, name, step, value, g.mask(value), location,
+    vmask = g.mask(value)
+    node = g._register(CostNode, name, step, value, vmask, location,
                        foreign=g.foreign(value), baseline=baseline)
+    check_untracked_cost(g, node, value, vmask)
     node.extra["version"] = value._version  # type: ignore[attr-defined]
     if baseline is not None and getattr(baseline, "inputs", None) is not None:
         node.extra["baseline_inputs_mask"] = sum_masks(g, baseline.inputs)  # type: ignore[attr-defined]
