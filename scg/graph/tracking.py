@@ -50,6 +50,7 @@ from torch._C import _functorch
 from torch.overrides import TorchFunctionMode
 
 from scg.graph import positions
+from scg.graph.aliases import adopt, geometry
 from scg.graph.ops import (
     ESCAPES,
     F_DYNAMIC,
@@ -146,6 +147,8 @@ class InfluenceTracker(TorchFunctionMode):
         self.storages: dict[int, tuple[int, Tensor]] = {}
         #: storage key -> node index, for node values
         self.node_storages: dict[int, int] = {}
+        #: node index -> (shape, strides, offset) of its value (scg.graph.aliases)
+        self.node_geometry: dict[int, tuple[tuple[int, ...], tuple[int, ...], int]] = {}
         self.drawing = 0  # > 0 while scg.sample draws (its own randomness is not hidden)
         #: the largest number of dimensions of a node's value: a foreign position at or beyond
         #: it can never be compared with a node's dimensions (the bits of a mask are existing
@@ -166,6 +169,8 @@ class InfluenceTracker(TorchFunctionMode):
             got = self.storages.get(storage_key(t))
             if got is not None:
                 m |= got[0]
+        if not m and type(t) is not Tensor and self.node_storages:
+            m = adopt(self, t)  # nn.Parameter(z), z.as_subclass(C): no torch call was seen
         return m
 
     def foreign_of(self, t: Tensor) -> dict[int, int]:
@@ -183,6 +188,7 @@ class InfluenceTracker(TorchFunctionMode):
         key = storage_key(value)
         if key:
             self.node_storages[key] = index
+            self.node_geometry[index] = geometry(value)
 
     def _emit(self, kind: str, what: str, mask: int, frame: FrameType) -> None:
         handler = self._on_event()
@@ -215,6 +221,8 @@ class InfluenceTracker(TorchFunctionMode):
                     got = storages.get(storage_key(a))
                     if got is not None:
                         am |= got[0]
+                if not am and type(a) is not Tensor and self.node_storages:
+                    am = adopt(self, a)  # nn.Parameter(z), z.as_subclass(C) (scg.graph.aliases)
                 if am:
                     m |= am
                     tracked.append((i, a, am))
