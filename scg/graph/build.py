@@ -18,6 +18,7 @@ from scg.estimators.pathwise import Pathwise
 from scg.estimators.score_function import ScoreFunction
 from scg.graph.graph import Graph, current_graph
 from scg.graph.nodes import CostNode, DeterministicNode, Node, StochasticNode, caller_location
+from scg.graph.sample_positions import node_value_map
 from scg.graph.threads import check_untracked_cost
 
 if TYPE_CHECKING:
@@ -176,6 +177,13 @@ def sample(
     assert isinstance(node, StochasticNode)
     g._set_mask(value, 1 << node.index)
     tracker.register_node_value(value, node.index)
+    if n is not None or tracker.sample_dims:  # where each sample dimension is
+        smap = node_value_map(tracker, node.index if n is not None else None, len(shape),
+                              _dist_tensors(dist) if fast else [raw], len(dist.batch_shape)
+                              if fast else 0)
+        if smap:
+            setattr(value, tracker.sattr, smap)
+            tracker.sample_dims = True
     node.extra["private"] = private
     node.extra["plates"] = plates if plates is not None else g.plates
     if enumerated:

@@ -69,6 +69,7 @@ from scg.graph.ops import (
 )
 from scg.graph.ops import info as op_info
 from scg.graph.positions import INF
+from scg.graph.sample_positions import follow
 
 __all__ = ["ESCAPES", "InfluenceTracker", "bits", "closure", "get_mask", "set_mask"]
 
@@ -155,6 +156,8 @@ class InfluenceTracker(TorchFunctionMode):
         #: nodes), so it is dropped, which keeps most tensors free of foreign maps
         self.max_dim = 0
         self.any_dynamic = False
+        self.sattr = attr + "_s"  # sample dimensions: node -> dim (scg.graph.sample_positions)
+        self.sample_dims = False  # True once a node has a sample dimension
         self._on_event: Callable[[], Handler | None]
         if inspect.ismethod(on_event):
             self._on_event = weakref.WeakMethod(on_event)
@@ -266,7 +269,7 @@ class InfluenceTracker(TorchFunctionMode):
             self._propagate(func, name, rule, flags, args, kwargs, written, m, tracked)
         if type(out) is Tensor:
             if flags & F_ELEMENTWISE and written is None and not self.any_dynamic \
-                    and not self.storages:
+                    and not self.storages and not self.sample_dims:
                 fattr = self.fattr
                 oshape = out.shape
                 shared = None
@@ -293,6 +296,8 @@ class InfluenceTracker(TorchFunctionMode):
     def _propagate(self, func: Callable[..., Any], name: str, rule: positions.Rule | None,
                    flags: int, args: tuple[Any, ...], kwargs: dict[str, Any] | None, o: Tensor,
                    m: int, tracked: list[tuple[int, Tensor, int]]) -> None:
+        if self.sample_dims:
+            follow(self, func, name, rule, args, kwargs, o, tracked)
         attr, fattr = self.attr, self.fattr
         setattr(o, attr, getattr(o, attr, 0) | m)
         fr: dict[int, int] | None = None
