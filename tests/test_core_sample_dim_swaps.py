@@ -138,3 +138,38 @@ def test_unfollowed_op_on_sample_dims_of_different_sizes_is_not_reported() -> No
             c = torch.nn.functional.pad(TAB[u][None] * (1 + v[:, None]), (0, 0))  # (2, 3, P)
             scg.cost(c, name="c")
         g.surrogate_loss()
+
+
+#: mixing the samples of one node while the cost keeps both sample dimensions (v, u, P)
+MIXING: dict[str, Arrange] = {
+    "centred over u": lambda a, b: (lambda x: x - x.mean(1, keepdim=True))(
+        a[None] * (1 + b[:, None])),
+    "cumsum over v": lambda a, b: (a[None] * (1 + b[:, None])).cumsum(0),
+    "softmax over u": lambda a, b: (a[None] * (1 + b[:, None])).softmax(1),
+    "flip of u": lambda a, b: (a[None] * (1 + b[:, None])).flip(1),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(MIXING))
+def test_mixing_samples_with_several_sample_dims_raises(kind: str) -> None:
+    with scg.Graph() as g:
+        program(MIXING[kind])(theta().unsqueeze(0).expand(3, 4))
+    node = kind.split()[-1]  # the node whose samples are mixed
+    with pytest.raises(scg.SCGError, match=rf"cost node 'c' \(created.*\) mixes the samples of "
+                                           rf"stochastic node '{node}'"):
+        g.surrogate_loss()
+
+
+def test_reductions_and_along_ops_over_other_dims_keep_the_sample_dims() -> None:
+    """No false positive: a softmax/cumsum/sum over the batch keeps the sample dimensions."""
+    th = theta().unsqueeze(0).expand(3, 4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with scg.Graph(strict=True) as g:
+            u = scg.sample(Categorical(logits=th[:, :3]), name="u", n=2)
+            v = scg.sample(Bernoulli(logits=th[:, 3]), name="v", n=2)
+            x = TAB[u][None] * (1 + v[:, None])  # (2, 2, P)
+            scg.cost(x.softmax(-1) + x.cumsum(2) + x.sum(-1, keepdim=True) + x.flip(-1),
+                     name="c")
+            scg.cost(x.logsumexp(1), name="r", reduced=u)  # a declared reduction: (2_v, P)
+        g.surrogate_loss().backward()

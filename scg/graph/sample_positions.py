@@ -34,18 +34,21 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from scg.errors import InfluenceLostError, InfluenceLostWarning, SCGError
-from scg.graph.position_rules import _reduction, elementwise
+from scg.graph.position_rules import _along, _reduction, elementwise
 
 if TYPE_CHECKING:
     from scg.graph.nodes import Node
     from scg.graph.tracking import InfluenceTracker
 
-__all__ = ["LOST", "check_layout", "follow", "node_value_map"]
+__all__ = ["LOST", "MIXED", "check_layout", "follow", "node_value_map"]
 
 Tensor = torch.Tensor
 
 #: the sample dimension went through an operation that does not keep it in one place
 LOST = -1
+#: the slices of the sample dimension were combined (a reduction over it, a cumsum/softmax/sort/
+#: flip along it) but the node's influence is still there
+MIXED = -2
 
 _PERMUTES = frozenset("transpose swapaxes swapdims t T mT permute movedim".split())
 _MATMUL = frozenset("matmul __matmul__ __rmatmul__ bmm baddbmm".split())
@@ -144,13 +147,24 @@ def _moved(name: str, rule: Any, args: tuple[Any, ...], kwargs: dict[str, Any], 
     if rule is _reduction and pos == 0 and not (len(args) > 1 and isinstance(args[1], Tensor)):
         dim = kwargs.get("dim", args[1] if len(args) > 1 else None)
         if dim is None or (isinstance(dim, (list, tuple)) and not dim):
-            return LOST if o.dim() < n or n == 0 else d
+            return MIXED if o.dim() < n or n == 0 else d
         if not isinstance(dim, (int, list, tuple)):
             return None
         dims = {_norm(x, n) for x in (dim if isinstance(dim, (list, tuple)) else [dim])}
         if d in dims:
-            return LOST
+            return MIXED
         return d if o.dim() == n else d - sum(1 for i in dims if i < d)
+    if rule is _along and pos == 0 and o.dim() == n:
+        if name in ("flip", "roll"):
+            which = 2 if name == "roll" else 1
+            flips = kwargs.get("dims", args[which] if len(args) > which else None)
+            if flips is None:
+                return MIXED  # roll without dims: the flattened tensor
+            along = {_norm(x, n) for x in (flips if isinstance(flips, (list, tuple))
+                                           else [flips])}
+        else:
+            along = {rule(name, args, kwargs, a, o, pos)}
+        return MIXED if d in along else d
     if name == "stack":
         k = _norm(kwargs.get("dim", args[1] if len(args) > 1 else 0), o.dim())
         return d + 1 if d >= k else d
@@ -174,8 +188,8 @@ def follow(tracker: InfluenceTracker, func: Callable[..., Any], name: str, rule:
         if out is None:
             out = {}
         for u, d in amap.items():
-            nd = LOST
-            if d != LOST:
+            nd = d if d == MIXED else LOST
+            if d >= 0:
                 try:
                     got = _moved(name, rule, args, kwargs or {}, a, o, pos, d)
                     if got is None:
@@ -183,10 +197,11 @@ def follow(tracker: InfluenceTracker, func: Callable[..., Any], name: str, rule:
                         got = d if d < p else LOST
                 except (TypeError, ValueError, IndexError, AttributeError):
                     got = LOST
-                if got != LOST and 0 <= got < o.dim() and o.shape[got] == a.shape[d]:
+                if got == MIXED or (0 <= got < o.dim() and o.shape[got] == a.shape[d]):
                     nd = got
             prev = out.get(u)
-            out[u] = nd if prev is None or prev == nd else LOST
+            out[u] = nd if prev is None or prev == nd else (
+                MIXED if MIXED in (prev, nd) else LOST)
     if out is not None:
         setattr(o, sattr, out)
 
@@ -199,7 +214,7 @@ def node_value_map(tracker: InfluenceTracker, own: int | None, n_sample: int,
     out: dict[int, int] = {}
     for t in params:
         for u, d in (getattr(t, tracker.sattr, None) or {}).items():
-            nd = d + n_sample if d != LOST and t.dim() >= batch_dims else LOST
+            nd = d + n_sample if d >= 0 and t.dim() >= batch_dims else LOST
             prev = out.get(u)
             out[u] = nd if prev is None or prev == nd else LOST
     if own is not None:
@@ -217,6 +232,13 @@ def check_layout(node: Node, layout: Sequence[int], sizes: Sequence[int],
         d = smap.get(u, LOST)
         if d == i:
             continue
+        if d == MIXED:
+            raise SCGError(
+                f"{node.describe()} mixes the samples of {names(u)} along its sample dimension "
+                "(a reduction over it broadcast back, a cumsum/softmax/sort/flip along it) but "
+                "keeps that dimension: each sample would be credited with a cost that depends "
+                "on the others. Reduce it and declare it with scg.cost(..., reduced=node), or "
+                "keep the samples apart")
         if d != LOST:
             raise SCGError(
                 f"{node.describe()} holds the sample dimension of {names(u)} at dimension {d}, "
