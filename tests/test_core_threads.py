@@ -130,6 +130,23 @@ def test_cost_computed_from_a_node_outside_the_tracker_warns(pool: ThreadPoolExe
         _lost_program(pool, strict=True)
 
 
+def test_node_drawn_from_parameters_computed_outside_the_tracker_warns(
+        pool: ThreadPoolExecutor) -> None:
+    """A value reaching a node: y's parameters computed from x in a bare worker."""
+    mu = torch.zeros(2, requires_grad=True)
+    for strict in (False, True):
+        with scg.Graph(strict=strict):
+            x = scg.sample(Normal(mu, 1.0), name="x")
+            loc = pool.submit(lambda v: v * 2.0, x).result()
+            if strict:
+                with pytest.raises(scg.InfluenceLostError, match=r"stochastic node 'y'.*'x'"):
+                    scg.sample(Bernoulli(logits=loc), name="y")
+            else:
+                with pytest.warns(scg.InfluenceLostWarning,
+                                  match=r"stochastic node 'y'.*parameters.*'x'"):
+                    scg.sample(Bernoulli(logits=loc), name="y")
+
+
 def test_costs_from_data_and_parameters_are_not_reported(pool: ThreadPoolExecutor) -> None:
     """No false positive: costs without influence built from data and parameters (before the
     graph, inside it, in a bare worker), next to pathwise nodes whose values have grad_fns."""
@@ -140,6 +157,7 @@ def test_costs_from_data_and_parameters_are_not_reported(pool: ThreadPoolExecuto
         warnings.simplefilter("error")
         with scg.Graph(strict=True) as g:
             x = scg.sample(Normal(w, 1.0), name="x")
+            scg.sample(Normal(w * data, 1.0), name="y")  # parameters without influence
             scg.cost((x - data).pow(2).sum(), name="fit")
             scg.cost(before, name="before")
             scg.cost(w.pow(2).sum(), name="decay")

@@ -19,7 +19,7 @@ from scg.estimators.score_function import ScoreFunction
 from scg.graph.graph import Graph, current_graph
 from scg.graph.nodes import CostNode, DeterministicNode, Node, StochasticNode, caller_location
 from scg.graph.sample_positions import node_value_map
-from scg.graph.threads import check_untracked_cost
+from scg.graph.threads import check_untracked
 
 if TYPE_CHECKING:
     from scg.baselines.base import Baseline
@@ -175,6 +175,8 @@ def sample(
                        dist=dist, estimator=estimator, baseline=node_baseline, log_prob=log_prob,
                        n=n)
     assert isinstance(node, StochasticNode)
+    if not parents and g._grad_fns:  # parameters computed from a node outside the tracker?
+        check_untracked(g, node, _dist_tensors(dist) if fast else [raw], parents)
     g._set_mask(value, 1 << node.index)
     tracker.register_node_value(value, node.index)
     if n is not None or tracker.sample_dims:  # where each sample dimension is
@@ -362,7 +364,7 @@ def cost(
     vmask = g.mask(value)
     node = g._register(CostNode, name, step, value, vmask, location,
                        foreign=g.foreign(value), baseline=baseline)
-    check_untracked_cost(g, node, value, vmask)
+    check_untracked(g, node, [value], vmask)
     node.extra["version"] = value._version  # type: ignore[attr-defined]
     if baseline is not None and getattr(baseline, "inputs", None) is not None:
         node.extra["baseline_inputs_mask"] = sum_masks(g, baseline.inputs)  # type: ignore[attr-defined]

@@ -18,10 +18,11 @@ Two answers, one for the supported way and one for the unsupported one:
           scg.cost(r, name="reward")
 
 * **Detect a cost computed from a node outside the tracker.** A cost that carries no influence
-  at all is checked against its autograd graph (:func:`autograd_sources`): if that graph reaches
-  the value of a node of the graph, the cost *was* computed from that node but the tracker did
-  not see it (another thread, or any other path around the mode): scg warns with
-  :class:`~scg.InfluenceLostWarning` naming the cost and the nodes, and raises
+  at all (and a stochastic node drawn from parameters that carry none) is checked against its
+  autograd graph (:func:`autograd_sources`): if that graph reaches the value of a node of the
+  graph, the cost *was* computed from that node but the tracker did not see it (another
+  thread, or any other path around the mode): scg warns with
+  :class:`~scg.InfluenceLostWarning` naming the cost (or node) and the nodes, and raises
   :class:`~scg.InfluenceLostError` in ``scg.Graph(strict=True)``. A cost computed from data and
   parameters only reaches no node's value and is never reported. What this cannot see: a path
   without autograd (a discrete sample turned into a reward through ``.tolist()`` in the worker
@@ -32,7 +33,7 @@ Two answers, one for the supported way and one for the unsupported one:
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextvars import ContextVar, Token
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -46,7 +47,7 @@ from scg.graph.tracking import bits
 if TYPE_CHECKING:
     from scg.graph.graph import Graph
 
-__all__ = ["InThread", "autograd_sources", "check_untracked_cost", "wrap"]
+__all__ = ["InThread", "autograd_sources", "check_untracked", "wrap"]
 
 R = TypeVar("R")
 
@@ -145,24 +146,28 @@ def autograd_sources(value: torch.Tensor, grad_fns: dict[Any, int],
     return found
 
 
-def check_untracked_cost(graph: Graph, node: Any, value: torch.Tensor, mask: int) -> None:
-    """Report a cost that carries no influence but whose autograd graph reaches a node's value
-    (computed from it outside the tracker): a warning, or an error in strict mode."""
+def check_untracked(graph: Graph, node: Any, values: Sequence[torch.Tensor], mask: int
+                    ) -> None:
+    """Report a node (a cost, or a stochastic node through its distribution's tensors) that
+    carries no influence but whose autograd graph reaches a node's value (computed from it
+    outside the tracker): a warning, or an error in strict mode."""
     if mask or not graph._grad_fns or not (graph.warn_on_escape or graph.strict):
         return
-    lost = autograd_sources(value, graph._grad_fns)
+    lost = 0
+    for v in values:
+        lost |= autograd_sources(v, graph._grad_fns)
     if not lost:
         return
     names = ", ".join(f"'{graph.nodes[i].name}'" for i in bits(lost))
-    msg = (f"{node.describe()} is computed from node(s) {names} (its autograd graph reaches "
-           "their values) but carries none of their influence: it was computed where scg's "
+    what = "its distribution's parameters are" if node.kind == "stochastic" else "it is"
+    msg = (f"{node.describe()}: {what} computed from node(s) {names} (the autograd graph "
+           "reaches their values) but carry none of their influence: computed where scg's "
            "tracking does not reach, typically another thread (torch's function modes are per "
            "thread). Run the worker under g.wrap(fn) or `with g.in_thread():`, or declare the "
-           "dependency with scg.cost(scg.influenced_by(value, *nodes)); without it the nodes "
-           "would not be credited with this cost (a biased gradient)")
+           "dependency with scg.influenced_by(value, *nodes); without it the nodes would not "
+           "be credited with what depends on it (a biased gradient)")
     if graph.strict:
         raise InfluenceLostError(msg + " (scg.Graph(strict=True))")
     file, _, line = node.location.rpartition(":")
     warnings.warn_explicit(msg, InfluenceLostWarning, file or "<unknown>",
                            int(line) if line.isdigit() else 0)
-
