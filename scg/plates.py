@@ -116,8 +116,8 @@ class PlateCheck:
     def check_sample_slices(self, c: Node, layout: tuple[int, ...]) -> None:
         """A cost that keeps the sample dimension of a single multi-sample/enumerated node must
         not mix its slices (centring over samples, a sort along them): that needs a declared
-        reduction, ``scg.cost(..., reduced=node)``. (With several sample dimensions, their
-        rearrangement by design hides such mixing: checked by identity and size only.)"""
+        reduction, ``scg.cost(..., reduced=node)``. (With several sample dimensions, each is
+        followed as an index and mixing is found by :mod:`scg.graph.sample_positions`.)"""
         if len(layout) != 1 or c.value.dim() == 0 or c.value.shape[0] <= 1:
             return
         u = layout[0]

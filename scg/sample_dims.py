@@ -24,8 +24,11 @@ The rule for which dimensions are sample dimensions (checked, errors name the no
   VIMCO/IWAE objectives) when it says so: ``scg.cost(value, reduced=u)``. Each of u's samples is
   then credited with the whole cost (the score of the joint of the k samples), and no 1/k
   weight applies to that dimension.
-* Operations must not mix the slices of a sample dimension except in a declared reduction: scg
-  cannot see a reshape that swaps two dimensions of equal size.
+* Operations must not mix the slices of a sample dimension except in a declared reduction.
+* Each sample dimension must be *where* the layout puts it, not only of the right size: the
+  tracker follows it through the operations (:mod:`scg.graph.sample_positions`), so two sample
+  dimensions of equal size swapped are an error; one it could not follow is reported when
+  another of the layout has the same size.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ import torch
 from scg.errors import SCGError
 from scg.graph.graph import Graph
 from scg.graph.nodes import CostNode, Node, StochasticNode
+from scg.graph.sample_positions import check_layout
 from scg.graph.tracking import bits
 
 __all__ = ["NO_SAMPLE_DIMS", "SampleInfo", "SamplePlan", "align_batch_to_cost",
@@ -73,6 +77,7 @@ class SamplePlan:
 
     def __init__(self, graph: Graph, full: Sequence[int]) -> None:
         self.full = full
+        self.graph = graph
         self.nodes: dict[int, StochasticNode] = {
             v.index: v for v in graph.stochastic_nodes if v.n is not None}
         self.mask = sum(1 << i for i in self.nodes)
@@ -123,6 +128,9 @@ class SamplePlan:
     def _check_prefix(self, node: Node, shape: torch.Size, lay: tuple[int, ...], what: str) -> None:
         want = self.sizes(lay)
         if tuple(shape[:len(want)]) == want:
+            if lay:  # and each dimension where the layout puts it (not only of that size)
+                check_layout(node, lay, want, getattr(node.value, self.graph._tracker.sattr, None),
+                             lambda u: self.nodes[u].describe(), self.graph.strict)
             return
         srcs = [self.nodes[i] for i in lay if i != node.index]
         own = "its own sample dimension and " if node.index in self.nodes else ""

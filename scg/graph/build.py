@@ -18,6 +18,8 @@ from scg.estimators.pathwise import Pathwise
 from scg.estimators.score_function import ScoreFunction
 from scg.graph.graph import Graph, current_graph
 from scg.graph.nodes import CostNode, DeterministicNode, Node, StochasticNode, caller_location
+from scg.graph.sample_positions import node_value_map
+from scg.graph.threads import check_untracked
 
 if TYPE_CHECKING:
     from scg.baselines.base import Baseline
@@ -30,7 +32,8 @@ def _open_graph(fn: str, name: str | None) -> Graph:
     if g is None:
         raise SCGError(
             f"scg.{fn}(name={name!r}) at {caller_location()} was called outside a graph; "
-            "call it inside a `with scg.Graph() as g:` block"
+            "call it inside a `with scg.Graph() as g:` block (in a worker thread: run the "
+            "worker under g.wrap(fn) or `with g.in_thread():`)"
         )
     return g
 
@@ -172,8 +175,17 @@ def sample(
                        dist=dist, estimator=estimator, baseline=node_baseline, log_prob=log_prob,
                        n=n)
     assert isinstance(node, StochasticNode)
+    if not parents and g._grad_fns:  # parameters computed from a node outside the tracker?
+        check_untracked(g, node, _dist_tensors(dist) if fast else [raw], parents)
     g._set_mask(value, 1 << node.index)
     tracker.register_node_value(value, node.index)
+    if n is not None or tracker.sample_dims:  # where each sample dimension is
+        smap = node_value_map(tracker, node.index if n is not None else None, len(shape),
+                              _dist_tensors(dist) if fast else [raw], len(dist.batch_shape)
+                              if fast else 0)
+        if smap:
+            setattr(value, tracker.sattr, smap)
+            tracker.sample_dims = True
     node.extra["private"] = private
     node.extra["plates"] = plates if plates is not None else g.plates
     if enumerated:
@@ -349,8 +361,10 @@ def cost(
         raise SCGError(f"scg.cost(name={name!r}) at {location}: a cost must be a floating-point "
                        f"tensor, got dtype {value.dtype}; convert it with .float()")
     mask = _reduced_mask(g, reduced, name, location) if reduced is not None else 0
-    node = g._register(CostNode, name, step, value, g.mask(value), location,
+    vmask = g.mask(value)
+    node = g._register(CostNode, name, step, value, vmask, location,
                        foreign=g.foreign(value), baseline=baseline)
+    check_untracked(g, node, [value], vmask)
     node.extra["version"] = value._version  # type: ignore[attr-defined]
     if baseline is not None and getattr(baseline, "inputs", None) is not None:
         node.extra["baseline_inputs_mask"] = sum_masks(g, baseline.inputs)  # type: ignore[attr-defined]

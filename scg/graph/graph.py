@@ -16,6 +16,7 @@ from torch.overrides import _pop_mode, _push_mode
 
 from scg.errors import InfluenceLostError, InfluenceLostWarning, SCGError, UntrackedRandomnessWarning
 from scg.graph.nodes import CostNode, DeterministicNode, Node, StochasticNode
+from scg.graph.threads import InThread, wrap
 from scg.graph.tracking import InfluenceTracker, bits, closure
 
 if TYPE_CHECKING:
@@ -114,6 +115,8 @@ class Graph:
         self._nested: dict[int, str] = {}  # marker index -> the nested graph's node
         self._credit: dict[tuple[int, int], bool] = {}  # (node, cost) -> mixed (whole credit)
         self._full: list[int] | None = None
+        #: grad_fn of each node value that has one -> node index (scg.graph.threads)
+        self._grad_fns: dict[Any, int] = {}
 
     # ------------------------------------------------------------------ context manager
     def __enter__(self) -> Graph:
@@ -143,6 +146,21 @@ class Graph:
     def is_open(self) -> bool:
         """True inside the ``with`` block."""
         return self._state == "open"
+
+    # ------------------------------------------------------------------ worker threads
+    def in_thread(self) -> InThread:
+        """``with g.in_thread():`` inside a worker thread tracks its torch calls in this graph.
+
+        torch's function modes are per thread, so without it a value computed from a sample in
+        another thread carries no influence (see :mod:`scg.graph.threads`). A no-op in the
+        graph's own thread; refused once the graph's block has ended.
+        """
+        return InThread(self, _CURRENT)
+
+    def wrap(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """``fn`` run under this graph's tracking in whichever thread calls it: pass
+        ``g.wrap(reward)`` to ``ThreadPoolExecutor.submit``/``map``."""
+        return wrap(self, _CURRENT, fn)
 
     # ------------------------------------------------------------------ masks
     def mask(self, value: object) -> int:
@@ -232,6 +250,10 @@ class Graph:
         self._keys[key] = node
         self._full = None
         self._tracker.max_dim = max(self._tracker.max_dim, value.dim())
+        if node_cls is not CostNode:
+            grad_fn = value.grad_fn
+            if grad_fn is not None:
+                self._grad_fns[grad_fn] = node.index
         return node
 
     def _foreign_sample(self, value: torch.Tensor, node: StochasticNode) -> None:

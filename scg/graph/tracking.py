@@ -50,6 +50,7 @@ from torch._C import _functorch
 from torch.overrides import TorchFunctionMode
 
 from scg.graph import positions
+from scg.graph.aliases import adopt, geometry
 from scg.graph.ops import (
     ESCAPES,
     F_DYNAMIC,
@@ -68,6 +69,7 @@ from scg.graph.ops import (
 )
 from scg.graph.ops import info as op_info
 from scg.graph.positions import INF
+from scg.graph.sample_positions import follow
 
 __all__ = ["ESCAPES", "InfluenceTracker", "bits", "closure", "get_mask", "set_mask"]
 
@@ -146,12 +148,16 @@ class InfluenceTracker(TorchFunctionMode):
         self.storages: dict[int, tuple[int, Tensor]] = {}
         #: storage key -> node index, for node values
         self.node_storages: dict[int, int] = {}
+        #: node index -> (shape, strides, offset) of its value (scg.graph.aliases)
+        self.node_geometry: dict[int, tuple[tuple[int, ...], tuple[int, ...], int]] = {}
         self.drawing = 0  # > 0 while scg.sample draws (its own randomness is not hidden)
         #: the largest number of dimensions of a node's value: a foreign position at or beyond
         #: it can never be compared with a node's dimensions (the bits of a mask are existing
         #: nodes), so it is dropped, which keeps most tensors free of foreign maps
         self.max_dim = 0
         self.any_dynamic = False
+        self.sattr = attr + "_s"  # sample dimensions: node -> dim (scg.graph.sample_positions)
+        self.sample_dims = False  # True once a node has a sample dimension
         self._on_event: Callable[[], Handler | None]
         if inspect.ismethod(on_event):
             self._on_event = weakref.WeakMethod(on_event)
@@ -166,6 +172,8 @@ class InfluenceTracker(TorchFunctionMode):
             got = self.storages.get(storage_key(t))
             if got is not None:
                 m |= got[0]
+        if not m and type(t) is not Tensor and self.node_storages:
+            m = adopt(self, t)  # nn.Parameter(z), z.as_subclass(C): no torch call was seen
         return m
 
     def foreign_of(self, t: Tensor) -> dict[int, int]:
@@ -183,6 +191,7 @@ class InfluenceTracker(TorchFunctionMode):
         key = storage_key(value)
         if key:
             self.node_storages[key] = index
+            self.node_geometry[index] = geometry(value)
 
     def _emit(self, kind: str, what: str, mask: int, frame: FrameType) -> None:
         handler = self._on_event()
@@ -215,6 +224,8 @@ class InfluenceTracker(TorchFunctionMode):
                     got = storages.get(storage_key(a))
                     if got is not None:
                         am |= got[0]
+                if not am and type(a) is not Tensor and self.node_storages:
+                    am = adopt(self, a)  # nn.Parameter(z), z.as_subclass(C) (scg.graph.aliases)
                 if am:
                     m |= am
                     tracked.append((i, a, am))
@@ -258,7 +269,7 @@ class InfluenceTracker(TorchFunctionMode):
             self._propagate(func, name, rule, flags, args, kwargs, written, m, tracked)
         if type(out) is Tensor:
             if flags & F_ELEMENTWISE and written is None and not self.any_dynamic \
-                    and not self.storages:
+                    and not self.storages and not self.sample_dims:
                 fattr = self.fattr
                 oshape = out.shape
                 shared = None
@@ -285,6 +296,8 @@ class InfluenceTracker(TorchFunctionMode):
     def _propagate(self, func: Callable[..., Any], name: str, rule: positions.Rule | None,
                    flags: int, args: tuple[Any, ...], kwargs: dict[str, Any] | None, o: Tensor,
                    m: int, tracked: list[tuple[int, Tensor, int]]) -> None:
+        if self.sample_dims:
+            follow(self, func, name, rule, args, kwargs, o, tracked)
         attr, fattr = self.attr, self.fattr
         setattr(o, attr, getattr(o, attr, 0) | m)
         fr: dict[int, int] | None = None

@@ -1,0 +1,59 @@
+"""Aliases torch makes without a torch call: ``nn.Parameter(z)``, ``z.as_subclass(C)``,
+``torch.Tensor._make_subclass(C, z)``.
+
+These create a new tensor object that shares ``z``'s storage, but no torch function mode sees
+the call, so the new object carries no influence mask (:mod:`scg.graph.tracking`) and a cost
+computed from it would silently lose its dependence on the node. Every such object is of a
+tensor *subclass* (``Parameter``, ``C``), which gives a cheap test: when the tracker meets an
+input of a subclass type with no mask while the graph has nodes, it looks its storage up among
+the node values' storages (a host-side pointer, ``untyped_storage().data_ptr()``: no device
+synchronisation). On a hit the object *adopts* the node's influence:
+
+* with the node value's exact geometry (shape, strides, offset) its positions line up with the
+  node's, so per-example credit is kept (:mod:`scg.graph.positions`);
+* otherwise (a view of part of the value, ``nn.Parameter(z[0])``) conservatively the whole
+  storage: the node is foreign from position 0 (whole-plate credit, :mod:`scg.plates`).
+
+Storages written through an alias (``storages`` of the tracker) are already looked up for every
+input. What is not covered: an alias of a *derived* tracked value that was never written in
+place (``nn.Parameter(z.float())``): its storage is not recorded (recording every tracked
+output's storage would cost every torch call), see ``docs/tracking.md``.
+
+The cost, paid only for inputs of a subclass type without a mask (model weights are
+``Parameter``\\ s): one storage-pointer read and a dictionary lookup per such input.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+
+if TYPE_CHECKING:
+    from scg.graph.tracking import InfluenceTracker
+
+__all__ = ["adopt", "geometry"]
+
+Geometry = tuple[tuple[int, ...], tuple[int, ...], int]
+
+
+def geometry(t: torch.Tensor) -> Geometry:
+    """(shape, strides, storage offset) of ``t``, read without torch function handling."""
+    with torch._C.DisableTorchFunction():
+        return tuple(t.shape), tuple(t.stride()), int(t.storage_offset())
+
+
+def adopt(tracker: InfluenceTracker, t: torch.Tensor) -> int:
+    """The mask ``t`` (a subclass instance with no mask) inherits from the node value whose
+    storage it shares (0 when none); stored on ``t`` with its positions."""
+    try:
+        idx = tracker.node_storages.get(t.untyped_storage().data_ptr())
+    except (RuntimeError, NotImplementedError, TypeError):
+        return 0
+    if idx is None:
+        return 0
+    m = 1 << idx
+    setattr(t, tracker.attr, m)
+    if geometry(t) != tracker.node_geometry.get(idx):
+        setattr(t, tracker.fattr, {0: m})  # a part of the value: whole-plate
+    return m

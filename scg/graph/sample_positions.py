@@ -1,0 +1,260 @@
+"""Where each sample dimension is: following ``n=k`` / ``Enumerate`` dimensions through torch ops.
+
+A node drawn with ``n=k`` (or enumerated) has a *sample dimension*, and every cost it influences
+must hold it at a fixed place: the layout of :mod:`scg.sample_dims` (sample dimensions newest
+node first, before the batch dimensions). The layout used to be checked by size alone, so with
+two sample dimensions of equal size a cost that swapped them (``f(u[:, None], v[None])`` instead
+of ``f(u[None], v[:, None])``, or a ``transpose(0, 1)``) was credited to the wrong samples
+silently: the weight of sample ``i`` of ``u`` went to sample ``i`` of ``v``.
+
+This module follows each sample dimension as an *index*: per tensor, a map ``node -> dim`` (or
+:data:`LOST`) stored next to the influence mask (only while the graph has sample dimensions, so
+other graphs pay nothing). Each torch call maps an input's dimension ``d`` to the output's:
+
+* moving rules: ``transpose/swapaxes/swapdims/t/T/mT/permute/movedim`` (the permutation),
+  ``unsqueeze``/``squeeze``, basic indexing with ``None``/ints/slices/``...``, reductions over
+  other dimensions (the later ones shift down), ``stack``, and right-aligned broadcasting
+  (elementwise ops of different ranks, ``expand``, batched ``matmul``);
+* otherwise the op's position rule (:mod:`scg.graph.positions`): a dimension inside the prefix
+  the rule keeps stays where it is;
+* anything else, or a reduction over the sample dimension itself, loses it (:data:`LOST`).
+
+When the surrogate is built (:func:`check_layout`), a dimension found at a place other than the
+layout's is an error (a swap); one that was lost on the way, when the layout has another sample
+dimension of the same size (so the size check cannot tell them apart), is reported as
+unverifiable (a warning; an error in strict mode).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from scg.errors import InfluenceLostError, InfluenceLostWarning, SCGError
+from scg.graph.position_rules import _along, _reduction, elementwise
+
+if TYPE_CHECKING:
+    from scg.graph.nodes import Node
+    from scg.graph.tracking import InfluenceTracker
+
+__all__ = ["LOST", "MIXED", "check_layout", "follow", "node_value_map"]
+
+Tensor = torch.Tensor
+
+#: the sample dimension went through an operation that does not keep it in one place
+LOST = -1
+#: the slices of the sample dimension were combined (a reduction over it, a cumsum/softmax/sort/
+#: flip along it) but the node's influence is still there
+MIXED = -2
+
+_PERMUTES = frozenset("transpose swapaxes swapdims t T mT permute movedim".split())
+_MATMUL = frozenset("matmul __matmul__ __rmatmul__ bmm baddbmm".split())
+_EXPAND = frozenset("expand expand_as broadcast_to".split())
+
+
+def _norm(d: Any, n: int) -> int:
+    return int(d) % max(n, 1)
+
+
+def _permutation(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], n: int
+                 ) -> list[int] | None:
+    """``perm[i]``: the input dimension that output dimension ``i`` is."""
+    order = list(range(n))
+    if name in ("transpose", "swapaxes", "swapdims"):
+        a = _norm(args[1] if len(args) > 1 else kwargs.get("dim0", 0), n)
+        b = _norm(args[2] if len(args) > 2 else kwargs.get("dim1", 1), n)
+        order[a], order[b] = order[b], order[a]
+        return order
+    if name in ("t", "T"):
+        return order[::-1]
+    if name == "mT":
+        if n < 2:
+            return None
+        order[-2], order[-1] = order[-1], order[-2]
+        return order
+    if name == "permute":
+        dims = args[1:] if len(args) > 2 or not isinstance(args[1], (list, tuple)) else args[1]
+        return [_norm(d, n) for d in dims]
+    if name == "movedim":
+        src = args[1] if len(args) > 1 else kwargs.get("source")
+        dst = args[2] if len(args) > 2 else kwargs.get("destination")
+        srcs = [_norm(d, n) for d in (src if isinstance(src, (list, tuple)) else [src])]
+        dsts = [_norm(d, n) for d in (dst if isinstance(dst, (list, tuple)) else [dst])]
+        rest = [d for d in order if d not in srcs]
+        out: list[int | None] = [None] * n
+        for s, t in zip(srcs, dsts):
+            out[t] = s
+        it = iter(rest)
+        return [next(it) if o is None else o for o in out]
+    return None
+
+
+def _basic_index(items: tuple[Any, ...], n: int) -> list[int | None] | None:
+    """``where[d]``: the output dimension of input dimension ``d`` (None: indexed away), for
+    basic indexing only (None, ints, slices, Ellipsis); None for anything else."""
+    consumed = sum(1 for it in items if it is not None and it is not Ellipsis)
+    where: list[int | None] = []
+    out = 0
+    for it in items:
+        if it is Ellipsis:
+            for _ in range(n - consumed):
+                where.append(out)
+                out += 1
+        elif it is None:
+            out += 1
+        elif isinstance(it, bool) or not isinstance(it, (int, slice)):
+            return None
+        elif isinstance(it, int):
+            where.append(None)
+        else:
+            where.append(out)
+            out += 1
+    while len(where) < n:
+        where.append(out)
+        out += 1
+    return where
+
+
+def _moved(name: str, rule: Any, args: tuple[Any, ...], kwargs: dict[str, Any], a: Tensor,
+           o: Tensor, pos: int, d: int) -> int | None:
+    """Where a dimension-moving op puts input dimension ``d`` (LOST when it is consumed); None
+    when the op has no moving rule (the position rule decides)."""
+    n = a.dim()
+    if name in _PERMUTES and pos == 0:
+        perm = _permutation(name, args, kwargs, n)
+        return None if perm is None or len(perm) != o.dim() else perm.index(d)
+    if name in ("unsqueeze", "unsqueeze_") and pos == 0:
+        k = _norm(kwargs.get("dim", args[1] if len(args) > 1 else 0), o.dim())
+        return d + 1 if d >= k else d
+    if name in ("squeeze", "squeeze_") and pos == 0:
+        dim = kwargs.get("dim", args[1] if len(args) > 1 else None)
+        if dim is None:
+            gone = [i for i in range(n) if a.shape[i] == 1]
+        else:
+            sel = [_norm(x, n) for x in (dim if isinstance(dim, (list, tuple)) else [dim])]
+            gone = [i for i in sel if a.shape[i] == 1]
+        return LOST if d in gone else d - sum(1 for i in gone if i < d)
+    if name == "__getitem__" and pos == 0:
+        idx = args[1] if len(args) > 1 else None
+        where = _basic_index(idx if isinstance(idx, tuple) else (idx,), n)
+        if where is None:
+            return None
+        w = where[d]
+        return LOST if w is None else w
+    if rule is _reduction and pos == 0 and not (len(args) > 1 and isinstance(args[1], Tensor)):
+        dim = kwargs.get("dim", args[1] if len(args) > 1 else None)
+        if dim is None or (isinstance(dim, (list, tuple)) and not dim):
+            return MIXED if o.dim() < n or n == 0 else d
+        if not isinstance(dim, (int, list, tuple)):
+            return None
+        dims = {_norm(x, n) for x in (dim if isinstance(dim, (list, tuple)) else [dim])}
+        if d in dims:
+            return MIXED
+        return d if o.dim() == n else d - sum(1 for i in dims if i < d)
+    if rule is _along and pos == 0 and o.dim() == n:
+        if name in ("flip", "roll"):
+            which = 2 if name == "roll" else 1
+            flips = kwargs.get("dims", args[which] if len(args) > which else None)
+            if flips is None:
+                return MIXED  # roll without dims: the flattened tensor
+            along = {_norm(x, n) for x in (flips if isinstance(flips, (list, tuple))
+                                           else [flips])}
+        else:
+            along = {rule(name, args, kwargs, a, o, pos)}
+        return MIXED if d in along else d
+    if name == "stack":
+        k = _norm(kwargs.get("dim", args[1] if len(args) > 1 else 0), o.dim())
+        return d + 1 if d >= k else d
+    if (rule is elementwise or name in _EXPAND) and a.dim() < o.dim():
+        return d + o.dim() - n  # broadcasting aligns dimensions from the right
+    if name in _MATMUL and n >= 3 and d < n - 2:
+        return d + o.dim() - n  # a batch dimension of a batched matmul
+    return None
+
+
+def follow(tracker: InfluenceTracker, func: Callable[..., Any], name: str, rule: Any,
+           args: tuple[Any, ...], kwargs: dict[str, Any] | None, o: Tensor,
+           tracked: Sequence[tuple[int, Tensor, int]]) -> None:
+    """Give output ``o`` the sample-dimension map of its tracked inputs, moved by the op."""
+    sattr = tracker.sattr
+    out: dict[int, int] | None = None
+    for pos, a, _ in tracked:
+        amap: dict[int, int] | None = getattr(a, sattr, None)
+        if not amap:
+            continue
+        if out is None:
+            out = {}
+        for u, d in amap.items():
+            nd = d if d == MIXED else LOST
+            if d >= 0:
+                try:
+                    got = _moved(name, rule, args, kwargs or {}, a, o, pos, d)
+                    if got is None:
+                        p = tracker._prefix(func, name, rule, args, kwargs, a, o, pos)
+                        got = d if d < p else LOST
+                except (TypeError, ValueError, IndexError, AttributeError):
+                    got = LOST
+                if got == MIXED or (0 <= got < o.dim() and o.shape[got] == a.shape[d]):
+                    nd = got
+            prev = out.get(u)
+            out[u] = nd if prev is None or prev == nd else (
+                MIXED if MIXED in (prev, nd) else LOST)
+    if out is not None:
+        setattr(o, sattr, out)
+
+
+def node_value_map(tracker: InfluenceTracker, own: int | None, n_sample: int,
+                   params: Sequence[Tensor], batch_dims: int) -> dict[int, int]:
+    """The map of a node's value: its own sample dimension (``own``) at 0 and those of its
+    parameters' sample dimensions after its ``n_sample`` new ones (a parameter with fewer
+    dimensions than the batch is broadcast from the right: its dimensions are LOST)."""
+    out: dict[int, int] = {}
+    for t in params:
+        for u, d in (getattr(t, tracker.sattr, None) or {}).items():
+            nd = d + n_sample if d >= 0 and t.dim() >= batch_dims else LOST
+            prev = out.get(u)
+            out[u] = nd if prev is None or prev == nd else LOST
+    if own is not None:
+        out[own] = 0
+    return out
+
+
+def check_layout(node: Node, layout: Sequence[int], sizes: Sequence[int],
+                 smap: dict[int, int] | None, names: Callable[[int], str], strict: bool) -> None:
+    """Check that each sample dimension of ``layout`` is where the layout puts it (see the
+    module docstring); ``sizes`` are the dimensions' sizes (already checked)."""
+    smap = smap or {}
+    unknown = []
+    for i, u in enumerate(layout):
+        d = smap.get(u, LOST)
+        if d == i:
+            continue
+        if d == MIXED:
+            raise SCGError(
+                f"{node.describe()} mixes the samples of {names(u)} along its sample dimension "
+                "(a reduction over it broadcast back, a cumsum/softmax/sort/flip along it) but "
+                "keeps that dimension: each sample would be credited with a cost that depends "
+                "on the others. Reduce it and declare it with scg.cost(..., reduced=node), or "
+                "keep the samples apart")
+        if d != LOST:
+            raise SCGError(
+                f"{node.describe()} holds the sample dimension of {names(u)} at dimension {d}, "
+                f"but scg credits dimension {i} to it (sample dimensions lead, newest node "
+                "first): the sample dimensions were swapped or moved (e.g. f(u[:, None], "
+                "v[None]) instead of f(u[None], v[:, None]), or a transpose), so each sample "
+                "would be credited with another node's samples' costs. Keep them in that order")
+        if any(sizes[j] == sizes[i] for j in range(len(layout)) if j != i):
+            unknown.append(names(u))
+    if unknown:
+        msg = (f"{node.describe()}: scg cannot verify where the sample dimension(s) of "
+               f"{', '.join(unknown)} are (they went through an operation scg does not follow), "
+               "and another sample dimension has the same size, so a swap could not be told "
+               "from the shape. Keep the sample dimensions in front with ops scg follows "
+               "(broadcasting, indexing, unsqueeze, permute/transpose, reductions and reshapes "
+               "of the trailing dimensions), or give the nodes different n")
+        if strict:
+            raise InfluenceLostError(msg + " (scg.Graph(strict=True))")
+        warnings.warn(msg, InfluenceLostWarning, stacklevel=4)
