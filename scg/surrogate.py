@@ -421,8 +421,9 @@ def surrogate_loss(graph: Graph, *, discount: float | None = None, dice: bool = 
             cg.raw = cg.weighted(cg.raw).detach()
     nodes = graph.nodes
     score = cast(list[StochasticNode], [nodes[i] for i in plan.score])
-    for v in graph.stochastic_nodes:
-        v.extra["sample_info"] = samples.info(v) if samples.active else NO_SAMPLE_DIMS
+    for v in nodes:
+        if isinstance(v, StochasticNode):
+            v.extra["sample_info"] = samples.info(v) if samples.active else NO_SAMPLE_DIMS
     ngs = [NodeGroup([score[i] for i in rows], rows, layout,
                      torch.stack([_logp(score[i]) for i in rows]))
            for layout, rows in plan.node_keys]

@@ -232,7 +232,7 @@ class Graph:
     def _register(self, node_cls: type[Node], name: str | None, step: int | None,
                   value: torch.Tensor, parents: int, location: str,
                   foreign: dict[int, int] | None = None, **fields: Any) -> Node:
-        kind = node_cls.__name__.replace("Node", "").lower()
+        kind = _KIND[node_cls]
         if self._surrogate_built:
             raise SCGError(f"scg.{_FN[kind]}(name={name!r}) at {location}: surrogate_loss() was "
                            "already built from this graph, so it would silently omit this node; "
@@ -384,3 +384,4 @@ class Graph:
 
 
 _FN = {"stochastic": "sample", "cost": "cost", "deterministic": "deterministic"}
+_KIND = {StochasticNode: "stochastic", CostNode: "cost", DeterministicNode: "deterministic"}

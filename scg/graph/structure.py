@@ -49,7 +49,21 @@ Relation = tuple[tuple[int, tuple[tuple[int, int], ...]], ...]
 Influences = Callable[[StochasticNode, Node], bool]
 
 
-def signature(graph: Graph) -> tuple[Hashable, ...]:
+class Signature(tuple):  # type: ignore[type-arg]
+    """A graph's signature: a tuple whose hash is computed once (it keys several lookups per
+    step)."""
+
+    _hash: int
+
+    def __hash__(self) -> int:
+        try:
+            return self._hash
+        except AttributeError:
+            self._hash = h = tuple.__hash__(self)
+            return h
+
+
+def signature(graph: Graph) -> Signature:
     """What a cached relation and surrogate plan depend on: per node, in creation order, its kind,
     name, step, value shape, dtype and device, and for a stochastic node its estimator class,
     ``n``, declared plates, whether it is enumerated and its log-probability shape; for a cost
@@ -67,7 +81,7 @@ def signature(graph: Graph) -> tuple[Hashable, ...]:
                         n.extra.get("reduced", 0)))
         else:
             out.append(("d", n.name, n.step, v.shape, v.dtype, v.device))
-    return tuple(out)
+    return Signature(out)
 
 
 def causal(v: StochasticNode, node: Node) -> bool:

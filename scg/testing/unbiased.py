@@ -198,14 +198,15 @@ def assert_unbiased(program: Program, params: Sequence[torch.Tensor], n: int = 1
                     surrogate_kwargs: dict[str, Any] | None = None,
                     exact: Sequence[torch.Tensor] | None = None,
                     batched: Callable[..., object] | None = None,
-                    particles: int = 256) -> UnbiasedReport:
+                    particles: int = 256,
+                    graph_kwargs: dict[str, Any] | None = None) -> UnbiasedReport:
     """Raise ``AssertionError`` when the surrogate gradient of ``program`` is detectably biased.
 
     See :func:`check_unbiased` for the arguments; returns the report when the test passes.
     """
     report = check_unbiased(program, params, n, seed=seed, alpha=alpha, atol=atol,
                             surrogate_kwargs=surrogate_kwargs, exact=exact, batched=batched,
-                            particles=particles)
+                            particles=particles, graph_kwargs=graph_kwargs)
     if not report.passed:
         raise AssertionError(str(report))
     return report
