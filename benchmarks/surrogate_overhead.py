@@ -64,8 +64,8 @@ def make_attention(hidden: int, batch: int = 32, chunks: int = 10, steps: int = 
         return h, ((h - tgt) ** 2).sum(-1)  # (B,)
 
     if compiled:
-        attend = torch.compile(attend, dynamic=False)  # type: ignore[assignment]
-        recur = torch.compile(recur, dynamic=False)  # type: ignore[assignment]
+        attend = torch.compile(attend, dynamic=False, fullgraph=True)  # type: ignore[assignment]
+        recur = torch.compile(recur, dynamic=False, fullgraph=True)  # type: ignore[assignment]
 
     def hand() -> None:
         h = torch.zeros(batch, hidden)
@@ -260,7 +260,7 @@ def render(data: dict[str, Any], path: Path) -> None:
     if c:
         lines += ["", "## torch.compile (CPU inductor), hard attention T=30 B=32 H=256", "",
                   "The model's functions (attention scores; recurrence and cost) compiled with "
-                  "`torch.compile(dynamic=False)`, the scg calls eager in a `scg.Declared` graph "
+                  "`torch.compile(dynamic=False, fullgraph=True)`, the scg calls eager in a `scg.Declared` graph "
                   "(a whole step with `fullgraph=True` does not compile: `docs/performance.md`).",
                   "", "| | eager (ms) | compiled (ms) | speed-up |", "|---|---:|---:|---:|",
                   f"| scg Declared | {c['eager_declared_ms']:.2f} | {c['compiled_declared_ms']:.2f} "
