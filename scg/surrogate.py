@@ -210,11 +210,12 @@ def _cost_groups(costs: list[CostNode], plan: SamplePlan | None,
     for layout, cols in keys:
         members = [costs[i] for i in cols]
         stack = torch.stack([c.value for c in members])
-        _check_finite(stack.detach(), members)
+        fixed = stack.detach()
+        _check_finite(fixed, members)
         scale, factor = (plan.weight(layout, stack.shape[1:], members[0])
                          if layout and plan is not None else (1.0, None))
-        cg = CostGroup(members, cols, layout, stack, scale, factor, stack.detach(),
-                       stack.detach(), stack)
+        # target and raw start as the same detached tensor (each is replaced, never written)
+        cg = CostGroup(members, cols, layout, stack, scale, factor, fixed, fixed, stack)
         cg.live = cg.weighted(stack)
         out.append(cg)
     return out
