@@ -314,8 +314,9 @@ class Graph:
         """``full[i]``: the mask of every node that influences node ``i`` (transitive closure)."""
         if self._full is None:
             if not self.tracked:
-                self._apply_structure()
-            self._full = closure([n.parents for n in self.nodes])
+                self._full = self._apply_structure()
+            else:
+                self._full = closure([n.parents for n in self.nodes])
         return self._full
 
     def signature(self) -> tuple[Any, ...]:
@@ -325,14 +326,16 @@ class Graph:
             self._sig = signature(self)
         return self._sig
 
-    def _apply_structure(self) -> None:
-        """An untracked graph: its nodes' parents and foreign positions from the structure."""
+    def _apply_structure(self) -> list[int]:
+        """An untracked graph: its nodes' parents and foreign positions from the structure;
+        returns the closure (cached with the relation)."""
         assert self.structure is not None
-        relation = self.structure._relation(self, self.signature())
+        relation, full = self.structure._relation(self, self.signature())
         for node, (parents, foreign) in zip(self.nodes, relation):
             node.parents = parents
             if foreign:
                 node.foreign = dict(foreign)
+        return full
 
     def influences(self, v: str | Node | torch.Tensor, c: str | Node | torch.Tensor) -> bool:
         """Whether node ``v`` influences node ``c`` (there is a data-flow path from v to c)."""

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from scg.errors import SCGError
 from scg.graph.nodes import CostNode, Node, StochasticNode
+from scg.graph.tracking import closure
 
 if TYPE_CHECKING:
     from scg.graph.graph import Graph
@@ -98,7 +99,8 @@ class Structure:
     untracked graphs whose signature had no cached relation)."""
 
     def __init__(self) -> None:
-        self.relations: dict[tuple[Hashable, ...], Relation] = {}
+        #: signature -> (relation, its transitive closure)
+        self.relations: dict[tuple[Hashable, ...], tuple[Relation, list[int]]] = {}
         #: (signature, surrogate options) -> plan (built by :mod:`scg.surrogate`)
         self.plans: dict[Hashable, Any] = {}
         self.stats = {"tracked": 0, "reused": 0, "fallback": 0}
@@ -110,8 +112,8 @@ class Structure:
         """A graph using this structure is entered: whether it must be tracked."""
         raise NotImplementedError
 
-    def _relation(self, graph: Graph, sig: tuple[Hashable, ...]) -> Relation:
-        """The relation for an untracked graph of signature ``sig``."""
+    def _relation(self, graph: Graph, sig: tuple[Hashable, ...]) -> tuple[Relation, list[int]]:
+        """The relation for an untracked graph of signature ``sig``, and its closure."""
         raise NotImplementedError
 
     def _learn(self, graph: Graph, sig: tuple[Hashable, ...], relation: Relation,
@@ -190,11 +192,11 @@ class Declared(Structure):
         self.stats["reused"] += 1
         return False
 
-    def _relation(self, graph: Graph, sig: tuple[Hashable, ...]) -> Relation:
+    def _relation(self, graph: Graph, sig: tuple[Hashable, ...]) -> tuple[Relation, list[int]]:
         got = self.relations.get(sig)
         if got is None:
-            got = declared_relation(graph, self.influences, self.per_example)
-            self.relations[sig] = got
+            rel = declared_relation(graph, self.influences, self.per_example)
+            got = self.relations[sig] = (rel, closure([p for p, _ in rel]))
         return got
 
     def __repr__(self) -> str:
@@ -240,7 +242,7 @@ class Cached(Structure):
         self.stats["tracked" if track else "reused"] += 1
         return track
 
-    def _relation(self, graph: Graph, sig: tuple[Hashable, ...]) -> Relation:
+    def _relation(self, graph: Graph, sig: tuple[Hashable, ...]) -> tuple[Relation, list[int]]:
         got = self.relations.get(sig)
         if got is not None:
             return got
@@ -255,14 +257,15 @@ class Cached(Structure):
                 "earlier stochastic node, whole plate: unbiased, higher variance) and the next "
                 "graph is tracked. For a program whose structure changes from step to step, "
                 "use scg.Declared or plain tracking", RuntimeWarning, stacklevel=4)
-        return declared_relation(graph, causal, False)
+        rel = declared_relation(graph, causal, False)
+        return rel, closure([p for p, _ in rel])
 
     def _learn(self, graph: Graph, sig: tuple[Hashable, ...], relation: Relation,
                full: list[int], credit: dict[tuple[int, int], bool]) -> None:
         old = self._learned.get(sig)
         if old is not None:
             _compare(graph, old[0], old[1], full, credit)
-        self.relations[sig] = relation
+        self.relations[sig] = (relation, list(full))
         self._learned[sig] = (list(full), dict(credit))
 
     def __repr__(self) -> str:
