@@ -281,3 +281,31 @@ def test_untracked_graph_keeps_sample_edits_and_influenced_by_safe() -> None:
         scg.cost(c, name="c")
     g.surrogate_loss().backward()
     assert logits.grad is not None
+
+
+@pytest.mark.slow  # inductor compiles two small kernels: ~10-60 s on a busy CPU
+def test_compiled_model_function_runs_fullgraph_inside_a_declared_graph() -> None:
+    """No torch function mode is pushed in a declared graph, so a model function compiled with
+    fullgraph=True runs inside it, and the gradient is the eager one."""
+    params = make_params()
+    gen = torch.Generator().manual_seed(1)
+    enc = torch.randn(B, M, H, generator=gen)
+    rows = torch.arange(B)
+
+    def recur(h: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(enc[rows, z] @ params[0] + h @ params[1])
+
+    compiled = torch.compile(recur, fullgraph=True, dynamic=False)
+    declared = scg.Declared()
+    out = []
+    for fn in (recur, compiled):
+        torch.manual_seed(0)
+        with scg.Graph(structure=declared) as g:
+            h = torch.zeros(B, H)
+            for t in range(3):
+                z = scg.sample(Categorical(logits=h[:, :M]), name="z", step=t)
+                h = fn(h, z)
+                scg.cost((h ** 2).sum(-1), name="c", step=t)
+        out.append(torch.autograd.grad(g.surrogate_loss(), params))
+    for a, b in zip(*out):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
