@@ -48,7 +48,9 @@ estimates), so ``loo4`` is "n/a" for Pyro. The parameters live in Pyro's param s
 ``torch.jit.trace``) needs; the plain ``pyro`` row runs the same code with ``TraceGraph_ELBO``.
 
 Measurements, per problem × estimator × library (``scg_loop``: one graph per estimate via
-``scg.testing.estimate_gradients``; ``scg_vec``: a particle dimension via
+``scg.testing.estimate_gradients``; ``scg_decl``: the same with ``scg.Graph(structure=
+scg.Declared())``, the causal rule, no tracking (``docs/performance.md``); ``scg_vec``: a particle
+dimension via
 ``estimate_gradients_batched``; ``storch``; ``pyro``; ``pyro_jit``):
 
 * seconds per 1000 gradient estimates: median over rounds that alternate between the libraries
@@ -100,7 +102,9 @@ from torch.distributions import Bernoulli, Categorical
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
-LIBS = ("scg_loop", "scg_vec", "storch", "pyro", "pyro_jit")
+LIBS = ("scg_loop", "scg_decl", "scg_vec", "storch", "pyro", "pyro_jit")
+OURS = ("scg_loop", "scg_decl", "scg_vec")
+DEFAULTS = {"problems": ("toy", "dvae", "attention"), "estimators": ("sf", "ema", "loo4"), "libs": LIBS}
 PEERS = ("storch", "pyro", "pyro_jit")
 ESTIMATORS = ("sf", "ema", "loo4")
 PROBLEMS = ("toy", "dvae", "attention")
@@ -416,13 +420,15 @@ class Runner:
         self.particles = particles or PARTICLES[problem]
         params = self.prob.params
         self._draw: Callable[[int, int], torch.Tensor]
-        if lib in ("scg_loop", "scg_vec"):
+        if lib in OURS:
             import scg.testing
 
             prog = scg_program(self.prob, estimator)
-            if lib == "scg_loop":
+            if lib in ("scg_loop", "scg_decl"):
                 looped = lambda: prog(*[p.unsqueeze(0) for p in params])  # noqa: E731
-                self._draw = lambda n, seed: scg.testing.estimate_gradients(looped, params, n, seed=seed)
+                kwargs = {"structure": scg.Declared()} if lib == "scg_decl" else None
+                self._draw = lambda n, seed: scg.testing.estimate_gradients(looped, params, n, seed=seed,
+                                                                           graph_kwargs=kwargs)
             else:
                 self._draw = lambda n, seed: scg.testing.estimate_gradients_batched(
                     prog, params, n, particles=self.particles, seed=seed)
@@ -787,7 +793,7 @@ def summarize(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for problem, estimator in keys:
         by = {r["lib"]: r for r in rows if r["problem"] == problem and r["estimator"] == estimator}
         s: dict[str, Any] = {"problem": problem, "estimator": estimator}
-        for ours in ("scg_loop", "scg_vec"):
+        for ours in OURS:
             for peer in PEERS:
                 a, b = by.get(ours), by.get(peer)
                 ok = a and b and a["sec_per_1000"] and b["sec_per_1000"]
@@ -803,7 +809,7 @@ def summarize(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def target_lines(rows: list[dict[str, Any]], summary: list[dict[str, Any]]) -> list[str]:
     """The issue's targets, checked against the rows: speed-up ≥ 10, variance no worse, never biased."""
     lines = ["## Against the issue's targets", ""]
-    for ours in ("scg_loop", "scg_vec"):
+    for ours in OURS:
         have = [(s, peer, s[f"speedup_{ours}_vs_{peer}"]) for s in summary for peer in PEERS
                 if s.get(f"speedup_{ours}_vs_{peer}") is not None]
         low = [f"{s['problem']}/{s['estimator']} vs {peer} {x:.2f}x" for s, peer, x in have if x < 10]
@@ -823,7 +829,14 @@ def target_lines(rows: list[dict[str, Any]], summary: list[dict[str, Any]]) -> l
     lines.append(f"- **variance no worse for the same estimator**: {compared - len(lower)} of {compared} peer rows "
                  "have a variance at least scg_loop's (within 2 standard errors); lower: "
                  f"{', '.join(lower) or 'none'}.")
-    scg_rows = [r for r in rows if r["lib"] in ("scg_loop", "scg_vec") and r["bias"] is not None]
+    for ours in ("scg_loop", "scg_decl"):
+        have = [(s, s[f"speedup_{ours}_vs_pyro_jit"]) for s in summary
+                if s.get(f"speedup_{ours}_vs_pyro_jit") is not None]
+        if have:
+            slow = [f"{s['problem']}/{s['estimator']} {x:.2f}x" for s, x in have if x <= 1]
+            lines.append(f"- **looped scg faster than pyro_jit**, {ours}: {len(have) - len(slow)} of {len(have)} "
+                         f"comparisons; not faster: {', '.join(slow) or 'none'}.")
+    scg_rows = [r for r in rows if r["lib"] in OURS and r["bias"] is not None]
     scg_bad = [f"{r['problem']}/{r['estimator']} {r['lib']}" for r in scg_rows if not r["bias"]["passed"]]
     peer_bad = [f"{r['problem']}/{r['estimator']} {r['lib']} (p = {r['bias']['p_value']:.2g})" for r in rows
                 if r["lib"] in PEERS and r["bias"] is not None and not r["bias"]["passed"]]
@@ -850,9 +863,13 @@ def write_markdown(rows: list[dict[str, Any]], summary: list[dict[str, Any]], me
              + (f"; {meta['cpus']} CPUs shared with other work, 1-min load average {meta['load_average_1min'][0]:.1f} "
                 f"at the start and {meta['load_average_1min'][1]:.1f} at the end" if "cpus" in meta else "")
              + ". Reproduce: `python benchmarks/estimators.py"
-             + (" --quick" if meta["quick"] else "") + "`.", "",
+             + (" --quick" if meta["quick"] else "")
+             + "".join(f" --{k} {' '.join(meta['config'].get(k, ()))}" for k in DEFAULTS
+                       if list(meta["config"].get(k, DEFAULTS[k])) != list(DEFAULTS[k]))
+             + "`.", "",
              "- **s / 1000 est.**: seconds per 1000 gradient estimates at the full size (median over rounds). "
-             "`scg_loop`: one graph per estimate; `scg_vec`: a particle dimension, one graph per "
+             "`scg_loop`: one tracked graph per estimate; `scg_decl`: one graph per estimate with "
+             "`structure=scg.Declared()` (nothing tracked); `scg_vec`: a particle dimension, one graph per "
              f"{cfg['particles']} estimates.",
              "- **variance**: trace of the covariance of the estimates at the full size (± standard error), "
              "after the moving averages have warmed up; **ratio** to scg_loop's.",
@@ -884,7 +901,8 @@ def write_markdown(rows: list[dict[str, Any]], summary: list[dict[str, Any]], me
         status = status.replace("|", "\\|")
         lines.append(f"| {r['problem']} | {r['estimator']} | {r['lib']} | {_fmt(r['sec_per_1000'], '.4g')} | {var} "
                      f"| {_fmt(s.get('var_ratio_' + r['lib']), '.3f')} | {bias} | {fit} | {same} | {status} |")
-    pairs = [(ours, peer) for ours in ("scg_loop", "scg_vec") for peer in PEERS]
+    pairs = [(ours, peer) for ours in OURS for peer in PEERS
+             if any(s.get(f"speedup_{ours}_vs_{peer}") is not None for s in summary)]
     lines += ["", "## Speed-up of scg per estimate (peer time / scg time; target ≥ 10)", "",
               "| problem | estimator | " + " | ".join(f"{o[4:]} vs {p}" for o, p in pairs) + " |",
               "|---|---|" + "---:|" * len(pairs)]
@@ -903,7 +921,7 @@ def write_plot(rows: list[dict[str, Any]], path: Path) -> None:
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
 
-    markers = {"scg_loop": "o", "scg_vec": "s", "storch": "^", "pyro": "D", "pyro_jit": "v"}
+    markers = {"scg_loop": "o", "scg_decl": "P", "scg_vec": "s", "storch": "^", "pyro": "D", "pyro_jit": "v"}
     colors = {"sf": "tab:red", "ema": "tab:blue", "loo4": "tab:green"}
     problems = [p for p in PROBLEMS if any(r["problem"] == p for r in rows)]
     fig, axes = plt.subplots(1, len(problems), figsize=(5 * len(problems), 4.2), squeeze=False)

@@ -27,12 +27,15 @@ from scg.graph import (
     sample,
 )
 from scg.graph.positions import declare_rowwise
+from scg.graph.structure import Cached, Declared
 from scg.surrogate import surrogate_loss
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "Cached",
     "CostNode",
+    "Declared",
     "DeterministicNode",
     "Graph",
     "InfluenceLostError",

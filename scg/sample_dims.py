@@ -189,6 +189,8 @@ def _align_rest(x: torch.Tensor, target: torch.Size, src: Node, dst: Node,
     both directions a dimension of size 1 (or a missing one) is broadcast.
     """
     shape = x.shape[1:]
+    if shape == target:
+        return x
     k = len(target)
     if len(shape) > k:
         x = x.sum(dim=tuple(range(1 + k, 1 + len(shape))))

@@ -33,7 +33,7 @@ import math
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TypeVar, cast
 
 import numpy as np
 import torch
@@ -43,6 +43,7 @@ from scg.baselines.base import Baseline
 from scg.errors import SCGError
 from scg.graph.graph import Graph
 from scg.graph.nodes import CostNode, Node, StochasticNode
+from scg.graph.structure import Relation
 from scg.graph.tracking import bits
 from scg.plates import PlateCheck, plate_rank, share_beyond
 from scg.sample_dims import NO_SAMPLE_DIMS, SamplePlan, align_batch_to_node
@@ -196,50 +197,77 @@ class NodeGroup:
     logp: torch.Tensor  # (r, *shape)
 
 
-def _cost_groups(costs: list[CostNode], plan: SamplePlan) -> list[CostGroup]:
-    out = []
+def _cost_keys(costs: list[CostNode], plan: SamplePlan) -> list[tuple[tuple[int, ...], list[int]]]:
+    """Costs grouped by shape, dtype, device and sample layout: (layout, columns) per group."""
     keyed = _group(costs, lambda c: (tuple(c.value.shape), c.value.dtype, c.value.device,
                                      plan.layout(c) if plan.active else ()))
-    for key, cols in keyed.items():
-        layout = key[3]
+    return [(key[3], cols) for key, cols in keyed.items()]
+
+
+def _cost_groups(costs: list[CostNode], plan: SamplePlan | None,
+                 keys: list[tuple[tuple[int, ...], list[int]]]) -> list[CostGroup]:
+    out = []
+    for layout, cols in keys:
         members = [costs[i] for i in cols]
         stack = torch.stack([c.value for c in members])
-        _check_finite(stack.detach(), members)
+        fixed = stack.detach()
+        _check_finite(fixed, members)
         scale, factor = (plan.weight(layout, stack.shape[1:], members[0])
-                         if layout else (1.0, None))
-        cg = CostGroup(members, cols, layout, stack, scale, factor, stack.detach(),
-                       stack.detach(), stack)
+                         if layout and plan is not None else (1.0, None))
+        # target and raw start as the same detached tensor (each is replaced, never written)
+        cg = CostGroup(members, cols, layout, stack, scale, factor, fixed, fixed, stack)
         cg.live = cg.weighted(stack)
         out.append(cg)
     return out
 
 
+#: per (node group, cost group): None (no credit), or (a node row and a cost column of the pair,
+#: for messages; the whole-plate weights or None; the per-element weights)
+_Pair = tuple[int, int, "torch.Tensor | None", torch.Tensor] | None
+
+
+def _pair(ng: NodeGroup, cg: CostGroup, w: np.ndarray, mixed: np.ndarray | None,
+          like: torch.Tensor) -> _Pair:
+    sub = w[ng.rows][:, cg.cols]  # (rows, cols); cheaper than np.ix_ for the small index lists
+    if not sub.any():
+        return None
+    i, j = (int(x[0]) for x in np.nonzero(sub))
+    w_mix = None
+    mix = None if mixed is None else mixed[ng.rows][:, cg.cols] & (sub != 0)
+    if mix is not None and mix.any():
+        w_mix = torch.as_tensor(np.where(mix, sub, 0.0), dtype=like.dtype, device=like.device)
+        sub = np.where(mix, 0.0, sub)
+    return i, j, w_mix, torch.as_tensor(sub, dtype=like.dtype, device=like.device)
+
+
 def _c_hat(ng: NodeGroup, cgs: list[CostGroup], w: np.ndarray, costs: list[CostNode],
-           sizes: dict[int, int], field: str, mixed: np.ndarray | None = None) -> torch.Tensor | None:
+           sizes: dict[int, int], field: str, mixed: np.ndarray | None = None,
+           pairs: dict[tuple[int, int], _Pair] | None = None, gi: int = 0) -> torch.Tensor | None:
     """Ĉ for a node group: Σ over cost groups of W_sub @ aligned weighted costs.
 
     Pairs in ``mixed`` (the cost mixes the node's plate elements, :mod:`scg.plates`) are
     credited with the cost summed over the node's batch dimensions; batch dimensions beyond a
-    node's declared plates share their credit."""
+    node's declared plates share their credit. ``pairs`` caches the weight matrices of group
+    ``gi`` (a cached plan, :class:`Plan`)."""
     node_shape = ng.logp.shape[1:]
     out: torch.Tensor | None = None
-    for cg in cgs:
-        sub = w[ng.rows][:, cg.cols]  # (rows, cols); cheaper than np.ix_ for the small index lists
-        if not sub.any():
-            continue
+    for cj, cg in enumerate(cgs):
         stack: torch.Tensor = getattr(cg, field)
-        i, j = (int(x[0]) for x in np.nonzero(sub))
+        if pairs is None:
+            pair = _pair(ng, cg, w, mixed, stack)
+        elif (gi, cj) in pairs:
+            pair = pairs[(gi, cj)]
+        else:
+            pair = pairs[(gi, cj)] = _pair(ng, cg, w, mixed, stack)
+        if pair is None:
+            continue
+        i, j, w_mix, weights = pair
         aligned = align_batch_to_node(stack, cg.layout, ng.layout, node_shape, costs[cg.cols[j]],
                                       ng.members[i], sizes)
-        mix = None if mixed is None else mixed[ng.rows][:, cg.cols] & (sub != 0)
-        if mix is not None and mix.any():
+        if w_mix is not None:
             whole = share_beyond(aligned, len(ng.layout))
-            w_mix = torch.as_tensor(np.where(mix, sub, 0.0), dtype=stack.dtype,
-                                    device=stack.device)
-            sub = np.where(mix, 0.0, sub)
             part = (w_mix @ whole.reshape(len(cg.cols), -1)).reshape(len(ng.rows), *node_shape)
             out = part if out is None else out + part
-        weights = torch.as_tensor(sub, dtype=stack.dtype, device=stack.device)
         part = (weights @ aligned.reshape(len(cg.cols), -1)).reshape(len(ng.rows), *node_shape)
         out = part if out is None else out + part
     if out is not None:
@@ -259,6 +287,65 @@ def _share_non_plates(ng: NodeGroup, c_hat: torch.Tensor) -> torch.Tensor:
     for r, k in shared:
         c_hat[r] = share_beyond(c_hat[r:r + 1], nl + k)[0]
     return c_hat
+
+
+@dataclass
+class Plan:
+    """What the surrogate of a graph depends on through its structure only (the influence
+    closure, the plate check, the groups and the credit matrices): built once per signature
+    for a graph with a :class:`~scg.Declared` or :class:`~scg.Cached` structure, and reused."""
+
+    samples: SamplePlan
+    sizes: dict[int, int]
+    cost_keys: list[tuple[tuple[int, ...], list[int]]]  # per cost group: layout, columns
+    score: list[int]  # node indices of the score-function nodes
+    node_keys: list[tuple[tuple[int, ...], list[int]]]  # per node group: layout, rows in score
+    a: np.ndarray  # (score, costs): influence
+    w: np.ndarray  # credit weights (γ^(s_c - t_v) with a discount)
+    mixed: np.ndarray  # whole-plate pairs
+    credit: dict[tuple[int, int], bool]  # (node, cost) -> whole-plate
+    pairs: dict[tuple[int, int], _Pair]  # (node group, cost group) -> weight matrices
+    cacheable: bool  # no sample dimensions (their weights depend on the values)
+
+
+def _plan(graph: Graph, full: Sequence[int], costs: list[CostNode], discount: float | None,
+          dice: bool) -> Plan:
+    """The structural part of the surrogate, with the checks that depend on the structure."""
+    samples = SamplePlan(graph, full)
+    sizes = {i: int(v.n) for i, v in samples.nodes.items()}  # type: ignore[arg-type]
+    layout_len = ({n.index: len(samples.layout(n)) for n in graph.nodes
+                   if isinstance(n, (StochasticNode, CostNode))} if samples.active else {})
+    plates = PlateCheck(graph, full, layout_len)
+    if samples.active:
+        for c in costs:
+            plates.check_sample_slices(c, samples.layout(c))
+    check_enumerated(graph, plates, costs)
+    cost_keys = _cost_keys(costs, samples)
+    score = [v for v in graph.stochastic_nodes if v.log_prob is not None and v.estimator.score]
+    if dice:
+        for v in score:
+            if not v.estimator.higher_order:
+                raise SCGError(f"surrogate_loss(dice=True): {v.describe()} uses {v.estimator!r}, "
+                               "whose higher derivatives are not unbiased; use ScoreFunction() "
+                               "there")
+    keyed = _group(score, lambda v: (tuple(_logp(v).shape), _logp(v).dtype,
+                                     samples.layout(v) if samples.active else ()))
+    node_keys = [(key[2], rows) for key, rows in keyed.items()]
+    a = influence_matrix(full, score, costs) if score else np.zeros((0, len(costs)), dtype=bool)
+    w = a.astype(float) if discount is None else step_weights(a, score, costs, discount)
+    mixed = plates.matrix(score, costs, a)
+    ii, jj = np.nonzero(a)
+    score_ids = np.array([v.index for v in score], dtype=np.int64)
+    cost_ids = np.array([c.index for c in costs], dtype=np.int64)
+    credit = dict(zip(zip(score_ids[ii].tolist(), cost_ids[jj].tolist()),
+                      mixed[ii, jj].tolist()))
+    return Plan(samples, sizes, cost_keys, [v.index for v in score], node_keys, a, w, mixed,
+                credit, {}, not samples.active)
+
+
+def _relation_of(graph: Graph) -> Relation:
+    """A tracked graph's relation: each node's direct parents and foreign positions."""
+    return tuple((n.parents, tuple(sorted(n.foreign.items()))) for n in graph.nodes)
 
 
 def surrogate_loss(graph: Graph, *, discount: float | None = None, dice: bool = False,
@@ -300,24 +387,31 @@ def surrogate_loss(graph: Graph, *, discount: float | None = None, dice: bool = 
         raise SCGError("surrogate_loss(dice=True, discount=...): the DiCE objective has no "
                        "per-(node, cost) discount; use dice_lambda=λ (Loaded DiCE), which credits "
                        "discounted costs-to-go")
+    structure = graph.structure
     full = graph.full_influence()
     check_after_registration(graph, full)
     graph._surrogate_built = True
-    plan = SamplePlan(graph, full)
-    sizes = {i: int(v.n) for i, v in plan.nodes.items()}  # type: ignore[arg-type]
     extra_losses: list[torch.Tensor] = []
     for c in costs:
         if "baseline_inputs_mask" in c.extra:
             _check_baseline_inputs(graph, full, c)
-    layout_len = ({n.index: len(plan.layout(n)) for n in graph.nodes
-                   if isinstance(n, (StochasticNode, CostNode))} if plan.active else {})
-    plates = PlateCheck(graph, full, layout_len)
-    if plan.active:
-        for c in costs:
-            plates.check_sample_slices(c, plan.layout(c))
-    check_enumerated(graph, plates, costs)
+    plan: Plan | None = None
+    if structure is not None:  # a plan of an earlier graph with this signature
+        sig = graph.signature()
+        key = (sig, discount, dice, dice_lambda)
+        if not graph.tracked and sig in structure.relations:
+            plan = structure.plans.get(key)
+    if plan is None:
+        plan = _plan(graph, full, costs, discount, dice or loaded)
+        if structure is not None:
+            if graph.tracked:
+                structure._learn(graph, sig, _relation_of(graph), full, plan.credit)
+            if plan.cacheable and sig in structure.relations:
+                structure.plans[key] = plan
     check_pathwise(graph, full, costs)
-    cgs = _cost_groups(costs, plan)
+    samples = plan.samples
+    sizes = plan.sizes
+    cgs = _cost_groups(costs, samples, plan.cost_keys)
     has_cost_baselines = any(c.baseline is not None for c in costs)
     for cg in cgs:
         if has_cost_baselines:
@@ -326,25 +420,16 @@ def surrogate_loss(graph: Graph, *, discount: float | None = None, dice: bool = 
         if cg.layout:
             cg.target = cg.weighted(cg.target).detach()
             cg.raw = cg.weighted(cg.raw).detach()
-
-    score = [v for v in graph.stochastic_nodes if v.log_prob is not None and v.estimator.score]
-    for v in graph.stochastic_nodes:
-        v.extra["sample_info"] = plan.info(v) if plan.active else NO_SAMPLE_DIMS
-        if (dice or loaded) and v.estimator.score and not v.estimator.higher_order:
-            raise SCGError(f"surrogate_loss(dice=True): {v.describe()} uses {v.estimator!r}, "
-                           "whose higher derivatives are not unbiased; use ScoreFunction() there")
-    keyed = _group(score, lambda v: (tuple(_logp(v).shape), _logp(v).dtype,
-                                     plan.layout(v) if plan.active else ()))
-    ngs = [NodeGroup([score[i] for i in rows], rows, key[2],
-                     torch.stack([_logp(score[i]) for i in rows])) for key, rows in keyed.items()]
-    a = influence_matrix(full, score, costs) if score else np.zeros((0, len(costs)), dtype=bool)
-    w = a.astype(float) if discount is None else step_weights(a, score, costs, discount)
-    mixed = plates.matrix(score, costs, a)
-    ii, jj = np.nonzero(a)
-    score_ids = np.array([v.index for v in score], dtype=np.int64)
-    cost_ids = np.array([c.index for c in costs], dtype=np.int64)
-    graph._credit = dict(zip(zip(score_ids[ii].tolist(), cost_ids[jj].tolist()),
-                             mixed[ii, jj].tolist()))
+    nodes = graph.nodes
+    score = cast(list[StochasticNode], [nodes[i] for i in plan.score])
+    for v in nodes:
+        if isinstance(v, StochasticNode):
+            v.extra["sample_info"] = samples.info(v) if samples.active else NO_SAMPLE_DIMS
+    ngs = [NodeGroup([score[i] for i in rows], rows, layout,
+                     torch.stack([_logp(score[i]) for i in rows]))
+           for layout, rows in plan.node_keys]
+    a, w, mixed, pairs = plan.a, plan.w, plan.mixed, plan.pairs
+    graph._credit = plan.credit
 
     if dice and not loaded:
         if mixed.any() or any(v.extra.get("plates") is not None for v in score):
@@ -365,21 +450,21 @@ def surrogate_loss(graph: Graph, *, discount: float | None = None, dice: bool = 
     assert loss is not None
     factors = _loaded(ngs, score, full, sizes, dice_lambda) if dice_lambda is not None else None
     for gi, ng in enumerate(ngs):
-        c_hat = _c_hat(ng, cgs, w, costs, sizes, "target", mixed)
+        c_hat = _c_hat(ng, cgs, w, costs, sizes, "target", mixed, pairs, gi)
         if c_hat is None:
             continue
         adv = _node_baselines(graph, full, ng, c_hat, extra_losses)
-        adv, path = _control_variates(ng, plan, adv)
+        adv, path = _control_variates(ng, samples, adv)
         if factors is None:
             factor = ng.logp - ng.logp.detach()
         else:  # Loaded DiCE credits the live costs (their θ-dependence meets the score there)
             factor = factors[gi]
-            live = _c_hat(ng, cgs, w, costs, sizes, "live", mixed)
+            live = _c_hat(ng, cgs, w, costs, sizes, "live", mixed, pairs, gi)
             assert live is not None
             if adv is c_hat and not has_cost_baselines:
                 adv = live
             else:
-                raw = (_c_hat(ng, cgs, w, costs, sizes, "raw", mixed) if has_cost_baselines
+                raw = (_c_hat(ng, cgs, w, costs, sizes, "raw", mixed, pairs, gi) if has_cost_baselines
                        else c_hat)
                 assert raw is not None
                 adv = live - (raw - adv).detach()

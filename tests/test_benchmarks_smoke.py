@@ -91,12 +91,15 @@ def test_scg_vectorized_rows_are_finite_and_unbiased(bench: Any, tmp_path: Path)
 
 
 def test_scg_looped_matches_vectorized(bench: Any) -> None:
-    cfg = _config(bench, ("scg_loop", "scg_vec"), problems=("toy",), estimators=("sf", "loo4"), n_bias=300,
+    libs = ("scg_loop", "scg_decl", "scg_vec")
+    cfg = _config(bench, libs, problems=("toy",), estimators=("sf", "loo4"), n_bias=300,
                   n_var={"toy": 300}, rounds=1)
     shared = bench.InProcess()
-    rows = bench.run_benchmark(cfg, {"scg_loop": shared, "scg_vec": shared}, log=lambda _: None)
+    rows = bench.run_benchmark(cfg, {lib: shared for lib in libs}, log=lambda _: None)
     _check_rows(rows, cfg)
     by = {(r["estimator"], r["lib"]): r for r in rows}
+    same = by[("sf", "scg_decl")]["same_draws"]  # declared structure: the same estimator, draw for draw
+    assert same["max_abs_diff"] <= 1e-6 * same["max_abs"], same
     for est in ("sf", "loo4"):  # the same estimator: variances agree within sampling error
         a, b = by[(est, "scg_loop")], by[(est, "scg_vec")]
         assert abs(a["var_trace"] - b["var_trace"]) < 4 * math.hypot(a["var_trace_se"], b["var_trace_se"]), est

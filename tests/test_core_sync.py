@@ -61,7 +61,8 @@ def test_counter_sees_synchronising_calls() -> None:
     assert "item" not in torch.Tensor.__dict__  # restored
 
 
-def attention(steps: int) -> Callable[[], torch.Tensor]:
+def attention(steps: int, structure: scg.Declared | scg.Cached | None = None
+              ) -> Callable[[], torch.Tensor]:
     """A hard-attention loop: a Categorical, a gather with the sample, a per-step cost."""
     gen = torch.Generator().manual_seed(0)
     enc = torch.randn(4, 5, 8, generator=gen)
@@ -71,7 +72,7 @@ def attention(steps: int) -> Callable[[], torch.Tensor]:
 
     def run() -> torch.Tensor:
         h = torch.zeros(4, 8)
-        with scg.Graph() as g:
+        with scg.Graph(structure=structure) as g:
             for t in range(steps):
                 scores = torch.bmm(enc, h[:, :, None]).squeeze(-1)  # (B, M)
                 z = scg.sample(Categorical(logits=scores, validate_args=False), name="z", step=t)
@@ -89,14 +90,18 @@ def attention(steps: int) -> Callable[[], torch.Tensor]:
     return run
 
 
+@pytest.mark.parametrize("structure", [None, scg.Declared, scg.Cached])
 @pytest.mark.parametrize("steps", [1, 6])
-def test_graph_build_makes_no_host_sync(steps: int) -> None:
-    run = attention(steps)
-    with count_syncs() as calls:
-        run()
-    surrogate = run.surrogate_calls  # type: ignore[attr-defined]
-    build = calls[: len(calls) - len(surrogate)]
-    assert build == [], f"synchronising calls while building the graph: {build}"
+def test_graph_build_makes_no_host_sync(steps: int, structure: type | None) -> None:
+    """Tracked, declared, and cached (the second graph is untracked, with a cached plan)."""
+    run = attention(steps, None if structure is None else structure())
+    for _ in range(2):
+        with count_syncs() as calls:
+            run()
+        surrogate = run.surrogate_calls  # type: ignore[attr-defined]
+        build = calls[: len(calls) - len(surrogate)]
+        assert build == [], f"synchronising calls while building the graph: {build}"
+        assert len(surrogate) <= 2, surrogate
 
 
 def test_surrogate_syncs_do_not_grow_with_the_graph() -> None:

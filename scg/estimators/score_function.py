@@ -40,7 +40,8 @@ class ScoreFunction(Estimator):
 
     def draw(self, dist: Distribution, sample_shape: torch.Size) -> torch.Tensor:
         # ``Distribution.sample`` already runs under no_grad; detach() guards custom ones.
-        return dist.sample(sample_shape).detach()
+        x = dist.sample(sample_shape)
+        return x.detach() if x.requires_grad else x
 
     def __repr__(self) -> str:
         return f"ScoreFunction(baseline={self.baseline!r})"

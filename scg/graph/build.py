@@ -112,6 +112,9 @@ def sample(
                        "support several samples per node")
     _check_plates(plates, "sample", name, location)
     shape = torch.Size(() if n is None else (n,))
+    if not g.tracked:
+        return _sample_untracked(g, dist, name, estimator, baseline, step, n, plates, shape,
+                                 location)
     raw = None
     enumerated = isinstance(estimator, Enumerate)
     parents_extra = 0
@@ -197,6 +200,49 @@ def sample(
     if g._outer is not None:
         g._outer._foreign_sample(value, node)
     return value
+
+
+def _sample_untracked(g: Graph, dist: Distribution, name: str | None, estimator: Estimator,
+                      baseline: Baseline | None, step: int | None, n: int | None,
+                      plates: int | None, shape: torch.Size, location: str) -> torch.Tensor:
+    """``scg.sample`` in a graph that is not tracked (``scg.Graph(structure=...)``): the node's
+    parents come from the structure when the surrogate is built, so only the draw and its
+    log-probability are computed here."""
+    enumerated = isinstance(estimator, Enumerate)
+    raw = None
+    try:
+        if enumerated:
+            raw = estimator.draw(dist, shape)
+            n = int(raw.shape[0])
+            shape = torch.Size((n,))
+        elif g.intervene is not None:
+            auto = name if name is not None else f"sample_{g._counts['stochastic']}"
+            raw = g.intervene(auto, step, dist, shape)
+            if raw is not None:
+                expected_shape = shape + dist.batch_shape + dist.event_shape
+                if not isinstance(raw, torch.Tensor) or raw.shape != expected_shape:
+                    got = tuple(raw.shape) if isinstance(raw, torch.Tensor) else type(raw).__name__
+                    raise SCGError(f"the graph's intervention returned {got}, expected a tensor "
+                                   f"of shape {tuple(expected_shape)}")
+        if raw is None:
+            raw = estimator.draw(dist, shape)
+    except SCGError as e:
+        raise SCGError(f"scg.sample(name={name!r}) at {location}: {e}") from None
+    # scored on a private copy, so that the program may edit its sample in place
+    private = not raw.requires_grad
+    log_prob = _log_prob(dist, raw.clone() if private else raw, estimator.score or enumerated,
+                         shape, name, location)
+    node_baseline = baseline if baseline is not None else estimator.baseline
+    node = g._register(StochasticNode, name, step, raw, 0, location, dist=dist,
+                       estimator=estimator, baseline=node_baseline, log_prob=log_prob, n=n)
+    extra = node.extra  # type: ignore[attr-defined]
+    extra["private"] = private
+    extra["plates"] = plates if plates is not None else g.plates
+    if enumerated:
+        extra["enumerated"] = True
+    if hasattr(node_baseline, "inputs"):
+        extra["baseline_inputs_versions"] = _versions(getattr(node_baseline, "inputs", ()))
+    return raw
 
 
 def _versions(values: object) -> list[tuple[torch.Tensor, int]]:
@@ -361,10 +407,13 @@ def cost(
         raise SCGError(f"scg.cost(name={name!r}) at {location}: a cost must be a floating-point "
                        f"tensor, got dtype {value.dtype}; convert it with .float()")
     mask = _reduced_mask(g, reduced, name, location) if reduced is not None else 0
-    vmask = g.mask(value)
-    node = g._register(CostNode, name, step, value, vmask, location,
-                       foreign=g.foreign(value), baseline=baseline)
-    check_untracked(g, node, [value], vmask)
+    if g.tracked:
+        vmask = g.mask(value)
+        node = g._register(CostNode, name, step, value, vmask, location,
+                           foreign=g.foreign(value), baseline=baseline)
+        check_untracked(g, node, [value], vmask)
+    else:  # the parents come from the graph's structure
+        node = g._register(CostNode, name, step, value, 0, location, baseline=baseline)
     node.extra["version"] = value._version  # type: ignore[attr-defined]
     if baseline is not None and getattr(baseline, "inputs", None) is not None:
         node.extra["baseline_inputs_mask"] = sum_masks(g, baseline.inputs)  # type: ignore[attr-defined]
@@ -408,6 +457,9 @@ def deterministic(value: torch.Tensor, *, name: str, step: int | None = None) ->
     if not isinstance(value, torch.Tensor):
         raise SCGError(f"scg.deterministic(name={name!r}) at {location}: expected a tensor, got "
                        f"{type(value).__name__}")
+    if not g.tracked:
+        g._register(DeterministicNode, name, step, value, 0, location)
+        return value
     foreign = g.foreign(value)
     alias, parents = _alias(g, value)
     node = g._register(DeterministicNode, name, step, alias, parents, location, foreign=foreign)
@@ -432,12 +484,17 @@ def influenced_by(value: torch.Tensor, *sources: torch.Tensor | Node,
     sources get whole-plate credit from it (:mod:`scg.plates`), unless ``per_element=True``
     declares that ``value[i, ...]`` depends on element ``i`` of each source only (their leading
     dimensions line up).
+
+    In a graph that is not tracked (``scg.Graph(structure=scg.Declared(...))``) the declared
+    structure is the whole relation: ``value`` is returned unchanged.
     """
     g = _open_graph("influenced_by", None)
     location = caller_location()
     if not isinstance(value, torch.Tensor):
         raise SCGError(f"scg.influenced_by at {location}: value must be a tensor, got "
                        f"{type(value).__name__}")
+    if not g.tracked:
+        return value
     extra = 0
     for i, s in enumerate(sources):
         if not isinstance(s, (torch.Tensor, Node)):

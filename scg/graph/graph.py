@@ -16,6 +16,7 @@ from torch.overrides import _pop_mode, _push_mode
 
 from scg.errors import InfluenceLostError, InfluenceLostWarning, SCGError, UntrackedRandomnessWarning
 from scg.graph.nodes import CostNode, DeterministicNode, Node, StochasticNode
+from scg.graph.structure import Structure, signature
 from scg.graph.threads import InThread, wrap
 from scg.graph.tracking import InfluenceTracker, bits, closure
 
@@ -89,11 +90,19 @@ class Graph:
             node's value before it is sampled; a tensor it returns is used instead of a draw
             (``None``: sample as usual). Used for enumeration (``scg.testing``), greedy reruns
             (self-critical baselines) and replaying recorded choices.
+        structure: a :class:`scg.Declared` or :class:`scg.Cached` object held across graphs:
+            the influence relation is declared, or learned from earlier tracked graphs, so
+            this graph is not tracked (no torch function mode is pushed) and its surrogate
+            reuses the plan of earlier graphs with the same signature
+            (:mod:`scg.graph.structure`, ``docs/performance.md``). ``None`` (default): tracked.
     """
 
     def __init__(self, *, warn_on_escape: bool = True,
                  intervene: Intervention | None = None, strict: bool = False,
-                 plates: int | None = None) -> None:
+                 plates: int | None = None, structure: Structure | None = None) -> None:
+        if structure is not None and not isinstance(structure, Structure):
+            raise SCGError(f"scg.Graph(structure=...): expected scg.Declared, scg.Cached or None, "
+                           f"got {type(structure).__name__}")
         if plates is not None and (isinstance(plates, bool) or not isinstance(plates, int)
                                    or plates < 0):
             raise SCGError(f"scg.Graph(plates=...): expected None or an int >= 0, got {plates!r}")
@@ -107,7 +116,7 @@ class Graph:
         self.warn_on_escape = warn_on_escape
         self._keys: dict[tuple[str, int | None], Node] = {}
         self._counts = {"stochastic": 0, "cost": 0, "deterministic": 0}
-        self._tracker = InfluenceTracker(self._attr, self._on_event)
+        self._tracker_obj: InfluenceTracker | None = None  # made when first needed
         self._token: Token[Graph | None] | None = None
         self._state = "new"  # new -> open -> closed
         self._surrogate_built = False
@@ -117,6 +126,10 @@ class Graph:
         self._full: list[int] | None = None
         #: grad_fn of each node value that has one -> node index (scg.graph.threads)
         self._grad_fns: dict[Any, int] = {}
+        self.structure = structure
+        #: whether torch calls are watched (set when the graph is entered)
+        self.tracked = True
+        self._sig: tuple[Any, ...] | None = None
 
     # ------------------------------------------------------------------ context manager
     def __enter__(self) -> Graph:
@@ -126,7 +139,13 @@ class Graph:
         outer = _CURRENT.get()
         self._outer = outer if outer is not None and outer.is_open else None
         self._token = _CURRENT.set(self)
-        self._tracker.__enter__()  # type: ignore[no-untyped-call]
+        if self.structure is not None:
+            self.tracked = self.structure._begin()
+            if not self.tracked and self.strict:
+                raise SCGError("scg.Graph(strict=True): escapes can only be found by tracking; "
+                               f"{self.structure!r} does not track this graph")
+        if self.tracked:
+            self._tracker.__enter__()  # type: ignore[no-untyped-call]
         return self
 
     def __exit__(
@@ -135,12 +154,20 @@ class Graph:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self._tracker.__exit__(exc_type, exc, tb)  # type: ignore[no-untyped-call]
+        if self.tracked:
+            self._tracker.__exit__(exc_type, exc, tb)  # type: ignore[no-untyped-call]
         assert self._token is not None
         _CURRENT.reset(self._token)
         self._token = None
         self._state = "closed"
         self._outer = None
+
+    @property
+    def _tracker(self) -> InfluenceTracker:
+        """The graph's tracking mode (made on first use: an untracked graph needs none)."""
+        if self._tracker_obj is None:
+            self._tracker_obj = InfluenceTracker(self._attr, self._on_event)
+        return self._tracker_obj
 
     @property
     def is_open(self) -> bool:
@@ -166,7 +193,9 @@ class Graph:
     def mask(self, value: object) -> int:
         """The direct-influence mask of a tensor computed in this graph (0 if untracked),
         including what was written into its storage through another alias."""
-        return self._tracker.mask_of(value) if isinstance(value, torch.Tensor) else 0
+        if self._tracker_obj is None or not isinstance(value, torch.Tensor):
+            return 0
+        return self._tracker_obj.mask_of(value)
 
     def foreign(self, value: torch.Tensor) -> dict[int, int]:
         """The tensor's foreign positions: position -> mask (see :mod:`scg.graph.positions`)."""
@@ -174,7 +203,7 @@ class Graph:
 
     def _paused(self) -> _Paused:
         """Suspend tracking (when this graph's tracker is the innermost torch function mode)."""
-        return _Paused(self._tracker)
+        return _Paused(self._tracker_obj if self.tracked else None)
 
     def _set_mask(self, value: torch.Tensor, mask: int, foreign: dict[int, int] | None = None
                   ) -> None:
@@ -221,7 +250,7 @@ class Graph:
     def _register(self, node_cls: type[Node], name: str | None, step: int | None,
                   value: torch.Tensor, parents: int, location: str,
                   foreign: dict[int, int] | None = None, **fields: Any) -> Node:
-        kind = node_cls.__name__.replace("Node", "").lower()
+        kind = _KIND[node_cls]
         if self._surrogate_built:
             raise SCGError(f"scg.{_FN[kind]}(name={name!r}) at {location}: surrogate_loss() was "
                            "already built from this graph, so it would silently omit this node; "
@@ -249,11 +278,13 @@ class Graph:
         self.nodes.append(node)
         self._keys[key] = node
         self._full = None
-        self._tracker.max_dim = max(self._tracker.max_dim, value.dim())
-        if node_cls is not CostNode:
-            grad_fn = value.grad_fn
-            if grad_fn is not None:
-                self._grad_fns[grad_fn] = node.index
+        if self.tracked:
+            tracker = self._tracker
+            tracker.max_dim = max(tracker.max_dim, value.dim())
+            if node_cls is not CostNode:
+                grad_fn = value.grad_fn
+                if grad_fn is not None:
+                    self._grad_fns[grad_fn] = node.index
         return node
 
     def _foreign_sample(self, value: torch.Tensor, node: StochasticNode) -> None:
@@ -304,8 +335,29 @@ class Graph:
     def full_influence(self) -> list[int]:
         """``full[i]``: the mask of every node that influences node ``i`` (transitive closure)."""
         if self._full is None:
-            self._full = closure([n.parents for n in self.nodes])
+            if not self.tracked:
+                self._full = self._apply_structure()
+            else:
+                self._full = closure([n.parents for n in self.nodes])
         return self._full
+
+    def signature(self) -> tuple[Any, ...]:
+        """The graph's signature (:func:`scg.graph.structure.signature`), computed once the
+        surrogate is built or the relation is asked for."""
+        if self._sig is None or len(self._sig) != len(self.nodes):
+            self._sig = signature(self)
+        return self._sig
+
+    def _apply_structure(self) -> list[int]:
+        """An untracked graph: its nodes' parents and foreign positions from the structure;
+        returns the closure (cached with the relation)."""
+        assert self.structure is not None
+        relation, full = self.structure._relation(self, self.signature())
+        for node, (parents, foreign) in zip(self.nodes, relation):
+            node.parents = parents
+            if foreign:
+                node.foreign = dict(foreign)
+        return full
 
     def influences(self, v: str | Node | torch.Tensor, c: str | Node | torch.Tensor) -> bool:
         """Whether node ``v`` influences node ``c`` (there is a data-flow path from v to c)."""
@@ -357,3 +409,4 @@ class Graph:
 
 
 _FN = {"stochastic": "sample", "cost": "cost", "deterministic": "deterministic"}
+_KIND = {StochasticNode: "stochastic", CostNode: "cost", DeterministicNode: "deterministic"}

@@ -5,6 +5,7 @@ Not imported by ``import scg``; import ``scg.testing`` explicitly.
 """
 
 from scg.testing.exact import exact_expectation, exact_gradient, exact_hessian
+from scg.testing.structure import check_structure
 from scg.testing.unbiased import (
     UnbiasedReport,
     assert_unbiased,
@@ -17,6 +18,7 @@ from scg.testing.unbiased import (
 __all__ = [
     "UnbiasedReport",
     "assert_unbiased",
+    "check_structure",
     "check_unbiased",
     "compare",
     "estimate_gradients",

@@ -160,7 +160,8 @@ def check_unbiased(program: Program, params: Sequence[torch.Tensor], n: int = 10
                    surrogate_kwargs: dict[str, Any] | None = None,
                    exact: Sequence[torch.Tensor] | None = None,
                    batched: Callable[..., object] | None = None,
-                   particles: int = 256) -> UnbiasedReport:
+                   particles: int = 256,
+                   graph_kwargs: dict[str, Any] | None = None) -> UnbiasedReport:
     """Run the test of the module docstring and return its report (does not raise).
 
     Args:
@@ -177,6 +178,8 @@ def check_unbiased(program: Program, params: Sequence[torch.Tensor], n: int = 10
             vectorized (see :func:`estimate_gradients_batched`); ``program`` is still used for
             the exact gradient.
         particles: estimates per run of ``batched``.
+        graph_kwargs: passed to each estimate's ``scg.Graph`` (e.g. ``{"structure":
+            scg.Declared()}``; not to the enumeration of the exact gradient, which is tracked).
     """
     params = list(params)
     g_exact = _flat(list(exact) if exact is not None else exact_gradient(program, params), params)
@@ -185,7 +188,8 @@ def check_unbiased(program: Program, params: Sequence[torch.Tensor], n: int = 10
                                                surrogate_kwargs=surrogate_kwargs)
     else:
         estimates = estimate_gradients(program, params, n, seed=seed,
-                                       surrogate_kwargs=surrogate_kwargs)
+                                       surrogate_kwargs=surrogate_kwargs,
+                                       graph_kwargs=graph_kwargs)
     return compare(estimates, g_exact.detach(), alpha=alpha, atol=atol)
 
 
@@ -194,14 +198,15 @@ def assert_unbiased(program: Program, params: Sequence[torch.Tensor], n: int = 1
                     surrogate_kwargs: dict[str, Any] | None = None,
                     exact: Sequence[torch.Tensor] | None = None,
                     batched: Callable[..., object] | None = None,
-                    particles: int = 256) -> UnbiasedReport:
+                    particles: int = 256,
+                    graph_kwargs: dict[str, Any] | None = None) -> UnbiasedReport:
     """Raise ``AssertionError`` when the surrogate gradient of ``program`` is detectably biased.
 
     See :func:`check_unbiased` for the arguments; returns the report when the test passes.
     """
     report = check_unbiased(program, params, n, seed=seed, alpha=alpha, atol=atol,
                             surrogate_kwargs=surrogate_kwargs, exact=exact, batched=batched,
-                            particles=particles)
+                            particles=particles, graph_kwargs=graph_kwargs)
     if not report.passed:
         raise AssertionError(str(report))
     return report

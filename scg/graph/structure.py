@@ -1,0 +1,298 @@
+"""Declared and cached structure: credit without per-operation tracking.
+
+Algorithm 1 of Schulman et al. (2015) credits each stochastic node v with Ĉ_v, the costs it
+*influences* (v ≺ c). A tracked :class:`~scg.Graph` finds ≺ (and which cost elements each plate
+element of v is credited with, :mod:`scg.plates`) by watching every torch call; that costs a few
+microseconds of Python per call. A *structure* object, passed as ``scg.Graph(structure=...)``,
+gives the relation instead, so that no torch function mode is pushed and a torch call inside the
+graph costs what it costs outside:
+
+* :class:`Declared`: the user states the relation. The default is the *causal* rule: a node at
+  step s is influenced by every stochastic node created before it at a step ≤ s (a node or cost
+  without a step: by every earlier stochastic node), per example (each plate element with its
+  own cost elements). A general relation is a function ``influences(v, node) -> bool``.
+* :class:`Cached`: the relation is *learned* from tracked runs, keyed by the graph's signature
+  (the kinds, names, steps, shapes, dtypes and estimators of its nodes, in order); the graphs in
+  between are not tracked and reuse it. Every ``check_every``-th graph is tracked again and its
+  relation compared with the cached one: a difference raises :class:`~scg.SCGError` naming the
+  first (node, cost) pair, the way a JIT re-checks its guards.
+
+Why an over-declared relation is safe and an under-declared one is not: for v ⊀ c, c is a
+function of nodes whose distributions do not depend on v, so E[∇_θ log p(v | ·) · c] = 0 and
+crediting v with c adds a zero-mean term (unbiased, higher variance); the same holds for
+whole-plate instead of per-element credit (:mod:`scg.plates`). Declaring v ⊀ c when v ≺ c, or
+per-element credit for a cost that mixes the examples, drops a term with non-zero mean: a biased
+gradient. ``scg.testing.check_structure`` runs a program tracked and compares.
+
+Both kinds also cache the surrogate's *plan* per signature: the influence closure, the plate
+check, the grouping of nodes and costs and the credit matrices (:mod:`scg.surrogate`), so that a
+step with the structure of an earlier one only stacks its values and multiplies.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Hashable
+from typing import TYPE_CHECKING, Any
+
+from scg.errors import SCGError
+from scg.graph.nodes import CostNode, Node, StochasticNode
+from scg.graph.tracking import closure
+
+if TYPE_CHECKING:
+    from scg.graph.graph import Graph
+
+__all__ = ["Cached", "Declared", "Relation", "Structure", "signature"]
+
+#: per node, in creation order: (direct parents mask, foreign positions as sorted items)
+Relation = tuple[tuple[int, tuple[tuple[int, int], ...]], ...]
+
+Influences = Callable[[StochasticNode, Node], bool]
+
+
+class Signature(tuple):  # type: ignore[type-arg]
+    """A graph's signature: a tuple whose hash is computed once (it keys several lookups per
+    step)."""
+
+    _hash: int
+
+    def __hash__(self) -> int:
+        try:
+            return self._hash
+        except AttributeError:
+            self._hash = h = tuple.__hash__(self)
+            return h
+
+
+def signature(graph: Graph) -> Signature:
+    """What a cached relation and surrogate plan depend on: per node, in creation order, its kind,
+    name, step, value shape, dtype and device, and for a stochastic node its estimator class,
+    ``n``, declared plates, whether it is enumerated and its log-probability shape; for a cost
+    the mask of the nodes whose sample dimension it reduces."""
+    out: list[Hashable] = []
+    for n in graph.nodes:
+        v = n.value
+        if isinstance(n, StochasticNode):
+            lp = n.log_prob
+            out.append(("s", n.name, n.step, v.shape, v.dtype, v.device, type(n.estimator),
+                        n.n, n.extra.get("plates"), n.extra.get("enumerated", False),
+                        None if lp is None else lp.shape))
+        elif isinstance(n, CostNode):
+            out.append(("c", n.name, n.step, v.shape, v.dtype, v.device,
+                        n.extra.get("reduced", 0)))
+        else:
+            out.append(("d", n.name, n.step, v.shape, v.dtype, v.device))
+    return Signature(out)
+
+
+def causal(v: StochasticNode, node: Node) -> bool:
+    """The default declaration: ``v`` (created before ``node``) influences it unless both have
+    steps and ``v``'s is later."""
+    return v.step is None or node.step is None or v.step <= node.step
+
+
+class Structure:
+    """Base class of :class:`Declared` and :class:`Cached`: an object the user holds across
+    graphs (``scg.Graph(structure=s)``); it keeps the relations and surrogate plans per graph
+    signature. Counts in :attr:`stats`: ``tracked`` (graphs run under tracking), ``reused``
+    (graphs that used a cached or declared relation) and ``fallback`` (:class:`Cached` only:
+    untracked graphs whose signature had no cached relation)."""
+
+    def __init__(self) -> None:
+        #: signature -> (relation, its transitive closure)
+        self.relations: dict[tuple[Hashable, ...], tuple[Relation, list[int]]] = {}
+        #: (signature, surrogate options) -> plan (built by :mod:`scg.surrogate`)
+        self.plans: dict[Hashable, Any] = {}
+        self.stats = {"tracked": 0, "reused": 0, "fallback": 0}
+        #: signature -> (influence closure, credit) of the last tracked graph (``Cached``)
+        self._learned: dict[tuple[Hashable, ...], tuple[list[int], dict[tuple[int, int], bool]]] = {}
+
+    # -------------------------------------------------------------- called by the graph
+    def _begin(self) -> bool:
+        """A graph using this structure is entered: whether it must be tracked."""
+        raise NotImplementedError
+
+    def _relation(self, graph: Graph, sig: tuple[Hashable, ...]) -> tuple[Relation, list[int]]:
+        """The relation for an untracked graph of signature ``sig``, and its closure."""
+        raise NotImplementedError
+
+    def _learn(self, graph: Graph, sig: tuple[Hashable, ...], relation: Relation,
+               full: list[int], credit: dict[tuple[int, int], bool]) -> None:
+        """A tracked graph's relation, closure and credit (``Cached`` compares and stores)."""
+
+    def clear(self) -> None:
+        """Forget every cached relation and plan (the next :class:`Cached` graph is tracked)."""
+        self.relations.clear()
+        self.plans.clear()
+        self._learned.clear()
+
+
+def declared_relation(graph: Graph, influences: Influences,
+                      per_example: bool | Influences) -> Relation:
+    """Direct parents and foreign positions of each node under a declaration: a node's parents
+    are the earlier stochastic nodes that influence it; a pair without per-example credit is
+    foreign from position 0 (whole-plate credit, :mod:`scg.plates`)."""
+    out: list[tuple[int, tuple[tuple[int, int], ...]]] = []
+    stochastic: list[StochasticNode] = []
+    for node in graph.nodes:
+        parents = 0
+        whole = 0
+        for v in stochastic:
+            try:
+                hit = bool(influences(v, node))
+                per = per_example if isinstance(per_example, bool) else bool(per_example(v, node))
+            except Exception as e:  # the user's declaration: name the pair
+                raise SCGError(f"the declared structure raised {type(e).__name__}: {e} for "
+                               f"({v.describe()}, {node.describe()})") from e
+            if hit:
+                parents |= 1 << v.index
+                if not per:
+                    whole |= 1 << v.index
+        out.append((parents, ((0, whole),) if whole else ()))
+        if isinstance(node, StochasticNode):
+            stochastic.append(node)
+    return tuple(out)
+
+
+class Declared(Structure):
+    """A declared dependency structure: graphs using it are not tracked at all.
+
+    Args:
+        influences: ``influences(v, node) -> bool``: whether the stochastic node ``v`` influences
+            ``node`` (a cost, or a stochastic or named deterministic node created after ``v``).
+            A function of the nodes' names, steps and kinds (its answers are cached per graph
+            signature). Default: the causal rule, a node at step s is influenced by every
+            earlier stochastic node at a step ≤ s (either without a step: influenced).
+        per_example: ``True`` (default): each plate element of ``v`` is credited with its own
+            elements of the costs it influences (the costs' leading dimensions are its
+            examples, :mod:`scg.plates`); ``False``: whole-plate credit; or a function
+            ``per_example(v, node) -> bool`` per pair.
+
+    Over-declaring (v influences c when it does not, whole-plate credit where per-example would
+    do) is unbiased with a higher variance; under-declaring biases the gradient. Check a
+    declaration against tracking with ``scg.testing.check_structure(program, declared)``.
+    Escapes, hidden randomness, writes into samples and nested graphs are not reported in an
+    untracked graph (nothing is watched), and ``scg.influenced_by`` returns its value unchanged
+    (the declaration is the whole relation).
+    """
+
+    def __init__(self, influences: Influences | None = None, *,
+                 per_example: bool | Influences = True) -> None:
+        super().__init__()
+        if influences is not None and not callable(influences):
+            raise SCGError(f"scg.Declared(influences=...): expected a function (v, node) -> bool "
+                           f"or None, got {type(influences).__name__}")
+        if not isinstance(per_example, bool) and not callable(per_example):
+            raise SCGError(f"scg.Declared(per_example=...): expected a bool or a function "
+                           f"(v, node) -> bool, got {type(per_example).__name__}")
+        self.influences: Influences = influences if influences is not None else causal
+        self.per_example = per_example
+
+    def _begin(self) -> bool:
+        self.stats["reused"] += 1
+        return False
+
+    def _relation(self, graph: Graph, sig: tuple[Hashable, ...]) -> tuple[Relation, list[int]]:
+        got = self.relations.get(sig)
+        if got is None:
+            rel = declared_relation(graph, self.influences, self.per_example)
+            got = self.relations[sig] = (rel, closure([p for p, _ in rel]))
+        return got
+
+    def __repr__(self) -> str:
+        rule = "causal" if self.influences is causal else getattr(
+            self.influences, "__name__", "custom")
+        return f"scg.Declared({rule}, per_example={self.per_example!r})"
+
+
+class Cached(Structure):
+    """A relation learned from tracked runs and reused by the untracked ones in between.
+
+    The first graph is tracked; its relation (and surrogate plan) is cached under its signature
+    (:func:`signature`). The next graphs are not tracked: one with a cached signature reuses the
+    relation; one with a new signature cannot be analysed (nothing was watched), so it gets the
+    conservative relation (every earlier stochastic node influences each node at a later or
+    equal step, whole-plate credit: unbiased, higher variance; a ``RuntimeWarning`` the first
+    time) and the next graph is tracked to learn it. Every ``check_every``-th graph is tracked
+    again and its influence closure and credit compared with the cached ones: a difference (the
+    program's data flow changed under the same signature, e.g. a data-dependent branch) raises
+    :class:`~scg.SCGError` naming the first pair.
+
+    Args:
+        check_every: track every ``check_every``-th graph (``None``: only the first graph of each
+            signature, never re-checked; ``1``: every graph, tracked and compared).
+    """
+
+    def __init__(self, check_every: int | None = 100) -> None:
+        super().__init__()
+        if check_every is not None and (isinstance(check_every, bool)
+                                        or not isinstance(check_every, int) or check_every < 1):
+            raise SCGError(f"scg.Cached(check_every=...): expected None or an int >= 1, got "
+                           f"{check_every!r}")
+        self.check_every = check_every
+        self._count = 0
+        self._retrace = True
+        self._warned = False
+
+    def _begin(self) -> bool:
+        track = self._retrace or (self.check_every is not None
+                                  and self._count % self.check_every == 0)
+        self._count += 1
+        self._retrace = False
+        self.stats["tracked" if track else "reused"] += 1
+        return track
+
+    def _relation(self, graph: Graph, sig: tuple[Hashable, ...]) -> tuple[Relation, list[int]]:
+        got = self.relations.get(sig)
+        if got is not None:
+            return got
+        self.stats["reused"] -= 1
+        self.stats["fallback"] += 1
+        self._retrace = True
+        if not self._warned:
+            self._warned = True
+            warnings.warn(
+                "scg.Cached: this graph's nodes (names, steps, shapes) differ from every tracked "
+                "graph so far, and it was not tracked; it gets the conservative credit (every "
+                "earlier stochastic node, whole plate: unbiased, higher variance) and the next "
+                "graph is tracked. For a program whose structure changes from step to step, "
+                "use scg.Declared or plain tracking", RuntimeWarning, stacklevel=4)
+        rel = declared_relation(graph, causal, False)
+        return rel, closure([p for p, _ in rel])
+
+    def _learn(self, graph: Graph, sig: tuple[Hashable, ...], relation: Relation,
+               full: list[int], credit: dict[tuple[int, int], bool]) -> None:
+        old = self._learned.get(sig)
+        if old is not None:
+            _compare(graph, old[0], old[1], full, credit)
+        self.relations[sig] = (relation, list(full))
+        self._learned[sig] = (list(full), dict(credit))
+
+    def __repr__(self) -> str:
+        return f"scg.Cached(check_every={self.check_every!r}, {len(self.relations)} structure(s))"
+
+
+def _compare(graph: Graph, full0: list[int], credit0: dict[tuple[int, int], bool],
+             full: list[int], credit: dict[tuple[int, int], bool]) -> None:
+    """Raise on the first (stochastic node, node) pair whose influence or credit differs."""
+    nodes = graph.nodes
+    for c in nodes:
+        diff = full0[c.index] ^ full[c.index]
+        for v in nodes[:c.index]:
+            if diff >> v.index & 1 and isinstance(v, StochasticNode):
+                now = "influences" if full[c.index] >> v.index & 1 else "does not influence"
+                raise SCGError(
+                    f"scg.Cached: the structure changed: in this tracked graph {v.describe()} "
+                    f"{now} {c.describe()}, unlike the cached graph of the same signature (the "
+                    "program's data flow depends on sampled values). The untracked graphs since "
+                    "the last check used the cached relation; use plain tracking, or scg.Cached("
+                    "check_every=1), for this program")
+    for key in sorted(set(credit0) | set(credit)):
+        if credit0.get(key) != credit.get(key):
+            v, c = nodes[key[0]], nodes[key[1]]
+            names = {None: "none", True: "whole-plate", False: "per-element"}
+            raise SCGError(
+                f"scg.Cached: the structure changed: in this tracked graph {v.describe()} gets "
+                f"{names[credit.get(key)]} credit from {c.describe()}, the cached graph of the "
+                f"same signature {names[credit0.get(key)]} (the program's data flow depends on "
+                "sampled values); use plain tracking, or scg.Cached(check_every=1)")

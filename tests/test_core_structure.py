@@ -1,0 +1,311 @@
+"""Declared and cached structure (scg.Declared, scg.Cached): no tracking, the same estimator.
+
+For programs whose structure they describe, the untracked graphs must give the *same* gradient
+as a tracked graph, draw for draw (same seed), and the same credit per (node, cost) pair; a
+wrong declaration is caught by ``scg.testing.check_structure``; a cached relation that stops
+describing the program is caught at the next tracked check.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+
+import pytest
+import torch
+from torch._C import _len_torch_function_stack
+from torch.distributions import Bernoulli, Categorical, Normal
+
+import scg
+import scg.testing
+
+B, M, H, T = 4, 5, 6, 5
+
+
+def attention_program(params: list[torch.Tensor], baseline: object = None,
+                      seen: list[int] | None = None) -> Callable[[], None]:
+    """A hard-attention loop: Categorical over chunks, gather with the sample, tanh recurrence,
+    one per-example cost per step."""
+    gen = torch.Generator().manual_seed(1)
+    enc = torch.randn(B, M, H, generator=gen)
+    target = torch.randn(T, B, H, generator=gen)
+    w, q = params
+    rows = torch.arange(B)
+
+    def program() -> None:
+        if seen is not None:
+            seen.append(_len_torch_function_stack())
+        h = torch.zeros(B, H)
+        for t in range(T):
+            scores = torch.bmm(enc, (h @ q)[:, :, None]).squeeze(-1)  # (B, M)
+            z = scg.sample(Categorical(logits=scores), name="z", step=t,
+                           baseline=baseline)  # type: ignore[arg-type]
+            h = torch.tanh(enc[rows, z] @ w + h)  # (B, H)
+            scg.cost(((h - target[t]) ** 2).sum(-1), name="c", step=t)  # (B,)
+    return program
+
+
+def make_params() -> list[torch.Tensor]:
+    gen = torch.Generator().manual_seed(0)
+    return [(torch.randn(H, H, generator=gen) / 3).requires_grad_(),
+            (torch.randn(H, H, generator=gen) / 3).requires_grad_()]
+
+
+def grads(program: Callable[[], None], params: list[torch.Tensor], seed: int,
+          **kwargs: object) -> tuple[list[torch.Tensor], scg.Graph]:
+    torch.manual_seed(seed)
+    with scg.Graph(**kwargs) as g:  # type: ignore[arg-type]
+        program()
+    loss = g.surrogate_loss()
+    return list(torch.autograd.grad(loss, params)), g
+
+
+@pytest.mark.parametrize("make", [scg.Declared, scg.Cached])
+def test_untracked_graphs_give_the_tracked_gradient(make: type) -> None:
+    params = make_params()
+    depth: list[int] = []
+    prog = attention_program(params, seen=depth)
+    structure = make()
+    for seed in range(4):
+        want, gt = grads(prog, params, seed)
+        got, gs = grads(prog, params, seed, structure=structure)
+        for a, b in zip(want, got):
+            torch.testing.assert_close(a, b)
+        for t in range(T):
+            for s in range(T):
+                assert gs.influences(gs.node("z", t), gs.node("c", s)) == (t <= s)
+                assert gs.credit(gs.node("z", t), gs.node("c", s)) == gt.credit(
+                    gt.node("z", t), gt.node("c", s))
+    assert depth[0::2] == [1] * 4  # tracked: the mode is pushed
+    if make is scg.Declared:
+        assert depth[1::2] == [0] * 4  # no torch function mode at all
+        assert structure.stats == {"tracked": 0, "reused": 4, "fallback": 0}
+    else:
+        assert depth[1::2] == [1, 0, 0, 0]  # the first is tracked, then reused
+        assert structure.stats == {"tracked": 1, "reused": 3, "fallback": 0}
+    assert len(structure.plans) == 1  # one plan, reused
+
+
+def test_declared_with_baselines_and_discount_matches_tracking() -> None:
+    params = make_params()
+    for discount in (None, 0.9):
+        ema_a, ema_b = scg.baselines.EMA(0.2), scg.baselines.EMA(0.2)
+        declared = scg.Declared()
+        for seed in range(3):  # the EMAs update identically in both
+            want, _ = grads(attention_program(params, ema_a), params, seed)
+            torch.manual_seed(seed)
+            with scg.Graph(structure=declared) as g:
+                attention_program(params, ema_b)()
+            got = torch.autograd.grad(g.surrogate_loss(discount=discount), params)
+            if discount is None:
+                for a, b in zip(want, got):
+                    torch.testing.assert_close(a, b)
+        assert len(declared.plans) == 1
+
+
+def test_discount_gets_its_own_plan() -> None:
+    params = make_params()
+    declared = scg.Declared()
+    values = []
+    for discount in (None, 0.5, None):
+        torch.manual_seed(0)
+        with scg.Graph(structure=declared) as g:
+            attention_program(params)()
+        torch.manual_seed(0)
+        with scg.Graph() as gt:
+            attention_program(params)()
+        a = torch.autograd.grad(g.surrogate_loss(discount=discount), params)
+        b = torch.autograd.grad(gt.surrogate_loss(discount=discount), params)
+        for x, y in zip(a, b):
+            torch.testing.assert_close(x, y)
+        values.append(a[0])
+    assert len(declared.plans) == 2
+    assert not torch.allclose(values[0], values[1])
+
+
+def toy_program(theta: torch.Tensor, phi: torch.Tensor) -> Callable[[], None]:
+    def program() -> None:
+        z = scg.sample(Categorical(logits=theta), name="z")
+        scg.cost((z.float() - 2.0) ** 2, name="c0")
+        b = z.float() / 4.0
+        for t in range(3):
+            b = scg.sample(Bernoulli(logits=phi[t] + b), name="b", step=t)
+            scg.cost(b * (t + 1.0), name="c", step=t)
+    return program
+
+
+def test_declared_toy_is_unbiased_against_enumeration() -> None:
+    theta = torch.tensor([0.3, -0.2, 0.1, 0.5, -0.4], requires_grad=True)
+    phi = torch.tensor([0.2, -0.3, 0.4], requires_grad=True)
+    prog = toy_program(theta, phi)
+    report = scg.testing.check_unbiased(prog, [theta, phi], n=2000, seed=0,
+                                        graph_kwargs={"structure": scg.Declared()})
+    assert report.passed, str(report)
+    scg.testing.check_structure(prog, scg.Declared())
+
+
+def test_check_structure_catches_an_under_declaration_and_its_bias() -> None:
+    """Declaring that the toy's first node does not influence its own cost (z - 2)² drops a
+    term with non-zero mean: check_structure names the pair, and the unbiasedness test (against
+    enumeration) rejects the declared estimator."""
+    theta = torch.tensor([0.3, -0.2, 0.1, 0.5, -0.4], requires_grad=True)
+    phi = torch.tensor([0.2, -0.3, 0.4], requires_grad=True)
+    prog = toy_program(theta, phi)
+
+    def not_c0(v: scg.StochasticNode, node: scg.Node) -> bool:
+        return node.name != "c0"
+
+    wrong = scg.Declared(not_c0)
+    with pytest.raises(AssertionError, match=r"stochastic node 'z'.*no credit.*BIASED"):
+        scg.testing.check_structure(prog, wrong)
+    report = scg.testing.check_unbiased(prog, [theta, phi], n=2000, seed=0,
+                                        graph_kwargs={"structure": wrong})
+    assert not report.passed
+
+
+def test_check_structure_reports_over_declaration_only_when_exact() -> None:
+    params = make_params()
+    prog = attention_program(params)
+    coarse = scg.Declared(per_example=False)  # whole-plate: unbiased, higher variance
+    with pytest.raises(AssertionError, match="whole-plate credit.*higher variance"):
+        scg.testing.check_structure(prog, coarse)
+    scg.testing.check_structure(prog, coarse, exact=False)
+    logits = torch.zeros(B, M, requires_grad=True)
+
+    def independent() -> None:
+        x = scg.sample(Categorical(logits=logits), name="x")
+        scg.sample(Categorical(logits=logits), name="y")  # influences nothing
+        scg.cost(x.float(), name="c")
+
+    causal = scg.Declared()  # credits y with c: a zero-mean term
+    with pytest.raises(AssertionError, match=r"'y'.*per-element credit from.*'c'.*tracking "
+                                             r"finds no credit.*higher variance"):
+        scg.testing.check_structure(independent, causal)
+    scg.testing.check_structure(independent, causal, exact=False)
+
+
+def test_declared_mixed_credit_through_per_example_function() -> None:
+    params = make_params()
+    prog = attention_program(params)
+    structure = scg.Declared(per_example=lambda v, node: node.step != 0)
+    torch.manual_seed(0)
+    with scg.Graph(structure=structure) as g:
+        prog()
+    g.surrogate_loss()
+    assert g.credit(g.node("z", 0), g.node("c", 0)) == "whole-plate"
+    assert g.credit(g.node("z", 0), g.node("c", 1)) == "per-element"
+    assert g.credit(g.node("z", 1), g.node("c", 0)) == "none"
+
+
+def test_cached_recheck_raises_when_the_structure_changes() -> None:
+    """A data-dependent branch changes which node a cost is computed from under the same
+    signature: the periodic tracked check sees it."""
+    mu = torch.zeros(3, requires_grad=True)
+    flip = {"on": False}
+
+    def program() -> None:
+        x = scg.sample(Categorical(logits=mu), name="x")
+        y = scg.sample(Categorical(logits=mu), name="y")
+        src = y if flip["on"] else x
+        scg.cost(src.float(), name="c")
+
+    cached = scg.Cached(check_every=2)
+    for i in range(3):
+        with scg.Graph(structure=cached) as g:
+            program()
+        g.surrogate_loss()
+        assert g.tracked == (i % 2 == 0)
+    flip["on"] = True
+    with scg.Graph(structure=cached) as g:  # untracked: uses the cached relation
+        program()
+    g.surrogate_loss()
+    assert not g.tracked and g.influences("x", "c")
+    with scg.Graph(structure=cached) as g:
+        program()
+    with pytest.raises(scg.SCGError, match="structure changed.*'x'.*does not influence.*'c'"):
+        g.surrogate_loss()
+
+
+def test_cached_signature_miss_falls_back_and_retraces() -> None:
+    params = make_params()
+    cached = scg.Cached(check_every=None)
+    prog = attention_program(params)
+    grads(prog, params, 0, structure=cached)  # tracked, learned
+
+    def longer() -> None:
+        prog()
+        z = scg.sample(Categorical(logits=torch.zeros(B, M)), name="extra")
+        scg.cost(z.float(), name="c_extra")
+
+    with pytest.warns(RuntimeWarning, match="conservative credit"):
+        _, g = grads(longer, params, 1, structure=cached)
+    assert not g.tracked and g.credit(g.node("z", 0), "c_extra") == "whole-plate"
+    assert cached.stats["fallback"] == 1
+    _, g = grads(longer, params, 2, structure=cached)
+    assert g.tracked  # the next graph learns the new signature
+    _, g = grads(longer, params, 3, structure=cached)
+    assert not g.tracked and g.credit(g.node("z", 0), "c_extra") == "none"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        grads(prog, params, 4, structure=cached)  # the first signature is still known
+
+
+def test_structure_argument_errors() -> None:
+    with pytest.raises(scg.SCGError, match="structure=.*got str"):
+        scg.Graph(structure="declared")  # type: ignore[arg-type]
+    with pytest.raises(scg.SCGError, match="check_every"):
+        scg.Cached(check_every=0)
+    with pytest.raises(scg.SCGError, match="influences"):
+        scg.Declared(3)  # type: ignore[arg-type]
+    with pytest.raises(scg.SCGError, match="per_example"):
+        scg.Declared(per_example="yes")  # type: ignore[arg-type]
+    with pytest.raises(scg.SCGError, match="strict=True"):
+        with scg.Graph(structure=scg.Declared(), strict=True):
+            pass
+
+    def broken(v: scg.StochasticNode, node: scg.Node) -> bool:
+        raise KeyError("oops")
+
+    with scg.Graph(structure=scg.Declared(broken)) as g:
+        scg.cost(scg.sample(Normal(torch.zeros(()), 1.0), name="x") ** 2, name="c")
+    with pytest.raises(scg.SCGError, match=r"raised KeyError.*'x'.*'c'"):
+        g.surrogate_loss()
+
+
+def test_untracked_graph_keeps_sample_edits_and_influenced_by_safe() -> None:
+    logits = torch.zeros(3, 4, requires_grad=True)
+    with scg.Graph(structure=scg.Declared()) as g:
+        tok = scg.sample(Categorical(logits=logits), name="tok")
+        tok.masked_fill_(tok > 1, 0)  # the log-probability was scored on a private copy
+        c = scg.influenced_by(tok.float(), tok)
+        scg.cost(c, name="c")
+    g.surrogate_loss().backward()
+    assert logits.grad is not None
+
+
+@pytest.mark.slow  # inductor compiles two small kernels: ~10-60 s on a busy CPU
+def test_compiled_model_function_runs_fullgraph_inside_a_declared_graph() -> None:
+    """No torch function mode is pushed in a declared graph, so a model function compiled with
+    fullgraph=True runs inside it, and the gradient is the eager one."""
+    params = make_params()
+    gen = torch.Generator().manual_seed(1)
+    enc = torch.randn(B, M, H, generator=gen)
+    rows = torch.arange(B)
+
+    def recur(h: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(enc[rows, z] @ params[0] + h @ params[1])
+
+    compiled = torch.compile(recur, fullgraph=True, dynamic=False)
+    declared = scg.Declared()
+    out = []
+    for fn in (recur, compiled):
+        torch.manual_seed(0)
+        with scg.Graph(structure=declared) as g:
+            h = torch.zeros(B, H)
+            for t in range(3):
+                z = scg.sample(Categorical(logits=h[:, :M]), name="z", step=t)
+                h = fn(h, z)
+                scg.cost((h ** 2).sum(-1), name="c", step=t)
+        out.append(torch.autograd.grad(g.surrogate_loss(), params))
+    for a, b in zip(*out):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
