@@ -44,6 +44,7 @@ def test_paulus_ml_then_mixed_rl_from_its_checkpoint(synthetic_corpus: Path, tmp
     assert len(valid) == 2 and all({"rouge1", "rouge2", "rougeL", "ppl"} <= set(v) for v in valid)
     best = load_checkpoint(tmp_path / "ml" / "best.pt")
     assert best["valid"]["rougeL"] == max(v["rougeL"] for v in valid)  # selected by ROUGE-L, not perplexity
+    assert _lines(tmp_path / "ml", "end")[-1]["best_step"] == best["step"]  # the end record names best.pt's step
     assert all("ml_loss" in x for x in _lines(tmp_path / "ml", "train"))
 
     _fit("tiny-PAULUS-ML+RL", synthetic_corpus, tmp_path / "rl", "train.select_examples=20",

@@ -420,8 +420,11 @@ class Trainer:
             last = self._end_epoch(epoch)
             if self._stop_requested():
                 raise self._stopped()
-        self.info(f"done: {self.step} steps in {self.elapsed:.0f}s, best validation ppl {self.best_ppl:.3f}")
-        self.record("end", best_ppl=self.best_ppl, elapsed_s=self.elapsed)
+        metric = self.config.train.select_metric
+        held = (f"; best.pt: step {self.best_step}, validation {metric} {abs(self.best_score):.3f}"
+                if metric != "ppl" and self.best_step >= 0 else "")  # selected by another metric: say which
+        self.info(f"done: {self.step} steps in {self.elapsed:.0f}s, best validation ppl {self.best_ppl:.3f}{held}")
+        self.record("end", best_ppl=self.best_ppl, best_step=self.best_step, elapsed_s=self.elapsed)
         if self.dist.enabled:
             self.out_dir.mkdir(parents=True, exist_ok=True)
             (self.out_dir / f"digest-rank{self.dist.rank}.txt").write_text(param_digest(self.model) + "\n")
