@@ -164,3 +164,18 @@ def test_costs_from_data_and_parameters_are_not_reported(pool: ThreadPoolExecuto
             scg.cost(pool.submit(lambda: (w * data).exp().sum()).result(), name="worker")
         g.surrogate_loss().backward()
     assert g.influences("x", "fit") and not g.influences("x", "worker")
+
+
+def test_wrap_in_an_untracked_graph_pushes_no_mode(pool: ThreadPoolExecutor) -> None:
+    # a Declared graph watches no torch call: g.wrap only makes the graph current in the worker
+    th = _theta()
+
+    def worker(v: torch.Tensor) -> int:
+        scg.cost(_reward(v), name="r")
+        return int(torch._C._len_torch_function_stack())
+
+    with scg.Graph(structure=scg.Declared()) as g:
+        z = scg.sample(Bernoulli(logits=th), name="z")
+        depth = pool.submit(g.wrap(worker), z).result()
+    assert depth == 0
+    assert [c.name for c in g.cost_nodes] == ["r"] and g.influences("z", "r")

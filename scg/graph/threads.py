@@ -78,6 +78,10 @@ class InThread:
                 "Graph.in_thread()/Graph.wrap(): the graph is not open (its `with` block has "
                 "ended); a value computed now cannot be credited to its nodes. Wait for the "
                 "worker's result inside the block")
+        if not g.tracked:  # a Declared/Cached structure: nothing to watch, only the graph
+            if self.current.get() is not g:
+                self.token = self.current.set(g)
+            return g
         tracker = g._tracker
         n = _len_torch_function_stack()
         if any(_get_function_stack_at(i) is tracker for i in range(n)):
@@ -89,6 +93,9 @@ class InThread:
 
     def __exit__(self, *exc: object) -> None:
         if not self.pushed:
+            if self.token is not None:
+                self.current.reset(self.token)
+                self.token = None
             return
         self.pushed = False
         n = _len_torch_function_stack()
