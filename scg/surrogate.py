@@ -408,7 +408,10 @@ def surrogate_loss(graph: Graph, *, discount: float | None = None, dice: bool = 
                 structure._learn(graph, sig, _relation_of(graph), full, plan.credit)
             if plan.cacheable and sig in structure.relations:
                 structure.plans[key] = plan
-    check_pathwise(graph, full, costs)
+    if graph.tracked or structure is None or structure.learned:
+        # (a declared edge need not be a path, so a declaration cannot tell "no differentiable
+        # path" from "no path": the check needs tracked data flow)
+        check_pathwise(graph, full, costs)
     samples = plan.samples
     sizes = plan.sizes
     cgs = _cost_groups(costs, samples, plan.cost_keys)

@@ -94,9 +94,13 @@ def causal(v: StochasticNode, node: Node) -> bool:
 class Structure:
     """Base class of :class:`Declared` and :class:`Cached`: an object the user holds across
     graphs (``scg.Graph(structure=s)``); it keeps the relations and surrogate plans per graph
-    signature. Counts in :attr:`stats`: ``tracked`` (graphs run under tracking), ``reused``
+    signature. ``learned``: the relation's direct edges are data flow seen by tracking
+    (:class:`Cached`), not a declaration that may be a superset of it (:class:`Declared`).
+    Counts in :attr:`stats`: ``tracked`` (graphs run under tracking), ``reused``
     (graphs that used a cached or declared relation) and ``fallback`` (:class:`Cached` only:
     untracked graphs whose signature had no cached relation)."""
+
+    learned = True
 
     def __init__(self) -> None:
         #: signature -> (relation, its transitive closure)
@@ -175,6 +179,8 @@ class Declared(Structure):
     untracked graph (nothing is watched), and ``scg.influenced_by`` returns its value unchanged
     (the declaration is the whole relation).
     """
+
+    learned = False
 
     def __init__(self, influences: Influences | None = None, *,
                  per_example: bool | Influences = True) -> None:
