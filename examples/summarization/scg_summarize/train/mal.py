@@ -20,8 +20,10 @@ Command line::
     python -m scg_summarize.train.mal --data DIR --out RUN --ablation +MAL \\
         --max-steps 200 --set model.temperature_s=0.1 --set train.batch_size=16
 
-This is a stand-in until MAL is a family of the model registry (``scg-summarize train``): no
-resumption, no DDP, no learning-rate schedule.
+MAL is also a family of the model registry (``scg-summarize train --config MAL``, with
+resumption and checkpoint selection; :mod:`scg_summarize.models.mal.family`); this small trainer
+(no resumption, no DDP, no learning-rate schedule) is kept for the measurements of
+``docs/mal.md``, whose ``valid`` line also reports L_s and the attention entropies.
 """
 
 from __future__ import annotations

@@ -11,12 +11,15 @@ Self-contained parts, equation numbers of the paper (see ``docs/mal.md``):
 ``cgru``         the two-layer conditional GRU decoder (eq. 14-16)
 ``model``        :class:`MALSummarizer`: integration (eq. 17), softmax (eq. 18), L (eq. 20-21)
 ``step``         the step-decoder adapter (beam search) and run directories
+``family``       :class:`~.family.MALFamily`, the registered family (the trainer's interface)
 ``train``        a small trainer (Adadelta) writing per-term losses and attention entropies
 ``conditioning`` how often the literal PageRank system is ill-conditioned on real text
 ================ ===========================================================================
 
-Not yet registered in a model-family registry: it is trained by its own small trainer
-(:mod:`scg_summarize.train.mal`) and decoded through ``decoder.json`` run directories.
+``family`` (not imported here; the registry loads it) registers :class:`~.family.MALFamily` as
+``model.family = "mal"`` for ``scg-summarize train``/``evaluate``; the small stand-alone trainer
+(:mod:`scg_summarize.train.mal`) and ``decoder.json`` run directories remain for the
+measurements of ``docs/mal.md``.
 """
 
 from .cgru import ConditionalGRU, DecoderMemory
