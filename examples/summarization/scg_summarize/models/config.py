@@ -88,11 +88,12 @@ class ModelConfig:
             separate vocabularies (``prepare --field-vocab-min-freq``, ``data/field_vocabs.py``).
         suatt / unatt: ``mal`` (Li et al., :mod:`.mal`): the supervised (c^s, a^s, L_s) and
             unsupervised (PageRank c^u, a^u) saliency attentions; both off is the seq2seq row.
-        damping, pagerank_guard, temperature_s, temperature_u, scale_by_nodes, max_src_len,
-            stopwords: ``mal``: d of the PageRank (0.9), the edge-weight guard (``softplus``,
-            ``none`` = the paper, ``abs``), the saliency temperatures τ_s and τ_u (1 = the paper),
-            a^u = softmax(m·p / τ_u) instead of softmax(p / τ_u), the source words read (100) and
-            the ``stop-words`` language of the saliency labels (see ``docs/mal.md``).
+        damping: ``mal``: d of the PageRank (0.9).
+        pagerank_guard: ``mal``: the edge-weight guard (``softplus``, ``none`` = the paper, ``abs``).
+        temperature_s / temperature_u: ``mal``: the saliency temperatures τ_s and τ_u (1 = the paper).
+        scale_by_nodes: ``mal``: a^u = softmax(m·p / τ_u) instead of softmax(p / τ_u).
+        max_src_len: ``mal``: the source words read (100).
+        stopwords: ``mal``: the ``stop-words`` language of the saliency labels (``docs/mal.md``).
     """
 
     vocab_size: int = 0
