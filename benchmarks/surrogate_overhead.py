@@ -241,13 +241,21 @@ def plot(points: list[dict[str, Any]], path: Path) -> None:
     plt.close(fig)
 
 
+def _load_words(meta: dict[str, Any]) -> str:
+    """How loaded the machine was when the run started (its 1-minute load average per core)."""
+    load = meta["load_average_1_5_15"][0] / max(1, int(meta["cpus"]))
+    if load < 0.5:
+        return "a quiet machine"
+    return "a machine shared with other work: absolute times are inflated and noisy"
+
+
 def render(data: dict[str, Any], path: Path) -> None:
     meta = data["meta"]
     lines = ["# Surrogate overhead: scg vs hand-written (median time per gradient step)", "",
              f"torch {meta['torch']}, {meta['threads']} thread(s), {meta['repeats']} alternating "
              f"repeats; load average at the start {meta['load_average_1_5_15']} on "
-             f"{meta['cpus']} cores (a machine shared with training runs: absolute times are "
-             "inflated and noisy, the ratios are measured alternately in one run). "
+             f"{meta['cpus']} cores ({_load_words(meta)}; the ratios are measured "
+             "alternately in one run). "
              "Reproduce: `python benchmarks/surrogate_overhead.py --compile --scan`.", "",
              "| workload | hand-written (ms) | tracked (ms) | Cached (ms) | Declared (ms) | "
              "tracked / hand | Cached / hand | Declared / hand | target |",
