@@ -17,9 +17,9 @@ CPU: the profiler's allocation trace); launches per step (CUDA: kernels in a pro
 ops, the kernels an eager GPU step would launch, Triton kernels not included).
 
     python benchmarks/c2f_attention.py --device cpu --small   # CI-free: B=8, H=128, fp32
-    python benchmarks/c2f_attention.py --device cuda          # B=64, H=512 (500 padded), bf16
+    python benchmarks/c2f_attention.py --device cuda [--dtype fp32]   # B=64, H=512, bf16 by default
 
-Writes ``benchmarks/results/c2f_attention_<device>[_small].{json,md,png}``.
+Writes ``benchmarks/results/c2f_attention_cpu[_small].{json,md,png}`` or ``c2f_attention_gpu_<dtype>.{...}``.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ import json
 import os
 import platform
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -41,6 +42,7 @@ from scg_summarize.kernels import c2f_attention
 from torch.profiler import ProfilerActivity, profile
 
 RESULTS = Path(__file__).resolve().parent / "results"
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 Step = Callable[[], Any]
 #: ATen ops that launch no kernel (views, metadata, allocation without fill).
 NO_KERNEL = {"aten::empty", "aten::empty_strided", "aten::empty_like", "aten::lift_fresh", "aten::detach",
@@ -49,15 +51,15 @@ NO_KERNEL = {"aten::empty", "aten::empty_strided", "aten::empty_like", "aten::li
 
 
 def make_inputs(b: int, m: int, n: int, h: int, dtype: torch.dtype, device: torch.device) -> dict[str, torch.Tensor]:
-    gen = torch.Generator(device="cpu").manual_seed(m)
-    words = (torch.randn(b, m, n, h, generator=gen) / h**0.5).to(device=device, dtype=dtype)
-    word_mask = torch.rand(b, m, n, generator=gen) < 0.9
+    gen = torch.Generator(device=device).manual_seed(m)  # on the device: M = 1000 is 1.3e9 states
+    words = (torch.randn(b, m, n, h, generator=gen, device=device) / h**0.5).to(dtype)
+    word_mask = torch.rand(b, m, n, generator=gen, device=device) < 0.9
     word_mask[:, :, 0] = True
     return {
-        "words": words, "word_mask": word_mask.to(device),
-        "keys": torch.randn(b, m, h, generator=gen).to(device=device, dtype=dtype),
+        "words": words, "word_mask": word_mask,
+        "keys": torch.randn(b, m, h, generator=gen, device=device).to(dtype),
         "chunk_mask": torch.ones(b, m, dtype=torch.bool, device=device),
-        "q": torch.randn(b, h, generator=gen).to(device=device, dtype=dtype),
+        "q": torch.randn(b, h, generator=gen, device=device).to(dtype),
         "seed": torch.tensor([1234], device=device),
     }
 
@@ -200,7 +202,7 @@ def methods_for(x: dict[str, torch.Tensor], device: torch.device, ks: list[int],
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     device = torch.device(args.device)
-    dtype = torch.float32 if device.type == "cpu" else torch.bfloat16
+    dtype = DTYPES[args.dtype or ("fp32" if device.type == "cpu" else "bf16")]
     b, h = (8, 128) if args.small else (64, 512)
     n, elt = 40, torch.finfo(dtype).bits // 8
     copy_gbs = copy_bandwidth_gbs(device, 64 * 2**20 if device.type == "cpu" else 2**30)
@@ -266,6 +268,14 @@ def to_markdown(result: dict[str, Any], command: str) -> str:
         peak = "" if r["peak_extra_bytes"] is None else f"{r['peak_extra_bytes'] / 2**20:.2f}"
         lines.append(f"| {r['M']} | {r['method']} | {r['k'] or ''} | {r['ms']:.3f} | {r['gb_per_s']:.2f} | "
                      f"{100 * r['gb_per_s'] / result['copy_gb_per_s']:.0f}% | {peak} | {r['launches'] or ''} |")
+    lines += ["", "Dense over C2F at each M (time ratio, and the ratio of the bytes each must read):", ""]
+    for r in result["rows"]:
+        if r["method"].startswith("c2f_"):
+            graph = "_graph" if r["method"].endswith("_graph") else ""
+            dense = next((d for d in result["rows"] if d["M"] == r["M"] and d["method"] == f"dense_eager{graph}"), None)
+            if dense is not None:
+                lines.append(f"- M = {r['M']}, {r['method']} k={r['k']}: {dense['ms'] / r['ms']:.1f}x faster "
+                             f"(bytes {dense['bytes_read'] / r['bytes_read']:.1f}x fewer)")
     lines += ["", f"Scaling, time at M = {hi} over time at M = {lo} ({hi // lo}x the chunks):", ""]
     for (method, k), by_m in series(result).items():
         label = method + (f" k={k}" if k else "")
@@ -301,14 +311,22 @@ def main() -> None:
     parser.add_argument("--ks", type=int, nargs="+", default=[1, 3])
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
+    parser.add_argument("--dtype", choices=sorted(DTYPES), default=None,
+                        help="element type of the states (default: fp32 on CPU, bf16 on CUDA)")
     parser.add_argument("--no-graphs", action="store_true", help="skip the CUDA-graph timings")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
+    device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: no CUDA GPU is visible here")
     result = run(args)
-    stem = f"c2f_attention_{torch.device(args.device).type}" + ("_small" if args.small else "")
-    command = f"python benchmarks/c2f_attention.py --device {args.device}" + (" --small" if args.small else "")
+    if device.type == "cuda":  # c2f_attention_gpu_bf16: one file per element type
+        stem = f"c2f_attention_gpu_{result['dtype'].replace('bfloat16', 'bf16').replace('float32', 'fp32')}"
+    else:
+        stem = "c2f_attention_cpu" + ("_small" if args.small else "")
+    command = " ".join(["python benchmarks/c2f_attention.py", *sys.argv[1:]])
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"{stem}.json").write_text(json.dumps(result, indent=1) + "\n")
     (args.out / f"{stem}.md").write_text(to_markdown(result, command))

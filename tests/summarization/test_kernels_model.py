@@ -12,7 +12,7 @@ import torch
 
 import scg
 
-from .kernel_support import backend, chi_square_pvalue, one_thread  # noqa: F401  (first: TRITON_INTERPRET)
+from .kernel_support import DEVICE, backend, chi_square_pvalue, one_thread  # noqa: F401  (first: TRITON_INTERPRET)
 from .models_helpers import make_batch, make_model
 
 from scg_summarize.decoding.adapters import IndexedMemory  # isort: skip
@@ -80,8 +80,11 @@ def run(model: Any, batch: dict[str, Any], mode: str, draws: dict[tuple[str, int
     return torch.stack(out.step_nll, 1).detach(), grads, graph
 
 
-def model_and_batch() -> tuple[Any, dict[str, Any]]:
-    return make_model("c2f", multi=2, test_k=2, dropout=0.0, init_range=0.5), make_batch(B=2, M=4, N=5, T=4)
+def model_and_batch(device: torch.device | str = "cpu") -> tuple[Any, dict[str, Any]]:
+    model = make_model("c2f", multi=2, test_k=2, dropout=0.0, init_range=0.5).to(device)
+    batch = {key: t.to(device) if isinstance(t, torch.Tensor) else t
+             for key, t in make_batch(B=2, M=4, N=5, T=4).items()}
+    return model, batch
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -142,7 +145,7 @@ def test_the_switch_reaches_the_model_step(kernels_used: list[str], monkeypatch:
 @needs_triton
 @pytest.mark.parametrize("mode", MODES)
 def test_triton_model_step_matches_the_reference(mode: str, kernels_used: list[str]) -> None:
-    model, batch = model_and_batch()
+    model, batch = model_and_batch(DEVICE)  # CUDA where present, else Triton's interpreter
     draws: dict[tuple[str, int | None], torch.Tensor] = {}
     with backend("reference"):
         want, want_grads, _ = run(model, batch, mode, draws)
@@ -167,24 +170,24 @@ def test_triton_draws_follow_the_coarse_softmax() -> None:
     reference sampler's for the seed the step took from torch's generator."""
     gen = torch.Generator().manual_seed(5)
     R, M, N, H, D, k = 600, 6, 3, 4, 5, 2
-    chunks = torch.randn(1, M, D, generator=gen)
-    chunk_mask = torch.tensor([[True, True, False, True, True, True]])
-    words = torch.randn(1, M, N, H, generator=gen)
-    word_mask = torch.ones(1, M, N, dtype=torch.bool)
-    q_chunk = torch.randn(D, generator=gen).expand(R, D).contiguous()
-    q_word = torch.randn(R, H, generator=gen)
-    rows = torch.zeros(R, dtype=torch.int64)
+    chunks = torch.randn(1, M, D, generator=gen).to(DEVICE)
+    chunk_mask = torch.tensor([[True, True, False, True, True, True]], device=DEVICE)
+    words = torch.randn(1, M, N, H, generator=gen).to(DEVICE)
+    word_mask = torch.ones(1, M, N, dtype=torch.bool, device=DEVICE)
+    q_chunk = torch.randn(D, generator=gen).expand(R, D).contiguous().to(DEVICE)
+    q_word = torch.randn(R, H, generator=gen).to(DEVICE)
+    rows = torch.zeros(R, dtype=torch.int64, device=DEVICE)
     torch.manual_seed(11)
     with backend("triton"), scg.Graph() as graph:
         out = c2f_kernel_step(chunks, chunk_mask, words, word_mask, q_chunk, q_word, k=k, mode="sample", step=0,
                               rows=rows)
     torch.manual_seed(11)
-    seed = torch.randint(0, 2**62, (1,))  # the seed the step drew
+    seed = torch.randint(0, 2**62, (1,), device=DEVICE)  # the seed the step drew
     _, want_idx = reference.coarse_sample(chunks, q_chunk, chunk_mask, seed, k, "multinomial", rows)
     assert torch.equal(out.idx, want_idx)
     assert [n.name for n in graph.stochastic_nodes] == ["coarse"]
-    probs = torch.softmax(torch.mv(chunks[0], q_chunk[0]).masked_fill(~chunk_mask[0], -torch.inf), 0)
-    counts = torch.bincount(out.idx.flatten(), minlength=M).double()
+    probs = torch.softmax(torch.mv(chunks[0], q_chunk[0]).masked_fill(~chunk_mask[0], -torch.inf), 0).cpu()
+    counts = torch.bincount(out.idx.flatten().cpu(), minlength=M).double()
     n = counts.sum()
     assert chi_square_pvalue(counts, probs) > 1e-3
     stderr = (probs * (1 - probs) / n).sqrt()

@@ -11,7 +11,7 @@ from torch.distributions import Categorical
 
 import scg
 
-from .kernel_support import Case, backend, make_case, one_thread  # noqa: F401
+from .kernel_support import DEVICE, Case, backend, make_case, one_thread  # noqa: F401
 
 from scg_summarize.kernels import (  # isort: skip
     KernelDraws, c2f_attention, c2f_coarse_sample, c2f_fine_attend, choose, densify_grad, draw_log_prob,
@@ -32,7 +32,7 @@ def _reference_backend() -> object:
 
 
 def seed_tensor(value: int = 7) -> torch.Tensor:
-    return torch.tensor([value])
+    return torch.tensor([value], device=DEVICE)
 
 
 @pytest.mark.parametrize("shape", SHAPES[:2])
@@ -152,7 +152,7 @@ def test_kernel_draws_make_an_scg_node() -> None:
         log_alpha, idx = c2f_coarse_sample(keys, c.query_coarse, c.chunk_mask, seed_tensor(3), 2)
         dist = Categorical(logits=log_alpha.unsqueeze(1).expand(3, 2, 6), validate_args=False)
         value = scg.sample(dist, name="coarse", estimator=KernelDraws(idx))
-        ctx, _ = c2f_fine_attend(c.words, c.word_mask, c.query_fine, value, torch.full((3, 2), 0.5))
+        ctx, _ = c2f_fine_attend(c.words, c.word_mask, c.query_fine, value, torch.full((3, 2), 0.5, device=DEVICE))
         cost = (ctx ** 2).sum(-1)
         scg.cost(cost, name="c")
     assert torch.equal(value, idx)
@@ -171,7 +171,7 @@ def test_greedy_step_weights_are_renormalised_alpha() -> None:
     top = out.log_alpha.topk(2, -1)
     assert torch.equal(out.idx, top.indices)
     torch.testing.assert_close(out.weights, torch.softmax(top.values, -1))
-    assert torch.equal(out.log_prob, torch.zeros(2, dtype=out.log_prob.dtype))
+    assert torch.equal(out.log_prob, torch.zeros(2, dtype=out.log_prob.dtype, device=DEVICE))
     want, _ = reference.fine_attend(c.words, c.word_mask, c.query_fine, out.idx, out.weights, None)
     torch.testing.assert_close(out.context, want)
 

@@ -105,8 +105,8 @@ def test_fine_backward_writes_only_the_chosen_chunks() -> None:
     with backend("triton"):
         ctx, _ = c2f_fine_attend(words, c.word_mask, c.query_fine, c.idx, c.weights)
     (grad,) = torch.autograd.grad(ctx.sum(), words)
-    chosen = torch.zeros(3, 8, dtype=torch.bool)
-    chosen[torch.arange(3).unsqueeze(1), c.idx] = True
+    chosen = torch.zeros(3, 8, dtype=torch.bool, device=DEVICE)
+    chosen[torch.arange(3, device=DEVICE).unsqueeze(1), c.idx] = True
     has_words = c.word_mask.any(-1)
     assert bool((grad[~chosen] == 0).all())
     assert bool((grad[chosen & ~has_words] == 0).all())  # a chosen chunk without real words: no gradient
@@ -117,9 +117,9 @@ def test_fine_backward_writes_only_the_chosen_chunks() -> None:
 def test_logsoftmax_topk(rows: int, vocab: int, hidden: int, k: int, bias: bool) -> None:
     # vocab 300 spans five 64-wide vocabulary blocks; 40 rows span two 32-row blocks; hidden 70 three tiles.
     gen = torch.Generator().manual_seed(rows)
-    h = torch.randn(rows, hidden, generator=gen, dtype=torch.float64)
-    w = torch.randn(vocab, hidden, generator=gen, dtype=torch.float64) / hidden**0.5
-    b = torch.randn(vocab, generator=gen, dtype=torch.float64) if bias else None
+    h = torch.randn(rows, hidden, generator=gen, dtype=torch.float64).to(DEVICE)
+    w = (torch.randn(vocab, hidden, generator=gen, dtype=torch.float64) / hidden**0.5).to(DEVICE)
+    b = torch.randn(vocab, generator=gen, dtype=torch.float64).to(DEVICE) if bias else None
     with backend("reference"):
         values, indices = logsoftmax_topk(h, w, b, k)
     with backend("triton"):

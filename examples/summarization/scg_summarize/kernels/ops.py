@@ -48,6 +48,14 @@ def _check(cond: bool, msg: str) -> None:
         raise ValueError(msg)
 
 
+def _same_device(op: str, **tensors: torch.Tensor | None) -> None:
+    """All tensor arguments of ``op`` on one device (named in the error), before any kernel sees them."""
+    given = {name: t.device for name, t in tensors.items() if t is not None}
+    if len(set(given.values())) > 1:
+        where = ", ".join(f"{name} on {device}" for name, device in given.items())
+        raise ValueError(f"{op}: all tensor arguments must be on one device, got {where}")
+
+
 # ---------------------------------------------------------------------------------------------- coarse
 
 
@@ -61,6 +69,7 @@ def c2f_coarse_sample(keys: torch.Tensor, query: torch.Tensor, chunk_mask: torch
     _check(tuple(chunk_mask.shape) == tuple(keys.shape[:2]), "chunk_mask must have shape (B, M)")
     _check(mode in reference.COARSE_MODES, f"mode={mode!r}: expected one of {reference.COARSE_MODES}")
     _check(k >= 1 and (mode == "multinomial" or k <= keys.shape[1]), f"k={k}: need 1 <= k (<= M unless multinomial)")
+    _same_device("c2f_coarse_sample", keys=keys, query=query, chunk_mask=chunk_mask, seed=seed, rows=rows)
     if choose(query.device) == "triton":
         return cast(Pair, triton_module("coarse").coarse_sample(keys, query, chunk_mask, seed, k, mode, rows))
     return reference.coarse_sample(keys, query, chunk_mask, seed, k, mode, rows)
@@ -101,6 +110,8 @@ def c2f_fine_attend(words: torch.Tensor, word_mask: torch.Tensor, query: torch.T
     _check(tuple(word_mask.shape) == tuple(words.shape[:3]), "word_mask must have shape (B, M, N)")
     _check(idx.dim() == 2 and idx.shape[0] == query.shape[0] and tuple(weights.shape) == tuple(idx.shape),
            "idx and weights must have shape (R, k)")
+    _same_device("c2f_fine_attend", words=words, word_mask=word_mask, query=query, idx=idx, weights=weights,
+                 rows=rows)
     if choose(query.device) == "triton":
         return cast(Pair, triton_module("fine").fine_forward(words, word_mask, query, idx, weights, rows))
     return reference.fine_attend(words, word_mask, query, idx, weights, rows)
@@ -183,6 +194,7 @@ def logsoftmax_topk(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tens
     _check(hidden.dim() == 2 and weight.dim() == 2 and hidden.shape[1] == weight.shape[1],
            f"hidden (R, H) and weight (V, H) expected, got {tuple(hidden.shape)} and {tuple(weight.shape)}")
     _check(1 <= k <= weight.shape[0], f"k={k}: need 1 <= k <= V={weight.shape[0]}")
+    _same_device("logsoftmax_topk", hidden=hidden, weight=weight, bias=bias)
     if choose(hidden.device) == "triton":
         return cast(Pair, triton_module("topk").logsoftmax_topk(hidden, weight, bias, k))
     return reference.logsoftmax_topk(hidden, weight, bias, k)

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Everything issue 17 checks and measures on a GPU, in one command, for a session with a lent GPU.
+#
+#   bash scripts/gpu_check.sh [PART ...]        # default: env tests c2f overhead train profile
+#
+# Parts (each has its own time limit, logs to $LOGS/<part>.log, and a failing part does not stop the rest):
+#   env       nvidia-smi, torch / triton versions, the measured copy bandwidth
+#   tests     the kernel tests on the real Triton backend (fp32 and bf16; tests/summarization/test_kernels_*)
+#             and the no-host-sync test of the scg core (tests/test_core_sync.py), junit XML in $LOGS
+#   c2f       benchmarks/c2f_attention.py at B=64, N=40, H=512, M = 10, 100, 1000, k = 1, 2, bf16 and fp32
+#   overhead  benchmarks/surrogate_overhead.py --device cuda at hidden 512 and 1024
+#   train     benchmarks/train_throughput.py: STANDARD, HIER, C2F, C2F+MULTI2 at the paper's sizes on cnndm-250
+#             prepared as 10 x 40 words (and STANDARD, C2F at 100 x 40), bf16 autocast; needs $GPU_DATA
+#   profile   torch.profiler table of one C2F step at M = 1000 (where the time goes), and Nsight Compute's
+#             memory throughput of the fine kernel when `ncu` is installed
+#
+# Environment: OUT (where gpu_results.tgz and summary.txt go; the device tool sets it), LOGS (default
+# runs/gpu_check: the per-part logs, junit XML and ncu CSV), GPU_DATA (default .gpu: the prepared
+# corpora cnndm250-10x40 and cnndm250-100x40, see benchmarks/train_throughput.py), WHEELS (default .whl:
+# pure-Python wheels the GPU image lacks, installed to /tmp/site when the folder exists).
+# The benchmark files (benchmarks/results/*_gpu*.{json,md,png}) are written in the checkout and packed
+# with the logs into $OUT/gpu_results.tgz.
+set -u
+cd "$(dirname "$0")/.."
+LOGS=${LOGS:-runs/gpu_check}
+OUT=${OUT:-$LOGS}
+GPU_DATA=${GPU_DATA:-.gpu}
+WHEELS=${WHEELS:-.whl}
+mkdir -p "$OUT" "$LOGS"
+export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
+export PYTHONPATH="$PWD:$PWD/examples/summarization${PYTHONPATH:+:$PYTHONPATH}"
+PY=${PYTHON:-python3}
+if [ -d "$WHEELS" ] && ls "$WHEELS"/*.whl >/dev/null 2>&1; then
+    $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+        "$WHEELS"/*.whl && export PYTHONPATH="$PYTHONPATH:/tmp/site"
+fi
+PARTS=${*:-env tests c2f overhead train profile}
+SUMMARY="$LOGS/summary.txt"
+
+part() {  # part NAME LIMIT_S COMMAND...
+    local name=$1 limit=$2 start rc
+    shift 2
+    start=$(date +%s)
+    echo "== $name (limit ${limit}s): $*" | tee -a "$SUMMARY"
+    timeout --kill-after=10 "$limit" "$@" >>"$LOGS/$name.log" 2>&1
+    rc=$?
+    echo "== $name rc=$rc $(($(date +%s) - start))s" | tee -a "$SUMMARY"
+    tail -n 5 "$LOGS/$name.log"
+}
+
+for p in $PARTS; do
+    case $p in
+    env)
+        part env 60 bash -c "nvidia-smi; $PY -c 'import torch, triton, numpy; print(torch.__version__, \
+torch.version.cuda, triton.__version__, numpy.__version__, torch.cuda.get_device_name(), \
+torch.cuda.get_device_properties(0))'; which ncu || true" ;;
+    tests)
+        part tests 240 $PY -m pytest -q -p no:cacheprovider -rfEs --junitxml="$LOGS/tests.xml" \
+            tests/summarization/test_kernels_cuda.py tests/summarization/test_kernels_triton.py \
+            tests/summarization/test_kernels_model.py tests/summarization/test_kernels_sampling.py \
+            tests/summarization/test_kernels_reference.py tests/summarization/test_kernels_compile.py \
+            tests/test_core_sync.py ;;
+    c2f)
+        for dt in bf16 fp32; do
+            part "c2f_$dt" 150 $PY benchmarks/c2f_attention.py --device cuda --dtype "$dt" \
+                --chunks 10 100 1000 --ks 1 2 --repeats 20
+        done ;;
+    overhead)
+        part overhead 150 $PY benchmarks/surrogate_overhead.py --device cuda --hidden 512 1024 --compile ;;
+    train)
+        part train 240 $PY benchmarks/train_throughput.py --device cuda --amp bf16 --steps 200 --warmup 10 \
+            --data "$GPU_DATA/cnndm250-10x40" --data-wide "$GPU_DATA/cnndm250-100x40" --tag gpu ;;
+    profile)
+        part profile 120 $PY benchmarks/c2f_profile.py --out "$LOGS" ;;
+    *) echo "unknown part $p" | tee -a "$SUMMARY" ;;
+    esac
+done
+tar czf "$OUT/gpu_results.tgz" benchmarks/results/*_gpu* "$LOGS" 2>/dev/null
+[ "$OUT" = "$LOGS" ] || cp "$SUMMARY" "$OUT/summary.txt"
+echo "packed $OUT/gpu_results.tgz"
