@@ -5,9 +5,10 @@
 each M it records, with ``torch.profiler``, every CUDA kernel the step launches and its device time, and
 gives each Triton kernel's achieved bandwidth from the bytes it must read:
 
-* coarse (``_coarse_*``): the chunk vectors, ``B * M * D`` elements (+ the mask);
-* fine forward (``_fine_forward``): ``k * N`` word states of ``H`` elements per row, read twice (scores,
-  then the weighted sum; the second pass mostly hits L2), counted once.
+* ``_coarse_blocks``: the chunk vectors, ``B * M * D`` elements (+ the mask); ``_coarse_combine`` reads
+  only the blocks' partial results (no bytes counted);
+* ``_fine_scores``: ``k * N`` word states of ``H`` elements per row (``_fine_context`` reads them again,
+  mostly from L2, and is not counted).
 
 Then, when Nsight Compute (``ncu``) is on the PATH, it profiles the fine and coarse kernels at the
 largest M and reports the hardware's own DRAM throughput (% of peak) and achieved occupancy, which
@@ -59,7 +60,7 @@ def step(x: dict[str, torch.Tensor], k: int) -> torch.Tensor:
 def kernel_bytes(name: str, m: int, k: int, elt: int) -> int | None:
     if "coarse" in name:
         return B * m * (H * elt + 1)
-    if "fine_forward" in name:
+    if "_fine_scores" in name or "_fine_forward" in name:
         return B * k * N * (H * elt + 1)
     return None
 
@@ -112,7 +113,7 @@ def ncu_metrics(m: int, k: int, dtype_name: str, out: Path) -> list[dict[str, st
         return "ncu not on the PATH"
     metrics = ("dram__throughput.avg.pct_of_peak_sustained_elapsed,gpu__time_duration.sum,"
                "sm__warps_active.avg.pct_of_peak_sustained_active,dram__bytes_read.sum")
-    cmd = [ncu, "--csv", "--kernel-name", "regex:_(fine|coarse)", "--launch-skip", "6", "--launch-count", "3",
+    cmd = [ncu, "--csv", "--kernel-name", "regex:_(fine|coarse)", "--launch-skip", "8", "--launch-count", "4",
            "--metrics", metrics, sys.executable, __file__, "--target", str(m), "--k", str(k), "--dtype", dtype_name]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=90, check=False)

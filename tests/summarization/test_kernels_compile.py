@@ -21,7 +21,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.skipif(importlib.util.find_spec("tri
 
 _PROBE = "from triton.backends.compiler import GPUTarget; from triton.compiler import ASTSource"
 
-KERNELS = {"_coarse_blocks", "_coarse_combine", "_fine_forward", "_fine_backward", "_topk_blocks", "_topk_combine"}
+KERNELS = {"_coarse_blocks", "_coarse_combine", "_fine_scores", "_fine_context", "_fine_backward", "_topk_blocks",
+           "_topk_combine"}
 
 
 @pytest.mark.parametrize("dtype", ["bf16", "fp32"])

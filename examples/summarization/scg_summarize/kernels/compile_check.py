@@ -72,10 +72,15 @@ def specs(dtype: str = "bf16", m: int = 1000, n: int = 40, hidden: int = 512, k:
         out.append(Spec(tc._coarse_combine, mode, {
             "scores_ptr": "fp32", "part_max_ptr": "fp32", "part_sum_ptr": "fp32", "cand_val_ptr": "fp32",
             "cand_idx_ptr": "i32", "idx_ptr": "i64"}, combine, tc.OPTIONS))
-    fwd, bwd = tf.launch_meta(k, n, hidden), tf.launch_meta(k, n, hidden, backward=True)
-    out.append(Spec(tf._fine_forward, f"k={k}", {
-        "words_ptr": dtype, "wmask_ptr": "u8", "query_ptr": dtype, "idx_ptr": "i64", "weights_ptr": dtype,
-        "rows_ptr": "i64", "context_ptr": dtype, "attn_ptr": "fp32"}, {**fwd, "HAS_ROWS": True}, tf.FORWARD_OPTIONS))
+    scores, context, _ = tf.forward_meta(k, n, hidden)
+    bwd = tf.launch_meta(k, n, hidden, backward=True)
+    out.append(Spec(tf._fine_scores, f"k={k}", {
+        "words_ptr": dtype, "query_ptr": dtype, "idx_ptr": "i64", "rows_ptr": "i64", "part_ptr": "fp32"},
+        {**scores, "HAS_ROWS": True}, tf.FORWARD_OPTIONS))
+    out.append(Spec(tf._fine_context, f"k={k}", {
+        "words_ptr": dtype, "wmask_ptr": "u8", "part_ptr": "fp32", "idx_ptr": "i64", "weights_ptr": dtype,
+        "rows_ptr": "i64", "context_ptr": dtype, "attn_ptr": "fp32"}, {**context, "HAS_ROWS": True},
+        tf.FORWARD_OPTIONS))
     out.append(Spec(tf._fine_backward, f"k={k}", {
         "dctx_ptr": dtype, "dattn_ptr": "fp32", "words_ptr": dtype, "query_ptr": dtype, "idx_ptr": "i64",
         "weights_ptr": dtype, "attn_ptr": "fp32", "rows_ptr": "i64", "dsel_ptr": "fp32", "dquery_ptr": "fp32",

@@ -1,19 +1,22 @@
 """Triton fine step: gather the selected chunks' words, per-chunk softmax, weighted context; and backward.
 
-One program per query row (grid ``(R,)``); it reads only the ``k`` selected chunks of its encoder row,
-straight from ``words`` (no gathered copy), tiling the hidden size by ``BLOCK_H`` so that a
-``N_PAD x BLOCK_H`` tile stays in registers:
+The kernels read only the ``k`` selected chunks of each query row's encoder row, straight from ``words``
+(no gathered copy), tiling the hidden size so that an ``N_PAD x BLOCK_H`` tile stays in registers:
 
-* forward: for each draw, pass 1 over the hidden tiles gives the ``N`` scores, then the masked softmax
-  (kept in a ``K_PAD x N_PAD`` register tile); pass 2 over the hidden tiles accumulates
-  ``sum_d w_d sum_j p_dj h_dj`` tile by tile and writes it. The second read of a chunk mostly hits L2.
-* backward: pass 1 per draw gives ``u_dj = dc . h_dj`` and from it ``ds`` and ``dw``; pass 2 per hidden
-  tile gives ``dq`` and the per-draw word gradients ``w_d p_dj dc + ds_dj q``, written to an
-  ``(R, k, N, H)`` buffer (``k N H`` per row, independent of M). :func:`.reference.scatter_word_grad`
-  then places them in the gradient of ``words`` (dense, grouped by ``(row, chunk)``, or sparse).
+* forward, two launches on a ``(R, H / 64)`` grid (one program per query row and hidden slice):
+  ``_fine_scores`` writes each slice's partial scores ``sum_{h in slice} h_dnh q_h`` to an
+  ``(R, S, k, N)`` fp32 buffer; ``_fine_context`` sums them into the scores, takes the masked softmax
+  over the chunk's real words and writes its hidden slice of ``sum_d w_d sum_n p_dn h_dn``. One program
+  per row (the first design) kept only 64 programs busy at B = 64 and ran at 5% of the copy bandwidth
+  on an H100 (``benchmarks/results/c2f_profile_gpu.md``); the split gives ``R * H / 64`` programs.
+* backward, one program per row: pass 1 per draw gives ``u_dj = dc . h_dj`` and from it ``ds`` and
+  ``dw``; pass 2 per hidden tile gives ``dq`` and the per-draw word gradients ``w_d p_dj dc + ds_dj q``,
+  written to an ``(R, k, N, H)`` buffer (``k N H`` per row, independent of M).
+  :func:`.reference.scatter_word_grad` then places them in the gradient of ``words`` (dense, grouped by
+  ``(row, chunk)``, or sparse).
 
-No program writes what another program reads, so there are no atomics and the results are
-deterministic.
+No program writes what another program of the same launch reads, so there are no atomics and the
+results are deterministic.
 """
 
 # mypy: disable-error-code="untyped-decorator,no-untyped-def"
@@ -26,61 +29,85 @@ import triton.language as tl
 
 from .triton_common import kernel_float, pow2
 
-__all__ = ["BACKWARD_OPTIONS", "FORWARD_OPTIONS", "fine_backward", "fine_forward", "launch_meta"]
+__all__ = ["BACKWARD_OPTIONS", "FORWARD_BLOCK_H", "FORWARD_OPTIONS", "fine_backward", "fine_forward", "forward_meta",
+           "launch_meta"]
 
 #: Launch options (the compile check uses the same).
-FORWARD_OPTIONS: dict[str, int] = {"num_warps": 8, "num_stages": 2}
+FORWARD_OPTIONS: dict[str, int] = {"num_warps": 4, "num_stages": 2}
+#: Hidden slice of one forward program (see :func:`forward_meta`).
+FORWARD_BLOCK_H = 64
 BACKWARD_OPTIONS: dict[str, int] = {"num_warps": 8, "num_stages": 2}
 
 
 @triton.jit
-def _fine_forward(
-    words_ptr, wmask_ptr, query_ptr, idx_ptr, weights_ptr, rows_ptr, context_ptr, attn_ptr,
-    M, N, H, stride_wb, stride_wm, stride_wn,
-    K: tl.constexpr, K_PAD: tl.constexpr, N_PAD: tl.constexpr, BLOCK_H: tl.constexpr, HAS_ROWS: tl.constexpr,
+def _fine_scores(
+    words_ptr, query_ptr, idx_ptr, rows_ptr, part_ptr,
+    N, H, stride_wb, stride_wm, stride_wn,
+    K: tl.constexpr, N_PAD: tl.constexpr, BLOCK_H: tl.constexpr, HAS_ROWS: tl.constexpr,
 ):
+    """Program ``(r, j)``: the partial scores ``sum_{h in slice j} h_dnh q_h`` of each draw ``d`` of row
+    ``r`` over the ``j``-th hidden slice, into ``part[r, j, d, :N]`` (fp32)."""
     r = tl.program_id(0)
+    j = tl.program_id(1)
+    n_split = tl.num_programs(1)
     if HAS_ROWS:
         b = tl.load(rows_ptr + r).to(tl.int64)
     else:
         b = r.to(tl.int64)
     offs_n = tl.arange(0, N_PAD)
     in_n = offs_n < N
-    offs_k = tl.arange(0, K_PAD)
-    probs = tl.zeros([K_PAD, N_PAD], dtype=tl.float32)
+    offs_h = j * BLOCK_H + tl.arange(0, BLOCK_H)
+    in_h = offs_h < H
+    q = tl.load(query_ptr + r * H + offs_h, mask=in_h, other=0.0).to(tl.float32)
     for d in tl.static_range(K):
         c = tl.load(idx_ptr + r * K + d)
-        base = words_ptr + b * stride_wb + c * stride_wm
+        e = tl.load(words_ptr + b * stride_wb + c * stride_wm + offs_n[:, None] * stride_wn + offs_h[None, :],
+                    mask=in_n[:, None] & in_h[None, :], other=0.0).to(tl.float32)  # (N_PAD, BLOCK_H)
+        tl.store(part_ptr + ((r * n_split + j) * K + d) * N + offs_n, tl.sum(e * q[None, :], axis=1), mask=in_n)
+
+
+@triton.jit
+def _fine_context(
+    words_ptr, wmask_ptr, part_ptr, idx_ptr, weights_ptr, rows_ptr, context_ptr, attn_ptr,
+    M, N, H, stride_wb, stride_wm, stride_wn,
+    K: tl.constexpr, N_PAD: tl.constexpr, S_PAD: tl.constexpr, BLOCK_H: tl.constexpr, HAS_ROWS: tl.constexpr,
+):
+    """Program ``(r, j)``: the scores of each draw (the partial scores summed over the slices), the
+    masked softmax over its chunk's real words (written to ``attn`` by the slice-0 program), and the
+    ``j``-th hidden slice of ``sum_d w_d sum_n p_dn h_dn``."""
+    r = tl.program_id(0)
+    j = tl.program_id(1)
+    n_split = tl.num_programs(1)
+    if HAS_ROWS:
+        b = tl.load(rows_ptr + r).to(tl.int64)
+    else:
+        b = r.to(tl.int64)
+    offs_n = tl.arange(0, N_PAD)
+    in_n = offs_n < N
+    offs_s = tl.arange(0, S_PAD)
+    in_s = offs_s < n_split
+    offs_h = j * BLOCK_H + tl.arange(0, BLOCK_H)
+    in_h = offs_h < H
+    acc = tl.zeros([BLOCK_H], dtype=tl.float32)
+    for d in tl.static_range(K):
+        c = tl.load(idx_ptr + r * K + d)
+        parts = tl.load(part_ptr + ((r * n_split + offs_s[:, None]) * K + d) * N + offs_n[None, :],
+                        mask=in_s[:, None] & in_n[None, :], other=0.0)  # (S_PAD, N_PAD)
+        s = tl.sum(parts, axis=0)
         real = in_n & (tl.load(wmask_ptr + (b * M + c) * N + offs_n, mask=in_n, other=0) != 0)
-        s = tl.zeros([N_PAD], dtype=tl.float32)
-        for h0 in range(0, H, BLOCK_H):
-            offs_h = h0 + tl.arange(0, BLOCK_H)
-            in_h = offs_h < H
-            e = tl.load(base + offs_n[:, None] * stride_wn + offs_h[None, :],
-                        mask=in_n[:, None] & in_h[None, :], other=0.0).to(tl.float32)
-            q = tl.load(query_ptr + r * H + offs_h, mask=in_h, other=0.0).to(tl.float32)
-            s += tl.sum(e * q[None, :], axis=1)
         s = tl.where(real, s, float("-inf"))
         top = tl.max(s, axis=0)
         top = tl.where(top == float("-inf"), 0.0, top)
         ex = tl.where(real, tl.exp(s - top), 0.0)
         total = tl.sum(ex, axis=0)
         p = ex / tl.where(total > 0, total, 1.0)
-        tl.store(attn_ptr + (r * K + d) * N + offs_n, p, mask=in_n)
-        probs = tl.where(offs_k[:, None] == d, p[None, :], probs)
-
-    for h0 in range(0, H, BLOCK_H):
-        offs_h = h0 + tl.arange(0, BLOCK_H)
-        in_h = offs_h < H
-        acc = tl.zeros([BLOCK_H], dtype=tl.float32)
-        for d in tl.static_range(K):
-            c = tl.load(idx_ptr + r * K + d)
-            w = tl.load(weights_ptr + r * K + d).to(tl.float32)
-            e = tl.load(words_ptr + b * stride_wb + c * stride_wm + offs_n[:, None] * stride_wn + offs_h[None, :],
-                        mask=in_n[:, None] & in_h[None, :], other=0.0).to(tl.float32)
-            p = tl.sum(tl.where(offs_k[:, None] == d, probs, 0.0), axis=0)
-            acc += w * tl.sum(p[:, None] * e, axis=0)
-        tl.store(context_ptr + r * H + offs_h, acc.to(context_ptr.dtype.element_ty), mask=in_h)
+        if j == 0:
+            tl.store(attn_ptr + (r * K + d) * N + offs_n, p, mask=in_n)
+        w = tl.load(weights_ptr + r * K + d).to(tl.float32)
+        e = tl.load(words_ptr + b * stride_wb + c * stride_wm + offs_n[:, None] * stride_wn + offs_h[None, :],
+                    mask=in_n[:, None] & in_h[None, :], other=0.0).to(tl.float32)  # (N_PAD, BLOCK_H)
+        acc += w * tl.sum(p[:, None] * e, axis=0)
+    tl.store(context_ptr + r * H + offs_h, acc.to(context_ptr.dtype.element_ty), mask=in_h)
 
 
 @triton.jit
@@ -147,30 +174,53 @@ def _words_arg(words: torch.Tensor) -> torch.Tensor:
 
 
 def launch_meta(k: int, n: int, hidden: int, backward: bool = False) -> dict[str, int]:
-    """The constexpr arguments of either kernel (less the ``HAS_*`` flags).
+    """The constexpr arguments of the backward kernel (less the ``HAS_*`` flags); ``backward=False``
+    gives the hidden tile of the first, one-program-per-row forward, kept for the compile check's table.
 
-    Sized with :mod:`.compile_check` for N=40 (padded to 64), k <= 3 and 8 warps: a 64 x 64 tile in the
-    forward, 64 x 32 in the backward (which keeps more tiles live), no spills on sm_90.
+    Sized with :mod:`.compile_check` for N=40 (padded to 64), k <= 3 and 8 warps: a 64 x 32 tile in the
+    backward (which keeps several tiles live), no spills on sm_90.
     """
     block_h = pow2(hidden, lo=16, hi=32 if backward else 64)
     return {"K": k, "K_PAD": pow2(k), "N_PAD": pow2(n, lo=16), "BLOCK_H": block_h}
 
 
+def forward_meta(k: int, n: int, hidden: int) -> tuple[dict[str, int], dict[str, int], int]:
+    """``(scores constexprs, context constexprs, number of hidden slices)`` of the forward kernels.
+
+    Both kernels run one program per (query row, hidden slice of ``FORWARD_BLOCK_H``): at B = 64 rows and
+    H = 512 that is 512 programs instead of 64, each loading one ``N_PAD x 64`` tile per draw, so the
+    whole GPU keeps loads in flight (one program per row was latency-bound: 5% of the copy bandwidth).
+    """
+    block_h = pow2(hidden, lo=16, hi=FORWARD_BLOCK_H)
+    n_split = -(-hidden // block_h)
+    n_pad = pow2(n, lo=16)
+    return ({"K": k, "N_PAD": n_pad, "BLOCK_H": block_h},
+            {"K": k, "N_PAD": n_pad, "S_PAD": pow2(n_split), "BLOCK_H": block_h}, n_split)
+
+
 def fine_forward(words: torch.Tensor, word_mask: torch.Tensor, query: torch.Tensor, idx: torch.Tensor,
                  weights: torch.Tensor, rows: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Triton version of :func:`.reference.fine_attend`."""
+    """Triton version of :func:`.reference.fine_attend` (two launches: partial scores, then context)."""
     acc = torch.float64 if query.dtype == torch.float64 else torch.float32
     w_arg, q_arg = _words_arg(words), kernel_float(query).contiguous()
     n_rows, k = idx.shape
     _, m, n, hidden = words.shape
-    context = torch.empty(n_rows, hidden, device=query.device, dtype=q_arg.dtype)
-    attn = torch.empty(n_rows, k, n, device=query.device, dtype=torch.float32)
+    dev = query.device
+    scores_meta, context_meta, n_split = forward_meta(k, n, hidden)
+    part = torch.empty(n_rows, n_split, k, n, device=dev, dtype=torch.float32)  # (R, S, k, N)
+    context = torch.empty(n_rows, hidden, device=dev, dtype=q_arg.dtype)
+    attn = torch.empty(n_rows, k, n, device=dev, dtype=torch.float32)
     rows_arg = rows.contiguous() if rows is not None else idx
-    _fine_forward[(n_rows,)](
-        w_arg, word_mask.to(torch.bool).contiguous().view(torch.uint8), q_arg, idx.contiguous(),
-        kernel_float(weights).contiguous(), rows_arg, context, attn,
-        m, n, hidden, w_arg.stride(0), w_arg.stride(1), w_arg.stride(2),
-        HAS_ROWS=rows is not None, **launch_meta(k, n, hidden), **FORWARD_OPTIONS,
+    idx_arg = idx.contiguous()
+    strides = (w_arg.stride(0), w_arg.stride(1), w_arg.stride(2))
+    _fine_scores[(n_rows, n_split)](
+        w_arg, q_arg, idx_arg, rows_arg, part, n, hidden, *strides,
+        HAS_ROWS=rows is not None, **scores_meta, **FORWARD_OPTIONS,
+    )
+    _fine_context[(n_rows, n_split)](
+        w_arg, word_mask.to(torch.bool).contiguous().view(torch.uint8), part, idx_arg,
+        kernel_float(weights).contiguous(), rows_arg, context, attn, m, n, hidden, *strides,
+        HAS_ROWS=rows is not None, **context_meta, **FORWARD_OPTIONS,
     )
     return context.to(query.dtype), attn.to(acc)
 
