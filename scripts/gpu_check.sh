@@ -55,11 +55,13 @@ for p in $PARTS; do
 torch.version.cuda, triton.__version__, numpy.__version__, torch.cuda.get_device_name(), \
 torch.cuda.get_device_properties(0))'; which ncu || true" ;;
     tests)
-        part tests 240 $PY -m pytest -q -p no:cacheprovider -rfEs --junitxml="$LOGS/tests.xml" \
+        part tests 300 $PY -m pytest -q -p no:cacheprovider -rfEs -m "slow or not slow" --junitxml="$LOGS/tests.xml" \
             tests/summarization/test_kernels_cuda.py tests/summarization/test_kernels_triton.py \
             tests/summarization/test_kernels_model.py tests/summarization/test_kernels_sampling.py \
             tests/summarization/test_kernels_reference.py tests/summarization/test_kernels_compile.py \
-            tests/test_core_sync.py ;;
+            tests/test_core_sync.py
+        $PY scripts/junit_to_results.py "$LOGS/tests.xml" kernel_tests_gpu --command "bash scripts/gpu_check.sh tests" \
+            --device "$($PY -c 'import torch, triton; print(torch.cuda.get_device_name(), "(torch", torch.__version__ + ", triton", triton.__version__ + ")")')" ;;
     c2f)
         for dt in bf16 fp32; do
             part "c2f_$dt" 150 $PY benchmarks/c2f_attention.py --device cuda --dtype "$dt" \
