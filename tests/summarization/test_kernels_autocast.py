@@ -11,9 +11,14 @@ from __future__ import annotations
 import pytest
 import torch
 
+import scg
+
 from .kernel_support import backend, make_case, one_thread  # noqa: F401
 
 from scg_summarize.kernels import c2f_coarse_sample, c2f_fine_attend, logsoftmax_topk  # isort: skip
+from scg_summarize.models import c2f as c2f_module  # isort: skip
+from scg_summarize.models.attention import Memory  # isort: skip
+from scg_summarize.models.c2f import C2FAttention  # isort: skip
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -76,3 +81,25 @@ def test_logsoftmax_topk_is_unchanged_by_autocast() -> None:
     assert values.dtype == torch.float32
     torch.testing.assert_close(values, want_values, rtol=0, atol=0)
     assert torch.equal(indices, want_indices)
+
+
+@pytest.mark.parametrize("mode", ["sample", "greedy"])
+def test_c2f_step_with_float32_chunk_probabilities(mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # CUDA's autocast computes softmax in float32 while the coarse logits (and so the weights of the
+    # chosen chunks) stay bfloat16; the attention's α̃ scatter used to need both in one dtype. The
+    # policy is emulated here on CPU: bfloat16 parameters and inputs, a float32 masked softmax.
+    real = c2f_module.masked_softmax
+    monkeypatch.setattr(c2f_module, "masked_softmax", lambda scores, mask: real(scores.float(), mask))
+    torch.manual_seed(0)
+    B, M, N, H, D = 3, 5, 4, 6, 3
+    attention = C2FAttention(H, H, D, k=2, test_k=2).to(torch.bfloat16)
+    word_mask = torch.rand(B, M, N) < 0.8
+    word_mask[:, :, 0] = True
+    memory = Memory.build(torch.randn(B, M, N, H, dtype=torch.bfloat16), word_mask,
+                          torch.randn(B, M, D, dtype=torch.bfloat16))
+    with scg.Graph():
+        out = attention(memory, torch.randn(B, H, dtype=torch.bfloat16), 0, mode)
+    assert out.chunk_probs.dtype == torch.float32 and out.chunk_weights.dtype == torch.float32
+    # α̃ sums to one per row, up to the rounding of k bfloat16 weights (each within 2^-9 relative)
+    torch.testing.assert_close(out.chunk_weights.sum(1), torch.ones(B), rtol=0, atol=2**-7)
+    assert bool(((out.chunk_weights > 0) <= (out.chunk_probs > 0)).all())  # only chunks with α^s > 0 are read
