@@ -25,8 +25,10 @@ resident set sampled at step ends, and ``ru_maxrss``), parameters, the mean trai
 backward, clipping and the optimizer step run outside it, as usual. If a run fails under
 autocast, its error is recorded and the configuration is rerun in fp32; if a run fails on CUDA
 with the Triton kernels (``SCG_KERNELS=auto``), it is rerun with ``SCG_KERNELS=reference``. No
-failure stops the script. ``--max-seconds`` caps the timed part of a run and ``--budget-s`` the
-whole script (runs that would start after the budget is spent are recorded as skipped).
+failure stops the script. ``--max-seconds`` caps the timed part of a run (18 s: fewer than
+``--steps`` steps are then timed, and the row says so) and ``--budget-s`` the whole script (150 s:
+once it is spent, warm-up and timed loops stop after their current step and the remaining runs are
+recorded as skipped), so that the GPU run below stays within about 160 s of wall time.
 
 Corpora (``../shared/data/cnndm-250``: 250 CNN/DM test articles, prepared here as a ``train``
 split, since this measures cost, not quality; the first highlight is the target)::
@@ -210,8 +212,12 @@ def measure(config_name: str, data: Path, split: str, args: argparse.Namespace, 
             if device.type == "cuda":
                 torch.cuda.reset_peak_memory_stats(device)
             rss_peak = _rss_bytes()
+            warmup_done = 0
             for _ in range(args.warmup):
                 trainer.train_step(next(batches))
+                warmup_done += 1
+                if time.perf_counter() >= deadline:  # (Triton compilation can be slow: keep the budget)
+                    break
             _sync(device)
             times: list[float] = []
             tgt_tokens = src_tokens = src_positions = 0
@@ -243,7 +249,7 @@ def measure(config_name: str, data: Path, split: str, args: argparse.Namespace, 
             row: dict[str, Any] = {
                 "config": config_name, "data": str(data), "split": split, "M": M, "N": N,
                 "batch": config.train.batch_size, "vocab": config.model.vocab_size, "hidden": config.model.hidden,
-                "amp": amp, "kernels": kernels, "params": params, "warmup": args.warmup,
+                "amp": amp, "kernels": kernels, "params": params, "warmup": warmup_done,
                 "steps_requested": args.steps, "steps": len(times),
                 "truncated": len(times) < args.steps,
                 "ms_per_step_median": 1000 * statistics.median(times),
@@ -315,6 +321,7 @@ def run_config(config_name: str, data: Path, split: str, amp: str, args: argpars
             f"{row['run_wall_s']:.1f} s")
         return row
     skipped = time.perf_counter() >= deadline and not errors
+    log(f"  {config_name} M={M} amp={amp}: " + ("skipped (--budget-s spent)" if skipped else "FAILED in every attempt"))
     return {"config": config_name, "data": str(data), "split": split, "M": M, "N": N, "amp_requested": amp,
             "amp": None, "errors": errors, "failed": True,
             "skipped": "the --budget-s was spent before this run" if skipped else None}
@@ -352,9 +359,10 @@ def ratios(rows: list[dict[str, Any]]) -> list[str]:
     key = {(r["config"], r["M"], r["amp"]): r for r in ok}
     lines = []
     for (config, M, amp), row in sorted(key.items(), key=lambda kv: (kv[0][1], kv[0][2], kv[0][0])):
-        ref = key.get(("STANDARD", M, amp))
-        if ref is not None and config != "STANDARD":
-            lines.append(f"- M = {M}, amp {amp}: {config} / STANDARD = "
+        standard = re.sub(r"^(tiny-|small-)?.*$", r"\1STANDARD", config)  # the same size variant
+        ref = key.get((standard, M, amp))
+        if ref is not None and config != standard:
+            lines.append(f"- M = {M}, amp {amp}: {config} / {standard} = "
                          f"{row['ms_per_step_median'] / ref['ms_per_step_median']:.2f}x ms per step "
                          f"(target tokens/s {row['tgt_tokens_per_s'] / ref['tgt_tokens_per_s']:.2f}x; peak memory "
                          f"{row['peak_mem_mib'] / ref['peak_mem_mib']:.2f}x)")
@@ -381,23 +389,26 @@ def write_report(path: Path, payload: dict[str, Any]) -> None:
            "Command:", "", "```", payload["command"], "```", "",
            "The real training step (`Trainer.train_step`: objective, backward, gradient renormalization, SGD) "
            f"after {payload['args']['warmup']} warm-up steps; ms per step bracketed by CUDA synchronization, data "
-           "loading excluded; tokens/s counts real (unpadded) words. Vocabulary "
+           "loading excluded; tokens/s counts real (unpadded) words, `real src %` is their share of the M x N grid. "
+           "Vocabulary "
            f"{payload['args']['vocab_size'] or 'of the corpus'}. Peak memory: "
            + ("`torch.cuda.max_memory_allocated`, reset per run." if env["device_type"] == "cuda"
               else "the process's resident set sampled at step ends (monotone across runs in one process)."), "",
            "| config | M x N | batch | amp | kernels | steps | ms/step median | ms/step mean | tgt tok/s | "
-           "src tok/s | peak MiB | params (M) | loss/token |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+           "src tok/s | real src % | peak MiB | params (M) | loss/token |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if r.get("failed"):
-            reason = r.get("skipped") or "; ".join(e["error"][:200] for e in r["errors"])
-            out.append(f"| {r['config']} | {r['M']} x {r['N']} | | {r['amp_requested']} | | - | failed: "
-                       f"{reason.replace('|', '/')} | | | | | | |")
+            reason = (f"skipped: {r['skipped']}" if r.get("skipped")
+                      else "failed: " + "; ".join(e["error"][:200] for e in r["errors"]))
+            out.append(f"| {r['config']} | {r['M']} x {r['N']} | | {r['amp_requested']} | | - | "
+                       f"{reason.replace('|', '/')} | | | | | | | |")
             continue
         amp = r["amp"] if r["amp"] == r["amp_requested"] else f"{r['amp']} (asked {r['amp_requested']})"
         out.append(f"| {r['config']} | {r['M']} x {r['N']} | {r['batch']} | {amp} | {r['kernels']} | "
                    f"{r['steps']}{' (capped)' if r['truncated'] else ''} | {r['ms_per_step_median']:.1f} | "
                    f"{r['ms_per_step_mean']:.1f} | {r['tgt_tokens_per_s']:.0f} | {r['src_tokens_per_s']:.0f} | "
+                   f"{100 * r['src_real_fraction']:.0f} | "
                    f"{r['peak_mem_mib']:.0f} | {r['params'] / 1e6:.2f} | {r['loss_per_token']:.3f} |")
     lines = ratios(rows)
     if lines:
@@ -434,8 +445,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: the default)")
     parser.add_argument("--set", action="append", default=[], metavar="TABLE.KEY=VALUE",
                         help="a configuration override for every run (repeatable)")
-    parser.add_argument("--max-seconds", type=float, default=24.0, help="cap on one run's timed steps (s)")
-    parser.add_argument("--budget-s", type=float, default=170.0, help="no run starts after this many seconds")
+    parser.add_argument("--max-seconds", type=float, default=18.0, help="cap on one run's timed steps (s)")
+    parser.add_argument("--budget-s", type=float, default=150.0,
+                        help="the script's time budget (s): no run starts, and warm-up and timed loops stop, "
+                             "once it is spent")
     parser.add_argument("--out", type=Path, default=RESULTS, help="results folder")
     parser.add_argument("--tag", default="", help="results file suffix (default: the device type)")
     args = parser.parse_args(argv)
