@@ -21,6 +21,7 @@ the ops are opaque nodes with the fake kernels giving the output shapes.
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, cast
 
 import torch
@@ -56,6 +57,16 @@ def _same_device(op: str, **tensors: torch.Tensor | None) -> None:
         raise ValueError(f"{op}: all tensor arguments must be on one device, got {where}")
 
 
+def _no_autocast(device: torch.device) -> AbstractContextManager[Any]:
+    """Autocast off inside an op: the ops choose their own accumulation dtype
+    (:func:`.reference.acc_dtype`) and output dtypes (those of the fake kernels), so an enclosing
+    ``torch.autocast`` must not recast their internal products (a bfloat16 einsum would then meet
+    a float32 fill value, and the outputs would disagree with the fake kernels)."""
+    if torch.is_autocast_enabled(device.type):
+        return torch.autocast(device_type=device.type, enabled=False)
+    return nullcontext()
+
+
 # ---------------------------------------------------------------------------------------------- coarse
 
 
@@ -70,9 +81,10 @@ def c2f_coarse_sample(keys: torch.Tensor, query: torch.Tensor, chunk_mask: torch
     _check(mode in reference.COARSE_MODES, f"mode={mode!r}: expected one of {reference.COARSE_MODES}")
     _check(k >= 1 and (mode == "multinomial" or k <= keys.shape[1]), f"k={k}: need 1 <= k (<= M unless multinomial)")
     _same_device("c2f_coarse_sample", keys=keys, query=query, chunk_mask=chunk_mask, seed=seed, rows=rows)
-    if choose(query.device) == "triton":
-        return cast(Pair, triton_module("coarse").coarse_sample(keys, query, chunk_mask, seed, k, mode, rows))
-    return reference.coarse_sample(keys, query, chunk_mask, seed, k, mode, rows)
+    with _no_autocast(query.device):
+        if choose(query.device) == "triton":
+            return cast(Pair, triton_module("coarse").coarse_sample(keys, query, chunk_mask, seed, k, mode, rows))
+        return reference.coarse_sample(keys, query, chunk_mask, seed, k, mode, rows)
 
 
 @c2f_coarse_sample.register_fake
@@ -112,9 +124,10 @@ def c2f_fine_attend(words: torch.Tensor, word_mask: torch.Tensor, query: torch.T
            "idx and weights must have shape (R, k)")
     _same_device("c2f_fine_attend", words=words, word_mask=word_mask, query=query, idx=idx, weights=weights,
                  rows=rows)
-    if choose(query.device) == "triton":
-        return cast(Pair, triton_module("fine").fine_forward(words, word_mask, query, idx, weights, rows))
-    return reference.fine_attend(words, word_mask, query, idx, weights, rows)
+    with _no_autocast(query.device):
+        if choose(query.device) == "triton":
+            return cast(Pair, triton_module("fine").fine_forward(words, word_mask, query, idx, weights, rows))
+        return reference.fine_attend(words, word_mask, query, idx, weights, rows)
 
 
 @c2f_fine_attend.register_fake
@@ -131,9 +144,10 @@ def c2f_fine_backward(grad_context: torch.Tensor, grad_attn: torch.Tensor | None
                       rows: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(d_selected (R, k, N, H), d_query, d_weights)``; see :func:`.reference.fine_backward`."""
     args = (grad_context, grad_attn, words, query, idx, weights, attn, rows)
-    if choose(query.device) == "triton":
-        return cast(Triple, triton_module("fine").fine_backward(*args))
-    return reference.fine_backward(*args)
+    with _no_autocast(query.device):
+        if choose(query.device) == "triton":
+            return cast(Triple, triton_module("fine").fine_backward(*args))
+        return reference.fine_backward(*args)
 
 
 @c2f_fine_backward.register_fake
@@ -195,9 +209,10 @@ def logsoftmax_topk(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tens
            f"hidden (R, H) and weight (V, H) expected, got {tuple(hidden.shape)} and {tuple(weight.shape)}")
     _check(1 <= k <= weight.shape[0], f"k={k}: need 1 <= k <= V={weight.shape[0]}")
     _same_device("logsoftmax_topk", hidden=hidden, weight=weight, bias=bias)
-    if choose(hidden.device) == "triton":
-        return cast(Pair, triton_module("topk").logsoftmax_topk(hidden, weight, bias, k))
-    return reference.logsoftmax_topk(hidden, weight, bias, k)
+    with _no_autocast(hidden.device):
+        if choose(hidden.device) == "triton":
+            return cast(Pair, triton_module("topk").logsoftmax_topk(hidden, weight, bias, k))
+        return reference.logsoftmax_topk(hidden, weight, bias, k)
 
 
 @logsoftmax_topk.register_fake

@@ -216,7 +216,8 @@ class C2FAttention(HierAttention):
         chunk_mask = per_query_row(memory.chunk_mask, rows)  # (R, M)
         chunk_sizes = per_query_row(memory.chunk_sizes, rows)  # (R, M)
         probs = masked_softmax(out.logits, chunk_mask)  # α^s (R, M)
-        used = torch.zeros_like(probs).scatter_add(1, out.idx, out.weights)  # α̃ (R, M)
+        # (CUDA autocast computes the softmax in float32 while the weights keep the logits' bfloat16)
+        used = torch.zeros_like(probs).scatter_add(1, out.idx, out.weights.to(probs.dtype))  # α̃ (R, M)
         read = (chunk_sizes * (used > 0).to(h.dtype)).sum(1)  # real words in the distinct chunks read
         read_weights = out.weights.unsqueeze(-1) * out.alpha_w  # (R, k, N)
         return AttentionOut(out.context, probs, used, read, selected=out.idx, read_weights=read_weights)

@@ -1,0 +1,84 @@
+"""Smoke test of ``benchmarks/train_throughput.py`` on tiny models: the rows it writes, and that a run
+failing under autocast is recorded and redone in fp32 instead of stopping the script (the GPU run of
+issue 17 gets one call). No timing is asserted."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "train_throughput.py"
+
+
+@pytest.fixture(scope="module")
+def bench() -> Any:
+    spec = importlib.util.spec_from_file_location("train_throughput", BENCH)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["train_throughput"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(autouse=True)
+def one_thread() -> Any:
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def _run(bench: Any, corpus: Path, out: Path, *extra: str) -> dict[str, Any]:
+    argv = ["--data", str(corpus), "--configs", "tiny-STANDARD", "tiny-C2F", "--steps", "2", "--warmup", "1",
+            "--batch", "4", "--device", "cpu", "--vocab-size", "0", "--threads", "1", "--out", str(out),
+            "--tag", "test", *extra]
+    assert bench.main(argv) == 0
+    payload: dict[str, Any] = json.loads((out / "train_throughput_test.json").read_text())
+    assert (out / "train_throughput_test.md").is_file()
+    return payload
+
+
+def test_rows(bench: Any, synthetic_corpus: Path, tmp_path: Path) -> None:
+    payload = _run(bench, synthetic_corpus, tmp_path, "--amp", "none")
+    rows = payload["rows"]
+    assert [(r["config"], r["amp"], r["split"]) for r in rows] == [("tiny-STANDARD", "none", "train"),
+                                                                    ("tiny-C2F", "none", "train")]
+    for row in rows:
+        assert row["steps"] == 2 and row["batch"] == 4 and not row["errors"]
+        assert row["ms_per_step_median"] > 0 and row["tgt_tokens_per_s"] > 0 and row["src_tokens_per_s"] > 0
+        assert row["params"] > 0 and row["loss_per_token"] > 0
+        assert 0 < row["src_real_fraction"] <= 1
+    assert rows[0]["kernels"] == "-" and rows[1]["kernels"] == "reference"  # CPU: the reference kernels
+    ratio = rows[1]["ms_per_step_median"] / rows[0]["ms_per_step_median"]
+    assert payload["ratios"][0].startswith(f"- M = {rows[0]['M']}, amp none: tiny-C2F / tiny-STANDARD = {ratio:.2f}x")
+
+
+def test_a_failing_autocast_run_falls_back_to_fp32(bench: Any, synthetic_corpus: Path, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    real = bench.measure
+
+    def measure(config_name: str, data: Path, split: str, args: Any, amp: str, deadline: float) -> Any:
+        if amp == "bf16" and config_name == "tiny-C2F":
+            raise RuntimeError("a dtype mismatch in a custom op")
+        return real(config_name, data, split, args, amp, deadline)
+
+    monkeypatch.setattr(bench, "measure", measure)
+    payload = _run(bench, synthetic_corpus, tmp_path, "--amp", "bf16")
+    standard, c2f = payload["rows"]
+    assert c2f["amp_requested"] == "bf16" and c2f["amp"] == "none" and c2f["steps"] == 2
+    assert len(c2f["errors"]) == 1 and "a dtype mismatch in a custom op" in c2f["errors"][0]["error"]
+    assert standard["amp_requested"] == "bf16"  # (bf16 itself may or may not work on this CPU)
+    md = (tmp_path / "train_throughput_test.md").read_text()
+    assert "none (asked bf16)" in md and "a dtype mismatch in a custom op" in md
+
+
+def test_a_missing_split_is_named(bench: Any, synthetic_corpus: Path) -> None:
+    assert bench.pick_split(synthetic_corpus, "auto") == "train"
+    with pytest.raises(SystemExit, match="--split nope"):
+        bench.pick_split(synthetic_corpus, "nope")
