@@ -10,7 +10,10 @@
 #   c2f       benchmarks/c2f_attention.py at B=64, N=40, H=512, M = 10, 100, 1000, k = 1, 2, bf16 and fp32
 #   overhead  benchmarks/surrogate_overhead.py --device cuda at hidden 512 and 1024
 #   train     benchmarks/train_throughput.py: STANDARD, HIER, C2F, C2F+MULTI2 at the paper's sizes on cnndm-250
-#             prepared as 10 x 40 words (and STANDARD, C2F at 100 x 40), bf16 autocast; needs $GPU_DATA
+#             prepared as 10 x 40 words (and STANDARD, C2F at 100 x 40), bf16 autocast; needs $GPU_DATA:
+#               for m in 10 100; do scg-summarize prepare --format cnndm --chunks $m --chunk-len 40 \
+#                 --input train=../shared/data/cnndm-250/stories --output .gpu/cnndm250-${m}x40 --quiet; done
+#             (and `carry: [".gpu", ".whl"]` in the device call)
 #   profile   torch.profiler table of one C2F step at M = 1000 (where the time goes), and Nsight Compute's
 #             memory throughput of the fine kernel when `ncu` is installed
 #
@@ -70,8 +73,9 @@ torch.cuda.get_device_properties(0))'; which ncu || true" ;;
     overhead)
         part overhead 150 $PY benchmarks/surrogate_overhead.py --device cuda --hidden 512 1024 --compile ;;
     train)
-        part train 240 $PY benchmarks/train_throughput.py --device cuda --amp bf16 --steps 200 --warmup 10 \
-            --data "$GPU_DATA/cnndm250-10x40" --data-wide "$GPU_DATA/cnndm250-100x40" --tag gpu ;;
+        part train 330 $PY benchmarks/train_throughput.py --data "$GPU_DATA/cnndm250-10x40" \
+            --configs STANDARD HIER C2F C2F+MULTI2 --also "$GPU_DATA/cnndm250-100x40" STANDARD C2F \
+            --steps 200 --warmup 10 --device cuda --amp bf16 --max-seconds 35 --budget-s 300 --tag gpu ;;
     profile)
         part profile 120 $PY benchmarks/c2f_profile.py --out "$LOGS" ;;
     *) echo "unknown part $p" | tee -a "$SUMMARY" ;;
