@@ -174,8 +174,8 @@ def beam_search(
     finished = [_Finished(max(k, options.n_best)) for _ in range(n_examples)]
     state = decoder.init_state(batch)
     alive = list(range(n_examples))  # example of each group of K rows
-    state = decoder.reorder(state, torch.arange(n_examples).repeat_interleave(k))
     device = batch["src"].device
+    state = decoder.reorder(state, torch.arange(n_examples, device=device).repeat_interleave(k))
     scores = torch.full((n_examples, k), NEG_INF, device=device)
     scores[:, 0] = 0.0
     history = torch.zeros(n_examples * k, 0, dtype=torch.long, device=device)

@@ -100,13 +100,20 @@ def batches(examples: Sequence[Example], size: int, rng: random.Random | None = 
     return groups
 
 
-def _tensors(examples: Sequence[Example], index: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _device(model: AbsModel) -> torch.device:
+    return next(model.parameters()).device
+
+
+def _tensors(examples: Sequence[Example], index: Sequence[int], device: torch.device | None = None
+             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     chosen = [examples[i] for i in index]
     src = torch.zeros(len(chosen), max(len(e.src) for e in chosen), dtype=torch.long)
     tgt = torch.zeros(len(chosen), max(len(e.tgt) for e in chosen), dtype=torch.long)
     for b, e in enumerate(chosen):
         src[b, : len(e.src)] = torch.tensor(e.src)
         tgt[b, : len(e.tgt)] = torch.tensor(e.tgt)
+    if device is not None and device.type != "cpu":
+        src, tgt = src.to(device, non_blocking=True), tgt.to(device, non_blocking=True)
     return src, src != 0, tgt
 
 
@@ -118,7 +125,7 @@ def evaluate_nll(model: AbsModel, examples: Sequence[Example], batch_size: int =
     model.eval()
     total, count = 0.0, 0
     for index in batches(examples, batch_size):
-        nll, n = model.nll(*_tensors(examples, index))
+        nll, n = model.nll(*_tensors(examples, index, _device(model)))
         total, count = total + float(nll), count + n
     model.train(was_training)
     return total, count
@@ -143,15 +150,17 @@ def train(
     optimizer: torch.optim.Optimizer = (torch.optim.SGD(model.parameters(), lr=config.lr) if config.optimizer == "sgd"
                                         else torch.optim.Adam(model.parameters(), lr=config.lr))
     lr, best, steps, records = config.lr, -math.inf, 0, []
+    device = _device(model)
     for epoch in range(config.epochs):
         model.train()
-        start, total, count = time.perf_counter(), 0.0, 0
+        start, count = time.perf_counter(), 0
+        total = torch.zeros((), dtype=torch.float64, device=device)  # summed on the device: no sync per step
         for index in batches(train_set, config.batch_size, rng):
-            nll, n = model.nll(*_tensors(train_set, index))
+            nll, n = model.nll(*_tensors(train_set, index, device))
             optimizer.zero_grad()
             (nll / len(index)).backward()
             optimizer.step()
-            total, count, steps = total + float(nll.detach()), count + n, steps + 1
+            total, count, steps = total + nll.detach(), count + n, steps + 1
             if config.max_steps and steps >= config.max_steps:
                 break
         valid_nll, valid_count = evaluate_nll(model, valid_set, config.batch_size)
@@ -161,7 +170,7 @@ def train(
             group["lr"] = lr
         best = max(best, likelihood)
         renormed = model.renormalize_embeddings(config.max_norm)
-        record = {"epoch": epoch + 1, "steps": steps, "train_ppl": math.exp(total / max(count, 1)),
+        record = {"epoch": epoch + 1, "steps": steps, "train_ppl": math.exp(float(total) / max(count, 1)),
                   "valid_ppl": math.exp(-likelihood), "lr_next": lr, "renormalized_rows": renormed,
                   "seconds": time.perf_counter() - start}
         records.append(record)
@@ -189,6 +198,7 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--optimizer", default="sgd", choices=("sgd", "adam"),
                    help="sgd (the paper) or adam (ours: for runs of a few thousand steps)")
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    p.add_argument("--device", default="cpu", help="cpu or cuda (training and --decode)")
     p.add_argument("--max-norm", type=float, default=2.0)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--decode", type=int, default=0, metavar="N", help="beam-search N validation examples after")
@@ -209,7 +219,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     vocab = len(train_data.vocab)
     config = AbsConfig(vocab, vocab, encoder=args.encoder, embed=args.embed, hidden=args.hidden,
                        context=args.context, bos=train_data.vocab.bos_id)
-    model = AbsModel(config)
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        print(f"--device {args.device}: no CUDA GPU is visible here", file=sys.stderr)
+        return 2
+    model = AbsModel(config).to(args.device)
     tc = AbsTrainConfig(lr=args.lr, batch_size=args.batch_size, epochs=args.epochs, max_steps=args.max_steps,
                         max_norm=args.max_norm, seed=args.seed, optimizer=args.optimizer)
     log_file = (out / "log.jsonl").open("w", encoding="utf-8")
@@ -224,7 +237,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     seconds = time.perf_counter() - start
     log_file.close()
     torch.save(model.state_dict(), out / "abs.pt")
-    summary: dict[str, Any] = {"model": config.to_dict(), "train": asdict(tc), "train_seconds": seconds,
+    summary: dict[str, Any] = {"model": config.to_dict(), "train": asdict(tc), "device": str(args.device),
+                               "train_seconds": seconds,
                                "steps": records[-1]["steps"] if records else 0,
                                "valid_ppl": records[-1]["valid_ppl"] if records else None}
     if args.decode:
@@ -249,7 +263,7 @@ def _decode(model: AbsModel, examples: Sequence[Example], data: SummarizationDat
     outputs, inputs, refs = [], [], []
     for lo in range(0, n, 16):
         index = list(range(lo, min(lo + 16, n)))
-        src, mask, _ = _tensors(examples, index)
+        src, mask, _ = _tensors(examples, index, _device(model))
         with torch.no_grad():
             hyps = beam_search(decoder, {"src": src.unsqueeze(1), "src_mask": mask.unsqueeze(1)}, options)
         for i, h in zip(index, hyps):

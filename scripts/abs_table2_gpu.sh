@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Table 2 of Rush et al. (2015) at the paper's sizes on a GPU: the four neural rows (NNLM, bag-of-words,
+# convolutional, attention-based) trained with the paper's recipe (SGD, lr 0.05 halved when the validation
+# log-likelihood does not improve, batches of 64 grouped by input length, max-norm renormalisation after
+# each epoch, D = 200, H = 400, C = 5, 15 epochs) and with Adam (lr 0.002, ours), all eight runs at once on
+# one GPU (each is launch-bound). The KN 5-gram row needs no GPU (docs/results.md section 6).
+#
+#   D=../shared/data/debian-descriptions
+#   scg-summarize prepare --format jsonl --source-field document --target-field summary \
+#       --input train=$D/train.jsonl --input valid=$D/valid.jsonl --input test=$D/test.jsonl \
+#       --chunks 1 --chunk-len 50 --vocab-size 10000 --max-target-len 20 --skip-bad --output .gpu/abs-debian
+#   bash scripts/abs_table2_gpu.sh            # on the GPU machine (device call: carry .gpu and .whl)
+#
+# Writes runs/abs_gpu/<optimizer>_<encoder>/{log.jsonl,abs.json} (one record per epoch with the
+# validation perplexity), packs them into $OUT/abs_gpu.tgz, and the weights of the attention-based model
+# of the better optimizer as float16 in 15 MB parts ($OUT/abs_attention.pt.part-*; `cat` them together).
+set -u
+cd "$(dirname "$0")/.."
+OUT=${OUT:-runs/abs_gpu}
+DATA=${ABS_DATA:-.gpu/abs-debian}
+LIMIT=${ABS_LIMIT_S:-420}
+export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
+export PYTHONPATH="$PWD:$PWD/examples/summarization${PYTHONPATH:+:$PYTHONPATH}"
+PY=${PYTHON:-python3}
+mkdir -p runs/abs_gpu "$OUT"
+for opt in sgd adam; do
+    lr=0.05
+    [ "$opt" = adam ] && lr=0.002
+    for enc in none bow conv attention; do
+        timeout --kill-after=10 "$LIMIT" $PY -m scg_summarize.train.abs.loop --data "$DATA" \
+            --out "runs/abs_gpu/${opt}_${enc}" --encoder "$enc" --optimizer "$opt" --lr "$lr" --epochs 15 \
+            --embed 200 --hidden 400 --device cuda --threads 1 >"runs/abs_gpu/${opt}_${enc}.log" 2>&1 &
+    done
+done
+wait
+for f in runs/abs_gpu/*/log.jsonl; do echo "$f: $(tail -n 1 "$f")"; done
+$PY - <<'EOF'
+import json, pathlib, torch
+best = None
+for opt in ("sgd", "adam"):
+    run = pathlib.Path(f"runs/abs_gpu/{opt}_attention")
+    log = run / "log.jsonl"
+    if (run / "abs.pt").is_file() and log.is_file():
+        ppl = json.loads(log.read_text().splitlines()[-1])["valid_ppl"]
+        if best is None or ppl < best[0]:
+            best = (ppl, run)
+if best is not None:
+    state = {k: v.half() if v.is_floating_point() else v for k, v in torch.load(best[1] / "abs.pt").items()}
+    torch.save({"run": str(best[1]), "valid_ppl": best[0], "state": state}, "runs/abs_gpu/abs_attention.pt")
+    print("kept", best)
+EOF
+[ -f runs/abs_gpu/abs_attention.pt ] && split -b 15M runs/abs_gpu/abs_attention.pt "$OUT/abs_attention.pt.part-"
+tar czf "$OUT/abs_gpu.tgz" runs/abs_gpu/*.log runs/abs_gpu/*/log.jsonl runs/abs_gpu/*/abs.json 2>/dev/null
+ls -la "$OUT"
