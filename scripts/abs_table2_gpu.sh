@@ -10,6 +10,7 @@
 #       --input train=$D/train.jsonl --input valid=$D/valid.jsonl --input test=$D/test.jsonl \
 #       --chunks 1 --chunk-len 50 --vocab-size 10000 --max-target-len 20 --skip-bad --output .gpu/abs-debian
 #   bash scripts/abs_table2_gpu.sh            # on the GPU machine (device call: carry .gpu and .whl)
+#   ABS_OPTS=sgd ABS_EPOCHS=60 ABS_LIMIT_S=400 ABS_KEEP=0 bash scripts/abs_table2_gpu.sh   # SGD, longer
 #
 # Writes runs/abs_gpu/<optimizer>_<encoder>/{log.jsonl,abs.json} (one record per epoch with the
 # validation perplexity), packs them into $OUT/abs_gpu.tgz, and the weights of the attention-based model
@@ -18,23 +19,26 @@ set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-runs/abs_gpu}
 DATA=${ABS_DATA:-.gpu/abs-debian}
-LIMIT=${ABS_LIMIT_S:-420}
+LIMIT=${ABS_LIMIT_S:-420}        # seconds per run (each run logs every epoch, so a cut run keeps its curve)
+OPTS=${ABS_OPTS:-sgd adam}        # optimizers to run
+EPOCHS=${ABS_EPOCHS:-15}
+KEEP=${ABS_KEEP:-1}               # 1: bring back the attention model's weights
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 export PYTHONPATH="$PWD:$PWD/examples/summarization${PYTHONPATH:+:$PYTHONPATH}"
 PY=${PYTHON:-python3}
 mkdir -p runs/abs_gpu "$OUT"
-for opt in sgd adam; do
+for opt in $OPTS; do
     lr=0.05
     [ "$opt" = adam ] && lr=0.002
     for enc in none bow conv attention; do
         timeout --kill-after=10 "$LIMIT" $PY -m scg_summarize.train.abs.loop --data "$DATA" \
-            --out "runs/abs_gpu/${opt}_${enc}" --encoder "$enc" --optimizer "$opt" --lr "$lr" --epochs 15 \
+            --out "runs/abs_gpu/${opt}_${enc}" --encoder "$enc" --optimizer "$opt" --lr "$lr" --epochs "$EPOCHS" \
             --embed 200 --hidden 400 --device cuda --threads 1 >"runs/abs_gpu/${opt}_${enc}.log" 2>&1 &
     done
 done
 wait
 for f in runs/abs_gpu/*/log.jsonl; do echo "$f: $(tail -n 1 "$f")"; done
-$PY - <<'EOF'
+[ "$KEEP" = 1 ] && $PY - <<'EOF'
 import json, pathlib, torch
 best = None
 for opt in ("sgd", "adam"):

@@ -236,7 +236,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     records = train(model, train_set, valid_set, tc, log)
     seconds = time.perf_counter() - start
     log_file.close()
-    torch.save(model.state_dict(), out / "abs.pt")
+    torch.save({k: v.cpu() for k, v in model.state_dict().items()}, out / "abs.pt")  # loads anywhere
     summary: dict[str, Any] = {"model": config.to_dict(), "train": asdict(tc), "device": str(args.device),
                                "train_seconds": seconds,
                                "steps": records[-1]["steps"] if records else 0,
