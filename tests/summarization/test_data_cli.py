@@ -132,3 +132,17 @@ def test_commands_package_is_discovered(tmp_path: Path, monkeypatch: pytest.Monk
     assert {"prepare", "hi", "ho"} <= set(cli.load_commands())
     assert "_helpers" not in cli.load_commands()
     assert cli.main(["hi"]) == 7
+
+
+def test_fractions_with_only_named_inputs_are_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # --valid-fraction splits unnamed inputs only; with every input named it used to do nothing, silently
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(f'{{"article": "word{i} a b c. d e.", "highlights": "word{i} a"}}\n' for i in range(20)))
+    common = ["prepare", "--format", "jsonl", "--source-field", "article", "--target-field", "highlights", "--quiet",
+              "--valid-fraction", "0.2"]
+    assert cli.main([*common, "--input", f"train={data}", "--output", str(tmp_path / "a")]) == 2
+    err = capsys.readouterr().err
+    assert "--valid-fraction splits only inputs given without a split name" in err and "train=" in err
+    assert not (tmp_path / "a").exists()
+    assert cli.main([*common, "--input", str(data), "--output", str(tmp_path / "b")]) == 0
+    assert (tmp_path / "b" / "valid").is_dir()

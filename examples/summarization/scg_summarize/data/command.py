@@ -154,11 +154,18 @@ def _usage_problems(args: argparse.Namespace) -> list[str]:
             problems.append(f"--{flag.replace('_', '-')}: expected a fraction in [0, 1), got {value}")
     if args.output.exists() and not args.output.is_dir():
         problems.append(f"--output {args.output}: an existing file; expected a directory")
+    named = []
     for spec in args.input:
         try:
-            parse_input_spec(spec)
+            named.append(parse_input_spec(spec)[0] is not None)
         except ValueError as err:
             problems.append(str(err))
+    if named and all(named):  # the fractions split only unnamed inputs: here they would silently do nothing
+        for flag in ("valid_fraction", "test_fraction"):
+            if getattr(args, flag) > 0:
+                problems.append(f"--{flag.replace('_', '-')} splits only inputs given without a split name "
+                                f"(--input PATH), but every --input names its split ({', '.join(args.input)}); "
+                                f"drop the name (e.g. --input {parse_input_spec(args.input[0])[1]}) or the fraction")
     return problems
 
 
