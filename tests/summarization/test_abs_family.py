@@ -186,6 +186,10 @@ def test_cli_prepare_train_resume_evaluate_an_abs_run(tmp_path: Path, capsys: py
     assert cli(["evaluate", "--run", str(run), "--split", "test", "--limit", "8", "--quiet"]) == 0
     report = capsys.readouterr()
     assert "rouge" in (report.out + report.err).lower()
+    # hypothesis recombination from the command line: in the settings line and in the result's file name
+    assert cli(["evaluate", "--run", str(run), "--split", "test", "--limit", "8", "--quiet", "--recombine"]) == 0
+    assert "hypothesis recombination" in capsys.readouterr().err
+    assert any("recombine" in p.name for p in (run / "eval").glob("*.json"))
 
 
 def test_rouge_selection_and_a_sequence_level_objective_run_on_abs(synthetic_corpus: Path, tmp_path: Path) -> None:

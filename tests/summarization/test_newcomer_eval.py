@@ -88,6 +88,12 @@ def test_evaluate_without_options_uses_the_documented_settings(toy: ToySetup, ca
     assert path.name == "data-test.beam4-len10-40-ngram3-unkreplace-first3.json"
 
 
+def test_recombine_on_a_model_it_is_not_exact_for_is_a_clear_error(toy: ToySetup, capsys) -> None:  # type: ignore[no-untyped-def]
+    for command in ("evaluate", "summarize"):
+        assert cli.main([command, "--run", str(toy.run), "--limit", "1", "--quiet", "--recombine"]) == 2
+        assert "--recombine merges hypotheses that end in the same C words" in capsys.readouterr().err
+
+
 # ----------------------------------------------------------------------------- (6) twice
 def test_evaluating_twice_with_other_options_keeps_both(toy: ToySetup, capsys) -> None:  # type: ignore[no-untyped-def]
     base = ["evaluate", "--run", str(toy.run), "--limit", "3", "--quiet", "--max-len", "8"]

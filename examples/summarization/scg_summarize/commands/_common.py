@@ -11,12 +11,13 @@ from typing import Any
 
 from ..decoding.loading import RunLoadError
 from ..evaluation.rouge import METRICS, RougeOptions
-from ._decoding_args import add_decode_arguments, decode_options, positive_int  # the search options live there
+from ._decoding_args import add_decode_arguments, check_recombine, decode_options, positive_int  # search options
 
 __all__ = [
     "USER_ERRORS",
     "add_decode_arguments",
     "add_rouge_arguments",
+    "check_recombine",
     "decode_options",
     "error",
     "positive_int",

@@ -15,7 +15,14 @@ from typing import Any
 
 from ..decoding.options import UNK_MODES, DecodeOptions, resolve_decode_options
 
-__all__ = ["DECODE_FLAGS", "add_decode_arguments", "decode_options", "decode_options_with_sources", "positive_int"]
+__all__ = [
+    "DECODE_FLAGS",
+    "add_decode_arguments",
+    "check_recombine",
+    "decode_options",
+    "decode_options_with_sources",
+    "positive_int",
+]
 
 _D = DecodeOptions()
 
@@ -30,6 +37,7 @@ DECODE_FLAGS: dict[str, str] = {
     "unk": "unk",
     "block_repeats": "no_repeat_word",
     "block_digits": "block_digits",
+    "recombine": "recombine",
 }
 
 
@@ -77,6 +85,9 @@ def add_decode_arguments(parser: argparse.ArgumentParser) -> None:
                        help="forbid generating the word just generated, as in 'the the' (default off)")
     group.add_argument("--block-digits", action=argparse.BooleanOptionalAction, default=None,
                        help="forbid number tokens ('#', '##.#', digits) in summaries (default off)")
+    group.add_argument("--recombine", action=argparse.BooleanOptionalAction, default=None,
+                       help="merge beam hypotheses that end in the same C words (Rush et al. 2015; exact for a "
+                            "decoder whose state is its last C words, such as ABS's NNLM; default off)")
     group.add_argument(
         "--coarse-topk",
         type=positive_int,
@@ -108,3 +119,12 @@ def decode_options_with_sources(
         return resolve_decode_options(flags, run_table, n_best=getattr(args, "n_best", 1), extras=tuple(extras))
     except (ValueError, TypeError) as err:
         raise ValueError(f"bad decoding option: {err}") from None
+
+
+def check_recombine(options: DecodeOptions, decoder: object, run: object) -> None:
+    """Raise ``ValueError`` when ``options.recombine`` is asked of a decoder it is not exact for."""
+    window = getattr(decoder, "markov_window", None)
+    if options.recombine and not (isinstance(window, int) and window >= 1):
+        raise ValueError(f"--recombine merges hypotheses that end in the same C words, which needs a decoder "
+                         f"whose state is its last C words (ABS's NNLM); {run} decodes with "
+                         f"{type(decoder).__name__}, whose state is not")

@@ -41,7 +41,15 @@ from ..decoding.inputs import INPUT_FORMATS, SourceDocument, documents_from_spli
 from ..decoding.loading import load_run
 from ..decoding.summarizer import Summarizer, Summary
 from ..decoding.wrapped import looks_wrapped, read_document
-from ._common import USER_ERRORS, add_decode_arguments, decode_options, error, positive_int, set_threads
+from ._common import (
+    USER_ERRORS,
+    add_decode_arguments,
+    check_recombine,
+    decode_options,
+    error,
+    positive_int,
+    set_threads,
+)
 
 __all__ = ["COMMAND", "attention_record", "summary_record"]
 
@@ -214,6 +222,7 @@ def run(args: argparse.Namespace) -> int:
             args.run, checkpoint=args.checkpoint, coarse_topk=args.coarse_topk, device=args.device, data_dir=args.data
         )
         options = decode_options(args, extras=ATTENTION_KEYS if args.attention else (), run_table=loaded.eval_table)
+        check_recombine(options, loaded.decoder, args.run)
         summarizer = Summarizer(loaded.decoder, loaded.vocab, options, batch_size=args.batch_size, device=args.device)
         docs = loaded.prepare(_documents(args, loaded))
         # a bar on stderr only when the summaries do not go to the same terminal

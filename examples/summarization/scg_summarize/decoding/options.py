@@ -190,6 +190,8 @@ def describe_options(options: DecodeOptions) -> str:
         parts.append("no immediate word repeats")
     if options.block_digits:
         parts.append("no number tokens")
+    if options.recombine:
+        parts.append("hypothesis recombination")
     return ", ".join(parts)
 
 

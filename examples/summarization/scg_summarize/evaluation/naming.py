@@ -48,6 +48,8 @@ def decode_tag(
         parts.append("norepeat")
     if options.block_digits:
         parts.append("nodigits")
+    if options.recombine:
+        parts.append("recombine")
     if coarse_topk is not None:
         parts.append(f"top{coarse_topk}")
     if limit is not None:
