@@ -5,6 +5,7 @@ pipeline, and ``scg-summarize train`` / ``--resume`` / ``evaluate`` on an ABS ru
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -183,9 +184,15 @@ def test_cli_prepare_train_resume_evaluate_an_abs_run(tmp_path: Path, capsys: py
     assert best["valid"]["ppl"] == min(x["ppl"] for x in valid if x["event"] == "valid")
     loaded = load_run(run)
     assert isinstance(loaded.decoder.model, AbsSummarizer)
-    assert cli(["evaluate", "--run", str(run), "--split", "test", "--limit", "8", "--quiet"]) == 0
+    valid_json = tmp_path / "v.json"
+    assert cli(["evaluate", "--run", str(run), "--split", "valid", "--quiet", "--output", str(valid_json)]) == 0
     report = capsys.readouterr()
     assert "rouge" in (report.out + report.err).lower()
+    # teacher-forced perplexity with separate vocabularies: title words outside V_y are scored as <unk>, as in
+    # training (it was inf: the corpus id of such a word has probability 0), so it equals the trainer's number
+    ppl = json.loads(valid_json.read_text())["metrics"]["ppl"]
+    assert math.isfinite(ppl) and ppl == pytest.approx(best["valid"]["ppl"], rel=1e-4)
+    assert cli(["evaluate", "--run", str(run), "--split", "test", "--limit", "8", "--quiet"]) == 0
     # hypothesis recombination from the command line: in the settings line and in the result's file name
     assert cli(["evaluate", "--run", str(run), "--split", "test", "--limit", "8", "--quiet", "--recombine"]) == 0
     assert "hypothesis recombination" in capsys.readouterr().err

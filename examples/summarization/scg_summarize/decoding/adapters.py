@@ -102,6 +102,9 @@ class ModelStepDecoder:
         window = getattr(model, "markov_window", None)  # a Markov family (abs): recombination is exact
         if isinstance(window, int) and window > 0:
             self.markov_window = window
+        scored = getattr(model, "scored_targets", None)  # a family scored on mapped ids (abs: title <unk>)
+        if callable(scored):
+            self.scored_targets = scored
 
     @property
     def vocab_size(self) -> int:

@@ -50,12 +50,14 @@ def teacher_forced(
     mask = batch.get("tgt_mask")
     mask = tgt != 0 if mask is None else mask.bool()
     rows = tgt.shape[0]
+    mapping = getattr(decoder, "scored_targets", None)  # e.g. ABS: title words outside its vocabulary -> <unk>
+    gold_ids = mapping(tgt) if callable(mapping) else tgt
     state = decoder.init_state(batch)
     nll = torch.zeros(rows, dtype=torch.float64, device=tgt.device)
     steps: dict[str, list[torch.Tensor]] = {}
     for t in range(tgt.shape[1] - 1):
         log_probs, state, extras = check_step_result(decoder.step(state, tgt[:, t]), rows, "decoder.step()")
-        gold = log_probs.gather(1, tgt[:, t + 1 : t + 2]).squeeze(1).double()
+        gold = log_probs.gather(1, gold_ids[:, t + 1 : t + 2]).squeeze(1).double()
         live = mask[:, t + 1]
         nll -= torch.where(live, gold, torch.zeros_like(gold))
         for key in keep_extras:

@@ -219,6 +219,13 @@ class AbsSummarizer(nn.Module):
         """Output ids -> corpus ids."""
         return self.tgt_ids[tokens]
 
+    def scored_targets(self, tgt: torch.Tensor) -> torch.Tensor:
+        """The corpus ids the model is scored on: a title word outside the title vocabulary is
+        ``<unk>`` (as in training), so teacher-forced perplexity stays finite. ``(B, T)`` -> ``(B, T)``."""
+        if self.config.abs_tgt_vocab in (0, self.config.vocab_size):
+            return tgt
+        return self.tgt_ids[self.tgt_map[tgt]]
+
     def corpus_log_probs(self, log_probs: torch.Tensor, memory: Memory) -> torch.Tensor:
         """``(R, V_y)`` -> ``(R, V)`` over corpus ids (−inf outside the title vocabulary)."""
         V = self.config.vocab_size
