@@ -196,6 +196,17 @@ def test_greedy_intervention_returns_modes() -> None:
         scg.estimators.greedy("m", None, Multinomial(2, torch.ones(3)), torch.Size([]))
 
 
+@pytest.mark.parametrize("structure", [None, scg.Declared()], ids=["tracked", "declared"])
+def test_an_intervention_of_the_wrong_shape_names_the_node(structure: Any) -> None:
+    def wrong(name: str, step: int | None, dist: Any, shape: torch.Size) -> torch.Tensor:
+        return torch.zeros(5)
+
+    logits = torch.zeros(2, 3)
+    with pytest.raises(scg.SCGError, match=r"name='z'.*intervention returned \(5,\), expected a tensor of shape "
+                                           r"\(2,\)"), scg.Graph(intervene=wrong, structure=structure):
+        scg.sample(Categorical(logits=logits), name="z")
+
+
 def self_critical(th: torch.Tensor, n: int | None = None) -> None:
     with torch.no_grad(), scg.Graph(intervene=scg.estimators.greedy):
         greedy_cost = sc_program(n=n)(th)

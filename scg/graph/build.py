@@ -129,18 +129,10 @@ def sample(
         parents_extra = sum_masks(g, [t for t in vars(dist).values()
                                       if isinstance(t, torch.Tensor)])
     elif g.intervene is not None:
-        auto = name if name is not None else f"sample_{g._counts['stochastic']}"
-        g._tracker.drawing += 1  # the hook's own draws (replays, reruns) are scg's
         try:
-            raw = g.intervene(auto, step, dist, shape)
-        finally:
-            g._tracker.drawing -= 1
-        if raw is not None:
-            expected_shape = shape + dist.batch_shape + dist.event_shape
-            if not isinstance(raw, torch.Tensor) or raw.shape != expected_shape:
-                got = tuple(raw.shape) if isinstance(raw, torch.Tensor) else type(raw).__name__
-                raise SCGError(f"scg.sample(name={name!r}) at {location}: the graph's intervention "
-                               f"returned {got}, expected a tensor of shape {tuple(expected_shape)}")
+            raw = _intervention(g, name, step, dist, shape)
+        except SCGError as e:
+            raise SCGError(f"scg.sample(name={name!r}) at {location}: {e}") from None
     # torch's own distributions keep their parameters as tensor attributes: the sample's parents
     # are the union of their masks, so drawing and scoring need no per-operation tracking.
     fast = _is_torch_distribution(dist)
@@ -202,6 +194,28 @@ def sample(
     return value
 
 
+def _intervention(g: Graph, name: str | None, step: int | None, dist: Distribution,
+                  shape: torch.Size) -> torch.Tensor | None:
+    """The graph's ``intervene`` hook for this node: its value (checked to have the node's shape)
+    or None to draw as usual. In a tracked graph the hook's own draws (replays, reruns) are scg's."""
+    assert g.intervene is not None
+    auto = name if name is not None else f"sample_{g._counts['stochastic']}"
+    if g.tracked:
+        g._tracker.drawing += 1
+    try:
+        raw = g.intervene(auto, step, dist, shape)
+    finally:
+        if g.tracked:
+            g._tracker.drawing -= 1
+    if raw is not None:
+        expected_shape = shape + dist.batch_shape + dist.event_shape
+        if not isinstance(raw, torch.Tensor) or raw.shape != expected_shape:
+            got = tuple(raw.shape) if isinstance(raw, torch.Tensor) else type(raw).__name__
+            raise SCGError(f"the graph's intervention returned {got}, expected a tensor of shape "
+                           f"{tuple(expected_shape)}")
+    return raw
+
+
 def _sample_untracked(g: Graph, dist: Distribution, name: str | None, estimator: Estimator,
                       baseline: Baseline | None, step: int | None, n: int | None,
                       plates: int | None, shape: torch.Size, location: str) -> torch.Tensor:
@@ -216,14 +230,7 @@ def _sample_untracked(g: Graph, dist: Distribution, name: str | None, estimator:
             n = int(raw.shape[0])
             shape = torch.Size((n,))
         elif g.intervene is not None:
-            auto = name if name is not None else f"sample_{g._counts['stochastic']}"
-            raw = g.intervene(auto, step, dist, shape)
-            if raw is not None:
-                expected_shape = shape + dist.batch_shape + dist.event_shape
-                if not isinstance(raw, torch.Tensor) or raw.shape != expected_shape:
-                    got = tuple(raw.shape) if isinstance(raw, torch.Tensor) else type(raw).__name__
-                    raise SCGError(f"the graph's intervention returned {got}, expected a tensor "
-                                   f"of shape {tuple(expected_shape)}")
+            raw = _intervention(g, name, step, dist, shape)
         if raw is None:
             raw = estimator.draw(dist, shape)
     except SCGError as e:
