@@ -16,8 +16,7 @@ from typing import Any
 
 import pytest
 import torch
-
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+from _benchmark_loader import BENCHMARKS, load_benchmark
 
 SMALL = {
     "toy": {"bias": {}, "full": {}},
@@ -28,14 +27,9 @@ SMALL = {
 
 @pytest.fixture(scope="module")
 def bench() -> Any:
-    if str(BENCH) not in sys.path:  # a plain module name, so that spawned workers can import it
-        sys.path.insert(0, str(BENCH))
-    spec = importlib.util.spec_from_file_location("estimators", BENCH / "estimators.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["estimators"] = module
-    spec.loader.exec_module(module)
-    return module
+    if str(BENCHMARKS) not in sys.path:  # a plain module name, so that spawned workers can import it
+        sys.path.insert(0, str(BENCHMARKS))
+    return load_benchmark("estimators")
 
 
 @pytest.fixture(autouse=True)

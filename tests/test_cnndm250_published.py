@@ -2,25 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "cnndm250_published.py"
+from _benchmark_loader import load_benchmark
 
 
 @pytest.fixture(scope="module")
 def bench() -> Any:
-    spec = importlib.util.spec_from_file_location("cnndm250_published", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["cnndm250_published"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("cnndm250_published")
 
 
 ARTICLES = {

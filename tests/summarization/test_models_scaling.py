@@ -2,17 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "c2f_scaling.py"
+from _benchmark_loader import load_benchmark
 
 
 def test_benchmark_measures_standard_and_c2f() -> None:
-    spec = importlib.util.spec_from_file_location("c2f_scaling", BENCH)
-    assert spec is not None and spec.loader is not None
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_benchmark("c2f_scaling")
     small = bench.measure(M=4, N=20, B=2, H=32, repeats=2)
     large = bench.measure(M=64, N=20, B=2, H=32, repeats=2)
     for row in (small, large):

@@ -4,26 +4,18 @@ issue 17 gets one call). No timing is asserted."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
-
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "train_throughput.py"
+from _benchmark_loader import load_benchmark
 
 
 @pytest.fixture(scope="module")
 def bench() -> Any:
-    spec = importlib.util.spec_from_file_location("train_throughput", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["train_throughput"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("train_throughput")
 
 
 @pytest.fixture(autouse=True)
