@@ -24,7 +24,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .triton_common import kernel_float, next_best, pow2
+from .triton_common import encoder_row, kernel_float, next_best, pow2
 
 __all__ = ["OPTIONS", "coarse_sample", "launch_meta"]
 
@@ -44,10 +44,7 @@ def _coarse_blocks(
 ):
     r = tl.program_id(0)
     blk = tl.program_id(1)
-    if HAS_ROWS:
-        b = tl.load(rows_ptr + r).to(tl.int64)
-    else:
-        b = r.to(tl.int64)
+    b = encoder_row(rows_ptr, r, HAS_ROWS)
     offs_m = blk * BLOCK_M + tl.arange(0, BLOCK_M)
     in_m = offs_m < M
     acc = tl.zeros([BLOCK_M], dtype=tl.float32)

@@ -14,7 +14,7 @@ import torch
 import triton
 import triton.language as tl
 
-__all__ = ["BIG_INDEX", "kernel_float", "next_best", "pow2"]
+__all__ = ["BIG_INDEX", "encoder_row", "kernel_float", "next_best", "pow2"]
 
 #: The index given to "no candidate left"; larger than any real index.
 BIG_INDEX = 2**31 - 1
@@ -29,6 +29,16 @@ def pow2(n: int, lo: int = 1, hi: int | None = None) -> int:
 def kernel_float(t: torch.Tensor) -> torch.Tensor:
     """The kernels compute in float32: float64 inputs are converted, half types are loaded as they are."""
     return t.to(torch.float32) if t.dtype == torch.float64 else t
+
+
+@triton.jit
+def encoder_row(rows_ptr, r, HAS_ROWS: tl.constexpr):
+    """The encoder row that query row ``r`` reads: ``rows[r]`` (beam rows share encoder rows) or ``r``."""
+    if HAS_ROWS:
+        b = tl.load(rows_ptr + r).to(tl.int64)
+    else:
+        b = r.to(tl.int64)
+    return b
 
 
 @triton.jit

@@ -27,7 +27,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .triton_common import kernel_float, pow2
+from .triton_common import encoder_row, kernel_float, pow2
 
 __all__ = ["BACKWARD_OPTIONS", "FORWARD_BLOCK_H", "FORWARD_OPTIONS", "fine_backward", "fine_forward", "forward_meta",
            "launch_meta"]
@@ -50,10 +50,7 @@ def _fine_scores(
     r = tl.program_id(0)
     j = tl.program_id(1)
     n_split = tl.num_programs(1)
-    if HAS_ROWS:
-        b = tl.load(rows_ptr + r).to(tl.int64)
-    else:
-        b = r.to(tl.int64)
+    b = encoder_row(rows_ptr, r, HAS_ROWS)
     offs_n = tl.arange(0, N_PAD)
     in_n = offs_n < N
     offs_h = j * BLOCK_H + tl.arange(0, BLOCK_H)
@@ -78,10 +75,7 @@ def _fine_context(
     r = tl.program_id(0)
     j = tl.program_id(1)
     n_split = tl.num_programs(1)
-    if HAS_ROWS:
-        b = tl.load(rows_ptr + r).to(tl.int64)
-    else:
-        b = r.to(tl.int64)
+    b = encoder_row(rows_ptr, r, HAS_ROWS)
     offs_n = tl.arange(0, N_PAD)
     in_n = offs_n < N
     offs_s = tl.arange(0, S_PAD)
@@ -119,10 +113,7 @@ def _fine_backward(
     HAS_ROWS: tl.constexpr, HAS_DATTN: tl.constexpr,
 ):
     r = tl.program_id(0)
-    if HAS_ROWS:
-        b = tl.load(rows_ptr + r).to(tl.int64)
-    else:
-        b = r.to(tl.int64)
+    b = encoder_row(rows_ptr, r, HAS_ROWS)
     offs_n = tl.arange(0, N_PAD)
     in_n = offs_n < N
     offs_k = tl.arange(0, K_PAD)
