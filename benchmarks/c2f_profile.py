@@ -32,33 +32,23 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from scg_summarize.kernels import c2f_attention
+from c2f_attention import DTYPES, c2f, copy_bandwidth_gbs, make_inputs  # the step c2f_attention.py times
 from torch.profiler import ProfilerActivity, profile
 
 RESULTS = Path(__file__).resolve().parent / "results"
-DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 B, N, H = 64, 40, 512
 
 
 def inputs(m: int, dtype: torch.dtype) -> dict[str, torch.Tensor]:
-    gen = torch.Generator(device="cuda").manual_seed(m)
-    words = (torch.randn(B, m, N, H, generator=gen, device="cuda") / H**0.5).to(dtype)
-    word_mask = torch.rand(B, m, N, generator=gen, device="cuda") < 0.9
-    word_mask[:, :, 0] = True
-    return {"words": words, "word_mask": word_mask,
-            "keys": torch.randn(B, m, H, generator=gen, device="cuda").to(dtype),
-            "chunk_mask": torch.ones(B, m, dtype=torch.bool, device="cuda"),
-            "q": torch.randn(B, H, generator=gen, device="cuda").to(dtype),
-            "seed": torch.tensor([1234], device="cuda")}
+    return make_inputs(B, m, N, H, dtype, torch.device("cuda"))
 
 
 def step(x: dict[str, torch.Tensor], k: int) -> torch.Tensor:
-    return c2f_attention(x["q"], x["q"], x["keys"], x["chunk_mask"], x["words"], x["word_mask"], x["seed"],
-                         k=k).context
+    return c2f(x, k)
 
 
 def kernel_bytes(name: str, m: int, k: int, elt: int) -> int | None:
-    if "coarse" in name:
+    if "_coarse_blocks" in name:
         return B * m * (H * elt + 1)
     if "_fine_scores" in name or "_fine_forward" in name:
         return B * k * N * (H * elt + 1)
@@ -90,20 +80,6 @@ def profile_step(m: int, k: int, dtype: torch.dtype, repeats: int = 20) -> dict[
                      "gb_per_s": None if need is None or us == 0 else need / (us * 1e-6) / 1e9})
     return {"M": m, "k": k, "dtype": str(dtype).removeprefix("torch."), "kernels": rows,
             "total_us": sum(r["us"] for r in rows)}
-
-
-def copy_gbs() -> float:
-    src = torch.empty(2**28, device="cuda")
-    dst = torch.empty_like(src)
-    for _ in range(3):
-        dst.copy_(src)
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(10):
-        dst.copy_(src)
-    end.record()
-    end.synchronize()
-    return 2 * src.numel() * 4 * 10 / (start.elapsed_time(end) * 1e-3) / 1e9
 
 
 def ncu_metrics(m: int, k: int, dtype_name: str, out: Path) -> list[dict[str, str]] | str:
@@ -180,7 +156,8 @@ def main() -> None:
         for k in args.ks:
             runs.append(profile_step(m, k, dtype))
             print(json.dumps({key: runs[-1][key] for key in ("M", "k", "total_us")}), flush=True)
-    result = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "copy_gb_per_s": copy_gbs(),
+    copy_gbs = copy_bandwidth_gbs(torch.device("cuda"), 2**30)
+    result = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "copy_gb_per_s": copy_gbs,
               "runs": runs, "ncu": ncu_metrics(max(args.chunks), 1, args.dtype, args.out)}
     command = " ".join(["python benchmarks/c2f_profile.py", *sys.argv[1:]])
     args.results.mkdir(parents=True, exist_ok=True)
