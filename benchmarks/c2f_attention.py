@@ -202,7 +202,7 @@ def methods_for(x: dict[str, torch.Tensor], device: torch.device, ks: list[int],
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     device = torch.device(args.device)
-    dtype = DTYPES[args.dtype or ("fp32" if device.type == "cpu" else "bf16")]
+    dtype = DTYPES[args.dtype]
     b, h = (8, 128) if args.small else (64, 512)
     n, elt = 40, torch.finfo(dtype).bits // 8
     copy_gbs = copy_bandwidth_gbs(device, 64 * 2**20 if device.type == "cpu" else 2**30)
@@ -321,9 +321,10 @@ def main() -> None:
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda: no CUDA GPU is visible here")
+    args.dtype = args.dtype or ("fp32" if device.type == "cpu" else "bf16")
     result = run(args)
     if device.type == "cuda":  # c2f_attention_gpu_bf16: one file per element type
-        stem = f"c2f_attention_gpu_{result['dtype'].replace('bfloat16', 'bf16').replace('float32', 'fp32')}"
+        stem = f"c2f_attention_gpu_{args.dtype}"
     else:
         stem = "c2f_attention_cpu" + ("_small" if args.small else "")
     command = " ".join(["python benchmarks/c2f_attention.py", *sys.argv[1:]])

@@ -13,6 +13,7 @@ import argparse
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ..decoding.beam import markov_window
 from ..decoding.options import UNK_MODES, DecodeOptions, resolve_decode_options
 
 __all__ = [
@@ -123,8 +124,11 @@ def decode_options_with_sources(
 
 def check_recombine(options: DecodeOptions, decoder: object, run: object) -> None:
     """Raise ``ValueError`` when ``options.recombine`` is asked of a decoder it is not exact for."""
-    window = getattr(decoder, "markov_window", None)
-    if options.recombine and not (isinstance(window, int) and window >= 1):
+    if not options.recombine:
+        return
+    try:
+        markov_window(decoder)
+    except TypeError:
         raise ValueError(f"--recombine merges hypotheses that end in the same C words, which needs a decoder "
                          f"whose state is its last C words (ABS's NNLM); {run} decodes with "
-                         f"{type(decoder).__name__}, whose state is not")
+                         f"{type(decoder).__name__}, whose state is not") from None

@@ -43,7 +43,7 @@ from .blocking import SpecialIds, apply_constraints, banned_count_bound, constra
 from .options import DecodeOptions, Hypothesis
 from .protocol import StepDecoder, check_step_result, check_topk_result, offers_topk
 
-__all__ = ["MAX_TOPK", "batch_size_of", "beam_search", "use_topk_step"]
+__all__ = ["MAX_TOPK", "batch_size_of", "beam_search", "markov_window", "use_topk_step"]
 
 NEG_INF = float("-inf")
 
@@ -91,7 +91,9 @@ def _bound(raw: float, length: int, options: DecodeOptions, bonus: float = 0.0) 
     return options.normalize(top, length if top >= 0 else options.max_len)
 
 
-def _markov_window(decoder: object) -> int:
+def markov_window(decoder: object) -> int:
+    """C of a decoder whose state is its last C words (recombination is exact for it); raises
+    ``TypeError`` for any other decoder."""
     window = getattr(decoder, "markov_window", None)
     if not isinstance(window, int) or window < 1:
         raise TypeError(f"DecodeOptions.recombine needs a decoder with a positive integer markov_window (the "
@@ -181,7 +183,7 @@ def beam_search(
     history = torch.zeros(n_examples * k, 0, dtype=torch.long, device=device)
     prev = torch.full((n_examples * k,), special.bos, dtype=torch.long, device=device)
     extras_hist: dict[str, torch.Tensor] | None = None
-    window = _markov_window(decoder) if options.recombine else 0
+    window = markov_window(decoder) if options.recombine else 0
     fused = use_topk_step(decoder, topk) and not window  # the top-k step's candidates assume 2K are scanned
     bonus = float(getattr(decoder, "max_step_bonus", 0.0))
     if not bonus >= 0.0:

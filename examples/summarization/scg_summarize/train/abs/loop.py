@@ -123,9 +123,9 @@ def evaluate_nll(model: AbsModel, examples: Sequence[Example], batch_size: int =
     ``exp(nll / count)`` is the perplexity of Table 2."""
     was_training = model.training
     model.eval()
-    total, count = 0.0, 0
+    total, count, device = 0.0, 0, _device(model)
     for index in batches(examples, batch_size):
-        nll, n = model.nll(*_tensors(examples, index, _device(model)))
+        nll, n = model.nll(*_tensors(examples, index, device))
         total, count = total + float(nll), count + n
     model.train(was_training)
     return total, count
