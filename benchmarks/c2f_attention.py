@@ -38,7 +38,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from scg_summarize.kernels import c2f_attention
+from scg_summarize.kernels import c2f_attention, forced
 from torch.profiler import ProfilerActivity, profile
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -194,7 +194,7 @@ def methods_for(x: dict[str, torch.Tensor], device: torch.device, ks: list[int],
     backends = ["reference", "triton"] if device.type == "cuda" else ["reference"]
     for name in backends:
         for k in ks:
-            out.append((f"c2f_{name}", k, lambda name=name, k=k: _with_backend(name, lambda: c2f(x, k))))
+            out.append((f"c2f_{name}", k, lambda name=name, k=k: _with_backend(name, x, k)))
     if graphs and device.type == "cuda":
         out += [(f"{method}_graph", k, graphed(fn)) for method, k, fn in list(out)]
     return out
@@ -229,13 +229,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "copy_gb_per_s": copy_gbs, "rows": rows}
 
 
-def _with_backend(name: str, fn: Step) -> Any:
-    old = os.environ.get("SCG_KERNELS")
-    os.environ["SCG_KERNELS"] = name
-    try:
-        return fn()
-    finally:
-        os.environ.pop("SCG_KERNELS") if old is None else os.environ.__setitem__("SCG_KERNELS", old)
+def _with_backend(name: str, x: dict[str, torch.Tensor], k: int) -> torch.Tensor:
+    with forced(name):
+        return c2f(x, k)
 
 
 def _device_name(device: torch.device) -> str:

@@ -73,15 +73,15 @@ import tempfile
 import time
 import traceback
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import torch
+from scg_summarize.kernels import ENV_VAR, forced
 
 RESULTS = Path(__file__).resolve().parent / "results"
 PAPER_VOCAB = 50004  # 50000 words (Ling & Rush 2017, Section 5) + <pad>, <unk>, <s>, </s>
-KERNEL_ENV = "SCG_KERNELS"
+KERNEL_ENV = ENV_VAR
 
 
 def log(line: str) -> None:
@@ -134,23 +134,6 @@ def _maxrss_bytes() -> int:
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-
-
-@contextmanager
-def kernels_mode(mode: str | None) -> Iterator[None]:
-    """``SCG_KERNELS=mode`` for the duration (``None``: unchanged)."""
-    if mode is None:
-        yield
-        return
-    old = os.environ.get(KERNEL_ENV)
-    os.environ[KERNEL_ENV] = mode
-    try:
-        yield
-    finally:
-        if old is None:
-            os.environ.pop(KERNEL_ENV, None)
-        else:
-            os.environ[KERNEL_ENV] = old
 
 
 def cycle(loader: Any) -> Iterator[dict[str, Any]]:
@@ -305,7 +288,7 @@ def run_config(config_name: str, data: Path, split: str, amp: str, args: argpars
         log(f"  {label}: {args.warmup} warm-up + up to {args.steps} timed steps")
         t0 = time.perf_counter()
         try:
-            with kernels_mode(kernels):
+            with forced(kernels):
                 row = measure(config_name, data, split, args, try_amp, deadline)
         except Exception as err:  # one shot on the GPU: record it and go on
             message = _error(err)

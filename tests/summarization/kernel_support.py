@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 import pytest
@@ -17,6 +17,9 @@ import torch
 
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
+
+# imported after TRITON_INTERPRET is set (it imports no Triton module itself)
+from scg_summarize.kernels import forced
 
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
@@ -33,18 +36,9 @@ def one_thread() -> Iterator[None]:
         torch.set_num_threads(old)
 
 
-@contextmanager
-def backend(name: str) -> Iterator[None]:
+def backend(name: str) -> AbstractContextManager[None]:
     """Run the body with ``SCG_KERNELS=name``."""
-    old = os.environ.get("SCG_KERNELS")
-    os.environ["SCG_KERNELS"] = name
-    try:
-        yield
-    finally:
-        if old is None:
-            del os.environ["SCG_KERNELS"]
-        else:
-            os.environ["SCG_KERNELS"] = old
+    return forced(name)
 
 
 @dataclass

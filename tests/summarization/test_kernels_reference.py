@@ -18,6 +18,7 @@ from scg_summarize.kernels import (  # isort: skip
     fused_c2f_read, logsoftmax_topk,
 )
 from scg_summarize.kernels import reference  # isort: skip
+from scg_summarize.kernels.backend import forced, requested  # isort: skip
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -174,6 +175,19 @@ def test_greedy_step_weights_are_renormalised_alpha() -> None:
     assert torch.equal(out.log_prob, torch.zeros(2, dtype=out.log_prob.dtype, device=DEVICE))
     want, _ = reference.fine_attend(c.words, c.word_mask, c.query_fine, out.idx, out.weights, None)
     torch.testing.assert_close(out.context, want)
+
+
+def test_forced_sets_and_restores_the_switch(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SCG_KERNELS", "auto")
+    with forced("reference"):
+        assert requested() == "reference"
+        with forced(None):
+            assert requested() == "reference"
+    assert os.environ["SCG_KERNELS"] == "auto"
+    monkeypatch.delenv("SCG_KERNELS")
+    with pytest.raises(RuntimeError), forced("reference"):
+        raise RuntimeError("the body fails")
+    assert "SCG_KERNELS" not in os.environ
 
 
 def test_backend_switch(monkeypatch: pytest.MonkeyPatch) -> None:

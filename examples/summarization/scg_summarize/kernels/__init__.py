@@ -17,7 +17,7 @@ call runs Triton kernels on CUDA tensors and the PyTorch reference on CPU tensor
   imported only when a Triton backend runs; :mod:`.compile_check` -- sm_90 compilation without a GPU.
 """
 
-from .backend import ENV_VAR, choose, triton_available
+from .backend import ENV_VAR, choose, forced, triton_available
 from .ops import c2f_coarse_sample, c2f_fine_attend, c2f_fine_backward, densify_grad, logsoftmax_topk
 from .step import FusedC2FStep, KernelDraws, c2f_attention, draw_log_prob, fused_c2f_read
 
@@ -32,6 +32,7 @@ __all__ = [
     "choose",
     "densify_grad",
     "draw_log_prob",
+    "forced",
     "fused_c2f_read",
     "logsoftmax_topk",
     "triton_available",

@@ -19,13 +19,15 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import cache
 from types import ModuleType
 from typing import Literal
 
 import torch
 
-__all__ = ["ENV_VAR", "Backend", "choose", "requested", "triton_available", "triton_module"]
+__all__ = ["ENV_VAR", "Backend", "choose", "forced", "requested", "triton_available", "triton_module"]
 
 ENV_VAR = "SCG_KERNELS"
 Backend = Literal["triton", "reference"]
@@ -61,6 +63,28 @@ def choose(device: torch.device) -> Backend:
             )
         return "triton"
     return "triton" if device.type == "cuda" and triton_available() else "reference"
+
+
+@contextmanager
+def forced(mode: str | None) -> Iterator[None]:
+    """``SCG_KERNELS=mode`` inside the block, restored after it (``None``: left as it is).
+
+    For benchmarks and tests that compare the backends in one process. The value is checked where it
+    is read (:func:`requested`: the ops raise ``ValueError`` for a mode other than ``auto``, ``triton``
+    or ``reference``).
+    """
+    if mode is None:
+        yield
+        return
+    old = os.environ.get(ENV_VAR)
+    os.environ[ENV_VAR] = mode
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(ENV_VAR, None)
+        else:
+            os.environ[ENV_VAR] = old
 
 
 def triton_module(name: Literal["coarse", "fine", "topk"]) -> ModuleType:
