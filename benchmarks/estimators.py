@@ -49,8 +49,10 @@ estimates), so ``loo4`` is "n/a" for Pyro. The parameters live in Pyro's param s
 
 Measurements, per problem × estimator × library (``scg_loop``: one graph per estimate via
 ``scg.testing.estimate_gradients``; ``scg_decl``: the same with ``scg.Graph(structure=
-scg.Declared())``, the causal rule, no tracking (``docs/performance.md``); ``scg_vec``: a particle
-dimension via
+scg.Declared())``, the causal rule, no tracking (``docs/performance.md``); ``scg_comp``: the
+``scg_decl`` step (graph, program and surrogate) compiled whole with ``torch.compile(fullgraph=True)``
+(``scg/traced.py``; ``sf`` only: the traced surrogate refuses baselines), the gradient by autograd
+on the compiled graph; ``scg_vec``: a particle dimension via
 ``estimate_gradients_batched``; ``storch``; ``pyro``; ``pyro_jit``):
 
 * seconds per 1000 gradient estimates: median over rounds that alternate between the libraries
@@ -102,8 +104,8 @@ from torch.distributions import Bernoulli, Categorical
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
-LIBS = ("scg_loop", "scg_decl", "scg_vec", "storch", "pyro", "pyro_jit")
-OURS = ("scg_loop", "scg_decl", "scg_vec")
+LIBS = ("scg_loop", "scg_decl", "scg_comp", "scg_vec", "storch", "pyro", "pyro_jit")
+OURS = ("scg_loop", "scg_decl", "scg_comp", "scg_vec")
 DEFAULTS = {"problems": ("toy", "dvae", "attention"), "estimators": ("sf", "ema", "loo4"), "libs": LIBS}
 PEERS = ("storch", "pyro", "pyro_jit")
 ESTIMATORS = ("sf", "ema", "loo4")
@@ -409,6 +411,35 @@ def pyro_step(prob: Problem, estimator: str, jit: bool = False) -> tuple[Callabl
 # Runners: n estimates as an (n, d) array; the same code times them
 # --------------------------------------------------------------------------------------------
 
+def compiled_draw(prog: Callable[..., None], params: list[torch.Tensor],
+                  estimator: str) -> Callable[[int, int], torch.Tensor]:
+    """``scg_comp``: the declared step compiled whole; ``draw(n, seed)`` as the other runners'."""
+    import scg
+
+    if estimator != "sf":
+        raise NotImplementedError(f"n/a: scg_comp's traced surrogate has no baselines "
+                                  f"({estimator!r} needs one; scg/traced.py)")
+    structure = scg.Declared()
+
+    def loss() -> torch.Tensor:
+        with scg.Graph(structure=structure) as g:
+            prog(*[p.unsqueeze(0) for p in params])
+        return g.surrogate_loss()
+
+    step = torch.compile(loss, fullgraph=True, dynamic=False)
+
+    def draw(n: int, seed: int) -> torch.Tensor:
+        out = []
+        with torch.random.fork_rng():
+            torch.manual_seed(seed)
+            for _ in range(n):
+                grads = torch.autograd.grad(step(), params, allow_unused=True)
+                out.append(torch.cat([(torch.zeros_like(p) if g is None else g).reshape(-1)
+                                      for p, g in zip(params, grads)]).detach())
+        return torch.stack(out)
+    return draw
+
+
 class Runner:
     """Draws gradient estimates of one (library, problem, size, estimator)."""
 
@@ -424,7 +455,9 @@ class Runner:
             import scg.testing
 
             prog = scg_program(self.prob, estimator)
-            if lib in ("scg_loop", "scg_decl"):
+            if lib == "scg_comp":
+                self._draw = compiled_draw(prog, params, estimator)
+            elif lib in ("scg_loop", "scg_decl"):
                 looped = lambda: prog(*[p.unsqueeze(0) for p in params])  # noqa: E731
                 kwargs = {"structure": scg.Declared()} if lib == "scg_decl" else None
                 self._draw = lambda n, seed: scg.testing.estimate_gradients(looped, params, n, seed=seed,
@@ -747,8 +780,8 @@ def _full_phase(cfg: Config, workers: dict[str, Any], problem: str, estimator: s
     if estimator == "sf" and "scg_loop" in live:  # the same draws must give the same estimates
         ref = workers["scg_loop"].call("estimates", keys["scg_loop"], cfg.n_same, 5)
         for lib in live:
-            if lib in ("scg_loop", "scg_vec") or ref[0] != "ok":
-                continue  # scg_vec draws particles in another order
+            if lib in ("scg_loop", "scg_vec", "scg_comp") or ref[0] != "ok":
+                continue  # scg_vec draws particles in another order, inductor with its own RNG
             st, out = workers[lib].call("estimates", keys[lib], cfg.n_same, 5)
             if st == "ok":
                 diff = float(abs(torch.from_numpy(out) - torch.from_numpy(ref[1])).max())
@@ -829,7 +862,7 @@ def target_lines(rows: list[dict[str, Any]], summary: list[dict[str, Any]]) -> l
     lines.append(f"- **variance no worse for the same estimator**: {compared - len(lower)} of {compared} peer rows "
                  "have a variance at least scg_loop's (within 2 standard errors); lower: "
                  f"{', '.join(lower) or 'none'}.")
-    for ours in ("scg_loop", "scg_decl"):
+    for ours in ("scg_loop", "scg_decl", "scg_comp"):
         have = [(s, s[f"speedup_{ours}_vs_pyro_jit"]) for s in summary
                 if s.get(f"speedup_{ours}_vs_pyro_jit") is not None]
         if have:
@@ -869,7 +902,8 @@ def write_markdown(rows: list[dict[str, Any]], summary: list[dict[str, Any]], me
              + "`.", "",
              "- **s / 1000 est.**: seconds per 1000 gradient estimates at the full size (median over rounds). "
              "`scg_loop`: one tracked graph per estimate; `scg_decl`: one graph per estimate with "
-             "`structure=scg.Declared()` (nothing tracked); `scg_vec`: a particle dimension, one graph per "
+             "`structure=scg.Declared()` (nothing tracked); `scg_comp`: that step compiled whole with "
+             "`torch.compile(fullgraph=True)` (sf only); `scg_vec`: a particle dimension, one graph per "
              f"{cfg['particles']} estimates.",
              "- **variance**: trace of the covariance of the estimates at the full size (± standard error), "
              "after the moving averages have warmed up; **ratio** to scg_loop's.",
@@ -921,7 +955,8 @@ def write_plot(rows: list[dict[str, Any]], path: Path) -> None:
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
 
-    markers = {"scg_loop": "o", "scg_decl": "P", "scg_vec": "s", "storch": "^", "pyro": "D", "pyro_jit": "v"}
+    markers = {"scg_loop": "o", "scg_decl": "P", "scg_comp": "X", "scg_vec": "s", "storch": "^", "pyro": "D",
+               "pyro_jit": "v"}
     colors = {"sf": "tab:red", "ema": "tab:blue", "loo4": "tab:green"}
     problems = [p for p in PROBLEMS if any(r["problem"] == p for r in rows)]
     fig, axes = plt.subplots(1, len(problems), figsize=(5 * len(problems), 4.2), squeeze=False)

@@ -58,12 +58,15 @@ CPU = torch.device("cpu")
 
 
 def make_attention(hidden: int, batch: int = 32, chunks: int = 10, steps: int = 30,
-                   compiled: bool = False, device: torch.device = CPU
+                   compiled: bool = False, device: torch.device = CPU, whole: bool = False
                    ) -> tuple[Callable[[], None], dict[str, Callable[[], None]], list[torch.Tensor]]:
     """The hand-written step, scg's steps per mode, and the parameters (all on ``device``).
 
     The values are drawn on the CPU from one seeded generator and then moved, so every device
-    and every call with the same sizes starts from the same numbers.
+    and every call with the same sizes starts from the same numbers. ``compiled``: the model's
+    functions compiled; ``whole``: the whole forward pass and surrogate of a step compiled
+    (``fullgraph=True``; for scg a ``Declared`` graph opened inside the compiled function), the
+    backward pass run by autograd on the compiled graph.
     """
     gen = torch.Generator().manual_seed(0)
 
@@ -90,7 +93,7 @@ def make_attention(hidden: int, batch: int = 32, chunks: int = 10, steps: int = 
         attend = torch.compile(attend, dynamic=False, fullgraph=True)  # type: ignore[assignment]
         recur = torch.compile(recur, dynamic=False, fullgraph=True)  # type: ignore[assignment]
 
-    def hand() -> None:
+    def hand_loss() -> torch.Tensor:
         h = torch.zeros(batch, hidden, device=device)
         logps, costs = [], []
         for t in range(steps):
@@ -101,11 +104,10 @@ def make_attention(hidden: int, batch: int = 32, chunks: int = 10, steps: int = 
             costs.append(c)
         c = torch.stack(costs)
         rtg = c.detach().flip(0).cumsum(0).flip(0)
-        loss = (torch.stack(logps) * rtg).sum() + c.sum()
-        loss.backward()
+        return (torch.stack(logps) * rtg).sum() + c.sum()
 
-    def with_scg(structure: scg.Declared | scg.Cached | None) -> Callable[[], None]:
-        def step() -> None:
+    def scg_loss(structure: scg.Declared | scg.Cached | None) -> Callable[[], torch.Tensor]:
+        def loss() -> torch.Tensor:
             h = torch.zeros(batch, hidden, device=device)
             with scg.Graph(structure=structure) as g:
                 for t in range(steps):
@@ -113,11 +115,22 @@ def make_attention(hidden: int, batch: int = 32, chunks: int = 10, steps: int = 
                                    step=t)
                     h, c = recur(h, z, target[t])
                     scg.cost(c, name="c", step=t)
-            g.surrogate_loss().backward()
+            return g.surrogate_loss()
+        return loss
+
+    def backward(loss_fn: Callable[[], torch.Tensor]) -> Callable[[], None]:
+        def step() -> None:
+            loss_fn().backward()
         return step
 
-    modes = {"tracked": with_scg(None), "cached": with_scg(scg.Cached(check_every=100)),
-             "declared": with_scg(scg.Declared())}
+    if whole:
+        hand_c = torch.compile(hand_loss, dynamic=False, fullgraph=True)
+        decl_c = torch.compile(scg_loss(scg.Declared()), dynamic=False, fullgraph=True)
+        return backward(hand_c), {"declared": backward(decl_c)}, params
+    hand = backward(hand_loss)
+    modes = {"tracked": backward(scg_loss(None)),
+             "cached": backward(scg_loss(scg.Cached(check_every=100))),
+             "declared": backward(scg_loss(scg.Declared()))}
     if compiled:
         del modes["tracked"], modes["cached"]  # a compiled function inside a tracked graph:
         # dynamo would trace through the tracking mode (docs/tracking.md)
@@ -258,6 +271,7 @@ def compiled(repeats: int, hidden: int = 256, device: torch.device = CPU) -> dic
         torch._dynamo.reset()  # a fresh cache per size: no recompilation limit across rows
         hand, modes, params = make_attention(hidden, device=device)
         hand_c, modes_c, params_c = make_attention(hidden, compiled=True, device=device)  # same values
+        hand_w, modes_w, params_w = make_attention(hidden, whole=True, device=device)
         sync(device)
         t0 = time.perf_counter()
         for _ in range(2):
@@ -265,10 +279,18 @@ def compiled(repeats: int, hidden: int = 256, device: torch.device = CPU) -> dic
             modes_c["declared"]()
         sync(device)
         warm = time.perf_counter() - t0
-        log(f"compile (H={hidden}): compiled and warmed up in {warm:.1f} s")
+        log(f"compile (H={hidden}): model functions compiled and warmed up in {warm:.1f} s")
+        t0 = time.perf_counter()
+        for _ in range(2):
+            hand_w()
+            modes_w["declared"]()
+        sync(device)
+        warm_whole = time.perf_counter() - t0
+        log(f"compile (H={hidden}): whole steps compiled and warmed up in {warm_whole:.1f} s")
         med = measure({"eager_declared": modes["declared"], "compiled_declared": modes_c["declared"],
-                       "eager_hand": hand, "compiled_hand": hand_c}, params + params_c, repeats, 1,
-                      device)
+                       "whole_declared": modes_w["declared"], "eager_hand": hand,
+                       "compiled_hand": hand_c, "whole_hand": hand_w},
+                      params + params_c + params_w, repeats, 1, device)
     except Exception as e:  # a failed compilation is a result to record, not a crash
         out["error"] = f"{type(e).__name__}: {e}"[:2000]
         out["wall_s"] = time.perf_counter() - start
@@ -278,11 +300,17 @@ def compiled(repeats: int, hidden: int = 256, device: torch.device = CPU) -> dic
     out["speedup_declared"] = med["eager_declared"] / med["compiled_declared"]
     out["speedup_hand"] = med["eager_hand"] / med["compiled_hand"]
     out["compiled_declared_vs_compiled_hand"] = med["compiled_declared"] / med["compiled_hand"]
+    out["speedup_whole_declared"] = med["eager_declared"] / med["whole_declared"]
+    out["speedup_whole_hand"] = med["eager_hand"] / med["whole_hand"]
+    out["whole_declared_vs_whole_hand"] = med["whole_declared"] / med["whole_hand"]
+    out["whole_declared_vs_eager_hand"] = med["whole_declared"] / med["eager_hand"]
     out["compile_and_warmup_s"] = warm
+    out["whole_compile_and_warmup_s"] = warm_whole
     out["wall_s"] = time.perf_counter() - start
     log(f"compile (H={hidden}): declared eager {out['eager_declared_ms']:.2f} ms, compiled "
         f"{out['compiled_declared_ms']:.2f} ms, speed-up {out['speedup_declared']:.2f}x; hand "
-        f"speed-up {out['speedup_hand']:.2f}x")
+        f"speed-up {out['speedup_hand']:.2f}x; whole step: declared {out['speedup_whole_declared']:.2f}x, "
+        f"hand {out['speedup_whole_hand']:.2f}x")
     return out
 
 
@@ -371,18 +399,34 @@ def _compile_lines(c: dict[str, Any]) -> list[str]:
                         c["error"], "```"]
     if "skipped" in c:
         return lines + [f"Not run: {c['skipped']}."]
+    if "whole_declared_ms" not in c:  # a file from before the whole-step rows
+        return lines + [
+            "The model's functions compiled, the scg calls eager in a `scg.Declared` graph.", "",
+            "| | eager (ms) | compiled (ms) | speed-up |", "|---|---:|---:|---:|",
+            f"| scg Declared | {c['eager_declared_ms']:.2f} | {c['compiled_declared_ms']:.2f} "
+            f"| {c['speedup_declared']:.2f}x |",
+            f"| hand-written | {c['eager_hand_ms']:.2f} | {c['compiled_hand_ms']:.2f} | "
+            f"{c['speedup_hand']:.2f}x |"]
     return lines + [
-        "The model's functions (attention scores; recurrence and cost) compiled with "
-        "`torch.compile(dynamic=False, fullgraph=True)`, the scg calls eager in a `scg.Declared` graph "
-        "(a whole step with `fullgraph=True` does not compile: `docs/performance.md`).",
-        "", "| | eager (ms) | compiled (ms) | speed-up |", "|---|---:|---:|---:|",
+        "*Model functions*: the attention scores and the recurrence compiled with "
+        "`torch.compile(dynamic=False, fullgraph=True)`, the scg calls eager in a `scg.Declared` "
+        "graph. *Whole step*: the forward pass and the surrogate of the whole step compiled with "
+        "`fullgraph=True` (for scg: `with scg.Graph(structure=scg.Declared())`, the sampling and "
+        "`g.surrogate_loss()` inside the compiled function, `scg/traced.py`); backward by autograd "
+        "on the compiled graph. Speed-ups against the same implementation eager.",
+        "", "| | eager (ms) | model functions compiled (ms) | speed-up | whole step compiled (ms) "
+        "| speed-up |", "|---|---:|---:|---:|---:|---:|",
         f"| scg Declared | {c['eager_declared_ms']:.2f} | {c['compiled_declared_ms']:.2f} "
-        f"| {c['speedup_declared']:.2f}x |",
+        f"| {c['speedup_declared']:.2f}x | {c['whole_declared_ms']:.2f} | "
+        f"{c['speedup_whole_declared']:.2f}x |",
         f"| hand-written | {c['eager_hand_ms']:.2f} | {c['compiled_hand_ms']:.2f} | "
-        f"{c['speedup_hand']:.2f}x |", "",
-        f"Compiled scg Declared / compiled hand-written: "
-        f"{c['compiled_declared_vs_compiled_hand']:.3f}; compilation and warm-up: "
-        f"{c['compile_and_warmup_s']:.0f} s. Target: >= 1.5x faster than eager."]
+        f"{c['speedup_hand']:.2f}x | {c['whole_hand_ms']:.2f} | {c['speedup_whole_hand']:.2f}x |",
+        "",
+        f"Whole step compiled, scg Declared / hand-written: "
+        f"{c['whole_declared_vs_whole_hand']:.3f} (and {c['whole_declared_vs_eager_hand']:.3f} of the "
+        f"eager hand-written step); compilation and warm-up: {c['compile_and_warmup_s']:.0f} s "
+        f"(model functions), {c['whole_compile_and_warmup_s']:.0f} s (whole steps). Target: >= 1.5x "
+        "faster than eager."]
 
 
 def render(data: dict[str, Any], path: Path) -> None:

@@ -37,13 +37,14 @@ __all__ = ["check_after_registration", "check_enumerated",
 
 def check_after_registration(graph: Graph, full: Sequence[int]) -> None:
     """Writes after registration, and costs computed from samples of nested graphs."""
-    for node in graph.nodes:
-        extra: dict[str, Any] = getattr(node, "extra", {})
-        if isinstance(node, CostNode) and node.value._version != extra.get("version",
-                                                                          node.value._version):
-            raise SCGError(f"{node.describe()} was written in place after scg.cost registered "
+    for c in graph._costs:
+        if c.value._version != c.extra.get("version", c.value._version):
+            raise SCGError(f"{c.describe()} was written in place after scg.cost registered "
                            "it; the influence scg recorded no longer describes its value. Register "
                            "the cost after its last write (or pass a copy: scg.cost(c.clone()))")
+    # (baseline inputs are recorded only for nodes registered with a baseline)
+    for node in graph.nodes if graph._n_baselines else ():
+        extra: dict[str, Any] = getattr(node, "extra", {})
         for t, version in extra.get("baseline_inputs_versions", ()):
             if t._version != version:
                 raise SCGError(f"an input of the baseline of {node.describe()} was written in "

@@ -41,6 +41,7 @@ import torch
 from scg import dice as dice_mod
 from scg.baselines.base import Baseline
 from scg.errors import SCGError
+from scg.estimators.base import Estimator
 from scg.graph.graph import Graph
 from scg.graph.nodes import CostNode, Node, StochasticNode
 from scg.graph.structure import Relation
@@ -48,6 +49,7 @@ from scg.graph.tracking import bits
 from scg.plates import PlateCheck, plate_rank, share_beyond
 from scg.sample_dims import NO_SAMPLE_DIMS, SamplePlan, align_batch_to_node
 from scg.soundness import check_after_registration, check_enumerated, check_pathwise
+from scg.traced import traced_surrogate_loss
 
 __all__ = ["influence_matrix", "objective", "surrogate_loss"]
 
@@ -179,6 +181,7 @@ class CostGroup:
     target: torch.Tensor  # detached ω ⊙ (c − b_c): what Ĉ sums
     raw: torch.Tensor  # detached ω ⊙ c
     live: torch.Tensor  # ω ⊙ c, differentiable (the objective's terms)
+    total: torch.Tensor | None = None  # live.sum(), when computed for the finiteness check
 
     def weighted(self, x: torch.Tensor) -> torch.Tensor:
         """ω ⊙ x, differentiable through the probabilities of enumerated nodes."""
@@ -195,6 +198,8 @@ class NodeGroup:
     rows: list[int]
     layout: tuple[int, ...]
     logp: torch.Tensor  # (r, *shape)
+    shared: list[tuple[int, int]]  # rows whose batch dimensions beyond their plates share credit
+    cv: bool  # a member's estimator supplies control variates (RELAX)
 
 
 def _cost_keys(costs: list[CostNode], plan: SamplePlan) -> list[tuple[tuple[int, ...], list[int]]]:
@@ -211,12 +216,17 @@ def _cost_groups(costs: list[CostNode], plan: SamplePlan | None,
         members = [costs[i] for i in cols]
         stack = torch.stack([c.value for c in members])
         fixed = stack.detach()
-        _check_finite(fixed, members)
+        # one sum is both the finiteness check (NaN and ±inf propagate into it; one host read
+        # per group) and, without weights, the objective's term
+        total = stack.sum()
+        if not math.isfinite(total.item()):
+            _check_finite(fixed, members)  # names the cost (a finite sum that overflowed passes)
         scale, factor = (plan.weight(layout, stack.shape[1:], members[0])
                          if layout and plan is not None else (1.0, None))
         # target and raw start as the same detached tensor (each is replaced, never written)
         cg = CostGroup(members, cols, layout, stack, scale, factor, fixed, fixed, stack)
         cg.live = cg.weighted(stack)
+        cg.total = total if cg.live is stack else None
         out.append(cg)
     return out
 
@@ -271,16 +281,20 @@ def _c_hat(ng: NodeGroup, cgs: list[CostGroup], w: np.ndarray, costs: list[CostN
         part = (weights @ aligned.reshape(len(cg.cols), -1)).reshape(len(ng.rows), *node_shape)
         out = part if out is None else out + part
     if out is not None:
-        out = _share_non_plates(ng, out)
+        out = _share_non_plates(out, len(ng.layout), ng.shared)
     return out
 
 
-def _share_non_plates(ng: NodeGroup, c_hat: torch.Tensor) -> torch.Tensor:
-    """Batch dimensions beyond a node's declared plates share their credit."""
-    nl = len(ng.layout)
-    rows = [(r, plate_rank(v, nl)) for r, v in enumerate(ng.members)
+def _shared_rows(members: Sequence[StochasticNode], nl: int) -> list[tuple[int, int]]:
+    """(row, plate rank) of the members with batch dimensions beyond their declared plates."""
+    rows = [(r, plate_rank(v, nl)) for r, v in enumerate(members)
             if v.extra.get("plates") is not None]
-    shared = [(r, k) for r, k in rows if nl + k < c_hat.dim() - 1]
+    return [(r, k) for r, k in rows if nl + k < _logp(members[r]).dim()]
+
+
+def _share_non_plates(c_hat: torch.Tensor, nl: int, shared: list[tuple[int, int]]) -> torch.Tensor:
+    """Batch dimensions beyond a node's declared plates share their credit (``shared``: the rows
+    of :func:`_shared_rows`)."""
     if not shared:
         return c_hat
     c_hat = c_hat.clone()
@@ -300,6 +314,7 @@ class Plan:
     cost_keys: list[tuple[tuple[int, ...], list[int]]]  # per cost group: layout, columns
     score: list[int]  # node indices of the score-function nodes
     node_keys: list[tuple[tuple[int, ...], list[int]]]  # per node group: layout, rows in score
+    node_extras: list[tuple[list[tuple[int, int]], bool]]  # per node group: shared rows, cv
     a: np.ndarray  # (score, costs): influence
     w: np.ndarray  # credit weights (γ^(s_c - t_v) with a discount)
     mixed: np.ndarray  # whole-plate pairs
@@ -331,6 +346,8 @@ def _plan(graph: Graph, full: Sequence[int], costs: list[CostNode], discount: fl
     keyed = _group(score, lambda v: (tuple(_logp(v).shape), _logp(v).dtype,
                                      samples.layout(v) if samples.active else ()))
     node_keys = [(key[2], rows) for key, rows in keyed.items()]
+    node_extras = [(_shared_rows([score[i] for i in rows], len(layout)),
+                    any(_has_cv(score[i]) for i in rows)) for layout, rows in node_keys]
     a = influence_matrix(full, score, costs) if score else np.zeros((0, len(costs)), dtype=bool)
     w = a.astype(float) if discount is None else step_weights(a, score, costs, discount)
     mixed = plates.matrix(score, costs, a)
@@ -339,8 +356,13 @@ def _plan(graph: Graph, full: Sequence[int], costs: list[CostNode], discount: fl
     cost_ids = np.array([c.index for c in costs], dtype=np.int64)
     credit = dict(zip(zip(score_ids[ii].tolist(), cost_ids[jj].tolist()),
                       mixed[ii, jj].tolist()))
-    return Plan(samples, sizes, cost_keys, [v.index for v in score], node_keys, a, w, mixed,
-                credit, {}, not samples.active)
+    return Plan(samples, sizes, cost_keys, [v.index for v in score], node_keys, node_extras, a, w,
+                mixed, credit, {}, not samples.active)
+
+
+def _has_cv(v: StochasticNode) -> bool:
+    """Whether ``v``'s estimator supplies control variates (overrides ``control_variate``)."""
+    return type(v.estimator).control_variate is not Estimator.control_variate
 
 
 def _relation_of(graph: Graph) -> Relation:
@@ -387,12 +409,17 @@ def surrogate_loss(graph: Graph, *, discount: float | None = None, dice: bool = 
         raise SCGError("surrogate_loss(dice=True, discount=...): the DiCE objective has no "
                        "per-(node, cost) discount; use dice_lambda=λ (Loaded DiCE), which credits "
                        "discounted costs-to-go")
+    if torch.compiler.is_compiling():  # dynamo traces the program: no NumPy, no host reads
+        graph._surrogate_built = True
+        return traced_surrogate_loss(graph, discount=discount, dice=dice,
+                                     dice_lambda=dice_lambda, score_scale=score_scale)
     structure = graph.structure
     full = graph.full_influence()
     check_after_registration(graph, full)
     graph._surrogate_built = True
     extra_losses: list[torch.Tensor] = []
-    for c in costs:
+    has_baselines = graph._n_baselines > 0
+    for c in costs if has_baselines else ():
         if "baseline_inputs_mask" in c.extra:
             _check_baseline_inputs(graph, full, c)
     plan: Plan | None = None
@@ -415,7 +442,7 @@ def surrogate_loss(graph: Graph, *, discount: float | None = None, dice: bool = 
     samples = plan.samples
     sizes = plan.sizes
     cgs = _cost_groups(costs, samples, plan.cost_keys)
-    has_cost_baselines = any(c.baseline is not None for c in costs)
+    has_cost_baselines = has_baselines and any(c.baseline is not None for c in costs)
     for cg in cgs:
         if has_cost_baselines:
             cg.target = _apply_baselines(cg.members, [c.baseline for c in cg.members],
@@ -429,8 +456,8 @@ def surrogate_loss(graph: Graph, *, discount: float | None = None, dice: bool = 
         if isinstance(v, StochasticNode):
             v.extra["sample_info"] = samples.info(v) if samples.active else NO_SAMPLE_DIMS
     ngs = [NodeGroup([score[i] for i in rows], rows, layout,
-                     torch.stack([_logp(score[i]) for i in rows]))
-           for layout, rows in plan.node_keys]
+                     torch.stack([_logp(score[i]) for i in rows]), shared, cv)
+           for (layout, rows), (shared, cv) in zip(plan.node_keys, plan.node_extras)]
     a, w, mixed, pairs = plan.a, plan.w, plan.mixed, plan.pairs
     graph._credit = plan.credit
 
@@ -448,7 +475,7 @@ def surrogate_loss(graph: Graph, *, discount: float | None = None, dice: bool = 
                                                                        extra_losses))
     loss: torch.Tensor | None = None
     for cg in cgs:
-        part = cg.live.sum()
+        part = cg.total if cg.total is not None else cg.live.sum()
         loss = part if loss is None else loss + part
     assert loss is not None
     factors = _loaded(ngs, score, full, sizes, dice_lambda) if dice_lambda is not None else None
@@ -456,8 +483,8 @@ def surrogate_loss(graph: Graph, *, discount: float | None = None, dice: bool = 
         c_hat = _c_hat(ng, cgs, w, costs, sizes, "target", mixed, pairs, gi)
         if c_hat is None:
             continue
-        adv = _node_baselines(graph, full, ng, c_hat, extra_losses)
-        adv, path = _control_variates(ng, samples, adv)
+        adv = _node_baselines(graph, full, ng, c_hat, extra_losses) if has_baselines else c_hat
+        adv, path = _control_variates(ng, samples, adv) if ng.cv else (adv, None)
         if factors is None:
             factor = ng.logp - ng.logp.detach()
         else:  # Loaded DiCE credits the live costs (their θ-dependence meets the score there)

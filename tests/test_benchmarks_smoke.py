@@ -118,3 +118,22 @@ def test_peers_in_workers_agree_with_scg(bench: Any) -> None:
         assert r["bias"]["p_value"] > 1e-3
         if r["lib"] != "scg_loop":  # the same seeds give the same estimates: the same estimator
             assert r["same_draws"]["max_abs_diff"] < 1e-4 * r["same_draws"]["max_abs"]
+
+
+def test_scg_compiled_rows_are_unbiased_and_refuse_baselines(bench: Any) -> None:
+    """``scg_comp`` (the declared step compiled whole): unbiased on the toy, with the variance of
+    the same estimator looped; ``n/a`` for an estimator with a baseline (the traced surrogate
+    refuses baselines)."""
+    torch._dynamo.reset()
+    libs = ("scg_decl", "scg_comp")
+    cfg = _config(bench, libs, problems=("toy",), estimators=("sf", "ema"), n_bias=300,
+                  n_var={"toy": 300}, rounds=1)
+    shared = bench.InProcess()
+    rows = bench.run_benchmark(cfg, {lib: shared for lib in libs}, log=lambda _: None)
+    by = {(r["estimator"], r["lib"]): r for r in rows}
+    comp = by[("sf", "scg_comp")]
+    assert comp["status"] == "ok", comp["errors"]
+    assert comp["bias"]["p_value"] > 1e-3 and comp["sec_per_1000"] > 0
+    a, b = by[("sf", "scg_decl")], comp
+    assert abs(a["var_trace"] - b["var_trace"]) < 4 * math.hypot(a["var_trace_se"], b["var_trace_se"])
+    assert by[("ema", "scg_comp")]["status"] == "n/a"

@@ -309,3 +309,42 @@ def test_compiled_model_function_runs_fullgraph_inside_a_declared_graph() -> Non
         out.append(torch.autograd.grad(g.surrogate_loss(), params))
     for a, b in zip(*out):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("mode", ["tracked", "declared"])
+def test_signature_recorded_per_node_equals_a_fresh_one(mode: str) -> None:
+    """The signature entries ``scg.sample``/``scg.cost``/``scg.deterministic`` record as each
+    node is made (so the surrogate need not walk the nodes again) equal the entries computed
+    from the finished graph: every kind of node, multi-sample, plates, reduced costs."""
+    from scg.graph.structure import node_key
+
+    structure = scg.Declared() if mode == "declared" else None
+    theta = torch.zeros(3, 4, requires_grad=True)
+    with scg.Graph(structure=structure) as g:
+        x = scg.sample(Normal(theta, 1.0), name="x", step=0)  # (3, 4), pathwise
+        d = scg.deterministic(x.sum(-1), name="d")
+        scg.cost(d * 2.0, name="c1", step=1)
+        z = scg.sample(Categorical(logits=theta), name="z", step=2, n=2, plates=1)  # (2, 3)
+        scg.cost(torch.logsumexp(z.float(), 0), name="c0", reduced=z)
+    assert len(g._node_keys) == len(g.nodes) == 5
+    assert list(g.signature()) == [node_key(n) for n in g.nodes]
+    g.surrogate_loss()
+
+
+def test_signature_of_a_graph_with_a_nested_marker_is_computed_afresh() -> None:
+    """A sample drawn in a nested graph adds a marker node to the outer graph without an entry:
+    the outer signature then falls back to walking the nodes (and still covers the marker)."""
+    from scg.graph.structure import node_key
+
+    theta = torch.zeros(4, requires_grad=True)
+    with scg.Graph() as outer:
+        a = scg.sample(Bernoulli(logits=theta), name="a")
+        with scg.Graph() as inner:
+            b = scg.sample(Bernoulli(logits=theta), name="b")
+            scg.cost(b.sum(), name="cb")
+        scg.cost(a.sum(), name="ca")
+    assert len(outer._node_keys) < len(outer.nodes)
+    sig = outer.signature()
+    assert len(sig) == len(outer.nodes)
+    assert list(sig) == [node_key(n) for n in outer.nodes]
+    assert list(inner.signature()) == [node_key(n) for n in inner.nodes]

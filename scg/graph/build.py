@@ -189,6 +189,7 @@ def sample(
         inputs = getattr(node_baseline, "inputs", ())
         node.extra["baseline_inputs_mask"] = sum_masks(g, inputs)
         node.extra["baseline_inputs_versions"] = _versions(inputs)
+    g._note(node)
     if g._outer is not None:
         g._outer._foreign_sample(value, node)
     return value
@@ -249,6 +250,7 @@ def _sample_untracked(g: Graph, dist: Distribution, name: str | None, estimator:
         extra["enumerated"] = True
     if hasattr(node_baseline, "inputs"):
         extra["baseline_inputs_versions"] = _versions(getattr(node_baseline, "inputs", ()))
+    g._note(node)
     return raw
 
 
@@ -421,12 +423,14 @@ def cost(
         check_untracked(g, node, [value], vmask)
     else:  # the parents come from the graph's structure
         node = g._register(CostNode, name, step, value, 0, location, baseline=baseline)
-    node.extra["version"] = value._version  # type: ignore[attr-defined]
+    if not torch.compiler.is_compiling():  # (no version counters while dynamo traces)
+        node.extra["version"] = value._version  # type: ignore[attr-defined]
     if baseline is not None and getattr(baseline, "inputs", None) is not None:
         node.extra["baseline_inputs_mask"] = sum_masks(g, baseline.inputs)  # type: ignore[attr-defined]
         node.extra["baseline_inputs_versions"] = _versions(baseline.inputs)  # type: ignore[attr-defined]
     if mask:
         node.extra["reduced"] = mask  # type: ignore[attr-defined]
+    g._note(node)
     return value
 
 
@@ -465,12 +469,13 @@ def deterministic(value: torch.Tensor, *, name: str, step: int | None = None) ->
         raise SCGError(f"scg.deterministic(name={name!r}) at {location}: expected a tensor, got "
                        f"{type(value).__name__}")
     if not g.tracked:
-        g._register(DeterministicNode, name, step, value, 0, location)
+        g._note(g._register(DeterministicNode, name, step, value, 0, location))
         return value
     foreign = g.foreign(value)
     alias, parents = _alias(g, value)
     node = g._register(DeterministicNode, name, step, alias, parents, location, foreign=foreign)
     g._set_mask(alias, 1 << node.index)
+    g._note(node)
     return alias
 
 

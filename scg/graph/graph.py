@@ -16,7 +16,7 @@ from torch.overrides import _pop_mode, _push_mode
 
 from scg.errors import InfluenceLostError, InfluenceLostWarning, SCGError, UntrackedRandomnessWarning
 from scg.graph.nodes import CostNode, DeterministicNode, Node, StochasticNode
-from scg.graph.structure import Structure, signature
+from scg.graph.structure import Structure, node_key, signature
 from scg.graph.threads import InThread, wrap
 from scg.graph.tracking import InfluenceTracker, bits, closure
 
@@ -34,8 +34,16 @@ _IDS = itertools.count()
 
 
 
+#: the graphs opened inside a function that ``torch.compile`` is tracing, innermost last. Dynamo
+#: cannot trace a ContextVar, so a graph entered while compiling is found here instead; the
+#: list is only touched during tracing (dynamo replays its net effect, which is empty)
+_TRACED: list[Graph] = []
+
+
 def current_graph() -> Graph | None:
     """The innermost open graph of this thread/context, or None."""
+    if torch.compiler.is_compiling():
+        return _TRACED[-1] if _TRACED else None
     return _CURRENT.get()
 
 
@@ -110,7 +118,7 @@ class Graph:
         self.strict = bool(strict)
         self.plates = plates
         self._outer: Graph | None = None
-        self._id = next(_IDS)
+        self._id = -1 if torch.compiler.is_compiling() else next(_IDS)
         self._attr = f"_scg_mask_{self._id}"
         self.nodes: list[Node] = []
         self.warn_on_escape = warn_on_escape
@@ -130,12 +138,19 @@ class Graph:
         #: whether torch calls are watched (set when the graph is entered)
         self.tracked = True
         self._sig: tuple[Any, ...] | None = None
+        #: the signature entry of each node, recorded when the node is complete (``_note``)
+        self._node_keys: list[Any] = []
+        self._stochastic: list[StochasticNode] = []
+        self._costs: list[CostNode] = []
+        self._n_baselines = 0  # nodes registered with a baseline (the surrogate skips them if 0)
 
     # ------------------------------------------------------------------ context manager
     def __enter__(self) -> Graph:
         if self._state != "new":
             raise SCGError("a scg.Graph records one run: it cannot be entered twice; make a new one")
         self._state = "open"
+        if torch.compiler.is_compiling():
+            return self._enter_traced()
         outer = _CURRENT.get()
         self._outer = outer if outer is not None and outer.is_open else None
         self._token = _CURRENT.set(self)
@@ -154,13 +169,37 @@ class Graph:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if self.tracked:
-            self._tracker.__exit__(exc_type, exc, tb)  # type: ignore[no-untyped-call]
-        assert self._token is not None
-        _CURRENT.reset(self._token)
-        self._token = None
+        if self._token is None:  # entered while torch.compile traced the program
+            _TRACED.pop()
+        else:
+            if self.tracked:
+                self._tracker.__exit__(exc_type, exc, tb)  # type: ignore[no-untyped-call]
+            _CURRENT.reset(self._token)
+            self._token = None
         self._state = "closed"
         self._outer = None
+
+    def _enter_traced(self) -> Graph:
+        """``__enter__`` while ``torch.compile`` traces the program (``docs/performance.md``):
+        only a declared structure can be used there (tracking watches every torch call through
+        a torch function mode, and a learned structure needs tracked graphs)."""
+        from scg.graph.structure import Declared
+
+        if not isinstance(self.structure, Declared) or self.strict:
+            raise SCGError(
+                "scg.Graph inside torch.compile: only scg.Graph(structure=scg.Declared(...)) "
+                "can be traced (got " + ("strict=True" if self.structure is not None and
+                                         isinstance(self.structure, Declared) else
+                                         f"structure={self.structure!r}") + "); a tracked or "
+                "scg.Cached graph watches torch calls, which dynamo cannot trace. Declare the "
+                "structure (check it with scg.testing.check_structure), or compile the model's "
+                "functions only")
+        self._outer = _TRACED[-1] if _TRACED else None
+        # not structure._begin(): its counters would be read by the trace, and every new value
+        # would make dynamo compile the step again (stats count eager graphs only)
+        self.tracked = False
+        _TRACED.append(self)
+        return self
 
     @property
     def _tracker(self) -> InfluenceTracker:
@@ -278,6 +317,12 @@ class Graph:
         self.nodes.append(node)
         self._keys[key] = node
         self._full = None
+        if fields.get("baseline") is not None:
+            self._n_baselines += 1
+        if node_cls is CostNode:
+            self._costs.append(node)  # type: ignore[arg-type]
+        elif node_cls is StochasticNode:
+            self._stochastic.append(node)  # type: ignore[arg-type]
         if self.tracked:
             tracker = self._tracker
             tracker.max_dim = max(tracker.max_dim, value.dim())
@@ -286,6 +331,12 @@ class Graph:
                 if grad_fn is not None:
                     self._grad_fns[grad_fn] = node.index
         return node
+
+    def _note(self, node: Node) -> None:
+        """Record ``node``'s signature entry, now that its fields are set (see ``signature``)."""
+        keys = self._node_keys
+        if len(keys) == node.index:
+            keys.append(node_key(node))
 
     def _foreign_sample(self, value: torch.Tensor, node: StochasticNode) -> None:
         """``node`` was drawn in a graph nested in this one: mark its value, so that a cost of
@@ -302,12 +353,12 @@ class Graph:
     @property
     def stochastic_nodes(self) -> list[StochasticNode]:
         """The stochastic nodes, in creation order."""
-        return [n for n in self.nodes if isinstance(n, StochasticNode)]
+        return list(self._stochastic)
 
     @property
     def cost_nodes(self) -> list[CostNode]:
         """The cost nodes, in creation order."""
-        return [n for n in self.nodes if isinstance(n, CostNode)]
+        return list(self._costs)
 
     def node(self, ref: str | Node | torch.Tensor, step: int | None = None) -> Node:
         """Look a node up by name (and step), by its value tensor, or pass a node through."""

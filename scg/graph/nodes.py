@@ -33,6 +33,8 @@ _SCG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def caller_location() -> str:
     """``file:line`` of the first frame outside the scg package (for error messages)."""
+    if torch.compiler.is_compiling():  # dynamo cannot trace frame objects
+        return "<traced by torch.compile>"
     frame = sys._getframe(1)
     while frame is not None and frame.f_code.co_filename.startswith(_SCG_DIR):
         frame = frame.f_back  # type: ignore[assignment]

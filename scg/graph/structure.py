@@ -42,7 +42,7 @@ from scg.graph.tracking import closure
 if TYPE_CHECKING:
     from scg.graph.graph import Graph
 
-__all__ = ["Cached", "Declared", "Relation", "Structure", "signature"]
+__all__ = ["Cached", "Declared", "Relation", "Structure", "node_key", "signature"]
 
 #: per node, in creation order: (direct parents mask, foreign positions as sorted items)
 Relation = tuple[tuple[int, tuple[tuple[int, int], ...]], ...]
@@ -64,25 +64,31 @@ class Signature(tuple):  # type: ignore[type-arg]
             return h
 
 
+def node_key(n: Node) -> Hashable:
+    """A node's entry in the graph's signature: its kind, name, step, value shape, dtype and
+    device, and for a stochastic node its estimator class, ``n``, declared plates, whether it is
+    enumerated and its log-probability shape; for a cost the mask of the nodes whose sample
+    dimension it reduces. (``scg.sample`` and ``scg.cost`` record it when the node is complete,
+    while its tensors are still in the cache: :meth:`Graph._note`.)"""
+    v = n.value
+    if isinstance(n, StochasticNode):
+        lp = n.log_prob
+        extra = n.extra
+        return ("s", n.name, n.step, v.shape, v.dtype, v.device, type(n.estimator), n.n,
+                extra.get("plates"), extra.get("enumerated", False),
+                None if lp is None else lp.shape)
+    if isinstance(n, CostNode):
+        return ("c", n.name, n.step, v.shape, v.dtype, v.device, n.extra.get("reduced", 0))
+    return ("d", n.name, n.step, v.shape, v.dtype, v.device)
+
+
 def signature(graph: Graph) -> Signature:
-    """What a cached relation and surrogate plan depend on: per node, in creation order, its kind,
-    name, step, value shape, dtype and device, and for a stochastic node its estimator class,
-    ``n``, declared plates, whether it is enumerated and its log-probability shape; for a cost
-    the mask of the nodes whose sample dimension it reduces."""
-    out: list[Hashable] = []
-    for n in graph.nodes:
-        v = n.value
-        if isinstance(n, StochasticNode):
-            lp = n.log_prob
-            out.append(("s", n.name, n.step, v.shape, v.dtype, v.device, type(n.estimator),
-                        n.n, n.extra.get("plates"), n.extra.get("enumerated", False),
-                        None if lp is None else lp.shape))
-        elif isinstance(n, CostNode):
-            out.append(("c", n.name, n.step, v.shape, v.dtype, v.device,
-                        n.extra.get("reduced", 0)))
-        else:
-            out.append(("d", n.name, n.step, v.shape, v.dtype, v.device))
-    return Signature(out)
+    """What a cached relation and surrogate plan depend on: :func:`node_key` of every node, in
+    creation order (the entries recorded as the nodes were made when there is one per node)."""
+    keys = graph._node_keys
+    if len(keys) == len(graph.nodes):
+        return Signature(keys)
+    return Signature([node_key(n) for n in graph.nodes])
 
 
 def causal(v: StochasticNode, node: Node) -> bool:
