@@ -38,7 +38,8 @@ __all__ = ["check_after_registration", "check_enumerated",
 def check_after_registration(graph: Graph, full: Sequence[int]) -> None:
     """Writes after registration, and costs computed from samples of nested graphs."""
     for c in graph._costs:
-        if c.value._version != c.extra.get("version", c.value._version):
+        version = c.extra.get("version")
+        if version is not None and c.value._version != version:
             raise SCGError(f"{c.describe()} was written in place after scg.cost registered "
                            "it; the influence scg recorded no longer describes its value. Register "
                            "the cost after its last write (or pass a copy: scg.cost(c.clone()))")

@@ -398,7 +398,7 @@ def surrogate_loss(graph: Graph, *, discount: float | None = None, dice: bool = 
     if graph._surrogate_built:
         raise SCGError("surrogate_loss() was already called on this graph; a graph records one "
                        "run of the program, so build a new scg.Graph() for the next estimate")
-    costs = graph.cost_nodes
+    costs = graph._costs
     if not costs:
         raise SCGError("surrogate_loss() on a graph with no cost nodes: add costs with scg.cost()")
     if not isinstance(score_scale, (int, float)) or not math.isfinite(score_scale):
@@ -452,9 +452,12 @@ def surrogate_loss(graph: Graph, *, discount: float | None = None, dice: bool = 
             cg.raw = cg.weighted(cg.raw).detach()
     nodes = graph.nodes
     score = cast(list[StochasticNode], [nodes[i] for i in plan.score])
-    for v in nodes:
-        if isinstance(v, StochasticNode):
-            v.extra["sample_info"] = samples.info(v) if samples.active else NO_SAMPLE_DIMS
+    if samples.active:
+        for v in graph._stochastic:
+            v.extra["sample_info"] = samples.info(v)
+    else:
+        for v in graph._stochastic:
+            v.extra["sample_info"] = NO_SAMPLE_DIMS
     ngs = [NodeGroup([score[i] for i in rows], rows, layout,
                      torch.stack([_logp(score[i]) for i in rows]), shared, cv)
            for (layout, rows), (shared, cv) in zip(plan.node_keys, plan.node_extras)]

@@ -139,3 +139,48 @@ def test_node_lookup_errors() -> None:
         scg.cost(torch.zeros(()), name="c")
     with pytest.raises(scg.SCGError, match=r"no node named 'q'.*known nodes: 'c', 'z'"):
         g.influences("q", "c")
+
+
+@pytest.mark.parametrize("mode", ["tracked", "declared"])
+def test_node_locations_name_the_users_line(mode: str) -> None:
+    """A node's location is the user's file and line, formatted when first read (the fast
+    path keeps the code object and instruction offset only), in a long function too."""
+    structure = scg.Declared() if mode == "declared" else None
+    src = ("def program(scg, torch, Categorical):\n"
+           + "".join(f"    x{i} = {i}\n" for i in range(300))
+           + "    z = scg.sample(Categorical(logits=torch.zeros(3)), name='z')\n"
+           + "    scg.cost(z.float(), name='c')\n")
+    code = compile(src, "long_user_module.py", "exec")
+    namespace: dict[str, object] = {}
+    exec(code, namespace)
+    with scg.Graph(structure=structure) as g:
+        namespace["program"](scg, torch, Categorical)  # type: ignore[operator]
+    z, c = g.node("z"), g.node("c")
+    assert str(z.location) == "long_user_module.py:302"
+    assert f"{c.location}" == "long_user_module.py:303"
+    assert z.location == "long_user_module.py:302" and z.location != c.location
+    assert "created at long_user_module.py:303" in c.describe()
+    assert g.to_networkx().nodes["z"]["location"] == "long_user_module.py:302"
+
+
+def test_untracked_fast_path_keeps_the_checks() -> None:
+    """``scg.sample`` / ``scg.cost`` in a declared graph still refuse duplicate names, bad steps
+    and names, a closed graph, and name the node of a non-finite cost."""
+    theta = torch.zeros(3, requires_grad=True)
+    with scg.Graph(structure=scg.Declared()) as g:
+        z = scg.sample(Categorical(logits=theta), name="z", step=0)
+        with pytest.raises(scg.SCGError, match=r"duplicate node name 'z' at step 0 at .*test_core_errors.py:\d+"):
+            scg.sample(Categorical(logits=theta), name="z", step=0)
+        with pytest.raises(scg.SCGError, match=r"step must be an int, got 1.5"):
+            scg.cost(z.float(), name="c", step=1.5)  # type: ignore[arg-type]
+        with pytest.raises(scg.SCGError, match=r"name must be a non-empty string"):
+            scg.cost(z.float(), name="")
+        scg.cost(z.float() / 0.0 + float("inf"), name="bad", step=0)
+        scg.cost(z.float(), step=1)
+    assert [n.name for n in g.nodes] == ["z", "bad", "cost_1"]
+    with pytest.raises(scg.SCGError, match=r"cost node 'bad' \(step 0, created at .*test_core_errors.py:\d+\) is not finite"):
+        g.surrogate_loss()
+    with scg.Graph(structure=scg.Declared()) as closed:
+        pass
+    with pytest.raises(scg.SCGError, match=r"scg.cost\(name='late'\) at here: the graph is not open"):
+        closed._name("late", "cost", None, "here")

@@ -17,7 +17,7 @@ from scg.estimators.enumerate import Enumerate
 from scg.estimators.pathwise import Pathwise
 from scg.estimators.score_function import ScoreFunction
 from scg.graph.graph import Graph, current_graph
-from scg.graph.nodes import CostNode, DeterministicNode, Node, StochasticNode, caller_location
+from scg.graph.nodes import CostNode, DeterministicNode, Location, Node, StochasticNode, caller_location
 from scg.graph.sample_positions import node_value_map
 from scg.graph.threads import check_untracked
 
@@ -25,6 +25,12 @@ if TYPE_CHECKING:
     from scg.baselines.base import Baseline
 
 __all__ = ["cost", "deterministic", "influenced_by", "sample"]
+
+#: the sample shape of a node drawn once (no sample dimension)
+_ONE = torch.Size(())
+#: the default estimators (stateless without a baseline, so one object serves every node)
+_PATHWISE = Pathwise()
+_SCORE_FUNCTION = ScoreFunction()
 
 
 def _open_graph(fn: str, name: str | None) -> Graph:
@@ -44,7 +50,7 @@ def _alias(g: Graph, value: torch.Tensor) -> tuple[torch.Tensor, int]:
     return value.view_as(value), parents
 
 
-def _check_plates(plates: object, fn: str, name: str | None, location: str) -> None:
+def _check_plates(plates: object, fn: str, name: str | None, location: Location | str) -> None:
     if plates is not None and (isinstance(plates, bool) or not isinstance(plates, int)
                                or plates < 0):
         raise SCGError(f"scg.{fn}(name={name!r}, plates=...) at {location}: expected None or an "
@@ -94,7 +100,7 @@ def sample(
             f"Distribution, got {type(dist).__name__}"
         )
     if estimator is None:
-        estimator = Pathwise() if dist.has_rsample else ScoreFunction()
+        estimator = _PATHWISE if dist.has_rsample else _SCORE_FUNCTION
     elif not isinstance(estimator, Estimator):
         raise SCGError(f"scg.sample(name={name!r}, estimator=...) at {location}: expected an "
                        f"scg Estimator, got {type(estimator).__name__}")
@@ -110,8 +116,9 @@ def sample(
     if n is not None and not estimator.multi_sample:
         raise SCGError(f"scg.sample(name={name!r}, n={n}) at {location}: {estimator!r} does not "
                        "support several samples per node")
-    _check_plates(plates, "sample", name, location)
-    shape = torch.Size(() if n is None else (n,))
+    if plates is not None:
+        _check_plates(plates, "sample", name, location)
+    shape = _ONE if n is None else torch.Size((n,))
     if not g.tracked:
         return _sample_untracked(g, dist, name, estimator, baseline, step, n, plates, shape,
                                  location)
@@ -219,7 +226,7 @@ def _intervention(g: Graph, name: str | None, step: int | None, dist: Distributi
 
 def _sample_untracked(g: Graph, dist: Distribution, name: str | None, estimator: Estimator,
                       baseline: Baseline | None, step: int | None, n: int | None,
-                      plates: int | None, shape: torch.Size, location: str) -> torch.Tensor:
+                      plates: int | None, shape: torch.Size, location: Location | str) -> torch.Tensor:
     """``scg.sample`` in a graph that is not tracked (``scg.Graph(structure=...)``): the node's
     parents come from the structure when the surrogate is built, so only the draw and its
     log-probability are computed here."""
@@ -241,16 +248,16 @@ def _sample_untracked(g: Graph, dist: Distribution, name: str | None, estimator:
     log_prob = _log_prob(dist, raw.clone() if private else raw, estimator.score or enumerated,
                          shape, name, location)
     node_baseline = baseline if baseline is not None else estimator.baseline
-    node = g._register(StochasticNode, name, step, raw, 0, location, dist=dist,
-                       estimator=estimator, baseline=node_baseline, log_prob=log_prob, n=n)
-    extra = node.extra  # type: ignore[attr-defined]
-    extra["private"] = private
-    extra["plates"] = plates if plates is not None else g.plates
+    extra: dict[str, object] = {"private": private,
+                                "plates": plates if plates is not None else g.plates}
     if enumerated:
         extra["enumerated"] = True
-    if hasattr(node_baseline, "inputs"):
+    if node_baseline is not None and hasattr(node_baseline, "inputs"):
         extra["baseline_inputs_versions"] = _versions(getattr(node_baseline, "inputs", ()))
-    g._note(node)
+    g._add_untracked(StochasticNode(
+        index=len(g.nodes), name=g._name(name, "stochastic", step, location), value=raw,
+        parents=0, step=step, location=location, graph=g._id, dist=dist, estimator=estimator,
+        baseline=node_baseline, log_prob=log_prob, n=n, extra=extra))
     return raw
 
 
@@ -342,7 +349,7 @@ def dist_mask(g: Graph, obj: object, depth: int = 0) -> int:
 
 
 def _log_prob(dist: Distribution, value: torch.Tensor, needed: bool, shape: torch.Size,
-              name: str | None, location: str) -> torch.Tensor | None:
+              name: str | None, location: Location | str) -> torch.Tensor | None:
     if not needed:
         return None
     try:
@@ -352,7 +359,7 @@ def _log_prob(dist: Distribution, value: torch.Tensor, needed: bool, shape: torc
             f"scg.sample(name={name!r}) at {location}: {type(dist).__name__} does not "
             "implement log_prob, which the score-function estimator needs"
         ) from None
-    expected = shape + dist.batch_shape
+    expected = dist.batch_shape if not shape else shape + dist.batch_shape
     if log_prob.shape != expected:
         raise SCGError(
             f"scg.sample(name={name!r}) at {location}: log_prob has shape "
@@ -403,18 +410,26 @@ def cost(
     """
     g = _open_graph("cost", name)
     location = caller_location()
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        raise SCGError(
-            f"scg.cost(name={name!r}) at {location}: got a Python number ({value!r}); a cost must "
-            "be a tensor so that scg can see which stochastic nodes it depends on"
-            + (" (it is not finite)" if not math.isfinite(value) else "")
-        )
     if not isinstance(value, torch.Tensor):
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            raise SCGError(
+                f"scg.cost(name={name!r}) at {location}: got a Python number ({value!r}); a cost "
+                "must be a tensor so that scg can see which stochastic nodes it depends on"
+                + (" (it is not finite)" if not math.isfinite(value) else "")
+            )
         raise SCGError(f"scg.cost(name={name!r}) at {location}: expected a tensor, got "
                        f"{type(value).__name__}")
     if not value.is_floating_point():
         raise SCGError(f"scg.cost(name={name!r}) at {location}: a cost must be a floating-point "
                        f"tensor, got dtype {value.dtype}; convert it with .float()")
+    if not g.tracked and baseline is None and reduced is None and g._token is not None:
+        # an untracked eager graph (scg.Declared / scg.Cached): the parents come from the
+        # structure; the version counter detects writes after registration
+        g._add_untracked(CostNode(
+            index=len(g.nodes), name=g._name(name, "cost", step, location), value=value,
+            parents=0, step=step, location=location, graph=g._id, baseline=None,
+            extra={"version": value._version}))
+        return value
     mask = _reduced_mask(g, reduced, name, location) if reduced is not None else 0
     if g.tracked:
         vmask = g.mask(value)
@@ -434,7 +449,7 @@ def cost(
     return value
 
 
-def _reduced_mask(g: Graph, reduced: object, name: str | None, location: str) -> int:
+def _reduced_mask(g: Graph, reduced: object, name: str | None, location: Location | str) -> int:
     items = list(reduced) if isinstance(reduced, (list, tuple)) else [reduced]
     mask = 0
     for r in items:

@@ -15,7 +15,7 @@ from torch.distributions import Distribution
 from torch.overrides import _pop_mode, _push_mode
 
 from scg.errors import InfluenceLostError, InfluenceLostWarning, SCGError, UntrackedRandomnessWarning
-from scg.graph.nodes import CostNode, DeterministicNode, Node, StochasticNode
+from scg.graph.nodes import CostNode, DeterministicNode, Location, Node, StochasticNode
 from scg.graph.structure import Structure, node_key, signature
 from scg.graph.threads import InThread, wrap
 from scg.graph.tracking import InfluenceTracker, bits, closure
@@ -286,10 +286,10 @@ class Graph:
                 "value, so backward would fail or be wrong. Write into a copy (value.clone())")
 
     # ------------------------------------------------------------------ nodes
-    def _register(self, node_cls: type[Node], name: str | None, step: int | None,
-                  value: torch.Tensor, parents: int, location: str,
-                  foreign: dict[int, int] | None = None, **fields: Any) -> Node:
-        kind = _KIND[node_cls]
+    def _name(self, name: str | None, kind: str, step: int | None, location: Location | str) -> str:
+        """The checked name of the next node of ``kind`` (a default one for ``None``): the graph
+        must be open and its surrogate not built, the step an int or None, and (name, step)
+        unused."""
         if self._surrogate_built:
             raise SCGError(f"scg.{_FN[kind]}(name={name!r}) at {location}: surrogate_loss() was "
                            "already built from this graph, so it would silently omit this node; "
@@ -298,24 +298,50 @@ class Graph:
             raise SCGError(f"scg.{_FN[kind]}(name={name!r}) at {location}: the graph is not open")
         if name is None:
             name = f"{_FN[kind]}_{self._counts[kind]}"
-        elif not isinstance(name, str) or not name:
-            raise SCGError(f"scg.{_FN[kind]}(name=...) at {location}: name must be a non-empty "
-                           f"string, got {name!r}")
-        if step is not None and (isinstance(step, bool) or not isinstance(step, int)):
-            raise SCGError(f"scg.{_FN[kind]}(name={name!r}, step=...) at {location}: step must be "
-                           f"an int, got {step!r}")
-        key = (name, step)
-        if key in self._keys:
-            other = self._keys[key]
+        elif type(name) is not str or not name:
+            if not isinstance(name, str) or not name:
+                raise SCGError(f"scg.{_FN[kind]}(name=...) at {location}: name must be a "
+                               f"non-empty string, got {name!r}")
+        if step is not None and type(step) is not int:
+            if isinstance(step, bool) or not isinstance(step, int):
+                raise SCGError(f"scg.{_FN[kind]}(name={name!r}, step=...) at {location}: step "
+                               f"must be an int, got {step!r}")
+        other = self._keys.get((name, step))
+        if other is not None:
             raise SCGError(
                 f"duplicate node name {name!r}{'' if step is None else f' at step {step}'} at "
                 f"{location}: {other.describe()} has it; names (with their step) must be unique"
             )
+        return name
+
+    def _add_untracked(self, node: StochasticNode | CostNode) -> None:
+        """Append a node made by ``scg.sample`` / ``scg.cost`` in an untracked graph (its
+        name checked by :meth:`_name`, its fields complete) and record its signature entry."""
+        self.nodes.append(node)
+        self._keys[(node.name, node.step)] = node
+        self._full = None
+        if type(node) is CostNode:
+            self._counts["cost"] += 1
+            self._costs.append(node)
+        else:
+            self._counts["stochastic"] += 1
+            self._stochastic.append(node)  # type: ignore[arg-type]
+        if node.baseline is not None:
+            self._n_baselines += 1
+        keys = self._node_keys
+        if len(keys) == node.index:
+            keys.append(node_key(node))
+
+    def _register(self, node_cls: type[Node], name: str | None, step: int | None,
+                  value: torch.Tensor, parents: int, location: Location | str,
+                  foreign: dict[int, int] | None = None, **fields: Any) -> Node:
+        kind = _KIND[node_cls]
+        name = self._name(name, kind, step, location)
         self._counts[kind] += 1
         node = node_cls(index=len(self.nodes), name=name, value=value, parents=parents, step=step,
                         location=location, foreign=foreign or {}, graph=self._id, **fields)
         self.nodes.append(node)
-        self._keys[key] = node
+        self._keys[(name, step)] = node
         self._full = None
         if fields.get("baseline") is not None:
             self._n_baselines += 1
@@ -396,7 +422,8 @@ class Graph:
         """The graph's signature (:func:`scg.graph.structure.signature`), computed once the
         surrogate is built or the relation is asked for."""
         if self._sig is None or len(self._sig) != len(self.nodes):
-            self._sig = signature(self)
+            sig = signature(self)
+            self._sig = sig if self.structure is None else self.structure._intern(sig)
         return self._sig
 
     def _apply_structure(self) -> list[int]:

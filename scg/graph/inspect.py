@@ -67,7 +67,7 @@ def to_networkx(graph: Graph, *, parameters: bool = True,
     g = nx.DiGraph()
     for n in graph.nodes:
         attrs: dict[str, Any] = {"kind": n.kind, "step": n.step,
-                                 "shape": tuple(n.value.shape), "location": n.location}
+                                 "shape": tuple(n.value.shape), "location": str(n.location)}
         if isinstance(n, StochasticNode):
             attrs["distribution"] = type(n.dist).__name__
             attrs["estimator"] = repr(n.estimator)

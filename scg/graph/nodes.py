@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass, field
+from types import CodeType, FrameType
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -26,21 +27,85 @@ if TYPE_CHECKING:
     from scg.baselines.base import Baseline
     from scg.estimators.base import Estimator
 
-__all__ = ["CostNode", "DeterministicNode", "Node", "StochasticNode", "caller_location"]
+__all__ = ["CostNode", "DeterministicNode", "Location", "Node", "StochasticNode", "caller_location"]
 
 _SCG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def caller_location() -> str:
-    """``file:line`` of the first frame outside the scg package (for error messages)."""
+class Location:
+    """Where a node was made: ``file:line`` of the user's call, formatted when first read.
+
+    Finding the line of a frame decodes its code object's line table up to the current
+    instruction (linear in the size of the user's function) on every call; a node's location is
+    only read in error messages, drawings and inspection, so only the code object and the
+    instruction offset are kept when the node is made. ``str(loc)``, f-strings, ``==`` with a
+    string and the ``str`` methods that scg uses behave as for the formatted text.
+    """
+
+    __slots__ = ("_code", "_lasti", "_text")
+
+    def __init__(self, code: CodeType | None = None, lasti: int = -1, text: str | None = None
+                 ) -> None:
+        self._code = code
+        self._lasti = lasti
+        self._text = text
+
+    def __str__(self) -> str:
+        text = self._text
+        if text is None:
+            code = self._code
+            if code is None:
+                text = "<unknown>"
+            else:
+                line = next((ln for start, end, ln in code.co_lines()
+                             if start <= self._lasti < end), None)
+                text = f"{code.co_filename}:{code.co_firstlineno if line is None else line}"
+            self._text = text
+            self._code = None  # (the code object is not needed any more)
+        return text
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self), spec)
+
+    def __repr__(self) -> str:
+        return repr(str(self))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (Location, str)):
+            return str(self) == str(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(str(self))
+
+    def rpartition(self, sep: str) -> tuple[str, str, str]:
+        return str(self).rpartition(sep)
+
+
+_UNKNOWN = Location(text="<unknown>")
+_TRACED = Location(text="<traced by torch.compile>")
+
+
+def caller_location() -> Location:
+    """``file:line`` of the first frame outside the scg package (for error messages).
+
+    Called from scg's own functions only, so the search starts at their caller: asking for a
+    frame object makes CPython build one (and keep it until its function returns), and the scg
+    frames in between need none. The line number is found when the location is first
+    formatted (:class:`Location`). Both matter inside a training loop, where this runs for
+    every node.
+    """
     if torch.compiler.is_compiling():  # dynamo cannot trace frame objects
-        return "<traced by torch.compile>"
-    frame = sys._getframe(1)
+        return _TRACED
+    try:
+        frame: FrameType | None = sys._getframe(2)
+    except ValueError:  # (called from the outermost frame)
+        return _UNKNOWN
     while frame is not None and frame.f_code.co_filename.startswith(_SCG_DIR):
-        frame = frame.f_back  # type: ignore[assignment]
+        frame = frame.f_back
     if frame is None:
-        return "<unknown>"
-    return f"{frame.f_code.co_filename}:{frame.f_lineno}"
+        return _UNKNOWN
+    return Location(frame.f_code, frame.f_lasti)
 
 
 @dataclass(eq=False)
@@ -52,7 +117,7 @@ class Node:
     value: torch.Tensor
     parents: int
     step: int | None
-    location: str
+    location: Location | str
     #: first leading position of the value that no longer lines up with each parent's dimensions
     #: (position -> mask of parents; see :mod:`scg.graph.positions`)
     foreign: dict[int, int] = field(repr=False, default_factory=dict)

@@ -116,6 +116,13 @@ class Structure:
         self.stats = {"tracked": 0, "reused": 0, "fallback": 0}
         #: signature -> (influence closure, credit) of the last tracked graph (``Cached``)
         self._learned: dict[tuple[Hashable, ...], tuple[list[int], dict[tuple[int, int], bool]]] = {}
+        #: each signature seen, as its first object: a graph's signature is compared entry by
+        #: entry once (:meth:`_intern`), and its later lookups are identity hits
+        self._interned: dict[Signature, Signature] = {}
+
+    def _intern(self, sig: Signature) -> Signature:
+        """The first object equal to ``sig`` that this structure saw (``sig`` if none)."""
+        return self._interned.setdefault(sig, sig)
 
     # -------------------------------------------------------------- called by the graph
     def _begin(self) -> bool:
@@ -135,6 +142,7 @@ class Structure:
         self.relations.clear()
         self.plans.clear()
         self._learned.clear()
+        self._interned.clear()
 
 
 def declared_relation(graph: Graph, influences: Influences,

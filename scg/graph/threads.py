@@ -175,6 +175,6 @@ def check_untracked(graph: Graph, node: Any, values: Sequence[torch.Tensor], mas
            "be credited with what depends on it (a biased gradient)")
     if graph.strict:
         raise InfluenceLostError(msg + " (scg.Graph(strict=True))")
-    file, _, line = node.location.rpartition(":")
+    file, _, line = str(node.location).rpartition(":")
     warnings.warn_explicit(msg, InfluenceLostWarning, file or "<unknown>",
                            int(line) if line.isdigit() else 0)
