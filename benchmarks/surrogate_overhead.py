@@ -338,12 +338,20 @@ def compile_rows(repeats: int, hiddens: list[int], device: torch.device, deadlin
 
 
 def scan(repeats: int, steps: tuple[int, ...] = (5, 10, 20, 40, 60),
-         device: torch.device = CPU) -> list[dict[str, Any]]:
-    """Time per gradient step against T (hidden 64): how each mode's cost grows."""
+         device: torch.device = CPU, compiled: bool = False) -> list[dict[str, Any]]:
+    """Time per gradient step against T (hidden 64): how each mode's cost grows. ``compiled``:
+    also the whole step compiled (``fullgraph=True``), scg Declared and hand-written, one
+    compilation per T (in the warm-up calls, not timed)."""
     out = []
     for t in steps:
         hand, modes, params = make_attention(64, steps=t, device=device)
-        med = measure({"hand": hand, **modes}, params, repeats, 1, device)
+        fns = {"hand": hand, **modes}
+        if compiled:
+            torch._dynamo.reset()  # a fresh cache per T: no recompilation limit across lengths
+            hand_w, modes_w, params_w = make_attention(64, steps=t, device=device, whole=True)
+            fns.update({"compiled_hand": hand_w, "compiled_declared": modes_w["declared"]})
+            params = params + params_w
+        med = measure(fns, params, repeats, 1, device)
         out.append({"T": t, **{k + "_ms": v * 1e3 for k, v in med.items()}})
         log(f"T={t:3d} " + "  ".join(f"{k} {v * 1e3:7.2f} ms" for k, v in med.items()))
     return out
@@ -358,8 +366,12 @@ def plot(points: list[dict[str, Any]], path: Path, where: str = "1 thread") -> N
     fig, ax = plt.subplots(figsize=(6, 4))
     ts = [p["T"] for p in points]
     for key, label in [("hand", "hand-written"), ("tracked", "scg tracked"),
-                       ("cached", "scg Cached"), ("declared", "scg Declared")]:
-        ax.plot(ts, [p[key + "_ms"] for p in points], marker="o", label=label)
+                       ("cached", "scg Cached"), ("declared", "scg Declared"),
+                       ("compiled_hand", "hand-written, compiled step"),
+                       ("compiled_declared", "scg Declared, compiled step")]:
+        if key + "_ms" in points[0]:
+            ax.plot(ts, [p[key + "_ms"] for p in points], marker="o", label=label,
+                    linestyle="--" if key.startswith("compiled") else "-")
     ax.set_xlabel("steps T (nodes: T stochastic + T costs)")
     ax.set_ylabel("ms per gradient step (median)")
     ax.set_title(f"hard attention, B=32, M=10, H=64, {where}")
@@ -516,7 +528,8 @@ def main() -> None:
             compile_rows(max(10, repeats // 2) if gpu else max(5, repeats // 4),
                          hiddens if gpu else hiddens[:1], device, deadline, save_compile)
         if args.scan:
-            data["scan"] = scan(max(5, repeats // 4), device=device)
+            data["scan"] = scan(max(5, repeats // 4), device=device,
+                                compiled=args.compile and device.type == "cpu")
             save(data)
         log(f"wrote {json_path} and {md_path}")
     if data.get("scan"):

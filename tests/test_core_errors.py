@@ -178,7 +178,8 @@ def test_untracked_fast_path_keeps_the_checks() -> None:
         scg.cost(z.float() / 0.0 + float("inf"), name="bad", step=0)
         scg.cost(z.float(), step=1)
     assert [n.name for n in g.nodes] == ["z", "bad", "cost_1"]
-    with pytest.raises(scg.SCGError, match=r"cost node 'bad' \(step 0, created at .*test_core_errors.py:\d+\) is not finite"):
+    bad = r"cost node 'bad' \(step 0, created at .*test_core_errors.py:\d+\) is not finite"
+    with pytest.raises(scg.SCGError, match=bad):
         g.surrogate_loss()
     with scg.Graph(structure=scg.Declared()) as closed:
         pass
