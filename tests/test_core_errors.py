@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pickle
+
 import pytest
 import torch
 from torch.distributions import Categorical, Distribution, Normal
@@ -161,6 +163,7 @@ def test_node_locations_name_the_users_line(mode: str) -> None:
     assert z.location == "long_user_module.py:302" and z.location != c.location
     assert "created at long_user_module.py:303" in c.describe()
     assert g.to_networkx().nodes["z"]["location"] == "long_user_module.py:302"
+    assert pickle.loads(pickle.dumps(z.location)) == "long_user_module.py:302"
 
 
 def test_untracked_fast_path_keeps_the_checks() -> None:

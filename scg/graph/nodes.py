@@ -81,6 +81,9 @@ class Location:
     def rpartition(self, sep: str) -> tuple[str, str, str]:
         return str(self).rpartition(sep)
 
+    def __reduce__(self) -> tuple[type[Location], tuple[None, int, str]]:
+        return Location, (None, -1, str(self))  # (code objects do not pickle)
+
 
 _UNKNOWN = Location(text="<unknown>")
 _TRACED = Location(text="<traced by torch.compile>")
