@@ -272,20 +272,9 @@ def compiled(repeats: int, hidden: int = 256, device: torch.device = CPU) -> dic
         hand, modes, params = make_attention(hidden, device=device)
         hand_c, modes_c, params_c = make_attention(hidden, compiled=True, device=device)  # same values
         hand_w, modes_w, params_w = make_attention(hidden, whole=True, device=device)
-        sync(device)
-        t0 = time.perf_counter()
-        for _ in range(2):
-            hand_c()
-            modes_c["declared"]()
-        sync(device)
-        warm = time.perf_counter() - t0
+        warm = warm_up([hand_c, modes_c["declared"]], device)
         log(f"compile (H={hidden}): model functions compiled and warmed up in {warm:.1f} s")
-        t0 = time.perf_counter()
-        for _ in range(2):
-            hand_w()
-            modes_w["declared"]()
-        sync(device)
-        warm_whole = time.perf_counter() - t0
+        warm_whole = warm_up([hand_w, modes_w["declared"]], device)
         log(f"compile (H={hidden}): whole steps compiled and warmed up in {warm_whole:.1f} s")
         med = measure({"eager_declared": modes["declared"], "compiled_declared": modes_c["declared"],
                        "whole_declared": modes_w["declared"], "eager_hand": hand,
@@ -312,6 +301,17 @@ def compiled(repeats: int, hidden: int = 256, device: torch.device = CPU) -> dic
         f"speed-up {out['speedup_hand']:.2f}x; whole step: declared {out['speedup_whole_declared']:.2f}x, "
         f"hand {out['speedup_whole_hand']:.2f}x")
     return out
+
+
+def warm_up(fns: list[Callable[[], None]], device: torch.device) -> float:
+    """Two calls of each function (the first compiles); the seconds they took."""
+    sync(device)
+    t0 = time.perf_counter()
+    for _ in range(2):
+        for f in fns:
+            f()
+    sync(device)
+    return time.perf_counter() - t0
 
 
 def compile_rows(repeats: int, hiddens: list[int], device: torch.device, deadline: float,
