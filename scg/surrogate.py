@@ -452,12 +452,8 @@ def surrogate_loss(graph: Graph, *, discount: float | None = None, dice: bool = 
             cg.raw = cg.weighted(cg.raw).detach()
     nodes = graph.nodes
     score = cast(list[StochasticNode], [nodes[i] for i in plan.score])
-    if samples.active:
-        for v in graph._stochastic:
-            v.extra["sample_info"] = samples.info(v)
-    else:
-        for v in graph._stochastic:
-            v.extra["sample_info"] = NO_SAMPLE_DIMS
+    for v in graph._stochastic:
+        v.extra["sample_info"] = samples.info(v) if samples.active else NO_SAMPLE_DIMS
     ngs = [NodeGroup([score[i] for i in rows], rows, layout,
                      torch.stack([_logp(score[i]) for i in rows]), shared, cv)
            for (layout, rows), (shared, cv) in zip(plan.node_keys, plan.node_extras)]

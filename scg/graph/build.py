@@ -254,10 +254,12 @@ def _sample_untracked(g: Graph, dist: Distribution, name: str | None, estimator:
         extra["enumerated"] = True
     if node_baseline is not None and hasattr(node_baseline, "inputs"):
         extra["baseline_inputs_versions"] = _versions(getattr(node_baseline, "inputs", ()))
-    g._add_untracked(StochasticNode(
+    node = StochasticNode(
         index=len(g.nodes), name=g._name(name, "stochastic", step, location), value=raw,
         parents=0, step=step, location=location, graph=g._id, dist=dist, estimator=estimator,
-        baseline=node_baseline, log_prob=log_prob, n=n, extra=extra))
+        baseline=node_baseline, log_prob=log_prob, n=n, extra=extra)
+    g._add(node)
+    g._note(node)
     return raw
 
 
@@ -422,29 +424,27 @@ def cost(
     if not value.is_floating_point():
         raise SCGError(f"scg.cost(name={name!r}) at {location}: a cost must be a floating-point "
                        f"tensor, got dtype {value.dtype}; convert it with .float()")
-    if not g.tracked and baseline is None and reduced is None and g._token is not None:
-        # an untracked eager graph (scg.Declared / scg.Cached): the parents come from the
-        # structure; the version counter detects writes after registration
-        g._add_untracked(CostNode(
-            index=len(g.nodes), name=g._name(name, "cost", step, location), value=value,
-            parents=0, step=step, location=location, graph=g._id, baseline=None,
-            extra={"version": value._version}))
-        return value
+    extra: dict[str, object] = {}
+    if not torch.compiler.is_compiling():  # (no version counters while dynamo traces)
+        extra["version"] = value._version
     mask = _reduced_mask(g, reduced, name, location) if reduced is not None else 0
+    if mask:
+        extra["reduced"] = mask
+    inputs = getattr(baseline, "inputs", None) if baseline is not None else None
+    if inputs is not None:
+        extra["baseline_inputs_mask"] = sum_masks(g, inputs)
+        extra["baseline_inputs_versions"] = _versions(inputs)
+    node: Node
     if g.tracked:
         vmask = g.mask(value)
         node = g._register(CostNode, name, step, value, vmask, location,
-                           foreign=g.foreign(value), baseline=baseline)
+                           foreign=g.foreign(value), baseline=baseline, extra=extra)
         check_untracked(g, node, [value], vmask)
-    else:  # the parents come from the graph's structure
-        node = g._register(CostNode, name, step, value, 0, location, baseline=baseline)
-    if not torch.compiler.is_compiling():  # (no version counters while dynamo traces)
-        node.extra["version"] = value._version  # type: ignore[attr-defined]
-    if baseline is not None and getattr(baseline, "inputs", None) is not None:
-        node.extra["baseline_inputs_mask"] = sum_masks(g, baseline.inputs)  # type: ignore[attr-defined]
-        node.extra["baseline_inputs_versions"] = _versions(baseline.inputs)  # type: ignore[attr-defined]
-    if mask:
-        node.extra["reduced"] = mask  # type: ignore[attr-defined]
+    else:  # the parents come from the graph's structure: the node is made directly
+        node = CostNode(index=len(g.nodes), name=g._name(name, "cost", step, location),
+                        value=value, parents=0, step=step, location=location, graph=g._id,
+                        baseline=baseline, extra=extra)
+        g._add(node)
     g._note(node)
     return value
 

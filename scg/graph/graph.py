@@ -298,14 +298,12 @@ class Graph:
             raise SCGError(f"scg.{_FN[kind]}(name={name!r}) at {location}: the graph is not open")
         if name is None:
             name = f"{_FN[kind]}_{self._counts[kind]}"
-        elif type(name) is not str or not name:
-            if not isinstance(name, str) or not name:
-                raise SCGError(f"scg.{_FN[kind]}(name=...) at {location}: name must be a "
-                               f"non-empty string, got {name!r}")
-        if step is not None and type(step) is not int:
-            if isinstance(step, bool) or not isinstance(step, int):
-                raise SCGError(f"scg.{_FN[kind]}(name={name!r}, step=...) at {location}: step "
-                               f"must be an int, got {step!r}")
+        elif not isinstance(name, str) or not name:
+            raise SCGError(f"scg.{_FN[kind]}(name=...) at {location}: name must be a non-empty "
+                           f"string, got {name!r}")
+        if step is not None and (isinstance(step, bool) or not isinstance(step, int)):
+            raise SCGError(f"scg.{_FN[kind]}(name={name!r}, step=...) at {location}: step must be "
+                           f"an int, got {step!r}")
         other = self._keys.get((name, step))
         if other is not None:
             raise SCGError(
@@ -314,41 +312,27 @@ class Graph:
             )
         return name
 
-    def _add_untracked(self, node: StochasticNode | CostNode) -> None:
-        """Append a node made by ``scg.sample`` / ``scg.cost`` in an untracked graph (its
-        name checked by :meth:`_name`, its fields complete) and record its signature entry."""
+    def _add(self, node: Node) -> None:
+        """Append a complete node (its name checked by :meth:`_name`) to the graph's lists."""
+        kind = _KIND[type(node)]
+        self._counts[kind] += 1
         self.nodes.append(node)
         self._keys[(node.name, node.step)] = node
         self._full = None
-        if type(node) is CostNode:
-            self._counts["cost"] += 1
-            self._costs.append(node)
-        else:
-            self._counts["stochastic"] += 1
+        if kind == "cost":
+            self._costs.append(node)  # type: ignore[arg-type]
+        elif kind == "stochastic":
             self._stochastic.append(node)  # type: ignore[arg-type]
-        if node.baseline is not None:
+        if getattr(node, "baseline", None) is not None:
             self._n_baselines += 1
-        keys = self._node_keys
-        if len(keys) == node.index:
-            keys.append(node_key(node))
 
     def _register(self, node_cls: type[Node], name: str | None, step: int | None,
                   value: torch.Tensor, parents: int, location: Location | str,
                   foreign: dict[int, int] | None = None, **fields: Any) -> Node:
-        kind = _KIND[node_cls]
-        name = self._name(name, kind, step, location)
-        self._counts[kind] += 1
+        name = self._name(name, _KIND[node_cls], step, location)
         node = node_cls(index=len(self.nodes), name=name, value=value, parents=parents, step=step,
                         location=location, foreign=foreign or {}, graph=self._id, **fields)
-        self.nodes.append(node)
-        self._keys[(name, step)] = node
-        self._full = None
-        if fields.get("baseline") is not None:
-            self._n_baselines += 1
-        if node_cls is CostNode:
-            self._costs.append(node)  # type: ignore[arg-type]
-        elif node_cls is StochasticNode:
-            self._stochastic.append(node)  # type: ignore[arg-type]
+        self._add(node)
         if self.tracked:
             tracker = self._tracker
             tracker.max_dim = max(tracker.max_dim, value.dim())

@@ -39,7 +39,7 @@ class Location:
     instruction (linear in the size of the user's function) on every call; a node's location is
     only read in error messages, drawings and inspection, so only the code object and the
     instruction offset are kept when the node is made. ``str(loc)``, f-strings, ``==`` with a
-    string and the ``str`` methods that scg uses behave as for the formatted text.
+    string, hashing and pickling behave as for the formatted text.
     """
 
     __slots__ = ("_code", "_lasti", "_text")
@@ -77,9 +77,6 @@ class Location:
 
     def __hash__(self) -> int:
         return hash(str(self))
-
-    def rpartition(self, sep: str) -> tuple[str, str, str]:
-        return str(self).rpartition(sep)
 
     def __reduce__(self) -> tuple[type[Location], tuple[None, int, str]]:
         return Location, (None, -1, str(self))  # (code objects do not pickle)
