@@ -263,6 +263,13 @@ def markdown_report(records: Sequence[dict[str, Any]], title: str = "Results") -
                       "(synthetic data).", ""]  # fmt: skip
             parts += [markdown_table(attention, ATTENTION_COLUMNS), ""]
         for label, record in labelled:
+            unk, tokens = record["metrics"].get("ppl_unk_scored"), record["metrics"].get("ppl_tokens")
+            if unk:
+                parts.append(f"{label}: PPL scores {unk} of {tokens} reference tokens as <unk> (outside the "
+                             "output vocabulary and the source, as in training).")
+        if any(r["metrics"].get("ppl_unk_scored") for _, r in labelled):
+            parts.append("")
+        for label, record in labelled:
             for warning in record.get("warnings") or []:
                 parts.append(f"(!) {label}: {warning}")
         if any(r.get("warnings") for _, r in labelled):

@@ -1,7 +1,8 @@
 """Evaluating a model or a baseline on a prepared split, producing a result record.
 
 :func:`evaluate_model` runs, batch by batch, teacher-forced scoring of the references
-(perplexity, and coarse accuracy under teacher forcing), then decoding (summaries with their
+(perplexity, with the number of reference words scored as ``<unk>``, and coarse accuracy under
+teacher forcing), then decoding (summaries with their
 coarse attention), then ROUGE against all references and the attention metrics.
 :func:`evaluate_baseline` scores an extractive baseline on the stored source sentences.
 Both return ``(result, outputs)``: the result record of :mod:`~scg_summarize.evaluation.report`
@@ -99,7 +100,8 @@ def evaluate_model(
     rouge_result = scorer.corpus(predictions, references, ids=[o["id"] for o in outputs], keep_per_example=True)
     for i, out in enumerate(outputs):
         out["rouge"] = {k: v[i] for k, v in rouge_result.per_example.items()}
-    metrics: dict[str, Any] = {"ppl": ppl.value, **rouge_result.scores, **gen_metrics.result()}
+    metrics: dict[str, Any] = {"ppl": ppl.value, "ppl_tokens": ppl.tokens, "ppl_unk_scored": ppl.unk_scored,
+                               **rouge_result.scores, **gen_metrics.result()}
     metrics["coarse_accuracy_tf"] = tf_metrics.result()["coarse_accuracy"]
     metrics["mean_length"] = sum(len(o["summary"].split()) for o in outputs) / max(len(outputs), 1)
     topk = int(run.info.get("coarse_topk", 1))

@@ -318,6 +318,14 @@ class PaulusSummarizer(nn.Module):
         """Extended ids ``(B, L)`` -> corpus ids."""
         return to_corpus(tokens, memory.extra["oov"], self.target_vocab)
 
+    def scored_targets(self, tgt: torch.Tensor, src: torch.Tensor, src_mask: torch.Tensor) -> torch.Tensor:
+        """The corpus ids the model is scored on (as in training, :func:`extend_targets`): a reference
+        word outside V_t that is not in its own source is ``<unk>``, so teacher-forced perplexity
+        stays finite. ``(B, T)`` -> ``(B, T)``."""
+        _, oov = extend_source(src, src_mask, self.target_vocab)
+        ext = extend_targets(tgt, src, src_mask, oov, self.target_vocab)
+        return torch.where(ext >= self.target_vocab, tgt, ext)
+
     def corpus_log_probs(self, log_probs: torch.Tensor, memory: Memory) -> torch.Tensor:
         """``(R, V_t + K)`` extended log-probabilities -> ``(R, V)`` over corpus ids (decoding)."""
         V, Vt = self.config.vocab_size, self.target_vocab

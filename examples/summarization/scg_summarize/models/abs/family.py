@@ -219,9 +219,10 @@ class AbsSummarizer(nn.Module):
         """Output ids -> corpus ids."""
         return self.tgt_ids[tokens]
 
-    def scored_targets(self, tgt: torch.Tensor) -> torch.Tensor:
+    def scored_targets(self, tgt: torch.Tensor, src: torch.Tensor, src_mask: torch.Tensor) -> torch.Tensor:
         """The corpus ids the model is scored on: a title word outside the title vocabulary is
-        ``<unk>`` (as in training), so teacher-forced perplexity stays finite. ``(B, T)`` -> ``(B, T)``."""
+        ``<unk>`` (as in training), so teacher-forced perplexity stays finite (the source is not
+        needed: the family does not copy). ``(B, T)`` -> ``(B, T)``."""
         if self.config.abs_tgt_vocab in (0, self.config.vocab_size):
             return tgt
         return self.tgt_ids[self.tgt_map[tgt]]
