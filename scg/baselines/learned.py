@@ -4,6 +4,12 @@ The module's inputs x must be available before the node is sampled (Theorem 2 of
 2015): scg checks that they are not influenced by the node. The regression loss
 ``mean((f_φ(x) − Ĉ_v)²)`` is added to the surrogate with zero forward value, so one ``backward()``
 trains the model and the baseline together (its parameters must be in an optimizer).
+
+The inputs are **detached** before the module sees them: the regression trains φ only. A feature
+x = h(θ) of the model (a hidden state) may be passed as it is; without the detach the regression
+loss would backpropagate into θ and add ∇_θ mean((f_φ(h(θ)) − Ĉ_v)²) to the model's gradient, a
+bias (the baseline's fit is not part of E[Σ costs]). To train a shared encoder from the baseline's
+loss on purpose, add that loss yourself.
 """
 
 from __future__ import annotations
@@ -27,7 +33,8 @@ class Learned(Baseline):
 
     Args:
         module: maps the inputs to a tensor broadcastable to the node's log-probability shape.
-        loss_weight: weight of the regression loss in the surrogate.
+        loss_weight: weight of the regression loss in the surrogate (it trains the module's
+            parameters only: the inputs are detached, see the module docstring).
 
     Example::
 
@@ -51,9 +58,11 @@ class Learned(Baseline):
         return bound
 
     def __call__(self, nodes: Sequence[Node], targets: torch.Tensor) -> BaselineResult:
+        # detached: the regression must train φ only, never the model that computed the inputs
+        inputs = tuple(x.detach() if isinstance(x, torch.Tensor) else x for x in self.inputs)
         preds = []
         for node, target in zip(nodes, targets):
-            pred = self.module(*self.inputs)
+            pred = self.module(*inputs)
             if not isinstance(pred, torch.Tensor):
                 raise SCGError(f"Learned baseline of {node.describe()}: module returned "
                                f"{type(pred).__name__}, expected a tensor")
