@@ -8,13 +8,17 @@ estimator            unbiased  needs_rsample  score  higher_order  multi_sample
 ``Enumerate``        exact     no             no     yes (exact)   no
 ``RELAX``            yes       no             yes    no            yes
 ``GumbelSoftmax``    **no**    no             no     no            yes
+``ARM``              yes       no             yes    no            pairs (n=2m)
+``DisARM``           yes       no             yes    no            pairs (n=2m)
 ===================  ========  =============  =====  ============  ============
 
 Also: :func:`greedy` (an intervention for self-critical reruns) and
 :func:`multinomial_attention` (the C2F paper's +MULTI). See ``docs/estimators.md``.
 """
 
+from scg.estimators.arm import ARM
 from scg.estimators.base import Estimator
+from scg.estimators.disarm import DisARM
 from scg.estimators.enumerate import Enumerate
 from scg.estimators.greedy import greedy
 from scg.estimators.multinomial import multinomial_attention
@@ -24,7 +28,9 @@ from scg.estimators.relaxed import GumbelSoftmax
 from scg.estimators.score_function import ScoreFunction
 
 __all__ = [
+    "ARM",
     "RELAX",
+    "DisARM",
     "Enumerate",
     "Estimator",
     "GumbelSoftmax",

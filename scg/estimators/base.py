@@ -39,6 +39,15 @@ class Estimator:
         """Draw the node's value (shape ``sample_shape + dist.batch_shape + dist.event_shape``)."""
         raise NotImplementedError
 
+    def log_prob(self, dist: Distribution, value: torch.Tensor) -> torch.Tensor:
+        """The node's score: the tensor whose gradient the score term multiplies by Ĉ_v − b_v.
+
+        ``dist.log_prob(value)`` (shape ``sample_shape + batch_shape``) by default. Estimators
+        that weight the learning signal differently (ARM, DisARM, measure-valued derivatives)
+        return a tensor equal to it in value whose gradient is their weight instead.
+        """
+        return dist.log_prob(value)
+
     def control_variate(self, node: StochasticNode) -> tuple[torch.Tensor, torch.Tensor] | None:
         """Control-variate terms of the node's surrogate (RELAX), or None (the default).
 

@@ -168,8 +168,8 @@ def sample(
         try:
             private = not value.requires_grad
             scored = value.clone() if private else value
-            log_prob = _log_prob(dist, scored, estimator.score or enumerated, shape, name,
-                                 location)
+            log_prob = _log_prob(dist, estimator, scored, estimator.score or enumerated, shape,
+                                 name, location)
         finally:
             tracker.drawing -= 1
     node_baseline = baseline if baseline is not None else estimator.baseline
@@ -245,8 +245,8 @@ def _sample_untracked(g: Graph, dist: Distribution, name: str | None, estimator:
         raise SCGError(f"scg.sample(name={name!r}) at {location}: {e}") from None
     # scored on a private copy, so that the program may edit its sample in place
     private = not raw.requires_grad
-    log_prob = _log_prob(dist, raw.clone() if private else raw, estimator.score or enumerated,
-                         shape, name, location)
+    log_prob = _log_prob(dist, estimator, raw.clone() if private else raw,
+                         estimator.score or enumerated, shape, name, location)
     node_baseline = baseline if baseline is not None else estimator.baseline
     extra: dict[str, object] = {"private": private,
                                 "plates": plates if plates is not None else g.plates}
@@ -350,12 +350,15 @@ def dist_mask(g: Graph, obj: object, depth: int = 0) -> int:
     return m
 
 
-def _log_prob(dist: Distribution, value: torch.Tensor, needed: bool, shape: torch.Size,
-              name: str | None, location: Location | str) -> torch.Tensor | None:
+def _log_prob(dist: Distribution, estimator: Estimator, value: torch.Tensor, needed: bool,
+              shape: torch.Size, name: str | None,
+              location: Location | str) -> torch.Tensor | None:
     if not needed:
         return None
     try:
-        log_prob = dist.log_prob(value)
+        log_prob = estimator.log_prob(dist, value)
+    except SCGError as e:
+        raise SCGError(f"scg.sample(name={name!r}) at {location}: {e}") from None
     except NotImplementedError:
         raise SCGError(
             f"scg.sample(name={name!r}) at {location}: {type(dist).__name__} does not "

@@ -1,0 +1,113 @@
+"""ARM: the augment-REINFORCE-merge estimator for Bernoulli nodes (Yin & Zhou 2019).
+
+For b ~ Bernoulli(σ(α)), write b = [u < σ(α)] with u ~ U(0, 1). ARM evaluates the cost at an
+*antithetic pair* sharing u,
+
+    b₁ = [u < σ(α)],   b₂ = [u > σ(−α)] = [1 − u < σ(α)],
+
+both distributed as b, and estimates
+
+    ∂/∂α E[f(b)] ≈ (f(b₂) − f(b₁)) (u − ½),
+
+unbiased for any f, with no baseline needed (the pair is its own control variate).
+
+In scg the pair is a sample dimension: ``scg.sample(Bernoulli(logits=α), n=2, estimator=ARM())``
+returns ``(2, *batch)`` values, the first half b₁, the second b₂ (``n=2m`` gives m independent
+pairs, averaged). Every cost computed from them is averaged with weight 1/n as for any ``n=k``
+node, so Ĉ of slice i is f(b_i)/n; the node's score (:meth:`ARM.log_prob`) equals log p(b) in
+value and has gradient ∓2(u − ½)∇α on b₁/b₂, so the score term of Algorithm 1 is exactly the
+estimate above (averaged over the pairs). u itself is not kept: given the pair it is uniform on
+the interval that produced it, and it is redrawn from there, which gives (u, b₁, b₂) the same
+joint distribution. :class:`~scg.estimators.DisARM` replaces the redrawn u by its conditional
+mean.
+
+Baselines: the two weights of a pair sum to zero, so a baseline equal on both members of a pair
+(``Constant``, ``EMA``, ``Learned`` on inputs from before the node) cancels exactly and changes
+nothing; ``LeaveOneOut`` would use one member as the other's baseline, which biases the
+estimate: it is refused. Higher derivatives (``dice=True``) are not available (the score is
+not a log-probability beyond its first derivative).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar
+
+import torch
+from torch.distributions import Bernoulli, Distribution
+
+from scg.errors import SCGError
+from scg.estimators.base import Estimator
+
+if TYPE_CHECKING:
+    from scg.graph.nodes import StochasticNode
+
+__all__ = ["ARM", "antithetic_pairs"]
+
+
+def _logits(estimator: Estimator, dist: Distribution) -> torch.Tensor:
+    if not isinstance(dist, Bernoulli):
+        raise SCGError(f"{type(estimator).__name__}() supports Bernoulli nodes, not {type(dist).__name__}")
+    return dist.logits
+
+
+def _pairs(estimator: Estimator, n: int | None) -> int:
+    if n is None or n % 2:
+        raise SCGError(
+            f"{type(estimator).__name__}() evaluates antithetic pairs: draw the node "
+            f"with n=2 (or an even n, one pair per two slices), got n={n}"
+        )
+    return n // 2
+
+
+def antithetic_pairs(logits: torch.Tensor, m: int) -> torch.Tensor:
+    """m antithetic Bernoulli pairs ``(2m, *logits.shape)``: b₁ = [u < σ(α)], then b₂ = [u > σ(−α)]."""
+    u = torch.rand((m, *logits.shape), dtype=logits.dtype, device=logits.device)
+    return torch.cat([u < torch.sigmoid(logits), u > torch.sigmoid(-logits)]).to(logits.dtype)
+
+
+class ARM(Estimator):
+    """Augment-REINFORCE-merge for Bernoulli nodes drawn with ``n=2`` (unbiased, no baseline)."""
+
+    unbiased: ClassVar[bool] = True
+    needs_rsample: ClassVar[bool] = False
+    score: ClassVar[bool] = True
+    higher_order: ClassVar[bool] = False
+    multi_sample: ClassVar[bool] = True
+
+    def draw(self, dist: Distribution, sample_shape: torch.Size) -> torch.Tensor:
+        logits = _logits(self, dist)
+        m = _pairs(self, sample_shape[0] if len(sample_shape) == 1 else None)
+        with torch.no_grad():
+            return antithetic_pairs(logits.expand(dist.batch_shape), m)
+
+    def centred(self, logits: torch.Tensor, b1: torch.Tensor, b2: torch.Tensor) -> torch.Tensor:
+        """u − ½ for the pair (b₁, b₂): u redrawn uniformly on the interval that gives the pair."""
+        lo, hi = torch.sigmoid(-logits.abs()), torch.sigmoid(logits.abs())
+        start = torch.where(b1 > b2, torch.zeros_like(lo), torch.where(b1 < b2, hi, lo))
+        end = torch.where(b1 > b2, lo, torch.where(b1 < b2, torch.ones_like(hi), hi))
+        u = start + (end - start) * torch.rand_like(start)
+        return u - 0.5
+
+    def log_prob(self, dist: Distribution, value: torch.Tensor) -> torch.Tensor:
+        """log p(value) in value; gradient −2(u − ½)∇α on b₁ and +2(u − ½)∇α on b₂."""
+        logits = _logits(self, dist)
+        extra = value.dim() - len(dist.batch_shape)
+        m = _pairs(self, value.shape[0] if extra == 1 else None)
+        alpha = logits.expand(value.shape)
+        with torch.no_grad():
+            c = self.centred(alpha[:m].detach(), value[:m], value[m:])
+        weight = torch.cat([-2.0 * c, 2.0 * c])
+        return dist.log_prob(value).detach() + weight * (alpha - alpha.detach())
+
+    def control_variate(self, node: StochasticNode) -> None:
+        """No control variate (the pair is its own); refuses a baseline that differs within a
+        pair (``LeaveOneOut``), which would bias the estimate."""
+        from scg.baselines.loo import LeaveOneOut
+
+        if isinstance(node.baseline, LeaveOneOut):
+            raise SCGError(
+                f"{type(self).__name__}() on {node.describe()}: LeaveOneOut would use "
+                "one member of an antithetic pair as the other's baseline (biased); "
+                "the pair needs no baseline"
+            )
+        return None
