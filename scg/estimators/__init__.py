@@ -10,6 +10,8 @@ estimator            unbiased  needs_rsample  score  higher_order  multi_sample
 ``GumbelSoftmax``    **no**    no             no     no            yes
 ``ARM``              yes       no             yes    no            pairs (n=2m)
 ``DisARM``           yes       no             yes    no            pairs (n=2m)
+``REBAR``            yes       no             yes    no            yes
+``LAX``              yes       no             yes    no            yes
 ===================  ========  =============  =====  ============  ============
 
 Also: :func:`greedy` (an intervention for self-critical reruns) and
@@ -18,22 +20,28 @@ Also: :func:`greedy` (an intervention for self-critical reruns) and
 
 from scg.estimators.arm import ARM
 from scg.estimators.base import Estimator
+from scg.estimators.control import LearnedControl
 from scg.estimators.disarm import DisARM
 from scg.estimators.enumerate import Enumerate
 from scg.estimators.greedy import greedy
+from scg.estimators.lax import LAX
 from scg.estimators.multinomial import multinomial_attention
 from scg.estimators.pathwise import Pathwise
+from scg.estimators.rebar import REBAR
 from scg.estimators.relax import RELAX
 from scg.estimators.relaxed import GumbelSoftmax
 from scg.estimators.score_function import ScoreFunction
 
 __all__ = [
     "ARM",
+    "LAX",
+    "REBAR",
     "RELAX",
     "DisARM",
     "Enumerate",
     "Estimator",
     "GumbelSoftmax",
+    "LearnedControl",
     "Pathwise",
     "ScoreFunction",
     "greedy",

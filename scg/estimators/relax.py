@@ -22,30 +22,21 @@ or u = v (1 − p) (b = 0). ``z`` is reparameterized unconditionally (its noise 
 z = log p(θ) + stop_gradient(z − log p)); here it is drawn from p(z | b) independently of z̃,
 which is the same joint distribution as drawing z first and b = H(z).
 
-In the surrogate the node contributes (ω the node's sample weights, 1 without sample dims)
-
-    (log p − ⊥log p) · ω (⊥Ĉ_v − b_v − c_φ(z̃))  +  ω [c_φ(z) − c_φ(⊥z)] − ω [c_φ(z̃) − c_φ(⊥z̃)],
-
-whose value is 0 and whose gradient in θ is ĝ. Its gradient in φ is zero too (each bracket is a
-difference of two equal values), so ``surrogate.backward()`` does not train φ. The variance of ĝ
-is trained in a separate step: since E[ĝ] does not depend on φ, ∇_φ Var(ĝ) = ∇_φ E[‖ĝ‖²], and
-ĝ keeps its dependence on φ when it is computed with ``create_graph=True`` (c_φ(z̃) enters the
-score term undetached). :meth:`RELAX.backward` does both steps.
+The surrogate terms, and how φ is trained to reduce the variance, are those of
+:mod:`scg.estimators.control`; :class:`~scg.estimators.REBAR` builds the REBAR control.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING
 
 import torch
 from torch.distributions import Bernoulli, Categorical, Distribution, OneHotCategorical
 
 from scg.errors import SCGError
-from scg.estimators.base import Estimator
+from scg.estimators.control import LearnedControl
 
 if TYPE_CHECKING:
-    from scg.baselines.base import Baseline
     from scg.graph.nodes import StochasticNode
 
 __all__ = ["RELAX"]
@@ -71,37 +62,19 @@ def _bernoulli_given(logits: torch.Tensor, b: torch.Tensor, v: torch.Tensor) -> 
     return logits + torch.log(u) - torch.log1p(-u)
 
 
-class RELAX(Estimator):
+class RELAX(LearnedControl):
     """RELAX / REBAR for Categorical, OneHotCategorical and Bernoulli nodes (unbiased).
 
     Args:
         control: c_φ, maps the relaxed variable z (``(*sample, *batch, K)`` Gumbel-perturbed
             normalized logits for categorical nodes, ``(*sample, *batch)`` logistic-perturbed
             logits for Bernoulli nodes) to a tensor of the node's log-probability shape
-            ``(*sample, *batch)``. Usually a ``torch.nn.Module`` the user holds. For REBAR pass
-            ``lambda z: eta * f(torch.softmax(z / temp, -1))``.
+            ``(*sample, *batch)``. Usually a ``torch.nn.Module`` the user holds
+            (:class:`~scg.estimators.REBAR` builds η · f(σ_λ(z)) for you).
         parameters: φ, the tensors :meth:`backward` trains to reduce the variance; default: the
             module's ``parameters()``.
         baseline: an ordinary baseline subtracted as well (optional).
     """
-
-    unbiased: ClassVar[bool] = True
-    needs_rsample: ClassVar[bool] = False
-    score: ClassVar[bool] = True
-    higher_order: ClassVar[bool] = False
-    multi_sample: ClassVar[bool] = True
-
-    def __init__(self, control: Callable[[torch.Tensor], torch.Tensor], *,
-                 parameters: Iterable[torch.Tensor] | None = None,
-                 baseline: Baseline | None = None) -> None:
-        if not callable(control):
-            raise SCGError(f"RELAX(control): expected a callable (e.g. a torch.nn.Module), got "
-                           f"{type(control).__name__}")
-        self.control = control
-        if parameters is None:
-            parameters = control.parameters() if isinstance(control, torch.nn.Module) else ()
-        self.parameters = [p for p in parameters if p.requires_grad]
-        self.baseline = baseline
 
     def draw(self, dist: Distribution, sample_shape: torch.Size) -> torch.Tensor:
         if not isinstance(dist, (Categorical, OneHotCategorical, Bernoulli)):
@@ -127,52 +100,3 @@ class RELAX(Estimator):
             z0 = _categorical_given(logp, idx, _uniform(logp.shape, logp))
         z = logp + (z0 - logp).detach()
         return z, _categorical_given(logp, idx, _uniform(logp.shape, logp))
-
-    def _c(self, z: torch.Tensor, node: StochasticNode) -> torch.Tensor:
-        out = self.control(z)
-        assert node.log_prob is not None
-        want = node.log_prob.shape
-        if not isinstance(out, torch.Tensor) or out.shape != want:
-            got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
-            raise SCGError(f"RELAX control of {node.describe()}: returned {got}, expected the "
-                           f"node's log-probability shape {tuple(want)}")
-        return out
-
-    def control_variate(self, node: StochasticNode) -> tuple[torch.Tensor, torch.Tensor]:
-        z, zt = self.relaxed(node)
-        c_zt = self._c(zt, node)
-        path = (self._c(z, node) - self._c(z.detach(), node)) - (c_zt - self._c(zt.detach(), node))
-        return c_zt, path
-
-    @staticmethod
-    def variance_loss(grads: Sequence[torch.Tensor | None]) -> torch.Tensor:
-        """‖ĝ‖² = Σ ĝ²: its φ-gradient is ∇_φ Var(ĝ) when ĝ was built with ``create_graph``."""
-        terms = [(g**2).sum() for g in grads if g is not None]
-        if not terms:
-            raise SCGError("RELAX.variance_loss: no gradients")
-        return torch.stack(terms).sum()
-
-    def backward(self, loss: torch.Tensor, params: Sequence[torch.Tensor]) -> torch.Tensor:
-        """Accumulate ĝ into ``params``' ``.grad`` and ∇_φ ‖ĝ‖² into φ's; return ‖ĝ‖².
-
-        ``params`` are the model parameters θ (not φ). One call replaces ``loss.backward()``.
-        """
-        params = list(params)
-        grads = torch.autograd.grad(loss, params, create_graph=True, allow_unused=True)
-        var = self.variance_loss(grads)
-        if self.parameters and var.requires_grad:
-            gphi = torch.autograd.grad(var, self.parameters, allow_unused=True, retain_graph=True)
-            _accumulate(self.parameters, gphi)
-        _accumulate(params, grads)
-        return var.detach()
-
-    def __repr__(self) -> str:
-        return f"RELAX(control={self.control!r})"
-
-
-def _accumulate(params: Sequence[torch.Tensor], grads: Sequence[torch.Tensor | None]) -> None:
-    for p, g in zip(params, grads, strict=True):
-        if g is None:
-            continue
-        g = g.detach()
-        p.grad = g.clone() if p.grad is None else p.grad + g

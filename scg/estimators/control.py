@@ -1,0 +1,134 @@
+"""Learned control variates: the machinery RELAX, REBAR and LAX share.
+
+Each of these estimators keeps the score term of Algorithm 1 and subtracts a control variate
+c_φ evaluated at a *relaxation* of the sample: z, reparameterized unconditionally, and z̃, drawn
+given the sample b (for a discrete node; for a continuous node z̃ = b itself). In the surrogate
+the node contributes (ω the node's sample weights, 1 without sample dimensions)
+
+    (log p − ⊥log p) · ω (⊥Ĉ_v − b_v − c_φ(z̃))  +  ω [c_φ(z) − c_φ(⊥z)] − ω [c_φ(z̃) − c_φ(⊥z̃)],
+
+whose value is 0 and whose gradient in θ is
+
+    ĝ = [f(b) − c_φ(z̃)] ∇_θ log p(b | θ) + ∇_θ c_φ(z) − ∇_θ c_φ(z̃),
+
+unbiased for ∇_θ E[f(b)] for any c_φ (Grathwohl, Choi, Wu, Roeder & Duvenaud 2018). The last
+bracket is absent when z̃ does not depend on θ (LAX: z̃ = b). Its gradient in φ is zero too, so
+``surrogate.backward()`` does not train φ. Since E[ĝ] does not depend on φ,
+∇_φ Var(ĝ) = ∇_φ E[‖ĝ‖²], and ĝ keeps its dependence on φ when computed with
+``create_graph=True`` (c_φ(z̃) enters the score term undetached): :meth:`LearnedControl.backward`
+takes both steps. Subclasses implement ``draw`` and :meth:`LearnedControl.relaxed`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, ClassVar
+
+import torch
+
+from scg.errors import SCGError
+from scg.estimators.base import Estimator
+
+if TYPE_CHECKING:
+    from scg.baselines.base import Baseline
+    from scg.graph.nodes import StochasticNode
+
+__all__ = ["LearnedControl"]
+
+
+class LearnedControl(Estimator):
+    """Base class of the score function with a learned control variate c_φ (see the module).
+
+    Args:
+        control: c_φ, maps a relaxation ``z`` (as the subclass defines it) to a tensor of the
+            node's log-probability shape ``(*sample, *batch)``; usually a ``torch.nn.Module``.
+        parameters: φ, the tensors :meth:`backward` trains to reduce the variance; default: the
+            module's ``parameters()``.
+        baseline: an ordinary baseline subtracted as well (optional).
+    """
+
+    unbiased: ClassVar[bool] = True
+    needs_rsample: ClassVar[bool] = False
+    score: ClassVar[bool] = True
+    higher_order: ClassVar[bool] = False
+    multi_sample: ClassVar[bool] = True
+
+    def __init__(
+        self,
+        control: Callable[[torch.Tensor], torch.Tensor],
+        *,
+        parameters: Iterable[torch.Tensor] | None = None,
+        baseline: Baseline | None = None,
+    ) -> None:
+        if not callable(control):
+            raise SCGError(
+                f"{type(self).__name__}(control): expected a callable (e.g. a torch.nn.Module), "
+                f"got {type(control).__name__}"
+            )
+        self.control = control
+        if parameters is None:
+            parameters = control.parameters() if isinstance(control, torch.nn.Module) else ()
+        self.parameters = [p for p in parameters if p.requires_grad]
+        self.baseline = baseline
+
+    def relaxed(self, node: StochasticNode) -> tuple[torch.Tensor, torch.Tensor]:
+        """(z, z̃) for the node's sample: z reparameterized unconditionally, z̃ given the sample."""
+        raise NotImplementedError
+
+    def evaluate(self, z: torch.Tensor, node: StochasticNode) -> torch.Tensor:
+        """c_φ(z) for ``node`` (``self.control(z)``; REBAR relaxes the cost here)."""
+        del node
+        return self.control(z)
+
+    def _c(self, z: torch.Tensor, node: StochasticNode) -> torch.Tensor:
+        out = self.evaluate(z, node)
+        assert node.log_prob is not None
+        want = node.log_prob.shape
+        if not isinstance(out, torch.Tensor) or out.shape != want:
+            got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+            raise SCGError(
+                f"{type(self).__name__} control of {node.describe()}: returned {got}, expected "
+                f"the node's log-probability shape {tuple(want)}"
+            )
+        return out
+
+    def control_variate(self, node: StochasticNode) -> tuple[torch.Tensor, torch.Tensor]:
+        z, zt = self.relaxed(node)
+        c_zt = self._c(zt, node)
+        path = self._c(z, node) - self._c(z.detach(), node)
+        if zt.requires_grad:
+            path = path - (c_zt - self._c(zt.detach(), node))
+        return c_zt, path
+
+    @staticmethod
+    def variance_loss(grads: Sequence[torch.Tensor | None]) -> torch.Tensor:
+        """‖ĝ‖² = Σ ĝ²: its φ-gradient is ∇_φ Var(ĝ) when ĝ was built with ``create_graph``."""
+        terms = [(g**2).sum() for g in grads if g is not None]
+        if not terms:
+            raise SCGError("variance_loss: no gradients")
+        return torch.stack(terms).sum()
+
+    def backward(self, loss: torch.Tensor, params: Sequence[torch.Tensor]) -> torch.Tensor:
+        """Accumulate ĝ into ``params``' ``.grad`` and ∇_φ ‖ĝ‖² into φ's; return ‖ĝ‖².
+
+        ``params`` are the model parameters θ (not φ). One call replaces ``loss.backward()``.
+        """
+        params = list(params)
+        grads = torch.autograd.grad(loss, params, create_graph=True, allow_unused=True)
+        var = self.variance_loss(grads)
+        if self.parameters and var.requires_grad:
+            gphi = torch.autograd.grad(var, self.parameters, allow_unused=True, retain_graph=True)
+            _accumulate(self.parameters, gphi)
+        _accumulate(params, grads)
+        return var.detach()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(control={self.control!r})"
+
+
+def _accumulate(params: Sequence[torch.Tensor], grads: Sequence[torch.Tensor | None]) -> None:
+    for p, g in zip(params, grads, strict=True):
+        if g is None:
+            continue
+        g = g.detach()
+        p.grad = g.clone() if p.grad is None else p.grad + g
