@@ -16,7 +16,7 @@ bracket is absent when z̃ does not depend on θ (LAX: z̃ = b). Its gradient in
 ``surrogate.backward()`` does not train φ. Since E[ĝ] does not depend on φ,
 ∇_φ Var(ĝ) = ∇_φ E[‖ĝ‖²], and ĝ keeps its dependence on φ when computed with
 ``create_graph=True`` (c_φ(z̃) enters the score term undetached): :meth:`LearnedControl.backward`
-takes both steps. Subclasses implement ``draw`` and :meth:`LearnedControl.relaxed`.
+takes both steps. Subclasses implement ``draw`` and :meth:`LearnedControl.relaxations`.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ class LearnedControl(Estimator):
         self.parameters = [p for p in parameters if p.requires_grad]
         self.baseline = baseline
 
-    def relaxed(self, node: StochasticNode) -> tuple[torch.Tensor, torch.Tensor]:
+    def relaxations(self, node: StochasticNode) -> tuple[torch.Tensor, torch.Tensor]:
         """(z, z̃) for the node's sample: z reparameterized unconditionally, z̃ given the sample."""
         raise NotImplementedError
 
@@ -93,7 +93,7 @@ class LearnedControl(Estimator):
         return out
 
     def control_variate(self, node: StochasticNode) -> tuple[torch.Tensor, torch.Tensor]:
-        z, zt = self.relaxed(node)
+        z, zt = self.relaxations(node)
         c_zt = self._c(zt, node)
         path = self._c(z, node) - self._c(z.detach(), node)
         if zt.requires_grad:

@@ -67,7 +67,7 @@ class LAX(LearnedControl):
                 ) from None
         return out
 
-    def relaxed(self, node: StochasticNode) -> tuple[torch.Tensor, torch.Tensor]:
+    def relaxations(self, node: StochasticNode) -> tuple[torch.Tensor, torch.Tensor]:
         """(T(θ, ε), b): the sample reparameterized, and the sample itself."""
         b = node.value.detach()
         return implicit_reparameterization(node.dist, b), b

@@ -84,7 +84,7 @@ class RELAX(LearnedControl):
             out: torch.Tensor = dist.sample(sample_shape)  # type: ignore[no-untyped-call]
         return out
 
-    def relaxed(self, node: StochasticNode) -> tuple[torch.Tensor, torch.Tensor]:
+    def relaxations(self, node: StochasticNode) -> tuple[torch.Tensor, torch.Tensor]:
         """(z, z̃) for the node's sample: z unconditionally reparameterized, z̃ given b."""
         dist, b = node.dist, node.value.detach()
         if isinstance(dist, Bernoulli):

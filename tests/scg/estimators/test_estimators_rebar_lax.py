@@ -54,7 +54,7 @@ class REBARWithoutConditional(REBAR):
     """REBAR with the −∇c(z̃) correction dropped (the conditional sample's reparameterization)."""
 
     def control_variate(self, node: StochasticNode) -> tuple[torch.Tensor, torch.Tensor]:
-        z, zt = self.relaxed(node)
+        z, zt = self.relaxations(node)
         return self._c(zt, node), self._c(z, node) - self._c(z.detach(), node)
 
 
