@@ -13,9 +13,11 @@ graph costs what it costs outside:
   own cost elements). A general relation is a function ``influences(v, node) -> bool``.
 * :class:`Cached`: the relation is *learned* from tracked runs, keyed by the graph's signature
   (the kinds, names, steps, shapes, dtypes and estimators of its nodes, in order); the graphs in
-  between are not tracked and reuse it. Every ``check_every``-th graph is tracked again and its
-  relation compared with the cached one: a difference raises :class:`~scg.SCGError` naming the
-  first (node, cost) pair, the way a JIT re-checks its guards.
+  between are not tracked and reuse it. Graphs drawn at random (one in ``check_every`` on
+  average, from a generator the object owns) are tracked again and their relation compared
+  with the cached one: a difference raises :class:`~scg.SCGError` naming the first (node, cost)
+  pair, the way a JIT re-checks its guards, and that signature is never served from the cache
+  again.
 
 Why an over-declared relation is safe and an under-declared one is not: for v ⊀ c, c is a
 function of nodes whose distributions do not depend on v, so E[∇_θ log p(v | ·) · c] = 0 and
@@ -31,6 +33,7 @@ step with the structure of an earlier one only stacks its values and multiplies.
 
 from __future__ import annotations
 
+import random
 import warnings
 from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Any
@@ -233,31 +236,55 @@ class Cached(Structure):
     relation; one with a new signature cannot be analysed (nothing was watched), so it gets the
     conservative relation (every earlier stochastic node influences each node at a later or
     equal step, whole-plate credit: unbiased, higher variance; a ``RuntimeWarning`` the first
-    time) and the next graph is tracked to learn it. Every ``check_every``-th graph is tracked
-    again and its influence closure and credit compared with the cached ones: a difference (the
-    program's data flow changed under the same signature, e.g. a data-dependent branch) raises
-    :class:`~scg.SCGError` naming the first pair.
+    time) and the signature is *pending*: the following graphs are tracked until one of them
+    has it (at most ``patience`` tracked graphs, after which it is dropped until it is missed
+    again), so a program whose length varies (T = 3, 4, 5, 3, ...) learns every length once.
+
+    Checks: each untracked-eligible graph is tracked with probability ``1 / check_every``,
+    drawn from a generator owned by this object (seeded with ``seed``; no global state), and its
+    influence closure and credit compared with the cached ones. A difference (the program's
+    data flow changed under the same signature, e.g. a data-dependent branch) raises
+    :class:`~scg.SCGError` naming the first pair; the signature is then *unstable*: its relation
+    and plans are dropped and every later untracked graph with it gets the conservative
+    relation (never the stale one). Random draws, unlike a fixed stride, cannot stay in phase
+    with a data flow that alternates with period ``check_every``; the residual risk (a flow that
+    differs on a fraction q of graphs goes unnoticed for about ``check_every / q`` graphs) is
+    quantified in ``docs/tracking.md``.
 
     Args:
-        check_every: track every ``check_every``-th graph (``None``: only the first graph of each
-            signature, never re-checked; ``1``: every graph, tracked and compared).
+        check_every: track one graph in ``check_every`` on average (``None``: only the first
+            graph of each signature, never re-checked; ``1``: every graph, tracked and compared).
+        seed: seed of the generator that draws the checked graphs.
+        patience: how many tracked graphs a pending signature waits for before it is dropped.
     """
 
-    def __init__(self, check_every: int | None = 100) -> None:
+    def __init__(self, check_every: int | None = 100, *, seed: int = 0,
+                 patience: int = 16) -> None:
         super().__init__()
         if check_every is not None and (isinstance(check_every, bool)
                                         or not isinstance(check_every, int) or check_every < 1):
             raise SCGError(f"scg.Cached(check_every=...): expected None or an int >= 1, got "
                            f"{check_every!r}")
+        if isinstance(patience, bool) or not isinstance(patience, int) or patience < 1:
+            raise SCGError(f"scg.Cached(patience=...): expected an int >= 1, got {patience!r}")
         self.check_every = check_every
-        self._count = 0
+        self.patience = patience
+        self._rng = random.Random(seed)
         self._retrace = True
         self._warned = False
+        #: signatures that fell back untracked and are not learned yet -> tracked graphs waited
+        self._pending: dict[Hashable, int] = {}
+        #: signatures whose tracked check found a different relation: never served again
+        self.unstable: set[Hashable] = set()
 
     def _begin(self) -> bool:
-        track = self._retrace or (self.check_every is not None
-                                  and self._count % self.check_every == 0)
-        self._count += 1
+        if self._pending:
+            for sig in list(self._pending):
+                self._pending[sig] += 1
+                if self._pending[sig] > self.patience:
+                    del self._pending[sig]
+        track = self._retrace or bool(self._pending) or (
+            self.check_every is not None and self._rng.randrange(self.check_every) == 0)
         self._retrace = False
         self.stats["tracked" if track else "reused"] += 1
         return track
@@ -268,25 +295,48 @@ class Cached(Structure):
             return got
         self.stats["reused"] -= 1
         self.stats["fallback"] += 1
-        self._retrace = True
-        if not self._warned:
-            self._warned = True
-            warnings.warn(
-                "scg.Cached: this graph's nodes (names, steps, shapes) differ from every tracked "
-                "graph so far, and it was not tracked; it gets the conservative credit (every "
-                "earlier stochastic node, whole plate: unbiased, higher variance) and the next "
-                "graph is tracked. For a program whose structure changes from step to step, "
-                "use scg.Declared or plain tracking", RuntimeWarning, stacklevel=4)
+        if sig not in self.unstable:
+            self._pending.setdefault(sig, 0)
+            if not self._warned:
+                self._warned = True
+                warnings.warn(
+                    "scg.Cached: this graph's nodes (names, steps, shapes) differ from every "
+                    "tracked graph so far, and it was not tracked; it gets the conservative credit "
+                    "(every earlier stochastic node, whole plate: unbiased, higher variance) and "
+                    "the next graphs are tracked until one has these nodes. For a program whose "
+                    "structure changes from step to step, use scg.Declared or plain tracking",
+                    RuntimeWarning, stacklevel=4)
         rel = declared_relation(graph, causal, False)
         return rel, closure([p for p, _ in rel])
 
     def _learn(self, graph: Graph, sig: tuple[Hashable, ...], relation: Relation,
                full: list[int], credit: dict[tuple[int, int], bool]) -> None:
+        self._pending.pop(sig, None)
+        if sig in self.unstable:
+            return
         old = self._learned.get(sig)
         if old is not None:
-            _compare(graph, old[0], old[1], full, credit)
+            try:
+                _compare(graph, old[0], old[1], full, credit)
+            except SCGError:
+                self._forget(sig)
+                raise
         self.relations[sig] = (relation, list(full))
         self._learned[sig] = (list(full), dict(credit))
+
+    def _forget(self, sig: tuple[Hashable, ...]) -> None:
+        """A failed check: drop the signature's relation and plans, for good."""
+        self.unstable.add(sig)
+        self.relations.pop(sig, None)
+        self._learned.pop(sig, None)
+        for key in [k for k in self.plans if isinstance(k, tuple) and k and k[0] == sig]:
+            del self.plans[key]
+
+    def clear(self) -> None:
+        super().clear()
+        self._pending.clear()
+        self.unstable.clear()
+        self._retrace = True
 
     def __repr__(self) -> str:
         return f"scg.Cached(check_every={self.check_every!r}, {len(self.relations)} structure(s))"
@@ -305,8 +355,9 @@ def _compare(graph: Graph, full0: list[int], credit0: dict[tuple[int, int], bool
                     f"scg.Cached: the structure changed: in this tracked graph {v.describe()} "
                     f"{now} {c.describe()}, unlike the cached graph of the same signature (the "
                     "program's data flow depends on sampled values). The untracked graphs since "
-                    "the last check used the cached relation; use plain tracking, or scg.Cached("
-                    "check_every=1), for this program")
+                    "the last check used the cached relation, later ones of this signature get the "
+                    "conservative credit; use plain tracking, or scg.Cached(check_every=1), for "
+                    "this program")
     for key in sorted(set(credit0) | set(credit)):
         if credit0.get(key) != credit.get(key):
             v, c = nodes[key[0]], nodes[key[1]]
