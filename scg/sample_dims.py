@@ -163,7 +163,7 @@ class SamplePlan:
                 raise SCGError(f"{node.describe()} reduces the sample dimension of "
                                f"{_describe_layout(missing)} but keeps that of the enumerated "
                                f"{u.describe()}, whose probabilities depend on it")
-            p = u.log_prob.exp()
+            p = u.estimator.weights(u)
             bshape = p.shape[len(ulay):]
             if len(bshape) > len(rest) or any(b not in (1, r) for b, r in zip(bshape, rest)):
                 raise SCGError(

@@ -12,6 +12,7 @@ estimator            unbiased  needs_rsample  score  higher_order  multi_sample
 ``DisARM``           yes       no             yes    no            pairs (n=2m)
 ``REBAR``            yes       no             yes    no            yes
 ``LAX``              yes       no             yes    no            yes
+``MeasureValued``    yes       no             no     no            no (points)
 ===================  ========  =============  =====  ============  ============
 
 Also: :func:`greedy` (an intervention for self-critical reruns) and
@@ -25,6 +26,7 @@ from scg.estimators.disarm import DisARM
 from scg.estimators.enumerate import Enumerate
 from scg.estimators.greedy import greedy
 from scg.estimators.lax import LAX
+from scg.estimators.measure_valued import MeasureValued
 from scg.estimators.multinomial import multinomial_attention
 from scg.estimators.pathwise import Pathwise
 from scg.estimators.rebar import REBAR
@@ -42,6 +44,7 @@ __all__ = [
     "Estimator",
     "GumbelSoftmax",
     "LearnedControl",
+    "MeasureValued",
     "Pathwise",
     "ScoreFunction",
     "greedy",

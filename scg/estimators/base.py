@@ -25,6 +25,8 @@ class Estimator:
     * ``score``: the node contributes a score-function term ∇ log p(v | parents) · (Ĉ_v − b_v).
     * ``higher_order``: higher derivatives of the surrogate are unbiased too (with ``dice=True``).
     * ``multi_sample``: supports ``n=k`` samples along a leading dimension.
+    * ``enumerates``: the node's value is its whole support along a leading dimension, and the
+      costs are weighted by p(value) (an exact expectation over the node; no score term).
     """
 
     unbiased: ClassVar[bool] = True
@@ -32,6 +34,7 @@ class Estimator:
     score: ClassVar[bool] = False
     higher_order: ClassVar[bool] = False
     multi_sample: ClassVar[bool] = True
+    enumerates: ClassVar[bool] = False
 
     baseline: Baseline | None = None
 
@@ -47,6 +50,16 @@ class Estimator:
         return a tensor equal to it in value whose gradient is their weight instead.
         """
         return dist.log_prob(value)
+
+    def weights(self, node: StochasticNode) -> torch.Tensor:
+        """ω of each slice of an ``enumerates`` node (shape of its log-probability): the weights
+        of the costs computed from the slices. p(value) = exp(log_prob) by default (an exact
+        expectation); other estimators (measure-valued derivatives, the unordered set and
+        Rao-Blackwellised estimators) return weights whose value makes Σ ω c an unbiased
+        estimate of the objective and whose gradient is their estimate of its gradient.
+        """
+        assert node.log_prob is not None
+        return node.log_prob.exp()
 
     def control_variate(self, node: StochasticNode) -> tuple[torch.Tensor, torch.Tensor] | None:
         """Control-variate terms of the node's surrogate (RELAX), or None (the default).

@@ -49,6 +49,7 @@ class Enumerate(Estimator):
     score: ClassVar[bool] = False
     higher_order: ClassVar[bool] = True
     multi_sample: ClassVar[bool] = False
+    enumerates: ClassVar[bool] = True
 
     def draw(self, dist: Distribution, sample_shape: torch.Size) -> torch.Tensor:
         """The support, shape ``(K,) + batch_shape + event_shape`` (``sample_shape`` must be ())."""

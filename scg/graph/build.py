@@ -13,7 +13,6 @@ from torch.distributions.transforms import Transform
 
 from scg.errors import SCGError
 from scg.estimators.base import Estimator
-from scg.estimators.enumerate import Enumerate
 from scg.estimators.pathwise import Pathwise
 from scg.estimators.score_function import ScoreFunction
 from scg.graph.graph import Graph, current_graph
@@ -123,13 +122,16 @@ def sample(
         return _sample_untracked(g, dist, name, estimator, baseline, step, n, plates, shape,
                                  location)
     raw = None
-    enumerated = isinstance(estimator, Enumerate)
+    enumerated = estimator.enumerates
     parents_extra = 0
     if enumerated:
+        g._tracker.drawing += 1  # the estimator's own draws (measure-valued points) are scg's
         try:
             raw = estimator.draw(dist, shape)
         except SCGError as e:
             raise SCGError(f"scg.sample(name={name!r}) at {location}: {e}") from None
+        finally:
+            g._tracker.drawing -= 1
         n = int(raw.shape[0])
         shape = torch.Size((n,))
         # the support is not computed from the parameters: take the influence from them
@@ -230,7 +232,7 @@ def _sample_untracked(g: Graph, dist: Distribution, name: str | None, estimator:
     """``scg.sample`` in a graph that is not tracked (``scg.Graph(structure=...)``): the node's
     parents come from the structure when the surrogate is built, so only the draw and its
     log-probability are computed here."""
-    enumerated = isinstance(estimator, Enumerate)
+    enumerated = estimator.enumerates
     raw = None
     try:
         if enumerated:

@@ -10,7 +10,9 @@ with s_j the sample standard deviation. Under the null hypothesis (unbiased) eac
 approximately standard normal (central limit theorem), so rejecting when max_j |z_j| exceeds
 z* = Φ⁻¹(1 − α / (2d)) has a false-failure rate of at most α (Bonferroni over d coordinates),
 up to the normal approximation; n ≥ 500 keeps that approximation good for the bounded costs of
-typical tests. Coordinates whose estimates do not vary (s_j = 0) must match g_j to ``atol``.
+typical tests. Coordinates whose estimates do not vary beyond rounding (a spread within 64 machine
+epsilons of the problem's scale, see :func:`compare`) must match g_j to ``atol``; every other
+coordinate is z-tested, however small its gradient and standard error.
 The test is deterministic: the same seed gives the same draws and the same verdict.
 """
 
@@ -131,22 +133,36 @@ def _normal_sf(z: float) -> float:
     return 0.5 * math.erfc(z / math.sqrt(2.0))
 
 
+#: a coordinate counts as deterministic when its estimates spread by at most this many machine
+#: epsilons of the problem's scale (rounding differences between runs), not by ``atol``
+_ROUNDOFF_EPS = 64
+
+
 def compare(estimates: torch.Tensor, exact: torch.Tensor, *, alpha: float = 1e-3,
             atol: float = 1e-6) -> UnbiasedReport:
-    """Per-coordinate z-test of ``estimates`` (n, d) against ``exact`` (d,), Bonferroni over d."""
+    """Per-coordinate z-test of ``estimates`` (n, d) against ``exact`` (d,), Bonferroni over d.
+
+    Scale-aware: coordinate j is z-tested whenever its estimates vary by more than rounding,
+    however small the gradient (a standard error of 1e-9 is tested like one of 1). Rounding is
+    r = 64 · eps(dtype) · (1 + max_j (max |ĝ_j| + |g_j|)): the problem's scale, with quantities
+    of order 1 as the floor (a gradient that is zero in exact arithmetic comes out as noise of
+    order eps times the costs, whatever its own size). A coordinate whose estimates spread
+    (max − min) by at most r is deterministic and must match g_j to ``atol · (1 + |g_j|) + r``.
+    """
+    eps = torch.finfo(estimates.dtype if estimates.is_floating_point() else torch.double).eps
     est = estimates.double()
     ex = exact.double().reshape(-1)
     n, d = est.shape
     mean = est.mean(0)
     std = est.std(0, unbiased=True) if n > 1 else torch.zeros(d, dtype=torch.double)
     se = std / math.sqrt(n)
-    scale = atol * (1.0 + ex.abs())
-    degenerate = se <= scale
+    roundoff = _ROUNDOFF_EPS * eps * (1.0 + float((est.abs().amax(0) + ex.abs()).max()))
+    degenerate = (est.amax(0) - est.amin(0)) <= roundoff
     diff = mean - ex
     z = torch.where(degenerate, torch.zeros_like(diff), diff / torch.where(degenerate,
                                                                             torch.ones_like(se), se))
     critical = float(torch.special.ndtri(torch.tensor(1.0 - alpha / (2.0 * d), dtype=torch.double)))
-    bad_degenerate = degenerate & (diff.abs() > scale)
+    bad_degenerate = degenerate & (diff.abs() > atol * (1.0 + ex.abs()) + roundoff)
     z = torch.where(bad_degenerate, torch.full_like(z, math.inf) * diff.sign(), z)
     worst = int(z.abs().argmax())
     max_z = float(z.abs().max())
@@ -171,7 +187,7 @@ def check_unbiased(program: Program, params: Sequence[torch.Tensor], n: int = 10
         n: number of independent estimates.
         seed: RNG seed (the caller's RNG state is restored afterwards).
         alpha: false-failure rate of the test.
-        atol: tolerance for coordinates whose estimates do not vary.
+        atol: tolerance for coordinates whose estimates do not vary (beyond rounding).
         surrogate_kwargs: passed to ``surrogate_loss`` (e.g. ``{"discount": 0.5}``).
         exact: the exact gradient, when known; by default computed by enumeration.
         batched: the same program taking replicated parameters, to draw the estimates

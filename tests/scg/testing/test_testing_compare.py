@@ -1,0 +1,68 @@
+"""``scg.testing.compare``: a scale-aware z-test (issue 24, item 6).
+
+A coordinate is deterministic only when its estimates agree up to rounding; any real spread is
+z-tested, however small the gradient. (The old rule called every coordinate with a standard
+error below ``atol`` = 1e-6 deterministic: a correct estimator with small gradients got z = inf,
+and a biased one with z = 0 was not tested at all.)
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch.distributions import Categorical
+
+import scg
+import scg.testing as st
+
+N = 2000
+
+
+def _column(mean: float, se: float) -> torch.Tensor:
+    """N estimates whose sample mean and standard error are exactly ``mean`` and ``se``."""
+    w = torch.randn(N, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    w = (w - w.mean()) / w.std()
+    return mean + se * math.sqrt(N) * w
+
+
+def test_a_small_gradient_within_its_standard_error_passes() -> None:
+    """se = 8e-7 < atol and |mean − g| = 1.5 se = 1.2e-6 > atol: z must be 1.5, not inf."""
+    est = _column(3e-6, 8e-7)[:, None]
+    report = st.compare(est, torch.tensor([3e-6 - 1.5 * 8e-7], dtype=torch.float64))
+    assert report.passed, str(report)
+    torch.testing.assert_close(report.z, torch.tensor([1.5], dtype=torch.float64))
+
+
+def test_a_small_gradient_off_by_ten_standard_errors_is_rejected() -> None:
+    """se = 5e-8, |mean − g| = 5e-7 < atol: a bias of 10 standard errors must be seen."""
+    est = _column(1e-6, 5e-8)[:, None]
+    report = st.compare(est, torch.tensor([1e-6 - 5e-7], dtype=torch.float64))
+    assert not report.passed
+    torch.testing.assert_close(report.z, torch.tensor([10.0], dtype=torch.float64))
+
+
+def test_deterministic_coordinates_match_to_atol_up_to_rounding() -> None:
+    g = torch.tensor([0.1, -0.7, 0.0], dtype=torch.float32)
+    # the same value computed differently per run: a few ulps of spread
+    est = g + torch.tensor([1, -1, 2, 0], dtype=torch.float32)[:, None] * torch.finfo(torch.float32).eps * g
+    assert st.compare(est, g.double()).passed
+    report = st.compare(est, (g + torch.tensor([0.0, 1e-3, 0.0])).double())
+    assert not report.passed and report.worst == 1 and math.isinf(float(report.z[1]))
+
+
+def test_score_function_with_tiny_costs_is_tested_not_waved_through() -> None:
+    """A correct estimator with gradients ~1e-5 passes with finite z; against a 1.3x exact
+    gradient (a biased twin) it is rejected, which the old rule could not see (z = 0)."""
+    theta = torch.tensor([0.3, -0.1, 0.2], dtype=torch.float64, requires_grad=True)
+    tab = torch.tensor([1.0, -2.0, 3.0], dtype=torch.float64)
+
+    def run(th: torch.Tensor) -> None:
+        z = scg.sample(Categorical(logits=th), name="z")
+        scg.cost(1e-5 * tab[z], name="c")
+
+    exact = st.exact_gradient(lambda: run(theta[None]), [theta])[0]
+    est = st.estimate_gradients_batched(run, [theta], 8000, particles=8000)
+    report = st.compare(est, exact)
+    assert report.passed and bool(torch.isfinite(report.z).all()) and float(report.z.abs().max()) > 0.1, str(report)
+    assert not st.compare(est, 1.3 * exact).passed
