@@ -4,7 +4,9 @@
 waiting and writes this process's pid and role into it; a second writer fails at once with
 :class:`LockedError` naming the holder (``runs/c2f is in use by train (pid 4242)``). The kernel
 drops the lock when its holder exits, however it exits (SIGKILL included), so a stale
-``.lock`` file never blocks anyone: only a live holder does. Keep the :class:`DirLock` object
+``.lock`` file never blocks anyone: only a live holder does. A holder that releases the lock
+removes the file (a process killed outright leaves it, harmless); a process that locked a file
+removed meanwhile tries again on the new one. Keep the :class:`DirLock` object
 while the lock is needed: dropping it (garbage collection) releases the lock.
 """
 
@@ -41,22 +43,35 @@ class DirLock:
         if self.directory.exists() and not self.directory.is_dir():
             raise NotADirectoryError(f"{self.directory} is a file, not a directory")
         self.directory.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "unknown process"
-            os.close(fd)
-            raise LockedError(f"{self.directory} is in use by {holder}; wait for it to finish, stop it, "
-                              f"or choose another directory") from None
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "unknown process"
+                os.close(fd)
+                raise LockedError(f"{self.directory} is in use by {holder}; wait for it to finish, stop it, "
+                                  f"or choose another directory") from None
+            try:
+                same = os.path.samestat(os.fstat(fd), os.stat(self.path))
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+            os.close(fd)  # the holder we waited on removed the file when it released it: lock the new one
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{self.role} (pid {os.getpid()})\n".encode(), 0)
         self._fd = fd
         return self
 
     def release(self) -> None:
-        """Drop the lock (the file stays; it is free once no process holds it)."""
+        """Remove the lock file and drop the lock."""
         if self._fd is not None:
+            try:
+                if os.path.samestat(os.fstat(self._fd), os.stat(self.path)):
+                    self.path.unlink()
+            except FileNotFoundError:
+                pass
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
             self._fd = None

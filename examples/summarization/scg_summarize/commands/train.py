@@ -57,11 +57,16 @@ def evaluate_test(run_dir: Path, data: Path, *, rouge: bool) -> dict[str, Any]:
     and with ``rouge`` the shared decoding + ROUGE evaluation (``RUN_DIR/results.json``)."""
     import torch
 
+    from ..evaluation.report import read_training_record
     from ..train.data import load_split
     from ..train.evaluate import evaluate_nll
     from ..train.fingerprint import check_fingerprint
     from ..train.loop import BEST, load_model
+    from ..train.progress import PhaseProgress
     from ..train.report import evaluate_run
+
+    def say(line: str) -> None:
+        print(f"train: {line}", file=sys.stderr, flush=True)
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     model, config = load_model(run_dir / BEST, device)
@@ -71,10 +76,15 @@ def evaluate_test(run_dir: Path, data: Path, *, rouge: bool) -> dict[str, Any]:
     if len(test) == 0:
         raise ValueError(f"{data}: the test split {config.data.test_split!r} has no examples (skip the test "
                          f"evaluation with --no-test, or name another split with --set data.test_split=NAME)")
+    phase = PhaseProgress("test evaluation (perplexity)", len(test), say)
     summary: dict[str, Any] = {"config": config.name, "split": config.data.test_split,
-                               "teacher_forced": evaluate_nll(model, test, config, device)}
+                               "teacher_forced": evaluate_nll(model, test, config, device, progress=phase),
+                               "training": read_training_record(run_dir)}
+    phase.done()
     if rouge:
-        result, _ = evaluate_run(run_dir, data, device=str(device))
+        phase = PhaseProgress("test evaluation (decoding and ROUGE)", len(test), say)
+        result, _ = evaluate_run(run_dir, data, device=str(device), progress=phase)
+        phase.done()
         summary["decoded"] = result["metrics"]
     else:
         (run_dir / "results.json").write_text(json.dumps(summary, indent=2) + "\n")

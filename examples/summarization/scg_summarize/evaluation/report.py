@@ -15,7 +15,9 @@ examples; :func:`result_settings`). Only results with identical settings -- a re
 reduced to the newest (:func:`select_results` says how many). Rows that share a name are
 labelled with their run folder and, if that is not enough, with the settings that differ.
 Results stored with ``warnings`` (a corpus prepared differently from the run's training data)
-are marked with ``(!)`` and the warnings are listed under the table.
+are marked with ``(!)`` and the warnings are listed under the table. A model whose training was
+stopped by ``train.time_budget_s`` (``RUN_DIR/training.json``, stored in the result as
+``training``) is marked ``(time budget)`` with a note: its numbers depend on the machine's load.
 """
 
 from __future__ import annotations
@@ -29,17 +31,22 @@ from typing import Any
 __all__ = [
     "MODEL_ORDER",
     "RESULT_SCHEMA",
+    "TRAINING_RECORD",
+    "budget_note",
     "collect_results",
     "make_result",
     "markdown_report",
     "markdown_table",
     "read_result",
+    "read_training_record",
     "result_settings",
     "select_results",
     "write_result",
 ]
 
 RESULT_SCHEMA = "scg-summarize-result"
+#: the file in a run folder that says what its training did (written by the trainer)
+TRAINING_RECORD = "training.json"
 RESULT_VERSION = 1
 #: Row order of the models (the paper's Table 1); other names follow alphabetically.
 MODEL_ORDER: tuple[str, ...] = ("STANDARD", "MODEL1", "HIER", "C2F", "C2F+MULTI")
@@ -78,6 +85,24 @@ def make_result(
         "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
         **details,
     }
+
+
+def read_training_record(run_dir: str | Path) -> dict[str, Any] | None:
+    """``RUN_DIR/training.json`` as a dict (None when the run has none or it is not JSON)."""
+    try:
+        record = json.loads((Path(run_dir) / TRAINING_RECORD).read_text(encoding="utf-8"))
+    except (FileNotFoundError, NotADirectoryError, json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def budget_note(training: Any) -> str | None:
+    """One line when a run was stopped by ``train.time_budget_s`` (None otherwise)."""
+    if not isinstance(training, dict) or training.get("stopped_by") != "time_budget_s":
+        return None
+    return (f"training stopped by train.time_budget_s={training.get('time_budget_s', 0):g} after "
+            f"{training.get('steps', '?')} steps ({training.get('cpu_s', 0):.0f} CPU s): the result depends on "
+            f"the machine's load; budget in train.epochs / train.max_steps_per_epoch to reproduce it")
 
 
 def write_result(result: Mapping[str, Any], path: str | Path) -> Path:
@@ -209,6 +234,8 @@ def _label_rows(records: Sequence[Mapping[str, Any]]) -> list[tuple[str, Mapping
             label += " [" + ", ".join(f"{_SHORT.get(k, k.split('.')[-1])}={mine[k]}" for k in differ) + "]"
         if record.get("warnings"):
             label += " (!)"
+        if budget_note(record.get("training")):
+            label += " (time budget)"
         out.append((label, record))
     return out
 
@@ -262,6 +289,12 @@ def markdown_report(records: Sequence[dict[str, Any]], title: str = "Results") -
                       "(chunks read at any step of a summary, and per generated word), coarse accuracy "
                       "(synthetic data).", ""]  # fmt: skip
             parts += [markdown_table(attention, ATTENTION_COLUMNS), ""]
+        for label, record in labelled:
+            note = budget_note(record.get("training"))
+            if note:
+                parts.append(f"{label}: {note}.")
+        if any(budget_note(r.get("training")) for _, r in labelled):
+            parts.append("")
         for label, record in labelled:
             unk, tokens = record["metrics"].get("ppl_unk_scored"), record["metrics"].get("ppl_tokens")
             if unk:

@@ -25,7 +25,7 @@ from ..decoding.summarizer import Summarizer
 from .baselines import Baseline
 from .metrics import AttentionMetrics
 from .perplexity import Perplexity, teacher_forced
-from .report import make_result
+from .report import make_result, read_training_record
 from .rouge import Rouge, RougeOptions
 
 __all__ = ["evaluate_baseline", "evaluate_model", "select_indices"]
@@ -119,6 +119,9 @@ def evaluate_model(
         rouge_options=rouge.to_dict(),
         seconds=round(time.perf_counter() - start, 3),
     )
+    training = read_training_record(run.run_dir)  # what the training did (and whether a time budget stopped it)
+    if training is not None:
+        result["training"] = training
     return result, outputs
 
 

@@ -14,6 +14,7 @@ evaluation does not depend on the trainer's code.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,7 @@ def evaluate_run(
     limit: int | None = None,
     device: str = "cpu",
     decode: DecodeOptions | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Decode and score ``split`` (default: the run's test split); writes ``RUN_DIR/results.json``
     (the result record) and ``RUN_DIR/<split>.summaries.jsonl``. Returns ``(result, outputs)``.
@@ -56,6 +58,7 @@ def evaluate_run(
         limit: the first ``limit`` examples (default: the run's ``eval.max_examples``, 0 = all).
         device: where the model runs.
         decode: search settings (default: the run's ``[eval]`` table over the defaults).
+        progress: called with the number of examples finished after every batch.
     """
     run_dir = Path(run_dir)
     raw = run_settings(run_dir)
@@ -67,7 +70,7 @@ def evaluate_run(
     dataset = SummarizationDataset(data_dir, split, vocab=run.vocab)
     limit = limit or int(table.get("max_examples", 0)) or None
     result, outputs = evaluate_model(run, dataset, decode, RougeOptions(), limit=limit,
-                                     batch_size=int(table.get("batch_size", 32)), device=device)
+                                     batch_size=int(table.get("batch_size", 32)), device=device, progress=progress)
     (run_dir / "results.json").write_text(json.dumps(result, indent=2) + "\n")
     with open(run_dir / f"{split}.summaries.jsonl", "w", encoding="utf-8") as f:
         for out in outputs:

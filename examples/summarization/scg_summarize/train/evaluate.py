@@ -19,6 +19,7 @@ argmax / top-k chunks), over real target steps:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,8 +70,10 @@ class AttentionStats:
 
 @torch.no_grad()
 def evaluate_nll(model: nn.Module, dataset: SummarizationDataset, config: Config, device: torch.device,
-                 dist: DistContext | None = None, mode: str = "greedy") -> dict[str, Any]:
-    """Perplexity and attention statistics of ``dataset`` (sharded over ranks, sums all-reduced)."""
+                 dist: DistContext | None = None, mode: str = "greedy",
+                 progress: Callable[[int], None] | None = None) -> dict[str, Any]:
+    """Perplexity and attention statistics of ``dataset`` (sharded over ranks, sums all-reduced;
+    ``progress`` is called with the examples of every batch, this rank's or not)."""
     dist = dist or DistContext()
     was_training = model.training
     model.eval()
@@ -78,6 +81,8 @@ def evaluate_nll(model: nn.Module, dataset: SummarizationDataset, config: Config
     stats = AttentionStats()
     loader = make_loader(dataset, config, train=False)
     for i, batch in enumerate(loader):
+        if progress is not None:
+            progress(int(batch["src"].shape[0]))
         if i % dist.world != dist.rank:
             continue
         batch = batch_to(batch, device, config)

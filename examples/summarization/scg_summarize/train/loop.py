@@ -47,7 +47,7 @@ from .fingerprint import check_fingerprint, corpus_fingerprint
 from .metrics_log import append_record, repair_log
 from .objective import StepResult, build_objective
 from .optim import PlateauDecay, build_optimizer, clip_gradients
-from .progress import step_progress, total_steps
+from .progress import PhaseProgress, TrainingRecord, format_duration, step_progress, total_steps
 from .resume import check_resume_config, check_same_model
 from .selection import selection_value, validation_rouge
 from .signals import StopRequest, TrainingStopped
@@ -160,7 +160,12 @@ class Trainer:
         self.best_ppl = math.inf
         self.best_step = -1
         self.best_score = math.inf  # selection_value of best.pt (train.select_metric; lower is better)
-        self.elapsed = 0.0
+        self.elapsed = 0.0  # wall seconds of training and validation (what train.time_budget_s bounds)
+        self.cpu_elapsed = 0.0  # the process's CPU seconds in them
+        self.validation_s = 0.0  # wall seconds of the validations (in elapsed)
+        self.validations = 0
+        self.last_validation_s = 0.0
+        self.stopped_by = "epochs"
         self.history: list[dict[str, Any]] = []
         self.last_finite: tuple[int, float] | None = None  # (step, training loss per token)
         self.stop = StopRequest(watch_parent=self.dist.enabled and "TORCHELASTIC_RUN_ID" in os.environ)
@@ -229,6 +234,9 @@ class Trainer:
             "best_step": self.best_step,
             "best_score": self.best_score,
             "elapsed": self.elapsed,
+            "cpu_elapsed": self.cpu_elapsed,
+            "validation_s": self.validation_s,
+            "validations": self.validations,
         }
 
     def save(self, name: str = CHECKPOINT) -> None:
@@ -254,6 +262,9 @@ class Trainer:
         self.best_step = int(state.get("best_step", -1))
         self.best_score = float(state.get("best_score", self.best_ppl))
         self.elapsed = float(state.get("elapsed", 0.0))
+        self.cpu_elapsed = float(state.get("cpu_elapsed", 0.0))
+        self.validation_s = float(state.get("validation_s", 0.0))
+        self.validations = int(state.get("validations", 0))
         if self.dist.rank == 0:
             set_rng_state(state["rng"])
         else:  # other ranks continue their own streams (DDP runs resume exactly on rank 0 only)
@@ -353,14 +364,40 @@ class Trainer:
         return TrainingStopped(self.stop.reason or "a signal on another rank", self.step, self.stop.status)
 
     # ------------------------------------------------------------------ the loop
+    def _phase(self, name: str, total: int) -> PhaseProgress:
+        """Progress lines of a phase after the steps (none with ``quiet``; the phase is timed)."""
+        return PhaseProgress(name, total, None if self.quiet or not self.dist.is_main else self.info)
+
     def validate(self) -> dict[str, Any]:
         mode = "greedy"
+        start = time.perf_counter()
         with torch.random.fork_rng(devices=[]):
-            metrics = evaluate_nll(self.model, self.valid_set, self.config, self.device, self.dist, mode=mode)
-            if self.config.train.select_metric != "ppl":
+            phase = self._phase("validation (perplexity)", len(self.valid_set))
+            metrics = evaluate_nll(self.model, self.valid_set, self.config, self.device, self.dist, mode=mode,
+                                   progress=phase)
+            phase.done()
+            tc = self.config.train
+            if tc.select_metric != "ppl":
+                phase = self._phase(f"validation ({tc.select_metric} of greedy summaries, picks best.pt)",
+                                    min(tc.select_examples, len(self.valid_set)))
                 metrics.update(validation_rouge(self.model, self.valid_set, self.config, self.device,
-                                                self.config.train.select_examples))
-            return metrics
+                                                tc.select_examples, progress=phase))
+                phase.done()
+        seconds = time.perf_counter() - start
+        self.validation_s += seconds
+        self.validations += 1
+        self.last_validation_s = seconds
+        return metrics
+
+    def training_record(self) -> TrainingRecord:
+        """What the run has done so far (written to ``RUN_DIR/training.json`` at its end)."""
+        tc = self.config.train
+        epochs = self.loader.epoch + self.loader.position / max(len(self.loader), 1)
+        return TrainingRecord(steps=self.step, epochs=round(epochs, 4), stopped_by=self.stopped_by,
+                              time_budget_s=tc.time_budget_s, seed=tc.seed, threads=torch.get_num_threads(),
+                              wall_s=round(self.elapsed, 3), cpu_s=round(self.cpu_elapsed, 3),
+                              validation_s=round(self.validation_s, 3), validations=self.validations,
+                              best_step=self.best_step)
 
     def fit(self) -> dict[str, Any]:
         """Train until ``train.epochs`` (or the time budget); returns the last validation metrics.
@@ -378,7 +415,13 @@ class Trainer:
         tc = self.config.train
         last: dict[str, Any] = {}
         start = time.perf_counter() - self.elapsed
+        cpu_start = time.process_time() - self.cpu_elapsed
         out_of_time = False
+        if tc.time_budget_s:
+            self.info(f"time budget: {format_duration(tc.time_budget_s)} of wall-clock time for the training steps "
+                      f"and validations (the mean time of a validation is kept for the final one); the test "
+                      f"evaluation after it is not counted. The result depends on the machine's load: budget "
+                      f"in train.epochs / train.max_steps_per_epoch to reproduce it")
         while self.loader.epoch < tc.epochs and not out_of_time:
             epoch = self.loader.epoch
             bar = self._progress(epoch)
@@ -394,6 +437,7 @@ class Trainer:
                 for key, value in result.terms.items():  # per-term losses and rewards of the objective
                     window["terms"][key] = window["terms"].get(key, 0.0) + value
                 self.elapsed = time.perf_counter() - start
+                self.cpu_elapsed = time.process_time() - cpu_start
                 if bar is not None:
                     bar.update(1)
                 if self.step % tc.log_every == 0 or self.loader.position == len(self.loader):
@@ -408,8 +452,12 @@ class Trainer:
                     raise self._stopped()
                 if tc.checkpoint_every and self.step % tc.checkpoint_every == 0 and mid_epoch:
                     self.save()
-                if tc.time_budget_s and self.elapsed >= tc.time_budget_s:
+                last_validation = self.validation_s / self.validations if self.validations else 0.0
+                if tc.time_budget_s and self.elapsed + last_validation >= tc.time_budget_s:
                     out_of_time = True
+                    self.stopped_by = "time_budget_s"
+                    self.info(f"time budget: stopping after step {self.step} ({format_duration(self.elapsed)} "
+                              f"of {format_duration(tc.time_budget_s)}; one validation left)")
                     break
                 if tc.max_steps_per_epoch and self.loader.position >= tc.max_steps_per_epoch:
                     if self.loader.epoch == epoch:
@@ -418,13 +466,21 @@ class Trainer:
             if bar is not None:
                 bar.close()
             last = self._end_epoch(epoch)
+            self.elapsed = time.perf_counter() - start
+            self.cpu_elapsed = time.process_time() - cpu_start
             if self._stop_requested():
                 raise self._stopped()
         metric = self.config.train.select_metric
         held = (f"; best.pt: step {self.best_step}, validation {metric} {abs(self.best_score):.3f}"
                 if metric != "ppl" and self.best_step >= 0 else "")  # selected by another metric: say which
-        self.info(f"done: {self.step} steps in {self.elapsed:.0f}s, best validation ppl {self.best_ppl:.3f}{held}")
-        self.record("end", best_ppl=self.best_ppl, best_step=self.best_step, elapsed_s=self.elapsed)
+        self.info(f"done: {self.step} steps in {self.elapsed:.0f}s ({self.cpu_elapsed:.0f} CPU s; "
+                  f"{self.validation_s:.0f}s of it in {self.validations} validations), stopped by {self.stopped_by}, "
+                  f"best validation ppl {self.best_ppl:.3f}{held}")
+        record = self.training_record()
+        self.record("end", best_ppl=self.best_ppl, best_step=self.best_step, elapsed_s=self.elapsed,
+                    stopped_by=record.stopped_by)  # (CPU seconds: training.json)
+        if self.dist.is_main:
+            record.write(self.out_dir)
         if self.dist.enabled:
             self.out_dir.mkdir(parents=True, exist_ok=True)
             (self.out_dir / f"digest-rank{self.dist.rank}.txt").write_text(param_digest(self.model) + "\n")
@@ -456,7 +512,8 @@ class Trainer:
                   + (f", coarse acc {acc:.3f}" if acc is not None else "")
                   + (f", {self.config.train.select_metric} {metrics[self.config.train.select_metric]:.2f}"
                      if self.config.train.select_metric != "ppl" else "")
-                  + f", read {metrics['read_frac']:.3f}, lr {self.schedule.lr:g}" + (" (decayed)" if decayed else ""))
+                  + f", read {metrics['read_frac']:.3f}, lr {self.schedule.lr:g}" + (" (decayed)" if decayed else "")
+                  + f" ({format_duration(self.last_validation_s)})")
         if improved and self.dist.is_main:  # best.pt first: see _check_best
             save_atomic({"config": self.config.to_dict(), "model": self.model.state_dict(), "step": self.step,
                          "epoch": epoch, "valid": metrics}, self.out_dir / BEST)

@@ -4,14 +4,30 @@ Outside a terminal the trainer prints a line every ``train.log_every`` steps; it
 run is and when it will end: ``step 150/2500 (6%), epoch 1/4, 1m02s, ETA 16m10s``. The total
 is ``train.epochs`` times the steps per epoch (the loader's length, or
 ``train.max_steps_per_epoch``); the time left is the mean time per step so far times the steps
-left, capped by what is left of ``train.time_budget_s``.
+left, capped by what is left of ``train.time_budget_s``. The phases after the steps say so too:
+:class:`PhaseProgress` prints ``validation: 96/619 examples, 12s`` lines for the per-epoch
+validation, the decoding that picks ``best.pt`` by ROUGE and the final test evaluation.
+
+What a run did is written to ``RUN_DIR/training.json`` (:class:`TrainingRecord`): the steps, the
+wall and CPU seconds of training and of validation, the seed and thread count, and what stopped
+it (``epochs``, or ``time_budget_s``: then the result depends on the machine's load, and every
+evaluation of the run says so). ``train.time_budget_s`` covers the training steps and the
+per-epoch validations (the mean time of a validation is kept in reserve for the final one);
+the test evaluation after training is not counted, and the trainer says so when it starts.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
 
-__all__ = ["format_duration", "step_progress", "total_steps"]
+from ..evaluation.report import TRAINING_RECORD
+
+__all__ = ["PhaseProgress", "TrainingRecord", "format_duration", "step_progress", "total_steps"]
 
 
 def format_duration(seconds: float) -> str:
@@ -43,3 +59,67 @@ def step_progress(step: int, total: int, elapsed: float, *, epoch: int, epochs: 
         if math.isfinite(left):
             parts.append(f"ETA {format_duration(left)}")
     return ", ".join(parts)
+
+
+class PhaseProgress:
+    """Progress lines of a phase after the training steps: ``NAME: DONE/TOTAL examples, 12s``,
+    printed at most every ``every_s`` seconds, and one line with the phase's seconds at the end.
+
+    ``print_line`` gets each line (None: silent; the phase is still timed). Call the object with
+    the number of examples finished since the last call; :meth:`done` returns the seconds taken.
+    """
+
+    def __init__(self, name: str, total: int, print_line: Callable[[str], None] | None, every_s: float = 10.0) -> None:
+        self.name, self.total, self.print_line, self.every_s = name, total, print_line, every_s
+        self.count = 0
+        self.start = self.last = time.perf_counter()
+        if print_line is not None:
+            print_line(f"{name}: {total} examples ...")
+
+    def __call__(self, finished: int) -> None:
+        self.count += finished
+        now = time.perf_counter()
+        if self.print_line is not None and now - self.last >= self.every_s and self.count < self.total:
+            self.last = now
+            self.print_line(f"{self.name}: {self.count}/{self.total} examples, {format_duration(now - self.start)}")
+
+    def done(self) -> float:
+        seconds = time.perf_counter() - self.start
+        if self.print_line is not None:
+            self.print_line(f"{self.name}: done, {min(self.count, self.total) or self.total} examples in "
+                            f"{format_duration(seconds)}")
+        return seconds
+
+
+@dataclass(kw_only=True, slots=True)
+class TrainingRecord:
+    """What a training run did (``RUN_DIR/training.json``).
+
+    Attributes:
+        steps: optimizer steps in all; epochs: the epochs begun (a fraction when cut short).
+        stopped_by: ``epochs`` (``train.epochs`` reached) or ``time_budget_s`` (the wall-clock
+            budget ended the run: its result depends on the machine's load).
+        time_budget_s: the budget (0: none); seed, threads: ``train.seed``, ``train.threads``.
+        wall_s: wall seconds of training and validation; cpu_s: the process's CPU seconds in them.
+        validation_s: wall seconds of the validations (included in ``wall_s``); validations: how many.
+        best_step: the step of ``best.pt``.
+    """
+
+    steps: int
+    epochs: float
+    stopped_by: str
+    time_budget_s: float
+    seed: int
+    threads: int
+    wall_s: float
+    cpu_s: float
+    validation_s: float
+    validations: int
+    best_step: int
+
+    def write(self, run_dir: str | Path) -> Path:
+        path = Path(run_dir) / TRAINING_RECORD
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(asdict(self), indent=2) + "\n", encoding="utf-8")
+        tmp.replace(path)
+        return path

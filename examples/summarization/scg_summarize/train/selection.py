@@ -10,6 +10,7 @@ trainer's ``best.pt`` test and :class:`~.optim.PlateauDecay` compare.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -25,8 +26,9 @@ __all__ = ["selection_value", "validation_rouge"]
 
 @torch.no_grad()
 def validation_rouge(model: nn.Module, dataset: SummarizationDataset, config: Config, device: torch.device,
-                     n_examples: int) -> dict[str, float]:
-    """ROUGE-1/2/L F1 ×100 of greedy summaries of the first ``n_examples`` examples (ids)."""
+                     n_examples: int, progress: Callable[[int], None] | None = None) -> dict[str, float]:
+    """ROUGE-1/2/L F1 ×100 of greedy summaries of the first ``n_examples`` examples (ids);
+    ``progress`` is called with the examples of every decoded batch."""
     from ..decoding.adapters import ModelStepDecoder
     from ..decoding.greedy import greedy_search
     from ..decoding.options import DecodeOptions
@@ -43,6 +45,8 @@ def validation_rouge(model: nn.Module, dataset: SummarizationDataset, config: Co
             for result, ref in zip(found, reference_ids(batch["tgt"], batch["tgt_mask"])):
                 hyps.append(result[0].tokens if result else [])
                 refs.append(ref)
+            if progress is not None:
+                progress(len(found))
             if len(hyps) >= n_examples:
                 break
     finally:
