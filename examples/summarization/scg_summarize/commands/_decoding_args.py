@@ -22,6 +22,7 @@ __all__ = [
     "check_recombine",
     "decode_options",
     "decode_options_with_sources",
+    "describe_sources",
     "positive_int",
 ]
 
@@ -120,6 +121,20 @@ def decode_options_with_sources(
         return resolve_decode_options(flags, run_table, n_best=getattr(args, "n_best", 1), extras=tuple(extras))
     except (ValueError, TypeError) as err:
         raise ValueError(f"bad decoding option: {err}") from None
+
+
+def describe_sources(sources: Mapping[str, str]) -> str:
+    """Where the search settings came from, for the line ``evaluate`` prints: the command line,
+    the run's ``[eval]`` table (its configuration's, i.e. its family's decoding defaults) and the
+    documented defaults of :class:`~scg_summarize.decoding.DecodeOptions` for the rest."""
+    flag = {field: dest.replace("_", "-") for dest, field in DECODE_FLAGS.items()}
+    parts = []
+    for origin, label in (("command line", "command line"), ("run", "the run's [eval] table")):
+        names = [f"--{flag.get(name, name)}" for name, where in sources.items() if where == origin]
+        if names:
+            parts.append(f"{label}: {' '.join(names)}")
+    parts.append("the documented defaults for the rest" if parts else "the documented defaults")
+    return "; ".join(parts)
 
 
 def check_recombine(options: DecodeOptions, decoder: object, run: object) -> None:

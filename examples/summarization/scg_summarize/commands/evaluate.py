@@ -38,7 +38,7 @@ from ..evaluation.report import markdown_report
 from ..evaluation.runner import evaluate_model
 from ..evaluation.saliency_topk import run_saliency_top_k, saliency_model
 from ._common import USER_ERRORS, add_rouge_arguments, error, positive_int, rouge_options, set_threads, write_jsonl
-from ._decoding_args import add_decode_arguments, check_recombine, decode_options_with_sources
+from ._decoding_args import add_decode_arguments, check_recombine, decode_options_with_sources, describe_sources
 
 __all__ = ["COMMAND"]
 
@@ -80,8 +80,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"evaluate: warning: {line}: the model does not read what it was trained on", file=sys.stderr)
         decode, sources = decode_options_with_sources(args, run_table=loaded.eval_table)
         check_recombine(decode, loaded.decoder, args.run)
-        origin = "command line and run's [eval]" if sources else "defaults"
-        print(f"evaluate: decoding with {describe_options(decode)} ({origin})", file=sys.stderr)
+        print(f"evaluate: decoding with {describe_options(decode)} ({describe_sources(sources)})", file=sys.stderr)
         rouge = rouge_options(args, digits_mapped=loaded.prep_options.digits_to_hash)
         tag = decode_tag(decode, coarse_topk=args.coarse_topk, limit=args.limit, checkpoint=args.checkpoint)
         stem = model_stem(Path(data_dir).name, args.split, tag, rouge)

@@ -214,9 +214,20 @@ def _write(args: argparse.Namespace, handle: IO[str], summarizer: Summarizer, do
     return count
 
 
+def _same_file(a: Path, b: Path) -> bool:
+    """Whether ``a`` and ``b`` name the same file (through links, relative paths)."""
+    try:
+        return a.exists() and b.exists() and a.samefile(b)
+    except OSError:
+        return a.resolve() == b.resolve()
+
+
 def run(args: argparse.Namespace) -> int:
     """Execute ``summarize``; returns 0 on success, 1 on an error."""
     set_threads(args)
+    if args.output is not None and args.input not in (None, "-") and _same_file(Path(args.input), args.output):
+        return error("summarize", f"--output {args.output} is the --input file: writing the summaries there would "
+                     "erase the documents before they are read; choose another --output")
     try:
         loaded = load_run(
             args.run, checkpoint=args.checkpoint, coarse_topk=args.coarse_topk, device=args.device, data_dir=args.data

@@ -91,6 +91,12 @@ def evaluate_test(run_dir: Path, data: Path, *, rouge: bool) -> dict[str, Any]:
     return summary
 
 
+def _inside(path: Path, folder: Path) -> bool:
+    """Whether ``path`` is ``folder`` or lies below it (after resolving links and ``..``)."""
+    path, folder = path.resolve(), folder.resolve()
+    return path == folder or folder in path.parents
+
+
 def _problems(args: argparse.Namespace, saved: dict[str, Any] | None) -> tuple[Any, list[str]]:
     """The configuration (``saved``: the one a resumed run recorded, overrides applied), and every
     problem with it and the arguments (reported together)."""
@@ -107,7 +113,10 @@ def _problems(args: argparse.Namespace, saved: dict[str, Any] | None) -> tuple[A
         problems.append(str(err))
     if args.out.exists() and not args.out.is_dir():
         problems.append(f"--out {args.out}: an existing file; expected a run directory (new, or one to --resume)")
-    if not (args.data / META_FILE).is_file():
+    if _inside(args.out, args.data) or _inside(args.data, args.out):
+        problems.append(f"--out {args.out} and --data {args.data} overlap: a run folder must be outside the corpus "
+                        "(its checkpoints and metrics would be written among the corpus files); choose another --out")
+    elif not (args.data / META_FILE).is_file():
         problems.append(f"--data {args.data}: not a prepared corpus (no {META_FILE}); expected a directory "
                         f"written by scg-summarize prepare")
     if config is not None and config.train.device.startswith("cuda"):
@@ -127,6 +136,12 @@ def run(args: argparse.Namespace) -> int:
     """Execute ``train``: 0 done, 2 bad input or refused (every problem listed, one per line), 1 a
     failure while training (divergence, a checkpoint that cannot be written), 128 + signal number
     when stopped by SIGTERM/SIGINT (after writing a checkpoint)."""
+    if not args.list and not args.resume and None in (args.config, args.data, args.out):  # before any import
+        missing = [flag for flag, value in (("--config", args.config), ("--data", args.data), ("--out", args.out))
+                   if value is None]
+        print(f"train: error: missing {', '.join(missing)} (a new run needs --config NAME, --data CORPUS and --out "
+              "RUN_DIR; --resume needs only --out)", file=sys.stderr)
+        return 2
     from ..dirlock import DirLock, LockedError
     from ..train.checkpoint import CheckpointError
     from ..train.config import available_configs, load_config
@@ -141,17 +156,21 @@ def run(args: argparse.Namespace) -> int:
     from ._train_checks import check_run_folder, missing_test_split, resume_settings
 
     saved, recorded_data = (None, None)
-    if args.resume and args.out is not None and args.config is None:
+    if args.resume and args.out is not None and (args.config is None or args.data is None):
         try:
             saved, recorded_data = resume_settings(args.out, args.set)
         except (ValueError, FileNotFoundError) as err:
             print(f"train: error: {err}", file=sys.stderr)
             return 2
+        if args.config is not None:
+            saved = None  # --config names the configuration; only the corpus comes from the run
     args.data = args.data or recorded_data
     missing = [flag for flag, value in (("--config", args.config or saved), ("--data", args.data), ("--out", args.out))
                if value is None]
     if missing:
-        print(f"train: missing {', '.join(missing)}", file=sys.stderr)
+        hint = ("; --resume reads them from the run folder given by --out" if args.out is None else
+                f"; {args.out} records no corpus (no data.json): pass --data")
+        print(f"train: error: missing {', '.join(missing)}{hint}", file=sys.stderr)
         return 2
     config, problems = _problems(args, saved)
     if problems:

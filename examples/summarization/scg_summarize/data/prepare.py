@@ -86,7 +86,19 @@ def _close(stream: Iterator[Any]) -> None:
         close()
 
 
+#: Files of a training run's folder (``scg-summarize train --out``): never a corpus to replace.
+_RUN_FILES: tuple[str, ...] = ("config.json", "checkpoint.pt", "best.pt")
+
+
 def _prepare_output(out_dir: Path, overwrite: bool) -> None:
+    run_files = [name for name in _RUN_FILES if (out_dir / name).exists()]
+    if run_files:
+        raise FileExistsError(f"{out_dir} is a training run's folder ({', '.join(run_files)}), not a corpus: preparing "
+                              f"there would replace the {VOCAB_FILE} the run needs to summarize; choose another "
+                              f"output folder")
+    if (out_dir / VOCAB_FILE).exists() and not (out_dir / META_FILE).exists() and not overwrite:
+        raise FileExistsError(f"{out_dir / VOCAB_FILE} exists (and {out_dir} holds no prepared corpus); pass "
+                              f"overwrite=True (--overwrite) to replace it, or choose another output folder")
     if (out_dir / META_FILE).exists():
         if not overwrite:
             raise FileExistsError(f"{out_dir} already holds a prepared corpus; pass overwrite=True (--overwrite)")

@@ -93,8 +93,8 @@ class DecodeOptions:
             object.__setattr__(self, "min_len", min(DEFAULT_MIN_LEN, self.max_len // 4))
         if not isinstance(self.min_len, int) or not 0 <= self.min_len <= self.max_len:
             raise ValueError(f"min_len must be in [0, max_len={self.max_len}], got {self.min_len!r}")
-        if self.length_penalty < 0:
-            raise ValueError(f"length_penalty must be >= 0, got {self.length_penalty!r}")
+        if not isinstance(self.length_penalty, (int, float)) or not 0 <= self.length_penalty < float("inf"):
+            raise ValueError(f"length_penalty must be a finite number >= 0, got {self.length_penalty!r}")
         if not isinstance(self.no_repeat_ngram, int) or self.no_repeat_ngram < 0 or self.no_repeat_ngram == 1:
             raise ValueError(f"no_repeat_ngram must be 0 (off) or >= 2, got {self.no_repeat_ngram!r}")
         if self.unk not in UNK_MODES:

@@ -3,8 +3,10 @@
 :func:`decode_batch` picks greedy or beam search from the options. :class:`Summarizer` runs it
 over documents in batches and turns every hypothesis into a :class:`Summary`: word ids become
 words, ``<unk>`` is replaced by the most attended source word when asked (``unk="replace"``,
-which needs the model's ``word_attn``), the words are split into sentences after ``.``/``!``/
-``?`` and every sentence is detokenized.
+which needs the model's ``word_attn``; never by a marker such as ``</s>``), the words are split
+into sentences after ``.``/``!``/``?`` and every sentence is detokenized. No special token
+reaches a summary's text: ``<pad>``, ``<s>`` and ``</s>`` (a copying model can copy the source's
+``</s>``) are dropped from it, and so is an ``<unk>`` that ``unk="replace"`` could not replace.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any
 import torch
 
 from ..data.tokenizer import detokenize
-from ..data.vocab import UNK, Vocab
+from ..data.vocab import SPECIALS, UNK, Vocab
 from .beam import beam_search
 from .blocking import SpecialIds, number_token_ids
 from .greedy import greedy_search
@@ -27,6 +29,9 @@ from .protocol import StepDecoder
 __all__ = ["Summarizer", "Summary", "decode_batch", "replace_unks", "split_token_sentences"]
 
 _SENTENCE_END = frozenset({".", "!", "?"})
+#: Tokens never shown in a summary's text (with ``unk="replace"``, an unreplaced ``<unk>`` too).
+_NOT_SHOWN = frozenset(SPECIALS) - {UNK}
+_NOT_SHOWN_REPLACE = frozenset(SPECIALS)
 
 
 def decode_batch(
@@ -55,12 +60,18 @@ def replace_unks(tokens: list[str], word_attn: torch.Tensor | None, words: list[
         return list(tokens), 0
     out, count = list(tokens), 0
     n = word_attn.shape[-1]
+    # the source positions that hold a real word (not padding, not a marker such as </s>)
+    usable = torch.zeros(word_attn.shape[-2:], dtype=torch.bool)
+    for m, chunk in enumerate(words[: usable.shape[0]]):
+        for j, word in enumerate(chunk[:n]):
+            usable[m, j] = word not in SPECIALS
     for t, token in enumerate(tokens):
         if token != UNK or t >= word_attn.shape[0]:
             continue
-        flat = int(word_attn[t].reshape(-1).argmax())
-        m, j = divmod(flat, n)
-        if m < len(words) and j < len(words[m]) and float(word_attn[t].reshape(-1)[flat]) > 0:
+        weights = word_attn[t].float().cpu().masked_fill(~usable, -1.0).reshape(-1)
+        flat = int(weights.argmax())
+        if float(weights[flat]) > 0:
+            m, j = divmod(flat, n)
             out[t], count = words[m][j], count + 1
     return out, count
 
@@ -139,7 +150,8 @@ class Summarizer:
         replaced = 0
         if self.options.unk == "replace":
             tokens, replaced = replace_unks(tokens, hyp.extras.get("word_attn"), doc.words)
-        sentences = [detokenize(s) for s in split_token_sentences(tokens)]
+        hidden = _NOT_SHOWN_REPLACE if self.options.unk == "replace" else _NOT_SHOWN
+        sentences = [detokenize(s) for s in split_token_sentences([t for t in tokens if t not in hidden])]
         return Summary(doc.id, list(hyp.tokens), tokens, sentences, hyp.score, hyp.log_prob, hyp.extras, replaced)
 
     def summarize_batch(self, docs: list[SourceDocument]) -> list[list[Summary]]:

@@ -168,6 +168,10 @@ class ModelConfig:
 
         if self.family not in FAMILIES:
             raise ValueError(f"model.family must be one of {tuple(FAMILIES.names())}, got {self.family!r}")
+        if self.family != "c2f" and self.attention != "standard":  # the other families have their own attention
+            raise ValueError(f"model.attention = {self.attention!r} (a hierarchical model, with model.multi, "
+                             f"model.chunk_encoder...) is the 'c2f' family's; the {self.family!r} family would ignore "
+                             f"it: start from one of its configurations, or set model.attention = 'standard'")
         if not isinstance(self.tgt_vocab_size, int) or isinstance(self.tgt_vocab_size, bool) \
                 or self.tgt_vocab_size < 0 or 0 < self.tgt_vocab_size < 5:
             raise ValueError(f"model.tgt_vocab_size must be 0 (the whole vocabulary) or >= 5, got "

@@ -1,0 +1,181 @@
+"""Issue 28, items 3-8 and 13: nothing a user made is replaced or emptied without being asked, no
+special token reaches a summary, bad decoding/model options are refused, help is fast."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from scg_summarize.cli import main
+from scg_summarize.commands._decoding_args import add_decode_arguments, decode_options
+from scg_summarize.data.vocab import Vocab
+from scg_summarize.decoding.inputs import SourceDocument
+from scg_summarize.decoding.options import DecodeOptions, Hypothesis
+from scg_summarize.decoding.summarizer import Summarizer, replace_unks
+from scg_summarize.demo import DEFAULT_CONFIGS
+from scg_summarize.train.config import load_config
+
+
+def _fake_run(folder: Path) -> dict[str, bytes]:
+    """A folder with the files of a training run; returns their contents."""
+    folder.mkdir(parents=True)
+    files = {"config.json": b'{"name": "x"}\n', "best.pt": b"weights", "vocab.txt": b"<pad>\n<unk>\n<s>\n</s>\nw\n"}
+    for name, content in files.items():
+        (folder / name).write_bytes(content)
+    return files
+
+
+def _unchanged(folder: Path, files: dict[str, bytes]) -> bool:
+    return all((folder / name).read_bytes() == content for name, content in files.items())
+
+
+def test_demo_refuses_to_train_over_a_run_or_results(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "demo"
+    files = _fake_run(out / DEFAULT_CONFIGS[0])
+    assert main(["demo", "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "--overwrite" in err and DEFAULT_CONFIGS[0] in err
+    assert _unchanged(out / DEFAULT_CONFIGS[0], files) and not (out / "data").exists()  # nothing generated either
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "results.json").write_text("[]\n")
+    assert main(["demo", "--out", str(tmp_path / "other")]) == 1
+    assert "already holds the results of a demo" in capsys.readouterr().err
+
+
+def test_summarize_refuses_to_write_over_its_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    docs = tmp_path / "docs.txt"
+    docs.write_text("a first document .\nanother one .\n")
+    before = docs.read_bytes()
+    for output in (docs, tmp_path / "." / "docs.txt"):  # the same file, spelled another way
+        assert (
+            main(["summarize", "--run", str(tmp_path / "no-run"), "--input", str(docs), "--output", str(output)]) == 2
+        )
+        err = capsys.readouterr().err
+        assert "is the --input file" in err and docs.read_bytes() == before
+
+
+def test_prepare_refuses_a_run_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = tmp_path / "run"
+    files = _fake_run(run)
+    for extra in ([], ["--overwrite"]):  # not even with --overwrite: a run folder is not a corpus
+        status = main(
+            [
+                "prepare",
+                "--format",
+                "synthetic",
+                "--n-train",
+                "20",
+                "--n-valid",
+                "5",
+                "--n-test",
+                "5",
+                "--quiet",
+                "--output",
+                str(run),
+                *extra,
+            ]
+        )
+        assert status == 2
+        err = capsys.readouterr().err
+        assert "training run's folder" in err and "vocab.txt" in err
+        assert _unchanged(run, files) and not (run / "meta.json").exists()
+
+
+def test_train_refuses_a_run_folder_inside_the_corpus(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "meta.json").write_text("{}\n")
+    for out in (data, data / "run"):
+        assert main(["train", "--config", "tiny-STANDARD", "--data", str(data), "--out", str(out)]) == 2
+        assert "overlap" in capsys.readouterr().err
+    assert sorted(p.name for p in data.iterdir()) == ["meta.json"]  # nothing written into the corpus
+
+
+def test_resume_with_config_takes_the_corpus_from_the_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps(load_config("tiny-STANDARD").to_dict()) + "\n")
+    assert main(["train", "--resume", "--config", "tiny-STANDARD", "--out", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert "missing --data" in err and "records no corpus (no data.json)" in err
+    (run / "data.json").write_text(json.dumps({"data_dir": str(tmp_path / "corpus")}) + "\n")
+    assert main(["train", "--resume", "--config", "tiny-STANDARD", "--out", str(run)]) == 2
+    err = capsys.readouterr().err  # now the recorded corpus is used (and named: it does not exist)
+    assert "missing" not in err and str(tmp_path / "corpus") in err
+
+
+def _decode_args(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    add_decode_arguments(parser)
+    return parser.parse_args(list(argv))
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-1"])
+def test_length_penalty_must_be_finite(value: str) -> None:
+    with pytest.raises(ValueError, match="length_penalty must be a finite number"):
+        decode_options(_decode_args("--length-penalty", value))
+    assert decode_options(_decode_args("--length-penalty", "0.5")).length_penalty == 0.5
+
+
+def test_another_family_refuses_the_c2f_options() -> None:
+    with pytest.raises(ValueError, match="'c2f' family's; the 'abs' family would ignore it"):
+        load_config("C2F+MULTI2", ["model.family=abs"])
+    assert load_config("STANDARD", ["model.family=abs"]).model.family == "abs"  # nothing to ignore
+
+
+def _summarizer(unk: str) -> tuple[Summarizer, Vocab]:
+    vocab = Vocab(["alpha", "beta", "gamma"])
+    options = DecodeOptions(greedy=True, max_len=8, min_len=0, no_repeat_ngram=0, unk=unk)
+    return Summarizer(torch.nn.Identity(), vocab, options), vocab  # type: ignore[arg-type]
+
+
+def _document() -> SourceDocument:
+    words = [["alpha", "</s>"], ["beta", "gamma"]]
+    return SourceDocument("d", torch.zeros(2, 2, dtype=torch.long), torch.ones(2, 2, dtype=torch.bool), words)
+
+
+@pytest.mark.parametrize("unk", ["replace", "forbid", "allow"])
+def test_no_special_token_reaches_a_summary(unk: str) -> None:
+    summarizer, vocab = _summarizer(unk)
+    special = [vocab.pad_id, vocab.bos_id, vocab.eos_id]
+    ids = [vocab.token_to_id("alpha"), vocab.unk_id, *special, vocab.unk_id, vocab.token_to_id("beta")]
+    attn = torch.zeros(len(ids) + 1, 2, 2)
+    attn[1, 0, 1] = 0.9  # the first <unk> looks hardest at the source's </s> marker ...
+    attn[1, 1, 0] = 0.1  # ... and next at "beta", which replaces it
+    hyp = Hypothesis(ids, log_prob=-1.0, score=-1.0, extras={"word_attn": attn})  # the second <unk>: no attention
+    text = summarizer.to_summary(_document(), hyp).text.split()
+    assert not {"<pad>", "<s>", "</s>"} & set(text)
+    if unk == "replace":
+        assert text == ["alpha", "beta", "beta"]  # replaced by a word, never by </s>; the unreplaceable one dropped
+    else:
+        assert text.count("<unk>") == 2  # asked to keep <unk> (allow), or the model never produces it (forbid)
+
+
+def test_replace_unks_never_picks_a_marker() -> None:
+    attn = torch.zeros(1, 2, 2)
+    attn[0, 0, 1] = 1.0  # all attention on </s>: nothing to replace with
+    assert replace_unks(["<unk>"], attn, _document().words) == (["<unk>"], 0)
+
+
+@pytest.mark.parametrize("config", ["ABS", "PAULUS-ML", "MAL", "C2F"])
+def test_family_decoding_defaults_replace_unk(config: str) -> None:
+    assert load_config(config).eval.unk == "replace"  # documented in the README: no <unk> in a summary
+
+
+def test_help_and_usage_errors_import_neither_torch_nor_matplotlib() -> None:
+    code = (
+        "import sys\nfrom scg_summarize.cli import main\n"
+        "codes = [main(a) for a in (['--help'], ['train', '--bogus'], ['demo', '--help'], ['bogus'], ['train'])]\n"
+        "print(codes, sorted(m for m in ('torch', 'matplotlib', 'numpy') if m in sys.modules))\n"
+    )
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "[0, 2, 0, 2, 2] []"
+    assert "usage: scg-summarize" in proc.stdout and "missing --config" in proc.stderr
