@@ -12,6 +12,7 @@ from scg_summarize.cli import main
 from scg_summarize.dirlock import DirLock
 from scg_summarize.evaluation.report import make_result, markdown_report
 from scg_summarize.train import Trainer, load_config
+from scg_summarize.train.loop import param_digest
 
 from .robust_support import cli
 
@@ -51,6 +52,18 @@ def test_a_time_budget_says_what_it_covers_and_that_it_stopped_the_run(synthetic
     assert any(line.startswith("time budget: stopping after step 1") for line in lines)
     end = json.loads((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[-1])
     assert end["event"] == "end" and end["stopped_by"] == "time_budget_s"
+
+
+def test_a_step_budget_stops_there_with_a_final_validation_and_repeats_to_the_bit(
+    synthetic_corpus: Path, tmp_path: Path
+) -> None:
+    digests = []
+    for name in ("a", "b"):
+        trainer, _ = _fit(synthetic_corpus, tmp_path / name, "train.epochs=5", "train.max_steps=3")
+        record = json.loads((tmp_path / name / "training.json").read_text())
+        assert record["stopped_by"] == "max_steps" and record["steps"] == 3 and record["validations"] == 2
+        digests.append(param_digest(trainer.model))
+    assert digests[0] == digests[1]
 
 
 def test_report_marks_results_of_runs_stopped_by_a_time_budget() -> None:

@@ -75,7 +75,10 @@ class TrainConfig:
         log_every: steps between progress/metrics lines.
         checkpoint_every: steps between mid-epoch checkpoints (0: epoch ends only).
         max_steps_per_epoch: cut epochs short (0: full epochs), for smoke runs.
-        time_budget_s: stop (after checkpointing) when the run has trained this long (0: none).
+        max_steps: stop after this many optimizer steps in all, with a final validation (0: no
+            limit; ``train.epochs`` still applies). With epochs, the budget documented results use.
+        time_budget_s: stop (after checkpointing) when the run has trained and validated this long
+            (0: none): a user option; the result then depends on the machine's load.
         device: ``auto`` (CUDA when available), ``cpu`` or ``cuda``.
         num_workers: data loader worker processes.
         threads: torch intra-op threads (0: torch's default).
@@ -112,6 +115,7 @@ class TrainConfig:
     log_every: int = 50
     checkpoint_every: int = 0
     max_steps_per_epoch: int = 0
+    max_steps: int = 0
     time_budget_s: float = 0.0
     device: str = "auto"
     num_workers: int = 0

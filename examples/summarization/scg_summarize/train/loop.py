@@ -400,7 +400,8 @@ class Trainer:
                               best_step=self.best_step)
 
     def fit(self) -> dict[str, Any]:
-        """Train until ``train.epochs`` (or the time budget); returns the last validation metrics.
+        """Train until ``train.epochs``, ``train.max_steps`` or the time budget; returns the last
+        validation metrics.
 
         SIGTERM/SIGINT stop the run after the current step with a checkpoint
         (:class:`TrainingStopped`); a non-finite loss stops it with :class:`TrainingDiverged`.
@@ -422,6 +423,8 @@ class Trainer:
                       f"and validations (the mean time of a validation is kept for the final one); the test "
                       f"evaluation after it is not counted. The result depends on the machine's load: budget "
                       f"in train.epochs / train.max_steps_per_epoch to reproduce it")
+        if tc.max_steps and self.step >= tc.max_steps:  # resumed after its last step (the validation is done)
+            out_of_time, self.stopped_by = True, "max_steps"
         while self.loader.epoch < tc.epochs and not out_of_time:
             epoch = self.loader.epoch
             bar = self._progress(epoch)
@@ -452,6 +455,10 @@ class Trainer:
                     raise self._stopped()
                 if tc.checkpoint_every and self.step % tc.checkpoint_every == 0 and mid_epoch:
                     self.save()
+                if tc.max_steps and self.step >= tc.max_steps:
+                    out_of_time = True
+                    self.stopped_by = "max_steps"
+                    break
                 last_validation = self.validation_s / self.validations if self.validations else 0.0
                 if tc.time_budget_s and self.elapsed + last_validation >= tc.time_budget_s:
                     out_of_time = True
@@ -544,6 +551,7 @@ class Trainer:
         elif not self.quiet:
             tc = self.config.train
             total = total_steps(tc.epochs, len(self.loader), tc.max_steps_per_epoch)
+            total = min(total, tc.max_steps) if tc.max_steps else total
             where = step_progress(self.step, total, self.elapsed, epoch=self.loader.epoch + 1, epochs=tc.epochs,
                                   budget_s=tc.time_budget_s)
             self.info(f"{where}: loss {values['loss']:.3f} ppl {values['ppl']:.2f} {values['tok_per_s']:.0f} tok/s"

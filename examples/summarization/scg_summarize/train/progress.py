@@ -10,7 +10,7 @@ validation, the decoding that picks ``best.pt`` by ROUGE and the final test eval
 
 What a run did is written to ``RUN_DIR/training.json`` (:class:`TrainingRecord`): the steps, the
 wall and CPU seconds of training and of validation, the seed and thread count, and what stopped
-it (``epochs``, or ``time_budget_s``: then the result depends on the machine's load, and every
+it (``epochs``, ``max_steps``, or ``time_budget_s``: then the result depends on the machine's load, and every
 evaluation of the run says so). ``train.time_budget_s`` covers the training steps and the
 per-epoch validations (the mean time of a validation is kept in reserve for the final one);
 the test evaluation after training is not counted, and the trainer says so when it starts.
@@ -97,8 +97,9 @@ class TrainingRecord:
 
     Attributes:
         steps: optimizer steps in all; epochs: the epochs begun (a fraction when cut short).
-        stopped_by: ``epochs`` (``train.epochs`` reached) or ``time_budget_s`` (the wall-clock
-            budget ended the run: its result depends on the machine's load).
+        stopped_by: ``epochs`` (``train.epochs`` reached), ``max_steps`` (``train.max_steps``) or
+            ``time_budget_s`` (the wall-clock budget ended the run: its result depends on the
+            machine's load).
         time_budget_s: the budget (0: none); seed, threads: ``train.seed``, ``train.threads``.
         wall_s: wall seconds of training and validation; cpu_s: the process's CPU seconds in them.
         validation_s: wall seconds of the validations (included in ``wall_s``); validations: how many.

@@ -24,7 +24,7 @@ __all__ = ["RESUMABLE", "check_resume_config", "check_same_model"]
 
 #: options a resumed run may change (they do not change the computation of any step)
 RESUMABLE: frozenset[str] = frozenset({
-    "train.epochs", "train.time_budget_s", "train.log_every", "train.device", "train.num_workers",
+    "train.epochs", "train.max_steps", "train.time_budget_s", "train.log_every", "train.device", "train.num_workers",
     "train.threads", "train.throttle_s", "train.checkpoint_every",
     *(f"eval.{k}" for k in ("beam", "max_len", "min_len", "block_ngram", "length_penalty", "unk", "batch_size",
                             "max_examples")),

@@ -107,7 +107,7 @@ RULES: dict[str, Rule] = {
     "train.device": Rule("'auto', 'cpu', 'cuda', 'cuda:N' or 'mps'", lambda v: bool(_DEVICE.match(v)), True),
     **{f"train.{k}": _NON_NEGATIVE for k in ("chunk_encoder_lr_scale", "max_grad_norm", "decay_patience", "epochs",
                                               "seed", "reward_scale", "checkpoint_every", "max_steps_per_epoch",
-                                              "time_budget_s", "num_workers", "threads", "throttle_s")},
+                                              "max_steps", "time_budget_s", "num_workers", "threads", "throttle_s")},
     **{f"data.{k}_split": _SPLIT for k in ("train", "valid", "test")},
     "data.max_target_len": _NON_NEGATIVE,
     "data.regrid": Rule("[] or [M, N] with M, N >= 1", lambda v: v == [] or (len(v) == 2 and min(v) >= 1), True),
