@@ -33,7 +33,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, ClassVar
 
 import torch
-from torch.distributions import Bernoulli, Distribution
+from torch.distributions import Bernoulli, Distribution, Independent
 
 from scg.errors import SCGError
 from scg.estimators.base import Estimator
@@ -44,10 +44,17 @@ if TYPE_CHECKING:
 __all__ = ["ARM", "antithetic_pairs"]
 
 
-def _logits(estimator: Estimator, dist: Distribution) -> torch.Tensor:
-    if not isinstance(dist, Bernoulli):
-        raise SCGError(f"{type(estimator).__name__}() supports Bernoulli nodes, not {type(dist).__name__}")
-    return dist.logits
+def _logits(estimator: Estimator, dist: Distribution) -> tuple[torch.Tensor, int]:
+    """The Bernoulli logits of ``dist`` and how many trailing dims are its event (``Independent``)."""
+    base, event = dist, 0
+    if isinstance(dist, Independent):
+        base, event = dist.base_dist, dist.reinterpreted_batch_ndims
+    if not isinstance(base, Bernoulli):
+        raise SCGError(
+            f"{type(estimator).__name__}() supports Bernoulli nodes (or Independent(Bernoulli)), not "
+            f"{type(dist).__name__}"
+        )
+    return base.logits.expand(dist.batch_shape + dist.event_shape), event
 
 
 def _pairs(estimator: Estimator, n: int | None) -> int:
@@ -75,10 +82,10 @@ class ARM(Estimator):
     multi_sample: ClassVar[bool] = True
 
     def draw(self, dist: Distribution, sample_shape: torch.Size) -> torch.Tensor:
-        logits = _logits(self, dist)
+        logits, _ = _logits(self, dist)
         m = _pairs(self, sample_shape[0] if len(sample_shape) == 1 else None)
         with torch.no_grad():
-            return antithetic_pairs(logits.expand(dist.batch_shape), m)
+            return antithetic_pairs(logits, m)
 
     def centred(self, logits: torch.Tensor, b1: torch.Tensor, b2: torch.Tensor) -> torch.Tensor:
         """u − ½ for the pair (b₁, b₂): u redrawn uniformly on the interval that gives the pair."""
@@ -90,14 +97,16 @@ class ARM(Estimator):
 
     def log_prob(self, dist: Distribution, value: torch.Tensor) -> torch.Tensor:
         """log p(value) in value; gradient −2(u − ½)∇α on b₁ and +2(u − ½)∇α on b₂."""
-        logits = _logits(self, dist)
-        extra = value.dim() - len(dist.batch_shape)
+        logits, event = _logits(self, dist)
+        extra = value.dim() - len(dist.batch_shape) - event
         m = _pairs(self, value.shape[0] if extra == 1 else None)
         alpha = logits.expand(value.shape)
         with torch.no_grad():
             c = self.centred(alpha[:m].detach(), value[:m], value[m:])
-        weight = torch.cat([-2.0 * c, 2.0 * c])
-        return dist.log_prob(value).detach() + weight * (alpha - alpha.detach())
+        score = torch.cat([-2.0 * c, 2.0 * c]) * (alpha - alpha.detach())
+        if event:
+            score = score.sum(tuple(range(-event, 0)))
+        return dist.log_prob(value).detach() + score
 
     def control_variate(self, node: StochasticNode) -> None:
         """No control variate (the pair is its own); refuses a baseline that differs within a
