@@ -146,9 +146,10 @@ class PlateCheck:
 
 
 def share_beyond(x: torch.Tensor, start: int) -> torch.Tensor:
-    """Credit ``x`` (q, *shape) summed over the dims ``start..`` of ``shape`` (kept, broadcast):
-    every element of those dimensions gets the credit of all of them."""
+    """``x`` (q, *shape) summed over the dims ``start..`` of ``shape``, kept with size 1: every
+    element of those dimensions gets the credit of all of them once broadcast. ``x`` must not
+    be expanded along them (a cost broadcast to a node's shape would be counted once per copy)."""
     dims = tuple(range(1 + start, x.dim()))
     if not dims:
         return x
-    return x.sum(dim=dims, keepdim=True).expand_as(x)
+    return x.sum(dim=dims, keepdim=True)

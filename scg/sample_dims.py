@@ -181,12 +181,14 @@ class SamplePlan:
 
 
 def _align_rest(x: torch.Tensor, target: torch.Size, src: Node, dst: Node,
-                reverse: bool) -> torch.Tensor:
+                reverse: bool, expand: bool = True) -> torch.Tensor:
     """Align the trailing dims of ``x`` (q, *S) to ``target`` by leading (batch) dimensions.
 
     Forward (cost → node): cost dims beyond the node's, or where the node has 1, are summed.
     Reverse (node → cost): node dims beyond the cost's, or where the cost has 1, are summed. In
-    both directions a dimension of size 1 (or a missing one) is broadcast.
+    both directions a dimension of size 1 (or a missing one) is broadcast; with
+    ``expand=False`` it is left at size 1 (the result is broadcastable to ``(q, *target)``), so
+    that a sum over it counts each element of ``x`` once.
     """
     shape = x.shape[1:]
     if shape == target:
@@ -214,7 +216,7 @@ def _align_rest(x: torch.Tensor, target: torch.Size, src: Node, dst: Node,
     missing = k - (x.dim() - 1)
     if missing > 0:
         x = x.reshape(*x.shape, *([1] * missing))
-    return x.expand(x.shape[0], *target)
+    return x.expand(x.shape[0], *target) if expand else x
 
 
 def _move(x: torch.Tensor, src: tuple[int, ...], dst: tuple[int, ...],
@@ -235,16 +237,17 @@ def _move(x: torch.Tensor, src: tuple[int, ...], dst: tuple[int, ...],
 
 def align_batch_to_node(x: torch.Tensor, c_lay: tuple[int, ...], v_lay: tuple[int, ...],
                         node_shape: torch.Size, cost: Node, node: Node,
-                        sizes: dict[int, int]) -> torch.Tensor:
-    """Stacked costs ``(q, *cost_shape)`` → ``(q, *node_shape)`` for crediting ``node``."""
+                        sizes: dict[int, int], expand: bool = True) -> torch.Tensor:
+    """Stacked costs ``(q, *cost_shape)`` → ``(q, *node_shape)`` for crediting ``node``
+    (``expand=False``: batch dimensions the cost lacks are left at size 1, broadcastable)."""
     if not c_lay and not v_lay:
-        return _align_rest(x, node_shape, cost, node, reverse=False)
+        return _align_rest(x, node_shape, cost, node, reverse=False, expand=expand)
     y = _move(x, c_lay, v_lay, sizes)
     q, nv = y.shape[0], len(v_lay)
     lead = y.shape[1:1 + nv]
     flat = y.reshape(-1, *y.shape[1 + nv:])
-    flat = _align_rest(flat, node_shape[nv:], cost, node, reverse=False)
-    return flat.reshape(q, *lead, *node_shape[nv:])
+    flat = _align_rest(flat, node_shape[nv:], cost, node, reverse=False, expand=expand)
+    return flat.reshape(q, *lead, *flat.shape[1:])
 
 
 def align_batch_to_cost(x: torch.Tensor, v_lay: tuple[int, ...], c_lay: tuple[int, ...],

@@ -118,11 +118,14 @@ def _apply_baselines(
     for key, idx in by_baseline.items():
         result = objects[key]([nodes[i] for i in idx], targets[idx])
         value = result.value.detach()
+        want = (len(idx), *targets.shape[1:])
+        _check_shape(value, want, objects[key], nodes[idx[0]], "value")
         if not torch.isfinite(value).all():
             raise SCGError(f"the baseline {objects[key]!r} of {nodes[idx[0]].describe()} returned "
                            "a non-finite value")
         adv = targets[idx] - value
         if result.scale is not None:
+            _check_shape(result.scale, want, objects[key], nodes[idx[0]], "scale")
             adv = adv * result.scale.detach()
         if len(idx) == len(nodes):
             out = adv
@@ -131,6 +134,23 @@ def _apply_baselines(
         if result.loss is not None:
             losses.append(result.loss)
     return out
+
+
+def _check_shape(x: torch.Tensor, want: tuple[int, ...], baseline: Baseline, node: Node,
+                 what: str) -> None:
+    """A baseline's value (or scale) must broadcast to the learning signal's shape without
+    changing it: a (3, 1) value against a (3,) signal would broadcast to (3, 3) and credit each
+    element with every other element's signal (a silently multiplied gradient)."""
+    shape = tuple(x.shape)
+    ok = len(shape) <= len(want) and all(
+        s in (1, w) for s, w in zip(shape[::-1], want[::-1]))
+    if not ok:
+        name = " ".join(repr(baseline).split())
+        raise SCGError(f"the baseline {name} of {node.describe()} returned a {what} of shape "
+                       f"{tuple(x.shape)}, which does not broadcast to the shape of the learning "
+                       f"signal it is subtracted from, {tuple(want)} (the nodes sharing the "
+                       f"baseline, then the node's shape {tuple(want[1:])}); give it that shape or "
+                       "one that broadcasts to it (e.g. a scalar)")
 
 
 def _check_finite(stack: torch.Tensor, costs: Sequence[CostNode]) -> None:
@@ -232,8 +252,31 @@ def _cost_groups(costs: list[CostNode], plan: SamplePlan | None,
 
 
 #: per (node group, cost group): None (no credit), or (a node row and a cost column of the pair,
-#: for messages; the whole-plate weights or None; the per-element weights)
-_Pair = tuple[int, int, "torch.Tensor | None", torch.Tensor] | None
+#: for messages; the whole-plate weights or None; the per-element weights, split by the first
+#: node dimension whose credit is shared (None: none is), see :func:`_split_shared`)
+_Pair = tuple[int, int, "torch.Tensor | None", list[tuple["int | None", torch.Tensor]]] | None
+
+
+def _split_shared(sub: np.ndarray, shared: list[tuple[int, int]], nl: int
+                  ) -> list[tuple[int | None, np.ndarray]]:
+    """The weight rows of nodes with batch dimensions beyond their plates (``shared``: (row,
+    plate rank)), apart by where their sharing starts; the other rows under ``None``."""
+    if not shared:
+        return [(None, sub)]
+    out: list[tuple[int | None, np.ndarray]] = []
+    rest = sub.copy()
+    by_start: dict[int, list[int]] = defaultdict(list)
+    for r, k in shared:
+        by_start[nl + k].append(r)
+    for start, rows in by_start.items():
+        part = np.zeros_like(sub)
+        part[rows] = sub[rows]
+        rest[rows] = 0.0
+        if part.any():
+            out.append((start, part))
+    if rest.any():
+        out.append((None, rest))
+    return out
 
 
 def _pair(ng: NodeGroup, cg: CostGroup, w: np.ndarray, mixed: np.ndarray | None,
@@ -247,7 +290,9 @@ def _pair(ng: NodeGroup, cg: CostGroup, w: np.ndarray, mixed: np.ndarray | None,
     if mix is not None and mix.any():
         w_mix = torch.as_tensor(np.where(mix, sub, 0.0), dtype=like.dtype, device=like.device)
         sub = np.where(mix, 0.0, sub)
-    return i, j, w_mix, torch.as_tensor(sub, dtype=like.dtype, device=like.device)
+    parts = [(start, torch.as_tensor(part, dtype=like.dtype, device=like.device))
+             for start, part in _split_shared(sub, ng.shared, len(ng.layout))]
+    return i, j, w_mix, parts
 
 
 def _c_hat(ng: NodeGroup, cgs: list[CostGroup], w: np.ndarray, costs: list[CostNode],
@@ -257,9 +302,12 @@ def _c_hat(ng: NodeGroup, cgs: list[CostGroup], w: np.ndarray, costs: list[CostN
 
     Pairs in ``mixed`` (the cost mixes the node's plate elements, :mod:`scg.plates`) are
     credited with the cost summed over the node's batch dimensions; batch dimensions beyond a
-    node's declared plates share their credit. ``pairs`` caches the weight matrices of group
-    ``gi`` (a cached plan, :class:`Plan`)."""
+    node's declared plates share their credit. Both sums run over the cost's own elements
+    (before it is broadcast to the node's shape), so a cost that is already per example, (B,)
+    or (B, 1) for a (B, D) node, is counted once, not D times. ``pairs`` caches the weight
+    matrices of group ``gi`` (a cached plan, :class:`Plan`)."""
     node_shape = ng.logp.shape[1:]
+    nl = len(ng.layout)
     out: torch.Tensor | None = None
     for cj, cg in enumerate(cgs):
         stack: torch.Tensor = getattr(cg, field)
@@ -271,18 +319,25 @@ def _c_hat(ng: NodeGroup, cgs: list[CostGroup], w: np.ndarray, costs: list[CostN
             pair = pairs[(gi, cj)] = _pair(ng, cg, w, mixed, stack)
         if pair is None:
             continue
-        i, j, w_mix, weights = pair
-        aligned = align_batch_to_node(stack, cg.layout, ng.layout, node_shape, costs[cg.cols[j]],
-                                      ng.members[i], sizes)
+        i, j, w_mix, parts = pair
+        q = len(cg.cols)
+        small = align_batch_to_node(stack, cg.layout, ng.layout, node_shape, costs[cg.cols[j]],
+                                    ng.members[i], sizes, expand=False)
         if w_mix is not None:
-            whole = share_beyond(aligned, len(ng.layout))
-            part = (w_mix @ whole.reshape(len(cg.cols), -1)).reshape(len(ng.rows), *node_shape)
+            part = _apply(w_mix, share_beyond(small, nl), q, node_shape)
             out = part if out is None else out + part
-        part = (weights @ aligned.reshape(len(cg.cols), -1)).reshape(len(ng.rows), *node_shape)
-        out = part if out is None else out + part
-    if out is not None:
-        out = _share_non_plates(out, len(ng.layout), ng.shared)
+        for start, weights in parts:
+            part = _apply(weights, small if start is None else share_beyond(small, start), q,
+                          node_shape)
+            out = part if out is None else out + part
     return out
+
+
+def _apply(weights: torch.Tensor, x: torch.Tensor, q: int, node_shape: torch.Size
+           ) -> torch.Tensor:
+    """``weights @ x`` with ``x`` (q, *broadcastable to node_shape) expanded: (rows, *node_shape)."""
+    x = x.expand(q, *node_shape)
+    return (weights @ x.reshape(q, -1)).reshape(weights.shape[0], *node_shape)
 
 
 def _shared_rows(members: Sequence[StochasticNode], nl: int) -> list[tuple[int, int]]:
@@ -290,17 +345,6 @@ def _shared_rows(members: Sequence[StochasticNode], nl: int) -> list[tuple[int, 
     rows = [(r, plate_rank(v, nl)) for r, v in enumerate(members)
             if v.extra.get("plates") is not None]
     return [(r, k) for r, k in rows if nl + k < _logp(members[r]).dim()]
-
-
-def _share_non_plates(c_hat: torch.Tensor, nl: int, shared: list[tuple[int, int]]) -> torch.Tensor:
-    """Batch dimensions beyond a node's declared plates share their credit (``shared``: the rows
-    of :func:`_shared_rows`)."""
-    if not shared:
-        return c_hat
-    c_hat = c_hat.clone()
-    for r, k in shared:
-        c_hat[r] = share_beyond(c_hat[r:r + 1], nl + k)[0]
-    return c_hat
 
 
 @dataclass

@@ -27,6 +27,8 @@ class Estimator:
     * ``multi_sample``: supports ``n=k`` samples along a leading dimension.
     * ``enumerates``: the node's value is its whole support along a leading dimension, and the
       costs are weighted by p(value) (an exact expectation over the node; no score term).
+    * ``relaxed``: the node's value is a continuous relaxation of a discrete sample,
+      differentiated pathwise (biased).
     """
 
     unbiased: ClassVar[bool] = True
@@ -35,6 +37,7 @@ class Estimator:
     higher_order: ClassVar[bool] = False
     multi_sample: ClassVar[bool] = True
     enumerates: ClassVar[bool] = False
+    relaxed: ClassVar[bool] = False
 
     baseline: Baseline | None = None
 
@@ -80,6 +83,8 @@ class Estimator:
             "score": self.score,
             "higher_order": self.higher_order,
             "multi_sample": self.multi_sample,
+            "enumerates": self.enumerates,
+            "relaxed": self.relaxed,
         }
 
     def __repr__(self) -> str:

@@ -56,6 +56,7 @@ class GumbelSoftmax(Estimator):
     score: ClassVar[bool] = False
     higher_order: ClassVar[bool] = False
     multi_sample: ClassVar[bool] = True
+    relaxed: ClassVar[bool] = True
 
     def __init__(self, temperature: float | torch.Tensor, *, hard: bool = False) -> None:
         if isinstance(temperature, torch.Tensor):

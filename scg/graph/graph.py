@@ -431,16 +431,33 @@ class Graph:
         return [self.nodes[i] for i in bits(self.node(ref).parents)]
 
     def credit(self, v: str | Node | torch.Tensor, c: str | Node | torch.Tensor) -> str:
-        """How ``surrogate_loss`` credited node ``v`` with cost ``c``: ``"per-element"`` (each
-        plate element with its own cost elements), ``"whole-plate"`` (the cost mixes the batch
-        elements, so each is credited with the whole cost: see :mod:`scg.plates`), or ``"none"``
-        (v does not influence c, or is not a score-function node). Available after the
-        surrogate is built."""
+        """How ``surrogate_loss`` credited node ``v`` with cost ``c``. Available after the
+        surrogate is built. The values:
+
+        * ``"per-element"``: a score-function node, each plate element credited with its own
+          cost elements;
+        * ``"whole-plate"``: a score-function node whose plate elements the cost mixes, so each
+          is credited with the whole cost (see :mod:`scg.plates`);
+        * ``"pathwise"``: a reparameterized node (``Pathwise``): the cost's gradient reaches it
+          through its value, with no score term;
+        * ``"relaxed"``: a relaxed node (``GumbelSoftmax``): pathwise through a continuous
+          relaxation of the discrete sample (biased);
+        * ``"enumerated"``: an enumerated node (``Enumerate``): the cost is weighted by
+          p(value) over the node's support;
+        * ``"none"``: ``v`` does not influence ``c`` (or ``v`` is not a stochastic node).
+        """
         vn, cn = self.node(v), self.node(c)
         if not self._surrogate_built:
             raise SCGError("Graph.credit(): build the surrogate first (g.surrogate_loss())")
+        if not isinstance(vn, StochasticNode) or not self.full_influence()[cn.index] >> vn.index & 1:
+            return "none"
         got = self._credit.get((vn.index, cn.index))
-        return "none" if got is None else ("whole-plate" if got else "per-element")
+        if got is not None:
+            return "whole-plate" if got else "per-element"
+        estimator = vn.estimator
+        if estimator.enumerates:
+            return "enumerated"
+        return "relaxed" if estimator.relaxed else "pathwise"
 
     # ------------------------------------------------------------------ the surrogate
     def surrogate_loss(self, *, discount: float | None = None, dice: bool = False,
