@@ -4,7 +4,7 @@ statistical unbiasedness test, and hypothesis strategies for random small SCGs.
 Not imported by ``import scg``; import ``scg.testing`` explicitly.
 """
 
-from scg.testing.exact import exact_expectation, exact_gradient, exact_hessian
+from scg.testing.exact import QuadratureWarning, exact_expectation, exact_gradient, exact_hessian
 from scg.testing.structure import check_structure
 from scg.testing.unbiased import (
     UnbiasedReport,
@@ -16,6 +16,7 @@ from scg.testing.unbiased import (
 )
 
 __all__ = [
+    "QuadratureWarning",
     "UnbiasedReport",
     "assert_unbiased",
     "check_structure",

@@ -1,0 +1,61 @@
+"""``scg.testing.exact_gradient``: runs counted before enumerating, and quadrature that says when
+it is not exact (issue 24, item 6)."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import pytest
+import torch
+from torch.distributions import Categorical, Normal
+
+import scg
+import scg.testing as st
+
+
+def test_a_batch_too_large_to_enumerate_is_refused_with_its_count_before_enumerating() -> None:
+    """6 Categorical(3) nodes with batch 2: 9^6 = 531441 runs. Refused after the first run's
+    path (7 program calls), not after enumerating 200000 runs."""
+    theta = torch.zeros(6, 2, 3, dtype=torch.float64, requires_grad=True)
+    calls = [0]
+
+    def program() -> None:
+        calls[0] += 1
+        total = torch.zeros(2, dtype=torch.float64)
+        for i in range(6):
+            z = scg.sample(Categorical(logits=theta[i]), name=f"z{i}")
+            total = total + z.to(torch.float64)
+        scg.cost(total, name="c")
+
+    with pytest.raises(scg.SCGError, match=r"531441 runs exceed max_runs=200000.*'z0': 3\^2 joint values"):
+        st.exact_gradient(program, [theta])
+    assert calls[0] <= 7, calls[0]
+
+
+def _normal(cost: str) -> tuple[torch.Tensor, object]:
+    mu = torch.tensor(0.2, dtype=torch.float64, requires_grad=True)
+
+    def program() -> None:
+        x = scg.sample(Normal(mu, 1.0), name="x", estimator=scg.ScoreFunction())
+        c = (x > 0.5).to(torch.float64) if cost == "step" else x**3 - 2 * x**2
+        scg.cost(c, name="c")
+
+    return mu, program
+
+
+def test_quadrature_of_a_step_cost_warns_that_it_is_not_exact() -> None:
+    """d/dμ P(x > 0.5) = φ(0.3) = 0.3814; 48 points give 0.3628 (and 24 give 0.4059)."""
+    mu, program = _normal("step")
+    with pytest.warns(st.QuadratureWarning, match="48 points give 0.3628.*24 give 0.4058.*not smooth"):
+        (g,) = st.exact_gradient(program, [mu])
+    assert abs(float(g) - math.exp(-0.045) / math.sqrt(2 * math.pi)) > 0.01  # indeed not exact
+
+
+def test_quadrature_of_a_polynomial_cost_is_exact_and_silent() -> None:
+    """E[x³ − 2x²] = μ³ + 3μ − 2(μ² + 1): derivative 3μ² + 3 − 4μ, exactly, no warning."""
+    mu, program = _normal("polynomial")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", st.QuadratureWarning)
+        (g,) = st.exact_gradient(program, [mu], quadrature=8)
+    torch.testing.assert_close(g, torch.tensor(3 * 0.04 + 3 - 0.8, dtype=torch.float64))
