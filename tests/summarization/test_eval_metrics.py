@@ -103,8 +103,8 @@ def test_markdown_report_has_the_paper_layout() -> None:
     text = markdown_report(results, title="T")
     rows = [line.split("|")[1].strip() for line in text.splitlines() if line.startswith("| ") and "Model" not in line]
     assert rows[:5] == ["FIRST", "LEAD-3", "STANDARD", "HIER", "C2F"]  # baselines, then the paper's order
-    assert "| Model | PPL | ROUGE-1 | ROUGE-2 | ROUGE-L | ROUGE-Lsum |" in text
-    assert "| FIRST | – | 33.00 | 16.50 | 32.00 | – |" in text
+    assert "| Model | n | PPL | ROUGE-1 | ROUGE-2 | ROUGE-L | ROUGE-Lsum |" in text
+    assert "| FIRST | 10 | – | 33.00 | 16.50 | 32.00 | – |" in text
     assert "| C2F | 0.400 | 0.300 | – | – |" in text  # attention block: entropy, read, read/word, coarse acc.
 
 
@@ -123,7 +123,7 @@ def test_evaluate_and_report_commands(toy: ToySetup, tmp_path: Path, capsys) -> 
     args = ["evaluate", "--run", str(toy.run), "--split", "test", "--beam", "2", "--max-len", "6", "--quiet"]
     assert cli.main([*args, "--limit", "5"]) == 0
     out = capsys.readouterr().out
-    assert "| Model | PPL | ROUGE-1 | ROUGE-2 | ROUGE-L | ROUGE-Lsum |" in out
+    assert "| Model | n | PPL | ROUGE-1 | ROUGE-2 | ROUGE-L | ROUGE-Lsum |" in out
     # beam 2, max 6 words (the default minimum: a quarter of that), trigram blocking, <unk> replaced
     result_path = toy.run / "eval" / "data-test.beam2-len1-6-ngram3-unkreplace-first5.json"
     result = json.loads(result_path.read_text())

@@ -46,7 +46,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--split", default="test", help="split to evaluate (default test)")
     parser.add_argument("--k", type=positive_int, default=None, help="sentences for lead3/textrank (default 3)")
     parser.add_argument("--bytes", type=positive_int, default=None, help="bytes for prefix (default 75)")
-    parser.add_argument("--limit", type=positive_int, default=None, help="evaluate only the first N examples")
+    parser.add_argument("--limit", type=positive_int, default=None,
+                        help="evaluate only the first N examples of the split, in its stored order (not a sample)")
     parser.add_argument("--output-dir", type=Path, default=None, help="write result JSON files here")
     parser.add_argument("--summaries", action="store_true", help="also write the summaries (needs --output-dir)")
     parser.add_argument("--overwrite", action="store_true",

@@ -4,9 +4,10 @@ Example::
 
     scg-summarize compare runs/c2f/eval/test.summaries.jsonl baselines/first-test.summaries.jsonl
 
-Pairs the two files' examples by id and prints, per metric, both means, the difference with its
-paired-bootstrap interval and the one-sided p-value (:mod:`scg_summarize.evaluation.significance`).
-Scores are shown x 100, like the ROUGE tables.
+Pairs the two files' examples by id (files that score different examples are refused, or with
+``--shared`` compared on the examples both score, with their count) and prints, per metric, both
+means, the difference with its paired-bootstrap interval and the one-sided p-value
+(:mod:`scg_summarize.evaluation.significance`). Scores are shown x 100, like the ROUGE tables.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--level", type=float, default=0.95, help="interval coverage (default 0.95)")
     parser.add_argument("--seed", type=int, default=0, help="resampling seed")
     parser.add_argument("--json", type=Path, default=None, help="also write the comparison as JSON")
+    parser.add_argument("--shared", action="store_true",
+                        help="when the files score different examples, compare them on the examples both score")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -45,11 +48,18 @@ def run(args: argparse.Namespace) -> int:
         scores_a, scores_b = read_per_example(args.a, metrics), read_per_example(args.b, metrics)
         for metric in metrics:
             a, b = scores_a[metric], scores_b[metric]
-            missing = sorted(set(a) ^ set(b))
-            if missing:
-                raise ValueError(f"{args.a} and {args.b} score different examples ({len(missing)} ids differ, "
-                                 f"e.g. {missing[0]!r})")
-            ids = sorted(a)
+            shared = sorted(set(a) & set(b))
+            if set(a) != set(b):
+                counts = f"A scores {len(a)} examples, B {len(b)}, {len(shared)} of them both"
+                if not shared:
+                    raise ValueError(f"{args.a} and {args.b} score different examples, none in common ({counts})")
+                if not args.shared:
+                    raise ValueError(f"{args.a} and {args.b} score different examples ({counts}, e.g. "
+                                     f"{sorted(set(a) ^ set(b))[0]!r} only in one); pass --shared to compare them on "
+                                     f"the {len(shared)} shared examples, or evaluate both with the same --limit")
+                if metric == metrics[0]:
+                    print(f"compare: on the {len(shared)} examples both files score ({counts})", file=sys.stderr)
+            ids = shared
             result = paired_bootstrap([a[i] for i in ids], [b[i] for i in ids], samples=args.samples,
                                       level=args.level, seed=args.seed)
             rows.append((metric, result))

@@ -48,7 +48,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--run", required=True, type=Path, metavar="RUN_DIR", help="a trained run directory")
     parser.add_argument("--data", type=Path, default=None, metavar="DIR", help="prepared corpus (default: the run's)")
     parser.add_argument("--split", default="test", help="split to evaluate (default test)")
-    parser.add_argument("--limit", type=positive_int, default=None, help="evaluate only the first N examples")
+    parser.add_argument("--limit", type=positive_int, default=None,
+                        help="evaluate only the first N examples of the split, in its stored order (not a sample)")
     parser.add_argument("--output", type=Path, default=None,
                         help="result JSON (default RUN_DIR/eval/DATA-SPLIT.SETTINGS.json)")
     parser.add_argument("--overwrite", action="store_true",

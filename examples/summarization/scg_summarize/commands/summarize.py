@@ -77,7 +77,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a prepared corpus: summarize its --split, or (with --input) take the vocabulary from it",
     )
     source.add_argument("--split", default="test", help="the split of --data (default test)")
-    source.add_argument("--limit", type=positive_int, default=None, help="summarize only the first N documents")
+    source.add_argument("--limit", type=positive_int, default=None,
+                        help="summarize only the first N documents (of a split: in its stored order, not a sample)")
     out = parser.add_argument_group("output")
     out.add_argument("--output", type=Path, default=None, help="write here instead of stdout")
     out.add_argument("--jsonl", action="store_true", help="one JSON object per document")

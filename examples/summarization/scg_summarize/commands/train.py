@@ -28,7 +28,7 @@ from typing import Any
 
 from ..cli import Command
 
-__all__ = ["COMMAND", "add_arguments", "evaluate_test", "run"]
+__all__ = ["COMMAND", "add_arguments", "evaluate_test", "run", "test_table"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -77,7 +77,7 @@ def evaluate_test(run_dir: Path, data: Path, *, rouge: bool) -> dict[str, Any]:
         raise ValueError(f"{data}: the test split {config.data.test_split!r} has no examples (skip the test "
                          f"evaluation with --no-test, or name another split with --set data.test_split=NAME)")
     phase = PhaseProgress("test evaluation (perplexity)", len(test), say)
-    summary: dict[str, Any] = {"config": config.name, "split": config.data.test_split,
+    summary: dict[str, Any] = {"config": config.name, "split": config.data.test_split, "family": config.model.family,
                                "teacher_forced": evaluate_nll(model, test, config, device, progress=phase),
                                "training": read_training_record(run_dir)}
     phase.done()
@@ -89,6 +89,23 @@ def evaluate_test(run_dir: Path, data: Path, *, rouge: bool) -> dict[str, Any]:
     else:
         (run_dir / "results.json").write_text(json.dumps(summary, indent=2) + "\n")
     return summary
+
+
+def test_table(summary: dict[str, Any]) -> str:
+    """The final test evaluation as a markdown table (the chunk-attention columns only for the
+    ``c2f`` family, whose models attend over chunks; ROUGE only when decoded)."""
+    tf, decoded = summary["teacher_forced"], summary.get("decoded") or {}
+    columns = [("PPL", tf.get("ppl"), "{:.2f}"), ("tokens", tf.get("tokens"), "{:,}")]
+    if summary.get("family", "c2f") == "c2f":
+        columns += [("coarse acc", tf.get("coarse_acc"), "{:.1%}"), ("H(chunks)", tf.get("attn_entropy"), "{:.2f}"),
+                    ("words read", tf.get("read_frac"), "{:.1%}")]
+    columns += [(title, decoded.get(key), "{:.2f}") for title, key in (("R-1", "rouge1"), ("R-2", "rouge2"),
+                                                                        ("R-L", "rougeL"))]
+    shown = [(title, fmt.format(value)) for title, value, fmt in columns if value is not None]
+    return "\n".join([f"test evaluation of best.pt ({summary['config']}, split {summary['split']!r}, teacher-forced"
+                      + (", ROUGE of the decoded summaries" if decoded else "") + "):",
+                      "| " + " | ".join(t for t, _ in shown) + " |", "|" + "---:|" * len(shown),
+                      "| " + " | ".join(v for _, v in shown) + " |"])
 
 
 def _inside(path: Path, folder: Path) -> bool:
@@ -193,7 +210,7 @@ def run(args: argparse.Namespace) -> int:
         if main and not args.no_test:
             with interrupt_on_signals():
                 summary = evaluate_test(args.out, args.data, rouge=args.rouge)
-            print(json.dumps(summary), file=sys.stderr)
+            print(test_table(summary), file=sys.stderr)
     except Interrupted as stop:  # training is complete and written; only the test evaluation is abandoned
         print(f"train: {stop} during the final test evaluation: training is finished ({args.out / 'best.pt'} "
               f"is written); evaluate later with: scg-summarize evaluate --run {args.out}", file=sys.stderr)

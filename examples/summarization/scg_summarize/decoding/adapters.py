@@ -274,7 +274,8 @@ def load_trained_run(
     regrid = (int(grid[0]), int(grid[1])) if grid else None
     name = str(stored.get("name", "MODEL"))
     attention = getattr(getattr(model, "decoder", None), "attention", None)
-    info: dict[str, Any] = {"format": "scg-summarize train", "checkpoint": str(weights), "config": name}
+    info: dict[str, Any] = {"format": "scg-summarize train", "checkpoint": str(weights), "config": name,
+                            "family": str(stored["model"].get("family", "c2f"))}  # (report: chunk-level metrics)
     decoder = ModelStepDecoder(model, coarse_topk)
     info["coarse_topk"] = int(getattr(attention, "test_k", 1))
     table = raw.get("eval")

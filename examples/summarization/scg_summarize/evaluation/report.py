@@ -6,7 +6,9 @@ split, and the ``metrics`` (``ppl``, ``rouge1``, ``rouge2``, ``rougeL``, ``rouge
 ``coarse_entropy``, ``fraction_read``, ``coarse_accuracy``...). :func:`collect_results` finds
 all results under a folder; :func:`markdown_report` renders them like the paper's Table 1 --
 baselines first, then the models in the paper's order, columns PPL and ROUGE-1/2/L (F1, x 100)
--- followed by a Table 2-style block with the attention metrics of the models that have them.
+-- with ``n``, the examples scored (and a note when rows differ in it), followed by a Table
+2-style block with the attention metrics of the models that attend over chunks (the ``c2f``
+family; the other families attend over one flat sequence).
 One table is made per (data, split).
 
 No result is dropped: records are told apart by everything that makes them differ (model or
@@ -267,6 +269,14 @@ def _group_names(records: Sequence[Mapping[str, Any]]) -> dict[str, str]:
     return {p: (p if list(names.values()).count(names[p]) > 1 else names[p]) for p in paths}
 
 
+def _chunk_level(record: Mapping[str, Any]) -> bool:
+    """Whether the record's chunk-level attention metrics mean something: a baseline or a model
+    of the ``c2f`` family (STANDARD's word attention summed per chunk included); the other
+    families (Paulus, ABS, MAL) attend over one flat sequence, so they are left out of that block."""
+    info = record.get("run_info")
+    return not isinstance(info, Mapping) or str(info.get("family", "c2f")) == "c2f"
+
+
 def markdown_report(records: Sequence[dict[str, Any]], title: str = "Results") -> str:
     """Markdown for ``records`` (see the module docstring); one section per (data, split)."""
     if not records:
@@ -280,10 +290,17 @@ def markdown_report(records: Sequence[dict[str, Any]], title: str = "Results") -
     for (data, split), group in sorted(groups.items()):
         group.sort(key=_row_key)
         labelled = _label_rows(group)
-        rows = [(label, r["metrics"]) for label, r in labelled]
-        parts += [f"## {data} / {split}", "", "ROUGE F1 (x 100), max over references.", ""]
-        parts += [markdown_table(rows, MAIN_COLUMNS), ""]
-        attention = [(label, m) for label, m in rows if any(m.get(k) is not None for k, _, _ in ATTENTION_COLUMNS)]
+        rows = [(label, {**r["metrics"], "n": r.get("examples")}) for label, r in labelled]
+        parts += [f"## {data} / {split}", "", "ROUGE F1 (x 100), max over references; n: examples scored.", ""]
+        parts += [markdown_table(rows, (("n", "n", 0), *MAIN_COLUMNS)), ""]
+        sizes = sorted({int(r["examples"]) for _, r in labelled if isinstance(r.get("examples"), int)})
+        if len(sizes) > 1:
+            parts += [f"Note: these rows are scored on different examples (n = {', '.join(map(str, sizes))}; "
+                      "`--limit N` scores the first N examples of the split in its stored order, not a sample): "
+                      "compare rows of equal n, or two systems on their shared examples with `scg-summarize "
+                      "compare`.", ""]
+        attention = [(label, r["metrics"]) for label, r in labelled if _chunk_level(r)
+                     and any(r["metrics"].get(k) is not None for k, _, _ in ATTENTION_COLUMNS)]
         if attention:
             parts += ["Coarse attention: entropy (nats) per generated word, fraction of source words read "
                       "(chunks read at any step of a summary, and per generated word), coarse accuracy "
