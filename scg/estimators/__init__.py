@@ -13,6 +13,9 @@ estimator            unbiased  needs_rsample  score  higher_order  multi_sample
 ``REBAR``            yes       no             yes    no            yes
 ``LAX``              yes       no             yes    no            yes
 ``MeasureValued``    yes       no             no     no            no (points)
+``UnorderedSet``     yes       no             no     no            n=k w/o repl.
+``RaoBlackwellized`` yes       no             no     no            no (top-k + 1)
+``IndeCateR``        yes       no             no     no            no (D·K)
 ===================  ========  =============  =====  ============  ============
 
 Also: :func:`greedy` (an intervention for self-critical reruns) and
@@ -25,14 +28,17 @@ from scg.estimators.control import LearnedControl
 from scg.estimators.disarm import DisARM
 from scg.estimators.enumerate import Enumerate
 from scg.estimators.greedy import greedy
+from scg.estimators.indecater import IndeCateR
 from scg.estimators.lax import LAX
 from scg.estimators.measure_valued import MeasureValued
 from scg.estimators.multinomial import multinomial_attention
 from scg.estimators.pathwise import Pathwise
+from scg.estimators.rao_blackwell import RaoBlackwellized
 from scg.estimators.rebar import REBAR
 from scg.estimators.relax import RELAX
 from scg.estimators.relaxed import GumbelSoftmax
 from scg.estimators.score_function import ScoreFunction
+from scg.estimators.unordered_set import UnorderedSet
 
 __all__ = [
     "ARM",
@@ -43,10 +49,13 @@ __all__ = [
     "Enumerate",
     "Estimator",
     "GumbelSoftmax",
+    "IndeCateR",
     "LearnedControl",
     "MeasureValued",
     "Pathwise",
+    "RaoBlackwellized",
     "ScoreFunction",
+    "UnorderedSet",
     "greedy",
     "multinomial_attention",
 ]
