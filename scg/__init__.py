@@ -7,6 +7,7 @@ influences (Algorithm 1). Importing scg changes nothing in torch.
 """
 
 from scg import baselines, estimators
+from scg.credit.surrogate import surrogate_loss
 from scg.errors import (
     InfluenceLostError,
     InfluenceLostWarning,
@@ -28,7 +29,6 @@ from scg.graph import (
 )
 from scg.graph.positions import declare_rowwise
 from scg.graph.structure import Cached, Declared
-from scg.surrogate import surrogate_loss
 
 __version__ = "0.1.0"
 

@@ -17,8 +17,8 @@ import torch
 from torch.distributions import Bernoulli, Categorical, Normal
 
 import scg
+from scg.credit.traced import traced_surrogate_loss
 from scg.errors import SCGError
-from scg.traced import traced_surrogate_loss
 
 
 def make_params() -> list[torch.Tensor]:

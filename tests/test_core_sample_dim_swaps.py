@@ -18,7 +18,7 @@ from _estimators_util import check, estimates
 from torch.distributions import Bernoulli, Categorical, Normal
 
 import scg
-import scg.sample_dims
+import scg.credit.sample_dims
 import scg.testing as st
 
 TAB = torch.tensor([1.0, -2.0, 3.0], dtype=torch.float64)
@@ -95,7 +95,7 @@ def test_right_arrangement_is_unbiased_and_the_swap_was_biased(
     report = check(estimates(program(RIGHT["transpose twice"]), th, 3000, seed=3), ex)
     assert report.passed, str(report)
     # the old behaviour (size check only): the swap is accepted and the estimate is biased
-    monkeypatch.setattr(scg.sample_dims, "check_layout", lambda *a, **k: None)
+    monkeypatch.setattr(scg.credit.sample_dims, "check_layout", lambda *a, **k: None)
     report = check(estimates(program(SWAPPED["transpose"]), th, 3000, seed=3), ex)
     assert not report.passed, str(report)
 

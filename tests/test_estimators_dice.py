@@ -184,7 +184,7 @@ def test_dice_forward_value_and_errors() -> None:
 
 def test_magic_box() -> None:
     x = torch.tensor(0.7, requires_grad=True)
-    box = scg.dice.magic_box(3.0 * x)
+    box = scg.credit.dice.magic_box(3.0 * x)
     assert float(box.detach()) == 1.0
     (d1,) = torch.autograd.grad(box, x, create_graph=True)
     (d2,) = torch.autograd.grad(d1, x)

@@ -54,7 +54,7 @@ class SelfCritical(Baseline):
         self.greedy = greedy
 
     def _value(self, node: Node, target: torch.Tensor) -> torch.Tensor:
-        from scg.sample_dims import align_batch_to_node
+        from scg.credit.sample_dims import align_batch_to_node
 
         v = self.greedy if isinstance(self.greedy, torch.Tensor) else self.greedy(node)
         if not isinstance(v, torch.Tensor):

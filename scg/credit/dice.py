@@ -40,11 +40,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from scg.sample_dims import align_batch_to_cost
+from scg.credit.sample_dims import align_batch_to_cost
 
 if TYPE_CHECKING:
+    from scg.credit.surrogate import CostGroup, NodeGroup
     from scg.graph.nodes import CostNode
-    from scg.surrogate import CostGroup, NodeGroup
 
 __all__ = ["dice_objective", "loaded_factors", "magic_box"]
 

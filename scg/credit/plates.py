@@ -17,7 +17,7 @@ A mixed pair falls back to *whole-plate* credit: each element of v is credited w
 over the batch (correct: Σ_i ∇log p(v_i)·Σ_j c_j has the right expectation, since the cross terms
 have zero mean; higher variance). Batch dimensions of v beyond its plates always share credit.
 Sample dimensions (``n=k``, ``Enumerate``) are rearranged by design and checked by identity
-and size (:mod:`scg.sample_dims`); positions are verified after them.
+and size (:mod:`scg.credit.sample_dims`); positions are verified after them.
 An enumerated node cannot fall back (its support is enumerated for all examples in lockstep,
 which is exact only for per-example costs), so mixing there raises. ``Graph.credit(v, c)`` tells
 which rule a pair got.

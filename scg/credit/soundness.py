@@ -10,7 +10,7 @@ error or a warning naming the node and where it was created:
 * **Nested graphs**: a cost of this graph computed from a sample drawn in a graph nested in it
   (this graph has no score term for that draw).
 * **Enumeration across examples**: an enumerated node whose costs mix its batch elements
-  (:mod:`scg.plates`): enumerating every example's support in lockstep is exact only for
+  (:mod:`scg.credit.plates`): enumerating every example's support in lockstep is exact only for
   per-example costs.
 * **Pathwise without a path**: a node differentiated pathwise (``rsample``) influences a cost
   only through operations autograd cannot differentiate (a step function, ``detach``, ``no_grad``,
@@ -24,12 +24,12 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
+from scg.credit.plates import PlateCheck
 from scg.errors import NonDifferentiablePathWarning, SCGError
 from scg.estimators.pathwise import Pathwise
 from scg.graph.graph import Graph
 from scg.graph.nodes import CostNode, Node, StochasticNode
 from scg.graph.tracking import bits
-from scg.plates import PlateCheck
 
 __all__ = ["check_after_registration", "check_enumerated",
            "check_pathwise"]

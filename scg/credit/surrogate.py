@@ -16,10 +16,10 @@ This module builds L exactly, with these refinements:
   dimensions line up), so examples in a batch do not share credit.
 * The score term is written ``(log p − stop_gradient(log p)) · A``: its value is exactly zero, so
   ``L`` *evaluates* to the objective (loggable) while its gradient is unchanged.
-* Sample dimensions (``n=k`` samples, enumerated supports; :mod:`scg.sample_dims`): costs are
+* Sample dimensions (``n=k`` samples, enumerated supports; :mod:`scg.credit.sample_dims`): costs are
   averaged over them with weights ω (1/k, or p(value) for an enumeration), so L evaluates to
   Σ_c Σ ω ⊙ c and estimates ∇ E[mean over samples of Σ c].
-* ``dice=True`` / ``dice_lambda=λ`` build DiCE / Loaded DiCE objectives (:mod:`scg.dice`) whose
+* ``dice=True`` / ``dice_lambda=λ`` build DiCE / Loaded DiCE objectives (:mod:`scg.credit.dice`) whose
   higher derivatives are estimates too; ``score_scale=λ`` reweights the score terms.
 
 Ĉ is computed for all nodes at once: the influence relation becomes a 0/1 matrix (discount weights
@@ -38,18 +38,18 @@ from typing import TypeVar, cast
 import numpy as np
 import torch
 
-from scg import dice as dice_mod
 from scg.baselines.base import Baseline
+from scg.credit import dice as dice_mod
+from scg.credit.plates import PlateCheck, plate_rank, share_beyond
+from scg.credit.sample_dims import NO_SAMPLE_DIMS, SamplePlan, align_batch_to_node
+from scg.credit.soundness import check_after_registration, check_enumerated, check_pathwise
+from scg.credit.traced import traced_surrogate_loss
 from scg.errors import SCGError
 from scg.estimators.base import Estimator
 from scg.graph.graph import Graph
 from scg.graph.nodes import CostNode, Node, StochasticNode
 from scg.graph.structure import Relation
 from scg.graph.tracking import bits
-from scg.plates import PlateCheck, plate_rank, share_beyond
-from scg.sample_dims import NO_SAMPLE_DIMS, SamplePlan, align_batch_to_node
-from scg.soundness import check_after_registration, check_enumerated, check_pathwise
-from scg.traced import traced_surrogate_loss
 
 __all__ = ["influence_matrix", "objective", "surrogate_loss"]
 
@@ -300,7 +300,7 @@ def _c_hat(ng: NodeGroup, cgs: list[CostGroup], w: np.ndarray, costs: list[CostN
            pairs: dict[tuple[int, int], _Pair] | None = None, gi: int = 0) -> torch.Tensor | None:
     """Ĉ for a node group: Σ over cost groups of W_sub @ aligned weighted costs.
 
-    Pairs in ``mixed`` (the cost mixes the node's plate elements, :mod:`scg.plates`) are
+    Pairs in ``mixed`` (the cost mixes the node's plate elements, :mod:`scg.credit.plates`) are
     credited with the cost summed over the node's batch dimensions; batch dimensions beyond a
     node's declared plates share their credit. Both sums run over the cost's own elements
     (before it is broadcast to the node's shape), so a cost that is already per example, (B,)
@@ -428,7 +428,7 @@ def surrogate_loss(graph: Graph, *, discount: float | None = None, dice: bool = 
             unbiased estimates, not only the first. Not combinable with ``discount``.
         dice_lambda: λ in [0, 1]: Loaded DiCE (Farquhar et al. 2019) instead, which damps the
             higher-order credit of a node's ancestors by λ^(t_v − t_u); first derivatives are
-            Algorithm 1's for every λ (see :mod:`scg.dice`). Implies ``dice``.
+            Algorithm 1's for every λ (see :mod:`scg.credit.dice`). Implies ``dice``.
         score_scale: multiply every score-function term (and DiCE's ⊡ − 1 parts) by this
             factor, as the C2F paper's λ weight on REINFORCE. A reweighting: unbiased only
             for 1 (for a graph with no pathwise terms the expectation is ``score_scale`` times
@@ -552,7 +552,7 @@ def surrogate_loss(graph: Graph, *, discount: float | None = None, dice: bool = 
 
 def _loaded(ngs: list[NodeGroup], score: list[StochasticNode], full: Sequence[int],
             sizes: dict[int, int], lam: float) -> list[torch.Tensor]:
-    """Loaded DiCE's per-group factors ⊡(w_v) − ⊡(w_v − log p_v) (see :mod:`scg.dice`)."""
+    """Loaded DiCE's per-group factors ⊡(w_v) − ⊡(w_v − log p_v) (see :mod:`scg.credit.dice`)."""
     if isinstance(lam, bool) or not isinstance(lam, (int, float)) or not 0.0 <= lam <= 1.0:
         raise SCGError(f"surrogate_loss(dice_lambda=...): expected a number in [0, 1], got "
                        f"{lam!r}")
@@ -602,7 +602,7 @@ def objective(graph: Graph) -> torch.Tensor:
     """The objective's value for this run: Σ_c Σ ω_c ⊙ c, differentiable through the costs.
 
     ω averages over sample dimensions (1/k for ``n=k``, p(value) for enumerated nodes; see
-    :mod:`scg.sample_dims`), so without them this is Σ_c sum(c). ``scg.testing`` weights it by
+    :mod:`scg.credit.sample_dims`), so without them this is Σ_c sum(c). ``scg.testing`` weights it by
     the probability of each enumerated run to get E[Σ c] exactly.
     """
     costs = graph.cost_nodes

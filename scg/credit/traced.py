@@ -1,6 +1,6 @@
 """The surrogate inside ``torch.compile``: Algorithm 1 with no NumPy and no host reads.
 
-:func:`scg.surrogate.surrogate_loss` builds its credit matrices with NumPy and caches them per
+:func:`scg.credit.surrogate.surrogate_loss` builds its credit matrices with NumPy and caches them per
 graph signature; it checks that the costs are finite with one host read. Neither can be traced
 by dynamo. When a program that opens a ``scg.Graph(structure=scg.Declared(...))`` is compiled
 (``torch.compile(step, fullgraph=True)``), the surrogate is built here instead, from the same
@@ -29,13 +29,13 @@ from collections.abc import Sequence
 
 import torch
 
+from scg.credit.sample_dims import align_batch_to_node
 from scg.errors import SCGError
 from scg.estimators.base import Estimator
 from scg.graph.graph import Graph
 from scg.graph.nodes import CostNode, StochasticNode
 from scg.graph.structure import Declared, declared_relation
 from scg.graph.tracking import closure
-from scg.sample_dims import align_batch_to_node
 
 __all__ = ["traced_surrogate_loss"]
 
@@ -98,7 +98,7 @@ def _groups(items: Sequence[torch.Tensor]) -> dict[tuple[torch.Size, torch.dtype
 def traced_surrogate_loss(graph: Graph, *, discount: float | None, dice: bool,
                           dice_lambda: float | None, score_scale: float) -> torch.Tensor:
     """The surrogate of ``graph`` (a declared graph opened inside ``torch.compile``), equal in
-    value and gradient to :func:`scg.surrogate.surrogate_loss`'s for the features above."""
+    value and gradient to :func:`scg.credit.surrogate.surrogate_loss`'s for the features above."""
     structure = _check_supported(graph, dice, dice_lambda)
     if discount is not None and not 0.0 <= discount <= 1.0:
         raise SCGError(f"surrogate_loss(discount=...): expected a number in [0, 1], got "

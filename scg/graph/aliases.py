@@ -12,7 +12,7 @@ synchronisation). On a hit the object *adopts* the node's influence:
 * with the node value's exact geometry (shape, strides, offset) its positions line up with the
   node's, so per-example credit is kept (:mod:`scg.graph.positions`);
 * otherwise (a view of part of the value, ``nn.Parameter(z[0])``) conservatively the whole
-  storage: the node is foreign from position 0 (whole-plate credit, :mod:`scg.plates`).
+  storage: the node is foreign from position 0 (whole-plate credit, :mod:`scg.credit.plates`).
 
 Storages written through an alias (``storages`` of the tracker) are already looked up for every
 input. What is not covered: an alias of a *derived* tracked value that was never written in

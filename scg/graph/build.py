@@ -79,7 +79,7 @@ def sample(
             baselines).
         n: draw ``n`` independent samples along a new leading dimension; the objective then
             averages every cost computed from them over that dimension (the rule for sample
-            dimensions is in :mod:`scg.sample_dims`).
+            dimensions is in :mod:`scg.credit.sample_dims`).
         plates: how many leading batch dimensions of the node are *plates*: independent
             examples, each credited with its own cost elements (verified by tracking: where a
             cost mixes them, the node falls back to whole-batch credit). Batch dimensions after
@@ -410,7 +410,7 @@ def cost(
         reduced: multi-sample node(s) (their values or nodes) whose sample dimension ``value``
             has already reduced itself, e.g. with a log-mean-exp (VIMCO, IWAE). Without it, a
             cost influenced by a node drawn with ``n=k`` must carry that node's sample
-            dimension, and the objective averages over it (:mod:`scg.sample_dims`).
+            dimension, and the objective averages over it (:mod:`scg.credit.sample_dims`).
 
     Returns:
         ``value`` itself, for chaining.
@@ -513,7 +513,7 @@ def influenced_by(value: torch.Tensor, *sources: torch.Tensor | Node,
 
     Returns a new tensor sharing ``value``'s data whose influence includes the sources'. scg
     cannot know which elements of the sources each element of ``value`` depends on, so the
-    sources get whole-plate credit from it (:mod:`scg.plates`), unless ``per_element=True``
+    sources get whole-plate credit from it (:mod:`scg.credit.plates`), unless ``per_element=True``
     declares that ``value[i, ...]`` depends on element ``i`` of each source only (their leading
     dimensions line up).
 

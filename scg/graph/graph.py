@@ -437,7 +437,7 @@ class Graph:
         * ``"per-element"``: a score-function node, each plate element credited with its own
           cost elements;
         * ``"whole-plate"``: a score-function node whose plate elements the cost mixes, so each
-          is credited with the whole cost (see :mod:`scg.plates`);
+          is credited with the whole cost (see :mod:`scg.credit.plates`);
         * ``"pathwise"``: a reparameterized node (``Pathwise``): the cost's gradient reaches it
           through its value, with no score term;
         * ``"relaxed"``: a relaxed node (``GumbelSoftmax``): pathwise through a continuous
@@ -463,8 +463,8 @@ class Graph:
     def surrogate_loss(self, *, discount: float | None = None, dice: bool = False,
                        dice_lambda: float | None = None,
                        score_scale: float = 1.0) -> torch.Tensor:
-        """The surrogate loss of Algorithm 1 (see :func:`scg.surrogate.surrogate_loss`)."""
-        from scg.surrogate import surrogate_loss
+        """The surrogate loss of Algorithm 1 (see :func:`scg.credit.surrogate.surrogate_loss`)."""
+        from scg.credit.surrogate import surrogate_loss
 
         return surrogate_loss(self, discount=discount, dice=dice, dice_lambda=dice_lambda,
                               score_scale=score_scale)

@@ -159,7 +159,7 @@ class CostNode(Node):
     """A cost tensor; the objective is E[sum of its elements] (minimized).
 
     ``extra["reduced"]``: mask of the multi-sample nodes whose sample dimension the cost has
-    already reduced (``scg.cost(..., reduced=...)``; see :mod:`scg.sample_dims`).
+    already reduced (``scg.cost(..., reduced=...)``; see :mod:`scg.credit.sample_dims`).
     """
 
     baseline: Baseline | None = field(repr=False, default=None)

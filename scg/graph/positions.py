@@ -19,7 +19,7 @@ keeps none** (a conservative fallback: the node is then credited with whole cost
 
 A position ``p ≥ f`` of a tensor is harmless when its size is 1 there (nothing to confuse), so
 the foreign position stored is the first position ``≥ f`` of size > 1. Whether per-element
-credit holds for a pair (node, cost) is decided when the surrogate is built (:mod:`scg.plates`).
+credit holds for a pair (node, cost) is decided when the surrogate is built (:mod:`scg.credit.plates`).
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def declare_rowwise(op: Callable[..., Any] | str, dims: int = 1,
             tracked value in any other argument is treated as mixing.
 
     Operations scg has no rule for are treated as mixing their inputs' rows (whole-batch credit
-    for the nodes they carry, :mod:`scg.plates`); this restores per-example credit through them.
+    for the nodes they carry, :mod:`scg.credit.plates`); this restores per-example credit through them.
     """
     if isinstance(dims, bool) or not isinstance(dims, int) or dims < 0:
         raise ValueError(f"declare_rowwise(dims=...): expected an int >= 0, got {dims!r}")

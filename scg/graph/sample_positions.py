@@ -1,7 +1,7 @@
 """Where each sample dimension is: following ``n=k`` / ``Enumerate`` dimensions through torch ops.
 
 A node drawn with ``n=k`` (or enumerated) has a *sample dimension*, and every cost it influences
-must hold it at a fixed place: the layout of :mod:`scg.sample_dims` (sample dimensions newest
+must hold it at a fixed place: the layout of :mod:`scg.credit.sample_dims` (sample dimensions newest
 node first, before the batch dimensions). The layout used to be checked by size alone, so with
 two sample dimensions of equal size a cost that swapped them (``f(u[:, None], v[None])`` instead
 of ``f(u[None], v[:, None])``, or a ``transpose(0, 1)``) was credited to the wrong samples

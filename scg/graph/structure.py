@@ -2,7 +2,7 @@
 
 Algorithm 1 of Schulman et al. (2015) credits each stochastic node v with Ĉ_v, the costs it
 *influences* (v ≺ c). A tracked :class:`~scg.Graph` finds ≺ (and which cost elements each plate
-element of v is credited with, :mod:`scg.plates`) by watching every torch call; that costs a few
+element of v is credited with, :mod:`scg.credit.plates`) by watching every torch call; that costs a few
 microseconds of Python per call. A *structure* object, passed as ``scg.Graph(structure=...)``,
 gives the relation instead, so that no torch function mode is pushed and a torch call inside the
 graph costs what it costs outside:
@@ -22,12 +22,12 @@ graph costs what it costs outside:
 Why an over-declared relation is safe and an under-declared one is not: for v ⊀ c, c is a
 function of nodes whose distributions do not depend on v, so E[∇_θ log p(v | ·) · c] = 0 and
 crediting v with c adds a zero-mean term (unbiased, higher variance); the same holds for
-whole-plate instead of per-element credit (:mod:`scg.plates`). Declaring v ⊀ c when v ≺ c, or
+whole-plate instead of per-element credit (:mod:`scg.credit.plates`). Declaring v ⊀ c when v ≺ c, or
 per-element credit for a cost that mixes the examples, drops a term with non-zero mean: a biased
 gradient. ``scg.testing.check_structure`` runs a program tracked and compares.
 
 Both kinds also cache the surrogate's *plan* per signature: the influence closure, the plate
-check, the grouping of nodes and costs and the credit matrices (:mod:`scg.surrogate`), so that a
+check, the grouping of nodes and costs and the credit matrices (:mod:`scg.credit.surrogate`), so that a
 step with the structure of an earlier one only stacks its values and multiplies.
 """
 
@@ -114,7 +114,7 @@ class Structure:
     def __init__(self) -> None:
         #: signature -> (relation, its transitive closure)
         self.relations: dict[tuple[Hashable, ...], tuple[Relation, list[int]]] = {}
-        #: (signature, surrogate options) -> plan (built by :mod:`scg.surrogate`)
+        #: (signature, surrogate options) -> plan (built by :mod:`scg.credit.surrogate`)
         self.plans: dict[Hashable, Any] = {}
         self.stats = {"tracked": 0, "reused": 0, "fallback": 0}
         #: signature -> (influence closure, credit) of the last tracked graph (``Cached``)
@@ -152,7 +152,7 @@ def declared_relation(graph: Graph, influences: Influences,
                       per_example: bool | Influences) -> Relation:
     """Direct parents and foreign positions of each node under a declaration: a node's parents
     are the earlier stochastic nodes that influence it; a pair without per-example credit is
-    foreign from position 0 (whole-plate credit, :mod:`scg.plates`)."""
+    foreign from position 0 (whole-plate credit, :mod:`scg.credit.plates`)."""
     out: list[tuple[int, tuple[tuple[int, int], ...]]] = []
     stochastic: list[StochasticNode] = []
     for node in graph.nodes:
@@ -186,7 +186,7 @@ class Declared(Structure):
             earlier stochastic node at a step ≤ s (either without a step: influenced).
         per_example: ``True`` (default): each plate element of ``v`` is credited with its own
             elements of the costs it influences (the costs' leading dimensions are its
-            examples, :mod:`scg.plates`); ``False``: whole-plate credit; or a function
+            examples, :mod:`scg.credit.plates`); ``False``: whole-plate credit; or a function
             ``per_example(v, node) -> bool`` per pair.
 
     Over-declaring (v influences c when it does not, whole-plate credit where per-example would
