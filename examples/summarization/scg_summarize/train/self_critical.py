@@ -11,8 +11,9 @@ and passed as ``scg.baselines.SelfCritical``. ``Graph.surrogate_loss`` then has 
 
 an unbiased estimate of ∇E[−r(y)] since r(ŷ) does not depend on the sampled run (Theorem 2 of
 Schulman et al. 2015). The reward is computed in Python from the word ids, so the program tells
-scg what it depends on with ``scg.influenced_by(cost, *draws)``; without that declaration scg
-would see no path from the draws to the cost and give no score term.
+scg what it depends on with ``scg.influenced_by(cost, *draws, per_element=True)`` (row b's reward
+depends on row b's words only); without that declaration scg would see no path from the draws to
+the cost and give no score term.
 
 With hard attention (C2F, ``model.attention = "c2f"``) the chunk choices of every step are
 stochastic nodes of the same graph: two kinds of node, chunks and words, credited with the same
@@ -63,7 +64,10 @@ def sampled_program(net: Any, batch: dict[str, Any], refs: list[list[int]], gree
         warnings.simplefilter("ignore", scg.InfluenceLostWarning)
         reward = rouge_f1(sampled.sequences(), refs, metric)  # (B,)
     dtype, device = sampled.attention[0].context.dtype, sampled.tokens.device
-    cost = scg.influenced_by((-reward).to(dtype=dtype, device=device), *sampled.draws)
+    # per_element: row b's reward is computed from row b's words only, so each sequence is credited
+    # with its own reward (eq. 15), not the batch's sum (whole-plate credit: unbiased, but its
+    # variance grows with the batch size)
+    cost = scg.influenced_by((-reward).to(dtype=dtype, device=device), *sampled.draws, per_element=True)
     baseline = scg.baselines.SelfCritical(greedy_cost.to(dtype=dtype, device=device))
     scg.cost(cost, name=REWARD, baseline=baseline)
     return sampled, reward
