@@ -16,6 +16,8 @@ estimator            unbiased  needs_rsample  score  higher_order  multi_sample
 ``UnorderedSet``     yes       no             no     no            n=k w/o repl.
 ``RaoBlackwellized`` yes       no             no     no            no (top-k + 1)
 ``IndeCateR``        yes       no             no     no            no (D·K)
+``GumbelRao``        **no**    no             no     no            yes
+``GumbelSparsemax``  **no**    no             no     no            yes
 ===================  ========  =============  =====  ============  ============
 
 Also: :func:`greedy` (an intervention for self-critical reruns) and
@@ -28,6 +30,8 @@ from scg.estimators.control import LearnedControl
 from scg.estimators.disarm import DisARM
 from scg.estimators.enumerate import Enumerate
 from scg.estimators.greedy import greedy
+from scg.estimators.gumbel_rao import GumbelRao
+from scg.estimators.gumbel_sparsemax import GumbelSparsemax
 from scg.estimators.indecater import IndeCateR
 from scg.estimators.lax import LAX
 from scg.estimators.measure_valued import MeasureValued
@@ -48,7 +52,9 @@ __all__ = [
     "DisARM",
     "Enumerate",
     "Estimator",
+    "GumbelRao",
     "GumbelSoftmax",
+    "GumbelSparsemax",
     "IndeCateR",
     "LearnedControl",
     "MeasureValued",

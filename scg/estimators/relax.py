@@ -39,23 +39,24 @@ from scg.estimators.control import LearnedControl
 if TYPE_CHECKING:
     from scg.graph.nodes import StochasticNode
 
-__all__ = ["RELAX"]
+__all__ = ["RELAX", "bernoulli_given", "categorical_given", "uniform"]
 
 _EPS = 1e-6
 
 
-def _uniform(shape: torch.Size, like: torch.Tensor) -> torch.Tensor:
+def uniform(shape: torch.Size, like: torch.Tensor) -> torch.Tensor:
+    """U(ε, 1 − ε) noise of ``shape``, with the dtype and device of ``like``."""
     return torch.rand(shape, dtype=like.dtype, device=like.device).clamp(_EPS, 1.0 - _EPS)
 
 
-def _categorical_given(logp: torch.Tensor, idx: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+def categorical_given(logp: torch.Tensor, idx: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     """z ~ p(z | argmax z = idx) for z = logp + Gumbel, reparameterized in ``logp``."""
     top = -torch.log(-torch.log(v.gather(-1, idx.unsqueeze(-1))))  # Gumbel(0): logsumexp = 0
     others = -torch.log(-torch.log(v) * torch.exp(-logp) + torch.exp(-top))
     return others.scatter(-1, idx.unsqueeze(-1), top)
 
 
-def _bernoulli_given(logits: torch.Tensor, b: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+def bernoulli_given(logits: torch.Tensor, b: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     """z = logit p + logit u with u conditioned on [z > 0] = b, reparameterized in ``logits``."""
     p = torch.sigmoid(logits)
     u = torch.where(b > 0.5, (1.0 - p) + v * p, v * (1.0 - p)).clamp(_EPS, 1.0 - _EPS)
@@ -90,13 +91,13 @@ class RELAX(LearnedControl):
         if isinstance(dist, Bernoulli):
             logits = dist.logits.expand(b.shape)
             with torch.no_grad():
-                z0 = _bernoulli_given(logits, b, _uniform(b.shape, logits))
+                z0 = bernoulli_given(logits, b, uniform(b.shape, logits))
             z = logits + (z0 - logits).detach()
-            return z, _bernoulli_given(logits, b, _uniform(b.shape, logits))
+            return z, bernoulli_given(logits, b, uniform(b.shape, logits))
         idx = b.argmax(-1) if isinstance(dist, OneHotCategorical) else b.long()
         logp = dist.logits  # type: ignore[attr-defined]
         logp = logp.expand(*idx.shape, logp.shape[-1])
         with torch.no_grad():
-            z0 = _categorical_given(logp, idx, _uniform(logp.shape, logp))
+            z0 = categorical_given(logp, idx, uniform(logp.shape, logp))
         z = logp + (z0 - logp).detach()
-        return z, _categorical_given(logp, idx, _uniform(logp.shape, logp))
+        return z, categorical_given(logp, idx, uniform(logp.shape, logp))
