@@ -14,10 +14,12 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from scg.errors import SCGError
+
 if TYPE_CHECKING:
     from scg.graph.nodes import Node
 
-__all__ = ["Baseline", "BaselineResult"]
+__all__ = ["Baseline", "BaselineResult", "check_baseline"]
 
 
 @dataclass
@@ -60,3 +62,15 @@ class Baseline:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict`'s output."""
         del state
+
+
+def check_baseline(baseline: object, call: str, name: str | None, location: object) -> None:
+    """Refuse (SCGError naming the call, node and place) a ``baseline=`` that is not a Baseline."""
+    if baseline is None or isinstance(baseline, Baseline):
+        return
+    raise SCGError(
+        f"{call}(name={name!r}) at {location}: baseline={baseline!r} is a {type(baseline).__name__}, "
+        "not an scg baseline (names such as 'ema' are not looked up). Pass a baseline object: "
+        "scg.baselines.EMA(beta) (running average), Constant(b), Learned(module).given(h), "
+        "LeaveOneOut() or VIMCO() (with n=k), SelfCritical(greedy_cost), Normalized(inner); "
+        "as baseline=b or in the estimator, scg.ScoreFunction(baseline=b)")

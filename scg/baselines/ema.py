@@ -31,7 +31,8 @@ class EMA(Baseline):
         beta: the update rate β in (0, 1] (the paper uses 0.1).
         init: the value before the first update.
         per_element: keep one average per element of the target (e.g. per position) instead of
-            one scalar per key; the target shape must then stay the same across calls.
+            one scalar per key; the target shape (batch size included) must then stay the same
+            across calls, and a change is refused naming the node.
     """
 
     def __init__(self, beta: float = 0.1, *, init: float = 0.0, per_element: bool = False) -> None:
@@ -44,6 +45,13 @@ class EMA(Baseline):
         self._values: torch.Tensor | None = None  # (n_keys, *element_shape)
 
     def _rows(self, nodes: Sequence[Node], like: torch.Tensor) -> torch.Tensor:
+        if self.per_element and self._values is not None and self._values.shape[1:] != like.shape[1:]:
+            raise SCGError(
+                f"EMA(per_element=True) baseline of {nodes[0].describe()}: its learning signal has "
+                f"shape {tuple(like.shape[1:])}, but the running averages have shape "
+                f"{tuple(self._values.shape[1:])} (one per element, fixed by the first call; did "
+                "the batch size change?). Keep the shape fixed (e.g. a DataLoader with "
+                "drop_last=True), or use EMA(per_element=False), LeaveOneOut() or Learned")
         new = [(n.name, n.step) for n in nodes if (n.name, n.step) not in self._index]
         if new or self._values is None:
             for key in new:
@@ -51,11 +59,6 @@ class EMA(Baseline):
             shape = tuple(like.shape[1:]) if self.per_element else ()
             fresh = torch.full((len(self._index), *shape), self.init, dtype=like.dtype)
             if self._values is not None:
-                if self._values.shape[1:] != fresh.shape[1:]:
-                    raise SCGError(
-                        f"EMA(per_element=True): target shape changed from "
-                        f"{tuple(self._values.shape[1:])} to {tuple(fresh.shape[1:])}"
-                    )
                 fresh[: self._values.shape[0]] = self._values.to(like.dtype).cpu()
             self._values = fresh.to(like.device)
         idx = [self._index[(n.name, n.step)] for n in nodes]

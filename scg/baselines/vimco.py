@@ -19,6 +19,9 @@ declared; :meth:`VIMCO.objective` returns it and records the log-weights::
     logw = log_joint(x, h) - q.log_prob(h)          # (k, *batch)
     scg.cost(vimco.objective(logw), reduced=h)      # −log mean_j exp(logw_j)
 
+One VIMCO object serves every latent of its objective, whatever their shapes ((k, *batch) or
+(k, *batch, D) element-wise): each element of sample j gets the same b_j.
+
 The pathwise part of VIMCO's gradient (through ℓ_j's dependence on θ, weighted by the normalized
 weights) is the ordinary ∇ of that cost. The baseline value is b_j = −L̂_{−j}.
 """
@@ -56,13 +59,12 @@ class VIMCO(Baseline):
 
     uses_other_samples = True
 
-    #: log-weights kept for graphs whose surrogate is not built yet (the oldest are dropped)
+    #: log-weights kept per graph (beyond this many graphs the oldest are dropped)
     _KEEP = 64
 
     def __init__(self) -> None:
-        # per graph (its id): the log-weights recorded by objective(), and the node that used them
+        # per graph (its id): the log-weights recorded by objective()
         self._logw: dict[int, torch.Tensor] = {}
-        self._used: dict[int, str] = {}
 
     def objective(self, log_weights: torch.Tensor) -> torch.Tensor:
         """The cost −log (1/k) Σ_j exp(ℓ_j) over dim 0; remembers ℓ for this run's baseline."""
@@ -78,40 +80,33 @@ class VIMCO(Baseline):
         if key in self._logw:
             raise SCGError("VIMCO.objective() was called twice in one graph with the same VIMCO "
                            "object: its state is one set of log-weights per graph, so make one "
-                           "VIMCO() per node group (and cost)")
+                           "VIMCO() per cost")
         if len(self._logw) >= self._KEEP:
             self._logw.pop(next(iter(self._logw)))
         self._logw[key] = log_weights.detach()
         return -(torch.logsumexp(log_weights, dim=0) - math.log(k))
 
     def __call__(self, nodes: Sequence[Node], targets: torch.Tensor) -> BaselineResult:
-        key = nodes[0].graph
-        if key in self._used:
-            raise SCGError(f"VIMCO baseline of {nodes[0].describe()}: this VIMCO object is also "
-                           f"the baseline of {self._used[key]}, a different node group of the "
-                           "same graph; its state is one set of log-weights per graph, so make "
-                           "one VIMCO() per node group")
-        logw = self._logw.pop(key, None)
+        logw = self._logw.get(nodes[0].graph)
         if logw is None:
             raise SCGError(f"VIMCO baseline of {nodes[0].describe()}: call "
                            "vimco.objective(log_weights) in the same graph's program to define "
                            "its cost")
-        if len(self._used) >= self._KEEP:
-            self._used.pop(next(iter(self._used)))
-        self._used[key] = nodes[0].describe()
         for node in nodes:
             k = leading_sample_size(node, "VIMCO()")
             if k != logw.shape[0]:
                 raise SCGError(f"VIMCO baseline of {node.describe()}: the node has {k} samples "
                                f"but the log-weights have {logw.shape[0]} along dim 0")
-        b = -leave_one_out_bounds(logw.to(targets.dtype))
-        try:
-            b = (b.unsqueeze(0) if b.dim() == targets.dim() - 1 else b).expand_as(targets)
-        except RuntimeError:
+        b = -leave_one_out_bounds(logw.to(targets.dtype))  # (k, *batch)
+        signal = tuple(targets.shape[1:])  # (k, *batch, *the node's own elements)
+        if signal[:b.dim()] != tuple(b.shape):
             raise SCGError(f"VIMCO baseline of {nodes[0].describe()}: log-weights of shape "
-                           f"{tuple(logw.shape)} do not match the node's learning signal "
-                           f"{tuple(targets.shape[1:])}") from None
-        return BaselineResult(b)
+                           f"{tuple(logw.shape)} (k, *batch) do not lead the node's learning "
+                           f"signal {signal}")
+        # every latent of sample j shares b_j, whatever its own shape (elements of an
+        # element-wise latent are broadcast: b_j depends on the other samples only)
+        b = b.reshape(1, *b.shape, *([1] * (len(signal) - b.dim())))
+        return BaselineResult(b.expand_as(targets))
 
     def __repr__(self) -> str:
         return "VIMCO()"

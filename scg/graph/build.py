@@ -11,6 +11,7 @@ import torch
 from torch.distributions import Distribution
 from torch.distributions.transforms import Transform
 
+from scg.baselines.base import check_baseline
 from scg.errors import SCGError
 from scg.estimators.base import Estimator
 from scg.estimators.pathwise import Pathwise
@@ -103,6 +104,8 @@ def sample(
     elif not isinstance(estimator, Estimator):
         raise SCGError(f"scg.sample(name={name!r}, estimator=...) at {location}: expected an "
                        f"scg Estimator, got {type(estimator).__name__}")
+    check_baseline(baseline if baseline is not None else estimator.baseline, "scg.sample", name,
+                   location)
     if baseline is not None and estimator.baseline is not None:
         raise SCGError(f"scg.sample(name={name!r}) at {location}: a baseline was given both to "
                        "the estimator and as baseline=; give one")
@@ -429,6 +432,7 @@ def cost(
     if not value.is_floating_point():
         raise SCGError(f"scg.cost(name={name!r}) at {location}: a cost must be a floating-point "
                        f"tensor, got dtype {value.dtype}; convert it with .float()")
+    check_baseline(baseline, "scg.cost", name, location)
     extra: dict[str, object] = {}
     if not torch.compiler.is_compiling():  # (no version counters while dynamo traces)
         extra["version"] = value._version

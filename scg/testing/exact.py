@@ -40,6 +40,7 @@ from torch.distributions import (
     Binomial,
     Categorical,
     Distribution,
+    Independent,
     Normal,
     OneHotCategorical,
 )
@@ -154,21 +155,24 @@ def _runs(program: Program, quadrature: int,
                 else:
                     logw.append(lw)
                 return value
-            if not isinstance(dist, (*FINITE, Normal)):
+            base = dist
+            while isinstance(base, Independent):  # the same elements, scored jointly
+                base = base.base_dist
+            if not isinstance(base, (*FINITE, Normal)):
                 raise SCGError(f"exact enumeration: node '{name}' has a {type(dist).__name__}, "
                                "which has no finite support; supported: Bernoulli, Binomial, "
                                "Categorical, OneHotCategorical (enumerated) and Normal "
-                               "(quadrature)")
-            count, how = _joint_values(dist, shape, quadrature)
+                               "(quadrature), and Independent of these")
+            count, how = _joint_values(base, shape, quadrature)
             total = runs * count
-            what = "quadrature points" if isinstance(dist, Normal) else "joint values"
+            what = "quadrature points" if isinstance(base, Normal) else "joint values"
             here = (*path, f"'{name}': {how} {what}")
             if total > max_runs:
                 raise _TooMany(total, here)
-            if isinstance(dist, Normal):
-                choices = _normal_choices(dist, shape, quadrature)
+            if isinstance(base, Normal):
+                choices = _normal_choices(base, shape, quadrature)
             else:
-                choices = _finite_choices(dist, shape)
+                choices = _finite_choices(base, shape)
             raise _Branch(choices, total, here)
 
         g = Graph(intervene=intervene, warn_on_escape=False)

@@ -1,0 +1,72 @@
+"""VIMCO shared by latents of different shapes and over ``Independent`` latents; EMA(per_element)
+when the batch size changes; a baseline given as a string (issue 24, items 8 and 9)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+from torch.distributions import Bernoulli, Categorical, Independent
+
+import scg
+import scg.testing as st
+
+K = 2
+
+
+def _program(vimco: Any) -> Any:
+    """h1 ~ Independent(Bern(θ0, θ1)) (k, P, 2) and h2 ~ Bern(θ2) element-wise (k, P, 1): the
+    learning signals are (k, P) and (k, P, 1); one objective −log mean_j w_j over both."""
+
+    def run(th: torch.Tensor) -> None:
+        h1 = scg.sample(Independent(Bernoulli(logits=th[:, :2]), 1), name="h1", n=K, baseline=vimco)
+        h2 = scg.sample(Bernoulli(logits=th[:, 2:3]), name="h2", n=K, baseline=vimco)
+        logw = (h1 * torch.tensor([1.0, -2.0], dtype=th.dtype)).sum(-1) + 1.5 * h2[..., 0] * th[:, 3]
+        if vimco is None:
+            cost = -(torch.logsumexp(logw, 0) - torch.log(torch.tensor(float(K), dtype=th.dtype)))
+        else:
+            cost = vimco.objective(logw)
+        scg.cost(cost, name="bound", reduced=[h1, h2])
+
+    return run
+
+
+def test_one_vimco_serves_latents_of_different_shapes_and_independent_latents_are_enumerated() -> None:
+    th = torch.tensor([0.3, -0.4, 0.2, 0.7], dtype=torch.float64, requires_grad=True)
+    exact = st.exact_gradient(lambda: _program(None)(th[None]), [th])[0]  # Independent enumerated
+    vimco = scg.baselines.VIMCO()
+    est = st.estimate_gradients_batched(_program(vimco), [th], 4000, particles=4000, seed=3)
+    report = st.compare(est, exact)
+    assert report.passed, str(report)
+    plain = st.estimate_gradients_batched(_program(None), [th], 4000, particles=4000, seed=3)
+    assert bool((est[:, :3].var(0) < 0.85 * plain[:, :3].var(0)).all()), (est.var(0), plain.var(0))
+
+
+def test_ema_per_element_refuses_a_changed_batch_size_naming_the_node() -> None:
+    ema = scg.baselines.EMA(0.5, per_element=True)
+    for batch in (4, 3):
+        with scg.Graph() as g:
+            z = scg.sample(Categorical(logits=torch.zeros(batch, 3)), name="z", baseline=ema)
+            scg.cost(z.float(), name="c")
+        if batch == 4:
+            g.surrogate_loss()
+    with pytest.raises(
+        scg.SCGError, match=r"EMA\(per_element=True\) baseline of stochastic node 'z'.*\(3,\).*\(4,\).*batch size"
+    ):
+        g.surrogate_loss()
+
+
+@pytest.mark.parametrize("where", ["sample", "estimator", "cost"])
+def test_a_string_baseline_is_refused_naming_the_node_and_the_ways_to_pass_one(where: str) -> None:
+    with pytest.raises(
+        scg.SCGError, match=r"name='v'.*baseline='ema' is a str.*scg\.baselines\.EMA\(beta\).*baseline=b"
+    ):
+        with scg.Graph():
+            dist = Categorical(logits=torch.zeros(3))
+            if where == "sample":
+                scg.sample(dist, name="v", baseline="ema")  # type: ignore[arg-type]
+            elif where == "estimator":
+                scg.sample(dist, name="v", estimator=scg.ScoreFunction(baseline="ema"))  # type: ignore[arg-type]
+            else:
+                scg.cost(torch.ones(3), name="v", baseline="ema")  # type: ignore[arg-type]
