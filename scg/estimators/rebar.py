@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import torch
-from torch.distributions import Bernoulli
+from torch.distributions import Bernoulli, Independent
 
 from scg.errors import SCGError
 from scg.estimators.relax import RELAX
@@ -73,7 +73,8 @@ class REBAR(RELAX):
     def evaluate(self, z: torch.Tensor, node: StochasticNode) -> torch.Tensor:
         """η · f(σ_λ(z))."""
         temp = self.log_temperature.to(z).exp()
-        soft = torch.sigmoid(z / temp) if isinstance(node.dist, Bernoulli) else torch.softmax(z / temp, -1)
+        dist = node.dist.base_dist if isinstance(node.dist, Independent) else node.dist
+        soft = torch.sigmoid(z / temp) if isinstance(dist, Bernoulli) else torch.softmax(z / temp, -1)
         return self.eta.to(z) * self.relaxed_cost(soft)
 
     def __repr__(self) -> str:

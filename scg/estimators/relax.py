@@ -31,7 +31,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import torch
-from torch.distributions import Bernoulli, Categorical, Distribution, OneHotCategorical
+from torch.distributions import Bernoulli, Categorical, Distribution, Independent, OneHotCategorical
 
 from scg.errors import SCGError
 from scg.estimators.control import LearnedControl
@@ -69,7 +69,8 @@ class RELAX(LearnedControl):
     Args:
         control: c_φ, maps the relaxed variable z (``(*sample, *batch, K)`` Gumbel-perturbed
             normalized logits for categorical nodes, ``(*sample, *batch)`` logistic-perturbed
-            logits for Bernoulli nodes) to a tensor of the node's log-probability shape
+            logits for Bernoulli nodes, ``(*sample, *batch, D)`` for ``Independent(Bernoulli)``
+            bit vectors) to a tensor of the node's log-probability shape
             ``(*sample, *batch)``. Usually a ``torch.nn.Module`` the user holds
             (:class:`~scg.estimators.REBAR` builds η · f(σ_λ(z)) for you).
         parameters: φ, the tensors :meth:`backward` trains to reduce the variance; default: the
@@ -78,9 +79,11 @@ class RELAX(LearnedControl):
     """
 
     def draw(self, dist: Distribution, sample_shape: torch.Size) -> torch.Tensor:
-        if not isinstance(dist, (Categorical, OneHotCategorical, Bernoulli)):
-            raise SCGError(f"RELAX() supports Categorical, OneHotCategorical and Bernoulli nodes, "
-                           f"not {type(dist).__name__}")
+        if not isinstance(dist, (Categorical, OneHotCategorical, Bernoulli)) and not (
+                isinstance(dist, Independent) and isinstance(dist.base_dist, Bernoulli)):
+            raise SCGError(f"{type(self).__name__}() supports Categorical, OneHotCategorical, "
+                           f"Bernoulli and Independent(Bernoulli) nodes, not "
+                           f"{type(dist).__name__}")
         with torch.no_grad():
             out: torch.Tensor = dist.sample(sample_shape)  # type: ignore[no-untyped-call]
         return out
@@ -88,6 +91,8 @@ class RELAX(LearnedControl):
     def relaxations(self, node: StochasticNode) -> tuple[torch.Tensor, torch.Tensor]:
         """(z, z̃) for the node's sample: z unconditionally reparameterized, z̃ given b."""
         dist, b = node.dist, node.value.detach()
+        if isinstance(dist, Independent):  # a bit vector: z has the value's shape
+            dist = dist.base_dist
         if isinstance(dist, Bernoulli):
             logits = dist.logits.expand(b.shape)
             with torch.no_grad():

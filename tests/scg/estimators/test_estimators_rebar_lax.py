@@ -39,6 +39,30 @@ def discrete(dist: str, estimator: Any = None, n: int | None = None):  # type: i
     return run
 
 
+W = torch.tensor([1.5, -2.0, 0.7], dtype=torch.float64)
+
+
+def bits(estimator: Any = None):  # type: ignore[no-untyped-def]
+    """A bit vector decoded jointly: Independent(Bernoulli) for REBAR, bit by bit for the exact."""
+
+    def run(th: torch.Tensor) -> None:
+        d = Bernoulli(logits=th[:, :3])
+        if estimator is None:
+            b = scg.sample(d, name="b", plates=1)
+        else:
+            b = scg.sample(torch.distributions.Independent(d, 1), name="b", estimator=estimator)
+        scg.cost((b @ W + th[:, 3]) ** 2, name="c")
+
+    return run
+
+
+def test_rebar_on_a_bit_vector_is_unbiased() -> None:
+    th = theta()
+    rebar = REBAR(lambda s: (s @ W + TH[3]) ** 2, temperature=0.7, eta=0.8)
+    report = check(estimates(bits(rebar), th, 6000, seed=28), exact(bits(), th))
+    assert report.passed, str(report)
+
+
 def relaxed_cost(dist: str):  # type: ignore[no-untyped-def]
     """The cost written for relaxed values (θ fixed at TH: the control may be any function)."""
     if dist == "bernoulli":
