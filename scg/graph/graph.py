@@ -154,13 +154,20 @@ class Graph:
         outer = _CURRENT.get()
         self._outer = outer if outer is not None and outer.is_open else None
         self._token = _CURRENT.set(self)
-        if self.structure is not None:
-            self.tracked = self.structure._begin()
-            if not self.tracked and self.strict:
-                raise SCGError("scg.Graph(strict=True): escapes can only be found by tracking; "
-                               f"{self.structure!r} does not track this graph")
-        if self.tracked:
-            self._tracker.__enter__()  # type: ignore[no-untyped-call]
+        try:
+            if self.structure is not None:
+                self.tracked = self.structure._begin()
+                if not self.tracked and self.strict:
+                    raise SCGError("scg.Graph(strict=True): escapes can only be found by tracking; "
+                                   f"{self.structure!r} does not track this graph")
+            if self.tracked:
+                self._tracker.__enter__()  # type: ignore[no-untyped-call]
+        except BaseException:  # a graph that failed to open is neither open nor current
+            _CURRENT.reset(self._token)
+            self._token = None
+            self._state = "closed"
+            self._outer = None
+            raise
         return self
 
     def __exit__(
