@@ -235,6 +235,40 @@ def _layer_norm(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Ten
     return t.dim() - k
 
 
+#: row-wise losses: the arguments whose rows are examples (the others, e.g. class weights, mix)
+_LOSS_ROWS = {"cross_entropy": (0, 1), "nll_loss": (0, 1), "multi_margin_loss": (0, 1),
+              "multilabel_margin_loss": (0, 1), "multilabel_soft_margin_loss": (0, 1),
+              "cosine_embedding_loss": (0, 1, 2), "triplet_margin_loss": (0, 1, 2),
+              "triplet_margin_with_distance_loss": (0, 1, 2)}
+
+
+def _loss(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor,
+          out: Tensor, pos: int) -> int:
+    """Row-wise losses with ``reduction="none"``: ``cross_entropy(x (B, C, ...), y (B, ...))`` is
+    ``(B, ...)``, row ``i`` computed from ``x[i]`` and ``y[i]`` alone. The input keeps its first
+    position (its class dimension, at 1, is mixed); a target of the output's rank keeps all.
+    Reduced (``"mean"``, ``"sum"``): no position (the 0-dimensional result mixes every row)."""
+    if kwargs.get("reduction", "mean") != "none" and kwargs.get("reduce") is not False:
+        return 0
+    if pos not in _LOSS_ROWS.get(name, ()) or out.dim() == 0 or t.dim() == 0:
+        return 0
+    if t.dim() == out.dim() and t.shape == out.shape:
+        return INF  # the target (class indices), or a per-row label
+    return 1 if t.shape[0] == out.shape[0] else 0
+
+
+def _row_reduce(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor,
+                out: Tensor, pos: int) -> int:
+    """``cosine_similarity(x1, x2, dim)``, ``pairwise_distance(x1, x2)``: one dimension
+    (``dim``; the last for ``pairwise_distance``) reduced, the ones before it kept."""
+    if pos not in (0, 1) or t.dim() != max(args[0].dim(), args[1].dim()):
+        return 0
+    if name == "pairwise_distance":
+        return t.dim() - 1
+    d = kwargs.get("dim", args[2] if len(args) > 2 else 1)
+    return int(d) % max(t.dim(), 1) if isinstance(d, int) else 0
+
+
 def _rows(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor,
           out: Tensor, pos: int) -> int:
     """Recurrent cells (input (B, I), state (B, H) -> (B, H)): rows kept, features mixed."""
@@ -319,7 +353,8 @@ sinc sinh softplus softsign sqrt square sub subtract tan tanh true_divide trunc 
 requires_grad_ float_power fill_ zero_ copy_ fill zeros_like ones_like full_like empty_like
 rand_like randn_like randint_like softshrink hardshrink tanhshrink threshold celu rrelu glu
 binary_cross_entropy binary_cross_entropy_with_logits mse_loss l1_loss smooth_l1_loss huber_loss
-kl_div poisson_nll_loss dropout1d dropout2d pin_memory broadcast_tensors atleast_1d view_as_real
+kl_div poisson_nll_loss gaussian_nll_loss soft_margin_loss margin_ranking_loss
+hinge_embedding_loss dropout1d dropout2d pin_memory broadcast_tensors atleast_1d view_as_real
 logical_not isclose __deepcopy__ sgn conj resolve_conj resolve_neg log_sigmoid logsigmoid
 __add__ __radd__ __iadd__ __sub__ __rsub__ __isub__ __mul__ __rmul__ __imul__ __truediv__
 __rtruediv__ __itruediv__ __floordiv__ __rfloordiv__ __mod__ __rmod__ __pow__ __rpow__ __neg__
@@ -365,6 +400,10 @@ for _n in "scatter scatter_ scatter_add scatter_add_ scatter_reduce scatter_redu
 TABLE["layer_norm"] = _layer_norm
 TABLE["__getitem__"] = _getitem
 TABLE["__setitem__"] = _setitem
+for _n in _LOSS_ROWS:
+    TABLE[_n] = _loss
+TABLE["cosine_similarity"] = _row_reduce
+TABLE["pairwise_distance"] = _row_reduce
 for _n in "lstm_cell gru_cell rnn_tanh_cell rnn_relu_cell".split():
     TABLE[_n] = _rows
 for _n in "new_zeros new_ones new_full new_empty new_tensor".split():

@@ -1,0 +1,231 @@
+"""The position rules of the influence tracker against a brute-force dependency check (issue 30).
+
+For a stochastic node ``z`` with one plate (its leading dimension, the examples) and a cost
+``c = f(z)``, per-example credit is sound only when row ``j`` of the cost depends on row ``j`` of
+``z`` alone. The brute force states that directly: perturb one example of ``z`` and see which
+cost rows move. The tracker must never claim per-example credit where the brute force sees
+rows mix (that biases the gradient); for the operations whose rule is exact it must also claim
+it wherever the brute force allows it (otherwise the rule is needlessly conservative: whole-plate
+credit, a higher variance). A cost of one row (or none) is the same under both rules and is
+only required to be credited at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch.distributions import Normal
+
+import scg
+
+Fn = Callable[[torch.Tensor], torch.Tensor]
+SETTINGS = settings(max_examples=20, deadline=None, derandomize=True, database=None)
+
+
+def rows(x: torch.Tensor) -> torch.Tensor:
+    """A per-row total: leaves rows as they are (its own rule keeps position 0)."""
+    return x.reshape(x.shape[0], -1).sum(-1) if x.dim() > 1 else x
+
+
+def brute_force_per_example(f: Fn, shape: tuple[int, ...]) -> bool:
+    """Whether every cost row moves only with the same row of ``z`` (and the rows match)."""
+    gen = torch.Generator().manual_seed(0)
+    z = torch.randn(shape, dtype=torch.float64, generator=gen)
+    c0 = f(z)
+    if c0.dim() == 0 or c0.shape[0] != shape[0]:
+        return False
+    for i in range(shape[0]):
+        z1 = z.clone()
+        z1[i] += 0.5 + torch.rand(shape[1:], dtype=torch.float64, generator=gen)
+        moved = (f(z1) - c0).reshape(c0.shape[0], -1).abs().amax(-1) > 1e-9
+        if moved.nonzero().flatten().tolist() not in ([], [i]):
+            return False
+    return True
+
+
+def tracker_credit(f: Fn, shape: tuple[int, ...]) -> tuple[str, torch.Size]:
+    torch.manual_seed(0)
+    with scg.Graph() as g:
+        z = scg.sample(
+            Normal(torch.zeros(shape, dtype=torch.float64), 1.0), name="z", plates=1, estimator=scg.ScoreFunction()
+        )
+        c = f(z)
+        scg.cost(c, name="c")
+    g.surrogate_loss()
+    return g.credit("z", "c"), c.shape
+
+
+def check(op: Fn, shape: tuple[int, ...], exact: bool) -> None:
+    def f(z: torch.Tensor) -> torch.Tensor:  # scg refuses costs of another batch size
+        c = op(z)
+        return c if c.dim() == 0 or c.shape[0] in (1, shape[0]) else c.sum()
+
+    credit, cshape = tracker_credit(f, shape)
+    assert credit in ("per-element", "whole-plate"), credit
+    if len(cshape) == 0 or cshape[0] == 1:
+        return  # one cost row: per-example and whole-plate credit are the same
+    truth = brute_force_per_example(f, shape)
+    if credit == "per-element":
+        assert truth, f"the tracker credits per example, but the cost rows mix ({shape})"
+    elif exact:
+        assert not truth, f"the cost is per example, but the tracker credits whole-plate ({shape})"
+
+
+@st.composite
+def shapes(draw: st.DrawFn, min_dims: int = 2) -> tuple[int, ...]:
+    batch = draw(st.integers(2, 3))  # other sizes often equal it: rows mixed into rows
+    rest = draw(st.lists(st.sampled_from([1, 2, 3, batch, batch]), min_size=min_dims - 1, max_size=2))
+    return (batch, *rest)
+
+
+@SETTINGS
+@given(shape=shapes(), data=st.data())
+def test_reduction_broadcast_back_matches_brute_force(shape: tuple[int, ...], data: st.DataObject) -> None:
+    """``z * z.sum(k, keepdim=True)``: the reduced (size-1) dimension is expanded again; per
+    example unless k is the batch dimension."""
+    k = data.draw(st.integers(0, len(shape) - 1))
+    mean = data.draw(st.booleans())
+
+    def f(z: torch.Tensor) -> torch.Tensor:
+        r = z.mean(k, keepdim=True) if mean else z.sum(k, keepdim=True)
+        return rows(z - r if mean else z * r)
+
+    check(f, shape, exact=True)
+
+
+@SETTINGS
+@given(shape=shapes(3), data=st.data())
+def test_reduction_rule_matches_brute_force(shape: tuple[int, ...], data: st.DataObject) -> None:
+    k = data.draw(st.integers(0, len(shape) - 1))
+    op = data.draw(st.sampled_from(["sum", "amax", "logsumexp", "cumsum", "softmax"]))
+
+    def f(z: torch.Tensor) -> torch.Tensor:
+        return rows(getattr(torch, op)(z, k))
+
+    check(f, shape, exact=True)
+
+
+@SETTINGS
+@given(shape=shapes(3), data=st.data())
+def test_transpose_rule_matches_brute_force(shape: tuple[int, ...], data: st.DataObject) -> None:
+    a = data.draw(st.integers(0, len(shape) - 1))
+    b = data.draw(st.integers(0, len(shape) - 1))
+
+    def f(z: torch.Tensor) -> torch.Tensor:
+        return rows(z.transpose(a, b) * 1.5)
+
+    check(f, shape, exact=True)
+
+
+@SETTINGS
+@given(shape=shapes(), data=st.data())
+def test_cat_and_stack_rules_match_brute_force(shape: tuple[int, ...], data: st.DataObject) -> None:
+    """``cat``/``stack`` along the batch dimension put other rows (or other tensors) at the
+    batch positions: row j is no longer example j."""
+    d = data.draw(st.integers(0, len(shape) - 1))
+    op = data.draw(st.sampled_from(["cat", "stack", "cat_front"]))
+
+    def f(z: torch.Tensor) -> torch.Tensor:
+        if op == "stack":
+            return rows(torch.stack([z, 2.0 * z, z * z][: z.shape[0]], d))
+        if op == "cat":
+            return rows(torch.cat([z, 2.0 * z], d))
+        pad_shape = list(z.shape)
+        pad_shape[d] = 1
+        return rows(torch.cat([torch.ones(pad_shape, dtype=z.dtype), z], d))
+
+    check(f, shape, exact=d != 0)
+
+
+@SETTINGS
+@given(shape=shapes(), data=st.data())
+def test_gather_rule_matches_brute_force(shape: tuple[int, ...], data: st.DataObject) -> None:
+    """``gather`` along the batch dimension reads other rows (a non-identity index); along a
+    later dimension each row reads its own."""
+    d = data.draw(st.integers(0, len(shape) - 1))
+    shift = data.draw(st.integers(1, shape[d] - 1)) if shape[d] > 1 else 0
+
+    def f(z: torch.Tensor) -> torch.Tensor:
+        size = z.shape[d]
+        idx = (torch.arange(size) + shift) % size
+        view = [1] * z.dim()
+        view[d] = size
+        return rows(z.gather(d, idx.reshape(view).expand(z.shape)))
+
+    check(f, shape, exact=True)
+
+
+@SETTINGS
+@given(shape=shapes(), data=st.data())
+def test_row_wise_losses_match_brute_force(shape: tuple[int, ...], data: st.DataObject) -> None:
+    """Issue 24 item 4: with ``reduction="none"`` each loss row is one example's; reduced, the
+    single value mixes every row."""
+    name = data.draw(
+        st.sampled_from(
+            [
+                "cross_entropy",
+                "nll_loss",
+                "multi_margin_loss",
+                "multilabel_soft_margin_loss",
+                "bce_logits",
+                "mse_loss",
+                "l1_loss",
+                "smooth_l1_loss",
+                "huber_loss",
+                "kl_div",
+                "cosine_similarity",
+                "pairwise_distance",
+            ]
+        )
+    )
+    reduction = data.draw(st.sampled_from(["none", "none", "mean", "sum"]))
+    classes = shape[1]
+    gen = torch.Generator().manual_seed(1)
+    fixed = torch.randint(0, classes, (shape[0], *shape[2:]), generator=gen)
+    from_z = data.draw(st.booleans())  # the target is computed from the node too
+
+    def f(z: torch.Tensor) -> torch.Tensor:
+        other = torch.full_like(z, 0.25)
+        target = z.argmax(1) if from_z else fixed
+        if name == "cross_entropy":
+            out = F.cross_entropy(z, target, reduction=reduction)
+        elif name == "nll_loss":
+            out = F.nll_loss(F.log_softmax(z, 1), target, reduction=reduction)
+        elif name == "multi_margin_loss":
+            out = F.multi_margin_loss(z.flatten(1), target[:, 0] if target.dim() > 1 else target, reduction=reduction)
+        elif name == "multilabel_soft_margin_loss":
+            out = F.multilabel_soft_margin_loss(z.flatten(1), other.flatten(1), reduction=reduction)
+        elif name == "bce_logits":
+            out = F.binary_cross_entropy_with_logits(z, other, reduction=reduction)
+        elif name == "kl_div":
+            kl = "batchmean" if reduction == "mean" else reduction
+            out = F.kl_div(F.log_softmax(z, 1), other, reduction=kl)
+        elif name in ("cosine_similarity", "pairwise_distance"):
+            out = getattr(F, name)(z, other)
+            out = out.sum() if reduction == "sum" else out.mean() if reduction == "mean" else out
+        else:
+            out = getattr(F, name)(z, other, reduction=reduction)
+        return rows(out)
+
+    check(f, shape, exact=True)
+
+
+def test_classification_cost_credits_each_example() -> None:
+    """The nodes upstream of a classification cost get per-example credit (not whole-plate):
+    a categorical latent picks a feature row, a network scores the classes."""
+    torch.manual_seed(0)
+    w = torch.randn(4, 5, requires_grad=True)
+    with scg.Graph() as g:
+        k = scg.sample(torch.distributions.Categorical(logits=torch.zeros(6, 3)), name="k")
+        h = F.one_hot(k, 3).float() @ torch.randn(3, 4)
+        y = scg.sample(torch.distributions.Categorical(logits=torch.zeros(6, 5)), name="y")
+        scg.cost(F.cross_entropy(h @ w, y, reduction="none"), name="nll")
+        scg.cost(F.nll_loss(F.log_softmax(h @ w, -1), y, reduction="none"), name="nll2")
+    g.surrogate_loss()
+    assert g.credit("k", "nll") == "per-element"
+    assert g.credit("k", "nll2") == "per-element"
+    assert g.credit("y", "nll") == "per-element"  # the label, a sampled target
