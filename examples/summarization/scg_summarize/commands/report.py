@@ -8,7 +8,10 @@ Finds the result files written by ``evaluate`` (``RUN/eval/*.json``) and ``basel
 --output-dir`` under ``RUNS_DIR`` and prints markdown in the layout of the paper's Table 1
 (one table per data set and split), followed by the coarse-attention metrics. Every result
 with its own settings gets its own row; only identical evaluations (the same settings run again)
-are reduced to the newest, and the count of those is printed.
+are reduced to the newest, and the count of those is printed. ``--columns`` prints one table
+with the columns named instead (dotted paths into the result records, e.g.
+``--columns training.steps:0,training.valid_ppl,metrics.rouge1``): the generated tables of
+``docs/results.md`` (``scripts/reproduce.py``).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import sys
 from pathlib import Path
 
 from ..cli import Command
-from ..evaluation.report import collect_results, markdown_report, select_results
+from ..evaluation.report import collect_results, columns_table, markdown_report, select_results
 from ._common import USER_ERRORS, error
 
 __all__ = ["COMMAND"]
@@ -32,6 +35,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output", type=Path, default=None, help="also write the markdown here")
     parser.add_argument("--json", type=Path, default=None, help="write all collected results as one JSON list")
     parser.add_argument("--title", default="Results", help="the report's heading")
+    parser.add_argument("--columns", default=None, metavar="PATH[:DECIMALS],...",
+                        help="one table with these columns (dotted paths into the results, e.g. "
+                             "training.steps:0,training.valid_ppl,metrics.rouge1)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -42,7 +48,10 @@ def run(args: argparse.Namespace) -> int:
             results = [r for r in results if r.get("split") == args.split]
         if not results:
             raise ValueError(f"{args.runs_dir}: no result files found (run evaluate or baseline --output-dir first)")
-        text = markdown_report(results, title=args.title)
+        if args.columns is not None:
+            text = columns_table(results, [c.strip() for c in args.columns.split(",") if c.strip()])
+        else:
+            text = markdown_report(results, title=args.title)
         if args.output is not None:
             args.output.parent.mkdir(parents=True, exist_ok=True)
             args.output.write_text(text, encoding="utf-8")

@@ -36,6 +36,7 @@ __all__ = [
     "TRAINING_RECORD",
     "budget_note",
     "collect_results",
+    "columns_table",
     "make_result",
     "markdown_report",
     "markdown_table",
@@ -245,6 +246,8 @@ def _label_rows(records: Sequence[Mapping[str, Any]]) -> list[tuple[str, Mapping
 def _fmt(value: Any, digits: int) -> str:
     if value is None:
         return "–"
+    if isinstance(value, _Text):
+        return str(value)
     if isinstance(value, float) and value == float("inf"):
         return "inf"
     return f"{float(value):.{digits}f}"
@@ -259,6 +262,39 @@ def markdown_table(rows: Iterable[tuple[str, Mapping[str, Any]]], columns: Seque
         cells = [_fmt(metrics.get(key), digits) for key, _, digits in columns]
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def _lookup(record: Mapping[str, Any], path: str) -> Any:
+    value: Any = record
+    for part in path.split("."):
+        value = value.get(part) if isinstance(value, Mapping) else None
+    return value
+
+
+def columns_table(records: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
+    """One markdown table of ``records`` (all data sets, rows in the paper's order) with the
+    columns asked for: ``PATH[:DECIMALS]``, a dotted path into the result record, e.g.
+    ``metrics.rouge1:2`` or ``training.steps:0`` (the training record of the run: steps,
+    ``valid_ppl``, ``cpu_s``, ``stopped_by``...). What ``report --columns`` prints and what the
+    generated tables of ``docs/results.md`` are."""
+    specs: list[tuple[str, str, int]] = []
+    for column in columns:
+        path, _, digits = column.partition(":")
+        if not path or (digits and not digits.isdigit()):
+            raise ValueError(f"--columns: {column!r} is not PATH or PATH:DECIMALS (e.g. metrics.rouge1:2)")
+        specs.append((path, path, int(digits) if digits else 2))
+    kept, _ = select_results(records)
+    kept.sort(key=lambda r: (str(r.get("data")), str(r.get("split")), _row_key(r)))
+    rows = []
+    for label, record in _label_rows(kept):
+        values = {path: _lookup(record, path) for path, _, _ in specs}
+        numeric = {k: v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)) for k, v in values.items()}
+        rows.append((label, {k: v if numeric[k] else _Text(v) for k, v in values.items()}))
+    return markdown_table(rows, specs)
+
+
+class _Text(str):
+    """A non-numeric cell (shown as it is)."""
 
 
 def _group_names(records: Sequence[Mapping[str, Any]]) -> dict[str, str]:

@@ -165,6 +165,7 @@ class Trainer:
         self.validation_s = 0.0  # wall seconds of the validations (in elapsed)
         self.validations = 0
         self.last_validation_s = 0.0
+        self.last_valid_ppl = math.nan
         self.stopped_by = "epochs"
         self.history: list[dict[str, Any]] = []
         self.last_finite: tuple[int, float] | None = None  # (step, training loss per token)
@@ -237,6 +238,7 @@ class Trainer:
             "cpu_elapsed": self.cpu_elapsed,
             "validation_s": self.validation_s,
             "validations": self.validations,
+            "last_valid_ppl": self.last_valid_ppl,
         }
 
     def save(self, name: str = CHECKPOINT) -> None:
@@ -265,6 +267,7 @@ class Trainer:
         self.cpu_elapsed = float(state.get("cpu_elapsed", 0.0))
         self.validation_s = float(state.get("validation_s", 0.0))
         self.validations = int(state.get("validations", 0))
+        self.last_valid_ppl = float(state.get("last_valid_ppl", math.nan))
         if self.dist.rank == 0:
             set_rng_state(state["rng"])
         else:  # other ranks continue their own streams (DDP runs resume exactly on rank 0 only)
@@ -397,7 +400,8 @@ class Trainer:
                               time_budget_s=tc.time_budget_s, seed=tc.seed, threads=torch.get_num_threads(),
                               wall_s=round(self.elapsed, 3), cpu_s=round(self.cpu_elapsed, 3),
                               validation_s=round(self.validation_s, 3), validations=self.validations,
-                              best_step=self.best_step)
+                              best_step=self.best_step,
+                              valid_ppl=None if math.isnan(self.last_valid_ppl) else round(self.last_valid_ppl, 6))
 
     def fit(self) -> dict[str, Any]:
         """Train until ``train.epochs``, ``train.max_steps`` or the time budget; returns the last
@@ -511,6 +515,7 @@ class Trainer:
         improved = score < self.best_score
         decayed = self.schedule.step(score)
         self.best_ppl = min(self.best_ppl, metrics["ppl"])
+        self.last_valid_ppl = float(metrics["ppl"])
         if improved:
             self.best_score, self.best_step = score, self.step
         self.record("valid", **metrics, lr=self.schedule.lr, decayed=decayed)

@@ -103,7 +103,7 @@ class TrainingRecord:
         time_budget_s: the budget (0: none); seed, threads: ``train.seed``, ``train.threads``.
         wall_s: wall seconds of training and validation; cpu_s: the process's CPU seconds in them.
         validation_s: wall seconds of the validations (included in ``wall_s``); validations: how many.
-        best_step: the step of ``best.pt``.
+        best_step: the step of ``best.pt``; valid_ppl: the last validation perplexity.
     """
 
     steps: int
@@ -117,6 +117,7 @@ class TrainingRecord:
     validation_s: float
     validations: int
     best_step: int
+    valid_ppl: float | None
 
     def write(self, run_dir: str | Path) -> Path:
         path = Path(run_dir) / TRAINING_RECORD
