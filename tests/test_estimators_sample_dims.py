@@ -286,7 +286,8 @@ def test_enumerate_errors_name_the_node() -> None:
 def test_enumerate_capabilities() -> None:
     caps = scg.estimators.Enumerate().capabilities()
     assert caps == {"unbiased": True, "needs_rsample": False, "score": False,
-                    "higher_order": True, "multi_sample": False}
+                    "higher_order": True, "multi_sample": False, "enumerates": True,
+                    "relaxed": False}
 
 
 # --------------------------------------------------------------------------- +MULTI

@@ -43,8 +43,9 @@ import torch
 from scg.credit.sample_dims import align_batch_to_cost
 
 if TYPE_CHECKING:
-    from scg.credit.surrogate import CostGroup, NodeGroup
-    from scg.graph.nodes import CostNode
+    from scg.credit.plan import CreditPlan
+    from scg.credit.signals import CostGroup, NodeGroup
+    from scg.graph.nodes import Node
 
 __all__ = ["dice_objective", "loaded_factors", "magic_box"]
 
@@ -54,19 +55,18 @@ def magic_box(x: torch.Tensor) -> torch.Tensor:
     return torch.exp(x - x.detach())
 
 
-def _sum_logp(sources: Sequence[NodeGroup], rows_of: Callable[[NodeGroup], list[int]],
-              weights: np.ndarray, target_rows: list[int], target_layout: tuple[int, ...],
-              target_shape: torch.Size, describe_target: Callable[[int], object],
-              sizes: dict[int, int]) -> torch.Tensor | None:
+def _sum_logp(plan: CreditPlan, sources: Sequence[NodeGroup], weights: np.ndarray,
+              target_rows: list[int], target_layout: tuple[int, ...], target_shape: torch.Size,
+              describe_target: Callable[[int], Node]) -> torch.Tensor | None:
     """Σ_u weights[u, t] · log p_u aligned to each target t (one product per source group)."""
     out: torch.Tensor | None = None
-    for src in sources:
-        sub = weights[np.ix_(rows_of(src), target_rows)]
+    for gp, src in zip(plan.node_groups, sources):
+        sub = weights[np.ix_(gp.rows, target_rows)]
         if not sub.any():
             continue
         i, j = (int(x[0]) for x in np.nonzero(sub))
         aligned = align_batch_to_cost(src.logp, src.layout, target_layout, target_shape,
-                                      src.members[i], describe_target(j), sizes)  # type: ignore[arg-type]
+                                      src.members[i], describe_target(j), plan.sizes)
         w = torch.as_tensor(sub.T, dtype=src.logp.dtype, device=src.logp.device)
         part = (w @ aligned.reshape(aligned.shape[0], -1)).reshape(len(target_rows),
                                                                    *target_shape)
@@ -74,19 +74,17 @@ def _sum_logp(sources: Sequence[NodeGroup], rows_of: Callable[[NodeGroup], list[
     return out
 
 
-def dice_objective(
-    cgs: Sequence[CostGroup], ngs: Sequence[NodeGroup], a: np.ndarray, costs: Sequence[CostNode],
-    sizes: dict[int, int], score_scale: float, extra_losses: list[torch.Tensor],
-    c_hat: Callable[[NodeGroup, str], torch.Tensor | None],
-    node_baselines: Callable[[NodeGroup, torch.Tensor], torch.Tensor],
-) -> torch.Tensor:
-    """L_DiCE of the module docstring (``surrogate_loss(dice=True)``)."""
+def dice_objective(plan: CreditPlan, cgs: Sequence[CostGroup], ngs: Sequence[NodeGroup],
+                   baselines: Sequence[torch.Tensor | None], score_scale: float,
+                   extra_losses: Sequence[torch.Tensor]) -> torch.Tensor:
+    """L_DiCE of the module docstring (``surrogate_loss(dice=True)``): τ_c from the plan's
+    influence, and ``baselines[g]``, the detached Σ_{v≺c} ω b_c + b_v of node group g (None
+    without baselines)."""
     s = float(score_scale)
     loss: torch.Tensor | None = None
-    for cg in cgs:
-        shape = cg.stack.shape[1:]
-        tau = _sum_logp(ngs, lambda ng: ng.rows, a, cg.cols, cg.layout, shape,
-                        lambda j, cg=cg: costs[cg.cols[j]], sizes)  # type: ignore[misc]
+    for cp, cg in zip(plan.cost_groups, cgs):
+        tau = _sum_logp(plan, ngs, plan.influence, cp.cols, cg.layout, cg.stack.shape[1:],
+                        lambda j, cg=cg: cg.members[j])  # type: ignore[misc]
         x = cg.weighted(cg.stack)
         if tau is not None:
             box = magic_box(tau)
@@ -94,34 +92,25 @@ def dice_objective(
         part = x.sum()
         loss = part if loss is None else loss + part
     assert loss is not None
-    has_cost_baselines = any(c.baseline is not None for c in costs)
-    for ng in ngs:
-        if not has_cost_baselines and all(v.baseline is None for v in ng.members):
-            continue
-        target = c_hat(ng, "target")
-        if target is None:
-            continue
-        adv = node_baselines(ng, target)
-        raw = c_hat(ng, "raw") if has_cost_baselines else target
-        assert raw is not None
-        b = (raw - adv).detach()  # Σ_{v≺c} ω b_c + b_v
-        loss = loss + s * ((1.0 - magic_box(ng.logp)) * b).sum()
+    for ng, b in zip(ngs, baselines):
+        if b is not None:
+            loss = loss + s * ((1.0 - magic_box(ng.logp)) * b).sum()
     for extra in extra_losses:
         loss = loss + (extra - extra.detach())
     return loss
 
 
-def loaded_factors(ngs: Sequence[NodeGroup], lw: np.ndarray,
-                   sizes: dict[int, int]) -> list[torch.Tensor]:
+def loaded_factors(plan: CreditPlan, ngs: Sequence[NodeGroup], lw: np.ndarray
+                   ) -> list[torch.Tensor]:
     """⊡(w_v) − ⊡(w_v − log p_v) for each node group (Loaded DiCE, module docstring).
 
     ``lw[u, v]`` = λ^(t_v − t_u) for u ≼ v among the score nodes (1 on the diagonal).
     """
     out = []
-    for ng in ngs:
+    for gp, ng in zip(plan.node_groups, ngs):
         shape = ng.logp.shape[1:]
-        wv = _sum_logp(ngs, lambda src: src.rows, lw, ng.rows, ng.layout, shape,
-                       lambda j, ng=ng: ng.members[j], sizes)  # type: ignore[misc]
+        wv = _sum_logp(plan, ngs, lw, gp.rows, ng.layout, shape,
+                       lambda j, ng=ng: ng.members[j])  # type: ignore[misc]
         assert wv is not None  # the diagonal is 1
         out.append(magic_box(wv) - magic_box(wv - ng.logp))
     return out

@@ -31,7 +31,7 @@ from scg.graph.graph import Graph
 from scg.graph.nodes import CostNode, Node, StochasticNode
 from scg.graph.tracking import bits
 
-__all__ = ["check_after_registration", "check_enumerated",
+__all__ = ["check_after_registration", "check_baseline_inputs", "check_enumerated",
            "check_pathwise"]
 
 
@@ -62,6 +62,37 @@ def check_after_registration(graph: Graph, full: Sequence[int]) -> None:
                                "drawn in a scg.Graph nested inside this one: this graph has no "
                                "score term for it, so the gradient would be biased. Draw it in "
                                "this graph, or keep its costs in the nested graph")
+
+
+def check_baseline_inputs(graph: Graph, full: Sequence[int]) -> None:
+    """Theorem 2: a baseline must not depend on a node it is subtracted for.
+
+    A node baseline b_v must not be computed from v (or from anything v influences); a cost
+    baseline b_c is subtracted from the credit of every score node that influences c, so it must
+    not be computed from any of them.
+    """
+    for node in graph.nodes if graph._n_baselines else ():
+        extra: dict[str, Any] = getattr(node, "extra", {})
+        if "baseline_inputs_mask" not in extra:
+            continue
+        mask = int(extra["baseline_inputs_mask"])
+        reach = mask
+        for j in bits(mask):
+            reach |= full[j]
+        if isinstance(node, StochasticNode):
+            if reach >> node.index & 1:
+                raise SCGError(f"the baseline inputs of {node.describe()} are computed from the "
+                               "node's own sample; a baseline may only use information from "
+                               "before the sample (Theorem 2), otherwise the estimate is biased")
+            continue
+        for j in bits(reach & full[node.index]):
+            v = graph.nodes[j]
+            if isinstance(v, StochasticNode) and v.estimator.score:
+                raise SCGError(f"the baseline inputs of {node.describe()} are computed from "
+                               f"{v.describe()}, which influences the cost: subtracting it from "
+                               "the cost would bias that node's gradient (Theorem 2); use a "
+                               "baseline that does not depend on it (e.g. an EMA) or attach it "
+                               "to a later node")
 
 
 def check_enumerated(graph: Graph, plates: PlateCheck, costs: Sequence[CostNode]) -> None:

@@ -1,0 +1,276 @@
+"""The credit plan: which stochastic node is credited with which cost, with what weight.
+
+Everything Algorithm 1 needs from a graph's *structure* (not from its values) is computed here
+once and kept in a :class:`CreditPlan`:
+
+* the score nodes (estimators with ``score``) and the costs, each grouped by shape, dtype,
+  device and sample layout (:func:`group`), so that Ĉ is one matrix product per pair of groups;
+* the influence matrix A[v, c] (v ≺ c, from the graph's influence closure) and the credit
+  weights W (A, or γ^(s_c − t_v) with ``discount=γ``: :func:`step_weights`);
+* the plate check: per (node, cost) pair, per-element or whole-plate credit
+  (:mod:`scg.credit.plates`), and which nodes share credit beyond their declared plates;
+* the sample-dimension layouts (:mod:`scg.credit.sample_dims`).
+
+The eager surrogate (:mod:`scg.credit.surrogate`), DiCE (:mod:`scg.credit.dice`) and the traced
+surrogate (:mod:`scg.credit.traced`) all read it: the grouping and the step weights exist once.
+For a graph with a :class:`~scg.Declared` or :class:`~scg.Cached` structure the plan is built
+once per graph signature and reused (``structure.plans``); the traced surrogate, which cannot
+run NumPy, builds the same weights with :func:`step_weights` on Python lists.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TypeVar, cast
+
+import numpy as np
+import torch
+
+from scg.credit.plates import PlateCheck, plate_rank
+from scg.credit.sample_dims import SamplePlan
+from scg.credit.soundness import check_enumerated, check_pathwise
+from scg.errors import SCGError
+from scg.estimators.base import Estimator
+from scg.graph.graph import Graph
+from scg.graph.nodes import CostNode, Node, StochasticNode
+from scg.graph.structure import Relation
+
+__all__ = ["CreditPlan", "Pair", "build_plan", "group", "influence_matrix", "plan_for",
+           "score_nodes", "step_weights"]
+
+_N = TypeVar("_N")
+_K = TypeVar("_K", bound=Hashable)
+
+
+def group(items: Sequence[_N], key_fn: Callable[[_N], _K]) -> dict[_K, list[int]]:
+    """Indices of ``items`` by key, in first-seen order (the node and cost groups)."""
+    groups: dict[_K, list[int]] = defaultdict(list)
+    for i, item in enumerate(items):
+        groups[key_fn(item)].append(i)
+    return groups
+
+
+def score_nodes(graph: Graph) -> list[StochasticNode]:
+    """The nodes with a score-function term, in creation order."""
+    return [v for v in graph.stochastic_nodes if v.log_prob is not None and v.estimator.score]
+
+
+def logp(v: StochasticNode) -> torch.Tensor:
+    """A score node's log-probability (always set for score nodes)."""
+    assert v.log_prob is not None
+    return v.log_prob
+
+
+def has_cv(v: StochasticNode) -> bool:
+    """Whether ``v``'s estimator supplies control variates (overrides ``control_variate``)."""
+    return type(v.estimator).control_variate is not Estimator.control_variate
+
+
+def influence_matrix(full: Sequence[int], rows: Sequence[Node], cols: Sequence[Node]) -> np.ndarray:
+    """``A[i, j] = 1`` when ``rows[i]`` influences ``cols[j]``, from closure masks ``full``."""
+    n_bits = max((r.index for r in rows), default=0) + 1
+    nbytes = (n_bits + 7) // 8
+    limit = (1 << (8 * nbytes)) - 1
+    buf = b"".join((full[c.index] & limit).to_bytes(nbytes, "little") for c in cols)
+    packed = np.frombuffer(buf, dtype=np.uint8).reshape(len(cols), nbytes)
+    unpacked = np.unpackbits(packed, axis=1, bitorder="little")  # (len(cols), 8 * nbytes)
+    out: np.ndarray = unpacked[:, [r.index for r in rows]].T.astype(bool)
+    return out
+
+
+def step_weights(pairs: Iterable[tuple[int, int]], rows: Sequence[Node], cols: Sequence[Node],
+                 gamma: float, what: str = "discount") -> Iterator[tuple[int, int, float]]:
+    """γ^(s_c − t_v) for each influencing pair (i, j) of ``rows`` × ``cols``; errors name nodes
+    with missing or inverted steps. Plain Python, so the traced surrogate uses it as is."""
+    if isinstance(gamma, bool) or not isinstance(gamma, (int, float)) or not 0.0 <= gamma <= 1.0:
+        raise SCGError(f"surrogate_loss({what}=...): expected a number in [0, 1], got {gamma!r}")
+    for i, j in pairs:
+        v, c = rows[i], cols[j]
+        if v.step is None or c.step is None:
+            who = v if v.step is None else c
+            raise SCGError(f"surrogate_loss({what}={gamma}): {who.describe()} has no step, but "
+                           f"{v.describe()} influences {c.describe()}; give both a step=")
+        if c.step < v.step:
+            raise SCGError(f"surrogate_loss({what}={gamma}): {v.describe()} influences "
+                           f"{c.describe()} at an earlier step; steps must not decrease along "
+                           "data flow")
+        yield i, j, float(gamma) ** (c.step - v.step)
+
+
+def weight_matrix(a: np.ndarray, rows: Sequence[Node], cols: Sequence[Node],
+                  gamma: float | None, what: str = "discount") -> np.ndarray:
+    """W: the influence ``a`` as 0/1, or its :func:`step_weights` with a discount γ."""
+    if gamma is None:
+        return a.astype(float)
+    w = np.zeros(a.shape, dtype=float)
+    ii, jj = np.nonzero(a)
+    for i, j, x in step_weights(zip(ii.tolist(), jj.tolist()), rows, cols, gamma, what):
+        w[i, j] = x
+    return w
+
+
+#: per (node group, cost group): None (no credit), or (a node row and a cost column of the pair,
+#: for messages; the whole-plate weights or None; the per-element weights, split by the first
+#: node dimension whose credit is shared (None: none is), see :func:`_split_shared`)
+Pair = tuple[int, int, "torch.Tensor | None", list[tuple["int | None", torch.Tensor]]] | None
+
+
+@dataclass(kw_only=True, slots=True)
+class NodeGroupPlan:
+    """Score nodes of one log-probability shape, dtype, device and sample layout."""
+
+    layout: tuple[int, ...]
+    rows: list[int]  # indices into CreditPlan.score
+    shared: list[tuple[int, int]]  # (row, plate rank): batch dims beyond the plates share credit
+    cv: bool  # a member's estimator supplies control variates (RELAX)
+
+
+@dataclass(kw_only=True, slots=True)
+class CostGroupPlan:
+    """Costs of one shape, dtype, device and sample layout."""
+
+    layout: tuple[int, ...]
+    cols: list[int]  # indices into the graph's costs
+
+
+@dataclass(kw_only=True, slots=True)
+class CreditPlan:
+    """What the surrogate of a graph depends on through its structure only (module docstring)."""
+
+    samples: SamplePlan
+    sizes: dict[int, int]  # multi-sample / enumerated node index -> size of its dimension
+    score: list[int]  # node indices of the score-function nodes
+    node_groups: list[NodeGroupPlan]
+    cost_groups: list[CostGroupPlan]
+    influence: np.ndarray  # (score, costs): A[v, c] = v ≺ c
+    weights: np.ndarray  # W: A, or the step weights γ^(s_c − t_v)
+    mixed: np.ndarray  # whole-plate pairs
+    credit: dict[tuple[int, int], bool]  # (node, cost) -> whole-plate (Graph.credit)
+    cacheable: bool  # no sample dimensions (their weights depend on the values)
+    pairs: dict[tuple[int, int], Pair] = field(default_factory=dict)  # weight matrices, cached
+
+    def pair(self, gi: int, cj: int, like: torch.Tensor) -> Pair:
+        """The weight matrices of node group ``gi`` and cost group ``cj`` (cached)."""
+        key = (gi, cj)
+        if key in self.pairs:
+            return self.pairs[key]
+        ng, cg = self.node_groups[gi], self.cost_groups[cj]
+        sub = self.weights[ng.rows][:, cg.cols]  # (rows, cols)
+        out: Pair = None
+        if sub.any():
+            i, j = (int(x[0]) for x in np.nonzero(sub))
+            w_mix = None
+            mix = self.mixed[ng.rows][:, cg.cols] & (sub != 0)
+            if mix.any():
+                w_mix = torch.as_tensor(np.where(mix, sub, 0.0), dtype=like.dtype,
+                                        device=like.device)
+                sub = np.where(mix, 0.0, sub)
+            parts = [(start, torch.as_tensor(part, dtype=like.dtype, device=like.device))
+                     for start, part in _split_shared(sub, ng.shared, len(ng.layout))]
+            out = (i, j, w_mix, parts)
+        self.pairs[key] = out
+        return out
+
+
+def _split_shared(sub: np.ndarray, shared: list[tuple[int, int]], nl: int
+                  ) -> list[tuple[int | None, np.ndarray]]:
+    """The weight rows of nodes with batch dimensions beyond their plates (``shared``: (row,
+    plate rank)), apart by where their sharing starts; the other rows under ``None``."""
+    if not shared:
+        return [(None, sub)]
+    out: list[tuple[int | None, np.ndarray]] = []
+    rest = sub.copy()
+    by_start: dict[int, list[int]] = defaultdict(list)
+    for r, k in shared:
+        by_start[nl + k].append(r)
+    for start, rows in by_start.items():
+        part = np.zeros_like(sub)
+        part[rows] = sub[rows]
+        rest[rows] = 0.0
+        if part.any():
+            out.append((start, part))
+    if rest.any():
+        out.append((None, rest))
+    return out
+
+
+def _shared_rows(members: Sequence[StochasticNode], nl: int) -> list[tuple[int, int]]:
+    """(row, plate rank) of the members with batch dimensions beyond their declared plates."""
+    rows = [(r, plate_rank(v, nl)) for r, v in enumerate(members)
+            if v.extra.get("plates") is not None]
+    return [(r, k) for r, k in rows if nl + k < logp(members[r]).dim()]
+
+
+def build_plan(graph: Graph, full: Sequence[int], discount: float | None,
+               higher_order: bool) -> CreditPlan:
+    """The structural part of the surrogate, with the checks that depend on the structure."""
+    costs = graph.cost_nodes
+    samples = SamplePlan(graph, full)
+    sizes = {i: int(cast(int, v.n)) for i, v in samples.nodes.items()}
+    lay = samples.layout if samples.active else (lambda n: ())
+    plates = PlateCheck(graph, full, {n.index: len(lay(n)) for n in graph.nodes
+                                      if isinstance(n, (StochasticNode, CostNode))}
+                        if samples.active else {})
+    if samples.active:
+        for c in costs:
+            plates.check_sample_slices(c, samples.layout(c))
+    check_enumerated(graph, plates, costs)
+    score = score_nodes(graph)
+    if higher_order:
+        for v in score:
+            if not v.estimator.higher_order:
+                raise SCGError(f"surrogate_loss(dice=True): {v.describe()} uses {v.estimator!r}, "
+                               "whose higher derivatives are not unbiased; use ScoreFunction() "
+                               "there")
+    cost_groups = [CostGroupPlan(layout=key[3], cols=cols) for key, cols in group(
+        costs, lambda c: (tuple(c.value.shape), c.value.dtype, c.value.device, lay(c))).items()]
+    node_groups = []
+    for key, rows in group(score, lambda v: (tuple(logp(v).shape), logp(v).dtype,
+                                             logp(v).device, lay(v))).items():
+        members = [score[i] for i in rows]
+        node_groups.append(NodeGroupPlan(layout=key[3], rows=rows,
+                                         shared=_shared_rows(members, len(key[3])),
+                                         cv=any(has_cv(v) for v in members)))
+    a = influence_matrix(full, score, costs) if score else np.zeros((0, len(costs)), dtype=bool)
+    mixed = plates.matrix(score, costs, a)
+    ii, jj = np.nonzero(a)
+    score_ids = np.array([v.index for v in score], dtype=np.int64)
+    cost_ids = np.array([c.index for c in costs], dtype=np.int64)
+    credit = dict(zip(zip(score_ids[ii].tolist(), cost_ids[jj].tolist()),
+                      mixed[ii, jj].tolist()))
+    return CreditPlan(samples=samples, sizes=sizes, score=[v.index for v in score],
+                      node_groups=node_groups, cost_groups=cost_groups, influence=a,
+                      weights=weight_matrix(a, score, costs, discount), mixed=mixed,
+                      credit=credit, cacheable=not samples.active)
+
+
+def _relation_of(graph: Graph) -> Relation:
+    """A tracked graph's relation: each node's direct parents and foreign positions."""
+    return tuple((n.parents, tuple(sorted(n.foreign.items()))) for n in graph.nodes)
+
+
+def plan_for(graph: Graph, full: list[int], discount: float | None, dice: bool,
+             dice_lambda: float | None) -> CreditPlan:
+    """The graph's plan: a structure's plan of an earlier graph with this signature, or a new
+    one (learned by a :class:`~scg.Cached` structure from a tracked graph, and kept)."""
+    structure = graph.structure
+    plan: CreditPlan | None = None
+    if structure is not None:
+        sig = graph.signature()
+        key = (sig, discount, dice, dice_lambda)
+        if not graph.tracked and sig in structure.relations:
+            plan = structure.plans.get(key)
+    if plan is None:
+        plan = build_plan(graph, full, discount, dice or dice_lambda is not None)
+        if structure is not None:
+            if graph.tracked:
+                structure._learn(graph, sig, _relation_of(graph), full, plan.credit)
+            if plan.cacheable and sig in structure.relations:
+                structure.plans[key] = plan
+    if graph.tracked or structure is None or structure.learned:
+        # (a declared edge need not be a path, so a declaration cannot tell "no differentiable
+        # path" from "no path": the check needs tracked data flow)
+        check_pathwise(graph, full, graph.cost_nodes)
+    return plan

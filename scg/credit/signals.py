@@ -1,0 +1,227 @@
+"""Learning signals: the values a :class:`~scg.credit.plan.CreditPlan` is applied to.
+
+For one graph, the costs of each cost group are stacked (``(q, *shape)``) with their sample
+weights ω, and the log-probabilities of each node group (``(r, *shape)``). A node group's
+learning signal is
+
+    Ĉ_G = Σ_H  W_GH @ align(ω ⊙ (c − b_c))         (one product per pair of groups)
+
+minus its node baselines b_v and the estimators' control variates. Baselines get the sample
+layout of the nodes they serve (:class:`~scg.credit.sample_dims.SampleInfo`) as an argument, and
+their values must broadcast to the signal's shape without changing it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from scg.baselines.base import Baseline
+from scg.credit.plan import CreditPlan, logp
+from scg.credit.plates import share_beyond
+from scg.credit.sample_dims import SamplePlan, align_batch_to_node
+from scg.errors import SCGError
+from scg.graph.nodes import CostNode, Node, StochasticNode
+
+__all__ = ["CostGroup", "NodeGroup", "apply_baselines", "apply_weights", "c_hat", "cost_groups",
+           "node_groups"]
+
+
+@dataclass(kw_only=True, slots=True)
+class CostGroup:
+    """Costs of one shape and sample layout: ``stack`` (q, *shape) and their weights ω."""
+
+    members: list[CostNode]
+    layout: tuple[int, ...]
+    stack: torch.Tensor
+    scale: float
+    factor: torch.Tensor | None
+    target: torch.Tensor  # detached ω ⊙ (c − b_c): what Ĉ sums
+    raw: torch.Tensor  # detached ω ⊙ c
+    live: torch.Tensor  # ω ⊙ c, differentiable (the objective's terms)
+    total: torch.Tensor | None = None  # live.sum(), when computed for the finiteness check
+
+    def weighted(self, x: torch.Tensor) -> torch.Tensor:
+        """ω ⊙ x, differentiable through the probabilities of enumerated nodes."""
+        if self.factor is not None:
+            x = x * self.factor
+        return x if self.scale == 1.0 else x * self.scale
+
+
+@dataclass(kw_only=True, slots=True)
+class NodeGroup:
+    """Score nodes of one log-probability shape and sample layout."""
+
+    members: list[StochasticNode]
+    layout: tuple[int, ...]
+    logp: torch.Tensor  # (r, *shape)
+
+
+def _check_finite(stack: torch.Tensor, costs: Sequence[CostNode]) -> None:
+    if bool(torch.isfinite(stack).all()):
+        return
+    for c in costs:
+        if not bool(torch.isfinite(c.value).all()):
+            raise SCGError(f"{c.describe()} is not finite (it contains NaN or inf)")
+
+
+def cost_groups(plan: CreditPlan, costs: Sequence[CostNode], losses: list[torch.Tensor]
+                ) -> list[CostGroup]:
+    """The stacked costs of each of the plan's cost groups: their cost baselines subtracted
+    (``target``; the baselines' losses appended to ``losses``) and weighted by ω."""
+    has_baselines = any(c.baseline is not None for c in costs)
+    out = []
+    samples = plan.samples
+    for cp in plan.cost_groups:
+        members = [costs[i] for i in cp.cols]
+        stack = torch.stack([c.value for c in members])
+        fixed = stack.detach()
+        # one sum is both the finiteness check (NaN and ±inf propagate into it; one host read
+        # per group) and, without weights, the objective's term
+        total = stack.sum()
+        if not math.isfinite(total.item()):
+            _check_finite(fixed, members)  # names the cost (a finite sum that overflowed passes)
+        scale, factor = (samples.weight(cp.layout, stack.shape[1:], members[0])
+                         if cp.layout else (1.0, None))
+        # target and raw start as the same detached tensor (each is replaced, never written)
+        cg = CostGroup(members=members, layout=cp.layout, stack=stack, scale=scale,
+                       factor=factor, target=fixed, raw=fixed, live=stack)
+        cg.live = cg.weighted(stack)
+        cg.total = total if cg.live is stack else None
+        if has_baselines:
+            cg.target = apply_baselines(members, fixed, losses)
+        if cp.layout:
+            cg.target = cg.weighted(cg.target).detach()
+            cg.raw = cg.weighted(fixed).detach()
+        out.append(cg)
+    return out
+
+
+def node_groups(plan: CreditPlan, nodes: Sequence[Node]) -> list[NodeGroup]:
+    """The stacked log-probabilities of each of the plan's node groups."""
+    out = []
+    for ng in plan.node_groups:
+        members = [nodes[plan.score[i]] for i in ng.rows]
+        assert all(isinstance(v, StochasticNode) for v in members)
+        score = [v for v in members if isinstance(v, StochasticNode)]
+        out.append(NodeGroup(members=score, layout=ng.layout,
+                             logp=torch.stack([logp(v) for v in score])))
+    return out
+
+
+def apply_weights(weights: torch.Tensor, x: torch.Tensor, q: int, node_shape: torch.Size
+                  ) -> torch.Tensor:
+    """``weights @ x`` with ``x`` (q, *broadcastable to node_shape) expanded: (rows, *node_shape)."""
+    x = x.expand(q, *node_shape)
+    return (weights @ x.reshape(q, -1)).reshape(weights.shape[0], *node_shape)
+
+
+def c_hat(plan: CreditPlan, gi: int, ng: NodeGroup, cgs: Sequence[CostGroup], field: str
+          ) -> torch.Tensor | None:
+    """Ĉ for node group ``gi``: Σ over cost groups of W_sub @ the aligned ``field`` of the costs
+    (``target``, ``raw`` or ``live``).
+
+    Pairs the cost mixes (:mod:`scg.credit.plates`) are credited with the cost summed over the
+    node's batch dimensions; batch dimensions beyond a node's declared plates share their credit.
+    Both sums run over the cost's own elements (before it is broadcast to the node's shape), so
+    a cost that is already per example, (B,) or (B, 1) for a (B, D) node, counts once."""
+    node_shape = ng.logp.shape[1:]
+    nl = len(ng.layout)
+    out: torch.Tensor | None = None
+    for cj, cg in enumerate(cgs):
+        stack: torch.Tensor = getattr(cg, field)
+        pair = plan.pair(gi, cj, stack)
+        if pair is None:
+            continue
+        i, j, w_mix, parts = pair
+        q = len(cg.members)
+        small = align_batch_to_node(stack, cg.layout, ng.layout, node_shape, cg.members[j],
+                                    ng.members[i], plan.sizes, expand=False)
+        if w_mix is not None:
+            part = apply_weights(w_mix, share_beyond(small, nl), q, node_shape)
+            out = part if out is None else out + part
+        for start, weights in parts:
+            part = apply_weights(weights, small if start is None else share_beyond(small, start),
+                                 q, node_shape)
+            out = part if out is None else out + part
+    return out
+
+
+def _check_shape(x: torch.Tensor, want: tuple[int, ...], baseline: Baseline, node: Node,
+                 what: str) -> None:
+    """A baseline's value (or scale) must broadcast to the learning signal's shape without
+    changing it: a (3, 1) value against a (3,) signal would broadcast to (3, 3) and credit each
+    element with every other element's signal (a silently multiplied gradient)."""
+    shape = tuple(x.shape)
+    ok = len(shape) <= len(want) and all(
+        s in (1, w) for s, w in zip(shape[::-1], want[::-1]))
+    if not ok:
+        name = " ".join(repr(baseline).split())
+        raise SCGError(f"the baseline {name} of {node.describe()} returned a {what} of shape "
+                       f"{tuple(x.shape)}, which does not broadcast to the shape of the learning "
+                       f"signal it is subtracted from, {tuple(want)} (the nodes sharing the "
+                       f"baseline, then the node's shape {tuple(want[1:])}); give it that shape or "
+                       "one that broadcasts to it (e.g. a scalar)")
+
+
+def apply_baselines(nodes: Sequence[Node], targets: torch.Tensor, losses: list[torch.Tensor]
+                    ) -> torch.Tensor:
+    """``(targets − b) · scale`` for each row, with each node's ``baseline``; rows sharing a
+    baseline object go together. Their regression losses are appended to ``losses``."""
+    by_baseline: dict[int, list[int]] = defaultdict(list)
+    objects: dict[int, Baseline] = {}
+    for i, node in enumerate(nodes):
+        b = getattr(node, "baseline", None)
+        if b is not None:
+            by_baseline[id(b)].append(i)
+            objects[id(b)] = b
+    if not by_baseline:
+        return targets
+    out = targets.clone()
+    for key, idx in by_baseline.items():
+        result = objects[key]([nodes[i] for i in idx], targets[idx])
+        value = result.value.detach()
+        want = (len(idx), *targets.shape[1:])
+        _check_shape(value, want, objects[key], nodes[idx[0]], "value")
+        if not torch.isfinite(value).all():
+            raise SCGError(f"the baseline {objects[key]!r} of {nodes[idx[0]].describe()} returned "
+                           "a non-finite value")
+        adv = targets[idx] - value
+        if result.scale is not None:
+            _check_shape(result.scale, want, objects[key], nodes[idx[0]], "scale")
+            adv = adv * result.scale.detach()
+        if len(idx) == len(nodes):
+            out = adv
+        else:
+            out[idx] = adv
+        if result.loss is not None:
+            losses.append(result.loss)
+    return out
+
+
+def control_variates(ng: NodeGroup, samples: SamplePlan, adv: torch.Tensor
+                     ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Subtract estimator-supplied control variates (RELAX) from the advantages; the second
+    value is the sum of their pathwise correction terms (None without any)."""
+    path: torch.Tensor | None = None
+    cvs: list[torch.Tensor | None] = []
+    for v in ng.members:
+        got = v.estimator.control_variate(v)
+        if got is None:
+            cvs.append(None)
+            continue
+        cv, term = got
+        if samples.active and ng.layout:
+            scale, factor = samples.weight(ng.layout, ng.logp.shape[1:], v)
+            weight = scale if factor is None else factor.detach() * scale
+            cv, term = cv * weight, term * weight
+        cvs.append(cv)
+        path = term.sum() if path is None else path + term.sum()
+    if path is None:
+        return adv, None
+    stacked = torch.stack([torch.zeros_like(ng.logp[0]) if cv is None else cv for cv in cvs])
+    return adv - stacked, path
