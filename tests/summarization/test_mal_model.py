@@ -100,7 +100,11 @@ def test_objective_terms_and_the_step_protocol_agree() -> None:
         enc = model.encode(batch["src"], batch["src_mask"])
         labels = model.labels(enc, tgt, mask)
         assert enc.saliency is not None
-        loss_s = saliency_loss(enc.saliency.logits, labels, enc.mask)
+        # eq. (19) written out, not saliency_loss itself: −(1/m) Σ_real [r log r̂ + (1 − r) log(1 − r̂)]
+        r_hat, real = torch.sigmoid(enc.saliency.logits.double()), enc.mask.double()
+        bce = -(labels * r_hat.log() + (1 - labels) * (1 - r_hat).log())
+        loss_s = torch.where(enc.mask, bce, 0.0).sum(-1) / real.sum(-1)
+        assert torch.allclose(saliency_loss(enc.saliency.logits, labels, enc.mask).double(), loss_s, rtol=1e-5)
     assert float(out.nll) == pytest.approx(float(doc_nll.sum()), rel=1e-5)
     assert float(out.loss_s) == pytest.approx(float(loss_s.mean()), rel=1e-6)
     assert float(out.loss) == pytest.approx(float((loss_s + doc_nll).mean()), rel=1e-5)
