@@ -37,8 +37,7 @@ from scg.graph.graph import Graph
 from scg.graph.nodes import CostNode, Node, StochasticNode
 from scg.graph.structure import Relation
 
-__all__ = ["CreditPlan", "Pair", "build_plan", "group", "influence_matrix", "plan_for",
-           "score_nodes", "step_weights"]
+__all__ = ["CreditPlan", "Pair", "build_plan", "group", "influence_matrix", "plan_for", "score_nodes", "step_weights"]
 
 _N = TypeVar("_N")
 _K = TypeVar("_K", bound=Hashable)
@@ -80,8 +79,9 @@ def influence_matrix(full: Sequence[int], rows: Sequence[Node], cols: Sequence[N
     return out
 
 
-def step_weights(pairs: Iterable[tuple[int, int]], rows: Sequence[Node], cols: Sequence[Node],
-                 gamma: float, what: str = "discount") -> Iterator[tuple[int, int, float]]:
+def step_weights(
+    pairs: Iterable[tuple[int, int]], rows: Sequence[Node], cols: Sequence[Node], gamma: float, what: str = "discount"
+) -> Iterator[tuple[int, int, float]]:
     """γ^(s_c − t_v) for each influencing pair (i, j) of ``rows`` × ``cols``; errors name nodes
     with missing or inverted steps. Plain Python, so the traced surrogate uses it as is."""
     if isinstance(gamma, bool) or not isinstance(gamma, (int, float)) or not 0.0 <= gamma <= 1.0:
@@ -90,17 +90,22 @@ def step_weights(pairs: Iterable[tuple[int, int]], rows: Sequence[Node], cols: S
         v, c = rows[i], cols[j]
         if v.step is None or c.step is None:
             who = v if v.step is None else c
-            raise SCGError(f"surrogate_loss({what}={gamma}): {who.describe()} has no step, but "
-                           f"{v.describe()} influences {c.describe()}; give both a step=")
+            raise SCGError(
+                f"surrogate_loss({what}={gamma}): {who.describe()} has no step, but "
+                f"{v.describe()} influences {c.describe()}; give both a step="
+            )
         if c.step < v.step:
-            raise SCGError(f"surrogate_loss({what}={gamma}): {v.describe()} influences "
-                           f"{c.describe()} at an earlier step; steps must not decrease along "
-                           "data flow")
+            raise SCGError(
+                f"surrogate_loss({what}={gamma}): {v.describe()} influences "
+                f"{c.describe()} at an earlier step; steps must not decrease along "
+                "data flow"
+            )
         yield i, j, float(gamma) ** (c.step - v.step)
 
 
-def weight_matrix(a: np.ndarray, rows: Sequence[Node], cols: Sequence[Node],
-                  gamma: float | None, what: str = "discount") -> np.ndarray:
+def weight_matrix(
+    a: np.ndarray, rows: Sequence[Node], cols: Sequence[Node], gamma: float | None, what: str = "discount"
+) -> np.ndarray:
     """W: the influence ``a`` as 0/1, or its :func:`step_weights` with a discount γ."""
     if gamma is None:
         return a.astype(float)
@@ -164,18 +169,18 @@ class CreditPlan:
             w_mix = None
             mix = self.mixed[ng.rows][:, cg.cols] & (sub != 0)
             if mix.any():
-                w_mix = torch.as_tensor(np.where(mix, sub, 0.0), dtype=like.dtype,
-                                        device=like.device)
+                w_mix = torch.as_tensor(np.where(mix, sub, 0.0), dtype=like.dtype, device=like.device)
                 sub = np.where(mix, 0.0, sub)
-            parts = [(start, torch.as_tensor(part, dtype=like.dtype, device=like.device))
-                     for start, part in _split_shared(sub, ng.shared, len(ng.layout))]
+            parts = [
+                (start, torch.as_tensor(part, dtype=like.dtype, device=like.device))
+                for start, part in _split_shared(sub, ng.shared, len(ng.layout))
+            ]
             out = (i, j, w_mix, parts)
         self.pairs[key] = out
         return out
 
 
-def _split_shared(sub: np.ndarray, shared: list[tuple[int, int]], nl: int
-                  ) -> list[tuple[int | None, np.ndarray]]:
+def _split_shared(sub: np.ndarray, shared: list[tuple[int, int]], nl: int) -> list[tuple[int | None, np.ndarray]]:
     """The weight rows of nodes with batch dimensions beyond their plates (``shared``: (row,
     plate rank)), apart by where their sharing starts; the other rows under ``None``."""
     if not shared:
@@ -198,21 +203,23 @@ def _split_shared(sub: np.ndarray, shared: list[tuple[int, int]], nl: int
 
 def _shared_rows(members: Sequence[StochasticNode], nl: int) -> list[tuple[int, int]]:
     """(row, plate rank) of the members with batch dimensions beyond their declared plates."""
-    rows = [(r, plate_rank(v, nl)) for r, v in enumerate(members)
-            if v.extra.get("plates") is not None]
+    rows = [(r, plate_rank(v, nl)) for r, v in enumerate(members) if v.extra.get("plates") is not None]
     return [(r, k) for r, k in rows if nl + k < logp(members[r]).dim()]
 
 
-def build_plan(graph: Graph, full: Sequence[int], discount: float | None,
-               higher_order: bool) -> CreditPlan:
+def build_plan(graph: Graph, full: Sequence[int], discount: float | None, higher_order: bool) -> CreditPlan:
     """The structural part of the surrogate, with the checks that depend on the structure."""
     costs = graph.cost_nodes
     samples = SamplePlan(graph, full)
     sizes = {i: int(cast(int, v.n)) for i, v in samples.nodes.items()}
     lay = samples.layout if samples.active else (lambda n: ())
-    plates = PlateCheck(graph, full, {n.index: len(lay(n)) for n in graph.nodes
-                                      if isinstance(n, (StochasticNode, CostNode))}
-                        if samples.active else {})
+    plates = PlateCheck(
+        graph,
+        full,
+        {n.index: len(lay(n)) for n in graph.nodes if isinstance(n, (StochasticNode, CostNode))}
+        if samples.active
+        else {},
+    )
     if samples.active:
         for c in costs:
             plates.check_sample_slices(c, samples.layout(c))
@@ -221,29 +228,41 @@ def build_plan(graph: Graph, full: Sequence[int], discount: float | None,
     if higher_order:
         for v in score:
             if not v.estimator.higher_order:
-                raise SCGError(f"surrogate_loss(dice=True): {v.describe()} uses {v.estimator!r}, "
-                               "whose higher derivatives are not unbiased; use ScoreFunction() "
-                               "there")
-    cost_groups = [CostGroupPlan(layout=key[3], cols=cols) for key, cols in group(
-        costs, lambda c: (tuple(c.value.shape), c.value.dtype, c.value.device, lay(c))).items()]
+                raise SCGError(
+                    f"surrogate_loss(dice=True): {v.describe()} uses {v.estimator!r}, "
+                    "whose higher derivatives are not unbiased; use ScoreFunction() "
+                    "there"
+                )
+    cost_groups = [
+        CostGroupPlan(layout=key[3], cols=cols)
+        for key, cols in group(costs, lambda c: (tuple(c.value.shape), c.value.dtype, c.value.device, lay(c))).items()
+    ]
     node_groups = []
-    for key, rows in group(score, lambda v: (tuple(logp(v).shape), logp(v).dtype,
-                                             logp(v).device, lay(v))).items():
+    for key, rows in group(score, lambda v: (tuple(logp(v).shape), logp(v).dtype, logp(v).device, lay(v))).items():
         members = [score[i] for i in rows]
-        node_groups.append(NodeGroupPlan(layout=key[3], rows=rows,
-                                         shared=_shared_rows(members, len(key[3])),
-                                         cv=any(has_cv(v) for v in members)))
+        node_groups.append(
+            NodeGroupPlan(
+                layout=key[3], rows=rows, shared=_shared_rows(members, len(key[3])), cv=any(has_cv(v) for v in members)
+            )
+        )
     a = influence_matrix(full, score, costs) if score else np.zeros((0, len(costs)), dtype=bool)
     mixed = plates.matrix(score, costs, a)
     ii, jj = np.nonzero(a)
     score_ids = np.array([v.index for v in score], dtype=np.int64)
     cost_ids = np.array([c.index for c in costs], dtype=np.int64)
-    credit = dict(zip(zip(score_ids[ii].tolist(), cost_ids[jj].tolist()),
-                      mixed[ii, jj].tolist()))
-    return CreditPlan(samples=samples, sizes=sizes, score=[v.index for v in score],
-                      node_groups=node_groups, cost_groups=cost_groups, influence=a,
-                      weights=weight_matrix(a, score, costs, discount), mixed=mixed,
-                      credit=credit, cacheable=not samples.active)
+    credit = dict(zip(zip(score_ids[ii].tolist(), cost_ids[jj].tolist()), mixed[ii, jj].tolist()))
+    return CreditPlan(
+        samples=samples,
+        sizes=sizes,
+        score=[v.index for v in score],
+        node_groups=node_groups,
+        cost_groups=cost_groups,
+        influence=a,
+        weights=weight_matrix(a, score, costs, discount),
+        mixed=mixed,
+        credit=credit,
+        cacheable=not samples.active,
+    )
 
 
 def _relation_of(graph: Graph) -> Relation:
@@ -251,8 +270,9 @@ def _relation_of(graph: Graph) -> Relation:
     return tuple((n.parents, tuple(sorted(n.foreign.items()))) for n in graph.nodes)
 
 
-def plan_for(graph: Graph, full: list[int], discount: float | None, dice: bool,
-             dice_lambda: float | None) -> CreditPlan:
+def plan_for(
+    graph: Graph, full: list[int], discount: float | None, dice: bool, dice_lambda: float | None
+) -> CreditPlan:
     """The graph's plan: a structure's plan of an earlier graph with this signature, or a new
     one (learned by a :class:`~scg.Cached` structure from a tracked graph, and kept)."""
     structure = graph.structure

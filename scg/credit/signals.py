@@ -27,8 +27,7 @@ from scg.credit.sample_dims import SamplePlan, align_batch_to_node
 from scg.errors import SCGError
 from scg.graph.nodes import CostNode, Node, StochasticNode
 
-__all__ = ["CostGroup", "NodeGroup", "apply_baselines", "apply_weights", "c_hat", "cost_groups",
-           "node_groups"]
+__all__ = ["CostGroup", "NodeGroup", "apply_baselines", "apply_weights", "c_hat", "cost_groups", "node_groups"]
 
 
 @dataclass(kw_only=True, slots=True)
@@ -69,8 +68,7 @@ def _check_finite(stack: torch.Tensor, costs: Sequence[CostNode]) -> None:
             raise SCGError(f"{c.describe()} is not finite (it contains NaN or inf)")
 
 
-def cost_groups(plan: CreditPlan, costs: Sequence[CostNode], losses: list[torch.Tensor]
-                ) -> list[CostGroup]:
+def cost_groups(plan: CreditPlan, costs: Sequence[CostNode], losses: list[torch.Tensor]) -> list[CostGroup]:
     """The stacked costs of each of the plan's cost groups: their cost baselines subtracted
     (``target``; the baselines' losses appended to ``losses``) and weighted by ω."""
     has_baselines = any(c.baseline is not None for c in costs)
@@ -85,11 +83,18 @@ def cost_groups(plan: CreditPlan, costs: Sequence[CostNode], losses: list[torch.
         total = stack.sum()
         if not math.isfinite(total.item()):
             _check_finite(fixed, members)  # names the cost (a finite sum that overflowed passes)
-        scale, factor = (samples.weight(cp.layout, stack.shape[1:], members[0])
-                         if cp.layout else (1.0, None))
+        scale, factor = samples.weight(cp.layout, stack.shape[1:], members[0]) if cp.layout else (1.0, None)
         # target and raw start as the same detached tensor (each is replaced, never written)
-        cg = CostGroup(members=members, layout=cp.layout, stack=stack, scale=scale,
-                       factor=factor, target=fixed, raw=fixed, live=stack)
+        cg = CostGroup(
+            members=members,
+            layout=cp.layout,
+            stack=stack,
+            scale=scale,
+            factor=factor,
+            target=fixed,
+            raw=fixed,
+            live=stack,
+        )
         cg.live = cg.weighted(stack)
         cg.total = total if cg.live is stack else None
         if has_baselines:
@@ -108,20 +113,17 @@ def node_groups(plan: CreditPlan, nodes: Sequence[Node]) -> list[NodeGroup]:
         members = [nodes[plan.score[i]] for i in ng.rows]
         assert all(isinstance(v, StochasticNode) for v in members)
         score = [v for v in members if isinstance(v, StochasticNode)]
-        out.append(NodeGroup(members=score, layout=ng.layout,
-                             logp=torch.stack([logp(v) for v in score])))
+        out.append(NodeGroup(members=score, layout=ng.layout, logp=torch.stack([logp(v) for v in score])))
     return out
 
 
-def apply_weights(weights: torch.Tensor, x: torch.Tensor, q: int, node_shape: torch.Size
-                  ) -> torch.Tensor:
+def apply_weights(weights: torch.Tensor, x: torch.Tensor, q: int, node_shape: torch.Size) -> torch.Tensor:
     """``weights @ x`` with ``x`` (q, *broadcastable to node_shape) expanded: (rows, *node_shape)."""
     x = x.expand(q, *node_shape)
     return (weights @ x.reshape(q, -1)).reshape(weights.shape[0], *node_shape)
 
 
-def c_hat(plan: CreditPlan, gi: int, ng: NodeGroup, cgs: Sequence[CostGroup], field: str
-          ) -> torch.Tensor | None:
+def c_hat(plan: CreditPlan, gi: int, ng: NodeGroup, cgs: Sequence[CostGroup], field: str) -> torch.Tensor | None:
     """Ĉ for node group ``gi``: Σ over cost groups of W_sub @ the aligned ``field`` of the costs
     (``target``, ``raw`` or ``live``).
 
@@ -139,37 +141,36 @@ def c_hat(plan: CreditPlan, gi: int, ng: NodeGroup, cgs: Sequence[CostGroup], fi
             continue
         i, j, w_mix, parts = pair
         q = len(cg.members)
-        small = align_batch_to_node(stack, cg.layout, ng.layout, node_shape, cg.members[j],
-                                    ng.members[i], plan.sizes, expand=False)
+        small = align_batch_to_node(
+            stack, cg.layout, ng.layout, node_shape, cg.members[j], ng.members[i], plan.sizes, expand=False
+        )
         if w_mix is not None:
             part = apply_weights(w_mix, share_beyond(small, nl), q, node_shape)
             out = part if out is None else out + part
         for start, weights in parts:
-            part = apply_weights(weights, small if start is None else share_beyond(small, start),
-                                 q, node_shape)
+            part = apply_weights(weights, small if start is None else share_beyond(small, start), q, node_shape)
             out = part if out is None else out + part
     return out
 
 
-def _check_shape(x: torch.Tensor, want: tuple[int, ...], baseline: Baseline, node: Node,
-                 what: str) -> None:
+def _check_shape(x: torch.Tensor, want: tuple[int, ...], baseline: Baseline, node: Node, what: str) -> None:
     """A baseline's value (or scale) must broadcast to the learning signal's shape without
     changing it: a (3, 1) value against a (3,) signal would broadcast to (3, 3) and credit each
     element with every other element's signal (a silently multiplied gradient)."""
     shape = tuple(x.shape)
-    ok = len(shape) <= len(want) and all(
-        s in (1, w) for s, w in zip(shape[::-1], want[::-1]))
+    ok = len(shape) <= len(want) and all(s in (1, w) for s, w in zip(shape[::-1], want[::-1]))
     if not ok:
         name = " ".join(repr(baseline).split())
-        raise SCGError(f"the baseline {name} of {node.describe()} returned a {what} of shape "
-                       f"{tuple(x.shape)}, which does not broadcast to the shape of the learning "
-                       f"signal it is subtracted from, {tuple(want)} (the nodes sharing the "
-                       f"baseline, then the node's shape {tuple(want[1:])}); give it that shape or "
-                       "one that broadcasts to it (e.g. a scalar)")
+        raise SCGError(
+            f"the baseline {name} of {node.describe()} returned a {what} of shape "
+            f"{tuple(x.shape)}, which does not broadcast to the shape of the learning "
+            f"signal it is subtracted from, {tuple(want)} (the nodes sharing the "
+            f"baseline, then the node's shape {tuple(want[1:])}); give it that shape or "
+            "one that broadcasts to it (e.g. a scalar)"
+        )
 
 
-def apply_baselines(nodes: Sequence[Node], targets: torch.Tensor, losses: list[torch.Tensor]
-                    ) -> torch.Tensor:
+def apply_baselines(nodes: Sequence[Node], targets: torch.Tensor, losses: list[torch.Tensor]) -> torch.Tensor:
     """``(targets − b) · scale`` for each row, with each node's ``baseline``; rows sharing a
     baseline object go together. Their regression losses are appended to ``losses``."""
     by_baseline: dict[int, list[int]] = defaultdict(list)
@@ -188,8 +189,7 @@ def apply_baselines(nodes: Sequence[Node], targets: torch.Tensor, losses: list[t
         want = (len(idx), *targets.shape[1:])
         _check_shape(value, want, objects[key], nodes[idx[0]], "value")
         if not torch.isfinite(value).all():
-            raise SCGError(f"the baseline {objects[key]!r} of {nodes[idx[0]].describe()} returned "
-                           "a non-finite value")
+            raise SCGError(f"the baseline {objects[key]!r} of {nodes[idx[0]].describe()} returned a non-finite value")
         adv = targets[idx] - value
         if result.scale is not None:
             _check_shape(result.scale, want, objects[key], nodes[idx[0]], "scale")
@@ -203,8 +203,7 @@ def apply_baselines(nodes: Sequence[Node], targets: torch.Tensor, losses: list[t
     return out
 
 
-def control_variates(ng: NodeGroup, samples: SamplePlan, adv: torch.Tensor
-                     ) -> tuple[torch.Tensor, torch.Tensor | None]:
+def control_variates(ng: NodeGroup, samples: SamplePlan, adv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Subtract estimator-supplied control variates (RELAX) from the advantages; the second
     value is the sum of their pathwise correction terms (None without any)."""
     path: torch.Tensor | None = None
