@@ -158,7 +158,9 @@ def failing_nodes(output: str) -> list[str]:
     return nodes
 
 
-def run(mutants: list[Mutant], rev: str, timeout: float, log: bool = True) -> tuple[list[Outcome], dict[str, object]]:
+def run(
+    mutants: list[Mutant], rev: str, timeout: float, log: bool = True, baseline: bool = True
+) -> tuple[list[Outcome], dict[str, object]]:
     work = Path(tempfile.mkdtemp(prefix="scg-mutate-"))
     copy = work / "tree"
     try:
@@ -168,7 +170,10 @@ def run(mutants: list[Mutant], rev: str, timeout: float, log: bool = True) -> tu
         check_imports(copy)
         # the unmutated baseline: every mapped file once; failing tests are deselected from then on
         all_tests = resolve_tests(copy, sorted({p for m in mutants for p in m.tests}))
-        status, output, seconds = pytest(copy, all_tests, [], timeout * 4, extra=["-ra"])
+        if baseline:
+            status, output, seconds = pytest(copy, all_tests, [], timeout * 4, extra=["-ra"])
+        else:  # the caller vouches that the mapped files pass unmutated (e.g. from an earlier sweep)
+            status, output, seconds = 0, "", 0.0
         deselect = failing_nodes(output) if status not in (0, 5) else []
         if status not in (0, 5) and not deselect:
             raise RuntimeError(f"the unmutated tests fail (status {status}) and no failing node was found:\n{output}")
@@ -273,18 +278,46 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="test files (globs) to run for every selected mutant instead of its mapped ones",
     )
+    parser.add_argument("--family", default=None, help="only the mutants whose family starts with this")
+    parser.add_argument(
+        "--skip-baseline",
+        action="store_true",
+        help="do not run the unmutated tests first (only when they are known to pass)",
+    )
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per mutant before it counts as killed")
+    parser.add_argument(
+        "--merge",
+        nargs="+",
+        type=Path,
+        default=None,
+        help="combine earlier reports (OUT.json files, later ones win per mutant) into --out",
+    )
     args = parser.parse_args(argv)
+    if args.merge:
+        outcomes_by_id: dict[str, Outcome] = {}
+        revs = []
+        for path in args.merge:
+            data = json.loads(path.read_text())
+            revs.append(data["summary"]["rev"])
+            for row in data["mutants"]:
+                outcomes_by_id[row["id"]] = Outcome(**row)
+        order = [m.id for m in load_mutants(args.mutants)]
+        merged = sorted(outcomes_by_id.values(), key=lambda o: order.index(o.id) if o.id in order else len(order))
+        report(merged, {"rev": " + ".join(dict.fromkeys(revs)), "merged": [str(p) for p in args.merge]}, args.out)
+        print(f"merged {len(merged)} outcomes into {args.out.with_suffix('.md')}")
+        return 0
     mutants = load_mutants(args.mutants)
     if args.only:
         unknown = set(args.only) - {m.id for m in mutants}
         if unknown:
             parser.error(f"unknown mutant ids: {sorted(unknown)}")
         mutants = [m for m in mutants if m.id in args.only]
+    if args.family:
+        mutants = [m for m in mutants if m.family.startswith(args.family)]
     if args.tests:
         for m in mutants:
             m.tests = list(args.tests)
-    outcomes, meta = run(mutants, args.rev, args.timeout)
+    outcomes, meta = run(mutants, args.rev, args.timeout, baseline=not args.skip_baseline)
     report(outcomes, meta, args.out)
     valid = [o for o in outcomes if o.status != "invalid"]
     killed = sum(o.status == "killed" for o in valid)
