@@ -121,5 +121,6 @@ def test_train_with_a_budget_exits_after_results_json_and_leaves_no_lock(
     assert result["training"]["stopped_by"] == "time_budget_s" and result["training"]["steps"] == 1
     for phase in ("test evaluation (perplexity): done", "test evaluation (decoding and ROUGE): done"):
         assert f"train: {phase}" in done.stderr, done.stderr
+    assert "validation (perplexity): done" in done.stderr  # --quiet keeps each phase's first and last line
     assert main(["report", str(out)]) == 0
     assert "tiny-STANDARD (time budget)" in capsys.readouterr().out

@@ -368,8 +368,9 @@ class Trainer:
 
     # ------------------------------------------------------------------ the loop
     def _phase(self, name: str, total: int) -> PhaseProgress:
-        """Progress lines of a phase after the steps (none with ``quiet``; the phase is timed)."""
-        return PhaseProgress(name, total, None if self.quiet or not self.dist.is_main else self.info)
+        """Progress lines of a phase after the steps (with ``quiet``: only its first and last line)."""
+        return PhaseProgress(name, total, self.info if self.dist.is_main else None,
+                             every_s=math.inf if self.quiet else 10.0)
 
     def validate(self) -> dict[str, Any]:
         mode = "greedy"
