@@ -1,0 +1,64 @@
+"""Smoke test of benchmarks/estimator_zoo.py: every VAE estimator runs on one and two layers, the
+unbiased ones agree on the mean gradient, the report renders (tiny sizes; slow: run with -m slow)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from _benchmark_loader import load_benchmark
+
+
+@pytest.fixture(scope="module")
+def zoo() -> Any:
+    pytest.importorskip("sklearn")
+    return load_benchmark("estimator_zoo")
+
+
+@pytest.mark.slow
+def test_every_estimator_runs_and_the_report_renders(zoo: Any, tmp_path: Path) -> None:
+    x = zoo.load_digits_binary()
+    assert x.shape == (1797, 64) and set(x.unique().tolist()) == {0.0, 1.0}
+    rows = []
+    for layers in (1, 2):
+        for name in zoo.ESTIMATORS:
+            if name == "rebar" and layers == 2:
+                continue
+            row = zoo.variance_and_time(layers, name, 3, x[:8])
+            assert row["variance"] >= 0 and row["seconds_per_estimate"] > 0
+            rows.append(row)
+    curve = zoo.train_curve(1, "disarm", 0, 4, 2, x[:100], x[100:140])
+    assert len(curve["curve"]) == 3 and all(torch.isfinite(torch.tensor(e)) for _, e in curve["curve"])
+    res = {
+        "meta": {"command": "test", "when": "now", "torch": torch.__version__, "machine": "x", "steps": 4},
+        "variance": rows,
+        "training": [curve],
+        "bias": zoo.bias_table((1.0,), 200),
+    }
+    zoo.write_markdown(res, tmp_path / "zoo.md")
+    text = (tmp_path / "zoo.md").read_text()
+    assert "| 2 | disarm | yes |" in text and "Gumbel-Rao" in text
+
+
+@pytest.mark.slow
+def test_unbiased_vae_estimators_agree_in_mean(zoo: Any) -> None:
+    """ARM, DisARM and the score function estimate the same encoder gradient (z-test of the
+    difference of means, 400 estimates each, fixed seeds)."""
+    x = zoo.load_digits_binary()[:4]
+    means, ses = {}, {}
+    for name in ("sf_loo2", "disarm"):
+        model = zoo.VAE.init(1, 0)
+        est = zoo._estimator(name, model, x)[0]
+        torch.manual_seed(3)
+        grads = []
+        for _ in range(400):
+            for q in model.params:
+                q.grad = None
+            zoo.one_step(model, x, name, est)
+            grads.append(model.params[1].grad.clone())  # the encoder bias: 16 coordinates
+        g = torch.stack(grads).double()
+        means[name], ses[name] = g.mean(0), g.std(0) / 20
+    z = (means["sf_loo2"] - means["disarm"]) / (ses["sf_loo2"] ** 2 + ses["disarm"] ** 2).sqrt()
+    assert float(z.abs().max()) < 3.9, z
