@@ -179,3 +179,30 @@ def test_help_and_usage_errors_import_neither_torch_nor_matplotlib() -> None:
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().splitlines()[-1] == "[0, 2, 0, 2, 2] []"
     assert "usage: scg-summarize" in proc.stdout and "missing --config" in proc.stderr
+
+
+def test_demo_steps_default_is_the_demo_modules() -> None:
+    from scg_summarize.commands.demo import add_arguments
+    from scg_summarize.demo import DEFAULT_STEPS, schedule
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    assert parser.parse_args([]).steps == DEFAULT_STEPS and schedule(DEFAULT_STEPS) == (DEFAULT_STEPS // 150, 150)
+    with pytest.raises(ValueError, match="multiple of 150"):
+        schedule(200)
+
+
+@pytest.mark.parametrize(
+    ("config", "named"),
+    [("C2F", "the documented defaults"), ("PAULUS-ML", "the run's [eval] table: --beam --max-len;"),
+     ("ABS", "the run's [eval] table: --beam --max-len --min-len --no-repeat-ngram --length-penalty;")],
+)  # fmt: skip
+def test_evaluate_says_which_decoding_settings_a_family_overrides(config: str, named: str) -> None:
+    from dataclasses import asdict
+
+    from scg_summarize.commands._decoding_args import decode_options_with_sources, describe_sources
+
+    options, sources = decode_options_with_sources(_decode_args(), run_table=asdict(load_config(config).eval))
+    assert named in describe_sources(options, sources)
+    options, sources = decode_options_with_sources(_decode_args("--beam", "4"), run_table=None)
+    assert describe_sources(options, sources).startswith("command line: --beam")

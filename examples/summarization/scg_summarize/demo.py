@@ -45,7 +45,7 @@ __all__ = [
 DEFAULT_CONFIGS: tuple[str, ...] = ("small-STANDARD+COPY", "small-C2F+MULTI2+COPY")
 #: Training steps (minibatches of 32 documents) per model, and steps between validations (each
 #: validation may write ``best.pt``).
-DEFAULT_STEPS = 600
+DEFAULT_STEPS = 450
 VALID_EVERY = 150
 #: The demo's sizes for the ``small-`` configurations (docs/results.md, section 1): half the
 #: ``small-`` widths and a higher learning rate (a copying generator learns this corpus within a

@@ -123,14 +123,21 @@ def decode_options_with_sources(
         raise ValueError(f"bad decoding option: {err}") from None
 
 
-def describe_sources(sources: Mapping[str, str]) -> str:
-    """Where the search settings came from, for the line ``evaluate`` prints: the command line,
-    the run's ``[eval]`` table (its configuration's, i.e. its family's decoding defaults) and the
-    documented defaults of :class:`~scg_summarize.decoding.DecodeOptions` for the rest."""
+def describe_sources(options: DecodeOptions, sources: Mapping[str, str]) -> str:
+    """Where the search settings that differ from the documented defaults of
+    :class:`~scg_summarize.decoding.DecodeOptions` came from, for the line ``evaluate`` prints:
+    the command line or the run's ``[eval]`` table (its configuration's, i.e. its family's
+    decoding defaults)."""
     flag = {field: dest.replace("_", "-") for dest, field in DECODE_FLAGS.items()}
+    shorter = DecodeOptions(max_len=options.max_len)  # (the default min_len depends on max_len)
+
+    def default(name: str) -> Any:
+        return getattr(shorter if name == "min_len" else _D, name)
+
     parts = []
     for origin, label in (("command line", "command line"), ("run", "the run's [eval] table")):
-        names = [f"--{flag.get(name, name)}" for name, where in sources.items() if where == origin]
+        names = [f"--{flag.get(name, name)}" for name, where in sources.items()
+                 if where == origin and (origin == "command line" or getattr(options, name) != default(name))]
         if names:
             parts.append(f"{label}: {' '.join(names)}")
     parts.append("the documented defaults for the rest" if parts else "the documented defaults")

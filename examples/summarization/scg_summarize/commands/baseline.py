@@ -74,7 +74,8 @@ def run(args: argparse.Namespace) -> int:
             results.append(result)
             if args.output_dir is not None:
                 stem = baseline_stem(baseline, Path(args.data).name, args.split, rouge)
-                path = write_result_safely(result, args.output_dir / f"{stem}.json", overwrite=args.overwrite)
+                path = write_result_safely(result, args.output_dir / f"{stem}.json", overwrite=args.overwrite,
+                                           option="--output-dir")
                 print(f"baseline: wrote {path}", file=sys.stderr)
                 if args.summaries:
                     write_jsonl(outputs, args.output_dir / f"{stem}.summaries.jsonl")

@@ -81,7 +81,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"evaluate: warning: {line}: the model does not read what it was trained on", file=sys.stderr)
         decode, sources = decode_options_with_sources(args, run_table=loaded.eval_table)
         check_recombine(decode, loaded.decoder, args.run)
-        print(f"evaluate: decoding with {describe_options(decode)} ({describe_sources(sources)})", file=sys.stderr)
+        print(f"evaluate: decoding with {describe_options(decode)} ({describe_sources(decode, sources)})",
+              file=sys.stderr)
         rouge = rouge_options(args, digits_mapped=loaded.prep_options.digits_to_hash)
         tag = decode_tag(decode, coarse_topk=args.coarse_topk, limit=args.limit, checkpoint=args.checkpoint)
         stem = model_stem(Path(data_dir).name, args.split, tag, rouge)

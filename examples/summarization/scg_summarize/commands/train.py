@@ -203,6 +203,10 @@ def run(args: argparse.Namespace) -> int:
         if note is not None:
             print(f"train: note: {note}", file=sys.stderr)
             args.no_test = True
+        if not args.no_test:  # a damaged test split is found now, not after the training
+            from ..data.storage import load_split as open_split
+
+            open_split(args.data, config.data.test_split)
         trainer = Trainer(config, args.data, args.out, resume=args.resume, quiet=args.quiet)
         trainer.fit()
         main = trainer.dist.is_main
@@ -223,6 +227,10 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("train: interrupted (the last checkpoint is intact; continue with --resume)", file=sys.stderr)
         return 130
+    except FloatingPointError as err:  # a model's numerical check (MAL's PageRankError): the run has diverged
+        print(f"train: error: {err}; {args.out / 'checkpoint.pt'} holds the last checkpoint written before it",
+              file=sys.stderr)
+        return 1
     except (TrainingDiverged, CheckpointError) as err:
         print(f"train: error: {err}", file=sys.stderr)
         return 2 if isinstance(err, CheckpointError) and "could not write" not in str(err) else 1
@@ -230,6 +238,11 @@ def run(args: argparse.Namespace) -> int:
         message = err.args[0] if isinstance(err, KeyError) and err.args else err
         print(f"train: error: {message}", file=sys.stderr)
         return 2
+    except OSError as err:  # a full disk while writing metrics.jsonl or a checkpoint (written atomically)
+        print(f"train: error: {err.strerror or err} while writing {err.filename or args.out}: the run stopped; its "
+              f"last checkpoint ({args.out / 'checkpoint.pt'}) is intact; make room and continue with --resume",
+              file=sys.stderr)
+        return 1
     finally:
         if trainer is not None:
             trainer.close()

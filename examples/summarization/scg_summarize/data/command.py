@@ -24,6 +24,7 @@ from .options import LAYOUTS, PrepOptions
 from .prepare import InputSource, prepare_corpus
 from .progress import progress_enabled
 from .readers import FORMATS, ReaderConfig, read_input
+from .storage import META_FILE
 from .synthetic import SyntheticConfig, make_synthetic_corpus
 from .vocab import Vocab
 
@@ -292,6 +293,13 @@ def _run_locked(args: argparse.Namespace) -> int:
     except (FileExistsError, FileNotFoundError, ValueError) as err:
         print(f"prepare: error: {err}", file=sys.stderr)
         return 2
+    except OSError as err:  # a full disk, a read-only folder...: one line, and what is left behind
+        state = (f"{args.output} holds an incomplete corpus (no {META_FILE}: it is never taken for a prepared one)"
+                 if not (args.output / META_FILE).exists() else f"the corpus in {args.output} is complete, the "
+                 "field vocabularies are not")
+        print(f"prepare: error: {err.strerror or err} while writing {err.filename or args.output}: {state}; nothing "
+              f"else was changed; make room and run prepare again with --overwrite", file=sys.stderr)
+        return 1
     return 0
 
 

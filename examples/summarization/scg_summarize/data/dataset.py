@@ -80,6 +80,12 @@ class SummarizationDataset(Dataset[dict[str, Any]]):
         self.with_text = with_text
         self.mmap = mmap
         self.data: PreparedSplit = load_split(self.root, split, mmap=mmap)
+        for name, ids in (("src.npy", self.data.src), ("tgt.npy", self.data.tgt)):  # else: an IndexError in a model
+            low, high = (int(ids.min()), int(ids.max())) if ids.size else (0, 0)
+            if low < 0 or high >= len(self.vocab):
+                raise ValueError(f"{self.root / split / name}: token ids from {low} to {high}, but the vocabulary has "
+                                 f"{len(self.vocab)} words (ids 0-{len(self.vocab) - 1}): the split and the vocabulary "
+                                 f"do not belong together; prepare the corpus again")
 
     def __len__(self) -> int:
         return len(self.data)

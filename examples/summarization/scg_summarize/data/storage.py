@@ -199,7 +199,12 @@ class TextStore:
             self._pid = os.getpid()
         start, end = int(self.offsets[index]), int(self.offsets[index + 1])
         self._handle.seek(start)
-        record: dict[str, Any] = json.loads(self._handle.read(end - start))
+        raw = self._handle.read(end - start)
+        try:
+            record: dict[str, Any] = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:  # a file cut short, or overwritten
+            raise ValueError(f"{self.path}:{index + 1}: not a complete JSON line ({len(raw)} of {end - start} bytes "
+                             f"read: {err}); the split is damaged, prepare the corpus again") from None
         return record
 
     def __getstate__(self) -> dict[str, Any]:
@@ -256,6 +261,9 @@ def load_split(root: str | Path, split: str, *, mmap: bool = True) -> PreparedSp
         src_lengths=load("src_lengths.npy"),
         text=TextStore(split_dir / "text.jsonl", load("text_offsets.npy")),
     )
+    if prepared.src.ndim != 3:
+        raise ValueError(f"{split_dir / 'src.npy'}: an array of shape {prepared.src.shape}, expected (examples, "
+                         f"chunks, words per chunk); the split is damaged, prepare the corpus again")
     n = len(prepared)
     sizes = {"tgt_offsets.npy": (len(prepared.tgt_offsets), n + 1), "salient.npy": (len(prepared.salient), n),
              "src_lengths.npy": (len(prepared.src_lengths), n), "text_offsets.npy": (len(prepared.text.offsets), n + 1)}

@@ -37,6 +37,7 @@ from typing import Any
 
 import torch
 
+from ..jsonlines import json_object
 from ..kernels import choose, logsoftmax_topk
 from ..models.attention import Memory, per_query_row
 from ..models.loading import load_model
@@ -264,7 +265,10 @@ def load_trained_run(
         model, stored = load_model(weights, device)
     except (KeyError, RuntimeError, ValueError) as err:
         raise RunLoadError(f"{weights}: cannot load the model: {err}") from err
-    raw = json.loads(config_path.read_text(encoding="utf-8"))
+    try:
+        raw = json_object(config_path)
+    except ValueError as err:  # names the file (a config.json cut short, edited by hand...)
+        raise RunLoadError(str(err)) from None
     data = _data_dir_of(run_dir, raw, data_dir)
     vocab, prep = load_vocab_and_options(run_dir, data, _recorded_prep_options(run_dir), config_path)
     size = int(stored["model"].get("vocab_size", 0))

@@ -91,11 +91,13 @@ def baseline_stem(baseline: Baseline, data_name: str, split: str, rouge: RougeOp
     return f"{method}-{data_name}-{split}" + (f".{extra}" if extra else "")
 
 
-def write_result_safely(result: Mapping[str, Any], path: str | Path, *, overwrite: bool = False) -> Path:
+def write_result_safely(result: Mapping[str, Any], path: str | Path, *, overwrite: bool = False,
+                        option: str = "--output") -> Path:
     """Write ``result`` to ``path`` unless ``path`` holds a result with other settings.
 
     Raises ``FileExistsError`` naming the file and the settings that differ (unless
-    ``overwrite``). A file that is not a result JSON is never replaced without ``overwrite``.
+    ``overwrite``), and the command's ``option`` that writes elsewhere. A file that is not a
+    result JSON is never replaced without ``overwrite``.
     """
     path = Path(path)
     if path.exists() and not overwrite:
@@ -104,11 +106,11 @@ def write_result_safely(result: Mapping[str, Any], path: str | Path, *, overwrit
         except (json.JSONDecodeError, UnicodeDecodeError):
             old = None
         if not isinstance(old, dict) or old.get("schema") != result.get("schema"):
-            raise FileExistsError(f"{path}: exists and is not a result file; choose another --output")
+            raise FileExistsError(f"{path}: exists and is not a result file; choose another {option}")
         before, after = result_settings(old), result_settings(result)
         changed = sorted(key for key in after if before.get(key) != after.get(key))
         if changed:
             detail = "; ".join(f"{key}: {before.get(key)!r} -> {after.get(key)!r}" for key in changed[:3])
-            raise FileExistsError(f"{path}: holds a result with other settings ({detail}); pass --output FILE "
-                                  "to keep both, or --overwrite to replace it")
+            raise FileExistsError(f"{path}: holds a result with other settings ({detail}); write to another "
+                                  f"{option} to keep both, or pass --overwrite to replace it")
     return write_result(result, path)

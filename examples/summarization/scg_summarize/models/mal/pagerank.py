@@ -101,7 +101,7 @@ def pagerank_system(M: torch.Tensor, nodes: torch.Tensor, damping: float) -> tup
 
 
 def closed_form_pagerank(M: torch.Tensor, nodes: torch.Tensor, damping: float = 0.9,
-                         check: bool = True) -> torch.Tensor:
+                         check: bool = True, guard: str = "none") -> torch.Tensor:
     """p = (1 − d)(I − d M D⁻¹)⁻¹ q (eq. 11), ``(B, L)``, 0 outside ``nodes``.
 
     Args:
@@ -111,6 +111,7 @@ def closed_form_pagerank(M: torch.Tensor, nodes: torch.Tensor, damping: float = 
         check: raise :class:`PageRankError` when a document's system is singular or its p is
             not finite (with signed weights, eq. 10 literally); False returns whatever the
             solver gives (for measurements).
+        guard: the guard ``M`` was built with (named by the error).
     """
     A, q = pagerank_system(M, nodes, damping)
     solution, info = torch.linalg.solve_ex(A, q.unsqueeze(-1))  # (B, L, 1), (B,)
@@ -119,10 +120,14 @@ def closed_form_pagerank(M: torch.Tensor, nodes: torch.Tensor, damping: float = 
         bad = (info != 0) | ~torch.isfinite(p).all(dim=-1)
         if bool(bad.any()):
             rows = bad.nonzero().flatten().tolist()
-            raise PageRankError(
-                f"closed-form PageRank (eq. 11): the system I − d M D⁻¹ is singular or gives a non-finite p "
-                f"for batch row(s) {rows} (signed edge weights, guard 'none'); use mal.pagerank_guard = "
-                f"'softplus' or 'abs'")
+            where = f"closed-form PageRank (eq. 11): the system I − d M D⁻¹ is singular or gives a non-finite p " \
+                    f"for batch row(s) {rows}"
+            if guard == "none":
+                raise PageRankError(f"{where} (signed edge weights, guard 'none'); use model.pagerank_guard = "
+                                    f"'softplus' or 'abs'")
+            raise PageRankError(f"{where} although guard {guard!r} keeps the edge weights positive: the weights are "
+                                f"not finite, i.e. the model has diverged (lower train.lr, or continue from an "
+                                f"earlier checkpoint)")
     return p
 
 
@@ -169,7 +174,7 @@ class UnsupervisedAttention(nn.Module):
     def forward(self, x: torch.Tensor, nodes: torch.Tensor) -> UnsupervisedOut:
         """From embeddings ``x`` ``(B, L, k_e)`` and the vertex mask ``nodes`` ``(B, L)``."""
         M = word_graph(x, self.weight, nodes, self.guard)  # (B, L, L)
-        p = closed_form_pagerank(M, nodes, self.damping)  # (B, L)
+        p = closed_form_pagerank(M, nodes, self.damping, guard=self.guard)  # (B, L)
         logits = p * nodes.sum(-1, keepdim=True).to(p.dtype) if self.scale_by_nodes else p
         weights = masked_softmax(logits / self.temperature, nodes)  # a^u (eq. 12)
         context = torch.bmm(weights.unsqueeze(1), x).squeeze(1)  # c^u (eq. 13), (B, k_e)
