@@ -16,7 +16,8 @@ typed: each sits between the markers
     <!-- end generated -->
 
 and is what that ``scg-summarize report`` command prints when run in the folder that holds the
-runs. The script prints the documented table, the regenerated one and every cell that differs
+runs. The script prints the two side by side (a cell that differs reads ``documented → rerun``)
+and lists every cell that differs
 (numbers with their difference); it exits with 1 when a cell differs, 0 when none does. Timing
 columns (paths ending in ``_s``: ``training.cpu_s``, ``training.wall_s``) are listed apart and
 do not count: they are reported, not reproduced.
@@ -122,6 +123,21 @@ def _cells(table: str) -> dict[tuple[str, str], str]:
     return {(row[0], column): value for row in rows[2:] for column, value in zip(header[1:], row[1:])}
 
 
+def side_by_side(documented: str, rerun: str) -> str:
+    """One table of both: a cell that differs reads ``documented → rerun``."""
+    old, new = _cells(documented), _cells(rerun)
+    header = [c.strip() for c in (rerun or documented).splitlines()[0].strip().strip("|").split("|")]
+    rows = list(dict.fromkeys(row for row, _ in [*old, *new]))
+    lines = ["| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 1)]
+    for row in rows:
+        cells = []
+        for column in header[1:]:
+            a, b = old.get((row, column), "–"), new.get((row, column), "–")
+            cells.append(a if a == b else f"{a} → {b}")
+        lines.append(f"| {row} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def differences(documented: str, rerun: str) -> tuple[list[str], list[str]]:
     """One line per cell that differs (``row / column: documented -> rerun (difference)``): the
     results', and the timings' (columns ending in ``_s``)."""
@@ -189,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
         fresh = regenerate(table.command, where)
         found, timings = differences(documented, fresh)
         differ = differ or bool(found)
-        print(f"## {table.command}\n\ndocumented:\n{documented}\n\nregenerated from {where}:\n{fresh}\n")
+        print(f"## {table.command}\n\ndocumented → regenerated from {where}:\n{side_by_side(documented, fresh)}\n")
         print("differences:\n" + ("\n".join(found) if found else "none") + "\n")
         if timings:
             print("timings (reported, not reproduced):\n" + "\n".join(timings) + "\n")

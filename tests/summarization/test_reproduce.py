@@ -72,6 +72,7 @@ def test_differences_name_the_cell_and_keep_timings_apart(reproduce: ModuleType)
     moved = same.replace("12.50", "12.75")
     found, _ = reproduce.differences(documented, moved)
     assert found == ["A / metrics.rouge1: 12.50 -> 12.75 (+0.25)"]
+    assert reproduce.side_by_side(documented, moved).splitlines()[-1] == "| A | 100 | 12.50 → 12.75 | 3.0 → 4.5 |"
 
 
 def test_the_documented_table_is_regenerated_from_the_run_folders(
