@@ -20,10 +20,12 @@ import argparse
 import glob
 import json
 import os
+import queue
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -158,77 +160,99 @@ def failing_nodes(output: str) -> list[str]:
     return nodes
 
 
+def _one(copy: Path, m: Mutant, deselect: list[str], timeout: float) -> Outcome:
+    """Apply ``m`` alone to ``copy``, run its tests, restore the file."""
+    where = next((f for f in m.files if (copy / f).is_file()), m.files[0])
+    target = copy / where
+    tests = resolve_tests(copy, m.tests)
+    text = target.read_text(encoding="utf-8") if target.is_file() else ""
+    count = text.count(m.old)
+    if count != 1 or not tests:
+        why = f"'old' occurs {count} times in {where}" if count != 1 else "no mapped test file exists"
+        return Outcome(id=m.id, family=m.family, what=m.what, status="invalid", seconds=0.0, tests=tests, detail=why)
+    target.write_text(text.replace(m.old, m.new), encoding="utf-8")
+    try:
+        status, output, seconds = pytest(copy, tests, deselect, timeout)
+    finally:
+        target.write_text(text, encoding="utf-8")
+    if status == 0:
+        result, detail = "survived", ""
+    elif status == 5:
+        result, detail = "invalid", "no test collected"
+    else:
+        result = "killed"
+        detail = "timed out" if status == -9 else "; ".join(failing_nodes(output)[:2]) or output[-300:]
+    return Outcome(
+        id=m.id, family=m.family, what=m.what, status=result, seconds=round(seconds, 1), tests=tests, detail=detail
+    )
+
+
+def _prepare(copy: Path) -> None:
+    """Drop stale caches and precompile with hash-checked ``.pyc`` files: a patched or restored
+    source never runs from a cache of other text, and unpatched modules are not recompiled by every run."""
+    for cache in copy.rglob("__pycache__"):
+        shutil.rmtree(cache, ignore_errors=True)
+    subprocess.run(
+        [sys.executable, "-m", "compileall", "-q", "--invalidation-mode", "checked-hash", str(copy)],
+        check=False,
+        capture_output=True,
+    )
+
+
 def run(
-    mutants: list[Mutant], rev: str, timeout: float, log: bool = True, baseline: bool = True
+    mutants: list[Mutant], rev: str, timeout: float, log: bool = True, baseline: bool = True, jobs: int = 1
 ) -> tuple[list[Outcome], dict[str, object]]:
     work = Path(tempfile.mkdtemp(prefix="scg-mutate-"))
-    copy = work / "tree"
+    copies = [work / f"tree{i}" for i in range(max(jobs, 1))]
     try:
-        export(rev, copy)
-        for cache in copy.rglob("__pycache__"):
-            shutil.rmtree(cache, ignore_errors=True)
-        check_imports(copy)
+        export(rev, copies[0])
+        _prepare(copies[0])
+        for other in copies[1:]:
+            shutil.copytree(copies[0], other, symlinks=True)
+        check_imports(copies[0])
         # the unmutated baseline: every mapped file once; failing tests are deselected from then on
-        all_tests = resolve_tests(copy, sorted({p for m in mutants for p in m.tests}))
+        all_tests = resolve_tests(copies[0], sorted({p for m in mutants for p in m.tests}))
         if baseline:
-            status, output, seconds = pytest(copy, all_tests, [], timeout * 4, extra=["-ra"])
+            status, output, seconds = pytest(copies[0], all_tests, [], timeout * 4, extra=["-ra"])
         else:  # the caller vouches that the mapped files pass unmutated (e.g. from an earlier sweep)
             status, output, seconds = 0, "", 0.0
         deselect = failing_nodes(output) if status not in (0, 5) else []
         if status not in (0, 5) and not deselect:
             raise RuntimeError(f"the unmutated tests fail (status {status}) and no failing node was found:\n{output}")
+        sha = subprocess.run(["git", "-C", str(ROOT), "rev-parse", rev], check=True, capture_output=True, text=True)
         meta: dict[str, object] = {
-            "rev": subprocess.run(
-                ["git", "-C", str(ROOT), "rev-parse", rev], check=True, capture_output=True, text=True
-            ).stdout.strip(),
-            "baseline_seconds": round(seconds, 1),
+            "rev": sha.stdout.strip(),
+            "baseline_seconds": round(seconds, 1) if baseline else None,
             "deselected": deselect,
             "test_files": all_tests,
+            "jobs": len(copies),
         }
         if log:
             print(f"baseline: {len(all_tests)} files in {seconds:.0f}s; deselected {deselect}", flush=True)
-        outcomes = []
-        for m in mutants:
-            where = next((f for f in m.files if (copy / f).is_file()), m.files[0])
-            target = copy / where
-            tests = resolve_tests(copy, m.tests)
-            text = target.read_text(encoding="utf-8") if target.is_file() else ""
-            count = text.count(m.old)
-            if count != 1 or not tests:
-                why = f"'old' occurs {count} times in {where}" if count != 1 else "no mapped test file exists"
-                outcomes.append(
-                    Outcome(
-                        id=m.id, family=m.family, what=m.what, status="invalid", seconds=0.0, tests=tests, detail=why
-                    )
-                )
-            else:
-                target.write_text(text.replace(m.old, m.new), encoding="utf-8")
+        pending = queue.Queue[tuple[int, Mutant]]()
+        for item in enumerate(mutants):
+            pending.put(item)
+        results: dict[int, Outcome] = {}
+        lock = threading.Lock()
+
+        def worker(copy: Path) -> None:  # each worker owns one copy of the tree
+            while True:
                 try:
-                    status, output, seconds = pytest(copy, tests, deselect, timeout)
-                finally:
-                    target.write_text(text, encoding="utf-8")
-                if status == 0:
-                    result, detail = "survived", ""
-                elif status == 5:
-                    result, detail = "invalid", "no test collected"
-                else:
-                    result = "killed"
-                    detail = "timed out" if status == -9 else "; ".join(failing_nodes(output)[:2]) or output[-300:]
-                outcomes.append(
-                    Outcome(
-                        id=m.id,
-                        family=m.family,
-                        what=m.what,
-                        status=result,
-                        seconds=round(seconds, 1),
-                        tests=tests,
-                        detail=detail,
-                    )
-                )
-            if log:
-                o = outcomes[-1]
-                print(f"{o.status:9s} {o.seconds:6.1f}s  {o.id}  {o.detail[:120]}", flush=True)
-        return outcomes, meta
+                    index, m = pending.get_nowait()
+                except queue.Empty:
+                    return
+                o = _one(copy, m, deselect, timeout)
+                with lock:
+                    results[index] = o
+                    if log:
+                        print(f"{o.status:9s} {o.seconds:6.1f}s  {o.id}  {o.detail[:120]}", flush=True)
+
+        threads = [threading.Thread(target=worker, args=(copy,)) for copy in copies]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        return [results[i] for i in range(len(mutants))], meta
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -278,6 +302,7 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="test files (globs) to run for every selected mutant instead of its mapped ones",
     )
+    parser.add_argument("--jobs", type=int, default=1, help="mutants run at the same time (one copy of the tree each)")
     parser.add_argument("--family", default=None, help="only the mutants whose family starts with this")
     parser.add_argument(
         "--skip-baseline",
@@ -317,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.tests:
         for m in mutants:
             m.tests = list(args.tests)
-    outcomes, meta = run(mutants, args.rev, args.timeout, baseline=not args.skip_baseline)
+    outcomes, meta = run(mutants, args.rev, args.timeout, baseline=not args.skip_baseline, jobs=args.jobs)
     report(outcomes, meta, args.out)
     valid = [o for o in outcomes if o.status != "invalid"]
     killed = sum(o.status == "killed" for o in valid)
