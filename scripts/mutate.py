@@ -200,7 +200,13 @@ def _prepare(copy: Path) -> None:
 
 
 def run(
-    mutants: list[Mutant], rev: str, timeout: float, log: bool = True, baseline: bool = True, jobs: int = 1
+    mutants: list[Mutant],
+    rev: str,
+    timeout: float,
+    log: bool = True,
+    baseline: bool = True,
+    jobs: int = 1,
+    skip: tuple[str, ...] = (),
 ) -> tuple[list[Outcome], dict[str, object]]:
     work = Path(tempfile.mkdtemp(prefix="scg-mutate-"))
     copies = [work / f"tree{i}" for i in range(max(jobs, 1))]
@@ -216,8 +222,8 @@ def run(
             status, output, seconds = pytest(copies[0], all_tests, [], timeout * 4, extra=["-ra"])
         else:  # the caller vouches that the mapped files pass unmutated (e.g. from an earlier sweep)
             status, output, seconds = 0, "", 0.0
-        deselect = failing_nodes(output) if status not in (0, 5) else []
-        if status not in (0, 5) and not deselect:
+        deselect = [*skip, *(failing_nodes(output) if status not in (0, 5) else [])]
+        if status not in (0, 5) and len(deselect) == len(skip):
             raise RuntimeError(f"the unmutated tests fail (status {status}) and no failing node was found:\n{output}")
         sha = subprocess.run(["git", "-C", str(ROOT), "rev-parse", rev], check=True, capture_output=True, text=True)
         meta: dict[str, object] = {
@@ -303,6 +309,7 @@ def main(argv: list[str] | None = None) -> int:
         help="test files (globs) to run for every selected mutant instead of its mapped ones",
     )
     parser.add_argument("--jobs", type=int, default=1, help="mutants run at the same time (one copy of the tree each)")
+    parser.add_argument("--deselect", nargs="*", default=[], help="test node ids never run (say why in the report)")
     parser.add_argument("--family", default=None, help="only the mutants whose family starts with this")
     parser.add_argument(
         "--skip-baseline",
@@ -342,7 +349,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.tests:
         for m in mutants:
             m.tests = list(args.tests)
-    outcomes, meta = run(mutants, args.rev, args.timeout, baseline=not args.skip_baseline, jobs=args.jobs)
+    outcomes, meta = run(
+        mutants, args.rev, args.timeout, baseline=not args.skip_baseline, jobs=args.jobs, skip=tuple(args.deselect)
+    )
     report(outcomes, meta, args.out)
     valid = [o for o in outcomes if o.status != "invalid"]
     killed = sum(o.status == "killed" for o in valid)
