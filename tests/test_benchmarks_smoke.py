@@ -86,8 +86,8 @@ def test_scg_vectorized_rows_are_finite_and_unbiased(bench: Any, tmp_path: Path)
 
 def test_scg_looped_matches_vectorized(bench: Any) -> None:
     libs = ("scg_loop", "scg_decl", "scg_vec")
-    cfg = _config(bench, libs, problems=("toy",), estimators=("sf", "loo4"), n_bias=300,
-                  n_var={"toy": 300}, rounds=1)
+    cfg = _config(bench, libs, problems=("toy",), estimators=("sf", "loo4"), n_bias=150,
+                  n_var={"toy": 150}, rounds=1)
     shared = bench.InProcess()
     rows = bench.run_benchmark(cfg, {lib: shared for lib in libs}, log=lambda _: None)
     _check_rows(rows, cfg)
@@ -120,14 +120,11 @@ def test_peers_in_workers_agree_with_scg(bench: Any) -> None:
             assert r["same_draws"]["max_abs_diff"] < 1e-4 * r["same_draws"]["max_abs"]
 
 
-def test_scg_compiled_rows_are_unbiased_and_refuse_baselines(bench: Any) -> None:
-    """``scg_comp`` (the declared step compiled whole): unbiased on the toy, with the variance of
-    the same estimator looped; ``n/a`` for an estimator with a baseline (the traced surrogate
-    refuses baselines)."""
+def _compiled_rows(bench: Any, n: int) -> tuple[dict[str, Any], dict[str, Any]]:
     torch._dynamo.reset()
     libs = ("scg_decl", "scg_comp")
-    cfg = _config(bench, libs, problems=("toy",), estimators=("sf", "ema"), n_bias=300,
-                  n_var={"toy": 300}, rounds=1)
+    cfg = _config(bench, libs, problems=("toy",), estimators=("sf", "ema"), n_bias=n,
+                  n_var={"toy": n}, rounds=1)
     shared = bench.InProcess()
     rows = bench.run_benchmark(cfg, {lib: shared for lib in libs}, log=lambda _: None)
     by = {(r["estimator"], r["lib"]): r for r in rows}
@@ -137,3 +134,23 @@ def test_scg_compiled_rows_are_unbiased_and_refuse_baselines(bench: Any) -> None
     a, b = by[("sf", "scg_decl")], comp
     assert abs(a["var_trace"] - b["var_trace"]) < 4 * math.hypot(a["var_trace_se"], b["var_trace_se"])
     assert by[("ema", "scg_comp")]["status"] == "n/a"
+    return a, b
+
+
+def test_scg_compiled_rows_are_unbiased_and_refuse_baselines(bench: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``scg_comp`` (the declared step captured whole, ``fullgraph=True``): unbiased on the toy, with
+    the variance of the same estimator looped; ``n/a`` for an estimator with a baseline (the traced
+    surrogate refuses baselines). Captured whole by dynamo and run by the ``eager`` backend (no
+    inductor code generation: inductor's numbers for a declared step are ``test_compile.py``'s, and
+    the slow test below runs this row with inductor)."""
+    real = torch.compile
+    monkeypatch.setattr(torch, "compile", lambda *a, **k: real(*a, **{**k, "backend": "eager"}))
+    decl, comp = _compiled_rows(bench, 100)
+    # without inductor the compiled step draws torch's numbers: the same estimates as eager, draw for draw
+    assert comp["var_trace"] == pytest.approx(decl["var_trace"], rel=1e-9)
+    assert comp["bias"]["scale"] == pytest.approx(decl["bias"]["scale"], rel=1e-9)
+
+
+@pytest.mark.slow  # two inductor compilations: ~30 s
+def test_scg_compiled_rows_with_inductor(bench: Any) -> None:
+    _compiled_rows(bench, 300)
