@@ -93,7 +93,7 @@ class _UpdateFirstEMA(Baseline):
         self.beta = beta
         self.value = 0.0
 
-    def __call__(self, nodes: Sequence[Node], targets: torch.Tensor) -> BaselineResult:
+    def __call__(self, nodes: Sequence[Node], targets: torch.Tensor, info: object) -> BaselineResult:
         b = self.value + self.beta * (targets - self.value)  # includes the current sample
         self.value = float(b.mean())
         return BaselineResult(b)

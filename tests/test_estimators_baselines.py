@@ -243,7 +243,7 @@ def test_self_critical_inputs_and_errors() -> None:
         sc = scg.baselines.SelfCritical(TAB[z0])  # from a node that precedes z1: allowed
         z1 = scg.sample(Categorical(logits=th[:3] + z0), name="z1", baseline=sc)
         scg.cost(TAB[z1] + TAB[z0], name="c")
-    assert g.node("z1").extra["baseline_inputs_mask"] == 1 << g.node("z0").index
+    assert g.node("z1").baseline_inputs.mask == 1 << g.node("z0").index  # type: ignore[attr-defined]
     assert torch.isfinite(g.surrogate_loss())
     with scg.Graph() as g:
         z = scg.sample(Categorical(logits=th[:3]), name="z",
@@ -315,7 +315,7 @@ class _Shift(Baseline):
     def __init__(self, value: float, scale: float) -> None:
         self.value, self.scale = value, scale
 
-    def __call__(self, nodes: Any, targets: torch.Tensor) -> scg.baselines.BaselineResult:
+    def __call__(self, nodes: Any, targets: torch.Tensor, info: Any) -> scg.baselines.BaselineResult:
         return scg.baselines.BaselineResult(torch.tensor(self.value, dtype=targets.dtype),
                                             scale=torch.tensor(self.scale, dtype=targets.dtype))
 

@@ -17,7 +17,7 @@ import torch
 from scg.errors import SCGError
 
 if TYPE_CHECKING:
-    from scg.graph.nodes import Node
+    from scg.graph.nodes import Node, SampleInfo
 
 __all__ = ["Baseline", "BaselineResult", "check_baseline"]
 
@@ -47,12 +47,13 @@ class Baseline:
             A baseline may *update* its state from the targets, but the value it returns must not
             depend on them (it would then be correlated with the score and bias the estimate),
             except where the estimator's theory allows it (leave-one-out over independent samples).
+        info: the sample layout of each node (:class:`~scg.graph.nodes.SampleInfo`: its leading
+            sample dimensions, their sizes, whether each is an enumeration, and whether a cost
+            reduced the node's sample dimension), computed by the credit plan.
     """
 
-    #: True when the returned value may depend on the targets of other, independent samples.
-    uses_other_samples: bool = False
-
-    def __call__(self, nodes: Sequence[Node], targets: torch.Tensor) -> BaselineResult:
+    def __call__(self, nodes: Sequence[Node], targets: torch.Tensor,
+                 info: Sequence[SampleInfo]) -> BaselineResult:
         raise NotImplementedError
 
     def state_dict(self) -> dict[str, Any]:

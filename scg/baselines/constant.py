@@ -11,7 +11,7 @@ from scg.baselines.base import Baseline, BaselineResult
 from scg.errors import SCGError
 
 if TYPE_CHECKING:
-    from scg.graph.nodes import Node
+    from scg.graph.nodes import Node, SampleInfo
 
 __all__ = ["Constant"]
 
@@ -27,7 +27,8 @@ class Constant(Baseline):
             raise SCGError(f"Constant(value): expected a finite number or tensor, got {value!r}")
         self.value = value
 
-    def __call__(self, nodes: Sequence[Node], targets: torch.Tensor) -> BaselineResult:
+    def __call__(self, nodes: Sequence[Node], targets: torch.Tensor,
+                 info: Sequence[SampleInfo]) -> BaselineResult:
         v = torch.as_tensor(self.value, dtype=targets.dtype, device=targets.device)
         return BaselineResult(v)
 

@@ -17,7 +17,7 @@ from scg.baselines.base import Baseline, BaselineResult
 from scg.errors import SCGError
 
 if TYPE_CHECKING:
-    from scg.graph.nodes import Node
+    from scg.graph.nodes import Node, SampleInfo
 
 __all__ = ["EMA"]
 
@@ -64,7 +64,8 @@ class EMA(Baseline):
         idx = [self._index[(n.name, n.step)] for n in nodes]
         return torch.tensor(idx, device=like.device)
 
-    def __call__(self, nodes: Sequence[Node], targets: torch.Tensor) -> BaselineResult:
+    def __call__(self, nodes: Sequence[Node], targets: torch.Tensor,
+                 info: Sequence[SampleInfo]) -> BaselineResult:
         rows = self._rows(nodes, targets)
         assert self._values is not None
         values = self._values.to(device=targets.device, dtype=targets.dtype)
@@ -98,7 +99,7 @@ class EMA(Baseline):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.beta = float(state["beta"])
         self.init = float(state["init"])
-        self._index = {tuple(k): i for i, k in enumerate(state["keys"])}  # type: ignore[misc]
+        self._index = {tuple(k): i for i, k in enumerate(state["keys"])}
         self._values = state["values"]
 
     def __repr__(self) -> str:

@@ -23,7 +23,7 @@ from scg.baselines.base import Baseline, BaselineResult
 from scg.errors import SCGError
 
 if TYPE_CHECKING:
-    from scg.graph.nodes import Node
+    from scg.graph.nodes import Node, SampleInfo
 
 __all__ = ["Learned"]
 
@@ -57,7 +57,8 @@ class Learned(Baseline):
         bound.inputs = tuple(inputs)
         return bound
 
-    def __call__(self, nodes: Sequence[Node], targets: torch.Tensor) -> BaselineResult:
+    def __call__(self, nodes: Sequence[Node], targets: torch.Tensor,
+                 info: Sequence[SampleInfo]) -> BaselineResult:
         # detached: the regression must train φ only, never the model that computed the inputs
         inputs = tuple(x.detach() if isinstance(x, torch.Tensor) else x for x in self.inputs)
         preds = []

@@ -34,15 +34,15 @@ from scg.baselines.base import Baseline, BaselineResult
 from scg.errors import SCGError
 
 if TYPE_CHECKING:
-    from scg.graph.nodes import Node
+    from scg.graph.nodes import Node, SampleInfo
 
 __all__ = ["LeaveOneOut", "leading_sample_size"]
 
 
-def leading_sample_size(node: Node, who: str) -> int:
-    """k of the node's leading sample dimension; SCGError (naming the node) if it has none."""
-    info = getattr(node, "extra", {}).get("sample_info")
-    if info is None or not info.layout:
+def leading_sample_size(node: Node, info: SampleInfo, who: str) -> int:
+    """k of the node's leading sample dimension (``info``: its sample layout); SCGError (naming
+    the node) if it has none."""
+    if not info.layout:
         raise SCGError(f"{who} of {node.describe()}: the node has no sample dimension; draw it "
                        "(or an ancestor) with scg.sample(..., n=k), k >= 2")
     if info.enumerated[0]:
@@ -57,12 +57,12 @@ def leading_sample_size(node: Node, who: str) -> int:
 class LeaveOneOut(Baseline):
     """b_i = mean of the other k − 1 samples' learning signals (unbiased; see module docstring)."""
 
-    uses_other_samples = True
 
-    def __call__(self, nodes: Sequence[Node], targets: torch.Tensor) -> BaselineResult:
-        for node in nodes:
-            k = leading_sample_size(node, "LeaveOneOut()")
-            if node.extra.get("sample_info").joint:  # type: ignore[attr-defined,union-attr]
+    def __call__(self, nodes: Sequence[Node], targets: torch.Tensor,
+                 info: Sequence[SampleInfo]) -> BaselineResult:
+        for node, inf in zip(nodes, info, strict=True):
+            leading_sample_size(node, inf, "LeaveOneOut()")
+            if inf.joint:
                 raise SCGError(
                     f"LeaveOneOut() of {node.describe()}: a cost it influences reduced its sample "
                     "dimension (scg.cost(..., reduced=...)), so every sample's signal depends on "

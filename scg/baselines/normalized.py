@@ -28,7 +28,7 @@ from scg.baselines.base import Baseline, BaselineResult
 from scg.errors import SCGError
 
 if TYPE_CHECKING:
-    from scg.graph.nodes import Node
+    from scg.graph.nodes import Node, SampleInfo
 
 __all__ = ["Normalized"]
 
@@ -58,8 +58,9 @@ class Normalized(Baseline):
         if baseline is not None and hasattr(baseline, "inputs"):
             self.inputs = baseline.inputs
 
-    def __call__(self, nodes: Sequence[Node], targets: torch.Tensor) -> BaselineResult:
-        inner = self.inner(nodes, targets) if self.inner is not None else None
+    def __call__(self, nodes: Sequence[Node], targets: torch.Tensor,
+                 info: Sequence[SampleInfo]) -> BaselineResult:
+        inner = self.inner(nodes, targets, info) if self.inner is not None else None
         base = inner.value.detach() if inner is not None else torch.zeros((), dtype=targets.dtype)
         signal = targets - base
         shape = (len(nodes),) + (1,) * (targets.dim() - 1)
@@ -84,7 +85,7 @@ class Normalized(Baseline):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.beta = float(state["beta"])
-        self.stats = {tuple(k): tuple(v) for k, v in state["stats"].items()}  # type: ignore[misc]
+        self.stats = {tuple(k): tuple(v) for k, v in state["stats"].items()}
         if self.inner is not None and state.get("inner") is not None:
             self.inner.load_state_dict(state["inner"])
 

@@ -30,7 +30,7 @@ from scg.baselines.base import Baseline, BaselineResult
 from scg.errors import SCGError
 
 if TYPE_CHECKING:
-    from scg.graph.nodes import Node
+    from scg.graph.nodes import Node, SampleInfo
 
 __all__ = ["SelfCritical"]
 
@@ -53,7 +53,7 @@ class SelfCritical(Baseline):
                            f"{type(greedy).__name__}")
         self.greedy = greedy
 
-    def _value(self, node: Node, target: torch.Tensor) -> torch.Tensor:
+    def _value(self, node: Node, target: torch.Tensor, info: SampleInfo) -> torch.Tensor:
         from scg.credit.sample_dims import align_batch_to_node
 
         v = self.greedy if isinstance(self.greedy, torch.Tensor) else self.greedy(node)
@@ -61,8 +61,7 @@ class SelfCritical(Baseline):
             raise SCGError(f"SelfCritical baseline of {node.describe()}: the callable returned "
                            f"{type(v).__name__}, expected a tensor")
         v = v.detach().to(target.dtype)
-        info = getattr(node, "extra", {}).get("sample_info")
-        lead = tuple(info.sizes) if info is not None else ()
+        lead = tuple(info.sizes)
         if lead and tuple(v.shape[:len(lead)]) != lead:
             v = v.reshape((1,) * len(lead) + tuple(v.shape))
         if lead:
@@ -72,8 +71,9 @@ class SelfCritical(Baseline):
         return align_batch_to_node(v.unsqueeze(0), layout, layout, target.shape, node, node,
                                    sizes)[0]
 
-    def __call__(self, nodes: Sequence[Node], targets: torch.Tensor) -> BaselineResult:
-        values = [self._value(node, t) for node, t in zip(nodes, targets, strict=True)]
+    def __call__(self, nodes: Sequence[Node], targets: torch.Tensor,
+                 info: Sequence[SampleInfo]) -> BaselineResult:
+        values = [self._value(node, t, inf) for node, t, inf in zip(nodes, targets, info, strict=True)]
         return BaselineResult(torch.stack(values))
 
     def __repr__(self) -> str:

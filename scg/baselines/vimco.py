@@ -39,7 +39,7 @@ from scg.baselines.loo import leading_sample_size
 from scg.errors import SCGError
 
 if TYPE_CHECKING:
-    from scg.graph.nodes import Node
+    from scg.graph.nodes import Node, SampleInfo
 
 __all__ = ["VIMCO"]
 
@@ -57,7 +57,6 @@ def leave_one_out_bounds(logw: torch.Tensor) -> torch.Tensor:
 class VIMCO(Baseline):
     """Multi-sample baseline for the cost −log mean_j exp(ℓ_j) (see the module docstring)."""
 
-    uses_other_samples = True
 
     #: log-weights kept per graph (beyond this many graphs the oldest are dropped)
     _KEEP = 64
@@ -86,14 +85,15 @@ class VIMCO(Baseline):
         self._logw[key] = log_weights.detach()
         return -(torch.logsumexp(log_weights, dim=0) - math.log(k))
 
-    def __call__(self, nodes: Sequence[Node], targets: torch.Tensor) -> BaselineResult:
+    def __call__(self, nodes: Sequence[Node], targets: torch.Tensor,
+                 info: Sequence[SampleInfo]) -> BaselineResult:
         logw = self._logw.get(nodes[0].graph)
         if logw is None:
             raise SCGError(f"VIMCO baseline of {nodes[0].describe()}: call "
                            "vimco.objective(log_weights) in the same graph's program to define "
                            "its cost")
-        for node in nodes:
-            k = leading_sample_size(node, "VIMCO()")
+        for node, inf in zip(nodes, info, strict=True):
+            k = leading_sample_size(node, inf, "VIMCO()")
             if k != logw.shape[0]:
                 raise SCGError(f"VIMCO baseline of {node.describe()}: the node has {k} samples "
                                f"but the log-weights have {logw.shape[0]} along dim 0")

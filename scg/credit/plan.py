@@ -203,7 +203,7 @@ def _split_shared(sub: np.ndarray, shared: list[tuple[int, int]], nl: int) -> li
 
 def _shared_rows(members: Sequence[StochasticNode], nl: int) -> list[tuple[int, int]]:
     """(row, plate rank) of the members with batch dimensions beyond their declared plates."""
-    rows = [(r, plate_rank(v, nl)) for r, v in enumerate(members) if v.extra.get("plates") is not None]
+    rows = [(r, plate_rank(v, nl)) for r, v in enumerate(members) if v.plates is not None]
     return [(r, k) for r, k in rows if nl + k < logp(members[r]).dim()]
 
 

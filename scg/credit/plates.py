@@ -77,7 +77,7 @@ def plate_rank(v: StochasticNode, n_sample: int) -> int:
     assert v.log_prob is not None or v.value is not None
     shape = v.log_prob.shape if v.log_prob is not None else v.value.shape
     batch = len(shape) - n_sample
-    declared = v.extra.get("plates")
+    declared = v.plates
     return batch if declared is None else min(int(declared), batch)
 
 

@@ -34,38 +34,16 @@ The rule for which dimensions are sample dimensions (checked, errors name the no
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import torch
 
 from scg.errors import SCGError
 from scg.graph.graph import Graph
-from scg.graph.nodes import CostNode, Node, StochasticNode
+from scg.graph.nodes import CostNode, Node, SampleInfo, StochasticNode
 from scg.graph.sample_positions import check_layout
 from scg.graph.tracking import bits
 
-__all__ = ["NO_SAMPLE_DIMS", "SampleInfo", "SamplePlan", "align_batch_to_cost",
-           "align_batch_to_node"]
-
-
-@dataclass(frozen=True)
-class SampleInfo:
-    """What a stochastic node's leading dimensions are (stored as ``node.extra["sample_info"]``).
-
-    ``layout``: node indices of the sample dimensions leading the node's shape, newest first.
-    ``sizes``/``enumerated``: their sizes and whether each is an enumeration (not i.i.d. draws).
-    ``joint``: a cost that the node influences reduced the node's leading sample dimension, so
-    each slice of the node is credited with a cost that depends on every slice.
-    """
-
-    layout: tuple[int, ...]
-    sizes: tuple[int, ...]
-    enumerated: tuple[bool, ...]
-    joint: bool = False
-
-
-#: The SampleInfo of every node of a graph without sample dimensions.
-NO_SAMPLE_DIMS = SampleInfo((), (), ())
+__all__ = ["SamplePlan", "align_batch_to_cost", "align_batch_to_node"]
 
 
 def _describe_layout(nodes: Sequence[StochasticNode]) -> str:
@@ -83,6 +61,8 @@ class SamplePlan:
         self.mask = sum(1 << i for i in self.nodes)
         self.active = bool(self.mask)
         self._layouts: dict[int, tuple[int, ...]] = {}
+        #: nodes whose leading sample dimension a cost they influence reduced (SampleInfo.joint)
+        self._joint: set[int] = set()
         if not self.active:
             return
         for v in graph.stochastic_nodes:
@@ -91,15 +71,15 @@ class SamplePlan:
         for c in graph.cost_nodes:
             self._check_prefix(c, c.value.shape, self.layout(c), "value")
         for c in graph.cost_nodes:
-            reduced = int(c.extra.get("reduced", 0))
+            reduced = c.reduced
             if reduced:
                 for v in graph.stochastic_nodes:
                     lay = self.layout(v)
                     if lay and (reduced >> lay[0] & 1) and (full[c.index] >> v.index & 1):
-                        v.extra["sample_joint"] = True
+                        self._joint.add(v.index)
 
     def is_enumerated(self, v: StochasticNode) -> bool:
-        return bool(v.extra.get("enumerated", False))
+        return v.enumerated
 
     def layout(self, node: Node) -> tuple[int, ...]:
         """Sample-dimension nodes leading ``node``'s shape, newest first (see module docstring)."""
@@ -108,7 +88,7 @@ class SamplePlan:
             return got
         m = self.full[node.index] & self.mask
         if isinstance(node, CostNode):
-            m &= ~int(node.extra.get("reduced", 0))
+            m &= ~node.reduced
         lay = sorted(bits(m), reverse=True)
         if node.index in self.nodes:
             lay.insert(0, node.index)
@@ -123,7 +103,7 @@ class SamplePlan:
         lay = self.layout(v) if self.active else ()
         return SampleInfo(lay, self.sizes(lay), tuple(self.is_enumerated(self.nodes[i])
                                                       for i in lay),
-                          bool(v.extra.get("sample_joint", False)))
+                          v.index in self._joint)
 
     def _check_prefix(self, node: Node, shape: torch.Size, lay: tuple[int, ...], what: str) -> None:
         want = self.sizes(lay)

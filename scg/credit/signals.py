@@ -25,7 +25,7 @@ from scg.credit.plan import CreditPlan, logp
 from scg.credit.plates import share_beyond
 from scg.credit.sample_dims import SamplePlan, align_batch_to_node
 from scg.errors import SCGError
-from scg.graph.nodes import CostNode, Node, StochasticNode
+from scg.graph.nodes import NO_SAMPLE_DIMS, CostNode, Node, SampleInfo, StochasticNode
 
 __all__ = ["CostGroup", "NodeGroup", "apply_baselines", "apply_weights", "c_hat", "cost_groups", "node_groups"]
 
@@ -68,10 +68,13 @@ def _check_finite(stack: torch.Tensor, costs: Sequence[CostNode]) -> None:
             raise SCGError(f"{c.describe()} is not finite (it contains NaN or inf)")
 
 
-def cost_groups(plan: CreditPlan, costs: Sequence[CostNode], losses: list[torch.Tensor]) -> list[CostGroup]:
+def cost_groups(
+    plan: CreditPlan, costs: Sequence[CostNode], losses: list[torch.Tensor], baselines: bool = True
+) -> list[CostGroup]:
     """The stacked costs of each of the plan's cost groups: their cost baselines subtracted
-    (``target``; the baselines' losses appended to ``losses``) and weighted by ω."""
-    has_baselines = any(c.baseline is not None for c in costs)
+    (``target``; the baselines' losses appended to ``losses``; ``baselines=False``: the graph
+    has none) and weighted by ω."""
+    has_baselines = baselines and any(c.baseline is not None for c in costs)
     out = []
     samples = plan.samples
     for cp in plan.cost_groups:
@@ -170,9 +173,12 @@ def _check_shape(x: torch.Tensor, want: tuple[int, ...], baseline: Baseline, nod
         )
 
 
-def apply_baselines(nodes: Sequence[Node], targets: torch.Tensor, losses: list[torch.Tensor]) -> torch.Tensor:
+def apply_baselines(
+    nodes: Sequence[Node], targets: torch.Tensor, losses: list[torch.Tensor], info: Sequence[SampleInfo] | None = None
+) -> torch.Tensor:
     """``(targets − b) · scale`` for each row, with each node's ``baseline``; rows sharing a
-    baseline object go together. Their regression losses are appended to ``losses``."""
+    baseline object go together. Their regression losses are appended to ``losses``; ``info``:
+    the nodes' sample layouts (none: no sample dimensions), given to the baselines."""
     by_baseline: dict[int, list[int]] = defaultdict(list)
     objects: dict[int, Baseline] = {}
     for i, node in enumerate(nodes):
@@ -184,7 +190,8 @@ def apply_baselines(nodes: Sequence[Node], targets: torch.Tensor, losses: list[t
         return targets
     out = targets.clone()
     for key, idx in by_baseline.items():
-        result = objects[key]([nodes[i] for i in idx], targets[idx])
+        layouts = [NO_SAMPLE_DIMS] * len(idx) if info is None else [info[i] for i in idx]
+        result = objects[key]([nodes[i] for i in idx], targets[idx], layouts)
         value = result.value.detach()
         want = (len(idx), *targets.shape[1:])
         _check_shape(value, want, objects[key], nodes[idx[0]], "value")

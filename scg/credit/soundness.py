@@ -38,15 +38,15 @@ __all__ = ["check_after_registration", "check_baseline_inputs", "check_enumerate
 def check_after_registration(graph: Graph, full: Sequence[int]) -> None:
     """Writes after registration, and costs computed from samples of nested graphs."""
     for c in graph._costs:
-        version = c.extra.get("version")
+        version = c.version
         if version is not None and c.value._version != version:
             raise SCGError(f"{c.describe()} was written in place after scg.cost registered "
                            "it; the influence scg recorded no longer describes its value. Register "
                            "the cost after its last write (or pass a copy: scg.cost(c.clone()))")
     # (baseline inputs are recorded only for nodes registered with a baseline)
     for node in graph.nodes if graph._n_baselines else ():
-        extra: dict[str, Any] = getattr(node, "extra", {})
-        for t, version in extra.get("baseline_inputs_versions", ()):
+        inputs = getattr(node, "baseline_inputs", None)
+        for t, version in inputs.versions if inputs is not None else ():
             if t._version != version:
                 raise SCGError(f"an input of the baseline of {node.describe()} was written in "
                                "place after the node was registered; a baseline may only use "
@@ -72,10 +72,10 @@ def check_baseline_inputs(graph: Graph, full: Sequence[int]) -> None:
     not be computed from any of them.
     """
     for node in graph.nodes if graph._n_baselines else ():
-        extra: dict[str, Any] = getattr(node, "extra", {})
-        if "baseline_inputs_mask" not in extra:
+        inputs = getattr(node, "baseline_inputs", None)
+        if inputs is None:
             continue
-        mask = int(extra["baseline_inputs_mask"])
+        mask = inputs.mask
         reach = mask
         for j in bits(mask):
             reach |= full[j]
@@ -98,7 +98,7 @@ def check_baseline_inputs(graph: Graph, full: Sequence[int]) -> None:
 def check_enumerated(graph: Graph, plates: PlateCheck, costs: Sequence[CostNode]) -> None:
     """An enumerated node must not have costs that mix its batch elements."""
     for v in graph.stochastic_nodes:
-        if not v.extra.get("enumerated"):
+        if not v.enumerated:
             continue
         for c in costs:
             if plates.mixed(v, c):

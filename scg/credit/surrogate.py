@@ -38,7 +38,7 @@ import torch
 
 from scg.credit import dice as dice_mod
 from scg.credit.plan import CreditPlan, influence_matrix, plan_for, weight_matrix
-from scg.credit.sample_dims import NO_SAMPLE_DIMS, SamplePlan
+from scg.credit.sample_dims import SamplePlan
 from scg.credit.signals import (
     CostGroup,
     NodeGroup,
@@ -52,6 +52,7 @@ from scg.credit.soundness import check_after_registration, check_baseline_inputs
 from scg.credit.traced import traced_surrogate_loss
 from scg.errors import SCGError
 from scg.graph.graph import Graph
+from scg.graph.nodes import NO_SAMPLE_DIMS, SampleInfo
 
 __all__ = ["objective", "surrogate_loss"]
 
@@ -92,10 +93,8 @@ def surrogate_loss(graph: Graph, *, discount: float | None = None, dice: bool = 
     graph._surrogate_built = True
     plan = plan_for(graph, full, discount, dice, dice_lambda)
     graph._credit = plan.credit
-    for v in graph._stochastic:  # (read by the baselines that use other samples)
-        v.extra["sample_info"] = plan.samples.info(v) if plan.samples.active else NO_SAMPLE_DIMS
     losses: list[torch.Tensor] = []  # the baselines' regression losses
-    cgs = cost_groups(plan, graph.cost_nodes, losses)
+    cgs = cost_groups(plan, graph._costs, losses, graph._n_baselines > 0)
     ngs = node_groups(plan, graph.nodes)
     if dice and dice_lambda is None:
         return dice_mod.dice_objective(plan, cgs, ngs, _dice_baselines(graph, plan, ngs, cgs,
@@ -106,7 +105,7 @@ def surrogate_loss(graph: Graph, *, discount: float | None = None, dice: bool = 
         target = c_hat(plan, gi, ng, cgs, "target")
         if target is None:
             continue
-        adv = apply_baselines(ng.members, target, losses)
+        adv = apply_baselines(ng.members, target, losses, _info(plan, ng)) if graph._n_baselines else target
         adv, path = control_variates(ng, plan.samples, adv) if plan.node_groups[gi].cv else (
             adv, None)
         if factors is None:
@@ -121,6 +120,13 @@ def surrogate_loss(graph: Graph, *, discount: float | None = None, dice: bool = 
     for extra in losses:
         loss = loss + (extra - extra.detach())
     return loss
+
+
+def _info(plan: CreditPlan, ng: NodeGroup) -> list[SampleInfo]:
+    """The sample layout of each node of a group, for its baseline."""
+    if not plan.samples.active:
+        return [NO_SAMPLE_DIMS] * len(ng.members)
+    return [plan.samples.info(v) for v in ng.members]
 
 
 def _costs_sum(cgs: list[CostGroup]) -> torch.Tensor:
@@ -158,8 +164,7 @@ def _dice_baselines(graph: Graph, plan: CreditPlan, ngs: list[NodeGroup], cgs: l
     """DiCE's baseline per node group, Σ_{v≺c} ω b_c + b_v (None without baselines); refuses
     the credit DiCE's per-element weights cannot express."""
     mixed = plan.mixed
-    if mixed.any() or any(graph.nodes[i].extra.get("plates") is not None  # type: ignore[attr-defined]
-                          for i in plan.score):
+    if mixed.any() or any(v.plates is not None for ng in ngs for v in ng.members):
         i, j = (int(x[0]) for x in np.nonzero(mixed)) if mixed.any() else (0, 0)
         raise SCGError(f"surrogate_loss(dice=True): {graph.cost_nodes[j].describe()} mixes the "
                        f"batch elements of {graph.nodes[plan.score[i]].describe()} (or a node "
@@ -174,7 +179,7 @@ def _dice_baselines(graph: Graph, plan: CreditPlan, ngs: list[NodeGroup], cgs: l
         if target is None:
             out.append(None)
             continue
-        adv = apply_baselines(ng.members, target, losses)
+        adv = apply_baselines(ng.members, target, losses, _info(plan, ng))
         raw = c_hat(plan, gi, ng, cgs, "raw") if has_cost_baselines else target
         assert raw is not None
         out.append((raw - adv).detach())

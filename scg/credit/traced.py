@@ -56,11 +56,11 @@ def _check_supported(graph: Graph, dice: bool, dice_lambda: float | None) -> Dec
         raise _refuse(f"{structure!r} declares per_example={structure.per_example!r}; only "
                       "per_example=True is traced")
     for v in graph._stochastic:
-        if v.n is not None or v.extra.get("enumerated"):
+        if v.n is not None or v.enumerated:
             raise _refuse(f"{v.describe()} has a sample dimension (n= or Enumerate)")
         if v.baseline is not None:
             raise _refuse(f"{v.describe()} has a baseline (baselines keep state across steps)")
-        if v.extra.get("plates") is not None:
+        if v.plates is not None:
             raise _refuse(f"{v.describe()} declares plates=")
         if has_cv(v):
             raise _refuse(f"{v.describe()} uses {v.estimator!r}, whose control variates are "

@@ -70,7 +70,7 @@ class GumbelSoftmax(Estimator):
         self.hard = bool(hard)
 
     def draw(self, dist: Distribution, sample_shape: torch.Size) -> torch.Tensor:
-        temp = torch.as_tensor(self.temperature, dtype=dist.logits.dtype  # type: ignore[attr-defined]
+        temp = torch.as_tensor(self.temperature, dtype=dist.logits.dtype
                                if hasattr(dist, "logits") else None)
         if isinstance(dist, OneHotCategorical):
             y = RelaxedOneHotCategorical(temp, logits=dist.logits).rsample(sample_shape)

@@ -17,7 +17,15 @@ from scg.estimators.base import Estimator
 from scg.estimators.pathwise import Pathwise
 from scg.estimators.score_function import ScoreFunction
 from scg.graph.graph import Graph, current_graph
-from scg.graph.nodes import CostNode, DeterministicNode, Location, Node, StochasticNode, caller_location
+from scg.graph.nodes import (
+    BaselineInputs,
+    CostNode,
+    DeterministicNode,
+    Location,
+    Node,
+    StochasticNode,
+    caller_location,
+)
 from scg.graph.sample_positions import node_value_map
 from scg.graph.threads import check_untracked
 
@@ -193,14 +201,12 @@ def sample(
         if smap:
             setattr(value, tracker.sattr, smap)
             tracker.sample_dims = True
-    node.extra["private"] = private
-    node.extra["plates"] = plates if plates is not None else g.plates
-    if enumerated:
-        node.extra["enumerated"] = True  # type: ignore[attr-defined]
+    node.private = private
+    node.plates = plates if plates is not None else g.plates
+    node.enumerated = enumerated
     if hasattr(node_baseline, "inputs"):
         inputs = getattr(node_baseline, "inputs", ())
-        node.extra["baseline_inputs_mask"] = sum_masks(g, inputs)
-        node.extra["baseline_inputs_versions"] = _versions(inputs)
+        node.baseline_inputs = BaselineInputs(mask=sum_masks(g, inputs), versions=_versions(inputs))
     g._note(node)
     if g._outer is not None:
         g._outer._foreign_sample(value, node)
@@ -253,16 +259,15 @@ def _sample_untracked(g: Graph, dist: Distribution, name: str | None, estimator:
     log_prob = _log_prob(dist, estimator, raw.clone() if private else raw,
                          estimator.score or enumerated, shape, name, location)
     node_baseline = baseline if baseline is not None else estimator.baseline
-    extra: dict[str, object] = {"private": private,
-                                "plates": plates if plates is not None else g.plates}
-    if enumerated:
-        extra["enumerated"] = True
+    inputs = None
     if node_baseline is not None and hasattr(node_baseline, "inputs"):
-        extra["baseline_inputs_versions"] = _versions(getattr(node_baseline, "inputs", ()))
+        inputs = BaselineInputs(mask=0, versions=_versions(getattr(node_baseline, "inputs", ())))
     node = StochasticNode(
         index=len(g.nodes), name=g._name(name, "stochastic", step, location), value=raw,
         parents=0, step=step, location=location, graph=g._id, dist=dist, estimator=estimator,
-        baseline=node_baseline, log_prob=log_prob, n=n, extra=extra)
+        baseline=node_baseline, log_prob=log_prob, n=n, private=private,
+        plates=plates if plates is not None else g.plates, enumerated=enumerated,
+        baseline_inputs=inputs)
     g._add(node)
     g._note(node)
     return raw
@@ -433,26 +438,23 @@ def cost(
         raise SCGError(f"scg.cost(name={name!r}) at {location}: a cost must be a floating-point "
                        f"tensor, got dtype {value.dtype}; convert it with .float()")
     check_baseline(baseline, "scg.cost", name, location)
-    extra: dict[str, object] = {}
-    if not torch.compiler.is_compiling():  # (no version counters while dynamo traces)
-        extra["version"] = value._version
-    mask = _reduced_mask(g, reduced, name, location) if reduced is not None else 0
-    if mask:
-        extra["reduced"] = mask
+    # (no version counters while dynamo traces)
+    fields: dict[str, object] = {"version": None if torch.compiler.is_compiling() else value._version,
+              "reduced": _reduced_mask(g, reduced, name, location) if reduced is not None else 0}
     inputs = getattr(baseline, "inputs", None) if baseline is not None else None
     if inputs is not None:
-        extra["baseline_inputs_mask"] = sum_masks(g, inputs)
-        extra["baseline_inputs_versions"] = _versions(inputs)
+        fields["baseline_inputs"] = BaselineInputs(mask=sum_masks(g, inputs),
+                                                   versions=_versions(inputs))
     node: Node
     if g.tracked:
         vmask = g.mask(value)
         node = g._register(CostNode, name, step, value, vmask, location,
-                           foreign=g.foreign(value), baseline=baseline, extra=extra)
+                           foreign=g.foreign(value), baseline=baseline, **fields)
         check_untracked(g, node, [value], vmask)
     else:  # the parents come from the graph's structure: the node is made directly
         node = CostNode(index=len(g.nodes), name=g._name(name, "cost", step, location),
                         value=value, parents=0, step=step, location=location, graph=g._id,
-                        baseline=baseline, extra=extra)
+                        baseline=baseline, **fields)  # type: ignore[arg-type]
         g._add(node)
     g._note(node)
     return value
@@ -474,7 +476,7 @@ def _reduced_mask(g: Graph, reduced: object, name: str | None, location: Locatio
         if not isinstance(node, StochasticNode) or node.n is None:
             raise SCGError(f"scg.cost(name={name!r}, reduced=...) at {location}: "
                            f"{node.describe()} has no sample dimension (draw it with n=k)")
-        if node.extra.get("enumerated"):
+        if node.enumerated:
             raise SCGError(f"scg.cost(name={name!r}, reduced=...) at {location}: "
                            f"{node.describe()} is enumerated; its dimension is weighted by "
                            "p(value) and cannot be reduced by the cost")

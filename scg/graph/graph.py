@@ -286,7 +286,7 @@ class Graph:
 
     def _on_node_write(self, node: Node, what: str, where: tuple[str, int]) -> None:
         """A write into a node's value: safe when the node scored a private copy of it."""
-        if isinstance(node, StochasticNode) and not node.extra.get("private", True):
+        if isinstance(node, StochasticNode) and not node.private:
             raise SCGError(
                 f"{what}() at {where[0]}:{where[1]} writes into the value of {node.describe()} "
                 "in place; its log-probability (or pathwise gradient) was computed from that "

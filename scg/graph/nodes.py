@@ -18,7 +18,7 @@ import os
 import sys
 from dataclasses import dataclass, field
 from types import CodeType, FrameType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 from torch.distributions import Distribution
@@ -27,7 +27,8 @@ if TYPE_CHECKING:
     from scg.baselines.base import Baseline
     from scg.estimators.base import Estimator
 
-__all__ = ["CostNode", "DeterministicNode", "Location", "Node", "StochasticNode", "caller_location"]
+__all__ = ["NO_SAMPLE_DIMS", "BaselineInputs", "CostNode", "DeterministicNode", "Location", "Node",
+           "SampleInfo", "StochasticNode", "caller_location"]
 
 _SCG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -108,7 +109,38 @@ def caller_location() -> Location:
     return Location(frame.f_code, frame.f_lasti)
 
 
-@dataclass(eq=False)
+@dataclass(kw_only=True, slots=True)
+class BaselineInputs:
+    """What a baseline's declared ``inputs`` were computed from when its node was registered:
+    ``mask``, the nodes (0 in an untracked graph), and each input tensor with its version
+    counter (a write after registration is refused, :mod:`scg.credit.soundness`)."""
+
+    mask: int
+    versions: list[tuple[torch.Tensor, int]]
+
+
+@dataclass(frozen=True)
+class SampleInfo:
+    """What a stochastic node's leading dimensions are (given to its baseline with its targets,
+    :mod:`scg.credit.sample_dims`).
+
+    ``layout``: node indices of the sample dimensions leading the node's shape, newest first.
+    ``sizes``/``enumerated``: their sizes and whether each is an enumeration (not i.i.d. draws).
+    ``joint``: a cost that the node influences reduced the node's leading sample dimension, so
+    each slice of the node is credited with a cost that depends on every slice.
+    """
+
+    layout: tuple[int, ...]
+    sizes: tuple[int, ...]
+    enumerated: tuple[bool, ...]
+    joint: bool = False
+
+
+#: The SampleInfo of every node of a graph without sample dimensions.
+NO_SAMPLE_DIMS = SampleInfo((), (), ())
+
+
+@dataclass(eq=False, kw_only=True, slots=True)
 class Node:
     """Common fields: the node's position in its graph, its name, step and where it was made."""
 
@@ -134,43 +166,52 @@ class Node:
         return f"{self.kind} node '{self.name}' ({step}created at {self.location})"
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, kw_only=True, slots=True)
 class StochasticNode(Node):
     """A sample ``value ~ dist``; ``log_prob`` is log p(value | parents) when the estimator needs it.
 
     ``n`` is the number of independent samples along a new leading dimension (``None`` for one
-    sample and no extra dimension).
+    sample and no extra dimension). ``private``: the log-probability was computed from a copy of
+    the value, so the program may write into the value. ``plates``: the declared number of
+    leading batch dimensions credited per element (``None``: all, :mod:`scg.credit.plates`).
+    ``enumerated``: the value is the node's whole support (``Enumerate``).
     """
 
-    dist: Distribution = field(repr=False, default=None)  # type: ignore[assignment]
-    estimator: Estimator = field(repr=False, default=None)  # type: ignore[assignment]
+    dist: Distribution = field(repr=False)
+    estimator: Estimator = field(repr=False)
     baseline: Baseline | None = field(repr=False, default=None)
     log_prob: torch.Tensor | None = field(repr=False, default=None)
     n: int | None = None
-    extra: dict[str, Any] = field(repr=False, default_factory=dict)
+    private: bool = field(repr=False, default=True)
+    plates: int | None = field(repr=False, default=None)
+    enumerated: bool = field(repr=False, default=False)
+    baseline_inputs: BaselineInputs | None = field(repr=False, default=None)
 
     @property
     def kind(self) -> str:
         return "stochastic"
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, kw_only=True, slots=True)
 class CostNode(Node):
     """A cost tensor; the objective is E[sum of its elements] (minimized).
 
-    ``extra["reduced"]``: mask of the multi-sample nodes whose sample dimension the cost has
-    already reduced (``scg.cost(..., reduced=...)``; see :mod:`scg.credit.sample_dims`).
+    ``reduced``: mask of the multi-sample nodes whose sample dimension the cost has already
+    reduced (``scg.cost(..., reduced=...)``; see :mod:`scg.credit.sample_dims`). ``version``: the
+    value's version counter when it was registered (None while ``torch.compile`` traces).
     """
 
     baseline: Baseline | None = field(repr=False, default=None)
-    extra: dict[str, Any] = field(repr=False, default_factory=dict)
+    version: int | None = field(repr=False, default=None)
+    reduced: int = field(repr=False, default=0)
+    baseline_inputs: BaselineInputs | None = field(repr=False, default=None)
 
     @property
     def kind(self) -> str:
         return "cost"
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, kw_only=True, slots=True)
 class DeterministicNode(Node):
     """A named intermediate value, recorded for inspection (``scg.deterministic``)."""
 

@@ -76,12 +76,11 @@ def node_key(n: Node) -> Hashable:
     v = n.value
     if isinstance(n, StochasticNode):
         lp = n.log_prob
-        extra = n.extra
         return ("s", n.name, n.step, v.shape, v.dtype, v.device, type(n.estimator), n.n,
-                extra.get("plates"), extra.get("enumerated", False),
+                n.plates, n.enumerated,
                 None if lp is None else lp.shape)
     if isinstance(n, CostNode):
-        return ("c", n.name, n.step, v.shape, v.dtype, v.device, n.extra.get("reduced", 0))
+        return ("c", n.name, n.step, v.shape, v.dtype, v.device, n.reduced)
     return ("d", n.name, n.step, v.shape, v.dtype, v.device)
 
 
