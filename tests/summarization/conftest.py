@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib.util
+import os
+import shutil
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -95,3 +97,26 @@ def synthetic_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("synthetic")
     make_synthetic_corpus(out, n_train=240, n_valid=40, n_test=30, seed=7)
     return out
+
+
+@pytest.fixture(scope="session")
+def torchrun_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """The environment for ``torchrun`` children: ``scg`` and ``scg_summarize`` from a copy of the
+    source taken once per session, one thread each (run them outside the checkout, e.g. with
+    ``cwd=tmp_path``: ``python -m`` puts the working directory first on ``sys.path``).
+
+    The children import the package when they start, minutes after pytest did, and each rank on its
+    own: in a working tree being edited (several people sharing one checkout) a child can load a
+    half-made edit and exit non-zero, or the two ranks can load different code. With the copy every
+    child of the session runs the same code, whatever happens to the tree meanwhile.
+    """
+    import scg_summarize
+
+    import scg
+
+    root = tmp_path_factory.mktemp("source")
+    for module in (scg, scg_summarize):
+        source = Path(module.__file__).resolve().parent  # type: ignore[arg-type]
+        shutil.copytree(source, root / source.name, ignore=shutil.ignore_patterns("__pycache__"))
+    path = os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH", "")) if p)
+    return {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1"}

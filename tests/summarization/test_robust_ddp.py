@@ -4,7 +4,6 @@ catches the old per-rank token normalization."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -21,7 +20,8 @@ def _max_abs(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
     return max(float((a[k].double() - b[k].double()).abs().max()) for k in a)
 
 
-def test_two_gloo_ranks_equal_one_process_for_every_normalize_mode(synthetic_corpus: Path, tmp_path: Path) -> None:
+def test_two_gloo_ranks_equal_one_process_for_every_normalize_mode(synthetic_corpus: Path, tmp_path: Path,
+                                                                    torchrun_env: dict[str, str]) -> None:
     modes = ("batch", "tokens")
     single: dict[str, dict[str, torch.Tensor]] = {}
     initial: dict[str, torch.Tensor] = {}
@@ -40,8 +40,8 @@ def test_two_gloo_ranks_equal_one_process_for_every_normalize_mode(synthetic_cor
         trainer.close()
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", str(WORKER),
            str(synthetic_corpus), str(batch_file), str(tmp_path)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=torchrun_env,
+                          cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     # rounding level: float32 sums in another order, a few ulps of the largest parameter
     tol = 8 * torch.finfo(torch.float32).eps * max(float(v.abs().max()) for v in initial.values())

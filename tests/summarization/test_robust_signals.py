@@ -53,7 +53,8 @@ def test_a_second_sigint_exits_at_once(synthetic_corpus: Path, tmp_path: Path) -
     assert not list((tmp_path / "run").glob("*.tmp"))
 
 
-def test_workers_stop_when_the_torchrun_agent_dies(synthetic_corpus: Path, tmp_path: Path) -> None:
+def test_workers_stop_when_the_torchrun_agent_dies(synthetic_corpus: Path, tmp_path: Path,
+                                                   torchrun_env: dict[str, str]) -> None:
     out = tmp_path / "ddp"
     log = tmp_path / "torchrun.log"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
@@ -61,8 +62,8 @@ def test_workers_stop_when_the_torchrun_agent_dies(synthetic_corpus: Path, tmp_p
            "--out", str(out), "--quiet", "--no-test", "--set", "train.epochs=50", "--set", "train.throttle_s=0.2",
            "--set", "train.log_every=1", "--set", "train.device='cpu'"]
     with log.open("wb") as sink:
-        agent = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.STDOUT,
-                                 env={**os.environ, "OMP_NUM_THREADS": "1"})
+        agent = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.STDOUT, env=torchrun_env,
+                                 cwd=tmp_path)
     wait_for(lambda: train_lines(out) >= 2, agent, timeout=240)
     workers = [int(p) for p in subprocess.run(["pgrep", "-P", str(agent.pid)], capture_output=True,
                                               text=True).stdout.split()]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,14 +12,15 @@ from scg_summarize.train.checkpoint import load_checkpoint
 
 
 @pytest.mark.parametrize("config", ["tiny-C2F+MULTI2"])
-def test_torchrun_two_processes_agree(synthetic_corpus: Path, tmp_path: Path, config: str) -> None:
+def test_torchrun_two_processes_agree(synthetic_corpus: Path, tmp_path: Path, config: str,
+                                      torchrun_env: dict[str, str]) -> None:
     out = tmp_path / "ddp"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
            "-m", "scg_summarize.cli", "train", "--config", config, "--data", str(synthetic_corpus), "--out", str(out),
            "--quiet", "--no-test", "--set", "train.epochs=1", "--set", "train.max_steps_per_epoch=4",
            "--set", "train.device='cpu'"]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=torchrun_env,
+                          cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     digests = [(out / f"digest-rank{r}.txt").read_text() for r in (0, 1)]
     assert digests[0] == digests[1]
