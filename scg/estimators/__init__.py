@@ -27,6 +27,7 @@ Also: :func:`greedy` (an intervention for self-critical reruns) and
 from scg.estimators.arm import ARM
 from scg.estimators.base import Estimator
 from scg.estimators.control import LearnedControl
+from scg.estimators.defaults import default_for
 from scg.estimators.disarm import DisARM
 from scg.estimators.enumerate import Enumerate
 from scg.estimators.greedy import greedy
@@ -62,6 +63,7 @@ __all__ = [
     "RaoBlackwellized",
     "ScoreFunction",
     "UnorderedSet",
+    "default_for",
     "greedy",
     "multinomial_attention",
 ]

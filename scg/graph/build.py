@@ -14,8 +14,7 @@ from torch.distributions.transforms import Transform
 from scg.baselines.base import check_baseline
 from scg.errors import SCGError
 from scg.estimators.base import Estimator
-from scg.estimators.pathwise import Pathwise
-from scg.estimators.score_function import ScoreFunction
+from scg.estimators.defaults import default_for
 from scg.graph.graph import Graph, current_graph
 from scg.graph.nodes import (
     BaselineInputs,
@@ -36,9 +35,6 @@ __all__ = ["cost", "deterministic", "influenced_by", "sample"]
 
 #: the sample shape of a node drawn once (no sample dimension)
 _ONE = torch.Size(())
-#: the default estimators (stateless without a baseline, so one object serves every node)
-_PATHWISE = Pathwise()
-_SCORE_FUNCTION = ScoreFunction()
 
 
 def _open_graph(fn: str, name: str | None) -> Graph:
@@ -108,7 +104,7 @@ def sample(
             f"Distribution, got {type(dist).__name__}"
         )
     if estimator is None:
-        estimator = _PATHWISE if dist.has_rsample else _SCORE_FUNCTION
+        estimator = default_for(dist)
     elif not isinstance(estimator, Estimator):
         raise SCGError(f"scg.sample(name={name!r}, estimator=...) at {location}: expected an "
                        f"scg Estimator, got {type(estimator).__name__}")

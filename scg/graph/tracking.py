@@ -71,19 +71,9 @@ from scg.graph.ops import info as op_info
 from scg.graph.positions import INF
 from scg.graph.sample_positions import follow
 
-__all__ = ["ESCAPES", "InfluenceTracker", "bits", "closure", "get_mask", "set_mask"]
+__all__ = ["ESCAPES", "InfluenceTracker", "bits", "closure"]
 
 Tensor = torch.Tensor
-
-
-def get_mask(value: object, attr: str) -> int:
-    """The influence mask stored on ``value`` (0 when none, or when ``value`` is not a tensor)."""
-    return getattr(value, attr, 0) if isinstance(value, Tensor) else 0
-
-
-def set_mask(value: Tensor, attr: str, mask: int) -> None:
-    """Store ``mask`` on ``value``."""
-    setattr(value, attr, mask)
 
 
 def storage_key(t: Tensor) -> int:
