@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 
@@ -51,6 +51,14 @@ class Baseline:
             sample dimensions, their sizes, whether each is an enumeration, and whether a cost
             reduced the node's sample dimension), computed by the credit plan.
     """
+
+    # Declared capabilities (read by the capability-driven tests and by users):
+    #: E[∇ surrogate] stays ∇ E[Σ costs] (an instance may say otherwise: ``Normalized(scale=True)``)
+    unbiased: bool = True
+    #: needs the node drawn with ``n=k`` i.i.d. samples, k ≥ 2 (leave-one-out over samples)
+    needs_samples: ClassVar[bool] = False
+    #: the cost must be built by the baseline's ``objective(log_weights)`` (``VIMCO``)
+    defines_cost: ClassVar[bool] = False
 
     def __call__(self, nodes: Sequence[Node], targets: torch.Tensor,
                  info: Sequence[SampleInfo]) -> BaselineResult:

@@ -26,7 +26,7 @@ and not one a cost reduced (``scg.cost(..., reduced=...)``: then Ĉ_j depends on
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 import torch
 
@@ -57,6 +57,7 @@ def leading_sample_size(node: Node, info: SampleInfo, who: str) -> int:
 class LeaveOneOut(Baseline):
     """b_i = mean of the other k − 1 samples' learning signals (unbiased; see module docstring)."""
 
+    needs_samples: ClassVar[bool] = True
 
     def __call__(self, nodes: Sequence[Node], targets: torch.Tensor,
                  info: Sequence[SampleInfo]) -> BaselineResult:

@@ -54,6 +54,8 @@ class Normalized(Baseline):
         self.inner = baseline
         self.beta = float(beta)
         self.scale = bool(scale)
+        # the centring is a baseline; the division rescales the score term (biased in scale)
+        self.unbiased = not self.scale and (baseline is None or baseline.unbiased)
         self.stats: dict[Key, tuple[float, float]] = {}
         if baseline is not None and hasattr(baseline, "inputs"):
             self.inputs = baseline.inputs

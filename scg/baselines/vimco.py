@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 import torch
 
@@ -57,6 +57,8 @@ def leave_one_out_bounds(logw: torch.Tensor) -> torch.Tensor:
 class VIMCO(Baseline):
     """Multi-sample baseline for the cost −log mean_j exp(ℓ_j) (see the module docstring)."""
 
+    needs_samples: ClassVar[bool] = True
+    defines_cost: ClassVar[bool] = True
 
     #: log-weights kept per graph (beyond this many graphs the oldest are dropped)
     _KEEP = 64
