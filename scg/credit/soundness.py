@@ -116,13 +116,24 @@ def check_pathwise(graph: Graph, full: Sequence[int], costs: Sequence[CostNode])
     if not pathwise:
         return
     direct = _non_score_closure(graph)
+    tracker = graph._tracker_obj if graph.tracked else None
     for c in costs:
         wanted = {v.value.grad_fn: v for v in pathwise
                   if direct[c.index] >> v.index & 1 and v.value.grad_fn is not None}
-        if not wanted:
-            continue
-        for fn in _reachable(c.value.grad_fn, set(wanted)):
+        for fn in _reachable(c.value.grad_fn, set(wanted)) if wanted else ():
             wanted.pop(fn, None)
+        # some path, not every one, through a gradient break (scg.graph.tracking)
+        broken = tracker.broken(c.value) & direct[c.index] if tracker is not None else 0
+        for v in pathwise if broken else ():
+            if broken >> v.index & 1 and v.value.grad_fn not in wanted:
+                warnings.warn(
+                    f"{c.describe()} depends on the pathwise {v.describe()} through at least one "
+                    "operation autograd does not differentiate (a comparison or step function, "
+                    "round, detach(), torch.no_grad(), an integer cast or index), besides "
+                    "differentiable paths: the pathwise gradient misses that path's part, which "
+                    "is biased unless the cost is continuous there (torch.where(x > 0, x, 0)). "
+                    "Use scg.sample(..., estimator=scg.ScoreFunction()) for this node",
+                    NonDifferentiablePathWarning, stacklevel=3)
         for v in wanted.values():
             warnings.warn(
                 f"{c.describe()} depends on the pathwise {v.describe()} only through operations "

@@ -148,6 +148,11 @@ class Graph:
     def __enter__(self) -> Graph:
         if self._state != "new":
             raise SCGError("a scg.Graph records one run: it cannot be entered twice; make a new one")
+        if torch._C._are_functorch_transforms_active():
+            raise SCGError("scg.Graph entered inside torch.func.vmap/grad/jacrev: its nodes' "
+                           "values would be wrapped tensors scg cannot record. Vectorise through a "
+                           "batch dimension instead (each row of a batched node is credited with "
+                           "its own cost rows), and apply the transform to model functions only")
         self._state = "open"
         if torch.compiler.is_compiling():
             return self._enter_traced()
@@ -265,8 +270,10 @@ class Graph:
             return
         names = ", ".join(f"'{self.nodes[i].name}'" for i in bits(mask) if i < len(self.nodes))
         if kind == "random":
-            msg = (f"{what}() at {where[0]}:{where[1]} draws from values computed from node(s) "
-                   f"{names} outside scg.sample: the draw is not a stochastic node, so the "
+            source = (f"values computed from node(s) {names}" if names else
+                      "probabilities that require grad (computed from parameters)")
+            msg = (f"{what}() at {where[0]}:{where[1]} draws from {source} "
+                   "outside scg.sample: the draw is not a stochastic node, so the "
                    "gradient misses its dependence on the parameters (no score term). Draw it "
                    "with scg.sample(dist) instead.")
             category: type[Warning] = UntrackedRandomnessWarning

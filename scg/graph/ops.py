@@ -21,8 +21,10 @@ __all__ = [
     "F_GETITEM",
     "F_METADATA",
     "F_MUTATES",
+    "F_PAIRED",
     "F_RANDOM",
     "F_SHAPE",
+    "F_ZERO_GRAD",
     "INFO",
     "bool_index",
     "flat_tensors",
@@ -100,8 +102,17 @@ def _mutates_first_arg(func: Callable[..., Any]) -> bool:
     return known
 
 
-F_METADATA, F_SHAPE, F_RANDOM, F_MUTATES, F_ELEMENTWISE, F_DYNAMIC, F_GETITEM = (
-    1, 2, 4, 8, 16, 32, 64)
+#: Operations with one output per tensor argument, output k computed from argument k alone.
+_PAIRED = frozenset("broadcast_tensors atleast_1d atleast_2d atleast_3d meshgrid".split())
+
+#: Floating-point operations whose derivative is zero wherever it exists (step functions): the
+#: gradient of a pathwise sample does not pass through them (a *gradient break*).
+_ZERO_GRAD = frozenset("round round_ floor floor_ ceil ceil_ trunc trunc_ fix fix_ sign sign_ sgn "
+                       "sgn_ heaviside".split())
+
+F_METADATA, F_SHAPE, F_RANDOM, F_MUTATES, F_ELEMENTWISE, F_DYNAMIC, F_GETITEM, F_PAIRED = (
+    1, 2, 4, 8, 16, 32, 64, 128)
+F_ZERO_GRAD = 256
 INFO: dict[Callable[..., Any], tuple[str, positions.Rule | None, int]] = {}
 
 
@@ -114,7 +125,9 @@ def info(func: Callable[..., Any]) -> tuple[str, positions.Rule | None, int]:
              | (F_MUTATES if _mutates_first_arg(func) else 0)
              | (F_ELEMENTWISE if positions.is_elementwise(name) else 0)
              | (F_DYNAMIC if name in _DYNAMIC_SHAPE else 0)
-             | (F_GETITEM if name == "__getitem__" else 0))
+             | (F_GETITEM if name == "__getitem__" else 0)
+             | (F_PAIRED if name in _PAIRED else 0)
+             | (F_ZERO_GRAD if name in _ZERO_GRAD else 0))
     got = (name, rule, flags)
     INFO[func] = got
     return got

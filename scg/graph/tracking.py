@@ -58,8 +58,10 @@ from scg.graph.ops import (
     F_GETITEM,
     F_METADATA,
     F_MUTATES,
+    F_PAIRED,
     F_RANDOM,
     F_SHAPE,
+    F_ZERO_GRAD,
     INFO,
     bool_index,
     flat_tensors,
@@ -117,6 +119,29 @@ def closure(direct: list[int]) -> list[int]:
 Handler = Callable[[str, str, int, FrameType], None]
 
 
+_PRODUCTS = frozenset({"mul", "mul_", "multiply", "__mul__", "__rmul__", "__imul__"})
+
+
+def _draw_loses_grad(name: str, args: tuple[Any, ...], out: Any) -> bool:
+    """A random draw from probabilities that require grad (``torch.multinomial(softmax(θ))``,
+    ``Categorical(logits=θ).sample()``, which expands θ under ``no_grad``) whose result does not:
+    its dependence on θ has no gradient. (``randn_like(x)`` reads only ``x``'s shape.)"""
+    if name.endswith("_like") or (isinstance(out, Tensor) and out.requires_grad):
+        return False
+    for a in args:
+        if isinstance(a, Tensor) and (a.requires_grad or (a._base is not None
+                                                          and a._base.requires_grad)):
+            return True
+    return False
+
+
+def _returns_input(out: Any, args: tuple[Any, ...]) -> bool:
+    """Whether ``out`` is (or, for a tuple, contains) one of the tensor arguments itself."""
+    if type(out) is Tensor or isinstance(out, Tensor):
+        return any(out is a for a in args)
+    return False
+
+
 class InfluenceTracker(TorchFunctionMode):
     """Propagates influence masks (and positions) through every torch operation of a graph.
 
@@ -148,6 +173,13 @@ class InfluenceTracker(TorchFunctionMode):
         self.any_dynamic = False
         self.sattr = attr + "_s"  # sample dimensions: node -> dim (scg.graph.sample_positions)
         self.sample_dims = False  # True once a node has a sample dimension
+        #: gradient breaks (``docs/tracking.md``): the nodes whose value requires grad (pathwise
+        #: samples), and per tensor, under ``battr``, the mask of those whose influence reached it
+        #: through an operation autograd does not differentiate (a comparison, ``round``, an
+        #: integer cast, ``detach``, ``torch.no_grad``)
+        self.grad_nodes = 0
+        self.battr = attr + "_b"
+        self.breaks = False  # True once a tensor carries a break
         self._on_event: Callable[[], Handler | None]
         if inspect.ismethod(on_event):
             self._on_event = weakref.WeakMethod(on_event)
@@ -177,7 +209,16 @@ class InfluenceTracker(TorchFunctionMode):
                     positions.merge(fr, 0, extra)
         return fr
 
+    def broken(self, t: Tensor) -> int:
+        """The mask of the pathwise nodes whose influence reached ``t`` through at least one
+        operation that autograd does not differentiate (a *gradient break*)."""
+        return int(getattr(t, self.battr, 0))
+
     def register_node_value(self, value: Tensor, index: int) -> None:
+        if value.requires_grad:
+            self.grad_nodes |= 1 << index
+        elif self.breaks and self.broken(value):
+            setattr(value, self.battr, 0)  # a score-function draw: its score term carries it
         key = storage_key(value)
         if key:
             self.node_storages[key] = index
@@ -234,9 +275,14 @@ class InfluenceTracker(TorchFunctionMode):
                         m |= am
                         tracked.append((-1, a, am))
         if not m:
+            if flags & F_RANDOM and not self.drawing and _draw_loses_grad(name, args, out):
+                self._random(name, 0)  # Categorical(logits=theta).sample(): no score term
             if _transforms_active():
                 self._check_transform(args, kwargs)
             return out
+        if _transforms_active():  # a tracked value captured inside vmap/grad/jacrev
+            self._escape("a torch.func transform (vmap, grad, jacrev: scg does not follow "
+                         "values inside it)", m, library_ok=True)
         if type(out) is not Tensor and not is_tensor_result(out):
             if flags & F_METADATA:
                 if flags & F_SHAPE and self.any_dynamic:
@@ -255,8 +301,13 @@ class InfluenceTracker(TorchFunctionMode):
         written = kwargs.get("out") if kwargs else None
         if flags & F_MUTATES and args and isinstance(args[0], Tensor):
             written = args[0]
+        if m & self.grad_nodes or self.breaks:
+            self._breaks(name, flags, args, out, written, tracked)
         if isinstance(written, Tensor) and out is not written:
             self._propagate(func, name, rule, flags, args, kwargs, written, m, tracked)
+        if written is None and not flags & F_MUTATES and not name.startswith("__i") \
+                and _returns_input(out, args):
+            return out  # an argument returned as it is (x.type_as(y), x.to(y)): unchanged
         if type(out) is Tensor:
             if flags & F_ELEMENTWISE and written is None and not self.any_dynamic \
                     and not self.storages and not self.sample_dims:
@@ -276,12 +327,65 @@ class InfluenceTracker(TorchFunctionMode):
                         setattr(out, fattr, shared)
                     return out
             self._propagate(func, name, rule, flags, args, kwargs, out, m, tracked)
+        elif flags & F_PAIRED:
+            self._paired(func, name, rule, flags, args, kwargs, out)
         else:
             for o in flat_tensors(out):
                 self._propagate(func, name, rule, flags, args, kwargs, o, m, tracked)
         if isinstance(written, Tensor):
             self._written(written, m, name)
         return out
+
+    def _breaks(self, name: str, flags: int, args: tuple[Any, ...], out: Any,
+                written: Tensor | None, tracked: list[tuple[int, Tensor, int]]) -> None:
+        """Carry the inputs' gradient breaks to the outputs, and add one where a pathwise
+        node's influence enters an output that autograd does not connect to it. (A product
+        with the number 0 carries nothing: ``relu(x) + (x > 0) * 0`` has no broken part.)"""
+        if name in _PRODUCTS and any(type(a) in (int, float) and a == 0 for a in args):
+            return
+        battr = self.battr
+        carried = 0
+        grad_in = 0
+        grad_nodes = self.grad_nodes
+        for _, a, am in tracked:
+            carried |= getattr(a, battr, 0)
+            if am & grad_nodes and a.requires_grad:
+                grad_in |= am & grad_nodes
+        outs = [out] if type(out) is Tensor else list(flat_tensors(out))
+        if isinstance(written, Tensor) and written is not out:
+            outs.append(written)
+        for o in outs:
+            nb = carried
+            if grad_in and (flags & F_ZERO_GRAD or not o.requires_grad):
+                nb |= grad_in
+            if nb:
+                setattr(o, battr, getattr(o, battr, 0) | nb)
+                self.breaks = True
+
+    def _paired(self, func: Callable[..., Any], name: str, rule: positions.Rule | None,
+                flags: int, args: tuple[Any, ...], kwargs: dict[str, Any] | None,
+                out: Any) -> None:
+        """``broadcast_tensors(a, b)``, ``atleast_1d(a, b)``, ``meshgrid(a, b)``: output k is
+        computed from tensor argument k alone (with equal shapes ``broadcast_tensors`` returns
+        the arguments themselves, which must not take each other's influence)."""
+        inputs = [a for arg in args for a in (arg if isinstance(arg, (list, tuple)) else (arg,))
+                  if isinstance(a, Tensor)]
+        outputs = list(flat_tensors(out))
+        if len(inputs) != len(outputs):
+            m = 0
+            tracked = []
+            for k, a in enumerate(inputs):
+                am = self.mask_of(a)
+                if am:
+                    m |= am
+                    tracked.append((k, a, am))
+            for o in outputs:
+                self._propagate(func, name, rule, flags, args, kwargs, o, m, tracked)
+            return
+        for k, (a, o) in enumerate(zip(inputs, outputs)):
+            am = self.mask_of(a)
+            if am and o is not a:
+                self._propagate(func, name, rule, flags, args, kwargs, o, am, [(k, a, am)])
 
     def _propagate(self, func: Callable[..., Any], name: str, rule: positions.Rule | None,
                    flags: int, args: tuple[Any, ...], kwargs: dict[str, Any] | None, o: Tensor,

@@ -1,0 +1,67 @@
+"""Issue 24 item 8 (tracker parts): programs scg cannot follow fail loudly, naming the node or
+the line, instead of silently losing influence or failing deep inside torch."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+from torch.distributions import Categorical, Normal
+
+import scg
+
+THETA = torch.tensor([0.2, -0.1, 0.3], requires_grad=True)
+
+
+def test_jacrev_of_a_function_of_a_captured_sample_warns() -> None:
+    with scg.Graph() as g, pytest.warns(scg.InfluenceLostWarning, match=r"'z'.*torch.func"):
+        z = scg.sample(Categorical(logits=THETA), name="z")
+        zf = z.float()
+        jac = torch.func.jacrev(lambda u: u * zf)(torch.ones(3))
+        scg.cost(jac.sum(), name="c")
+    with scg.Graph(strict=True), pytest.raises(scg.InfluenceLostError, match="torch.func"):
+        z = scg.sample(Categorical(logits=THETA), name="z")
+        zf = z.float()
+        torch.func.grad(lambda u: (u * zf).sum())(torch.ones(3))
+    assert g.nodes
+
+
+def test_vmap_over_a_whole_graph_is_refused_clearly() -> None:
+    def step(t: torch.Tensor) -> torch.Tensor:
+        with scg.Graph() as g:
+            z = scg.sample(Normal(t, 1.0), name="z")
+            scg.cost((z**2).sum(), name="c")
+        return g.surrogate_loss()
+
+    with pytest.raises(scg.SCGError, match=r"inside torch.func.vmap.*batch dimension"):
+        torch.vmap(step, randomness="different")(torch.zeros(4, 3))
+
+
+@pytest.mark.parametrize("how", ["categorical", "multinomial", "bernoulli", "normal_sample"])
+def test_untracked_draw_from_parameter_probabilities_warns(how: str) -> None:
+    with scg.Graph() as g, pytest.warns(scg.UntrackedRandomnessWarning, match="probabilities that require grad"):
+        z = scg.sample(Normal(torch.zeros(3), 1.0), name="z")
+        if how == "categorical":
+            k = Categorical(logits=THETA).sample().float()
+        elif how == "multinomial":
+            k = torch.multinomial(torch.softmax(THETA, -1), 1).float().sum()
+        elif how == "bernoulli":
+            k = torch.distributions.Bernoulli(logits=THETA).sample().sum()
+        else:
+            k = Normal(THETA, 1.0).sample().sum()  # .sample(), not rsample: no gradient
+        scg.cost(z.sum() + k, name="c")
+    g.surrogate_loss()
+
+
+def test_noise_shaped_like_a_parameter_and_rsample_do_not_warn() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", scg.UntrackedRandomnessWarning)
+        with scg.Graph() as g:
+            z = scg.sample(Normal(torch.zeros(3), 1.0), name="z")
+            eps = torch.randn_like(THETA)  # reads the shape only
+            y = Normal(THETA, 1.0).rsample()  # pathwise: the gradient flows
+            scg.cost(z.sum() + (THETA + eps).sum() + y.sum(), name="c")
+            with torch.no_grad():  # a draw whose probabilities carry no gradient
+                torch.multinomial(torch.softmax(THETA, -1), 1)
+        g.surrogate_loss()
