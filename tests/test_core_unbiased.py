@@ -24,8 +24,8 @@ from scg.baselines import Baseline, BaselineResult
 from scg.graph.nodes import Node
 from scg.testing.strategies import CostSpec, NodeSpec, SCGSpec, scgs
 
-#: estimates per random graph (one particle-batched graph each): a bias of 1.5 % of the
-#: gradient's standard deviation per draw is found with probability ~1/2 (z* ≈ 4 at d ≈ 10)
+#: estimates per random graph (one particle-batched graph each): a bias of 6 % of a coordinate's
+#: per-draw standard deviation is found with probability ~1/2 (z* ≈ 4 at d ≈ 10; 4 / √4000)
 N_RANDOM = 4000
 
 
