@@ -225,8 +225,8 @@ def build_plan(graph: Graph, full: Sequence[int], discount: float | None, higher
             plates.check_sample_slices(c, samples.layout(c))
     check_enumerated(graph, plates, costs)
     score = score_nodes(graph)
-    if higher_order:
-        for v in score:
+    if higher_order:  # score nodes, and enumerating ones whose weights' derivatives are estimates
+        for v in [*score, *(u for u in graph.stochastic_nodes if u.estimator.enumerates)]:
             if not v.estimator.higher_order:
                 raise SCGError(
                     f"surrogate_loss(dice=True): {v.describe()} uses {v.estimator!r}, "

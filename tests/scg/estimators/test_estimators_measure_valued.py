@@ -110,3 +110,8 @@ def test_errors() -> None:
         scg.cost(x.sum(-1), name="c")
     with pytest.raises(scg.SCGError, match=r"do not line up.*enumerated.*'x'"):
         g.surrogate_loss()
+    with scg.Graph() as g:
+        x = scg.sample(Normal(th[:2], 1.0), name="x", estimator=MeasureValued())
+        scg.cost(x, name="c")
+    with pytest.raises(scg.SCGError, match=r"dice=True.*'x'.*MeasureValued.*higher derivatives"):
+        g.surrogate_loss(dice=True)
