@@ -31,6 +31,11 @@ What else the mode records (each documented in ``docs/tracking.md``):
 * **Hidden randomness**: ``torch.bernoulli``/``multinomial``/``normal``/``Distribution.sample()``
   on tracked values outside ``scg.sample`` is reported (the draw is not a stochastic node).
 * **Writes into a node's value** are reported to the graph (which checks that it is safe).
+* **Gradient breaks**: per tensor, the pathwise nodes whose influence reached it through an
+  operation autograd does not differentiate (checked against the costs by
+  :func:`scg.credit.soundness.check_pathwise`).
+* **One output per argument** (``broadcast_tensors``, ``atleast_*d``, ``meshgrid``): output k
+  takes argument k's influence only.
 
 Escapes inside torch's own code (argument validation in ``torch.distributions``) are not reported.
 """
@@ -132,13 +137,6 @@ def _draw_loses_grad(name: str, args: tuple[Any, ...], out: Any) -> bool:
         if isinstance(a, Tensor) and (a.requires_grad or (a._base is not None
                                                           and a._base.requires_grad)):
             return True
-    return False
-
-
-def _returns_input(out: Any, args: tuple[Any, ...]) -> bool:
-    """Whether ``out`` is (or, for a tuple, contains) one of the tensor arguments itself."""
-    if type(out) is Tensor or isinstance(out, Tensor):
-        return any(out is a for a in args)
     return False
 
 
@@ -305,9 +303,9 @@ class InfluenceTracker(TorchFunctionMode):
             self._breaks(name, flags, args, out, written, tracked)
         if isinstance(written, Tensor) and out is not written:
             self._propagate(func, name, rule, flags, args, kwargs, written, m, tracked)
-        if written is None and not flags & F_MUTATES and not name.startswith("__i") \
-                and _returns_input(out, args):
-            return out  # an argument returned as it is (x.type_as(y), x.to(y)): unchanged
+        if args and out is args[0] and written is None and not flags & F_MUTATES \
+                and not name.startswith("__i"):
+            return out  # the argument returned as it is (x.type_as(y), x.to(y)): unchanged
         if type(out) is Tensor:
             if flags & F_ELEMENTWISE and written is None and not self.any_dynamic \
                     and not self.storages and not self.sample_dims:
