@@ -180,9 +180,10 @@ def test_python_blocks_run_as_written(page: Path, tmp_path: Path) -> None:
     assert page.name in SILENT or proc.stdout.strip(), f"{page.name}: the blocks ran but printed nothing"
 
 
+@pytest.mark.slow
 def test_getting_started_shows_that_it_learned(tmp_path: Path) -> None:
-    """The first block of getting-started.md (trimmed to 51 iterations, well under a second of
-    training) prints its miss rate, and the miss rate falls."""
+    """The first block of getting-started.md (trimmed to 51 iterations, about 2 CPU seconds)
+    prints its miss rate, and the miss rate falls."""
     (line, block), *_ = blocks(ROOT / "docs" / "getting-started.md", "python")
     code = block.replace("range(151)", "range(51)")
     assert code != block
