@@ -17,8 +17,11 @@ In scg the node *enumerates* its k + 1 values: ``scg.sample(Categorical(logits=�
 estimator=RaoBlackwellized(k=3))`` returns ``(k + 1, *batch)`` values, the top-k categories
 and then the sample j; the costs computed from them are weighted by the ω of
 :meth:`RaoBlackwellized.weights` (value and gradient as above). Each batch element picks its
-own T. There is no score term, hence no ``baseline=`` (the exact part needs none; the paper's
-baseline for the sampled term is not provided) and no ``dice=True``.
+own T. Built-in baseline (``baseline=True``, the default): since Σ_T ∇p_i + E[∇p_j / q_j] =
+∇Σ p = 0, any b that does not depend on j may be subtracted from every cost in the gradient;
+b = Σ_T p_i f(i) / P_T (the top-k's mean cost) removes the large offset a cost such as a
+negative ELBO has, which otherwise multiplies every term. There is no score term, hence no
+``baseline=`` argument to ``scg.sample``, and no ``dice=True``.
 """
 
 from __future__ import annotations
@@ -43,6 +46,8 @@ class RaoBlackwellized(Estimator):
 
     Args:
         k: how many of the most probable categories to sum exactly (1 ≤ k < K).
+        baseline: subtract the built-in baseline b = Σ_T p_i f(i) / P_T, the top-k's mean cost
+            (default True; it depends on no sample, so the estimate stays unbiased).
     """
 
     unbiased: ClassVar[bool] = True
@@ -52,10 +57,11 @@ class RaoBlackwellized(Estimator):
     multi_sample: ClassVar[bool] = False
     enumerates: ClassVar[bool] = True
 
-    def __init__(self, k: int) -> None:
+    def __init__(self, k: int, *, baseline: bool = True) -> None:
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise SCGError(f"RaoBlackwellized(k=...): expected a positive int, got {k!r}")
         self.k = k
+        self.builtin_baseline = bool(baseline)
 
     def draw(self, dist: Distribution, sample_shape: torch.Size) -> torch.Tensor:
         """The top-k categories, then one draw from the others: ``(k + 1, *batch)`` values."""
@@ -73,15 +79,21 @@ class RaoBlackwellized(Estimator):
             return category_values(idx, onehot, n_cat, probs)
 
     def weights(self, node: StochasticNode) -> torch.Tensor:
-        """ω: p_i for the top k; for j, 1 − P_T in value with gradient ∇p_j / q_j."""
+        """ω: p_i for the top k; for j, 1 − P_T in value with gradient ∇p_j / q_j; with the
+        built-in baseline, S = Σ_T ∇p_i + ∇p_j / q_j (zero in expectation) times the top-k's
+        p-weighted mean cost is subtracted."""
         probs, onehot = categorical_probs(self, node.dist)
         idx = category_indices(node.value.detach(), onehot)  # (k + 1, *batch)
         p = probs.unsqueeze(0).expand(idx.shape + probs.shape[-1:]).gather(-1, idx.unsqueeze(-1)).squeeze(-1)
         p_top, p_j = p[: self.k], p[self.k]
-        rest = 1.0 - p_top.detach().sum(0)
-        q_j = p_j.detach() / rest
-        w_j = rest + (p_j - p_j.detach()) / q_j
-        return torch.cat([p_top, w_j.unsqueeze(0)])
+        mass = p_top.detach().sum(0)
+        rest = 1.0 - mass
+        g_j = (p_j - p_j.detach()) / (p_j.detach() / rest)
+        w_top = p_top
+        if self.builtin_baseline:
+            s = (p_top - p_top.detach()).sum(0) + g_j
+            w_top = p_top - p_top.detach() / mass * s
+        return torch.cat([w_top, (rest + g_j).unsqueeze(0)])
 
     def __repr__(self) -> str:
-        return f"RaoBlackwellized(k={self.k})"
+        return f"RaoBlackwellized(k={self.k}, baseline={self.builtin_baseline})"

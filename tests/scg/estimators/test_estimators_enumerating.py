@@ -76,6 +76,7 @@ class RaoBlackwellizedWithoutRatio(RaoBlackwellized):
         (UnorderedSet(), 5, False),
         (RaoBlackwellized(2), None, False),
         (RaoBlackwellized(1), None, True),
+        (RaoBlackwellized(2, baseline=False), None, False),
     ],
 )
 def test_unbiased(estimator: Any, n: int | None, onehot: bool) -> None:
