@@ -56,7 +56,7 @@ from torch.distributions import (
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from surrogate_overhead import CPU, log, machine, measure, warm_up
+from surrogate_overhead import CPU, log, machine, warm_up
 
 import scg
 
@@ -64,6 +64,36 @@ RESULTS = Path(__file__).resolve().parent / "results"
 MODES = ("tracked", "cached", "declared")
 Structure = scg.Declared | scg.Cached | None
 Loss = Callable[[], torch.Tensor]
+# The thread's CPU time, not the wall clock: on a machine shared by many processes a step of a
+# few ms is often descheduled, which inflates wall-clock times several-fold (one torch thread,
+# so the step's work is all on this thread).
+clock = time.thread_time
+
+
+def measure(
+    fns: dict[str, Callable[[], None]],
+    params: list[torch.Tensor],
+    repeats: int,
+    inner: int,
+    warm: int = 3,
+) -> dict[str, float]:
+    """Median CPU seconds per call of each function, alternating (``surrogate_overhead.measure``
+    with the thread's CPU clock)."""
+    times: dict[str, list[float]] = {k: [] for k in fns}
+    for _ in range(warm):
+        for f in fns.values():
+            f()
+            for p in params:
+                p.grad = None
+    for _ in range(repeats):
+        for name, f in fns.items():
+            t0 = clock()
+            for _ in range(inner):
+                f()
+                for p in params:
+                    p.grad = None
+            times[name].append((clock() - t0) / inner)
+    return {k: statistics.median(v) for k, v in times.items()}
 
 
 @dataclass(kw_only=True, slots=True)
@@ -325,11 +355,11 @@ def steps(model: Model) -> tuple[Callable[[], None], dict[str, Callable[[], None
 
 def _inner(fn: Callable[[], None], params: list[torch.Tensor], floor_s: float = 0.004) -> int:
     """Calls per timed block so that a block lasts about ``floor_s`` (one call timed)."""
-    t0 = time.perf_counter()
+    t0 = clock()
     fn()
     for p in params:
         p.grad = None
-    return max(1, min(50, round(floor_s / max(time.perf_counter() - t0, 1e-6))))
+    return max(1, min(50, round(floor_s / max(clock() - t0, 1e-6))))
 
 
 def overhead(
@@ -343,7 +373,7 @@ def overhead(
             model = make(b, hidden)
             hand, modes = steps(model)
             inner = _inner(hand, model.params, floor_s)
-            med = measure({"hand": hand, **modes}, model.params, repeats, inner)
+            med = measure({"hand": hand, **modes}, model.params, repeats, inner, 1 if floor_s == 0 else 3)
             row: dict[str, Any] = {
                 "workload": name,
                 "label": label,
@@ -407,13 +437,13 @@ def _phases(
     surrogate, alternating (two warm-up rounds dropped)."""
     fwd, sur, hand = [], [], []
     for _ in range(repeats + 2):
-        t0 = time.perf_counter()
+        t0 = clock()
         hand_loss()
-        t1 = time.perf_counter()
+        t1 = clock()
         g = forward(structure)
-        t2 = time.perf_counter()
+        t2 = clock()
         g.surrogate_loss()
-        t3 = time.perf_counter()
+        t3 = clock()
         hand.append(t1 - t0)
         fwd.append(t2 - t1)
         sur.append(t3 - t2)
@@ -448,8 +478,9 @@ def per_node(repeats: int, sizes: list[int]) -> list[dict[str, Any]]:
             row[f"{m}_sample_us"] = sample_only * 1e6
             row[f"{m}_cost_us"] = (pair - sample_only) * 1e6
             row[f"{m}_surrogate_us_per_node"] = both["surrogate"] / n * 1e6
-            row[f"{m}_forward_ms"] = both["forward"] * 1e3
-            row["hand_ms"] = both["hand"] * 1e3
+            for key, phases in (("", both), ("one_cost_", samples)):
+                for phase in ("forward", "surrogate", "hand"):
+                    row[f"{m}_{key}{phase}_ms"] = phases[phase] * 1e3
         out.append(row)
         log(
             f"N={n:4d} "
@@ -515,7 +546,7 @@ def profile(batch: int = 32, hidden: int = 32, calls: int = 200, top: int = 12) 
         fn = modes[m]
         for _ in range(3):
             fn()
-        prof = cProfile.Profile()
+        prof = cProfile.Profile(clock)  # the thread's CPU time, as the timings
         prof.enable()
         for _ in range(calls):
             fn()
@@ -548,6 +579,34 @@ def _short(file: str) -> str:
     return file
 
 
+def slopes(points: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Per mode, least-squares slopes against N (µs per node): scg's forward over the
+    hand-written one per sample + cost pair and per sample (one final cost), the cost call as
+    their difference, the surrogate's build; and the fixed part of a graph (the pair fit's
+    intercept, µs), which divides into the per-N values at small N."""
+    ns = torch.tensor([float(p["N"]) for p in points], dtype=torch.float64)
+    design = torch.stack([ns, torch.ones_like(ns)], 1)
+
+    def fit(ys: list[float]) -> tuple[float, float]:
+        sol = torch.linalg.lstsq(design, torch.tensor(ys, dtype=torch.float64)[:, None]).solution
+        return float(sol[0, 0]), float(sol[1, 0])
+
+    out = {}
+    for m in MODES:
+        pair, fixed = fit([(p[f"{m}_forward_ms"] - p[f"{m}_hand_ms"]) * 1e3 for p in points])
+        sample, _ = fit([(p[f"{m}_one_cost_forward_ms"] - p[f"{m}_one_cost_hand_ms"]) * 1e3 for p in points])
+        surrogate, surrogate_fixed = fit([p[f"{m}_surrogate_ms"] * 1e3 for p in points])
+        out[m] = {
+            "sample_us": sample,
+            "cost_us": pair - sample,
+            "pair_us": pair,
+            "graph_fixed_us": fixed,
+            "surrogate_us_per_node": surrogate,
+            "surrogate_fixed_us": surrogate_fixed,
+        }
+    return out
+
+
 def plot(points: list[dict[str, Any]], path: Path) -> None:
     import matplotlib
 
@@ -573,6 +632,24 @@ def plot(points: list[dict[str, Any]], path: Path) -> None:
 
 
 TARGETS = {"tracked": 1.5, "cached": 1.15, "declared": 1.10}
+
+
+def _slope_lines(pts: list[dict[str, Any]]) -> list[str]:
+    if len(pts) < 2:
+        return []
+    lines = [
+        "Slopes against N (least squares; µs per node) and the fixed part per graph (µs):",
+        "",
+        "| mode | scg.sample | scg.cost | sample + cost | fixed per graph | surrogate per node | surrogate fixed |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for m, f in slopes(pts).items():
+        lines.append(
+            f"| {m} | {f['sample_us']:.1f} | {f['cost_us']:.1f} | {f['pair_us']:.1f} | "
+            f"{f['graph_fixed_us']:.0f} | {f['surrogate_us_per_node']:.1f} | "
+            f"{f['surrogate_fixed_us']:.0f} |"
+        )
+    return [*lines, ""]
 
 
 def render(data: dict[str, Any], path: Path) -> None:
@@ -618,7 +695,11 @@ def render(data: dict[str, Any], path: Path) -> None:
             "",
             "## Per-node cost (chain of N Bernoulli nodes, B=32; `small_models.png`)",
             "",
-            "µs per call over the hand-written forward; surrogate: build time / N.",
+            "Thread CPU time of scg's forward minus the hand-written loss's, and the surrogate's "
+            "build, medians of alternating runs.",
+            "",
+            *_slope_lines(pts),
+            "Each N (per call: the difference / N, so a per-graph constant inflates small N):",
             "",
             "| N | " + " | ".join(f"{m} sample | {m} cost | {m} surrogate/node" for m in MODES) + " |",
             "|---:|" + "---:|" * 9,
