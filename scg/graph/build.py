@@ -125,88 +125,122 @@ def sample(
     if plates is not None:
         _check_plates(plates, "sample", name, location)
     shape = _ONE if n is None else torch.Size((n,))
-    if not g.tracked:
-        return _sample_untracked(g, dist, name, estimator, baseline, step, n, plates, shape,
-                                 location)
-    raw = None
     enumerated = estimator.enumerates
-    parents_extra = 0
-    if enumerated:
-        g._tracker.drawing += 1  # the estimator's own draws (measure-valued points) are scg's
-        try:
-            raw = estimator.draw(dist, shape)
-        except SCGError as e:
-            raise SCGError(f"scg.sample(name={name!r}) at {location}: {e}") from None
-        finally:
-            g._tracker.drawing -= 1
+    raw = _drawn_first(g, dist, estimator, name, step, shape, location)
+    if raw is not None and enumerated:
         n = int(raw.shape[0])
         shape = torch.Size((n,))
-        # the support is not computed from the parameters: take the influence from them
-        parents_extra = sum_masks(g, [t for t in vars(dist).values()
-                                      if isinstance(t, torch.Tensor)])
-    elif g.intervene is not None:
-        try:
-            raw = _intervention(g, name, step, dist, shape)
-        except SCGError as e:
-            raise SCGError(f"scg.sample(name={name!r}) at {location}: {e}") from None
     # torch's own distributions keep their parameters as tensor attributes: the sample's parents
     # are the union of their masks, so drawing and scoring need no per-operation tracking.
-    fast = _is_torch_distribution(dist)
-    pause = g._paused() if fast else nullcontext()
-    tracker = g._tracker
-    with pause:
+    tracked = g.tracked
+    fast = tracked and _is_torch_distribution(dist)
+    parents = 0
+    foreign: dict[int, int] = {}
+    with g._paused() if fast else nullcontext():
         if raw is None:
-            tracker.drawing += 1
-            try:
-                raw = estimator.draw(dist, shape)
-            except SCGError as e:
-                raise SCGError(f"scg.sample(name={name!r}) at {location}: {e}") from None
-            finally:
-                tracker.drawing -= 1
-        foreign = g.foreign(raw)
-        value, parents = _alias(g, raw)
-        if fast:
-            dmask, foreign = _dist_foreign(g, dist, len(shape))
-            parents |= dmask
-        if parents_extra:
-            parents |= parents_extra
-            foreign[0] = foreign.get(0, 0) | parents_extra
-        # the log-probability is computed from a private copy of the draw, so that the program
-        # may edit its sample in place (tok.masked_fill_(done, pad)) without breaking backward
-        tracker.drawing += 1
-        try:
-            private = not value.requires_grad
-            scored = value.clone() if private else value
-            log_prob = _log_prob(dist, estimator, scored, estimator.score or enumerated, shape,
-                                 name, location)
-        finally:
-            tracker.drawing -= 1
+            raw = _draw(g, estimator, dist, shape, name, location)
+        value = raw
+        if tracked:
+            value, parents, foreign = _influence(g, dist, estimator, raw, len(shape), fast)
+        private, log_prob = _scored(g, dist, estimator, value, shape, name, location)
     node_baseline = baseline if baseline is not None else estimator.baseline
-    node = g._register(StochasticNode, name, step, value, parents, location, foreign=foreign,
-                       dist=dist, estimator=estimator, baseline=node_baseline, log_prob=log_prob,
-                       n=n)
+    inputs = getattr(node_baseline, "inputs", None) if node_baseline is not None else None
+    node = g._register(
+        StochasticNode, name, step, value, parents, location, foreign=foreign, dist=dist,
+        estimator=estimator, baseline=node_baseline, log_prob=log_prob, n=n, private=private,
+        plates=plates if plates is not None else g.plates, enumerated=enumerated,
+        baseline_inputs=None if inputs is None else BaselineInputs(
+            mask=sum_masks(g, inputs), versions=_versions(inputs)))
     assert isinstance(node, StochasticNode)
-    if not parents and g._grad_fns:  # parameters computed from a node outside the tracker?
-        check_untracked(g, node, _dist_tensors(dist) if fast else [raw], parents)
+    if tracked:
+        _track_value(g, node, dist, raw, len(shape), fast)
+    g._note(node)
+    if tracked and g._outer is not None:
+        g._outer._foreign_sample(value, node)
+    return value
+
+
+def _drawn_first(g: Graph, dist: Distribution, estimator: Estimator, name: str | None,
+                 step: int | None, shape: torch.Size, location: Location | str
+                 ) -> torch.Tensor | None:
+    """The value of an enumerated node (its support) or the graph's intervention, drawn before
+    the node's own draw; None when the estimator draws as usual."""
+    if estimator.enumerates:  # (the estimator's own draws, e.g. measure-valued points, are scg's)
+        return _draw(g, estimator, dist, shape, name, location)
+    if g.intervene is None:
+        return None
+    try:
+        return _intervention(g, name, step, dist, shape)
+    except SCGError as e:
+        raise SCGError(f"scg.sample(name={name!r}) at {location}: {e}") from None
+
+
+def _draw(g: Graph, estimator: Estimator, dist: Distribution, shape: torch.Size,
+          name: str | None, location: Location | str) -> torch.Tensor:
+    """``estimator.draw`` as scg's own computation (the tracker does not report its random
+    draws); its errors name the node."""
+    if g.tracked:
+        g._tracker.drawing += 1
+    try:
+        return estimator.draw(dist, shape)
+    except SCGError as e:
+        raise SCGError(f"scg.sample(name={name!r}) at {location}: {e}") from None
+    finally:
+        if g.tracked:
+            g._tracker.drawing -= 1
+
+
+def _scored(g: Graph, dist: Distribution, estimator: Estimator, value: torch.Tensor,
+            shape: torch.Size, name: str | None, location: Location | str
+            ) -> tuple[bool, torch.Tensor | None]:
+    """Whether the value is scored on a private copy (it does not require grad, so the program
+    may edit its sample in place, ``tok.masked_fill_(done, pad)``, without breaking backward),
+    and the node's log-probability (None when its estimator needs none), as scg's own
+    computation."""
+    private = not value.requires_grad
+    if g.tracked:
+        g._tracker.drawing += 1
+    try:
+        return private, _log_prob(dist, estimator, value.clone() if private else value,
+                                  estimator.score or estimator.enumerates, shape, name, location)
+    finally:
+        if g.tracked:
+            g._tracker.drawing -= 1
+
+
+def _influence(g: Graph, dist: Distribution, estimator: Estimator, raw: torch.Tensor,
+               n_sample_dims: int, fast: bool) -> tuple[torch.Tensor, int, dict[int, int]]:
+    """A tracked sample's alias, parents and foreign positions (see :mod:`scg.graph.positions`)."""
+    foreign = g.foreign(raw)
+    value, parents = _alias(g, raw)
+    if fast:
+        dmask, foreign = _dist_foreign(g, dist, n_sample_dims)
+        parents |= dmask
+    if estimator.enumerates:
+        # the support is not computed from the parameters: take the influence from them
+        extra = sum_masks(g, [t for t in vars(dist).values() if isinstance(t, torch.Tensor)])
+        if extra:
+            parents |= extra
+            foreign[0] = foreign.get(0, 0) | extra
+    return value, parents, foreign
+
+
+def _track_value(g: Graph, node: StochasticNode, dist: Distribution, raw: torch.Tensor,
+                 n_sample_dims: int, fast: bool) -> None:
+    """Mark a tracked node's value with the node, and where its sample dimensions are."""
+    value = node.value
+    if not node.parents and g._grad_fns:  # parameters computed from a node outside the tracker?
+        check_untracked(g, node, _dist_tensors(dist) if fast else [raw], node.parents)
     g._set_mask(value, 1 << node.index)
+    tracker = g._tracker
     tracker.register_node_value(value, node.index)
-    if n is not None or tracker.sample_dims:  # where each sample dimension is
-        smap = node_value_map(tracker, node.index if n is not None else None, len(shape),
-                              _dist_tensors(dist) if fast else [raw], len(dist.batch_shape)
-                              if fast else 0)
+    if node.n is not None or tracker.sample_dims:  # where each sample dimension is
+        smap = node_value_map(tracker, node.index if node.n is not None else None, n_sample_dims,
+                              _dist_tensors(dist) if fast else [raw],
+                              len(dist.batch_shape) if fast else 0)
         if smap:
             setattr(value, tracker.sattr, smap)
             tracker.sample_dims = True
-    node.private = private
-    node.plates = plates if plates is not None else g.plates
-    node.enumerated = enumerated
-    if hasattr(node_baseline, "inputs"):
-        inputs = getattr(node_baseline, "inputs", ())
-        node.baseline_inputs = BaselineInputs(mask=sum_masks(g, inputs), versions=_versions(inputs))
-    g._note(node)
-    if g._outer is not None:
-        g._outer._foreign_sample(value, node)
-    return value
 
 
 def _intervention(g: Graph, name: str | None, step: int | None, dist: Distribution,
@@ -228,44 +262,6 @@ def _intervention(g: Graph, name: str | None, step: int | None, dist: Distributi
             got = tuple(raw.shape) if isinstance(raw, torch.Tensor) else type(raw).__name__
             raise SCGError(f"the graph's intervention returned {got}, expected a tensor of shape "
                            f"{tuple(expected_shape)}")
-    return raw
-
-
-def _sample_untracked(g: Graph, dist: Distribution, name: str | None, estimator: Estimator,
-                      baseline: Baseline | None, step: int | None, n: int | None,
-                      plates: int | None, shape: torch.Size, location: Location | str) -> torch.Tensor:
-    """``scg.sample`` in a graph that is not tracked (``scg.Graph(structure=...)``): the node's
-    parents come from the structure when the surrogate is built, so only the draw and its
-    log-probability are computed here."""
-    enumerated = estimator.enumerates
-    raw = None
-    try:
-        if enumerated:
-            raw = estimator.draw(dist, shape)
-            n = int(raw.shape[0])
-            shape = torch.Size((n,))
-        elif g.intervene is not None:
-            raw = _intervention(g, name, step, dist, shape)
-        if raw is None:
-            raw = estimator.draw(dist, shape)
-    except SCGError as e:
-        raise SCGError(f"scg.sample(name={name!r}) at {location}: {e}") from None
-    # scored on a private copy, so that the program may edit its sample in place
-    private = not raw.requires_grad
-    log_prob = _log_prob(dist, estimator, raw.clone() if private else raw,
-                         estimator.score or enumerated, shape, name, location)
-    node_baseline = baseline if baseline is not None else estimator.baseline
-    inputs = None
-    if node_baseline is not None and hasattr(node_baseline, "inputs"):
-        inputs = BaselineInputs(mask=0, versions=_versions(getattr(node_baseline, "inputs", ())))
-    node = StochasticNode(
-        index=len(g.nodes), name=g._name(name, "stochastic", step, location), value=raw,
-        parents=0, step=step, location=location, graph=g._id, dist=dist, estimator=estimator,
-        baseline=node_baseline, log_prob=log_prob, n=n, private=private,
-        plates=plates if plates is not None else g.plates, enumerated=enumerated,
-        baseline_inputs=inputs)
-    g._add(node)
-    g._note(node)
     return raw
 
 
@@ -441,17 +437,12 @@ def cost(
     if inputs is not None:
         fields["baseline_inputs"] = BaselineInputs(mask=sum_masks(g, inputs),
                                                    versions=_versions(inputs))
-    node: Node
-    if g.tracked:
-        vmask = g.mask(value)
-        node = g._register(CostNode, name, step, value, vmask, location,
-                           foreign=g.foreign(value), baseline=baseline, **fields)
+    tracked = g.tracked  # (untracked: the parents come from the graph's structure)
+    vmask = g.mask(value) if tracked else 0
+    node = g._register(CostNode, name, step, value, vmask, location,
+                       foreign=g.foreign(value) if tracked else None, baseline=baseline, **fields)
+    if tracked:
         check_untracked(g, node, [value], vmask)
-    else:  # the parents come from the graph's structure: the node is made directly
-        node = CostNode(index=len(g.nodes), name=g._name(name, "cost", step, location),
-                        value=value, parents=0, step=step, location=location, graph=g._id,
-                        baseline=baseline, **fields)  # type: ignore[arg-type]
-        g._add(node)
     g._note(node)
     return value
 
