@@ -1,7 +1,7 @@
 """scg: stochastic computation graphs for PyTorch (Schulman, Heess, Weber & Abbeel 2015).
 
 Write ordinary PyTorch code inside ``with scg.Graph() as g:``; mark random choices with
-:func:`sample` and objectives with :func:`cost`; ``g.surrogate_loss()`` is a scalar whose gradient is
+[`sample`][scg.sample] and objectives with [`cost`][scg.cost]; ``g.surrogate_loss()`` is a scalar whose gradient is
 an unbiased estimate of ∇_θ E[Σ costs], each stochastic node credited only with the costs it
 influences (Algorithm 1). Importing scg changes nothing in torch.
 """

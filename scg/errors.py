@@ -20,13 +20,13 @@ class InfluenceLostWarning(UserWarning):
     scg finds which costs a stochastic node influences by following data flow through torch
     operations. Python numbers and Python control flow are invisible to it, so a cost computed from
     such a value would silently lose its dependency on the node. scg warns instead; declare the
-    dependency with :func:`scg.influenced_by` (or silence the warning with
+    dependency with [`scg.influenced_by`][scg.influenced_by] (or silence the warning with
     ``warnings.simplefilter("ignore", scg.InfluenceLostWarning)`` when the escape is harmless).
     """
 
 
 class InfluenceLostError(SCGError):
-    """Raised instead of :class:`InfluenceLostWarning` (and :class:`UntrackedRandomnessWarning`)
+    """Raised instead of `InfluenceLostWarning` (and `UntrackedRandomnessWarning`)
     in a ``scg.Graph(strict=True)``."""
 
 

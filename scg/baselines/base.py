@@ -47,7 +47,7 @@ class Baseline:
             A baseline may *update* its state from the targets, but the value it returns must not
             depend on them (it would then be correlated with the score and bias the estimate),
             except where the estimator's theory allows it (leave-one-out over independent samples).
-        info: the sample layout of each node (:class:`~scg.graph.nodes.SampleInfo`: its leading
+        info: the sample layout of each node (`SampleInfo`: its leading
             sample dimensions, their sizes, whether each is an enumeration, and whether a cost
             reduced the node's sample dimension), computed by the credit plan.
     """
@@ -69,7 +69,7 @@ class Baseline:
         return {}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore :meth:`state_dict`'s output."""
+        """Restore [`state_dict`][scg.baselines.Baseline.state_dict]'s output."""
         del state
 
 

@@ -29,7 +29,7 @@ __all__ = ["Learned"]
 
 
 class Learned(Baseline):
-    """b_v = ``module(*inputs)``, with inputs bound per node by :meth:`given`.
+    """b_v = ``module(*inputs)``, with inputs bound per node by [`given`][scg.baselines.Learned.given].
 
     Args:
         module: maps the inputs to a tensor broadcastable to the node's log-probability shape.

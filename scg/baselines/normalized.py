@@ -6,7 +6,7 @@ mean c and divided by a running standard deviation,
 
     l̃ = (l − c) / max(1, √v),    c ← c + β (mean l − c),   v ← v + β (mean (l − c)² − v),
 
-(the paper uses α = 1 − β = 0.8). As with :class:`~scg.baselines.EMA` the statistics used for a
+(the paper uses α = 1 − β = 0.8). As with [`EMA`][scg.baselines.EMA] the statistics used for a
 batch are those from *before* it is seen, so they do not depend on the current sample.
 
 Which parts are unbiased: the centring (−c, −b_v(x)) is a baseline and keeps the estimate

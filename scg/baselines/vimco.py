@@ -12,7 +12,7 @@ a function of h_{−j} only (unbiased, as for any leave-one-out baseline), givin
 signal L̂ − L̂_{−j}: how much sample j improves the bound over a typical replacement.
 
 In scg (costs are minimized) the cost is −L̂, a reduction of the sample dimension that must be
-declared; :meth:`VIMCO.objective` returns it and records the log-weights::
+declared; [`VIMCO.objective`][scg.baselines.VIMCO.objective] returns it and records the log-weights::
 
     vimco = scg.baselines.VIMCO()
     h = scg.sample(q, n=k, name="h", baseline=vimco)

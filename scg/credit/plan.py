@@ -1,21 +1,21 @@
 """The credit plan: which stochastic node is credited with which cost, with what weight.
 
 Everything Algorithm 1 needs from a graph's *structure* (not from its values) is computed here
-once and kept in a :class:`CreditPlan`:
+once and kept in a `CreditPlan`:
 
 * the score nodes (estimators with ``score``) and the costs, each grouped by shape, dtype,
-  device and sample layout (:func:`group`), so that Ĉ is one matrix product per pair of groups;
+  device and sample layout (`group`), so that Ĉ is one matrix product per pair of groups;
 * the influence matrix A[v, c] (v ≺ c, from the graph's influence closure) and the credit
-  weights W (A, or γ^(s_c − t_v) with ``discount=γ``: :func:`step_weights`);
+  weights W (A, or γ^(s_c − t_v) with ``discount=γ``: `step_weights`);
 * the plate check: per (node, cost) pair, per-element or whole-plate credit
-  (:mod:`scg.credit.plates`), and which nodes share credit beyond their declared plates;
-* the sample-dimension layouts (:mod:`scg.credit.sample_dims`).
+  (`scg.credit.plates`), and which nodes share credit beyond their declared plates;
+* the sample-dimension layouts (`scg.credit.sample_dims`).
 
-The eager surrogate (:mod:`scg.credit.surrogate`), DiCE (:mod:`scg.credit.dice`) and the traced
-surrogate (:mod:`scg.credit.traced`) all read it: the grouping and the step weights exist once.
-For a graph with a :class:`~scg.Declared` or :class:`~scg.Cached` structure the plan is built
+The eager surrogate (`scg.credit.surrogate`), DiCE (`scg.credit.dice`) and the traced
+surrogate (`scg.credit.traced`) all read it: the grouping and the step weights exist once.
+For a graph with a [`Declared`][scg.Declared] or [`Cached`][scg.Cached] structure the plan is built
 once per graph signature and reused (``structure.plans``); the traced surrogate, which cannot
-run NumPy, builds the same weights with :func:`step_weights` on Python lists.
+run NumPy, builds the same weights with `step_weights` on Python lists.
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ def step_weights(
 def weight_matrix(
     a: np.ndarray, rows: Sequence[Node], cols: Sequence[Node], gamma: float | None, what: str = "discount"
 ) -> np.ndarray:
-    """W: the influence ``a`` as 0/1, or its :func:`step_weights` with a discount γ."""
+    """W: the influence ``a`` as 0/1, or its `step_weights` with a discount γ."""
     if gamma is None:
         return a.astype(float)
     w = np.zeros(a.shape, dtype=float)
@@ -118,7 +118,7 @@ def weight_matrix(
 
 #: per (node group, cost group): None (no credit), or (a node row and a cost column of the pair,
 #: for messages; the whole-plate weights or None; the per-element weights, split by the first
-#: node dimension whose credit is shared (None: none is), see :func:`_split_shared`)
+#: node dimension whose credit is shared (None: none is), see `_split_shared`)
 Pair = tuple[int, int, "torch.Tensor | None", list[tuple["int | None", torch.Tensor]]] | None
 
 
@@ -274,7 +274,7 @@ def plan_for(
     graph: Graph, full: list[int], discount: float | None, dice: bool, dice_lambda: float | None
 ) -> CreditPlan:
     """The graph's plan: a structure's plan of an earlier graph with this signature, or a new
-    one (learned by a :class:`~scg.Cached` structure from a tracked graph, and kept)."""
+    one (learned by a [`Cached`][scg.Cached] structure from a tracked graph, and kept)."""
     structure = graph.structure
     plan: CreditPlan | None = None
     if structure is not None:

@@ -5,8 +5,8 @@ independent examples ("a plate", in graphical-model notation) each element v[i] 
 with the matching cost elements c[i, ...] alone, which removes the other examples' costs from its
 learning signal (lower variance, same expectation) — *if* c[i, ...] depends on v only through
 v[i]. scg does not guess this from shapes: the tracker records, per tensor and node, the first
-leading position that no longer lines up (:mod:`scg.graph.positions`), and the positions are
-composed along the graph (:func:`foreign_closure`). For a pair (v, c):
+leading position that no longer lines up (`scg.graph.positions`), and the positions are
+composed along the graph (`foreign_closure`). For a pair (v, c):
 
 * the *plate rank* of v is its number of batch dimensions (after its sample dimensions), or the
   ``plates=`` it was declared with (``scg.sample(..., plates=k)`` or ``scg.Graph(plates=k)``);
@@ -17,7 +17,7 @@ A mixed pair falls back to *whole-plate* credit: each element of v is credited w
 over the batch (correct: Σ_i ∇log p(v_i)·Σ_j c_j has the right expectation, since the cross terms
 have zero mean; higher variance). Batch dimensions of v beyond its plates always share credit.
 Sample dimensions (``n=k``, ``Enumerate``) are rearranged by design and checked by identity
-and size (:mod:`scg.credit.sample_dims`); positions are verified after them.
+and size (`scg.credit.sample_dims`); positions are verified after them.
 An enumerated node cannot fall back (its support is enumerated for all examples in lockstep,
 which is exact only for per-example costs), so mixing there raises. ``Graph.credit(v, c)`` tells
 which rule a pair got.
@@ -117,7 +117,7 @@ class PlateCheck:
         """A cost that keeps the sample dimension of a single multi-sample/enumerated node must
         not mix its slices (centring over samples, a sort along them): that needs a declared
         reduction, ``scg.cost(..., reduced=node)``. (With several sample dimensions, each is
-        followed as an index and mixing is found by :mod:`scg.graph.sample_positions`.)"""
+        followed as an index and mixing is found by `scg.graph.sample_positions`.)"""
         if len(layout) != 1 or c.value.dim() == 0 or c.value.shape[0] <= 1:
             return
         u = layout[0]

@@ -1,7 +1,7 @@
 """Sample dimensions: several samples (``n=k``) or the whole support (``Enumerate``) of a node.
 
 A node drawn with ``scg.sample(dist, n=k)`` holds k independent samples along a new leading
-dimension, and a node with the :class:`~scg.estimators.Enumerate` estimator holds every value of
+dimension, and a node with the [`Enumerate`][scg.estimators.Enumerate] estimator holds every value of
 its finite support along one. Either way the node has a *sample dimension* with a weight per
 slice: 1/k for a multi-sample node (a Monte Carlo average) and p(value_i | parents) for an
 enumerated node (an exact expectation). The objective becomes
@@ -26,7 +26,7 @@ The rule for which dimensions are sample dimensions (checked, errors name the no
   weight applies to that dimension.
 * Operations must not mix the slices of a sample dimension except in a declared reduction.
 * Each sample dimension must be *where* the layout puts it, not only of the right size: the
-  tracker follows it through the operations (:mod:`scg.graph.sample_positions`), so two sample
+  tracker follows it through the operations (`scg.graph.sample_positions`), so two sample
   dimensions of equal size swapped are an error; one it could not follow is reported when
   another of the layout has the same size.
 """

@@ -1,4 +1,4 @@
-"""Learning signals: the values a :class:`~scg.credit.plan.CreditPlan` is applied to.
+"""Learning signals: the values a `CreditPlan` is applied to.
 
 For one graph, the costs of each cost group are stacked (``(q, *shape)``) with their sample
 weights ω, and the log-probabilities of each node group (``(r, *shape)``). A node group's
@@ -7,7 +7,7 @@ learning signal is
     Ĉ_G = Σ_H  W_GH @ align(ω ⊙ (c − b_c))         (one product per pair of groups)
 
 minus its node baselines b_v and the estimators' control variates. Baselines get the sample
-layout of the nodes they serve (:class:`~scg.credit.sample_dims.SampleInfo`) as an argument, and
+layout of the nodes they serve (`SampleInfo`) as an argument, and
 their values must broadcast to the signal's shape without changing it.
 """
 
@@ -130,7 +130,7 @@ def c_hat(plan: CreditPlan, gi: int, ng: NodeGroup, cgs: Sequence[CostGroup], fi
     """Ĉ for node group ``gi``: Σ over cost groups of W_sub @ the aligned ``field`` of the costs
     (``target``, ``raw`` or ``live``).
 
-    Pairs the cost mixes (:mod:`scg.credit.plates`) are credited with the cost summed over the
+    Pairs the cost mixes (`scg.credit.plates`) are credited with the cost summed over the
     node's batch dimensions; batch dimensions beyond a node's declared plates share their credit.
     Both sums run over the cost's own elements (before it is broadcast to the node's shape), so
     a cost that is already per example, (B,) or (B, 1) for a (B, D) node, counts once."""

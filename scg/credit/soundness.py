@@ -10,7 +10,7 @@ error or a warning naming the node and where it was created:
 * **Nested graphs**: a cost of this graph computed from a sample drawn in a graph nested in it
   (this graph has no score term for that draw).
 * **Enumeration across examples**: an enumerated node whose costs mix its batch elements
-  (:mod:`scg.credit.plates`): enumerating every example's support in lockstep is exact only for
+  (`scg.credit.plates`): enumerating every example's support in lockstep is exact only for
   per-example costs.
 * **Pathwise without a path**: a node differentiated pathwise (``rsample``) influences a cost
   only through operations autograd cannot differentiate (a step function, ``detach``, ``no_grad``,

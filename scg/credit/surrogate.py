@@ -16,16 +16,16 @@ This module builds L exactly, with these refinements:
   dimensions line up), so examples in a batch do not share credit.
 * The score term is written ``(log p − stop_gradient(log p)) · A``: its value is exactly zero, so
   ``L`` *evaluates* to the objective (loggable) while its gradient is unchanged.
-* Sample dimensions (``n=k`` samples, enumerated supports; :mod:`scg.credit.sample_dims`): costs are
+* Sample dimensions (``n=k`` samples, enumerated supports; `scg.credit.sample_dims`): costs are
   averaged over them with weights ω (1/k, or p(value) for an enumeration), so L evaluates to
   Σ_c Σ ω ⊙ c and estimates ∇ E[mean over samples of Σ c].
-* ``dice=True`` / ``dice_lambda=λ`` build DiCE / Loaded DiCE objectives (:mod:`scg.credit.dice`) whose
+* ``dice=True`` / ``dice_lambda=λ`` build DiCE / Loaded DiCE objectives (`scg.credit.dice`) whose
   higher derivatives are estimates too; ``score_scale=λ`` reweights the score terms.
 
 What is credited to what is decided once per graph structure by the
-:class:`~scg.credit.plan.CreditPlan` (groups, influence, per-element / whole-plate weights,
+`CreditPlan` (groups, influence, per-element / whole-plate weights,
 discounts, sample layouts); this module applies it to one run's values
-(:mod:`scg.credit.signals`): Ĉ = W @ stack(costs), one matrix product per pair of groups of
+(`scg.credit.signals`): Ĉ = W @ stack(costs), one matrix product per pair of groups of
 equally shaped nodes and costs instead of a Python loop over (node, cost) pairs.
 """
 
@@ -71,7 +71,7 @@ def surrogate_loss(graph: Graph, *, discount: float | None = None, dice: bool = 
             unbiased estimates, not only the first. Not combinable with ``discount``.
         dice_lambda: λ in [0, 1]: Loaded DiCE (Farquhar et al. 2019) instead, which damps the
             higher-order credit of a node's ancestors by λ^(t_v − t_u); first derivatives are
-            Algorithm 1's for every λ (see :mod:`scg.credit.dice`). Implies ``dice``.
+            Algorithm 1's for every λ (see `scg.credit.dice`). Implies ``dice``.
         score_scale: multiply every score-function term (and DiCE's ⊡ − 1 parts) by this
             factor, as the C2F paper's λ weight on REINFORCE. A reweighting: unbiased only
             for 1 (for a graph with no pathwise terms the expectation is ``score_scale`` times
@@ -188,7 +188,7 @@ def _dice_baselines(graph: Graph, plan: CreditPlan, ngs: list[NodeGroup], cgs: l
 
 def _loaded(graph: Graph, plan: CreditPlan, ngs: list[NodeGroup], lam: float
             ) -> list[torch.Tensor]:
-    """Loaded DiCE's per-group factors ⊡(w_v) − ⊡(w_v − log p_v) (see :mod:`scg.credit.dice`)."""
+    """Loaded DiCE's per-group factors ⊡(w_v) − ⊡(w_v − log p_v) (see `scg.credit.dice`)."""
     score = [graph.nodes[i] for i in plan.score]
     anc = influence_matrix(graph.full_influence(), score, score)  # anc[u, v]: u influences v
     lw = weight_matrix(anc, score, score, None if lam == 1.0 else lam, "dice_lambda")
@@ -213,7 +213,7 @@ def objective(graph: Graph) -> torch.Tensor:
     """The objective's value for this run: Σ_c Σ ω_c ⊙ c, differentiable through the costs.
 
     ω averages over sample dimensions (1/k for ``n=k``, p(value) for enumerated nodes; see
-    :mod:`scg.credit.sample_dims`), so without them this is Σ_c sum(c). ``scg.testing`` weights it by
+    `scg.credit.sample_dims`), so without them this is Σ_c sum(c). ``scg.testing`` weights it by
     the probability of each enumerated run to get E[Σ c] exactly.
     """
     costs = graph.cost_nodes

@@ -1,6 +1,6 @@
 """The surrogate inside ``torch.compile``: Algorithm 1 with no NumPy and no host reads.
 
-:func:`scg.credit.surrogate.surrogate_loss` builds its credit matrices with NumPy and caches them per
+`scg.credit.surrogate.surrogate_loss` builds its credit matrices with NumPy and caches them per
 graph signature; it checks that the costs are finite with one host read. Neither can be traced
 by dynamo. When a program that opens a ``scg.Graph(structure=scg.Declared(...))`` is compiled
 (``torch.compile(step, fullgraph=True)``), the surrogate is built here instead, from the same
@@ -12,7 +12,7 @@ declared relation, as plain Python over the nodes and torch operations on their 
 for each group G of score-function nodes with one log-probability shape and each group H of
 costs with one shape, with W_GH[v, c] = 1 (or γ^(s_c − t_v) with ``discount=γ``) when v ≺ c under
 the declaration and 0 otherwise: the groups and the step weights are the credit plan's own
-(:func:`scg.credit.plan.group`, :func:`scg.credit.plan.step_weights`), evaluated on Python lists
+(`scg.credit.plan.group`, `scg.credit.plan.step_weights`), evaluated on Python lists
 instead of NumPy arrays. W_GH is a constant of the traced graph: the structure is fixed
 when the program is traced (dynamo re-traces when it changes). The value and the gradient equal
 the eager surrogate's for the same draws (``tests/test_compile.py``).
@@ -74,7 +74,7 @@ def _check_supported(graph: Graph, dice: bool, dice_lambda: float | None) -> Dec
 def traced_surrogate_loss(graph: Graph, *, discount: float | None, dice: bool,
                           dice_lambda: float | None, score_scale: float) -> torch.Tensor:
     """The surrogate of ``graph`` (a declared graph opened inside ``torch.compile``), equal in
-    value and gradient to :func:`scg.credit.surrogate.surrogate_loss`'s for the features above."""
+    value and gradient to `scg.credit.surrogate.surrogate_loss`'s for the features above."""
     structure = _check_supported(graph, dice, dice_lambda)
     relation = declared_relation(graph, structure.influences, True)
     for node, (parents, _) in zip(graph.nodes, relation):

@@ -20,8 +20,8 @@ estimator            unbiased  needs_rsample  score  higher_order  multi_sample
 ``GumbelSparsemax``  **no**    no             no     no            yes
 ===================  ========  =============  =====  ============  ============
 
-Also: :func:`greedy` (an intervention for self-critical reruns) and
-:func:`multinomial_attention` (the C2F paper's +MULTI). See ``docs/estimators.md``.
+Also: `greedy` (an intervention for self-critical reruns) and
+[`multinomial_attention`][scg.estimators.multinomial_attention] (the C2F paper's +MULTI). See ``docs/estimators.md``.
 """
 
 from scg.estimators.arm import ARM

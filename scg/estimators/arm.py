@@ -14,11 +14,11 @@ unbiased for any f, with no baseline needed (the pair is its own control variate
 In scg the pair is a sample dimension: ``scg.sample(Bernoulli(logits=α), n=2, estimator=ARM())``
 returns ``(2, *batch)`` values, the first half b₁, the second b₂ (``n=2m`` gives m independent
 pairs, averaged). Every cost computed from them is averaged with weight 1/n as for any ``n=k``
-node, so Ĉ of slice i is f(b_i)/n; the node's score (:meth:`ARM.log_prob`) equals log p(b) in
+node, so Ĉ of slice i is f(b_i)/n; the node's score ([`ARM.log_prob`][scg.estimators.ARM.log_prob]) equals log p(b) in
 value and has gradient ∓2(u − ½)∇α on b₁/b₂, so the score term of Algorithm 1 is exactly the
 estimate above (averaged over the pairs). u itself is not kept: given the pair it is uniform on
 the interval that produced it, and it is redrawn from there, which gives (u, b₁, b₂) the same
-joint distribution. :class:`~scg.estimators.DisARM` replaces the redrawn u by its conditional
+joint distribution. [`DisARM`][scg.estimators.DisARM] replaces the redrawn u by its conditional
 mean.
 
 Baselines: the two weights of a pair sum to zero, so a baseline equal on both members of a pair

@@ -15,8 +15,8 @@ unbiased for ∇_θ E[f(b)] for any c_φ (Grathwohl, Choi, Wu, Roeder & Duvenaud
 bracket is absent when z̃ does not depend on θ (LAX: z̃ = b). Its gradient in φ is zero too, so
 ``surrogate.backward()`` does not train φ. Since E[ĝ] does not depend on φ,
 ∇_φ Var(ĝ) = ∇_φ E[‖ĝ‖²], and ĝ keeps its dependence on φ when computed with
-``create_graph=True`` (c_φ(z̃) enters the score term undetached): :meth:`LearnedControl.backward`
-takes both steps. Subclasses implement ``draw`` and :meth:`LearnedControl.relaxations`.
+``create_graph=True`` (c_φ(z̃) enters the score term undetached): `LearnedControl.backward`
+takes both steps. Subclasses implement ``draw`` and `LearnedControl.relaxations`.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ class LearnedControl(Estimator):
     Args:
         control: c_φ, maps a relaxation ``z`` (as the subclass defines it) to a tensor of the
             node's log-probability shape ``(*sample, *batch)``; usually a ``torch.nn.Module``.
-        parameters: φ, the tensors :meth:`backward` trains to reduce the variance; default: the
+        parameters: φ, the tensors `backward` trains to reduce the variance; default: the
             module's ``parameters()``.
         baseline: an ordinary baseline subtracted as well (optional).
     """

@@ -16,5 +16,5 @@ _SCORE_FUNCTION = ScoreFunction()
 
 
 def default_for(dist: Distribution) -> Estimator:
-    """:class:`~scg.Pathwise` when ``dist.has_rsample``, else :class:`~scg.ScoreFunction`."""
+    """`Pathwise` when ``dist.has_rsample``, else `ScoreFunction`."""
     return _PATHWISE if dist.has_rsample else _SCORE_FUNCTION

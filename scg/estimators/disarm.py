@@ -1,6 +1,6 @@
 """DisARM: ARM with the shared uniform integrated out (Dong, Mnih & Tucker 2020).
 
-Given the antithetic pair (b₁, b₂) of :mod:`scg.estimators.arm`, the uniform u that produced it
+Given the antithetic pair (b₁, b₂) of `scg.estimators.arm`, the uniform u that produced it
 is uniform on an interval, and averaging ARM's weight (u − ½) over it gives
 
     E[u − ½ | b₁, b₂] = (b₂ − b₁) σ(|α|) / 2,
@@ -10,7 +10,7 @@ never of larger variance, zero when the pair agrees. Same sampling, same surroga
 for baselines (they cancel within a pair; ``LeaveOneOut`` is refused) and no ``dice=True``.
 
 Categorical nodes: neither ARSM (Yin et al. 2019) nor DisARM's stick-breaking form is provided
-yet; use :class:`~scg.estimators.RELAX` or ``ScoreFunction(LeaveOneOut())`` with ``n=k``.
+yet; use [`RELAX`][scg.estimators.RELAX] or ``ScoreFunction(LeaveOneOut())`` with ``n=k``.
 """
 
 from __future__ import annotations

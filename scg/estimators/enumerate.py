@@ -9,7 +9,7 @@ with no sampling and no variance from v. ``scg.sample(dist, estimator=Enumerate(
 whole support along a new leading dimension of size K (``dist.enumerate_support()``), so everything
 computed from it carries that dimension; the surrogate weights the costs along it by p(x_i)
 (a *sample dimension* whose weights are probabilities instead of 1/k, see
-:mod:`scg.credit.sample_dims`), and the gradient flows through those probabilities. The node adds no
+`scg.credit.sample_dims`), and the gradient flows through those probabilities. The node adds no
 score-function term. Nodes downstream may be sampled as usual (their samples then carry the K
 dimension: one draw per enumerated value), or enumerated too (nested supports, K_1·K_2 values).
 

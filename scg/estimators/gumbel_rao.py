@@ -1,7 +1,7 @@
 """Gumbel-Rao: straight-through Gumbel-softmax with the relaxation Rao-Blackwellised (Paulus,
 Maddison & Krause 2021). Biased, with less variance than straight-through.
 
-Straight-through Gumbel-softmax (:class:`~scg.estimators.GumbelSoftmax` with ``hard=True``)
+Straight-through Gumbel-softmax ([`GumbelSoftmax`][scg.estimators.GumbelSoftmax] with ``hard=True``)
 uses the discrete D = one_hot(argmax(log π + G)) forward and the gradient of the relaxation
 softmax((log π + G)/τ) backward. Its variance comes partly from G, which the forward value does
 not depend on given D; Gumbel-Rao replaces the backward relaxation by its conditional
@@ -10,7 +10,7 @@ expectation given D,
     value = D,   gradient of E[softmax((log π + G)/τ) | D] ≈ (1/m) Σ_j ∇ softmax(z̃_j / τ),
 
 with z̃_j = log π + G̃_j and G̃_j drawn given that the argmax is D (the conditional sampler RELAX
-uses, :mod:`scg.estimators.relax`), but differentiated as unconditional noise (G̃_j held fixed):
+uses, `scg.estimators.relax`), but differentiated as unconditional noise (G̃_j held fixed):
 the conditional expectation of straight-through's gradient.
 For Bernoulli nodes the logistic noise is conditioned on the sign the same way. The estimate
 has the expectation of straight-through's (the same bias, as m → ∞ exactly; for finite m the

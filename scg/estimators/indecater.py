@@ -15,7 +15,7 @@ In scg the node is ``Independent(Categorical(logits=(..., D, K)), 1)`` (or of
 ``OneHotCategorical``), its D coordinates jointly decoded by the costs, and it *enumerates*
 the D·K neighbours of its sample: ``scg.sample(dist, estimator=IndeCateR())`` returns
 ``(D·K, *batch, D)`` values (slice d·K + k is the sample with coordinate d set to k), weighted by
-ω_{dk} = p_{dk}/D in value with gradient ∇p_{dk} (:meth:`IndeCateR.weights`). No score term,
+ω_{dk} = p_{dk}/D in value with gradient ∇p_{dk} ([IndeCateR.weights][scg.estimators.IndeCateR.weights]). No score term,
 hence no ``baseline=`` (none is needed: the sum over k is exact) and no ``dice=True``.
 """
 

@@ -7,7 +7,7 @@ reparameterizable, b = T(θ, ε), and any differentiable c_φ,
 
 is unbiased for ∇_θ E[f(b)], with f a black box (not differentiated: a simulator, a step
 function, a non-differentiable reward), and c_φ trained to minimise the variance of ĝ
-(:meth:`LAX.backward`). It is :mod:`scg.estimators.control`'s surrogate with z = T(θ, ε) and
+(`LAX.backward`). It is `scg.estimators.control`'s surrogate with z = T(θ, ε) and
 z̃ = b (given the sample, the relaxation is the sample itself, which does not move with θ).
 
 The reparameterization is *implicit* (Figurnov, Mohamed & Mnih 2018): for a scalar continuous

@@ -15,7 +15,7 @@ function, a simulator or a black box, where the pathwise gradient is zero or und
 In scg the node *enumerates* its evaluation points: ``scg.sample(Normal(μ, σ),
 estimator=MeasureValued())`` returns ``(4, *batch)`` values, [x, μ + σR, μ − σR, μ + σM] with x an
 ordinary sample, and ``(3, *batch)`` values [x, 1, 0] for a Bernoulli. Every cost computed from
-them carries that dimension and is weighted by ω (:meth:`MeasureValued.weights`): ω = (1, 0, 0, 0)
+them carries that dimension and is weighted by ω (`MeasureValued.weights`): ω = (1, 0, 0, 0)
 in value, so the objective, and the learning signal of every other node, come from the ordinary
 sample x alone; the gradients of ω are the constants above times ∇μ, ∇σ (∇p), so the gradient of
 the weighted costs is the measure-valued estimate. Each batch element is perturbed at once, which

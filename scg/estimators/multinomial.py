@@ -38,7 +38,7 @@ def multinomial_attention(
     Args:
         probs: α, shape ``(*batch, M)`` (or give ``logits``).
         k: the number of draws.
-        name, step, baseline: as for :func:`scg.sample`.
+        name, step, baseline: as for [`scg.sample`][scg.sample].
 
     Returns:
         α̃ of shape ``(*batch, M)``: non-negative, summing to 1 over the last dimension.

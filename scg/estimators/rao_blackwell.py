@@ -16,7 +16,7 @@ it does not move the gradient.
 In scg the node *enumerates* its k + 1 values: ``scg.sample(Categorical(logits=θ),
 estimator=RaoBlackwellized(k=3))`` returns ``(k + 1, *batch)`` values, the top-k categories
 and then the sample j; the costs computed from them are weighted by the ω of
-:meth:`RaoBlackwellized.weights` (value and gradient as above). Each batch element picks its
+`RaoBlackwellized.weights` (value and gradient as above). Each batch element picks its
 own T. Built-in baseline (``baseline=True``, the default): since Σ_T ∇p_i + E[∇p_j / q_j] =
 ∇Σ p = 0, any b that does not depend on j may be subtracted from every cost in the gradient;
 b = Σ_T p_i f(i) / P_T (the top-k's mean cost) removes the large offset a cost such as a

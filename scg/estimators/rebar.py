@@ -5,9 +5,9 @@ evaluated at the continuous relaxation of the sample,
 
     c_{η,λ}(z) = η · f(σ_λ(z)),   σ_λ(z) = softmax(z / λ) (categorical) or sigmoid(z / λ) (Bernoulli),
 
-with z the Gumbel-perturbed logits of :mod:`scg.estimators.relax`. The estimate is RELAX's with
+with z the Gumbel-perturbed logits of `scg.estimators.relax`. The estimate is RELAX's with
 this control, so it is unbiased for every η and λ; both are trained to minimise the variance of
-the estimate (:meth:`REBAR.backward`, as for RELAX; the paper's "adaptive" temperature).
+the estimate (`REBAR.backward`, as for RELAX; the paper's "adaptive" temperature).
 
 The relaxed cost f is a callable the user gives: the downstream cost written for a point of the
 simplex (a probability vector of the node's last dimension for categorical nodes, a number in

@@ -23,7 +23,7 @@ z = log p(θ) + stop_gradient(z − log p)); here it is drawn from p(z | b) inde
 which is the same joint distribution as drawing z first and b = H(z).
 
 The surrogate terms, and how φ is trained to reduce the variance, are those of
-:mod:`scg.estimators.control`; :class:`~scg.estimators.REBAR` builds the REBAR control.
+`scg.estimators.control`; [`REBAR`][scg.estimators.REBAR] builds the REBAR control.
 """
 
 from __future__ import annotations
@@ -72,8 +72,8 @@ class RELAX(LearnedControl):
             logits for Bernoulli nodes, ``(*sample, *batch, D)`` for ``Independent(Bernoulli)``
             bit vectors) to a tensor of the node's log-probability shape
             ``(*sample, *batch)``. Usually a ``torch.nn.Module`` the user holds
-            (:class:`~scg.estimators.REBAR` builds η · f(σ_λ(z)) for you).
-        parameters: φ, the tensors :meth:`backward` trains to reduce the variance; default: the
+            ([`REBAR`][scg.estimators.REBAR] builds η · f(σ_λ(z)) for you).
+        parameters: φ, the tensors `backward` trains to reduce the variance; default: the
             module's ``parameters()``.
         baseline: an ordinary baseline subtracted as well (optional).
     """

@@ -28,7 +28,7 @@ class ScoreFunction(Estimator):
     """Score-function estimator, optionally with a baseline b_v subtracted from Ĉ_v.
 
     Args:
-        baseline: a :class:`scg.baselines.Baseline` (``Constant``, ``EMA``, ``Learned``...).
+        baseline: a [`scg.baselines.Baseline`][scg.baselines.Baseline] (``Constant``, ``EMA``, ``Learned``...).
     """
 
     unbiased: ClassVar[bool] = True

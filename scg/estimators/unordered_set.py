@@ -17,7 +17,7 @@ category, so the estimator is exact when k equals the number of categories.
 
 In scg the node *enumerates* its set: ``scg.sample(Categorical(logits=θ), n=k,
 estimator=UnorderedSet())`` returns ``(k, *batch)`` values (one-hot: ``(k, *batch, K)``), and the
-costs computed from them are weighted by ω (:meth:`UnorderedSet.weights`), whose value is
+costs computed from them are weighted by ω ([UnorderedSet.weights][scg.estimators.UnorderedSet.weights]), whose value is
 p(s) R(S, s) and whose gradient is the estimate above (the baseline is linear in the costs, so it
 becomes part of each ω's gradient). The probabilities of unordered sets are summed over the k!
 orders exactly, so k ≤ 7. ``baseline=False`` gives the estimator without the built-in baseline.

@@ -2,7 +2,7 @@
 ``torch.Tensor._make_subclass(C, z)``.
 
 These create a new tensor object that shares ``z``'s storage, but no torch function mode sees
-the call, so the new object carries no influence mask (:mod:`scg.graph.tracking`) and a cost
+the call, so the new object carries no influence mask (`scg.graph.tracking`) and a cost
 computed from it would silently lose its dependence on the node. Every such object is of a
 tensor *subclass* (``Parameter``, ``C``), which gives a cheap test: when the tracker meets an
 input of a subclass type with no mask while the graph has nodes, it looks its storage up among
@@ -10,9 +10,9 @@ the node values' storages (a host-side pointer, ``untyped_storage().data_ptr()``
 synchronisation). On a hit the object *adopts* the node's influence:
 
 * with the node value's exact geometry (shape, strides, offset) its positions line up with the
-  node's, so per-example credit is kept (:mod:`scg.graph.positions`);
+  node's, so per-example credit is kept (`scg.graph.positions`);
 * otherwise (a view of part of the value, ``nn.Parameter(z[0])``) conservatively the whole
-  storage: the node is foreign from position 0 (whole-plate credit, :mod:`scg.credit.plates`).
+  storage: the node is foreign from position 0 (whole-plate credit, `scg.credit.plates`).
 
 Storages written through an alias (``storages`` of the tracker) are already looked up for every
 input. What is not covered: an alias of a *derived* tracked value that was never written in

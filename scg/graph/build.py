@@ -77,14 +77,14 @@ def sample(
         dist: any ``torch.distributions.Distribution``; its parameters may depend on θ and on
             other nodes.
         name: the node's name (unique together with ``step``); default ``sample_<i>``.
-        estimator: how the node is differentiated. Default: :class:`scg.Pathwise` when
-            ``dist.has_rsample``, else :class:`scg.ScoreFunction`.
+        estimator: how the node is differentiated. Default: `scg.Pathwise` when
+            ``dist.has_rsample``, else `scg.ScoreFunction`.
         baseline: a baseline b_v subtracted from the node's downstream cost Ĉ_v.
         step: the time step of the node (for ``surrogate_loss(discount=γ)`` and per-step
             baselines).
         n: draw ``n`` independent samples along a new leading dimension; the objective then
             averages every cost computed from them over that dimension (the rule for sample
-            dimensions is in :mod:`scg.credit.sample_dims`).
+            dimensions is in `scg.credit.sample_dims`).
         plates: how many leading batch dimensions of the node are *plates*: independent
             examples, each credited with its own cost elements (verified by tracking: where a
             cost mixes them, the node falls back to whole-batch credit). Batch dimensions after
@@ -210,7 +210,7 @@ def _scored(g: Graph, dist: Distribution, estimator: Estimator, value: torch.Ten
 
 def _influence(g: Graph, dist: Distribution, estimator: Estimator, raw: torch.Tensor,
                n_sample_dims: int, fast: bool) -> tuple[torch.Tensor, int, dict[int, int]]:
-    """A tracked sample's alias, parents and foreign positions (see :mod:`scg.graph.positions`)."""
+    """A tracked sample's alias, parents and foreign positions (see `scg.graph.positions`)."""
     foreign = g.foreign(raw)
     value, parents = _alias(g, raw)
     if fast:
@@ -278,7 +278,7 @@ def _dist_foreign(g: Graph, dist: Distribution, n_sample_dims: int
                   ) -> tuple[int, dict[int, int]]:
     """The union of the masks of a torch distribution's tensors (parameters, nested
     distributions and transforms: the nodes its samples are computed from, as
-    :func:`dist_mask`), and the foreign positions of its samples w.r.t. those nodes: the
+    `dist_mask`), and the foreign positions of its samples w.r.t. those nodes: the
     parameters' own, shifted past the sample dimensions; a parameter with fewer dimensions than
     the batch shape is broadcast, so its nodes are foreign from 0."""
     out: dict[int, int] = {}
@@ -410,7 +410,7 @@ def cost(
         reduced: multi-sample node(s) (their values or nodes) whose sample dimension ``value``
             has already reduced itself, e.g. with a log-mean-exp (VIMCO, IWAE). Without it, a
             cost influenced by a node drawn with ``n=k`` must carry that node's sample
-            dimension, and the objective averages over it (:mod:`scg.credit.sample_dims`).
+            dimension, and the objective averages over it (`scg.credit.sample_dims`).
 
     Returns:
         ``value`` itself, for chaining.
@@ -506,7 +506,7 @@ def influenced_by(value: torch.Tensor, *sources: torch.Tensor | Node,
 
     Returns a new tensor sharing ``value``'s data whose influence includes the sources'. scg
     cannot know which elements of the sources each element of ``value`` depends on, so the
-    sources get whole-plate credit from it (:mod:`scg.credit.plates`), unless ``per_element=True``
+    sources get whole-plate credit from it (`scg.credit.plates`), unless ``per_element=True``
     declares that ``value[i, ...]`` depends on element ``i`` of each source only (their leading
     dimensions line up).
 

@@ -1,4 +1,4 @@
-"""The :class:`Graph`: a stochastic computation graph recorded while a ``with`` block runs."""
+"""The [`Graph`][scg.Graph]: a stochastic computation graph recorded while a ``with`` block runs."""
 
 from __future__ import annotations
 
@@ -75,20 +75,20 @@ class _Paused:
 class Graph:
     """A stochastic computation graph (Schulman, Heess, Weber & Abbeel 2015).
 
-    Open it with ``with scg.Graph() as g:``; inside, :func:`scg.sample` adds stochastic nodes and
-    :func:`scg.cost` adds cost nodes, and every torch operation is watched to find which costs each
-    stochastic node influences. After the block, :meth:`surrogate_loss` builds the surrogate whose
+    Open it with ``with scg.Graph() as g:``; inside, [`scg.sample`][scg.sample] adds stochastic nodes and
+    [`scg.cost`][scg.cost] adds cost nodes, and every torch operation is watched to find which costs each
+    stochastic node influences. After the block, [`surrogate_loss`][scg.Graph.surrogate_loss] builds the surrogate whose
     gradient is an unbiased estimate of ∇_θ E[Σ costs] (Algorithm 1).
 
     A graph records one run of the program: it is entered once and its surrogate built once.
 
     Args:
-        warn_on_escape: warn (:class:`~scg.InfluenceLostWarning`) when a tracked value leaves
+        warn_on_escape: warn ([`InfluenceLostWarning`][scg.InfluenceLostWarning]) when a tracked value leaves
             tensor land, e.g. through ``.item()``, ``bool()``, ``x in z``, ``np.asarray`` or a
             data-dependent shape (``len(z.nonzero())``), and
-            (:class:`~scg.UntrackedRandomnessWarning`) when a random draw outside
+            ([`UntrackedRandomnessWarning`][scg.UntrackedRandomnessWarning]) when a random draw outside
             ``scg.sample`` uses tracked values.
-        strict: raise :class:`~scg.InfluenceLostError` instead of each of those warnings.
+        strict: raise [`InfluenceLostError`][scg.InfluenceLostError] instead of each of those warnings.
         plates: how many leading batch dimensions of each stochastic node are *plates*
             (independent examples credited with their own costs), unless ``scg.sample(...,
             plates=)`` says otherwise. ``None`` (default): all batch dimensions, each verified
@@ -98,11 +98,11 @@ class Graph:
             node's value before it is sampled; a tensor it returns is used instead of a draw
             (``None``: sample as usual). Used for enumeration (``scg.testing``), greedy reruns
             (self-critical baselines) and replaying recorded choices.
-        structure: a :class:`scg.Declared` or :class:`scg.Cached` object held across graphs:
+        structure: a [`scg.Declared`][scg.Declared] or [`scg.Cached`][scg.Cached] object held across graphs:
             the influence relation is declared, or learned from earlier tracked graphs, so
             this graph is not tracked (no torch function mode is pushed) and its surrogate
             reuses the plan of earlier graphs with the same signature
-            (:mod:`scg.graph.structure`, ``docs/performance.md``). ``None`` (default): tracked.
+            (`scg.graph.structure`, ``docs/performance.md``). ``None`` (default): tracked.
     """
 
     def __init__(self, *, warn_on_escape: bool = True,
@@ -230,7 +230,7 @@ class Graph:
         """``with g.in_thread():`` inside a worker thread tracks its torch calls in this graph.
 
         torch's function modes are per thread, so without it a value computed from a sample in
-        another thread carries no influence (see :mod:`scg.graph.threads`). A no-op in the
+        another thread carries no influence (see `scg.graph.threads`). A no-op in the
         graph's own thread; refused once the graph's block has ended.
         """
         return InThread(self, _CURRENT)
@@ -249,7 +249,7 @@ class Graph:
         return self._tracker_obj.mask_of(value)
 
     def foreign(self, value: torch.Tensor) -> dict[int, int]:
-        """The tensor's foreign positions: position -> mask (see :mod:`scg.graph.positions`)."""
+        """The tensor's foreign positions: position -> mask (see `scg.graph.positions`)."""
         return self._tracker.foreign_of(value)
 
     def _paused(self) -> _Paused:
@@ -327,7 +327,7 @@ class Graph:
         return name
 
     def _add(self, node: Node) -> None:
-        """Append a complete node (its name checked by :meth:`_name`) to the graph's lists."""
+        """Append a complete node (its name checked by `_name`) to the graph's lists."""
         kind = _KIND[type(node)]
         self._counts[kind] += 1
         self.nodes.append(node)
@@ -417,7 +417,7 @@ class Graph:
         return self._full
 
     def signature(self) -> tuple[Any, ...]:
-        """The graph's signature (:func:`scg.graph.structure.signature`), computed once the
+        """The graph's signature (`scg.graph.structure.signature`), computed once the
         surrogate is built or the relation is asked for."""
         if self._sig is None or len(self._sig) != len(self.nodes):
             sig = signature(self)
@@ -451,7 +451,7 @@ class Graph:
         * ``"per-element"``: a score-function node, each plate element credited with its own
           cost elements;
         * ``"whole-plate"``: a score-function node whose plate elements the cost mixes, so each
-          is credited with the whole cost (see :mod:`scg.credit.plates`);
+          is credited with the whole cost (see `scg.credit.plates`);
         * ``"pathwise"``: a reparameterized node (``Pathwise``): the cost's gradient reaches it
           through its value, with no score term;
         * ``"relaxed"``: a relaxed node (``GumbelSoftmax``): pathwise through a continuous
@@ -477,7 +477,7 @@ class Graph:
     def surrogate_loss(self, *, discount: float | None = None, dice: bool = False,
                        dice_lambda: float | None = None,
                        score_scale: float = 1.0) -> torch.Tensor:
-        """The surrogate loss of Algorithm 1 (see :func:`scg.credit.surrogate.surrogate_loss`)."""
+        """The surrogate loss of Algorithm 1 (see `scg.credit.surrogate.surrogate_loss`)."""
         from scg.credit.surrogate import surrogate_loss
 
         return surrogate_loss(self, discount=discount, dice=dice, dice_lambda=dice_lambda,
@@ -485,13 +485,13 @@ class Graph:
 
     # ------------------------------------------------------------------ inspection
     def to_networkx(self, **kwargs: Any) -> networkx.DiGraph:
-        """The graph as a ``networkx.DiGraph`` (see :func:`scg.graph.inspect.to_networkx`)."""
+        """The graph as a ``networkx.DiGraph`` (see `scg.graph.inspect.to_networkx`)."""
         from scg.graph.inspect import to_networkx
 
         return to_networkx(self, **kwargs)
 
     def draw(self, ax: matplotlib.axes.Axes | None = None, **kwargs: Any) -> matplotlib.axes.Axes:
-        """Draw the graph with matplotlib in the paper's convention (see :func:`scg.viz.draw`)."""
+        """Draw the graph with matplotlib in the paper's convention (see `scg.viz.draw`)."""
         from scg.viz import draw
 
         return draw(self, ax=ax, **kwargs)

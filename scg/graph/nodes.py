@@ -1,15 +1,15 @@
 """The nodes of a stochastic computation graph (Schulman et al. 2015, Section 2).
 
-Three kinds of node are recorded while a :class:`~scg.Graph` is open:
+Three kinds of node are recorded while a [`Graph`][scg.Graph] is open:
 
-* :class:`StochasticNode` (a circle in the paper's drawings): a value drawn from a distribution
+* [`StochasticNode`][scg.StochasticNode] (a circle in the paper's drawings): a value drawn from a distribution
   whose parameters may depend on the parameters θ and on other nodes.
-* :class:`CostNode`: a tensor whose elements are summed into the objective E[Σ c].
-* :class:`DeterministicNode` (a square): an optional, user-named intermediate value, recorded only
+* [`CostNode`][scg.CostNode]: a tensor whose elements are summed into the objective E[Σ c].
+* [`DeterministicNode`][scg.DeterministicNode] (a square): an optional, user-named intermediate value, recorded only
   so that the graph can be inspected and drawn.
 
 A node's ``parents`` mask holds the nodes it was *directly* computed from (see
-:mod:`scg.graph.tracking`).
+`scg.graph.tracking`).
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ def caller_location() -> Location:
     Called from scg's own functions only, so the search starts at their caller: asking for a
     frame object makes CPython build one (and keep it until its function returns), and the scg
     frames in between need none. The line number is found when the location is first
-    formatted (:class:`Location`). Both matter inside a training loop, where this runs for
+    formatted (`Location`). Both matter inside a training loop, where this runs for
     every node.
     """
     if torch.compiler.is_compiling():  # dynamo cannot trace frame objects
@@ -113,7 +113,7 @@ def caller_location() -> Location:
 class BaselineInputs:
     """What a baseline's declared ``inputs`` were computed from when its node was registered:
     ``mask``, the nodes (0 in an untracked graph), and each input tensor with its version
-    counter (a write after registration is refused, :mod:`scg.credit.soundness`)."""
+    counter (a write after registration is refused, `scg.credit.soundness`)."""
 
     mask: int
     versions: list[tuple[torch.Tensor, int]]
@@ -122,7 +122,7 @@ class BaselineInputs:
 @dataclass(frozen=True)
 class SampleInfo:
     """What a stochastic node's leading dimensions are (given to its baseline with its targets,
-    :mod:`scg.credit.sample_dims`).
+    `scg.credit.sample_dims`).
 
     ``layout``: node indices of the sample dimensions leading the node's shape, newest first.
     ``sizes``/``enumerated``: their sizes and whether each is an enumeration (not i.i.d. draws).
@@ -151,7 +151,7 @@ class Node:
     step: int | None
     location: Location | str
     #: first leading position of the value that no longer lines up with each parent's dimensions
-    #: (position -> mask of parents; see :mod:`scg.graph.positions`)
+    #: (position -> mask of parents; see `scg.graph.positions`)
     foreign: dict[int, int] = field(repr=False, default_factory=dict)
     #: the id of the graph the node belongs to
     graph: int = field(repr=False, default=-1)
@@ -173,7 +173,7 @@ class StochasticNode(Node):
     ``n`` is the number of independent samples along a new leading dimension (``None`` for one
     sample and no extra dimension). ``private``: the log-probability was computed from a copy of
     the value, so the program may write into the value. ``plates``: the declared number of
-    leading batch dimensions credited per element (``None``: all, :mod:`scg.credit.plates`).
+    leading batch dimensions credited per element (``None``: all, `scg.credit.plates`).
     ``enumerated``: the value is the node's whole support (``Enumerate``).
     """
 
@@ -197,7 +197,7 @@ class CostNode(Node):
     """A cost tensor; the objective is E[sum of its elements] (minimized).
 
     ``reduced``: mask of the multi-sample nodes whose sample dimension the cost has already
-    reduced (``scg.cost(..., reduced=...)``; see :mod:`scg.credit.sample_dims`). ``version``: the
+    reduced (``scg.cost(..., reduced=...)``; see `scg.credit.sample_dims`). ``version``: the
     value's version counter when it was registered (None while ``torch.compile`` traces).
     """
 

@@ -1,7 +1,7 @@
 """How the tracker classifies a torch call: metadata, escapes, data-dependent shapes, hidden
 randomness, in-place writes; and where the user's code is (for messages naming file and line).
 
-Everything here is computed once per torch function (:func:`info`) and cached.
+Everything here is computed once per torch function (`info`) and cached.
 """
 
 from __future__ import annotations

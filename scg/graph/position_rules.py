@@ -3,7 +3,7 @@
 A rule returns ``p``: the output's positions ``0 .. p-1`` are the input's positions ``0 .. p-1``
 (``INF``: all of them). The table is keyed by the operation's name as torch reports it (``add``
 for ``torch.add``, ``Tensor.add`` and ``Tensor.add_``). Operations without a rule keep no
-position (:mod:`scg.graph.positions`). See ``docs/tracking.md`` for the table in words.
+position (`scg.graph.positions`). See ``docs/tracking.md`` for the table in words.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ from shapes, scg *follows* it: for every tensor computed from a node it records,
 first leading position that no longer lines up with the node's dimensions (its *foreign*
 position ``f``): positions ``0 .. f-1`` of the tensor are the node's positions ``0 .. f-1``.
 
-Each torch operation maps its inputs' positions to its output's by a rule (:func:`prefix`): an
+Each torch operation maps its inputs' positions to its output's by a rule (`prefix`): an
 elementwise op of equal-rank inputs keeps every position; ``sum(dim=d)`` keeps ``0 .. d-1`` (and
 all, when it removes the last dimension or keeps dims); ``cumsum``/``softmax``/``sort`` along
 ``d`` keep ``0 .. d-1``; ``transpose``/``permute`` keep the positions before the first moved one;
@@ -19,7 +19,7 @@ keeps none** (a conservative fallback: the node is then credited with whole cost
 
 A position ``p ≥ f`` of a tensor is harmless when its size is 1 there (nothing to confuse), so
 the foreign position stored is the first position ``≥ f`` of size > 1. Whether per-element
-credit holds for a pair (node, cost) is decided when the surrogate is built (:mod:`scg.credit.plates`).
+credit holds for a pair (node, cost) is decided when the surrogate is built (`scg.credit.plates`).
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def declare_rowwise(op: Callable[..., Any] | str, dims: int = 1,
             tracked value in any other argument is treated as mixing.
 
     Operations scg has no rule for are treated as mixing their inputs' rows (whole-batch credit
-    for the nodes they carry, :mod:`scg.credit.plates`); this restores per-example credit through them.
+    for the nodes they carry, `scg.credit.plates`); this restores per-example credit through them.
     """
     if isinstance(dims, bool) or not isinstance(dims, int) or dims < 0:
         raise ValueError(f"declare_rowwise(dims=...): expected an int >= 0, got {dims!r}")

@@ -1,25 +1,25 @@
 """Where each sample dimension is: following ``n=k`` / ``Enumerate`` dimensions through torch ops.
 
 A node drawn with ``n=k`` (or enumerated) has a *sample dimension*, and every cost it influences
-must hold it at a fixed place: the layout of :mod:`scg.credit.sample_dims` (sample dimensions newest
+must hold it at a fixed place: the layout of `scg.credit.sample_dims` (sample dimensions newest
 node first, before the batch dimensions). The layout used to be checked by size alone, so with
 two sample dimensions of equal size a cost that swapped them (``f(u[:, None], v[None])`` instead
 of ``f(u[None], v[:, None])``, or a ``transpose(0, 1)``) was credited to the wrong samples
 silently: the weight of sample ``i`` of ``u`` went to sample ``i`` of ``v``.
 
 This module follows each sample dimension as an *index*: per tensor, a map ``node -> dim`` (or
-:data:`LOST`) stored next to the influence mask (only while the graph has sample dimensions, so
+`LOST`) stored next to the influence mask (only while the graph has sample dimensions, so
 other graphs pay nothing). Each torch call maps an input's dimension ``d`` to the output's:
 
 * moving rules: ``transpose/swapaxes/swapdims/t/T/mT/permute/movedim`` (the permutation),
   ``unsqueeze``/``squeeze``, basic indexing with ``None``/ints/slices/``...``, reductions over
   other dimensions (the later ones shift down), ``stack``, and right-aligned broadcasting
   (elementwise ops of different ranks, ``expand``, batched ``matmul``);
-* otherwise the op's position rule (:mod:`scg.graph.positions`): a dimension inside the prefix
+* otherwise the op's position rule (`scg.graph.positions`): a dimension inside the prefix
   the rule keeps stays where it is;
-* anything else, or a reduction over the sample dimension itself, loses it (:data:`LOST`).
+* anything else, or a reduction over the sample dimension itself, loses it (`LOST`).
 
-When the surrogate is built (:func:`check_layout`), a dimension found at a place other than the
+When the surrogate is built (`check_layout`), a dimension found at a place other than the
 layout's is an error (a swap); one that was lost on the way, when the layout has another sample
 dimension of the same size (so the size check cannot tell them apart), is reported as
 unverifiable (a warning; an error in strict mode).

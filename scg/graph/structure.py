@@ -1,33 +1,33 @@
 """Declared and cached structure: credit without per-operation tracking.
 
 Algorithm 1 of Schulman et al. (2015) credits each stochastic node v with Ĉ_v, the costs it
-*influences* (v ≺ c). A tracked :class:`~scg.Graph` finds ≺ (and which cost elements each plate
-element of v is credited with, :mod:`scg.credit.plates`) by watching every torch call; that costs a few
+*influences* (v ≺ c). A tracked [`Graph`][scg.Graph] finds ≺ (and which cost elements each plate
+element of v is credited with, `scg.credit.plates`) by watching every torch call; that costs a few
 microseconds of Python per call. A *structure* object, passed as ``scg.Graph(structure=...)``,
 gives the relation instead, so that no torch function mode is pushed and a torch call inside the
 graph costs what it costs outside:
 
-* :class:`Declared`: the user states the relation. The default is the *causal* rule: a node at
+* [`Declared`][scg.Declared]: the user states the relation. The default is the *causal* rule: a node at
   step s is influenced by every stochastic node created before it at a step ≤ s (a node or cost
   without a step: by every earlier stochastic node), per example (each plate element with its
   own cost elements). A general relation is a function ``influences(v, node) -> bool``.
-* :class:`Cached`: the relation is *learned* from tracked runs, keyed by the graph's signature
+* [`Cached`][scg.Cached]: the relation is *learned* from tracked runs, keyed by the graph's signature
   (the kinds, names, steps, shapes, dtypes and estimators of its nodes, in order); the graphs in
   between are not tracked and reuse it. Graphs drawn at random (one in ``check_every`` on
   average, from a generator the object owns) are tracked again and their relation compared
-  with the cached one: a difference raises :class:`~scg.SCGError` naming the first (node, cost)
+  with the cached one: a difference raises [`SCGError`][scg.SCGError] naming the first (node, cost)
   pair, the way a JIT re-checks its guards, and that signature is never served from the cache
   again.
 
 Why an over-declared relation is safe and an under-declared one is not: for v ⊀ c, c is a
 function of nodes whose distributions do not depend on v, so E[∇_θ log p(v | ·) · c] = 0 and
 crediting v with c adds a zero-mean term (unbiased, higher variance); the same holds for
-whole-plate instead of per-element credit (:mod:`scg.credit.plates`). Declaring v ⊀ c when v ≺ c, or
+whole-plate instead of per-element credit (`scg.credit.plates`). Declaring v ⊀ c when v ≺ c, or
 per-element credit for a cost that mixes the examples, drops a term with non-zero mean: a biased
 gradient. ``scg.testing.check_structure`` runs a program tracked and compares.
 
 Both kinds also cache the surrogate's *plan* per signature: the influence closure, the plate
-check, the grouping of nodes and costs and the credit matrices (:mod:`scg.credit.surrogate`), so that a
+check, the grouping of nodes and costs and the credit matrices (`scg.credit.surrogate`), so that a
 step with the structure of an earlier one only stacks its values and multiplies.
 """
 
@@ -72,7 +72,7 @@ def node_key(n: Node) -> Hashable:
     device, and for a stochastic node its estimator class, ``n``, declared plates, whether it is
     enumerated and its log-probability shape; for a cost the mask of the nodes whose sample
     dimension it reduces. (``scg.sample`` and ``scg.cost`` record it when the node is complete,
-    while its tensors are still in the cache: :meth:`Graph._note`.)"""
+    while its tensors are still in the cache: `Graph._note`.)"""
     v = n.value
     if isinstance(n, StochasticNode):
         lp = n.log_prob
@@ -85,7 +85,7 @@ def node_key(n: Node) -> Hashable:
 
 
 def signature(graph: Graph) -> Signature:
-    """What a cached relation and surrogate plan depend on: :func:`node_key` of every node, in
+    """What a cached relation and surrogate plan depend on: `node_key` of every node, in
     creation order (the entries recorded as the nodes were made when there is one per node)."""
     keys = graph._node_keys
     if len(keys) == len(graph.nodes):
@@ -100,12 +100,12 @@ def causal(v: StochasticNode, node: Node) -> bool:
 
 
 class Structure:
-    """Base class of :class:`Declared` and :class:`Cached`: an object the user holds across
+    """Base class of [`Declared`][scg.Declared] and [`Cached`][scg.Cached]: an object the user holds across
     graphs (``scg.Graph(structure=s)``); it keeps the relations and surrogate plans per graph
     signature. ``learned``: the relation's direct edges are data flow seen by tracking
-    (:class:`Cached`), not a declaration that may be a superset of it (:class:`Declared`).
-    Counts in :attr:`stats`: ``tracked`` (graphs run under tracking), ``reused``
-    (graphs that used a cached or declared relation) and ``fallback`` (:class:`Cached` only:
+    ([`Cached`][scg.Cached]), not a declaration that may be a superset of it ([`Declared`][scg.Declared]).
+    Counts in `stats`: ``tracked`` (graphs run under tracking), ``reused``
+    (graphs that used a cached or declared relation) and ``fallback`` ([`Cached`][scg.Cached] only:
     untracked graphs whose signature had no cached relation)."""
 
     learned = True
@@ -113,13 +113,13 @@ class Structure:
     def __init__(self) -> None:
         #: signature -> (relation, its transitive closure)
         self.relations: dict[tuple[Hashable, ...], tuple[Relation, list[int]]] = {}
-        #: (signature, surrogate options) -> plan (built by :mod:`scg.credit.surrogate`)
+        #: (signature, surrogate options) -> plan (built by `scg.credit.surrogate`)
         self.plans: dict[Hashable, Any] = {}
         self.stats = {"tracked": 0, "reused": 0, "fallback": 0}
         #: signature -> (influence closure, credit) of the last tracked graph (``Cached``)
         self._learned: dict[tuple[Hashable, ...], tuple[list[int], dict[tuple[int, int], bool]]] = {}
         #: each signature seen, as its first object: a graph's signature is compared entry by
-        #: entry once (:meth:`_intern`), and its later lookups are identity hits
+        #: entry once (`_intern`), and its later lookups are identity hits
         self._interned: dict[Signature, Signature] = {}
 
     def _intern(self, sig: Signature) -> Signature:
@@ -140,7 +140,7 @@ class Structure:
         """A tracked graph's relation, closure and credit (``Cached`` compares and stores)."""
 
     def clear(self) -> None:
-        """Forget every cached relation and plan (the next :class:`Cached` graph is tracked)."""
+        """Forget every cached relation and plan (the next [`Cached`][scg.Cached] graph is tracked)."""
         self.relations.clear()
         self.plans.clear()
         self._learned.clear()
@@ -151,7 +151,7 @@ def declared_relation(graph: Graph, influences: Influences,
                       per_example: bool | Influences) -> Relation:
     """Direct parents and foreign positions of each node under a declaration: a node's parents
     are the earlier stochastic nodes that influence it; a pair without per-example credit is
-    foreign from position 0 (whole-plate credit, :mod:`scg.credit.plates`)."""
+    foreign from position 0 (whole-plate credit, `scg.credit.plates`)."""
     out: list[tuple[int, tuple[tuple[int, int], ...]]] = []
     stochastic: list[StochasticNode] = []
     for node in graph.nodes:
@@ -185,7 +185,7 @@ class Declared(Structure):
             earlier stochastic node at a step ≤ s (either without a step: influenced).
         per_example: ``True`` (default): each plate element of ``v`` is credited with its own
             elements of the costs it influences (the costs' leading dimensions are its
-            examples, :mod:`scg.credit.plates`); ``False``: whole-plate credit; or a function
+            examples, `scg.credit.plates`); ``False``: whole-plate credit; or a function
             ``per_example(v, node) -> bool`` per pair.
 
     Over-declaring (v influences c when it does not, whole-plate credit where per-example would
@@ -231,7 +231,7 @@ class Cached(Structure):
     """A relation learned from tracked runs and reused by the untracked ones in between.
 
     The first graph is tracked; its relation (and surrogate plan) is cached under its signature
-    (:func:`signature`). The next graphs are not tracked: one with a cached signature reuses the
+    ([`signature`][scg.Graph.signature]). The next graphs are not tracked: one with a cached signature reuses the
     relation; one with a new signature cannot be analysed (nothing was watched), so it gets the
     conservative relation (every earlier stochastic node influences each node at a later or
     equal step, whole-plate credit: unbiased, higher variance; a ``RuntimeWarning`` the first
@@ -243,7 +243,7 @@ class Cached(Structure):
     drawn from a generator owned by this object (seeded with ``seed``; no global state), and its
     influence closure and credit compared with the cached ones. A difference (the program's
     data flow changed under the same signature, e.g. a data-dependent branch) raises
-    :class:`~scg.SCGError` naming the first pair; the signature is then *unstable*: its relation
+    [`SCGError`][scg.SCGError] naming the first pair; the signature is then *unstable*: its relation
     and plans are dropped and every later untracked graph with it gets the conservative
     relation (never the stale one). Random draws, unlike a fixed stride, cannot stay in phase
     with a data flow that alternates with period ``check_every``; the residual risk (a flow that

@@ -1,6 +1,6 @@
 """Tracking in worker threads, and detecting values computed outside it.
 
-scg's tracker is a ``TorchFunctionMode`` (:mod:`scg.graph.tracking`), and torch keeps its mode
+scg's tracker is a ``TorchFunctionMode`` (`scg.graph.tracking`), and torch keeps its mode
 stack per thread: an operation run in another thread (a ``ThreadPoolExecutor`` computing a
 reward from a sample) is not seen, so the cost it returns carries no influence, and Algorithm 1
 of Schulman et al. (2015) would not credit the nodes it depends on with it (a biased gradient).
@@ -19,15 +19,15 @@ Two answers, one for the supported way and one for the unsupported one:
 
 * **Detect a cost computed from a node outside the tracker.** A cost that carries no influence
   at all (and a stochastic node drawn from parameters that carry none) is checked against its
-  autograd graph (:func:`autograd_sources`): if that graph reaches the value of a node of the
+  autograd graph (`autograd_sources`): if that graph reaches the value of a node of the
   graph, the cost *was* computed from that node but the tracker did not see it (another
   thread, or any other path around the mode): scg warns with
-  :class:`~scg.InfluenceLostWarning` naming the cost (or node) and the nodes, and raises
-  :class:`~scg.InfluenceLostError` in ``scg.Graph(strict=True)``. A cost computed from data and
+  [`InfluenceLostWarning`][scg.InfluenceLostWarning] naming the cost (or node) and the nodes, and raises
+  [`InfluenceLostError`][scg.InfluenceLostError] in ``scg.Graph(strict=True)``. A cost computed from data and
   parameters only reaches no node's value and is never reported. What this cannot see: a path
   without autograd (a discrete sample turned into a reward through ``.tolist()`` in the worker
   leaves no trace on the tensor it returns); use ``g.wrap``, or declare the dependency with
-  :func:`scg.influenced_by`.
+  [`scg.influenced_by`][scg.influenced_by].
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ __all__ = ["InThread", "autograd_sources", "check_untracked", "wrap"]
 
 R = TypeVar("R")
 
-#: The most autograd nodes :func:`autograd_sources` visits for one cost (a bound on the work of
+#: The most autograd nodes `autograd_sources` visits for one cost (a bound on the work of
 #: the check; a cost whose autograd graph is larger is checked up to this many nodes).
 WALK_LIMIT = 100_000
 

@@ -1,7 +1,7 @@
 """Influence tracking: which stochastic nodes a tensor was computed from, and how it lines up.
 
 Algorithm 1 of Schulman et al. (2015) credits each stochastic node only with the costs it
-*influences*. scg finds influence from data flow: while a :class:`~scg.Graph` is open, a
+*influences*. scg finds influence from data flow: while a [`Graph`][scg.Graph] is open, a
 ``TorchFunctionMode`` sees every torch operation and gives its outputs the union of the *direct
 influence masks* of its inputs. A mask is a Python ``int`` used as a bit set; bit ``i`` stands for
 node ``i`` of the graph. Masks are stored as an attribute on the tensor objects themselves, under a
@@ -14,11 +14,11 @@ operations under ``torch.no_grad()``: influence is data flow, not differentiabil
 
 Each stochastic (or named deterministic) node *resets* the mask of its value to its own bit and
 records the mask its value was computed from as its direct parents. The full influence relation is
-the transitive closure of these direct edges (:func:`closure`), computed once per surrogate.
+the transitive closure of these direct edges (`closure`), computed once per surrogate.
 
 What else the mode records (each documented in ``docs/tracking.md``):
 
-* **Positions** (:mod:`scg.graph.positions`): per tensor, the first leading position that no
+* **Positions** (`scg.graph.positions`): per tensor, the first leading position that no
   longer lines up with each node's dimensions, so that per-example credit is verified, not
   guessed from shapes.
 * **Writes through aliases**: an in-place write also records its mask on the written *storage*,
@@ -27,13 +27,13 @@ What else the mode records (each documented in ``docs/tracking.md``):
 * **Escapes**: any torch call on a tracked value that returns a non-tensor (``.item()``,
   ``bool()``, ``x in z``, ``torch.equal``, ``np.asarray``, f-strings, ``__dlpack__``, ...) and any
   read of a data-dependent shape (``len(z.nonzero())``, ``z[z > 0].shape``) is reported to the
-  graph, which warns with :class:`~scg.errors.InfluenceLostWarning` (raises in strict mode).
+  graph, which warns with `InfluenceLostWarning` (raises in strict mode).
 * **Hidden randomness**: ``torch.bernoulli``/``multinomial``/``normal``/``Distribution.sample()``
   on tracked values outside ``scg.sample`` is reported (the draw is not a stochastic node).
 * **Writes into a node's value** are reported to the graph (which checks that it is safe).
 * **Gradient breaks**: per tensor, the pathwise nodes whose influence reached it through an
   operation autograd does not differentiate (checked against the costs by
-  :func:`scg.credit.soundness.check_pathwise`).
+  `scg.credit.soundness.check_pathwise`).
 * **One output per argument** (``broadcast_tensors``, ``atleast_*d``, ``meshgrid``): output k
   takes argument k's influence only.
 

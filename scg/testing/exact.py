@@ -16,9 +16,9 @@ derivatives are polynomials of degree ≤ 2 in x). Smooth costs converge quickly
 exact (tanh of a wide Normal: ~1e-4 relative at K = 48). Costs that are **not smooth** in x (a step
 function 1[x > a], rounding, indexing a table by ⌊x⌋) are **not** computed exactly: the error is
 of the order of the weight of the point nearest the jump and falls slowly and erratically with K
-(d/dμ P(x > 0.5) at μ = 0.2: 0.3628 at K = 48, 0.3805 at 96, exact 0.3814). :func:`exact_gradient`
+(d/dμ P(x > 0.5) at μ = 0.2: 0.3628 at K = 48, 0.3805 at 96, exact 0.3814). [exact_gradient][scg.testing.exact_gradient]
 therefore also integrates with K // 2 points when the program has Normal nodes and emits a
-:class:`QuadratureWarning` when the two disagree by more than 1% of the gradient's scale.
+[`QuadratureWarning`][scg.testing.QuadratureWarning] when the two disagree by more than 1% of the gradient's scale.
 
 Enumeration is exponential: a node with K values and E batch elements has K^E joint values, and
 the runs multiply over nodes. The number of runs is counted along the first run before it is
@@ -237,7 +237,7 @@ def exact_gradient(program: Program, params: Sequence[torch.Tensor], *, quadratu
 
     Exact for finite nodes; for Normal nodes a quadrature (see the module docstring). With
     ``check_quadrature`` a program with Normal nodes is integrated again with ``quadrature // 2``
-    points, and a :class:`QuadratureWarning` names the disagreement when the two gradients differ
+    points, and a `QuadratureWarning` names the disagreement when the two gradients differ
     by more than 1% of the gradient's largest entry: the cost is then probably not smooth in a
     Normal node's value (a step function, rounding, indexing), where the result is approximate.
     """

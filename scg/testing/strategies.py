@@ -1,10 +1,10 @@
 """Hypothesis strategies for random small stochastic computation graphs.
 
-:func:`scgs` draws an :class:`SCGSpec`: a random DAG of Categorical, Bernoulli and Normal nodes
+`scgs` draws an `SCGSpec`: a random DAG of Categorical, Bernoulli and Normal nodes
 (chains, trees and diamonds arise from random parent sets), with several costs, each attached to
-a step. A spec turns into a program for :func:`scg.testing.exact_gradient` (:meth:`SCGSpec.program`)
-and into a particle-batched program for :func:`scg.testing.estimate_gradients_batched`
-(:meth:`SCGSpec.batched`), both computing the same function of one flat parameter vector θ.
+a step. A spec turns into a program for [`scg.testing.exact_gradient`][scg.testing.exact_gradient] (`SCGSpec.program`)
+and into a particle-batched program for [scg.testing.estimate_gradients_batched][scg.testing.estimate_gradients_batched]
+(`SCGSpec.batched`), both computing the same function of one flat parameter vector θ.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ KINDS = ("categorical", "onehot", "indcat", "bernoulli", "normal")
 
 @dataclass(frozen=True)
 class NodeSpec:
-    """A stochastic node: ``kind`` in :data:`KINDS`, ``k`` categories.
+    """A stochastic node: ``kind`` in `KINDS`, ``k`` categories.
 
     "categorical" (an index), "onehot" (OneHotCategorical), "indcat" (``Independent`` of two
     Categoricals, decoded jointly), "bernoulli", "normal".
@@ -161,7 +161,7 @@ class SCGSpec:
 
 def scgs(max_nodes: int = 4, max_costs: int = 4, continuous: bool = True,
          kinds: Sequence[str] | None = None) -> Any:
-    """A hypothesis strategy of :class:`SCGSpec` (imports hypothesis lazily).
+    """A hypothesis strategy of `SCGSpec` (imports hypothesis lazily).
 
     ``kinds``: the node kinds to draw from (default: categorical, bernoulli, and normal when
     ``continuous``); at most one node is Normal.

@@ -1,6 +1,6 @@
 """Check a declared structure against tracking: ``check_structure(program, declared)``.
 
-A :class:`scg.Declared` structure replaces influence tracking by a statement of which stochastic
+A [`scg.Declared`][scg.Declared] structure replaces influence tracking by a statement of which stochastic
 nodes influence which costs, and with which credit (per example or whole plate). Algorithm 1 of
 Schulman et al. (2015) stays unbiased when the declared relation *contains* the true one (a
 cost a node does not influence adds a zero-mean term to its score) and when it is coarser
@@ -42,7 +42,7 @@ def check_structure(program: Callable[[], Any], structure: Declared, *, runs: in
 
     Args:
         program: builds the graph (``scg.sample`` / ``scg.cost`` calls), as for
-            :func:`scg.testing.estimate_gradients`; it is run inside ``scg.Graph``.
+            [`scg.testing.estimate_gradients`][scg.testing.estimate_gradients]; it is run inside ``scg.Graph``.
         structure: the declaration to check.
         runs: how many seeds (``seed``, ``seed + 1``, ...) to check with (a program whose data
             flow depends on sampled values needs several).

@@ -1,8 +1,8 @@
 """Statistical tests that a gradient estimator is unbiased.
 
-:func:`assert_unbiased` draws ``n`` independent surrogate gradients ĝ_1..ĝ_n (one fresh graph each,
+`assert_unbiased` draws ``n`` independent surrogate gradients ĝ_1..ĝ_n (one fresh graph each,
 under a fixed seed) and compares their mean with the exact gradient g from enumeration
-(:func:`scg.testing.exact_gradient`). For each coordinate j,
+([`scg.testing.exact_gradient`][scg.testing.exact_gradient]). For each coordinate j,
 
     z_j = (mean_j − g_j) / (s_j / √n),
 
@@ -11,7 +11,7 @@ approximately standard normal (central limit theorem), so rejecting when max_j |
 z* = Φ⁻¹(1 − α / (2d)) has a false-failure rate of at most α (Bonferroni over d coordinates),
 up to the normal approximation; n ≥ 500 keeps that approximation good for the bounded costs of
 typical tests. Coordinates whose estimates do not vary beyond rounding (a spread within 64 machine
-epsilons of the problem's scale, see :func:`compare`) must match g_j to ``atol``; every other
+epsilons of the problem's scale, see [`compare`][scg.testing.compare]) must match g_j to ``atol``; every other
 coordinate is z-tested, however small its gradient and standard error.
 The test is deterministic: the same seed gives the same draws and the same verdict.
 """
@@ -106,7 +106,7 @@ def estimate_gradients_batched(
 
 @dataclass
 class UnbiasedReport:
-    """The outcome of :func:`check_unbiased`."""
+    """The outcome of [`check_unbiased`][scg.testing.check_unbiased]."""
 
     passed: bool
     n: int
@@ -182,7 +182,7 @@ def check_unbiased(program: Program, params: Sequence[torch.Tensor], n: int = 10
 
     Args:
         program: zero-argument callable calling ``scg.sample``/``scg.cost`` (see
-            :func:`scg.testing.exact_gradient`).
+            [`scg.testing.exact_gradient`][scg.testing.exact_gradient]).
         params: the tensors to differentiate with respect to.
         n: number of independent estimates.
         seed: RNG seed (the caller's RNG state is restored afterwards).
@@ -191,7 +191,7 @@ def check_unbiased(program: Program, params: Sequence[torch.Tensor], n: int = 10
         surrogate_kwargs: passed to ``surrogate_loss`` (e.g. ``{"discount": 0.5}``).
         exact: the exact gradient, when known; by default computed by enumeration.
         batched: the same program taking replicated parameters, to draw the estimates
-            vectorized (see :func:`estimate_gradients_batched`); ``program`` is still used for
+            vectorized (see `estimate_gradients_batched`); ``program`` is still used for
             the exact gradient.
         particles: estimates per run of ``batched``.
         graph_kwargs: passed to each estimate's ``scg.Graph`` (e.g. ``{"structure":
@@ -218,7 +218,7 @@ def assert_unbiased(program: Program, params: Sequence[torch.Tensor], n: int = 1
                     graph_kwargs: dict[str, Any] | None = None) -> UnbiasedReport:
     """Raise ``AssertionError`` when the surrogate gradient of ``program`` is detectably biased.
 
-    See :func:`check_unbiased` for the arguments; returns the report when the test passes.
+    See [`check_unbiased`][scg.testing.check_unbiased] for the arguments; returns the report when the test passes.
     """
     report = check_unbiased(program, params, n, seed=seed, alpha=alpha, atol=atol,
                             surrogate_kwargs=surrogate_kwargs, exact=exact, batched=batched,

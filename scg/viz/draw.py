@@ -49,7 +49,7 @@ def draw(graph: Graph, ax: matplotlib.axes.Axes | None = None, *, parameters: bo
 
     Args:
         parameters: show parameter nodes found through autograd.
-        kwargs: passed to :func:`scg.graph.inspect.to_networkx` (e.g. ``names=``).
+        kwargs: passed to `scg.graph.inspect.to_networkx` (e.g. ``names=``).
     """
     from scg.graph.inspect import to_networkx
 

@@ -1,20 +1,20 @@
 """The ``scg-summarize`` command line: a small registry of subcommands.
 
-Each subcommand is a :class:`Command` ``(name, help, add_arguments, run)`` defined in its own
+Each subcommand is a `Command` ``(name, help, add_arguments, run)`` defined in its own
 module. Modules are found in two places:
 
-* :data:`BUILTIN_COMMAND_MODULES` (``prepare`` lives in :mod:`scg_summarize.data.command`);
-* every module of the package :data:`COMMANDS_PACKAGE` (``scg_summarize/commands/*.py``),
+* `BUILTIN_COMMAND_MODULES` (``prepare`` lives in `scg_summarize.data.command`);
+* every module of the package `COMMANDS_PACKAGE` (``scg_summarize/commands/*.py``),
   discovered at start-up -- add ``train``, ``demo``, ``evaluate``... there without touching
   this file.
 
-A module exposes ``COMMAND`` (one :class:`Command`) or ``COMMANDS`` (a sequence), or calls
-:func:`register` when imported. A module that fails to import does not break the other
+A module exposes ``COMMAND`` (one `Command`) or ``COMMANDS`` (a sequence), or calls
+`register` when imported. A module that fails to import does not break the other
 commands: its error is shown only when that command is run. Planned commands that no module
 provides yet are answered with a clear message instead of a traceback.
 
 Start-up imports only the command that is run: a module that declares ``COMMAND =
-Command(name=..., help=...)`` with literal strings is indexed from its source (:func:`command_index`,
+Command(name=..., help=...)`` with literal strings is indexed from its source (`command_index`,
 no import), so ``scg-summarize --help``, an unknown command or a usage error never pays for
 torch; modules that register their commands otherwise are imported to find them.
 """
@@ -167,7 +167,7 @@ def _command_modules() -> list[str]:
 def command_index() -> dict[str, tuple[str, str]]:
     """Command name -> ``(module, help)`` for the modules that declare their ``COMMAND`` with
     literal strings (read from the source, not imported); the other modules are imported and
-    registered (:func:`register`)."""
+    registered (`register`)."""
     index: dict[str, tuple[str, str]] = {}
     for module_name in _command_modules():
         declared = _declared(module_name)

@@ -1,11 +1,11 @@
 """The demo: synthetic corpus -> small STANDARD and small C2F+MULTI2 -> results table + heatmap.
 
-:func:`run_demo` needs nothing but a few CPU minutes: it generates the synthetic corpus (whose
+[`run_demo`][scg_summarize.demo.run_demo] needs nothing but a few CPU minutes: it generates the synthetic corpus (whose
 salient chunk is known, so coarse-attention accuracy is measurable), trains each configuration
 for a fixed number of steps (seeded, on one thread: the table is the same on any machine, however
 busy), evaluates the best checkpoints on the test split (perplexity, ROUGE-1/2/L of the decoded
 summaries, coarse accuracy, attention entropy, fraction of words read; all from
-:func:`scg_summarize.evaluation.evaluate_model`) and draws, for one test document, each model's
+`scg_summarize.evaluation.evaluate_model`) and draws, for one test document, each model's
 attention over chunks at every decoder step. The CPU and wall-clock seconds of every phase are
 reported beside the table (they are the only numbers that depend on the machine), and a model
 that has not left the uniform-attention plateau is flagged with a warning. Given ``data=``, it
@@ -168,7 +168,7 @@ def draw_heatmap(panels: Sequence[tuple[str, torch.Tensor, list[str]]], salient:
 
 def schedule(steps: int) -> tuple[int, int]:
     """``(epochs, steps per epoch)`` for ``steps`` training steps, validating every
-    :data:`VALID_EVERY` steps (``steps`` must be a multiple of it when larger)."""
+    `VALID_EVERY` steps (``steps`` must be a multiple of it when larger)."""
     if steps < 1:
         raise ValueError(f"steps must be positive, got {steps}")
     per_epoch = min(steps, VALID_EVERY)
@@ -206,8 +206,8 @@ def run_demo(out_dir: str | Path, *, data: str | Path | None = None, configs: Se
         configs: the configurations to train and compare.
         steps: training steps per configuration (a multiple of 150 above 150).
         overrides: ``TABLE.KEY=VALUE`` overrides applied to every configuration (after the
-            demo's :data:`DEMO_SIZES` (``small-`` configurations), :data:`DEMO_TRAIN` and
-            :data:`DEMO_EVAL` settings).
+            demo's `DEMO_SIZES` (``small-`` configurations), `DEMO_TRAIN` and
+            `DEMO_EVAL` settings).
         n_train / n_eval: synthetic training / validation and test documents.
         overwrite: train again over the runs of an earlier demo in ``out_dir``.
     """

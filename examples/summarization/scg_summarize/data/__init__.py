@@ -3,22 +3,22 @@
 Modules, one concept each:
 
 =============== ===========================================================================
-``errors``      :class:`DataError` and the skip report :class:`BadInputReport`
-``options``     :class:`PrepOptions` (the paper's preprocessing) and :func:`options_hash`
+``errors``      `DataError` and the skip report `BadInputReport`
+``options``     `PrepOptions` (the paper's preprocessing) and `options_hash`
 ``tokenizer``   regex PTB-style tokenizer, digit mapping, detokenizer
 ``sentences``   rule-based sentence splitter
-``rawtext``     :class:`RawExample` and the checked line reader
+``rawtext``     `RawExample` and the checked line reader
 ``stories``     CNN/DailyMail ``.story`` files
-``readers``     JSON lines, parallel text, and the format dispatcher :func:`read_input`
-``vocab``       :class:`Vocab` with ``<pad>``/``<unk>``/``<s>``/``</s>``
+``readers``     JSON lines, parallel text, and the format dispatcher `read_input`
+``vocab``       `Vocab` with ``<pad>``/``<unk>``/``<s>``/``</s>``
 ``chunking``    grid / sentence chunk layouts and flat views
-``preprocess``  :class:`Preprocessor`: raw example -> sentences, tokens, target
+``preprocess``  `Preprocessor`: raw example -> sentences, tokens, target
 ``storage``     the on-disk format (memory-mapped arrays + text side file + metadata)
-``prepare``     :func:`prepare_corpus`, the streaming two-pass pipeline
+``prepare``     `prepare_corpus`, the streaming two-pass pipeline
 ``progress``    progress display (tqdm if installed)
-``dataset``     :class:`SummarizationDataset`
-``sampler``     :class:`BucketBatchSampler` (seeded, bucketed, resumable)
-``batching``    :func:`collate_examples`, :func:`make_dataloader`
+``dataset``     [`SummarizationDataset`][scg_summarize.data.SummarizationDataset]
+``sampler``     `BucketBatchSampler` (seeded, bucketed, resumable)
+``batching``    `collate_examples`, `make_dataloader`
 ``synthetic``   the synthetic corpus with a known salient chunk
 ``command``     the ``scg-summarize prepare`` subcommand
 =============== ===========================================================================

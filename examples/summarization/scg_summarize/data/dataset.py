@@ -1,7 +1,7 @@
-"""The torch :class:`SummarizationDataset` over a prepared split.
+"""The torch [`SummarizationDataset`][scg_summarize.data.SummarizationDataset] over a prepared split.
 
 Each item is a dict (see ``docs/data.md`` for the batch built from these by
-:func:`~scg_summarize.data.batching.collate_examples`):
+`collate_examples`):
 
 =================  ========================  ==============================================
 key                type                      meaning

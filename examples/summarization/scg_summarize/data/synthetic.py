@@ -14,7 +14,7 @@ so a model has to find the marker (the salient chunk index is stored per example
 coarse-attention accuracy measurable) and then copy/paraphrase that chunk.
 
 All words are generated from syllables (no third-party text); everything is deterministic
-under the seed. :func:`make_synthetic_corpus` writes the same prepared format as
+under the seed. [`make_synthetic_corpus`][scg_summarize.data.make_synthetic_corpus] writes the same prepared format as
 ``scg-summarize prepare`` (layout ``sentences``: chunk ``i`` is sentence ``i``).
 """
 

@@ -1,18 +1,18 @@
 """Loading a trained run directory as a step decoder with its vocabulary and preprocessing.
 
-A run directory is recognised by the first loader in :data:`LOADERS` that accepts it. Loaders
-return a :class:`LoadedRun`; new run formats are added with :func:`register_loader`.
+A run directory is recognised by the first loader in `LOADERS` that accepts it. Loaders
+return a [`LoadedRun`][scg_summarize.decoding.loading.LoadedRun]; new run formats are added with `register_loader`.
 
 Built in:
 
 * the trainer's run directories (``config.json`` + ``best.pt``), registered by
-  :mod:`~scg_summarize.decoding.adapters`;
+  `adapters`;
 * ``decoder.json`` (generic): ``{"factory": "package.module:function", "model": NAME,
   "prep_options": {...}, "data": DIR, ...}``. The factory is called as
   ``factory(run_dir, spec, coarse_topk=K, device=D)`` and must return a
-  :class:`~scg_summarize.decoding.protocol.StepDecoder`. The vocabulary is ``run_dir/vocab.txt``
+  `StepDecoder`. The vocabulary is ``run_dir/vocab.txt``
   or, failing that, the data directory's; the preprocessing options come from the spec or the
-  data's ``meta.json``. :func:`scg_summarize.decoding.toy.write_toy_run` writes such a run.
+  data's ``meta.json``. `scg_summarize.decoding.toy.write_toy_run` writes such a run.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ _GRID_OPTIONS = ("layout", "num_chunks", "chunk_len")
 
 
 def input_mismatch(trained: PrepOptions, found: PrepOptions, *, regrid: bool = False) -> list[str]:
-    """The :data:`INPUT_OPTIONS` on which a corpus (``found``) differs from the preprocessing the
+    """The `INPUT_OPTIONS` on which a corpus (``found``) differs from the preprocessing the
     run was trained with, as ``"name: found (trained: value)"``; the chunk grid is not compared
     when the run re-cuts documents itself (``regrid``)."""
     out = []
@@ -65,7 +65,7 @@ class LoadedRun:
     """A model ready for decoding.
 
     Attributes:
-        decoder: the step decoder (see :mod:`~scg_summarize.decoding.protocol`).
+        decoder: the step decoder (see `protocol`).
         vocab: the model's vocabulary.
         prep_options: how raw text must be preprocessed for this model.
         model: the model's name for tables (``STANDARD``, ``C2F``, ...).
@@ -73,10 +73,10 @@ class LoadedRun:
         data_dir: the prepared corpus the run was trained on, when recorded.
         info: anything else worth reporting (checkpoint, epoch, settings).
         regrid: ``(M, N)`` when the model reads the source re-cut into another chunk grid
-            (the trainer's ``data.regrid``); apply :meth:`prepare` to documents.
+            (the trainer's ``data.regrid``); apply `prepare` to documents.
         eval_table: the run configuration's ``[eval]`` table, when it has one: its decoding
             settings are the run's defaults (see
-            :func:`~scg_summarize.decoding.options.resolve_decode_options`).
+            [`resolve_decode_options`][scg_summarize.decoding.options.resolve_decode_options]).
     """
 
     decoder: StepDecoder[Any]

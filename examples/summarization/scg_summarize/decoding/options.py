@@ -1,11 +1,11 @@
-"""Search settings (:class:`DecodeOptions`) and the finished-hypothesis record.
+"""Search settings ([`DecodeOptions`][scg_summarize.decoding.options.DecodeOptions]) and the finished-hypothesis record.
 
-:class:`DecodeOptions`' field defaults are *the* decoding defaults of the project, the settings
+`DecodeOptions`' field defaults are *the* decoding defaults of the project, the settings
 documented in ``docs/evaluation.md`` and used for ``docs/results.md``: beam 4, 10-40 words,
 trigram blocking, ``<unk>`` replaced by the most attended source word. Everything else takes its
 defaults from here: the ``[eval]`` table of a run configuration
 (``scg_summarize.train.config.EvalConfig``), the command-line options of ``summarize`` and
-``evaluate``, and :func:`resolve_decode_options`, which merges the three in the order
+``evaluate``, and `resolve_decode_options`, which merges the three in the order
 *command line > the run's* ``[eval]`` *table > these defaults*.
 
 Lengths count generated words *without* ``</s>``: a hypothesis of length ``L`` has ``L`` words
@@ -49,7 +49,7 @@ class DecodeOptions:
         beam_size: hypotheses kept per example (1 with ``greedy`` is plain greedy search).
         greedy: use greedy search (``beam_size`` is then ignored).
         max_len: the most words a summary may have (``</s>`` is forced after them).
-        min_len: ``</s>`` is forbidden before this many words (default: :data:`DEFAULT_MIN_LEN`,
+        min_len: ``</s>`` is forbidden before this many words (default: `DEFAULT_MIN_LEN`,
             but at most a quarter of ``max_len``, so that ``max_len`` alone can be lowered).
         length_penalty: the exponent ``alpha`` of the length normalization (0 = none).
         no_repeat_ngram: forbid any word that would repeat an n-gram of this size already in
@@ -130,7 +130,7 @@ class DecodeOptions:
         return asdict(self)
 
 
-#: ``[eval]`` table key of a run configuration -> :class:`DecodeOptions` field.
+#: ``[eval]`` table key of a run configuration -> [`DecodeOptions`][scg_summarize.decoding.options.DecodeOptions] field.
 EVAL_TABLE_KEYS: dict[str, str] = {
     "beam": "beam_size",
     "max_len": "max_len",
@@ -144,7 +144,7 @@ EVAL_TABLE_KEYS: dict[str, str] = {
 
 
 def options_from_eval_table(table: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The :class:`DecodeOptions` fields set by a run's ``[eval]`` table (other keys, such as
+    """The `DecodeOptions` fields set by a run's ``[eval]`` table (other keys, such as
     ``batch_size``, are ignored). ``beam = 1`` means greedy search."""
     fields: dict[str, Any] = {}
     for key, name in EVAL_TABLE_KEYS.items():

@@ -1,7 +1,7 @@
 """From documents to readable summaries: search, ``<unk>`` replacement and detokenization.
 
-:func:`decode_batch` picks greedy or beam search from the options. :class:`Summarizer` runs it
-over documents in batches and turns every hypothesis into a :class:`Summary`: word ids become
+`decode_batch` picks greedy or beam search from the options. `Summarizer` runs it
+over documents in batches and turns every hypothesis into a `Summary`: word ids become
 words, ``<unk>`` is replaced by the most attended source word when asked (``unk="replace"``,
 which needs the model's ``word_attn``; never by a marker such as ``</s>``), the words are split
 into sentences after ``.``/``!``/``?`` and every sentence is detokenized. No special token
@@ -112,7 +112,7 @@ class Summary:
 
 
 class Summarizer:
-    """Decode documents in batches into :class:`Summary` objects.
+    """Decode documents in batches into `Summary` objects.
 
     Args:
         decoder: the model.

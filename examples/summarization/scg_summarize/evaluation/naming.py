@@ -12,8 +12,8 @@ file name of a result says how it was obtained:
   ``nostem``, ``bytes75``, ``recall``, a metric list (digit matching, which ``auto`` turns on
   for runs trained with digit mapping, is not in the name; it is compared below).
 
-:func:`write_result_safely` then refuses to replace a file holding a result whose settings
-(:func:`result_settings`) differ from the new one, naming both; the same settings again (a
+`write_result_safely` then refuses to replace a file holding a result whose settings
+(`result_settings`) differ from the new one, naming both; the same settings again (a
 re-run) replace it.
 """
 

@@ -1,10 +1,10 @@
 """Result files and tables: one JSON per evaluation, markdown in the layout of the paper.
 
-Every ``evaluate`` or ``baseline`` run writes a *result* (:func:`make_result`): a JSON object
+Every ``evaluate`` or ``baseline`` run writes a *result* (`make_result`): a JSON object
 with ``"schema": "scg-summarize-result"``, the row name (``C2F``, ``LEAD-3``...), the data and
 split, and the ``metrics`` (``ppl``, ``rouge1``, ``rouge2``, ``rougeL``, ``rougeLsum``,
-``coarse_entropy``, ``fraction_read``, ``coarse_accuracy``...). :func:`collect_results` finds
-all results under a folder; :func:`markdown_report` renders them like the paper's Table 1 --
+``coarse_entropy``, ``fraction_read``, ``coarse_accuracy``...). `collect_results` finds
+all results under a folder; `markdown_report` renders them like the paper's Table 1 --
 baselines first, then the models in the paper's order, columns PPL and ROUGE-1/2/L (F1, x 100)
 -- with ``n``, the examples scored (and a note when rows differ in it), followed by a Table
 2-style block with the attention metrics of the models that attend over chunks (the ``c2f``
@@ -13,8 +13,8 @@ One table is made per (data, split).
 
 No result is dropped: records are told apart by everything that makes them differ (model or
 baseline name, run folder, data, split, decoding, ROUGE and baseline settings, checkpoint,
-examples; :func:`result_settings`). Only results with identical settings -- a re-run -- are
-reduced to the newest (:func:`select_results` says how many). Rows that share a name are
+examples; `result_settings`). Only results with identical settings -- a re-run -- are
+reduced to the newest (`select_results` says how many). Rows that share a name are
 labelled with their run folder and, if that is not enough, with the settings that differ.
 Results stored with ``warnings`` (a corpus prepared differently from the run's training data)
 are marked with ``(!)`` and the warnings are listed under the table. A model whose training was
@@ -187,7 +187,7 @@ def _settings_key(record: Mapping[str, Any]) -> str:
 
 
 def select_results(records: Iterable[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """``(kept, superseded)``: one record per distinct :func:`result_settings`, the newest;
+    """``(kept, superseded)``: one record per distinct `result_settings`, the newest;
     ``superseded`` are the older copies of identical evaluations."""
     best: dict[str, dict[str, Any]] = {}
     superseded: list[dict[str, Any]] = []

@@ -1,6 +1,6 @@
 """ROUGE F1 (or recall) with ``rouge-score``, maximized over references, as in the paper.
 
-:class:`Rouge` wraps :class:`rouge_score.rouge_scorer.RougeScorer` (Porter stemming on by
+`Rouge` wraps `rouge_score.rouge_scorer.RougeScorer` (Porter stemming on by
 default) and adds what summarization papers do around it:
 
 * several references per example: every metric is the maximum over the references, taken
@@ -17,7 +17,7 @@ default) and adds what summarization papers do around it:
 * ``hash_digits``: model outputs of a corpus prepared with digit mapping contain ``#`` for
   every digit; mapping digits and ``#`` to ``0`` on both sides lets numbers match.
 
-Scores are in ``[0, 1]`` per example; :meth:`Rouge.corpus` averages them and reports
+Scores are in ``[0, 1]`` per example; `Rouge.corpus` averages them and reports
 percentages (x 100), the scale of the paper's tables. An empty prediction scores 0.
 """
 
@@ -107,7 +107,7 @@ class RougeResult:
 
 
 class Rouge:
-    """ROUGE scoring under :class:`RougeOptions` (see the module docstring)."""
+    """ROUGE scoring under [`RougeOptions`][scg_summarize.evaluation.rouge.RougeOptions] (see the module docstring)."""
 
     def __init__(self, options: RougeOptions | None = None) -> None:
         from rouge_score import rouge_scorer, tokenizers

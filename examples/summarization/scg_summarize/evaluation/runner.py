@@ -1,11 +1,11 @@
 """Evaluating a model or a baseline on a prepared split, producing a result record.
 
-:func:`evaluate_model` runs, batch by batch, teacher-forced scoring of the references
+`evaluate_model` runs, batch by batch, teacher-forced scoring of the references
 (perplexity, with the number of reference words scored as ``<unk>``, and coarse accuracy under
 teacher forcing), then decoding (summaries with their
 coarse attention), then ROUGE against all references and the attention metrics.
-:func:`evaluate_baseline` scores an extractive baseline on the stored source sentences.
-Both return ``(result, outputs)``: the result record of :mod:`~scg_summarize.evaluation.report`
+`evaluate_baseline` scores an extractive baseline on the stored source sentences.
+Both return ``(result, outputs)``: the result record of [`report`][scg_summarize.evaluation.report]
 and the per-example outputs (id, summary, per-example ROUGE) for inspection.
 """
 

@@ -1,9 +1,9 @@
 """Test-set evaluation of a finished training run, as the trainer and the demo do it.
 
-:func:`evaluate_run` loads ``RUN_DIR/best.pt`` through :func:`scg_summarize.decoding.load_run`,
+`evaluate_run` loads ``RUN_DIR/best.pt`` through `scg_summarize.decoding.load_run`,
 decodes the split with the run's ``[eval]`` settings (over the defaults of
-:class:`~scg_summarize.decoding.DecodeOptions`; or ``decode`` when given) and scores it with
-:func:`~scg_summarize.evaluation.runner.evaluate_model` (perplexity, ROUGE-1/2/L/Lsum with
+`DecodeOptions`; or ``decode`` when given) and scores it with
+[`evaluate_model`][scg_summarize.evaluation.runner.evaluate_model] (perplexity, ROUGE-1/2/L/Lsum with
 stemming and max over references, coarse-attention entropy, fraction of words read, coarse
 accuracy), so that numbers from ``train --rouge``, the demo and ``scg-summarize evaluate`` agree.
 

@@ -1,24 +1,24 @@
 """The coarse-to-fine summarizer's models (Ling & Rush 2017), one concept per module.
 
 =================== ==========================================================================
-``config``          :class:`ModelConfig`: which encoder, chunk encoder and attention
+``config``          [`ModelConfig`][scg_summarize.models.ModelConfig]: which encoder, chunk encoder and attention
 ``encoders``        word encoders: flat LSTM (Model 0) and per-chunk LSTM (Models 1-3)
 ``chunk_encoders``  chunk vectors for the coarse attention: CONV, BOW, +POS
 ``attention``       flat / HIER / C2F attention; the per-step functions (``c2f_step``)
 ``decoder``         the 2-layer input-feeding LSTM decoder
-``summarizer``      :class:`Summarizer`: the parts composed, teacher-forced NLL per step (the
+``summarizer``      [Summarizer][scg_summarize.models.Summarizer]: the parts composed, teacher-forced NLL per step (the
                     ``c2f`` family)
-``registry``        the registries of families and parts, :func:`build_model`
+``registry``        the registries of families and parts, `build_model`
 ``rows``            row-wise reordering of any state or memory (beam search)
 ``rollout``         free-running decoding with scg word nodes (sequence-level training)
 ``extended_vocab``  separate target vocabulary, copying out-of-vocabulary words
 ``paulus``          Paulus, Xiong & Socher (2018): the ``paulus`` family
 ``pretrained``      word2vec text-format embeddings
-``loading``         :func:`load_model`: a trained model from its checkpoint file
+``loading``         [`load_model`][scg_summarize.models.loading.load_model]: a trained model from its checkpoint file
 =================== ==========================================================================
 
-Decoding (beam search, ``<unk>`` replacement) and ROUGE live in :mod:`scg_summarize.decoding` and
-:mod:`scg_summarize.evaluation`, which see these models through
+Decoding (beam search, ``<unk>`` replacement) and ROUGE live in `scg_summarize.decoding` and
+`scg_summarize.evaluation`, which see these models through
 ``scg_summarize.decoding.adapters.ModelStepDecoder``.
 """
 

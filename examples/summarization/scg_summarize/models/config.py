@@ -1,4 +1,4 @@
-"""The model's hyperparameters (:class:`ModelConfig`): which encoder, chunk encoder and attention.
+"""The model's hyperparameters (`ModelConfig`): which encoder, chunk encoder and attention.
 
 The four models of Ling & Rush (2017, Section 4) differ only in how the decoder attends:
 
@@ -29,7 +29,7 @@ ABS_ENCODERS: tuple[str, ...] = ("none", "bow", "conv", "attention")  #: the ``a
 
 @dataclass
 class ModelConfig:
-    """Hyperparameters of :class:`~scg_summarize.models.summarizer.Summarizer`.
+    """Hyperparameters of `Summarizer`.
 
     Defaults are the paper's sizes (Section 5: 2-layer LSTMs of 500 units, CONV of width 6 with
     600 filters, 25-d position embeddings, dropout 0.3, uniform init in [-0.1, 0.1]).
@@ -48,7 +48,7 @@ class ModelConfig:
         emb_init_std: if > 0, word embeddings start N(0, emb_init_std²) instead (ours: much
             faster escape from the uniform-attention plateau for small models; the paper's
             configurations keep 0).
-        attention: one of :data:`ATTENTIONS`.
+        attention: one of `ATTENTIONS`.
         chunk_encoder: ``conv`` (Kim 2014) or ``bow`` (sum of a separate, frozen embedding).
         pos: concatenate a ``pos_dim`` embedding of the chunk index to its representation.
         conv_width / conv_filters: the CONV chunk encoder.
@@ -59,23 +59,23 @@ class ModelConfig:
         share_embeddings: one embedding table for source and target words.
         decoder_init: ``encoder`` (final encoder state; for chunked encoders the mean over real
             chunks) or ``zero``.
-        copy: a pointer-generator output (:class:`~.generator.CopyGenerator`: a gate mixes the
+        copy: a pointer-generator output (`CopyGenerator`: a gate mixes the
             vocabulary softmax with copying the attended source words; See et al. 2017). Not
             in the paper; off by default.
-        family: the model family (:mod:`.registry`): ``c2f`` (Ling & Rush 2017, this class's
+        family: the model family (`.registry`): ``c2f`` (Ling & Rush 2017, this class's
             other options; the default, so older checkpoints load unchanged), ``paulus``
-            (Paulus et al. 2018, :mod:`.paulus`), ``abs`` (Rush et al. 2015, :mod:`.abs.family`)
-            or ``mal`` (Li et al., :mod:`.mal.family`).
+            (Paulus et al. 2018, `.paulus`), ``abs`` (Rush et al. 2015, `.abs.family`)
+            or ``mal`` (Li et al., `.mal.family`).
         tgt_vocab_size: V_t, the output vocabulary (the V_t most frequent corpus words; 0: all
             V; a value ≥ V means V). Smaller than V, a copying family copies the rest through the extended
-            vocabulary (:mod:`.extended_vocab`). ``paulus`` only.
+            vocabulary (`.extended_vocab`). ``paulus`` only.
         intra_temporal: ``paulus``: intra-temporal encoder attention (else plain bilinear).
         intra_decoder: ``paulus``: intra-decoder attention over the past decoder states.
         tie_output: ``paulus``: W_out = tanh(W_emb W_proj) (else a free W_out).
         feed_sample_prob: ``paulus``: in training, the probability that a teacher-forced step is
             fed the word sampled from the previous step's distribution instead of the reference
             word (0.25 in the paper).
-        abs_encoder: ``abs`` (Rush et al. 2015, :mod:`.abs.family`): the input encoder enc(x, y_c),
+        abs_encoder: ``abs`` (Rush et al. 2015, `.abs.family`): the input encoder enc(x, y_c),
             ``none`` (the plain NNLM), ``bow``, ``conv`` or ``attention`` (ABS). ``emb_dim`` is D,
             ``hidden`` is H.
         abs_context: ``abs``: C, the window of previous output words (5).
@@ -86,7 +86,7 @@ class ModelConfig:
         abs_src_vocab / abs_tgt_vocab: ``abs``: V_x and V_y, the input (article) and output
             (title) vocabularies; 0: every corpus word. Filled in from a corpus prepared with
             separate vocabularies (``prepare --field-vocab-min-freq``, ``data/field_vocabs.py``).
-        suatt / unatt: ``mal`` (Li et al., :mod:`.mal`): the supervised (c^s, a^s, L_s) and
+        suatt / unatt: ``mal`` (Li et al., `.mal`): the supervised (c^s, a^s, L_s) and
             unsupervised (PageRank c^u, a^u) saliency attentions; both off is the seq2seq row.
         damping: ``mal``: d of the PageRank (0.9).
         pagerank_guard: ``mal``: the edge-weight guard (``softplus``, ``none`` = the paper, ``abs``).

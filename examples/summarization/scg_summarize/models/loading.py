@@ -2,8 +2,8 @@
 
 The trainer (``scg_summarize.train``) stores ``best.pt`` / ``checkpoint.pt`` as a dict with at
 least ``"config"`` (the run configuration as a plain dict: ``{"name", "model": {...}, "data":
-{...}, "eval": {...}, ...}``) and ``"model"`` (the state dict). :func:`load_model` rebuilds the
-model of its family (``model.family``, :func:`~scg_summarize.models.registry.build_model`) from
+{...}, "eval": {...}, ...}``) and ``"model"`` (the state dict). `load_model` rebuilds the
+model of its family (``model.family``, `build_model`) from
 the ``model`` table alone, so decoding and evaluation can load a run without importing the
 trainer (the example's layers go one way: data -> models -> decoding -> evaluation -> train -> commands).
 ``scg_summarize.train.loop.load_model`` wraps it and also parses the full configuration.
@@ -35,7 +35,7 @@ def read_checkpoint(path: str | Path, map_location: str | torch.device = "cpu",
                     required: tuple[str, ...] = REQUIRED_KEYS) -> dict[str, Any]:
     """The dict stored in a checkpoint file (written by ``train.checkpoint.save_atomic``).
 
-    Raises :class:`CheckpointError` naming ``path`` for a missing, empty, truncated or foreign
+    Raises `CheckpointError` naming ``path`` for a missing, empty, truncated or foreign
     file, or one without the ``required`` keys (instead of ``EOFError``/``UnpicklingError`` from
     deep inside ``torch.load``).
     """

@@ -1,18 +1,18 @@
 """The summarizer: embeddings + word encoder + chunk encoder + attentional decoder + generator.
 
-:class:`Summarizer` composes the swappable parts of :mod:`.encoders`, :mod:`.chunk_encoders`,
-:mod:`.attention` and :mod:`.decoder` according to a :class:`~.config.ModelConfig`. Its
-:meth:`~Summarizer.forward` runs teacher forcing over a batch and returns the negative
+[`Summarizer`][scg_summarize.models.Summarizer] composes the swappable parts of `.encoders`, `.chunk_encoders`,
+`.attention` and `.decoder` according to a `ModelConfig`. Its
+[`forward`][scg_summarize.models.Summarizer.forward] runs teacher forcing over a batch and returns the negative
 log-likelihood of every target step separately (``task="teacher"``),
 
     nll_t = −log p(y_{t+1} | y_≤t, x)     (B,) for t = 0 .. T−2,
 
 because the C2F objective makes each of them a cost node at step t (it is both the NLL trained
 by backpropagation and −r_t, the reward of the chunks drawn at steps ≤ t; see
-:mod:`scg_summarize.train.objective`); with ``task="rollout"`` it generates its own summary
-as scg word nodes (:mod:`.rollout`, self-critical training). It is the ``c2f`` family of
-:mod:`.registry`, built from the registered encoders, attentions, decoder and generators; other
-families (:mod:`.paulus`) implement the same interface.
+`scg_summarize.train.objective`); with ``task="rollout"`` it generates its own summary
+as scg word nodes (`.rollout`, self-critical training). It is the ``c2f`` family of
+`.registry`, built from the registered encoders, attentions, decoder and generators; other
+families (`.paulus`) implement the same interface.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ class SummarizerOutput:
     Attributes:
         step_nll: T−1 tensors ``(B,)``: −log p(y_{t+1}) at real target positions, 0 at padding.
         step_mask: ``(B, T−1)`` True at real target positions.
-        attention: the T−1 steps' :class:`AttentionOut`.
+        attention: the T−1 steps' `AttentionOut`.
     """
 
     step_nll: list[torch.Tensor]
@@ -86,7 +86,7 @@ DECODERS.register("input_feed_lstm", Decoder)
 
 
 class Summarizer(nn.Module):
-    """Models 0-3 of Ling & Rush (2017) with every Table 1 option (see :class:`ModelConfig`)."""
+    """Models 0-3 of Ling & Rush (2017) with every Table 1 option (see `ModelConfig`)."""
 
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
@@ -162,7 +162,7 @@ class Summarizer(nn.Module):
 
     def log_probs(self, out: torch.Tensor) -> torch.Tensor:
         """log softmax(W_out c_t + b_out) ``(..., V)`` from decoder outputs ``(..., H)`` (the
-        vocabulary half only; :meth:`step_log_probs` is a step's full distribution)."""
+        vocabulary half only; `step_log_probs` is a step's full distribution)."""
         return F.log_softmax(self.generator.logits(out), dim=-1)
 
     def step_log_probs(self, out: torch.Tensor, att: AttentionOut, memory: Memory) -> torch.Tensor:
@@ -178,7 +178,7 @@ class Summarizer(nn.Module):
 
     def step(self, state: DecoderState, prev_tokens: torch.Tensor, memory: Memory, t: int, mode: str
              ) -> tuple[torch.Tensor, DecoderState, AttentionOut]:
-        """:meth:`advance` then :meth:`step_log_probs`: log p(y_t | ·) ``(B, V)``, the state, the attention."""
+        """`advance` then `step_log_probs`: log p(y_t | ·) ``(B, V)``, the state, the attention."""
         out, state, att = self.advance(state, prev_tokens, memory, t, mode)
         return self.step_log_probs(out, att, memory), state, att
 
@@ -196,8 +196,8 @@ class Summarizer(nn.Module):
             tgt, tgt_mask: ``(B, T)`` with ``<s>`` first.
             mode: C2F's chunk choice: ``sample`` (scg nodes, training), ``greedy`` (argmax /
                 top-k) or ``soft`` (HIER attention); soft models ignore it.
-            task: ``teacher`` (a :class:`SummarizerOutput`) or ``rollout`` (a
-                :class:`~.rollout.Rollout` of at most ``max_len`` words drawn as scg nodes; run
+            task: ``teacher`` (a `SummarizerOutput`) or ``rollout`` (a
+                `Rollout` of at most ``max_len`` words drawn as scg nodes; run
                 it under ``scg.Graph(intervene=scg.estimators.greedy)`` for greedy decoding).
         """
         memory, final = self.encode(src, src_mask)

@@ -1,8 +1,8 @@
 """Run configurations: named TOML files, inheritance, size variants and command-line overrides.
 
-A configuration has four tables, each a dataclass: ``[model]`` (:class:`ModelConfig`),
-``[train]`` (:class:`TrainConfig`), ``[data]`` (:class:`DataConfig`) and ``[eval]``
-(:class:`EvalConfig`). Named configurations live in ``scg_summarize/configs/NAME.toml``; one per
+A configuration has four tables, each a dataclass: ``[model]`` ([`ModelConfig`][scg_summarize.models.ModelConfig]),
+``[train]`` (`TrainConfig`), ``[data]`` (`DataConfig`) and ``[eval]``
+(`EvalConfig`). Named configurations live in ``scg_summarize/configs/NAME.toml``; one per
 row of the paper's Table 1 (``STANDARD``, ``C2F+MULTI2``...). A file may say ``extends = "base"``
 to start from another file (tables are merged key by key). Size variants are prefixes:
 ``small-NAME`` applies ``configs/_small.toml`` on top of ``NAME`` (laptop-CPU sizes) and
@@ -83,7 +83,7 @@ class TrainConfig:
         num_workers: data loader worker processes.
         threads: torch intra-op threads (0: torch's default).
         throttle_s: sleep after every step (only for interruption tests).
-        objective: the registered training objective (:mod:`.objective`): ``auto`` (C2F's
+        objective: the registered training objective (`.objective`): ``auto`` (C2F's
             surrogate for hard attention, else NLL), ``mle``, ``c2f_reinforce``,
             ``self_critical`` or ``mixed``.
         rl_weight: γ of the mixed objective γ L_rl + (1 − γ) L_ml (0.9984, Paulus et al. 2018).
@@ -187,7 +187,7 @@ class EvalConfig:
     ``summarize``/``evaluate``: beam size (1: greedy), lengths, n-gram blocking (0 or ≥ 2),
     length penalty α, ``unk`` (``allow``, ``forbid`` or ``replace``: copy the source word with
     the highest attention), immediate word repeats and number tokens blocked. The defaults are
-    :class:`~scg_summarize.decoding.DecodeOptions`' (the documented settings)."""
+    `DecodeOptions`' (the documented settings)."""
 
     beam: int = _DECODE.beam_size
     max_len: int = _DECODE.max_len
@@ -233,8 +233,8 @@ class Config:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Config:
-        """Build and validate a configuration; raises :class:`~.schema.ConfigError` listing every
-        bad key at once (:func:`~.schema.check_config`)."""
+        """Build and validate a configuration; raises `ConfigError` listing every
+        bad key at once (`check_config`)."""
         tables: dict[str, type] = {"model": ModelConfig, "train": TrainConfig, "data": DataConfig,
                                    "eval": EvalConfig}
         problems = check_config(data, tables)

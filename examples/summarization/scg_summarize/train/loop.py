@@ -1,7 +1,7 @@
-"""The training loop: :class:`Trainer` (``scg-summarize train``).
+"""The training loop: [`Trainer`][scg_summarize.train.loop.Trainer] (``scg-summarize train``).
 
 Per step: a global batch from the resumable bucketed loader (this rank's slice under DDP),
-the objective (:mod:`.objective`: NLL for soft attention; the scg surrogate for C2F, or NLL
+the objective (`.objective`: NLL for soft attention; the scg surrogate for C2F, or NLL
 with probability ``train.alternate`` for +ALTERNATE), backpropagation, gradient renormalization
 and the optimizer step. Per epoch: validation perplexity (C2F at its test-time argmax), the lr
 schedule, ``checkpoint.pt`` and ``best.pt``. Metrics go to ``RUN_DIR/metrics.jsonl``.
@@ -62,7 +62,7 @@ RESUME_KEYS = ("config", "model", "optimizer", "schedule", "baseline", "loader",
 
 
 def build_model(config: Config, vocab_size: int, num_chunks: int, data_dir: str | Path | None = None) -> Summarizer:
-    """A :class:`Summarizer` for a corpus with ``vocab_size`` words and ``num_chunks`` chunks
+    """A `Summarizer` for a corpus with ``vocab_size`` words and ``num_chunks`` chunks
     (the family's ``for_corpus(config, data_dir)`` when it has one and ``data_dir`` is given)."""
     if config.model.vocab_size == 0:
         config.model.vocab_size = vocab_size
@@ -76,7 +76,7 @@ def build_model(config: Config, vocab_size: int, num_chunks: int, data_dir: str 
 
 def load_model(path: str | Path, device: str | torch.device = "cpu") -> tuple[Summarizer, Config]:
     """The model and configuration stored in a checkpoint (``best.pt`` or ``checkpoint.pt``);
-    :func:`scg_summarize.models.load_model` with the configuration parsed."""
+    `scg_summarize.models.load_model` with the configuration parsed."""
     model, raw = models_load_model(path, device)
     return model, Config.from_dict(raw)
 
@@ -180,7 +180,7 @@ class Trainer:
             raise
 
     def close(self) -> None:
-        """Release the run directory's lock (the process group is left to :meth:`DistContext.close`)."""
+        """Release the run directory's lock (the process group is left to `DistContext.close`)."""
         if self.lock is not None:
             self.lock.release()
             self.lock = None
@@ -409,7 +409,7 @@ class Trainer:
         validation metrics.
 
         SIGTERM/SIGINT stop the run after the current step with a checkpoint
-        (:class:`TrainingStopped`); a non-finite loss stops it with :class:`TrainingDiverged`.
+        (`TrainingStopped`); a non-finite loss stops it with `TrainingDiverged`.
         """
         self.stop.install()
         try:
