@@ -652,6 +652,16 @@ def _slope_lines(pts: list[dict[str, Any]]) -> list[str]:
     return [*lines, ""]
 
 
+def _reason(error: str) -> str:
+    """The first line of a compile error, or the exception dynamo observed in the traced code
+    (``Unsupported: Observed exception`` hides it in its developer context)."""
+    mark = "raised exception "
+    for line in error.splitlines():
+        if mark in line:
+            return line.split(mark, 1)[1][:400]
+    return error.splitlines()[0][:400]
+
+
 def render(data: dict[str, Any], path: Path) -> None:
     meta = data["meta"]
     lines = [
@@ -680,7 +690,7 @@ def render(data: dict[str, Any], path: Path) -> None:
         for c in data["compile"]:
             head = f"- `{c['workload']}` (B={c['batch']}, H={c['hidden']}, {c['backend']}): "
             if "error" in c:
-                lines.append(head + "not compiled: `" + c["error"].splitlines()[0][:400] + "`")
+                lines.append(head + "not compiled: `" + _reason(c["error"]) + "`")
             elif "ratio" in c:
                 lines.append(
                     head + f"scg Declared {c['declared_ms']:.3f} ms, hand-written "
@@ -749,6 +759,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--compile", action="store_true", help="add the torch.compile rows")
     parser.add_argument("--profile", action="store_true", help="add the cProfile breakdown")
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--render", action="store_true", help="rewrite the .md and .png from the .json")
     args = parser.parse_args(argv)
     quick = args.quick
     batches = args.batch or ([2] if quick else [1, 32, 256])
@@ -766,6 +777,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         meta["command"] = "python benchmarks/small_models.py " + " ".join(argv)
     data: dict[str, Any] = {"meta": meta}
     json_path, md_path = args.out / "small_models.json", args.out / "small_models.md"
+    if args.render:
+        data = json.loads(json_path.read_text())
+        render(data, md_path)
+        plot(data["per_node"], args.out / "small_models.png")
+        return data
 
     def save() -> None:
         json_path.write_text(json.dumps(data, indent=2) + "\n")

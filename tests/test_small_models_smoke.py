@@ -102,3 +102,7 @@ def test_quick_run_writes_its_files(bench: Any, tmp_path: Path) -> None:
     assert set(saved["profile"]) == {"declared", "tracked"}
     text = (tmp_path / "small_models.md").read_text()
     assert "sigmoid belief net" in text and "Per-node cost" in text and "cProfile" in text
+    assert "Slopes against N" in text
+    (tmp_path / "small_models.md").unlink()
+    bench.main(["--render", "--out", str(tmp_path)])  # the report again, from the JSON alone
+    assert (tmp_path / "small_models.md").read_text() == text
