@@ -52,8 +52,10 @@ from typing import Any
 import torch
 from torch._C import _are_functorch_transforms_active as _transforms_active
 from torch._C import _functorch
+from torch.compiler import is_dynamo_compiling as _dynamo_compiling
 from torch.overrides import TorchFunctionMode
 
+from scg.errors import SCGError
 from scg.graph import positions
 from scg.graph.aliases import adopt, geometry
 from scg.graph.ops import (
@@ -122,6 +124,13 @@ def closure(direct: list[int]) -> list[int]:
 
 
 Handler = Callable[[str, str, int, FrameType], None]
+
+_COMPILED = (
+    "torch.compile traced a function called inside a tracked scg.Graph: tracking watches every "
+    "torch call through a torch function mode, which dynamo cannot trace. To compile it, run "
+    "the graph with "
+    "scg.Graph(structure=scg.Declared(...)) (no mode is pushed; check the declaration with "
+    "scg.testing.check_structure), or call the compiled function outside the graph's block")
 
 
 _PRODUCTS = frozenset({"mul", "mul_", "multiply", "__mul__", "__rmul__", "__imul__"})
@@ -235,6 +244,9 @@ class InfluenceTracker(TorchFunctionMode):
         args: tuple[Any, ...] = (),
         kwargs: dict[str, Any] | None = None,
     ) -> Any:
+        if _dynamo_compiling():  # dynamo traces this mode (a graph break, so that the error
+            torch._dynamo.graph_break()  # below is raised, not traced)
+            raise SCGError(_COMPILED)
         out = func(*args, **kwargs) if kwargs else func(*args)
         known = INFO.get(func)
         if known is None:

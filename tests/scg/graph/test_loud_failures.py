@@ -65,3 +65,18 @@ def test_noise_shaped_like_a_parameter_and_rsample_do_not_warn() -> None:
             with torch.no_grad():  # a draw whose probabilities carry no gradient
                 torch.multinomial(torch.softmax(THETA, -1), 1)
         g.surrogate_loss()
+
+
+@pytest.mark.slow  # inductor compiles the function for the declared graph: ~5-10 s on a busy CPU
+def test_compiled_cost_function_inside_a_tracked_graph_points_to_declared() -> None:
+    torch._dynamo.reset()
+    cost_fn = torch.compile(lambda x: (x**2).sum())
+    with pytest.raises(scg.SCGError, match=r"torch.compile.*tracked scg.Graph.*scg.Declared"):
+        with scg.Graph():
+            z = scg.sample(Normal(THETA, 1.0), name="z")
+            scg.cost(cost_fn(z), name="c")
+    with scg.Graph(structure=scg.Declared()) as g:  # no mode: the compiled function runs
+        z = scg.sample(Normal(THETA, 1.0), name="z")
+        scg.cost(cost_fn(z), name="c")
+    g.surrogate_loss().backward()
+    torch._dynamo.reset()
