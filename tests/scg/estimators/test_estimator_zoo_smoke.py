@@ -22,14 +22,12 @@ def test_every_estimator_runs_and_the_report_renders(zoo: Any, tmp_path: Path) -
     x = zoo.load_digits_binary()
     assert x.shape == (1797, 64) and set(x.unique().tolist()) == {0.0, 1.0}
     rows = []
-    for layers in (1, 2):
-        for name in zoo.ESTIMATORS:
-            if name == "rebar" and layers == 2:
-                continue
-            row = zoo.variance_and_time(layers, name, 3, x[:8])
+    for model, names in zoo.MODELS.items():
+        for name in names:
+            row = zoo.variance_and_time(model, name, 3, x[:8])
             assert row["variance"] >= 0 and row["seconds_per_estimate"] > 0
             rows.append(row)
-    curve = zoo.train_curve(1, "disarm", 0, 4, 2, x[:100], x[100:140])
+    curve = zoo.train_curve("1L", "disarm", 0, 4, 2, x[:100], x[100:140])
     assert len(curve["curve"]) == 3 and all(torch.isfinite(torch.tensor(e)) for _, e in curve["curve"])
     res = {
         "meta": {"command": "test", "when": "now", "torch": torch.__version__, "machine": "x", "steps": 4},
@@ -39,7 +37,7 @@ def test_every_estimator_runs_and_the_report_renders(zoo: Any, tmp_path: Path) -
     }
     zoo.write_markdown(res, tmp_path / "zoo.md")
     text = (tmp_path / "zoo.md").read_text()
-    assert "| 2 | disarm | yes |" in text and "Gumbel-Rao" in text
+    assert "| 2L | disarm | yes |" in text and "| cat | unordered4 | yes |" in text and "Gumbel-Rao" in text
 
 
 @pytest.mark.slow
@@ -49,7 +47,7 @@ def test_unbiased_vae_estimators_agree_in_mean(zoo: Any) -> None:
     x = zoo.load_digits_binary()[:4]
     means, ses = {}, {}
     for name in ("sf_loo2", "disarm"):
-        model = zoo.VAE.init(1, 0)
+        model = zoo.VAE.init("1L", 0)
         est = zoo._estimator(name, model, x)[0]
         torch.manual_seed(3)
         grads = []
