@@ -537,8 +537,34 @@ def compiled_rows(repeats: int, batch: int = 16, hidden: int = 32) -> list[dict[
     return rows
 
 
-def profile(batch: int = 32, hidden: int = 32, calls: int = 200, top: int = 12) -> dict[str, list[dict[str, Any]]]:
-    """cProfile of ``sbn`` steps in Declared and tracked mode: the top entries by own time."""
+AREAS = (
+    ("scg/graph", "scg: graph building (scg/graph)"),
+    ("scg/credit", "scg: surrogate (scg/credit)"),
+    ("scg/baselines", "scg: baselines"),
+    ("scg/", "scg: other"),
+    ("torch/distributions", "torch.distributions (Python)"),
+    ("torch/", "torch, other Python"),
+    ("benchmarks/", "the model's own Python"),
+)
+ENTRY_POINTS = {
+    "scg.sample": ("scg/graph/build.py", "sample"),
+    "scg.cost": ("scg/graph/build.py", "cost"),
+    "surrogate_loss": ("scg/credit/surrogate.py", "surrogate_loss"),
+    "backward (autograd engine)": ("~", "<method 'run_backward' of 'torch._C._EngineBase' objects>"),
+}
+
+
+def _area(file: str, func: str) -> str:
+    if file == "~":
+        return "autograd backward (C++)" if "run_backward" in func else "builtins and torch ops (C)"
+    short = _short(file)
+    return next((name for key, name in AREAS if short.startswith(key)), "other Python")
+
+
+def profile(batch: int = 32, hidden: int = 32, calls: int = 200, top: int = 12) -> dict[str, dict[str, Any]]:
+    """cProfile of ``sbn`` steps in Declared and tracked mode, on the thread's CPU clock: own
+    time by area (scg's modules, torch's Python, the C ops), the cumulative time of scg's entry
+    points, and the top entries by own time (µs per step)."""
     out = {}
     model = make_sbn(batch, hidden)
     _, modes = steps(model)
@@ -546,7 +572,7 @@ def profile(batch: int = 32, hidden: int = 32, calls: int = 200, top: int = 12) 
         fn = modes[m]
         for _ in range(3):
             fn()
-        prof = cProfile.Profile(clock)  # the thread's CPU time, as the timings
+        prof = cProfile.Profile(clock)
         prof.enable()
         for _ in range(calls):
             fn()
@@ -555,8 +581,13 @@ def profile(batch: int = 32, hidden: int = 32, calls: int = 200, top: int = 12) 
         prof.disable()
         stats = pstats.Stats(prof, stream=io.StringIO())
         total = stats.total_tt  # type: ignore[attr-defined]
-        entries = []
+        entries, areas, entry = [], dict.fromkeys([n for _, n in AREAS], 0.0), {}
         for (file, line, func), (_, ncalls, tt, ct, _) in stats.stats.items():  # type: ignore[attr-defined]
+            area = _area(file, func)
+            areas[area] = areas.get(area, 0.0) + tt / calls * 1e6
+            for name, (where, fname) in ENTRY_POINTS.items():
+                if func == fname and _short(file) == where:
+                    entry[name] = {"calls": ncalls / calls, "cum_us": ct / calls * 1e6}
             entries.append(
                 {
                     "function": f"{_short(file)}:{line}({func})",
@@ -567,7 +598,7 @@ def profile(batch: int = 32, hidden: int = 32, calls: int = 200, top: int = 12) 
                 }
             )
         entries.sort(key=lambda e: -e["own_us"])
-        out[m] = [{"step_us": total / calls * 1e6}, *entries[:top]]
+        out[m] = {"step_us": total / calls * 1e6, "areas": areas, "entry_points": entry, "top": entries[:top]}
         log(f"profile {m}: {total / calls * 1e6:.0f} µs per step under cProfile")
     return out
 
@@ -724,19 +755,43 @@ def render(data: dict[str, Any], path: Path) -> None:
                 + " |"
             )
     prof = data.get("profile")
-    if prof:
-        for m, entries in prof.items():
-            lines += [
-                "",
-                f"## cProfile, sbn B=32 H=32, {m} ({entries[0]['step_us']:.0f} µs per step under the profiler)",
-                "",
-                "| function | calls / step | own µs / step | share |",
-                "|---|---:|---:|---:|",
-            ]
-            lines += [
-                f"| `{e['function']}` | {e['calls']:.0f} | {e['own_us']:.1f} | {e['own_share']:.1%} |"
-                for e in entries[1:]
-            ]
+    for m, p in (prof or {}).items():
+        step = p["step_us"]
+        lines += [
+            "",
+            f"## cProfile, sbn B=32 H=32, {m} ({step:.0f} µs per step under the profiler, thread CPU time)",
+            "",
+            "Own time by area:",
+            "",
+            "| area | µs / step | share |",
+            "|---|---:|---:|",
+        ]
+        lines += [
+            f"| {a} | {us:.0f} | {us / step:.1%} |"
+            for a, us in sorted(p["areas"].items(), key=lambda kv: -kv[1])
+            if us > 0
+        ]
+        lines += [
+            "",
+            "Entry points (cumulative):",
+            "",
+            "| call | calls / step | µs / step | share |",
+            "|---|---:|---:|---:|",
+        ]
+        lines += [
+            f"| `{n}` | {e['calls']:.0f} | {e['cum_us']:.0f} | {e['cum_us'] / step:.1%} |"
+            for n, e in p["entry_points"].items()
+        ]
+        lines += [
+            "",
+            "Top entries by own time:",
+            "",
+            "| function | calls / step | own µs / step | share |",
+            "|---|---:|---:|---:|",
+        ]
+        lines += [
+            f"| `{e['function']}` | {e['calls']:.0f} | {e['own_us']:.1f} | {e['own_share']:.1%} |" for e in p["top"]
+        ]
     path.write_text("\n".join(lines) + "\n")
 
 
@@ -760,6 +815,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--profile", action="store_true", help="add the cProfile breakdown")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--render", action="store_true", help="rewrite the .md and .png from the .json")
+    parser.add_argument(
+        "--add-profile", action="store_true", help="run only the cProfile breakdown and add it to the existing .json"
+    )
     args = parser.parse_args(argv)
     quick = args.quick
     batches = args.batch or ([2] if quick else [1, 32, 256])
@@ -777,8 +835,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         meta["command"] = "python benchmarks/small_models.py " + " ".join(argv)
     data: dict[str, Any] = {"meta": meta}
     json_path, md_path = args.out / "small_models.json", args.out / "small_models.md"
-    if args.render:
+    if args.render or args.add_profile:
         data = json.loads(json_path.read_text())
+        if args.add_profile:
+            torch.set_num_threads(1)
+            data["profile"] = profile(calls=5 if quick else 200)
+            data["meta"]["profile_load_average"] = machine(CPU)["load_average_1_5_15"]
+            json_path.write_text(json.dumps(data, indent=2) + "\n")
         render(data, md_path)
         plot(data["per_node"], args.out / "small_models.png")
         return data

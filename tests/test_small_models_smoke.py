@@ -100,6 +100,7 @@ def test_quick_run_writes_its_files(bench: Any, tmp_path: Path) -> None:
             assert r[f"{m}_ms"] > 0 and r[f"{m}_ratio"] > 0
     assert [p["N"] for p in saved["per_node"]] == [2, 4]
     assert set(saved["profile"]) == {"declared", "tracked"}
+    assert saved["profile"]["declared"]["entry_points"]["scg.sample"]["calls"] == 2
     text = (tmp_path / "small_models.md").read_text()
     assert "sigmoid belief net" in text and "Per-node cost" in text and "cProfile" in text
     assert "Slopes against N" in text
