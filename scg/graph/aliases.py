@@ -15,9 +15,12 @@ synchronisation). On a hit the object *adopts* the node's influence:
   storage: the node is foreign from position 0 (whole-plate credit, `scg.credit.plates`).
 
 Storages written through an alias (``storages`` of the tracker) are already looked up for every
-input. What is not covered: an alias of a *derived* tracked value that was never written in
-place (``nn.Parameter(z.float())``): its storage is not recorded (recording every tracked
-output's storage would cost every torch call), see ``docs/tracking.md``.
+input. An alias of a *cast or copy* of tracked values (``nn.Parameter(z.float())``,
+``z.float().as_subclass(C)``, ``nn.Parameter(h.clone())``) is found through the storages the
+tracker records for those operations' outputs (``copies``), and adopted with whole-plate credit.
+What is not covered: an alias of another derived value (``nn.Parameter(z * 2)``; recording
+every tracked output's storage would cost every torch call), and ``as_subclass(torch.Tensor)``
+(a plain tensor: inputs of the plain type are not looked up), see ``docs/tracking.md``.
 
 The cost, paid only for inputs of a subclass type without a mask (model weights are
 ``Parameter``\\ s): one storage-pointer read and a dictionary lookup per such input.
@@ -51,9 +54,25 @@ def adopt(tracker: InfluenceTracker, t: torch.Tensor) -> int:
     except (RuntimeError, NotImplementedError, TypeError):
         return 0
     if idx is None:
-        return 0
+        return _adopt_copy(tracker, t)
     m = 1 << idx
     setattr(t, tracker.attr, m)
     if geometry(t) != tracker.node_geometry.get(idx):
         setattr(t, tracker.fattr, {0: m})  # a part of the value: whole-plate
+    return m
+
+
+def _adopt_copy(tracker: InfluenceTracker, t: torch.Tensor) -> int:
+    """``nn.Parameter(z.float())``: the storage of a cast or copy of tracked values (recorded
+    by the tracker); adopted whole, from position 0 (whole-plate credit: the copy's positions
+    are not recorded)."""
+    if not tracker.copies:
+        return 0
+    try:
+        m = tracker.copies.get(t.untyped_storage().data_ptr(), 0)
+    except (RuntimeError, NotImplementedError, TypeError):
+        return 0
+    if m:
+        setattr(t, tracker.attr, m)
+        setattr(t, tracker.fattr, {0: m})
     return m

@@ -16,6 +16,7 @@ from scg.graph import positions
 
 __all__ = [
     "ESCAPES",
+    "F_COPY",
     "F_DYNAMIC",
     "F_ELEMENTWISE",
     "F_GETITEM",
@@ -113,6 +114,12 @@ _ZERO_GRAD = frozenset("round round_ floor floor_ ceil ceil_ trunc trunc_ fix fi
 F_METADATA, F_SHAPE, F_RANDOM, F_MUTATES, F_ELEMENTWISE, F_DYNAMIC, F_GETITEM, F_PAIRED = (
     1, 2, 4, 8, 16, 32, 64, 128)
 F_ZERO_GRAD = 256
+F_COPY = 512
+
+#: Casts and copies: their outputs are what ``nn.Parameter(z.float())`` and ``z.float()
+#: .as_subclass(C)`` alias without a torch call, so the tracker records their storages.
+_COPIES = frozenset("""float double half bfloat16 long int short bool byte char to type type_as
+clone contiguous detach cpu cuda""".split())
 INFO: dict[Callable[..., Any], tuple[str, positions.Rule | None, int]] = {}
 
 
@@ -127,7 +134,8 @@ def info(func: Callable[..., Any]) -> tuple[str, positions.Rule | None, int]:
              | (F_DYNAMIC if name in _DYNAMIC_SHAPE else 0)
              | (F_GETITEM if name == "__getitem__" else 0)
              | (F_PAIRED if name in _PAIRED else 0)
-             | (F_ZERO_GRAD if name in _ZERO_GRAD else 0))
+             | (F_ZERO_GRAD if name in _ZERO_GRAD else 0)
+             | (F_COPY if name in _COPIES else 0))
     got = (name, rule, flags)
     INFO[func] = got
     return got

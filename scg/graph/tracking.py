@@ -60,6 +60,7 @@ from scg.graph import positions
 from scg.graph.aliases import adopt, geometry
 from scg.graph.ops import (
     ESCAPES,
+    F_COPY,
     F_DYNAMIC,
     F_ELEMENTWISE,
     F_GETITEM,
@@ -170,6 +171,9 @@ class InfluenceTracker(TorchFunctionMode):
         self.storages: dict[int, tuple[int, Tensor]] = {}
         #: storage key -> node index, for node values
         self.node_storages: dict[int, int] = {}
+        #: storage key -> mask, for outputs of casts and copies of tracked values
+        #: (``nn.Parameter(z.float())`` aliases one: scg.graph.aliases)
+        self.copies: dict[int, int] = {}
         #: node index -> (shape, strides, offset) of its value (scg.graph.aliases)
         self.node_geometry: dict[int, tuple[tuple[int, ...], tuple[int, ...], int]] = {}
         self.drawing = 0  # > 0 while scg.sample draws (its own randomness is not hidden)
@@ -313,6 +317,10 @@ class InfluenceTracker(TorchFunctionMode):
             written = args[0]
         if m & self.grad_nodes or self.breaks:
             self._breaks(name, flags, args, out, written, tracked)
+        if flags & F_COPY and type(out) is Tensor:
+            key = storage_key(out)
+            if key:
+                self.copies[key] = self.copies.get(key, 0) | m
         if isinstance(written, Tensor) and out is not written:
             self._propagate(func, name, rule, flags, args, kwargs, written, m, tracked)
         if args and out is args[0] and written is None and not flags & F_MUTATES \

@@ -80,3 +80,25 @@ def test_compiled_cost_function_inside_a_tracked_graph_points_to_declared() -> N
         scg.cost(cost_fn(z), name="c")
     g.surrogate_loss().backward()
     torch._dynamo.reset()
+
+
+@pytest.mark.parametrize("alias", ["parameter_float", "parameter_clone", "subclass_long"])
+def test_alias_of_a_cast_of_a_sample_keeps_its_influence(alias: str) -> None:
+    """``nn.Parameter(z.float())`` shares the storage of the cast, which no torch call links to
+    ``z``; the tracker records the storages of casts and copies of tracked values."""
+
+    class Marked(torch.Tensor):
+        pass
+
+    with scg.Graph() as g:
+        z = scg.sample(Categorical(logits=THETA.expand(4, 3)), name="z")
+        if alias == "parameter_float":
+            p = torch.nn.Parameter(z.float())
+        elif alias == "parameter_clone":
+            p = torch.nn.Parameter(z.float().clone())
+        else:
+            p = z.double().as_subclass(Marked)
+        scg.cost(p * 2.0, name="c")
+    g.surrogate_loss()
+    assert g.influences("z", "c")
+    assert g.credit("z", "c") == "whole-plate"
