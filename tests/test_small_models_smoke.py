@@ -107,3 +107,15 @@ def test_quick_run_writes_its_files(bench: Any, tmp_path: Path) -> None:
     (tmp_path / "small_models.md").unlink()
     bench.main(["--render", "--out", str(tmp_path)])  # the report again, from the JSON alone
     assert (tmp_path / "small_models.md").read_text() == text
+
+
+@pytest.mark.slow  # two dynamo captures, ~2 s
+def test_compiled_steps_compute_the_eager_gradient(bench: Any) -> None:
+    """The compiled row compares like with like: captured whole with ``fullgraph=True`` (dynamo's
+    eager backend keeps torch's draws), the hand-written and the declared step give the eager
+    hand-written gradient."""
+    model = bench.make_sequence(4, 8, steps=5)
+    ref = _grads(model.hand_loss, model.params, 0)
+    for what, loss in (("hand", model.hand_loss), ("declared", model.scg_loss(scg.Declared()))):
+        compiled = torch.compile(loss, fullgraph=True, dynamic=False, backend="eager")
+        _assert_equal(_grads(compiled, model.params, 0), ref, f"compiled {what}")
