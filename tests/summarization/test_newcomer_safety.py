@@ -206,3 +206,42 @@ def test_evaluate_says_which_decoding_settings_a_family_overrides(config: str, n
     assert named in describe_sources(options, sources)
     options, sources = decode_options_with_sources(_decode_args("--beam", "4"), run_table=None)
     assert describe_sources(options, sources).startswith("command line: --beam")
+
+
+class _UnkEveryOtherStep:
+    """A family's decoder whose every second step makes ``<unk>`` the likeliest word."""
+
+    def __init__(self, decoder: object, unk: int) -> None:
+        self.decoder, self.unk, self.calls = decoder, unk, 0
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.decoder, name)
+
+    def step(self, state: object, prev: torch.Tensor) -> tuple[torch.Tensor, object, object]:
+        log_probs, state, extras = self.decoder.step(state, prev)  # type: ignore[attr-defined]
+        self.calls += 1
+        if self.calls % 2 == 0:
+            log_probs = log_probs.clone()
+            log_probs[:, self.unk] = log_probs.max(dim=-1).values + 5.0
+        return log_probs, state, extras
+
+
+@pytest.mark.parametrize("config", ["tiny-STANDARD+COPY", "tiny-PAULUS-ML", "tiny-MAL", "tiny-ABS"])
+def test_no_family_puts_a_special_token_in_a_summary(config: str, synthetic_corpus: Path) -> None:
+    from scg_summarize.data.dataset import SummarizationDataset
+    from scg_summarize.decoding import documents_from_split
+    from scg_summarize.decoding.adapters import ModelStepDecoder
+    from scg_summarize.train.loop import build_model
+
+    data = SummarizationDataset(synthetic_corpus, "test")
+    torch.manual_seed(0)
+    model = build_model(load_config(config), len(data.vocab), data.num_chunks, synthetic_corpus)
+    if hasattr(model, "bind_vocab"):
+        model.bind_vocab(data.vocab)
+    decoder = _UnkEveryOtherStep(ModelStepDecoder(model.eval(), None), data.vocab.unk_id)
+    options = DecodeOptions(beam_size=2, max_len=10, min_len=4, no_repeat_ngram=0, unk="replace")
+    summaries = [s[0] for s in Summarizer(decoder, data.vocab, options).summarize_batch(  # type: ignore[arg-type]
+        list(documents_from_split(data, range(4))))]  # fmt: skip
+    assert sum(s.unks_replaced for s in summaries) > 0  # each family's <unk> is replaced by a source word
+    for summary in summaries:
+        assert not {"<unk>", "</s>", "<s>", "<pad>"} & set(summary.text.split()), (config, summary.text)
