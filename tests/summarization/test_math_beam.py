@@ -116,6 +116,22 @@ class Unigram(PrefixTableDecoder):
         return super().log_probs(example, ())
 
 
+class SharedTaste(PrefixTableDecoder):
+    """The first word nearly uniform (the live rows score alike), then every row wants the same
+    words in the same order: the best 2k extensions end in only two different words, so k distinct
+    windows need k(k + 1) candidates scanned. The state is the last word (``markov_window = 1``)."""
+
+    markov_window = 1
+
+    @cache  # noqa: B019
+    def log_probs(self, example: int, prefix: tuple[int, ...]) -> torch.Tensor:
+        base = super().log_probs(example, ())
+        if prefix:
+            return base
+        flat = torch.where(torch.isinf(base), base, torch.zeros_like(base)) + 0.01 * base.clamp(min=-50)
+        return torch.log_softmax(flat, dim=0)
+
+
 class Cached(PrefixTableDecoder):
     @cache  # noqa: B019
     def log_probs(self, example: int, prefix: tuple[int, ...]) -> torch.Tensor:
@@ -181,6 +197,16 @@ def test_recombining_beam_keeps_k_distinct_windows(k: int) -> None:
     )
     results = beam_search(decoder, dummy_batch(5), options)
     for example, hyps in enumerate(results):
+        _same(hyps, textbook_beam(decoder, example, options, SpecialIds(), window=1)[:k])
+
+
+@pytest.mark.parametrize("k", [3, 4])
+def test_recombining_beam_scans_enough_candidates_for_k_windows(k: int) -> None:
+    decoder = SharedTaste(9, seed=2, temperature=0.3)
+    options = DecodeOptions(
+        beam_size=k, max_len=3, length_penalty=0.0, n_best=k, recombine=True, min_len=0, no_repeat_ngram=0, unk="allow"
+    )
+    for example, hyps in enumerate(beam_search(decoder, dummy_batch(4), options)):
         _same(hyps, textbook_beam(decoder, example, options, SpecialIds(), window=1)[:k])
 
 
