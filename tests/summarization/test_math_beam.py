@@ -19,6 +19,7 @@ already in the summary; ``</s>`` (at its own probability) if nothing else is lef
 from __future__ import annotations
 
 import itertools
+import math
 from functools import cache
 
 import pytest
@@ -132,6 +133,33 @@ class SharedTaste(PrefixTableDecoder):
         return torch.log_softmax(flat, dim=0)
 
 
+class Banned(PrefixTableDecoder):
+    """The words the constraints ban are the likeliest (``<unk>``, the blocked word 5, the previous
+    word), then ``</s>``: the top-k step must ask for the banned ones on top of its 2k."""
+
+    @cache  # noqa: B019
+    def log_probs(self, example: int, prefix: tuple[int, ...]) -> torch.Tensor:
+        logits = super().log_probs(example, prefix).double()
+        for rank, w in enumerate((1, 5, *prefix[-1:], EOS)):
+            logits[w] = 2.5 - 0.25 * rank
+        return torch.log_softmax(logits, dim=0).float()
+
+
+class LateBloomer(PrefixTableDecoder):
+    """``</s>`` first is likely (−0.69), but word 4 then almost surely 4, 4, ``</s>``: with length
+    normalisation the long summary wins, although its first word alone scores worse than ``</s>``."""
+
+    def log_probs(self, example: int, prefix: tuple[int, ...]) -> torch.Tensor:
+        probs = torch.full((self.vocab_size,), 1e-6, dtype=torch.float64)
+        probs[0] = probs[2] = 0.0
+        if not prefix:
+            probs[EOS], probs[4] = 0.5, 0.2
+            probs[[1, 5, 6, 7]] = 0.3 / 4
+        else:
+            probs[4 if len(prefix) < 3 else EOS] = 1.0
+        return (probs / probs.sum()).log().float()
+
+
 class Cached(PrefixTableDecoder):
     @cache  # noqa: B019
     def log_probs(self, example: int, prefix: tuple[int, ...]) -> torch.Tensor:
@@ -208,6 +236,33 @@ def test_recombining_beam_scans_enough_candidates_for_k_windows(k: int) -> None:
     )
     for example, hyps in enumerate(beam_search(decoder, dummy_batch(4), options)):
         _same(hyps, textbook_beam(decoder, example, options, SpecialIds(), window=1)[:k])
+
+
+@pytest.mark.parametrize("k", [2, 3])
+def test_top_k_step_asks_for_the_words_the_constraints_ban(k: int) -> None:
+    decoder = Banned(40, seed=6, temperature=2.0)
+    special = SpecialIds(blocked=(5,))
+    options = DecodeOptions(
+        beam_size=k,
+        max_len=3,
+        length_penalty=2.0,
+        n_best=k,
+        min_len=0,
+        no_repeat_ngram=0,
+        unk="forbid",
+        no_repeat_word=True,
+    )
+    for example, hyps in enumerate(beam_search(decoder, dummy_batch(6), options, special, topk=True)):
+        _same(hyps, textbook_beam(decoder, example, options, special)[:k])
+
+
+def test_early_stop_bound_lets_a_longer_summary_win() -> None:
+    decoder = LateBloomer(8)
+    options = DecodeOptions(beam_size=1, max_len=3, length_penalty=1.0, min_len=0, no_repeat_ngram=0, unk="allow")
+    hyps = beam_search(decoder, dummy_batch(1), options)[0]
+    best = exhaustive(decoder, 0, options, SpecialIds())[0]
+    assert best[0] == (4, 4, 4) and best[2] > options.normalize(math.log(0.5), 0)  # it beats the empty summary
+    _same(hyps, [best])
 
 
 def test_the_textbook_beam_is_a_real_restriction() -> None:
