@@ -47,6 +47,7 @@ class Mutant:
     old: str
     new: str
     tests: list[str]
+    equivalent: str = ""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -86,6 +87,7 @@ def load_mutants(path: Path = MUTANTS) -> list[Mutant]:
                 old=raw["old"],
                 new=raw["new"],
                 tests=list(tests),
+                equivalent=raw.get("equivalent", ""),
             )
         )
     ids = [m.id for m in out]
@@ -265,13 +267,20 @@ def run(
 
 def report(outcomes: list[Outcome], meta: dict[str, object], out: Path) -> None:
     """``out.json`` (every outcome) and ``out.md`` (score per family and the survivors)."""
-    valid = [o for o in outcomes if o.status != "invalid"]
+    notes = {m.id: m.equivalent for m in load_mutants()}
+    for o in outcomes:  # a survivor shown equivalent (the note says why) leaves the score
+        if o.status == "survived" and notes.get(o.id):
+            o.status, o.detail = "equivalent", notes[o.id]
+    valid = [o for o in outcomes if o.status not in ("invalid", "equivalent")]
     killed = sum(o.status == "killed" for o in valid)
     score = killed / len(valid) if valid else 0.0
+    all_run = [o for o in outcomes if o.status != "invalid"]
     summary = {
+        "equivalent": sum(o.status == "equivalent" for o in outcomes),
+        "score_with_equivalents": round(killed / len(all_run), 4) if all_run else 0.0,
         "killed": killed,
         "survived": len(valid) - killed,
-        "invalid": len(outcomes) - len(valid),
+        "invalid": sum(o.status == "invalid" for o in outcomes),
         "score": round(score, 4),
         **meta,
     }
@@ -285,7 +294,9 @@ def report(outcomes: list[Outcome], meta: dict[str, object], out: Path) -> None:
     lines = [
         f"# Mutation sweep of {meta['rev']}",
         "",
-        f"{killed} of {len(valid)} mutants killed ({100 * score:.1f}%); {summary['invalid']} invalid.",
+        f"{killed} of {len(valid)} mutants killed ({100 * score:.1f}%); {summary['invalid']} invalid; "
+        f"{summary['equivalent']} equivalent (survivors shown to be, left out of the score; "
+        f"{100 * summary['score_with_equivalents']:.1f}% with them).",
         "",
         "| family | killed | total |",
         "|---|---|---|",
@@ -293,6 +304,7 @@ def report(outcomes: list[Outcome], meta: dict[str, object], out: Path) -> None:
     lines += [f"| {f} | {sum(o.status == 'killed' for o in os_)} | {len(os_)} |" for f, os_ in sorted(families.items())]
     lines += ["", "| mutant | status | what | seconds |", "|---|---|---|---|"]
     lines += [f"| {o.id} | {o.status} | {o.what} | {o.seconds} |" for o in outcomes]
+    lines += ["", "Equivalent mutants:", ""] + [f"- {o.id}: {o.detail}" for o in outcomes if o.status == "equivalent"]
     out.with_suffix(".md").write_text("\n".join(lines) + "\n")
 
 
