@@ -11,11 +11,15 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from scg_summarize.train.checkpoint import load_checkpoint
 
 from .robust_support import cli, same_parameters, start, train_args, train_lines, wait_for
 
 
+# end to end in subprocesses; the same logic in process (default suite):
+# test_sigterm_in_process_stops_after_the_step_with_a_checkpoint_and_resumes_bitwise
+@pytest.mark.slow
 def test_sigterm_stops_after_the_step_with_a_checkpoint_and_resumes_bitwise(synthetic_corpus: Path,
                                                                               tmp_path: Path) -> None:
     # no periodic checkpoints: without the graceful stop, every step of the epoch would be lost
@@ -38,6 +42,8 @@ def test_sigterm_stops_after_the_step_with_a_checkpoint_and_resumes_bitwise(synt
     assert same_parameters(tmp_path / "reference" / "best.pt", tmp_path / "victim" / "best.pt")
 
 
+# the second signal's exit is checked in process by test_stop_request_flags_one_signal_exits_on_the_second
+@pytest.mark.slow
 def test_a_second_sigint_exits_at_once(synthetic_corpus: Path, tmp_path: Path) -> None:
     # each step sleeps 20 s: the first SIGINT asks to stop after it, the second must not wait
     proc = start(*train_args(synthetic_corpus, tmp_path / "run", "--set", "train.throttle_s=20"))
@@ -53,6 +59,8 @@ def test_a_second_sigint_exits_at_once(synthetic_corpus: Path, tmp_path: Path) -
     assert not list((tmp_path / "run").glob("*.tmp"))
 
 
+# the parent-death watch is checked in process by test_stop_request_notices_that_the_torchrun_agent_died
+@pytest.mark.slow
 def test_workers_stop_when_the_torchrun_agent_dies(synthetic_corpus: Path, tmp_path: Path,
                                                    torchrun_env: dict[str, str]) -> None:
     out = tmp_path / "ddp"
@@ -88,6 +96,9 @@ def test_workers_stop_when_the_torchrun_agent_dies(synthetic_corpus: Path, tmp_p
     assert train_lines(out) == lines  # nobody is writing the run folder any more
 
 
+# the refusal and the freed directory are checked in process by
+# test_train_into_a_held_run_directory_is_refused_in_process_and_runs_once_free
+@pytest.mark.slow
 def test_a_second_train_on_one_run_directory_is_refused_naming_the_holder(synthetic_corpus: Path,
                                                                           tmp_path: Path) -> None:
     first = start(*train_args(synthetic_corpus, tmp_path / "run", "--set", "train.throttle_s=3"))
@@ -123,9 +134,11 @@ def test_prepare_into_a_locked_directory_is_refused(tmp_path: Path) -> None:
     finally:
         holder.kill()
         holder.wait()
-    done = cli("prepare", "--format", "synthetic", "--output", out, "--n-train", "20", "--n-valid", "4",
-               "--n-test", "4", "--quiet")
-    assert done.returncode == 0, done.stderr
+    # once the holder is gone the same command succeeds (in process: a subprocess adds nothing here)
+    from scg_summarize.cli import main
+
+    assert main(["prepare", "--format", "synthetic", "--output", str(out), "--n-train", "20", "--n-valid", "4",
+                 "--n-test", "4", "--quiet"]) == 0
     assert (out / "meta.json").is_file()
 
 
@@ -149,3 +162,105 @@ def test_sigterm_during_the_final_test_evaluation_says_so_in_one_line(synthetic_
     err = [line for line in capsys.readouterr().err.splitlines() if "during the final test evaluation" in line]
     assert len(err) == 1 and "SIGTERM" in err[0] and "scg-summarize evaluate --run" in err[0]
     assert load_checkpoint(tmp_path / "run" / "best.pt")["step"] > 0  # training's results are kept
+
+
+def test_sigterm_in_process_stops_after_the_step_with_a_checkpoint_and_resumes_bitwise(
+        synthetic_corpus: Path, tmp_path: Path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    # SIGTERM to this process during step 3 (the trainer's own handler catches it): the run stops
+    # after that step with a checkpoint, and resuming it ends bitwise where an unstopped run ends
+    from scg_summarize.cli import main
+    from scg_summarize.train.loop import Trainer
+
+    reference = tmp_path / "reference"
+    previous = signal.getsignal(signal.SIGTERM)
+    assert main(train_args(synthetic_corpus, reference)) == 0
+    real_step = Trainer.train_step
+
+    def step_hit_by_sigterm(self, batch):  # type: ignore[no-untyped-def]
+        result = real_step(self, batch)
+        if self.step == 3:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return result
+
+    monkeypatch.setattr(Trainer, "train_step", step_hit_by_sigterm)
+    capsys.readouterr()
+    assert main(train_args(synthetic_corpus, tmp_path / "victim")) == 128 + signal.SIGTERM
+    assert signal.getsignal(signal.SIGTERM) is previous  # the handlers are put back
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    stopped = [line for line in err.splitlines() if "stopped by SIGTERM at step" in line]
+    assert len(stopped) == 1, err
+    assert int(load_checkpoint(tmp_path / "victim" / "checkpoint.pt")["step"]) == 3  # mid-epoch (8 steps)
+    assert "at step 3;" in stopped[0]
+    assert train_lines(tmp_path / "victim") == 3  # log_every=1: one line per step, none beyond
+    monkeypatch.setattr(Trainer, "train_step", real_step)
+    assert main(train_args(synthetic_corpus, tmp_path / "victim", "--resume")) == 0
+    assert same_parameters(reference / "checkpoint.pt", tmp_path / "victim" / "checkpoint.pt")
+    assert same_parameters(reference / "best.pt", tmp_path / "victim" / "best.pt")
+
+
+def test_stop_request_flags_one_signal_exits_on_the_second(monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    from scg_summarize.train.signals import StopRequest
+
+    exits: list[int] = []
+
+    class Exited(Exception):
+        pass
+
+    def fake_exit(status: int) -> None:
+        exits.append(status)
+        raise Exited
+
+    monkeypatch.setattr(os, "_exit", fake_exit)
+    previous = signal.getsignal(signal.SIGINT)
+    stop = StopRequest().install()
+    try:
+        assert not stop.requested()
+        os.kill(os.getpid(), signal.SIGINT)  # the first: a flag, nothing exits
+        assert stop.requested() and stop.status == 128 + signal.SIGINT and exits == []
+        with pytest.raises(Exited):
+            os.kill(os.getpid(), signal.SIGINT)  # the second: exits at once
+        assert exits == [128 + signal.SIGINT]
+    finally:
+        stop.restore()
+    assert signal.getsignal(signal.SIGINT) is previous
+    err = capsys.readouterr().err
+    assert "SIGINT received: stopping after this step" in err
+    assert "second SIGINT: exiting now" in err and "Traceback" not in err
+
+
+def test_stop_request_notices_that_the_torchrun_agent_died(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from scg_summarize.train.signals import StopRequest
+
+    watched, unwatched = StopRequest(watch_parent=True), StopRequest()
+    agent = os.getppid()
+    assert not watched.requested() and not unwatched.requested()
+    monkeypatch.setattr(os, "getppid", lambda: 1)  # re-parented: the agent is gone
+    assert not unwatched.requested()  # outside torchrun the parent is not watched
+    assert watched.requested() and watched.status == 128 + signal.SIGTERM
+    assert watched.reason == f"the death of the torchrun agent (pid {agent})"
+
+
+def test_train_into_a_held_run_directory_is_refused_in_process_and_runs_once_free(
+        synthetic_corpus: Path, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    from scg_summarize.cli import main
+    from scg_summarize.dirlock import DirLock
+
+    run = tmp_path / "run"
+    run.mkdir()
+    lock = DirLock(run, "scg-summarize train").acquire()
+    try:
+        assert main(train_args(synthetic_corpus, run, "--set", "train.epochs=1",
+                               "--set", "train.max_steps_per_epoch=2")) == 2
+        err = capsys.readouterr().err
+        assert f"is in use by scg-summarize train (pid {os.getpid()})" in err, err
+        assert "Traceback" not in err
+        assert not (run / "metrics.jsonl").exists()  # the refused run wrote nothing
+    finally:
+        lock.release()
+    assert not (run / ".lock").exists()  # a holder that stops removes its .lock: the directory is free
+    assert main(train_args(synthetic_corpus, run, "--set", "train.epochs=1",
+                           "--set", "train.max_steps_per_epoch=2")) == 0
+    steps = [int(line.split('"step": ')[1].split(",")[0]) for line in (run / "metrics.jsonl").read_text().splitlines()
+             if '"event": "train"' in line]
+    assert steps == [1, 2]
