@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import torch
 from scg_summarize.train.checkpoint import load_checkpoint
 
@@ -36,6 +37,9 @@ def _step(path: Path) -> int:
         return -1
 
 
+# end to end in subprocesses; the same logic in process (default suite):
+# test_a_crash_after_a_periodic_checkpoint_then_resume_in_process_is_bitwise_identical
+@pytest.mark.slow
 def test_sigkill_mid_epoch_then_resume_is_bitwise_identical(synthetic_corpus: Path, tmp_path: Path) -> None:
     reference = _train(synthetic_corpus, tmp_path / "reference")
     victim = _train(synthetic_corpus, tmp_path / "victim", "--set", "train.throttle_s=0.25")
@@ -61,6 +65,50 @@ def test_sigkill_mid_epoch_then_resume_is_bitwise_identical(synthetic_corpus: Pa
     # the metrics log has no duplicated steps after the resume
     import json
 
+    steps = [json.loads(line)["step"] for line in (tmp_path / "victim" / "metrics.jsonl").read_text().splitlines()
+             if json.loads(line)["event"] == "train"]
+    assert steps == sorted(set(steps)) and steps[-1] == 16
+
+
+class _Crash(BaseException):
+    """Stands for SIGKILL: nothing of the trainer runs after it (not even an ``except Exception``)."""
+
+
+def test_a_crash_after_a_periodic_checkpoint_then_resume_in_process_is_bitwise_identical(
+        synthetic_corpus: Path, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    from scg_summarize.cli import main
+    from scg_summarize.train.loop import Trainer
+
+    def args(out: Path, *extra: str) -> list[str]:
+        return ["train", "--config", "tiny-C2F+MULTI2", "--data", str(synthetic_corpus), "--out", str(out),
+                "--quiet", "--no-test", *SETTINGS, *extra]
+
+    assert main(args(tmp_path / "reference")) == 0
+    real_step = Trainer.train_step
+
+    def crash_in_step_5(self, batch):  # type: ignore[no-untyped-def]
+        if self.step == 4:  # the periodic checkpoint of step 4 is written; step 5 dies half-way
+            raise _Crash
+        return real_step(self, batch)
+
+    monkeypatch.setattr(Trainer, "train_step", crash_in_step_5)
+    with pytest.raises(_Crash):
+        main(args(tmp_path / "victim"))
+    killed_at = _step(tmp_path / "victim" / "checkpoint.pt")
+    assert killed_at == 4 and killed_at % 8 != 0  # mid-epoch (epochs are 8 steps)
+    monkeypatch.setattr(Trainer, "train_step", real_step)
+    (tmp_path / "victim" / ".lock").unlink(missing_ok=True)  # whatever a crash left (a lock held by this pid)
+    assert main(args(tmp_path / "victim", "--resume")) == 0
+
+    ref = load_checkpoint(tmp_path / "reference" / "checkpoint.pt")
+    got = load_checkpoint(tmp_path / "victim" / "checkpoint.pt")
+    assert ref["step"] == got["step"] == 16
+    for name, value in ref["model"].items():
+        assert torch.equal(value, got["model"][name]), name
+    assert ref["baseline"]["keys"] == got["baseline"]["keys"]
+    assert torch.equal(ref["baseline"]["values"], got["baseline"]["values"])
     steps = [json.loads(line)["step"] for line in (tmp_path / "victim" / "metrics.jsonl").read_text().splitlines()
              if json.loads(line)["event"] == "train"]
     assert steps == sorted(set(steps)) and steps[-1] == 16
