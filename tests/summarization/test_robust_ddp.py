@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 from scg_summarize.train import Trainer, load_config
 
@@ -20,6 +21,9 @@ def _max_abs(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
     return max(float((a[k].double() - b[k].double()).abs().max()) for k in a)
 
 
+# two gloo ranks under torchrun, end to end; the same averaging in process (default suite):
+# test_math_objectives.py::test_two_ranks_on_half_batches_equal_one_process_on_the_batch (both normalize modes)
+@pytest.mark.slow
 def test_two_gloo_ranks_equal_one_process_for_every_normalize_mode(synthetic_corpus: Path, tmp_path: Path,
                                                                     torchrun_env: dict[str, str]) -> None:
     modes = ("batch", "tokens")

@@ -11,6 +11,9 @@ import torch
 from scg_summarize.train.checkpoint import load_checkpoint
 
 
+# torchrun end to end; the ranks' gradient averaging is checked in process (default suite) by
+# test_math_objectives.py::test_two_ranks_on_half_batches_equal_one_process_on_the_batch
+@pytest.mark.slow
 @pytest.mark.parametrize("config", ["tiny-C2F+MULTI2"])
 def test_torchrun_two_processes_agree(synthetic_corpus: Path, tmp_path: Path, config: str,
                                       torchrun_env: dict[str, str]) -> None:
