@@ -180,7 +180,7 @@ def test_hash_split_assignment(tmp_path: Path) -> None:
 
 def test_preparation_streams_in_bounded_memory(tmp_path: Path) -> None:
     words = [f"w{i}" for i in range(50)]
-    n_docs, doc_words = 60, 4000  # ~1.5 MB of text, ~60 MB as Python token lists
+    n_docs, doc_words = 24, 4000  # ~0.6 MB of text, ~24 MB as Python token lists (3x the bound below)
 
     def documents(report: BadInputReport) -> Iterator[RawExample]:
         for d in range(n_docs):
