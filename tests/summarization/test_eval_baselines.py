@@ -74,6 +74,10 @@ def _run_baseline(data: Path, *extra: str, out_dir: Path) -> dict[str, float]:
     return result["metrics"]  # type: ignore[no-any-return]
 
 
+# 618 real examples scored with rouge-score: the same prepare -> baseline -> ROUGE pipeline runs in the default
+# suite in test_first_on_cnndm_matches_the_known_numbers, and the max over several references in
+# test_eval_rouge.py::test_max_over_references_is_taken_per_metric
+@pytest.mark.slow
 def test_first_on_scitldr_matches_the_known_numbers(tmp_path: Path) -> None:
     source = shared_data_dir() / "scitldr-a" / "test.jsonl"
     stream = InputSource(
