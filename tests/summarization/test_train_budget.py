@@ -101,7 +101,8 @@ def test_train_with_a_budget_exits_after_results_json_and_leaves_no_lock(
     synthetic_corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "run"
-    sets = [a for kv in [*FAST, TINY_BUDGET] for a in ("--set", kv)]
+    # the test evaluation decodes 4 examples: this test is about the process exiting, not the scores
+    sets = [a for kv in [*FAST, TINY_BUDGET, "eval.max_examples=4"] for a in ("--set", kv)]
     done = cli(
         "train",
         "--config",
@@ -124,3 +125,39 @@ def test_train_with_a_budget_exits_after_results_json_and_leaves_no_lock(
     assert "validation (perplexity): done" in done.stderr  # --quiet keeps each phase's first and last line
     assert main(["report", str(out)]) == 0
     assert "tiny-STANDARD (time budget)" in capsys.readouterr().out
+
+
+class _TwoRanks:
+    """A world of two seen from rank 0, whose other rank answers ``remote`` to every sum."""
+
+    enabled, rank, world, is_main = True, 0, 2, True
+
+    def __init__(self, remote: float) -> None:
+        self.remote = remote
+
+    def all_reduce(self, values: list[float], device: object) -> list[float]:
+        return [v + self.remote for v in values]
+
+
+def test_the_ranks_agree_on_a_flag_and_the_time_budget_goes_through_that_agreement(
+    synthetic_corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under DDP each rank reads its own clock: the stop decision must be agreed (any rank out of
+    time stops all), or one rank stops while the other waits in its next all-reduce."""
+    trainer = Trainer(load_config("tiny-STANDARD", [*FAST, "train.time_budget_s=1e9"]), synthetic_corpus,
+                      tmp_path / "run", log=lambda line: None)
+    try:
+        single = trainer.dist
+        trainer.dist = _TwoRanks(remote=1.0)  # type: ignore[assignment]
+        assert trainer._any_rank(False) and trainer._any_rank(True)
+        trainer.dist = _TwoRanks(remote=0.0)  # type: ignore[assignment]
+        assert not trainer._any_rank(False) and trainer._any_rank(True)
+        trainer.dist = single
+        asked: list[bool] = []
+        monkeypatch.setattr(trainer, "_stop_requested", lambda: False)
+        monkeypatch.setattr(trainer, "_any_rank", lambda local: asked.append(local) or True)  # the other rank is out
+        trainer.fit()
+    finally:
+        trainer.close()
+    assert asked == [False]  # this rank's own clock had time left: the other rank's answer stopped it
+    assert trainer.stopped_by == "time_budget_s" and trainer.step == 1

@@ -358,10 +358,15 @@ class Trainer:
         raise TrainingDiverged(f"training diverged: {what} ({last}); {self.out_dir / CHECKPOINT} holds the last "
                                f"state before it. Lower train.lr or set train.max_grad_norm")
 
+    def _any_rank(self, local: bool) -> bool:
+        """``local`` on any rank (summed over ranks, so that all of them decide alike after a step)."""
+        if not self.dist.enabled:
+            return local
+        return self.dist.all_reduce([1.0 if local else 0.0], self.device)[0] > 0
+
     def _stop_requested(self) -> bool:
-        """A stop signal on any rank (summed over ranks, so all of them stop after the same step)."""
-        local = 1.0 if self.stop.requested() else 0.0
-        return self.dist.all_reduce([local], self.device)[0] > 0 if self.dist.enabled else local > 0
+        """A stop signal on any rank: all ranks stop after the same step."""
+        return self._any_rank(self.stop.requested())
 
     def _stopped(self) -> TrainingStopped:
         return TrainingStopped(self.stop.reason or "a signal on another rank", self.step, self.stop.status)
@@ -465,7 +470,9 @@ class Trainer:
                     self.stopped_by = "max_steps"
                     break
                 last_validation = self.validation_s / self.validations if self.validations else 0.0
-                if tc.time_budget_s and self.elapsed + last_validation >= tc.time_budget_s:
+                if tc.time_budget_s and self._any_rank(self.elapsed + last_validation >= tc.time_budget_s):
+                    # each rank reads its own clock, so they agree (any rank out of time stops them all);
+                    # otherwise one would stop while another waits in its next all-reduce
                     out_of_time = True
                     self.stopped_by = "time_budget_s"
                     self.info(f"time budget: stopping after step {self.step} ({format_duration(self.elapsed)} "
