@@ -75,11 +75,7 @@ def antithetic_pairs(logits: torch.Tensor, m: int) -> torch.Tensor:
 class ARM(Estimator):
     """Augment-REINFORCE-merge for Bernoulli nodes drawn with ``n=2`` (unbiased, no baseline)."""
 
-    unbiased: ClassVar[bool] = True
-    needs_rsample: ClassVar[bool] = False
     score: ClassVar[bool] = True
-    higher_order: ClassVar[bool] = False
-    multi_sample: ClassVar[bool] = True
 
     def draw(self, dist: Distribution, sample_shape: torch.Size) -> torch.Tensor:
         logits, _ = _logits(self, dist)

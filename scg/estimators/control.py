@@ -47,11 +47,7 @@ class LearnedControl(Estimator):
         baseline: an ordinary baseline subtracted as well (optional).
     """
 
-    unbiased: ClassVar[bool] = True
-    needs_rsample: ClassVar[bool] = False
     score: ClassVar[bool] = True
-    higher_order: ClassVar[bool] = False
-    multi_sample: ClassVar[bool] = True
 
     def __init__(
         self,

@@ -44,9 +44,6 @@ class Enumerate(Estimator):
     (``scg.Graph(intervene=...)``) are not applied to enumerated nodes.
     """
 
-    unbiased: ClassVar[bool] = True
-    needs_rsample: ClassVar[bool] = False
-    score: ClassVar[bool] = False
     higher_order: ClassVar[bool] = True
     multi_sample: ClassVar[bool] = False
     enumerates: ClassVar[bool] = True

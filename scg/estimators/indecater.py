@@ -48,10 +48,6 @@ def _base(estimator: Estimator, dist: Distribution) -> tuple[torch.Tensor, bool]
 class IndeCateR(Estimator):
     """IndeCateR for D independent categoricals (unbiased; D·K evaluations per sample)."""
 
-    unbiased: ClassVar[bool] = True
-    needs_rsample: ClassVar[bool] = False
-    score: ClassVar[bool] = False
-    higher_order: ClassVar[bool] = False
     multi_sample: ClassVar[bool] = False
     enumerates: ClassVar[bool] = True
 

@@ -45,10 +45,6 @@ __all__ = ["MeasureValued"]
 class MeasureValued(Estimator):
     """Measure-valued derivatives for Normal and Bernoulli nodes (unbiased; f not differentiated)."""
 
-    unbiased: ClassVar[bool] = True
-    needs_rsample: ClassVar[bool] = False
-    score: ClassVar[bool] = False
-    higher_order: ClassVar[bool] = False
     multi_sample: ClassVar[bool] = False
     enumerates: ClassVar[bool] = True
 

@@ -21,9 +21,7 @@ __all__ = ["Pathwise"]
 class Pathwise(Estimator):
     """Reparameterized sampling: ``dist.rsample()``; the gradient is the sample's derivative."""
 
-    unbiased: ClassVar[bool] = True
     needs_rsample: ClassVar[bool] = True
-    score: ClassVar[bool] = False
     higher_order: ClassVar[bool] = True
 
     def draw(self, dist: Distribution, sample_shape: torch.Size) -> torch.Tensor:

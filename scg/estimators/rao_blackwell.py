@@ -50,10 +50,6 @@ class RaoBlackwellized(Estimator):
             (default True; it depends on no sample, so the estimate stays unbiased).
     """
 
-    unbiased: ClassVar[bool] = True
-    needs_rsample: ClassVar[bool] = False
-    score: ClassVar[bool] = False
-    higher_order: ClassVar[bool] = False
     multi_sample: ClassVar[bool] = False
     enumerates: ClassVar[bool] = True
 

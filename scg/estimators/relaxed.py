@@ -52,10 +52,6 @@ class GumbelSoftmax(Estimator):
     """
 
     unbiased: ClassVar[bool] = False
-    needs_rsample: ClassVar[bool] = False
-    score: ClassVar[bool] = False
-    higher_order: ClassVar[bool] = False
-    multi_sample: ClassVar[bool] = True
     relaxed: ClassVar[bool] = True
 
     def __init__(self, temperature: float | torch.Tensor, *, hard: bool = False) -> None:

@@ -31,7 +31,6 @@ class ScoreFunction(Estimator):
         baseline: a [`scg.baselines.Baseline`][scg.baselines.Baseline] (``Constant``, ``EMA``, ``Learned``...).
     """
 
-    unbiased: ClassVar[bool] = True
     score: ClassVar[bool] = True
     higher_order: ClassVar[bool] = True
 

@@ -64,11 +64,6 @@ class UnorderedSet(Estimator):
         baseline: use the built-in baseline B(S, s) (default True).
     """
 
-    unbiased: ClassVar[bool] = True
-    needs_rsample: ClassVar[bool] = False
-    score: ClassVar[bool] = False
-    higher_order: ClassVar[bool] = False
-    multi_sample: ClassVar[bool] = True
     enumerates: ClassVar[bool] = True
 
     def __init__(self, *, baseline: bool = True) -> None:
