@@ -39,25 +39,14 @@ from scg_summarize.train.optim import clip_gradients
 
 import scg
 
+from .models_helpers import tiny_c2f_config
+
 V = 9
 
 
 def _c2f_model() -> torch.nn.Module:
     torch.manual_seed(0)
-    config = ModelConfig(
-        vocab_size=V,
-        attention="c2f",
-        num_chunks=2,
-        emb_dim=4,
-        hidden=5,
-        enc_layers=1,
-        dec_layers=1,
-        conv_filters=3,
-        conv_width=2,
-        dropout=0.0,
-        init_range=0.5,
-    )
-    return build_model(config).double()
+    return build_model(tiny_c2f_config(V, emb_dim=4, hidden=5)).double()
 
 
 def _c2f_batch() -> dict[str, torch.Tensor]:

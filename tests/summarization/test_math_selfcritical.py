@@ -32,6 +32,8 @@ from scg_summarize.train.self_critical import _mixed, self_critical_objective
 import scg
 import scg.testing
 
+from .models_helpers import tiny_c2f_config
+
 V = 6  # <pad> <unk> <s> </s> and two words
 MAX_LEN = 2
 
@@ -43,19 +45,7 @@ def _model(family: str) -> torch.nn.Module:
             family="paulus", vocab_size=V, emb_dim=3, hidden=4, enc_layers=1, dec_layers=1, dropout=0.0, init_range=0.5
         )
     else:  # C2F + self-critical: a chunk node and a word node per step
-        config = ModelConfig(
-            vocab_size=V,
-            attention="c2f",
-            num_chunks=2,
-            emb_dim=3,
-            hidden=4,
-            enc_layers=1,
-            dec_layers=1,
-            conv_filters=3,
-            conv_width=2,
-            dropout=0.0,
-            init_range=0.5,
-        )
+        config = tiny_c2f_config(V, emb_dim=3, hidden=4)
     return build_model(config).double().eval()
 
 
