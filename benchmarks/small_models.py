@@ -57,6 +57,7 @@ from torch.distributions import (
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from surrogate_overhead import CPU, log, machine, warm_up
+from surrogate_overhead import measure as overhead_measure
 
 import scg
 
@@ -71,29 +72,11 @@ clock = time.thread_time
 
 
 def measure(
-    fns: dict[str, Callable[[], None]],
-    params: list[torch.Tensor],
-    repeats: int,
-    inner: int,
-    warm: int = 3,
+    fns: dict[str, Callable[[], None]], params: list[torch.Tensor], repeats: int, inner: int, warm: int = 3
 ) -> dict[str, float]:
-    """Median CPU seconds per call of each function, alternating (``surrogate_overhead.measure``
-    with the thread's CPU clock)."""
-    times: dict[str, list[float]] = {k: [] for k in fns}
-    for _ in range(warm):
-        for f in fns.values():
-            f()
-            for p in params:
-                p.grad = None
-    for _ in range(repeats):
-        for name, f in fns.items():
-            t0 = clock()
-            for _ in range(inner):
-                f()
-                for p in params:
-                    p.grad = None
-            times[name].append((clock() - t0) / inner)
-    return {k: statistics.median(v) for k, v in times.items()}
+    """Median CPU seconds per call of each function, alternating (``surrogate_overhead.measure`` on
+    the thread's CPU clock)."""
+    return overhead_measure(fns, params, repeats, inner, CPU, clock=clock, warm=warm)
 
 
 @dataclass(kw_only=True, slots=True)

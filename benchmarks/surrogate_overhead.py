@@ -182,14 +182,16 @@ def sync(device: torch.device) -> None:
 
 
 def measure(fns: dict[str, Callable[[], None]], params: list[torch.Tensor],
-            repeats: int, inner: int, device: torch.device = CPU) -> dict[str, float]:
-    """Median seconds per call of each function, the functions alternating.
+            repeats: int, inner: int, device: torch.device = CPU, *,
+            clock: Callable[[], float] = time.perf_counter, warm: int | None = None) -> dict[str, float]:
+    """Median seconds per call of each function (read on ``clock``), the functions alternating.
 
-    Warm-up calls first (CUDA: lazy initialisation, cuBLAS handles, the caching allocator); every
-    timed block starts and stops after a device synchronisation, for every function alike.
+    Warm-up calls first (``warm``; by default 5 on CUDA for lazy initialisation, cuBLAS handles and
+    the caching allocator, else 3); every timed block starts and stops after a device
+    synchronisation, for every function alike.
     """
     times: dict[str, list[float]] = {k: [] for k in fns}
-    for _ in range(5 if device.type == "cuda" else 3):
+    for _ in range(warm if warm is not None else 5 if device.type == "cuda" else 3):
         for f in fns.values():
             f()
             for p in params:
@@ -197,13 +199,13 @@ def measure(fns: dict[str, Callable[[], None]], params: list[torch.Tensor],
     for _ in range(repeats):
         for name, f in fns.items():
             sync(device)
-            t0 = time.perf_counter()
+            t0 = clock()
             for _ in range(inner):
                 f()
                 for p in params:
                     p.grad = None
             sync(device)
-            times[name].append((time.perf_counter() - t0) / inner)
+            times[name].append((clock() - t0) / inner)
     return {k: statistics.median(v) for k, v in times.items()}
 
 
