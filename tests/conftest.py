@@ -4,12 +4,14 @@ that no test leaks a change of torch's global grad mode into the tests after it.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import matplotlib
 import pytest
 import torch
+
+import scg
 
 matplotlib.use("Agg")
 
@@ -27,3 +29,24 @@ def _grad_mode_is_restored(request: pytest.FixtureRequest) -> Iterator[None]:
         torch.set_grad_enabled(True)
         pytest.fail(f"{request.node.nodeid} left autograd disabled (torch.set_grad_enabled(False) outside a "
                     f"'with' block?)", pytrace=False)
+
+
+StructureCheck = Callable[[Callable[[], None], Sequence[torch.Tensor]], None]
+
+
+@pytest.fixture
+def assert_same_gradient_in_every_structure() -> StructureCheck:
+    """``check(run, params)``: with the same draws (seed 5), the surrogate's gradient of the graph
+    ``run`` records is the same in a tracked, a ``Cached`` and a ``Declared`` graph."""
+
+    def check(run: Callable[[], None], params: Sequence[torch.Tensor]) -> None:
+        grads = []
+        for kwargs in ({}, {"structure": scg.Cached()}, {"structure": scg.Declared()}):
+            torch.manual_seed(5)
+            with scg.Graph(**kwargs) as g:
+                run()
+            grads.append(torch.autograd.grad(g.surrogate_loss(), list(params)))
+        for other in grads[1:]:
+            torch.testing.assert_close(other, grads[0])
+
+    return check
