@@ -108,8 +108,8 @@ def sample(
     elif not isinstance(estimator, Estimator):
         raise SCGError(f"scg.sample(name={name!r}, estimator=...) at {location}: expected an "
                        f"scg Estimator, got {type(estimator).__name__}")
-    check_baseline(baseline if baseline is not None else estimator.baseline, "scg.sample", name,
-                   location)
+    node_baseline = baseline if baseline is not None else estimator.baseline
+    check_baseline(node_baseline, "scg.sample", name, location)
     if baseline is not None and estimator.baseline is not None:
         raise SCGError(f"scg.sample(name={name!r}) at {location}: a baseline was given both to "
                        "the estimator and as baseline=; give one")
@@ -143,7 +143,6 @@ def sample(
         if tracked:
             value, parents, foreign = _influence(g, dist, estimator, raw, len(shape), fast)
         private, log_prob = _scored(g, dist, estimator, value, shape, name, location)
-    node_baseline = baseline if baseline is not None else estimator.baseline
     inputs = getattr(node_baseline, "inputs", None) if node_baseline is not None else None
     node = g._register(
         StochasticNode, name, step, value, parents, location, foreign=foreign, dist=dist,
