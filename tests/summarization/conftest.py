@@ -6,7 +6,7 @@ import importlib.util
 import os
 import shutil
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -120,3 +120,14 @@ def torchrun_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
         shutil.copytree(source, root / source.name, ignore=shutil.ignore_patterns("__pycache__"))
     path = os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH", "")) if p)
     return {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1"}
+
+
+@pytest.fixture(scope="module")
+def single_thread() -> Iterator[None]:
+    """torch on one thread for a whole test module (``pytestmark =
+    pytest.mark.usefixtures("single_thread")``): tiny models are many times slower with
+    oversubscribed threads on shared CPUs."""
+    from .eval_support import one_thread
+
+    with one_thread():
+        yield

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,16 +19,13 @@ from scg_summarize.decoding import (
 from scg_summarize.decoding.inputs import regrid_document
 from scg_summarize.evaluation import teacher_forced
 
-from .eval_support import UNCONSTRAINED, one_thread
+from .eval_support import UNCONSTRAINED
 
 loop = pytest.importorskip("scg_summarize.train.loop")
 train_config = pytest.importorskip("scg_summarize.train.config")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _single_thread() -> Iterator[None]:
-    with one_thread():
-        yield
+pytestmark = pytest.mark.usefixtures("single_thread")
 
 
 @pytest.fixture(scope="module")

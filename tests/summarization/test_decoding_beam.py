@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 import torch
 from scg_summarize.data import SummarizationDataset
@@ -17,16 +15,13 @@ from scg_summarize.decoding import (
 )
 from scg_summarize.decoding.toy import PrefixTableDecoder
 
-from .eval_support import UNCONSTRAINED, ToySetup, dummy_batch, enumerate_sequences, make_toy_setup, one_thread
+from .eval_support import UNCONSTRAINED, ToySetup, dummy_batch, enumerate_sequences, make_toy_setup
 
 V = 7
 WORDS = [1, 4, 5, 6]  # everything but <pad>, <s> (no mass) and </s>
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _single_thread() -> Iterator[None]:
-    with one_thread():
-        yield
+pytestmark = pytest.mark.usefixtures("single_thread")
 
 
 @pytest.fixture(scope="module")

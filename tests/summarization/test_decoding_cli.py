@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,13 +15,9 @@ from scg_summarize.decoding import DecodeOptions, Summarizer, documents_from_spl
 from scg_summarize.decoding.inputs import encode_text
 from scg_summarize.decoding.summarizer import replace_unks, split_token_sentences
 
-from .eval_support import ToySetup, make_toy_setup, one_thread
+from .eval_support import ToySetup, make_toy_setup
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _single_thread() -> Iterator[None]:
-    with one_thread():
-        yield
+pytestmark = pytest.mark.usefixtures("single_thread")
 
 
 @pytest.fixture(scope="module")

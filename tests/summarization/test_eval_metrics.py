@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,13 +22,9 @@ from scg_summarize.evaluation import (
     write_result,
 )
 
-from .eval_support import ToySetup, make_toy_setup, one_thread
+from .eval_support import ToySetup, make_toy_setup
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _single_thread() -> Iterator[None]:
-    with one_thread():
-        yield
+pytestmark = pytest.mark.usefixtures("single_thread")
 
 
 @pytest.fixture(scope="module")

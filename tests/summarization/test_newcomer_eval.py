@@ -12,7 +12,6 @@ import argparse
 import json
 import re
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,16 +25,13 @@ from scg_summarize.evaluation.report import make_result, markdown_report, select
 from scg_summarize.train.config import EvalConfig, load_config
 from scg_summarize.train.report import decode_options as eval_table_options
 
-from .eval_support import REPO_ROOT, ToySetup, make_toy_setup, one_thread
+from .eval_support import REPO_ROOT, ToySetup, make_toy_setup
 
 DOCUMENTED = {"beam_size": 4, "greedy": False, "min_len": 10, "max_len": 40, "no_repeat_ngram": 3, "unk": "replace",
               "length_penalty": 1.0, "no_repeat_word": False, "block_digits": False}  # fmt: skip
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _single_thread() -> Iterator[None]:
-    with one_thread():
-        yield
+pytestmark = pytest.mark.usefixtures("single_thread")
 
 
 @pytest.fixture

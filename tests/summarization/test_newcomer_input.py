@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,13 +28,9 @@ from scg_summarize.decoding.blocking import constrain_candidates, is_number_toke
 from scg_summarize.decoding.toy import PrefixTableDecoder
 from scg_summarize.decoding.wrapped import looks_wrapped, read_paragraphs
 
-from .eval_support import UNCONSTRAINED, ToySetup, dummy_batch, make_toy_setup, one_thread
+from .eval_support import UNCONSTRAINED, ToySetup, dummy_batch, make_toy_setup
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _single_thread() -> Iterator[None]:
-    with one_thread():
-        yield
+pytestmark = pytest.mark.usefixtures("single_thread")
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,18 +15,13 @@ from scg_summarize.evaluation import teacher_forced
 from scg_summarize.evaluation.perplexity import Perplexity
 from scg_summarize.evaluation.report import make_result, markdown_report
 
-from .eval_support import one_thread
-
 loop = pytest.importorskip("scg_summarize.train.loop")
 train_config = pytest.importorskip("scg_summarize.train.config")
 
 V_T = 8  # an output vocabulary of the 4 specials and 4 words: most reference words are outside it
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _single_thread() -> Iterator[None]:
-    with one_thread():
-        yield
+pytestmark = pytest.mark.usefixtures("single_thread")
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,6 @@ import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -25,14 +24,10 @@ from scg_summarize.data.storage import SplitWriter, read_meta, write_meta
 from scg_summarize.data.vocab import Vocab
 from scg_summarize.train.checkpoint import load_checkpoint
 
-from .eval_support import ToySetup, make_toy_setup, one_thread
+from .eval_support import ToySetup, make_toy_setup
 from .robust_support import train_args
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _single_thread() -> Iterator[None]:
-    with one_thread():
-        yield
+pytestmark = pytest.mark.usefixtures("single_thread")
 
 
 @pytest.fixture(scope="module")
