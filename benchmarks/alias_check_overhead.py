@@ -44,8 +44,7 @@ def main() -> None:
     torch.set_num_threads(1)
     param = torch.nn.Parameter(torch.randn(8))
     plain = param.detach().clone()
-    times: dict[str, list[float]] = {"plain": [], "parameter": [], "parameter_unchecked": [],
-                                     "untracked": []}
+    times: dict[str, list[float]] = {"plain": [], "parameter": [], "parameter_unchecked": [], "untracked": []}
     with scg.Graph() as g:
         z = scg.sample(Bernoulli(logits=torch.zeros(8)), name="z")  # the graph has a node
         tracker = g._tracker
@@ -75,11 +74,17 @@ def main() -> None:
     print(f"  same, check skipped      {med['parameter_unchecked']:.3f} us/call")
     print(f"untracked x * nn.Parameter {med['untracked']:.3f} us/call")
     print(f"the check alone (a miss)   {med['check_alone']:.3f} us/call")
-    meta = {"torch": torch.__version__, "python": platform.python_version(),
-            "repeats": args.repeats, "calls": args.calls, "threads": 1}
+    meta = {
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "repeats": args.repeats,
+        "calls": args.calls,
+        "threads": 1,
+    }
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "alias_check_overhead.json").write_text(
-        json.dumps({"meta": meta, "us_per_call": med, "added_us": added}, indent=2) + "\n")
+        json.dumps({"meta": meta, "us_per_call": med, "added_us": added}, indent=2) + "\n"
+    )
     (args.out / "alias_check_overhead.md").write_text(
         "# Subclass-alias check: cost per torch call (best of the repeats, microseconds)\n\n"
         f"torch {meta['torch']}, 1 thread, {args.repeats} alternating repeats of "
@@ -93,7 +98,8 @@ def main() -> None:
         f"| the check alone, on a miss (`adopt`) | {med['check_alone']:.3f} |\n"
         f"| end-to-end difference, checked - skipped | {added:+.3f} |\n\n"
         "The check alone is the figure to read; the end-to-end difference of two calls of "
-        "several microseconds each is within the noise of a shared machine.\n")
+        "several microseconds each is within the noise of a shared machine.\n"
+    )
 
 
 if __name__ == "__main__":

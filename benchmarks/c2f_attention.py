@@ -45,9 +45,23 @@ RESULTS = Path(__file__).resolve().parent / "results"
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 Step = Callable[[], Any]
 #: ATen ops that launch no kernel (views, metadata, allocation without fill).
-NO_KERNEL = {"aten::empty", "aten::empty_strided", "aten::empty_like", "aten::lift_fresh", "aten::detach",
-             "aten::resolve_conj", "aten::resolve_neg", "aten::result_type", "aten::is_nonzero", "aten::item",
-             "aten::_local_scalar_dense", "aten::to", "aten::contiguous", "aten::size", "aten::stride"}
+NO_KERNEL = {
+    "aten::empty",
+    "aten::empty_strided",
+    "aten::empty_like",
+    "aten::lift_fresh",
+    "aten::detach",
+    "aten::resolve_conj",
+    "aten::resolve_neg",
+    "aten::result_type",
+    "aten::is_nonzero",
+    "aten::item",
+    "aten::_local_scalar_dense",
+    "aten::to",
+    "aten::contiguous",
+    "aten::size",
+    "aten::stride",
+}
 
 
 def make_inputs(b: int, m: int, n: int, h: int, dtype: torch.dtype, device: torch.device) -> dict[str, torch.Tensor]:
@@ -56,7 +70,8 @@ def make_inputs(b: int, m: int, n: int, h: int, dtype: torch.dtype, device: torc
     word_mask = torch.rand(b, m, n, generator=gen, device=device) < 0.9
     word_mask[:, :, 0] = True
     return {
-        "words": words, "word_mask": word_mask,
+        "words": words,
+        "word_mask": word_mask,
         "keys": torch.randn(b, m, h, generator=gen, device=device).to(dtype),
         "chunk_mask": torch.ones(b, m, dtype=torch.bool, device=device),
         "q": torch.randn(b, h, generator=gen, device=device).to(dtype),
@@ -170,8 +185,11 @@ def launches(fn: Step, device: torch.device) -> int:
     events = prof.events()
     if device.type == "cuda":
         return sum(1 for e in events if e.device_type == torch.autograd.DeviceType.CUDA)
-    return sum(1 for e in events if e.name.startswith("aten::") and not e.cpu_children
-               and e.name not in NO_KERNEL and not _is_view_op(e.name))
+    return sum(
+        1
+        for e in events
+        if e.name.startswith("aten::") and not e.cpu_children and e.name not in NO_KERNEL and not _is_view_op(e.name)
+    )
 
 
 def _is_view_op(name: str) -> bool:
@@ -186,11 +204,14 @@ def bytes_read(method: str, b: int, m: int, n: int, h: int, k: int, elt: int) ->
     return b * m * (h * elt + 1) + b * k * n * (h * elt + 1)
 
 
-def methods_for(x: dict[str, torch.Tensor], device: torch.device, ks: list[int], graphs: bool
-                ) -> list[tuple[str, int, Step]]:
+def methods_for(
+    x: dict[str, torch.Tensor], device: torch.device, ks: list[int], graphs: bool
+) -> list[tuple[str, int, Step]]:
     """``(method, k, step)`` for every method that runs on ``device`` (k = 0 for dense)."""
-    out: list[tuple[str, int, Step]] = [("dense_eager", 0, lambda: dense_eager(x)),
-                                        ("dense_sdpa", 0, lambda: dense_sdpa(x))]
+    out: list[tuple[str, int, Step]] = [
+        ("dense_eager", 0, lambda: dense_eager(x)),
+        ("dense_sdpa", 0, lambda: dense_sdpa(x)),
+    ]
     backends = ["reference", "triton"] if device.type == "cuda" else ["reference"]
     for name in backends:
         for k in ks:
@@ -218,15 +239,32 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             for (method, k, fn), ms in zip(methods, medians):
                 need = bytes_read(method, b, m, n, h, k, elt)
                 graph = method.endswith("_graph")
-                rows.append({"M": m, "method": method, "k": k, "ms": ms, "bytes_read": need,
-                             "gb_per_s": need / (ms * 1e-3) / 1e9,
-                             "peak_extra_bytes": None if graph else peak_extra_bytes(fn, device),
-                             "launches": None if graph else launches(fn, device)})
+                rows.append(
+                    {
+                        "M": m,
+                        "method": method,
+                        "k": k,
+                        "ms": ms,
+                        "bytes_read": need,
+                        "gb_per_s": need / (ms * 1e-3) / 1e9,
+                        "peak_extra_bytes": None if graph else peak_extra_bytes(fn, device),
+                        "launches": None if graph else launches(fn, device),
+                    }
+                )
                 print(f"M={m:5d} {method:22s} k={k} {ms:9.3f} ms {rows[-1]['gb_per_s']:8.2f} GB/s", flush=True)
         del x
-    return {"device": _device_name(device), "torch": torch.__version__, "dtype": str(dtype).removeprefix("torch."),
-            "threads": torch.get_num_threads(), "B": b, "N": n, "H": h, "repeats": args.repeats,
-            "copy_gb_per_s": copy_gbs, "rows": rows}
+    return {
+        "device": _device_name(device),
+        "torch": torch.__version__,
+        "dtype": str(dtype).removeprefix("torch."),
+        "threads": torch.get_num_threads(),
+        "B": b,
+        "N": n,
+        "H": h,
+        "repeats": args.repeats,
+        "copy_gb_per_s": copy_gbs,
+        "rows": rows,
+    }
 
 
 def _with_backend(name: str, x: dict[str, torch.Tensor], k: int) -> torch.Tensor:
@@ -262,16 +300,20 @@ def to_markdown(result: dict[str, Any], command: str) -> str:
     ]
     for r in result["rows"]:
         peak = "" if r["peak_extra_bytes"] is None else f"{r['peak_extra_bytes'] / 2**20:.2f}"
-        lines.append(f"| {r['M']} | {r['method']} | {r['k'] or ''} | {r['ms']:.3f} | {r['gb_per_s']:.2f} | "
-                     f"{100 * r['gb_per_s'] / result['copy_gb_per_s']:.0f}% | {peak} | {r['launches'] or ''} |")
+        lines.append(
+            f"| {r['M']} | {r['method']} | {r['k'] or ''} | {r['ms']:.3f} | {r['gb_per_s']:.2f} | "
+            f"{100 * r['gb_per_s'] / result['copy_gb_per_s']:.0f}% | {peak} | {r['launches'] or ''} |"
+        )
     lines += ["", "Dense over C2F at each M (time ratio, and the ratio of the bytes each must read):", ""]
     for r in result["rows"]:
         if r["method"].startswith("c2f_"):
             graph = "_graph" if r["method"].endswith("_graph") else ""
             dense = next((d for d in result["rows"] if d["M"] == r["M"] and d["method"] == f"dense_eager{graph}"), None)
             if dense is not None:
-                lines.append(f"- M = {r['M']}, {r['method']} k={r['k']}: {dense['ms'] / r['ms']:.1f}x faster "
-                             f"(bytes {dense['bytes_read'] / r['bytes_read']:.1f}x fewer)")
+                lines.append(
+                    f"- M = {r['M']}, {r['method']} k={r['k']}: {dense['ms'] / r['ms']:.1f}x faster "
+                    f"(bytes {dense['bytes_read'] / r['bytes_read']:.1f}x fewer)"
+                )
     lines += ["", f"Scaling, time at M = {hi} over time at M = {lo} ({hi // lo}x the chunks):", ""]
     for (method, k), by_m in series(result).items():
         label = method + (f" k={k}" if k else "")
@@ -288,10 +330,20 @@ def plot(result: dict[str, Any], path: Path) -> None:
     fig, ax = plt.subplots(figsize=(6.5, 4.2))
     for (method, k), by_m in series(result).items():
         xs = sorted(by_m)
-        ax.plot(xs, [by_m[x] for x in xs], marker="o", ls="--" if method.startswith("dense") else "-",
-                label=method + (f" k={k}" if k else ""))
-    ax.set(xscale="log", yscale="log", xlabel="chunks M (N = 40 words each)", ylabel="ms per decoder step",
-           title=f"Attention per step, B={result['B']}, H={result['H']}, {result['device']}")
+        ax.plot(
+            xs,
+            [by_m[x] for x in xs],
+            marker="o",
+            ls="--" if method.startswith("dense") else "-",
+            label=method + (f" k={k}" if k else ""),
+        )
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel="chunks M (N = 40 words each)",
+        ylabel="ms per decoder step",
+        title=f"Attention per step, B={result['B']}, H={result['H']}, {result['device']}",
+    )
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -307,8 +359,12 @@ def main() -> None:
     parser.add_argument("--ks", type=int, nargs="+", default=[1, 3])
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
-    parser.add_argument("--dtype", choices=sorted(DTYPES), default=None,
-                        help="element type of the states (default: fp32 on CPU, bf16 on CUDA)")
+    parser.add_argument(
+        "--dtype",
+        choices=sorted(DTYPES),
+        default=None,
+        help="element type of the states (default: fp32 on CPU, bf16 on CUDA)",
+    )
     parser.add_argument("--no-graphs", action="store_true", help="skip the CUDA-graph timings")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()

@@ -76,10 +76,22 @@ def profile_step(m: int, k: int, dtype: torch.dtype, repeats: int = 20) -> dict[
     for name, row in sorted(kernels.items(), key=lambda kv: -kv[1]["us"]):
         us = row["us"] / repeats
         need = kernel_bytes(name, m, k, elt)
-        rows.append({"kernel": name[:90], "per_step": row["count"] / repeats, "us": us, "bytes": need,
-                     "gb_per_s": None if need is None or us == 0 else need / (us * 1e-6) / 1e9})
-    return {"M": m, "k": k, "dtype": str(dtype).removeprefix("torch."), "kernels": rows,
-            "total_us": sum(r["us"] for r in rows)}
+        rows.append(
+            {
+                "kernel": name[:90],
+                "per_step": row["count"] / repeats,
+                "us": us,
+                "bytes": need,
+                "gb_per_s": None if need is None or us == 0 else need / (us * 1e-6) / 1e9,
+            }
+        )
+    return {
+        "M": m,
+        "k": k,
+        "dtype": str(dtype).removeprefix("torch."),
+        "kernels": rows,
+        "total_us": sum(r["us"] for r in rows),
+    }
 
 
 def ncu_metrics(m: int, k: int, dtype_name: str, out: Path) -> list[dict[str, str]] | str:
@@ -87,10 +99,30 @@ def ncu_metrics(m: int, k: int, dtype_name: str, out: Path) -> list[dict[str, st
     ncu = shutil.which("ncu")
     if ncu is None:
         return "ncu not on the PATH"
-    metrics = ("dram__throughput.avg.pct_of_peak_sustained_elapsed,gpu__time_duration.sum,"
-               "sm__warps_active.avg.pct_of_peak_sustained_active,dram__bytes_read.sum")
-    cmd = [ncu, "--csv", "--kernel-name", "regex:_(fine|coarse)", "--launch-skip", "8", "--launch-count", "4",
-           "--metrics", metrics, sys.executable, __file__, "--target", str(m), "--k", str(k), "--dtype", dtype_name]
+    metrics = (
+        "dram__throughput.avg.pct_of_peak_sustained_elapsed,gpu__time_duration.sum,"
+        "sm__warps_active.avg.pct_of_peak_sustained_active,dram__bytes_read.sum"
+    )
+    cmd = [
+        ncu,
+        "--csv",
+        "--kernel-name",
+        "regex:_(fine|coarse)",
+        "--launch-skip",
+        "8",
+        "--launch-count",
+        "4",
+        "--metrics",
+        metrics,
+        sys.executable,
+        __file__,
+        "--target",
+        str(m),
+        "--k",
+        str(k),
+        "--dtype",
+        dtype_name,
+    ]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=90, check=False)
     except subprocess.TimeoutExpired:
@@ -100,19 +132,27 @@ def ncu_metrics(m: int, k: int, dtype_name: str, out: Path) -> list[dict[str, st
     if not lines:
         return f"ncu gave no rows (rc {proc.returncode}): {proc.stderr.strip()[-300:]}"
     rows = list(csv.DictReader(io.StringIO("\n".join(lines))))
-    return [{key: r.get(key, "") for key in ("Kernel Name", "Metric Name", "Metric Unit", "Metric Value")}
-            for r in rows]
+    return [
+        {key: r.get(key, "") for key in ("Kernel Name", "Metric Name", "Metric Unit", "Metric Value")} for r in rows
+    ]
 
 
 def to_markdown(result: dict[str, Any], command: str) -> str:
-    lines = ["# C2F step on the GPU, kernel by kernel", "",
-             f"{result['device']}, torch {result['torch']}; B = {B}, N = {N}, H = D = {H}; "
-             f"measured copy bandwidth {result['copy_gb_per_s']:.0f} GB/s (read + write). "
-             f"Reproduce: `{command}`.", ""]
+    lines = [
+        "# C2F step on the GPU, kernel by kernel",
+        "",
+        f"{result['device']}, torch {result['torch']}; B = {B}, N = {N}, H = D = {H}; "
+        f"measured copy bandwidth {result['copy_gb_per_s']:.0f} GB/s (read + write). "
+        f"Reproduce: `{command}`.",
+        "",
+    ]
     for run in result["runs"]:
-        lines += [f"## M = {run['M']}, k = {run['k']}, {run['dtype']}: {run['total_us']:.1f} us of kernels per step",
-                  "", "| kernel | launches / step | us / step | needed bytes | GB/s | % of copy |",
-                  "|---|---:|---:|---:|---:|---:|"]
+        lines += [
+            f"## M = {run['M']}, k = {run['k']}, {run['dtype']}: {run['total_us']:.1f} us of kernels per step",
+            "",
+            "| kernel | launches / step | us / step | needed bytes | GB/s | % of copy |",
+            "|---|---:|---:|---:|---:|---:|",
+        ]
         for r in run["kernels"]:
             gbs = "" if r["gb_per_s"] is None else f"{r['gb_per_s']:.0f}"
             pct = "" if r["gb_per_s"] is None else f"{100 * r['gb_per_s'] / result['copy_gb_per_s']:.0f}%"
@@ -125,8 +165,10 @@ def to_markdown(result: dict[str, Any], command: str) -> str:
         lines.append(ncu)
     else:
         lines += ["| kernel | metric | unit | value |", "|---|---|---|---:|"]
-        lines += [f"| `{r['Kernel Name'][:60]}` | {r['Metric Name']} | {r['Metric Unit']} | {r['Metric Value']} |"
-                  for r in ncu]
+        lines += [
+            f"| `{r['Kernel Name'][:60]}` | {r['Metric Name']} | {r['Metric Unit']} | {r['Metric Value']} |"
+            for r in ncu
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -157,8 +199,13 @@ def main() -> None:
             runs.append(profile_step(m, k, dtype))
             print(json.dumps({key: runs[-1][key] for key in ("M", "k", "total_us")}), flush=True)
     copy_gbs = copy_bandwidth_gbs(torch.device("cuda"), 2**30)
-    result = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "copy_gb_per_s": copy_gbs,
-              "runs": runs, "ncu": ncu_metrics(max(args.chunks), 1, args.dtype, args.out)}
+    result = {
+        "device": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "copy_gb_per_s": copy_gbs,
+        "runs": runs,
+        "ncu": ncu_metrics(max(args.chunks), 1, args.dtype, args.out),
+    }
     command = " ".join(["python benchmarks/c2f_profile.py", *sys.argv[1:]])
     args.results.mkdir(parents=True, exist_ok=True)
     (args.results / "c2f_profile_gpu.json").write_text(json.dumps(result, indent=1) + "\n")

@@ -96,10 +96,17 @@ def measure(M: int, N: int, B: int, H: int, repeats: int) -> dict[str, Any]:
     chunks = torch.randn(B, M, H)
     chunk_mask = torch.ones(B, M, dtype=torch.bool)
     q = torch.randn(B, H)
-    row: dict[str, Any] = {"M": M, "N": N, "B": B, "H": H, "words": M * N,
-                           # floats of encoder output each attention step reads (analytic)
-                           "standard_read_floats": B * M * N * H, "c2f_k1_read_floats": B * (M * H + N * H),
-                           "c2f_k2_read_floats": B * (M * H + 2 * N * H)}
+    row: dict[str, Any] = {
+        "M": M,
+        "N": N,
+        "B": B,
+        "H": H,
+        "words": M * N,
+        # floats of encoder output each attention step reads (analytic)
+        "standard_read_floats": B * M * N * H,
+        "c2f_k1_read_floats": B * (M * H + N * H),
+        "c2f_k2_read_floats": B * (M * H + 2 * N * H),
+    }
     cases = {
         "standard_attn": lambda: flat_step(words, mask, q),
         "c2f_attn_k1": lambda: c2f_step(chunks, chunk_mask, words, mask, q, q, argmax_select(1)),
@@ -141,7 +148,8 @@ def to_markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
             f"{r['c2f_attn_k2_ms']:.3f} | {r['standard_step_ms']:.3f} | {r['c2f_step_ms']:.3f} | "
             f"{r['standard_read_floats'] * 4 / 2**20:.2f} | {r['c2f_k1_read_floats'] * 4 / 2**20:.2f} | "
             f"{r['standard_attn_alloc_kib']:.1f} | {r['c2f_attn_k1_alloc_kib']:.1f} | "
-            f"{r['standard_attn_ms'] / r['c2f_attn_k1_ms']:.1f}x |")
+            f"{r['standard_attn_ms'] / r['c2f_attn_k1_ms']:.1f}x |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -163,8 +171,12 @@ def main() -> None:
         row = measure(M, args.chunk_len, args.batch, args.hidden, repeats)
         rows.append(row)
         print(json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}), flush=True)
-    meta = {"device": "CPU " + (platform.processor() or platform.machine()), "torch": torch.__version__,
-            "threads": torch.get_num_threads(), "repeats": repeats}
+    meta = {
+        "device": "CPU " + (platform.processor() or platform.machine()),
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "repeats": repeats,
+    }
     if args.quick:
         return
     args.out.mkdir(parents=True, exist_ok=True)

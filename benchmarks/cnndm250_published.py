@@ -66,11 +66,18 @@ def read_corpus(folder: Path) -> list[dict[str, Any]]:
                 if key not in item:
                     raise ValueError(f"{where}: missing field {key!r}")
             story = parse_story(folder / "stories" / f"{item['hash']}.story")
-            systems = {name: _sentences(sents, f"{where}: systems_sentences.{name}")
-                       for name, sents in item["systems_sentences"].items()}
-            records.append({"id": str(item["id"]), "highlights": story.references,
-                            "article": _sentences(item["article_sentences"], f"{where}: article_sentences"),
-                            "systems": systems})
+            systems = {
+                name: _sentences(sents, f"{where}: systems_sentences.{name}")
+                for name, sents in item["systems_sentences"].items()
+            }
+            records.append(
+                {
+                    "id": str(item["id"]),
+                    "highlights": story.references,
+                    "article": _sentences(item["article_sentences"], f"{where}: article_sentences"),
+                    "systems": systems,
+                }
+            )
     if not records:
         raise ValueError(f"{path}: no articles")
     return records
@@ -94,21 +101,30 @@ def score_all(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     for name, summaries in outputs.items():
         result = rouge.corpus(["\n".join(s) for s in summaries], refs, ids=ids, keep_per_example=True)
         words = sum(len(" ".join(s).split()) for s in summaries) / len(summaries)
-        per = [{"id": i, "summary": "\n".join(s), "rouge": {m: result.per_example[m][k] for m in METRICS}}
-               for k, (i, s) in enumerate(zip(ids, summaries))]
+        per = [
+            {"id": i, "summary": "\n".join(s), "rouge": {m: result.per_example[m][k] for m in METRICS}}
+            for k, (i, s) in enumerate(zip(ids, summaries))
+        ]
         results[name] = {"scores": result.scores, "count": result.count, "words": words, "per_example": per}
     return results
 
 
 def markdown(results: dict[str, dict[str, Any]], seconds: float) -> str:
-    lines = ["# cnndm-250: our ROUGE of FIRST, LEAD-3 and the shipped published outputs", "",
-             "rouge-score F1 with stemming; reference = all highlights (one multi-sentence summary); "
-             "ROUGE-Lsum splits at sentences.", "",
-             "| system | R-1 | R-2 | R-L | R-Lsum | mean words |", "|---|---:|---:|---:|---:|---:|"]
+    lines = [
+        "# cnndm-250: our ROUGE of FIRST, LEAD-3 and the shipped published outputs",
+        "",
+        "rouge-score F1 with stemming; reference = all highlights (one multi-sentence summary); "
+        "ROUGE-Lsum splits at sentences.",
+        "",
+        "| system | R-1 | R-2 | R-L | R-Lsum | mean words |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
     for name, r in results.items():
         s = r["scores"]
-        lines.append(f"| {name} | {s['rouge1']:.2f} | {s['rouge2']:.2f} | {s['rougeL']:.2f} | "
-                     f"{s['rougeLsum']:.2f} | {r['words']:.1f} |")
+        lines.append(
+            f"| {name} | {s['rouge1']:.2f} | {s['rouge2']:.2f} | {s['rougeL']:.2f} | "
+            f"{s['rougeLsum']:.2f} | {r['words']:.1f} |"
+        )
     lines += ["", f"{next(iter(results.values()))['count']} articles; scored in {seconds:.1f} s."]
     return "\n".join(lines) + "\n"
 
@@ -116,8 +132,12 @@ def markdown(results: dict[str, dict[str, Any]], seconds: float) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=Path("../shared/data/cnndm-250"), help="the cnndm-250 folder")
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/cnndm250_published"),
-                        help="output stem (.json and .md are added)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path("benchmarks/results/cnndm250_published"),
+        help="output stem (.json and .md are added)",
+    )
     parser.add_argument("--summaries", type=Path, default=None, help="also write <system>.summaries.jsonl here")
     args = parser.parse_args(argv)
     try:
@@ -129,8 +149,14 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     args.out.parent.mkdir(parents=True, exist_ok=True)
     table = {name: {k: v for k, v in r.items() if k != "per_example"} for name, r in results.items()}
-    record = {"data": str(args.data), "metrics": list(METRICS), "refs": "all highlights, one reference",
-              "stemming": True, "seconds": seconds, "systems": table}
+    record = {
+        "data": str(args.data),
+        "metrics": list(METRICS),
+        "refs": "all highlights, one reference",
+        "stemming": True,
+        "seconds": seconds,
+        "systems": table,
+    }
     args.out.with_suffix(".json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     args.out.with_suffix(".md").write_text(markdown(results, seconds), encoding="utf-8")
     if args.summaries is not None:

@@ -127,6 +127,7 @@ PARTICLES = {"toy": 1000, "dvae": 250, "attention": 64}  # scg_vec particles per
 # Problems: parameters and data from fixed generators (identical in every worker process)
 # --------------------------------------------------------------------------------------------
 
+
 @dataclass
 class Problem:
     """Parameters (a list, in the order the flat gradient uses) and constant data of a problem."""
@@ -158,8 +159,12 @@ def make_problem(name: str, size: dict[str, int]) -> Problem:
         which = torch.randint(0, 4, (b,), generator=gen)
         flips = (torch.rand(b, d, generator=gen) < 0.1).float()
         x = (protos[which] - flips).abs()
-        params = [_leaf(0.3 * torch.randn(d, k, generator=gen)), _leaf(0.1 * torch.randn(k, generator=gen)),
-                  _leaf(0.3 * torch.randn(k, d, generator=gen)), _leaf(0.1 * torch.randn(d, generator=gen))]
+        params = [
+            _leaf(0.3 * torch.randn(d, k, generator=gen)),
+            _leaf(0.1 * torch.randn(k, generator=gen)),
+            _leaf(0.3 * torch.randn(k, d, generator=gen)),
+            _leaf(0.1 * torch.randn(d, generator=gen)),
+        ]
         return Problem(name, size, params, {"x": x})
     if name == "attention":
         t, b, m, h = size["T"], size["B"], size["M"], size["H"]
@@ -179,6 +184,7 @@ def bce_with_logits(logits: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
 # scg: each program takes the parameters with a leading particle dimension P (P=1 when looped)
 # --------------------------------------------------------------------------------------------
 
+
 def scg_program(prob: Problem, estimator: str) -> Callable[..., None]:
     """The problem as an scg program over particle-replicated parameters ``(P, *shape)``.
 
@@ -195,6 +201,7 @@ def scg_program(prob: Problem, estimator: str) -> Callable[..., None]:
         baseline = scg.baselines.LeaveOneOut()
 
     if prob.name == "toy":
+
         def toy(theta: torch.Tensor, phi: torch.Tensor) -> None:
             z = scg.sample(Categorical(logits=theta), name="z", n=n, baseline=baseline)
             scg.cost((z.to(theta.dtype) - 2.0) ** 2, name="c0")
@@ -202,6 +209,7 @@ def scg_program(prob: Problem, estimator: str) -> Callable[..., None]:
             for t in range(3):
                 b = scg.sample(Bernoulli(logits=phi[:, t] + b), name="b", step=t, baseline=baseline)
                 scg.cost(b * (t + 1.0), name="c", step=t)
+
         return toy
 
     if prob.name == "dvae":
@@ -213,6 +221,7 @@ def scg_program(prob: Problem, estimator: str) -> Callable[..., None]:
             z = scg.sample(Bernoulli(logits=logits), name="z", n=n, baseline=baseline)  # (..., P, B, K)
             recon = z @ w_dec + b_dec[:, None, :]
             scg.cost(bce_with_logits(recon, x) / batch, name="c")
+
         return dvae
 
     if prob.name == "attention":
@@ -226,10 +235,10 @@ def scg_program(prob: Problem, estimator: str) -> Callable[..., None]:
             h = torch.zeros(w.shape[0], batch, hidden, dtype=w.dtype)
             for t in range(steps):
                 scores = (enc @ (h @ q)[..., None]).squeeze(-1)  # (..., P, B, M)
-                z = scg.sample(Categorical(logits=scores), name="z", step=t, n=n if t == 0 else None,
-                               baseline=baseline)
+                z = scg.sample(Categorical(logits=scores), name="z", step=t, n=n if t == 0 else None, baseline=baseline)
                 h = torch.tanh(enc[rows, z] @ w + h @ u)
                 scg.cost(((h - target[t]) ** 2).sum(-1) / batch, name="c", step=t)
+
         return attention
 
     raise ValueError(prob.name)
@@ -248,6 +257,7 @@ def exact_gradient(prob: Problem) -> torch.Tensor:
 # Storchastic
 # --------------------------------------------------------------------------------------------
 
+
 def storch_step(prob: Problem, estimator: str) -> Callable[[], None]:
     """One Storchastic gradient estimate (into ``p.grad``); Methods are built once (they hold
     the moving averages)."""
@@ -257,12 +267,12 @@ def storch_step(prob: Problem, estimator: str) -> Callable[[], None]:
         if estimator == "sf":
             return storch.method.ScoreFunction(name, n_samples=1, baseline_factory=None)
         if estimator == "ema":
-            return storch.method.ScoreFunction(name, n_samples=1, baseline_factory="moving_average",
-                                               exponential_decay=1.0 - EMA_RATE)
+            return storch.method.ScoreFunction(
+                name, n_samples=1, baseline_factory="moving_average", exponential_decay=1.0 - EMA_RATE
+            )
         # loo4: the first node draws k samples; a node downstream of it lives in that plate with
         # n=1, and Storchastic's batch_average baseline then refuses (raises ValueError)
-        return storch.method.ScoreFunction(name, n_samples=LOO_K if first else 1,
-                                           baseline_factory="batch_average")
+        return storch.method.ScoreFunction(name, n_samples=LOO_K if first else 1, baseline_factory="batch_average")
 
     if prob.name == "toy":
         theta, phi = prob.params
@@ -277,6 +287,7 @@ def storch_step(prob: Problem, estimator: str) -> Callable[[], None]:
                 b = mb[t](Bernoulli(logits=phi[t] + b))
                 storch.add_cost(b * (t + 1.0), f"c{t + 1}")
             storch.backward()
+
         return toy
 
     if prob.name == "dvae":
@@ -290,6 +301,7 @@ def storch_step(prob: Problem, estimator: str) -> Callable[[], None]:
             recon = z @ w_dec + b_dec
             storch.add_cost(bce_with_logits(recon, x), "c")  # the batch plate is averaged by Storchastic
             storch.backward()
+
         return dvae
 
     if prob.name == "attention":
@@ -309,6 +321,7 @@ def storch_step(prob: Problem, estimator: str) -> Callable[[], None]:
                 h = torch.tanh(enc[rows, z] @ w + h @ u)
                 storch.add_cost(((h - target[..., t, :]) ** 2).sum(-1), f"c{t}")
             storch.backward()
+
         return attention
 
     raise ValueError(prob.name)
@@ -343,6 +356,7 @@ def pyro_step(prob: Problem, estimator: str, jit: bool = False) -> tuple[Callabl
     cache: dict[str, Any] = {}
 
     if prob.name == "toy":
+
         def guide() -> None:
             theta, phi = pyro.param("theta"), pyro.param("phi")
             z = pyro.sample("z", pdist.Categorical(logits=theta), infer=infer)
@@ -403,6 +417,7 @@ def pyro_step(prob: Problem, estimator: str, jit: bool = False) -> tuple[Callabl
     def step() -> None:
         elbo.loss_and_grads(model, guide)
         cache.clear()
+
     store: Any = pyro.get_param_store()
     return step, [store.get_param(name).unconstrained() for name in names]
 
@@ -411,14 +426,17 @@ def pyro_step(prob: Problem, estimator: str, jit: bool = False) -> tuple[Callabl
 # Runners: n estimates as an (n, d) array; the same code times them
 # --------------------------------------------------------------------------------------------
 
-def compiled_draw(prog: Callable[..., None], params: list[torch.Tensor],
-                  estimator: str) -> Callable[[int, int], torch.Tensor]:
+
+def compiled_draw(
+    prog: Callable[..., None], params: list[torch.Tensor], estimator: str
+) -> Callable[[int, int], torch.Tensor]:
     """``scg_comp``: the declared step compiled whole; ``draw(n, seed)`` as the other runners'."""
     import scg
 
     if estimator != "sf":
-        raise NotImplementedError(f"n/a: scg_comp's traced surrogate has no baselines "
-                                  f"({estimator!r} needs one; scg/traced.py)")
+        raise NotImplementedError(
+            f"n/a: scg_comp's traced surrogate has no baselines ({estimator!r} needs one; scg/traced.py)"
+        )
     structure = scg.Declared()
 
     def loss() -> torch.Tensor:
@@ -434,17 +452,22 @@ def compiled_draw(prog: Callable[..., None], params: list[torch.Tensor],
             torch.manual_seed(seed)
             for _ in range(n):
                 grads = torch.autograd.grad(step(), params, allow_unused=True)
-                out.append(torch.cat([(torch.zeros_like(p) if g is None else g).reshape(-1)
-                                      for p, g in zip(params, grads)]).detach())
+                out.append(
+                    torch.cat(
+                        [(torch.zeros_like(p) if g is None else g).reshape(-1) for p, g in zip(params, grads)]
+                    ).detach()
+                )
         return torch.stack(out)
+
     return draw
 
 
 class Runner:
     """Draws gradient estimates of one (library, problem, size, estimator)."""
 
-    def __init__(self, lib: str, problem: str, size: dict[str, int], estimator: str,
-                 particles: int | None = None) -> None:
+    def __init__(
+        self, lib: str, problem: str, size: dict[str, int], estimator: str, particles: int | None = None
+    ) -> None:
         self.lib = lib
         self._seed = 1000  # seeds for warm-up and timing runs (estimates() takes its own)
         self.prob = make_problem(problem, size)
@@ -460,11 +483,13 @@ class Runner:
             elif lib in ("scg_loop", "scg_decl"):
                 looped = lambda: prog(*[p.unsqueeze(0) for p in params])  # noqa: E731
                 kwargs = {"structure": scg.Declared()} if lib == "scg_decl" else None
-                self._draw = lambda n, seed: scg.testing.estimate_gradients(looped, params, n, seed=seed,
-                                                                           graph_kwargs=kwargs)
+                self._draw = lambda n, seed: scg.testing.estimate_gradients(
+                    looped, params, n, seed=seed, graph_kwargs=kwargs
+                )
             else:
                 self._draw = lambda n, seed: scg.testing.estimate_gradients_batched(
-                    prog, params, n, particles=self.particles, seed=seed)
+                    prog, params, n, particles=self.particles, seed=seed
+                )
             return
         if lib == "storch":
             step = storch_step(self.prob, estimator)
@@ -476,11 +501,11 @@ class Runner:
             out = []
             for _ in range(n):
                 step()
-                out.append(torch.cat([(torch.zeros_like(p) if p.grad is None else p.grad).reshape(-1)
-                                      for p in params]))
+                out.append(torch.cat([(torch.zeros_like(p) if p.grad is None else p.grad).reshape(-1) for p in params]))
                 for p in params:
                     p.grad = None
             return torch.stack(out)
+
         self._draw = draw
 
     def _next_seed(self) -> int:
@@ -516,8 +541,12 @@ def variance_stats(est: torch.Tensor) -> dict[str, float]:
     n = e.shape[0]
     trace = float(sq.sum() / (n - 1))
     se = float(sq.std() / math.sqrt(n)) * n / (n - 1)
-    return {"var_trace": trace, "var_trace_se": se, "var_mean_coord": trace / e.shape[1],
-            "grad_norm2": float((e.mean(0) ** 2).sum())}
+    return {
+        "var_trace": trace,
+        "var_trace_se": se,
+        "var_mean_coord": trace / e.shape[1],
+        "grad_norm2": float((e.mean(0) ** 2).sum()),
+    }
 
 
 def bias_stats(est: torch.Tensor, exact: torch.Tensor) -> dict[str, Any]:
@@ -530,15 +559,23 @@ def bias_stats(est: torch.Tensor, exact: torch.Tensor) -> dict[str, Any]:
     w = 1.0 / rep.stderr[ok] ** 2
     info = float((w * rep.exact[ok] ** 2).sum())
     scale = float((w * rep.mean[ok] * rep.exact[ok]).sum()) / info if info > 0 else float("nan")
-    return {"n": rep.n, "p_value": rep.p_value, "passed": rep.passed,
-            "max_abs_z": float(rep.z.abs().max()), "worst_coord": rep.worst,
-            "estimate": float(rep.mean[rep.worst]), "exact": float(rep.exact[rep.worst]),
-            "scale": scale, "scale_se": info ** -0.5 if info > 0 else float("nan")}
+    return {
+        "n": rep.n,
+        "p_value": rep.p_value,
+        "passed": rep.passed,
+        "max_abs_z": float(rep.z.abs().max()),
+        "worst_coord": rep.worst,
+        "estimate": float(rep.mean[rep.worst]),
+        "exact": float(rep.exact[rep.worst]),
+        "scale": scale,
+        "scale_se": info**-0.5 if info > 0 else float("nan"),
+    }
 
 
 # --------------------------------------------------------------------------------------------
 # Worker processes (one per library)
 # --------------------------------------------------------------------------------------------
+
 
 def _setup_process(lib: str, threads: int) -> None:
     torch.set_num_threads(threads)
@@ -657,6 +694,7 @@ class InProcess:
 # The benchmark
 # --------------------------------------------------------------------------------------------
 
+
 @dataclass
 class Config:
     n_bias: int = 2000
@@ -674,14 +712,25 @@ class Config:
     timeout: float = 1200.0
 
 
-QUICK = Config(n_bias=300, n_var={"toy": 300, "dvae": 100, "attention": 16}, warmup=8, rounds=3,
-               chunk_seconds=0.1)
+QUICK = Config(n_bias=300, n_var={"toy": 300, "dvae": 100, "attention": 16}, warmup=8, rounds=3, chunk_seconds=0.1)
 
 
 def _row(problem: str, estimator: str, lib: str) -> dict[str, Any]:
-    return {"problem": problem, "estimator": estimator, "lib": lib, "status": "ok", "errors": [],
-            "sec_per_1000": None, "var_trace": None, "var_trace_se": None, "var_mean_coord": None,
-            "grad_norm2": None, "n_var": None, "bias": None, "same_draws": None}
+    return {
+        "problem": problem,
+        "estimator": estimator,
+        "lib": lib,
+        "status": "ok",
+        "errors": [],
+        "sec_per_1000": None,
+        "var_trace": None,
+        "var_trace_se": None,
+        "var_mean_coord": None,
+        "grad_norm2": None,
+        "n_var": None,
+        "bias": None,
+        "same_draws": None,
+    }
 
 
 def _fail(row: dict[str, Any], what: str, msg: str) -> None:
@@ -706,8 +755,15 @@ def _fail(row: dict[str, Any], what: str, msg: str) -> None:
             row["status"] = "crash"
 
 
-def _bias_phase(cfg: Config, workers: dict[str, Any], problem: str, estimator: str,
-                rs: dict[str, dict[str, Any]], exact: torch.Tensor, log: Callable[[str], None]) -> None:
+def _bias_phase(
+    cfg: Config,
+    workers: dict[str, Any],
+    problem: str,
+    estimator: str,
+    rs: dict[str, dict[str, Any]],
+    exact: torch.Tensor,
+    log: Callable[[str], None],
+) -> None:
     size = cfg.sizes[problem]["bias"]
     for lib in cfg.libs:
         key = f"{lib}/{problem}/{estimator}/bias"
@@ -728,8 +784,14 @@ def _bias_phase(cfg: Config, workers: dict[str, Any], problem: str, estimator: s
         log(f"{problem:9s} {estimator:4s} {lib:8s} bias p={b['p_value']:.3g} {'ok' if b['passed'] else 'BIASED'}")
 
 
-def _full_phase(cfg: Config, workers: dict[str, Any], problem: str, estimator: str,
-                rs: dict[str, dict[str, Any]], log: Callable[[str], None]) -> None:
+def _full_phase(
+    cfg: Config,
+    workers: dict[str, Any],
+    problem: str,
+    estimator: str,
+    rs: dict[str, dict[str, Any]],
+    log: Callable[[str], None],
+) -> None:
     size = cfg.sizes[problem]["full"]
     keys = {lib: f"{lib}/{problem}/{estimator}/full" for lib in cfg.libs}
     live: list[str] = []
@@ -765,8 +827,7 @@ def _full_phase(cfg: Config, workers: dict[str, Any], problem: str, estimator: s
             if sec is not None:
                 times[lib].append(sec / chunk[lib])
     for lib in live:
-        rs[lib].update(sec_per_1000=statistics.median(times[lib]) * 1000, time_rounds=len(times[lib]),
-                       chunk=chunk[lib])
+        rs[lib].update(sec_per_1000=statistics.median(times[lib]) * 1000, time_rounds=len(times[lib]), chunk=chunk[lib])
     for lib in list(live):
         st, out = workers[lib].call("estimates", keys[lib], cfg.n_var[problem], 3)
         if st != "ok":
@@ -785,8 +846,11 @@ def _full_phase(cfg: Config, workers: dict[str, Any], problem: str, estimator: s
             st, out = workers[lib].call("estimates", keys[lib], cfg.n_same, 5)
             if st == "ok":
                 diff = float(abs(torch.from_numpy(out) - torch.from_numpy(ref[1])).max())
-                rs[lib]["same_draws"] = {"n": cfg.n_same, "max_abs_diff": diff,
-                                         "max_abs": float(abs(torch.from_numpy(ref[1])).max())}
+                rs[lib]["same_draws"] = {
+                    "n": cfg.n_same,
+                    "max_abs_diff": diff,
+                    "max_abs": float(abs(torch.from_numpy(ref[1])).max()),
+                }
     for lib in cfg.libs:
         workers[lib].call("drop", keys[lib])
         r = rs[lib]
@@ -814,6 +878,7 @@ def run_benchmark(cfg: Config, workers: dict[str, Any], log: Callable[[str], Non
 # Reports
 # --------------------------------------------------------------------------------------------
 
+
 def _fmt(x: float | None, spec: str = ".3g") -> str:
     return "—" if x is None else format(x, spec)
 
@@ -821,8 +886,9 @@ def _fmt(x: float | None, spec: str = ".3g") -> str:
 def summarize(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per problem × estimator: speed-ups of scg over each peer and variance ratios."""
     out = []
-    keys = sorted({(r["problem"], r["estimator"]) for r in rows}, key=lambda k: (PROBLEMS.index(k[0]),
-                                                                                 ESTIMATORS.index(k[1])))
+    keys = sorted(
+        {(r["problem"], r["estimator"]) for r in rows}, key=lambda k: (PROBLEMS.index(k[0]), ESTIMATORS.index(k[1]))
+    )
     for problem, estimator in keys:
         by = {r["lib"]: r for r in rows if r["problem"] == problem and r["estimator"] == estimator}
         s: dict[str, Any] = {"problem": problem, "estimator": estimator}
@@ -843,11 +909,17 @@ def target_lines(rows: list[dict[str, Any]], summary: list[dict[str, Any]]) -> l
     """The issue's targets, checked against the rows: speed-up ≥ 10, variance no worse, never biased."""
     lines = ["## Against the issue's targets", ""]
     for ours in OURS:
-        have = [(s, peer, s[f"speedup_{ours}_vs_{peer}"]) for s in summary for peer in PEERS
-                if s.get(f"speedup_{ours}_vs_{peer}") is not None]
+        have = [
+            (s, peer, s[f"speedup_{ours}_vs_{peer}"])
+            for s in summary
+            for peer in PEERS
+            if s.get(f"speedup_{ours}_vs_{peer}") is not None
+        ]
         low = [f"{s['problem']}/{s['estimator']} vs {peer} {x:.2f}x" for s, peer, x in have if x < 10]
-        lines.append(f"- **≥ 10x faster per estimate**, {ours}: {len(have) - len(low)} of {len(have)} comparisons; "
-                     f"below 10x: {', '.join(low) or 'none'}.")
+        lines.append(
+            f"- **≥ 10x faster per estimate**, {ours}: {len(have) - len(low)} of {len(have)} comparisons; "
+            f"below 10x: {', '.join(low) or 'none'}."
+        )
     by = {(r["problem"], r["estimator"], r["lib"]): r for r in rows}
     lower, compared = [], 0
     for r in rows:
@@ -857,27 +929,43 @@ def target_lines(rows: list[dict[str, Any]], summary: list[dict[str, Any]]) -> l
         compared += 1
         if ref["var_trace"] - r["var_trace"] > 2 * math.hypot(ref["var_trace_se"], r["var_trace_se"]):
             biased = r["bias"] is not None and not r["bias"]["passed"]
-            lower.append(f"{r['problem']}/{r['estimator']} {r['lib']} ({r['var_trace'] / ref['var_trace']:.2f}x"
-                         + (", a biased estimate" if biased else "") + ")")
-    lines.append(f"- **variance no worse for the same estimator**: {compared - len(lower)} of {compared} peer rows "
-                 "have a variance at least scg_loop's (within 2 standard errors); lower: "
-                 f"{', '.join(lower) or 'none'}.")
+            lower.append(
+                f"{r['problem']}/{r['estimator']} {r['lib']} ({r['var_trace'] / ref['var_trace']:.2f}x"
+                + (", a biased estimate" if biased else "")
+                + ")"
+            )
+    lines.append(
+        f"- **variance no worse for the same estimator**: {compared - len(lower)} of {compared} peer rows "
+        "have a variance at least scg_loop's (within 2 standard errors); lower: "
+        f"{', '.join(lower) or 'none'}."
+    )
     for ours in ("scg_loop", "scg_decl", "scg_comp"):
-        have = [(s, s[f"speedup_{ours}_vs_pyro_jit"]) for s in summary
-                if s.get(f"speedup_{ours}_vs_pyro_jit") is not None]
+        have = [
+            (s, s[f"speedup_{ours}_vs_pyro_jit"]) for s in summary if s.get(f"speedup_{ours}_vs_pyro_jit") is not None
+        ]
         if have:
             slow = [f"{s['problem']}/{s['estimator']} {x:.2f}x" for s, x in have if x <= 1]
-            lines.append(f"- **looped scg faster than pyro_jit**, {ours}: {len(have) - len(slow)} of {len(have)} "
-                         f"comparisons; not faster: {', '.join(slow) or 'none'}.")
+            lines.append(
+                f"- **looped scg faster than pyro_jit**, {ours}: {len(have) - len(slow)} of {len(have)} "
+                f"comparisons; not faster: {', '.join(slow) or 'none'}."
+            )
     scg_rows = [r for r in rows if r["lib"] in OURS and r["bias"] is not None]
     scg_bad = [f"{r['problem']}/{r['estimator']} {r['lib']}" for r in scg_rows if not r["bias"]["passed"]]
-    peer_bad = [f"{r['problem']}/{r['estimator']} {r['lib']} (p = {r['bias']['p_value']:.2g})" for r in rows
-                if r["lib"] in PEERS and r["bias"] is not None and not r["bias"]["passed"]]
-    lines.append(f"- **never biased**: scg {len(scg_rows) - len(scg_bad)} of {len(scg_rows)} bias tests passed"
-                 f"{'; failed: ' + ', '.join(scg_bad) if scg_bad else ''}. Peers rejected as biased: "
-                 f"{', '.join(peer_bad) or 'none'}.")
-    failed = [f"{r['problem']}/{r['estimator']} {r['lib']}: {r['status']}" for r in rows
-              if r["lib"] in PEERS and r["status"] in ("crash", "timeout", "unsupported")]
+    peer_bad = [
+        f"{r['problem']}/{r['estimator']} {r['lib']} (p = {r['bias']['p_value']:.2g})"
+        for r in rows
+        if r["lib"] in PEERS and r["bias"] is not None and not r["bias"]["passed"]
+    ]
+    lines.append(
+        f"- **never biased**: scg {len(scg_rows) - len(scg_bad)} of {len(scg_rows)} bias tests passed"
+        f"{'; failed: ' + ', '.join(scg_bad) if scg_bad else ''}. Peers rejected as biased: "
+        f"{', '.join(peer_bad) or 'none'}."
+    )
+    failed = [
+        f"{r['problem']}/{r['estimator']} {r['lib']}: {r['status']}"
+        for r in rows
+        if r["lib"] in PEERS and r["status"] in ("crash", "timeout", "unsupported")
+    ]
     lines.append(f"- **peer runs that failed**: {', '.join(failed) or 'none'} (messages in the table).")
     return lines + [""]
 
@@ -886,63 +974,100 @@ def _size_text(size: dict[str, int]) -> str:
     return " ".join(f"{k}={v}" for k, v in size.items()) or "as is"
 
 
-def write_markdown(rows: list[dict[str, Any]], summary: list[dict[str, Any]], meta: dict[str, Any],
-                   path: Path) -> None:
+def write_markdown(rows: list[dict[str, Any]], summary: list[dict[str, Any]], meta: dict[str, Any], path: Path) -> None:
     cfg = meta["config"]
-    lines = ["# Gradient estimators: scg vs Storchastic vs Pyro TraceGraph_ELBO", "",
-             f"torch {meta['torch']}, storchastic {meta['storchastic']}, pyro-ppl {meta['pyro']}; "
-             f"{meta['threads']} thread(s), each library in its own process, timing rounds alternating between "
-             f"the libraries ({cfg['rounds']} rounds)"
-             + (f"; {meta['cpus']} CPUs shared with other work, 1-min load average {meta['load_average_1min'][0]:.1f} "
-                f"at the start and {meta['load_average_1min'][1]:.1f} at the end" if "cpus" in meta else "")
-             + ". Reproduce: `python benchmarks/estimators.py"
-             + (" --quick" if meta["quick"] else "")
-             + "".join(f" --{k} {' '.join(meta['config'].get(k, ()))}" for k in DEFAULTS
-                       if list(meta["config"].get(k, DEFAULTS[k])) != list(DEFAULTS[k]))
-             + "`.", "",
-             "- **s / 1000 est.**: seconds per 1000 gradient estimates at the full size (median over rounds). "
-             "`scg_loop`: one tracked graph per estimate; `scg_decl`: one graph per estimate with "
-             "`structure=scg.Declared()` (nothing tracked); `scg_comp`: that step compiled whole with "
-             "`torch.compile(fullgraph=True)` (sf only); `scg_vec`: a particle dimension, one graph per "
-             f"{cfg['particles']} estimates.",
-             "- **variance**: trace of the covariance of the estimates at the full size (± standard error), "
-             "after the moving averages have warmed up; **ratio** to scg_loop's.",
-             f"- **bias p**: Bonferroni p-value of `scg.testing.compare` of {cfg['n_bias']} estimates on the tiny "
-             "(enumerable) size against the exact gradient; **BIASED** when p < 1e-3. **mean/exact**: the "
-             "scale s fitting mean ≈ s · exact (weighted least squares, ± standard error); 1 when unbiased.",
-             f"- **same draws**: for `sf`, {cfg['n_same']} estimates from the same seeds as scg_loop's: the largest "
-             "absolute difference (relative to the largest estimate). ~1e-7 means the same estimator, draw for draw.",
-             "- Sizes: " + "; ".join(f"{p}: full {_size_text(v['full'])}, tiny {_size_text(v['bias'])}"
-                                     for p, v in cfg["sizes"].items()) + ".",
-             "- The problems, estimators and the Pyro model/guide construction are described in the docstring of "
-             "`benchmarks/estimators.py`.", ""]
+    lines = [
+        "# Gradient estimators: scg vs Storchastic vs Pyro TraceGraph_ELBO",
+        "",
+        f"torch {meta['torch']}, storchastic {meta['storchastic']}, pyro-ppl {meta['pyro']}; "
+        f"{meta['threads']} thread(s), each library in its own process, timing rounds alternating between "
+        f"the libraries ({cfg['rounds']} rounds)"
+        + (
+            f"; {meta['cpus']} CPUs shared with other work, 1-min load average {meta['load_average_1min'][0]:.1f} "
+            f"at the start and {meta['load_average_1min'][1]:.1f} at the end"
+            if "cpus" in meta
+            else ""
+        )
+        + ". Reproduce: `python benchmarks/estimators.py"
+        + (" --quick" if meta["quick"] else "")
+        + "".join(
+            f" --{k} {' '.join(meta['config'].get(k, ()))}"
+            for k in DEFAULTS
+            if list(meta["config"].get(k, DEFAULTS[k])) != list(DEFAULTS[k])
+        )
+        + "`.",
+        "",
+        "- **s / 1000 est.**: seconds per 1000 gradient estimates at the full size (median over rounds). "
+        "`scg_loop`: one tracked graph per estimate; `scg_decl`: one graph per estimate with "
+        "`structure=scg.Declared()` (nothing tracked); `scg_comp`: that step compiled whole with "
+        "`torch.compile(fullgraph=True)` (sf only); `scg_vec`: a particle dimension, one graph per "
+        f"{cfg['particles']} estimates.",
+        "- **variance**: trace of the covariance of the estimates at the full size (± standard error), "
+        "after the moving averages have warmed up; **ratio** to scg_loop's.",
+        f"- **bias p**: Bonferroni p-value of `scg.testing.compare` of {cfg['n_bias']} estimates on the tiny "
+        "(enumerable) size against the exact gradient; **BIASED** when p < 1e-3. **mean/exact**: the "
+        "scale s fitting mean ≈ s · exact (weighted least squares, ± standard error); 1 when unbiased.",
+        f"- **same draws**: for `sf`, {cfg['n_same']} estimates from the same seeds as scg_loop's: the largest "
+        "absolute difference (relative to the largest estimate). ~1e-7 means the same estimator, draw for draw.",
+        "- Sizes: "
+        + "; ".join(f"{p}: full {_size_text(v['full'])}, tiny {_size_text(v['bias'])}" for p, v in cfg["sizes"].items())
+        + ".",
+        "- The problems, estimators and the Pyro model/guide construction are described in the docstring of "
+        "`benchmarks/estimators.py`.",
+        "",
+    ]
     lines += target_lines(rows, summary)
-    lines += ["## All measurements", "",
-              "| problem | estimator | library | s / 1000 est. | variance (trace) | var. ratio | bias p "
-              "| mean/exact | same draws | status |",
-              "|---|---|---|---:|---:|---:|---:|---:|---:|---|"]
+    lines += [
+        "## All measurements",
+        "",
+        "| problem | estimator | library | s / 1000 est. | variance (trace) | var. ratio | bias p "
+        "| mean/exact | same draws | status |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---|",
+    ]
     summ = {(s["problem"], s["estimator"]): s for s in summary}
     for r in rows:
         s = summ[(r["problem"], r["estimator"])]
         var = "—" if r["var_trace"] is None else f"{r['var_trace']:.4g} ± {r['var_trace_se']:.2g}"
-        bias = "—" if r["bias"] is None else (f"{r['bias']['p_value']:.3g}"
-                                              + ("" if r["bias"]["passed"] else " **BIASED**"))
-        fit = "—" if r["bias"] is None or "scale" not in r["bias"] else \
-            f"{r['bias']['scale']:.3f} ± {r['bias']['scale_se']:.3f}"
-        same = "—" if not r.get("same_draws") else \
-            f"{r['same_draws']['max_abs_diff'] / max(r['same_draws']['max_abs'], 1e-30):.1g}"
+        bias = (
+            "—"
+            if r["bias"] is None
+            else (f"{r['bias']['p_value']:.3g}" + ("" if r["bias"]["passed"] else " **BIASED**"))
+        )
+        fit = (
+            "—"
+            if r["bias"] is None or "scale" not in r["bias"]
+            else f"{r['bias']['scale']:.3f} ± {r['bias']['scale_se']:.3f}"
+        )
+        same = (
+            "—"
+            if not r.get("same_draws")
+            else f"{r['same_draws']['max_abs_diff'] / max(r['same_draws']['max_abs'], 1e-30):.1g}"
+        )
         status = r["status"] if not r["errors"] else f"{r['status']} — {'; '.join(r['errors'])}"
         status = status.replace("|", "\\|")
-        lines.append(f"| {r['problem']} | {r['estimator']} | {r['lib']} | {_fmt(r['sec_per_1000'], '.4g')} | {var} "
-                     f"| {_fmt(s.get('var_ratio_' + r['lib']), '.3f')} | {bias} | {fit} | {same} | {status} |")
-    pairs = [(ours, peer) for ours in OURS for peer in PEERS
-             if any(s.get(f"speedup_{ours}_vs_{peer}") is not None for s in summary)]
-    lines += ["", "## Speed-up of scg per estimate (peer time / scg time; target ≥ 10)", "",
-              "| problem | estimator | " + " | ".join(f"{o[4:]} vs {p}" for o, p in pairs) + " |",
-              "|---|---|" + "---:|" * len(pairs)]
+        lines.append(
+            f"| {r['problem']} | {r['estimator']} | {r['lib']} | {_fmt(r['sec_per_1000'], '.4g')} | {var} "
+            f"| {_fmt(s.get('var_ratio_' + r['lib']), '.3f')} | {bias} | {fit} | {same} | {status} |"
+        )
+    pairs = [
+        (ours, peer)
+        for ours in OURS
+        for peer in PEERS
+        if any(s.get(f"speedup_{ours}_vs_{peer}") is not None for s in summary)
+    ]
+    lines += [
+        "",
+        "## Speed-up of scg per estimate (peer time / scg time; target ≥ 10)",
+        "",
+        "| problem | estimator | " + " | ".join(f"{o[4:]} vs {p}" for o, p in pairs) + " |",
+        "|---|---|" + "---:|" * len(pairs),
+    ]
     for s in summary:
-        lines.append(f"| {s['problem']} | {s['estimator']} | "
-                     + " | ".join(_fmt(s.get(f"speedup_{o}_vs_{p}"), ".2f") for o, p in pairs) + " |")
+        lines.append(
+            f"| {s['problem']} | {s['estimator']} | "
+            + " | ".join(_fmt(s.get(f"speedup_{o}_vs_{p}"), ".2f") for o, p in pairs)
+            + " |"
+        )
     if meta.get("notes"):
         lines += ["", "## Notes", ""] + [f"- {n}" for n in meta["notes"]]
     path.write_text("\n".join(lines) + "\n")
@@ -955,8 +1080,15 @@ def write_plot(rows: list[dict[str, Any]], path: Path) -> None:
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
 
-    markers = {"scg_loop": "o", "scg_decl": "P", "scg_comp": "X", "scg_vec": "s", "storch": "^", "pyro": "D",
-               "pyro_jit": "v"}
+    markers = {
+        "scg_loop": "o",
+        "scg_decl": "P",
+        "scg_comp": "X",
+        "scg_vec": "s",
+        "storch": "^",
+        "pyro": "D",
+        "pyro_jit": "v",
+    }
     colors = {"sf": "tab:red", "ema": "tab:blue", "loo4": "tab:green"}
     problems = [p for p in PROBLEMS if any(r["problem"] == p for r in rows)]
     fig, axes = plt.subplots(1, len(problems), figsize=(5 * len(problems), 4.2), squeeze=False)
@@ -965,20 +1097,29 @@ def write_plot(rows: list[dict[str, Any]], path: Path) -> None:
             if r["problem"] != problem or r["sec_per_1000"] is None or not r["var_trace"]:
                 continue
             biased = r["bias"] is not None and not r["bias"]["passed"]
-            ax.scatter(r["sec_per_1000"], r["var_trace"], marker=markers[r["lib"]], s=60,
-                       facecolors="none" if biased else colors[r["estimator"]],
-                       edgecolors=colors[r["estimator"]], linewidths=1.5)
+            ax.scatter(
+                r["sec_per_1000"],
+                r["var_trace"],
+                marker=markers[r["lib"]],
+                s=60,
+                facecolors="none" if biased else colors[r["estimator"]],
+                edgecolors=colors[r["estimator"]],
+                linewidths=1.5,
+            )
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("seconds per 1000 gradient estimates")
         ax.set_title(problem)
         ax.grid(True, which="both", alpha=0.3)
     axes[0][0].set_ylabel("gradient variance (trace of covariance)")
-    handles = [Line2D([], [], marker=m, linestyle="", color="k", markerfacecolor="none", label=lib)
-               for lib, m in markers.items()]
+    handles = [
+        Line2D([], [], marker=m, linestyle="", color="k", markerfacecolor="none", label=lib)
+        for lib, m in markers.items()
+    ]
     handles += [Line2D([], [], marker="o", linestyle="", color=c, label=e) for e, c in colors.items()]
-    handles.append(Line2D([], [], marker="o", linestyle="", color="gray", markerfacecolor="none",
-                              label="hollow: biased"))
+    handles.append(
+        Line2D([], [], marker="o", linestyle="", color="gray", markerfacecolor="none", label="hollow: biased")
+    )
     fig.legend(handles=handles, loc="lower center", ncol=len(handles), frameon=False)
     fig.suptitle("Gradient variance vs time per 1000 estimates (lower left is better)")
     fig.tight_layout(rect=(0, 0.08, 1, 0.95))
@@ -1012,12 +1153,22 @@ def main(argv: Sequence[str] | None = None) -> None:
         write_plot(saved["rows"], args.out / "estimators.png")
         return
     base = QUICK if args.quick else Config()
-    cfg = Config(**{**base.__dict__, "problems": args.problems, "estimators": args.estimators,
-                    "libs": args.libs, "threads": args.threads})
+    cfg = Config(
+        **{
+            **base.__dict__,
+            "problems": args.problems,
+            "estimators": args.estimators,
+            "libs": args.libs,
+            "threads": args.threads,
+        }
+    )
     versions = {"storchastic": _version("storchastic"), "pyro": _version("pyro-ppl")}
-    libs = [lib for lib in cfg.libs
-            if not (lib == "storch" and versions["storchastic"] == "not installed")
-            and not (lib.startswith("pyro") and versions["pyro"] == "not installed")]
+    libs = [
+        lib
+        for lib in cfg.libs
+        if not (lib == "storch" and versions["storchastic"] == "not installed")
+        and not (lib.startswith("pyro") and versions["pyro"] == "not installed")
+    ]
     cfg.libs = libs
     workers: dict[str, Any] = {}
     for lib in libs:  # scg_loop and scg_vec share one process
@@ -1032,15 +1183,25 @@ def main(argv: Sequence[str] | None = None) -> None:
         for w in {id(w): w for w in workers.values()}.values():
             w.stop()
     summary = summarize(rows)
-    meta = {"torch": torch.__version__, "python": platform.python_version(), "machine": platform.machine(),
-            "threads": cfg.threads, "quick": args.quick, "wall_seconds": time.perf_counter() - t0,
-            "load_average_1min": [load_start, os.getloadavg()[0]], "cpus": os.cpu_count(),
-            "config": {k: (list(v) if isinstance(v, tuple) else v) for k, v in cfg.__dict__.items()},
-            "ema_rate": EMA_RATE, "loo_k": LOO_K, **versions,
-            "notes": NOTES}
+    meta = {
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "threads": cfg.threads,
+        "quick": args.quick,
+        "wall_seconds": time.perf_counter() - t0,
+        "load_average_1min": [load_start, os.getloadavg()[0]],
+        "cpus": os.cpu_count(),
+        "config": {k: (list(v) if isinstance(v, tuple) else v) for k, v in cfg.__dict__.items()},
+        "ema_rate": EMA_RATE,
+        "loo_k": LOO_K,
+        **versions,
+        "notes": NOTES,
+    }
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "estimators.json").write_text(json.dumps({"meta": meta, "rows": rows, "summary": summary},
-                                                         indent=2) + "\n")
+    (args.out / "estimators.json").write_text(
+        json.dumps({"meta": meta, "rows": rows, "summary": summary}, indent=2) + "\n"
+    )
     write_markdown(rows, summary, meta, args.out / "estimators.md")
     write_plot(rows, args.out / "estimators.png")
     print(f"wrote {args.out / 'estimators.md'} ({meta['wall_seconds']:.0f} s)")

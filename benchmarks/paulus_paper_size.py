@@ -55,9 +55,14 @@ def _train_step(config: Any, dataset: Any, batch: dict[str, Any], device: torch.
     if device.type == "cuda":
         torch.cuda.synchronize()
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
-    return {"seconds": seconds, "cpu_seconds": cpu, "target_words": out.tokens(),
-            "ms_per_target_word": 1000 * seconds / out.tokens(),
-            "decoder_steps": len(out.step_nll), "parameters": sum(p.numel() for p in model.parameters())}
+    return {
+        "seconds": seconds,
+        "cpu_seconds": cpu,
+        "target_words": out.tokens(),
+        "ms_per_target_word": 1000 * seconds / out.tokens(),
+        "decoder_steps": len(out.step_nll),
+        "parameters": sum(p.numel() for p in model.parameters()),
+    }
 
 
 def main() -> None:
@@ -78,30 +83,42 @@ def main() -> None:
     batch = batch_to(next(iter(loader)), device, config)
     lengths = batch["src_mask"].sum((1, 2)).float()
     result: dict[str, Any] = {
-        "device": str(device), "threads": args.threads, "torch": torch.__version__, "machine": platform.processor(),
-        "batch": args.batch, "source_words_mean": float(lengths.mean()), "source_words_max": int(lengths.max()),
-        "vocab": len(dataset.vocab), "target_vocab": min(config.model.tgt_vocab_size, len(dataset.vocab)),
+        "device": str(device),
+        "threads": args.threads,
+        "torch": torch.__version__,
+        "machine": platform.processor(),
+        "batch": args.batch,
+        "source_words_mean": float(lengths.mean()),
+        "source_words_max": int(lengths.max()),
+        "vocab": len(dataset.vocab),
+        "target_vocab": min(config.model.tgt_vocab_size, len(dataset.vocab)),
     }
     result["train_step"] = _train_step(config, dataset, batch, device)
     result["peak_mb_after_train_step"] = _peak_mb(device)
-    plain = load_config("PAULUS-ML", ["data.regrid=[1, 800]", "model.intra_temporal=false",
-                                      "model.intra_decoder=false"])
+    plain = load_config(
+        "PAULUS-ML", ["data.regrid=[1, 800]", "model.intra_temporal=false", "model.intra_decoder=false"]
+    )
     result["train_step_without_intra_attention"] = _train_step(plain, dataset, batch, device)
     key = "cpu_seconds" if device.type == "cpu" else "seconds"  # CPU time: robust to a shared machine
-    result["intra_attention_cost_ratio"] = (result["train_step"][key]
-                                            / result["train_step_without_intra_attention"][key])
+    result["intra_attention_cost_ratio"] = result["train_step"][key] / result["train_step_without_intra_attention"][key]
     torch.manual_seed(0)
     model = build_model(config, len(dataset.vocab), dataset.num_chunks).to(device).eval()
-    options = DecodeOptions(beam_size=config.eval.beam, max_len=config.eval.max_len,
-                            no_repeat_ngram=config.eval.block_ngram)
+    options = DecodeOptions(
+        beam_size=config.eval.beam, max_len=config.eval.max_len, no_repeat_ngram=config.eval.block_ngram
+    )
     small = {k: (v[: args.beam_examples] if isinstance(v, torch.Tensor | list) else v) for k, v in batch.items()}
     start, cpu = time.perf_counter(), time.process_time()
     found = beam_search(ModelStepDecoder(model), small, options)
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
-    result["beam"] = {"examples": len(found), "seconds_per_article": seconds / len(found),
-                      "cpu_seconds_per_article": cpu / len(found),
-                      "mean_length": sum(len(h[0]) for h in found) / len(found), "beam": options.beam_size,
-                      "block_ngram": options.no_repeat_ngram, "max_len": options.max_len}
+    result["beam"] = {
+        "examples": len(found),
+        "seconds_per_article": seconds / len(found),
+        "cpu_seconds_per_article": cpu / len(found),
+        "mean_length": sum(len(h[0]) for h in found) / len(found),
+        "beam": options.beam_size,
+        "block_ngram": options.no_repeat_ngram,
+        "max_len": options.max_len,
+    }
     result["peak_mb"] = _peak_mb(device)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -110,11 +127,14 @@ def main() -> None:
     memory_kind = "max_memory_allocated" if device.type == "cuda" else "peak RSS"
     ts, ref, beam = result["train_step"], result["train_step_without_intra_attention"], result["beam"]
     lines = [
-        "# Paulus et al. (2018) at paper size on cnndm-250 (untrained weights: cost only)", "",
+        "# Paulus et al. (2018) at paper size on cnndm-250 (untrained weights: cost only)",
+        "",
         f"device {result['device']} ({args.threads} thread(s)), torch {result['torch']}; batch {args.batch} "
         f"articles, {result['source_words_mean']:.0f} source words on average (max {result['source_words_max']}); "
-        f"V = {result['vocab']}, V_t = {result['target_vocab']}; {ts['parameters']:,} parameters", "",
-        "| measurement | wall | CPU |", "|---|---|---|",
+        f"V = {result['vocab']}, V_t = {result['target_vocab']}; {ts['parameters']:,} parameters",
+        "",
+        "| measurement | wall | CPU |",
+        "|---|---|---|",
         f"| training step (forward + backward, {ts['decoder_steps']} decoder steps, {ts['target_words']} target "
         f"words) | {ts['seconds']:.1f} s | {ts['cpu_seconds']:.1f} s |",
         f"| the same without intra-attentions (reference; CPU ratio {result['intra_attention_cost_ratio']:.2f}) | "
@@ -122,7 +142,8 @@ def main() -> None:
         f"| beam search per article (beam {beam['beam']}, trigram blocking, ≤ {beam['max_len']} words; mean "
         f"length {beam['mean_length']:.0f}) | {beam['seconds_per_article']:.1f} s | "
         f"{beam['cpu_seconds_per_article']:.1f} s |",
-        "", f"Peak memory: {result['peak_mb_after_train_step']:.0f} MB after the training step, "
+        "",
+        f"Peak memory: {result['peak_mb_after_train_step']:.0f} MB after the training step, "
         f"{result['peak_mb']:.0f} MB for the whole run ({memory_kind}).",
         "",
     ]

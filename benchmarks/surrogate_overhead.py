@@ -57,9 +57,15 @@ RESULTS = Path(__file__).resolve().parent / "results"
 CPU = torch.device("cpu")
 
 
-def make_attention(hidden: int, batch: int = 32, chunks: int = 10, steps: int = 30,
-                   compiled: bool = False, device: torch.device = CPU, whole: bool = False
-                   ) -> tuple[Callable[[], None], dict[str, Callable[[], None]], list[torch.Tensor]]:
+def make_attention(
+    hidden: int,
+    batch: int = 32,
+    chunks: int = 10,
+    steps: int = 30,
+    compiled: bool = False,
+    device: torch.device = CPU,
+    whole: bool = False,
+) -> tuple[Callable[[], None], dict[str, Callable[[], None]], list[torch.Tensor]]:
     """The hand-written step, scg's steps per mode, and the parameters (all on ``device``).
 
     The values are drawn on the CPU from one seeded generator and then moved, so every device
@@ -84,8 +90,7 @@ def make_attention(hidden: int, batch: int = 32, chunks: int = 10, steps: int = 
     def attend(h: torch.Tensor) -> torch.Tensor:
         return torch.bmm(enc, (h @ q)[:, :, None]).squeeze(-1)  # (B, M)
 
-    def recur(h: torch.Tensor, z: torch.Tensor, tgt: torch.Tensor) -> tuple[torch.Tensor,
-                                                                             torch.Tensor]:
+    def recur(h: torch.Tensor, z: torch.Tensor, tgt: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         h = torch.tanh(enc[rows, z] @ w + h @ u)  # (B, H)
         return h, ((h - tgt) ** 2).sum(-1)  # (B,)
 
@@ -111,16 +116,17 @@ def make_attention(hidden: int, batch: int = 32, chunks: int = 10, steps: int = 
             h = torch.zeros(batch, hidden, device=device)
             with scg.Graph(structure=structure) as g:
                 for t in range(steps):
-                    z = scg.sample(Categorical(logits=attend(h), validate_args=False), name="z",
-                                   step=t)
+                    z = scg.sample(Categorical(logits=attend(h), validate_args=False), name="z", step=t)
                     h, c = recur(h, z, target[t])
                     scg.cost(c, name="c", step=t)
             return g.surrogate_loss()
+
         return loss
 
     def backward(loss_fn: Callable[[], torch.Tensor]) -> Callable[[], None]:
         def step() -> None:
             loss_fn().backward()
+
         return step
 
     if whole:
@@ -128,17 +134,20 @@ def make_attention(hidden: int, batch: int = 32, chunks: int = 10, steps: int = 
         decl_c = torch.compile(scg_loss(scg.Declared()), dynamic=False, fullgraph=True)
         return backward(hand_c), {"declared": backward(decl_c)}, params
     hand = backward(hand_loss)
-    modes = {"tracked": backward(scg_loss(None)),
-             "cached": backward(scg_loss(scg.Cached(check_every=100))),
-             "declared": backward(scg_loss(scg.Declared()))}
+    modes = {
+        "tracked": backward(scg_loss(None)),
+        "cached": backward(scg_loss(scg.Cached(check_every=100))),
+        "declared": backward(scg_loss(scg.Declared())),
+    }
     if compiled:
         del modes["tracked"], modes["cached"]  # a compiled function inside a tracked graph:
         # dynamo would trace through the tracking mode (docs/tracking.md)
     return hand, modes, params
 
 
-def make_toy(device: torch.device = CPU
-             ) -> tuple[Callable[[], None], dict[str, Callable[[], None]], list[torch.Tensor]]:
+def make_toy(
+    device: torch.device = CPU,
+) -> tuple[Callable[[], None], dict[str, Callable[[], None]], list[torch.Tensor]]:
     theta = torch.nn.Parameter(torch.zeros(5, device=device))
     phi = torch.nn.Parameter(torch.zeros(3, device=device))
 
@@ -164,14 +173,17 @@ def make_toy(device: torch.device = CPU
                 scg.cost((z.float() - 2.0) ** 2, name="c0")
                 b = z.float() / 4.0
                 for t in range(3):
-                    b = scg.sample(Bernoulli(logits=phi[t] + b, validate_args=False), name="b",
-                                   step=t)
+                    b = scg.sample(Bernoulli(logits=phi[t] + b, validate_args=False), name="b", step=t)
                     scg.cost(b * (t + 1.0), name="c", step=t)
             g.surrogate_loss().backward()
+
         return step
 
-    modes = {"tracked": with_scg(None), "cached": with_scg(scg.Cached(check_every=100)),
-             "declared": with_scg(scg.Declared())}
+    modes = {
+        "tracked": with_scg(None),
+        "cached": with_scg(scg.Cached(check_every=100)),
+        "declared": with_scg(scg.Declared()),
+    }
     return hand, modes, [theta, phi]
 
 
@@ -181,9 +193,16 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def measure(fns: dict[str, Callable[[], None]], params: list[torch.Tensor],
-            repeats: int, inner: int, device: torch.device = CPU, *,
-            clock: Callable[[], float] = time.perf_counter, warm: int | None = None) -> dict[str, float]:
+def measure(
+    fns: dict[str, Callable[[], None]],
+    params: list[torch.Tensor],
+    repeats: int,
+    inner: int,
+    device: torch.device = CPU,
+    *,
+    clock: Callable[[], float] = time.perf_counter,
+    warm: int | None = None,
+) -> dict[str, float]:
     """Median seconds per call of each function (read on ``clock``), the functions alternating.
 
     Warm-up calls first (``warm``; by default 5 on CUDA for lazy initialisation, cuBLAS handles and
@@ -226,38 +245,41 @@ def attention_label(hidden: int) -> str:
 
 def machine(device: torch.device) -> dict[str, Any]:
     load = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
-    out = {"torch": torch.__version__, "python": platform.python_version(),
-           "machine": platform.machine(), "threads": torch.get_num_threads(),
-           "cpus": os.cpu_count(), "load_average_1_5_15": [round(x, 2) for x in load],
-           "device": device.type,
-           "command": "python " + " ".join(shlex.quote(a) for a in sys.argv)}
+    out = {
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "threads": torch.get_num_threads(),
+        "cpus": os.cpu_count(),
+        "load_average_1_5_15": [round(x, 2) for x in load],
+        "device": device.type,
+        "command": "python " + " ".join(shlex.quote(a) for a in sys.argv),
+    }
     if device.type == "cuda":
         out["device_name"] = torch.cuda.get_device_name(device)
         out["cuda"] = torch.version.cuda
     return out
 
 
-def overhead(repeats: int, hiddens: list[int], device: torch.device = CPU,
-             toy: bool = True) -> list[dict[str, Any]]:
+def overhead(repeats: int, hiddens: list[int], device: torch.device = CPU, toy: bool = True) -> list[dict[str, Any]]:
     """One row per workload: the hand-written step and each scg mode, medians and ratios."""
-    work: list[tuple[str, Callable[[], tuple[Callable[[], None], dict[str, Callable[[], None]],
-                                             list[torch.Tensor]]], int]] = [
-        (attention_label(h), lambda h=h: make_attention(h, device=device), 1 if h >= 256 else 2)
-        for h in hiddens]
+    work: list[
+        tuple[str, Callable[[], tuple[Callable[[], None], dict[str, Callable[[], None]], list[torch.Tensor]]], int]
+    ] = [(attention_label(h), lambda h=h: make_attention(h, device=device), 1 if h >= 256 else 2) for h in hiddens]
     if toy:
         work.append((TOY, lambda: make_toy(device), 5 if device.type == "cuda" else 20))
     rows = []
     for label, make, inner in work:
         hand, modes, params = make()
         med = measure({"hand": hand, **modes}, params, repeats, inner, device)
-        row: dict[str, Any] = {"workload": label, "hand_ms": med["hand"] * 1e3,
-                               "target": TARGETS.get(label, 1.10)}
+        row: dict[str, Any] = {"workload": label, "hand_ms": med["hand"] * 1e3, "target": TARGETS.get(label, 1.10)}
         for m in MODES:
             row[f"{m}_ms"] = med[m] * 1e3
             row[f"{m}_ratio"] = med[m] / med["hand"]
         rows.append(row)
-        log(f"{label:42s} hand {med['hand'] * 1e3:8.3f} ms  " + "  ".join(
-            f"{m} {row[m + '_ratio']:.3f}" for m in MODES))
+        log(
+            f"{label:42s} hand {med['hand'] * 1e3:8.3f} ms  " + "  ".join(f"{m} {row[m + '_ratio']:.3f}" for m in MODES)
+        )
     return rows
 
 
@@ -278,10 +300,20 @@ def compiled(repeats: int, hidden: int = 256, device: torch.device = CPU) -> dic
         log(f"compile (H={hidden}): model functions compiled and warmed up in {warm:.1f} s")
         warm_whole = warm_up([hand_w, modes_w["declared"]], device)
         log(f"compile (H={hidden}): whole steps compiled and warmed up in {warm_whole:.1f} s")
-        med = measure({"eager_declared": modes["declared"], "compiled_declared": modes_c["declared"],
-                       "whole_declared": modes_w["declared"], "eager_hand": hand,
-                       "compiled_hand": hand_c, "whole_hand": hand_w},
-                      params + params_c + params_w, repeats, 1, device)
+        med = measure(
+            {
+                "eager_declared": modes["declared"],
+                "compiled_declared": modes_c["declared"],
+                "whole_declared": modes_w["declared"],
+                "eager_hand": hand,
+                "compiled_hand": hand_c,
+                "whole_hand": hand_w,
+            },
+            params + params_c + params_w,
+            repeats,
+            1,
+            device,
+        )
     except Exception as e:  # a failed compilation is a result to record, not a crash
         out["error"] = f"{type(e).__name__}: {e}"[:2000]
         out["wall_s"] = time.perf_counter() - start
@@ -298,10 +330,12 @@ def compiled(repeats: int, hidden: int = 256, device: torch.device = CPU) -> dic
     out["compile_and_warmup_s"] = warm
     out["whole_compile_and_warmup_s"] = warm_whole
     out["wall_s"] = time.perf_counter() - start
-    log(f"compile (H={hidden}): declared eager {out['eager_declared_ms']:.2f} ms, compiled "
+    log(
+        f"compile (H={hidden}): declared eager {out['eager_declared_ms']:.2f} ms, compiled "
         f"{out['compiled_declared_ms']:.2f} ms, speed-up {out['speedup_declared']:.2f}x; hand "
         f"speed-up {out['speedup_hand']:.2f}x; whole step: declared {out['speedup_whole_declared']:.2f}x, "
-        f"hand {out['speedup_whole_hand']:.2f}x")
+        f"hand {out['speedup_whole_hand']:.2f}x"
+    )
     return out
 
 
@@ -316,8 +350,13 @@ def warm_up(fns: list[Callable[[], None]], device: torch.device) -> float:
     return time.perf_counter() - t0
 
 
-def compile_rows(repeats: int, hiddens: list[int], device: torch.device, deadline: float,
-                 save: Callable[[list[dict[str, Any]]], None]) -> list[dict[str, Any]]:
+def compile_rows(
+    repeats: int,
+    hiddens: list[int],
+    device: torch.device,
+    deadline: float,
+    save: Callable[[list[dict[str, Any]]], None],
+) -> list[dict[str, Any]]:
     """The compile row at each size, skipping a size whose expected cost passes ``deadline``.
 
     The expected cost of a size is the wall time the previous size took (the first size runs
@@ -328,9 +367,14 @@ def compile_rows(repeats: int, hiddens: list[int], device: torch.device, deadlin
     for h in hiddens:
         now = time.perf_counter()
         if now + last > deadline:
-            out.append({"hidden": h, "backend": f"{device.type.upper()} inductor",
-                        "skipped": f"time budget: {now - T0:.0f} s elapsed, the previous compile row "
-                                   f"took {last:.0f} s (--budget-s)"})
+            out.append(
+                {
+                    "hidden": h,
+                    "backend": f"{device.type.upper()} inductor",
+                    "skipped": f"time budget: {now - T0:.0f} s elapsed, the previous compile row "
+                    f"took {last:.0f} s (--budget-s)",
+                }
+            )
             log(f"compile (H={h}) skipped: {out[-1]['skipped']}")
         else:
             out.append(compiled(repeats, h, device))
@@ -339,8 +383,9 @@ def compile_rows(repeats: int, hiddens: list[int], device: torch.device, deadlin
     return out
 
 
-def scan(repeats: int, steps: tuple[int, ...] = (5, 10, 20, 40, 60),
-         device: torch.device = CPU, compiled: bool = False) -> list[dict[str, Any]]:
+def scan(
+    repeats: int, steps: tuple[int, ...] = (5, 10, 20, 40, 60), device: torch.device = CPU, compiled: bool = False
+) -> list[dict[str, Any]]:
     """Time per gradient step against T (hidden 64): how each mode's cost grows. ``compiled``:
     also the whole step compiled (``fullgraph=True``), scg Declared and hand-written, one
     compilation per T (in the warm-up calls, not timed)."""
@@ -367,13 +412,22 @@ def plot(points: list[dict[str, Any]], path: Path, where: str = "1 thread") -> N
 
     fig, ax = plt.subplots(figsize=(6, 4))
     ts = [p["T"] for p in points]
-    for key, label in [("hand", "hand-written"), ("tracked", "scg tracked"),
-                       ("cached", "scg Cached"), ("declared", "scg Declared"),
-                       ("compiled_hand", "hand-written, compiled step"),
-                       ("compiled_declared", "scg Declared, compiled step")]:
+    for key, label in [
+        ("hand", "hand-written"),
+        ("tracked", "scg tracked"),
+        ("cached", "scg Cached"),
+        ("declared", "scg Declared"),
+        ("compiled_hand", "hand-written, compiled step"),
+        ("compiled_declared", "scg Declared, compiled step"),
+    ]:
         if key + "_ms" in points[0]:
-            ax.plot(ts, [p[key + "_ms"] for p in points], marker="o", label=label,
-                    linestyle="--" if key.startswith("compiled") else "-")
+            ax.plot(
+                ts,
+                [p[key + "_ms"] for p in points],
+                marker="o",
+                label=label,
+                linestyle="--" if key.startswith("compiled") else "-",
+            )
     ax.set_xlabel("steps T (nodes: T stochastic + T costs)")
     ax.set_ylabel("ms per gradient step (median)")
     ax.set_title(f"hard attention, B=32, M=10, H=64, {where}")
@@ -393,34 +447,39 @@ def _load_words(meta: dict[str, Any]) -> str:
 
 def _header(meta: dict[str, Any]) -> str:
     if meta.get("device", "cpu") == "cpu":
-        return (f"torch {meta['torch']}, {meta['threads']} thread(s), {meta['repeats']} alternating "
-                f"repeats; load average at the start {meta['load_average_1_5_15']} on "
-                f"{meta['cpus']} cores ({_load_words(meta)}; the ratios are measured "
-                "alternately in one run). "
-                "Reproduce: `python benchmarks/surrogate_overhead.py --compile --scan`.")
-    return (f"{meta['device_name']}, torch {meta['torch']} (CUDA {meta['cuda']}), "
-            f"{meta['repeats']} alternating repeats; every timed block starts and stops after "
-            "`torch.cuda.synchronize()`, for every implementation alike, after warm-up steps. "
-            f"Host: {meta['cpus']} cores, load average at the start {meta['load_average_1_5_15']}, "
-            f"{meta['threads']} torch thread(s). Command: `{meta['command']}`.")
+        return (
+            f"torch {meta['torch']}, {meta['threads']} thread(s), {meta['repeats']} alternating "
+            f"repeats; load average at the start {meta['load_average_1_5_15']} on "
+            f"{meta['cpus']} cores ({_load_words(meta)}; the ratios are measured "
+            "alternately in one run). "
+            "Reproduce: `python benchmarks/surrogate_overhead.py --compile --scan`."
+        )
+    return (
+        f"{meta['device_name']}, torch {meta['torch']} (CUDA {meta['cuda']}), "
+        f"{meta['repeats']} alternating repeats; every timed block starts and stops after "
+        "`torch.cuda.synchronize()`, for every implementation alike, after warm-up steps. "
+        f"Host: {meta['cpus']} cores, load average at the start {meta['load_average_1_5_15']}, "
+        f"{meta['threads']} torch thread(s). Command: `{meta['command']}`."
+    )
 
 
 def _compile_lines(c: dict[str, Any]) -> list[str]:
     h, backend = c.get("hidden", 256), c.get("backend", "CPU inductor")
     lines = ["", f"## torch.compile ({backend}), hard attention T=30 B=32 H={h}", ""]
     if "error" in c:
-        return lines + ["Compilation failed (the run went on without this row):", "", "```",
-                        c["error"], "```"]
+        return lines + ["Compilation failed (the run went on without this row):", "", "```", c["error"], "```"]
     if "skipped" in c:
         return lines + [f"Not run: {c['skipped']}."]
     if "whole_declared_ms" not in c:  # a file from before the whole-step rows
         return lines + [
-            "The model's functions compiled, the scg calls eager in a `scg.Declared` graph.", "",
-            "| | eager (ms) | compiled (ms) | speed-up |", "|---|---:|---:|---:|",
+            "The model's functions compiled, the scg calls eager in a `scg.Declared` graph.",
+            "",
+            "| | eager (ms) | compiled (ms) | speed-up |",
+            "|---|---:|---:|---:|",
             f"| scg Declared | {c['eager_declared_ms']:.2f} | {c['compiled_declared_ms']:.2f} "
             f"| {c['speedup_declared']:.2f}x |",
-            f"| hand-written | {c['eager_hand_ms']:.2f} | {c['compiled_hand_ms']:.2f} | "
-            f"{c['speedup_hand']:.2f}x |"]
+            f"| hand-written | {c['eager_hand_ms']:.2f} | {c['compiled_hand_ms']:.2f} | {c['speedup_hand']:.2f}x |",
+        ]
     return lines + [
         "*Model functions*: the attention scores and the recurrence compiled with "
         "`torch.compile(dynamic=False, fullgraph=True)`, the scg calls eager in a `scg.Declared` "
@@ -428,8 +487,9 @@ def _compile_lines(c: dict[str, Any]) -> list[str]:
         "`fullgraph=True` (for scg: `with scg.Graph(structure=scg.Declared())`, the sampling and "
         "`g.surrogate_loss()` inside the compiled function, `scg/traced.py`); backward by autograd "
         "on the compiled graph. Speed-ups against the same implementation eager.",
-        "", "| | eager (ms) | model functions compiled (ms) | speed-up | whole step compiled (ms) "
-        "| speed-up |", "|---|---:|---:|---:|---:|---:|",
+        "",
+        "| | eager (ms) | model functions compiled (ms) | speed-up | whole step compiled (ms) | speed-up |",
+        "|---|---:|---:|---:|---:|---:|",
         f"| scg Declared | {c['eager_declared_ms']:.2f} | {c['compiled_declared_ms']:.2f} "
         f"| {c['speedup_declared']:.2f}x | {c['whole_declared_ms']:.2f} | "
         f"{c['speedup_whole_declared']:.2f}x |",
@@ -440,52 +500,80 @@ def _compile_lines(c: dict[str, Any]) -> list[str]:
         f"{c['whole_declared_vs_whole_hand']:.3f} (and {c['whole_declared_vs_eager_hand']:.3f} of the "
         f"eager hand-written step); compilation and warm-up: {c['compile_and_warmup_s']:.0f} s "
         f"(model functions), {c['whole_compile_and_warmup_s']:.0f} s (whole steps). Target: >= 1.5x "
-        "faster than eager."]
+        "faster than eager.",
+    ]
 
 
 def render(data: dict[str, Any], path: Path) -> None:
     meta = data["meta"]
-    lines = ["# Surrogate overhead: scg vs hand-written (median time per gradient step)", "",
-             _header(meta), "",
-             "| workload | hand-written (ms) | tracked (ms) | Cached (ms) | Declared (ms) | "
-             "tracked / hand | Cached / hand | Declared / hand | target |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        "# Surrogate overhead: scg vs hand-written (median time per gradient step)",
+        "",
+        _header(meta),
+        "",
+        "| workload | hand-written (ms) | tracked (ms) | Cached (ms) | Declared (ms) | "
+        "tracked / hand | Cached / hand | Declared / hand | target |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for r in data["rows"]:
-        lines.append(f"| {r['workload']} | {r['hand_ms']:.3f} | {r['tracked_ms']:.3f} | "
-                     f"{r['cached_ms']:.3f} | {r['declared_ms']:.3f} | {r['tracked_ratio']:.3f} | "
-                     f"{r['cached_ratio']:.3f} | {r['declared_ratio']:.3f} | <= {r['target']} |")
+        lines.append(
+            f"| {r['workload']} | {r['hand_ms']:.3f} | {r['tracked_ms']:.3f} | "
+            f"{r['cached_ms']:.3f} | {r['declared_ms']:.3f} | {r['tracked_ratio']:.3f} | "
+            f"{r['cached_ratio']:.3f} | {r['declared_ratio']:.3f} | <= {r['target']} |"
+        )
     comp = data.get("compile") or []
     for c in [comp] if isinstance(comp, dict) else comp:  # a dict: a file from before the list
         lines += _compile_lines(c)
     pts = data.get("scan")
     if pts:
         keys = [k for k in pts[0] if k.endswith("_ms")]
-        lines += ["", f"## Time per step against T (hidden 64; `{path.stem}.png`)", "",
-                  "| T | " + " | ".join(k[:-3] + " (ms)" for k in keys) + " |",
-                  "|---:|" + "---:|" * len(keys)]
-        lines += ["| " + str(p["T"]) + " | " + " | ".join(f"{p[k]:.2f}" for k in keys) + " |"
-                  for p in pts]
+        lines += [
+            "",
+            f"## Time per step against T (hidden 64; `{path.stem}.png`)",
+            "",
+            "| T | " + " | ".join(k[:-3] + " (ms)" for k in keys) + " |",
+            "|---:|" + "---:|" * len(keys),
+        ]
+        lines += ["| " + str(p["T"]) + " | " + " | ".join(f"{p[k]:.2f}" for k in keys) + " |" for p in pts]
     path.write_text("\n".join(lines) + "\n")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
-                        help="where the workloads run; cuda writes surrogate_overhead_gpu.{json,md}")
-    parser.add_argument("--hidden", type=int, nargs="+", default=None, metavar="N",
-                        help="hidden sizes of the hard-attention rows (default: 256 64 on cpu, "
-                             "512 1024 on cuda)")
-    parser.add_argument("--repeats", type=int, default=None,
-                        help="alternating timed repeats (default: 40 on cpu, 50 on cuda)")
+    parser.add_argument(
+        "--device",
+        choices=("cpu", "cuda"),
+        default="cpu",
+        help="where the workloads run; cuda writes surrogate_overhead_gpu.{json,md}",
+    )
+    parser.add_argument(
+        "--hidden",
+        type=int,
+        nargs="+",
+        default=None,
+        metavar="N",
+        help="hidden sizes of the hard-attention rows (default: 256 64 on cpu, 512 1024 on cuda)",
+    )
+    parser.add_argument(
+        "--repeats", type=int, default=None, help="alternating timed repeats (default: 40 on cpu, 50 on cuda)"
+    )
     parser.add_argument("--out", type=Path, default=RESULTS)
-    parser.add_argument("--threads", type=int, default=1,
-                        help="torch threads (1 keeps timings stable on a shared machine)")
-    parser.add_argument("--compile", action="store_true",
-                        help="add the torch.compile rows (cpu: first hidden size, a minute or two; "
-                             "cuda: every hidden size within --budget-s)")
-    parser.add_argument("--budget-s", type=float, default=None,
-                        help="skip compile rows expected to end past this many seconds from the start "
-                             "(default: 90 on cuda, none on cpu; 0: none)")
+    parser.add_argument(
+        "--threads", type=int, default=1, help="torch threads (1 keeps timings stable on a shared machine)"
+    )
+    parser.add_argument(
+        "--compile",
+        action="store_true",
+        help="add the torch.compile rows (cpu: first hidden size, a minute or two; "
+        "cuda: every hidden size within --budget-s)",
+    )
+    parser.add_argument(
+        "--budget-s",
+        type=float,
+        default=None,
+        help="skip compile rows expected to end past this many seconds from the start "
+        "(default: 90 on cuda, none on cpu; 0: none)",
+    )
     parser.add_argument("--no-toy", action="store_true", help="leave out the toy workload")
     parser.add_argument("--scan", action="store_true", help="add the time-vs-T scan and its plot")
     parser.add_argument("--render", action="store_true", help="rewrite the .md and .png from the .json")
@@ -496,8 +584,10 @@ def main() -> None:
         if v is not None and min(v if isinstance(v, list) else [v]) < 1:
             parser.error(f"--{name} must be >= 1, got {v}")
     if device.type == "cuda" and not args.render and not torch.cuda.is_available():
-        parser.error("--device cuda: CUDA is not available here (torch "
-                     f"{torch.__version__}, built with CUDA {torch.version.cuda})")
+        parser.error(
+            "--device cuda: CUDA is not available here (torch "
+            f"{torch.__version__}, built with CUDA {torch.version.cuda})"
+        )
     gpu = device.type == "cuda"
     hiddens = args.hidden or ([512, 1024] if gpu else [256, 64])
     repeats = args.repeats or (50 if gpu else 40)
@@ -527,16 +617,19 @@ def main() -> None:
                 data["compile"] = rows
                 save(data)
 
-            compile_rows(max(10, repeats // 2) if gpu else max(5, repeats // 4),
-                         hiddens if gpu else hiddens[:1], device, deadline, save_compile)
+            compile_rows(
+                max(10, repeats // 2) if gpu else max(5, repeats // 4),
+                hiddens if gpu else hiddens[:1],
+                device,
+                deadline,
+                save_compile,
+            )
         if args.scan:
-            data["scan"] = scan(max(5, repeats // 4), device=device,
-                                compiled=args.compile and device.type == "cpu")
+            data["scan"] = scan(max(5, repeats // 4), device=device, compiled=args.compile and device.type == "cpu")
             save(data)
         log(f"wrote {json_path} and {md_path}")
     if data.get("scan"):
-        plot(data["scan"], args.out / f"{stem}.png",
-             "1 thread" if not gpu else data["meta"].get("device_name", "cuda"))
+        plot(data["scan"], args.out / f"{stem}.png", "1 thread" if not gpu else data["meta"].get("device_name", "cuda"))
 
 
 if __name__ == "__main__":

@@ -105,8 +105,9 @@ def pick_split(data: Path, requested: str) -> str:
     _, _, splits = corpus_grid(data)
     if requested != "auto":
         if splits.get(requested, 0) <= 0:
-            raise SystemExit(f"--split {requested}: {data} has no examples in that split "
-                             f"(its splits: {splits or 'none'})")
+            raise SystemExit(
+                f"--split {requested}: {data} has no examples in that split (its splits: {splits or 'none'})"
+            )
         return requested
     if splits.get("train", 0) > 0:
         return "train"
@@ -165,16 +166,22 @@ def _error(err: BaseException) -> str:
 
 
 # ----------------------------------------------------------------------------- one run
-def measure(config_name: str, data: Path, split: str, args: argparse.Namespace, amp: str,
-            deadline: float) -> dict[str, Any]:
+def measure(
+    config_name: str, data: Path, split: str, args: argparse.Namespace, amp: str, deadline: float
+) -> dict[str, Any]:
     """Train ``config_name`` on ``data`` for ``args.steps`` timed steps; raises on any failure."""
     from scg_summarize.kernels import choose
     from scg_summarize.train.config import load_config
     from scg_summarize.train.data import make_loader
     from scg_summarize.train.loop import Trainer
 
-    overrides = [f"train.device={json.dumps(args.device)}", f"data.train_split={json.dumps(split)}",
-                 f"data.valid_split={json.dumps(split)}", "train.num_workers=0", "train.checkpoint_every=0"]
+    overrides = [
+        f"train.device={json.dumps(args.device)}",
+        f"data.train_split={json.dumps(split)}",
+        f"data.valid_split={json.dumps(split)}",
+        "train.num_workers=0",
+        "train.checkpoint_every=0",
+    ]
     if args.batch:
         overrides.append(f"train.batch_size={args.batch}")
     if args.vocab_size:
@@ -233,19 +240,33 @@ def measure(config_name: str, data: Path, split: str, args: argparse.Namespace, 
             cpu_s = time.process_time() - cpu0
             total = sum(times)
             row: dict[str, Any] = {
-                "config": config_name, "data": str(data), "split": split, "M": M, "N": N,
-                "batch": config.train.batch_size, "vocab": config.model.vocab_size, "hidden": config.model.hidden,
-                "amp": amp, "kernels": kernels, "params": params, "warmup": warmup_done,
-                "steps_requested": args.steps, "steps": len(times),
+                "config": config_name,
+                "data": str(data),
+                "split": split,
+                "M": M,
+                "N": N,
+                "batch": config.train.batch_size,
+                "vocab": config.model.vocab_size,
+                "hidden": config.model.hidden,
+                "amp": amp,
+                "kernels": kernels,
+                "params": params,
+                "warmup": warmup_done,
+                "steps_requested": args.steps,
+                "steps": len(times),
                 "truncated": len(times) < args.steps,
                 "ms_per_step_median": 1000 * statistics.median(times),
                 "ms_per_step_mean": 1000 * total / len(times),
                 "ms_per_step_min": 1000 * min(times),
-                "tgt_tokens_per_s": tgt_tokens / total, "src_tokens_per_s": src_tokens / total,
-                "tgt_tokens_per_step": tgt_tokens / len(times), "src_tokens_per_step": src_tokens / len(times),
+                "tgt_tokens_per_s": tgt_tokens / total,
+                "src_tokens_per_s": src_tokens / total,
+                "tgt_tokens_per_step": tgt_tokens / len(times),
+                "src_tokens_per_step": src_tokens / len(times),
                 "src_real_fraction": src_tokens / max(src_positions, 1),
-                "loss_per_token": nll / max(tgt_tokens, 1), "data_loading_ms_per_step": 1000 * load_s / len(times),
-                "timed_wall_s": total, "cpu_s": cpu_s,
+                "loss_per_token": nll / max(tgt_tokens, 1),
+                "data_loading_ms_per_step": 1000 * load_s / len(times),
+                "timed_wall_s": total,
+                "cpu_s": cpu_s,
             }
             if device.type == "cuda":
                 row["peak_mem_mib"] = torch.cuda.max_memory_allocated(device) / 2**20
@@ -276,8 +297,9 @@ def attempts(amp: str, device: str) -> list[tuple[str, str | None]]:
     return tries
 
 
-def run_config(config_name: str, data: Path, split: str, amp: str, args: argparse.Namespace,
-               deadline: float) -> dict[str, Any]:
+def run_config(
+    config_name: str, data: Path, split: str, amp: str, args: argparse.Namespace, deadline: float
+) -> dict[str, Any]:
     """One row: the first attempt that works, with the errors of the failed ones."""
     M, N, _ = corpus_grid(data)
     errors: list[dict[str, Any]] = []
@@ -293,40 +315,64 @@ def run_config(config_name: str, data: Path, split: str, amp: str, args: argpars
         except Exception as err:  # one shot on the GPU: record it and go on
             message = _error(err)
             log(f"  {label}: FAILED {message}")
-            errors.append({"amp": try_amp, "kernels_env": kernels or os.environ.get(KERNEL_ENV, "auto"),
-                           "error": message})
+            errors.append(
+                {"amp": try_amp, "kernels_env": kernels or os.environ.get(KERNEL_ENV, "auto"), "error": message}
+            )
             gc.collect()
             if torch.cuda.is_available():
                 torch.cuda.empty_cache()
             continue
-        row.update(amp_requested=amp, errors=errors, run_wall_s=time.perf_counter() - t0,
-                   kernels_env=kernels or os.environ.get(KERNEL_ENV, "auto"))
-        log(f"  {label}: {row['ms_per_step_median']:.1f} ms/step (median of {row['steps']}), "
+        row.update(
+            amp_requested=amp,
+            errors=errors,
+            run_wall_s=time.perf_counter() - t0,
+            kernels_env=kernels or os.environ.get(KERNEL_ENV, "auto"),
+        )
+        log(
+            f"  {label}: {row['ms_per_step_median']:.1f} ms/step (median of {row['steps']}), "
             f"{row['tgt_tokens_per_s']:.0f} tgt tok/s, {row['src_tokens_per_s']:.0f} src tok/s, "
             f"peak {row['peak_mem_mib']:.0f} MiB, loss {row['loss_per_token']:.3f}/token, "
-            f"{row['run_wall_s']:.1f} s")
+            f"{row['run_wall_s']:.1f} s"
+        )
         return row
     skipped = time.perf_counter() >= deadline and not errors
     log(f"  {config_name} M={M} amp={amp}: " + ("skipped (--budget-s spent)" if skipped else "FAILED in every attempt"))
-    return {"config": config_name, "data": str(data), "split": split, "M": M, "N": N, "amp_requested": amp,
-            "amp": None, "errors": errors, "failed": True,
-            "skipped": "the --budget-s was spent before this run" if skipped else None}
+    return {
+        "config": config_name,
+        "data": str(data),
+        "split": split,
+        "M": M,
+        "N": N,
+        "amp_requested": amp,
+        "amp": None,
+        "errors": errors,
+        "failed": True,
+        "skipped": "the --budget-s was spent before this run" if skipped else None,
+    }
 
 
 # ----------------------------------------------------------------------------- report
 def environment(device: torch.device) -> dict[str, Any]:
-    info: dict[str, Any] = {"torch": torch.__version__, "python": platform.python_version(),
-                            "platform": platform.platform(), "device_type": device.type,
-                            "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
-                            "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
-                            "scg_kernels_env": os.environ.get(KERNEL_ENV, "auto"),
-                            "date_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())}
+    info: dict[str, Any] = {
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "device_type": device.type,
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+        "scg_kernels_env": os.environ.get(KERNEL_ENV, "auto"),
+        "date_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
+    }
     if device.type == "cuda":
-        info.update(device=torch.cuda.get_device_name(device), cuda=torch.version.cuda,
-                    cudnn=torch.backends.cudnn.version(),
-                    matmul_allow_tf32=torch.backends.cuda.matmul.allow_tf32,
-                    cudnn_allow_tf32=torch.backends.cudnn.allow_tf32,
-                    bf16_supported=torch.cuda.is_bf16_supported())
+        info.update(
+            device=torch.cuda.get_device_name(device),
+            cuda=torch.version.cuda,
+            cudnn=torch.backends.cudnn.version(),
+            matmul_allow_tf32=torch.backends.cuda.matmul.allow_tf32,
+            cudnn_allow_tf32=torch.backends.cudnn.allow_tf32,
+            bf16_supported=torch.cuda.is_bf16_supported(),
+        )
         try:
             import triton
 
@@ -348,10 +394,12 @@ def ratios(rows: list[dict[str, Any]]) -> list[str]:
         standard = re.sub(r"^(tiny-|small-)?.*$", r"\1STANDARD", config)  # the same size variant
         ref = key.get((standard, M, amp))
         if ref is not None and config != standard:
-            lines.append(f"- M = {M}, amp {amp}: {config} / {standard} = "
-                         f"{row['ms_per_step_median'] / ref['ms_per_step_median']:.2f}x ms per step "
-                         f"(target tokens/s {row['tgt_tokens_per_s'] / ref['tgt_tokens_per_s']:.2f}x; peak memory "
-                         f"{row['peak_mem_mib'] / ref['peak_mem_mib']:.2f}x)")
+            lines.append(
+                f"- M = {M}, amp {amp}: {config} / {standard} = "
+                f"{row['ms_per_step_median'] / ref['ms_per_step_median']:.2f}x ms per step "
+                f"(target tokens/s {row['tgt_tokens_per_s'] / ref['tgt_tokens_per_s']:.2f}x; peak memory "
+                f"{row['peak_mem_mib'] / ref['peak_mem_mib']:.2f}x)"
+            )
     by_config: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for row in ok:
         by_config.setdefault((row["config"], row["amp"]), []).append(row)
@@ -359,52 +407,75 @@ def ratios(rows: list[dict[str, Any]]) -> list[str]:
         if len({r["M"] for r in group}) < 2:
             continue
         small, large = min(group, key=lambda r: r["M"]), max(group, key=lambda r: r["M"])
-        lines.append(f"- {config}, amp {amp}: M = {large['M']} / M = {small['M']} = "
-                     f"{large['ms_per_step_median'] / small['ms_per_step_median']:.2f}x ms per step "
-                     f"({large['src_tokens_per_step'] / small['src_tokens_per_step']:.2f}x real source words per "
-                     f"step; peak memory {large['peak_mem_mib'] / small['peak_mem_mib']:.2f}x)")
+        lines.append(
+            f"- {config}, amp {amp}: M = {large['M']} / M = {small['M']} = "
+            f"{large['ms_per_step_median'] / small['ms_per_step_median']:.2f}x ms per step "
+            f"({large['src_tokens_per_step'] / small['src_tokens_per_step']:.2f}x real source words per "
+            f"step; peak memory {large['peak_mem_mib'] / small['peak_mem_mib']:.2f}x)"
+        )
     return lines
 
 
 def write_report(path: Path, payload: dict[str, Any]) -> None:
     env, rows = payload["environment"], payload["rows"]
-    out = [f"# Training throughput at the paper's sizes ({payload['tag']})", "",
-           f"Device: {env.get('device')} ({env['device_type']}); torch {env['torch']}"
-           + (f", CUDA {env.get('cuda')}, Triton {env.get('triton')}" if env["device_type"] == "cuda" else "")
-           + f"; {env['date_utc']} UTC; load average {env.get('load_average')}.", "",
-           "Command:", "", "```", payload["command"], "```", "",
-           "The real training step (`Trainer.train_step`: objective, backward, gradient renormalization, SGD) "
-           f"after {payload['args']['warmup']} warm-up steps; ms per step bracketed by CUDA synchronization, data "
-           "loading excluded; tokens/s counts real (unpadded) words, `real src %` is their share of the M x N grid. "
-           "Vocabulary "
-           f"{payload['args']['vocab_size'] or 'of the corpus'}. Peak memory: "
-           + ("`torch.cuda.max_memory_allocated`, reset per run." if env["device_type"] == "cuda"
-              else "the process's resident set sampled at step ends (monotone across runs in one process)."), "",
-           "| config | M x N | batch | amp | kernels | steps | ms/step median | ms/step mean | tgt tok/s | "
-           "src tok/s | real src % | peak MiB | params (M) | loss/token |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    out = [
+        f"# Training throughput at the paper's sizes ({payload['tag']})",
+        "",
+        f"Device: {env.get('device')} ({env['device_type']}); torch {env['torch']}"
+        + (f", CUDA {env.get('cuda')}, Triton {env.get('triton')}" if env["device_type"] == "cuda" else "")
+        + f"; {env['date_utc']} UTC; load average {env.get('load_average')}.",
+        "",
+        "Command:",
+        "",
+        "```",
+        payload["command"],
+        "```",
+        "",
+        "The real training step (`Trainer.train_step`: objective, backward, gradient renormalization, SGD) "
+        f"after {payload['args']['warmup']} warm-up steps; ms per step bracketed by CUDA synchronization, data "
+        "loading excluded; tokens/s counts real (unpadded) words, `real src %` is their share of the M x N grid. "
+        "Vocabulary "
+        f"{payload['args']['vocab_size'] or 'of the corpus'}. Peak memory: "
+        + (
+            "`torch.cuda.max_memory_allocated`, reset per run."
+            if env["device_type"] == "cuda"
+            else "the process's resident set sampled at step ends (monotone across runs in one process)."
+        ),
+        "",
+        "| config | M x N | batch | amp | kernels | steps | ms/step median | ms/step mean | tgt tok/s | "
+        "src tok/s | real src % | peak MiB | params (M) | loss/token |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         if r.get("failed"):
-            reason = (f"skipped: {r['skipped']}" if r.get("skipped")
-                      else "failed: " + "; ".join(e["error"][:200] for e in r["errors"]))
-            out.append(f"| {r['config']} | {r['M']} x {r['N']} | | {r['amp_requested']} | | - | "
-                       f"{reason.replace('|', '/')} | | | | | | | |")
+            reason = (
+                f"skipped: {r['skipped']}"
+                if r.get("skipped")
+                else "failed: " + "; ".join(e["error"][:200] for e in r["errors"])
+            )
+            out.append(
+                f"| {r['config']} | {r['M']} x {r['N']} | | {r['amp_requested']} | | - | "
+                f"{reason.replace('|', '/')} | | | | | | | |"
+            )
             continue
         amp = r["amp"] if r["amp"] == r["amp_requested"] else f"{r['amp']} (asked {r['amp_requested']})"
-        out.append(f"| {r['config']} | {r['M']} x {r['N']} | {r['batch']} | {amp} | {r['kernels']} | "
-                   f"{r['steps']}{' (capped)' if r['truncated'] else ''} | {r['ms_per_step_median']:.1f} | "
-                   f"{r['ms_per_step_mean']:.1f} | {r['tgt_tokens_per_s']:.0f} | {r['src_tokens_per_s']:.0f} | "
-                   f"{100 * r['src_real_fraction']:.0f} | "
-                   f"{r['peak_mem_mib']:.0f} | {r['params'] / 1e6:.2f} | {r['loss_per_token']:.3f} |")
+        out.append(
+            f"| {r['config']} | {r['M']} x {r['N']} | {r['batch']} | {amp} | {r['kernels']} | "
+            f"{r['steps']}{' (capped)' if r['truncated'] else ''} | {r['ms_per_step_median']:.1f} | "
+            f"{r['ms_per_step_mean']:.1f} | {r['tgt_tokens_per_s']:.0f} | {r['src_tokens_per_s']:.0f} | "
+            f"{100 * r['src_real_fraction']:.0f} | "
+            f"{r['peak_mem_mib']:.0f} | {r['params'] / 1e6:.2f} | {r['loss_per_token']:.3f} |"
+        )
     lines = ratios(rows)
     if lines:
         out += ["", "Ratios (medians of ms per step):", "", *lines]
     failures = [(r["config"], r["M"], e) for r in rows for e in r.get("errors", [])]
     if failures:
-        out += ["", "Failed attempts (the row above then used the next attempt: fp32, then the reference kernels):",
-                ""]
-        out += [f"- {c} M = {M}, amp {e['amp']}, {KERNEL_ENV}={e['kernels_env']}: `{e['error'][:600]}`"
-                for c, M, e in failures]
+        out += ["", "Failed attempts (the row above then used the next attempt: fp32, then the reference kernels):", ""]
+        out += [
+            f"- {c} M = {M}, amp {e['amp']}, {KERNEL_ENV}={e['kernels_env']}: `{e['error'][:600]}`"
+            for c, M, e in failures
+        ]
     out += ["", f"Wall time of the whole script: {payload['wall_s']:.1f} s.", ""]
     path.write_text("\n".join(out))
 
@@ -413,28 +484,56 @@ def write_report(path: Path, payload: dict[str, Any]) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data", type=Path, required=True, help="a prepared corpus (scg-summarize prepare)")
-    parser.add_argument("--configs", nargs="+", default=["STANDARD", "HIER", "C2F", "C2F+MULTI2"],
-                        help="named configurations run on --data")
-    parser.add_argument("--also", nargs="+", action="append", default=[], metavar="DIR_THEN_CONFIGS",
-                        help="another corpus and the configurations to run on it (repeatable), e.g. "
-                             "--also runs/cnndm250-100x40 STANDARD C2F")
-    parser.add_argument("--split", default="auto", help="the split to train on (auto: train, else the first "
-                        "non-empty split)")
+    parser.add_argument(
+        "--configs",
+        nargs="+",
+        default=["STANDARD", "HIER", "C2F", "C2F+MULTI2"],
+        help="named configurations run on --data",
+    )
+    parser.add_argument(
+        "--also",
+        nargs="+",
+        action="append",
+        default=[],
+        metavar="DIR_THEN_CONFIGS",
+        help="another corpus and the configurations to run on it (repeatable), e.g. "
+        "--also runs/cnndm250-100x40 STANDARD C2F",
+    )
+    parser.add_argument(
+        "--split", default="auto", help="the split to train on (auto: train, else the first non-empty split)"
+    )
     parser.add_argument("--steps", type=int, default=200, help="timed steps per run")
     parser.add_argument("--warmup", type=int, default=10, help="untimed steps per run")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--amp", nargs="+", choices=("none", "bf16"), default=["bf16"],
-                        help="precision(s): each configuration runs once per value")
+    parser.add_argument(
+        "--amp",
+        nargs="+",
+        choices=("none", "bf16"),
+        default=["bf16"],
+        help="precision(s): each configuration runs once per value",
+    )
     parser.add_argument("--batch", type=int, default=0, help="batch size (0: the configuration's)")
-    parser.add_argument("--vocab-size", type=int, default=PAPER_VOCAB,
-                        help=f"model vocabulary (default {PAPER_VOCAB}: the paper's; 0: the corpus's)")
+    parser.add_argument(
+        "--vocab-size",
+        type=int,
+        default=PAPER_VOCAB,
+        help=f"model vocabulary (default {PAPER_VOCAB}: the paper's; 0: the corpus's)",
+    )
     parser.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: the default)")
-    parser.add_argument("--set", action="append", default=[], metavar="TABLE.KEY=VALUE",
-                        help="a configuration override for every run (repeatable)")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="TABLE.KEY=VALUE",
+        help="a configuration override for every run (repeatable)",
+    )
     parser.add_argument("--max-seconds", type=float, default=18.0, help="cap on one run's timed steps (s)")
-    parser.add_argument("--budget-s", type=float, default=150.0,
-                        help="the script's time budget (s): no run starts, and warm-up and timed loops stop, "
-                             "once it is spent")
+    parser.add_argument(
+        "--budget-s",
+        type=float,
+        default=150.0,
+        help="the script's time budget (s): no run starts, and warm-up and timed loops stop, once it is spent",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS, help="results folder")
     parser.add_argument("--tag", default="", help="results file suffix (default: the device type)")
     args = parser.parse_args(argv)
@@ -468,18 +567,27 @@ def main(argv: list[str] | None = None) -> int:
             except ValueError as err:
                 parser.error(f"--configs {name}: {err}")
     tag = args.tag or device.type
-    log(f"train_throughput: device {device}, torch {torch.__version__}, runs: "
-        + "; ".join(f"{d} ({splits[d]}): {' '.join(n)}" for d, n in plan) + f", amp {' '.join(args.amp)}")
+    log(
+        f"train_throughput: device {device}, torch {torch.__version__}, runs: "
+        + "; ".join(f"{d} ({splits[d]}): {' '.join(n)}" for d, n in plan)
+        + f", amp {' '.join(args.amp)}"
+    )
     rows: list[dict[str, Any]] = []
     for data, names in plan:
         for name in names:
             for amp in args.amp:
                 rows.append(run_config(name, data, splits[data], amp, args, deadline))
-    payload = {"tag": tag, "command": shlex.join([sys.executable, *sys.argv]) if argv is None
-               else shlex.join(["train_throughput.py", *argv]),
-               "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
-               "environment": environment(device), "rows": rows, "ratios": ratios(rows),
-               "wall_s": time.perf_counter() - start}
+    payload = {
+        "tag": tag,
+        "command": shlex.join([sys.executable, *sys.argv])
+        if argv is None
+        else shlex.join(["train_throughput.py", *argv]),
+        "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+        "environment": environment(device),
+        "rows": rows,
+        "ratios": ratios(rows),
+        "wall_s": time.perf_counter() - start,
+    }
     args.out.mkdir(parents=True, exist_ok=True)
     stem = args.out / f"train_throughput_{tag}"
     stem.with_suffix(".json").write_text(json.dumps(payload, indent=2) + "\n")

@@ -6,8 +6,13 @@ offending ``scg.sample`` or ``scg.cost`` call without reading a traceback from d
 
 from __future__ import annotations
 
-__all__ = ["InfluenceLostError", "InfluenceLostWarning", "NonDifferentiablePathWarning", "SCGError",
-           "UntrackedRandomnessWarning"]
+__all__ = [
+    "InfluenceLostError",
+    "InfluenceLostWarning",
+    "NonDifferentiablePathWarning",
+    "SCGError",
+    "UntrackedRandomnessWarning",
+]
 
 
 class SCGError(ValueError):

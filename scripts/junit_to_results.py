@@ -25,8 +25,14 @@ def read(path: Path) -> list[dict[str, object]]:
             if found is not None:
                 outcome = {"failure": "failed", "error": "error", "skipped": "skipped"}[tag]
                 message = (found.get("message") or "").splitlines()[0][:200] if found.get("message") else ""
-        rows.append({"test": f"{case.get('classname')}::{case.get('name')}", "outcome": outcome,
-                     "seconds": float(case.get("time") or 0.0), "message": message})
+        rows.append(
+            {
+                "test": f"{case.get('classname')}::{case.get('name')}",
+                "outcome": outcome,
+                "seconds": float(case.get("time") or 0.0),
+                "message": message,
+            }
+        )
     return rows
 
 
@@ -42,11 +48,17 @@ def main() -> None:
     rows = read(args.xml)
     counts = {o: sum(1 for r in rows if r["outcome"] == o) for o in ("passed", "failed", "error", "skipped")}
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / f"{args.name}.json").write_text(json.dumps({"device": args.device, "command": args.command,
-                                                             "counts": counts, "tests": rows}, indent=1) + "\n")
-    lines = [f"# Tests on {args.device or 'the device'}", "",
-             f"Command: `{args.command}`. " + ", ".join(f"{n} {o}" for o, n in counts.items()) + ".", "",
-             "| test | outcome | s | message |", "|---|---|---:|---|"]
+    (RESULTS / f"{args.name}.json").write_text(
+        json.dumps({"device": args.device, "command": args.command, "counts": counts, "tests": rows}, indent=1) + "\n"
+    )
+    lines = [
+        f"# Tests on {args.device or 'the device'}",
+        "",
+        f"Command: `{args.command}`. " + ", ".join(f"{n} {o}" for o, n in counts.items()) + ".",
+        "",
+        "| test | outcome | s | message |",
+        "|---|---|---:|---|",
+    ]
     lines += [f"| `{r['test']}` | {r['outcome']} | {r['seconds']:.2f} | {r['message']} |" for r in rows]
     (RESULTS / f"{args.name}.md").write_text("\n".join(lines) + "\n")
     print(f"{args.name}: {counts}")

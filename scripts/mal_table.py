@@ -41,12 +41,23 @@ def row(run: Path) -> str:
     m = result["metrics"]
     summaries = [e["summary"] for e in _jsonl(run / "test.summaries.jsonl")]
     table4 = (result.get("saliency_topk") or {}).get("rouge1", {})
-    cells = [run.name, str(steps), f"{best['ppl']:.1f} ({best['step']})",
-             _fmt(last.get("loss_s") if "entropy_s" in last else None, 3),
-             _fmt(last.get("entropy_s"), 4), _fmt(last.get("entropy_u"), 4),
-             f"{m['ppl']:.1f}", f"{m['rouge1']:.2f}", f"{m['rouge2']:.2f}", f"{m['rougeL']:.2f}",
-             f"{m['mean_length']:.1f}", f"{len(set(summaries))} / {len(summaries)}",
-             _fmt(table4.get("SuAtt")), _fmt(table4.get("UnAtt")), _fmt(table4.get("Lead"))]
+    cells = [
+        run.name,
+        str(steps),
+        f"{best['ppl']:.1f} ({best['step']})",
+        _fmt(last.get("loss_s") if "entropy_s" in last else None, 3),
+        _fmt(last.get("entropy_s"), 4),
+        _fmt(last.get("entropy_u"), 4),
+        f"{m['ppl']:.1f}",
+        f"{m['rouge1']:.2f}",
+        f"{m['rouge2']:.2f}",
+        f"{m['rougeL']:.2f}",
+        f"{m['mean_length']:.1f}",
+        f"{len(set(summaries))} / {len(summaries)}",
+        _fmt(table4.get("SuAtt")),
+        _fmt(table4.get("UnAtt")),
+        _fmt(table4.get("Lead")),
+    ]
     return "| " + " | ".join(cells) + " |"
 
 
@@ -54,8 +65,10 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", nargs="+", type=Path)
     args = parser.parse_args(argv)
-    print("| run | steps | best valid PPL (step) | L_s | H(a^s) | H(a^u) | test PPL | R-1 | R-2 | R-L | "
-          "words | distinct summaries | Table 4 SuAtt | UnAtt | Lead |")
+    print(
+        "| run | steps | best valid PPL (step) | L_s | H(a^s) | H(a^u) | test PPL | R-1 | R-2 | R-L | "
+        "words | distinct summaries | Table 4 SuAtt | UnAtt | Lead |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for run in args.runs:
         print(row(run))

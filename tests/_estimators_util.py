@@ -45,8 +45,7 @@ def _choices(dist: Distribution, rows: int, hermite: tuple[np.ndarray, np.ndarra
     return _Expand(support.movedim(0, 1).reshape(rows * k, *support.shape[2:]), None, k)
 
 
-def exact_expectation_batched(batched: Batched, theta: torch.Tensor, *,
-                              quadrature: int = 48) -> torch.Tensor:
+def exact_expectation_batched(batched: Batched, theta: torch.Tensor, *, quadrature: int = 48) -> torch.Tensor:
     """E[Σ costs] of a particle-batched program, exactly, as a differentiable function of θ.
 
     The enumeration of ``scg.testing.exact_expectation`` (finite nodes enumerated; a Normal node
@@ -62,14 +61,22 @@ def exact_expectation_batched(batched: Batched, theta: torch.Tensor, *,
         rows = values[0].shape[0] if values else 1
         logw: list[torch.Tensor] = []
 
-        def intervene(name: str, step: int | None, dist: Distribution, shape: torch.Size,
-                      rows: int = rows, logw: list[torch.Tensor] = logw,
-                      values: list[torch.Tensor] = values,
-                      fixed: list[torch.Tensor | None] = fixed) -> torch.Tensor:
+        def intervene(
+            name: str,
+            step: int | None,
+            dist: Distribution,
+            shape: torch.Size,
+            rows: int = rows,
+            logw: list[torch.Tensor] = logw,
+            values: list[torch.Tensor] = values,
+            fixed: list[torch.Tensor | None] = fixed,
+        ) -> torch.Tensor:
             if len(shape) or tuple(dist.batch_shape) != (rows,):
-                raise ValueError(f"exact_expectation_batched: node {name!r} has batch shape "
-                                 f"{tuple(shape + dist.batch_shape)}, expected ({rows},): one "
-                                 "element per run")
+                raise ValueError(
+                    f"exact_expectation_batched: node {name!r} has batch shape "
+                    f"{tuple(shape + dist.batch_shape)}, expected ({rows},): one "
+                    "element per run"
+                )
             i = len(logw)
             if i == len(values):
                 raise _choices(dist, rows, hermite)
@@ -90,16 +97,14 @@ def exact_expectation_batched(batched: Batched, theta: torch.Tensor, *,
         return (torch.stack(logw).sum(0).exp() * total).sum() if logw else total.sum()
 
 
-def exact_gradient_batched(batched: Batched, theta: torch.Tensor, *,
-                           quadrature: int = 48) -> torch.Tensor:
+def exact_gradient_batched(batched: Batched, theta: torch.Tensor, *, quadrature: int = 48) -> torch.Tensor:
     """Exact ∇_θ E[Σ costs] (see :func:`exact_expectation_batched`)."""
     value = exact_expectation_batched(batched, theta, quadrature=quadrature)
     (grad,) = torch.autograd.grad(value, theta, allow_unused=True)
     return torch.zeros_like(theta) if grad is None else grad
 
 
-def exact_hessian_batched(batched: Batched, theta: torch.Tensor, *,
-                          quadrature: int = 48) -> torch.Tensor:
+def exact_hessian_batched(batched: Batched, theta: torch.Tensor, *, quadrature: int = 48) -> torch.Tensor:
     """Exact Hessian of E[Σ costs] w.r.t. θ (d,): a (d, d) tensor."""
     value = exact_expectation_batched(batched, theta, quadrature=quadrature)
     (grad,) = torch.autograd.grad(value, theta, create_graph=True)
@@ -113,15 +118,18 @@ def exact_hessian_batched(batched: Batched, theta: torch.Tensor, *,
     return torch.stack(rows).detach()
 
 
-def estimates(batched: Batched, theta: torch.Tensor, n: int, *, seed: int = 0,
-              particles: int = 2000, **surrogate_kwargs: Any) -> torch.Tensor:
+def estimates(
+    batched: Batched, theta: torch.Tensor, n: int, *, seed: int = 0, particles: int = 2000, **surrogate_kwargs: Any
+) -> torch.Tensor:
     """(n, d) independent gradient estimates of ``g.surrogate_loss(**surrogate_kwargs)``."""
-    return st.estimate_gradients_batched(batched, [theta], n, particles=particles, seed=seed,
-                                         surrogate_kwargs=surrogate_kwargs)
+    return st.estimate_gradients_batched(
+        batched, [theta], n, particles=particles, seed=seed, surrogate_kwargs=surrogate_kwargs
+    )
 
 
-def hessian_estimates(batched: Batched, theta: torch.Tensor, n: int, *, seed: int = 0,
-                      **surrogate_kwargs: Any) -> torch.Tensor:
+def hessian_estimates(
+    batched: Batched, theta: torch.Tensor, n: int, *, seed: int = 0, **surrogate_kwargs: Any
+) -> torch.Tensor:
     """(n, d, d) independent Hessian estimates (second derivatives of the surrogate)."""
     d = theta.numel()
     with torch.random.fork_rng():
@@ -136,8 +144,7 @@ def hessian_estimates(batched: Batched, theta: torch.Tensor, n: int, *, seed: in
             if not grad[:, j].requires_grad:
                 rows.append(torch.zeros_like(reps))
                 continue
-            (h,) = torch.autograd.grad(grad[:, j].sum(), reps, retain_graph=True,
-                                       allow_unused=True)
+            (h,) = torch.autograd.grad(grad[:, j].sum(), reps, retain_graph=True, allow_unused=True)
             rows.append(torch.zeros_like(reps) if h is None else h)
     return torch.stack(rows, dim=1).detach()
 

@@ -27,8 +27,10 @@ def _grad_mode_is_restored(request: pytest.FixtureRequest) -> Iterator[None]:
     yield
     if not torch.is_grad_enabled():
         torch.set_grad_enabled(True)
-        pytest.fail(f"{request.node.nodeid} left autograd disabled (torch.set_grad_enabled(False) outside a "
-                    f"'with' block?)", pytrace=False)
+        pytest.fail(
+            f"{request.node.nodeid} left autograd disabled (torch.set_grad_enabled(False) outside a 'with' block?)",
+            pytrace=False,
+        )
 
 
 StructureCheck = Callable[[Callable[[], None], Sequence[torch.Tensor]], None]

@@ -42,9 +42,17 @@ def one_thread() -> Any:
 
 
 def _config(bench: Any, libs: tuple[str, ...], **kw: Any) -> Any:
-    base = dict(n_bias=2000, n_var={"toy": 500, "dvae": 250, "attention": 64}, warmup=5, rounds=2,
-                chunk_seconds=0.01, libs=libs, sizes=SMALL, particles={"toy": 500, "dvae": 250, "attention": 32},
-                n_same=5)
+    base = dict(
+        n_bias=2000,
+        n_var={"toy": 500, "dvae": 250, "attention": 64},
+        warmup=5,
+        rounds=2,
+        chunk_seconds=0.01,
+        libs=libs,
+        sizes=SMALL,
+        particles={"toy": 500, "dvae": 250, "attention": 32},
+        n_same=5,
+    )
     base.update(kw)
     return bench.Config(**base)
 
@@ -73,9 +81,21 @@ def test_scg_vectorized_rows_are_finite_and_unbiased(bench: Any, tmp_path: Path)
         assert by[(problem, "ema")]["var_trace"] < by[(problem, "sf")]["var_trace"], problem
 
     summary = bench.summarize(rows)
-    meta = {"torch": torch.__version__, "storchastic": "-", "pyro": "-", "threads": 1, "quick": True,
-            "config": {"rounds": cfg.rounds, "n_bias": cfg.n_bias, "n_same": cfg.n_same, "sizes": cfg.sizes,
-                       "particles": cfg.particles}, "notes": ["a note"]}
+    meta = {
+        "torch": torch.__version__,
+        "storchastic": "-",
+        "pyro": "-",
+        "threads": 1,
+        "quick": True,
+        "config": {
+            "rounds": cfg.rounds,
+            "n_bias": cfg.n_bias,
+            "n_same": cfg.n_same,
+            "sizes": cfg.sizes,
+            "particles": cfg.particles,
+        },
+        "notes": ["a note"],
+    }
     bench.write_markdown(rows, summary, meta, tmp_path / "e.md")
     bench.write_plot(rows, tmp_path / "e.png")
     text = (tmp_path / "e.md").read_text()
@@ -86,8 +106,7 @@ def test_scg_vectorized_rows_are_finite_and_unbiased(bench: Any, tmp_path: Path)
 
 def test_scg_looped_matches_vectorized(bench: Any) -> None:
     libs = ("scg_loop", "scg_decl", "scg_vec")
-    cfg = _config(bench, libs, problems=("toy",), estimators=("sf", "loo4"), n_bias=150,
-                  n_var={"toy": 150}, rounds=1)
+    cfg = _config(bench, libs, problems=("toy",), estimators=("sf", "loo4"), n_bias=150, n_var={"toy": 150}, rounds=1)
     shared = bench.InProcess()
     rows = bench.run_benchmark(cfg, {lib: shared for lib in libs}, log=lambda _: None)
     _check_rows(rows, cfg)
@@ -100,12 +119,22 @@ def test_scg_looped_matches_vectorized(bench: Any) -> None:
 
 
 @pytest.mark.slow  # two worker processes: ~10-20 s
-@pytest.mark.skipif(importlib.util.find_spec("storch") is None or importlib.util.find_spec("pyro") is None,
-                    reason="storchastic / pyro-ppl not installed (the `bench` extra)")
+@pytest.mark.skipif(
+    importlib.util.find_spec("storch") is None or importlib.util.find_spec("pyro") is None,
+    reason="storchastic / pyro-ppl not installed (the `bench` extra)",
+)
 def test_peers_in_workers_agree_with_scg(bench: Any) -> None:
     peers = ("storch", "pyro", "pyro_jit")
-    cfg = _config(bench, ("scg_loop", *peers), problems=("toy",), estimators=("sf",), n_bias=100,
-                  n_var={"toy": 30}, rounds=1, timeout=120.0)
+    cfg = _config(
+        bench,
+        ("scg_loop", *peers),
+        problems=("toy",),
+        estimators=("sf",),
+        n_bias=100,
+        n_var={"toy": 30},
+        rounds=1,
+        timeout=120.0,
+    )
     workers = {"scg_loop": bench.InProcess(), **{p: bench.Worker(p, 1, cfg.timeout) for p in peers}}
     try:
         rows = bench.run_benchmark(cfg, workers, log=lambda _: None)
@@ -123,8 +152,7 @@ def test_peers_in_workers_agree_with_scg(bench: Any) -> None:
 def _compiled_rows(bench: Any, n: int) -> tuple[dict[str, Any], dict[str, Any]]:
     torch._dynamo.reset()
     libs = ("scg_decl", "scg_comp")
-    cfg = _config(bench, libs, problems=("toy",), estimators=("sf", "ema"), n_bias=n,
-                  n_var={"toy": n}, rounds=1)
+    cfg = _config(bench, libs, problems=("toy",), estimators=("sf", "ema"), n_bias=n, n_var={"toy": n}, rounds=1)
     shared = bench.InProcess()
     rows = bench.run_benchmark(cfg, {lib: shared for lib in libs}, log=lambda _: None)
     by = {(r["estimator"], r["lib"]): r for r in rows}

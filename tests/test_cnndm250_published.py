@@ -16,10 +16,14 @@ def bench() -> Any:
 
 
 ARTICLES = {
-    "aaa": (["The cat sat on the mat today.", "Dogs barked loudly at night.", "Birds sang in the morning."],
-            ["the cat sat on the mat", "birds sang"]),
-    "bbb": (["Markets fell sharply on Monday.", "Investors sold shares.", "Oil prices rose again."],
-            ["markets fell on monday", "oil prices rose"]),
+    "aaa": (
+        ["The cat sat on the mat today.", "Dogs barked loudly at night.", "Birds sang in the morning."],
+        ["the cat sat on the mat", "birds sang"],
+    ),
+    "bbb": (
+        ["Markets fell sharply on Monday.", "Investors sold shares.", "Oil prices rose again."],
+        ["markets fell on monday", "oil prices rose"],
+    ),
 }
 
 
@@ -29,8 +33,12 @@ def _folder(tmp_path: Path, drop: str | None = None) -> Path:
         for key, (sentences, highlights) in ARTICLES.items():
             story = "\n\n".join(sentences) + "\n\n" + "".join(f"@highlight\n\n{h}\n\n" for h in highlights)
             (tmp_path / "stories" / f"{key}.story").write_text(story, encoding="utf-8")
-            item = {"id": f"dm-{key}", "hash": key, "article_sentences": sentences,
-                    "systems_sentences": {"oracle": highlights, "wrong": ["nothing in common here"]}}
+            item = {
+                "id": f"dm-{key}",
+                "hash": key,
+                "article_sentences": sentences,
+                "systems_sentences": {"oracle": highlights, "wrong": ["nothing in common here"]},
+            }
             if drop:
                 del item[drop]
             handle.write(json.dumps(item) + "\n")

@@ -23,9 +23,11 @@ from scg.errors import SCGError
 
 def make_params() -> list[torch.Tensor]:
     gen = torch.Generator().manual_seed(0)
-    return [(torch.randn(4, 5, generator=gen) / 2).requires_grad_(),
-            (torch.randn(5, 5, generator=gen) / 3).requires_grad_(),
-            torch.zeros(4, requires_grad=True)]
+    return [
+        (torch.randn(4, 5, generator=gen) / 2).requires_grad_(),
+        (torch.randn(5, 5, generator=gen) / 3).requires_grad_(),
+        torch.zeros(4, requires_grad=True),
+    ]
 
 
 def program(params: list[torch.Tensor], steps: int = 4) -> Callable[[], None]:
@@ -40,16 +42,17 @@ def program(params: list[torch.Tensor], steps: int = 4) -> Callable[[], None]:
             z = scg.sample(Categorical(logits=h), name="z", step=t)  # (B,)
             h = torch.tanh(enc[torch.arange(4), z] @ w + h)  # (B, H)
             k = scg.sample(Bernoulli(logits=h.mean(-1)), name="k", step=t)  # (B,)
-            scg.cost((h ** 2).sum(-1) * (1.0 + k), name="c", step=t)  # (B,)
+            scg.cost((h**2).sum(-1) * (1.0 + k), name="c", step=t)  # (B,)
             scg.cost(h * 0.1, name="e", step=t)  # (B, H)
         x = scg.sample(Normal(mu, 1.0), name="x", step=steps)  # (B,) pathwise
-        scg.cost((x ** 2).sum(), name="total", step=steps)  # ()
+        scg.cost((x**2).sum(), name="total", step=steps)  # ()
+
     return run
 
 
-def eager_and_traced(params: list[torch.Tensor], seed: int,
-                     **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor],
-                                             list[torch.Tensor]]:
+def eager_and_traced(
+    params: list[torch.Tensor], seed: int, **kwargs: Any
+) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor], list[torch.Tensor]]:
     run = program(params)
     out = []
     for traced in (False, True):
@@ -57,9 +60,13 @@ def eager_and_traced(params: list[torch.Tensor], seed: int,
         with scg.Graph(structure=scg.Declared()) as g:
             run()
         if traced:
-            loss = traced_surrogate_loss(g, discount=kwargs.get("discount"), dice=False,
-                                         dice_lambda=None,
-                                         score_scale=kwargs.get("score_scale", 1.0))
+            loss = traced_surrogate_loss(
+                g,
+                discount=kwargs.get("discount"),
+                dice=False,
+                dice_lambda=None,
+                score_scale=kwargs.get("score_scale", 1.0),
+            )
         else:
             loss = g.surrogate_loss(**kwargs)
         out.append((loss, list(torch.autograd.grad(loss, params))))
@@ -67,8 +74,7 @@ def eager_and_traced(params: list[torch.Tensor], seed: int,
     return l0, l1, g0, g1
 
 
-@pytest.mark.parametrize("kwargs", [{}, {"discount": 0.9}, {"score_scale": 0.5},
-                                    {"discount": 1.0, "score_scale": 2.0}])
+@pytest.mark.parametrize("kwargs", [{}, {"discount": 0.9}, {"score_scale": 0.5}, {"discount": 1.0, "score_scale": 2.0}])
 def test_traced_surrogate_equals_the_eager_one(kwargs: dict[str, Any]) -> None:
     params = make_params()
     for seed in range(3):
@@ -92,8 +98,9 @@ def test_traced_surrogate_credit_matches() -> None:
             g._surrogate_built = True
         else:
             g.surrogate_loss()
-        credits.append({(v.name, v.step, c.name, c.step): g.credit(v, c)
-                        for v in g.stochastic_nodes for c in g.cost_nodes})
+        credits.append(
+            {(v.name, v.step, c.name, c.step): g.credit(v, c) for v in g.stochastic_nodes for c in g.cost_nodes}
+        )
     assert credits[0] == credits[1]
     assert "per-element" in credits[0].values() and "none" in credits[0].values()
 
@@ -104,8 +111,9 @@ def test_a_drop_in_bias_is_seen() -> None:
     torch.manual_seed(0)
     with scg.Graph(structure=scg.Declared(lambda v, n: v.step == n.step)) as g:  # under-declared
         program(params)()
-    wrong = torch.autograd.grad(traced_surrogate_loss(g, discount=None, dice=False,
-                                                      dice_lambda=None, score_scale=1.0), params)
+    wrong = torch.autograd.grad(
+        traced_surrogate_loss(g, discount=None, dice=False, dice_lambda=None, score_scale=1.0), params
+    )
     _, _, right, _ = eager_and_traced(params, 0)
     assert max(float((a - b).abs().max()) for a, b in zip(wrong, right)) > 1e-3
 
@@ -115,17 +123,29 @@ def test_unsupported_features_are_refused_by_name(what: str) -> None:
     theta = torch.zeros(3, 4, requires_grad=True)
     structure = scg.Declared(per_example=False) if what == "per_example" else scg.Declared()
     with scg.Graph(structure=structure) as g:
-        z = scg.sample(Categorical(logits=theta), name="znode",
-                       baseline=scg.baselines.EMA(0.9) if what == "baseline" else None,
-                       n=2 if what == "n" else None, plates=1 if what == "plates" else None)
-        scg.cost(z.float(), name="c",
-                 baseline=scg.baselines.EMA(0.9) if what == "cost_baseline" else None,
-                 reduced=z if what == "n" else None)
+        z = scg.sample(
+            Categorical(logits=theta),
+            name="znode",
+            baseline=scg.baselines.EMA(0.9) if what == "baseline" else None,
+            n=2 if what == "n" else None,
+            plates=1 if what == "plates" else None,
+        )
+        scg.cost(
+            z.float(),
+            name="c",
+            baseline=scg.baselines.EMA(0.9) if what == "cost_baseline" else None,
+            reduced=z if what == "n" else None,
+        )
     with pytest.raises(SCGError, match="inside torch.compile") as e:
-        traced_surrogate_loss(g, discount=None, dice=what == "dice", dice_lambda=None,
-                              score_scale=1.0)
-    expected = {"baseline": "'znode'", "n": "'znode'", "plates": "'znode'",
-                "per_example": "per_example=False", "dice": "DiCE", "cost_baseline": "'c'"}[what]
+        traced_surrogate_loss(g, discount=None, dice=what == "dice", dice_lambda=None, score_scale=1.0)
+    expected = {
+        "baseline": "'znode'",
+        "n": "'znode'",
+        "plates": "'znode'",
+        "per_example": "per_example=False",
+        "dice": "DiCE",
+        "cost_baseline": "'c'",
+    }[what]
     assert expected in str(e.value)
 
 
@@ -136,6 +156,7 @@ def small_step(params: list[torch.Tensor], structure: Any) -> Callable[[], torch
         with scg.Graph(structure=structure) as g:
             run()
         return g.surrogate_loss(discount=0.95)
+
     return step
 
 
@@ -153,8 +174,7 @@ def test_torch_compile_fullgraph_of_a_declared_step_equals_eager() -> None:
         compare(step, compiled, params)
 
 
-def compare(step: Callable[[], torch.Tensor], compiled: Callable[[], torch.Tensor],
-            params: list[torch.Tensor]) -> None:
+def compare(step: Callable[[], torch.Tensor], compiled: Callable[[], torch.Tensor], params: list[torch.Tensor]) -> None:
     for seed in (0, 1):
         torch.manual_seed(seed)
         l0 = step()

@@ -100,8 +100,9 @@ def test_costs_not_influenced_are_not_credited() -> None:
     assert not g.influences("z2", "c1") and g.influences("z2", "c2")
     gr = _grad_of(g.surrogate_loss(), a)
     b = a.detach().requires_grad_()
-    manual = (Categorical(logits=b).log_prob(z1) * (z1.float() + 1.0)
-              + Categorical(logits=b * 2).log_prob(z2) * (z2.float() * 3.0 + 1.0))
+    manual = Categorical(logits=b).log_prob(z1) * (z1.float() + 1.0) + Categorical(logits=b * 2).log_prob(z2) * (
+        z2.float() * 3.0 + 1.0
+    )
     torch.testing.assert_close(gr, _grad_of(manual, b))
 
 
@@ -134,7 +135,7 @@ def test_cost_with_extra_dims_is_summed_and_scalar_cost_broadcast() -> None:
     logits = torch.randn(2, 3, requires_grad=True)
     with scg.Graph() as g:
         z = scg.sample(Categorical(logits=logits), name="z")
-        per_pos = (z[:, None].float() + torch.arange(5.0))  # (2, 5): summed over dim 1
+        per_pos = z[:, None].float() + torch.arange(5.0)  # (2, 5): summed over dim 1
         total = z.float().sum()  # scalar: credited to every element
         scg.cost(per_pos, name="c1")
         scg.cost(total, name="c2")

@@ -48,12 +48,10 @@ def test_learned_baseline_is_trained_by_regression_and_unbiased() -> None:
     features = torch.tensor([[1.0, -0.5]], dtype=torch.float64)
 
     def run(th: torch.Tensor) -> None:
-        z = scg.sample(Categorical(logits=th), name="z",
-                       baseline=learned.given(features.expand(th.shape[0], 2)))
+        z = scg.sample(Categorical(logits=th), name="z", baseline=learned.given(features.expand(th.shape[0], 2)))
         scg.cost((z.to(th.dtype) - 0.5) ** 2 + 2.0, name="c")
 
-    report = st.check_unbiased(lambda: run(theta[None]), [theta], n=4000, batched=run,
-                               particles=1000)
+    report = st.check_unbiased(lambda: run(theta[None]), [theta], n=4000, batched=run, particles=1000)
     assert report.passed, str(report)
     # One optimizer step on the surrogate moves the baseline toward the mean cost.
     opt = torch.optim.SGD(module.parameters(), lr=0.05)
@@ -72,8 +70,7 @@ def test_learned_baseline_is_trained_by_regression_and_unbiased() -> None:
 def test_learned_baseline_value_of_surrogate_is_sum_of_costs() -> None:
     learned = scg.baselines.Learned(torch.nn.Linear(1, 1))
     with scg.Graph() as g:
-        z = scg.sample(Categorical(logits=torch.zeros(4, 3)), name="z",
-                       baseline=learned.given(torch.ones(4, 1)))
+        z = scg.sample(Categorical(logits=torch.zeros(4, 3)), name="z", baseline=learned.given(torch.ones(4, 1)))
         c = scg.cost(z.float() + 1.0, name="c")
     torch.testing.assert_close(g.surrogate_loss().detach(), c.sum())
 

@@ -104,9 +104,12 @@ def test_bad_arguments() -> None:
         with pytest.raises(scg.SCGError, match="baseline= needs a score-function"):
             scg.sample(d, name="x", baseline=scg.baselines.Constant(0.0))
         with pytest.raises(scg.SCGError, match="both to the estimator and as baseline="):
-            scg.sample(Categorical(logits=torch.zeros(2)), name="z",
-                       estimator=scg.ScoreFunction(scg.baselines.Constant(1.0)),
-                       baseline=scg.baselines.Constant(0.0))
+            scg.sample(
+                Categorical(logits=torch.zeros(2)),
+                name="z",
+                estimator=scg.ScoreFunction(scg.baselines.Constant(1.0)),
+                baseline=scg.baselines.Constant(0.0),
+            )
     with pytest.raises(scg.SCGError, match="beta must be in"):
         scg.baselines.EMA(0.0)
     with pytest.raises(scg.SCGError, match="finite"):
@@ -148,10 +151,12 @@ def test_node_locations_name_the_users_line(mode: str) -> None:
     """A node's location is the user's file and line, formatted when first read (the fast
     path keeps the code object and instruction offset only), in a long function too."""
     structure = scg.Declared() if mode == "declared" else None
-    src = ("def program(scg, torch, Categorical):\n"
-           + "".join(f"    x{i} = {i}\n" for i in range(300))
-           + "    z = scg.sample(Categorical(logits=torch.zeros(3)), name='z')\n"
-           + "    scg.cost(z.float(), name='c')\n")
+    src = (
+        "def program(scg, torch, Categorical):\n"
+        + "".join(f"    x{i} = {i}\n" for i in range(300))
+        + "    z = scg.sample(Categorical(logits=torch.zeros(3)), name='z')\n"
+        + "    scg.cost(z.float(), name='c')\n"
+    )
     code = compile(src, "long_user_module.py", "exec")
     namespace: dict[str, object] = {}
     exec(code, namespace)

@@ -58,15 +58,21 @@ def _permuted(z: torch.Tensor, th: torch.Tensor) -> torch.Tensor:
     return (z.to(th.dtype) * W[1])[perm] ** 2 + th
 
 
-MIXING: dict[str, Cost] = {"time_major": _time_major, "cumsum": _cumsum,
-                           "batch_normalized": _batch_normalized, "matmul": _matmul,
-                           "sort": _sort, "permuted": _permuted}
+MIXING: dict[str, Cost] = {
+    "time_major": _time_major,
+    "cumsum": _cumsum,
+    "batch_normalized": _batch_normalized,
+    "matmul": _matmul,
+    "sort": _sort,
+    "permuted": _permuted,
+}
 
 
 def _program(cost: Cost, th: torch.Tensor) -> Callable[[], None]:
     def run() -> None:
         z = scg.sample(Bernoulli(logits=th), name="z")  # (B,)
         scg.cost(cost(z, th), name="c")
+
     return run
 
 
@@ -130,8 +136,13 @@ def test_bit_vector_decoded_jointly() -> None:
     th = torch.tensor([0.3, -0.5, 0.8, 0.1], dtype=torch.float64, requires_grad=True)
     exact = st.exact_gradient(lambda: _bits(th, None), [th])
     for plates in (None, 1):
-        report = st.check_unbiased(lambda p=plates: _bits(th, p), [th], n=1000, seed=3,  # type: ignore[misc]
-                                   exact=exact)
+        report = st.check_unbiased(
+            lambda p=plates: _bits(th, p),
+            [th],
+            n=1000,
+            seed=3,  # type: ignore[misc]
+            exact=exact,
+        )
         assert report.passed, f"plates={plates}: {report}"
     with scg.Graph() as g:
         _bits(th, None)
@@ -148,8 +159,8 @@ def test_time_major_equal_sizes_not_confused_by_shape() -> None:
     th = _theta()
     with scg.Graph() as g:
         z = scg.sample(Bernoulli(logits=th), name="z")
-        scg.cost(_time_major(z, th), name="tm")          # (T, B): mixed
-        scg.cost(_time_major(z, th).t(), name="bm")      # (B, T): per example again? no: t()
+        scg.cost(_time_major(z, th), name="tm")  # (T, B): mixed
+        scg.cost(_time_major(z, th).t(), name="bm")  # (B, T): per example again? no: t()
     g.surrogate_loss()
     assert g.credit("z", "tm") == "whole-plate"
     assert g.credit("z", "bm") == "whole-plate"  # stacked at dim 0 before the transpose
@@ -167,8 +178,11 @@ def test_enumerate_over_coupled_batch_raises() -> None:
         z = scg.sample(Bernoulli(logits=th), name="z", estimator=scg.estimators.Enumerate())
         zf = z.to(th.dtype)  # (2, B)
         scg.cost(zf.cumsum(1) * W[0], name="c")
-    with pytest.raises(scg.SCGError, match=r"cost node 'c'.*mixes the batch elements of the "
-                                           r"enumerated stochastic node 'z'"):
+    with pytest.raises(
+        scg.SCGError,
+        match=r"cost node 'c'.*mixes the batch elements of the "
+        r"enumerated stochastic node 'z'",
+    ):
         g.surrogate_loss()
 
 
@@ -178,8 +192,11 @@ def test_cost_mixing_the_samples_of_a_node_raises() -> None:
         z = scg.sample(Bernoulli(logits=th), name="z", n=4)  # (4, B)
         r = z.to(th.dtype) * W[0]
         scg.cost(r - r.mean(0), name="centred")  # keeps the sample dim, mixes its slices
-    with pytest.raises(scg.SCGError, match=r"cost node 'centred'.*mixes the samples of "
-                                           r"stochastic node 'z'.*reduced=node"):
+    with pytest.raises(
+        scg.SCGError,
+        match=r"cost node 'centred'.*mixes the samples of "
+        r"stochastic node 'z'.*reduced=node",
+    ):
         g.surrogate_loss()
 
 
@@ -197,8 +214,9 @@ def _row_program(th: torch.Tensor) -> scg.Graph:
     with scg.Graph() as g:
         z = scg.sample(Categorical(logits=torch.stack([th, -th], -1)), name="z")  # (B,)
         x = torch.nn.functional.one_hot(z, 2).to(th.dtype)  # (B, 2)
-        h = torch.lstm_cell(x, (x, x), torch.ones(8, 2, dtype=th.dtype),
-                            torch.ones(8, 2, dtype=th.dtype))[0]  # rows kept
+        h = torch.lstm_cell(x, (x, x), torch.ones(8, 2, dtype=th.dtype), torch.ones(8, 2, dtype=th.dtype))[
+            0
+        ]  # rows kept
         scg.cost(_row_tanh(h).sum(-1), name="c")
     g.surrogate_loss()
     return g
@@ -216,7 +234,7 @@ def test_unknown_op_is_treated_as_mixing() -> None:
     with scg.Graph() as g:
         z = scg.sample(Bernoulli(logits=th), name="z")
         y = torch.fft.fft(z.to(th.dtype)).real  # no rule: mixing
-        scg.cost(y ** 2, name="c")
+        scg.cost(y**2, name="c")
     g.surrogate_loss()
     assert g.credit("z", "c") == "whole-plate"
 

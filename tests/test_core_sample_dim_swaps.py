@@ -45,8 +45,7 @@ SWAPPED: dict[str, Arrange] = {
     "swapaxes": lambda a, b: (a[None] * (1 + b[:, None])).swapaxes(1, 0),
     "permute": lambda a, b: (a[None] * (1 + b[:, None])).permute(1, 0, 2),
     "movedim": lambda a, b: (a[None] * (1 + b[:, None])).movedim(0, 1),
-    ".mT of a (P, v, u) view": lambda a, b: (a.T[:, None] * (1 + b.T[:, :, None])).mT.permute(
-        2, 1, 0).transpose(0, 1),
+    ".mT of a (P, v, u) view": lambda a, b: (a.T[:, None] * (1 + b.T[:, :, None])).mT.permute(2, 1, 0).transpose(0, 1),
 }
 
 
@@ -74,8 +73,11 @@ def test_swapped_sample_dims_of_equal_size_raise(kind: str) -> None:
     with scg.Graph() as g:
         program(SWAPPED[kind])(theta().unsqueeze(0).expand(3, 4))
     assert g.node("c").value.shape == (2, 2, 3)  # the size check alone passes
-    with pytest.raises(scg.SCGError, match=r"cost node 'c'.*sample dimension of stochastic "
-                                           r"node '[uv]'.*swapped"):
+    with pytest.raises(
+        scg.SCGError,
+        match=r"cost node 'c'.*sample dimension of stochastic "
+        r"node '[uv]'.*swapped",
+    ):
         g.surrogate_loss()
 
 
@@ -88,8 +90,7 @@ def test_sample_dims_followed_through_ops_are_accepted(kind: str) -> None:
         g.surrogate_loss().backward()
 
 
-def test_right_arrangement_is_unbiased_and_the_swap_was_biased(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_right_arrangement_is_unbiased_and_the_swap_was_biased(monkeypatch: pytest.MonkeyPatch) -> None:
     th = theta()
     ex = exact(th)
     report = check(estimates(program(RIGHT["transpose twice"]), th, 3000, seed=3), ex)
@@ -142,8 +143,7 @@ def test_unfollowed_op_on_sample_dims_of_different_sizes_is_not_reported() -> No
 
 #: mixing the samples of one node while the cost keeps both sample dimensions (v, u, P)
 MIXING: dict[str, Arrange] = {
-    "centred over u": lambda a, b: (lambda x: x - x.mean(1, keepdim=True))(
-        a[None] * (1 + b[:, None])),
+    "centred over u": lambda a, b: (lambda x: x - x.mean(1, keepdim=True))(a[None] * (1 + b[:, None])),
     "cumsum over v": lambda a, b: (a[None] * (1 + b[:, None])).cumsum(0),
     "softmax over u": lambda a, b: (a[None] * (1 + b[:, None])).softmax(1),
     "flip of u": lambda a, b: (a[None] * (1 + b[:, None])).flip(1),
@@ -155,8 +155,11 @@ def test_mixing_samples_with_several_sample_dims_raises(kind: str) -> None:
     with scg.Graph() as g:
         program(MIXING[kind])(theta().unsqueeze(0).expand(3, 4))
     node = kind.split()[-1]  # the node whose samples are mixed
-    with pytest.raises(scg.SCGError, match=rf"cost node 'c' \(created.*\) mixes the samples of "
-                                           rf"stochastic node '{node}'"):
+    with pytest.raises(
+        scg.SCGError,
+        match=rf"cost node 'c' \(created.*\) mixes the samples of "
+        rf"stochastic node '{node}'",
+    ):
         g.surrogate_loss()
 
 
@@ -169,7 +172,6 @@ def test_reductions_and_along_ops_over_other_dims_keep_the_sample_dims() -> None
             u = scg.sample(Categorical(logits=th[:, :3]), name="u", n=2)
             v = scg.sample(Bernoulli(logits=th[:, 3]), name="v", n=2)
             x = TAB[u][None] * (1 + v[:, None])  # (2, 2, P)
-            scg.cost(x.softmax(-1) + x.cumsum(2) + x.sum(-1, keepdim=True) + x.flip(-1),
-                     name="c")
+            scg.cost(x.softmax(-1) + x.cumsum(2) + x.sum(-1, keepdim=True) + x.flip(-1), name="c")
             scg.cost(x.logsumexp(1), name="r", reduced=u)  # a declared reduction: (2_v, P)
         g.surrogate_loss().backward()

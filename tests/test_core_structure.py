@@ -22,8 +22,9 @@ import scg.testing
 B, M, H, T = 4, 5, 6, 5
 
 
-def attention_program(params: list[torch.Tensor], baseline: object = None,
-                      seen: list[int] | None = None) -> Callable[[], None]:
+def attention_program(
+    params: list[torch.Tensor], baseline: object = None, seen: list[int] | None = None
+) -> Callable[[], None]:
     """A hard-attention loop: Categorical over chunks, gather with the sample, tanh recurrence,
     one per-example cost per step."""
     gen = torch.Generator().manual_seed(1)
@@ -38,21 +39,24 @@ def attention_program(params: list[torch.Tensor], baseline: object = None,
         h = torch.zeros(B, H)
         for t in range(T):
             scores = torch.bmm(enc, (h @ q)[:, :, None]).squeeze(-1)  # (B, M)
-            z = scg.sample(Categorical(logits=scores), name="z", step=t,
-                           baseline=baseline)  # type: ignore[arg-type]
+            z = scg.sample(Categorical(logits=scores), name="z", step=t, baseline=baseline)  # type: ignore[arg-type]
             h = torch.tanh(enc[rows, z] @ w + h)  # (B, H)
             scg.cost(((h - target[t]) ** 2).sum(-1), name="c", step=t)  # (B,)
+
     return program
 
 
 def make_params() -> list[torch.Tensor]:
     gen = torch.Generator().manual_seed(0)
-    return [(torch.randn(H, H, generator=gen) / 3).requires_grad_(),
-            (torch.randn(H, H, generator=gen) / 3).requires_grad_()]
+    return [
+        (torch.randn(H, H, generator=gen) / 3).requires_grad_(),
+        (torch.randn(H, H, generator=gen) / 3).requires_grad_(),
+    ]
 
 
-def grads(program: Callable[[], None], params: list[torch.Tensor], seed: int,
-          **kwargs: object) -> tuple[list[torch.Tensor], scg.Graph]:
+def grads(
+    program: Callable[[], None], params: list[torch.Tensor], seed: int, **kwargs: object
+) -> tuple[list[torch.Tensor], scg.Graph]:
     torch.manual_seed(seed)
     with scg.Graph(**kwargs) as g:  # type: ignore[arg-type]
         program()
@@ -74,8 +78,7 @@ def test_untracked_graphs_give_the_tracked_gradient(make: type) -> None:
         for t in range(T):
             for s in range(T):
                 assert gs.influences(gs.node("z", t), gs.node("c", s)) == (t <= s)
-                assert gs.credit(gs.node("z", t), gs.node("c", s)) == gt.credit(
-                    gt.node("z", t), gt.node("c", s))
+                assert gs.credit(gs.node("z", t), gs.node("c", s)) == gt.credit(gt.node("z", t), gt.node("c", s))
     assert depth[0::2] == [1] * 4  # tracked: the mode is pushed
     if make is scg.Declared:
         assert depth[1::2] == [0] * 4  # no torch function mode at all
@@ -131,6 +134,7 @@ def toy_program(theta: torch.Tensor, phi: torch.Tensor) -> Callable[[], None]:
         for t in range(3):
             b = scg.sample(Bernoulli(logits=phi[t] + b), name="b", step=t)
             scg.cost(b * (t + 1.0), name="c", step=t)
+
     return program
 
 
@@ -138,8 +142,7 @@ def test_declared_toy_is_unbiased_against_enumeration() -> None:
     theta = torch.tensor([0.3, -0.2, 0.1, 0.5, -0.4], requires_grad=True)
     phi = torch.tensor([0.2, -0.3, 0.4], requires_grad=True)
     prog = toy_program(theta, phi)
-    report = scg.testing.check_unbiased(prog, [theta, phi], n=2000, seed=0,
-                                        graph_kwargs={"structure": scg.Declared()})
+    report = scg.testing.check_unbiased(prog, [theta, phi], n=2000, seed=0, graph_kwargs={"structure": scg.Declared()})
     assert report.passed, str(report)
     scg.testing.check_structure(prog, scg.Declared())
 
@@ -158,8 +161,7 @@ def test_check_structure_catches_an_under_declaration_and_its_bias() -> None:
     wrong = scg.Declared(not_c0)
     with pytest.raises(AssertionError, match=r"stochastic node 'z'.*no credit.*BIASED"):
         scg.testing.check_structure(prog, wrong)
-    report = scg.testing.check_unbiased(prog, [theta, phi], n=2000, seed=0,
-                                        graph_kwargs={"structure": wrong})
+    report = scg.testing.check_unbiased(prog, [theta, phi], n=2000, seed=0, graph_kwargs={"structure": wrong})
     assert not report.passed
 
 
@@ -178,8 +180,11 @@ def test_check_structure_reports_over_declaration_only_when_exact() -> None:
         scg.cost(x.float(), name="c")
 
     causal = scg.Declared()  # credits y with c: a zero-mean term
-    with pytest.raises(AssertionError, match=r"'y'.*per-element credit from.*'c'.*tracking "
-                                             r"finds no credit.*higher variance"):
+    with pytest.raises(
+        AssertionError,
+        match=r"'y'.*per-element credit from.*'c'.*tracking "
+        r"finds no credit.*higher variance",
+    ):
         scg.testing.check_structure(independent, causal)
     scg.testing.check_structure(independent, causal, exact=False)
 
@@ -306,7 +311,7 @@ def test_compiled_model_function_runs_fullgraph_inside_a_declared_graph() -> Non
             for t in range(3):
                 z = scg.sample(Categorical(logits=h[:, :M]), name="z", step=t)
                 h = fn(h, z)
-                scg.cost((h ** 2).sum(-1), name="c", step=t)
+                scg.cost((h**2).sum(-1), name="c", step=t)
         out.append(torch.autograd.grad(g.surrogate_loss(), params))
     for a, b in zip(*out):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)

@@ -36,8 +36,7 @@ ALIASES: dict[str, tuple[Callable[[torch.Tensor], torch.Tensor], str]] = {
     "_make_subclass": (lambda z: torch.Tensor._make_subclass(Tagged, z, False), "per-element"),
     "p.data = z": (_data_set, "per-element"),
     # part of the value: its positions are not the node's, so conservatively whole-plate
-    "nn.Parameter(view)": (lambda z: torch.nn.Parameter(z[:, :2], requires_grad=False),
-                           "whole-plate"),
+    "nn.Parameter(view)": (lambda z: torch.nn.Parameter(z[:, :2], requires_grad=False), "whole-plate"),
 }
 
 

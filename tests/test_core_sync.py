@@ -34,6 +34,7 @@ def count_syncs() -> Iterator[list[str]]:
         def counted(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
             calls.append(name)
             return orig(self, *args, **kwargs)
+
         return counted
 
     for name in SYNCING:
@@ -61,8 +62,7 @@ def test_counter_sees_synchronising_calls() -> None:
     assert "item" not in torch.Tensor.__dict__  # restored
 
 
-def attention(steps: int, structure: scg.Declared | scg.Cached | None = None
-              ) -> Callable[[], torch.Tensor]:
+def attention(steps: int, structure: scg.Declared | scg.Cached | None = None) -> Callable[[], torch.Tensor]:
     """A hard-attention loop: a Categorical, a gather with the sample, a per-step cost."""
     gen = torch.Generator().manual_seed(0)
     enc = torch.randn(4, 5, 8, generator=gen)
@@ -77,8 +77,7 @@ def attention(steps: int, structure: scg.Declared | scg.Cached | None = None
                 scores = torch.bmm(enc, h[:, :, None]).squeeze(-1)  # (B, M)
                 z = scg.sample(Categorical(logits=scores, validate_args=False), name="z", step=t)
                 x = scg.sample(Normal(mu, 1.0, validate_args=False), name="x", step=t)  # (B, H)
-                keep = scg.sample(Bernoulli(logits=h.sum(-1), validate_args=False), name="k",
-                                  step=t)  # (B,)
+                keep = scg.sample(Bernoulli(logits=h.sum(-1), validate_args=False), name="k", step=t)  # (B,)
                 h = torch.tanh(enc[rows, z] @ w + x) * keep[:, None]
                 h.masked_fill_(h.abs() > 10, 0.0)  # an in-place write on a tracked value
                 scg.cost(((h - 1.0) ** 2).sum(-1), name="c", step=t)
@@ -111,8 +110,10 @@ def test_surrogate_syncs_do_not_grow_with_the_graph() -> None:
     large()
     n_small = len(small.surrogate_calls)  # type: ignore[attr-defined]
     n_large = len(large.surrogate_calls)  # type: ignore[attr-defined]
-    assert n_large == n_small, (small.surrogate_calls,  # type: ignore[attr-defined]
-                                large.surrogate_calls)  # type: ignore[attr-defined]
+    assert n_large == n_small, (
+        small.surrogate_calls,  # type: ignore[attr-defined]
+        large.surrogate_calls,
+    )  # type: ignore[attr-defined]
     assert n_small <= 2
 
 
@@ -131,12 +132,11 @@ def test_no_sync_on_cuda_while_tracking() -> None:
         with scg.Graph() as g:
             for t in range(4):
                 x = scg.sample(Normal(mu, one, validate_args=False), name="x", step=t)
-                keep = scg.sample(Bernoulli(logits=h.sum(-1), validate_args=False), name="k",
-                                  step=t)
+                keep = scg.sample(Bernoulli(logits=h.sum(-1), validate_args=False), name="k", step=t)
                 z = keep.long()  # (B,) a discrete index from a sample
                 h = torch.tanh(enc[rows, z] + x) * keep[:, None]
                 h.masked_fill_(h.abs() > 10, 0.0)
-                scg.cost((h ** 2).sum(-1), name="c", step=t)
+                scg.cost((h**2).sum(-1), name="c", step=t)
     finally:
         torch.cuda.set_sync_debug_mode("default")
     with count_syncs() as calls:

@@ -70,8 +70,7 @@ def test_in_thread_tracks_and_escapes_in_the_worker_warn(pool: ThreadPoolExecuto
             ones = z.tolist()  # an escape, in the worker
             return _reward(z) + torch.tensor(ones, dtype=torch.float64).sum() * 0.0
 
-    with scg.Graph() as g, pytest.warns(scg.InfluenceLostWarning,
-                                        match=r"'z'.*test_core_threads.py:\d+"):
+    with scg.Graph() as g, pytest.warns(scg.InfluenceLostWarning, match=r"'z'.*test_core_threads.py:\d+"):
         z = scg.sample(Bernoulli(logits=th), name="z")
         scg.cost(pool.submit(work, g, z).result(), name="r")
     assert g.influences("z", "r")
@@ -123,15 +122,13 @@ def _lost_program(pool: ThreadPoolExecutor, strict: bool) -> scg.Graph:
 
 def test_cost_computed_from_a_node_outside_the_tracker_warns(pool: ThreadPoolExecutor) -> None:
     """k influences r through x, but a bare worker computed r: k would not be credited."""
-    with pytest.warns(scg.InfluenceLostWarning,
-                      match=r"cost node 'r' .*node\(s\) 'x'.*g\.wrap"):
+    with pytest.warns(scg.InfluenceLostWarning, match=r"cost node 'r' .*node\(s\) 'x'.*g\.wrap"):
         _lost_program(pool, strict=False)
     with pytest.raises(scg.InfluenceLostError, match=r"cost node 'r'.*'x'"):
         _lost_program(pool, strict=True)
 
 
-def test_node_drawn_from_parameters_computed_outside_the_tracker_warns(
-        pool: ThreadPoolExecutor) -> None:
+def test_node_drawn_from_parameters_computed_outside_the_tracker_warns(pool: ThreadPoolExecutor) -> None:
     """A value reaching a node: y's parameters computed from x in a bare worker."""
     mu = torch.zeros(2, requires_grad=True)
     for strict in (False, True):
@@ -142,8 +139,7 @@ def test_node_drawn_from_parameters_computed_outside_the_tracker_warns(
                 with pytest.raises(scg.InfluenceLostError, match=r"stochastic node 'y'.*'x'"):
                     scg.sample(Bernoulli(logits=loc), name="y")
             else:
-                with pytest.warns(scg.InfluenceLostWarning,
-                                  match=r"stochastic node 'y'.*parameters.*'x'"):
+                with pytest.warns(scg.InfluenceLostWarning, match=r"stochastic node 'y'.*parameters.*'x'"):
                     scg.sample(Bernoulli(logits=loc), name="y")
 
 

@@ -119,8 +119,14 @@ ESCAPES: dict[str, Callable[[torch.Tensor], Any]] = {
 @pytest.mark.parametrize("kind", sorted(ESCAPES))
 def test_every_escape_warns_naming_node_and_line(kind: str) -> None:
     th = _theta()
-    with scg.Graph(), pytest.warns(scg.InfluenceLostWarning, match=r"node\(s\) 'z'.*"
-                                   r"test_core_tracking.py:\d+"):
+    with (
+        scg.Graph(),
+        pytest.warns(
+            scg.InfluenceLostWarning,
+            match=r"node\(s\) 'z'.*"
+            r"test_core_tracking.py:\d+",
+        ),
+    ):
         z = scg.sample(Bernoulli(logits=th), name="z")
         ESCAPES[kind](z)
 
@@ -174,8 +180,11 @@ def test_cost_added_after_the_surrogate_raises() -> None:
         z = scg.sample(Bernoulli(logits=th), name="z")
         scg.cost(z * W, name="c")
         g.surrogate_loss()
-        with pytest.raises(scg.SCGError, match=r"scg.cost\(name='late'\).*surrogate_loss\(\) was "
-                                               r"already built"):
+        with pytest.raises(
+            scg.SCGError,
+            match=r"scg.cost\(name='late'\).*surrogate_loss\(\) was "
+            r"already built",
+        ):
             scg.cost(z * W, name="late")
 
 
@@ -210,8 +219,14 @@ def test_tracked_values_inside_torch_func_transforms_are_loud(transform: str) ->
 @pytest.mark.parametrize("draw", ["bernoulli", "multinomial", "Distribution.sample"])
 def test_hidden_draw_on_tracked_values_warns(draw: str) -> None:
     th = _theta()
-    with scg.Graph(), pytest.warns(scg.UntrackedRandomnessWarning, match=r"test_core_tracking"
-                                   r".py:\d+.*node\(s\) 'z'.*scg.sample"):
+    with (
+        scg.Graph(),
+        pytest.warns(
+            scg.UntrackedRandomnessWarning,
+            match=r"test_core_tracking"
+            r".py:\d+.*node\(s\) 'z'.*scg.sample",
+        ),
+    ):
         z = scg.sample(Bernoulli(logits=th), name="z")
         p = torch.sigmoid(z + th)
         if draw == "bernoulli":
@@ -237,6 +252,7 @@ def _step(th: torch.Tensor, estimator: scg.estimators.Estimator | None) -> Calla
     def run() -> None:
         x = scg.sample(Normal(th[0], 1.0), name="x", estimator=estimator)
         scg.cost((x > 0).to(th.dtype) * 2.0, name="c")  # a step: no autograd path
+
     return run
 
 
@@ -256,8 +272,11 @@ def test_pathwise_through_a_step_warns_and_score_function_is_unbiased() -> None:
     th = _theta()
     with scg.Graph() as g:
         _step(th, None)()
-    with pytest.warns(scg.NonDifferentiablePathWarning, match=r"cost node 'c'.*pathwise "
-                                                               r"stochastic node 'x'.*ScoreFunction"):
+    with pytest.warns(
+        scg.NonDifferentiablePathWarning,
+        match=r"cost node 'c'.*pathwise "
+        r"stochastic node 'x'.*ScoreFunction",
+    ):
         g.surrogate_loss()
     exact = st.exact_gradient(_step(th, scg.ScoreFunction()), [th])
     st.assert_unbiased(_step(th, scg.ScoreFunction()), [th], n=800, seed=0, exact=exact)
@@ -297,8 +316,11 @@ def test_writing_into_a_pathwise_sample_raises_at_the_write() -> None:
     th = _theta()
     with scg.Graph():
         x = scg.sample(Normal(th, 1.0), name="x")
-        with pytest.raises(scg.SCGError, match=r"test_core_tracking.py:\d+ writes into the value "
-                                               r"of stochastic node 'x'"):
+        with pytest.raises(
+            scg.SCGError,
+            match=r"test_core_tracking.py:\d+ writes into the value "
+            r"of stochastic node 'x'",
+        ):
             x.clamp_(min=0.0)
 
 

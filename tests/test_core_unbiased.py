@@ -29,23 +29,36 @@ from scg.testing.strategies import CostSpec, NodeSpec, SCGSpec, scgs
 N_RANDOM = 4000
 
 
-def _check_spec(spec: SCGSpec, *, baseline: Baseline | None = None, seed: int = 1,
-                theta_seed: int = 0, particles: int = N_RANDOM) -> None:
+def _check_spec(
+    spec: SCGSpec, *, baseline: Baseline | None = None, seed: int = 1, theta_seed: int = 0, particles: int = N_RANDOM
+) -> None:
     theta = spec.init_params(theta_seed)
     exact = exact_gradient_batched(spec.batched(), theta)
-    report = st.check_unbiased(spec.program(theta), [theta], n=N_RANDOM, exact=[exact],
-                               batched=spec.batched(baseline), particles=particles, seed=seed)
+    report = st.check_unbiased(
+        spec.program(theta),
+        [theta],
+        n=N_RANDOM,
+        exact=[exact],
+        batched=spec.batched(baseline),
+        particles=particles,
+        seed=seed,
+    )
     assert report.passed, f"{spec} {baseline!r}: {report}"
 
 
 def test_batched_enumeration_matches_scg_testing() -> None:
     """The fast oracle of the random-graph tests against ``scg.testing``'s (one graph per run):
     a chain, a diamond and a tree of every node kind, gradients and Hessians."""
-    specs = [SCGSpec([NodeSpec("categorical", 3, ()), NodeSpec("bernoulli", 1, (0,)),
-                      NodeSpec("bernoulli", 1, (0, 1))],
-                     [(0, CostSpec((0,), True, 1.0)), (2, CostSpec((1, 2), True, 2.0))]),
-             SCGSpec([NodeSpec("normal", 1, ()), NodeSpec("bernoulli", 1, (0,))],
-                     [(1, CostSpec((0, 1), True, 0.5)), (0, CostSpec((0,), True, 1.0))])]
+    specs = [
+        SCGSpec(
+            [NodeSpec("categorical", 3, ()), NodeSpec("bernoulli", 1, (0,)), NodeSpec("bernoulli", 1, (0, 1))],
+            [(0, CostSpec((0,), True, 1.0)), (2, CostSpec((1, 2), True, 2.0))],
+        ),
+        SCGSpec(
+            [NodeSpec("normal", 1, ()), NodeSpec("bernoulli", 1, (0,))],
+            [(1, CostSpec((0, 1), True, 0.5)), (0, CostSpec((0,), True, 1.0))],
+        ),
+    ]
     for spec in specs:
         theta = spec.init_params(3)
         want = st.exact_gradient(spec.program(theta), [theta], quadrature=12)[0]
@@ -55,15 +68,13 @@ def test_batched_enumeration_matches_scg_testing() -> None:
         assert float(want.abs().min()) > 0  # every parameter matters: nothing passes as 0 == 0
 
 
-@settings(max_examples=80, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=80, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(scgs(continuous=False))
 def test_random_discrete_scgs_are_unbiased(spec: SCGSpec) -> None:
     _check_spec(spec)
 
 
-@settings(max_examples=40, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(scgs(max_nodes=3, continuous=True))
 def test_random_mixed_scgs_are_unbiased(spec: SCGSpec) -> None:
     _check_spec(spec)
@@ -78,8 +89,7 @@ def test_baselines_leave_the_mean_unchanged(spec: SCGSpec) -> None:
 
 
 @pytest.mark.slow  # ~1 min: the random-graph tests above with ten times the graphs
-@settings(max_examples=800, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=800, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(scgs(continuous=True))
 def test_many_random_scgs_are_unbiased(spec: SCGSpec) -> None:
     _check_spec(spec, seed=3)
@@ -170,11 +180,13 @@ def test_pathwise_matches_analytic_gradient(dist: str) -> None:
     else:  # Gumbel: E[x] = μ + sγ, Var = π²s²/6
         g = 0.5772156649015329
         mean = float(mu.detach()) + s * g
-        exact = [torch.tensor([2 * (mean - a)], dtype=torch.float64),
-                 torch.tensor([2 * (mean - a) * s * g + 2 * math.pi**2 * s * s / 6],
-                              dtype=torch.float64)]
-    report = st.check_unbiased(lambda: run(mu[None], log_s[None]), [mu, log_s], n=20000,
-                               exact=exact, batched=run, particles=5000)
+        exact = [
+            torch.tensor([2 * (mean - a)], dtype=torch.float64),
+            torch.tensor([2 * (mean - a) * s * g + 2 * math.pi**2 * s * s / 6], dtype=torch.float64),
+        ]
+    report = st.check_unbiased(
+        lambda: run(mu[None], log_s[None]), [mu, log_s], n=20000, exact=exact, batched=run, particles=5000
+    )
     assert report.passed, str(report)
 
 
@@ -182,13 +194,14 @@ def test_discount_weights_costs_by_lag() -> None:
     theta = torch.zeros(3, 2, requires_grad=True)
     with scg.Graph() as g:
         zs = [scg.sample(Categorical(logits=theta[t]), name="z", step=t) for t in range(3)]
-        cs = [scg.cost(sum(z.float() for z in zs[: t + 1]) + t + 1.0, name="c", step=t)
-              for t in range(3)]
+        cs = [scg.cost(sum(z.float() for z in zs[: t + 1]) + t + 1.0, name="c", step=t) for t in range(3)]
     assert not g.influences(zs[2], cs[1]) and g.influences(zs[0], cs[2])
     grad = torch.autograd.grad(g.surrogate_loss(discount=0.5), theta)[0]
     t2 = theta.detach().requires_grad_()
-    manual = sum(Categorical(logits=t2[t]).log_prob(zs[t])
-                 * sum(0.5 ** (s - t) * float(cs[s]) for s in range(t, 3)) for t in range(3))
+    manual = sum(
+        Categorical(logits=t2[t]).log_prob(zs[t]) * sum(0.5 ** (s - t) * float(cs[s]) for s in range(t, 3))
+        for t in range(3)
+    )
     torch.testing.assert_close(grad, torch.autograd.grad(manual, t2)[0])  # type: ignore[arg-type]
 
 
@@ -198,13 +211,13 @@ def test_cost_baseline_is_subtracted_before_discount() -> None:
     ema = scg.baselines.EMA(0.1, init=0.5)
     with scg.Graph() as g:
         zs = [scg.sample(Categorical(logits=theta[t]), name="z", step=t) for t in range(3)]
-        cs = [scg.cost(sum(z.float() for z in zs[: t + 1]) + 1.0, name="r", step=t, baseline=ema)
-              for t in range(3)]
+        cs = [scg.cost(sum(z.float() for z in zs[: t + 1]) + 1.0, name="r", step=t, baseline=ema) for t in range(3)]
     grad = torch.autograd.grad(g.surrogate_loss(discount=0.5), theta)[0]
     t2 = theta.detach().requires_grad_()
     adv = [float(cs[t]) - 0.5 for t in range(3)]
-    manual = sum(Categorical(logits=t2[t]).log_prob(zs[t])
-                 * sum(0.5 ** (s - t) * adv[s] for s in range(t, 3)) for t in range(3))
+    manual = sum(
+        Categorical(logits=t2[t]).log_prob(zs[t]) * sum(0.5 ** (s - t) * adv[s] for s in range(t, 3)) for t in range(3)
+    )
     torch.testing.assert_close(grad, torch.autograd.grad(manual, t2)[0])  # type: ignore[arg-type]
     # After the update, each step's average moved by beta toward its reward.
     for t in range(3):

@@ -24,16 +24,21 @@ def theta() -> torch.Tensor:
     return torch.tensor([0.3, -0.2, 0.5, 0.7], dtype=torch.float64, requires_grad=True)
 
 
-def program(n: int | None = None, baseline: Any = None, scale: float = 1.0,
-            offset: float = 0.0, trajectories: bool = False):  # type: ignore[no-untyped-def]
+def program(
+    n: int | None = None, baseline: Any = None, scale: float = 1.0, offset: float = 0.0, trajectories: bool = False
+):  # type: ignore[no-untyped-def]
     """z ~ Cat(θ[:3]) (n samples) → x ~ Bern(θ3·(z − 1)); c = scale·(TAB[z](1 + x) + θ0·x +
     offset). With ``trajectories`` the baseline goes on x (which carries z's sample dim)."""
 
     def run(th: torch.Tensor) -> None:
         zb = None if trajectories else baseline
         z = scg.sample(Categorical(logits=th[:, :3]), name="z", n=n, baseline=zb, step=0)
-        x = scg.sample(Bernoulli(logits=th[:, 3] * (z.to(th.dtype) - 1)), name="x", step=1,
-                       baseline=baseline if trajectories else None)
+        x = scg.sample(
+            Bernoulli(logits=th[:, 3] * (z.to(th.dtype) - 1)),
+            name="x",
+            step=1,
+            baseline=baseline if trajectories else None,
+        )
         scg.cost(scale * (TAB[z] * (1 + x) + th[:, 0] * x + offset), name="c", step=1)
 
     return run
@@ -49,8 +54,7 @@ def exact(run: Any, th: torch.Tensor) -> torch.Tensor:
 @pytest.mark.parametrize("k", [2, 4])
 def test_leave_one_out_is_unbiased(k: int) -> None:
     th = theta()
-    report = check(estimates(program(k, scg.baselines.LeaveOneOut()), th, 4000, seed=k),
-                   exact(program(), th))
+    report = check(estimates(program(k, scg.baselines.LeaveOneOut()), th, 4000, seed=k), exact(program(), th))
     assert report.passed, str(report)
 
 
@@ -85,13 +89,12 @@ def test_leave_one_out_matches_the_mean_centred_form() -> None:
     k = 5
     torch.manual_seed(14)
     with scg.Graph() as g:
-        z = scg.sample(Categorical(logits=logits), name="z", n=k,
-                       baseline=scg.baselines.LeaveOneOut())
+        z = scg.sample(Categorical(logits=logits), name="z", n=k, baseline=scg.baselines.LeaveOneOut())
         scg.cost(TAB[z] ** 2, name="c")
     (grad,) = torch.autograd.grad(g.surrogate_loss(), logits)
     c = TAB[z] ** 2
     logp = Categorical(logits=logits).log_prob(z)
-    manual = ((logp * (c - c.mean())).sum() / (k - 1))
+    manual = (logp * (c - c.mean())).sum() / (k - 1)
     torch.testing.assert_close(grad, torch.autograd.grad(manual, logits)[0])
 
 
@@ -127,8 +130,7 @@ def vimco_program(k: int, vimco: Any):  # type: ignore[no-untyped-def]
         h = scg.sample(Bernoulli(logits=th[:, 0]), name="h", n=k, baseline=vimco)
         logw = th[:, 1] * h + TAB[h.long()] - 0.5 * th[:, 2] ** 2
         if vimco is None:
-            scg.cost(-(torch.logsumexp(logw, 0) - torch.log(torch.tensor(float(k)))),
-                     name="c", reduced=h)
+            scg.cost(-(torch.logsumexp(logw, 0) - torch.log(torch.tensor(float(k)))), name="c", reduced=h)
         else:
             scg.cost(vimco.objective(logw), name="c", reduced=h)
 
@@ -202,8 +204,14 @@ def test_an_intervention_of_the_wrong_shape_names_the_node(structure: Any) -> No
         return torch.zeros(5)
 
     logits = torch.zeros(2, 3)
-    with pytest.raises(scg.SCGError, match=r"name='z'.*intervention returned \(5,\), expected a tensor of shape "
-                                           r"\(2,\)"), scg.Graph(intervene=wrong, structure=structure):
+    with (
+        pytest.raises(
+            scg.SCGError,
+            match=r"name='z'.*intervention returned \(5,\), expected a tensor of shape "
+            r"\(2,\)",
+        ),
+        scg.Graph(intervene=wrong, structure=structure),
+    ):
         scg.sample(Categorical(logits=logits), name="z")
 
 
@@ -216,8 +224,7 @@ def self_critical(th: torch.Tensor, n: int | None = None) -> None:
 @pytest.mark.parametrize("n", [None, 3])
 def test_self_critical_is_unbiased(n: int | None) -> None:
     th = theta()
-    report = check(estimates(lambda t: self_critical(t, n), th, 4000, seed=16),
-                   exact(sc_program(), th))
+    report = check(estimates(lambda t: self_critical(t, n), th, 4000, seed=16), exact(sc_program(), th))
     assert report.passed, str(report)
 
 
@@ -227,13 +234,13 @@ def test_self_critical_scales_linearly_and_accepts_a_callable() -> None:
     def run(t: torch.Tensor, scale: float) -> None:
         with torch.no_grad(), scg.Graph(intervene=scg.estimators.greedy):
             greedy_cost = scale * sc_program()(t)
-        z = scg.sample(Categorical(logits=t[:, :3]), name="z",
-                       baseline=scg.baselines.SelfCritical(lambda node: greedy_cost))
+        z = scg.sample(
+            Categorical(logits=t[:, :3]), name="z", baseline=scg.baselines.SelfCritical(lambda node: greedy_cost)
+        )
         scg.cost(scale * (TAB[z] ** 2 + t[:, 0]), name="c")
 
     base = estimates(lambda t: run(t, 1.0), th, 500, seed=17, particles=500)
-    torch.testing.assert_close(estimates(lambda t: run(t, -2.5), th, 500, seed=17,
-                                         particles=500), -2.5 * base)
+    torch.testing.assert_close(estimates(lambda t: run(t, -2.5), th, 500, seed=17, particles=500), -2.5 * base)
 
 
 def test_self_critical_inputs_and_errors() -> None:
@@ -246,8 +253,7 @@ def test_self_critical_inputs_and_errors() -> None:
     assert g.node("z1").baseline_inputs.mask == 1 << g.node("z0").index  # type: ignore[attr-defined]
     assert torch.isfinite(g.surrogate_loss())
     with scg.Graph() as g:
-        z = scg.sample(Categorical(logits=th[:3]), name="z",
-                       baseline=scg.baselines.SelfCritical(lambda node: "oops"))  # type: ignore
+        z = scg.sample(Categorical(logits=th[:3]), name="z", baseline=scg.baselines.SelfCritical(lambda node: "oops"))  # type: ignore
         scg.cost(TAB[z], name="c")
     with pytest.raises(scg.SCGError, match="'z'.*returned str"):
         g.surrogate_loss()
@@ -261,8 +267,9 @@ def test_self_critical_inputs_and_errors() -> None:
 def test_normalized_centring_is_unbiased() -> None:
     th = theta()
     norm = scg.baselines.Normalized(scg.baselines.EMA(0.3), scale=False)
-    report = check(estimates(program(None, norm, offset=5.0), th, 4000, seed=18, particles=500),
-                   exact(program(offset=5.0), th))
+    report = check(
+        estimates(program(None, norm, offset=5.0), th, 4000, seed=18, particles=500), exact(program(offset=5.0), th)
+    )
     assert report.passed, str(report)
 
 
@@ -316,8 +323,9 @@ class _Shift(Baseline):
         self.value, self.scale = value, scale
 
     def __call__(self, nodes: Any, targets: torch.Tensor, info: Any) -> scg.baselines.BaselineResult:
-        return scg.baselines.BaselineResult(torch.tensor(self.value, dtype=targets.dtype),
-                                            scale=torch.tensor(self.scale, dtype=targets.dtype))
+        return scg.baselines.BaselineResult(
+            torch.tensor(self.value, dtype=targets.dtype), scale=torch.tensor(self.scale, dtype=targets.dtype)
+        )
 
 
 def test_baseline_result_scale_multiplies_the_learning_signal() -> None:

@@ -33,8 +33,7 @@ def chain(baseline: Any = None, n: int | None = None):  # type: ignore[no-untype
 
     def run(th: torch.Tensor) -> None:
         z = scg.sample(Categorical(logits=th[:, :3]), name="z", step=0, n=n, baseline=baseline)
-        x = scg.sample(Bernoulli(logits=th[:, 3] * (z.to(th.dtype) - 1)), name="x", step=1,
-                       baseline=baseline)
+        x = scg.sample(Bernoulli(logits=th[:, 3] * (z.to(th.dtype) - 1)), name="x", step=1, baseline=baseline)
         scg.cost(TAB[z] * (1 + x) + th[:, 0] * x + th[:, 1] ** 2, name="c", step=1)
         scg.cost(th[:, 2] * TAB[z], name="d", step=0)
 
@@ -61,15 +60,13 @@ def _check_spec(spec: SCGSpec, **kwargs: Any) -> None:
     assert report.passed, f"{spec}: {report}"
 
 
-@settings(max_examples=8, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=8, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(scgs(max_nodes=3, max_costs=3, continuous=False))
 def test_dice_hessian_is_unbiased_on_random_discrete_graphs(spec: SCGSpec) -> None:
     _check_spec(spec, dice=True)
 
 
-@settings(max_examples=4, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=4, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(scgs(max_nodes=2, max_costs=2, continuous=True))
 def test_dice_hessian_is_unbiased_with_pathwise_nodes(spec: SCGSpec) -> None:
     _check_spec(spec, dice=True)
@@ -80,16 +77,18 @@ def test_dice_first_derivative_equals_algorithm_1() -> None:
     for bl in (None, scg.baselines.Constant(0.7)):
         classic = estimates(chain(bl), th, 300, seed=3, particles=300)
         for kwargs in ({"dice": True}, {"dice_lambda": 1.0}, {"dice_lambda": 0.3}):
-            torch.testing.assert_close(estimates(chain(bl), th, 300, seed=3, particles=300,
-                                                 **kwargs), classic)
+            torch.testing.assert_close(estimates(chain(bl), th, 300, seed=3, particles=300, **kwargs), classic)
 
 
 @pytest.mark.parametrize("baseline", ["constant", "ema", "loo"])
 def test_dice_baselines_keep_the_hessian_unbiased(baseline: str) -> None:
     th = theta()
     n = 3 if baseline == "loo" else None
-    bl = {"constant": scg.baselines.Constant(2.0), "ema": scg.baselines.EMA(0.5, init=1.5),
-          "loo": scg.baselines.LeaveOneOut()}[baseline]
+    bl = {
+        "constant": scg.baselines.Constant(2.0),
+        "ema": scg.baselines.EMA(0.5, init=1.5),
+        "loo": scg.baselines.LeaveOneOut(),
+    }[baseline]
     exact = exact_hessian(chain(), th)
     report = check(hessian_estimates(chain(bl, n), th, 12000, seed=4, dice=True), exact)
     assert report.passed, str(report)
@@ -113,8 +112,7 @@ def test_dice_with_multi_sample_and_enumeration() -> None:
     assert report.passed, str(report)
 
     def enum(t: torch.Tensor) -> None:
-        z = scg.sample(Categorical(logits=t[:, :3]), name="z", step=0,
-                       estimator=scg.estimators.Enumerate())
+        z = scg.sample(Categorical(logits=t[:, :3]), name="z", step=0, estimator=scg.estimators.Enumerate())
         x = scg.sample(Bernoulli(logits=t[:, 3] * (z.to(t.dtype) - 1)), name="x", step=1)
         scg.cost(TAB[z] * (1 + x) + t[:, 0] * x + t[:, 1] ** 2, name="c", step=1)
         scg.cost(t[:, 2] * TAB[z], name="d", step=0)
@@ -133,8 +131,10 @@ def test_loaded_dice_lambda_one_is_dice_on_a_sequential_program() -> None:
 def test_loaded_dice_lambda_below_one_damps_the_hessian() -> None:
     th = theta()
     exact = exact_hessian(chain(), th)
-    first = check(estimates(chain(), th, 4000, seed=9, dice_lambda=0.0),
-                  st.exact_gradient(lambda: chain()(th.unsqueeze(0)), [th])[0])
+    first = check(
+        estimates(chain(), th, 4000, seed=9, dice_lambda=0.0),
+        st.exact_gradient(lambda: chain()(th.unsqueeze(0)), [th])[0],
+    )
     assert first.passed, str(first)  # first derivatives stay unbiased for every λ
     biased = check(hessian_estimates(chain(), th, 20000, seed=10, dice_lambda=0.0), exact)
     assert not biased.passed, str(biased)
@@ -176,8 +176,7 @@ def test_dice_forward_value_and_errors() -> None:
     with pytest.raises(scg.SCGError, match="dice_lambda=0.5.*'z'.*has no step"):
         g.surrogate_loss(dice_lambda=0.5)
     with scg.Graph() as g:
-        z = scg.sample(Categorical(logits=th[:3]), name="z",
-                       estimator=scg.estimators.RELAX(lambda zz: zz.sum(-1)))
+        z = scg.sample(Categorical(logits=th[:3]), name="z", estimator=scg.estimators.RELAX(lambda zz: zz.sum(-1)))
         scg.cost(TAB[z], name="c")
     with pytest.raises(scg.SCGError, match="'z' .*RELAX.*higher derivatives"):
         g.surrogate_loss(dice=True)

@@ -58,8 +58,7 @@ def test_gumbel_softmax_is_biased_and_the_test_detects_it(hard: bool) -> None:
     """
     th = theta()
     ex = exact(one_hot_program(), th)
-    est = estimates(one_hot_program(scg.estimators.GumbelSoftmax(1.0, hard=hard)), th, 8000,
-                    seed=1)
+    est = estimates(one_hot_program(scg.estimators.GumbelSoftmax(1.0, hard=hard)), th, 8000, seed=1)
     report = check(est, ex)
     assert not report.passed, str(report)
     bias = (est.mean(0) - ex).abs().max()
@@ -80,10 +79,10 @@ def test_gumbel_softmax_bias_shrinks_with_the_temperature() -> None:
 def test_gumbel_softmax_values() -> None:
     logits = torch.tensor([[0.2, -0.5, 0.1]], requires_grad=True)
     with scg.Graph() as g:
-        soft = scg.sample(OneHotCategorical(logits=logits), name="s", n=4,
-                          estimator=scg.estimators.GumbelSoftmax(0.5))
-        hard = scg.sample(OneHotCategorical(logits=logits), name="h",
-                          estimator=scg.estimators.GumbelSoftmax(0.5, hard=True))
+        soft = scg.sample(OneHotCategorical(logits=logits), name="s", n=4, estimator=scg.estimators.GumbelSoftmax(0.5))
+        hard = scg.sample(
+            OneHotCategorical(logits=logits), name="h", estimator=scg.estimators.GumbelSoftmax(0.5, hard=True)
+        )
         scg.cost((soft * torch.arange(3.0)).sum(-1), name="c")
         scg.cost((hard * torch.arange(3.0)).sum(-1), name="d")
     assert soft.shape == (4, 1, 3) and bool((soft >= 0).all())
@@ -98,8 +97,7 @@ def test_gumbel_softmax_values() -> None:
 def test_gumbel_softmax_errors() -> None:
     with scg.Graph():
         with pytest.raises(scg.SCGError, match=r"name='z'.*not Categorical.*OneHotCategorical"):
-            scg.sample(Categorical(logits=torch.zeros(3)), name="z",
-                       estimator=scg.estimators.GumbelSoftmax(1.0))
+            scg.sample(Categorical(logits=torch.zeros(3)), name="z", estimator=scg.estimators.GumbelSoftmax(1.0))
     for bad in (0.0, -1.0, float("inf"), torch.tensor([1.0, 0.0])):
         with pytest.raises(scg.SCGError, match="temperature"):
             scg.estimators.GumbelSoftmax(bad)
@@ -143,13 +141,13 @@ def relax_program(dist: str, relax: Any, n: int | None = None):  # type: ignore[
     return run
 
 
-@pytest.mark.parametrize(("dist", "n"), [("categorical", None), ("onehot", None),
-                                         ("bernoulli", None), ("categorical", 3)])
+@pytest.mark.parametrize(
+    ("dist", "n"), [("categorical", None), ("onehot", None), ("bernoulli", None), ("categorical", 3)]
+)
 def test_relax_is_unbiased(dist: str, n: int | None) -> None:
     th = theta()
     relax = scg.estimators.RELAX(Control(dist == "bernoulli"))
-    report = check(estimates(relax_program(dist, relax, n), th, 6000, seed=3),
-                   exact(relax_program(dist, None), th))
+    report = check(estimates(relax_program(dist, relax, n), th, 6000, seed=3), exact(relax_program(dist, None), th))
     assert report.passed, str(report)
 
 
@@ -162,14 +160,12 @@ def test_relax_surrogate_value_and_control_gradients() -> None:
         relax_program("categorical", relax)(th.unsqueeze(0))
     loss = g.surrogate_loss()
     torch.testing.assert_close(loss, g.node("c").value.sum())
-    grads = torch.autograd.grad(loss, list(control.parameters()), allow_unused=True,
-                                retain_graph=True)
+    grads = torch.autograd.grad(loss, list(control.parameters()), allow_unused=True, retain_graph=True)
     for gr in grads:  # the surrogate does not train φ ...
         assert gr is None or float(gr.abs().max()) < 1e-12
     var = relax.backward(loss, [th])  # ... RELAX.backward does, by ∇_φ ‖ĝ‖²
     assert th.grad is not None and float(var) > 0
-    assert any(p.grad is not None and float(p.grad.abs().max()) > 0
-               for p in control.parameters())
+    assert any(p.grad is not None and float(p.grad.abs().max()) > 0 for p in control.parameters())
 
 
 def test_relax_training_the_control_reduces_the_variance() -> None:
@@ -200,11 +196,11 @@ def test_relax_errors_name_the_node() -> None:
     th = theta()
     with scg.Graph():
         with pytest.raises(scg.SCGError, match="name='x'.*not Normal"):
-            scg.sample(torch.distributions.Normal(th[0], 1.0), name="x",
-                       estimator=scg.estimators.RELAX(lambda z: z))
+            scg.sample(torch.distributions.Normal(th[0], 1.0), name="x", estimator=scg.estimators.RELAX(lambda z: z))
     with scg.Graph() as g:
-        v = scg.sample(Categorical(logits=th[:3]), name="v",
-                       estimator=scg.estimators.RELAX(lambda z: z))  # (3,) instead of ()
+        v = scg.sample(
+            Categorical(logits=th[:3]), name="v", estimator=scg.estimators.RELAX(lambda z: z)
+        )  # (3,) instead of ()
         scg.cost(TAB[v], name="c")
     with pytest.raises(scg.SCGError, match=r"RELAX control of stochastic node 'v'.*\(3,\)"):
         g.surrogate_loss()

@@ -195,8 +195,7 @@ def test_reduced_argument_errors() -> None:
 def enumerated(th: torch.Tensor) -> None:
     """Both nodes enumerated: z (3, P), x (2, 3, P), cost (2, 3, P)."""
     z = scg.sample(Categorical(logits=th[:, :3]), name="z", estimator=scg.estimators.Enumerate())
-    x = scg.sample(Bernoulli(logits=th[:, 3] * (z.to(th.dtype) - 1)), name="x",
-                   estimator=scg.estimators.Enumerate())
+    x = scg.sample(Bernoulli(logits=th[:, 3] * (z.to(th.dtype) - 1)), name="x", estimator=scg.estimators.Enumerate())
     scg.cost(TAB[z] * (1 + x) + th[:, 0] * x + th[:, 1] ** 2, name="c")
 
 
@@ -222,8 +221,7 @@ def test_enumerate_then_sample_is_unbiased(baseline: str | None) -> None:
     ema = scg.baselines.EMA(0.2, init=1.0) if baseline else None
 
     def run(t: torch.Tensor) -> None:
-        z = scg.sample(Categorical(logits=t[:, :3]), name="z",
-                       estimator=scg.estimators.Enumerate())
+        z = scg.sample(Categorical(logits=t[:, :3]), name="z", estimator=scg.estimators.Enumerate())
         x = scg.sample(Bernoulli(logits=t[:, 3] * (z.to(t.dtype) - 1)), name="x", baseline=ema)
         scg.cost(TAB[z] * (1 + x) + t[:, 0] * x + t[:, 1] ** 2, name="c")
 
@@ -236,8 +234,9 @@ def test_enumerate_nested_under_a_multi_sample_node() -> None:
 
     def run(t: torch.Tensor) -> None:
         u = scg.sample(Bernoulli(logits=t[:, 3]), name="u", n=3)  # (3, P)
-        z = scg.sample(Categorical(logits=t[:, :3] * (1 + u[..., None])), name="z",
-                       estimator=scg.estimators.Enumerate())  # (3, 3, P)
+        z = scg.sample(
+            Categorical(logits=t[:, :3] * (1 + u[..., None])), name="z", estimator=scg.estimators.Enumerate()
+        )  # (3, 3, P)
         scg.cost(TAB[z] * (1 + u) + t[:, 0] * u, name="c")
 
     def plain(t: torch.Tensor) -> None:
@@ -250,8 +249,7 @@ def test_enumerate_nested_under_a_multi_sample_node() -> None:
 
 
 def test_enumerate_one_hot_and_batched_bernoulli() -> None:
-    logits = torch.tensor([[0.2, -0.5, 0.1], [1.0, 0.0, -1.0]], dtype=torch.float64,
-                          requires_grad=True)
+    logits = torch.tensor([[0.2, -0.5, 0.1], [1.0, 0.0, -1.0]], dtype=torch.float64, requires_grad=True)
 
     est = scg.estimators.Enumerate()
     with scg.Graph() as g:
@@ -263,8 +261,7 @@ def test_enumerate_one_hot_and_batched_bernoulli() -> None:
     pb = torch.sigmoid(logits[:, 0])
     value = ((p * TAB**2).sum(-1) * (1 + pb)).sum()
     torch.testing.assert_close(loss, value)
-    torch.testing.assert_close(torch.autograd.grad(loss, logits)[0],
-                               torch.autograd.grad(value, logits)[0])
+    torch.testing.assert_close(torch.autograd.grad(loss, logits)[0], torch.autograd.grad(value, logits)[0])
 
 
 def test_enumerate_errors_name_the_node() -> None:
@@ -273,11 +270,11 @@ def test_enumerate_errors_name_the_node() -> None:
         with pytest.raises(scg.SCGError, match=r"name='x'.*Normal has none"):
             scg.sample(Normal(th[0], 1.0), name="x", estimator=scg.estimators.Enumerate())
         with pytest.raises(scg.SCGError, match=r"name='z', n=2.*does not support several"):
-            scg.sample(Categorical(logits=th[:3]), name="z", n=2,
-                       estimator=scg.estimators.Enumerate())
+            scg.sample(Categorical(logits=th[:3]), name="z", n=2, estimator=scg.estimators.Enumerate())
     with scg.Graph() as g:
-        z = scg.sample(Categorical(logits=th[:3].expand(2, 3)), name="z",
-                       estimator=scg.estimators.Enumerate())  # (3, 2)
+        z = scg.sample(
+            Categorical(logits=th[:3].expand(2, 3)), name="z", estimator=scg.estimators.Enumerate()
+        )  # (3, 2)
         scg.cost(TAB[z].sum(-1), name="c")  # sums over the enumerated batch: cannot weight
     with pytest.raises(scg.SCGError, match=r"cost node 'c'.*enumerated stochastic node 'z'"):
         g.surrogate_loss()
@@ -285,9 +282,15 @@ def test_enumerate_errors_name_the_node() -> None:
 
 def test_enumerate_capabilities() -> None:
     caps = scg.estimators.Enumerate().capabilities()
-    assert caps == {"unbiased": True, "needs_rsample": False, "score": False,
-                    "higher_order": True, "multi_sample": False, "enumerates": True,
-                    "relaxed": False}
+    assert caps == {
+        "unbiased": True,
+        "needs_rsample": False,
+        "score": False,
+        "higher_order": True,
+        "multi_sample": False,
+        "enumerates": True,
+        "relaxed": False,
+    }
 
 
 # --------------------------------------------------------------------------- +MULTI

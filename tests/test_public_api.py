@@ -33,8 +33,11 @@ def test_example_imports_only_public_scg() -> None:
             if module not in PUBLIC_MODULES:
                 bad.append(f"{f.relative_to(ROOT)}:{line}: import of private module {module}")
             elif module == "scg":
-                bad += [f"{f.relative_to(ROOT)}:{line}: scg.{n} is not public"
-                        for n in names if n not in scg.__all__ and n not in PUBLIC_MODULES]
+                bad += [
+                    f"{f.relative_to(ROOT)}:{line}: scg.{n} is not public"
+                    for n in names
+                    if n not in scg.__all__ and n not in PUBLIC_MODULES
+                ]
     assert not bad, "\n".join(bad)
 
 
@@ -44,8 +47,12 @@ def test_example_attribute_access_is_public() -> None:
     for f in sorted((ROOT / "examples").rglob("*.py")):
         tree = ast.parse(f.read_text())
         for node in ast.walk(tree):
-            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
-                    and node.value.id == "scg" and node.attr not in scg.__all__):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "scg"
+                and node.attr not in scg.__all__
+            ):
                 bad.append(f"{f.relative_to(ROOT)}:{node.lineno}: scg.{node.attr}")
     assert not bad, "\n".join(bad)
 
@@ -82,8 +89,7 @@ def test_api_reference_names_exist() -> None:
     import scg.testing
 
     text = (ROOT / "docs" / "api.md").read_text()
-    sections = {"## Estimators": scg.estimators, "## Baselines": scg.baselines,
-                "## Testing": scg.testing}
+    sections = {"## Estimators": scg.estimators, "## Baselines": scg.baselines, "## Testing": scg.testing}
     checked = 0
     for header, module in sections.items():
         body = text.split(header, 1)[1].split("\n## ", 1)[0]

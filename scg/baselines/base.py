@@ -60,8 +60,7 @@ class Baseline:
     #: the cost must be built by the baseline's ``objective(log_weights)`` (``VIMCO``)
     defines_cost: ClassVar[bool] = False
 
-    def __call__(self, nodes: Sequence[Node], targets: torch.Tensor,
-                 info: Sequence[SampleInfo]) -> BaselineResult:
+    def __call__(self, nodes: Sequence[Node], targets: torch.Tensor, info: Sequence[SampleInfo]) -> BaselineResult:
         raise NotImplementedError
 
     def state_dict(self) -> dict[str, Any]:
@@ -82,4 +81,5 @@ def check_baseline(baseline: object, call: str, name: str | None, location: obje
         "not an scg baseline (names such as 'ema' are not looked up). Pass a baseline object: "
         "scg.baselines.EMA(beta) (running average), Constant(b), Learned(module).given(h), "
         "LeaveOneOut() or VIMCO() (with n=k), SelfCritical(greedy_cost), Normalized(inner); "
-        "as baseline=b or in the estimator, scg.ScoreFunction(baseline=b)")
+        "as baseline=b or in the estimator, scg.ScoreFunction(baseline=b)"
+    )

@@ -27,8 +27,7 @@ class Constant(Baseline):
             raise SCGError(f"Constant(value): expected a finite number or tensor, got {value!r}")
         self.value = value
 
-    def __call__(self, nodes: Sequence[Node], targets: torch.Tensor,
-                 info: Sequence[SampleInfo]) -> BaselineResult:
+    def __call__(self, nodes: Sequence[Node], targets: torch.Tensor, info: Sequence[SampleInfo]) -> BaselineResult:
         v = torch.as_tensor(self.value, dtype=targets.dtype, device=targets.device)
         return BaselineResult(v)
 

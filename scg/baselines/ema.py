@@ -51,7 +51,8 @@ class EMA(Baseline):
                 f"shape {tuple(like.shape[1:])}, but the running averages have shape "
                 f"{tuple(self._values.shape[1:])} (one per element, fixed by the first call; did "
                 "the batch size change?). Keep the shape fixed (e.g. a DataLoader with "
-                "drop_last=True), or use EMA(per_element=False), LeaveOneOut() or Learned")
+                "drop_last=True), or use EMA(per_element=False), LeaveOneOut() or Learned"
+            )
         new = [(n.name, n.step) for n in nodes if (n.name, n.step) not in self._index]
         if new or self._values is None:
             for key in new:
@@ -64,8 +65,7 @@ class EMA(Baseline):
         idx = [self._index[(n.name, n.step)] for n in nodes]
         return torch.tensor(idx, device=like.device)
 
-    def __call__(self, nodes: Sequence[Node], targets: torch.Tensor,
-                 info: Sequence[SampleInfo]) -> BaselineResult:
+    def __call__(self, nodes: Sequence[Node], targets: torch.Tensor, info: Sequence[SampleInfo]) -> BaselineResult:
         rows = self._rows(nodes, targets)
         assert self._values is not None
         values = self._values.to(device=targets.device, dtype=targets.dtype)

@@ -57,16 +57,16 @@ class Learned(Baseline):
         bound.inputs = tuple(inputs)
         return bound
 
-    def __call__(self, nodes: Sequence[Node], targets: torch.Tensor,
-                 info: Sequence[SampleInfo]) -> BaselineResult:
+    def __call__(self, nodes: Sequence[Node], targets: torch.Tensor, info: Sequence[SampleInfo]) -> BaselineResult:
         # detached: the regression must train φ only, never the model that computed the inputs
         inputs = tuple(x.detach() if isinstance(x, torch.Tensor) else x for x in self.inputs)
         preds = []
         for node, target in zip(nodes, targets):
             pred = self.module(*inputs)
             if not isinstance(pred, torch.Tensor):
-                raise SCGError(f"Learned baseline of {node.describe()}: module returned "
-                               f"{type(pred).__name__}, expected a tensor")
+                raise SCGError(
+                    f"Learned baseline of {node.describe()}: module returned {type(pred).__name__}, expected a tensor"
+                )
             if pred.dim() > target.dim() and pred.shape[-1] == 1:
                 pred = pred.squeeze(-1)
             try:

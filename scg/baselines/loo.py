@@ -43,11 +43,12 @@ def leading_sample_size(node: Node, info: SampleInfo, who: str) -> int:
     """k of the node's leading sample dimension (``info``: its sample layout); SCGError (naming
     the node) if it has none."""
     if not info.layout:
-        raise SCGError(f"{who} of {node.describe()}: the node has no sample dimension; draw it "
-                       "(or an ancestor) with scg.sample(..., n=k), k >= 2")
+        raise SCGError(
+            f"{who} of {node.describe()}: the node has no sample dimension; draw it "
+            "(or an ancestor) with scg.sample(..., n=k), k >= 2"
+        )
     if info.enumerated[0]:
-        raise SCGError(f"{who} of {node.describe()}: its leading dimension is an enumeration, "
-                       "not independent samples")
+        raise SCGError(f"{who} of {node.describe()}: its leading dimension is an enumeration, not independent samples")
     k = int(info.sizes[0])
     if k < 2:
         raise SCGError(f"{who} of {node.describe()}: needs k >= 2 samples, got n={k}")
@@ -59,8 +60,7 @@ class LeaveOneOut(Baseline):
 
     needs_samples: ClassVar[bool] = True
 
-    def __call__(self, nodes: Sequence[Node], targets: torch.Tensor,
-                 info: Sequence[SampleInfo]) -> BaselineResult:
+    def __call__(self, nodes: Sequence[Node], targets: torch.Tensor, info: Sequence[SampleInfo]) -> BaselineResult:
         for node, inf in zip(nodes, info, strict=True):
             leading_sample_size(node, inf, "LeaveOneOut()")
             if inf.joint:
@@ -68,7 +68,8 @@ class LeaveOneOut(Baseline):
                     f"LeaveOneOut() of {node.describe()}: a cost it influences reduced its sample "
                     "dimension (scg.cost(..., reduced=...)), so every sample's signal depends on "
                     "sample i and the leave-one-out mean would bias the estimate; use "
-                    "scg.baselines.VIMCO() for log-mean-exp objectives")
+                    "scg.baselines.VIMCO() for log-mean-exp objectives"
+                )
         k = int(targets.shape[1])
         total = targets.sum(dim=1, keepdim=True)
         return BaselineResult((total - targets) / (k - 1))

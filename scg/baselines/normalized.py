@@ -44,13 +44,11 @@ class Normalized(Baseline):
         scale: divide by max(1, running std) (biased in scale, see module docstring).
     """
 
-    def __init__(self, baseline: Baseline | None = None, *, beta: float = 0.2,
-                 scale: bool = True) -> None:
+    def __init__(self, baseline: Baseline | None = None, *, beta: float = 0.2, scale: bool = True) -> None:
         if not 0.0 < beta <= 1.0:
             raise SCGError(f"Normalized(beta): beta must be in (0, 1], got {beta!r}")
         if baseline is not None and not isinstance(baseline, Baseline):
-            raise SCGError(f"Normalized(baseline): expected an scg Baseline, got "
-                           f"{type(baseline).__name__}")
+            raise SCGError(f"Normalized(baseline): expected an scg Baseline, got {type(baseline).__name__}")
         self.inner = baseline
         self.beta = float(beta)
         self.scale = bool(scale)
@@ -60,30 +58,32 @@ class Normalized(Baseline):
         if baseline is not None and hasattr(baseline, "inputs"):
             self.inputs = baseline.inputs
 
-    def __call__(self, nodes: Sequence[Node], targets: torch.Tensor,
-                 info: Sequence[SampleInfo]) -> BaselineResult:
+    def __call__(self, nodes: Sequence[Node], targets: torch.Tensor, info: Sequence[SampleInfo]) -> BaselineResult:
         inner = self.inner(nodes, targets, info) if self.inner is not None else None
         base = inner.value.detach() if inner is not None else torch.zeros((), dtype=targets.dtype)
         signal = targets - base
         shape = (len(nodes),) + (1,) * (targets.dim() - 1)
         keys = [(n.name, n.step) for n in nodes]
         old = [self.stats.get(k, (0.0, 1.0)) for k in keys]
-        mean = torch.tensor([m for m, _ in old], dtype=targets.dtype,
-                            device=targets.device).reshape(shape)
-        var = torch.tensor([v for _, v in old], dtype=targets.dtype,
-                           device=targets.device).reshape(shape)
+        mean = torch.tensor([m for m, _ in old], dtype=targets.dtype, device=targets.device).reshape(shape)
+        var = torch.tensor([v for _, v in old], dtype=targets.dtype, device=targets.device).reshape(shape)
         flat = signal.detach().reshape(len(nodes), -1)
         centred = flat - mean.reshape(-1, 1)
         for i, key in enumerate(keys):
             m, v = old[i]
-            self.stats[key] = (m + self.beta * (float(flat[i].mean()) - m),
-                               v + self.beta * (float((centred[i] ** 2).mean()) - v))
+            self.stats[key] = (
+                m + self.beta * (float(flat[i].mean()) - m),
+                v + self.beta * (float((centred[i] ** 2).mean()) - v),
+            )
         factor = 1.0 / torch.clamp(var.sqrt(), min=1.0) if self.scale else None
         return BaselineResult(base + mean, inner.loss if inner is not None else None, factor)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"beta": self.beta, "stats": dict(self.stats),
-                "inner": self.inner.state_dict() if self.inner is not None else None}
+        return {
+            "beta": self.beta,
+            "stats": dict(self.stats),
+            "inner": self.inner.state_dict() if self.inner is not None else None,
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.beta = float(state["beta"])

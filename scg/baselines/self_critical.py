@@ -49,8 +49,7 @@ class SelfCritical(Baseline):
                 raise SCGError("SelfCritical(greedy): the greedy cost is not finite")
             self.inputs: tuple[torch.Tensor, ...] = (greedy,)
         elif not callable(greedy):
-            raise SCGError(f"SelfCritical(greedy): expected a tensor or a callable, got "
-                           f"{type(greedy).__name__}")
+            raise SCGError(f"SelfCritical(greedy): expected a tensor or a callable, got {type(greedy).__name__}")
         self.greedy = greedy
 
     def _value(self, node: Node, target: torch.Tensor, info: SampleInfo) -> torch.Tensor:
@@ -58,21 +57,21 @@ class SelfCritical(Baseline):
 
         v = self.greedy if isinstance(self.greedy, torch.Tensor) else self.greedy(node)
         if not isinstance(v, torch.Tensor):
-            raise SCGError(f"SelfCritical baseline of {node.describe()}: the callable returned "
-                           f"{type(v).__name__}, expected a tensor")
+            raise SCGError(
+                f"SelfCritical baseline of {node.describe()}: the callable returned "
+                f"{type(v).__name__}, expected a tensor"
+            )
         v = v.detach().to(target.dtype)
         lead = tuple(info.sizes)
-        if lead and tuple(v.shape[:len(lead)]) != lead:
+        if lead and tuple(v.shape[: len(lead)]) != lead:
             v = v.reshape((1,) * len(lead) + tuple(v.shape))
         if lead:
-            v = v.expand(*lead, *v.shape[len(lead):])
+            v = v.expand(*lead, *v.shape[len(lead) :])
         layout = tuple(range(len(lead)))
         sizes = dict(enumerate(lead))
-        return align_batch_to_node(v.unsqueeze(0), layout, layout, target.shape, node, node,
-                                   sizes)[0]
+        return align_batch_to_node(v.unsqueeze(0), layout, layout, target.shape, node, node, sizes)[0]
 
-    def __call__(self, nodes: Sequence[Node], targets: torch.Tensor,
-                 info: Sequence[SampleInfo]) -> BaselineResult:
+    def __call__(self, nodes: Sequence[Node], targets: torch.Tensor, info: Sequence[SampleInfo]) -> BaselineResult:
         values = [self._value(node, t, inf) for node, t, inf in zip(nodes, targets, info, strict=True)]
         return BaselineResult(torch.stack(values))
 

@@ -79,32 +79,39 @@ class VIMCO(Baseline):
         g = current_graph()
         key = -1 if g is None else g._id
         if key in self._logw:
-            raise SCGError("VIMCO.objective() was called twice in one graph with the same VIMCO "
-                           "object: its state is one set of log-weights per graph, so make one "
-                           "VIMCO() per cost")
+            raise SCGError(
+                "VIMCO.objective() was called twice in one graph with the same VIMCO "
+                "object: its state is one set of log-weights per graph, so make one "
+                "VIMCO() per cost"
+            )
         if len(self._logw) >= self._KEEP:
             self._logw.pop(next(iter(self._logw)))
         self._logw[key] = log_weights.detach()
         return -(torch.logsumexp(log_weights, dim=0) - math.log(k))
 
-    def __call__(self, nodes: Sequence[Node], targets: torch.Tensor,
-                 info: Sequence[SampleInfo]) -> BaselineResult:
+    def __call__(self, nodes: Sequence[Node], targets: torch.Tensor, info: Sequence[SampleInfo]) -> BaselineResult:
         logw = self._logw.get(nodes[0].graph)
         if logw is None:
-            raise SCGError(f"VIMCO baseline of {nodes[0].describe()}: call "
-                           "vimco.objective(log_weights) in the same graph's program to define "
-                           "its cost")
+            raise SCGError(
+                f"VIMCO baseline of {nodes[0].describe()}: call "
+                "vimco.objective(log_weights) in the same graph's program to define "
+                "its cost"
+            )
         for node, inf in zip(nodes, info, strict=True):
             k = leading_sample_size(node, inf, "VIMCO()")
             if k != logw.shape[0]:
-                raise SCGError(f"VIMCO baseline of {node.describe()}: the node has {k} samples "
-                               f"but the log-weights have {logw.shape[0]} along dim 0")
+                raise SCGError(
+                    f"VIMCO baseline of {node.describe()}: the node has {k} samples "
+                    f"but the log-weights have {logw.shape[0]} along dim 0"
+                )
         b = -leave_one_out_bounds(logw.to(targets.dtype))  # (k, *batch)
         signal = tuple(targets.shape[1:])  # (k, *batch, *the node's own elements)
-        if signal[:b.dim()] != tuple(b.shape):
-            raise SCGError(f"VIMCO baseline of {nodes[0].describe()}: log-weights of shape "
-                           f"{tuple(logw.shape)} (k, *batch) do not lead the node's learning "
-                           f"signal {signal}")
+        if signal[: b.dim()] != tuple(b.shape):
+            raise SCGError(
+                f"VIMCO baseline of {nodes[0].describe()}: log-weights of shape "
+                f"{tuple(logw.shape)} (k, *batch) do not lead the node's learning "
+                f"signal {signal}"
+            )
         # every latent of sample j shares b_j, whatever its own shape (elements of an
         # element-wise latent are broadcast: b_j depends on the other samples only)
         b = b.reshape(1, *b.shape, *([1] * (len(signal) - b.dim())))

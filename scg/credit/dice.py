@@ -55,9 +55,15 @@ def magic_box(x: torch.Tensor) -> torch.Tensor:
     return torch.exp(x - x.detach())
 
 
-def _sum_logp(plan: CreditPlan, sources: Sequence[NodeGroup], weights: np.ndarray,
-              target_rows: list[int], target_layout: tuple[int, ...], target_shape: torch.Size,
-              describe_target: Callable[[int], Node]) -> torch.Tensor | None:
+def _sum_logp(
+    plan: CreditPlan,
+    sources: Sequence[NodeGroup],
+    weights: np.ndarray,
+    target_rows: list[int],
+    target_layout: tuple[int, ...],
+    target_shape: torch.Size,
+    describe_target: Callable[[int], Node],
+) -> torch.Tensor | None:
     """Σ_u weights[u, t] · log p_u aligned to each target t (one product per source group)."""
     out: torch.Tensor | None = None
     for gp, src in zip(plan.node_groups, sources):
@@ -65,26 +71,32 @@ def _sum_logp(plan: CreditPlan, sources: Sequence[NodeGroup], weights: np.ndarra
         if not sub.any():
             continue
         i, j = (int(x[0]) for x in np.nonzero(sub))
-        aligned = align_batch_to_cost(src.logp, src.layout, target_layout, target_shape,
-                                      src.members[i], describe_target(j), plan.sizes)
+        aligned = align_batch_to_cost(
+            src.logp, src.layout, target_layout, target_shape, src.members[i], describe_target(j), plan.sizes
+        )
         w = torch.as_tensor(sub.T, dtype=src.logp.dtype, device=src.logp.device)
-        part = (w @ aligned.reshape(aligned.shape[0], -1)).reshape(len(target_rows),
-                                                                   *target_shape)
+        part = (w @ aligned.reshape(aligned.shape[0], -1)).reshape(len(target_rows), *target_shape)
         out = part if out is None else out + part
     return out
 
 
-def dice_objective(plan: CreditPlan, cgs: Sequence[CostGroup], ngs: Sequence[NodeGroup],
-                   baselines: Sequence[torch.Tensor | None], score_scale: float,
-                   extra_losses: Sequence[torch.Tensor]) -> torch.Tensor:
+def dice_objective(
+    plan: CreditPlan,
+    cgs: Sequence[CostGroup],
+    ngs: Sequence[NodeGroup],
+    baselines: Sequence[torch.Tensor | None],
+    score_scale: float,
+    extra_losses: Sequence[torch.Tensor],
+) -> torch.Tensor:
     """L_DiCE of the module docstring (``surrogate_loss(dice=True)``): τ_c from the plan's
     influence, and ``baselines[g]``, the detached Σ_{v≺c} ω b_c + b_v of node group g (None
     without baselines)."""
     s = float(score_scale)
     loss: torch.Tensor | None = None
     for cp, cg in zip(plan.cost_groups, cgs):
-        tau = _sum_logp(plan, ngs, plan.influence, cp.cols, cg.layout, cg.stack.shape[1:],
-                        lambda j, cg=cg: cg.members[j])  # type: ignore[misc]
+        tau = _sum_logp(
+            plan, ngs, plan.influence, cp.cols, cg.layout, cg.stack.shape[1:], lambda j, cg=cg: cg.members[j]
+        )  # type: ignore[misc]
         x = cg.weighted(cg.stack)
         if tau is not None:
             box = magic_box(tau)
@@ -100,8 +112,7 @@ def dice_objective(plan: CreditPlan, cgs: Sequence[CostGroup], ngs: Sequence[Nod
     return loss
 
 
-def loaded_factors(plan: CreditPlan, ngs: Sequence[NodeGroup], lw: np.ndarray
-                   ) -> list[torch.Tensor]:
+def loaded_factors(plan: CreditPlan, ngs: Sequence[NodeGroup], lw: np.ndarray) -> list[torch.Tensor]:
     """⊡(w_v) − ⊡(w_v − log p_v) for each node group (Loaded DiCE, module docstring).
 
     ``lw[u, v]`` = λ^(t_v − t_u) for u ≼ v among the score nodes (1 on the diagonal).
@@ -109,8 +120,7 @@ def loaded_factors(plan: CreditPlan, ngs: Sequence[NodeGroup], lw: np.ndarray
     out = []
     for gp, ng in zip(plan.node_groups, ngs):
         shape = ng.logp.shape[1:]
-        wv = _sum_logp(plan, ngs, lw, gp.rows, ng.layout, shape,
-                       lambda j, ng=ng: ng.members[j])  # type: ignore[misc]
+        wv = _sum_logp(plan, ngs, lw, gp.rows, ng.layout, shape, lambda j, ng=ng: ng.members[j])  # type: ignore[misc]
         assert wv is not None  # the diagonal is 1
         out.append(magic_box(wv) - magic_box(wv - ng.logp))
     return out

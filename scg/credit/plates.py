@@ -84,8 +84,7 @@ def plate_rank(v: StochasticNode, n_sample: int) -> int:
 class PlateCheck:
     """Per (score node, cost) pair: per-element credit or whole-plate fallback."""
 
-    def __init__(self, graph: Graph, full: Sequence[int],
-                 layout_len: dict[int, int]) -> None:
+    def __init__(self, graph: Graph, full: Sequence[int], layout_len: dict[int, int]) -> None:
         self.graph = graph
         self.full = full
         self.layout_len = layout_len  # node index -> number of leading sample dimensions
@@ -128,10 +127,10 @@ class PlateCheck:
                 "dimension (e.g. centring over the samples, or a reduction broadcast back), but "
                 "keeps that dimension: each sample would be credited with a cost that depends "
                 "on the others. Reduce it and declare it with scg.cost(..., reduced=node) (a "
-                "multi-sample objective), or keep the samples apart")
+                "multi-sample objective), or keep the samples apart"
+            )
 
-    def matrix(self, rows: Sequence[StochasticNode], cols: Sequence[Node],
-               a: np.ndarray) -> np.ndarray:
+    def matrix(self, rows: Sequence[StochasticNode], cols: Sequence[Node], a: np.ndarray) -> np.ndarray:
         """``M[i, j]``: rows[i] influences cols[j] and the cost mixes its plate elements."""
         m = np.zeros(a.shape, dtype=bool)
         rowmask = 0

@@ -56,8 +56,7 @@ class SamplePlan:
     def __init__(self, graph: Graph, full: Sequence[int]) -> None:
         self.full = full
         self.graph = graph
-        self.nodes: dict[int, StochasticNode] = {
-            v.index: v for v in graph.stochastic_nodes if v.n is not None}
+        self.nodes: dict[int, StochasticNode] = {v.index: v for v in graph.stochastic_nodes if v.n is not None}
         self.mask = sum(1 << i for i in self.nodes)
         self.active = bool(self.mask)
         self._layouts: dict[int, tuple[int, ...]] = {}
@@ -101,16 +100,22 @@ class SamplePlan:
 
     def info(self, v: StochasticNode) -> SampleInfo:
         lay = self.layout(v) if self.active else ()
-        return SampleInfo(lay, self.sizes(lay), tuple(self.is_enumerated(self.nodes[i])
-                                                      for i in lay),
-                          v.index in self._joint)
+        return SampleInfo(
+            lay, self.sizes(lay), tuple(self.is_enumerated(self.nodes[i]) for i in lay), v.index in self._joint
+        )
 
     def _check_prefix(self, node: Node, shape: torch.Size, lay: tuple[int, ...], what: str) -> None:
         want = self.sizes(lay)
-        if tuple(shape[:len(want)]) == want:
+        if tuple(shape[: len(want)]) == want:
             if lay:  # and each dimension where the layout puts it (not only of that size)
-                check_layout(node, lay, want, getattr(node.value, self.graph._tracker.sattr, None),
-                             lambda u: self.nodes[u].describe(), self.graph.strict)
+                check_layout(
+                    node,
+                    lay,
+                    want,
+                    getattr(node.value, self.graph._tracker.sattr, None),
+                    lambda u: self.nodes[u].describe(),
+                    self.graph.strict,
+                )
             return
         srcs = [self.nodes[i] for i in lay if i != node.index]
         own = "its own sample dimension and " if node.index in self.nodes else ""
@@ -122,8 +127,7 @@ class SamplePlan:
             "f(u[None], v[:, None])), or declare a reduction with scg.cost(..., reduced=node)"
         )
 
-    def weight(self, lay: tuple[int, ...], shape: torch.Size,
-               node: Node) -> tuple[float, torch.Tensor | None]:
+    def weight(self, lay: tuple[int, ...], shape: torch.Size, node: Node) -> tuple[float, torch.Tensor | None]:
         """ω for a tensor of ``shape`` with layout ``lay``: a float (Π 1/k) and a tensor factor
         (Π p of enumerated nodes, broadcastable to ``shape``), or None when there is none."""
         scale = 1.0
@@ -140,28 +144,32 @@ class SamplePlan:
             ulay = self.layout(u)
             missing = [self.nodes[i] for i in ulay if i not in pos]
             if missing:
-                raise SCGError(f"{node.describe()} reduces the sample dimension of "
-                               f"{_describe_layout(missing)} but keeps that of the enumerated "
-                               f"{u.describe()}, whose probabilities depend on it")
+                raise SCGError(
+                    f"{node.describe()} reduces the sample dimension of "
+                    f"{_describe_layout(missing)} but keeps that of the enumerated "
+                    f"{u.describe()}, whose probabilities depend on it"
+                )
             p = u.estimator.weights(u)
-            bshape = p.shape[len(ulay):]
+            bshape = p.shape[len(ulay) :]
             if len(bshape) > len(rest) or any(b not in (1, r) for b, r in zip(bshape, rest)):
                 raise SCGError(
                     f"{node.describe()} has shape {tuple(shape)}: after its sample dimensions its "
                     f"batch dimensions {tuple(rest)} do not line up with the batch shape "
                     f"{tuple(bshape)} of the enumerated {u.describe()}; keep the node's batch "
-                    "dimensions (an enumerated element is weighted by its own probability)")
+                    "dimensions (an enumerated element is weighted by its own probability)"
+                )
             view = [1] * len(shape)
-            for i, s in zip(ulay, p.shape[:len(ulay)]):
+            for i, s in zip(ulay, p.shape[: len(ulay)]):
                 view[pos[i]] = s
-            view[m:m + len(bshape)] = list(bshape)
+            view[m : m + len(bshape)] = list(bshape)
             p = p.reshape(view)
             w = p if w is None else w * p
         return scale, w
 
 
-def _align_rest(x: torch.Tensor, target: torch.Size, src: Node, dst: Node,
-                reverse: bool, expand: bool = True) -> torch.Tensor:
+def _align_rest(
+    x: torch.Tensor, target: torch.Size, src: Node, dst: Node, reverse: bool, expand: bool = True
+) -> torch.Tensor:
     """Align the trailing dims of ``x`` (q, *S) to ``target`` by leading (batch) dimensions.
 
     Forward (cost → node): cost dims beyond the node's, or where the node has 1, are summed.
@@ -190,7 +198,8 @@ def _align_rest(x: torch.Tensor, target: torch.Size, src: Node, dst: Node,
             f"{cost.describe()} has batch shape {tuple(cshape)}, which does not line up with the "
             f"batch shape {tuple(nshape)} of {node.describe()} that influences it: scg aligns "
             f"leading (batch) dimensions, so dimension {i} must be equal or 1 in one of them; "
-            "reshape the cost or the node")
+            "reshape the cost or the node"
+        )
     if sum_dims:
         x = x.sum(dim=tuple(sum_dims), keepdim=True)
     missing = k - (x.dim() - 1)
@@ -199,8 +208,7 @@ def _align_rest(x: torch.Tensor, target: torch.Size, src: Node, dst: Node,
     return x.expand(x.shape[0], *target) if expand else x
 
 
-def _move(x: torch.Tensor, src: tuple[int, ...], dst: tuple[int, ...],
-          sizes: dict[int, int]) -> torch.Tensor:
+def _move(x: torch.Tensor, src: tuple[int, ...], dst: tuple[int, ...], sizes: dict[int, int]) -> torch.Tensor:
     """Rearrange the sample dims of ``x`` (q, *src dims, *rest) into (q, *dst dims, *rest):
     dims in ``src`` only are summed, dims in ``dst`` only are broadcast (both lists are ordered
     newest first, so the common ones keep their order)."""
@@ -212,33 +220,46 @@ def _move(x: torch.Tensor, src: tuple[int, ...], dst: tuple[int, ...],
         if u not in kept:
             x = x.unsqueeze(1 + j)
     lead = [sizes[u] for u in dst]
-    return x.expand(x.shape[0], *lead, *x.shape[1 + len(dst):])
+    return x.expand(x.shape[0], *lead, *x.shape[1 + len(dst) :])
 
 
-def align_batch_to_node(x: torch.Tensor, c_lay: tuple[int, ...], v_lay: tuple[int, ...],
-                        node_shape: torch.Size, cost: Node, node: Node,
-                        sizes: dict[int, int], expand: bool = True) -> torch.Tensor:
+def align_batch_to_node(
+    x: torch.Tensor,
+    c_lay: tuple[int, ...],
+    v_lay: tuple[int, ...],
+    node_shape: torch.Size,
+    cost: Node,
+    node: Node,
+    sizes: dict[int, int],
+    expand: bool = True,
+) -> torch.Tensor:
     """Stacked costs ``(q, *cost_shape)`` → ``(q, *node_shape)`` for crediting ``node``
     (``expand=False``: batch dimensions the cost lacks are left at size 1, broadcastable)."""
     if not c_lay and not v_lay:
         return _align_rest(x, node_shape, cost, node, reverse=False, expand=expand)
     y = _move(x, c_lay, v_lay, sizes)
     q, nv = y.shape[0], len(v_lay)
-    lead = y.shape[1:1 + nv]
-    flat = y.reshape(-1, *y.shape[1 + nv:])
+    lead = y.shape[1 : 1 + nv]
+    flat = y.reshape(-1, *y.shape[1 + nv :])
     flat = _align_rest(flat, node_shape[nv:], cost, node, reverse=False, expand=expand)
     return flat.reshape(q, *lead, *flat.shape[1:])
 
 
-def align_batch_to_cost(x: torch.Tensor, v_lay: tuple[int, ...], c_lay: tuple[int, ...],
-                        cost_shape: torch.Size, node: Node, cost: Node,
-                        sizes: dict[int, int]) -> torch.Tensor:
+def align_batch_to_cost(
+    x: torch.Tensor,
+    v_lay: tuple[int, ...],
+    c_lay: tuple[int, ...],
+    cost_shape: torch.Size,
+    node: Node,
+    cost: Node,
+    sizes: dict[int, int],
+) -> torch.Tensor:
     """Stacked log-probabilities ``(r, *node_shape)`` → ``(r, *cost_shape)`` (DiCE's τ_c)."""
     if not c_lay and not v_lay:
         return _align_rest(x, cost_shape, node, cost, reverse=True)
     y = _move(x, v_lay, c_lay, sizes)
     r, m = y.shape[0], len(c_lay)
-    lead = y.shape[1:1 + m]
-    flat = y.reshape(-1, *y.shape[1 + m:])
+    lead = y.shape[1 : 1 + m]
+    flat = y.reshape(-1, *y.shape[1 + m :])
     flat = _align_rest(flat, cost_shape[m:], node, cost, reverse=True)
     return flat.reshape(r, *lead, *cost_shape[m:])

@@ -31,8 +31,7 @@ from scg.graph.graph import Graph
 from scg.graph.nodes import CostNode, Node, StochasticNode
 from scg.graph.tracking import bits
 
-__all__ = ["check_after_registration", "check_baseline_inputs", "check_enumerated",
-           "check_pathwise"]
+__all__ = ["check_after_registration", "check_baseline_inputs", "check_enumerated", "check_pathwise"]
 
 
 def check_after_registration(graph: Graph, full: Sequence[int]) -> None:
@@ -40,28 +39,34 @@ def check_after_registration(graph: Graph, full: Sequence[int]) -> None:
     for c in graph._costs:
         version = c.version
         if version is not None and c.value._version != version:
-            raise SCGError(f"{c.describe()} was written in place after scg.cost registered "
-                           "it; the influence scg recorded no longer describes its value. Register "
-                           "the cost after its last write (or pass a copy: scg.cost(c.clone()))")
+            raise SCGError(
+                f"{c.describe()} was written in place after scg.cost registered "
+                "it; the influence scg recorded no longer describes its value. Register "
+                "the cost after its last write (or pass a copy: scg.cost(c.clone()))"
+            )
     # (baseline inputs are recorded only for nodes registered with a baseline)
     for node in graph.nodes if graph._n_baselines else ():
         inputs = getattr(node, "baseline_inputs", None)
         for t, version in inputs.versions if inputs is not None else ():
             if t._version != version:
-                raise SCGError(f"an input of the baseline of {node.describe()} was written in "
-                               "place after the node was registered; a baseline may only use "
-                               "information from before the sample (Theorem 2), which scg checks "
-                               "when the node is drawn. Pass a copy to the baseline (x.clone())")
+                raise SCGError(
+                    f"an input of the baseline of {node.describe()} was written in "
+                    "place after the node was registered; a baseline may only use "
+                    "information from before the sample (Theorem 2), which scg checks "
+                    "when the node is drawn. Pass a copy to the baseline (x.clone())"
+                )
     if graph._nested:
         nested = sum(1 << i for i in graph._nested)
         for c in graph.cost_nodes:
             hit = full[c.index] & nested
             if hit:
                 i = next(iter(bits(hit)))
-                raise SCGError(f"{c.describe()} is computed from {graph._nested[i]}, which was "
-                               "drawn in a scg.Graph nested inside this one: this graph has no "
-                               "score term for it, so the gradient would be biased. Draw it in "
-                               "this graph, or keep its costs in the nested graph")
+                raise SCGError(
+                    f"{c.describe()} is computed from {graph._nested[i]}, which was "
+                    "drawn in a scg.Graph nested inside this one: this graph has no "
+                    "score term for it, so the gradient would be biased. Draw it in "
+                    "this graph, or keep its costs in the nested graph"
+                )
 
 
 def check_baseline_inputs(graph: Graph, full: Sequence[int]) -> None:
@@ -81,18 +86,22 @@ def check_baseline_inputs(graph: Graph, full: Sequence[int]) -> None:
             reach |= full[j]
         if isinstance(node, StochasticNode):
             if reach >> node.index & 1:
-                raise SCGError(f"the baseline inputs of {node.describe()} are computed from the "
-                               "node's own sample; a baseline may only use information from "
-                               "before the sample (Theorem 2), otherwise the estimate is biased")
+                raise SCGError(
+                    f"the baseline inputs of {node.describe()} are computed from the "
+                    "node's own sample; a baseline may only use information from "
+                    "before the sample (Theorem 2), otherwise the estimate is biased"
+                )
             continue
         for j in bits(reach & full[node.index]):
             v = graph.nodes[j]
             if isinstance(v, StochasticNode) and v.estimator.score:
-                raise SCGError(f"the baseline inputs of {node.describe()} are computed from "
-                               f"{v.describe()}, which influences the cost: subtracting it from "
-                               "the cost would bias that node's gradient (Theorem 2); use a "
-                               "baseline that does not depend on it (e.g. an EMA) or attach it "
-                               "to a later node")
+                raise SCGError(
+                    f"the baseline inputs of {node.describe()} are computed from "
+                    f"{v.describe()}, which influences the cost: subtracting it from "
+                    "the cost would bias that node's gradient (Theorem 2); use a "
+                    "baseline that does not depend on it (e.g. an EMA) or attach it "
+                    "to a later node"
+                )
 
 
 def check_enumerated(graph: Graph, plates: PlateCheck, costs: Sequence[CostNode]) -> None:
@@ -102,24 +111,26 @@ def check_enumerated(graph: Graph, plates: PlateCheck, costs: Sequence[CostNode]
             continue
         for c in costs:
             if plates.mixed(v, c):
-                raise SCGError(f"{c.describe()} mixes the batch elements of the enumerated "
-                               f"{v.describe()}: Enumerate() enumerates every example's support "
-                               "in lockstep, which is exact only when each example's cost depends "
-                               "on its own element. Use a score-function estimator, or enumerate "
-                               "one example per node")
+                raise SCGError(
+                    f"{c.describe()} mixes the batch elements of the enumerated "
+                    f"{v.describe()}: Enumerate() enumerates every example's support "
+                    "in lockstep, which is exact only when each example's cost depends "
+                    "on its own element. Use a score-function estimator, or enumerate "
+                    "one example per node"
+                )
 
 
 def check_pathwise(graph: Graph, full: Sequence[int], costs: Sequence[CostNode]) -> None:
     """Warn when a pathwise node influences a cost only through non-differentiable operations."""
-    pathwise = [v for v in graph.stochastic_nodes
-                if isinstance(v.estimator, Pathwise) and v.value.requires_grad]
+    pathwise = [v for v in graph.stochastic_nodes if isinstance(v.estimator, Pathwise) and v.value.requires_grad]
     if not pathwise:
         return
     direct = _non_score_closure(graph)
     tracker = graph._tracker_obj if graph.tracked else None
     for c in costs:
-        wanted = {v.value.grad_fn: v for v in pathwise
-                  if direct[c.index] >> v.index & 1 and v.value.grad_fn is not None}
+        wanted = {
+            v.value.grad_fn: v for v in pathwise if direct[c.index] >> v.index & 1 and v.value.grad_fn is not None
+        }
         for fn in _reachable(c.value.grad_fn, set(wanted)) if wanted else ():
             wanted.pop(fn, None)
         # some path, not every one, through a gradient break (scg.graph.tracking)
@@ -133,14 +144,18 @@ def check_pathwise(graph: Graph, full: Sequence[int], costs: Sequence[CostNode])
                     "differentiable paths: the pathwise gradient misses that path's part, which "
                     "is biased unless the cost is continuous there (torch.where(x > 0, x, 0)). "
                     "Use scg.sample(..., estimator=scg.ScoreFunction()) for this node",
-                    NonDifferentiablePathWarning, stacklevel=3)
+                    NonDifferentiablePathWarning,
+                    stacklevel=3,
+                )
         for v in wanted.values():
             warnings.warn(
                 f"{c.describe()} depends on the pathwise {v.describe()} only through operations "
                 "autograd cannot differentiate (a comparison or step function, detach(), "
                 "torch.no_grad(), an integer cast): its pathwise gradient there is zero, which "
                 "is biased. Use scg.sample(..., estimator=scg.ScoreFunction()) for this node",
-                NonDifferentiablePathWarning, stacklevel=3)
+                NonDifferentiablePathWarning,
+                stacklevel=3,
+            )
 
 
 def _non_score_closure(graph: Graph) -> list[int]:
@@ -173,4 +188,3 @@ def _reachable(root: Any, targets: set[Any]) -> set[Any]:
                 seen.add(nxt)
                 stack.append(nxt)
     return found
-

@@ -57,8 +57,14 @@ from scg.graph.nodes import NO_SAMPLE_DIMS, SampleInfo
 __all__ = ["objective", "surrogate_loss"]
 
 
-def surrogate_loss(graph: Graph, *, discount: float | None = None, dice: bool = False,
-                   dice_lambda: float | None = None, score_scale: float = 1.0) -> torch.Tensor:
+def surrogate_loss(
+    graph: Graph,
+    *,
+    discount: float | None = None,
+    dice: bool = False,
+    dice_lambda: float | None = None,
+    score_scale: float = 1.0,
+) -> torch.Tensor:
     """Build the surrogate loss of ``graph`` (Algorithm 1; see the module docstring).
 
     Args:
@@ -85,8 +91,9 @@ def surrogate_loss(graph: Graph, *, discount: float | None = None, dice: bool = 
     _check_options(graph, discount, dice, dice_lambda, score_scale)
     if torch.compiler.is_compiling():  # dynamo traces the program: no NumPy, no host reads
         graph._surrogate_built = True
-        return traced_surrogate_loss(graph, discount=discount, dice=dice,
-                                     dice_lambda=dice_lambda, score_scale=score_scale)
+        return traced_surrogate_loss(
+            graph, discount=discount, dice=dice, dice_lambda=dice_lambda, score_scale=score_scale
+        )
     full = graph.full_influence()
     check_after_registration(graph, full)
     check_baseline_inputs(graph, full)
@@ -97,8 +104,9 @@ def surrogate_loss(graph: Graph, *, discount: float | None = None, dice: bool = 
     cgs = cost_groups(plan, graph._costs, losses, graph._n_baselines > 0)
     ngs = node_groups(plan, graph.nodes)
     if dice and dice_lambda is None:
-        return dice_mod.dice_objective(plan, cgs, ngs, _dice_baselines(graph, plan, ngs, cgs,
-                                                                       losses), score_scale, losses)
+        return dice_mod.dice_objective(
+            plan, cgs, ngs, _dice_baselines(graph, plan, ngs, cgs, losses), score_scale, losses
+        )
     loss = _costs_sum(cgs)  # Σ_c ω ⊙ c
     factors = None if dice_lambda is None else _loaded(graph, plan, ngs, dice_lambda)
     for gi, ng in enumerate(ngs):  # Σ_v log p(v) · stop_gradient(Ĉ_v − b_v)
@@ -106,8 +114,7 @@ def surrogate_loss(graph: Graph, *, discount: float | None = None, dice: bool = 
         if target is None:
             continue
         adv = apply_baselines(ng.members, target, losses, _info(plan, ng)) if graph._n_baselines else target
-        adv, path = control_variates(ng, plan.samples, adv) if plan.node_groups[gi].cv else (
-            adv, None)
+        adv, path = control_variates(ng, plan.samples, adv) if plan.node_groups[gi].cv else (adv, None)
         if factors is None:
             factor = ng.logp - ng.logp.detach()
         else:  # Loaded DiCE credits the live costs (their θ-dependence meets the score there)
@@ -138,38 +145,44 @@ def _costs_sum(cgs: list[CostGroup]) -> torch.Tensor:
     return total
 
 
-def _check_options(graph: Graph, discount: float | None, dice: bool, dice_lambda: float | None,
-                   score_scale: float) -> None:
+def _check_options(
+    graph: Graph, discount: float | None, dice: bool, dice_lambda: float | None, score_scale: float
+) -> None:
     if graph._surrogate_built:
-        raise SCGError("surrogate_loss() was already called on this graph; a graph records one "
-                       "run of the program, so build a new scg.Graph() for the next estimate")
+        raise SCGError(
+            "surrogate_loss() was already called on this graph; a graph records one "
+            "run of the program, so build a new scg.Graph() for the next estimate"
+        )
     if not graph._costs:
         raise SCGError("surrogate_loss() on a graph with no cost nodes: add costs with scg.cost()")
     if not isinstance(score_scale, (int, float)) or not math.isfinite(score_scale):
-        raise SCGError(f"surrogate_loss(score_scale=...): expected a finite number, got "
-                       f"{score_scale!r}")
+        raise SCGError(f"surrogate_loss(score_scale=...): expected a finite number, got {score_scale!r}")
     if dice and discount is not None and dice_lambda is None:
-        raise SCGError("surrogate_loss(dice=True, discount=...): the DiCE objective has no "
-                       "per-(node, cost) discount; use dice_lambda=λ (Loaded DiCE), which credits "
-                       "discounted costs-to-go")
-    if dice_lambda is not None and (isinstance(dice_lambda, bool)
-                                    or not isinstance(dice_lambda, (int, float))
-                                    or not 0.0 <= dice_lambda <= 1.0):
-        raise SCGError(f"surrogate_loss(dice_lambda=...): expected a number in [0, 1], got "
-                       f"{dice_lambda!r}")
+        raise SCGError(
+            "surrogate_loss(dice=True, discount=...): the DiCE objective has no "
+            "per-(node, cost) discount; use dice_lambda=λ (Loaded DiCE), which credits "
+            "discounted costs-to-go"
+        )
+    if dice_lambda is not None and (
+        isinstance(dice_lambda, bool) or not isinstance(dice_lambda, (int, float)) or not 0.0 <= dice_lambda <= 1.0
+    ):
+        raise SCGError(f"surrogate_loss(dice_lambda=...): expected a number in [0, 1], got {dice_lambda!r}")
 
 
-def _dice_baselines(graph: Graph, plan: CreditPlan, ngs: list[NodeGroup], cgs: list[CostGroup],
-                    losses: list[torch.Tensor]) -> list[torch.Tensor | None]:
+def _dice_baselines(
+    graph: Graph, plan: CreditPlan, ngs: list[NodeGroup], cgs: list[CostGroup], losses: list[torch.Tensor]
+) -> list[torch.Tensor | None]:
     """DiCE's baseline per node group, Σ_{v≺c} ω b_c + b_v (None without baselines); refuses
     the credit DiCE's per-element weights cannot express."""
     mixed = plan.mixed
     if mixed.any() or any(v.plates is not None for ng in ngs for v in ng.members):
         i, j = (int(x[0]) for x in np.nonzero(mixed)) if mixed.any() else (0, 0)
-        raise SCGError(f"surrogate_loss(dice=True): {graph.cost_nodes[j].describe()} mixes the "
-                       f"batch elements of {graph.nodes[plan.score[i]].describe()} (or a node "
-                       "declares plates=); DiCE's per-element weights would be biased there: use "
-                       "dice_lambda=1.0 (Loaded DiCE, same derivatives) or the default surrogate")
+        raise SCGError(
+            f"surrogate_loss(dice=True): {graph.cost_nodes[j].describe()} mixes the "
+            f"batch elements of {graph.nodes[plan.score[i]].describe()} (or a node "
+            "declares plates=); DiCE's per-element weights would be biased there: use "
+            "dice_lambda=1.0 (Loaded DiCE, same derivatives) or the default surrogate"
+        )
     has_cost_baselines = any(c.baseline is not None for c in graph.cost_nodes)
     out: list[torch.Tensor | None] = []
     for gi, ng in enumerate(ngs):
@@ -186,8 +199,7 @@ def _dice_baselines(graph: Graph, plan: CreditPlan, ngs: list[NodeGroup], cgs: l
     return out
 
 
-def _loaded(graph: Graph, plan: CreditPlan, ngs: list[NodeGroup], lam: float
-            ) -> list[torch.Tensor]:
+def _loaded(graph: Graph, plan: CreditPlan, ngs: list[NodeGroup], lam: float) -> list[torch.Tensor]:
     """Loaded DiCE's per-group factors ⊡(w_v) − ⊡(w_v − log p_v) (see `scg.credit.dice`)."""
     score = [graph.nodes[i] for i in plan.score]
     anc = influence_matrix(graph.full_influence(), score, score)  # anc[u, v]: u influences v
@@ -196,8 +208,9 @@ def _loaded(graph: Graph, plan: CreditPlan, ngs: list[NodeGroup], lam: float
     return dice_mod.loaded_factors(plan, ngs, lw)
 
 
-def _loaded_signal(plan: CreditPlan, gi: int, ng: NodeGroup, cgs: list[CostGroup], target: torch.Tensor,
-                   adv: torch.Tensor) -> torch.Tensor:
+def _loaded_signal(
+    plan: CreditPlan, gi: int, ng: NodeGroup, cgs: list[CostGroup], target: torch.Tensor, adv: torch.Tensor
+) -> torch.Tensor:
     """Loaded DiCE's signal: the live Ĉ (not stopped) minus the detached baselines."""
     live = c_hat(plan, gi, ng, cgs, "live")
     assert live is not None

@@ -41,9 +41,11 @@ __all__ = ["traced_surrogate_loss"]
 
 
 def _refuse(what: str) -> SCGError:
-    return SCGError(f"surrogate_loss() inside torch.compile: {what}; build the surrogate outside "
-                    "the compiled function (compile the model's functions only), or drop the "
-                    "feature from the compiled step (docs/performance.md)")
+    return SCGError(
+        f"surrogate_loss() inside torch.compile: {what}; build the surrogate outside "
+        "the compiled function (compile the model's functions only), or drop the "
+        "feature from the compiled step (docs/performance.md)"
+    )
 
 
 def _check_supported(graph: Graph, dice: bool, dice_lambda: float | None) -> Declared:
@@ -53,8 +55,7 @@ def _check_supported(graph: Graph, dice: bool, dice_lambda: float | None) -> Dec
     if dice or dice_lambda is not None:
         raise _refuse("DiCE objectives (dice=, dice_lambda=) are not traced")
     if structure.per_example is not True:
-        raise _refuse(f"{structure!r} declares per_example={structure.per_example!r}; only "
-                      "per_example=True is traced")
+        raise _refuse(f"{structure!r} declares per_example={structure.per_example!r}; only per_example=True is traced")
     for v in graph._stochastic:
         if v.n is not None or v.enumerated:
             raise _refuse(f"{v.describe()} has a sample dimension (n= or Enumerate)")
@@ -63,16 +64,16 @@ def _check_supported(graph: Graph, dice: bool, dice_lambda: float | None) -> Dec
         if v.plates is not None:
             raise _refuse(f"{v.describe()} declares plates=")
         if has_cv(v):
-            raise _refuse(f"{v.describe()} uses {v.estimator!r}, whose control variates are "
-                          "not traced")
+            raise _refuse(f"{v.describe()} uses {v.estimator!r}, whose control variates are not traced")
     for c in graph._costs:
         if c.baseline is not None:
             raise _refuse(f"{c.describe()} has a baseline (baselines keep state across steps)")
     return structure
 
 
-def traced_surrogate_loss(graph: Graph, *, discount: float | None, dice: bool,
-                          dice_lambda: float | None, score_scale: float) -> torch.Tensor:
+def traced_surrogate_loss(
+    graph: Graph, *, discount: float | None, dice: bool, dice_lambda: float | None, score_scale: float
+) -> torch.Tensor:
     """The surrogate of ``graph`` (a declared graph opened inside ``torch.compile``), equal in
     value and gradient to `scg.credit.surrogate.surrogate_loss`'s for the features above."""
     structure = _check_supported(graph, dice, dice_lambda)
@@ -91,13 +92,14 @@ def traced_surrogate_loss(graph: Graph, *, discount: float | None, dice: bool,
         part = stack.sum()
         loss = part if loss is None else loss + part
     assert loss is not None  # (surrogate_loss refuses a graph without costs)
-    pairs = [(i, j) for i, v in enumerate(score) for j, c in enumerate(costs)
-             if full[c.index] >> v.index & 1]
-    w = {(i, j): 1.0 for i, j in pairs} if discount is None else {
-        (i, j): x for i, j, x in step_weights(pairs, score, costs, discount)}
+    pairs = [(i, j) for i, v in enumerate(score) for j, c in enumerate(costs) if full[c.index] >> v.index & 1]
+    w = (
+        {(i, j): 1.0 for i, j in pairs}
+        if discount is None
+        else {(i, j): x for i, j, x in step_weights(pairs, score, costs, discount)}
+    )
     graph._credit = {(score[i].index, costs[j].index): False for i, j in pairs}
-    for rows in group(score, lambda v: (tuple(logp(v).shape), logp(v).dtype,
-                                        logp(v).device)).values():
+    for rows in group(score, lambda v: (tuple(logp(v).shape), logp(v).dtype, logp(v).device)).values():
         lp = torch.stack([logp(score[i]) for i in rows])  # (r, *shape)
         node_shape = lp.shape[1:]
         c_hat: torch.Tensor | None = None
@@ -105,8 +107,9 @@ def traced_surrogate_loss(graph: Graph, *, discount: float | None, dice: bool,
             weights = [[w.get((i, j), 0.0) for j in cols] for i in rows]
             if not any(x for row in weights for x in row):
                 continue
-            small = align_batch_to_node(stacks[key].detach(), (), (), node_shape,
-                                        costs[cols[0]], score[rows[0]], {}, expand=False)
+            small = align_batch_to_node(
+                stacks[key].detach(), (), (), node_shape, costs[cols[0]], score[rows[0]], {}, expand=False
+            )
             wt = torch.tensor(weights, dtype=small.dtype, device=small.device)  # (r, q)
             part = apply_weights(wt, small, len(cols), node_shape)
             c_hat = part if c_hat is None else c_hat + part

@@ -53,8 +53,10 @@ class Enumerate(Estimator):
         if len(sample_shape):
             raise SCGError("Enumerate() takes no n=: the support is the sample dimension")
         if not dist.has_enumerate_support:
-            raise SCGError(f"Enumerate() needs a distribution with finite support "
-                           f"(enumerate_support), but {type(dist).__name__} has none; use "
-                           "ScoreFunction() or a relaxation")
+            raise SCGError(
+                f"Enumerate() needs a distribution with finite support "
+                f"(enumerate_support), but {type(dist).__name__} has none; use "
+                "ScoreFunction() or a relaxation"
+            )
         with torch.no_grad():
             return dist.enumerate_support(expand=True)

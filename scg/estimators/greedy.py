@@ -23,8 +23,7 @@ from scg.errors import SCGError
 __all__ = ["greedy"]
 
 
-def greedy(name: str, step: int | None, dist: Distribution,
-           sample_shape: torch.Size) -> torch.Tensor:
+def greedy(name: str, step: int | None, dist: Distribution, sample_shape: torch.Size) -> torch.Tensor:
     """The mode of ``dist`` (argmax for discrete nodes), repeated over ``sample_shape``.
 
     Signature of a ``scg.Graph(intervene=...)`` callable. Bernoulli ties (p = 1/2) give 0.
@@ -37,7 +36,9 @@ def greedy(name: str, step: int | None, dist: Distribution,
         try:
             mode = dist.mode
         except NotImplementedError:
-            raise SCGError(f"scg.estimators.greedy: node '{name}' has a {type(dist).__name__}, "
-                           "which does not implement mode; intervene on it yourself") from None
+            raise SCGError(
+                f"scg.estimators.greedy: node '{name}' has a {type(dist).__name__}, "
+                "which does not implement mode; intervene on it yourself"
+            ) from None
     mode = mode.detach()
     return mode.expand(torch.Size(sample_shape) + mode.shape)

@@ -30,8 +30,13 @@ __all__ = ["multinomial_attention"]
 
 
 def multinomial_attention(
-    probs: torch.Tensor | None = None, k: int = 1, *, logits: torch.Tensor | None = None,
-    name: str | None = None, step: int | None = None, baseline: Baseline | None = None,
+    probs: torch.Tensor | None = None,
+    k: int = 1,
+    *,
+    logits: torch.Tensor | None = None,
+    name: str | None = None,
+    step: int | None = None,
+    baseline: Baseline | None = None,
 ) -> torch.Tensor:
     """Sample μ ~ Multinomial(k, α) as a score-function node and return α̃ = μ / k.
 
@@ -46,11 +51,9 @@ def multinomial_attention(
     from scg.graph.build import sample
 
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise SCGError(f"multinomial_attention(name={name!r}, k=...): expected a positive int, "
-                       f"got {k!r}")
+        raise SCGError(f"multinomial_attention(name={name!r}, k=...): expected a positive int, got {k!r}")
     if (probs is None) == (logits is None):
-        raise SCGError(f"multinomial_attention(name={name!r}): give exactly one of probs and "
-                       "logits")
+        raise SCGError(f"multinomial_attention(name={name!r}): give exactly one of probs and logits")
     dist = Multinomial(k, probs=probs, logits=logits)
     mu = sample(dist, name=name, step=step, estimator=ScoreFunction(baseline))
     return mu / k

@@ -80,10 +80,13 @@ class RELAX(LearnedControl):
 
     def draw(self, dist: Distribution, sample_shape: torch.Size) -> torch.Tensor:
         if not isinstance(dist, (Categorical, OneHotCategorical, Bernoulli)) and not (
-                isinstance(dist, Independent) and isinstance(dist.base_dist, Bernoulli)):
-            raise SCGError(f"{type(self).__name__}() supports Categorical, OneHotCategorical, "
-                           f"Bernoulli and Independent(Bernoulli) nodes, not "
-                           f"{type(dist).__name__}")
+            isinstance(dist, Independent) and isinstance(dist.base_dist, Bernoulli)
+        ):
+            raise SCGError(
+                f"{type(self).__name__}() supports Categorical, OneHotCategorical, "
+                f"Bernoulli and Independent(Bernoulli) nodes, not "
+                f"{type(dist).__name__}"
+            )
         with torch.no_grad():
             out: torch.Tensor = dist.sample(sample_shape)  # type: ignore[no-untyped-call]
         return out

@@ -58,16 +58,18 @@ class GumbelSoftmax(Estimator):
         if isinstance(temperature, torch.Tensor):
             if not bool(torch.isfinite(temperature).all()) or bool((temperature <= 0).any()):
                 raise SCGError("GumbelSoftmax(temperature): must be positive and finite")
-        elif (isinstance(temperature, bool) or not isinstance(temperature, (int, float))
-              or not math.isfinite(temperature) or temperature <= 0):
-            raise SCGError(f"GumbelSoftmax(temperature): expected a positive number, got "
-                           f"{temperature!r}")
+        elif (
+            isinstance(temperature, bool)
+            or not isinstance(temperature, (int, float))
+            or not math.isfinite(temperature)
+            or temperature <= 0
+        ):
+            raise SCGError(f"GumbelSoftmax(temperature): expected a positive number, got {temperature!r}")
         self.temperature = temperature
         self.hard = bool(hard)
 
     def draw(self, dist: Distribution, sample_shape: torch.Size) -> torch.Tensor:
-        temp = torch.as_tensor(self.temperature, dtype=dist.logits.dtype
-                               if hasattr(dist, "logits") else None)
+        temp = torch.as_tensor(self.temperature, dtype=dist.logits.dtype if hasattr(dist, "logits") else None)
         if isinstance(dist, OneHotCategorical):
             y = RelaxedOneHotCategorical(temp, logits=dist.logits).rsample(sample_shape)
             if not self.hard:
@@ -79,10 +81,14 @@ class GumbelSoftmax(Estimator):
             if not self.hard:
                 return y
             return (y > 0.5).to(y.dtype) + (y - y.detach())
-        hint = (" (use OneHotCategorical: the relaxed value is a point of the simplex, not an "
-                "index)") if type(dist).__name__ == "Categorical" else ""
-        raise SCGError(f"GumbelSoftmax() relaxes OneHotCategorical and Bernoulli nodes, not "
-                       f"{type(dist).__name__}{hint}")
+        hint = (
+            (" (use OneHotCategorical: the relaxed value is a point of the simplex, not an index)")
+            if type(dist).__name__ == "Categorical"
+            else ""
+        )
+        raise SCGError(
+            f"GumbelSoftmax() relaxes OneHotCategorical and Bernoulli nodes, not {type(dist).__name__}{hint}"
+        )
 
     def __repr__(self) -> str:
         return f"GumbelSoftmax(temperature={self.temperature!r}, hard={self.hard})"

@@ -55,10 +55,10 @@ def _alias(g: Graph, value: torch.Tensor) -> tuple[torch.Tensor, int]:
 
 
 def _check_plates(plates: object, fn: str, name: str | None, location: Location | str) -> None:
-    if plates is not None and (isinstance(plates, bool) or not isinstance(plates, int)
-                               or plates < 0):
-        raise SCGError(f"scg.{fn}(name={name!r}, plates=...) at {location}: expected None or an "
-                       f"int >= 0, got {plates!r}")
+    if plates is not None and (isinstance(plates, bool) or not isinstance(plates, int) or plates < 0):
+        raise SCGError(
+            f"scg.{fn}(name={name!r}, plates=...) at {location}: expected None or an int >= 0, got {plates!r}"
+        )
 
 
 def sample(
@@ -106,22 +106,28 @@ def sample(
     if estimator is None:
         estimator = default_for(dist)
     elif not isinstance(estimator, Estimator):
-        raise SCGError(f"scg.sample(name={name!r}, estimator=...) at {location}: expected an "
-                       f"scg Estimator, got {type(estimator).__name__}")
+        raise SCGError(
+            f"scg.sample(name={name!r}, estimator=...) at {location}: expected an "
+            f"scg Estimator, got {type(estimator).__name__}"
+        )
     node_baseline = baseline if baseline is not None else estimator.baseline
     check_baseline(node_baseline, "scg.sample", name, location)
     if baseline is not None and estimator.baseline is not None:
-        raise SCGError(f"scg.sample(name={name!r}) at {location}: a baseline was given both to "
-                       "the estimator and as baseline=; give one")
+        raise SCGError(
+            f"scg.sample(name={name!r}) at {location}: a baseline was given both to "
+            "the estimator and as baseline=; give one"
+        )
     if baseline is not None and not estimator.score:
-        raise SCGError(f"scg.sample(name={name!r}) at {location}: baseline= needs a "
-                       f"score-function estimator, but {estimator!r} adds no score term")
+        raise SCGError(
+            f"scg.sample(name={name!r}) at {location}: baseline= needs a "
+            f"score-function estimator, but {estimator!r} adds no score term"
+        )
     if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
-        raise SCGError(f"scg.sample(name={name!r}, n=...) at {location}: n must be a positive "
-                       f"int, got {n!r}")
+        raise SCGError(f"scg.sample(name={name!r}, n=...) at {location}: n must be a positive int, got {n!r}")
     if n is not None and not estimator.multi_sample:
-        raise SCGError(f"scg.sample(name={name!r}, n={n}) at {location}: {estimator!r} does not "
-                       "support several samples per node")
+        raise SCGError(
+            f"scg.sample(name={name!r}, n={n}) at {location}: {estimator!r} does not support several samples per node"
+        )
     if plates is not None:
         _check_plates(plates, "sample", name, location)
     shape = _ONE if n is None else torch.Size((n,))
@@ -145,11 +151,25 @@ def sample(
         private, log_prob = _scored(g, dist, estimator, value, shape, name, location)
     inputs = getattr(node_baseline, "inputs", None) if node_baseline is not None else None
     node = g._register(
-        StochasticNode, name, step, value, parents, location, foreign=foreign, dist=dist,
-        estimator=estimator, baseline=node_baseline, log_prob=log_prob, n=n, private=private,
-        plates=plates if plates is not None else g.plates, enumerated=enumerated,
-        baseline_inputs=None if inputs is None else BaselineInputs(
-            mask=sum_masks(g, inputs), versions=_versions(inputs)))
+        StochasticNode,
+        name,
+        step,
+        value,
+        parents,
+        location,
+        foreign=foreign,
+        dist=dist,
+        estimator=estimator,
+        baseline=node_baseline,
+        log_prob=log_prob,
+        n=n,
+        private=private,
+        plates=plates if plates is not None else g.plates,
+        enumerated=enumerated,
+        baseline_inputs=None
+        if inputs is None
+        else BaselineInputs(mask=sum_masks(g, inputs), versions=_versions(inputs)),
+    )
     assert isinstance(node, StochasticNode)
     if tracked:
         _track_value(g, node, dist, raw, len(shape), fast)
@@ -159,9 +179,15 @@ def sample(
     return value
 
 
-def _drawn_first(g: Graph, dist: Distribution, estimator: Estimator, name: str | None,
-                 step: int | None, shape: torch.Size, location: Location | str
-                 ) -> torch.Tensor | None:
+def _drawn_first(
+    g: Graph,
+    dist: Distribution,
+    estimator: Estimator,
+    name: str | None,
+    step: int | None,
+    shape: torch.Size,
+    location: Location | str,
+) -> torch.Tensor | None:
     """The value of an enumerated node (its support) or the graph's intervention, drawn before
     the node's own draw; None when the estimator draws as usual."""
     if estimator.enumerates:  # (the estimator's own draws, e.g. measure-valued points, are scg's)
@@ -174,8 +200,9 @@ def _drawn_first(g: Graph, dist: Distribution, estimator: Estimator, name: str |
         raise SCGError(f"scg.sample(name={name!r}) at {location}: {e}") from None
 
 
-def _draw(g: Graph, estimator: Estimator, dist: Distribution, shape: torch.Size,
-          name: str | None, location: Location | str) -> torch.Tensor:
+def _draw(
+    g: Graph, estimator: Estimator, dist: Distribution, shape: torch.Size, name: str | None, location: Location | str
+) -> torch.Tensor:
     """``estimator.draw`` as scg's own computation (the tracker does not report its random
     draws); its errors name the node."""
     if g.tracked:
@@ -189,9 +216,15 @@ def _draw(g: Graph, estimator: Estimator, dist: Distribution, shape: torch.Size,
             g._tracker.drawing -= 1
 
 
-def _scored(g: Graph, dist: Distribution, estimator: Estimator, value: torch.Tensor,
-            shape: torch.Size, name: str | None, location: Location | str
-            ) -> tuple[bool, torch.Tensor | None]:
+def _scored(
+    g: Graph,
+    dist: Distribution,
+    estimator: Estimator,
+    value: torch.Tensor,
+    shape: torch.Size,
+    name: str | None,
+    location: Location | str,
+) -> tuple[bool, torch.Tensor | None]:
     """Whether the value is scored on a private copy (it does not require grad, so the program
     may edit its sample in place, ``tok.masked_fill_(done, pad)``, without breaking backward),
     and the node's log-probability (None when its estimator needs none), as scg's own
@@ -200,15 +233,23 @@ def _scored(g: Graph, dist: Distribution, estimator: Estimator, value: torch.Ten
     if g.tracked:
         g._tracker.drawing += 1
     try:
-        return private, _log_prob(dist, estimator, value.clone() if private else value,
-                                  estimator.score or estimator.enumerates, shape, name, location)
+        return private, _log_prob(
+            dist,
+            estimator,
+            value.clone() if private else value,
+            estimator.score or estimator.enumerates,
+            shape,
+            name,
+            location,
+        )
     finally:
         if g.tracked:
             g._tracker.drawing -= 1
 
 
-def _influence(g: Graph, dist: Distribution, estimator: Estimator, raw: torch.Tensor,
-               n_sample_dims: int, fast: bool) -> tuple[torch.Tensor, int, dict[int, int]]:
+def _influence(
+    g: Graph, dist: Distribution, estimator: Estimator, raw: torch.Tensor, n_sample_dims: int, fast: bool
+) -> tuple[torch.Tensor, int, dict[int, int]]:
     """A tracked sample's alias, parents and foreign positions (see `scg.graph.positions`)."""
     foreign = g.foreign(raw)
     value, parents = _alias(g, raw)
@@ -224,8 +265,9 @@ def _influence(g: Graph, dist: Distribution, estimator: Estimator, raw: torch.Te
     return value, parents, foreign
 
 
-def _track_value(g: Graph, node: StochasticNode, dist: Distribution, raw: torch.Tensor,
-                 n_sample_dims: int, fast: bool) -> None:
+def _track_value(
+    g: Graph, node: StochasticNode, dist: Distribution, raw: torch.Tensor, n_sample_dims: int, fast: bool
+) -> None:
     """Mark a tracked node's value with the node, and where its sample dimensions are."""
     value = node.value
     if not node.parents and g._grad_fns:  # parameters computed from a node outside the tracker?
@@ -234,16 +276,21 @@ def _track_value(g: Graph, node: StochasticNode, dist: Distribution, raw: torch.
     tracker = g._tracker
     tracker.register_node_value(value, node.index)
     if node.n is not None or tracker.sample_dims:  # where each sample dimension is
-        smap = node_value_map(tracker, node.index if node.n is not None else None, n_sample_dims,
-                              _dist_tensors(dist) if fast else [raw],
-                              len(dist.batch_shape) if fast else 0)
+        smap = node_value_map(
+            tracker,
+            node.index if node.n is not None else None,
+            n_sample_dims,
+            _dist_tensors(dist) if fast else [raw],
+            len(dist.batch_shape) if fast else 0,
+        )
         if smap:
             setattr(value, tracker.sattr, smap)
             tracker.sample_dims = True
 
 
-def _intervention(g: Graph, name: str | None, step: int | None, dist: Distribution,
-                  shape: torch.Size) -> torch.Tensor | None:
+def _intervention(
+    g: Graph, name: str | None, step: int | None, dist: Distribution, shape: torch.Size
+) -> torch.Tensor | None:
     """The graph's ``intervene`` hook for this node: its value (checked to have the node's shape)
     or None to draw as usual. In a tracked graph the hook's own draws (replays, reruns) are scg's."""
     assert g.intervene is not None
@@ -259,8 +306,9 @@ def _intervention(g: Graph, name: str | None, step: int | None, dist: Distributi
         expected_shape = shape + dist.batch_shape + dist.event_shape
         if not isinstance(raw, torch.Tensor) or raw.shape != expected_shape:
             got = tuple(raw.shape) if isinstance(raw, torch.Tensor) else type(raw).__name__
-            raise SCGError(f"the graph's intervention returned {got}, expected a tensor of shape "
-                           f"{tuple(expected_shape)}")
+            raise SCGError(
+                f"the graph's intervention returned {got}, expected a tensor of shape {tuple(expected_shape)}"
+            )
     return raw
 
 
@@ -273,8 +321,7 @@ def _versions(values: object) -> list[tuple[torch.Tensor, int]]:
     return []
 
 
-def _dist_foreign(g: Graph, dist: Distribution, n_sample_dims: int
-                  ) -> tuple[int, dict[int, int]]:
+def _dist_foreign(g: Graph, dist: Distribution, n_sample_dims: int) -> tuple[int, dict[int, int]]:
     """The union of the masks of a torch distribution's tensors (parameters, nested
     distributions and transforms: the nodes its samples are computed from, as
     `dist_mask`), and the foreign positions of its samples w.r.t. those nodes: the
@@ -325,8 +372,7 @@ def _is_torch_distribution(dist: object, depth: int = 0) -> bool:
     for v in vars(dist).values() if hasattr(dist, "__dict__") else ():
         items = v if isinstance(v, (list, tuple)) else [v]
         for item in items:
-            if isinstance(item, (Distribution, Transform)) and not _is_torch_distribution(
-                    item, depth + 1):
+            if isinstance(item, (Distribution, Transform)) and not _is_torch_distribution(item, depth + 1):
                 return False
     return True
 
@@ -351,9 +397,15 @@ def dist_mask(g: Graph, obj: object, depth: int = 0) -> int:
     return m
 
 
-def _log_prob(dist: Distribution, estimator: Estimator, value: torch.Tensor, needed: bool,
-              shape: torch.Size, name: str | None,
-              location: Location | str) -> torch.Tensor | None:
+def _log_prob(
+    dist: Distribution,
+    estimator: Estimator,
+    value: torch.Tensor,
+    needed: bool,
+    shape: torch.Size,
+    name: str | None,
+    location: Location | str,
+) -> torch.Tensor | None:
     if not needed:
         return None
     try:
@@ -423,23 +475,34 @@ def cost(
                 "must be a tensor so that scg can see which stochastic nodes it depends on"
                 + (" (it is not finite)" if not math.isfinite(value) else "")
             )
-        raise SCGError(f"scg.cost(name={name!r}) at {location}: expected a tensor, got "
-                       f"{type(value).__name__}")
+        raise SCGError(f"scg.cost(name={name!r}) at {location}: expected a tensor, got {type(value).__name__}")
     if not value.is_floating_point():
-        raise SCGError(f"scg.cost(name={name!r}) at {location}: a cost must be a floating-point "
-                       f"tensor, got dtype {value.dtype}; convert it with .float()")
+        raise SCGError(
+            f"scg.cost(name={name!r}) at {location}: a cost must be a floating-point "
+            f"tensor, got dtype {value.dtype}; convert it with .float()"
+        )
     check_baseline(baseline, "scg.cost", name, location)
     # (no version counters while dynamo traces)
-    fields: dict[str, object] = {"version": None if torch.compiler.is_compiling() else value._version,
-              "reduced": _reduced_mask(g, reduced, name, location) if reduced is not None else 0}
+    fields: dict[str, object] = {
+        "version": None if torch.compiler.is_compiling() else value._version,
+        "reduced": _reduced_mask(g, reduced, name, location) if reduced is not None else 0,
+    }
     inputs = getattr(baseline, "inputs", None) if baseline is not None else None
     if inputs is not None:
-        fields["baseline_inputs"] = BaselineInputs(mask=sum_masks(g, inputs),
-                                                   versions=_versions(inputs))
+        fields["baseline_inputs"] = BaselineInputs(mask=sum_masks(g, inputs), versions=_versions(inputs))
     tracked = g.tracked  # (untracked: the parents come from the graph's structure)
     vmask = g.mask(value) if tracked else 0
-    node = g._register(CostNode, name, step, value, vmask, location,
-                       foreign=g.foreign(value) if tracked else None, baseline=baseline, **fields)
+    node = g._register(
+        CostNode,
+        name,
+        step,
+        value,
+        vmask,
+        location,
+        foreign=g.foreign(value) if tracked else None,
+        baseline=baseline,
+        **fields,
+    )
     if tracked:
         check_untracked(g, node, [value], vmask)
     g._note(node)
@@ -451,21 +514,29 @@ def _reduced_mask(g: Graph, reduced: object, name: str | None, location: Locatio
     mask = 0
     for r in items:
         if not isinstance(r, (torch.Tensor, Node)):
-            raise SCGError(f"scg.cost(name={name!r}, reduced=...) at {location}: expected node "
-                           f"values or nodes, got {type(r).__name__}")
+            raise SCGError(
+                f"scg.cost(name={name!r}, reduced=...) at {location}: expected node "
+                f"values or nodes, got {type(r).__name__}"
+            )
         try:
             node = g.node(r)
         except SCGError:
-            raise SCGError(f"scg.cost(name={name!r}, reduced=...) at {location}: pass the value "
-                           "returned by scg.sample (or its node), not a tensor computed from "
-                           "it") from None
+            raise SCGError(
+                f"scg.cost(name={name!r}, reduced=...) at {location}: pass the value "
+                "returned by scg.sample (or its node), not a tensor computed from "
+                "it"
+            ) from None
         if not isinstance(node, StochasticNode) or node.n is None:
-            raise SCGError(f"scg.cost(name={name!r}, reduced=...) at {location}: "
-                           f"{node.describe()} has no sample dimension (draw it with n=k)")
+            raise SCGError(
+                f"scg.cost(name={name!r}, reduced=...) at {location}: "
+                f"{node.describe()} has no sample dimension (draw it with n=k)"
+            )
         if node.enumerated:
-            raise SCGError(f"scg.cost(name={name!r}, reduced=...) at {location}: "
-                           f"{node.describe()} is enumerated; its dimension is weighted by "
-                           "p(value) and cannot be reduced by the cost")
+            raise SCGError(
+                f"scg.cost(name={name!r}, reduced=...) at {location}: "
+                f"{node.describe()} is enumerated; its dimension is weighted by "
+                "p(value) and cannot be reduced by the cost"
+            )
         mask |= 1 << node.index
     return mask
 
@@ -478,8 +549,7 @@ def deterministic(value: torch.Tensor, *, name: str, step: int | None = None) ->
     g = _open_graph("deterministic", name)
     location = caller_location()
     if not isinstance(value, torch.Tensor):
-        raise SCGError(f"scg.deterministic(name={name!r}) at {location}: expected a tensor, got "
-                       f"{type(value).__name__}")
+        raise SCGError(f"scg.deterministic(name={name!r}) at {location}: expected a tensor, got {type(value).__name__}")
     if not g.tracked:
         g._note(g._register(DeterministicNode, name, step, value, 0, location))
         return value
@@ -491,8 +561,7 @@ def deterministic(value: torch.Tensor, *, name: str, step: int | None = None) ->
     return alias
 
 
-def influenced_by(value: torch.Tensor, *sources: torch.Tensor | Node,
-                  per_element: bool = False) -> torch.Tensor:
+def influenced_by(value: torch.Tensor, *sources: torch.Tensor | Node, per_element: bool = False) -> torch.Tensor:
     """Declare that ``value`` depends on ``sources`` through a path scg cannot see.
 
     Use it where a sample left tensor land (``.item()``, Python ``if``) and came back::
@@ -515,8 +584,7 @@ def influenced_by(value: torch.Tensor, *sources: torch.Tensor | Node,
     g = _open_graph("influenced_by", None)
     location = caller_location()
     if not isinstance(value, torch.Tensor):
-        raise SCGError(f"scg.influenced_by at {location}: value must be a tensor, got "
-                       f"{type(value).__name__}")
+        raise SCGError(f"scg.influenced_by at {location}: value must be a tensor, got {type(value).__name__}")
     if not g.tracked:
         return value
     extra = 0
@@ -528,8 +596,9 @@ def influenced_by(value: torch.Tensor, *sources: torch.Tensor | Node,
             )
         m = sum_masks(g, s)
         if m == 0:
-            raise SCGError(f"scg.influenced_by at {location}: source {i} was not computed from "
-                           "any node of the open graph")
+            raise SCGError(
+                f"scg.influenced_by at {location}: source {i} was not computed from any node of the open graph"
+            )
         extra |= m
     foreign = g.foreign(value)
     if not per_element:  # a declared dependency: no per-element claim

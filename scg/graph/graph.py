@@ -33,7 +33,6 @@ _CURRENT: ContextVar[Graph | None] = ContextVar("scg_current_graph", default=Non
 _IDS = itertools.count()
 
 
-
 #: the graphs opened inside a function that ``torch.compile`` is tracing, innermost last. Dynamo
 #: cannot trace a ContextVar, so a graph entered while compiling is found here instead; the
 #: list is only touched during tracing (dynamo replays its net effect, which is empty)
@@ -105,14 +104,20 @@ class Graph:
             (`scg.graph.structure`, ``docs/performance.md``). ``None`` (default): tracked.
     """
 
-    def __init__(self, *, warn_on_escape: bool = True,
-                 intervene: Intervention | None = None, strict: bool = False,
-                 plates: int | None = None, structure: Structure | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        warn_on_escape: bool = True,
+        intervene: Intervention | None = None,
+        strict: bool = False,
+        plates: int | None = None,
+        structure: Structure | None = None,
+    ) -> None:
         if structure is not None and not isinstance(structure, Structure):
-            raise SCGError(f"scg.Graph(structure=...): expected scg.Declared, scg.Cached or None, "
-                           f"got {type(structure).__name__}")
-        if plates is not None and (isinstance(plates, bool) or not isinstance(plates, int)
-                                   or plates < 0):
+            raise SCGError(
+                f"scg.Graph(structure=...): expected scg.Declared, scg.Cached or None, got {type(structure).__name__}"
+            )
+        if plates is not None and (isinstance(plates, bool) or not isinstance(plates, int) or plates < 0):
             raise SCGError(f"scg.Graph(plates=...): expected None or an int >= 0, got {plates!r}")
         self.intervene = intervene
         self.strict = bool(strict)
@@ -149,10 +154,12 @@ class Graph:
         if self._state != "new":
             raise SCGError("a scg.Graph records one run: it cannot be entered twice; make a new one")
         if torch._C._are_functorch_transforms_active():
-            raise SCGError("scg.Graph entered inside torch.func.vmap/grad/jacrev: its nodes' "
-                           "values would be wrapped tensors scg cannot record. Vectorise through a "
-                           "batch dimension instead (each row of a batched node is credited with "
-                           "its own cost rows), and apply the transform to model functions only")
+            raise SCGError(
+                "scg.Graph entered inside torch.func.vmap/grad/jacrev: its nodes' "
+                "values would be wrapped tensors scg cannot record. Vectorise through a "
+                "batch dimension instead (each row of a batched node is credited with "
+                "its own cost rows), and apply the transform to model functions only"
+            )
         self._state = "open"
         if torch.compiler.is_compiling():
             return self._enter_traced()
@@ -163,8 +170,10 @@ class Graph:
             if self.structure is not None:
                 self.tracked = self.structure._begin()
                 if not self.tracked and self.strict:
-                    raise SCGError("scg.Graph(strict=True): escapes can only be found by tracking; "
-                                   f"{self.structure!r} does not track this graph")
+                    raise SCGError(
+                        "scg.Graph(strict=True): escapes can only be found by tracking; "
+                        f"{self.structure!r} does not track this graph"
+                    )
             if self.tracked:
                 self._tracker.__enter__()  # type: ignore[no-untyped-call]
         except BaseException:  # a graph that failed to open is neither open nor current
@@ -200,12 +209,17 @@ class Graph:
         if not isinstance(self.structure, Declared) or self.strict:
             raise SCGError(
                 "scg.Graph inside torch.compile: only scg.Graph(structure=scg.Declared(...)) "
-                "can be traced (got " + ("strict=True" if self.structure is not None and
-                                         isinstance(self.structure, Declared) else
-                                         f"structure={self.structure!r}") + "); a tracked or "
+                "can be traced (got "
+                + (
+                    "strict=True"
+                    if self.structure is not None and isinstance(self.structure, Declared)
+                    else f"structure={self.structure!r}"
+                )
+                + "); a tracked or "
                 "scg.Cached graph watches torch calls, which dynamo cannot trace. Declare the "
                 "structure (check it with scg.testing.check_structure), or compile the model's "
-                "functions only")
+                "functions only"
+            )
         self._outer = _TRACED[-1] if _TRACED else None
         # not structure._begin(): its counters would be read by the trace, and every new value
         # would make dynamo compile the step again (stats count eager graphs only)
@@ -256,8 +270,7 @@ class Graph:
         """Suspend tracking (when this graph's tracker is the innermost torch function mode)."""
         return _Paused(self._tracker_obj if self.tracked else None)
 
-    def _set_mask(self, value: torch.Tensor, mask: int, foreign: dict[int, int] | None = None
-                  ) -> None:
+    def _set_mask(self, value: torch.Tensor, mask: int, foreign: dict[int, int] | None = None) -> None:
         setattr(value, self._attr, mask)
         setattr(value, self._tracker.fattr, foreign or None)
 
@@ -270,19 +283,26 @@ class Graph:
             return
         names = ", ".join(f"'{self.nodes[i].name}'" for i in bits(mask) if i < len(self.nodes))
         if kind == "random":
-            source = (f"values computed from node(s) {names}" if names else
-                      "probabilities that require grad (computed from parameters)")
-            msg = (f"{what}() at {where[0]}:{where[1]} draws from {source} "
-                   "outside scg.sample: the draw is not a stochastic node, so the "
-                   "gradient misses its dependence on the parameters (no score term). Draw it "
-                   "with scg.sample(dist) instead.")
+            source = (
+                f"values computed from node(s) {names}"
+                if names
+                else "probabilities that require grad (computed from parameters)"
+            )
+            msg = (
+                f"{what}() at {where[0]}:{where[1]} draws from {source} "
+                "outside scg.sample: the draw is not a stochastic node, so the "
+                "gradient misses its dependence on the parameters (no score term). Draw it "
+                "with scg.sample(dist) instead."
+            )
             category: type[Warning] = UntrackedRandomnessWarning
         else:
-            msg = (f"a value computed from node(s) {names} left tensor land through {what} at "
-                   f"{where[0]}:{where[1]}; scg cannot see what is computed from the resulting "
-                   "Python value, so costs computed from it would lose their dependency on these "
-                   "nodes. Keep the computation in torch, or declare the dependency with "
-                   "scg.influenced_by(value, *nodes).")
+            msg = (
+                f"a value computed from node(s) {names} left tensor land through {what} at "
+                f"{where[0]}:{where[1]}; scg cannot see what is computed from the resulting "
+                "Python value, so costs computed from it would lose their dependency on these "
+                "nodes. Keep the computation in torch, or declare the dependency with "
+                "scg.influenced_by(value, *nodes)."
+            )
             category = InfluenceLostWarning
         if self.strict:
             raise InfluenceLostError(msg + " (scg.Graph(strict=True))")
@@ -297,7 +317,8 @@ class Graph:
             raise SCGError(
                 f"{what}() at {where[0]}:{where[1]} writes into the value of {node.describe()} "
                 "in place; its log-probability (or pathwise gradient) was computed from that "
-                "value, so backward would fail or be wrong. Write into a copy (value.clone())")
+                "value, so backward would fail or be wrong. Write into a copy (value.clone())"
+            )
 
     # ------------------------------------------------------------------ nodes
     def _name(self, name: str | None, kind: str, step: int | None, location: Location | str) -> str:
@@ -305,19 +326,19 @@ class Graph:
         must be open and its surrogate not built, the step an int or None, and (name, step)
         unused."""
         if self._surrogate_built:
-            raise SCGError(f"scg.{_FN[kind]}(name={name!r}) at {location}: surrogate_loss() was "
-                           "already built from this graph, so it would silently omit this node; "
-                           "add every node before building the surrogate")
+            raise SCGError(
+                f"scg.{_FN[kind]}(name={name!r}) at {location}: surrogate_loss() was "
+                "already built from this graph, so it would silently omit this node; "
+                "add every node before building the surrogate"
+            )
         if self._state != "open":
             raise SCGError(f"scg.{_FN[kind]}(name={name!r}) at {location}: the graph is not open")
         if name is None:
             name = f"{_FN[kind]}_{self._counts[kind]}"
         elif not isinstance(name, str) or not name:
-            raise SCGError(f"scg.{_FN[kind]}(name=...) at {location}: name must be a non-empty "
-                           f"string, got {name!r}")
+            raise SCGError(f"scg.{_FN[kind]}(name=...) at {location}: name must be a non-empty string, got {name!r}")
         if step is not None and (isinstance(step, bool) or not isinstance(step, int)):
-            raise SCGError(f"scg.{_FN[kind]}(name={name!r}, step=...) at {location}: step must be "
-                           f"an int, got {step!r}")
+            raise SCGError(f"scg.{_FN[kind]}(name={name!r}, step=...) at {location}: step must be an int, got {step!r}")
         other = self._keys.get((name, step))
         if other is not None:
             raise SCGError(
@@ -340,12 +361,29 @@ class Graph:
         if getattr(node, "baseline", None) is not None:
             self._n_baselines += 1
 
-    def _register(self, node_cls: type[Node], name: str | None, step: int | None,
-                  value: torch.Tensor, parents: int, location: Location | str,
-                  foreign: dict[int, int] | None = None, **fields: Any) -> Node:
+    def _register(
+        self,
+        node_cls: type[Node],
+        name: str | None,
+        step: int | None,
+        value: torch.Tensor,
+        parents: int,
+        location: Location | str,
+        foreign: dict[int, int] | None = None,
+        **fields: Any,
+    ) -> Node:
         name = self._name(name, _KIND[node_cls], step, location)
-        node = node_cls(index=len(self.nodes), name=name, value=value, parents=parents, step=step,
-                        location=location, foreign=foreign or {}, graph=self._id, **fields)
+        node = node_cls(
+            index=len(self.nodes),
+            name=name,
+            value=value,
+            parents=parents,
+            step=step,
+            location=location,
+            foreign=foreign or {},
+            graph=self._id,
+            **fields,
+        )
         self._add(node)
         if self.tracked:
             tracker = self._tracker
@@ -366,8 +404,9 @@ class Graph:
         """``node`` was drawn in a graph nested in this one: mark its value, so that a cost of
         this graph computed from it is refused (this graph cannot score the draw)."""
         key = (f"<nested {node.name}>", len(self.nodes))
-        marker = DeterministicNode(index=len(self.nodes), name=key[0], value=value,
-                                   parents=self.mask(value), step=None, location=node.location)
+        marker = DeterministicNode(
+            index=len(self.nodes), name=key[0], value=value, parents=self.mask(value), step=None, location=node.location
+        )
         self.nodes.append(marker)
         self._keys[key] = marker
         self._full = None
@@ -402,10 +441,10 @@ class Graph:
             return matches[0]
         known = ", ".join(sorted({repr(n.name) for n in self.nodes})) or "none"
         if matches:
-            raise SCGError(f"node {ref!r} exists at several steps; pass step= (known nodes: "
-                           f"{known})")
-        raise SCGError(f"no node named {ref!r}{'' if step is None else f' at step {step}'} in "
-                       f"this graph (known nodes: {known})")
+            raise SCGError(f"node {ref!r} exists at several steps; pass step= (known nodes: {known})")
+        raise SCGError(
+            f"no node named {ref!r}{'' if step is None else f' at step {step}'} in this graph (known nodes: {known})"
+        )
 
     def full_influence(self) -> list[int]:
         """``full[i]``: the mask of every node that influences node ``i`` (transitive closure)."""
@@ -474,14 +513,18 @@ class Graph:
         return "relaxed" if estimator.relaxed else "pathwise"
 
     # ------------------------------------------------------------------ the surrogate
-    def surrogate_loss(self, *, discount: float | None = None, dice: bool = False,
-                       dice_lambda: float | None = None,
-                       score_scale: float = 1.0) -> torch.Tensor:
+    def surrogate_loss(
+        self,
+        *,
+        discount: float | None = None,
+        dice: bool = False,
+        dice_lambda: float | None = None,
+        score_scale: float = 1.0,
+    ) -> torch.Tensor:
         """The surrogate loss of Algorithm 1 (see `scg.credit.surrogate.surrogate_loss`)."""
         from scg.credit.surrogate import surrogate_loss
 
-        return surrogate_loss(self, discount=discount, dice=dice, dice_lambda=dice_lambda,
-                              score_scale=score_scale)
+        return surrogate_loss(self, discount=discount, dice=dice, dice_lambda=dice_lambda, score_scale=score_scale)
 
     # ------------------------------------------------------------------ inspection
     def to_networkx(self, **kwargs: Any) -> networkx.DiGraph:

@@ -22,8 +22,9 @@ if TYPE_CHECKING:
 __all__ = ["parameter_leaves", "to_networkx"]
 
 
-def parameter_leaves(tensors: list[torch.Tensor], *, stop: set[int] | None = None,
-                     limit: int = 100_000) -> list[torch.Tensor]:
+def parameter_leaves(
+    tensors: list[torch.Tensor], *, stop: set[int] | None = None, limit: int = 100_000
+) -> list[torch.Tensor]:
     """Leaf tensors requiring grad that ``tensors`` were computed from (through autograd).
 
     The walk does not go past autograd nodes whose ``id`` is in ``stop`` (the values of other
@@ -51,8 +52,7 @@ def _dist_tensors(node: StochasticNode) -> list[torch.Tensor]:
     return [v for v in vars(node.dist).values() if isinstance(v, torch.Tensor)]
 
 
-def to_networkx(graph: Graph, *, parameters: bool = True,
-                names: dict[int, str] | None = None) -> nx.DiGraph:
+def to_networkx(graph: Graph, *, parameters: bool = True, names: dict[int, str] | None = None) -> nx.DiGraph:
     """The graph's nodes and direct-influence edges.
 
     Args:
@@ -66,8 +66,12 @@ def to_networkx(graph: Graph, *, parameters: bool = True,
     """
     g = nx.DiGraph()
     for n in graph.nodes:
-        attrs: dict[str, Any] = {"kind": n.kind, "step": n.step,
-                                 "shape": tuple(n.value.shape), "location": str(n.location)}
+        attrs: dict[str, Any] = {
+            "kind": n.kind,
+            "step": n.step,
+            "shape": tuple(n.value.shape),
+            "location": str(n.location),
+        }
         if isinstance(n, StochasticNode):
             attrs["distribution"] = type(n.dist).__name__
             attrs["estimator"] = repr(n.estimator)

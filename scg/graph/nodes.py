@@ -27,8 +27,17 @@ if TYPE_CHECKING:
     from scg.baselines.base import Baseline
     from scg.estimators.base import Estimator
 
-__all__ = ["NO_SAMPLE_DIMS", "BaselineInputs", "CostNode", "DeterministicNode", "Location", "Node",
-           "SampleInfo", "StochasticNode", "caller_location"]
+__all__ = [
+    "NO_SAMPLE_DIMS",
+    "BaselineInputs",
+    "CostNode",
+    "DeterministicNode",
+    "Location",
+    "Node",
+    "SampleInfo",
+    "StochasticNode",
+    "caller_location",
+]
 
 _SCG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -45,8 +54,7 @@ class Location:
 
     __slots__ = ("_code", "_lasti", "_text")
 
-    def __init__(self, code: CodeType | None = None, lasti: int = -1, text: str | None = None
-                 ) -> None:
+    def __init__(self, code: CodeType | None = None, lasti: int = -1, text: str | None = None) -> None:
         self._code = code
         self._lasti = lasti
         self._text = text
@@ -58,8 +66,7 @@ class Location:
             if code is None:
                 text = "<unknown>"
             else:
-                line = next((ln for start, end, ln in code.co_lines()
-                             if start <= self._lasti < end), None)
+                line = next((ln for start, end, ln in code.co_lines() if start <= self._lasti < end), None)
                 text = f"{code.co_filename}:{code.co_firstlineno if line is None else line}"
             self._text = text
             self._code = None  # (the code object is not needed any more)

@@ -55,7 +55,8 @@ ESCAPES: frozenset[Callable[..., Any]] = frozenset(
 
 #: Queries about a tensor's metadata, not its values (not escapes, unless the shape is
 #: data-dependent: see _SHAPE_QUERIES).
-_METADATA = frozenset("""
+_METADATA = frozenset(
+    """
 size dim ndim ndimension numel nelement __len__ shape stride element_size storage_offset data_ptr
 _version get_device nbytes itemsize requires_grad is_leaf is_contiguous is_floating_point
 is_complex is_cuda is_sparse is_quantized is_meta is_nested is_signed is_inference is_shared
@@ -64,24 +65,38 @@ __hash__ __reduce_ex__ __getstate__ __setstate__ untyped_storage storage __dlpac
 _is_view is_set_to has_names is_coalesced dim_order __sizeof__ __dir__ _base retains_grad
 _typed_storage __class__ backward register_hook retain_grad __array_priority__
 _grad_fn _backward_hooks is_neg is_conj
-""".split())
+""".split()
+)
 
 #: Queries that read a shape: escapes when the shape depends on sampled values.
 _SHAPE_QUERIES = frozenset("size numel nelement __len__ shape nbytes stride".split())
 
 #: Operations whose output shape depends on the values of their input.
-_DYNAMIC_SHAPE = frozenset("""nonzero masked_select unique unique_consecutive argwhere bincount
-repeat_interleave nonzero_static""".split())
+_DYNAMIC_SHAPE = frozenset(
+    """nonzero masked_select unique unique_consecutive argwhere bincount
+repeat_interleave nonzero_static""".split()
+)
 
 #: Random operations: a draw outside scg.sample is not a stochastic node.
-_RANDOM = frozenset("""bernoulli bernoulli_ multinomial normal normal_ poisson binomial
+_RANDOM = frozenset(
+    """bernoulli bernoulli_ multinomial normal normal_ poisson binomial
 _standard_gamma _sample_dirichlet exponential_ geometric_ uniform_ cauchy_ log_normal_ random_
-rand_like randn_like randint_like""".split())
+rand_like randn_like randint_like""".split()
+)
 
 #: Frames in these modules are wrappers between the user's call and the mode.
-_WRAPPERS = frozenset({"torch.overrides", "torch._tensor", "torch.functional", "torch._jit_internal",
-                       "torch.nn.functional", "torch.utils._device", "torch._tensor_str",
-                       "torch.utils.dlpack"})
+_WRAPPERS = frozenset(
+    {
+        "torch.overrides",
+        "torch._tensor",
+        "torch.functional",
+        "torch._jit_internal",
+        "torch.nn.functional",
+        "torch.utils._device",
+        "torch._tensor_str",
+        "torch.utils.dlpack",
+    }
+)
 
 #: Escapes inside these packages are their own business (e.g. argument validation), not user data flow.
 _LIBRARY_MODULES = frozenset({"torch", "scg", "numpy"})
@@ -108,18 +123,20 @@ _PAIRED = frozenset("broadcast_tensors atleast_1d atleast_2d atleast_3d meshgrid
 
 #: Floating-point operations whose derivative is zero wherever it exists (step functions): the
 #: gradient of a pathwise sample does not pass through them (a *gradient break*).
-_ZERO_GRAD = frozenset("round round_ floor floor_ ceil ceil_ trunc trunc_ fix fix_ sign sign_ sgn "
-                       "sgn_ heaviside".split())
+_ZERO_GRAD = frozenset(
+    "round round_ floor floor_ ceil ceil_ trunc trunc_ fix fix_ sign sign_ sgn sgn_ heaviside".split()
+)
 
-F_METADATA, F_SHAPE, F_RANDOM, F_MUTATES, F_ELEMENTWISE, F_DYNAMIC, F_GETITEM, F_PAIRED = (
-    1, 2, 4, 8, 16, 32, 64, 128)
+F_METADATA, F_SHAPE, F_RANDOM, F_MUTATES, F_ELEMENTWISE, F_DYNAMIC, F_GETITEM, F_PAIRED = (1, 2, 4, 8, 16, 32, 64, 128)
 F_ZERO_GRAD = 256
 F_COPY = 512
 
 #: Casts and copies: their outputs are what ``nn.Parameter(z.float())`` and ``z.float()
 #: .as_subclass(C)`` alias without a torch call, so the tracker records their storages.
-_COPIES = frozenset("""float double half bfloat16 long int short bool byte char to type type_as
-clone contiguous detach cpu cuda""".split())
+_COPIES = frozenset(
+    """float double half bfloat16 long int short bool byte char to type type_as
+clone contiguous detach cpu cuda""".split()
+)
 INFO: dict[Callable[..., Any], tuple[str, positions.Rule | None, int]] = {}
 
 
@@ -127,15 +144,18 @@ def info(func: Callable[..., Any]) -> tuple[str, positions.Rule | None, int]:
     """(name, position rule, flags) of a torch function, computed once."""
     name = func_name(func)
     rule = positions.rule_for(name)
-    flags = ((F_METADATA if name in _METADATA else 0) | (F_SHAPE if name in _SHAPE_QUERIES else 0)
-             | (F_RANDOM if name in _RANDOM else 0)
-             | (F_MUTATES if _mutates_first_arg(func) else 0)
-             | (F_ELEMENTWISE if positions.is_elementwise(name) else 0)
-             | (F_DYNAMIC if name in _DYNAMIC_SHAPE else 0)
-             | (F_GETITEM if name == "__getitem__" else 0)
-             | (F_PAIRED if name in _PAIRED else 0)
-             | (F_ZERO_GRAD if name in _ZERO_GRAD else 0)
-             | (F_COPY if name in _COPIES else 0))
+    flags = (
+        (F_METADATA if name in _METADATA else 0)
+        | (F_SHAPE if name in _SHAPE_QUERIES else 0)
+        | (F_RANDOM if name in _RANDOM else 0)
+        | (F_MUTATES if _mutates_first_arg(func) else 0)
+        | (F_ELEMENTWISE if positions.is_elementwise(name) else 0)
+        | (F_DYNAMIC if name in _DYNAMIC_SHAPE else 0)
+        | (F_GETITEM if name == "__getitem__" else 0)
+        | (F_PAIRED if name in _PAIRED else 0)
+        | (F_ZERO_GRAD if name in _ZERO_GRAD else 0)
+        | (F_COPY if name in _COPIES else 0)
+    )
     got = (name, rule, flags)
     INFO[func] = got
     return got
@@ -164,9 +184,6 @@ def outside_libraries(start: FrameType | None) -> FrameType | None:
             return frame
         frame = frame.f_back
     return None
-
-
-
 
 
 def is_tensor_result(out: Any) -> bool:

@@ -24,8 +24,7 @@ INF = 1 << 30
 Rule = Callable[[str, tuple[Any, ...], dict[str, Any], Tensor, Tensor, int], int]
 
 
-def _dim(args: tuple[Any, ...], kwargs: dict[str, Any], i: int, ndim: int,
-         default: int | None = None) -> int | None:
+def _dim(args: tuple[Any, ...], kwargs: dict[str, Any], i: int, ndim: int, default: int | None = None) -> int | None:
     d = kwargs.get("dim", args[i] if len(args) > i else default)
     if isinstance(d, (list, tuple)):
         if not d:
@@ -36,13 +35,11 @@ def _dim(args: tuple[Any, ...], kwargs: dict[str, Any], i: int, ndim: int,
     return d % max(ndim, 1)
 
 
-def elementwise(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor,
-                 out: Tensor, pos: int) -> int:
+def elementwise(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor, out: Tensor, pos: int) -> int:
     return INF if t.dim() == out.dim() else 0
 
 
-def _reduction(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor,
-               out: Tensor, pos: int) -> int:
+def _reduction(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor, out: Tensor, pos: int) -> int:
     if len(args) > 1 and isinstance(args[1], Tensor):  # torch.max(a, b): elementwise
         return INF if t.dim() == out.dim() else 0
     if pos != 0:
@@ -53,8 +50,7 @@ def _reduction(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tens
     return 0 if d is None else d
 
 
-def _along(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor,
-           out: Tensor, pos: int) -> int:
+def _along(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor, out: Tensor, pos: int) -> int:
     """Shape-preserving ops that mix along one dimension (cumsum, softmax, sort, flip, ...)."""
     if pos != 0:
         return 0
@@ -66,13 +62,17 @@ def _along(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor,
             return 0
         seq = dims if isinstance(dims, (list, tuple)) else [dims]
         return min((int(x) % max(t.dim(), 1) for x in seq), default=INF)
-    d = _dim(args, kwargs, 2 if name in ("topk", "kthvalue", "normalize", "diff") else 1, t.dim(),
-             default=1 if name == "normalize" else -1)
+    d = _dim(
+        args,
+        kwargs,
+        2 if name in ("topk", "kthvalue", "normalize", "diff") else 1,
+        t.dim(),
+        default=1 if name == "normalize" else -1,
+    )
     return 0 if d is None else d
 
 
-def _reshape(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor,
-             out: Tensor, pos: int) -> int:
+def _reshape(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor, out: Tensor, pos: int) -> int:
     if pos != 0:
         return 0
     p = 0
@@ -85,14 +85,12 @@ def _reshape(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor
     return p
 
 
-def _unsqueeze(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor,
-               out: Tensor, pos: int) -> int:
+def _unsqueeze(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor, out: Tensor, pos: int) -> int:
     d = _dim(args, kwargs, 1, out.dim())
     return 0 if d is None else d
 
 
-def _squeeze(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor,
-             out: Tensor, pos: int) -> int:
+def _squeeze(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor, out: Tensor, pos: int) -> int:
     d = _dim(args, kwargs, 1, t.dim())
     if d is None:
         d = next((i for i, s in enumerate(t.shape) if s == 1), None)
@@ -102,8 +100,7 @@ def _squeeze(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor
     return d if t.dim() > out.dim() and d < t.dim() - 1 else INF
 
 
-def _permute(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor,
-             out: Tensor, pos: int) -> int:
+def _permute(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor, out: Tensor, pos: int) -> int:
     n = t.dim()
     if name in ("transpose", "swapaxes", "swapdims"):
         a = args[1] if len(args) > 1 else kwargs.get("dim0", 0)
@@ -120,26 +117,22 @@ def _permute(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor
     if name == "movedim":
         src = args[1] if len(args) > 1 else kwargs.get("source")
         dst = args[2] if len(args) > 2 else kwargs.get("destination")
-        seq = [*(src if isinstance(src, (list, tuple)) else [src]),
-               *(dst if isinstance(dst, (list, tuple)) else [dst])]
+        seq = [*(src if isinstance(src, (list, tuple)) else [src]), *(dst if isinstance(dst, (list, tuple)) else [dst])]
         return min(int(x) % max(n, 1) for x in seq)
     return 0
 
 
-def _expand(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor,
-            out: Tensor, pos: int) -> int:
+def _expand(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor, out: Tensor, pos: int) -> int:
     return INF if pos == 0 and t.dim() == out.dim() else 0
 
 
-def _repeat(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor,
-            out: Tensor, pos: int) -> int:
+def _repeat(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor, out: Tensor, pos: int) -> int:
     if t.dim() != out.dim():
         return 0
     return next((i for i, (a, b) in enumerate(zip(t.shape, out.shape)) if a != b), INF)
 
 
-def _cat(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor,
-         out: Tensor, pos: int) -> int:
+def _cat(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor, out: Tensor, pos: int) -> int:
     d = kwargs.get("dim", args[1] if len(args) > 1 else 0)
     if not isinstance(d, int):
         return 0
@@ -150,8 +143,7 @@ def _cat(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor,
     return d % out.dim()
 
 
-def _split(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor,
-           out: Tensor, pos: int) -> int:
+def _split(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor, out: Tensor, pos: int) -> int:
     if pos != 0:
         return 0
     idx = {"narrow": 1, "select": 1, "unbind": 1}.get(name, 2)
@@ -159,8 +151,7 @@ def _split(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor,
     return int(d) % max(t.dim(), 1) if isinstance(d, int) else 0
 
 
-def _matmul(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor,
-            out: Tensor, pos: int) -> int:
+def _matmul(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor, out: Tensor, pos: int) -> int:
     if name == "linear":
         return t.dim() - 1 if pos == 0 and t.dim() >= 1 else 0
     if pos == 0 and t.dim() >= 2 and out.dim() in (t.dim(), t.dim() - 1):
@@ -170,8 +161,7 @@ def _matmul(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor,
     return 0
 
 
-def _einsum(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor,
-            out: Tensor, pos: int) -> int:
+def _einsum(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor, out: Tensor, pos: int) -> int:
     eq = args[0] if args and isinstance(args[0], str) else None
     if eq is None or "..." in eq or "->" not in eq:
         return 0
@@ -188,16 +178,14 @@ def _einsum(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor,
     return p if p < len(o) else INF
 
 
-def _gather(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor,
-            out: Tensor, pos: int) -> int:
+def _gather(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor, out: Tensor, pos: int) -> int:
     d = kwargs.get("dim", args[1] if len(args) > 1 else 0)
     if pos == 2 or t is kwargs.get("index"):  # the index: out[i] reads index[i]
         return INF if t.dim() == out.dim() else 0
     return int(d) % max(t.dim(), 1) if isinstance(d, int) else 0
 
 
-def _index_select(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor,
-                  out: Tensor, pos: int) -> int:
+def _index_select(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor, out: Tensor, pos: int) -> int:
     d = kwargs.get("dim", args[1] if len(args) > 1 else 0)
     if not isinstance(d, int):
         return 0
@@ -207,27 +195,23 @@ def _index_select(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: T
     return INF if d == 0 and t.dim() == 1 else 0
 
 
-def _embedding(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor,
-               out: Tensor, pos: int) -> int:
+def _embedding(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor, out: Tensor, pos: int) -> int:
     # F.embedding(input, weight): out = input.shape + (H,)
     return INF if pos == 0 else 0
 
 
-def _one_hot(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor,
-             out: Tensor, pos: int) -> int:
+def _one_hot(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor, out: Tensor, pos: int) -> int:
     return INF
 
 
-def _scatter(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor,
-             out: Tensor, pos: int) -> int:
+def _scatter(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor, out: Tensor, pos: int) -> int:
     if pos == 0:
         return INF  # the input's own elements stay where they are
     d = kwargs.get("dim", args[1] if len(args) > 1 else 0)
     return int(d) % max(out.dim(), 1) if isinstance(d, int) else 0
 
 
-def _layer_norm(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor,
-                out: Tensor, pos: int) -> int:
+def _layer_norm(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor, out: Tensor, pos: int) -> int:
     shape = kwargs.get("normalized_shape", args[1] if len(args) > 1 else None)
     if pos != 0 or shape is None:
         return 0
@@ -236,14 +220,19 @@ def _layer_norm(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Ten
 
 
 #: row-wise losses: the arguments whose rows are examples (the others, e.g. class weights, mix)
-_LOSS_ROWS = {"cross_entropy": (0, 1), "nll_loss": (0, 1), "multi_margin_loss": (0, 1),
-              "multilabel_margin_loss": (0, 1), "multilabel_soft_margin_loss": (0, 1),
-              "cosine_embedding_loss": (0, 1, 2), "triplet_margin_loss": (0, 1, 2),
-              "triplet_margin_with_distance_loss": (0, 1, 2)}
+_LOSS_ROWS = {
+    "cross_entropy": (0, 1),
+    "nll_loss": (0, 1),
+    "multi_margin_loss": (0, 1),
+    "multilabel_margin_loss": (0, 1),
+    "multilabel_soft_margin_loss": (0, 1),
+    "cosine_embedding_loss": (0, 1, 2),
+    "triplet_margin_loss": (0, 1, 2),
+    "triplet_margin_with_distance_loss": (0, 1, 2),
+}
 
 
-def _loss(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor,
-          out: Tensor, pos: int) -> int:
+def _loss(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor, out: Tensor, pos: int) -> int:
     """Row-wise losses with ``reduction="none"``: ``cross_entropy(x (B, C, ...), y (B, ...))`` is
     ``(B, ...)``, row ``i`` computed from ``x[i]`` and ``y[i]`` alone. The input keeps its first
     position (its class dimension, at 1, is mixed); a target of the output's rank keeps all.
@@ -257,8 +246,7 @@ def _loss(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor,
     return 1 if t.shape[0] == out.shape[0] else 0
 
 
-def _row_reduce(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor,
-                out: Tensor, pos: int) -> int:
+def _row_reduce(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor, out: Tensor, pos: int) -> int:
     """``cosine_similarity(x1, x2, dim)``, ``pairwise_distance(x1, x2)``: one dimension
     (``dim``; the last for ``pairwise_distance``) reduced, the ones before it kept."""
     if pos not in (0, 1) or t.dim() != max(args[0].dim(), args[1].dim()):
@@ -269,20 +257,17 @@ def _row_reduce(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Ten
     return int(d) % max(t.dim(), 1) if isinstance(d, int) else 0
 
 
-def _rows(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor,
-          out: Tensor, pos: int) -> int:
+def _rows(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor, out: Tensor, pos: int) -> int:
     """Recurrent cells (input (B, I), state (B, H) -> (B, H)): rows kept, features mixed."""
     return 1 if pos in (0, 1) and t.dim() >= 1 else 0
 
 
-def _constant(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor,
-              out: Tensor, pos: int) -> int:
+def _constant(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor, out: Tensor, pos: int) -> int:
     """``x.new_zeros(shape)``: the values do not depend on the input's."""
     return INF
 
 
-def _getitem(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor,
-             out: Tensor, pos: int) -> int:
+def _getitem(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor, out: Tensor, pos: int) -> int:
     idx = args[1] if len(args) > 1 else None
     items = idx if isinstance(idx, tuple) else (idx,)
     if pos != 0:  # t is (in) an index
@@ -291,13 +276,12 @@ def _getitem(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor
     consumed = 0
     for k, it in enumerate(items):
         if it is Ellipsis:
-            rest = sum(1 for x in items[k + 1:] if x is not None)
+            rest = sum(1 for x in items[k + 1 :] if x is not None)
             span = t.dim() - consumed - rest
             p += span
             consumed += span
             continue
-        if isinstance(it, slice) and it.start in (None, 0) and it.stop is None \
-                and it.step in (None, 1):
+        if isinstance(it, slice) and it.start in (None, 0) and it.stop is None and it.step in (None, 1):
             p += 1
             consumed += 1
             continue
@@ -305,21 +289,19 @@ def _getitem(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor
     return INF
 
 
-def _setitem(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor,
-             out: Tensor, pos: int) -> int:
+def _setitem(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor, out: Tensor, pos: int) -> int:
     """``out[idx] = value``: the value lands at the indexed positions."""
     if pos == 0:
         return INF
     idx = args[1] if len(args) > 1 else None
     items = idx if isinstance(idx, tuple) else (idx,)
     if pos == 1:  # (in) the index: a boolean mask of out's leading shape is elementwise
-        if t.dtype == torch.bool and len(items) == 1 and out.shape[:t.dim()] == t.shape:
+        if t.dtype == torch.bool and len(items) == 1 and out.shape[: t.dim()] == t.shape:
             return INF
         return 0
     k = 0
     for it in items:
-        if isinstance(it, slice) and it.start in (None, 0) and it.stop is None \
-                and it.step in (None, 1):
+        if isinstance(it, slice) and it.start in (None, 0) and it.stop is None and it.step in (None, 1):
             k += 1
         else:
             break
@@ -333,8 +315,9 @@ def _advanced_index_rule(items: tuple[Any, ...], t: Tensor, out: Tensor) -> int:
     if not tensors or tensors[0] != 0 or tensors != list(range(len(tensors))):
         return 0
     if t.dtype == torch.bool:
-        return INF if len(tensors) == 1 and t.dim() <= out.dim() and out.shape[:1] == t.shape[:1] \
-            and t.dim() == 1 else 0
+        return (
+            INF if len(tensors) == 1 and t.dim() <= out.dim() and out.shape[:1] == t.shape[:1] and t.dim() == 1 else 0
+        )
     rank = max(items[i].dim() for i in tensors)
     return INF if t.dim() == rank else 0
 
@@ -366,11 +349,15 @@ TABLE: dict[str, Rule] = {}
 for _n in _ELEMENTWISE.split():
     TABLE[_n] = elementwise
     TABLE[_n + "_"] = elementwise
-for _n in ("sum mean prod amax amin max min argmax argmin logsumexp norm std var all any median "
-           "nansum nanmean nanmedian count_nonzero std_mean var_mean mode aminmax").split():
+for _n in (
+    "sum mean prod amax amin max min argmax argmin logsumexp norm std var all any median "
+    "nansum nanmean nanmedian count_nonzero std_mean var_mean mode aminmax"
+).split():
     TABLE[_n] = _reduction
-for _n in ("cumsum cumprod cummax cummin logcumsumexp softmax log_softmax softmin sort argsort "
-           "topk kthvalue flip roll diff normalize cumsum_ cumprod_").split():
+for _n in (
+    "cumsum cumprod cummax cummin logcumsumexp softmax log_softmax softmin sort argsort "
+    "topk kthvalue flip roll diff normalize cumsum_ cumprod_"
+).split():
     TABLE[_n] = _along
 for _n in "view reshape view_as reshape_as flatten unflatten".split():
     TABLE[_n] = _reshape

@@ -31,8 +31,7 @@ import torch
 
 from scg.graph.position_rules import INF, TABLE, Rule, elementwise
 
-__all__ = ["INF", "Rule", "declare_rowwise", "foreign_from", "merge", "normalize", "prefix",
-           "shift"]
+__all__ = ["INF", "Rule", "declare_rowwise", "foreign_from", "merge", "normalize", "prefix", "shift"]
 
 Tensor = torch.Tensor
 
@@ -40,8 +39,7 @@ Tensor = torch.Tensor
 ON_CHANGE: list[Callable[[], None]] = []
 
 
-def declare_rowwise(op: Callable[..., Any] | str, dims: int = 1,
-                    args: Sequence[int] | None = None) -> None:
+def declare_rowwise(op: Callable[..., Any] | str, dims: int = 1, args: Sequence[int] | None = None) -> None:
     """Declare that ``op`` keeps rows: output row ``i`` is computed from row ``i`` of its
     row-aligned tensor arguments only (their leading ``dims`` dimensions line up with the
     outputs').
@@ -67,8 +65,7 @@ def declare_rowwise(op: Callable[..., Any] | str, dims: int = 1,
     if isinstance(qualified, str):
         names.append(qualified.split("::")[-1] + ".default")
 
-    def rule(name: str, call_args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor,
-             out: Tensor, pos: int) -> int:
+    def rule(name: str, call_args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor, out: Tensor, pos: int) -> int:
         if aligned is not None and pos not in aligned:
             return 0
         return min(dims, t.dim(), out.dim()) if t.dim() >= dims else 0
@@ -78,6 +75,7 @@ def declare_rowwise(op: Callable[..., Any] | str, dims: int = 1,
             TABLE[n] = rule
     for callback in ON_CHANGE:
         callback()
+
 
 _NAMES: dict[Callable[..., Any], str] = {}
 
@@ -112,8 +110,9 @@ def record_unknown(func: Callable[..., Any]) -> None:
         UNKNOWN[n] = UNKNOWN.get(n, 0) + 1
 
 
-def prefix(func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any] | None,
-           t: Tensor, out: Tensor, pos: int) -> int:
+def prefix(
+    func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any] | None, t: Tensor, out: Tensor, pos: int
+) -> int:
     """How many leading positions of ``out`` line up with those of the input ``t`` (argument
     ``pos`` of ``func``), before expansions are considered; 0 for an op without a rule."""
     name = name_of(func)

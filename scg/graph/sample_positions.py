@@ -59,8 +59,7 @@ def _norm(d: Any, n: int) -> int:
     return int(d) % max(n, 1)
 
 
-def _permutation(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], n: int
-                 ) -> list[int] | None:
+def _permutation(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], n: int) -> list[int] | None:
     """``perm[i]``: the input dimension that output dimension ``i`` is."""
     order = list(range(n))
     if name in ("transpose", "swapaxes", "swapdims"):
@@ -118,8 +117,9 @@ def _basic_index(items: tuple[Any, ...], n: int) -> list[int | None] | None:
     return where
 
 
-def _moved(name: str, rule: Any, args: tuple[Any, ...], kwargs: dict[str, Any], a: Tensor,
-           o: Tensor, pos: int, d: int) -> int | None:
+def _moved(
+    name: str, rule: Any, args: tuple[Any, ...], kwargs: dict[str, Any], a: Tensor, o: Tensor, pos: int, d: int
+) -> int | None:
     """Where a dimension-moving op puts input dimension ``d`` (LOST when it is consumed); None
     when the op has no moving rule (the position rule decides)."""
     n = a.dim()
@@ -160,8 +160,7 @@ def _moved(name: str, rule: Any, args: tuple[Any, ...], kwargs: dict[str, Any], 
             flips = kwargs.get("dims", args[which] if len(args) > which else None)
             if flips is None:
                 return MIXED  # roll without dims: the flattened tensor
-            along = {_norm(x, n) for x in (flips if isinstance(flips, (list, tuple))
-                                           else [flips])}
+            along = {_norm(x, n) for x in (flips if isinstance(flips, (list, tuple)) else [flips])}
         else:
             along = {rule(name, args, kwargs, a, o, pos)}
         return MIXED if d in along else d
@@ -175,9 +174,16 @@ def _moved(name: str, rule: Any, args: tuple[Any, ...], kwargs: dict[str, Any], 
     return None
 
 
-def follow(tracker: InfluenceTracker, func: Callable[..., Any], name: str, rule: Any,
-           args: tuple[Any, ...], kwargs: dict[str, Any] | None, o: Tensor,
-           tracked: Sequence[tuple[int, Tensor, int]]) -> None:
+def follow(
+    tracker: InfluenceTracker,
+    func: Callable[..., Any],
+    name: str,
+    rule: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any] | None,
+    o: Tensor,
+    tracked: Sequence[tuple[int, Tensor, int]],
+) -> None:
     """Give output ``o`` the sample-dimension map of its tracked inputs, moved by the op."""
     sattr = tracker.sattr
     out: dict[int, int] | None = None
@@ -200,14 +206,14 @@ def follow(tracker: InfluenceTracker, func: Callable[..., Any], name: str, rule:
                 if got == MIXED or (0 <= got < o.dim() and o.shape[got] == a.shape[d]):
                     nd = got
             prev = out.get(u)
-            out[u] = nd if prev is None or prev == nd else (
-                MIXED if MIXED in (prev, nd) else LOST)
+            out[u] = nd if prev is None or prev == nd else (MIXED if MIXED in (prev, nd) else LOST)
     if out is not None:
         setattr(o, sattr, out)
 
 
-def node_value_map(tracker: InfluenceTracker, own: int | None, n_sample: int,
-                   params: Sequence[Tensor], batch_dims: int) -> dict[int, int]:
+def node_value_map(
+    tracker: InfluenceTracker, own: int | None, n_sample: int, params: Sequence[Tensor], batch_dims: int
+) -> dict[int, int]:
     """The map of a node's value: its own sample dimension (``own``) at 0 and those of its
     parameters' sample dimensions after its ``n_sample`` new ones (a parameter with fewer
     dimensions than the batch is broadcast from the right: its dimensions are LOST)."""
@@ -222,8 +228,14 @@ def node_value_map(tracker: InfluenceTracker, own: int | None, n_sample: int,
     return out
 
 
-def check_layout(node: Node, layout: Sequence[int], sizes: Sequence[int],
-                 smap: dict[int, int] | None, names: Callable[[int], str], strict: bool) -> None:
+def check_layout(
+    node: Node,
+    layout: Sequence[int],
+    sizes: Sequence[int],
+    smap: dict[int, int] | None,
+    names: Callable[[int], str],
+    strict: bool,
+) -> None:
     """Check that each sample dimension of ``layout`` is where the layout puts it (see the
     module docstring); ``sizes`` are the dimensions' sizes (already checked)."""
     smap = smap or {}
@@ -238,23 +250,27 @@ def check_layout(node: Node, layout: Sequence[int], sizes: Sequence[int],
                 "(a reduction over it broadcast back, a cumsum/softmax/sort/flip along it) but "
                 "keeps that dimension: each sample would be credited with a cost that depends "
                 "on the others. Reduce it and declare it with scg.cost(..., reduced=node), or "
-                "keep the samples apart")
+                "keep the samples apart"
+            )
         if d != LOST:
             raise SCGError(
                 f"{node.describe()} holds the sample dimension of {names(u)} at dimension {d}, "
                 f"but scg credits dimension {i} to it (sample dimensions lead, newest node "
                 "first): the sample dimensions were swapped or moved (e.g. f(u[:, None], "
                 "v[None]) instead of f(u[None], v[:, None]), or a transpose), so each sample "
-                "would be credited with another node's samples' costs. Keep them in that order")
+                "would be credited with another node's samples' costs. Keep them in that order"
+            )
         if any(sizes[j] == sizes[i] for j in range(len(layout)) if j != i):
             unknown.append(names(u))
     if unknown:
-        msg = (f"{node.describe()}: scg cannot verify where the sample dimension(s) of "
-               f"{', '.join(unknown)} are (they went through an operation scg does not follow), "
-               "and another sample dimension has the same size, so a swap could not be told "
-               "from the shape. Keep the sample dimensions in front with ops scg follows "
-               "(broadcasting, indexing, unsqueeze, permute/transpose, reductions and reshapes "
-               "of the trailing dimensions), or give the nodes different n")
+        msg = (
+            f"{node.describe()}: scg cannot verify where the sample dimension(s) of "
+            f"{', '.join(unknown)} are (they went through an operation scg does not follow), "
+            "and another sample dimension has the same size, so a swap could not be told "
+            "from the shape. Keep the sample dimensions in front with ops scg follows "
+            "(broadcasting, indexing, unsqueeze, permute/transpose, reductions and reshapes "
+            "of the trailing dimensions), or give the nodes different n"
+        )
         if strict:
             raise InfluenceLostError(msg + " (scg.Graph(strict=True))")
         warnings.warn(msg, InfluenceLostWarning, stacklevel=4)

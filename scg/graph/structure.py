@@ -76,9 +76,19 @@ def node_key(n: Node) -> Hashable:
     v = n.value
     if isinstance(n, StochasticNode):
         lp = n.log_prob
-        return ("s", n.name, n.step, v.shape, v.dtype, v.device, type(n.estimator), n.n,
-                n.plates, n.enumerated,
-                None if lp is None else lp.shape)
+        return (
+            "s",
+            n.name,
+            n.step,
+            v.shape,
+            v.dtype,
+            v.device,
+            type(n.estimator),
+            n.n,
+            n.plates,
+            n.enumerated,
+            None if lp is None else lp.shape,
+        )
     if isinstance(n, CostNode):
         return ("c", n.name, n.step, v.shape, v.dtype, v.device, n.reduced)
     return ("d", n.name, n.step, v.shape, v.dtype, v.device)
@@ -135,8 +145,14 @@ class Structure:
         """The relation for an untracked graph of signature ``sig``, and its closure."""
         raise NotImplementedError
 
-    def _learn(self, graph: Graph, sig: tuple[Hashable, ...], relation: Relation,
-               full: list[int], credit: dict[tuple[int, int], bool]) -> None:
+    def _learn(
+        self,
+        graph: Graph,
+        sig: tuple[Hashable, ...],
+        relation: Relation,
+        full: list[int],
+        credit: dict[tuple[int, int], bool],
+    ) -> None:
         """A tracked graph's relation, closure and credit (``Cached`` compares and stores)."""
 
     def clear(self) -> None:
@@ -147,8 +163,7 @@ class Structure:
         self._interned.clear()
 
 
-def declared_relation(graph: Graph, influences: Influences,
-                      per_example: bool | Influences) -> Relation:
+def declared_relation(graph: Graph, influences: Influences, per_example: bool | Influences) -> Relation:
     """Direct parents and foreign positions of each node under a declaration: a node's parents
     are the earlier stochastic nodes that influence it; a pair without per-example credit is
     foreign from position 0 (whole-plate credit, `scg.credit.plates`)."""
@@ -162,8 +177,9 @@ def declared_relation(graph: Graph, influences: Influences,
                 hit = bool(influences(v, node))
                 per = per_example if isinstance(per_example, bool) else bool(per_example(v, node))
             except Exception as e:  # the user's declaration: name the pair
-                raise SCGError(f"the declared structure raised {type(e).__name__}: {e} for "
-                               f"({v.describe()}, {node.describe()})") from e
+                raise SCGError(
+                    f"the declared structure raised {type(e).__name__}: {e} for ({v.describe()}, {node.describe()})"
+                ) from e
             if hit:
                 parents |= 1 << v.index
                 if not per:
@@ -198,15 +214,18 @@ class Declared(Structure):
 
     learned = False
 
-    def __init__(self, influences: Influences | None = None, *,
-                 per_example: bool | Influences = True) -> None:
+    def __init__(self, influences: Influences | None = None, *, per_example: bool | Influences = True) -> None:
         super().__init__()
         if influences is not None and not callable(influences):
-            raise SCGError(f"scg.Declared(influences=...): expected a function (v, node) -> bool "
-                           f"or None, got {type(influences).__name__}")
+            raise SCGError(
+                f"scg.Declared(influences=...): expected a function (v, node) -> bool "
+                f"or None, got {type(influences).__name__}"
+            )
         if not isinstance(per_example, bool) and not callable(per_example):
-            raise SCGError(f"scg.Declared(per_example=...): expected a bool or a function "
-                           f"(v, node) -> bool, got {type(per_example).__name__}")
+            raise SCGError(
+                f"scg.Declared(per_example=...): expected a bool or a function "
+                f"(v, node) -> bool, got {type(per_example).__name__}"
+            )
         self.influences: Influences = influences if influences is not None else causal
         self.per_example = per_example
 
@@ -222,8 +241,7 @@ class Declared(Structure):
         return got
 
     def __repr__(self) -> str:
-        rule = "causal" if self.influences is causal else getattr(
-            self.influences, "__name__", "custom")
+        rule = "causal" if self.influences is causal else getattr(self.influences, "__name__", "custom")
         return f"scg.Declared({rule}, per_example={self.per_example!r})"
 
 
@@ -257,13 +275,12 @@ class Cached(Structure):
         patience: how many tracked graphs a pending signature waits for before it is dropped.
     """
 
-    def __init__(self, check_every: int | None = 100, *, seed: int = 0,
-                 patience: int = 16) -> None:
+    def __init__(self, check_every: int | None = 100, *, seed: int = 0, patience: int = 16) -> None:
         super().__init__()
-        if check_every is not None and (isinstance(check_every, bool)
-                                        or not isinstance(check_every, int) or check_every < 1):
-            raise SCGError(f"scg.Cached(check_every=...): expected None or an int >= 1, got "
-                           f"{check_every!r}")
+        if check_every is not None and (
+            isinstance(check_every, bool) or not isinstance(check_every, int) or check_every < 1
+        ):
+            raise SCGError(f"scg.Cached(check_every=...): expected None or an int >= 1, got {check_every!r}")
         if isinstance(patience, bool) or not isinstance(patience, int) or patience < 1:
             raise SCGError(f"scg.Cached(patience=...): expected an int >= 1, got {patience!r}")
         self.check_every = check_every
@@ -282,8 +299,11 @@ class Cached(Structure):
                 self._pending[sig] += 1
                 if self._pending[sig] > self.patience:
                     del self._pending[sig]
-        track = self._retrace or bool(self._pending) or (
-            self.check_every is not None and self._rng.randrange(self.check_every) == 0)
+        track = (
+            self._retrace
+            or bool(self._pending)
+            or (self.check_every is not None and self._rng.randrange(self.check_every) == 0)
+        )
         self._retrace = False
         self.stats["tracked" if track else "reused"] += 1
         return track
@@ -304,12 +324,20 @@ class Cached(Structure):
                     "(every earlier stochastic node, whole plate: unbiased, higher variance) and "
                     "the next graphs are tracked until one has these nodes. For a program whose "
                     "structure changes from step to step, use scg.Declared or plain tracking",
-                    RuntimeWarning, stacklevel=4)
+                    RuntimeWarning,
+                    stacklevel=4,
+                )
         rel = declared_relation(graph, causal, False)
         return rel, closure([p for p, _ in rel])
 
-    def _learn(self, graph: Graph, sig: tuple[Hashable, ...], relation: Relation,
-               full: list[int], credit: dict[tuple[int, int], bool]) -> None:
+    def _learn(
+        self,
+        graph: Graph,
+        sig: tuple[Hashable, ...],
+        relation: Relation,
+        full: list[int],
+        credit: dict[tuple[int, int], bool],
+    ) -> None:
         self._pending.pop(sig, None)
         if sig in self.unstable:
             return
@@ -341,13 +369,18 @@ class Cached(Structure):
         return f"scg.Cached(check_every={self.check_every!r}, {len(self.relations)} structure(s))"
 
 
-def _compare(graph: Graph, full0: list[int], credit0: dict[tuple[int, int], bool],
-             full: list[int], credit: dict[tuple[int, int], bool]) -> None:
+def _compare(
+    graph: Graph,
+    full0: list[int],
+    credit0: dict[tuple[int, int], bool],
+    full: list[int],
+    credit: dict[tuple[int, int], bool],
+) -> None:
     """Raise on the first (stochastic node, node) pair whose influence or credit differs."""
     nodes = graph.nodes
     for c in nodes:
         diff = full0[c.index] ^ full[c.index]
-        for v in nodes[:c.index]:
+        for v in nodes[: c.index]:
             if diff >> v.index & 1 and isinstance(v, StochasticNode):
                 now = "influences" if full[c.index] >> v.index & 1 else "does not influence"
                 raise SCGError(
@@ -356,7 +389,8 @@ def _compare(graph: Graph, full0: list[int], credit0: dict[tuple[int, int], bool
                     "program's data flow depends on sampled values). The untracked graphs since "
                     "the last check used the cached relation, later ones of this signature get the "
                     "conservative credit; use plain tracking, or scg.Cached(check_every=1), for "
-                    "this program")
+                    "this program"
+                )
     for key in sorted(set(credit0) | set(credit)):
         if credit0.get(key) != credit.get(key):
             v, c = nodes[key[0]], nodes[key[1]]
@@ -365,4 +399,5 @@ def _compare(graph: Graph, full0: list[int], credit0: dict[tuple[int, int], bool
                 f"scg.Cached: the structure changed: in this tracked graph {v.describe()} gets "
                 f"{names[credit.get(key)]} credit from {c.describe()}, the cached graph of the "
                 f"same signature {names[credit0.get(key)]} (the program's data flow depends on "
-                "sampled values); use plain tracking, or scg.Cached(check_every=1)")
+                "sampled values); use plain tracking, or scg.Cached(check_every=1)"
+            )

@@ -77,7 +77,8 @@ class InThread:
             raise SCGError(
                 "Graph.in_thread()/Graph.wrap(): the graph is not open (its `with` block has "
                 "ended); a value computed now cannot be credited to its nodes. Wait for the "
-                "worker's result inside the block")
+                "worker's result inside the block"
+            )
         if not g.tracked:  # a Declared/Cached structure: nothing to watch, only the graph
             if self.current.get() is not g:
                 self.token = self.current.set(g)
@@ -106,8 +107,7 @@ class InThread:
             self.token = None
 
 
-def wrap(graph: Graph, current: ContextVar[Graph | None], fn: Callable[..., R]
-         ) -> Callable[..., R]:
+def wrap(graph: Graph, current: ContextVar[Graph | None], fn: Callable[..., R]) -> Callable[..., R]:
     """``fn`` run under ``graph``'s tracking in whichever thread calls it."""
     if not callable(fn):
         raise SCGError(f"Graph.wrap(fn): expected a callable, got {type(fn).__name__}")
@@ -121,8 +121,7 @@ def wrap(graph: Graph, current: ContextVar[Graph | None], fn: Callable[..., R]
     return tracked
 
 
-def autograd_sources(value: torch.Tensor, grad_fns: dict[Any, int],
-                     limit: int = WALK_LIMIT) -> int:
+def autograd_sources(value: torch.Tensor, grad_fns: dict[Any, int], limit: int = WALK_LIMIT) -> int:
     """Mask of the nodes whose value's autograd node is reachable from ``value``'s.
 
     ``grad_fns`` maps the ``grad_fn`` of each node value (a fresh view per node, so it is the
@@ -153,8 +152,7 @@ def autograd_sources(value: torch.Tensor, grad_fns: dict[Any, int],
     return found
 
 
-def check_untracked(graph: Graph, node: Any, values: Sequence[torch.Tensor], mask: int
-                    ) -> None:
+def check_untracked(graph: Graph, node: Any, values: Sequence[torch.Tensor], mask: int) -> None:
     """Report a node (a cost, or a stochastic node through its distribution's tensors) that
     carries no influence but whose autograd graph reaches a node's value (computed from it
     outside the tracker): a warning, or an error in strict mode."""
@@ -167,14 +165,15 @@ def check_untracked(graph: Graph, node: Any, values: Sequence[torch.Tensor], mas
         return
     names = ", ".join(f"'{graph.nodes[i].name}'" for i in bits(lost))
     what = "its distribution's parameters are" if node.kind == "stochastic" else "it is"
-    msg = (f"{node.describe()}: {what} computed from node(s) {names} (the autograd graph "
-           "reaches their values) but carry none of their influence: computed where scg's "
-           "tracking does not reach, typically another thread (torch's function modes are per "
-           "thread). Run the worker under g.wrap(fn) or `with g.in_thread():`, or declare the "
-           "dependency with scg.influenced_by(value, *nodes); without it the nodes would not "
-           "be credited with what depends on it (a biased gradient)")
+    msg = (
+        f"{node.describe()}: {what} computed from node(s) {names} (the autograd graph "
+        "reaches their values) but carry none of their influence: computed where scg's "
+        "tracking does not reach, typically another thread (torch's function modes are per "
+        "thread). Run the worker under g.wrap(fn) or `with g.in_thread():`, or declare the "
+        "dependency with scg.influenced_by(value, *nodes); without it the nodes would not "
+        "be credited with what depends on it (a biased gradient)"
+    )
     if graph.strict:
         raise InfluenceLostError(msg + " (scg.Graph(strict=True))")
     file, _, line = str(node.location).rpartition(":")
-    warnings.warn_explicit(msg, InfluenceLostWarning, file or "<unknown>",
-                           int(line) if line.isdigit() else 0)
+    warnings.warn_explicit(msg, InfluenceLostWarning, file or "<unknown>", int(line) if line.isdigit() else 0)

@@ -131,7 +131,8 @@ _COMPILED = (
     "torch call through a torch function mode, which dynamo cannot trace. To compile it, run "
     "the graph with "
     "scg.Graph(structure=scg.Declared(...)) (no mode is pushed; check the declaration with "
-    "scg.testing.check_structure), or call the compiled function outside the graph's block")
+    "scg.testing.check_structure), or call the compiled function outside the graph's block"
+)
 
 
 _PRODUCTS = frozenset({"mul", "mul_", "multiply", "__mul__", "__rmul__", "__imul__"})
@@ -144,8 +145,7 @@ def _draw_loses_grad(name: str, args: tuple[Any, ...], out: Any) -> bool:
     if name.endswith("_like") or (isinstance(out, Tensor) and out.requires_grad):
         return False
     for a in args:
-        if isinstance(a, Tensor) and (a.requires_grad or (a._base is not None
-                                                          and a._base.requires_grad)):
+        if isinstance(a, Tensor) and (a.requires_grad or (a._base is not None and a._base.requires_grad)):
             return True
     return False
 
@@ -295,8 +295,9 @@ class InfluenceTracker(TorchFunctionMode):
                 self._check_transform(args, kwargs)
             return out
         if _transforms_active():  # a tracked value captured inside vmap/grad/jacrev
-            self._escape("a torch.func transform (vmap, grad, jacrev: scg does not follow "
-                         "values inside it)", m, library_ok=True)
+            self._escape(
+                "a torch.func transform (vmap, grad, jacrev: scg does not follow values inside it)", m, library_ok=True
+            )
         if type(out) is not Tensor and not is_tensor_result(out):
             if flags & F_METADATA:
                 if flags & F_SHAPE and self.any_dynamic:
@@ -323,19 +324,22 @@ class InfluenceTracker(TorchFunctionMode):
                 self.copies[key] = self.copies.get(key, 0) | m
         if isinstance(written, Tensor) and out is not written:
             self._propagate(func, name, rule, flags, args, kwargs, written, m, tracked)
-        if args and out is args[0] and written is None and not flags & F_MUTATES \
-                and not name.startswith("__i"):
+        if args and out is args[0] and written is None and not flags & F_MUTATES and not name.startswith("__i"):
             return out  # the argument returned as it is (x.type_as(y), x.to(y)): unchanged
         if type(out) is Tensor:
-            if flags & F_ELEMENTWISE and written is None and not self.any_dynamic \
-                    and not self.storages and not self.sample_dims:
+            if (
+                flags & F_ELEMENTWISE
+                and written is None
+                and not self.any_dynamic
+                and not self.storages
+                and not self.sample_dims
+            ):
                 fattr = self.fattr
                 oshape = out.shape
                 shared = None
                 for _, a, _ in tracked:
                     afr = getattr(a, fattr, None)
-                    if a.shape != oshape or (afr is not None and shared is not None
-                                             and afr is not shared):
+                    if a.shape != oshape or (afr is not None and shared is not None and afr is not shared):
                         break
                     if afr is not None:
                         shared = afr
@@ -354,8 +358,15 @@ class InfluenceTracker(TorchFunctionMode):
             self._written(written, m, name)
         return out
 
-    def _breaks(self, name: str, flags: int, args: tuple[Any, ...], out: Any,
-                written: Tensor | None, tracked: list[tuple[int, Tensor, int]]) -> None:
+    def _breaks(
+        self,
+        name: str,
+        flags: int,
+        args: tuple[Any, ...],
+        out: Any,
+        written: Tensor | None,
+        tracked: list[tuple[int, Tensor, int]],
+    ) -> None:
         """Carry the inputs' gradient breaks to the outputs, and add one where a pathwise
         node's influence enters an output that autograd does not connect to it. (A product
         with the number 0 carries nothing: ``relu(x) + (x > 0) * 0`` has no broken part.)"""
@@ -380,14 +391,22 @@ class InfluenceTracker(TorchFunctionMode):
                 setattr(o, battr, getattr(o, battr, 0) | nb)
                 self.breaks = True
 
-    def _paired(self, func: Callable[..., Any], name: str, rule: positions.Rule | None,
-                flags: int, args: tuple[Any, ...], kwargs: dict[str, Any] | None,
-                out: Any) -> None:
+    def _paired(
+        self,
+        func: Callable[..., Any],
+        name: str,
+        rule: positions.Rule | None,
+        flags: int,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any] | None,
+        out: Any,
+    ) -> None:
         """``broadcast_tensors(a, b)``, ``atleast_1d(a, b)``, ``meshgrid(a, b)``: output k is
         computed from tensor argument k alone (with equal shapes ``broadcast_tensors`` returns
         the arguments themselves, which must not take each other's influence)."""
-        inputs = [a for arg in args for a in (arg if isinstance(arg, (list, tuple)) else (arg,))
-                  if isinstance(a, Tensor)]
+        inputs = [
+            a for arg in args for a in (arg if isinstance(arg, (list, tuple)) else (arg,)) if isinstance(a, Tensor)
+        ]
         outputs = list(flat_tensors(out))
         if len(inputs) != len(outputs):
             m = 0
@@ -405,9 +424,18 @@ class InfluenceTracker(TorchFunctionMode):
             if am and o is not a:
                 self._propagate(func, name, rule, flags, args, kwargs, o, am, [(k, a, am)])
 
-    def _propagate(self, func: Callable[..., Any], name: str, rule: positions.Rule | None,
-                   flags: int, args: tuple[Any, ...], kwargs: dict[str, Any] | None, o: Tensor,
-                   m: int, tracked: list[tuple[int, Tensor, int]]) -> None:
+    def _propagate(
+        self,
+        func: Callable[..., Any],
+        name: str,
+        rule: positions.Rule | None,
+        flags: int,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any] | None,
+        o: Tensor,
+        m: int,
+        tracked: list[tuple[int, Tensor, int]],
+    ) -> None:
         if self.sample_dims:
             follow(self, func, name, rule, args, kwargs, o, tracked)
         attr, fattr = self.attr, self.fattr
@@ -421,8 +449,11 @@ class InfluenceTracker(TorchFunctionMode):
         if fr is None and len(tracked) == 1 and not storages:
             pos, a, am = tracked[0]
             afr = getattr(a, fattr, None)
-            f = INF if flags & F_ELEMENTWISE and a.shape == oshape else positions.foreign_from(
-                self._prefix(func, name, rule, args, kwargs, a, o, pos), a, o)
+            f = (
+                INF
+                if flags & F_ELEMENTWISE and a.shape == oshape
+                else positions.foreign_from(self._prefix(func, name, rule, args, kwargs, a, o, pos), a, o)
+            )
             if f >= self.max_dim:  # positions kept: the input's map is the output's (shared, immutable)
                 if afr is not None or getattr(o, fattr, None) is not None:
                     setattr(o, fattr, afr)
@@ -464,9 +495,16 @@ class InfluenceTracker(TorchFunctionMode):
             self._dynamic(flags, args, o, m, tracked)
 
     @staticmethod
-    def _prefix(func: Callable[..., Any], name: str, rule: positions.Rule | None,
-                args: tuple[Any, ...], kwargs: dict[str, Any] | None, a: Tensor, o: Tensor,
-                pos: int) -> int:
+    def _prefix(
+        func: Callable[..., Any],
+        name: str,
+        rule: positions.Rule | None,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any] | None,
+        a: Tensor,
+        o: Tensor,
+        pos: int,
+    ) -> int:
         if rule is None:
             if positions.UNKNOWN is not None:
                 positions.record_unknown(func)
@@ -476,8 +514,9 @@ class InfluenceTracker(TorchFunctionMode):
         except (TypeError, ValueError, IndexError, ZeroDivisionError, AttributeError):
             return 0
 
-    def _dynamic(self, flags: int, args: tuple[Any, ...], o: Tensor, m: int,
-                 tracked: list[tuple[int, Tensor, int]]) -> None:
+    def _dynamic(
+        self, flags: int, args: tuple[Any, ...], o: Tensor, m: int, tracked: list[tuple[int, Tensor, int]]
+    ) -> None:
         """Mark outputs whose shape depends on sampled values (and what is computed from them)."""
         if flags & F_DYNAMIC or (flags & F_GETITEM and bool_index(args)):
             self.any_dynamic = True
@@ -515,8 +554,9 @@ class InfluenceTracker(TorchFunctionMode):
             if isinstance(a, Tensor):
                 m |= self.mask_of(a)
         if m:
-            self._escape("a torch.func transform (vmap, grad, jacrev: scg does not follow "
-                         "values inside it)", m, library_ok=True)
+            self._escape(
+                "a torch.func transform (vmap, grad, jacrev: scg does not follow values inside it)", m, library_ok=True
+            )
 
     def _escape(self, what: str, m: int, library_ok: bool = False) -> None:
         if library_ok:

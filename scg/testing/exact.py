@@ -78,8 +78,6 @@ class _TooMany(Exception):
         self.path = path
 
 
-
-
 class QuadratureWarning(UserWarning):
     """Gauss-Hermite quadrature of a Normal node did not converge (a cost not smooth in x)."""
 
@@ -96,8 +94,7 @@ def _finite_choices(dist: Distribution, shape: torch.Size) -> list[Choice]:
     support = dist.enumerate_support(expand=True)  # (K, *batch, *event)
     k = support.shape[0]
     full = shape + dist.batch_shape
-    support = support.reshape(k, *([1] * len(shape)), *support.shape[1:]).expand(
-        k, *full, *dist.event_shape)
+    support = support.reshape(k, *([1] * len(shape)), *support.shape[1:]).expand(k, *full, *dist.event_shape)
     elements = int(np.prod(full)) if len(full) else 1
     flat = support.reshape((k, elements) + tuple(dist.event_shape))
     cols = torch.arange(elements)
@@ -118,14 +115,12 @@ def _normal_choices(dist: Normal, shape: torch.Size, points: int) -> list[Choice
     out: list[Choice] = []
     for combo in itertools.product(range(points), repeat=elements):
         tk = torch.tensor(t[list(combo)], dtype=dtype).reshape(tuple(full))
-        lw = torch.tensor(float(np.sum(np.log(w[list(combo)]))) - elements * 0.5 * math.log(math.pi),
-                          dtype=dtype)
+        lw = torch.tensor(float(np.sum(np.log(w[list(combo)]))) - elements * 0.5 * math.log(math.pi), dtype=dtype)
         out.append((loc + scale * math.sqrt(2.0) * tk, lw, True))
     return out
 
 
-def _runs(program: Program, quadrature: int,
-          max_runs: int) -> tuple[list[tuple[Graph, torch.Tensor]], bool]:
+def _runs(program: Program, quadrature: int, max_runs: int) -> tuple[list[tuple[Graph, torch.Tensor]], bool]:
     """Every complete run with its log-weight (log p(run), quadrature weights for Normals), and
     whether a Normal node was integrated by quadrature."""
     done: list[tuple[Graph, torch.Tensor]] = []
@@ -137,11 +132,17 @@ def _runs(program: Program, quadrature: int,
         position = [0]
         logw: list[torch.Tensor] = []
 
-        def intervene(name: str, step: int | None, dist: Distribution, shape: torch.Size,
-                      prefix: list[Choice] = prefix,
-                      position: list[int] = position,
-                      logw: list[torch.Tensor] = logw,
-                      runs: int = runs, path: tuple[str, ...] = path) -> torch.Tensor:
+        def intervene(
+            name: str,
+            step: int | None,
+            dist: Distribution,
+            shape: torch.Size,
+            prefix: list[Choice] = prefix,
+            position: list[int] = position,
+            logw: list[torch.Tensor] = logw,
+            runs: int = runs,
+            path: tuple[str, ...] = path,
+        ) -> torch.Tensor:
             i = position[0]
             position[0] += 1
             if i < len(prefix):
@@ -159,10 +160,12 @@ def _runs(program: Program, quadrature: int,
             while isinstance(base, Independent):  # the same elements, scored jointly
                 base = base.base_dist
             if not isinstance(base, (*FINITE, Normal)):
-                raise SCGError(f"exact enumeration: node '{name}' has a {type(dist).__name__}, "
-                               "which has no finite support; supported: Bernoulli, Binomial, "
-                               "Categorical, OneHotCategorical (enumerated) and Normal "
-                               "(quadrature), and Independent of these")
+                raise SCGError(
+                    f"exact enumeration: node '{name}' has a {type(dist).__name__}, "
+                    "which has no finite support; supported: Bernoulli, Binomial, "
+                    "Categorical, OneHotCategorical (enumerated) and Normal "
+                    "(quadrature), and Independent of these"
+                )
             count, how = _joint_values(base, shape, quadrature)
             total = runs * count
             what = "quadrature points" if isinstance(base, Normal) else "joint values"
@@ -191,7 +194,8 @@ def _runs(program: Program, quadrature: int,
                 f"exact enumeration: {t.runs} runs exceed max_runs={max_runs} (counted before "
                 f"enumerating, along the first run: {' × '.join(t.path)}; a node with K values and "
                 "E batch elements has K^E joint values); use a smaller batch or fewer nodes, or "
-                "raise max_runs") from None
+                "raise max_runs"
+            ) from None
         total = torch.stack(logw).sum() if logw else torch.zeros(())
         done.append((g, total))
     return done, quadrature_used
@@ -207,8 +211,7 @@ def _expectation(program: Program, quadrature: int, max_runs: int) -> tuple[torc
     return total, quadrature_used
 
 
-def exact_expectation(program: Program, *, quadrature: int = 48,
-                      max_runs: int = 200_000) -> torch.Tensor:
+def exact_expectation(program: Program, *, quadrature: int = 48, max_runs: int = 200_000) -> torch.Tensor:
     """E[Σ costs] of ``program``, exactly, as a differentiable function of its parameters.
 
     Args:
@@ -231,8 +234,14 @@ def _grad(value: torch.Tensor, params: list[torch.Tensor]) -> list[torch.Tensor]
     return [torch.zeros_like(p) if g is None else g for p, g in zip(params, grads)]
 
 
-def exact_gradient(program: Program, params: Sequence[torch.Tensor], *, quadrature: int = 48,
-                   max_runs: int = 200_000, check_quadrature: bool = True) -> list[torch.Tensor]:
+def exact_gradient(
+    program: Program,
+    params: Sequence[torch.Tensor],
+    *,
+    quadrature: int = 48,
+    max_runs: int = 200_000,
+    check_quadrature: bool = True,
+) -> list[torch.Tensor]:
     """Exact ∇_θ E[Σ costs] for each tensor in ``params`` (zeros where it has no influence).
 
     Exact for finite nodes; for Normal nodes a quadrature (see the module docstring). With
@@ -258,24 +267,25 @@ def exact_gradient(program: Program, params: Sequence[torch.Tensor], *, quadratu
                 "in the node's value (a step function, rounding, indexing) or varies quickly over "
                 "its width; quadrature is approximate there, not exact: raise quadrature=, or "
                 "test with a discrete node",
-                QuadratureWarning, stacklevel=2)
+                QuadratureWarning,
+                stacklevel=2,
+            )
     return grads
 
 
-def exact_hessian(program: Program, params: Sequence[torch.Tensor], *, quadrature: int = 48,
-                  max_runs: int = 200_000) -> torch.Tensor:
+def exact_hessian(
+    program: Program, params: Sequence[torch.Tensor], *, quadrature: int = 48, max_runs: int = 200_000
+) -> torch.Tensor:
     """Exact Hessian of E[Σ costs] w.r.t. the flattened, concatenated ``params`` (d, d)."""
     params = list(params)
     value = _expectation(program, quadrature, max_runs)[0]
     grads = torch.autograd.grad(value, params, create_graph=True, allow_unused=True)
-    flat = torch.cat([(torch.zeros_like(p) if g is None else g).reshape(-1)
-                      for p, g in zip(params, grads)])
+    flat = torch.cat([(torch.zeros_like(p) if g is None else g).reshape(-1) for p, g in zip(params, grads)])
     rows = []
     for i in range(flat.shape[0]):
         if not flat[i].requires_grad:
             rows.append(torch.zeros_like(flat))
             continue
         hi = torch.autograd.grad(flat[i], params, retain_graph=True, allow_unused=True)
-        rows.append(torch.cat([(torch.zeros_like(p) if h is None else h).reshape(-1)
-                               for p, h in zip(params, hi)]))
+        rows.append(torch.cat([(torch.zeros_like(p) if h is None else h).reshape(-1) for p, h in zip(params, hi)]))
     return torch.stack(rows)

@@ -62,8 +62,7 @@ class SCGSpec:
         """(offset, size) of each node's parameters in θ, then one slot per cost."""
         spans, off = [], 0
         for node in self.nodes:
-            size = {"categorical": node.k, "onehot": node.k, "indcat": 2 * node.k,
-                    "normal": 2}.get(node.kind, 1)
+            size = {"categorical": node.k, "onehot": node.k, "indcat": 2 * node.k, "normal": 2}.get(node.kind, 1)
             size += len(node.parents)
             spans.append((off, size))
             off += size
@@ -84,8 +83,9 @@ class SCGSpec:
         theta = torch.rand(self.num_params, generator=gen, dtype=torch.float64) * 2 - 1
         return theta.requires_grad_()
 
-    def _run(self, theta: torch.Tensor, baseline: Baseline | None, n: int | None = None,
-             log_mean_exp: bool = False) -> None:
+    def _run(
+        self, theta: torch.Tensor, baseline: Baseline | None, n: int | None = None, log_mean_exp: bool = False
+    ) -> None:
         """Run the graph with θ of shape (P, d): batch element p uses row p. With ``n`` the first
         node draws n samples (every later node carries them: n independent trajectories); with
         ``log_mean_exp`` the costs become one, −log mean_n exp(−Σ costs) (``baseline.objective``
@@ -95,13 +95,11 @@ class SCGSpec:
         first: torch.Tensor | None = None
         for i, node in enumerate(self.nodes):
             off, size = spans[i]
-            w = theta[:, off:off + size]
+            w = theta[:, off : off + size]
             own = size - len(node.parents)
-            drive = sum((w[:, own + j] * feats[p] for j, p in enumerate(node.parents)),
-                        torch.zeros_like(theta[:, 0]))
+            drive = sum((w[:, own + j] * feats[p] for j, p in enumerate(node.parents)), torch.zeros_like(theta[:, 0]))
             est = self.estimator.get(i)
-            kw: dict[str, Any] = {"name": f"v{i}", "step": i,
-                                  "n": self.draws.get(i, n if i == 0 else None)}
+            kw: dict[str, Any] = {"name": f"v{i}", "step": i, "n": self.draws.get(i, n if i == 0 else None)}
             if est is not None:
                 kw["estimator"] = est
             elif baseline is not None and node.kind != "normal":
@@ -111,8 +109,7 @@ class SCGSpec:
                 z = scg.sample(Categorical(logits=w[:, :own] + drive.unsqueeze(-1) * ramp), **kw)
                 feats.append(z.to(theta.dtype) / max(node.k - 1, 1) - 0.5)
             elif node.kind == "onehot":
-                z = scg.sample(OneHotCategorical(logits=w[:, :own] + drive.unsqueeze(-1) * ramp),
-                               **kw)
+                z = scg.sample(OneHotCategorical(logits=w[:, :own] + drive.unsqueeze(-1) * ramp), **kw)
                 feats.append(z @ (ramp + 1.0) / 2.0 - 0.5)
             elif node.kind == "indcat":
                 logits = w[:, :own].reshape(w.shape[0], 2, node.k) + (drive.unsqueeze(-1) * ramp).unsqueeze(-2)
@@ -128,8 +125,7 @@ class SCGSpec:
         costs = []
         for j, (step, c) in enumerate(self.costs):
             off, _ = spans[len(self.nodes) + j]
-            total = sum((feats[p] * (1.0 + 0.5 * q) for q, p in enumerate(c.parents)),
-                        torch.zeros_like(theta[:, 0]))
+            total = sum((feats[p] * (1.0 + 0.5 * q) for q, p in enumerate(c.parents)), torch.zeros_like(theta[:, 0]))
             if c.direct:
                 total = total + theta[:, off]
             costs.append(c.scale * (total - 0.3) ** 2)
@@ -140,17 +136,18 @@ class SCGSpec:
             for c_j in costs[1:]:
                 logw = logw - c_j  # (n, P)
             objective = getattr(baseline, "objective", None)
-            value = (objective(logw) if objective is not None else
-                     -(torch.logsumexp(logw, 0) - math.log(logw.shape[0])))
+            value = objective(logw) if objective is not None else -(torch.logsumexp(logw, 0) - math.log(logw.shape[0]))
             scg.cost(value, name="bound", step=len(self.nodes) - 1, reduced=first)
 
-    def program(self, theta: torch.Tensor, baseline: Baseline | None = None, *,
-                n: int | None = None, log_mean_exp: bool = False) -> Callable[[], None]:
+    def program(
+        self, theta: torch.Tensor, baseline: Baseline | None = None, *, n: int | None = None, log_mean_exp: bool = False
+    ) -> Callable[[], None]:
         """A zero-argument program over the flat θ (d,), for ``exact_gradient``."""
         return lambda: self._run(theta.unsqueeze(0), baseline, n, log_mean_exp)
 
-    def batched(self, baseline: Baseline | None = None, *, n: int | None = None,
-                log_mean_exp: bool = False) -> Callable[[torch.Tensor], None]:
+    def batched(
+        self, baseline: Baseline | None = None, *, n: int | None = None, log_mean_exp: bool = False
+    ) -> Callable[[torch.Tensor], None]:
         """The program over replicated θ (P, d), for ``estimate_gradients_batched``."""
         return lambda theta: self._run(theta, baseline, n, log_mean_exp)
 
@@ -159,8 +156,7 @@ class SCGSpec:
         return any(n.kind == "normal" for n in self.nodes)
 
 
-def scgs(max_nodes: int = 4, max_costs: int = 4, continuous: bool = True,
-         kinds: Sequence[str] | None = None) -> Any:
+def scgs(max_nodes: int = 4, max_costs: int = 4, continuous: bool = True, kinds: Sequence[str] | None = None) -> Any:
     """A hypothesis strategy of `SCGSpec` (imports hypothesis lazily).
 
     ``kinds``: the node kinds to draw from (default: categorical, bernoulli, and normal when
@@ -186,15 +182,17 @@ def scgs(max_nodes: int = 4, max_costs: int = 4, continuous: bool = True,
             nodes.append(NodeSpec(kind, k, parents))
         first = next((i for i, nd in enumerate(nodes) if nd.kind == "normal"), None)
         other = "bernoulli" if "bernoulli" in kinds else next((kd for kd in kinds if kd != "normal"), "bernoulli")
-        nodes = [NodeSpec(other, 2 if other in ("categorical", "onehot", "indcat") else 1, nd.parents)
-                 if nd.kind == "normal" and i != first else nd
-                 for i, nd in enumerate(nodes)]  # one Normal: keeps quadrature cheap
+        nodes = [
+            NodeSpec(other, 2 if other in ("categorical", "onehot", "indcat") else 1, nd.parents)
+            if nd.kind == "normal" and i != first
+            else nd
+            for i, nd in enumerate(nodes)
+        ]  # one Normal: keeps quadrature cheap
         costs = []
         for _ in range(draw(st.integers(1, max_costs))):
             step = draw(st.integers(0, n - 1))
             parents = tuple(sorted(draw(st.sets(st.integers(0, step), min_size=1, max_size=2))))
-            costs.append((step, CostSpec(parents, draw(st.booleans()),
-                                         draw(st.sampled_from([0.5, 1.0, 2.0])))))
+            costs.append((step, CostSpec(parents, draw(st.booleans()), draw(st.sampled_from([0.5, 1.0, 2.0])))))
         return SCGSpec(nodes, costs)
 
     return build()

@@ -22,8 +22,7 @@ from scg.graph.structure import Declared, signature
 
 __all__ = ["check_structure"]
 
-_NAMES = {None: "no credit (does not influence)", False: "per-element credit",
-          True: "whole-plate credit"}
+_NAMES = {None: "no credit (does not influence)", False: "per-element credit", True: "whole-plate credit"}
 
 
 def _run(program: Callable[[], Any], seed: int, **graph_kwargs: Any) -> Graph:
@@ -34,9 +33,15 @@ def _run(program: Callable[[], Any], seed: int, **graph_kwargs: Any) -> Graph:
     return g
 
 
-def check_structure(program: Callable[[], Any], structure: Declared, *, runs: int = 1,
-                    seed: int = 0, exact: bool = True,
-                    graph_kwargs: dict[str, Any] | None = None) -> None:
+def check_structure(
+    program: Callable[[], Any],
+    structure: Declared,
+    *,
+    runs: int = 1,
+    seed: int = 0,
+    exact: bool = True,
+    graph_kwargs: dict[str, Any] | None = None,
+) -> None:
     """Raise ``AssertionError`` if ``structure`` credits a (node, cost) pair differently from
     tracking.
 
@@ -55,8 +60,7 @@ def check_structure(program: Callable[[], Any], structure: Declared, *, runs: in
     difference biases the gradient.
     """
     if not isinstance(structure, Declared):
-        raise TypeError(f"check_structure: expected a scg.Declared, got "
-                        f"{type(structure).__name__}")
+        raise TypeError(f"check_structure: expected a scg.Declared, got {type(structure).__name__}")
     kwargs = dict(graph_kwargs or {})
     for r in range(runs):
         tracked = _run(program, seed + r, **kwargs)
@@ -65,7 +69,8 @@ def check_structure(program: Callable[[], Any], structure: Declared, *, runs: in
             raise AssertionError(
                 "check_structure: the program built different nodes in the two runs with the "
                 f"same seed ({len(tracked.nodes)} vs {len(declared.nodes)} nodes); it must draw "
-                "only through scg.sample and torch's global generator")
+                "only through scg.sample and torch's global generator"
+            )
         want, got = tracked._credit, declared._credit
         for key in sorted(set(want) | set(got)):
             w, d = want.get(key), got.get(key)
@@ -75,8 +80,10 @@ def check_structure(program: Callable[[], Any], structure: Declared, *, runs: in
             if not biased and not exact:
                 continue
             v, c = tracked.nodes[key[0]], tracked.nodes[key[1]]
-            effect = ("the declared surrogate is BIASED" if biased else
-                      "unbiased, but with a higher variance than tracking")
+            effect = (
+                "the declared surrogate is BIASED" if biased else "unbiased, but with a higher variance than tracking"
+            )
             raise AssertionError(
                 f"check_structure (seed {seed + r}): {structure!r} gives {v.describe()} "
-                f"{_NAMES[d]} from {c.describe()}; tracking finds {_NAMES[w]}: {effect}")
+                f"{_NAMES[d]} from {c.describe()}; tracking finds {_NAMES[w]}: {effect}"
+            )

@@ -29,20 +29,31 @@ from scg.errors import SCGError
 from scg.graph.graph import Graph
 from scg.testing.exact import exact_gradient
 
-__all__ = ["UnbiasedReport", "assert_unbiased", "check_unbiased", "compare", "estimate_gradients",
-           "estimate_gradients_batched"]
+__all__ = [
+    "UnbiasedReport",
+    "assert_unbiased",
+    "check_unbiased",
+    "compare",
+    "estimate_gradients",
+    "estimate_gradients_batched",
+]
 
 Program = Callable[[], object]
 
 
 def _flat(grads: Sequence[torch.Tensor | None], params: Sequence[torch.Tensor]) -> torch.Tensor:
-    return torch.cat([(torch.zeros_like(p) if g is None else g).reshape(-1)
-                      for p, g in zip(params, grads)])
+    return torch.cat([(torch.zeros_like(p) if g is None else g).reshape(-1) for p, g in zip(params, grads)])
 
 
-def estimate_gradients(program: Program, params: Sequence[torch.Tensor], n: int, *,
-                       seed: int = 0, surrogate_kwargs: dict[str, Any] | None = None,
-                       graph_kwargs: dict[str, Any] | None = None) -> torch.Tensor:
+def estimate_gradients(
+    program: Program,
+    params: Sequence[torch.Tensor],
+    n: int,
+    *,
+    seed: int = 0,
+    surrogate_kwargs: dict[str, Any] | None = None,
+    graph_kwargs: dict[str, Any] | None = None,
+) -> torch.Tensor:
     """``n`` independent surrogate-gradient estimates, flattened: a ``(n, d)`` tensor.
 
     Each estimate runs ``program`` in a fresh ``scg.Graph`` and differentiates
@@ -59,15 +70,20 @@ def estimate_gradients(program: Program, params: Sequence[torch.Tensor], n: int,
                 program()
             loss = g.surrogate_loss(**kwargs)
             grads: Sequence[torch.Tensor | None] = (
-                torch.autograd.grad(loss, params, allow_unused=True) if loss.requires_grad
-                else [None] * len(params))  # nothing differentiable reached it: a zero estimate
+                torch.autograd.grad(loss, params, allow_unused=True) if loss.requires_grad else [None] * len(params)
+            )  # nothing differentiable reached it: a zero estimate
             out.append(_flat(grads, params).detach())
     return torch.stack(out)
 
 
 def estimate_gradients_batched(
-    program: Callable[..., object], params: Sequence[torch.Tensor], n: int, *,
-    particles: int = 256, seed: int = 0, surrogate_kwargs: dict[str, Any] | None = None,
+    program: Callable[..., object],
+    params: Sequence[torch.Tensor],
+    n: int,
+    *,
+    particles: int = 256,
+    seed: int = 0,
+    surrogate_kwargs: dict[str, Any] | None = None,
 ) -> torch.Tensor:
     """``n`` independent estimates from ``ceil(n / particles)`` runs: a ``(n, d)`` tensor.
 
@@ -85,21 +101,25 @@ def estimate_gradients_batched(
         remaining = n
         while remaining > 0:
             p = min(particles, remaining)
-            reps = [q.detach().unsqueeze(0).expand(p, *q.shape).clone().requires_grad_()
-                    for q in params]
+            reps = [q.detach().unsqueeze(0).expand(p, *q.shape).clone().requires_grad_() for q in params]
             with Graph() as g:
                 program(*reps)
             loss = g.surrogate_loss(**kwargs)
             mixed = [k for k, whole in g._credit.items() if whole]
             if mixed:
                 v, c = g.nodes[mixed[0][0]], g.nodes[mixed[0][1]]
-                raise SCGError(f"estimate_gradients_batched: {c.describe()} mixes the particles "
-                               f"of {v.describe()} (scg credits it whole-plate), so the "
-                               "per-particle gradients are not independent estimates; keep "
-                               "particle p's computation in row p, or use estimate_gradients")
+                raise SCGError(
+                    f"estimate_gradients_batched: {c.describe()} mixes the particles "
+                    f"of {v.describe()} (scg credits it whole-plate), so the "
+                    "per-particle gradients are not independent estimates; keep "
+                    "particle p's computation in row p, or use estimate_gradients"
+                )
             grads = torch.autograd.grad(loss, reps, allow_unused=True)
-            out.append(torch.cat([(torch.zeros_like(r) if gr is None else gr).reshape(p, -1)
-                                  for r, gr in zip(reps, grads)], dim=1).detach())
+            out.append(
+                torch.cat(
+                    [(torch.zeros_like(r) if gr is None else gr).reshape(p, -1) for r, gr in zip(reps, grads)], dim=1
+                ).detach()
+            )
             remaining -= p
     return torch.cat(out)
 
@@ -138,8 +158,7 @@ def _normal_sf(z: float) -> float:
 _ROUNDOFF_EPS = 64
 
 
-def compare(estimates: torch.Tensor, exact: torch.Tensor, *, alpha: float = 1e-3,
-            atol: float = 1e-6) -> UnbiasedReport:
+def compare(estimates: torch.Tensor, exact: torch.Tensor, *, alpha: float = 1e-3, atol: float = 1e-6) -> UnbiasedReport:
     """Per-coordinate z-test of ``estimates`` (n, d) against ``exact`` (d,), Bonferroni over d.
 
     Scale-aware: coordinate j is z-tested whenever its estimates vary by more than rounding,
@@ -159,8 +178,7 @@ def compare(estimates: torch.Tensor, exact: torch.Tensor, *, alpha: float = 1e-3
     roundoff = _ROUNDOFF_EPS * eps * (1.0 + float((est.abs().amax(0) + ex.abs()).max()))
     degenerate = (est.amax(0) - est.amin(0)) <= roundoff
     diff = mean - ex
-    z = torch.where(degenerate, torch.zeros_like(diff), diff / torch.where(degenerate,
-                                                                            torch.ones_like(se), se))
+    z = torch.where(degenerate, torch.zeros_like(diff), diff / torch.where(degenerate, torch.ones_like(se), se))
     critical = float(torch.special.ndtri(torch.tensor(1.0 - alpha / (2.0 * d), dtype=torch.double)))
     bad_degenerate = degenerate & (diff.abs() > atol * (1.0 + ex.abs()) + roundoff)
     z = torch.where(bad_degenerate, torch.full_like(z, math.inf) * diff.sign(), z)
@@ -171,13 +189,20 @@ def compare(estimates: torch.Tensor, exact: torch.Tensor, *, alpha: float = 1e-3
     return UnbiasedReport(passed, n, ex, mean, se, z, critical, p, worst)
 
 
-def check_unbiased(program: Program, params: Sequence[torch.Tensor], n: int = 1000, *,
-                   seed: int = 0, alpha: float = 1e-3, atol: float = 1e-6,
-                   surrogate_kwargs: dict[str, Any] | None = None,
-                   exact: Sequence[torch.Tensor] | None = None,
-                   batched: Callable[..., object] | None = None,
-                   particles: int = 256,
-                   graph_kwargs: dict[str, Any] | None = None) -> UnbiasedReport:
+def check_unbiased(
+    program: Program,
+    params: Sequence[torch.Tensor],
+    n: int = 1000,
+    *,
+    seed: int = 0,
+    alpha: float = 1e-3,
+    atol: float = 1e-6,
+    surrogate_kwargs: dict[str, Any] | None = None,
+    exact: Sequence[torch.Tensor] | None = None,
+    batched: Callable[..., object] | None = None,
+    particles: int = 256,
+    graph_kwargs: dict[str, Any] | None = None,
+) -> UnbiasedReport:
     """Run the test of the module docstring and return its report (does not raise).
 
     Args:
@@ -200,29 +225,47 @@ def check_unbiased(program: Program, params: Sequence[torch.Tensor], n: int = 10
     params = list(params)
     g_exact = _flat(list(exact) if exact is not None else exact_gradient(program, params), params)
     if batched is not None:
-        estimates = estimate_gradients_batched(batched, params, n, particles=particles, seed=seed,
-                                               surrogate_kwargs=surrogate_kwargs)
+        estimates = estimate_gradients_batched(
+            batched, params, n, particles=particles, seed=seed, surrogate_kwargs=surrogate_kwargs
+        )
     else:
-        estimates = estimate_gradients(program, params, n, seed=seed,
-                                       surrogate_kwargs=surrogate_kwargs,
-                                       graph_kwargs=graph_kwargs)
+        estimates = estimate_gradients(
+            program, params, n, seed=seed, surrogate_kwargs=surrogate_kwargs, graph_kwargs=graph_kwargs
+        )
     return compare(estimates, g_exact.detach(), alpha=alpha, atol=atol)
 
 
-def assert_unbiased(program: Program, params: Sequence[torch.Tensor], n: int = 1000, *,
-                    seed: int = 0, alpha: float = 1e-3, atol: float = 1e-6,
-                    surrogate_kwargs: dict[str, Any] | None = None,
-                    exact: Sequence[torch.Tensor] | None = None,
-                    batched: Callable[..., object] | None = None,
-                    particles: int = 256,
-                    graph_kwargs: dict[str, Any] | None = None) -> UnbiasedReport:
+def assert_unbiased(
+    program: Program,
+    params: Sequence[torch.Tensor],
+    n: int = 1000,
+    *,
+    seed: int = 0,
+    alpha: float = 1e-3,
+    atol: float = 1e-6,
+    surrogate_kwargs: dict[str, Any] | None = None,
+    exact: Sequence[torch.Tensor] | None = None,
+    batched: Callable[..., object] | None = None,
+    particles: int = 256,
+    graph_kwargs: dict[str, Any] | None = None,
+) -> UnbiasedReport:
     """Raise ``AssertionError`` when the surrogate gradient of ``program`` is detectably biased.
 
     See [`check_unbiased`][scg.testing.check_unbiased] for the arguments; returns the report when the test passes.
     """
-    report = check_unbiased(program, params, n, seed=seed, alpha=alpha, atol=atol,
-                            surrogate_kwargs=surrogate_kwargs, exact=exact, batched=batched,
-                            particles=particles, graph_kwargs=graph_kwargs)
+    report = check_unbiased(
+        program,
+        params,
+        n,
+        seed=seed,
+        alpha=alpha,
+        atol=atol,
+        surrogate_kwargs=surrogate_kwargs,
+        exact=exact,
+        batched=batched,
+        particles=particles,
+        graph_kwargs=graph_kwargs,
+    )
     if not report.passed:
         raise AssertionError(str(report))
     return report

@@ -43,8 +43,15 @@ def _layout(g: nx.DiGraph) -> dict[str, tuple[float, float]]:
     return pos
 
 
-def draw(graph: Graph, ax: matplotlib.axes.Axes | None = None, *, parameters: bool = True,
-         node_size: int = 1400, font_size: int = 9, **kwargs: Any) -> matplotlib.axes.Axes:
+def draw(
+    graph: Graph,
+    ax: matplotlib.axes.Axes | None = None,
+    *,
+    parameters: bool = True,
+    node_size: int = 1400,
+    font_size: int = 9,
+    **kwargs: Any,
+) -> matplotlib.axes.Axes:
     """Draw ``graph`` on ``ax`` (a new figure when None) and return the axes.
 
     Args:
@@ -62,8 +69,9 @@ def draw(graph: Graph, ax: matplotlib.axes.Axes | None = None, *, parameters: bo
         nodes = [n for n, k in g.nodes(data="kind") if k == kind]
         if not nodes:
             continue
-        nx.draw_networkx_nodes(g, pos, nodelist=nodes, ax=ax, node_size=node_size,
-                               edgecolors="black", linewidths=1.0, **style)
+        nx.draw_networkx_nodes(
+            g, pos, nodelist=nodes, ax=ax, node_size=node_size, edgecolors="black", linewidths=1.0, **style
+        )
     nx.draw_networkx_edges(g, pos, ax=ax, node_size=node_size, arrows=True, arrowsize=14)
     nx.draw_networkx_labels(g, pos, ax=ax, font_size=font_size)
     ax.set_axis_off()

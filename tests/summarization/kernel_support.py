@@ -58,12 +58,22 @@ class Case:
     def cast(self, dtype: torch.dtype) -> Case:
         """A copy with the floating tensors in ``dtype`` (leaves, no grad)."""
         f = lambda t: t.detach().to(dtype)  # noqa: E731
-        return Case(f(self.keys), f(self.query_coarse), self.chunk_mask, f(self.words), self.word_mask,
-                    f(self.query_fine), self.idx, f(self.weights), self.rows)
+        return Case(
+            f(self.keys),
+            f(self.query_coarse),
+            self.chunk_mask,
+            f(self.words),
+            self.word_mask,
+            f(self.query_fine),
+            self.idx,
+            f(self.weights),
+            self.rows,
+        )
 
 
-def make_case(seed: int, b: int, m: int, n: int, h: int, d: int, k: int, r: int | None = None,
-              device: torch.device = DEVICE) -> Case:
+def make_case(
+    seed: int, b: int, m: int, n: int, h: int, d: int, k: int, r: int | None = None, device: torch.device = DEVICE
+) -> Case:
     """Random masks with padded chunks (chunk 0 always real), a chunk without real words (the last),
     and choices ``idx`` with a repeat (k > 1) and with the empty chunk once (row 0's last choice).
     Use ``r >= 2`` or ``k >= 2``, so that some choice reads real words."""

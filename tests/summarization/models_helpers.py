@@ -24,20 +24,41 @@ def make_batch(B: int = 3, M: int = 4, N: int = 6, T: int = 5, seed: int = 0) ->
     tgt[:, 0] = 2
     tgt[torch.arange(B), tgt_len - 1] = 3
     tgt = tgt * tgt_mask
-    return {"src": src, "src_mask": mask, "tgt": tgt, "tgt_mask": tgt_mask,
-            "salient": torch.zeros(B, dtype=torch.long)}
+    return {"src": src, "src_mask": mask, "tgt": tgt, "tgt_mask": tgt_mask, "salient": torch.zeros(B, dtype=torch.long)}
 
 
 def tiny_c2f_config(vocab_size: int, emb_dim: int, hidden: int) -> ModelConfig:
     """A C2F model small enough to enumerate by hand: two chunks, one layer each way, no dropout."""
-    return ModelConfig(vocab_size=vocab_size, attention="c2f", num_chunks=2, emb_dim=emb_dim, hidden=hidden,
-                       enc_layers=1, dec_layers=1, conv_filters=3, conv_width=2, dropout=0.0, init_range=0.5)
+    return ModelConfig(
+        vocab_size=vocab_size,
+        attention="c2f",
+        num_chunks=2,
+        emb_dim=emb_dim,
+        hidden=hidden,
+        enc_layers=1,
+        dec_layers=1,
+        conv_filters=3,
+        conv_width=2,
+        dropout=0.0,
+        init_range=0.5,
+    )
 
 
 def make_model(attention: str = "c2f", seed: int = 0, **options: Any) -> Summarizer:
     torch.manual_seed(seed)
-    config = ModelConfig(vocab_size=V, num_chunks=options.pop("num_chunks", 8), emb_dim=10, hidden=12, enc_layers=2,
-                         dec_layers=2, conv_filters=7, conv_width=3, pos_dim=3, attention=attention, **options)
+    config = ModelConfig(
+        vocab_size=V,
+        num_chunks=options.pop("num_chunks", 8),
+        emb_dim=10,
+        hidden=12,
+        enc_layers=2,
+        dec_layers=2,
+        conv_filters=7,
+        conv_width=3,
+        pos_dim=3,
+        attention=attention,
+        **options,
+    )
     return Summarizer(config)
 
 

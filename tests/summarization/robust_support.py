@@ -15,33 +15,53 @@ import torch
 
 #: a short C2F run: sampling, the EMA baseline, dropout and the +ALTERNATE coin all matter
 TINY = "tiny-C2F+MULTI2"
-SHORT = ["--set", "train.max_steps_per_epoch=8", "--set", "train.epochs=2", "--set", "train.alternate=0.5",
-         "--set", "train.log_every=1"]
+SHORT = [
+    "--set",
+    "train.max_steps_per_epoch=8",
+    "--set",
+    "train.epochs=2",
+    "--set",
+    "train.alternate=0.5",
+    "--set",
+    "train.log_every=1",
+]
 #: one deterministic SGD step of a soft model (no dropout, no clipping): DDP must equal one process
-STEP_OVERRIDES = ["model.dropout=0.0", "train.optimizer='sgd'", "train.lr=1.0", "train.max_grad_norm=0.0",
-                  "train.batch_size=8", "train.device='cpu'"]
+STEP_OVERRIDES = [
+    "model.dropout=0.0",
+    "train.optimizer='sgd'",
+    "train.lr=1.0",
+    "train.max_grad_norm=0.0",
+    "train.batch_size=8",
+    "train.device='cpu'",
+]
 
 
 def cli(*args: str | Path, stdin: bytes | None = None, timeout: float = 240) -> subprocess.CompletedProcess[str]:
     """``python -m scg_summarize.cli ARGS`` to completion (text output)."""
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run([sys.executable, "-m", "scg_summarize.cli", *map(str, args)], input=stdin,
-                          capture_output=True, timeout=timeout, env=env)
-    return subprocess.CompletedProcess(proc.args, proc.returncode, proc.stdout.decode("utf-8", "replace"),
-                                       proc.stderr.decode("utf-8", "replace"))
+    proc = subprocess.run(
+        [sys.executable, "-m", "scg_summarize.cli", *map(str, args)],
+        input=stdin,
+        capture_output=True,
+        timeout=timeout,
+        env=env,
+    )
+    return subprocess.CompletedProcess(
+        proc.args, proc.returncode, proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace")
+    )
 
 
 def start(*args: str | Path, out_file: Path | None = None) -> subprocess.Popen[bytes]:
     """Start ``python -m scg_summarize.cli ARGS`` (output to ``out_file``, else a pipe)."""
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     sink: Any = subprocess.PIPE if out_file is None else out_file.open("wb")
-    return subprocess.Popen([sys.executable, "-m", "scg_summarize.cli", *map(str, args)], stdout=sink,
-                            stderr=subprocess.STDOUT, env=env)
+    return subprocess.Popen(
+        [sys.executable, "-m", "scg_summarize.cli", *map(str, args)], stdout=sink, stderr=subprocess.STDOUT, env=env
+    )
 
 
 def train_args(data: Path, out: Path, *extra: str, config: str = TINY) -> list[str]:
-    return ["train", "--config", config, "--data", str(data), "--out", str(out), "--quiet", "--no-test", *SHORT,
-            *extra]
+    return ["train", "--config", config, "--data", str(data), "--out", str(out), "--quiet", "--no-test", *SHORT, *extra]
 
 
 def train_lines(run: Path) -> int:

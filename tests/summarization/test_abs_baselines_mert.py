@@ -70,8 +70,12 @@ def test_line_search_is_exact_against_a_dense_grid() -> None:
         nbests = []
         for _ in range(rng.randint(1, 8)):
             n = rng.randint(1, 6)
-            nbests.append(NBest(tuple(tuple(rng.gauss(0, 1) for _ in range(3)) for _ in range(n)),
-                                tuple(rng.random() for _ in range(n))))
+            nbests.append(
+                NBest(
+                    tuple(tuple(rng.gauss(0, 1) for _ in range(3)) for _ in range(n)),
+                    tuple(rng.random() for _ in range(n)),
+                )
+            )
         w = [rng.gauss(0, 1) for _ in range(3)]
         d = [rng.gauss(0, 1) for _ in range(3)]
         gamma, best = line_search(w, d, nbests)

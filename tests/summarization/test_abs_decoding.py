@@ -58,8 +58,11 @@ def _sequence_score(decoder: Any, batch: Mapping[str, Any], example: int, tokens
 
 
 def _brute_force(decoder: Any, batch: Mapping[str, Any], example: int, words: list[int], lengths: range) -> float:
-    return max(_sequence_score(decoder, batch, example, list(seq))
-               for n in lengths for seq in itertools.product(words, repeat=n))
+    return max(
+        _sequence_score(decoder, batch, example, list(seq))
+        for n in lengths
+        for seq in itertools.product(words, repeat=n)
+    )
 
 
 # --------------------------------------------------------------------------- recombination
@@ -182,7 +185,13 @@ def test_word_features_by_hand() -> None:
     source = [4, 5, 6, 7]
     # 5 6 (bigram), 4 5 6 (trigram), then 4 after 7: 4 occurs before 7 in the input (out of order)
     assert word_features(source, [4, 5, 6, 8, 7, 4]) == [
-        [1, 0, 0, 0], [1, 1, 0, 0], [1, 1, 1, 0], [0, 0, 0, 0], [1, 0, 0, 0], [1, 0, 0, 1]]
+        [1, 0, 0, 0],
+        [1, 1, 0, 0],
+        [1, 1, 1, 0],
+        [0, 0, 0, 0],
+        [1, 0, 0, 0],
+        [1, 0, 0, 1],
+    ]
 
 
 def test_plain_weights_give_the_model_scores_and_abs_plus_totals_are_consistent() -> None:

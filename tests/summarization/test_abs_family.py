@@ -27,8 +27,9 @@ V = 30
 
 
 def abs_config(**kw: object) -> ModelConfig:
-    base: dict[str, object] = dict(family="abs", vocab_size=V, emb_dim=6, hidden=8, abs_context=3,
-                                   abs_encoder="attention")
+    base: dict[str, object] = dict(
+        family="abs", vocab_size=V, emb_dim=6, hidden=8, abs_context=3, abs_encoder="attention"
+    )
     base.update(kw)
     return ModelConfig(**base)  # type: ignore[arg-type]
 
@@ -92,8 +93,9 @@ def test_the_family_decodes_like_the_abs_step_decoder_and_recombines() -> None:
     torch.manual_seed(2)
     model = build_model(abs_config()).eval()
     b = batch()
-    options = DecodeOptions(beam_size=4, n_best=4, min_len=4, max_len=4, length_penalty=0.0, no_repeat_ngram=0,
-                            unk="allow")
+    options = DecodeOptions(
+        beam_size=4, n_best=4, min_len=4, max_len=4, length_penalty=0.0, no_repeat_ngram=0, unk="allow"
+    )
     family = ModelStepDecoder(model)
     assert family.markov_window == 3
     for recombine in (False, True):
@@ -121,8 +123,9 @@ def test_separate_vocabularies_map_ids_and_restrict_the_output() -> None:
         title = b["tgt"].clone()
         title[(title > 3) & ~torch.isin(title, torch.tensor(tgt_ids))] = 1  # outside V_y: <unk>
         assert torch.allclose(nll, model(b["src"], b["src_mask"], title, b["tgt_mask"]).total_nll())
-        found = beam_search(ModelStepDecoder(model), b, DecodeOptions(beam_size=3, min_len=5, max_len=5,
-                                                                      no_repeat_ngram=0, unk="allow"))
+        found = beam_search(
+            ModelStepDecoder(model), b, DecodeOptions(beam_size=3, min_len=5, max_len=5, no_repeat_ngram=0, unk="allow")
+        )
     words = {w for hyps in found for h in hyps for w in h.tokens}
     assert words and words <= set(tgt_ids)
     with pytest.raises(ValueError, match="model.abs_tgt_vocab"):
@@ -130,7 +133,8 @@ def test_separate_vocabularies_map_ids_and_restrict_the_output() -> None:
 
 
 def test_prepare_writes_field_vocabularies_and_bad_files_name_file_line_and_field(
-        synthetic_corpus: Path, tmp_path: Path) -> None:
+    synthetic_corpus: Path, tmp_path: Path
+) -> None:
     import shutil
 
     data = tmp_path / "corpus"
@@ -147,8 +151,11 @@ def test_prepare_writes_field_vocabularies_and_bad_files_name_file_line_and_fiel
     with pytest.raises(ValueError, match="--field-vocab-min-freq"):
         write_field_vocabs(data, 0)
     (data / "tgt_vocab.txt").write_text("\n".join([*lines, "zzzunknownword\t9"]) + "\n")
-    with pytest.raises(ValueError, match=rf"tgt_vocab.txt:{len(lines) + 1} \(title \(target\) vocabulary\): "
-                                         r"'zzzunknownword' is not a word of"):
+    with pytest.raises(
+        ValueError,
+        match=rf"tgt_vocab.txt:{len(lines) + 1} \(title \(target\) vocabulary\): "
+        r"'zzzunknownword' is not a word of",
+    ):
         load_field_vocabs(data)
     (data / "tgt_vocab.txt").write_text("<pad>\n<s>\n")
     with pytest.raises(ValueError, match=r"tgt_vocab.txt:2 \(title \(target\) vocabulary\): expected the special"):
@@ -161,15 +168,59 @@ def test_prepare_writes_field_vocabularies_and_bad_files_name_file_line_and_fiel
 # ----------------------------------------------------------------------------- the CLI
 def test_cli_prepare_train_resume_evaluate_an_abs_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     data, run = tmp_path / "data", tmp_path / "run"
-    assert cli(["prepare", "--format", "synthetic", "--output", str(data), "--n-train", "160", "--n-valid", "24",
-                "--n-test", "16", "--field-vocab-min-freq", "3", "--quiet"]) == 0
-    assert cli(["prepare", "--format", "synthetic", "--output", str(tmp_path / "bad"), "--field-vocab-min-freq",
-                "-1", "--quiet"]) == 2
+    assert (
+        cli(
+            [
+                "prepare",
+                "--format",
+                "synthetic",
+                "--output",
+                str(data),
+                "--n-train",
+                "160",
+                "--n-valid",
+                "24",
+                "--n-test",
+                "16",
+                "--field-vocab-min-freq",
+                "3",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
+    assert (
+        cli(
+            [
+                "prepare",
+                "--format",
+                "synthetic",
+                "--output",
+                str(tmp_path / "bad"),
+                "--field-vocab-min-freq",
+                "-1",
+                "--quiet",
+            ]
+        )
+        == 2
+    )
     assert "--field-vocab-min-freq: expected an integer >= 0" in capsys.readouterr().err
     fields = load_field_vocabs(data)
     assert fields is not None
-    common = ["--config", "tiny-ABS", "--data", str(data), "--out", str(run), "--quiet", "--no-test",
-              "--set", "train.max_steps_per_epoch=4", "--set", "train.checkpoint_every=1"]
+    common = [
+        "--config",
+        "tiny-ABS",
+        "--data",
+        str(data),
+        "--out",
+        str(run),
+        "--quiet",
+        "--no-test",
+        "--set",
+        "train.max_steps_per_epoch=4",
+        "--set",
+        "train.checkpoint_every=1",
+    ]
     assert cli(["train", *common, "--set", "train.epochs=1"]) == 0
     stored = json.loads((run / "config.json").read_text())["model"]
     assert stored["family"] == "abs"
@@ -205,14 +256,24 @@ def test_rouge_selection_and_a_sequence_level_objective_run_on_abs(synthetic_cor
     from scg_summarize.train import Trainer
 
     fast = ["train.max_steps_per_epoch=2", "train.epochs=2", "train.log_every=1", "train.select_examples=10"]
-    trainer = Trainer(load_config("tiny-ABS", [*fast, "train.select_metric=rougeL"]), synthetic_corpus,
-                      tmp_path / "sel", quiet=True, log=lambda line: None)
+    trainer = Trainer(
+        load_config("tiny-ABS", [*fast, "train.select_metric=rougeL"]),
+        synthetic_corpus,
+        tmp_path / "sel",
+        quiet=True,
+        log=lambda line: None,
+    )
     trainer.fit()
     valid = [json.loads(x) for x in (tmp_path / "sel" / "metrics.jsonl").read_text().splitlines()]
     scores = [x["rougeL"] for x in valid if x["event"] == "valid"]
     assert len(scores) == 2 and load_checkpoint(tmp_path / "sel" / "best.pt")["valid"]["rougeL"] == max(scores)
-    rl = Trainer(load_config("tiny-ABS", [*fast, "train.objective=self_critical", "train.rollout_len=5"]),
-                 synthetic_corpus, tmp_path / "rl", quiet=True, log=lambda line: None)
+    rl = Trainer(
+        load_config("tiny-ABS", [*fast, "train.objective=self_critical", "train.rollout_len=5"]),
+        synthetic_corpus,
+        tmp_path / "rl",
+        quiet=True,
+        log=lambda line: None,
+    )
     rl.fit()
     train = [json.loads(x) for x in (tmp_path / "rl" / "metrics.jsonl").read_text().splitlines()]
     rewards = [x["reward"] for x in train if x["event"] == "train"]

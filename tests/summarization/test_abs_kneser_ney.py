@@ -13,6 +13,7 @@ CORPUS = [["a", "b"], ["a", "c"], ["b", "c"]]
 
 def test_bigram_probabilities_by_hand() -> None:
     lm = KneserNeyLM(CORPUS, order=2, discount=0.75)
+
     # padded: <s> a b </s> | <s> a c </s> | <s> b c </s>
     # bigram types (7): <s>a x2, ab, b</s>, ac, c</s> x2, <s>b, bc
     # continuation counts N1+(. w): a 1 ({<s>}), b 2 ({a, <s>}), c 2 ({a, b}), </s> 2 ({b, c}); total 7
@@ -57,8 +58,13 @@ def test_distributions_sum_to_one(order: int) -> None:
 def test_perplexity_of_the_token_stream() -> None:
     lm = KneserNeyLM(CORPUS, order=2, discount=0.75)
     test = [["a", "b"], ["c"]]
-    logs = [math.log(lm.prob("a", [])), math.log(lm.prob("b", ["a"])), math.log(lm.prob("</s>", ["b"])),
-            math.log(lm.prob("c", [])), math.log(lm.prob("</s>", ["c"]))]
+    logs = [
+        math.log(lm.prob("a", [])),
+        math.log(lm.prob("b", ["a"])),
+        math.log(lm.prob("</s>", ["b"])),
+        math.log(lm.prob("c", [])),
+        math.log(lm.prob("</s>", ["c"])),
+    ]
     assert lm.perplexity(test) == pytest.approx(math.exp(-sum(logs) / 5))
     with pytest.raises(ValueError, match="empty"):
         lm.perplexity([])

@@ -97,8 +97,10 @@ def test_attention_encoder_matches_a_loop() -> None:
             query = P @ torch.cat([G[int(w)] for w in ctx[r, t]])
             scores = torch.stack([x @ query for x in xt])
             p = torch.softmax(scores, 0)
-            xbar = [sum((xt[k] for k in range(j - q, j + q + 1) if 0 <= k < n), torch.zeros(H)) / (2 * q + 1)
-                    for j in range(n)]
+            xbar = [
+                sum((xt[k] for k in range(j - q, j + q + 1) if 0 <= k < n), torch.zeros(H)) / (2 * q + 1)
+                for j in range(n)
+            ]
             _close(attn[r, t, :n], p)
             assert float(attn[r, t, n:].detach().abs().sum()) == 0.0
             _close(out[r, t], sum(p[j] * xbar[j] for j in range(n)))

@@ -51,8 +51,28 @@ def test_training_lowers_validation_perplexity() -> None:
 
 def test_command_line_pipeline(synthetic_corpus: Path, tmp_path: Path) -> None:
     out = tmp_path / "run"
-    code = main(["--data", str(synthetic_corpus), "--out", str(out), "--embed", "8", "--hidden", "16",
-                 "--epochs", "1", "--max-steps", "2", "--decode", "5", "--length", "3", "--batch-size", "32"])
+    code = main(
+        [
+            "--data",
+            str(synthetic_corpus),
+            "--out",
+            str(out),
+            "--embed",
+            "8",
+            "--hidden",
+            "16",
+            "--epochs",
+            "1",
+            "--max-steps",
+            "2",
+            "--decode",
+            "5",
+            "--length",
+            "3",
+            "--batch-size",
+            "32",
+        ]
+    )
     assert code == 0
     summary = json.loads((out / "abs.json").read_text())
     assert summary["steps"] == 2 and summary["decode"]["examples"] == 5
@@ -64,8 +84,25 @@ def test_command_line_pipeline(synthetic_corpus: Path, tmp_path: Path) -> None:
 
     from scg_summarize.train.abs.variants import main as variants_main
 
-    assert variants_main(["--run", str(out), "--data", str(synthetic_corpus), "--length", "3", "--beam", "2",
-                          "--iterations", "1", "--out", str(tmp_path / "v.json")]) == 0
+    assert (
+        variants_main(
+            [
+                "--run",
+                str(out),
+                "--data",
+                str(synthetic_corpus),
+                "--length",
+                "3",
+                "--beam",
+                "2",
+                "--iterations",
+                "1",
+                "--out",
+                str(tmp_path / "v.json"),
+            ]
+        )
+        == 0
+    )
     result = json.loads((tmp_path / "v.json").read_text())
     assert result["tune"] == 20 and result["test"] == 20
     for name in ("abs", "abs_recombine", "abs_greedy", "extractive", "abs_plus"):
@@ -75,17 +112,44 @@ def test_command_line_pipeline(synthetic_corpus: Path, tmp_path: Path) -> None:
     # α tuned on another split, IR added, per-example files that `scg-summarize compare` reads
     from scg_summarize.cli import main as cli
 
-    assert variants_main(["--run", str(out), "--data", str(synthetic_corpus), "--split", "test", "--tune-split",
-                          "valid", "--tune-limit", "8", "--limit", "12", "--length", "3", "--beam", "2",
-                          "--iterations", "1", "--ir", "--summaries", str(tmp_path / "s"),
-                          "--out", str(tmp_path / "t.json")]) == 0
+    assert (
+        variants_main(
+            [
+                "--run",
+                str(out),
+                "--data",
+                str(synthetic_corpus),
+                "--split",
+                "test",
+                "--tune-split",
+                "valid",
+                "--tune-limit",
+                "8",
+                "--limit",
+                "12",
+                "--length",
+                "3",
+                "--beam",
+                "2",
+                "--iterations",
+                "1",
+                "--ir",
+                "--summaries",
+                str(tmp_path / "s"),
+                "--out",
+                str(tmp_path / "t.json"),
+            ]
+        )
+        == 0
+    )
     result = json.loads((tmp_path / "t.json").read_text())
     assert (result["tune_split"], result["tune"], result["test"]) == ("valid", 8, 12)
     assert set(result["ir"]["rouge_recall_75b"]) == {"rouge1", "rouge2", "rougeL"}
     rows = [json.loads(x) for x in (tmp_path / "s" / "abs_plus.summaries.jsonl").read_text().splitlines()]
     assert len(rows) == 12 and all(len(r["summary"].split()) == 3 for r in rows)
-    assert sum(r["rouge"]["rouge1"] for r in rows) / 12 == pytest.approx(result["abs_plus"]["rouge_f1"]["rouge1"]
-                                                                          / 100, abs=1e-6)
+    assert sum(r["rouge"]["rouge1"] for r in rows) / 12 == pytest.approx(
+        result["abs_plus"]["rouge_f1"]["rouge1"] / 100, abs=1e-6
+    )
     s = tmp_path / "s"
     for a, b in (("abs_plus", "abs"), ("ir-75b", "abs-75b")):
         code = cli(["compare", str(s / f"{a}.summaries.jsonl"), str(s / f"{b}.summaries.jsonl"), "--samples", "50"])

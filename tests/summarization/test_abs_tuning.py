@@ -28,8 +28,9 @@ def test_tuning_copies_input_words_when_references_do() -> None:
         rows = [[rng.randint(4, vocab - 1) for _ in range(6)] for _ in range(4)]
         src = torch.tensor(rows).unsqueeze(1)
         tuning.append(({"src": src, "src_mask": src != 0}, [[_words(r[:4])] for r in rows]))
-    options = DecodeOptions(beam_size=6, n_best=6, min_len=4, max_len=4, length_penalty=0, no_repeat_ngram=0,
-                            unk="allow")
+    options = DecodeOptions(
+        beam_size=6, n_best=6, min_len=4, max_len=4, length_penalty=0, no_repeat_ngram=0, unk="allow"
+    )
     rouge = Rouge(RougeOptions(metrics=("rouge1",), stemming=False))
     result = tune_weights(inner, tuning, _words, options, rouge=rouge, iterations=3)
     assert result.weights[0] == 1.0

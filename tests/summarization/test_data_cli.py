@@ -138,8 +138,18 @@ def test_fractions_with_only_named_inputs_are_an_error(tmp_path: Path, capsys: p
     # --valid-fraction splits unnamed inputs only; with every input named it used to do nothing, silently
     data = tmp_path / "d.jsonl"
     data.write_text("".join(f'{{"article": "word{i} a b c. d e.", "highlights": "word{i} a"}}\n' for i in range(20)))
-    common = ["prepare", "--format", "jsonl", "--source-field", "article", "--target-field", "highlights", "--quiet",
-              "--valid-fraction", "0.2"]
+    common = [
+        "prepare",
+        "--format",
+        "jsonl",
+        "--source-field",
+        "article",
+        "--target-field",
+        "highlights",
+        "--quiet",
+        "--valid-fraction",
+        "0.2",
+    ]
     assert cli.main([*common, "--input", f"train={data}", "--output", str(tmp_path / "a")]) == 2
     err = capsys.readouterr().err
     assert "--valid-fraction splits only inputs given without a split name" in err and "train=" in err

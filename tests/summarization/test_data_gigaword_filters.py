@@ -22,7 +22,13 @@ PAIRS = [
 def test_each_filter_by_hand() -> None:
     f = GigawordFilter()
     assert [f.reason(a, t) for a, t in PAIRS] == [
-        None, "question_colon", "question_colon", "byline", "byline", "no_overlap"]
+        None,
+        "question_colon",
+        "question_colon",
+        "byline",
+        "byline",
+        "no_overlap",
+    ]
     # digits mapped to # count as content words
     assert f.reason("he scored ## points", "## points for him") is None
     assert GigawordFilter(question_colon=False).reason(*PAIRS[2]) is None
@@ -65,6 +71,16 @@ def test_prepare_command_filters_and_records_the_counts(tmp_path: Path) -> None:
     assert meta["bad_input"]["skipped"] == {"filtered_question_colon": 2, "filtered_byline": 2}
     jsonl = tmp_path / "x.jsonl"
     jsonl.write_text('{"source": "a b", "target": "a"}\n', encoding="utf-8")
-    bad = ["prepare", "--format", "jsonl", "--input", f"train={jsonl}", "--output", str(tmp_path / "j"),
-           "--gigaword-filter", "all", "--quiet"]
+    bad = [
+        "prepare",
+        "--format",
+        "jsonl",
+        "--input",
+        f"train={jsonl}",
+        "--output",
+        str(tmp_path / "j"),
+        "--gigaword-filter",
+        "all",
+        "--quiet",
+    ]
     assert cli.main(bad) == 2

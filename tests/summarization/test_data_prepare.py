@@ -80,9 +80,8 @@ def test_preparation_is_deterministic(toy_story_dir: Path, tmp_path: Path) -> No
         prepare_corpus([_stories(toy_story_dir)], tmp_path / name, SMALL)
         files = sorted((tmp_path / name).rglob("*"))
         digests.append(
-            {f.relative_to(tmp_path / name): hashlib.sha256(f.read_bytes()).hexdigest()
-             for f in files if f.is_file()}
-        )  # fmt: skip
+            {f.relative_to(tmp_path / name): hashlib.sha256(f.read_bytes()).hexdigest() for f in files if f.is_file()}
+        )
     assert digests[0] == digests[1]
 
 

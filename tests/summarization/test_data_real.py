@@ -44,8 +44,12 @@ def test_cnndm_stories_grid(shared_data: Path, tmp_path: Path) -> None:
         processed = pre(raw)
         item = dataset[i]
         words = [w for s in processed.sentence_tokens for w in [*s, "</s>"]][:400]
-        assert dataset.vocab.decode(item["src"].reshape(-1).tolist(), strip_specials=False,
-                                    stop_at_eos=False)[: len(words)] == words  # fmt: skip
+        assert (
+            dataset.vocab.decode(item["src"].reshape(-1).tolist(), strip_specials=False, stop_at_eos=False)[
+                : len(words)
+            ]
+            == words
+        )
         assert item["refs"] == raw.references and len(item["refs"]) >= 1
         assert dataset.vocab.decode(item["tgt"].tolist()) == pre.tokenize(raw.references[0])
         assert all(w == w.lower() and not any(c.isdigit() for c in w) for w in words)
@@ -115,7 +119,6 @@ def test_gigaword_parallel_is_kept_verbatim(shared_data: Path, tmp_path: Path) -
     for i in range(0, 200, 9):
         item = dataset[i]
         words = [*articles[i].split(), "</s>"][:60]
-        decoded = dataset.vocab.decode(item["src"][0].tolist(), strip_specials=False,
-                                       stop_at_eos=False)  # fmt: skip
+        decoded = dataset.vocab.decode(item["src"][0].tolist(), strip_specials=False, stop_at_eos=False)
         assert decoded[: len(words)] == words
         assert dataset.vocab.decode(item["tgt"].tolist()) == titles[i].split()

@@ -48,10 +48,8 @@ def test_ptb_conventions(text: str, expected: list[str]) -> None:
 
 
 def test_lowercase_and_digit_mapping() -> None:
-    tokens = tokenize("Apple sold 1,234 units in Q3 2015 (up 7.5%).", lowercase=True,
-                      digits_to_hash=True)  # fmt: skip
-    assert tokens == ["apple", "sold", "#,###", "units", "in", "q#", "####", "-lrb-", "up",
-                      "#.#", "%", "-rrb-", "."]  # fmt: skip
+    tokens = tokenize("Apple sold 1,234 units in Q3 2015 (up 7.5%).", lowercase=True, digits_to_hash=True)
+    assert tokens == ["apple", "sold", "#,###", "units", "in", "q#", "####", "-lrb-", "up", "#.#", "%", "-rrb-", "."]
     assert map_digits("a1b22\u0663") == "a#b###"  # Arabic-Indic digit three counts too
 
 

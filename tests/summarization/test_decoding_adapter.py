@@ -48,8 +48,9 @@ def _write_run(root: Path, corpus: Path, name: str, overrides: tuple[str, ...] =
     return run
 
 
-@pytest.mark.parametrize("name", ["tiny-C2F", "tiny-HIER", "tiny-STANDARD", "tiny-STANDARD+COPY",
-                                  "tiny-C2F+MULTI2+COPY"])
+@pytest.mark.parametrize(
+    "name", ["tiny-C2F", "tiny-HIER", "tiny-STANDARD", "tiny-STANDARD+COPY", "tiny-C2F+MULTI2+COPY"]
+)
 def test_teacher_forced_nll_matches_the_models_own(tmp_path: Path, corpus: Path, name: str) -> None:
     loaded = load_run(_write_run(tmp_path, corpus, name), data_dir=corpus)
     assert loaded.model == name and loaded.data_dir == corpus

@@ -47,8 +47,9 @@ def test_a_word_is_banned_exactly_when_it_repeats_an_ngram(history: list[int], n
 def test_search_with_trigram_blocking_never_repeats_a_trigram(seed: int, beam: int, greedy: bool) -> None:
     # a peaky distribution over few words: unblocked search repeats itself
     decoder = PrefixTableDecoder(8, seed=seed, temperature=0.3)
-    options = DecodeOptions(beam_size=beam, greedy=greedy, max_len=12, min_len=8, no_repeat_ngram=3, n_best=1,
-                            unk="allow")
+    options = DecodeOptions(
+        beam_size=beam, greedy=greedy, max_len=12, min_len=8, no_repeat_ngram=3, n_best=1, unk="allow"
+    )
     search = greedy_search if greedy else beam_search
     for hyps in search(decoder, dummy_batch(2), options):
         assert not has_repeated_ngram(hyps[0].tokens, 3)

@@ -160,7 +160,8 @@ def test_copying_generators_get_the_full_distribution() -> None:
     batch = make_batch(B=2, M=4, N=6, T=5)
     options = OPTIONS[1]
     assert summary(beam_search(decoder, batch, options, topk=True)) == summary(
-        beam_search(decoder, batch, options, topk=False))
+        beam_search(decoder, batch, options, topk=False)
+    )
 
 
 def test_the_default_follows_the_decoders_fused_flag() -> None:

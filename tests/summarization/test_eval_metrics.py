@@ -83,8 +83,15 @@ def test_teacher_forced_perplexity_matches_the_distributions() -> None:
 
 
 def _result(name: str, kind: str, r1: float, run: str = "", **metrics: float) -> dict[str, object]:
-    return make_result(kind, name, {"rouge1": r1, "rouge2": r1 / 2, "rougeL": r1 - 1, **metrics}, data="/d/cnndm",
-                       split="test", examples=10, run=run)  # fmt: skip
+    return make_result(
+        kind,
+        name,
+        {"rouge1": r1, "rouge2": r1 / 2, "rougeL": r1 - 1, **metrics},
+        data="/d/cnndm",
+        split="test",
+        examples=10,
+        run=run,
+    )
 
 
 def test_markdown_report_has_the_paper_layout() -> None:

@@ -11,8 +11,10 @@ def test_pool_mode_sums_hits_and_counts_over_references_like_rouge155() -> None:
     refs = ["the cat sat on the mat", "a cat was sitting"]
     pred = "the cat sat"
     metrics = ("rouge1", "rouge2", "rougeL")
-    pooled = {m: Rouge(RougeOptions(metrics=metrics, stemming=False, refs="pool", measure=m2)).score(pred, refs)
-              for m, m2 in (("r", "recall"), ("p", "precision"), ("f", "f"))}
+    pooled = {
+        m: Rouge(RougeOptions(metrics=metrics, stemming=False, refs="pool", measure=m2)).score(pred, refs)
+        for m, m2 in (("r", "recall"), ("p", "precision"), ("f", "f"))
+    }
     # ROUGE-1: hits 3 (the, cat, sat) + 1 (cat); reference unigrams 6 + 4; prediction 3 per reference
     assert pooled["r"]["rouge1"] == pytest.approx(4 / 10)
     assert pooled["p"]["rouge1"] == pytest.approx(4 / 6)
@@ -34,4 +36,5 @@ def test_pool_mode_with_the_duc_byte_limit() -> None:
     opts = RougeOptions(metrics=("rouge1",), stemming=False, refs="pool", measure="recall", limit_bytes=7)
     # "the cat sat" is cut to "the cat": hits 2 + 1 over 6 + 4 reference words
     assert Rouge(opts).score("the cat sat", ["the cat sat on the mat", "a cat was sitting"])["rouge1"] == (
-        pytest.approx(3 / 10))
+        pytest.approx(3 / 10)
+    )

@@ -69,9 +69,13 @@ def test_bad_arguments_are_rejected() -> None:
 
 
 def _write(path: Path, scores: dict[str, float]) -> Path:
-    path.write_text("".join(json.dumps({"id": k, "summary": "x", "rouge": {"rouge1": v, "rouge2": v / 2,
-                                                                             "rougeL": v}}) + "\n"
-                            for k, v in scores.items()), encoding="utf-8")
+    path.write_text(
+        "".join(
+            json.dumps({"id": k, "summary": "x", "rouge": {"rouge1": v, "rouge2": v / 2, "rougeL": v}}) + "\n"
+            for k, v in scores.items()
+        ),
+        encoding="utf-8",
+    )
     return path
 
 

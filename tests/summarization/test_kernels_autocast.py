@@ -95,8 +95,9 @@ def test_c2f_step_with_float32_chunk_probabilities(mode: str, monkeypatch: pytes
     attention = C2FAttention(H, H, D, k=2, test_k=2).to(torch.bfloat16)
     word_mask = torch.rand(B, M, N) < 0.8
     word_mask[:, :, 0] = True
-    memory = Memory.build(torch.randn(B, M, N, H, dtype=torch.bfloat16), word_mask,
-                          torch.randn(B, M, D, dtype=torch.bfloat16))
+    memory = Memory.build(
+        torch.randn(B, M, N, H, dtype=torch.bfloat16), word_mask, torch.randn(B, M, D, dtype=torch.bfloat16)
+    )
     with scg.Graph():
         out = attention(memory, torch.randn(B, H, dtype=torch.bfloat16), 0, mode)
     assert out.chunk_probs.dtype == torch.float32 and out.chunk_weights.dtype == torch.float32

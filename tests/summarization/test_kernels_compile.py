@@ -21,8 +21,15 @@ pytestmark = [pytest.mark.slow, pytest.mark.skipif(importlib.util.find_spec("tri
 
 _PROBE = "from triton.backends.compiler import GPUTarget; from triton.compiler import ASTSource"
 
-KERNELS = {"_coarse_blocks", "_coarse_combine", "_fine_scores", "_fine_context", "_fine_backward", "_topk_blocks",
-           "_topk_combine"}
+KERNELS = {
+    "_coarse_blocks",
+    "_coarse_combine",
+    "_fine_scores",
+    "_fine_context",
+    "_fine_backward",
+    "_topk_blocks",
+    "_topk_combine",
+}
 
 
 @pytest.mark.parametrize("dtype", ["bf16", "fp32"])
@@ -31,8 +38,13 @@ def test_kernels_compile_for_sm90_without_spills(dtype: str) -> None:
     env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")  # silences triton 3.9's warning; fusion is the default
     if subprocess.run([sys.executable, "-c", _PROBE], env=env, capture_output=True).returncode != 0:
         pytest.skip("this triton has no GPUTarget/ASTSource compile API")
-    proc = subprocess.run([sys.executable, "-m", "scg_summarize.kernels.compile_check", "--json", "--dtype", dtype],
-                          capture_output=True, text=True, env=env, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "scg_summarize.kernels.compile_check", "--json", "--dtype", dtype],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     lines = proc.stdout.strip().splitlines()
     assert lines, proc.stderr[-2000:]
     usages = json.loads(lines[-1])

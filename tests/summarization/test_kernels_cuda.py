@@ -145,8 +145,9 @@ def test_coarse_draws_on_cuda_follow_the_softmax() -> None:
     query = logits.to("cuda").expand(n_rows, m).contiguous()
     rows = torch.zeros(n_rows, dtype=torch.int64, device="cuda")
     with backend("triton"):
-        _, idx = c2f_coarse_sample(keys, query, mask.unsqueeze(0).cuda(), torch.tensor([4242], device="cuda"), k,
-                                   "multinomial", rows)
+        _, idx = c2f_coarse_sample(
+            keys, query, mask.unsqueeze(0).cuda(), torch.tensor([4242], device="cuda"), k, "multinomial", rows
+        )
     probs = torch.softmax(logits.double().masked_fill(~mask, float("-inf")), 0)
     counts = torch.bincount(idx.flatten().cpu(), minlength=m)
     assert counts[4] == 0

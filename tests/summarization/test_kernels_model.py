@@ -32,8 +32,14 @@ def plain_torch(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     Returns a list that counts the plain reads (so a test can check the patch took effect)."""
     used: list[int] = []
 
-    def read(words: torch.Tensor, word_mask: torch.Tensor, idx: torch.Tensor, weights: torch.Tensor,
-             q: torch.Tensor, rows: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def read(
+        words: torch.Tensor,
+        word_mask: torch.Tensor,
+        idx: torch.Tensor,
+        weights: torch.Tensor,
+        q: torch.Tensor,
+        rows: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         assert rows is None
         used.append(1)
         return c2f_read(words, word_mask, idx, weights, q)
@@ -67,8 +73,9 @@ def replaying(draws: dict[tuple[str, int | None], torch.Tensor]) -> Any:
     return intervene
 
 
-def run(model: Any, batch: dict[str, Any], mode: str, draws: dict[tuple[str, int | None], torch.Tensor]
-        ) -> tuple[torch.Tensor, list[torch.Tensor], scg.Graph]:
+def run(
+    model: Any, batch: dict[str, Any], mode: str, draws: dict[tuple[str, int | None], torch.Tensor]
+) -> tuple[torch.Tensor, list[torch.Tensor], scg.Graph]:
     """Teacher-forced NLL per step and the gradients of the scg surrogate (score-function term included)."""
     model.zero_grad()
     with scg.Graph(intervene=replaying(draws)) as graph:
@@ -82,8 +89,9 @@ def run(model: Any, batch: dict[str, Any], mode: str, draws: dict[tuple[str, int
 
 def model_and_batch(device: torch.device | str = "cpu") -> tuple[Any, dict[str, Any]]:
     model = make_model("c2f", multi=2, test_k=2, dropout=0.0, init_range=0.5).to(device)
-    batch = {key: t.to(device) if isinstance(t, torch.Tensor) else t
-             for key, t in make_batch(B=2, M=4, N=5, T=4).items()}
+    batch = {
+        key: t.to(device) if isinstance(t, torch.Tensor) else t for key, t in make_batch(B=2, M=4, N=5, T=4).items()
+    }
     return model, batch
 
 
@@ -182,8 +190,18 @@ def test_triton_draws_follow_the_coarse_softmax() -> None:
     rows = torch.zeros(R, dtype=torch.int64, device=DEVICE)
     torch.manual_seed(11)
     with backend("triton"), scg.Graph() as graph:
-        out = c2f_kernel_step(chunks, chunk_mask, words, word_mask, q_chunk[:r_kernel], q_word[:r_kernel], k=k,
-                              mode="sample", step=0, rows=rows[:r_kernel])
+        out = c2f_kernel_step(
+            chunks,
+            chunk_mask,
+            words,
+            word_mask,
+            q_chunk[:r_kernel],
+            q_word[:r_kernel],
+            k=k,
+            mode="sample",
+            step=0,
+            rows=rows[:r_kernel],
+        )
     torch.manual_seed(11)
     seed = torch.randint(0, 2**62, (1,), device=DEVICE)  # the seed the step drew
     _, want_idx = reference.coarse_sample(chunks, q_chunk, chunk_mask, seed, k, "multinomial", rows)

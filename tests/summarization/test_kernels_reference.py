@@ -14,8 +14,15 @@ import scg
 from .kernel_support import DEVICE, Case, backend, make_case, one_thread  # noqa: F401
 
 from scg_summarize.kernels import (  # isort: skip
-    KernelDraws, c2f_attention, c2f_coarse_sample, c2f_fine_attend, choose, densify_grad, draw_log_prob,
-    fused_c2f_read, logsoftmax_topk,
+    KernelDraws,
+    c2f_attention,
+    c2f_coarse_sample,
+    c2f_fine_attend,
+    choose,
+    densify_grad,
+    draw_log_prob,
+    fused_c2f_read,
+    logsoftmax_topk,
 )
 from scg_summarize.kernels import reference  # isort: skip
 from scg_summarize.kernels.backend import forced, requested  # isort: skip
@@ -66,7 +73,8 @@ def test_gradcheck(shape: tuple[int, ...]) -> None:
     assert torch.autograd.gradcheck(fine, (words, qf, weights), fast_mode=True)
     real = c.chunk_mask if c.rows is None else c.chunk_mask[c.rows]
     coarse = lambda k, q: c2f_coarse_sample(  # noqa: E731
-        k, q, c.chunk_mask, seed_tensor(), 2, "multinomial", c.rows)[0].masked_fill(~real, 0.0)  # -inf there
+        k, q, c.chunk_mask, seed_tensor(), 2, "multinomial", c.rows
+    )[0].masked_fill(~real, 0.0)  # -inf there
     assert torch.autograd.gradcheck(coarse, (keys, qc), fast_mode=True)
 
 
@@ -102,7 +110,7 @@ def test_sparse_word_gradient_equals_the_dense_one() -> None:
         for step in range(3):  # three decoder steps reading the same memory
             idx = (c.idx + step) % c.words.shape[1]
             ctx, _ = c2f_fine_attend(source, c.word_mask, c.query_fine * (step + 1), idx, c.weights, None, sparse)
-            total = total + (ctx ** 2).sum()
+            total = total + (ctx**2).sum()
         (grad,) = torch.autograd.grad(total, words)
         assert grad.layout == torch.strided
         grads.append(grad)
@@ -114,10 +122,12 @@ def test_opcheck(rows: bool) -> None:
     c = make_case(6, 2, 5, 3, 7, 4, 2, r=3 if rows else None)
     req = lambda t: t.clone().requires_grad_(True)  # noqa: E731
     for mode in ("multinomial", "distinct", "greedy"):
-        torch.library.opcheck(c2f_coarse_sample, (req(c.keys), req(c.query_coarse), c.chunk_mask, seed_tensor(), 2,
-                                                  mode, c.rows))
-    torch.library.opcheck(c2f_fine_attend, (req(c.words), c.word_mask, req(c.query_fine), c.idx, req(c.weights),
-                                            c.rows, False))
+        torch.library.opcheck(
+            c2f_coarse_sample, (req(c.keys), req(c.query_coarse), c.chunk_mask, seed_tensor(), 2, mode, c.rows)
+        )
+    torch.library.opcheck(
+        c2f_fine_attend, (req(c.words), c.word_mask, req(c.query_fine), c.idx, req(c.weights), c.rows, False)
+    )
     torch.library.opcheck(logsoftmax_topk, (req(c.query_fine), req(c.words[0, 0]), None, 2))
 
 
@@ -127,7 +137,7 @@ def test_compiles_with_the_reference() -> None:
 
     def step(qc: torch.Tensor, qf: torch.Tensor) -> torch.Tensor:
         out = c2f_attention(qc, qf, c.keys, c.chunk_mask, c.words, c.word_mask, seed, k=2)
-        return (out.context ** 2).sum() + out.log_prob.sum()
+        return (out.context**2).sum() + out.log_prob.sum()
 
     compiled = torch.compile(step, backend="aot_eager", fullgraph=True)
     qc, qf = c.query_coarse.clone().requires_grad_(True), c.query_fine.clone().requires_grad_(True)
@@ -140,10 +150,14 @@ def test_compiles_with_the_reference() -> None:
 @pytest.mark.slow
 def test_compiles_with_inductor() -> None:  # ~1 minute of C++ compilation on two cores
     c = make_case(8, 2, 6, 5, 8, 4, 1)
-    step = lambda qc, qf: c2f_attention(qc, qf, c.keys, c.chunk_mask, c.words, c.word_mask,  # noqa: E731
-                                        seed_tensor(), k=1).context.sum()
-    torch.testing.assert_close(torch.compile(step, fullgraph=True)(c.query_coarse, c.query_fine),
-                               step(c.query_coarse, c.query_fine))
+
+    def step(qc: torch.Tensor, qf: torch.Tensor) -> torch.Tensor:
+        out = c2f_attention(qc, qf, c.keys, c.chunk_mask, c.words, c.word_mask, seed_tensor(), k=1)
+        return out.context.sum()
+
+    torch.testing.assert_close(
+        torch.compile(step, fullgraph=True)(c.query_coarse, c.query_fine), step(c.query_coarse, c.query_fine)
+    )
 
 
 def test_kernel_draws_make_an_scg_node() -> None:
@@ -154,7 +168,7 @@ def test_kernel_draws_make_an_scg_node() -> None:
         dist = Categorical(logits=log_alpha.unsqueeze(1).expand(3, 2, 6), validate_args=False)
         value = scg.sample(dist, name="coarse", estimator=KernelDraws(idx))
         ctx, _ = c2f_fine_attend(c.words, c.word_mask, c.query_fine, value, torch.full((3, 2), 0.5, device=DEVICE))
-        cost = (ctx ** 2).sum(-1)
+        cost = (ctx**2).sum(-1)
         scg.cost(cost, name="c")
     assert torch.equal(value, idx)
     (got,) = torch.autograd.grad(g.surrogate_loss(), keys, retain_graph=True)
@@ -167,8 +181,9 @@ def test_kernel_draws_make_an_scg_node() -> None:
 
 def test_greedy_step_weights_are_renormalised_alpha() -> None:
     c = make_case(10, 2, 7, 3, 6, 4, 3)
-    out = c2f_attention(c.query_coarse, c.query_fine, c.keys, c.chunk_mask, c.words, c.word_mask, seed_tensor(),
-                        k=2, mode="greedy")
+    out = c2f_attention(
+        c.query_coarse, c.query_fine, c.keys, c.chunk_mask, c.words, c.word_mask, seed_tensor(), k=2, mode="greedy"
+    )
     top = out.log_alpha.topk(2, -1)
     assert torch.equal(out.idx, top.indices)
     torch.testing.assert_close(out.weights, torch.softmax(top.values, -1))

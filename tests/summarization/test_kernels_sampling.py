@@ -34,8 +34,9 @@ def draws(n_rows: int, k: int, mode: str, seed: int, which: str) -> tuple[torch.
     query = LOGITS.to(torch.float32, copy=True).to(DEVICE).expand(n_rows, m).contiguous()
     rows = torch.zeros(n_rows, dtype=torch.int64, device=DEVICE)
     with backend(which):
-        log_alpha, idx = c2f_coarse_sample(keys, query, MASK.unsqueeze(0).to(DEVICE),
-                                           torch.tensor([seed], device=DEVICE), k, mode, rows)
+        log_alpha, idx = c2f_coarse_sample(
+            keys, query, MASK.unsqueeze(0).to(DEVICE), torch.tensor([seed], device=DEVICE), k, mode, rows
+        )
     return log_alpha.cpu(), idx.cpu()
 
 

@@ -11,7 +11,10 @@ triton = pytest.importorskip("triton")
 
 import triton.language as tl  # noqa: E402  # isort: skip
 from scg_summarize.kernels import (  # noqa: E402  # isort: skip
-    c2f_attention, c2f_coarse_sample, c2f_fine_attend, logsoftmax_topk,
+    c2f_attention,
+    c2f_coarse_sample,
+    c2f_fine_attend,
+    logsoftmax_topk,
 )
 from scg_summarize.kernels.philox import uniform  # noqa: E402  # isort: skip
 
@@ -133,8 +136,17 @@ def test_one_step_through_both_backends() -> None:
     seed = torch.tensor([77], device=DEVICE)
 
     def fn(case: Case) -> tuple[torch.Tensor, ...]:
-        out = c2f_attention(case.query_coarse, case.query_fine, case.keys, case.chunk_mask, case.words,
-                            case.word_mask, seed, k=3, mode="distinct")
+        out = c2f_attention(
+            case.query_coarse,
+            case.query_fine,
+            case.keys,
+            case.chunk_mask,
+            case.words,
+            case.word_mask,
+            seed,
+            k=3,
+            mode="distinct",
+        )
         return out.context, out.idx, out.log_prob, out.word_attn
 
     want, got = run_both(fn, c)
@@ -147,8 +159,19 @@ def test_opcheck_on_the_triton_backend() -> None:
     c = make_case(7, 2, 5, 3, 7, 4, 2, r=3).cast(torch.float32)
     req = lambda t: t.clone().requires_grad_(True)  # noqa: E731
     with backend("triton"):
-        torch.library.opcheck(c2f_coarse_sample, (req(c.keys), req(c.query_coarse), c.chunk_mask,
-                                                  torch.tensor([1], device=DEVICE), 2, "multinomial", c.rows))
-        torch.library.opcheck(c2f_fine_attend, (req(c.words), c.word_mask, req(c.query_fine), c.idx,
-                                                req(c.weights), c.rows, False))
+        torch.library.opcheck(
+            c2f_coarse_sample,
+            (
+                req(c.keys),
+                req(c.query_coarse),
+                c.chunk_mask,
+                torch.tensor([1], device=DEVICE),
+                2,
+                "multinomial",
+                c.rows,
+            ),
+        )
+        torch.library.opcheck(
+            c2f_fine_attend, (req(c.words), c.word_mask, req(c.query_fine), c.idx, req(c.weights), c.rows, False)
+        )
         torch.library.opcheck(logsoftmax_topk, (req(c.query_fine), req(c.words[0, 0]), None, 2))

@@ -25,8 +25,9 @@ def _ref_gru(cell: EqOneGRUCell, x: torch.Tensor, h: torch.Tensor) -> torch.Tens
 
 def _ref_attention(dec: ConditionalGRU, q: torch.Tensor, states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Eq. (15) for one query over one document's real states ``(m, S)``."""
-    e = torch.stack([dec.v.weight[0] @ torch.tanh(dec.w_query.weight @ q + dec.w_key.weight @ s + dec.w_key.bias)
-                     for s in states])
+    e = torch.stack(
+        [dec.v.weight[0] @ torch.tanh(dec.w_query.weight @ q + dec.w_key.weight @ s + dec.w_key.bias) for s in states]
+    )
     a = torch.softmax(e, dim=0)
     return a, (a.unsqueeze(1) * states).sum(0)
 

@@ -29,8 +29,17 @@ import scg
 V = 40
 ROWS = {"MAL-SEQ2SEQ": (False, False), "MAL+SUATT": (True, False), "MAL+UNATT": (False, True), "MAL": (True, True)}
 SMALL = ["model.emb_dim=8", "model.hidden=6"]
-FAST = [*SMALL, "train.batch_size=16", "train.max_steps_per_epoch=3", "train.log_every=1", "train.threads=1",
-        "data.max_target_len=12", "eval.beam=2", "eval.max_len=8", "eval.min_len=1"]
+FAST = [
+    *SMALL,
+    "train.batch_size=16",
+    "train.max_steps_per_epoch=3",
+    "train.log_every=1",
+    "train.threads=1",
+    "data.max_target_len=12",
+    "eval.beam=2",
+    "eval.max_len=8",
+    "eval.min_len=1",
+]
 
 
 def _batch(B: int = 3, M: int = 2, N: int = 5, T: int = 6, seed: int = 0) -> dict[str, torch.Tensor]:
@@ -66,14 +75,18 @@ def test_each_table1_row_is_a_configuration_of_the_mal_family(name: str) -> None
     assert config.train.optimizer == "adadelta" and config.train.objective == "mal" and config.eval.beam == 10
     model = _model(name)
     assert (model.supervised is not None, model.unsupervised is not None) == ROWS[name]
-    assert model.config.ablation == {"MAL-SEQ2SEQ": "seq2seq", "MAL+SUATT": "+SuAtt", "MAL+UNATT": "+UnAtt",
-                                     "MAL": "+MAL"}[name]
+    assert (
+        model.config.ablation
+        == {"MAL-SEQ2SEQ": "seq2seq", "MAL+SUATT": "+SuAtt", "MAL+UNATT": "+UnAtt", "MAL": "+MAL"}[name]
+    )
 
 
 def test_bad_mal_options_are_reported_by_key() -> None:
     with pytest.raises(ConfigError) as err:
-        load_config("MAL", ["model.pagerank_guard=clip", "model.damping=1.5", "model.temperature_s=0",
-                            "train.optimizer=adagrad"])
+        load_config(
+            "MAL",
+            ["model.pagerank_guard=clip", "model.damping=1.5", "model.temperature_s=0", "train.optimizer=adagrad"],
+        )
     text = str(err.value)
     for key in ("model.pagerank_guard", "model.damping", "model.temperature_s", "train.optimizer"):
         assert key in text
@@ -154,9 +167,16 @@ def test_step_interface_reproduces_teacher_forcing(name: str) -> None:
 def test_train_resume_select_and_evaluate_with_table4(synthetic_corpus: Path, tmp_path: Path) -> None:
     """``scg-summarize train`` on +MAL: per-term metrics, best.pt by validation perplexity, an
     interrupted run resumed to the same parameters, and ``evaluate --saliency-topk``."""
+
     def fit(out: Path, epochs: int, resume: bool = False) -> Trainer:
-        trainer = Trainer(load_config("MAL", [*FAST, f"train.epochs={epochs}"]), synthetic_corpus, out,
-                          resume=resume, quiet=True, log=lambda line: None)
+        trainer = Trainer(
+            load_config("MAL", [*FAST, f"train.epochs={epochs}"]),
+            synthetic_corpus,
+            out,
+            resume=resume,
+            quiet=True,
+            log=lambda line: None,
+        )
         try:
             trainer.fit()
         finally:
@@ -181,8 +201,27 @@ def test_train_resume_select_and_evaluate_with_table4(synthetic_corpus: Path, tm
     run = load_run(tmp_path / "full")
     assert isinstance(run.decoder, ModelStepDecoder) and isinstance(run.decoder.model, MALFamily)
     out = tmp_path / "eval.json"
-    assert cli_main(["evaluate", "--run", str(tmp_path / "full"), "--split", "test", "--limit", "12",
-                     "--saliency-topk", "5", "--output", str(out), "--quiet", "--threads", "1"]) == 0
+    assert (
+        cli_main(
+            [
+                "evaluate",
+                "--run",
+                str(tmp_path / "full"),
+                "--split",
+                "test",
+                "--limit",
+                "12",
+                "--saliency-topk",
+                "5",
+                "--output",
+                str(out),
+                "--quiet",
+                "--threads",
+                "1",
+            ]
+        )
+        == 0
+    )
     table4 = json.loads(out.read_text())["saliency_topk"]
     assert table4["k"] == 5 and table4["count"] == 12 and set(table4["rouge1"]) == {"SuAtt", "UnAtt", "Lead"}
     # the same numbers as the analysis run directly on the model over the same 12 documents
@@ -195,12 +234,19 @@ def test_train_resume_select_and_evaluate_with_table4(synthetic_corpus: Path, tm
     assert all(0.0 <= v <= 100.0 for v in table4["rouge1"].values()) and table4["rouge1"]["Lead"] > 0.0
 
 
-def test_saliency_topk_refuses_a_model_without_saliency(synthetic_corpus: Path, tmp_path: Path,
-                                                        capsys: pytest.CaptureFixture[str]) -> None:
-    trainer = Trainer(load_config("tiny-STANDARD", ["train.max_steps_per_epoch=1", "train.epochs=1"]),
-                      synthetic_corpus, tmp_path / "std", quiet=True, log=lambda line: None)
+def test_saliency_topk_refuses_a_model_without_saliency(
+    synthetic_corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trainer = Trainer(
+        load_config("tiny-STANDARD", ["train.max_steps_per_epoch=1", "train.epochs=1"]),
+        synthetic_corpus,
+        tmp_path / "std",
+        quiet=True,
+        log=lambda line: None,
+    )
     trainer.fit()
     trainer.close()
-    assert cli_main(["evaluate", "--run", str(tmp_path / "std"), "--limit", "2", "--saliency-topk", "10",
-                     "--quiet"]) == 2
+    assert (
+        cli_main(["evaluate", "--run", str(tmp_path / "std"), "--limit", "2", "--saliency-topk", "10", "--quiet"]) == 2
+    )
     assert "has no saliency attention" in capsys.readouterr().err

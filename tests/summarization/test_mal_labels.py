@@ -45,8 +45,9 @@ def test_labels_ignore_case_and_repeat_for_every_occurrence() -> None:
     assert saliency_labels(["Zlib", "zlib", "ZLIB", "gzip"], ["zlib"], stop) == [1, 1, 1, 0]
 
 
-@pytest.mark.parametrize("token, punct", [(".", True), ("--", True), ("#.#", True), ("``", True),
-                                          ("39-year-old", False), ("x86", False)])
+@pytest.mark.parametrize(
+    "token, punct", [(".", True), ("--", True), ("#.#", True), ("``", True), ("39-year-old", False), ("x86", False)]
+)
 def test_punctuation(token: str, punct: bool) -> None:
     assert is_punctuation(token) is punct
 

@@ -58,8 +58,10 @@ def _model(ablation: str = "+MAL", **overrides: object) -> MALSummarizer:
     return MALSummarizer(config, _content())
 
 
-@pytest.mark.parametrize("ablation, parts", [("seq2seq", (False, False)), ("+SuAtt", (True, False)),
-                                             ("+UnAtt", (False, True)), ("+MAL", (True, True))])
+@pytest.mark.parametrize(
+    "ablation, parts",
+    [("seq2seq", (False, False)), ("+SuAtt", (True, False)), ("+UnAtt", (False, True)), ("+MAL", (True, True))],
+)
 def test_ablation_rows_build_their_parts(ablation: str, parts: tuple[bool, bool]) -> None:
     model = _model(ablation)
     assert model.config.ablation == ablation
@@ -151,8 +153,11 @@ def test_literal_supervised_attention_is_near_uniform_and_the_temperature_sharpe
 def test_beam_search_with_beam_ten() -> None:
     model = _model()
     batch = _batch()
-    hyps = beam_search(MALStepDecoder(model), {"src": batch["src"], "src_mask": batch["src_mask"]},
-                       DecodeOptions(beam_size=10, max_len=6, n_best=3))
+    hyps = beam_search(
+        MALStepDecoder(model),
+        {"src": batch["src"], "src_mask": batch["src_mask"]},
+        DecodeOptions(beam_size=10, max_len=6, n_best=3),
+    )
     assert len(hyps) == 3
     for per_example in hyps:
         assert 1 <= len(per_example) <= 3
@@ -182,8 +187,13 @@ def test_run_directory_round_trip(corpus: Path, tmp_path: Path) -> None:
 
 def test_trainer_reports_every_term(corpus: Path, tmp_path: Path) -> None:
     config = MALConfig(emb_dim=8, hidden=6, temperature_s=0.5)
-    result = train_mal(config, MALTrainConfig(batch_size=8, max_steps=4, log_every=2, valid_examples=8),
-                       corpus, tmp_path / "run", log=lambda line: None)
+    result = train_mal(
+        config,
+        MALTrainConfig(batch_size=8, max_steps=4, log_every=2, valid_examples=8),
+        corpus,
+        tmp_path / "run",
+        log=lambda line: None,
+    )
     lines = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     train = [ln for ln in lines if ln["event"] == "train"]
     assert [ln["step"] for ln in train] == [2, 4]

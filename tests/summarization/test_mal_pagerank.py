@@ -103,7 +103,7 @@ def test_gradcheck_through_the_word_graph(guard: str) -> None:
     gen = torch.Generator().manual_seed(5)
     x = torch.randn(2, 4, 3, generator=gen, dtype=torch.float64).requires_grad_()
     # a positive-definite-ish W keeps the signed ('none') graph away from zero column sums here
-    W = (torch.eye(3, dtype=torch.float64) + 0.1 * torch.randn(3, 3, generator=gen, dtype=torch.float64))
+    W = torch.eye(3, dtype=torch.float64) + 0.1 * torch.randn(3, 3, generator=gen, dtype=torch.float64)
     W.requires_grad_()
     x.data = x.data.abs() + 0.5
     nodes = torch.tensor([[1, 1, 1, 0], [1, 1, 1, 1]], dtype=torch.bool)

@@ -14,6 +14,7 @@ from .models_helpers import make_batch, make_model
 def _select(idx: torch.Tensor):
     def select(logits: torch.Tensor):
         return idx, torch.full(idx.shape, 1.0 / idx.shape[1])
+
     return select
 
 

@@ -98,8 +98,12 @@ def test_c2f_copy_trains_through_the_surrogate_with_finite_gradients() -> None:
             scg.cost(nll, name="nll", step=t)
     # the draw of step t influences the cost of step t (through the context and the copy half)
     coarse = [n for n in graph.stochastic_nodes if n.name == "coarse"]
-    assert coarse and all(graph.influences(node, c) for node in coarse for c in graph.cost_nodes
-                          if c.step is not None and node.step is not None and c.step == node.step)
+    assert coarse and all(
+        graph.influences(node, c)
+        for node in coarse
+        for c in graph.cost_nodes
+        if c.step is not None and node.step is not None and c.step == node.step
+    )
     graph.surrogate_loss().backward()
     grads = [p.grad for p in model.parameters() if p.grad is not None]
     assert all(torch.isfinite(g).all() for g in grads)

@@ -9,9 +9,16 @@ from scg_summarize.models.attention import masked_softmax
 
 from .models_helpers import make_batch, make_model, pad_batch
 
-CASES = [("standard", {}), ("model1", {}), ("hier", {}), ("hier", {"chunk_encoder": "bow", "pos": True}),
-         ("c2f", {"multi": 2}), ("c2f", {"pos": True, "test_k": 2}), ("standard", {"bidirectional": True}),
-         ("c2f", {"bidirectional": True, "multi": 2})]
+CASES = [
+    ("standard", {}),
+    ("model1", {}),
+    ("hier", {}),
+    ("hier", {"chunk_encoder": "bow", "pos": True}),
+    ("c2f", {"multi": 2}),
+    ("c2f", {"pos": True, "test_k": 2}),
+    ("standard", {"bidirectional": True}),
+    ("c2f", {"bidirectional": True, "multi": 2}),
+]
 
 
 def _nll(model, batch):
@@ -42,11 +49,11 @@ def test_padded_target_rows_match_unpadded_ones(attention: str) -> None:
         full, _ = _nll(model, batch)
         for row in range(3):
             length = int(batch["tgt_mask"][row].sum())
-            single = {k: v[row:row + 1] for k, v in batch.items()}
+            single = {k: v[row : row + 1] for k, v in batch.items()}
             single["tgt"], single["tgt_mask"] = single["tgt"][:, :length], single["tgt_mask"][:, :length]
             alone, _ = _nll(model, single)
             torch.testing.assert_close(full[row, : length - 1], alone[0], rtol=1e-5, atol=1e-6)
-            assert torch.all(full[row, length - 1:] == 0)
+            assert torch.all(full[row, length - 1 :] == 0)
 
 
 def test_padding_rows_get_no_gradient_through_embeddings() -> None:
@@ -61,8 +68,9 @@ def test_conv_chunk_encoder_ignores_trailing_padding() -> None:
     torch.manual_seed(0)
     enc = ConvChunkEncoder(emb_dim=5, filters=4, width=3)
     emb = torch.randn(2, 3, 4, 5)
-    mask = torch.tensor([[[1, 1, 0, 0], [1, 1, 1, 1], [1, 0, 0, 0]], [[1, 1, 1, 0], [0, 0, 0, 0], [1, 1, 0, 0]]],
-                        dtype=torch.bool)
+    mask = torch.tensor(
+        [[[1, 1, 0, 0], [1, 1, 1, 1], [1, 0, 0, 0]], [[1, 1, 1, 0], [0, 0, 0, 0], [1, 1, 0, 0]]], dtype=torch.bool
+    )
     emb = emb * mask.unsqueeze(-1)
     out = enc(mask.long(), mask, emb)
     longer = torch.cat([emb, torch.zeros(2, 3, 6, 5)], 2)

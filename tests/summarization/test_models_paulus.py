@@ -45,8 +45,7 @@ def test_intra_temporal_attention_matches_the_formula_and_does_not_overflow() ->
     assert float(torch.stack(alphas).detach()[:, 1, 4:].abs().max()) == 0.0  # padding gets nothing
     # scores in the 1000s: exp overflows in the formula, the log-space version stays a distribution
     big = words * 400.0
-    assert not torch.isfinite(brute_temporal(torch.einsum("blh,bh->bl", big, att.w_attn(hs[0] * 10))[None],
-                                             mask)).all()
+    assert not torch.isfinite(brute_temporal(torch.einsum("blh,bh->bl", big, att.w_attn(hs[0] * 10))[None], mask)).all()
     log_sum = None
     for t in range(T):
         alpha, _, log_sum = att(big, mask, hs[t] * 10, log_sum)

@@ -16,5 +16,6 @@ def test_benchmark_measures_standard_and_c2f() -> None:
     assert large["standard_read_floats"] == 16 * small["standard_read_floats"]
     assert large["standard_attn_alloc_kib"] > 8 * small["standard_attn_alloc_kib"]
     assert large["c2f_attn_k1_alloc_kib"] < 2 * small["c2f_attn_k1_alloc_kib"]  # only the O(M) scores grow
-    assert "| M | words |" in bench.to_markdown([small, large], {"device": "cpu", "torch": "x", "threads": 1,
-                                                                  "repeats": 2})
+    assert "| M | words |" in bench.to_markdown(
+        [small, large], {"device": "cpu", "torch": "x", "threads": 1, "repeats": 2}
+    )

@@ -87,8 +87,9 @@ def test_hier_and_c2f_share_parameters_for_pretraining() -> None:
     soft_hier = hier(batch["src"], batch["src_mask"], batch["tgt"], batch["tgt_mask"]).total_nll()
     soft_c2f = c2f.eval()(batch["src"], batch["src_mask"], batch["tgt"], batch["tgt_mask"], mode="soft").total_nll()
     hier.eval()
-    torch.testing.assert_close(hier(batch["src"], batch["src_mask"], batch["tgt"], batch["tgt_mask"]).total_nll(),
-                               soft_c2f)
+    torch.testing.assert_close(
+        hier(batch["src"], batch["src_mask"], batch["tgt"], batch["tgt_mask"]).total_nll(), soft_c2f
+    )
     assert soft_hier.requires_grad
 
 

@@ -24,9 +24,18 @@ V, VT = 40, 24
 
 
 def paulus_config(**kw: object) -> ModelConfig:
-    base: dict[str, object] = dict(family="paulus", vocab_size=V, tgt_vocab_size=VT, emb_dim=8, hidden=12,
-                                   enc_layers=1, dec_layers=1, dropout=0.0, emb_init_std=1.0,
-                                   share_embeddings=True)
+    base: dict[str, object] = dict(
+        family="paulus",
+        vocab_size=V,
+        tgt_vocab_size=VT,
+        emb_dim=8,
+        hidden=12,
+        enc_layers=1,
+        dec_layers=1,
+        dropout=0.0,
+        emb_init_std=1.0,
+        share_embeddings=True,
+    )
     base.update(kw)
     return ModelConfig(**base)  # type: ignore[arg-type]
 
@@ -44,8 +53,18 @@ def batch(B: int = 3, M: int = 2, N: int = 5, T: int = 6, seed: int = 0) -> dict
 
 FAMILY_CONFIGS = {
     "c2f-standard": ModelConfig(vocab_size=V, emb_dim=8, hidden=8, enc_layers=1, dec_layers=1),
-    "c2f-hard": ModelConfig(vocab_size=V, attention="c2f", num_chunks=2, emb_dim=8, hidden=8, enc_layers=1,
-                            dec_layers=1, conv_filters=4, conv_width=2, copy=True),
+    "c2f-hard": ModelConfig(
+        vocab_size=V,
+        attention="c2f",
+        num_chunks=2,
+        emb_dim=8,
+        hidden=8,
+        enc_layers=1,
+        dec_layers=1,
+        conv_filters=4,
+        conv_width=2,
+        copy=True,
+    ),
     "paulus": paulus_config(),
     "paulus-untied": paulus_config(tie_output=False, share_embeddings=False, intra_temporal=False),
 }
@@ -104,8 +123,9 @@ class WithCounter(DecoderState):
 
 def test_a_new_state_field_survives_reorder() -> None:
     h = [torch.arange(4.0).view(4, 1)]
-    state = WithCounter(h, [torch.zeros(4, 1)], torch.zeros(4, 1), {"sums": torch.arange(4.0) * 10},
-                        torch.tensor([5, 6, 7, 8]))
+    state = WithCounter(
+        h, [torch.zeros(4, 1)], torch.zeros(4, 1), {"sums": torch.arange(4.0) * 10}, torch.tensor([5, 6, 7, 8])
+    )
     index = torch.tensor([3, 3, 0])
     out = state.select(index)
     assert type(out) is WithCounter and out.label == "x"
@@ -226,8 +246,8 @@ def test_the_documented_family_example_trains_and_decodes() -> None:
     import scg
 
     doc = (Path(__file__).resolve().parents[2] / "docs" / "summarizer.md").read_text(encoding="utf-8")
-    section = doc[doc.index("## Adding a model family"):]
-    code = section[section.index("```python") + len("```python"):]
+    section = doc[doc.index("## Adding a model family") :]
+    code = section[section.index("```python") + len("```python") :]
     code = code[: code.index("```")]
     assert len(code.strip().splitlines()) <= 32
     if "plain" not in FAMILIES:

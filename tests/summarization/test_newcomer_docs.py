@@ -93,8 +93,11 @@ def _check(parser: argparse.ArgumentParser, argv: list[str]) -> str | None:
         sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices.get(argv[0])
         if sub is None:
             return f"no command {argv[0]!r}"
-        unknown = [w.split("=")[0] for w in argv[1:] if w.startswith("--") and w.split("=")[0] not in
-                   sub._option_string_actions]  # fmt: skip
+        unknown = [
+            w.split("=")[0]
+            for w in argv[1:]
+            if w.startswith("--") and w.split("=")[0] not in sub._option_string_actions
+        ]
         return f"unrecognized arguments: {' '.join(unknown)}" if unknown else None
     stderr = io.StringIO()
     try:
@@ -165,8 +168,12 @@ SILENT: frozenset[str] = frozenset({"estimators.md"})
 
 def _python_pages() -> list[object]:
     pages = [page for page in PAGES if any(True for _ in blocks(page, "python"))]
-    return [pytest.param(page, marks=pytest.mark.xfail(strict=True, reason=FRAGMENTS[page.name]))
-            if page.name in FRAGMENTS else page for page in pages]  # fmt: skip
+    return [
+        pytest.param(page, marks=pytest.mark.xfail(strict=True, reason=FRAGMENTS[page.name]))
+        if page.name in FRAGMENTS
+        else page
+        for page in pages
+    ]
 
 
 @pytest.mark.slow
@@ -174,8 +181,9 @@ def _python_pages() -> list[object]:
 def test_python_blocks_run_as_written(page: Path, tmp_path: Path) -> None:
     code = "\n\n".join(block for _, block in blocks(page, "python"))
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=1200, env=env,
-                          cwd=tmp_path)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=1200, env=env, cwd=tmp_path
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert page.name in SILENT or proc.stdout.strip(), f"{page.name}: the blocks ran but printed nothing"
 
@@ -209,9 +217,11 @@ def test_the_readme_states_each_familys_decoding_defaults() -> None:
         assert config.model.family == family.split()[0]
         options, _ = resolve_decode_options({}, asdict(config.eval))
         assert (int(beam), words, ngram, float(penalty)) == (
-            options.beam_size, f"{options.min_len}-{options.max_len}",
-            str(options.no_repeat_ngram) if options.no_repeat_ngram else "none", options.length_penalty,
-        ), row  # fmt: skip
+            options.beam_size,
+            f"{options.min_len}-{options.max_len}",
+            str(options.no_repeat_ngram) if options.no_repeat_ngram else "none",
+            options.length_penalty,
+        ), row
         assert unk == "replaced" and options.unk == "replace"
 
 

@@ -27,8 +27,17 @@ from scg_summarize.train.report import decode_options as eval_table_options
 
 from .eval_support import REPO_ROOT, ToySetup, make_toy_setup
 
-DOCUMENTED = {"beam_size": 4, "greedy": False, "min_len": 10, "max_len": 40, "no_repeat_ngram": 3, "unk": "replace",
-              "length_penalty": 1.0, "no_repeat_word": False, "block_digits": False}  # fmt: skip
+DOCUMENTED = {
+    "beam_size": 4,
+    "greedy": False,
+    "min_len": 10,
+    "max_len": 40,
+    "no_repeat_ngram": 3,
+    "unk": "replace",
+    "length_penalty": 1.0,
+    "no_repeat_word": False,
+    "block_digits": False,
+}
 
 
 pytestmark = pytest.mark.usefixtures("single_thread")
@@ -96,8 +105,10 @@ def test_evaluating_twice_with_other_options_keeps_both(toy: ToySetup, capsys) -
     assert cli.main([*base, "--beam", "2"]) == 0
     assert cli.main([*base, "--greedy"]) == 0
     files = sorted(p.name for p in (toy.run / "eval").glob("*.json"))
-    assert files == ["data-test.beam2-len2-8-ngram3-unkreplace-first3.json",
-                     "data-test.greedy-len2-8-ngram3-unkreplace-first3.json"]  # fmt: skip
+    assert files == [
+        "data-test.beam2-len2-8-ngram3-unkreplace-first3.json",
+        "data-test.greedy-len2-8-ngram3-unkreplace-first3.json",
+    ]
     first = toy.run / "eval" / files[0]
     before = first.read_text()
     # the same file name for other settings (an explicit --output) is refused, the file kept
@@ -117,23 +128,46 @@ def test_baseline_file_names_are_the_method_names(toy: ToySetup, tmp_path: Path)
     assert cli.main([*common, "--method", "lead3", "--k", "2"]) == 0
     assert cli.main([*common, "--method", "first", "--refs", "first"]) == 0
     names = sorted(p.name for p in out.iterdir())
-    assert names == ["first-data-test.refs-first.json", "lead3-data-test.json", "lead3-data-test.summaries.jsonl",
-                     "lead3-k2-data-test.json"]  # fmt: skip
+    assert names == [
+        "first-data-test.refs-first.json",
+        "lead3-data-test.json",
+        "lead3-data-test.summaries.jsonl",
+        "lead3-k2-data-test.json",
+    ]
 
 
 # ----------------------------------------------------------------------------- (1) report
-def _result(name: str, split: str, data: str = "/d/cnndm", run: str = "/runs/a", beam: int = 4,
-            created: str = "2026-01-01T00:00:00", r1: float = 30.0) -> dict[str, object]:
-    record = make_result("model", name, {"rouge1": r1, "rouge2": 10.0, "rougeL": 20.0}, data=data, split=split,
-                         examples=10, run=run, decode_options={"beam_size": beam})
+def _result(
+    name: str,
+    split: str,
+    data: str = "/d/cnndm",
+    run: str = "/runs/a",
+    beam: int = 4,
+    created: str = "2026-01-01T00:00:00",
+    r1: float = 30.0,
+) -> dict[str, object]:
+    record = make_result(
+        "model",
+        name,
+        {"rouge1": r1, "rouge2": 10.0, "rougeL": 20.0},
+        data=data,
+        split=split,
+        examples=10,
+        run=run,
+        decode_options={"beam_size": beam},
+    )
     record["created"] = created
     return record
 
 
 def test_report_keeps_results_on_every_split_data_set_and_setting() -> None:
-    records = [_result("C2F", "test", r1=31.0), _result("C2F", "valid", r1=32.0),
-               _result("C2F", "test", data="/d/scitldr", r1=33.0), _result("C2F", "test", beam=1, r1=34.0),
-               _result("C2F", "test", data="/other/cnndm", r1=35.0)]  # fmt: skip
+    records = [
+        _result("C2F", "test", r1=31.0),
+        _result("C2F", "valid", r1=32.0),
+        _result("C2F", "test", data="/d/scitldr", r1=33.0),
+        _result("C2F", "test", beam=1, r1=34.0),
+        _result("C2F", "test", data="/other/cnndm", r1=35.0),
+    ]
     kept, superseded = select_results(records)
     assert len(kept) == 5 and not superseded
     text = markdown_report(records)

@@ -90,8 +90,10 @@ def test_summarize_and_baseline_show_progress_on_a_terminal(  # type: ignore[no-
     monkeypatch.setattr(summarize_command, "progress_enabled", lambda quiet=False: not quiet)
     monkeypatch.setattr(baseline_command, "progress_enabled", lambda quiet=False: not quiet)
     out = tmp_path / "s.txt"
-    assert cli.main(["summarize", "--run", str(toy.run), "--data", str(toy.data), "--max-len", "4",
-                     "--output", str(out)]) == 0  # fmt: skip
+    assert (
+        cli.main(["summarize", "--run", str(toy.run), "--data", str(toy.data), "--max-len", "4", "--output", str(out)])
+        == 0
+    )
     err = capsys.readouterr().err
     assert "summarize" in err and "5/5" in err  # a bar with the total
     assert cli.main(["baseline", "--method", "lead3", "--data", str(toy.data)]) == 0

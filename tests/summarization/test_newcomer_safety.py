@@ -240,8 +240,12 @@ def test_no_family_puts_a_special_token_in_a_summary(config: str, synthetic_corp
         model.bind_vocab(data.vocab)
     decoder = _UnkEveryOtherStep(ModelStepDecoder(model.eval(), None), data.vocab.unk_id)
     options = DecodeOptions(beam_size=2, max_len=10, min_len=4, no_repeat_ngram=0, unk="replace")
-    summaries = [s[0] for s in Summarizer(decoder, data.vocab, options).summarize_batch(  # type: ignore[arg-type]
-        list(documents_from_split(data, range(4))))]  # fmt: skip
+    summaries = [
+        s[0]
+        for s in Summarizer(decoder, data.vocab, options).summarize_batch(  # type: ignore[arg-type]
+            list(documents_from_split(data, range(4)))
+        )
+    ]
     assert sum(s.unks_replaced for s in summaries) > 0  # each family's <unk> is replaced by a source word
     for summary in summaries:
         assert not {"<unk>", "</s>", "<s>", "<pad>"} & set(summary.text.split()), (config, summary.text)

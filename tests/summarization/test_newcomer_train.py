@@ -22,8 +22,21 @@ def _sets(*overrides: str) -> list[str]:
 
 
 def _train(data: Path, out: Path, *extra: str, config: str = "tiny-STANDARD") -> int:
-    return main(["train", "--config", config, "--data", str(data), "--out", str(out), "--quiet", "--no-test",
-                 *_sets(*FAST), *extra])
+    return main(
+        [
+            "train",
+            "--config",
+            config,
+            "--data",
+            str(data),
+            "--out",
+            str(out),
+            "--quiet",
+            "--no-test",
+            *_sets(*FAST),
+            *extra,
+        ]
+    )
 
 
 def test_a_new_run_never_replaces_an_existing_one(synthetic_corpus: Path, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
@@ -69,8 +82,20 @@ def test_a_corpus_without_test_split_is_noted_before_training(synthetic_corpus: 
     (data / "meta.json").write_text(json.dumps(meta))
     shutil.rmtree(data / "test")
     out = tmp_path / "run"
-    status = main(["train", "--config", "tiny-STANDARD", "--data", str(data), "--out", str(out), "--quiet",
-                   "--rouge", *_sets(*FAST)])
+    status = main(
+        [
+            "train",
+            "--config",
+            "tiny-STANDARD",
+            "--data",
+            str(data),
+            "--out",
+            str(out),
+            "--quiet",
+            "--rouge",
+            *_sets(*FAST),
+        ]
+    )
     err = capsys.readouterr().err
     assert status == 0, err
     assert "has no split 'test' (available: train, valid)" in err and "Traceback" not in err

@@ -24,8 +24,9 @@ def _max_abs(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
 # two gloo ranks under torchrun, end to end; the same averaging in process (default suite):
 # test_math_objectives.py::test_two_ranks_on_half_batches_equal_one_process_on_the_batch (both normalize modes)
 @pytest.mark.slow
-def test_two_gloo_ranks_equal_one_process_for_every_normalize_mode(synthetic_corpus: Path, tmp_path: Path,
-                                                                    torchrun_env: dict[str, str]) -> None:
+def test_two_gloo_ranks_equal_one_process_for_every_normalize_mode(
+    synthetic_corpus: Path, tmp_path: Path, torchrun_env: dict[str, str]
+) -> None:
     modes = ("batch", "tokens")
     single: dict[str, dict[str, torch.Tensor]] = {}
     initial: dict[str, torch.Tensor] = {}
@@ -42,10 +43,19 @@ def test_two_gloo_ranks_equal_one_process_for_every_normalize_mode(synthetic_cor
         trainer.train_step(torch.load(batch_file, weights_only=False))
         single[mode] = {k: v.clone() for k, v in trainer.model.state_dict().items()}
         trainer.close()
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", str(WORKER),
-           str(synthetic_corpus), str(batch_file), str(tmp_path)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=torchrun_env,
-                          cwd=tmp_path)
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node",
+        "2",
+        str(WORKER),
+        str(synthetic_corpus),
+        str(batch_file),
+        str(tmp_path),
+    ]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=torchrun_env, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     # rounding level: float32 sums in another order, a few ulps of the largest parameter
     tol = 8 * torch.finfo(torch.float32).eps * max(float(v.abs().max()) for v in initial.values())

@@ -36,8 +36,9 @@ def _trainer(data: Path, out: Path, resume: bool = False) -> Trainer:
     return Trainer(load_config(TINY, OVERRIDES), data, out, resume=resume, quiet=True, log=lambda line: None)
 
 
-def test_a_crash_between_best_and_checkpoint_keeps_them_consistent(synthetic_corpus: Path, tmp_path: Path,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_crash_between_best_and_checkpoint_keeps_them_consistent(
+    synthetic_corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     reference = _trainer(synthetic_corpus, tmp_path / "reference")
     reference.fit()
     reference.close()
@@ -97,8 +98,9 @@ def test_repair_log_drops_a_torn_tail_and_the_lines_after_the_checkpoint(tmp_pat
     assert log.read_text().count("\n") == 3
 
 
-def test_resume_after_a_torn_log_and_of_a_finished_run_writes_each_line_once(synthetic_corpus: Path,
-                                                                             tmp_path: Path, capsys) -> None:
+def test_resume_after_a_torn_log_and_of_a_finished_run_writes_each_line_once(
+    synthetic_corpus: Path, tmp_path: Path, capsys
+) -> None:
     run = tmp_path / "run"
     assert main(train_args(synthetic_corpus, run)) == 0
     complete = (run / "metrics.jsonl").read_text()
@@ -134,8 +136,9 @@ def _full_disk_after(budget: int) -> Any:
     return write
 
 
-def test_a_full_disk_while_checkpointing_keeps_the_old_one_and_says_so(tmp_path: Path,
-                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_full_disk_while_checkpointing_keeps_the_old_one_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = tmp_path / "checkpoint.pt"
     save_atomic({"config": {}, "model": {"w": torch.zeros(3)}, "step": 1}, path)
     before = path.read_bytes()
@@ -145,8 +148,9 @@ def test_a_full_disk_while_checkpointing_keeps_the_old_one_and_says_so(tmp_path:
     assert path.read_bytes() == before and not (tmp_path / "checkpoint.pt.tmp").exists()
 
 
-def test_train_reports_a_full_disk_in_one_line(synthetic_corpus: Path, tmp_path: Path,
-                                               monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+def test_train_reports_a_full_disk_in_one_line(
+    synthetic_corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
     run = tmp_path / "run"
     real = checkpoint_module._write
 

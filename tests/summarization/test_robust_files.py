@@ -21,8 +21,22 @@ TINY = ["--quiet", "--set", "train.epochs=1", "--set", "train.max_steps_per_epoc
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory: pytest.TempPathFactory, synthetic_corpus: Path) -> Path:
     run = tmp_path_factory.mktemp("robust") / "run"
-    assert main(["train", "--config", "tiny-STANDARD", "--data", str(synthetic_corpus), "--out", str(run),
-                 "--no-test", *TINY]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "train",
+                "--config",
+                "tiny-STANDARD",
+                "--data",
+                str(synthetic_corpus),
+                "--out",
+                str(run),
+                "--no-test",
+                *TINY,
+            ]
+        )
+        == 0
+    )
     return run
 
 
@@ -96,8 +110,22 @@ def test_a_full_disk_while_logging_metrics_is_one_line(
 ) -> None:
     monkeypatch.setattr("scg_summarize.train.loop.append_record", _full_disk)
     run = tmp_path / "run"
-    assert main(["train", "--config", "tiny-STANDARD", "--data", str(synthetic_corpus), "--out", str(run),
-                 "--no-test", *TINY]) == 1  # fmt: skip
+    assert (
+        main(
+            [
+                "train",
+                "--config",
+                "tiny-STANDARD",
+                "--data",
+                str(synthetic_corpus),
+                "--out",
+                str(run),
+                "--no-test",
+                *TINY,
+            ]
+        )
+        == 1
+    )
     err = capsys.readouterr().err
     assert "train: error: No space left on device while writing somewhere/file" in err and "--resume" in err
     assert "Traceback" not in err
@@ -120,8 +148,22 @@ def test_a_diverging_model_ends_training_in_one_line(
 
     monkeypatch.setattr("scg_summarize.train.loop.Trainer.fit", diverge)
     run = tmp_path / "run"
-    assert main(["train", "--config", "tiny-STANDARD", "--data", str(synthetic_corpus), "--out", str(run),
-                 "--no-test", *TINY]) == 1  # fmt: skip
+    assert (
+        main(
+            [
+                "train",
+                "--config",
+                "tiny-STANDARD",
+                "--data",
+                str(synthetic_corpus),
+                "--out",
+                str(run),
+                "--no-test",
+                *TINY,
+            ]
+        )
+        == 1
+    )
     err = capsys.readouterr().err
     assert "train: error: closed-form PageRank" in err and "checkpoint.pt holds the last checkpoint" in err
 
@@ -129,8 +171,18 @@ def test_a_diverging_model_ends_training_in_one_line(
 def test_baseline_refusal_names_its_own_option(
     synthetic_corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    args = ["baseline", "--method", "first", "--data", str(synthetic_corpus), "--split", "test", "--quiet",
-            "--output-dir", str(tmp_path / "b")]  # fmt: skip
+    args = [
+        "baseline",
+        "--method",
+        "first",
+        "--data",
+        str(synthetic_corpus),
+        "--split",
+        "test",
+        "--quiet",
+        "--output-dir",
+        str(tmp_path / "b"),
+    ]
     assert main(args) == 0
     (written,) = (tmp_path / "b").glob("*.json")
     written.write_text(json.dumps({"not": "a result"}))

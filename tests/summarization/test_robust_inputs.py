@@ -51,13 +51,29 @@ def _err_lines(capsys: pytest.CaptureFixture[str]) -> list[str]:
 
 # ----------------------------------------------------------------------------- configuration
 def test_every_bad_config_value_is_reported_at_once(synthetic_corpus: Path, tmp_path: Path, capsys) -> None:
-    bad = ["train.lr=\"fast\"", "train.batch_size=2.5", "train.epochs=1.5", "train.max_grad_norm=nan",
-           "train.checkpoint_every=-1", "data.max_target_len=-1", "model.hidden=0", "train.colour=1"]
+    bad = [
+        'train.lr="fast"',
+        "train.batch_size=2.5",
+        "train.epochs=1.5",
+        "train.max_grad_norm=nan",
+        "train.checkpoint_every=-1",
+        "data.max_target_len=-1",
+        "model.hidden=0",
+        "train.colour=1",
+    ]
     args = ["train", "--config", "tiny-C2F", "--data", str(synthetic_corpus), "--out", str(tmp_path / "run")]
     assert main([*args, *(x for b in bad for x in ("--set", b))]) == 2
     lines = _err_lines(capsys)
-    keys = ["train.lr", "train.batch_size", "train.epochs", "train.max_grad_norm", "train.checkpoint_every",
-            "data.max_target_len", "model.hidden", "train.colour"]
+    keys = [
+        "train.lr",
+        "train.batch_size",
+        "train.epochs",
+        "train.max_grad_norm",
+        "train.checkpoint_every",
+        "data.max_target_len",
+        "model.hidden",
+        "train.colour",
+    ]
     assert len(lines) == len(keys)
     for key in keys:
         line = next(line for line in lines if f"error: {key}: " in line)
@@ -67,8 +83,7 @@ def test_every_bad_config_value_is_reported_at_once(synthetic_corpus: Path, tmp_
     assert not (tmp_path / "run").exists()  # nothing started
 
 
-def test_lr_inf_and_a_table_given_as_a_scalar_in_a_toml_file(synthetic_corpus: Path, tmp_path: Path,
-                                                              capsys) -> None:
+def test_lr_inf_and_a_table_given_as_a_scalar_in_a_toml_file(synthetic_corpus: Path, tmp_path: Path, capsys) -> None:
     path = tmp_path / "mine.toml"
     path.write_text('extends = "base"\nmodel = 3\n[train]\nlr = inf\nbatch_size = "16"\n')
     assert main(["train", "--config", str(path), "--data", str(synthetic_corpus), "--out", str(tmp_path / "r")]) == 2
@@ -78,12 +93,25 @@ def test_lr_inf_and_a_table_given_as_a_scalar_in_a_toml_file(synthetic_corpus: P
     assert "train.batch_size: expected an integer >= 1, got '16'" in text
 
 
-def test_set_with_a_word_for_a_number_and_an_out_that_is_a_file(synthetic_corpus: Path, tmp_path: Path,
-                                                               capsys) -> None:
+def test_set_with_a_word_for_a_number_and_an_out_that_is_a_file(synthetic_corpus: Path, tmp_path: Path, capsys) -> None:
     out = tmp_path / "a-file"
     out.write_text("not a folder")
-    assert main(["train", "--config", "tiny-C2F", "--data", str(synthetic_corpus), "--out", str(out),
-                 "--set", "train.lr=abc"]) == 2
+    assert (
+        main(
+            [
+                "train",
+                "--config",
+                "tiny-C2F",
+                "--data",
+                str(synthetic_corpus),
+                "--out",
+                str(out),
+                "--set",
+                "train.lr=abc",
+            ]
+        )
+        == 2
+    )
     text = "\n".join(_err_lines(capsys))
     assert "train.lr: expected a finite number > 0, got 'abc'" in text
     assert f"--out {out}: an existing file" in text
@@ -99,33 +127,71 @@ def test_device_cuda_without_a_gpu(synthetic_corpus: Path, tmp_path: Path, capsy
 def test_prepare_refuses_zero_chunks_a_negative_limit_and_a_bad_split_name(tmp_path: Path, capsys) -> None:
     src = tmp_path / "in.jsonl"
     src.write_text(json.dumps({"id": "a", "source": "One two.", "target": "One."}) + "\n")
-    assert main(["prepare", "--format", "jsonl", "--input", str(src), "--output", str(tmp_path / "o"),
-                 "--chunks", "0", "--limit", "-1"]) == 2
+    assert (
+        main(
+            [
+                "prepare",
+                "--format",
+                "jsonl",
+                "--input",
+                str(src),
+                "--output",
+                str(tmp_path / "o"),
+                "--chunks",
+                "0",
+                "--limit",
+                "-1",
+            ]
+        )
+        == 2
+    )
     lines = _err_lines(capsys)
-    assert lines == ["prepare: error: --chunks: expected an integer >= 1, got 0",
-                     "prepare: error: --limit: expected an integer >= 1, got -1"]
+    assert lines == [
+        "prepare: error: --chunks: expected an integer >= 1, got 0",
+        "prepare: error: --limit: expected an integer >= 1, got -1",
+    ]
     assert not (tmp_path / "o").exists()  # refused before anything is created
     assert main(["prepare", "--format", "jsonl", "--input", f"dev.set={src}", "--output", str(tmp_path / "o")]) == 2
     assert "invalid split name 'dev.set'" in "\n".join(_err_lines(capsys))
 
 
-@pytest.mark.parametrize(("ids", "line", "words"), [
-    (["a", "b", "a"], 3, "duplicate example id 'a'"),
-    (["a", 1.5], 2, "must be a string or an integer, got float"),
-    (["a", None], 2, "got null"),
-    (["a", {"x": 1}], 2, "got dict"),
-])
-def test_prepare_refuses_duplicate_and_odd_ids(tmp_path: Path, capsys, ids: list[object], line: int,
-                                               words: str) -> None:
+@pytest.mark.parametrize(
+    ("ids", "line", "words"),
+    [
+        (["a", "b", "a"], 3, "duplicate example id 'a'"),
+        (["a", 1.5], 2, "must be a string or an integer, got float"),
+        (["a", None], 2, "got null"),
+        (["a", {"x": 1}], 2, "got dict"),
+    ],
+)
+def test_prepare_refuses_duplicate_and_odd_ids(
+    tmp_path: Path, capsys, ids: list[object], line: int, words: str
+) -> None:
     src = tmp_path / "in.jsonl"
-    src.write_text("".join(json.dumps({"id": i, "source": f"Doc {n} is here.", "target": "A doc."}) + "\n"
-                           for n, i in enumerate(ids)))
-    assert main(["prepare", "--format", "jsonl", "--input", str(src), "--output", str(tmp_path / "o"),
-                 "--quiet"]) == 2
+    src.write_text(
+        "".join(
+            json.dumps({"id": i, "source": f"Doc {n} is here.", "target": "A doc."}) + "\n" for n, i in enumerate(ids)
+        )
+    )
+    assert main(["prepare", "--format", "jsonl", "--input", str(src), "--output", str(tmp_path / "o"), "--quiet"]) == 2
     text = "\n".join(_err_lines(capsys))
     assert f"{src}:{line}" in text and words in text
-    assert main(["prepare", "--format", "jsonl", "--input", str(src), "--output", str(tmp_path / "o"),
-                 "--quiet", "--skip-bad"]) == 0
+    assert (
+        main(
+            [
+                "prepare",
+                "--format",
+                "jsonl",
+                "--input",
+                str(src),
+                "--output",
+                str(tmp_path / "o"),
+                "--quiet",
+                "--skip-bad",
+            ]
+        )
+        == 0
+    )
     assert read_meta(tmp_path / "o")["splits"]["train"]["examples"] == len(ids) - 1
 
 
@@ -166,10 +232,22 @@ def test_an_unknown_split_name_is_reported_as_such(synthetic_corpus: Path, tmp_p
 
 # ----------------------------------------------------------------------------- divergence
 @pytest.mark.parametrize(("lr", "words"), [("1e30", "became non-finite "), ("1e8", "the validation loss after step 8")])
-def test_divergence_stops_naming_the_step_and_the_last_finite_loss(synthetic_corpus: Path, tmp_path: Path,
-                                                                   capsys, lr: str, words: str) -> None:
-    status = main(train_args(synthetic_corpus, tmp_path / "run", "--set", "train.optimizer='sgd'",
-                             "--set", "train.max_grad_norm=0.0", "--set", f"train.lr={lr}", config="tiny-C2F"))
+def test_divergence_stops_naming_the_step_and_the_last_finite_loss(
+    synthetic_corpus: Path, tmp_path: Path, capsys, lr: str, words: str
+) -> None:
+    status = main(
+        train_args(
+            synthetic_corpus,
+            tmp_path / "run",
+            "--set",
+            "train.optimizer='sgd'",
+            "--set",
+            "train.max_grad_norm=0.0",
+            "--set",
+            f"train.lr={lr}",
+            config="tiny-C2F",
+        )
+    )
     assert status == 1
     text = "\n".join(_err_lines(capsys))
     assert "training diverged: " in text and words in text and "the last finite training loss was" in text
@@ -190,8 +268,9 @@ def _corrupt(path: Path, how: str) -> None:
 
 
 @pytest.mark.parametrize("how", ["empty", "truncated", "random", "foreign"])
-def test_a_bad_checkpoint_is_named_by_summarize_evaluate_and_resume(trained: Path, synthetic_corpus: Path,
-                                                                    tmp_path: Path, capsys, how: str) -> None:
+def test_a_bad_checkpoint_is_named_by_summarize_evaluate_and_resume(
+    trained: Path, synthetic_corpus: Path, tmp_path: Path, capsys, how: str
+) -> None:
     run = tmp_path / "run"
     shutil.copytree(trained, run, ignore=shutil.ignore_patterns(".lock"))
     _corrupt(run / "best.pt", how)
@@ -205,8 +284,9 @@ def test_a_bad_checkpoint_is_named_by_summarize_evaluate_and_resume(trained: Pat
     assert f"{run / 'checkpoint.pt'}:" in text and "checkpoint" in text
 
 
-def test_resume_refuses_changed_options_by_name_and_applies_harmless_ones(trained: Path, synthetic_corpus: Path,
-                                                                          tmp_path: Path, capsys) -> None:
+def test_resume_refuses_changed_options_by_name_and_applies_harmless_ones(
+    trained: Path, synthetic_corpus: Path, tmp_path: Path, capsys
+) -> None:
     run = tmp_path / "run"
     shutil.copytree(trained, run, ignore=shutil.ignore_patterns(".lock"))
     resume = train_args(synthetic_corpus, run, "--set", "train.epochs=1", "--resume", config="tiny-C2F")
@@ -222,13 +302,18 @@ def test_resume_refuses_changed_options_by_name_and_applies_harmless_ones(traine
 
 def test_a_hier_checkpoint_is_not_resumed_as_c2f(synthetic_corpus: Path, tmp_path: Path, capsys) -> None:
     hier, c2f = tmp_path / "hier", tmp_path / "c2f"
-    assert main(train_args(synthetic_corpus, hier, "--set", "train.epochs=1", "--set", "train.alternate=0.0",
-                           config="tiny-HIER")) == 0
+    assert (
+        main(
+            train_args(
+                synthetic_corpus, hier, "--set", "train.epochs=1", "--set", "train.alternate=0.0", config="tiny-HIER"
+            )
+        )
+        == 0
+    )
     assert main(train_args(synthetic_corpus, hier, "--resume", config="tiny-C2F")) == 2
     assert "holds a run of 'tiny-HIER', not 'tiny-C2F'" in "\n".join(_err_lines(capsys))
     shutil.copytree(hier, c2f, ignore=shutil.ignore_patterns(".lock", "config.json"))  # no name to compare
-    assert main(train_args(synthetic_corpus, c2f, "--resume", "--set", "train.alternate=0.0",
-                           config="tiny-C2F")) == 2
+    assert main(train_args(synthetic_corpus, c2f, "--resume", "--set", "train.alternate=0.0", config="tiny-C2F")) == 2
     assert "model.attention: saved 'hier', given 'c2f'" in "\n".join(_err_lines(capsys))
 
 
@@ -242,8 +327,9 @@ def test_summarize_refuses_a_corpus_of_another_vocabulary(toy: ToySetup, tmp_pat
     assert main(["summarize", "--run", str(toy.run), "--data", str(toy.data), "--greedy", "--limit", "1"]) == 0
 
 
-def test_binary_standard_input_is_refused_like_a_binary_file(toy: ToySetup, tmp_path: Path, capsys,
-                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_binary_standard_input_is_refused_like_a_binary_file(
+    toy: ToySetup, tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
     garbage = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\xff\xfe\x00\x10\n"
     (tmp_path / "g.bin").write_bytes(garbage)
     assert main(["summarize", "--run", str(toy.run), "--input", str(tmp_path / "g.bin"), "--greedy"]) == 2
@@ -279,9 +365,24 @@ def test_summarize_into_a_closed_pipe_ends_quietly(toy: ToySetup, tmp_path: Path
     dataset = SummarizationDataset(toy.data, "test")
     doc = " \\n ".join(dataset.text(0)["src_sentences"])
     (tmp_path / "many.txt").write_text((doc + "\n") * 300)
-    proc = subprocess.Popen([sys.executable, "-m", "scg_summarize.cli", "summarize", "--run", str(toy.run),
-                             "--input", str(tmp_path / "many.txt"), "--greedy", "--batch-size", "1"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "scg_summarize.cli",
+            "summarize",
+            "--run",
+            str(toy.run),
+            "--input",
+            str(tmp_path / "many.txt"),
+            "--greedy",
+            "--batch-size",
+            "1",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
     assert proc.stdout is not None and proc.stderr is not None
     assert proc.stdout.readline()  # `| head -1`
     proc.stdout.close()
@@ -303,17 +404,30 @@ def test_evaluate_on_a_split_without_references_names_the_line(toy: ToySetup, tm
 
 
 # ----------------------------------------------------------------------------- compare
-@pytest.mark.parametrize(("score", "words"), [
-    ("NaN", "got nan"), ("1.5", "got 1.5"), ("-0.1", "got -0.1"), ("null", "got null"), ("[0.1]", "got list"),
-    ('"0.3"', "got str"), ("true", "got bool"),
-])
+@pytest.mark.parametrize(
+    ("score", "words"),
+    [
+        ("NaN", "got nan"),
+        ("1.5", "got 1.5"),
+        ("-0.1", "got -0.1"),
+        ("null", "got null"),
+        ("[0.1]", "got list"),
+        ('"0.3"', "got str"),
+        ("true", "got bool"),
+    ],
+)
 def test_compare_refuses_scores_that_are_not_fractions(tmp_path: Path, capsys, score: str, words: str) -> None:
     good = "".join(json.dumps({"id": f"d{i}", "rouge": {"rouge1": 0.3}}) + "\n" for i in range(5))
     (tmp_path / "a.jsonl").write_text(good)
-    (tmp_path / "b.jsonl").write_text(good.replace('"d2", "rouge": {"rouge1": 0.3}',
-                                                   f'"d2", "rouge": {{"rouge1": {score}}}'))
-    assert main(["compare", str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl"), "--metrics", "rouge1",
-                 "--samples", "50"]) == 2
+    (tmp_path / "b.jsonl").write_text(
+        good.replace('"d2", "rouge": {"rouge1": 0.3}', f'"d2", "rouge": {{"rouge1": {score}}}')
+    )
+    assert (
+        main(
+            ["compare", str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl"), "--metrics", "rouge1", "--samples", "50"]
+        )
+        == 2
+    )
     text = "\n".join(_err_lines(capsys))
     assert f"{tmp_path / 'b.jsonl'}:3: 'rouge'.rouge1 must be a number in [0, 1], {words}" in text
     assert capsys.readouterr().out == ""
@@ -327,15 +441,21 @@ def test_compare_refuses_a_binary_file(tmp_path: Path, capsys) -> None:
 
 
 # ----------------------------------------------------------------------------- python -m scripts
-@pytest.mark.parametrize("module", ["scg_summarize.train.abs.loop", "scg_summarize.train.mal",
-                                    "scg_summarize.models.mal.conditioning"])
+@pytest.mark.parametrize(
+    "module", ["scg_summarize.train.abs.loop", "scg_summarize.train.mal", "scg_summarize.models.mal.conditioning"]
+)
 def test_scripts_name_a_missing_corpus_in_one_line(module: str, tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    proc = subprocess.run([sys.executable, "-m", module, "--data", str(tmp_path / "none"), "--out",
-                           str(tmp_path / "run")], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", module, "--data", str(tmp_path / "none"), "--out", str(tmp_path / "run")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr
-    assert proc.stderr.strip() == (f"python -m {module}: error: {tmp_path / 'none'}: no meta.json; not a prepared "
-                                   f"corpus (run prepare)")
+    assert proc.stderr.strip() == (
+        f"python -m {module}: error: {tmp_path / 'none'}: no meta.json; not a prepared corpus (run prepare)"
+    )

@@ -20,8 +20,9 @@ from .robust_support import cli, same_parameters, start, train_args, train_lines
 # end to end in subprocesses; the same logic in process (default suite):
 # test_sigterm_in_process_stops_after_the_step_with_a_checkpoint_and_resumes_bitwise
 @pytest.mark.slow
-def test_sigterm_stops_after_the_step_with_a_checkpoint_and_resumes_bitwise(synthetic_corpus: Path,
-                                                                              tmp_path: Path) -> None:
+def test_sigterm_stops_after_the_step_with_a_checkpoint_and_resumes_bitwise(
+    synthetic_corpus: Path, tmp_path: Path
+) -> None:
     # no periodic checkpoints: without the graceful stop, every step of the epoch would be lost
     reference = start(*train_args(synthetic_corpus, tmp_path / "reference"))
     victim = start(*train_args(synthetic_corpus, tmp_path / "victim", "--set", "train.throttle_s=0.3"))
@@ -61,20 +62,44 @@ def test_a_second_sigint_exits_at_once(synthetic_corpus: Path, tmp_path: Path) -
 
 # the parent-death watch is checked in process by test_stop_request_notices_that_the_torchrun_agent_died
 @pytest.mark.slow
-def test_workers_stop_when_the_torchrun_agent_dies(synthetic_corpus: Path, tmp_path: Path,
-                                                   torchrun_env: dict[str, str]) -> None:
+def test_workers_stop_when_the_torchrun_agent_dies(
+    synthetic_corpus: Path, tmp_path: Path, torchrun_env: dict[str, str]
+) -> None:
     out = tmp_path / "ddp"
     log = tmp_path / "torchrun.log"
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-           "-m", "scg_summarize.cli", "train", "--config", "tiny-C2F+MULTI2", "--data", str(synthetic_corpus),
-           "--out", str(out), "--quiet", "--no-test", "--set", "train.epochs=50", "--set", "train.throttle_s=0.2",
-           "--set", "train.log_every=1", "--set", "train.device='cpu'"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node",
+        "2",
+        "-m",
+        "scg_summarize.cli",
+        "train",
+        "--config",
+        "tiny-C2F+MULTI2",
+        "--data",
+        str(synthetic_corpus),
+        "--out",
+        str(out),
+        "--quiet",
+        "--no-test",
+        "--set",
+        "train.epochs=50",
+        "--set",
+        "train.throttle_s=0.2",
+        "--set",
+        "train.log_every=1",
+        "--set",
+        "train.device='cpu'",
+    ]
     with log.open("wb") as sink:
-        agent = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.STDOUT, env=torchrun_env,
-                                 cwd=tmp_path)
+        agent = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.STDOUT, env=torchrun_env, cwd=tmp_path)
     wait_for(lambda: train_lines(out) >= 2, agent, timeout=240)
-    workers = [int(p) for p in subprocess.run(["pgrep", "-P", str(agent.pid)], capture_output=True,
-                                              text=True).stdout.split()]
+    workers = [
+        int(p) for p in subprocess.run(["pgrep", "-P", str(agent.pid)], capture_output=True, text=True).stdout.split()
+    ]
     assert len(workers) == 2, workers
     agent.kill()  # SIGKILL: the agent cannot forward anything to its workers
     agent.wait()
@@ -99,8 +124,9 @@ def test_workers_stop_when_the_torchrun_agent_dies(synthetic_corpus: Path, tmp_p
 # the refusal and the freed directory are checked in process by
 # test_train_into_a_held_run_directory_is_refused_in_process_and_runs_once_free
 @pytest.mark.slow
-def test_a_second_train_on_one_run_directory_is_refused_naming_the_holder(synthetic_corpus: Path,
-                                                                          tmp_path: Path) -> None:
+def test_a_second_train_on_one_run_directory_is_refused_naming_the_holder(
+    synthetic_corpus: Path, tmp_path: Path
+) -> None:
     first = start(*train_args(synthetic_corpus, tmp_path / "run", "--set", "train.throttle_s=3"))
     wait_for(lambda: train_lines(tmp_path / "run") >= 1, first)
     second = cli(*train_args(synthetic_corpus, tmp_path / "run"))
@@ -110,8 +136,10 @@ def test_a_second_train_on_one_run_directory_is_refused_naming_the_holder(synthe
     first.send_signal(signal.SIGTERM)
     first.communicate(timeout=120)
     # the first run's log is its own (no interleaved second run): steps 1, 2, ... in order
-    steps = [int(line.split('"step": ')[1].split(",")[0]) for line in
-             (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    steps = [
+        int(line.split('"step": ')[1].split(",")[0])
+        for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
+    ]
     assert steps == list(range(1, len(steps) + 1))
     # once the holder is gone, the directory is free again (a holder that stops removes its .lock)
     assert not (tmp_path / "run" / ".lock").exists()
@@ -121,13 +149,33 @@ def test_a_second_train_on_one_run_directory_is_refused_naming_the_holder(synthe
 def test_prepare_into_a_locked_directory_is_refused(tmp_path: Path) -> None:
     out, role = tmp_path / "corpus", "prepare"
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from scg_summarize.dirlock import DirLock; "
-         f"lock = DirLock(sys.argv[1], 'scg-summarize {role}').acquire(); print('held', flush=True); time.sleep(120)",
-         str(out)], stdout=subprocess.PIPE, env=os.environ.copy())
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from scg_summarize.dirlock import DirLock; "
+            f"lock = DirLock(sys.argv[1], 'scg-summarize {role}').acquire(); "
+            "print('held', flush=True); time.sleep(120)",
+            str(out),
+        ],
+        stdout=subprocess.PIPE,
+        env=os.environ.copy(),
+    )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == b"held"
-        result = cli("prepare", "--format", "synthetic", "--output", out, "--n-train", "20", "--n-valid", "4",
-                     "--n-test", "4", "--quiet")
+        result = cli(
+            "prepare",
+            "--format",
+            "synthetic",
+            "--output",
+            out,
+            "--n-train",
+            "20",
+            "--n-valid",
+            "4",
+            "--n-test",
+            "4",
+            "--quiet",
+        )
         assert result.returncode == 2
         assert f"is in use by scg-summarize {role} (pid {holder.pid})" in result.stderr
         assert not (out / "meta.json").exists()
@@ -137,13 +185,31 @@ def test_prepare_into_a_locked_directory_is_refused(tmp_path: Path) -> None:
     # once the holder is gone the same command succeeds (in process: a subprocess adds nothing here)
     from scg_summarize.cli import main
 
-    assert main(["prepare", "--format", "synthetic", "--output", str(out), "--n-train", "20", "--n-valid", "4",
-                 "--n-test", "4", "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "prepare",
+                "--format",
+                "synthetic",
+                "--output",
+                str(out),
+                "--n-train",
+                "20",
+                "--n-valid",
+                "4",
+                "--n-test",
+                "4",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     assert (out / "meta.json").is_file()
 
 
-def test_sigterm_during_the_final_test_evaluation_says_so_in_one_line(synthetic_corpus: Path, tmp_path: Path,
-                                                                      monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_sigterm_during_the_final_test_evaluation_says_so_in_one_line(
+    synthetic_corpus: Path, tmp_path: Path, monkeypatch, capsys
+) -> None:  # type: ignore[no-untyped-def]
     # training is complete and written when the test evaluation starts: a signal there abandons
     # only the evaluation, with a one-line message and 128 + signal (before: silent death)
     import scg_summarize.commands.train as train_command
@@ -165,7 +231,8 @@ def test_sigterm_during_the_final_test_evaluation_says_so_in_one_line(synthetic_
 
 
 def test_sigterm_in_process_stops_after_the_step_with_a_checkpoint_and_resumes_bitwise(
-        synthetic_corpus: Path, tmp_path: Path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    synthetic_corpus: Path, tmp_path: Path, monkeypatch, capsys
+) -> None:  # type: ignore[no-untyped-def]
     # SIGTERM to this process during step 3 (the trainer's own handler catches it): the run stops
     # after that step with a checkpoint, and resuming it ends bitwise where an unstopped run ends
     from scg_summarize.cli import main
@@ -242,7 +309,8 @@ def test_stop_request_notices_that_the_torchrun_agent_died(monkeypatch) -> None:
 
 
 def test_train_into_a_held_run_directory_is_refused_in_process_and_runs_once_free(
-        synthetic_corpus: Path, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    synthetic_corpus: Path, tmp_path: Path, capsys
+) -> None:  # type: ignore[no-untyped-def]
     from scg_summarize.cli import main
     from scg_summarize.dirlock import DirLock
 
@@ -250,8 +318,10 @@ def test_train_into_a_held_run_directory_is_refused_in_process_and_runs_once_fre
     run.mkdir()
     lock = DirLock(run, "scg-summarize train").acquire()
     try:
-        assert main(train_args(synthetic_corpus, run, "--set", "train.epochs=1",
-                               "--set", "train.max_steps_per_epoch=2")) == 2
+        assert (
+            main(train_args(synthetic_corpus, run, "--set", "train.epochs=1", "--set", "train.max_steps_per_epoch=2"))
+            == 2
+        )
         err = capsys.readouterr().err
         assert f"is in use by scg-summarize train (pid {os.getpid()})" in err, err
         assert "Traceback" not in err
@@ -259,8 +329,12 @@ def test_train_into_a_held_run_directory_is_refused_in_process_and_runs_once_fre
     finally:
         lock.release()
     assert not (run / ".lock").exists()  # a holder that stops removes its .lock: the directory is free
-    assert main(train_args(synthetic_corpus, run, "--set", "train.epochs=1",
-                           "--set", "train.max_steps_per_epoch=2")) == 0
-    steps = [int(line.split('"step": ')[1].split(",")[0]) for line in (run / "metrics.jsonl").read_text().splitlines()
-             if '"event": "train"' in line]
+    assert (
+        main(train_args(synthetic_corpus, run, "--set", "train.epochs=1", "--set", "train.max_steps_per_epoch=2")) == 0
+    )
+    steps = [
+        int(line.split('"step": ')[1].split(",")[0])
+        for line in (run / "metrics.jsonl").read_text().splitlines()
+        if '"event": "train"' in line
+    ]
     assert steps == [1, 2]

@@ -30,11 +30,23 @@ def tiny_batch(M: int = 1) -> dict[str, torch.Tensor]:
 def tiny_model(family: str) -> torch.nn.Module:
     torch.manual_seed(0)
     if family == "paulus":
-        config = ModelConfig(family="paulus", vocab_size=V, emb_dim=3, hidden=4, enc_layers=1, dec_layers=1,
-                             dropout=0.0, init_range=0.5)
+        config = ModelConfig(
+            family="paulus", vocab_size=V, emb_dim=3, hidden=4, enc_layers=1, dec_layers=1, dropout=0.0, init_range=0.5
+        )
     else:  # C2F: a chunk node and a word node per step
-        config = ModelConfig(vocab_size=V, attention="c2f", num_chunks=2, emb_dim=3, hidden=4, enc_layers=1,
-                             dec_layers=1, conv_filters=3, conv_width=2, dropout=0.0, init_range=0.5)
+        config = ModelConfig(
+            vocab_size=V,
+            attention="c2f",
+            num_chunks=2,
+            emb_dim=3,
+            hidden=4,
+            enc_layers=1,
+            dec_layers=1,
+            conv_filters=3,
+            conv_width=2,
+            dropout=0.0,
+            init_range=0.5,
+        )
     return build_model(config).double()
 
 

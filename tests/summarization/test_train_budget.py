@@ -144,8 +144,12 @@ def test_the_ranks_agree_on_a_flag_and_the_time_budget_goes_through_that_agreeme
 ) -> None:
     """Under DDP each rank reads its own clock: the stop decision must be agreed (any rank out of
     time stops all), or one rank stops while the other waits in its next all-reduce."""
-    trainer = Trainer(load_config("tiny-STANDARD", [*FAST, "train.time_budget_s=1e9"]), synthetic_corpus,
-                      tmp_path / "run", log=lambda line: None)
+    trainer = Trainer(
+        load_config("tiny-STANDARD", [*FAST, "train.time_budget_s=1e9"]),
+        synthetic_corpus,
+        tmp_path / "run",
+        log=lambda line: None,
+    )
     try:
         single = trainer.dist
         trainer.dist = _TwoRanks(remote=1.0)  # type: ignore[assignment]

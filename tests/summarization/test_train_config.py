@@ -5,8 +5,22 @@ from __future__ import annotations
 import pytest
 from scg_summarize.train.config import available_configs, load_config, parse_override
 
-TABLE1 = ["STANDARD", "MODEL1", "HIER", "HIER-BOW", "HIER+POS", "HIER-5x80", "HIER-2x200", "C2F", "C2F+POS",
-          "C2F+MULTI2", "C2F+POS+MULTI2", "C2F+MULTI3", "C2F+PRETRAIN", "C2F+ALTERNATE"]
+TABLE1 = [
+    "STANDARD",
+    "MODEL1",
+    "HIER",
+    "HIER-BOW",
+    "HIER+POS",
+    "HIER-5x80",
+    "HIER-2x200",
+    "C2F",
+    "C2F+POS",
+    "C2F+MULTI2",
+    "C2F+POS+MULTI2",
+    "C2F+MULTI3",
+    "C2F+PRETRAIN",
+    "C2F+ALTERNATE",
+]
 
 
 #: the model zoo's configurations beyond Table 1 (issue 14)
@@ -65,23 +79,28 @@ def test_copy_suffix_applies_to_any_name_and_overrides_still_win() -> None:
 
 
 def test_overrides() -> None:
-    config = load_config("small-STANDARD", ["model.hidden=64", "train.optimizer=sgd", "data.regrid=[4, 10]",
-                                            "train.alternate=0.0", "eval.beam=3"])
+    config = load_config(
+        "small-STANDARD",
+        ["model.hidden=64", "train.optimizer=sgd", "data.regrid=[4, 10]", "train.alternate=0.0", "eval.beam=3"],
+    )
     assert config.model.hidden == 64 and config.train.optimizer == "sgd" and config.data.regrid == [4, 10]
     assert config.eval.beam == 3
     assert parse_override("train.init_from=runs/x/best.pt") == (["train", "init_from"], "runs/x/best.pt")
     assert parse_override('train.optimizer="adam"') == (["train", "optimizer"], "adam")
 
 
-@pytest.mark.parametrize(("name", "overrides", "message"), [
-    ("NOPE", [], "unknown configuration"),
-    ("STANDARD", ["model.hiden=3"], "unknown option"),
-    ("STANDARD", ["model.attention=soft"], "model.attention"),
-    ("STANDARD", ["model.multi=2"], "needs model.attention = 'c2f'"),
-    ("HIER", ["train.alternate=0.5"], "ALTERNATE"),
-    ("STANDARD", ["hidden=3"], "one dot"),
-    ("STANDARD", ["train.discount=2.0"], "discount"),
-])
+@pytest.mark.parametrize(
+    ("name", "overrides", "message"),
+    [
+        ("NOPE", [], "unknown configuration"),
+        ("STANDARD", ["model.hiden=3"], "unknown option"),
+        ("STANDARD", ["model.attention=soft"], "model.attention"),
+        ("STANDARD", ["model.multi=2"], "needs model.attention = 'c2f'"),
+        ("HIER", ["train.alternate=0.5"], "ALTERNATE"),
+        ("STANDARD", ["hidden=3"], "one dot"),
+        ("STANDARD", ["train.discount=2.0"], "discount"),
+    ],
+)
 def test_bad_configs_are_rejected(name: str, overrides: list[str], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         load_config(name, overrides)

@@ -10,8 +10,24 @@ from scg_summarize.cli import main
 
 def test_demo_runs_end_to_end_on_a_tiny_budget(tmp_path: Path, capsys) -> None:
     out = tmp_path / "demo"
-    status = main(["demo", "--out", str(out), "--steps", "6", "--n-train", "120", "--n-eval", "20",
-                   "--configs", "tiny-STANDARD", "tiny-C2F+MULTI2", "--set", "eval.min_len=2"])
+    status = main(
+        [
+            "demo",
+            "--out",
+            str(out),
+            "--steps",
+            "6",
+            "--n-train",
+            "120",
+            "--n-eval",
+            "20",
+            "--configs",
+            "tiny-STANDARD",
+            "tiny-C2F+MULTI2",
+            "--set",
+            "eval.min_len=2",
+        ]
+    )
     assert status == 0
     printed = capsys.readouterr().out
     assert "| model | steps | PPL | R-1 | R-2 | R-L | coarse acc | H(chunks) | words read |" in printed

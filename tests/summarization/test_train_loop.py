@@ -24,11 +24,30 @@ def _fit(name: str, data: Path, out: Path, *overrides: str) -> Trainer:
 
 def test_cli_train_writes_logs_checkpoints_and_results(synthetic_corpus: Path, tmp_path: Path, capsys) -> None:
     out = tmp_path / "run"
-    status = main(["train", "--config", "tiny-C2F+MULTI2", "--data", str(synthetic_corpus), "--out", str(out),
-                   "--quiet", "--rouge", *[a for kv in [*FAST, "eval.min_len=3"] for a in ("--set", kv)]])
+    status = main(
+        [
+            "train",
+            "--config",
+            "tiny-C2F+MULTI2",
+            "--data",
+            str(synthetic_corpus),
+            "--out",
+            str(out),
+            "--quiet",
+            "--rouge",
+            *[a for kv in [*FAST, "eval.min_len=3"] for a in ("--set", kv)],
+        ]
+    )
     assert status == 0
-    assert {p.name for p in out.iterdir()} >= {"checkpoint.pt", "best.pt", "metrics.jsonl", "config.json",
-                                                "data.json", "results.json", "test.summaries.jsonl"}
+    assert {p.name for p in out.iterdir()} >= {
+        "checkpoint.pt",
+        "best.pt",
+        "metrics.jsonl",
+        "config.json",
+        "data.json",
+        "results.json",
+        "test.summaries.jsonl",
+    }
     assert not list(out.glob("*.tmp"))  # atomic writes leave no temporary files
     lines = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     train = [x for x in lines if x["event"] == "train"]
@@ -55,15 +74,22 @@ def test_cli_train_lists_configs_and_reports_errors(synthetic_corpus: Path, tmp_
     assert main(["train", "--config", "NOPE", "--data", str(synthetic_corpus), "--out", str(tmp_path)]) == 2
     assert "unknown configuration" in capsys.readouterr().err
     assert main(["train", "--config", "tiny-STANDARD"]) == 2
-    assert main(["train", "--config", "tiny-C2F+PRETRAIN", "--data", str(synthetic_corpus),
-                 "--out", str(tmp_path / "p")]) == 2
+    assert (
+        main(["train", "--config", "tiny-C2F+PRETRAIN", "--data", str(synthetic_corpus), "--out", str(tmp_path / "p")])
+        == 2
+    )
     assert "init_from" in capsys.readouterr().err
 
 
 def test_pretrain_starts_c2f_from_a_hier_checkpoint(synthetic_corpus: Path, tmp_path: Path) -> None:
     hier = _fit("tiny-HIER", synthetic_corpus, tmp_path / "hier")
-    c2f = Trainer(load_config("tiny-C2F+PRETRAIN", [*FAST, f"train.init_from='{tmp_path / 'hier' / 'best.pt'}'"]),
-                  synthetic_corpus, tmp_path / "c2f", quiet=True, log=lambda line: None)
+    c2f = Trainer(
+        load_config("tiny-C2F+PRETRAIN", [*FAST, f"train.init_from='{tmp_path / 'hier' / 'best.pt'}'"]),
+        synthetic_corpus,
+        tmp_path / "c2f",
+        quiet=True,
+        log=lambda line: None,
+    )
     best = load_checkpoint(tmp_path / "hier" / "best.pt")["model"]
     for name, value in c2f.model.state_dict().items():
         assert torch.equal(value, best[name]), name
@@ -71,8 +97,14 @@ def test_pretrain_starts_c2f_from_a_hier_checkpoint(synthetic_corpus: Path, tmp_
 
 
 def test_alternate_mixes_soft_and_sampled_minibatches(synthetic_corpus: Path, tmp_path: Path) -> None:
-    trainer = _fit("tiny-C2F+ALTERNATE", synthetic_corpus, tmp_path / "alt", "train.max_steps_per_epoch=10",
-                   "train.epochs=1", "train.log_every=1")
+    trainer = _fit(
+        "tiny-C2F+ALTERNATE",
+        synthetic_corpus,
+        tmp_path / "alt",
+        "train.max_steps_per_epoch=10",
+        "train.epochs=1",
+        "train.log_every=1",
+    )
     lines = [json.loads(line) for line in (tmp_path / "alt" / "metrics.jsonl").read_text().splitlines()]
     soft = [x["soft_frac"] for x in lines if x["event"] == "train"]
     assert len(soft) == 10 and 0 < sum(soft) < 10
@@ -80,8 +112,15 @@ def test_alternate_mixes_soft_and_sampled_minibatches(synthetic_corpus: Path, tm
 
 
 def test_soft_model_uses_sgd_groups_and_lr_decay(synthetic_corpus: Path, tmp_path: Path) -> None:
-    trainer = _fit("tiny-HIER", synthetic_corpus, tmp_path / "sgd", "train.optimizer=sgd", "train.lr=1.0",
-                   "train.chunk_encoder_lr_scale=0.1", "train.epochs=3")
+    trainer = _fit(
+        "tiny-HIER",
+        synthetic_corpus,
+        tmp_path / "sgd",
+        "train.optimizer=sgd",
+        "train.lr=1.0",
+        "train.chunk_encoder_lr_scale=0.1",
+        "train.epochs=3",
+    )
     groups = {g["name"]: g["lr"] for g in trainer.optimizer.param_groups}
     assert set(groups) == {"main", "chunk_encoder"}
     assert groups["chunk_encoder"] == pytest.approx(0.1 * groups["main"])
@@ -108,16 +147,26 @@ def test_word2vec_initialization(synthetic_corpus: Path, tmp_path: Path) -> None
     word = vocab.tokens[10]
     path = tmp_path / "vec.txt"
     path.write_text(f"2 16\n{word} " + " ".join(["0.5"] * 16) + "\nnotaword " + " ".join(["1"] * 16) + "\n")
-    trainer = Trainer(load_config("tiny-STANDARD", [*FAST, f"train.word2vec='{path}'"]), synthetic_corpus,
-                      tmp_path / "w2v", quiet=True, log=lambda line: None)
+    trainer = Trainer(
+        load_config("tiny-STANDARD", [*FAST, f"train.word2vec='{path}'"]),
+        synthetic_corpus,
+        tmp_path / "w2v",
+        quiet=True,
+        log=lambda line: None,
+    )
     row = trainer.model.src_embedding.weight[10]
     assert torch.all(row == 0.5)
     assert torch.all(trainer.model.tgt_embedding.weight[10] == 0.5)
     bad = tmp_path / "bad.txt"
     bad.write_text(f"{word} 1 2 3\n")
     with pytest.raises(ValueError, match="expected a word and 16 numbers"):
-        Trainer(load_config("tiny-STANDARD", [f"train.word2vec='{bad}'"]), synthetic_corpus, tmp_path / "b",
-                quiet=True, log=lambda line: None)
+        Trainer(
+            load_config("tiny-STANDARD", [f"train.word2vec='{bad}'"]),
+            synthetic_corpus,
+            tmp_path / "b",
+            quiet=True,
+            log=lambda line: None,
+        )
 
 
 def test_a_run_is_self_contained_for_summarizing_new_text(tmp_path: Path, capsys) -> None:

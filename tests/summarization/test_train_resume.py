@@ -14,13 +14,37 @@ import torch
 from scg_summarize.train.checkpoint import load_checkpoint
 
 # C2F with +MULTI2 and +ALTERNATE: sampling, the EMA baseline, dropout and the coin all matter
-SETTINGS = ["--set", "train.max_steps_per_epoch=8", "--set", "train.epochs=2", "--set", "train.checkpoint_every=1",
-            "--set", "train.alternate=0.5", "--set", "train.log_every=1"]
+SETTINGS = [
+    "--set",
+    "train.max_steps_per_epoch=8",
+    "--set",
+    "train.epochs=2",
+    "--set",
+    "train.checkpoint_every=1",
+    "--set",
+    "train.alternate=0.5",
+    "--set",
+    "train.log_every=1",
+]
 
 
 def _train(data: Path, out: Path, *extra: str) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "scg_summarize.cli", "train", "--config", "tiny-C2F+MULTI2", "--data", str(data),
-           "--out", str(out), "--quiet", "--no-test", *SETTINGS, *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "scg_summarize.cli",
+        "train",
+        "--config",
+        "tiny-C2F+MULTI2",
+        "--data",
+        str(data),
+        "--out",
+        str(out),
+        "--quiet",
+        "--no-test",
+        *SETTINGS,
+        *extra,
+    ]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
 
@@ -65,8 +89,11 @@ def test_sigkill_mid_epoch_then_resume_is_bitwise_identical(synthetic_corpus: Pa
     # the metrics log has no duplicated steps after the resume
     import json
 
-    steps = [json.loads(line)["step"] for line in (tmp_path / "victim" / "metrics.jsonl").read_text().splitlines()
-             if json.loads(line)["event"] == "train"]
+    steps = [
+        json.loads(line)["step"]
+        for line in (tmp_path / "victim" / "metrics.jsonl").read_text().splitlines()
+        if json.loads(line)["event"] == "train"
+    ]
     assert steps == sorted(set(steps)) and steps[-1] == 16
 
 
@@ -75,15 +102,27 @@ class _Crash(BaseException):
 
 
 def test_a_crash_after_a_periodic_checkpoint_then_resume_in_process_is_bitwise_identical(
-        synthetic_corpus: Path, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    synthetic_corpus: Path, tmp_path: Path, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
     import json
 
     from scg_summarize.cli import main
     from scg_summarize.train.loop import Trainer
 
     def args(out: Path, *extra: str) -> list[str]:
-        return ["train", "--config", "tiny-C2F+MULTI2", "--data", str(synthetic_corpus), "--out", str(out),
-                "--quiet", "--no-test", *SETTINGS, *extra]
+        return [
+            "train",
+            "--config",
+            "tiny-C2F+MULTI2",
+            "--data",
+            str(synthetic_corpus),
+            "--out",
+            str(out),
+            "--quiet",
+            "--no-test",
+            *SETTINGS,
+            *extra,
+        ]
 
     assert main(args(tmp_path / "reference")) == 0
     real_step = Trainer.train_step
@@ -109,6 +148,9 @@ def test_a_crash_after_a_periodic_checkpoint_then_resume_in_process_is_bitwise_i
         assert torch.equal(value, got["model"][name]), name
     assert ref["baseline"]["keys"] == got["baseline"]["keys"]
     assert torch.equal(ref["baseline"]["values"], got["baseline"]["values"])
-    steps = [json.loads(line)["step"] for line in (tmp_path / "victim" / "metrics.jsonl").read_text().splitlines()
-             if json.loads(line)["event"] == "train"]
+    steps = [
+        json.loads(line)["step"]
+        for line in (tmp_path / "victim" / "metrics.jsonl").read_text().splitlines()
+        if json.loads(line)["event"] == "train"
+    ]
     assert steps == sorted(set(steps)) and steps[-1] == 16

@@ -27,9 +27,30 @@ def one_thread() -> Any:
 
 
 def _run(bench: Any, corpus: Path, out: Path, *extra: str) -> dict[str, Any]:
-    argv = ["--data", str(corpus), "--configs", "tiny-STANDARD", "tiny-C2F", "--steps", "2", "--warmup", "1",
-            "--batch", "4", "--device", "cpu", "--vocab-size", "0", "--threads", "1", "--out", str(out),
-            "--tag", "test", *extra]
+    argv = [
+        "--data",
+        str(corpus),
+        "--configs",
+        "tiny-STANDARD",
+        "tiny-C2F",
+        "--steps",
+        "2",
+        "--warmup",
+        "1",
+        "--batch",
+        "4",
+        "--device",
+        "cpu",
+        "--vocab-size",
+        "0",
+        "--threads",
+        "1",
+        "--out",
+        str(out),
+        "--tag",
+        "test",
+        *extra,
+    ]
     assert bench.main(argv) == 0
     payload: dict[str, Any] = json.loads((out / "train_throughput_test.json").read_text())
     assert (out / "train_throughput_test.md").is_file()
@@ -39,8 +60,10 @@ def _run(bench: Any, corpus: Path, out: Path, *extra: str) -> dict[str, Any]:
 def test_rows(bench: Any, synthetic_corpus: Path, tmp_path: Path) -> None:
     payload = _run(bench, synthetic_corpus, tmp_path, "--amp", "none")
     rows = payload["rows"]
-    assert [(r["config"], r["amp"], r["split"]) for r in rows] == [("tiny-STANDARD", "none", "train"),
-                                                                    ("tiny-C2F", "none", "train")]
+    assert [(r["config"], r["amp"], r["split"]) for r in rows] == [
+        ("tiny-STANDARD", "none", "train"),
+        ("tiny-C2F", "none", "train"),
+    ]
     for row in rows:
         assert row["steps"] == 2 and row["batch"] == 4 and not row["errors"]
         assert row["ms_per_step_median"] > 0 and row["tgt_tokens_per_s"] > 0 and row["src_tokens_per_s"] > 0
@@ -51,8 +74,9 @@ def test_rows(bench: Any, synthetic_corpus: Path, tmp_path: Path) -> None:
     assert payload["ratios"][0].startswith(f"- M = {rows[0]['M']}, amp none: tiny-C2F / tiny-STANDARD = {ratio:.2f}x")
 
 
-def test_a_failing_autocast_run_falls_back_to_fp32(bench: Any, synthetic_corpus: Path, tmp_path: Path,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failing_autocast_run_falls_back_to_fp32(
+    bench: Any, synthetic_corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     real = bench.measure
 
     def measure(config_name: str, data: Path, split: str, args: Any, amp: str, deadline: float) -> Any:

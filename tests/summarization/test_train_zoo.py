@@ -13,8 +13,13 @@ from scg_summarize.train import Trainer, load_config
 from scg_summarize.train.checkpoint import load_checkpoint
 from scg_summarize.train.objective import OBJECTIVES, objective_names
 
-FAST = ["train.max_steps_per_epoch=3", "train.epochs=2", "train.log_every=1", "data.regrid=[1, 40]",
-        "model.tgt_vocab_size=20"]
+FAST = [
+    "train.max_steps_per_epoch=3",
+    "train.epochs=2",
+    "train.log_every=1",
+    "data.regrid=[1, 40]",
+    "model.tgt_vocab_size=20",
+]
 
 
 def _fit(name: str, data: Path, out: Path, *overrides: str) -> Trainer:
@@ -47,8 +52,14 @@ def test_paulus_ml_then_mixed_rl_from_its_checkpoint(synthetic_corpus: Path, tmp
     assert _lines(tmp_path / "ml", "end")[-1]["best_step"] == best["step"]  # the end record names best.pt's step
     assert all("ml_loss" in x for x in _lines(tmp_path / "ml", "train"))
 
-    _fit("tiny-PAULUS-ML+RL", synthetic_corpus, tmp_path / "rl", "train.select_examples=20",
-              "train.rollout_len=8", f"train.init_from={tmp_path / 'ml' / 'best.pt'}")
+    _fit(
+        "tiny-PAULUS-ML+RL",
+        synthetic_corpus,
+        tmp_path / "rl",
+        "train.select_examples=20",
+        "train.rollout_len=8",
+        f"train.init_from={tmp_path / 'ml' / 'best.pt'}",
+    )
     train = _lines(tmp_path / "rl", "train")
     assert train and all({"ml_loss", "rl_loss", "reward", "greedy_reward"} <= set(x) for x in train)
     assert all(0.0 <= x["reward"] <= 1.0 for x in train)
@@ -58,10 +69,22 @@ def test_paulus_ml_then_mixed_rl_from_its_checkpoint(synthetic_corpus: Path, tmp
 
 def test_c2f_with_self_critical_trains(synthetic_corpus: Path, tmp_path: Path) -> None:
     out = tmp_path / "c2f"
-    trainer = Trainer(load_config("tiny-C2F+SCST", ["train.max_steps_per_epoch=2", "train.epochs=1",
-                                                    "train.log_every=1", "train.rollout_len=6",
-                                                    "train.select_examples=10"]),
-                      synthetic_corpus, out, quiet=True, log=lambda line: None)
+    trainer = Trainer(
+        load_config(
+            "tiny-C2F+SCST",
+            [
+                "train.max_steps_per_epoch=2",
+                "train.epochs=1",
+                "train.log_every=1",
+                "train.rollout_len=6",
+                "train.select_examples=10",
+            ],
+        ),
+        synthetic_corpus,
+        out,
+        quiet=True,
+        log=lambda line: None,
+    )
     trainer.fit()
     train = _lines(out, "train")
     assert train and all({"ml_loss", "rl_loss", "reward"} <= set(x) for x in train)

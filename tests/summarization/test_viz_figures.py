@@ -98,8 +98,23 @@ def test_visualize_command(attention_file: Path, tmp_path: Path, capsys) -> None
         == 0
     )
     _assert_figure_files([out.with_suffix(".png"), out.with_suffix(".svg")])
-    assert cli.main(["visualize", "words", "--input", str(attention_file), "--example", "1", "--step", "0",
-                     "--output", str(tmp_path / "w.svg")]) == 0  # fmt: skip
+    assert (
+        cli.main(
+            [
+                "visualize",
+                "words",
+                "--input",
+                str(attention_file),
+                "--example",
+                "1",
+                "--step",
+                "0",
+                "--output",
+                str(tmp_path / "w.svg"),
+            ]
+        )
+        == 0
+    )
     _assert_figure_files([tmp_path / "w.svg"])
     log = tmp_path / "run" / "metrics.jsonl"
     log.parent.mkdir()
@@ -113,8 +128,21 @@ def test_visualize_errors_name_the_problem(attention_file: Path, tmp_path: Path,
     plain.write_text(json.dumps({"id": "a", "summary": "x"}) + "\n")
     assert cli.main(["visualize", "coarse", "--input", str(plain), "--output", str(tmp_path / "x.png")]) == 2
     assert f"{plain}:1: no 'attention' object" in capsys.readouterr().err
-    assert cli.main(["visualize", "coarse", "--input", str(attention_file), "--example", "7",
-                     "--output", str(tmp_path / "x.png")]) == 2  # fmt: skip
+    assert (
+        cli.main(
+            [
+                "visualize",
+                "coarse",
+                "--input",
+                str(attention_file),
+                "--example",
+                "7",
+                "--output",
+                str(tmp_path / "x.png"),
+            ]
+        )
+        == 2
+    )
     assert "no example 7 (it has 2)" in capsys.readouterr().err
     assert cli.main(["visualize", "coarse", "--input", str(attention_file), "--output", str(tmp_path / "x.gif")]) == 2
     assert "unknown figure format 'gif'" in capsys.readouterr().err

@@ -142,8 +142,11 @@ def _declared(module_name: str) -> tuple[str, str] | None:
     except (OSError, SyntaxError, UnicodeDecodeError):
         return None
     for node in tree.body:
-        if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
-                and any(isinstance(t, ast.Name) and t.id == "COMMAND" for t in node.targets)):
+        if not (
+            isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Call)
+            and any(isinstance(t, ast.Name) and t.id == "COMMAND" for t in node.targets)
+        ):
             continue
         given = dict(zip(("name", "help"), node.value.args)) | {k.arg: k.value for k in node.value.keywords if k.arg}
         values = [given.get(key) for key in ("name", "help")]
@@ -159,8 +162,11 @@ def _command_modules() -> list[str]:
     except ModuleNotFoundError:
         spec = None
     if spec is not None and spec.submodule_search_locations is not None:
-        modules += [f"{COMMANDS_PACKAGE}.{info.name}" for info in pkgutil.iter_modules(spec.submodule_search_locations)
-                    if not info.name.startswith("_")]
+        modules += [
+            f"{COMMANDS_PACKAGE}.{info.name}"
+            for info in pkgutil.iter_modules(spec.submodule_search_locations)
+            if not info.name.startswith("_")
+        ]
     return modules
 
 
@@ -180,6 +186,7 @@ def command_index() -> dict[str, tuple[str, str]]:
 
 def _listed(name: str, help_text: str) -> Command:
     """A command known from its module's source only: listed by ``--help``, never run."""
+
     def run(_: argparse.Namespace) -> int:  # pragma: no cover - main() imports the command it runs
         raise RuntimeError(f"command {name!r} was not imported")
 

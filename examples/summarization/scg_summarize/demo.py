@@ -58,8 +58,13 @@ DEMO_TRAIN: tuple[str, ...] = ("train.time_budget_s=0", "train.threads=1", "trai
 #: OUT/NAME`` decodes the same way; ``--set eval.KEY=VALUE`` overrides it): greedy, at most 30
 #: words, no blocking, ``<unk>`` forbidden. The synthetic summaries are 6-15 made-up words, so the
 #: defaults for real text (10-40 words) do not apply.
-DEMO_EVAL: tuple[str, ...] = ("eval.beam=1", "eval.max_len=30", "eval.min_len=0", "eval.block_ngram=0",
-                              "eval.unk=forbid")
+DEMO_EVAL: tuple[str, ...] = (
+    "eval.beam=1",
+    "eval.max_len=30",
+    "eval.min_len=0",
+    "eval.block_ngram=0",
+    "eval.unk=forbid",
+)
 #: What makes a folder a training run (the demo never trains into one without ``overwrite``).
 RUN_FILES: tuple[str, ...] = ("config.json", "checkpoint.pt", "best.pt", "metrics.jsonl")
 
@@ -109,9 +114,11 @@ def plateau_warning(row: dict[str, Any], run_dir: Path) -> str | None:
     corpus, coarse accuracy below 50% (chance is 1/M); on any corpus, a test perplexity not ten
     times below the perplexity of its first training steps. None when it has learned."""
     if row.get("coarse_acc") is not None and row["coarse_acc"] < 0.5:
-        return (f"{row['model']} has not found the salient chunk (coarse accuracy {row['coarse_acc']:.1%}; chance "
-                f"is about 1/M): it has not left the uniform-attention plateau after {row['steps']} steps; its row "
-                f"does not show what the model can do (train longer: --steps {2 * row['steps']})")
+        return (
+            f"{row['model']} has not found the salient chunk (coarse accuracy {row['coarse_acc']:.1%}; chance "
+            f"is about 1/M): it has not left the uniform-attention plateau after {row['steps']} steps; its row "
+            f"does not show what the model can do (train longer: --steps {2 * row['steps']})"
+        )
     first = None
     metrics = run_dir / "metrics.jsonl"
     if metrics.is_file():
@@ -121,9 +128,11 @@ def plateau_warning(row: dict[str, Any], run_dir: Path) -> str | None:
                 first = float(record["ppl"])
                 break
     if first is not None and not row["ppl"] < first / 10:
-        return (f"{row['model']}: test perplexity {row['ppl']:.1f} is not far below the {first:.1f} of its first "
-                f"steps: it has not left its plateau after {row['steps']} steps (train longer: --steps "
-                f"{2 * row['steps']})")
+        return (
+            f"{row['model']}: test perplexity {row['ppl']:.1f} is not far below the {first:.1f} of its first "
+            f"steps: it has not left its plateau after {row['steps']} steps (train longer: --steps "
+            f"{2 * row['steps']})"
+        )
     return None
 
 
@@ -173,8 +182,9 @@ def schedule(steps: int) -> tuple[int, int]:
         raise ValueError(f"steps must be positive, got {steps}")
     per_epoch = min(steps, VALID_EVERY)
     if steps % per_epoch:
-        raise ValueError(f"steps must be a multiple of {VALID_EVERY} (validation and best.pt every {VALID_EVERY} "
-                         f"steps), got {steps}")
+        raise ValueError(
+            f"steps must be a multiple of {VALID_EVERY} (validation and best.pt every {VALID_EVERY} steps), got {steps}"
+        )
     return steps // per_epoch, per_epoch
 
 
@@ -186,17 +196,29 @@ def check_out(out: Path, configs: Sequence[str], overwrite: bool) -> None:
     held = [f"the results of a demo ({out / 'results.md'})"] if (out / "results.json").is_file() else []
     held += [f"a run in {out / name}" for name in configs if any((out / name / f).exists() for f in RUN_FILES)]
     if held and not overwrite:
-        raise FileExistsError(f"{out} already holds {', '.join(held)}; pass --overwrite to train again there (those "
-                              f"runs are replaced), or choose another --out")
+        raise FileExistsError(
+            f"{out} already holds {', '.join(held)}; pass --overwrite to train again there (those "
+            f"runs are replaced), or choose another --out"
+        )
     for name in configs:
         if (out / name).is_dir():
             check_run_folder(out / name, resume=False, overwrite=True)
 
 
-def run_demo(out_dir: str | Path, *, data: str | Path | None = None, configs: Sequence[str] = DEFAULT_CONFIGS,
-             steps: int = DEFAULT_STEPS, overrides: Sequence[str] = (), n_train: int = 10000, n_eval: int = 200,
-             seed: int = 0, overwrite: bool = False, quiet: bool = True,
-             log: Callable[[str], None] = print) -> list[dict[str, Any]]:
+def run_demo(
+    out_dir: str | Path,
+    *,
+    data: str | Path | None = None,
+    configs: Sequence[str] = DEFAULT_CONFIGS,
+    steps: int = DEFAULT_STEPS,
+    overrides: Sequence[str] = (),
+    n_train: int = 10000,
+    n_eval: int = 200,
+    seed: int = 0,
+    overwrite: bool = False,
+    quiet: bool = True,
+    log: Callable[[str], None] = print,
+) -> list[dict[str, Any]]:
     """Run the demo; returns one result row per configuration (also written to ``out_dir``).
 
     Args:
@@ -227,8 +249,17 @@ def run_demo(out_dir: str | Path, *, data: str | Path | None = None, configs: Se
     salient = -1
     for name in configs:
         sizes = DEMO_SIZES if name.startswith("small-") else ()
-        config = load_config(name, [*sizes, *DEMO_TRAIN, f"train.epochs={epochs}",
-                                    f"train.max_steps_per_epoch={per_epoch}", *DEMO_EVAL, *overrides])
+        config = load_config(
+            name,
+            [
+                *sizes,
+                *DEMO_TRAIN,
+                f"train.epochs={epochs}",
+                f"train.max_steps_per_epoch={per_epoch}",
+                *DEMO_EVAL,
+                *overrides,
+            ],
+        )
         run_dir = out / name
         log(f"training {name} for {epochs * per_epoch} steps -> {run_dir}")
         wall, cpu = time.perf_counter(), time.process_time()
@@ -239,13 +270,25 @@ def run_demo(out_dir: str | Path, *, data: str | Path | None = None, configs: Se
         wall, cpu = time.perf_counter(), time.process_time()
         result, outputs = evaluate_run(run_dir, data)
         metrics = result["metrics"]
-        row = {"model": name, "steps": trainer.step, "ppl": metrics["ppl"], "rouge1": metrics["rouge1"],
-               "rouge2": metrics["rouge2"], "rougeL": metrics["rougeL"], "coarse_acc": metrics.get("coarse_accuracy"),
-               "attn_entropy": metrics.get("coarse_entropy"), "read_frac": metrics.get("fraction_read"),
-               "example": outputs[0]["summary"] if outputs else ""}
+        row = {
+            "model": name,
+            "steps": trainer.step,
+            "ppl": metrics["ppl"],
+            "rouge1": metrics["rouge1"],
+            "rouge2": metrics["rouge2"],
+            "rougeL": metrics["rougeL"],
+            "coarse_acc": metrics.get("coarse_accuracy"),
+            "attn_entropy": metrics.get("coarse_entropy"),
+            "read_frac": metrics.get("fraction_read"),
+            "example": outputs[0]["summary"] if outputs else "",
+        }
         weights, words, salient = chunk_attention(run_dir, data)
-        row.update(train_s=train_s, train_cpu_s=train_cpu_s, eval_s=time.perf_counter() - wall,
-                   eval_cpu_s=time.process_time() - cpu)
+        row.update(
+            train_s=train_s,
+            train_cpu_s=train_cpu_s,
+            eval_s=time.perf_counter() - wall,
+            eval_cpu_s=time.process_time() - cpu,
+        )
         warning = plateau_warning(row, run_dir)
         if warning is not None:
             warnings.append(warning)

@@ -50,8 +50,10 @@ class DirLock:
             except BlockingIOError:
                 holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "unknown process"
                 os.close(fd)
-                raise LockedError(f"{self.directory} is in use by {holder}; wait for it to finish, stop it, "
-                                  f"or choose another directory") from None
+                raise LockedError(
+                    f"{self.directory} is in use by {holder}; wait for it to finish, stop it, "
+                    f"or choose another directory"
+                ) from None
             try:
                 same = os.path.samestat(os.fstat(fd), os.stat(self.path))
             except FileNotFoundError:
@@ -82,6 +84,7 @@ class DirLock:
     def __enter__(self) -> DirLock:
         return self.acquire()
 
-    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
-                 traceback: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, value: BaseException | None, traceback: TracebackType | None
+    ) -> None:
         self.release()

@@ -39,8 +39,9 @@ def json_objects(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as err:
-                raise ValueError(f"{path}:{lineno}: not UTF-8 text (byte {err.start} of the line); expected "
-                                 f"one JSON object per line") from None
+                raise ValueError(
+                    f"{path}:{lineno}: not UTF-8 text (byte {err.start} of the line); expected one JSON object per line"
+                ) from None
             if not line.strip():
                 continue
             try:

@@ -61,12 +61,18 @@ def add_decode_arguments(parser: argparse.ArgumentParser) -> None:
         "decoding (defaults: the run's [eval] table, else the documented settings shown here)"
     )
     group.add_argument("--beam", type=positive_int, default=None, help=f"beam size (default {_D.beam_size})")
-    group.add_argument("--greedy", action="store_const", const=True, default=None,
-                       help="greedy search instead of beam search")
-    group.add_argument("--max-len", type=positive_int, default=None,
-                       help=f"most words per summary (default {_D.max_len})")
-    group.add_argument("--min-len", type=int, default=None,
-                       help=f"fewest words per summary (default {_D.min_len}, at most a quarter of --max-len)")
+    group.add_argument(
+        "--greedy", action="store_const", const=True, default=None, help="greedy search instead of beam search"
+    )
+    group.add_argument(
+        "--max-len", type=positive_int, default=None, help=f"most words per summary (default {_D.max_len})"
+    )
+    group.add_argument(
+        "--min-len",
+        type=int,
+        default=None,
+        help=f"fewest words per summary (default {_D.min_len}, at most a quarter of --max-len)",
+    )
     group.add_argument(
         "--length-penalty",
         type=float,
@@ -81,15 +87,31 @@ def add_decode_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help=f"forbid repeating any N-gram (3 = trigram blocking; 0 = off; default {_D.no_repeat_ngram})",
     )
-    group.add_argument("--unk", choices=UNK_MODES, default=None,
-                       help=f"<unk> handling (default {_D.unk}: the most attended source word)")
-    group.add_argument("--block-repeats", action=argparse.BooleanOptionalAction, default=None,
-                       help="forbid generating the word just generated, as in 'the the' (default off)")
-    group.add_argument("--block-digits", action=argparse.BooleanOptionalAction, default=None,
-                       help="forbid number tokens ('#', '##.#', digits) in summaries (default off)")
-    group.add_argument("--recombine", action=argparse.BooleanOptionalAction, default=None,
-                       help="merge beam hypotheses that end in the same C words (Rush et al. 2015; exact for a "
-                            "decoder whose state is its last C words, such as ABS's NNLM; default off)")
+    group.add_argument(
+        "--unk",
+        choices=UNK_MODES,
+        default=None,
+        help=f"<unk> handling (default {_D.unk}: the most attended source word)",
+    )
+    group.add_argument(
+        "--block-repeats",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="forbid generating the word just generated, as in 'the the' (default off)",
+    )
+    group.add_argument(
+        "--block-digits",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="forbid number tokens ('#', '##.#', digits) in summaries (default off)",
+    )
+    group.add_argument(
+        "--recombine",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="merge beam hypotheses that end in the same C words (Rush et al. 2015; exact for a "
+        "decoder whose state is its last C words, such as ABS's NNLM; default off)",
+    )
     group.add_argument(
         "--coarse-topk",
         type=positive_int,
@@ -136,8 +158,11 @@ def describe_sources(options: DecodeOptions, sources: Mapping[str, str]) -> str:
 
     parts = []
     for origin, label in (("command line", "command line"), ("run", "the run's [eval] table")):
-        names = [f"--{flag.get(name, name)}" for name, where in sources.items()
-                 if where == origin and (origin == "command line" or getattr(options, name) != default(name))]
+        names = [
+            f"--{flag.get(name, name)}"
+            for name, where in sources.items()
+            if where == origin and (origin == "command line" or getattr(options, name) != default(name))
+        ]
         if names:
             parts.append(f"{label}: {' '.join(names)}")
     parts.append("the documented defaults for the rest" if parts else "the documented defaults")
@@ -151,6 +176,8 @@ def check_recombine(options: DecodeOptions, decoder: object, run: object) -> Non
     try:
         markov_window(decoder)
     except TypeError:
-        raise ValueError(f"--recombine merges hypotheses that end in the same C words, which needs a decoder "
-                         f"whose state is its last C words (ABS's NNLM); {run} decodes with "
-                         f"{type(decoder).__name__}, whose state is not") from None
+        raise ValueError(
+            f"--recombine merges hypotheses that end in the same C words, which needs a decoder "
+            f"whose state is its last C words (ABS's NNLM); {run} decodes with "
+            f"{type(decoder).__name__}, whose state is not"
+        ) from None

@@ -88,5 +88,7 @@ def missing_test_split(data: Path, split: str) -> str | None:
     have = available_splits(data)
     if split in have:
         return None
-    return (f"{data} has no split {split!r} (available: {', '.join(have) or 'none'}): the final test evaluation "
-            "is skipped (evaluate another split later with scg-summarize evaluate --split NAME)")
+    return (
+        f"{data} has no split {split!r} (available: {', '.join(have) or 'none'}): the final test evaluation "
+        "is skipped (evaluate another split later with scg-summarize evaluate --split NAME)"
+    )

@@ -46,12 +46,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--split", default="test", help="split to evaluate (default test)")
     parser.add_argument("--k", type=positive_int, default=None, help="sentences for lead3/textrank (default 3)")
     parser.add_argument("--bytes", type=positive_int, default=None, help="bytes for prefix (default 75)")
-    parser.add_argument("--limit", type=positive_int, default=None,
-                        help="evaluate only the first N examples of the split, in its stored order (not a sample)")
+    parser.add_argument(
+        "--limit",
+        type=positive_int,
+        default=None,
+        help="evaluate only the first N examples of the split, in its stored order (not a sample)",
+    )
     parser.add_argument("--output-dir", type=Path, default=None, help="write result JSON files here")
     parser.add_argument("--summaries", action="store_true", help="also write the summaries (needs --output-dir)")
-    parser.add_argument("--overwrite", action="store_true",
-                        help="replace existing result files even when their settings differ")
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace existing result files even when their settings differ"
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     add_rouge_arguments(parser)
 
@@ -74,8 +79,9 @@ def run(args: argparse.Namespace) -> int:
             results.append(result)
             if args.output_dir is not None:
                 stem = baseline_stem(baseline, Path(args.data).name, args.split, rouge)
-                path = write_result_safely(result, args.output_dir / f"{stem}.json", overwrite=args.overwrite,
-                                           option="--output-dir")
+                path = write_result_safely(
+                    result, args.output_dir / f"{stem}.json", overwrite=args.overwrite, option="--output-dir"
+                )
                 print(f"baseline: wrote {path}", file=sys.stderr)
                 if args.summaries:
                     write_jsonl(outputs, args.output_dir / f"{stem}.summaries.jsonl")

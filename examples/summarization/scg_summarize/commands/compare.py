@@ -34,8 +34,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--level", type=float, default=0.95, help="interval coverage (default 0.95)")
     parser.add_argument("--seed", type=int, default=0, help="resampling seed")
     parser.add_argument("--json", type=Path, default=None, help="also write the comparison as JSON")
-    parser.add_argument("--shared", action="store_true",
-                        help="when the files score different examples, compare them on the examples both score")
+    parser.add_argument(
+        "--shared",
+        action="store_true",
+        help="when the files score different examples, compare them on the examples both score",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -54,14 +57,17 @@ def run(args: argparse.Namespace) -> int:
                 if not shared:
                     raise ValueError(f"{args.a} and {args.b} score different examples, none in common ({counts})")
                 if not args.shared:
-                    raise ValueError(f"{args.a} and {args.b} score different examples ({counts}, e.g. "
-                                     f"{sorted(set(a) ^ set(b))[0]!r} only in one); pass --shared to compare them on "
-                                     f"the {len(shared)} shared examples, or evaluate both with the same --limit")
+                    raise ValueError(
+                        f"{args.a} and {args.b} score different examples ({counts}, e.g. "
+                        f"{sorted(set(a) ^ set(b))[0]!r} only in one); pass --shared to compare them on "
+                        f"the {len(shared)} shared examples, or evaluate both with the same --limit"
+                    )
                 if metric == metrics[0]:
                     print(f"compare: on the {len(shared)} examples both files score ({counts})", file=sys.stderr)
             ids = shared
-            result = paired_bootstrap([a[i] for i in ids], [b[i] for i in ids], samples=args.samples,
-                                      level=args.level, seed=args.seed)
+            result = paired_bootstrap(
+                [a[i] for i in ids], [b[i] for i in ids], samples=args.samples, level=args.level, seed=args.seed
+            )
             rows.append((metric, result))
     except (*USER_ERRORS, OSError) as err:
         return error("compare", err)
@@ -70,8 +76,10 @@ def run(args: argparse.Namespace) -> int:
     print(f"| metric | A | B | A − B | {level}% interval | p (A ≤ B) | n |")
     print("|---|---:|---:|---:|---|---:|---:|")
     for metric, r in rows:
-        print(f"| {metric} | {100 * r.mean_a:.2f} | {100 * r.mean_b:.2f} | {100 * r.diff:+.2f} | "
-              f"[{100 * r.low:+.2f}, {100 * r.high:+.2f}] | {r.p_value:.4f} | {r.n} |")
+        print(
+            f"| {metric} | {100 * r.mean_a:.2f} | {100 * r.mean_b:.2f} | {100 * r.diff:+.2f} | "
+            f"[{100 * r.low:+.2f}, {100 * r.high:+.2f}] | {r.p_value:.4f} | {r.n} |"
+        )
     if args.json is not None:
         record = {"a": str(args.a), "b": str(args.b), "results": {m: asdict(r) for m, r in rows}}
         args.json.parent.mkdir(parents=True, exist_ok=True)

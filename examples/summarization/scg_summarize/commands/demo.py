@@ -26,29 +26,50 @@ __all__ = ["COMMAND"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--data", type=Path, default=None,
-                        help="a prepared corpus (default: generate the synthetic one)")
+    parser.add_argument(
+        "--data", type=Path, default=None, help="a prepared corpus (default: generate the synthetic one)"
+    )
     parser.add_argument("--out", type=Path, default=Path("demo-run"), help="output directory (default: demo-run)")
-    parser.add_argument("--steps", type=int, default=450,  # demo.DEFAULT_STEPS (not imported: --help stays light)
-                        help="training steps per model (default 450; above 150 a multiple of 150)")
+    parser.add_argument(
+        "--steps",
+        type=int,
+        default=450,  # demo.DEFAULT_STEPS (not imported: --help stays light)
+        help="training steps per model (default 450; above 150 a multiple of 150)",
+    )
     parser.add_argument("--configs", nargs="+", default=None, help="configurations to compare")
-    parser.add_argument("--set", action="append", default=[], metavar="TABLE.KEY=VALUE",
-                        help="override a configuration value of every model")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="TABLE.KEY=VALUE",
+        help="override a configuration value of every model",
+    )
     parser.add_argument("--n-train", type=int, default=10000, help="synthetic training documents (default 10000)")
     parser.add_argument("--n-eval", type=int, default=200, help="synthetic validation/test documents")
     parser.add_argument("--seed", type=int, default=0, help="synthetic corpus seed")
     parser.add_argument("--verbose", action="store_true", help="show training progress")
-    parser.add_argument("--overwrite", action="store_true",
-                        help="train again into an OUT that holds a demo's results or runs")
+    parser.add_argument(
+        "--overwrite", action="store_true", help="train again into an OUT that holds a demo's results or runs"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     from ..demo import DEFAULT_CONFIGS, run_demo
 
     try:
-        run_demo(args.out, data=args.data, configs=args.configs or DEFAULT_CONFIGS, steps=args.steps,
-                 overrides=args.set, n_train=args.n_train, n_eval=args.n_eval, seed=args.seed,
-                 overwrite=args.overwrite, quiet=not args.verbose, log=lambda line: print(line, flush=True))
+        run_demo(
+            args.out,
+            data=args.data,
+            configs=args.configs or DEFAULT_CONFIGS,
+            steps=args.steps,
+            overrides=args.set,
+            n_train=args.n_train,
+            n_eval=args.n_eval,
+            seed=args.seed,
+            overwrite=args.overwrite,
+            quiet=not args.verbose,
+            log=lambda line: print(line, flush=True),
+        )
     except (ValueError, FileNotFoundError, FileExistsError, KeyError) as err:
         message = err.args[0] if isinstance(err, KeyError) and err.args else err
         print(f"demo: error: {message}", file=sys.stderr)

@@ -48,16 +48,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--run", required=True, type=Path, metavar="RUN_DIR", help="a trained run directory")
     parser.add_argument("--data", type=Path, default=None, metavar="DIR", help="prepared corpus (default: the run's)")
     parser.add_argument("--split", default="test", help="split to evaluate (default test)")
-    parser.add_argument("--limit", type=positive_int, default=None,
-                        help="evaluate only the first N examples of the split, in its stored order (not a sample)")
-    parser.add_argument("--output", type=Path, default=None,
-                        help="result JSON (default RUN_DIR/eval/DATA-SPLIT.SETTINGS.json)")
-    parser.add_argument("--overwrite", action="store_true",
-                        help="replace an existing result file even when its settings differ")
+    parser.add_argument(
+        "--limit",
+        type=positive_int,
+        default=None,
+        help="evaluate only the first N examples of the split, in its stored order (not a sample)",
+    )
+    parser.add_argument(
+        "--output", type=Path, default=None, help="result JSON (default RUN_DIR/eval/DATA-SPLIT.SETTINGS.json)"
+    )
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace an existing result file even when its settings differ"
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
-    parser.add_argument("--saliency-topk", type=positive_int, default=None, metavar="K",
-                        help="also score the top-K source words of each saliency attention with ROUGE-1 "
-                             "(Li et al.'s Table 4, k = 10; MAL runs)")
+    parser.add_argument(
+        "--saliency-topk",
+        type=positive_int,
+        default=None,
+        metavar="K",
+        help="also score the top-K source words of each saliency attention with ROUGE-1 "
+        "(Li et al.'s Table 4, k = 10; MAL runs)",
+    )
     add_decode_arguments(parser)
     add_rouge_arguments(parser)
 
@@ -75,14 +86,17 @@ def run(args: argparse.Namespace) -> int:
         if data_dir is None:
             raise ValueError(f"{args.run}: the run does not record its data directory; pass --data DIR")
         dataset = SummarizationDataset(data_dir, args.split)
-        warnings = [f"{data_dir} was prepared with {m}" for m in
-                    input_mismatch(loaded.prep_options, dataset.options, regrid=loaded.regrid is not None)]
+        warnings = [
+            f"{data_dir} was prepared with {m}"
+            for m in input_mismatch(loaded.prep_options, dataset.options, regrid=loaded.regrid is not None)
+        ]
         for line in warnings:
             print(f"evaluate: warning: {line}: the model does not read what it was trained on", file=sys.stderr)
         decode, sources = decode_options_with_sources(args, run_table=loaded.eval_table)
         check_recombine(decode, loaded.decoder, args.run)
-        print(f"evaluate: decoding with {describe_options(decode)} ({describe_sources(decode, sources)})",
-              file=sys.stderr)
+        print(
+            f"evaluate: decoding with {describe_options(decode)} ({describe_sources(decode, sources)})", file=sys.stderr
+        )
         rouge = rouge_options(args, digits_mapped=loaded.prep_options.digits_to_hash)
         tag = decode_tag(decode, coarse_topk=args.coarse_topk, limit=args.limit, checkpoint=args.checkpoint)
         stem = model_stem(Path(data_dir).name, args.split, tag, rouge)
@@ -100,8 +114,9 @@ def run(args: argparse.Namespace) -> int:
                 progress=bar.update,
             )
         if args.saliency_topk is not None:
-            result["saliency_topk"] = run_saliency_top_k(loaded, dataset, args.saliency_topk, limit=args.limit,
-                                                         batch_size=args.batch_size, device=args.device)
+            result["saliency_topk"] = run_saliency_top_k(
+                loaded, dataset, args.saliency_topk, limit=args.limit, batch_size=args.batch_size, device=args.device
+            )
             scores = ", ".join(f"{name} {value:.2f}" for name, value in result["saliency_topk"]["rouge1"].items())
             print(f"evaluate: top-{args.saliency_topk} saliency words, ROUGE-1 F1: {scores}", file=sys.stderr)
         if warnings:

@@ -35,9 +35,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output", type=Path, default=None, help="also write the markdown here")
     parser.add_argument("--json", type=Path, default=None, help="write all collected results as one JSON list")
     parser.add_argument("--title", default="Results", help="the report's heading")
-    parser.add_argument("--columns", default=None, metavar="PATH[:DECIMALS],...",
-                        help="one table with these columns (dotted paths into the results, e.g. "
-                             "training.steps:0,training.valid_ppl,metrics.rouge1)")
+    parser.add_argument(
+        "--columns",
+        default=None,
+        metavar="PATH[:DECIMALS],...",
+        help="one table with these columns (dotted paths into the results, e.g. "
+        "training.steps:0,training.valid_ppl,metrics.rouge1)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -77,8 +77,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a prepared corpus: summarize its --split, or (with --input) take the vocabulary from it",
     )
     source.add_argument("--split", default="test", help="the split of --data (default test)")
-    source.add_argument("--limit", type=positive_int, default=None,
-                        help="summarize only the first N documents (of a split: in its stored order, not a sample)")
+    source.add_argument(
+        "--limit",
+        type=positive_int,
+        default=None,
+        help="summarize only the first N documents (of a split: in its stored order, not a sample)",
+    )
     out = parser.add_argument_group("output")
     out.add_argument("--output", type=Path, default=None, help="write here instead of stdout")
     out.add_argument("--jsonl", action="store_true", help="one JSON object per document")
@@ -142,8 +146,9 @@ def _documents(args: argparse.Namespace, run: Any) -> Iterator[SourceDocument]:
         return
     if args.format == "text":
         _warn_if_wrapped(args.input)
-    docs = read_documents(args.input, run.prep_options, run.vocab, fmt=args.format, source_field=args.source_field,
-                          keep_empty=True)
+    docs = read_documents(
+        args.input, run.prep_options, run.vocab, fmt=args.format, source_field=args.source_field, keep_empty=True
+    )
     for i, doc in enumerate(docs):
         if args.limit is not None and i >= args.limit:
             return
@@ -158,10 +163,12 @@ def _warn_if_wrapped(path: str) -> None:
     with open(path, encoding="utf-8", errors="replace") as handle:
         verdict = looks_wrapped(line.rstrip("\n") for line in handle)
     if verdict.wrapped:
-        print(f"summarize: warning: {path}:{verdict.first_line}: {verdict.inside} of {verdict.breaks} line breaks "
-              "fall inside a sentence: this looks like one document wrapped over several lines, but every line "
-              "is summarized as its own document; use --format document to read the file as one document",
-              file=sys.stderr)
+        print(
+            f"summarize: warning: {path}:{verdict.first_line}: {verdict.inside} of {verdict.breaks} line breaks "
+            "fall inside a sentence: this looks like one document wrapped over several lines, but every line "
+            "is summarized as its own document; use --format document to read the file as one document",
+            file=sys.stderr,
+        )
 
 
 def _total(args: argparse.Namespace, run: Any) -> int | None:
@@ -174,8 +181,13 @@ def _total(args: argparse.Namespace, run: Any) -> int | None:
     return args.limit
 
 
-def _write(args: argparse.Namespace, handle: IO[str], summarizer: Summarizer, docs: Iterator[SourceDocument],
-           progress: Any = None) -> int:
+def _write(
+    args: argparse.Namespace,
+    handle: IO[str],
+    summarizer: Summarizer,
+    docs: Iterator[SourceDocument],
+    progress: Any = None,
+) -> int:
     """Write one output line per input document, in input order; an empty document (a blank
     input line) gets an empty summary and a warning, so output line i answers input line i."""
     count = 0
@@ -227,8 +239,11 @@ def run(args: argparse.Namespace) -> int:
     """Execute ``summarize``; returns 0 on success, 1 on an error."""
     set_threads(args)
     if args.output is not None and args.input not in (None, "-") and _same_file(Path(args.input), args.output):
-        return error("summarize", f"--output {args.output} is the --input file: writing the summaries there would "
-                     "erase the documents before they are read; choose another --output")
+        return error(
+            "summarize",
+            f"--output {args.output} is the --input file: writing the summaries there would "
+            "erase the documents before they are read; choose another --output",
+        )
     try:
         loaded = load_run(
             args.run, checkpoint=args.checkpoint, coarse_topk=args.coarse_topk, device=args.device, data_dir=args.data

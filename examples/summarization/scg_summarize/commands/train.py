@@ -42,10 +42,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="TABLE.KEY=VALUE",
         help="override a configuration value (repeatable), e.g. --set model.hidden=64",
     )
-    parser.add_argument("--resume", action="store_true",
-                        help="continue from RUN_DIR/checkpoint.pt (--config and --data default to the run's)")
-    parser.add_argument("--overwrite", action="store_true",
-                        help="start again in a folder that holds a run (its checkpoints and results are deleted)")
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue from RUN_DIR/checkpoint.pt (--config and --data default to the run's)",
+    )
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="start again in a folder that holds a run (its checkpoints and results are deleted)",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress bar or per-step lines")
     parser.add_argument("--no-test", action="store_true", help="skip the final test-split evaluation")
     parser.add_argument("--rouge", action="store_true", help="also decode the test split and compute ROUGE")
@@ -74,12 +80,18 @@ def evaluate_test(run_dir: Path, data: Path, *, rouge: bool) -> dict[str, Any]:
     check_fingerprint(run_dir, data, [dc.train_split, dc.valid_split, dc.test_split], "evaluate the test split")
     test = load_split(data, config.data.test_split, config)
     if len(test) == 0:
-        raise ValueError(f"{data}: the test split {config.data.test_split!r} has no examples (skip the test "
-                         f"evaluation with --no-test, or name another split with --set data.test_split=NAME)")
+        raise ValueError(
+            f"{data}: the test split {config.data.test_split!r} has no examples (skip the test "
+            f"evaluation with --no-test, or name another split with --set data.test_split=NAME)"
+        )
     phase = PhaseProgress("test evaluation (perplexity)", len(test), say)
-    summary: dict[str, Any] = {"config": config.name, "split": config.data.test_split, "family": config.model.family,
-                               "teacher_forced": evaluate_nll(model, test, config, device, progress=phase),
-                               "training": read_training_record(run_dir)}
+    summary: dict[str, Any] = {
+        "config": config.name,
+        "split": config.data.test_split,
+        "family": config.model.family,
+        "teacher_forced": evaluate_nll(model, test, config, device, progress=phase),
+        "training": read_training_record(run_dir),
+    }
     phase.done()
     if rouge:
         phase = PhaseProgress("test evaluation (decoding and ROUGE)", len(test), say)
@@ -97,15 +109,25 @@ def test_table(summary: dict[str, Any]) -> str:
     tf, decoded = summary["teacher_forced"], summary.get("decoded") or {}
     columns = [("PPL", tf.get("ppl"), "{:.2f}"), ("tokens", tf.get("tokens"), "{:,}")]
     if summary.get("family", "c2f") == "c2f":
-        columns += [("coarse acc", tf.get("coarse_acc"), "{:.1%}"), ("H(chunks)", tf.get("attn_entropy"), "{:.2f}"),
-                    ("words read", tf.get("read_frac"), "{:.1%}")]
-    columns += [(title, decoded.get(key), "{:.2f}") for title, key in (("R-1", "rouge1"), ("R-2", "rouge2"),
-                                                                        ("R-L", "rougeL"))]
+        columns += [
+            ("coarse acc", tf.get("coarse_acc"), "{:.1%}"),
+            ("H(chunks)", tf.get("attn_entropy"), "{:.2f}"),
+            ("words read", tf.get("read_frac"), "{:.1%}"),
+        ]
+    columns += [
+        (title, decoded.get(key), "{:.2f}") for title, key in (("R-1", "rouge1"), ("R-2", "rouge2"), ("R-L", "rougeL"))
+    ]
     shown = [(title, fmt.format(value)) for title, value, fmt in columns if value is not None]
-    return "\n".join([f"test evaluation of best.pt ({summary['config']}, split {summary['split']!r}, teacher-forced"
-                      + (", ROUGE of the decoded summaries" if decoded else "") + "):",
-                      "| " + " | ".join(t for t, _ in shown) + " |", "|" + "---:|" * len(shown),
-                      "| " + " | ".join(v for _, v in shown) + " |"])
+    return "\n".join(
+        [
+            f"test evaluation of best.pt ({summary['config']}, split {summary['split']!r}, teacher-forced"
+            + (", ROUGE of the decoded summaries" if decoded else "")
+            + "):",
+            "| " + " | ".join(t for t, _ in shown) + " |",
+            "|" + "---:|" * len(shown),
+            "| " + " | ".join(v for _, v in shown) + " |",
+        ]
+    )
 
 
 def _inside(path: Path, folder: Path) -> bool:
@@ -131,17 +153,22 @@ def _problems(args: argparse.Namespace, saved: dict[str, Any] | None) -> tuple[A
     if args.out.exists() and not args.out.is_dir():
         problems.append(f"--out {args.out}: an existing file; expected a run directory (new, or one to --resume)")
     if _inside(args.out, args.data) or _inside(args.data, args.out):
-        problems.append(f"--out {args.out} and --data {args.data} overlap: a run folder must be outside the corpus "
-                        "(its checkpoints and metrics would be written among the corpus files); choose another --out")
+        problems.append(
+            f"--out {args.out} and --data {args.data} overlap: a run folder must be outside the corpus "
+            "(its checkpoints and metrics would be written among the corpus files); choose another --out"
+        )
     elif not (args.data / META_FILE).is_file():
-        problems.append(f"--data {args.data}: not a prepared corpus (no {META_FILE}); expected a directory "
-                        f"written by scg-summarize prepare")
+        problems.append(
+            f"--data {args.data}: not a prepared corpus (no {META_FILE}); expected a directory "
+            f"written by scg-summarize prepare"
+        )
     if config is not None and config.train.device.startswith("cuda"):
         import torch
 
         if not torch.cuda.is_available():
-            problems.append(f"train.device: {config.train.device!r}, but no CUDA GPU is available here; expected "
-                            f"'auto' or 'cpu'")
+            problems.append(
+                f"train.device: {config.train.device!r}, but no CUDA GPU is available here; expected 'auto' or 'cpu'"
+            )
     if config is not None and args.resume and (args.out / "config.json").is_file():
         saved = json.loads((args.out / "config.json").read_text())
         if saved.get("name") != config.name:
@@ -154,10 +181,16 @@ def run(args: argparse.Namespace) -> int:
     failure while training (divergence, a checkpoint that cannot be written), 128 + signal number
     when stopped by SIGTERM/SIGINT (after writing a checkpoint)."""
     if not args.list and not args.resume and None in (args.config, args.data, args.out):  # before any import
-        missing = [flag for flag, value in (("--config", args.config), ("--data", args.data), ("--out", args.out))
-                   if value is None]
-        print(f"train: error: missing {', '.join(missing)} (a new run needs --config NAME, --data CORPUS and --out "
-              "RUN_DIR; --resume needs only --out)", file=sys.stderr)
+        missing = [
+            flag
+            for flag, value in (("--config", args.config), ("--data", args.data), ("--out", args.out))
+            if value is None
+        ]
+        print(
+            f"train: error: missing {', '.join(missing)} (a new run needs --config NAME, --data CORPUS and --out "
+            "RUN_DIR; --resume needs only --out)",
+            file=sys.stderr,
+        )
         return 2
     from ..dirlock import DirLock, LockedError
     from ..train.checkpoint import CheckpointError
@@ -182,11 +215,17 @@ def run(args: argparse.Namespace) -> int:
         if args.config is not None:
             saved = None  # --config names the configuration; only the corpus comes from the run
     args.data = args.data or recorded_data
-    missing = [flag for flag, value in (("--config", args.config or saved), ("--data", args.data), ("--out", args.out))
-               if value is None]
+    missing = [
+        flag
+        for flag, value in (("--config", args.config or saved), ("--data", args.data), ("--out", args.out))
+        if value is None
+    ]
     if missing:
-        hint = ("; --resume reads them from the run folder given by --out" if args.out is None else
-                f"; {args.out} records no corpus (no data.json): pass --data")
+        hint = (
+            "; --resume reads them from the run folder given by --out"
+            if args.out is None
+            else f"; {args.out} records no corpus (no data.json): pass --data"
+        )
         print(f"train: error: missing {', '.join(missing)}{hint}", file=sys.stderr)
         return 2
     config, problems = _problems(args, saved)
@@ -216,20 +255,24 @@ def run(args: argparse.Namespace) -> int:
                 summary = evaluate_test(args.out, args.data, rouge=args.rouge)
             print(test_table(summary), file=sys.stderr)
     except Interrupted as stop:  # training is complete and written; only the test evaluation is abandoned
-        print(f"train: {stop} during the final test evaluation: training is finished ({args.out / 'best.pt'} "
-              f"is written); evaluate later with: scg-summarize evaluate --run {args.out}", file=sys.stderr)
+        print(
+            f"train: {stop} during the final test evaluation: training is finished ({args.out / 'best.pt'} "
+            f"is written); evaluate later with: scg-summarize evaluate --run {args.out}",
+            file=sys.stderr,
+        )
         return stop.status
     except TrainingStopped as stop:
         if trainer is None or trainer.dist.is_main:
-            print(f"train: {stop}; {args.out / 'checkpoint.pt'} is written: continue with --resume",
-                  file=sys.stderr)
+            print(f"train: {stop}; {args.out / 'checkpoint.pt'} is written: continue with --resume", file=sys.stderr)
         return stop.status
     except KeyboardInterrupt:
         print("train: interrupted (the last checkpoint is intact; continue with --resume)", file=sys.stderr)
         return 130
     except FloatingPointError as err:  # a model's numerical check (MAL's PageRankError): the run has diverged
-        print(f"train: error: {err}; {args.out / 'checkpoint.pt'} holds the last checkpoint written before it",
-              file=sys.stderr)
+        print(
+            f"train: error: {err}; {args.out / 'checkpoint.pt'} holds the last checkpoint written before it",
+            file=sys.stderr,
+        )
         return 1
     except (TrainingDiverged, CheckpointError) as err:
         print(f"train: error: {err}", file=sys.stderr)
@@ -239,9 +282,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"train: error: {message}", file=sys.stderr)
         return 2
     except OSError as err:  # a full disk while writing metrics.jsonl or a checkpoint (written atomically)
-        print(f"train: error: {err.strerror or err} while writing {err.filename or args.out}: the run stopped; its "
-              f"last checkpoint ({args.out / 'checkpoint.pt'}) is intact; make room and continue with --resume",
-              file=sys.stderr)
+        print(
+            f"train: error: {err.strerror or err} while writing {err.filename or args.out}: the run stopped; its "
+            f"last checkpoint ({args.out / 'checkpoint.pt'}) is intact; make room and continue with --resume",
+            file=sys.stderr,
+        )
         return 1
     finally:
         if trainer is not None:

@@ -43,8 +43,9 @@ def parse_input_spec(spec: str) -> tuple[str | None, Path]:
     if sep and name and name.replace("_", "").replace("-", "").isalnum() and path:
         return name, Path(path)
     if sep and name and path and "/" not in name and not Path(spec).exists():
-        raise ValueError(f"--input {spec!r}: invalid split name {name!r} (expected letters, digits, _ and -, "
-                         f"as in valid=dev.jsonl)")
+        raise ValueError(
+            f"--input {spec!r}: invalid split name {name!r} (expected letters, digits, _ and -, as in valid=dev.jsonl)"
+        )
     return None, Path(spec)
 
 
@@ -106,10 +107,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     prep.add_argument("--chunk-len", type=int, default=None, metavar="N", help="words per chunk (40; synthetic 16)")
     prep.add_argument("--vocab-size", type=int, default=50_000, help="V most frequent words")
     prep.add_argument("--min-freq", type=int, default=1, help="drop rarer words")
-    prep.add_argument("--field-vocab-min-freq", type=int, default=0, metavar="N",
-                      help="also write separate article and title vocabularies (src_vocab.txt, tgt_vocab.txt): "
-                           "the words seen >= N times in the training articles / titles (the abs family's "
-                           "V_x and V_y; Rush et al. 2015: 5); 0: none")
+    prep.add_argument(
+        "--field-vocab-min-freq",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also write separate article and title vocabularies (src_vocab.txt, tgt_vocab.txt): "
+        "the words seen >= N times in the training articles / titles (the abs family's "
+        "V_x and V_y; Rush et al. 2015: 5); 0: none",
+    )
     prep.add_argument("--max-target-len", type=int, default=100, help="0: no limit")
     prep.add_argument("--target-mode", choices=("first", "concat"), default="first")
     prep.add_argument(
@@ -131,11 +137,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 #: (option, attribute, smallest allowed value) of the numeric options
 _MINIMUMS: tuple[tuple[str, str, int], ...] = (
-    ("--chunks", "chunks", 1), ("--chunk-len", "chunk_len", 1), ("--vocab-size", "vocab_size", 1),
-    ("--min-freq", "min_freq", 1), ("--field-vocab-min-freq", "field_vocab_min_freq", 0),
-    ("--max-target-len", "max_target_len", 0), ("--limit", "limit", 1),
-    ("--max-line-chars", "max_line_chars", 1), ("--max-stored-sentences", "max_stored_sentences", 0),
-    ("--n-train", "n_train", 0), ("--n-valid", "n_valid", 0), ("--n-test", "n_test", 0), ("--seed", "seed", 0),
+    ("--chunks", "chunks", 1),
+    ("--chunk-len", "chunk_len", 1),
+    ("--vocab-size", "vocab_size", 1),
+    ("--min-freq", "min_freq", 1),
+    ("--field-vocab-min-freq", "field_vocab_min_freq", 0),
+    ("--max-target-len", "max_target_len", 0),
+    ("--limit", "limit", 1),
+    ("--max-line-chars", "max_line_chars", 1),
+    ("--max-stored-sentences", "max_stored_sentences", 0),
+    ("--n-train", "n_train", 0),
+    ("--n-valid", "n_valid", 0),
+    ("--n-test", "n_test", 0),
+    ("--seed", "seed", 0),
 )
 
 
@@ -147,8 +161,11 @@ def _usage_problems(args: argparse.Namespace) -> list[str]:
         return [f"--format {args.format} needs at least one --input"]
     if getattr(args, "gigaword_filter", None) and args.format != "parallel":
         return ["--gigaword-filter applies to --format parallel only"]
-    problems = [f"{flag}: expected an integer >= {low}, got {getattr(args, attr)}"
-                for flag, attr, low in _MINIMUMS if getattr(args, attr) is not None and getattr(args, attr) < low]
+    problems = [
+        f"{flag}: expected an integer >= {low}, got {getattr(args, attr)}"
+        for flag, attr, low in _MINIMUMS
+        if getattr(args, attr) is not None and getattr(args, attr) < low
+    ]
     for flag in ("valid_fraction", "test_fraction"):
         value = getattr(args, flag)
         if not 0.0 <= value < 1.0:
@@ -164,9 +181,11 @@ def _usage_problems(args: argparse.Namespace) -> list[str]:
     if named and all(named):  # the fractions split only unnamed inputs: here they would silently do nothing
         for flag in ("valid_fraction", "test_fraction"):
             if getattr(args, flag) > 0:
-                problems.append(f"--{flag.replace('_', '-')} splits only inputs given without a split name "
-                                f"(--input PATH), but every --input names its split ({', '.join(args.input)}); "
-                                f"drop the name (e.g. --input {parse_input_spec(args.input[0])[1]}) or the fraction")
+                problems.append(
+                    f"--{flag.replace('_', '-')} splits only inputs given without a split name "
+                    f"(--input PATH), but every --input names its split ({', '.join(args.input)}); "
+                    f"drop the name (e.g. --input {parse_input_spec(args.input[0])[1]}) or the fraction"
+                )
     return problems
 
 
@@ -211,8 +230,10 @@ def _field_vocabs(args: argparse.Namespace) -> None:
     """``--field-vocab-min-freq N``: the separate article and title vocabularies (:mod:`.field_vocabs`)."""
     if args.field_vocab_min_freq:
         fields = write_field_vocabs(args.output, args.field_vocab_min_freq)
-        _log(f"field vocabularies (words seen >= {args.field_vocab_min_freq} times in train): "
-             f"{len(fields.src_ids)} article words (src_vocab.txt), {len(fields.tgt_ids)} title words (tgt_vocab.txt)")
+        _log(
+            f"field vocabularies (words seen >= {args.field_vocab_min_freq} times in train): "
+            f"{len(fields.src_ids)} article words (src_vocab.txt), {len(fields.tgt_ids)} title words (tgt_vocab.txt)"
+        )
 
 
 def _log(line: str) -> None:
@@ -294,11 +315,16 @@ def _run_locked(args: argparse.Namespace) -> int:
         print(f"prepare: error: {err}", file=sys.stderr)
         return 2
     except OSError as err:  # a full disk, a read-only folder...: one line, and what is left behind
-        state = (f"{args.output} holds an incomplete corpus (no {META_FILE}: it is never taken for a prepared one)"
-                 if not (args.output / META_FILE).exists() else f"the corpus in {args.output} is complete, the "
-                 "field vocabularies are not")
-        print(f"prepare: error: {err.strerror or err} while writing {err.filename or args.output}: {state}; nothing "
-              f"else was changed; make room and run prepare again with --overwrite", file=sys.stderr)
+        state = (
+            f"{args.output} holds an incomplete corpus (no {META_FILE}: it is never taken for a prepared one)"
+            if not (args.output / META_FILE).exists()
+            else f"the corpus in {args.output} is complete, the field vocabularies are not"
+        )
+        print(
+            f"prepare: error: {err.strerror or err} while writing {err.filename or args.output}: {state}; nothing "
+            f"else was changed; make room and run prepare again with --overwrite",
+            file=sys.stderr,
+        )
         return 1
     return 0
 

@@ -83,9 +83,11 @@ class SummarizationDataset(Dataset[dict[str, Any]]):
         for name, ids in (("src.npy", self.data.src), ("tgt.npy", self.data.tgt)):  # else: an IndexError in a model
             low, high = (int(ids.min()), int(ids.max())) if ids.size else (0, 0)
             if low < 0 or high >= len(self.vocab):
-                raise ValueError(f"{self.root / split / name}: token ids from {low} to {high}, but the vocabulary has "
-                                 f"{len(self.vocab)} words (ids 0-{len(self.vocab) - 1}): the split and the vocabulary "
-                                 f"do not belong together; prepare the corpus again")
+                raise ValueError(
+                    f"{self.root / split / name}: token ids from {low} to {high}, but the vocabulary has "
+                    f"{len(self.vocab)} words (ids 0-{len(self.vocab) - 1}): the split and the vocabulary "
+                    f"do not belong together; prepare the corpus again"
+                )
 
     def __len__(self) -> int:
         return len(self.data)
@@ -153,8 +155,10 @@ class SummarizationDataset(Dataset[dict[str, Any]]):
             missing = [key for key in ("refs", "src_sentences", "id") if key not in text]
             if missing or not isinstance(text["refs"], list):
                 where = f"{self.data.text.path}:{index + 1}"
-                raise ValueError(f"{where}: expected an object with 'id', 'refs' (the reference summaries, a "
-                                 f"list of strings) and 'src_sentences'; missing {', '.join(missing) or 'a list'}")
+                raise ValueError(
+                    f"{where}: expected an object with 'id', 'refs' (the reference summaries, a "
+                    f"list of strings) and 'src_sentences'; missing {', '.join(missing) or 'a list'}"
+                )
             item["refs"] = text["refs"]
             item["src_sentences"] = text["src_sentences"]
             item["id"] = text["id"]

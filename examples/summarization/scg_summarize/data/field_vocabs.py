@@ -57,8 +57,10 @@ def _counts(values: np.ndarray, size: int) -> np.ndarray:
 
 def _field_counts(root: Path, split: str, size: int) -> dict[str, np.ndarray]:
     data = load_split(root, split)
-    return {"src": _counts(np.asarray(data.src).reshape(-1), size),
-            "tgt": _counts(np.asarray(data.tgt).reshape(-1), size)}
+    return {
+        "src": _counts(np.asarray(data.src).reshape(-1), size),
+        "tgt": _counts(np.asarray(data.tgt).reshape(-1), size),
+    }
 
 
 def build_field_vocabs(root: str | Path, min_freq: int, split: str = "train") -> FieldVocabs:
@@ -88,8 +90,12 @@ def write_field_vocabs(root: str | Path, min_freq: int, split: str = "train") ->
         lines = [f"{tokens[i]}\t{int(counts[field][i]) if i >= len(SPECIALS) else 0}\n" for i in ids]
         (root / FIELD_FILES[field]).write_text("".join(lines), encoding="utf-8")
     meta = read_meta(root)
-    meta["field_vocabs"] = {"min_freq": min_freq, "src_size": len(fields.src_ids), "tgt_size": len(fields.tgt_ids),
-                            "split": split}
+    meta["field_vocabs"] = {
+        "min_freq": min_freq,
+        "src_size": len(fields.src_ids),
+        "tgt_size": len(fields.tgt_ids),
+        "split": split,
+    }
     write_meta(root, meta)
     return fields
 
@@ -107,8 +113,10 @@ def load_field_vocabs(root: str | Path) -> FieldVocabs | None:
         return None
     if len(present) == 1:
         other = next(f for f in FIELD_FILES if f not in present)
-        raise ValueError(f"{paths[present[0]]}: the {_FIELD_WORDS[present[0]]} vocabulary has no "
-                         f"{_FIELD_WORDS[other]} counterpart {paths[other].name} in {root}")
+        raise ValueError(
+            f"{paths[present[0]]}: the {_FIELD_WORDS[present[0]]} vocabulary has no "
+            f"{_FIELD_WORDS[other]} counterpart {paths[other].name} in {root}"
+        )
     vocab = Vocab.load(root / VOCAB_FILE)
     ids: dict[str, list[int]] = {}
     for field, path in paths.items():
@@ -127,8 +135,10 @@ def load_field_vocabs(root: str | Path) -> FieldVocabs | None:
                 raise ValueError(f"{where}: {token!r} is not a word of {root / VOCAB_FILE}")
             seen.append(vocab.token_to_id(token))
         if len(seen) < len(SPECIALS):
-            raise ValueError(f"{path} ({_FIELD_WORDS[field]} vocabulary): {len(seen)} lines, expected at least the "
-                             f"{len(SPECIALS)} special tokens")
+            raise ValueError(
+                f"{path} ({_FIELD_WORDS[field]} vocabulary): {len(seen)} lines, expected at least the "
+                f"{len(SPECIALS)} special tokens"
+            )
         if len(set(seen)) != len(seen):
             dup = next(vocab.id_to_token(i) for i in seen if seen.count(i) > 1)
             raise ValueError(f"{path} ({_FIELD_WORDS[field]} vocabulary): the word {dup!r} is listed twice")

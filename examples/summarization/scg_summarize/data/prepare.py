@@ -93,12 +93,16 @@ _RUN_FILES: tuple[str, ...] = ("config.json", "checkpoint.pt", "best.pt")
 def _prepare_output(out_dir: Path, overwrite: bool) -> None:
     run_files = [name for name in _RUN_FILES if (out_dir / name).exists()]
     if run_files:
-        raise FileExistsError(f"{out_dir} is a training run's folder ({', '.join(run_files)}), not a corpus: preparing "
-                              f"there would replace the {VOCAB_FILE} the run needs to summarize; choose another "
-                              f"output folder")
+        raise FileExistsError(
+            f"{out_dir} is a training run's folder ({', '.join(run_files)}), not a corpus: preparing "
+            f"there would replace the {VOCAB_FILE} the run needs to summarize; choose another "
+            f"output folder"
+        )
     if (out_dir / VOCAB_FILE).exists() and not (out_dir / META_FILE).exists() and not overwrite:
-        raise FileExistsError(f"{out_dir / VOCAB_FILE} exists (and {out_dir} holds no prepared corpus); pass "
-                              f"overwrite=True (--overwrite) to replace it, or choose another output folder")
+        raise FileExistsError(
+            f"{out_dir / VOCAB_FILE} exists (and {out_dir} holds no prepared corpus); pass "
+            f"overwrite=True (--overwrite) to replace it, or choose another output folder"
+        )
     if (out_dir / META_FILE).exists():
         if not overwrite:
             raise FileExistsError(f"{out_dir} already holds a prepared corpus; pass overwrite=True (--overwrite)")
@@ -172,8 +176,11 @@ def prepare_corpus(
                         raise ValueError(f"invalid split name {split!r}")
                     try:
                         if raw.id in first_seen:
-                            raise DataError(f"duplicate example id {raw.id!r} (first seen at {first_seen[raw.id]})",
-                                            raw.origin or source.name, reason="duplicate_id")
+                            raise DataError(
+                                f"duplicate example id {raw.id!r} (first seen at {first_seen[raw.id]})",
+                                raw.origin or source.name,
+                                reason="duplicate_id",
+                            )
                         example = preprocessor(raw)
                     except DataError as err:
                         report.handle(err)

@@ -72,8 +72,9 @@ def iter_lines(path: str | Path, max_chars: int = 1_000_000) -> Iterator[tuple[i
         yield from iter_stream_lines(handle, path, max_chars)
 
 
-def iter_stream_lines(handle: BinaryIO, path: str | Path, max_chars: int = 1_000_000
-                      ) -> Iterator[tuple[int, str | DataError]]:
+def iter_stream_lines(
+    handle: BinaryIO, path: str | Path, max_chars: int = 1_000_000
+) -> Iterator[tuple[int, str | DataError]]:
     """:func:`iter_lines` over an open binary stream (standard input: ``sys.stdin.buffer``), with
     the same checks; ``path`` names the stream in messages."""
     limit = 4 * max_chars + 2  # enough bytes for max_chars 4-byte characters plus "\r\n"

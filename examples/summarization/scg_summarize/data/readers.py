@@ -116,8 +116,12 @@ def _parse_json_record(
     raw_id = record.get(config.id_field)
     if config.id_field in record and (isinstance(raw_id, bool) or not isinstance(raw_id, (str, int))):
         kind = "null" if raw_id is None else type(raw_id).__name__
-        raise DataError(f"field {config.id_field!r} must be a string or an integer, got {kind} {raw_id!r:.40}",
-                        path, lineno, reason="bad_id")
+        raise DataError(
+            f"field {config.id_field!r} must be a string or an integer, got {kind} {raw_id!r:.40}",
+            path,
+            lineno,
+            reason="bad_id",
+        )
     example_id = str(raw_id) if isinstance(raw_id, (str, int)) else f"{path.stem}:{lineno}"
     return RawExample(
         id=example_id,

@@ -42,12 +42,16 @@ def load_stopwords(language: str = "en") -> frozenset[str]:
     try:
         from stop_words import AVAILABLE_LANGUAGES, LANGUAGE_MAPPING, get_stop_words
     except ImportError as err:  # pragma: no cover - the package is in the summarize extra
-        raise ImportError("MAL's saliency labels need the 'stop-words' package: pip install stop-words "
-                          "(or the project's 'summarize' extra)") from err
+        raise ImportError(
+            "MAL's saliency labels need the 'stop-words' package: pip install stop-words "
+            "(or the project's 'summarize' extra)"
+        ) from err
     known = set(AVAILABLE_LANGUAGES) | set(LANGUAGE_MAPPING)
     if language not in known:
-        raise ValueError(f"stopwords: no list for language {language!r} in the stop-words package "
-                         f"(available: {', '.join(sorted(known))})")
+        raise ValueError(
+            f"stopwords: no list for language {language!r} in the stop-words package "
+            f"(available: {', '.join(sorted(known))})"
+        )
     return frozenset(word.lower() for word in get_stop_words(language))
 
 
@@ -96,8 +100,9 @@ class ContentWords:
         table = self.table.to(src.device)
         return table[src.clamp(min=0, max=len(table) - 1)] & src_mask & (src < len(table))
 
-    def labels(self, src: torch.Tensor, src_mask: torch.Tensor, tgt: torch.Tensor,
-               tgt_mask: torch.Tensor) -> torch.Tensor:
+    def labels(
+        self, src: torch.Tensor, src_mask: torch.Tensor, tgt: torch.Tensor, tgt_mask: torch.Tensor
+    ) -> torch.Tensor:
         """r ``(B, L)`` (float 0/1): content words of ``src`` that occur among the real ``tgt`` ids."""
         content = self.mask(src, src_mask)  # (B, L)
         hit = (src.unsqueeze(2) == tgt.unsqueeze(1)) & tgt_mask.unsqueeze(1)  # (B, L, T)

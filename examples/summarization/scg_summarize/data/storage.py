@@ -203,8 +203,10 @@ class TextStore:
         try:
             record: dict[str, Any] = json.loads(raw)
         except (json.JSONDecodeError, UnicodeDecodeError) as err:  # a file cut short, or overwritten
-            raise ValueError(f"{self.path}:{index + 1}: not a complete JSON line ({len(raw)} of {end - start} bytes "
-                             f"read: {err}); the split is damaged, prepare the corpus again") from None
+            raise ValueError(
+                f"{self.path}:{index + 1}: not a complete JSON line ({len(raw)} of {end - start} bytes "
+                f"read: {err}); the split is damaged, prepare the corpus again"
+            ) from None
         return record
 
     def __getstate__(self) -> dict[str, Any]:
@@ -248,8 +250,10 @@ def load_split(root: str | Path, split: str, *, mmap: bool = True) -> PreparedSp
         try:
             array_: npt.NDArray[Any] = np.load(path, mmap_mode=mmap_mode, allow_pickle=False)
         except (ValueError, OSError, EOFError) as err:  # truncated or overwritten: name the file
-            raise ValueError(f"{path}: unreadable array ({path.stat().st_size} bytes; truncated or damaged: "
-                             f"{err}); prepare the corpus again") from None
+            raise ValueError(
+                f"{path}: unreadable array ({path.stat().st_size} bytes; truncated or damaged: "
+                f"{err}); prepare the corpus again"
+            ) from None
         return array_
 
     prepared = PreparedSplit(
@@ -262,18 +266,28 @@ def load_split(root: str | Path, split: str, *, mmap: bool = True) -> PreparedSp
         text=TextStore(split_dir / "text.jsonl", load("text_offsets.npy")),
     )
     if prepared.src.ndim != 3:
-        raise ValueError(f"{split_dir / 'src.npy'}: an array of shape {prepared.src.shape}, expected (examples, "
-                         f"chunks, words per chunk); the split is damaged, prepare the corpus again")
+        raise ValueError(
+            f"{split_dir / 'src.npy'}: an array of shape {prepared.src.shape}, expected (examples, "
+            f"chunks, words per chunk); the split is damaged, prepare the corpus again"
+        )
     n = len(prepared)
-    sizes = {"tgt_offsets.npy": (len(prepared.tgt_offsets), n + 1), "salient.npy": (len(prepared.salient), n),
-             "src_lengths.npy": (len(prepared.src_lengths), n), "text_offsets.npy": (len(prepared.text.offsets), n + 1)}
+    sizes = {
+        "tgt_offsets.npy": (len(prepared.tgt_offsets), n + 1),
+        "salient.npy": (len(prepared.salient), n),
+        "src_lengths.npy": (len(prepared.src_lengths), n),
+        "text_offsets.npy": (len(prepared.text.offsets), n + 1),
+    }
     for name, (have, want) in sizes.items():
         if have != want:
-            raise ValueError(f"{split_dir / name}: {have} entries for {n} examples in src.npy (expected {want}); "
-                             f"the split is damaged, prepare the corpus again")
+            raise ValueError(
+                f"{split_dir / name}: {have} entries for {n} examples in src.npy (expected {want}); "
+                f"the split is damaged, prepare the corpus again"
+            )
     if n and int(prepared.tgt_offsets[-1]) != len(prepared.tgt):
-        raise ValueError(f"{split_dir / 'tgt.npy'}: {len(prepared.tgt)} ids, but tgt_offsets.npy ends at "
-                         f"{int(prepared.tgt_offsets[-1])}; the split is damaged, prepare the corpus again")
+        raise ValueError(
+            f"{split_dir / 'tgt.npy'}: {len(prepared.tgt)} ids, but tgt_offsets.npy ends at "
+            f"{int(prepared.tgt_offsets[-1])}; the split is damaged, prepare the corpus again"
+        )
     return prepared
 
 

@@ -173,5 +173,7 @@ def require_same_vocab(model_vocab: Vocab, corpus_vocab: Vocab, corpus: object, 
     of another vocabulary decode to fluent-looking garbage; ``evaluate`` and ``summarize --data``
     share this check)."""
     if model_vocab != corpus_vocab:
-        raise ValueError(f"{corpus}: its vocabulary ({len(corpus_vocab)} words) differs from the run's "
-                         f"({run}, {len(model_vocab)} words): the corpus was prepared separately; wrong --data?")
+        raise ValueError(
+            f"{corpus}: its vocabulary ({len(corpus_vocab)} words) differs from the run's "
+            f"({run}, {len(model_vocab)} words): the corpus was prepared separately; wrong --data?"
+        )

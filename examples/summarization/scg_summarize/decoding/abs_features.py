@@ -143,8 +143,10 @@ class LogLinearDecoder:
         last = torch.cat([state.last[:, 1:], prev_tokens.unsqueeze(1)], dim=1)
         words = state.words[state.example]  # (R, L)
         if words.numel() and words.max() >= vocab:
-            raise ValueError(f"input word id {int(words.max())} is outside the output vocabulary ({vocab}); "
-                             "give LogLinearDecoder a source_map")
+            raise ValueError(
+                f"input word id {int(words.max())} is outside the output vocabulary ({vocab}); "
+                "give LogLinearDecoder a source_map"
+            )
         scores = self.weights[0] * log_probs.float()
         if any(self.weights[1:]) or self.extractive:
             feats = input_indicators(words, last, vocab)  # (R, 4, V)
@@ -158,8 +160,9 @@ class LogLinearDecoder:
         return scores, LogLinearState(inner, state.example, last, state.words), extras
 
     def reorder(self, state: LogLinearState, indices: torch.Tensor) -> LogLinearState:
-        return LogLinearState(self.inner.reorder(state.inner, indices), state.example[indices],
-                              state.last[indices], state.words)
+        return LogLinearState(
+            self.inner.reorder(state.inner, indices), state.example[indices], state.last[indices], state.words
+        )
 
 
 def word_features(source: Sequence[int], tokens: Sequence[int], bos: int = 2) -> list[list[float]]:

@@ -159,8 +159,9 @@ class ModelStepDecoder:
         weighted: torch.Tensor = within * att.chunk_weights.unsqueeze(-1)
         return weighted
 
-    def _advance(self, state: ModelState, prev_tokens: torch.Tensor
-                 ) -> tuple[torch.Tensor, Any, ModelState, dict[str, torch.Tensor]]:
+    def _advance(
+        self, state: ModelState, prev_tokens: torch.Tensor
+    ) -> tuple[torch.Tensor, Any, ModelState, dict[str, torch.Tensor]]:
         """One decoder step: c_t ``(R, H)``, the attention, the new state and the extras."""
         out, dec, att = self.model.advance(state.dec, prev_tokens, state.memory, state.t, "greedy")
         extras: dict[str, torch.Tensor] = {"coarse_attn": att.chunk_probs.float()}
@@ -189,8 +190,9 @@ class ModelStepDecoder:
         return self._log_probs(out, att, state.memory), new_state, extras
 
     @torch.no_grad()
-    def step_topk(self, state: ModelState, prev_tokens: torch.Tensor, k: int
-                  ) -> tuple[TopK, ModelState, dict[str, Any]]:
+    def step_topk(
+        self, state: ModelState, prev_tokens: torch.Tensor, k: int
+    ) -> tuple[TopK, ModelState, dict[str, Any]]:
         """The ``min(k, V)`` most probable next words per row (the protocol's optional top-k step).
 
         A plain softmax generator: log softmax(W_out c_t + b_out) and its top k in one
@@ -278,8 +280,12 @@ def load_trained_run(
     regrid = (int(grid[0]), int(grid[1])) if grid else None
     name = str(stored.get("name", "MODEL"))
     attention = getattr(getattr(model, "decoder", None), "attention", None)
-    info: dict[str, Any] = {"format": "scg-summarize train", "checkpoint": str(weights), "config": name,
-                            "family": str(stored["model"].get("family", "c2f"))}  # (report: chunk-level metrics)
+    info: dict[str, Any] = {
+        "format": "scg-summarize train",
+        "checkpoint": str(weights),
+        "config": name,
+        "family": str(stored["model"].get("family", "c2f")),
+    }  # (report: chunk-level metrics)
     decoder = ModelStepDecoder(model, coarse_topk)
     info["coarse_topk"] = int(getattr(attention, "test_k", 1))
     table = raw.get("eval")

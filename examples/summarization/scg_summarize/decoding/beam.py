@@ -96,8 +96,10 @@ def markov_window(decoder: object) -> int:
     ``TypeError`` for any other decoder."""
     window = getattr(decoder, "markov_window", None)
     if not isinstance(window, int) or window < 1:
-        raise TypeError(f"DecodeOptions.recombine needs a decoder with a positive integer markov_window (the "
-                        f"number of last words its state depends on); {type(decoder).__name__} has {window!r}")
+        raise TypeError(
+            f"DecodeOptions.recombine needs a decoder with a positive integer markov_window (the "
+            f"number of last words its state depends on); {type(decoder).__name__} has {window!r}"
+        )
     return window
 
 
@@ -139,8 +141,12 @@ def _candidates(
         width = 1 << (want - 1).bit_length()  # a power of two >= want
         vocab = getattr(decoder, "vocab_size", None)
         if width <= MAX_TOPK and (vocab is None or width < int(vocab)):
-            top, new_state, extras = check_topk_result(decoder.step_topk(state, prev, width),  # type: ignore[attr-defined]
-                                                       rows, width, "decoder.step_topk()")
+            top, new_state, extras = check_topk_result(
+                decoder.step_topk(state, prev, width),  # type: ignore[attr-defined]
+                rows,
+                width,
+                "decoder.step_topk()",
+            )
             values = constrain_candidates(top.values.float(), top.indices, history, options, special)
             if not bool(torch.isneginf(values).all(dim=1).any()):
                 return values, top.indices, new_state, extras

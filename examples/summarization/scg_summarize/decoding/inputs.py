@@ -133,8 +133,12 @@ def _json_document(text: str, name: str, lineno: int, source_field: str, refs_fi
     if not isinstance(refs, list) or not all(isinstance(r, str) for r in refs):
         raise DataError(f"field {refs_field!r} must be a string or a list of strings", name, lineno, "wrong_type")
     raw_id = record.get("id")
-    return {"id": str(raw_id) if raw_id is not None else f"{name}:{lineno}", "paragraphs": paragraphs,
-            "given": given, "refs": refs}  # fmt: skip
+    return {
+        "id": str(raw_id) if raw_id is not None else f"{name}:{lineno}",
+        "paragraphs": paragraphs,
+        "given": given,
+        "refs": refs,
+    }
 
 
 def read_documents(
@@ -180,8 +184,9 @@ def read_documents(
 def _empty_document(doc_id: str, options: PrepOptions) -> SourceDocument:
     """A document without words (an empty input line), for callers that keep line alignment."""
     m, n = options.num_chunks, options.chunk_len
-    return SourceDocument(doc_id, torch.zeros(m, n, dtype=torch.long), torch.zeros(m, n, dtype=torch.bool),
-                          [[] for _ in range(m)])
+    return SourceDocument(
+        doc_id, torch.zeros(m, n, dtype=torch.long), torch.zeros(m, n, dtype=torch.bool), [[] for _ in range(m)]
+    )
 
 
 def _grid_words(dataset: SummarizationDataset, src: torch.Tensor, sentences: list[str]) -> list[list[str]]:

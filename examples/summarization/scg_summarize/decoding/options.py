@@ -180,8 +180,7 @@ def resolve_decode_options(
 
 def describe_options(options: DecodeOptions) -> str:
     """A short description such as ``beam 4, 10-40 words, no repeated 3-grams, <unk> replace``."""
-    parts = ["greedy" if options.greedy else f"beam {options.beam_size}",
-             f"{options.min_len}-{options.max_len} words"]
+    parts = ["greedy" if options.greedy else f"beam {options.beam_size}", f"{options.min_len}-{options.max_len} words"]
     if options.length_penalty != 1.0:
         parts.append(f"length penalty {options.length_penalty:g}")
     parts.append(f"no repeated {options.no_repeat_ngram}-grams" if options.no_repeat_ngram else "no n-gram blocking")

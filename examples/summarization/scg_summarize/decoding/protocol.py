@@ -149,8 +149,10 @@ def check_topk_result(result: Any, rows: int, k: int, where: str = "step_topk()"
         if not isinstance(value, torch.Tensor) or value.dim() != 2 or value.shape[0] != rows:
             raise ValueError(f"{where}: TopK.{name} must be a tensor ({rows}, k), got {_shape(value)}")
     if top.values.shape != top.indices.shape or not 1 <= top.values.shape[1] <= k:
-        raise ValueError(f"{where}: TopK values {tuple(top.values.shape)} and indices {tuple(top.indices.shape)} "
-                         f"must have the same shape with 1..{k} columns")
+        raise ValueError(
+            f"{where}: TopK values {tuple(top.values.shape)} and indices {tuple(top.indices.shape)} "
+            f"must have the same shape with 1..{k} columns"
+        )
     _, _, extras = check_step_result((top.values, state, extras), rows, where)
     return top, state, extras
 

@@ -23,7 +23,7 @@ from .inputs import SourceDocument, encode_text, text_lines
 
 __all__ = ["WrapVerdict", "looks_wrapped", "read_document", "read_paragraphs"]
 
-_SENTENCE_END = tuple('.!?"\')]”’»…')
+_SENTENCE_END = tuple(".!?\"')]”’»…")
 _CONTINUES = (",", ";", "-", "—", "–")
 #: lines looked at by :func:`looks_wrapped`
 SAMPLE_LINES = 200

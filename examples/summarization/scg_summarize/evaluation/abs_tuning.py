@@ -77,15 +77,26 @@ def tune_weights(
             feats = feature_totals(inner, batch, tokens)
             for hyps, f, refs in zip(tokens, feats, references):
                 scores = tuple(rouge.score(detokenize(h), refs)[metric] for h in hyps)
-                lists.append(NBest(tuple(tuple(float(x) for x in row) for row in f.tolist()), scores,
-                                   tuple(tuple(h) for h in hyps)))
+                lists.append(
+                    NBest(
+                        tuple(tuple(float(x) for x in row) for row in f.tolist()), scores, tuple(tuple(h) for h in hyps)
+                    )
+                )
         size_before = sum(len(n.metric) for n in pool) if pool is not None else 0
         pool = lists if pool is None else merge_nbest(pool, lists)
         added = sum(len(n.metric) for n in pool) - size_before
         before = corpus_metric(weights, pool)
         weights, value = mert(pool, weights, fixed=(0,))
-        history.append({"iteration": it + 1, "hypotheses": size_before + added, "added": added,
-                        "metric_before": before, "weights": list(weights), "metric": value})
+        history.append(
+            {
+                "iteration": it + 1,
+                "hypotheses": size_before + added,
+                "added": added,
+                "metric_before": before,
+                "weights": list(weights),
+                "metric": value,
+            }
+        )
         if added == 0:
             break
     return TuningResult(weights, value, history)

@@ -46,8 +46,10 @@ class NBest:
 
     def __post_init__(self) -> None:
         if not self.features or len(self.features) != len(self.metric):
-            raise ValueError(f"an n-best list needs one metric value per hypothesis (got {len(self.features)} "
-                             f"feature vectors, {len(self.metric)} values)")
+            raise ValueError(
+                f"an n-best list needs one metric value per hypothesis (got {len(self.features)} "
+                f"feature vectors, {len(self.metric)} values)"
+            )
         if len({len(f) for f in self.features}) != 1:
             raise ValueError("every hypothesis needs the same number of features")
         if self.keys and len(self.keys) != len(self.features):
@@ -106,9 +108,7 @@ def _inside(lo: float, hi: float) -> tuple[float, float]:
     return (lo + hi) / 2, min(abs(lo), abs(hi))
 
 
-def line_search(
-    weights: Sequence[float], direction: Sequence[float], nbests: Sequence[NBest]
-) -> tuple[float, float]:
+def line_search(weights: Sequence[float], direction: Sequence[float], nbests: Sequence[NBest]) -> tuple[float, float]:
     """The step ``γ`` maximizing :func:`corpus_metric` of ``weights + γ direction``, and that
     maximum (exact: every interval between change points is considered)."""
     base = 0.0

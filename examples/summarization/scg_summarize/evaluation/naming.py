@@ -40,8 +40,12 @@ def decode_tag(
     options: DecodeOptions, *, coarse_topk: int | None = None, limit: int | None = None, checkpoint: str | None = None
 ) -> str:
     """The decoding part of a model result's file name (see the module docstring)."""
-    parts = ["greedy" if options.greedy else f"beam{options.beam_size}", f"len{options.min_len}-{options.max_len}",
-             f"ngram{options.no_repeat_ngram}" if options.no_repeat_ngram else "noblock", f"unk{options.unk}"]
+    parts = [
+        "greedy" if options.greedy else f"beam{options.beam_size}",
+        f"len{options.min_len}-{options.max_len}",
+        f"ngram{options.no_repeat_ngram}" if options.no_repeat_ngram else "noblock",
+        f"unk{options.unk}",
+    ]
     if options.length_penalty != 1.0:
         parts.append(f"lp{_number(options.length_penalty)}")
     if options.no_repeat_word:
@@ -91,8 +95,9 @@ def baseline_stem(baseline: Baseline, data_name: str, split: str, rouge: RougeOp
     return f"{method}-{data_name}-{split}" + (f".{extra}" if extra else "")
 
 
-def write_result_safely(result: Mapping[str, Any], path: str | Path, *, overwrite: bool = False,
-                        option: str = "--output") -> Path:
+def write_result_safely(
+    result: Mapping[str, Any], path: str | Path, *, overwrite: bool = False, option: str = "--output"
+) -> Path:
     """Write ``result`` to ``path`` unless ``path`` holds a result with other settings.
 
     Raises ``FileExistsError`` naming the file and the settings that differ (unless
@@ -111,6 +116,8 @@ def write_result_safely(result: Mapping[str, Any], path: str | Path, *, overwrit
         changed = sorted(key for key in after if before.get(key) != after.get(key))
         if changed:
             detail = "; ".join(f"{key}: {before.get(key)!r} -> {after.get(key)!r}" for key in changed[:3])
-            raise FileExistsError(f"{path}: holds a result with other settings ({detail}); write to another "
-                                  f"{option} to keep both, or pass --overwrite to replace it")
+            raise FileExistsError(
+                f"{path}: holds a result with other settings ({detail}); write to another "
+                f"{option} to keep both, or pass --overwrite to replace it"
+            )
     return write_result(result, path)

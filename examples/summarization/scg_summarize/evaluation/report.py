@@ -103,9 +103,11 @@ def budget_note(training: Any) -> str | None:
     """One line when a run was stopped by ``train.time_budget_s`` (None otherwise)."""
     if not isinstance(training, dict) or training.get("stopped_by") != "time_budget_s":
         return None
-    return (f"training stopped by train.time_budget_s={training.get('time_budget_s', 0):g} after "
-            f"{training.get('steps', '?')} steps ({training.get('cpu_s', 0):.0f} CPU s): the result depends on "
-            f"the machine's load; budget in train.epochs / train.max_steps_per_epoch to reproduce it")
+    return (
+        f"training stopped by train.time_budget_s={training.get('time_budget_s', 0):g} after "
+        f"{training.get('steps', '?')} steps ({training.get('cpu_s', 0):.0f} CPU s): the result depends on "
+        f"the machine's load; budget in train.epochs / train.max_steps_per_epoch to reproduce it"
+    )
 
 
 def write_result(result: Mapping[str, Any], path: str | Path) -> Path:
@@ -213,9 +215,17 @@ def _flat_settings(record: Mapping[str, Any]) -> dict[str, Any]:
     return flat
 
 
-_SHORT = {"decode_options.beam_size": "beam", "decode_options.max_len": "max", "decode_options.min_len": "min",
-          "decode_options.no_repeat_ngram": "ngram", "decode_options.unk": "unk", "rouge_options.refs": "refs",
-          "decode_options.greedy": "greedy", "rouge_options.measure": "measure", "baseline.param": "k"}
+_SHORT = {
+    "decode_options.beam_size": "beam",
+    "decode_options.max_len": "max",
+    "decode_options.min_len": "min",
+    "decode_options.no_repeat_ngram": "ngram",
+    "decode_options.unk": "unk",
+    "rouge_options.refs": "refs",
+    "decode_options.greedy": "greedy",
+    "rouge_options.measure": "measure",
+    "baseline.param": "k",
+}
 
 
 def _label_rows(records: Sequence[Mapping[str, Any]]) -> list[tuple[str, Mapping[str, Any]]]:
@@ -331,16 +341,25 @@ def markdown_report(records: Sequence[dict[str, Any]], title: str = "Results") -
         parts += [markdown_table(rows, (("n", "n", 0), *MAIN_COLUMNS)), ""]
         sizes = sorted({int(r["examples"]) for _, r in labelled if isinstance(r.get("examples"), int)})
         if len(sizes) > 1:
-            parts += [f"Note: these rows are scored on different examples (n = {', '.join(map(str, sizes))}; "
-                      "`--limit N` scores the first N examples of the split in its stored order, not a sample): "
-                      "compare rows of equal n, or two systems on their shared examples with `scg-summarize "
-                      "compare`.", ""]
-        attention = [(label, r["metrics"]) for label, r in labelled if _chunk_level(r)
-                     and any(r["metrics"].get(k) is not None for k, _, _ in ATTENTION_COLUMNS)]
+            parts += [
+                f"Note: these rows are scored on different examples (n = {', '.join(map(str, sizes))}; "
+                "`--limit N` scores the first N examples of the split in its stored order, not a sample): "
+                "compare rows of equal n, or two systems on their shared examples with `scg-summarize "
+                "compare`.",
+                "",
+            ]
+        attention = [
+            (label, r["metrics"])
+            for label, r in labelled
+            if _chunk_level(r) and any(r["metrics"].get(k) is not None for k, _, _ in ATTENTION_COLUMNS)
+        ]
         if attention:
-            parts += ["Coarse attention: entropy (nats) per generated word, fraction of source words read "
-                      "(chunks read at any step of a summary, and per generated word), coarse accuracy "
-                      "(synthetic data).", ""]  # fmt: skip
+            parts += [
+                "Coarse attention: entropy (nats) per generated word, fraction of source words read "
+                "(chunks read at any step of a summary, and per generated word), coarse accuracy "
+                "(synthetic data).",
+                "",
+            ]
             parts += [markdown_table(attention, ATTENTION_COLUMNS), ""]
         for label, record in labelled:
             note = budget_note(record.get("training"))
@@ -351,8 +370,10 @@ def markdown_report(records: Sequence[dict[str, Any]], title: str = "Results") -
         for label, record in labelled:
             unk, tokens = record["metrics"].get("ppl_unk_scored"), record["metrics"].get("ppl_tokens")
             if unk:
-                parts.append(f"{label}: PPL scores {unk} of {tokens} reference tokens as <unk> (outside the "
-                             "output vocabulary and the source, as in training).")
+                parts.append(
+                    f"{label}: PPL scores {unk} of {tokens} reference tokens as <unk> (outside the "
+                    "output vocabulary and the source, as in training)."
+                )
         if any(r["metrics"].get("ppl_unk_scored") for _, r in labelled):
             parts.append("")
         for label, record in labelled:

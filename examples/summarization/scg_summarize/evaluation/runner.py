@@ -100,8 +100,13 @@ def evaluate_model(
     rouge_result = scorer.corpus(predictions, references, ids=[o["id"] for o in outputs], keep_per_example=True)
     for i, out in enumerate(outputs):
         out["rouge"] = {k: v[i] for k, v in rouge_result.per_example.items()}
-    metrics: dict[str, Any] = {"ppl": ppl.value, "ppl_tokens": ppl.tokens, "ppl_unk_scored": ppl.unk_scored,
-                               **rouge_result.scores, **gen_metrics.result()}
+    metrics: dict[str, Any] = {
+        "ppl": ppl.value,
+        "ppl_tokens": ppl.tokens,
+        "ppl_unk_scored": ppl.unk_scored,
+        **rouge_result.scores,
+        **gen_metrics.result(),
+    }
     metrics["coarse_accuracy_tf"] = tf_metrics.result()["coarse_accuracy"]
     metrics["mean_length"] = sum(len(o["summary"].split()) for o in outputs) / max(len(outputs), 1)
     topk = int(run.info.get("coarse_topk", 1))

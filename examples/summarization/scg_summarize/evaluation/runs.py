@@ -69,8 +69,16 @@ def evaluate_run(
     run = load_run(run_dir, data_dir=data_dir, device=device)
     dataset = SummarizationDataset(data_dir, split, vocab=run.vocab)
     limit = limit or int(table.get("max_examples", 0)) or None
-    result, outputs = evaluate_model(run, dataset, decode, RougeOptions(), limit=limit,
-                                     batch_size=int(table.get("batch_size", 32)), device=device, progress=progress)
+    result, outputs = evaluate_model(
+        run,
+        dataset,
+        decode,
+        RougeOptions(),
+        limit=limit,
+        batch_size=int(table.get("batch_size", 32)),
+        device=device,
+        progress=progress,
+    )
     (run_dir / "results.json").write_text(json.dumps(result, indent=2) + "\n")
     with open(run_dir / f"{split}.summaries.jsonl", "w", encoding="utf-8") as f:
         for out in outputs:

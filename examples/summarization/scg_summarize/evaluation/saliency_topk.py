@@ -33,16 +33,22 @@ from ..decoding.loading import LoadedRun
 from ..models.saliency_maps import SaliencyMaps
 from .rouge import Rouge, RougeOptions, RougeResult
 
-__all__ = ["SaliencyMaps", "SaliencyModel", "run_saliency_top_k", "saliency_model", "saliency_top_k", "top_k_rouge1",
-           "top_k_words"]
+__all__ = [
+    "SaliencyMaps",
+    "SaliencyModel",
+    "run_saliency_top_k",
+    "saliency_model",
+    "saliency_top_k",
+    "top_k_rouge1",
+    "top_k_words",
+]
 
 
 @runtime_checkable
 class SaliencyModel(Protocol):
     """Anything that scores the source words of a batch (``src``/``src_mask`` ``(B, M, N)``)."""
 
-    def saliency_maps(self, batch: Mapping[str, Any]) -> SaliencyMaps:
-        ...
+    def saliency_maps(self, batch: Mapping[str, Any]) -> SaliencyMaps: ...
 
 
 def top_k_words(tokens: Sequence[str], scores: Sequence[float], k: int = 10) -> list[str]:
@@ -69,15 +75,22 @@ def top_k_words(tokens: Sequence[str], scores: Sequence[float], k: int = 10) -> 
     return chosen
 
 
-def top_k_rouge1(words: Sequence[Sequence[str]], references: Sequence[Sequence[str]],
-                 rouge: Rouge | None = None) -> RougeResult:
+def top_k_rouge1(
+    words: Sequence[Sequence[str]], references: Sequence[Sequence[str]], rouge: Rouge | None = None
+) -> RougeResult:
     """ROUGE-1 F1 (x 100) of each document's word list (joined by spaces) against its references."""
     rouge = rouge or Rouge(RougeOptions(metrics=("rouge1",), hash_digits=True, split_sentences=False))
     return rouge.corpus([" ".join(w) for w in words], references, keep_per_example=True)
 
 
-def saliency_top_k(model: SaliencyModel, batches: Iterable[Mapping[str, Any]], id_to_token: Any, *,
-                   k: int = 10, rouge: Rouge | None = None) -> dict[str, Any]:
+def saliency_top_k(
+    model: SaliencyModel,
+    batches: Iterable[Mapping[str, Any]],
+    id_to_token: Any,
+    *,
+    k: int = 10,
+    rouge: Rouge | None = None,
+) -> dict[str, Any]:
     """Table 4: ROUGE-1 F1 of the top-``k`` words of every saliency map of ``model``.
 
     Args:
@@ -114,13 +127,22 @@ def saliency_model(run: LoadedRun) -> SaliencyModel:
     """The run's model if it scores its source words (``ValueError`` naming the run otherwise)."""
     model = getattr(run.decoder, "model", None)
     if not isinstance(model, SaliencyModel):
-        raise ValueError(f"--saliency-topk: the model of {run.run_dir} ({run.model}) has no saliency attention "
-                         f"(saliency_maps); Table 4's analysis applies to MAL runs (model.family = 'mal')")
+        raise ValueError(
+            f"--saliency-topk: the model of {run.run_dir} ({run.model}) has no saliency attention "
+            f"(saliency_maps); Table 4's analysis applies to MAL runs (model.family = 'mal')"
+        )
     return model
 
 
-def run_saliency_top_k(run: LoadedRun, dataset: SummarizationDataset, k: int, *, limit: int | None = None,
-                       batch_size: int = 32, device: str = "cpu") -> dict[str, Any]:
+def run_saliency_top_k(
+    run: LoadedRun,
+    dataset: SummarizationDataset,
+    k: int,
+    *,
+    limit: int | None = None,
+    batch_size: int = 32,
+    device: str = "cpu",
+) -> dict[str, Any]:
     """:func:`saliency_top_k` of a loaded run's model on the first ``limit`` examples (all when
     None) of ``dataset``, read as the run reads them (its ``regrid``).
 

@@ -57,8 +57,15 @@ class BootstrapResult:
     samples: int
 
 
-def paired_bootstrap(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray, *, samples: int = 10_000,
-                     level: float = 0.95, seed: int = 0, chunk: int = 1_000) -> BootstrapResult:
+def paired_bootstrap(
+    a: Sequence[float] | np.ndarray,
+    b: Sequence[float] | np.ndarray,
+    *,
+    samples: int = 10_000,
+    level: float = 0.95,
+    seed: int = 0,
+    chunk: int = 1_000,
+) -> BootstrapResult:
     """Paired bootstrap of mean(a) − mean(b) (see the module docstring).
 
     Args:
@@ -102,8 +109,10 @@ def _score(value: object, path: Path, lineno: int, metric: str) -> float:
         raise ValueError(f"{path}:{lineno}: 'rouge'.{metric} must be a number in [0, 1], got {kind} {value!r:.40}")
     score = float(value)
     if not math.isfinite(score) or not 0.0 <= score <= 1.0:
-        raise ValueError(f"{path}:{lineno}: 'rouge'.{metric} must be a number in [0, 1], got {value!r} "
-                         "(scores are F1/recall/precision fractions, not percentages)")
+        raise ValueError(
+            f"{path}:{lineno}: 'rouge'.{metric} must be a number in [0, 1], got {value!r} "
+            "(scores are F1/recall/precision fractions, not percentages)"
+        )
     return score
 
 
@@ -118,8 +127,10 @@ def read_per_example(path: str | Path, metrics: Sequence[str]) -> dict[str, dict
         missing = [m for m in metrics if not isinstance(rouge, Mapping) or m not in rouge]
         if missing or "id" not in record:
             wanted = ", ".join(f"'rouge'.{m}" for m in (missing or metrics))
-            raise ValueError(f"{path}:{lineno}: expected an object with 'id' and {wanted} "
-                             "(write per-example scores with evaluate, or baseline --summaries)")
+            raise ValueError(
+                f"{path}:{lineno}: expected an object with 'id' and {wanted} "
+                "(write per-example scores with evaluate, or baseline --summaries)"
+            )
         key = str(record["id"])
         if key in seen:
             raise ValueError(f"{path}:{lineno}: example id {key!r} appears twice")

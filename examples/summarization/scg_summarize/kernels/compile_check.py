@@ -55,8 +55,9 @@ class Spec:
     options: dict[str, int]
 
 
-def specs(dtype: str = "bf16", m: int = 1000, n: int = 40, hidden: int = 512, k: int = 3,
-          vocab: int = 50_000, rows: int = 320) -> list[Spec]:
+def specs(
+    dtype: str = "bf16", m: int = 1000, n: int = 40, hidden: int = 512, k: int = 3, vocab: int = 50_000, rows: int = 320
+) -> list[Spec]:
     """The instantiations to check (``dtype`` is the storage type of the big tensors)."""
     from . import triton_coarse as tc
     from . import triton_fine as tf
@@ -65,34 +66,126 @@ def specs(dtype: str = "bf16", m: int = 1000, n: int = 40, hidden: int = 512, k:
     out: list[Spec] = []
     for mode in ("multinomial", "distinct"):
         blocks, combine = tc.launch_meta(m, hidden, k, mode)
-        out.append(Spec(tc._coarse_blocks, mode, {
-            "keys_ptr": dtype, "query_ptr": dtype, "mask_ptr": "u8", "rows_ptr": "i64", "seed_ptr": "i64",
-            "scores_ptr": "fp32", "part_max_ptr": "fp32", "part_sum_ptr": "fp32", "cand_val_ptr": "fp32",
-            "cand_idx_ptr": "i32"}, {**blocks, "HAS_ROWS": True}, tc.OPTIONS))
-        out.append(Spec(tc._coarse_combine, mode, {
-            "scores_ptr": "fp32", "part_max_ptr": "fp32", "part_sum_ptr": "fp32", "cand_val_ptr": "fp32",
-            "cand_idx_ptr": "i32", "idx_ptr": "i64"}, combine, tc.OPTIONS))
+        out.append(
+            Spec(
+                tc._coarse_blocks,
+                mode,
+                {
+                    "keys_ptr": dtype,
+                    "query_ptr": dtype,
+                    "mask_ptr": "u8",
+                    "rows_ptr": "i64",
+                    "seed_ptr": "i64",
+                    "scores_ptr": "fp32",
+                    "part_max_ptr": "fp32",
+                    "part_sum_ptr": "fp32",
+                    "cand_val_ptr": "fp32",
+                    "cand_idx_ptr": "i32",
+                },
+                {**blocks, "HAS_ROWS": True},
+                tc.OPTIONS,
+            )
+        )
+        out.append(
+            Spec(
+                tc._coarse_combine,
+                mode,
+                {
+                    "scores_ptr": "fp32",
+                    "part_max_ptr": "fp32",
+                    "part_sum_ptr": "fp32",
+                    "cand_val_ptr": "fp32",
+                    "cand_idx_ptr": "i32",
+                    "idx_ptr": "i64",
+                },
+                combine,
+                tc.OPTIONS,
+            )
+        )
     scores, context, _ = tf.forward_meta(k, n, hidden)
     bwd = tf.launch_meta(k, n, hidden, backward=True)
-    out.append(Spec(tf._fine_scores, f"k={k}", {
-        "words_ptr": dtype, "query_ptr": dtype, "idx_ptr": "i64", "rows_ptr": "i64", "part_ptr": "fp32"},
-        {**scores, "HAS_ROWS": True}, tf.FORWARD_OPTIONS))
-    out.append(Spec(tf._fine_context, f"k={k}", {
-        "words_ptr": dtype, "wmask_ptr": "u8", "part_ptr": "fp32", "idx_ptr": "i64", "weights_ptr": dtype,
-        "rows_ptr": "i64", "context_ptr": dtype, "attn_ptr": "fp32"}, {**context, "HAS_ROWS": True},
-        tf.FORWARD_OPTIONS))
-    out.append(Spec(tf._fine_backward, f"k={k}", {
-        "dctx_ptr": dtype, "dattn_ptr": "fp32", "words_ptr": dtype, "query_ptr": dtype, "idx_ptr": "i64",
-        "weights_ptr": dtype, "attn_ptr": "fp32", "rows_ptr": "i64", "dsel_ptr": "fp32", "dquery_ptr": "fp32",
-        "dweights_ptr": "fp32"}, {**bwd, "HAS_ROWS": True, "HAS_DATTN": True}, tf.BACKWARD_OPTIONS))
+    out.append(
+        Spec(
+            tf._fine_scores,
+            f"k={k}",
+            {"words_ptr": dtype, "query_ptr": dtype, "idx_ptr": "i64", "rows_ptr": "i64", "part_ptr": "fp32"},
+            {**scores, "HAS_ROWS": True},
+            tf.FORWARD_OPTIONS,
+        )
+    )
+    out.append(
+        Spec(
+            tf._fine_context,
+            f"k={k}",
+            {
+                "words_ptr": dtype,
+                "wmask_ptr": "u8",
+                "part_ptr": "fp32",
+                "idx_ptr": "i64",
+                "weights_ptr": dtype,
+                "rows_ptr": "i64",
+                "context_ptr": dtype,
+                "attn_ptr": "fp32",
+            },
+            {**context, "HAS_ROWS": True},
+            tf.FORWARD_OPTIONS,
+        )
+    )
+    out.append(
+        Spec(
+            tf._fine_backward,
+            f"k={k}",
+            {
+                "dctx_ptr": dtype,
+                "dattn_ptr": "fp32",
+                "words_ptr": dtype,
+                "query_ptr": dtype,
+                "idx_ptr": "i64",
+                "weights_ptr": dtype,
+                "attn_ptr": "fp32",
+                "rows_ptr": "i64",
+                "dsel_ptr": "fp32",
+                "dquery_ptr": "fp32",
+                "dweights_ptr": "fp32",
+            },
+            {**bwd, "HAS_ROWS": True, "HAS_DATTN": True},
+            tf.BACKWARD_OPTIONS,
+        )
+    )
     blocks, combine = tt.launch_meta(rows, vocab, hidden, 5, dtype == "fp32")
-    out.append(Spec(tt._topk_blocks, "k=5", {
-        "hidden_ptr": dtype, "weight_ptr": dtype, "bias_ptr": dtype, "part_max_ptr": "fp32",
-        "part_sum_ptr": "fp32", "cand_val_ptr": "fp32", "cand_idx_ptr": "i32"}, {**blocks, "HAS_BIAS": True},
-        tt.OPTIONS))
-    out.append(Spec(tt._topk_combine, "k=5", {
-        "part_max_ptr": "fp32", "part_sum_ptr": "fp32", "cand_val_ptr": "fp32", "cand_idx_ptr": "i32",
-        "values_ptr": "fp32", "indices_ptr": "i64"}, combine, tt.OPTIONS))
+    out.append(
+        Spec(
+            tt._topk_blocks,
+            "k=5",
+            {
+                "hidden_ptr": dtype,
+                "weight_ptr": dtype,
+                "bias_ptr": dtype,
+                "part_max_ptr": "fp32",
+                "part_sum_ptr": "fp32",
+                "cand_val_ptr": "fp32",
+                "cand_idx_ptr": "i32",
+            },
+            {**blocks, "HAS_BIAS": True},
+            tt.OPTIONS,
+        )
+    )
+    out.append(
+        Spec(
+            tt._topk_combine,
+            "k=5",
+            {
+                "part_max_ptr": "fp32",
+                "part_sum_ptr": "fp32",
+                "cand_val_ptr": "fp32",
+                "cand_idx_ptr": "i32",
+                "values_ptr": "fp32",
+                "indices_ptr": "i64",
+            },
+            combine,
+            tt.OPTIONS,
+        )
+    )
     return out
 
 
@@ -106,8 +199,9 @@ def _resource_usage(cubin: bytes, name: str) -> dict[str, int]:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / f"{name}.cubin"
         path.write_bytes(cubin)
-        text = subprocess.run([_tool("cuobjdump"), "--dump-resource-usage", str(path)],
-                              capture_output=True, text=True, check=True).stdout
+        text = subprocess.run(
+            [_tool("cuobjdump"), "--dump-resource-usage", str(path)], capture_output=True, text=True, check=True
+        ).stdout
     fields = dict(re.findall(r"\b(REG|STACK|SHARED|LOCAL):(\d+)", text))
     if "REG" not in fields:
         raise RuntimeError(f"cuobjdump gave no resource usage for {name}:\n{text}")
@@ -139,13 +233,19 @@ def compile_kernel(spec: Spec, arch: int = 90) -> Usage:
         else:
             signature[a] = "i32"
     start = time.perf_counter()
-    src = ASTSource(fn, signature, constexprs={(names.index(a),): v for a, v in spec.constexprs.items()},
-                    attrs=attrs)
+    src = ASTSource(fn, signature, constexprs={(names.index(a),): v for a, v in spec.constexprs.items()}, attrs=attrs)
     compiled = triton.compile(src, target=GPUTarget("cuda", arch, 32), options=dict(spec.options))
     seconds = time.perf_counter() - start
     use = _resource_usage(compiled.asm["cubin"], fn.__name__)
-    return Usage(fn.__name__, spec.variant, use["REG"], use.get("STACK", 0), use.get("LOCAL", 0),
-                 use.get("SHARED", 0), round(seconds, 2))
+    return Usage(
+        fn.__name__,
+        spec.variant,
+        use["REG"],
+        use.get("STACK", 0),
+        use.get("LOCAL", 0),
+        use.get("SHARED", 0),
+        round(seconds, 2),
+    )
 
 
 def check_all(dtype: str = "bf16") -> list[Usage]:
@@ -167,8 +267,10 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print(f"{'kernel':<18} {'variant':<12} {'regs':>5} {'stack':>6} {'local':>6} {'shared':>7} {'s':>6}")
         for u in usages:
-            print(f"{u.kernel:<18} {u.variant:<12} {u.registers:>5} {u.stack_bytes:>6} {u.local_bytes:>6} "
-                  f"{u.shared_bytes:>7} {u.seconds:>6}")
+            print(
+                f"{u.kernel:<18} {u.variant:<12} {u.registers:>5} {u.stack_bytes:>6} {u.local_bytes:>6} "
+                f"{u.shared_bytes:>7} {u.seconds:>6}"
+            )
     return 1 if any(u.stack_bytes or u.local_bytes for u in usages) else 0
 
 

@@ -71,12 +71,20 @@ def _no_autocast(device: torch.device) -> AbstractContextManager[Any]:
 
 
 @torch.library.custom_op("scg::c2f_coarse_sample", mutates_args=())
-def c2f_coarse_sample(keys: torch.Tensor, query: torch.Tensor, chunk_mask: torch.Tensor, seed: torch.Tensor,
-                      k: int, mode: str = "multinomial", rows: torch.Tensor | None = None
-                      ) -> tuple[torch.Tensor, torch.Tensor]:
+def c2f_coarse_sample(
+    keys: torch.Tensor,
+    query: torch.Tensor,
+    chunk_mask: torch.Tensor,
+    seed: torch.Tensor,
+    k: int,
+    mode: str = "multinomial",
+    rows: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Chunk log-probabilities and ``k`` chosen chunks; see :func:`.reference.coarse_sample`."""
-    _check(keys.dim() == 3 and query.dim() == 2 and keys.shape[2] == query.shape[1],
-           f"keys (B, M, D) and query (R, D) expected, got {tuple(keys.shape)} and {tuple(query.shape)}")
+    _check(
+        keys.dim() == 3 and query.dim() == 2 and keys.shape[2] == query.shape[1],
+        f"keys (B, M, D) and query (R, D) expected, got {tuple(keys.shape)} and {tuple(query.shape)}",
+    )
     _check(tuple(chunk_mask.shape) == tuple(keys.shape[:2]), "chunk_mask must have shape (B, M)")
     _check(mode in reference.COARSE_MODES, f"mode={mode!r}: expected one of {reference.COARSE_MODES}")
     _check(k >= 1 and (mode == "multinomial" or k <= keys.shape[1]), f"k={k}: need 1 <= k (<= M unless multinomial)")
@@ -88,8 +96,15 @@ def c2f_coarse_sample(keys: torch.Tensor, query: torch.Tensor, chunk_mask: torch
 
 
 @c2f_coarse_sample.register_fake
-def _(keys: torch.Tensor, query: torch.Tensor, chunk_mask: torch.Tensor, seed: torch.Tensor, k: int,
-      mode: str = "multinomial", rows: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def _(
+    keys: torch.Tensor,
+    query: torch.Tensor,
+    chunk_mask: torch.Tensor,
+    seed: torch.Tensor,
+    k: int,
+    mode: str = "multinomial",
+    rows: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     n_rows = query.shape[0]
     log_alpha = query.new_empty((n_rows, keys.shape[1]), dtype=reference.acc_dtype(query.dtype))
     return log_alpha, query.new_empty((n_rows, k), dtype=torch.int64)
@@ -113,17 +128,26 @@ c2f_coarse_sample.register_autograd(_coarse_backward, setup_context=_coarse_setu
 
 
 @torch.library.custom_op("scg::c2f_fine_attend", mutates_args=())
-def c2f_fine_attend(words: torch.Tensor, word_mask: torch.Tensor, query: torch.Tensor, idx: torch.Tensor,
-                    weights: torch.Tensor, rows: torch.Tensor | None = None, sparse_grad: bool = False
-                    ) -> tuple[torch.Tensor, torch.Tensor]:
+def c2f_fine_attend(
+    words: torch.Tensor,
+    word_mask: torch.Tensor,
+    query: torch.Tensor,
+    idx: torch.Tensor,
+    weights: torch.Tensor,
+    rows: torch.Tensor | None = None,
+    sparse_grad: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Context over the words of the selected chunks; see :func:`.reference.fine_attend`."""
-    _check(words.dim() == 4 and query.dim() == 2 and words.shape[3] == query.shape[1],
-           f"words (B, M, N, H) and query (R, H) expected, got {tuple(words.shape)} and {tuple(query.shape)}")
+    _check(
+        words.dim() == 4 and query.dim() == 2 and words.shape[3] == query.shape[1],
+        f"words (B, M, N, H) and query (R, H) expected, got {tuple(words.shape)} and {tuple(query.shape)}",
+    )
     _check(tuple(word_mask.shape) == tuple(words.shape[:3]), "word_mask must have shape (B, M, N)")
-    _check(idx.dim() == 2 and idx.shape[0] == query.shape[0] and tuple(weights.shape) == tuple(idx.shape),
-           "idx and weights must have shape (R, k)")
-    _same_device("c2f_fine_attend", words=words, word_mask=word_mask, query=query, idx=idx, weights=weights,
-                 rows=rows)
+    _check(
+        idx.dim() == 2 and idx.shape[0] == query.shape[0] and tuple(weights.shape) == tuple(idx.shape),
+        "idx and weights must have shape (R, k)",
+    )
+    _same_device("c2f_fine_attend", words=words, word_mask=word_mask, query=query, idx=idx, weights=weights, rows=rows)
     with _no_autocast(query.device):
         if choose(query.device) == "triton":
             return cast(Pair, triton_module("fine").fine_forward(words, word_mask, query, idx, weights, rows))
@@ -131,17 +155,31 @@ def c2f_fine_attend(words: torch.Tensor, word_mask: torch.Tensor, query: torch.T
 
 
 @c2f_fine_attend.register_fake
-def _(words: torch.Tensor, word_mask: torch.Tensor, query: torch.Tensor, idx: torch.Tensor, weights: torch.Tensor,
-      rows: torch.Tensor | None = None, sparse_grad: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+def _(
+    words: torch.Tensor,
+    word_mask: torch.Tensor,
+    query: torch.Tensor,
+    idx: torch.Tensor,
+    weights: torch.Tensor,
+    rows: torch.Tensor | None = None,
+    sparse_grad: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor]:
     n_rows, k = idx.shape
     attn = query.new_empty((n_rows, k, words.shape[2]), dtype=reference.acc_dtype(query.dtype))
     return torch.empty_like(query), attn
 
 
 @torch.library.custom_op("scg::c2f_fine_backward", mutates_args=())
-def c2f_fine_backward(grad_context: torch.Tensor, grad_attn: torch.Tensor | None, words: torch.Tensor,
-                      query: torch.Tensor, idx: torch.Tensor, weights: torch.Tensor, attn: torch.Tensor,
-                      rows: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def c2f_fine_backward(
+    grad_context: torch.Tensor,
+    grad_attn: torch.Tensor | None,
+    words: torch.Tensor,
+    query: torch.Tensor,
+    idx: torch.Tensor,
+    weights: torch.Tensor,
+    attn: torch.Tensor,
+    rows: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(d_selected (R, k, N, H), d_query, d_weights)``; see :func:`.reference.fine_backward`."""
     args = (grad_context, grad_attn, words, query, idx, weights, attn, rows)
     with _no_autocast(query.device):
@@ -151,9 +189,16 @@ def c2f_fine_backward(grad_context: torch.Tensor, grad_attn: torch.Tensor | None
 
 
 @c2f_fine_backward.register_fake
-def _(grad_context: torch.Tensor, grad_attn: torch.Tensor | None, words: torch.Tensor, query: torch.Tensor,
-      idx: torch.Tensor, weights: torch.Tensor, attn: torch.Tensor, rows: torch.Tensor | None = None
-      ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _(
+    grad_context: torch.Tensor,
+    grad_attn: torch.Tensor | None,
+    words: torch.Tensor,
+    query: torch.Tensor,
+    idx: torch.Tensor,
+    weights: torch.Tensor,
+    attn: torch.Tensor,
+    rows: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     n_rows, k = idx.shape
     d_sel = attn.new_empty((n_rows, k, words.shape[2], words.shape[3]))
     return d_sel, torch.empty_like(query), torch.empty_like(weights)
@@ -202,11 +247,14 @@ def densify_grad(x: torch.Tensor) -> torch.Tensor:
 
 
 @torch.library.custom_op("scg::logsoftmax_topk", mutates_args=())
-def logsoftmax_topk(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, k: int
-                    ) -> tuple[torch.Tensor, torch.Tensor]:
+def logsoftmax_topk(
+    hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, k: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The ``k`` best log-probabilities of ``softmax(hidden @ weight.T + bias)`` per row and their indices."""
-    _check(hidden.dim() == 2 and weight.dim() == 2 and hidden.shape[1] == weight.shape[1],
-           f"hidden (R, H) and weight (V, H) expected, got {tuple(hidden.shape)} and {tuple(weight.shape)}")
+    _check(
+        hidden.dim() == 2 and weight.dim() == 2 and hidden.shape[1] == weight.shape[1],
+        f"hidden (R, H) and weight (V, H) expected, got {tuple(hidden.shape)} and {tuple(weight.shape)}",
+    )
     _check(1 <= k <= weight.shape[0], f"k={k}: need 1 <= k <= V={weight.shape[0]}")
     _same_device("logsoftmax_topk", hidden=hidden, weight=weight, bias=bias)
     with _no_autocast(hidden.device):
@@ -216,8 +264,9 @@ def logsoftmax_topk(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tens
 
 
 @logsoftmax_topk.register_fake
-def _(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, k: int
-      ) -> tuple[torch.Tensor, torch.Tensor]:
+def _(
+    hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, k: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     n_rows = hidden.shape[0]
     values = hidden.new_empty((n_rows, k), dtype=reference.acc_dtype(hidden.dtype))
     return values, hidden.new_empty((n_rows, k), dtype=torch.int64)

@@ -72,15 +72,23 @@ def _by_row(t: torch.Tensor, rows: torch.Tensor | None) -> torch.Tensor:
     return t if rows is None else t[rows.to(torch.int64)]
 
 
-def _coarse_scores(keys: torch.Tensor, query: torch.Tensor, chunk_mask: torch.Tensor,
-                   rows: torch.Tensor | None) -> torch.Tensor:
+def _coarse_scores(
+    keys: torch.Tensor, query: torch.Tensor, chunk_mask: torch.Tensor, rows: torch.Tensor | None
+) -> torch.Tensor:
     dt = acc_dtype(query.dtype)
     scores = torch.bmm(_by_row(keys, rows).to(dt), query.to(dt).unsqueeze(2)).squeeze(2)
     return scores.masked_fill(~_by_row(chunk_mask, rows), float("-inf"))
 
 
-def coarse_sample(keys: torch.Tensor, query: torch.Tensor, chunk_mask: torch.Tensor, seed: torch.Tensor,
-                  k: int, mode: str, rows: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+def coarse_sample(
+    keys: torch.Tensor,
+    query: torch.Tensor,
+    chunk_mask: torch.Tensor,
+    seed: torch.Tensor,
+    k: int,
+    mode: str,
+    rows: torch.Tensor | None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Masked log-softmax over chunks and ``k`` choices: ``(log_alpha (R, M), idx (R, k) int64)``."""
     scores = _coarse_scores(keys, query, chunk_mask, rows)
     log_alpha = torch.log_softmax(scores, dim=-1)
@@ -95,8 +103,13 @@ def coarse_sample(keys: torch.Tensor, query: torch.Tensor, chunk_mask: torch.Ten
     return log_alpha, torch.sort(perturbed, dim=-1, descending=True, stable=True).indices[:, :k].contiguous()
 
 
-def coarse_backward(grad_log_alpha: torch.Tensor, log_alpha: torch.Tensor, keys: torch.Tensor,
-                    query: torch.Tensor, rows: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+def coarse_backward(
+    grad_log_alpha: torch.Tensor,
+    log_alpha: torch.Tensor,
+    keys: torch.Tensor,
+    query: torch.Tensor,
+    rows: torch.Tensor | None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Gradients of ``log_alpha`` to ``(keys, query)`` (log-softmax backward, then the bilinear score)."""
     dt = log_alpha.dtype
     alpha = log_alpha.exp()  # 0 at masked chunks (log_alpha = -inf)
@@ -115,14 +128,21 @@ def coarse_backward(grad_log_alpha: torch.Tensor, log_alpha: torch.Tensor, keys:
 # ------------------------------------------------------------------------------------------------ fine
 
 
-def _selected(words: torch.Tensor, word_mask: torch.Tensor, idx: torch.Tensor,
-              rows: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+def _selected(
+    words: torch.Tensor, word_mask: torch.Tensor, idx: torch.Tensor, rows: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor]:
     r = _rows(rows, idx.shape[0], idx.device).unsqueeze(1)
     return words[r, idx], word_mask[r, idx]  # (R, k, N, H), (R, k, N)
 
 
-def fine_attend(words: torch.Tensor, word_mask: torch.Tensor, query: torch.Tensor, idx: torch.Tensor,
-                weights: torch.Tensor, rows: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+def fine_attend(
+    words: torch.Tensor,
+    word_mask: torch.Tensor,
+    query: torch.Tensor,
+    idx: torch.Tensor,
+    weights: torch.Tensor,
+    rows: torch.Tensor | None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-chunk word softmax and the weighted context: ``(context (R, H), attn (R, k, N))``."""
     dt = acc_dtype(query.dtype)
     sel, sel_mask = _selected(words, word_mask, idx, rows)
@@ -137,9 +157,16 @@ def fine_attend(words: torch.Tensor, word_mask: torch.Tensor, query: torch.Tenso
     return context.to(query.dtype), attn
 
 
-def fine_backward(grad_context: torch.Tensor, grad_attn: torch.Tensor | None, words: torch.Tensor,
-                  query: torch.Tensor, idx: torch.Tensor, weights: torch.Tensor, attn: torch.Tensor,
-                  rows: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def fine_backward(
+    grad_context: torch.Tensor,
+    grad_attn: torch.Tensor | None,
+    words: torch.Tensor,
+    query: torch.Tensor,
+    idx: torch.Tensor,
+    weights: torch.Tensor,
+    attn: torch.Tensor,
+    rows: torch.Tensor | None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Gradients of :func:`fine_attend`: ``(d_selected (R, k, N, H), d_query (R, H), d_weights (R, k))``.
 
     ``d_selected[r, d, j]`` is the gradient to ``words[rows[r], idx[r, d], j]``; repeated draws and
@@ -162,8 +189,9 @@ def fine_backward(grad_context: torch.Tensor, grad_attn: torch.Tensor | None, wo
     return d_sel, d_query.to(query.dtype), d_weights.to(weights.dtype)
 
 
-def scatter_word_grad(d_selected: torch.Tensor, idx: torch.Tensor, rows: torch.Tensor | None,
-                      words: torch.Tensor, sparse: bool) -> torch.Tensor:
+def scatter_word_grad(
+    d_selected: torch.Tensor, idx: torch.Tensor, rows: torch.Tensor | None, words: torch.Tensor, sparse: bool
+) -> torch.Tensor:
     """Place the per-draw gradients at ``words[rows[r], idx[r, d]]``, summing repeats.
 
     Dense: a zero tensor of ``words``' shape filled with ``index_put_(accumulate=True)`` (torch's CUDA
@@ -189,8 +217,9 @@ def _logits(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | Non
     return torch.nn.functional.linear(hidden.to(dt), weight.to(dt), None if bias is None else bias.to(dt))
 
 
-def logsoftmax_topk(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
-                    k: int) -> tuple[torch.Tensor, torch.Tensor]:
+def logsoftmax_topk(
+    hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, k: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The ``k`` best ``log_softmax(hidden @ weight.T + bias)`` entries per row, best first.
 
     Computed as ``nn.Linear`` + ``log_softmax`` + ``topk`` (the unfused model's ops), so that in
@@ -200,9 +229,13 @@ def logsoftmax_topk(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tens
     return top.values, top.indices
 
 
-def logsoftmax_topk_backward(grad_values: torch.Tensor, indices: torch.Tensor, hidden: torch.Tensor,
-                             weight: torch.Tensor, bias: torch.Tensor | None
-                             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+def logsoftmax_topk_backward(
+    grad_values: torch.Tensor,
+    indices: torch.Tensor,
+    hidden: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """Gradients of :func:`logsoftmax_topk`'s values to ``(hidden, weight, bias)`` (recomputes the logits)."""
     logits = _logits(hidden, weight, bias)
     g = grad_values.to(logits.dtype)

@@ -74,10 +74,19 @@ def draw_log_prob(log_alpha: torch.Tensor, idx: torch.Tensor, mode: str = "multi
     return (picked - remaining).sum(-1)
 
 
-def c2f_attention(query_coarse: torch.Tensor, query_fine: torch.Tensor, keys: torch.Tensor,
-                  chunk_mask: torch.Tensor, words: torch.Tensor, word_mask: torch.Tensor, seed: torch.Tensor,
-                  k: int = 1, mode: str = "multinomial", rows: torch.Tensor | None = None,
-                  sparse_grad: bool = False) -> FusedC2FStep:
+def c2f_attention(
+    query_coarse: torch.Tensor,
+    query_fine: torch.Tensor,
+    keys: torch.Tensor,
+    chunk_mask: torch.Tensor,
+    words: torch.Tensor,
+    word_mask: torch.Tensor,
+    seed: torch.Tensor,
+    k: int = 1,
+    mode: str = "multinomial",
+    rows: torch.Tensor | None = None,
+    sparse_grad: bool = False,
+) -> FusedC2FStep:
     """One coarse-to-fine hard-attention step.
 
     Args:
@@ -101,12 +110,24 @@ def c2f_attention(query_coarse: torch.Tensor, query_fine: torch.Tensor, keys: to
     else:
         weights = torch.full(idx.shape, 1.0 / k, dtype=query_fine.dtype, device=idx.device)
     context, word_attn = c2f_fine_attend(words, word_mask, query_fine, idx, weights, rows, sparse_grad)
-    return FusedC2FStep(context=context, idx=idx, weights=weights, log_alpha=log_alpha,
-                        log_prob=draw_log_prob(log_alpha, idx, mode), word_attn=word_attn)
+    return FusedC2FStep(
+        context=context,
+        idx=idx,
+        weights=weights,
+        log_alpha=log_alpha,
+        log_prob=draw_log_prob(log_alpha, idx, mode),
+        word_attn=word_attn,
+    )
 
 
-def fused_c2f_read(words: torch.Tensor, word_mask: torch.Tensor, idx: torch.Tensor, weights: torch.Tensor,
-                   q: torch.Tensor, rows: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def fused_c2f_read(
+    words: torch.Tensor,
+    word_mask: torch.Tensor,
+    idx: torch.Tensor,
+    weights: torch.Tensor,
+    q: torch.Tensor,
+    rows: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """``models.attention.c2f_read`` on the kernel path: ``(context (R, H), alpha_w (R, k, N))``.
 
     ``rows`` ``(R,)``: the encoder row of each query row (beam search), or None (``R = B``).
@@ -132,8 +153,9 @@ class KernelDraws(ScoreFunction):
     def draw(self, dist: Distribution, sample_shape: torch.Size) -> torch.Tensor:
         expected = sample_shape + dist.batch_shape + dist.event_shape
         if self.value.shape != expected:
-            raise SCGError(f"KernelDraws: value of shape {tuple(self.value.shape)}, but the node "
-                           f"expects {tuple(expected)}")
+            raise SCGError(
+                f"KernelDraws: value of shape {tuple(self.value.shape)}, but the node expects {tuple(expected)}"
+            )
         return self.value.detach()
 
     def __repr__(self) -> str:

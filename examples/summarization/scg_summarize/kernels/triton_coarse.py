@@ -36,11 +36,27 @@ _MODES = ("multinomial", "distinct", "greedy")  # MODE = index; same names as re
 
 @triton.jit
 def _coarse_blocks(
-    keys_ptr, query_ptr, mask_ptr, rows_ptr, seed_ptr,
-    scores_ptr, part_max_ptr, part_sum_ptr, cand_val_ptr, cand_idx_ptr,
-    M, H, stride_kb, stride_km, n_blocks,
-    K: tl.constexpr, K_PAD: tl.constexpr, MODE: tl.constexpr, HAS_ROWS: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_H: tl.constexpr,
+    keys_ptr,
+    query_ptr,
+    mask_ptr,
+    rows_ptr,
+    seed_ptr,
+    scores_ptr,
+    part_max_ptr,
+    part_sum_ptr,
+    cand_val_ptr,
+    cand_idx_ptr,
+    M,
+    H,
+    stride_kb,
+    stride_km,
+    n_blocks,
+    K: tl.constexpr,
+    K_PAD: tl.constexpr,
+    MODE: tl.constexpr,
+    HAS_ROWS: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_H: tl.constexpr,
 ):
     r = tl.program_id(0)
     blk = tl.program_id(1)
@@ -51,8 +67,11 @@ def _coarse_blocks(
     for h0 in range(0, H, BLOCK_H):
         offs_h = h0 + tl.arange(0, BLOCK_H)
         in_h = offs_h < H
-        tile = tl.load(keys_ptr + b * stride_kb + offs_m[:, None] * stride_km + offs_h[None, :],
-                       mask=in_m[:, None] & in_h[None, :], other=0.0).to(tl.float32)
+        tile = tl.load(
+            keys_ptr + b * stride_kb + offs_m[:, None] * stride_km + offs_h[None, :],
+            mask=in_m[:, None] & in_h[None, :],
+            other=0.0,
+        ).to(tl.float32)
         q = tl.load(query_ptr + r * H + offs_h, mask=in_h, other=0.0).to(tl.float32)
         acc += tl.sum(tile * q[None, :], axis=1)
     valid = in_m & (tl.load(mask_ptr + b * M + offs_m, mask=in_m, other=0) != 0)
@@ -91,9 +110,19 @@ def _coarse_blocks(
 
 @triton.jit
 def _coarse_combine(
-    scores_ptr, part_max_ptr, part_sum_ptr, cand_val_ptr, cand_idx_ptr, idx_ptr,
-    M, n_blocks,
-    K: tl.constexpr, K_PAD: tl.constexpr, MODE: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr,
+    scores_ptr,
+    part_max_ptr,
+    part_sum_ptr,
+    cand_val_ptr,
+    cand_idx_ptr,
+    idx_ptr,
+    M,
+    n_blocks,
+    K: tl.constexpr,
+    K_PAD: tl.constexpr,
+    MODE: tl.constexpr,
+    BLOCK_P: tl.constexpr,
+    BLOCK_C: tl.constexpr,
     BLOCK_M: tl.constexpr,
 ):
     r = tl.program_id(0)
@@ -137,13 +166,26 @@ def launch_meta(m: int, hidden: int, k: int, mode: str) -> tuple[dict[str, int],
     n_blocks = triton.cdiv(m, block_m)
     code = _MODES.index(mode)
     blocks = {"K": k, "K_PAD": pow2(k), "MODE": code, "BLOCK_M": block_m, "BLOCK_H": pow2(hidden, lo=16, hi=128)}
-    combine = {"K": k, "K_PAD": pow2(k), "MODE": code, "BLOCK_P": pow2(n_blocks), "BLOCK_C": pow2(n_blocks * k),
-               "BLOCK_M": pow2(m, lo=16, hi=1024)}
+    combine = {
+        "K": k,
+        "K_PAD": pow2(k),
+        "MODE": code,
+        "BLOCK_P": pow2(n_blocks),
+        "BLOCK_C": pow2(n_blocks * k),
+        "BLOCK_M": pow2(m, lo=16, hi=1024),
+    }
     return blocks, combine
 
 
-def coarse_sample(keys: torch.Tensor, query: torch.Tensor, chunk_mask: torch.Tensor, seed: torch.Tensor,
-                  k: int, mode: str, rows: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+def coarse_sample(
+    keys: torch.Tensor,
+    query: torch.Tensor,
+    chunk_mask: torch.Tensor,
+    seed: torch.Tensor,
+    k: int,
+    mode: str,
+    rows: torch.Tensor | None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Triton version of :func:`.reference.coarse_sample` (same arguments, same results)."""
     out_dtype = torch.float64 if query.dtype == torch.float64 else torch.float32
     keys, query = kernel_float(keys), kernel_float(query).contiguous()
@@ -164,10 +206,35 @@ def coarse_sample(keys: torch.Tensor, query: torch.Tensor, chunk_mask: torch.Ten
     rows_arg = rows.contiguous() if rows is not None else idx  # any pointer when HAS_ROWS is False
     seed_arg = seed.reshape(1).to(device=dev, dtype=torch.int64)
     _coarse_blocks[(n_rows, n_blocks)](
-        keys, query, mask, rows_arg, seed_arg, scores, part_max, part_sum, cand_val, cand_idx,
-        m, hidden, keys.stride(0), keys.stride(1), n_blocks, HAS_ROWS=rows is not None, **blocks_meta, **OPTIONS,
+        keys,
+        query,
+        mask,
+        rows_arg,
+        seed_arg,
+        scores,
+        part_max,
+        part_sum,
+        cand_val,
+        cand_idx,
+        m,
+        hidden,
+        keys.stride(0),
+        keys.stride(1),
+        n_blocks,
+        HAS_ROWS=rows is not None,
+        **blocks_meta,
+        **OPTIONS,
     )
     _coarse_combine[(n_rows,)](
-        scores, part_max, part_sum, cand_val, cand_idx, idx, m, n_blocks, **combine_meta, **OPTIONS,
+        scores,
+        part_max,
+        part_sum,
+        cand_val,
+        cand_idx,
+        idx,
+        m,
+        n_blocks,
+        **combine_meta,
+        **OPTIONS,
     )
     return scores.to(out_dtype), idx

@@ -29,8 +29,15 @@ import triton.language as tl
 
 from .triton_common import encoder_row, kernel_float, pow2
 
-__all__ = ["BACKWARD_OPTIONS", "FORWARD_BLOCK_H", "FORWARD_OPTIONS", "fine_backward", "fine_forward", "forward_meta",
-           "launch_meta"]
+__all__ = [
+    "BACKWARD_OPTIONS",
+    "FORWARD_BLOCK_H",
+    "FORWARD_OPTIONS",
+    "fine_backward",
+    "fine_forward",
+    "forward_meta",
+    "launch_meta",
+]
 
 #: Launch options (the compile check uses the same).
 FORWARD_OPTIONS: dict[str, int] = {"num_warps": 4, "num_stages": 2}
@@ -41,9 +48,20 @@ BACKWARD_OPTIONS: dict[str, int] = {"num_warps": 8, "num_stages": 2}
 
 @triton.jit
 def _fine_scores(
-    words_ptr, query_ptr, idx_ptr, rows_ptr, part_ptr,
-    N, H, stride_wb, stride_wm, stride_wn,
-    K: tl.constexpr, N_PAD: tl.constexpr, BLOCK_H: tl.constexpr, HAS_ROWS: tl.constexpr,
+    words_ptr,
+    query_ptr,
+    idx_ptr,
+    rows_ptr,
+    part_ptr,
+    N,
+    H,
+    stride_wb,
+    stride_wm,
+    stride_wn,
+    K: tl.constexpr,
+    N_PAD: tl.constexpr,
+    BLOCK_H: tl.constexpr,
+    HAS_ROWS: tl.constexpr,
 ):
     """Program ``(r, j)``: the partial scores ``sum_{h in slice j} h_dnh q_h`` of each draw ``d`` of row
     ``r`` over the ``j``-th hidden slice, into ``part[r, j, d, :N]`` (fp32)."""
@@ -58,16 +76,35 @@ def _fine_scores(
     q = tl.load(query_ptr + r * H + offs_h, mask=in_h, other=0.0).to(tl.float32)
     for d in tl.static_range(K):
         c = tl.load(idx_ptr + r * K + d)
-        e = tl.load(words_ptr + b * stride_wb + c * stride_wm + offs_n[:, None] * stride_wn + offs_h[None, :],
-                    mask=in_n[:, None] & in_h[None, :], other=0.0).to(tl.float32)  # (N_PAD, BLOCK_H)
+        e = tl.load(
+            words_ptr + b * stride_wb + c * stride_wm + offs_n[:, None] * stride_wn + offs_h[None, :],
+            mask=in_n[:, None] & in_h[None, :],
+            other=0.0,
+        ).to(tl.float32)  # (N_PAD, BLOCK_H)
         tl.store(part_ptr + ((r * n_split + j) * K + d) * N + offs_n, tl.sum(e * q[None, :], axis=1), mask=in_n)
 
 
 @triton.jit
 def _fine_context(
-    words_ptr, wmask_ptr, part_ptr, idx_ptr, weights_ptr, rows_ptr, context_ptr, attn_ptr,
-    M, N, H, stride_wb, stride_wm, stride_wn,
-    K: tl.constexpr, N_PAD: tl.constexpr, S_PAD: tl.constexpr, BLOCK_H: tl.constexpr, HAS_ROWS: tl.constexpr,
+    words_ptr,
+    wmask_ptr,
+    part_ptr,
+    idx_ptr,
+    weights_ptr,
+    rows_ptr,
+    context_ptr,
+    attn_ptr,
+    M,
+    N,
+    H,
+    stride_wb,
+    stride_wm,
+    stride_wn,
+    K: tl.constexpr,
+    N_PAD: tl.constexpr,
+    S_PAD: tl.constexpr,
+    BLOCK_H: tl.constexpr,
+    HAS_ROWS: tl.constexpr,
 ):
     """Program ``(r, j)``: the scores of each draw (the partial scores summed over the slices), the
     masked softmax over its chunk's real words (written to ``attn`` by the slice-0 program), and the
@@ -85,8 +122,11 @@ def _fine_context(
     acc = tl.zeros([BLOCK_H], dtype=tl.float32)
     for d in tl.static_range(K):
         c = tl.load(idx_ptr + r * K + d)
-        parts = tl.load(part_ptr + ((r * n_split + offs_s[:, None]) * K + d) * N + offs_n[None, :],
-                        mask=in_s[:, None] & in_n[None, :], other=0.0)  # (S_PAD, N_PAD)
+        parts = tl.load(
+            part_ptr + ((r * n_split + offs_s[:, None]) * K + d) * N + offs_n[None, :],
+            mask=in_s[:, None] & in_n[None, :],
+            other=0.0,
+        )  # (S_PAD, N_PAD)
         s = tl.sum(parts, axis=0)
         real = in_n & (tl.load(wmask_ptr + (b * M + c) * N + offs_n, mask=in_n, other=0) != 0)
         s = tl.where(real, s, float("-inf"))
@@ -98,19 +138,39 @@ def _fine_context(
         if j == 0:
             tl.store(attn_ptr + (r * K + d) * N + offs_n, p, mask=in_n)
         w = tl.load(weights_ptr + r * K + d).to(tl.float32)
-        e = tl.load(words_ptr + b * stride_wb + c * stride_wm + offs_n[:, None] * stride_wn + offs_h[None, :],
-                    mask=in_n[:, None] & in_h[None, :], other=0.0).to(tl.float32)  # (N_PAD, BLOCK_H)
+        e = tl.load(
+            words_ptr + b * stride_wb + c * stride_wm + offs_n[:, None] * stride_wn + offs_h[None, :],
+            mask=in_n[:, None] & in_h[None, :],
+            other=0.0,
+        ).to(tl.float32)  # (N_PAD, BLOCK_H)
         acc += w * tl.sum(p[:, None] * e, axis=0)
     tl.store(context_ptr + r * H + offs_h, acc.to(context_ptr.dtype.element_ty), mask=in_h)
 
 
 @triton.jit
 def _fine_backward(
-    dctx_ptr, dattn_ptr, words_ptr, query_ptr, idx_ptr, weights_ptr, attn_ptr, rows_ptr,
-    dsel_ptr, dquery_ptr, dweights_ptr,
-    N, H, stride_wb, stride_wm, stride_wn,
-    K: tl.constexpr, K_PAD: tl.constexpr, N_PAD: tl.constexpr, BLOCK_H: tl.constexpr,
-    HAS_ROWS: tl.constexpr, HAS_DATTN: tl.constexpr,
+    dctx_ptr,
+    dattn_ptr,
+    words_ptr,
+    query_ptr,
+    idx_ptr,
+    weights_ptr,
+    attn_ptr,
+    rows_ptr,
+    dsel_ptr,
+    dquery_ptr,
+    dweights_ptr,
+    N,
+    H,
+    stride_wb,
+    stride_wm,
+    stride_wn,
+    K: tl.constexpr,
+    K_PAD: tl.constexpr,
+    N_PAD: tl.constexpr,
+    BLOCK_H: tl.constexpr,
+    HAS_ROWS: tl.constexpr,
+    HAS_DATTN: tl.constexpr,
 ):
     r = tl.program_id(0)
     b = encoder_row(rows_ptr, r, HAS_ROWS)
@@ -128,8 +188,9 @@ def _fine_backward(
         for h0 in range(0, H, BLOCK_H):
             offs_h = h0 + tl.arange(0, BLOCK_H)
             in_h = offs_h < H
-            e = tl.load(base + offs_n[:, None] * stride_wn + offs_h[None, :],
-                        mask=in_n[:, None] & in_h[None, :], other=0.0).to(tl.float32)
+            e = tl.load(
+                base + offs_n[:, None] * stride_wn + offs_h[None, :], mask=in_n[:, None] & in_h[None, :], other=0.0
+            ).to(tl.float32)
             g = tl.load(dctx_ptr + r * H + offs_h, mask=in_h, other=0.0).to(tl.float32)
             u += tl.sum(e * g[None, :], axis=1)
         dp = w * u
@@ -148,14 +209,20 @@ def _fine_backward(
         dq = tl.zeros([BLOCK_H], dtype=tl.float32)
         for d in tl.static_range(K):
             c = tl.load(idx_ptr + r * K + d)
-            e = tl.load(words_ptr + b * stride_wb + c * stride_wm + offs_n[:, None] * stride_wn + offs_h[None, :],
-                        mask=in_n[:, None] & in_h[None, :], other=0.0).to(tl.float32)
+            e = tl.load(
+                words_ptr + b * stride_wb + c * stride_wm + offs_n[:, None] * stride_wn + offs_h[None, :],
+                mask=in_n[:, None] & in_h[None, :],
+                other=0.0,
+            ).to(tl.float32)
             a = tl.sum(tl.where(offs_k[:, None] == d, coef_dc, 0.0), axis=0)
             ds = tl.sum(tl.where(offs_k[:, None] == d, coef_q, 0.0), axis=0)
             dq += tl.sum(ds[:, None] * e, axis=0)
             de = a[:, None] * g[None, :] + ds[:, None] * q[None, :]
-            tl.store(dsel_ptr + ((r * K + d) * N + offs_n[:, None]).to(tl.int64) * H + offs_h[None, :],
-                     de.to(dsel_ptr.dtype.element_ty), mask=in_n[:, None] & in_h[None, :])
+            tl.store(
+                dsel_ptr + ((r * K + d) * N + offs_n[:, None]).to(tl.int64) * H + offs_h[None, :],
+                de.to(dsel_ptr.dtype.element_ty),
+                mask=in_n[:, None] & in_h[None, :],
+            )
         tl.store(dquery_ptr + r * H + offs_h, dq, mask=in_h)
 
 
@@ -185,12 +252,21 @@ def forward_meta(k: int, n: int, hidden: int) -> tuple[dict[str, int], dict[str,
     block_h = pow2(hidden, lo=16, hi=FORWARD_BLOCK_H)
     n_split = -(-hidden // block_h)
     n_pad = pow2(n, lo=16)
-    return ({"K": k, "N_PAD": n_pad, "BLOCK_H": block_h},
-            {"K": k, "N_PAD": n_pad, "S_PAD": pow2(n_split), "BLOCK_H": block_h}, n_split)
+    return (
+        {"K": k, "N_PAD": n_pad, "BLOCK_H": block_h},
+        {"K": k, "N_PAD": n_pad, "S_PAD": pow2(n_split), "BLOCK_H": block_h},
+        n_split,
+    )
 
 
-def fine_forward(words: torch.Tensor, word_mask: torch.Tensor, query: torch.Tensor, idx: torch.Tensor,
-                 weights: torch.Tensor, rows: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+def fine_forward(
+    words: torch.Tensor,
+    word_mask: torch.Tensor,
+    query: torch.Tensor,
+    idx: torch.Tensor,
+    weights: torch.Tensor,
+    rows: torch.Tensor | None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Triton version of :func:`.reference.fine_attend` (two launches: partial scores, then context)."""
     acc = torch.float64 if query.dtype == torch.float64 else torch.float32
     w_arg, q_arg = _words_arg(words), kernel_float(query).contiguous()
@@ -205,20 +281,48 @@ def fine_forward(words: torch.Tensor, word_mask: torch.Tensor, query: torch.Tens
     idx_arg = idx.contiguous()
     strides = (w_arg.stride(0), w_arg.stride(1), w_arg.stride(2))
     _fine_scores[(n_rows, n_split)](
-        w_arg, q_arg, idx_arg, rows_arg, part, n, hidden, *strides,
-        HAS_ROWS=rows is not None, **scores_meta, **FORWARD_OPTIONS,
+        w_arg,
+        q_arg,
+        idx_arg,
+        rows_arg,
+        part,
+        n,
+        hidden,
+        *strides,
+        HAS_ROWS=rows is not None,
+        **scores_meta,
+        **FORWARD_OPTIONS,
     )
     _fine_context[(n_rows, n_split)](
-        w_arg, word_mask.to(torch.bool).contiguous().view(torch.uint8), part, idx_arg,
-        kernel_float(weights).contiguous(), rows_arg, context, attn, m, n, hidden, *strides,
-        HAS_ROWS=rows is not None, **context_meta, **FORWARD_OPTIONS,
+        w_arg,
+        word_mask.to(torch.bool).contiguous().view(torch.uint8),
+        part,
+        idx_arg,
+        kernel_float(weights).contiguous(),
+        rows_arg,
+        context,
+        attn,
+        m,
+        n,
+        hidden,
+        *strides,
+        HAS_ROWS=rows is not None,
+        **context_meta,
+        **FORWARD_OPTIONS,
     )
     return context.to(query.dtype), attn.to(acc)
 
 
-def fine_backward(grad_context: torch.Tensor, grad_attn: torch.Tensor | None, words: torch.Tensor,
-                  query: torch.Tensor, idx: torch.Tensor, weights: torch.Tensor, attn: torch.Tensor,
-                  rows: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def fine_backward(
+    grad_context: torch.Tensor,
+    grad_attn: torch.Tensor | None,
+    words: torch.Tensor,
+    query: torch.Tensor,
+    idx: torch.Tensor,
+    weights: torch.Tensor,
+    attn: torch.Tensor,
+    rows: torch.Tensor | None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Triton version of :func:`.reference.fine_backward`."""
     w_arg = _words_arg(words)
     n_rows, k = idx.shape
@@ -230,11 +334,25 @@ def fine_backward(grad_context: torch.Tensor, grad_attn: torch.Tensor | None, wo
     dattn = grad_attn.to(torch.float32).contiguous() if grad_attn is not None else attn
     rows_arg = rows.contiguous() if rows is not None else idx
     _fine_backward[(n_rows,)](
-        kernel_float(grad_context).contiguous(), dattn, w_arg, kernel_float(query).contiguous(), idx.contiguous(),
-        kernel_float(weights).contiguous(), attn.to(torch.float32).contiguous(), rows_arg,
-        d_sel, d_query, d_weights,
-        n, hidden, w_arg.stride(0), w_arg.stride(1), w_arg.stride(2),
-        HAS_ROWS=rows is not None, HAS_DATTN=grad_attn is not None, **launch_meta(k, n, hidden, backward=True),
+        kernel_float(grad_context).contiguous(),
+        dattn,
+        w_arg,
+        kernel_float(query).contiguous(),
+        idx.contiguous(),
+        kernel_float(weights).contiguous(),
+        attn.to(torch.float32).contiguous(),
+        rows_arg,
+        d_sel,
+        d_query,
+        d_weights,
+        n,
+        hidden,
+        w_arg.stride(0),
+        w_arg.stride(1),
+        w_arg.stride(2),
+        HAS_ROWS=rows is not None,
+        HAS_DATTN=grad_attn is not None,
+        **launch_meta(k, n, hidden, backward=True),
         **BACKWARD_OPTIONS,
     )
     acc = attn.dtype

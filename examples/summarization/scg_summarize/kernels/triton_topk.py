@@ -29,9 +29,22 @@ OPTIONS: dict[str, int] = {"num_warps": 8, "num_stages": 2}
 
 @triton.jit
 def _topk_blocks(
-    hidden_ptr, weight_ptr, bias_ptr, part_max_ptr, part_sum_ptr, cand_val_ptr, cand_idx_ptr,
-    R, V, H, n_blocks,
-    K: tl.constexpr, HAS_BIAS: tl.constexpr, IEEE: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_V: tl.constexpr,
+    hidden_ptr,
+    weight_ptr,
+    bias_ptr,
+    part_max_ptr,
+    part_sum_ptr,
+    cand_val_ptr,
+    cand_idx_ptr,
+    R,
+    V,
+    H,
+    n_blocks,
+    K: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    IEEE: tl.constexpr,
+    BLOCK_R: tl.constexpr,
+    BLOCK_V: tl.constexpr,
     BLOCK_H: tl.constexpr,
 ):
     pid_r = tl.program_id(0)
@@ -45,8 +58,11 @@ def _topk_blocks(
         offs_h = h0 + tl.arange(0, BLOCK_H)
         in_h = offs_h < H
         a = tl.load(hidden_ptr + offs_r[:, None] * H + offs_h[None, :], mask=in_r[:, None] & in_h[None, :], other=0.0)
-        w = tl.load(weight_ptr + offs_v[:, None].to(tl.int64) * H + offs_h[None, :],
-                    mask=in_v[:, None] & in_h[None, :], other=0.0)
+        w = tl.load(
+            weight_ptr + offs_v[:, None].to(tl.int64) * H + offs_h[None, :],
+            mask=in_v[:, None] & in_h[None, :],
+            other=0.0,
+        )
         if IEEE:
             acc = tl.dot(a, tl.trans(w), acc, input_precision="ieee")
         else:
@@ -73,8 +89,16 @@ def _topk_blocks(
 
 @triton.jit
 def _topk_combine(
-    part_max_ptr, part_sum_ptr, cand_val_ptr, cand_idx_ptr, values_ptr, indices_ptr, n_blocks,
-    K: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr,
+    part_max_ptr,
+    part_sum_ptr,
+    cand_val_ptr,
+    cand_idx_ptr,
+    values_ptr,
+    indices_ptr,
+    n_blocks,
+    K: tl.constexpr,
+    BLOCK_P: tl.constexpr,
+    BLOCK_C: tl.constexpr,
 ):
     r = tl.program_id(0)
     offs_p = tl.arange(0, BLOCK_P)
@@ -100,13 +124,19 @@ def launch_meta(n_rows: int, vocab: int, hidden: int, k: int, ieee: bool) -> tup
     """The constexpr arguments of ``_topk_blocks`` (less ``HAS_BIAS``) and of ``_topk_combine``."""
     block_v = pow2(vocab, lo=16, hi=64)  # 32 x 64 logits at 8 warps: ~130 registers, no spills on sm_90
     n_blocks = triton.cdiv(vocab, block_v)
-    blocks = {"K": k, "IEEE": int(ieee), "BLOCK_R": pow2(n_rows, lo=16, hi=32), "BLOCK_V": block_v,
-              "BLOCK_H": pow2(hidden, lo=16, hi=64)}
+    blocks = {
+        "K": k,
+        "IEEE": int(ieee),
+        "BLOCK_R": pow2(n_rows, lo=16, hi=32),
+        "BLOCK_V": block_v,
+        "BLOCK_H": pow2(hidden, lo=16, hi=64),
+    }
     return blocks, {"K": k, "BLOCK_P": pow2(n_blocks), "BLOCK_C": pow2(n_blocks * k)}
 
 
-def logsoftmax_topk(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
-                    k: int) -> tuple[torch.Tensor, torch.Tensor]:
+def logsoftmax_topk(
+    hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, k: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Triton version of :func:`.reference.logsoftmax_topk`."""
     out_dtype = torch.float64 if hidden.dtype == torch.float64 else torch.float32
     h_arg = kernel_float(hidden).contiguous()
@@ -124,10 +154,30 @@ def logsoftmax_topk(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tens
     indices = torch.empty(n_rows, k, device=dev, dtype=torch.int64)
     bias_arg = kernel_float(bias).contiguous() if bias is not None else part_max
     _topk_blocks[(triton.cdiv(n_rows, blocks_meta["BLOCK_R"]), n_blocks)](
-        h_arg, w_arg, bias_arg, part_max, part_sum, cand_val, cand_idx, n_rows, vocab, n_hidden, n_blocks,
-        HAS_BIAS=bias is not None, **blocks_meta, **OPTIONS,
+        h_arg,
+        w_arg,
+        bias_arg,
+        part_max,
+        part_sum,
+        cand_val,
+        cand_idx,
+        n_rows,
+        vocab,
+        n_hidden,
+        n_blocks,
+        HAS_BIAS=bias is not None,
+        **blocks_meta,
+        **OPTIONS,
     )
     _topk_combine[(n_rows,)](
-        part_max, part_sum, cand_val, cand_idx, values, indices, n_blocks, **combine_meta, **OPTIONS,
+        part_max,
+        part_sum,
+        cand_val,
+        cand_idx,
+        values,
+        indices,
+        n_blocks,
+        **combine_meta,
+        **OPTIONS,
     )
     return values.to(out_dtype), indices

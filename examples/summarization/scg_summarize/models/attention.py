@@ -80,11 +80,18 @@ class Memory:
     extra: dict[str, torch.Tensor] = field(default_factory=dict)
 
     @classmethod
-    def build(cls, words: torch.Tensor, word_mask: torch.Tensor, chunks: torch.Tensor | None,
-              ids: torch.Tensor | None = None, extra: dict[str, torch.Tensor] | None = None) -> Memory:
+    def build(
+        cls,
+        words: torch.Tensor,
+        word_mask: torch.Tensor,
+        chunks: torch.Tensor | None,
+        ids: torch.Tensor | None = None,
+        extra: dict[str, torch.Tensor] | None = None,
+    ) -> Memory:
         """A memory from word states, their mask, (optional) chunk vectors, source ids, extras."""
-        return cls(words, word_mask, chunks, word_mask.any(-1), word_mask.sum(-1).to(words.dtype), ids,
-                   dict(extra or {}))
+        return cls(
+            words, word_mask, chunks, word_mask.any(-1), word_mask.sum(-1).to(words.dtype), ids, dict(extra or {})
+        )
 
     def index_select(self, index: torch.Tensor) -> Memory:
         """Rows ``index`` of every tensor (beam search: one row per hypothesis)."""
@@ -155,8 +162,9 @@ def flat_step(words: torch.Tensor, word_mask: torch.Tensor, q: torch.Tensor) -> 
     return context, alpha.reshape(B, M, N)
 
 
-def hier_step(words: torch.Tensor, word_mask: torch.Tensor, chunk_probs: torch.Tensor, q: torch.Tensor
-              ) -> tuple[torch.Tensor, torch.Tensor]:
+def hier_step(
+    words: torch.Tensor, word_mask: torch.Tensor, chunk_probs: torch.Tensor, q: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """HIER: α_ij = α^s_i · α^w_ij with α^w normalized within each chunk.
 
     Args:
@@ -224,8 +232,9 @@ class HierAttention(SourceAttention):
         return self.soft(memory, h)
 
 
-def build_attention(kind: str, *, dec_hidden: int, enc_hidden: int, chunk_dim: int = 0, k: int = 1,
-                    test_k: int = 1) -> SourceAttention:
+def build_attention(
+    kind: str, *, dec_hidden: int, enc_hidden: int, chunk_dim: int = 0, k: int = 1, test_k: int = 1
+) -> SourceAttention:
     """The attention of ``model.attention`` = ``kind``."""
     if kind in ("standard", "model1"):
         return FlatAttention(dec_hidden, enc_hidden)

@@ -36,8 +36,9 @@ from .attention import MODES, AttentionOut, HierAttention, Memory, masked_logits
 __all__ = ["C2FAttention", "C2FStep", "c2f_kernel_step", "c2f_read", "c2f_step", "fine_read"]
 
 
-def c2f_read(words: torch.Tensor, word_mask: torch.Tensor, idx: torch.Tensor, weights: torch.Tensor,
-             q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def c2f_read(
+    words: torch.Tensor, word_mask: torch.Tensor, idx: torch.Tensor, weights: torch.Tensor, q: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The fine half of a C2F step: attention inside the selected chunks only.
 
     Args:
@@ -78,8 +79,14 @@ class C2FStep:
 Selector = Callable[[torch.Tensor], "tuple[torch.Tensor, torch.Tensor]"]
 
 
-def fine_read(words: torch.Tensor, word_mask: torch.Tensor, idx: torch.Tensor, weights: torch.Tensor,
-              q: torch.Tensor, rows: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def fine_read(
+    words: torch.Tensor,
+    word_mask: torch.Tensor,
+    idx: torch.Tensor,
+    weights: torch.Tensor,
+    q: torch.Tensor,
+    rows: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`c2f_read` through the kernels' dispatcher (``kernels.fused_c2f_read``): the Triton
     kernel on CUDA tensors, the PyTorch reference (the same math as :func:`c2f_read`) otherwise.
 
@@ -89,9 +96,16 @@ def fine_read(words: torch.Tensor, word_mask: torch.Tensor, idx: torch.Tensor, w
     return fused_c2f_read(words, word_mask, idx, weights, q, rows=rows)
 
 
-def c2f_step(chunks: torch.Tensor, chunk_mask: torch.Tensor, words: torch.Tensor, word_mask: torch.Tensor,
-             q_chunk: torch.Tensor, q_word: torch.Tensor, select: Selector,
-             rows: torch.Tensor | None = None) -> C2FStep:
+def c2f_step(
+    chunks: torch.Tensor,
+    chunk_mask: torch.Tensor,
+    words: torch.Tensor,
+    word_mask: torch.Tensor,
+    q_chunk: torch.Tensor,
+    q_word: torch.Tensor,
+    select: Selector,
+    rows: torch.Tensor | None = None,
+) -> C2FStep:
     """One C2F attention step: coarse scores over M chunk vectors, selection, fine attention in
     the selected chunks.
 
@@ -113,9 +127,19 @@ def c2f_step(chunks: torch.Tensor, chunk_mask: torch.Tensor, words: torch.Tensor
     return C2FStep(context, logits, idx, weights, alpha_w)
 
 
-def c2f_kernel_step(chunks: torch.Tensor, chunk_mask: torch.Tensor, words: torch.Tensor, word_mask: torch.Tensor,
-                    q_chunk: torch.Tensor, q_word: torch.Tensor, *, k: int, mode: str, step: int,
-                    rows: torch.Tensor | None = None) -> C2FStep:
+def c2f_kernel_step(
+    chunks: torch.Tensor,
+    chunk_mask: torch.Tensor,
+    words: torch.Tensor,
+    word_mask: torch.Tensor,
+    q_chunk: torch.Tensor,
+    q_word: torch.Tensor,
+    *,
+    k: int,
+    mode: str,
+    step: int,
+    rows: torch.Tensor | None = None,
+) -> C2FStep:
     """:func:`c2f_step` with the coarse half in one kernel as well (``scg::c2f_coarse_sample``).
 
     The kernel computes log α^s = log softmax_i β^s_i over the real chunks and chooses:
@@ -151,7 +175,6 @@ def c2f_kernel_step(chunks: torch.Tensor, chunk_mask: torch.Tensor, words: torch
         weights = torch.softmax(logits.gather(1, idx), dim=1)  # α^s renormalized over the chosen chunks
     context, alpha_w = fine_read(words, word_mask, idx, weights, q_word, rows)  # (R, H), (R, k, N)
     return C2FStep(context, logits, idx, weights, alpha_w)
-
 
 
 class C2FAttention(HierAttention):
@@ -207,12 +230,23 @@ class C2FAttention(HierAttention):
         q_chunk, q_word = self.w_chunk(h), self.w_word(h)  # (R, D), (R, H)
         if choose(h.device) == "triton":
             k = self.k if mode == "sample" else self.test_k
-            out = c2f_kernel_step(memory.chunks, memory.chunk_mask, memory.words, memory.word_mask, q_chunk, q_word,
-                                  k=k, mode=mode, step=step, rows=rows)
+            out = c2f_kernel_step(
+                memory.chunks,
+                memory.chunk_mask,
+                memory.words,
+                memory.word_mask,
+                q_chunk,
+                q_word,
+                k=k,
+                mode=mode,
+                step=step,
+                rows=rows,
+            )
         else:
             select = self._sampler(step) if mode == "sample" else self._greedy
-            out = c2f_step(memory.chunks, memory.chunk_mask, memory.words, memory.word_mask, q_chunk, q_word,
-                           select, rows)
+            out = c2f_step(
+                memory.chunks, memory.chunk_mask, memory.words, memory.word_mask, q_chunk, q_word, select, rows
+            )
         chunk_mask = per_query_row(memory.chunk_mask, rows)  # (R, M)
         chunk_sizes = per_query_row(memory.chunk_sizes, rows)  # (R, M)
         probs = masked_softmax(out.logits, chunk_mask)  # α^s (R, M)

@@ -92,8 +92,18 @@ class WithPosition(ChunkEncoder):
         return torch.cat([u, p * real], dim=-1)
 
 
-def build_chunk_encoder(kind: str, *, emb_dim: int, vocab_size: int, filters: int, width: int, bow_dim: int,
-                        pos: bool, num_chunks: int, pos_dim: int) -> ChunkEncoder:
+def build_chunk_encoder(
+    kind: str,
+    *,
+    emb_dim: int,
+    vocab_size: int,
+    filters: int,
+    width: int,
+    bow_dim: int,
+    pos: bool,
+    num_chunks: int,
+    pos_dim: int,
+) -> ChunkEncoder:
     """The chunk encoder named by ``kind`` (``conv``/``bow``), wrapped in +POS if ``pos``."""
     enc: ChunkEncoder
     if kind == "conv":

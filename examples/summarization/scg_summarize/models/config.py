@@ -153,8 +153,17 @@ class ModelConfig:
             raise ValueError(f"model.chunk_encoder must be one of {CHUNK_ENCODERS}, got {self.chunk_encoder!r}")
         if self.decoder_init not in DECODER_INITS:
             raise ValueError(f"model.decoder_init must be one of {DECODER_INITS}, got {self.decoder_init!r}")
-        for name in ("emb_dim", "hidden", "enc_layers", "dec_layers", "conv_width", "conv_filters", "multi",
-                     "test_k", "pos_dim"):
+        for name in (
+            "emb_dim",
+            "hidden",
+            "enc_layers",
+            "dec_layers",
+            "conv_width",
+            "conv_filters",
+            "multi",
+            "test_k",
+            "pos_dim",
+        ):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"model.{name} must be a positive integer, got {value!r}")
@@ -169,16 +178,24 @@ class ModelConfig:
         if self.family not in FAMILIES:
             raise ValueError(f"model.family must be one of {tuple(FAMILIES.names())}, got {self.family!r}")
         if self.family != "c2f" and self.attention != "standard":  # the other families have their own attention
-            raise ValueError(f"model.attention = {self.attention!r} (a hierarchical model, with model.multi, "
-                             f"model.chunk_encoder...) is the 'c2f' family's; the {self.family!r} family would ignore "
-                             f"it: start from one of its configurations, or set model.attention = 'standard'")
-        if not isinstance(self.tgt_vocab_size, int) or isinstance(self.tgt_vocab_size, bool) \
-                or self.tgt_vocab_size < 0 or 0 < self.tgt_vocab_size < 5:
-            raise ValueError(f"model.tgt_vocab_size must be 0 (the whole vocabulary) or >= 5, got "
-                             f"{self.tgt_vocab_size!r}")
+            raise ValueError(
+                f"model.attention = {self.attention!r} (a hierarchical model, with model.multi, "
+                f"model.chunk_encoder...) is the 'c2f' family's; the {self.family!r} family would ignore "
+                f"it: start from one of its configurations, or set model.attention = 'standard'"
+            )
+        if (
+            not isinstance(self.tgt_vocab_size, int)
+            or isinstance(self.tgt_vocab_size, bool)
+            or self.tgt_vocab_size < 0
+            or 0 < self.tgt_vocab_size < 5
+        ):
+            raise ValueError(
+                f"model.tgt_vocab_size must be 0 (the whole vocabulary) or >= 5, got {self.tgt_vocab_size!r}"
+            )
         if self.tgt_vocab_size and self.family == "c2f":
-            raise ValueError("model.tgt_vocab_size (a separate target vocabulary) is supported by the "
-                             "'paulus' family only")
+            raise ValueError(
+                "model.tgt_vocab_size (a separate target vocabulary) is supported by the 'paulus' family only"
+            )
         if not 0.0 <= self.feed_sample_prob <= 1.0:
             raise ValueError(f"model.feed_sample_prob must be in [0, 1], got {self.feed_sample_prob!r}")
         for name in ("intra_temporal", "intra_decoder", "tie_output"):
@@ -198,13 +215,21 @@ class ModelConfig:
             raise ValueError(f"model.abs_max_norm must be >= 0 (0: no renormalization), got {self.abs_max_norm!r}")
         for name in ("abs_src_vocab", "abs_tgt_vocab"):
             value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0 or 0 < value < 5 \
-                    or (self.vocab_size and value > self.vocab_size):
-                raise ValueError(f"model.{name} must be 0 (every corpus word) or in [5, model.vocab_size], got "
-                                 f"{value!r}")
+            if (
+                not isinstance(value, int)
+                or isinstance(value, bool)
+                or value < 0
+                or 0 < value < 5
+                or (self.vocab_size and value > self.vocab_size)
+            ):
+                raise ValueError(
+                    f"model.{name} must be 0 (every corpus word) or in [5, model.vocab_size], got {value!r}"
+                )
         if self.family == "abs" and self.tgt_vocab_size:
-            raise ValueError("model.tgt_vocab_size is the 'paulus' family's; the 'abs' family's title vocabulary is "
-                             "model.abs_tgt_vocab")
+            raise ValueError(
+                "model.tgt_vocab_size is the 'paulus' family's; the 'abs' family's title vocabulary is "
+                "model.abs_tgt_vocab"
+            )
 
     @property
     def target_vocab(self) -> int:

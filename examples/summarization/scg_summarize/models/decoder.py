@@ -55,8 +55,15 @@ class Decoder(nn.Module):
         input_feed: feed c_{t-1} into the first layer.
     """
 
-    def __init__(self, emb_dim: int, hidden: int, layers: int, dropout: float, attention: SourceAttention,
-                 input_feed: bool = True) -> None:
+    def __init__(
+        self,
+        emb_dim: int,
+        hidden: int,
+        layers: int,
+        dropout: float,
+        attention: SourceAttention,
+        input_feed: bool = True,
+    ) -> None:
         super().__init__()
         self.hidden = hidden
         self.input_feed = input_feed
@@ -66,8 +73,9 @@ class Decoder(nn.Module):
         self.combine = nn.Linear(2 * hidden, hidden, bias=False)  # W²
         self.dropout = nn.Dropout(dropout)
 
-    def init_state(self, batch: int, final: tuple[torch.Tensor, torch.Tensor] | None, like: torch.Tensor
-                   ) -> DecoderState:
+    def init_state(
+        self, batch: int, final: tuple[torch.Tensor, torch.Tensor] | None, like: torch.Tensor
+    ) -> DecoderState:
         """The initial state: the encoder's final ``(h, c)`` ``(layers, B, H)`` or zeros."""
         layers = len(self.cells)
         zero = like.new_zeros(batch, self.hidden)
@@ -78,8 +86,9 @@ class Decoder(nn.Module):
             h, c = h[-1:].expand(layers, -1, -1), c[-1:].expand(layers, -1, -1)
         return DecoderState(list(h.unbind(0)), list(c.unbind(0)), zero)
 
-    def step(self, state: DecoderState, y_emb: torch.Tensor, memory: Memory, t: int, mode: str
-             ) -> tuple[torch.Tensor, DecoderState, AttentionOut]:
+    def step(
+        self, state: DecoderState, y_emb: torch.Tensor, memory: Memory, t: int, mode: str
+    ) -> tuple[torch.Tensor, DecoderState, AttentionOut]:
         """One step: ``y_emb`` ``(B, E)`` is E y_{t-1}. Returns c_t ``(B, H)``, the new state, the attention."""
         x = torch.cat([y_emb, state.feed], dim=1) if self.input_feed else y_emb  # (B, E + H)
         hs, cs = [], []

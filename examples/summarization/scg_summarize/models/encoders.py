@@ -88,10 +88,14 @@ class WordEncoder(nn.Module):
         self.hidden = hidden
         self.bidirectional = bidirectional
         size = hidden // 2 if bidirectional else hidden
-        self.layers = nn.ModuleList([nn.LSTM(emb_dim if i == 0 else hidden, size, batch_first=True)
-                                     for i in range(layers)])
-        self.backward_layers = nn.ModuleList([nn.LSTM(emb_dim if i == 0 else hidden, size, batch_first=True)
-                                              for i in range(layers)]) if bidirectional else None
+        self.layers = nn.ModuleList(
+            [nn.LSTM(emb_dim if i == 0 else hidden, size, batch_first=True) for i in range(layers)]
+        )
+        self.backward_layers = (
+            nn.ModuleList([nn.LSTM(emb_dim if i == 0 else hidden, size, batch_first=True) for i in range(layers)])
+            if bidirectional
+            else None
+        )
         self.dropout = nn.Dropout(dropout)
 
     def run(self, x: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -152,8 +156,9 @@ class ChunkedWordEncoder(WordEncoder):
         return EncodedWords(states.reshape(B, M, N, H), (h0, torch.zeros_like(h0)))
 
 
-def build_word_encoder(chunked: bool, emb_dim: int, hidden: int, layers: int, dropout: float,
-                       bidirectional: bool = False) -> WordEncoder:
+def build_word_encoder(
+    chunked: bool, emb_dim: int, hidden: int, layers: int, dropout: float, bidirectional: bool = False
+) -> WordEncoder:
     """The word encoder of Models 1-3 (``chunked``) or of Model 0."""
     cls = ChunkedWordEncoder if chunked else FlatWordEncoder
     return cls(emb_dim, hidden, layers, dropout, bidirectional)

@@ -48,8 +48,9 @@ def extend_source(src: torch.Tensor, src_mask: torch.Tensor, target_vocab: int) 
     return ext, oov
 
 
-def extend_targets(tgt: torch.Tensor, src: torch.Tensor, src_mask: torch.Tensor, oov: torch.Tensor,
-                   target_vocab: int, unk: int = 1) -> torch.Tensor:
+def extend_targets(
+    tgt: torch.Tensor, src: torch.Tensor, src_mask: torch.Tensor, oov: torch.Tensor, target_vocab: int, unk: int = 1
+) -> torch.Tensor:
     """Targets ``(B, T)`` (corpus ids) in the extended space: a word outside V_t is its slot when
     it occurs in its own example's source, else ``unk``."""
     outside = tgt >= target_vocab

@@ -65,8 +65,7 @@ class SoftmaxGenerator(Generator):
         super().__init__()
         self.proj = nn.Linear(hidden, vocab_size)
 
-    def forward(self, out: torch.Tensor, att: AttentionOut | None = None, memory: Memory | None = None
-                ) -> torch.Tensor:
+    def forward(self, out: torch.Tensor, att: AttentionOut | None = None, memory: Memory | None = None) -> torch.Tensor:
         return F.log_softmax(self.logits(out), dim=-1)  # (..., V)
 
 

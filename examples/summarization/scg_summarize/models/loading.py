@@ -31,8 +31,9 @@ class CheckpointError(ValueError):
     """A checkpoint that cannot be written or read; the message names the file."""
 
 
-def read_checkpoint(path: str | Path, map_location: str | torch.device = "cpu",
-                    required: tuple[str, ...] = REQUIRED_KEYS) -> dict[str, Any]:
+def read_checkpoint(
+    path: str | Path, map_location: str | torch.device = "cpu", required: tuple[str, ...] = REQUIRED_KEYS
+) -> dict[str, Any]:
     """The dict stored in a checkpoint file (written by ``train.checkpoint.save_atomic``).
 
     Raises `CheckpointError` naming ``path`` for a missing, empty, truncated or foreign
@@ -49,12 +50,16 @@ def read_checkpoint(path: str | Path, map_location: str | torch.device = "cpu",
         obj = torch.load(path, map_location=map_location, weights_only=False)
     except Exception as err:  # torch raises EOFError, UnpicklingError, RuntimeError, ... for bad bytes
         first = str(err).splitlines()[0] if str(err) else type(err).__name__
-        raise CheckpointError(f"{path}: not a readable checkpoint ({size} bytes; truncated or not written by "
-                              f"scg-summarize train: {first[:200]})") from None
+        raise CheckpointError(
+            f"{path}: not a readable checkpoint ({size} bytes; truncated or not written by "
+            f"scg-summarize train: {first[:200]})"
+        ) from None
     if not isinstance(obj, dict) or any(key not in obj for key in required):
         have = ", ".join(sorted(map(str, obj))) if isinstance(obj, dict) else type(obj).__name__
-        raise CheckpointError(f"{path}: not an scg-summarize checkpoint (expected the keys "
-                              f"{', '.join(required)}; found {have[:200] or 'none'})")
+        raise CheckpointError(
+            f"{path}: not an scg-summarize checkpoint (expected the keys "
+            f"{', '.join(required)}; found {have[:200] or 'none'})"
+        )
     return obj
 
 
@@ -69,14 +74,17 @@ def check_same_model(model: nn.Module, state: dict[str, Any], path: str | Path) 
         parts = []
         if shapes:
             k = shapes[0]
-            parts.append(f"{len(shapes)} parameters of another size (e.g. {k}: {tuple(state[k].shape)} in the "
-                         f"checkpoint, {tuple(own[k].shape)} in the model)")
+            parts.append(
+                f"{len(shapes)} parameters of another size (e.g. {k}: {tuple(state[k].shape)} in the "
+                f"checkpoint, {tuple(own[k].shape)} in the model)"
+            )
         if missing:
             parts.append(f"{len(missing)} parameters missing (e.g. {missing[0]})")
         if unexpected:
             parts.append(f"{len(unexpected)} unexpected parameters (e.g. {unexpected[0]})")
-        raise ValueError(f"{path}: the checkpoint does not fit this model: {'; '.join(parts)} (another model "
-                         f"size or attention?)")
+        raise ValueError(
+            f"{path}: the checkpoint does not fit this model: {'; '.join(parts)} (another model size or attention?)"
+        )
     model.load_state_dict(state)
 
 

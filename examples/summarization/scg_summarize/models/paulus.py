@@ -96,8 +96,9 @@ class TemporalAttention(nn.Module):
         self.w_attn = nn.Linear(dec_hidden, enc_hidden, bias=False)  # W^e_attn (applied to h^d)
         self.temporal = temporal
 
-    def forward(self, words: torch.Tensor, mask: torch.Tensor, h: torch.Tensor, log_sum: torch.Tensor | None
-                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    def forward(
+        self, words: torch.Tensor, mask: torch.Tensor, h: torch.Tensor, log_sum: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         scores = torch.bmm(words, self.w_attn(h).unsqueeze(2)).squeeze(2)  # (B, L)  e_ti (0 at padding)
         if self.temporal:
             logits, new_sum = temporal_scores(scores, log_sum)
@@ -212,19 +213,22 @@ class PaulusDecoder(nn.Module):
         self.attention = ATTENTIONS.get("intra_temporal" if intra_temporal else "bilinear")(hidden, hidden)
         self.intra = ATTENTIONS.get("intra_decoder")(hidden) if intra_decoder else None
 
-    def step(self, state: PaulusState, y_emb: torch.Tensor, memory: Memory) -> tuple[torch.Tensor, PaulusState,
-                                                                                       AttentionOut]:
+    def step(
+        self, state: PaulusState, y_emb: torch.Tensor, memory: Memory
+    ) -> tuple[torch.Tensor, PaulusState, AttentionOut]:
         B, M, N, H = memory.words.shape
         h, c = self.cell(y_emb, (state.h[0], state.c[0]))  # (B, H)
-        alpha, ctx_e, temporal = self.attention(memory.words.reshape(B, M * N, H), memory.word_mask.reshape(B, M * N),
-                                                h, state.temporal)
+        alpha, ctx_e, temporal = self.attention(
+            memory.words.reshape(B, M * N, H), memory.word_mask.reshape(B, M * N), h, state.temporal
+        )
         ctx_d = self.intra(state.past, h) if self.intra is not None else torch.zeros_like(h)
         past = h.unsqueeze(1) if state.past is None else torch.cat([state.past, h.unsqueeze(1)], dim=1)
         features = torch.cat([h, ctx_e, ctx_d], dim=1)  # (B, 3H)  f_t
         weights = alpha.view(B, M, N)
         per_chunk = weights.sum(-1)  # (B, M)
-        att = AttentionOut(ctx_e, per_chunk, per_chunk, memory.chunk_sizes.sum(1), read_weights=weights,
-                           word_probs=weights)
+        att = AttentionOut(
+            ctx_e, per_chunk, per_chunk, memory.chunk_sizes.sum(1), read_weights=weights, word_probs=weights
+        )
         return features, replace(state, h=[h], c=[c], feed=h, temporal=temporal, past=past), att
 
 
@@ -247,8 +251,9 @@ class PaulusSummarizer(nn.Module):
         if config.vocab_size < 5:
             raise ValueError("model.vocab_size must be set (the corpus vocabulary size)")
         if config.hidden % 2:
-            raise ValueError(f"model.hidden must be even for the paulus family's bidirectional encoder, got "
-                             f"{config.hidden}")
+            raise ValueError(
+                f"model.hidden must be even for the paulus family's bidirectional encoder, got {config.hidden}"
+            )
         self.config = config
         V, Vt, E, H = config.vocab_size, config.target_vocab, config.emb_dim, config.hidden
         self.target_vocab = Vt
@@ -258,7 +263,8 @@ class PaulusSummarizer(nn.Module):
         self.decoder: PaulusDecoder = DECODERS.get("paulus_lstm")(E, H, config.intra_temporal, config.intra_decoder)
         self.dropout = nn.Dropout(config.dropout)
         self.generator: PointerSwitchGenerator = GENERATORS.get("pointer_switch")(
-            3 * H, Vt, self.tgt_embedding if config.tie_output else None)
+            3 * H, Vt, self.tgt_embedding if config.tie_output else None
+        )
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -298,8 +304,9 @@ class PaulusSummarizer(nn.Module):
         c = memory.words.new_zeros(B, H)
         return PaulusState([h], [c], h, {}, None, memory.words.new_zeros(B, 0, H))
 
-    def advance(self, state: PaulusState, prev_tokens: torch.Tensor, memory: Memory, t: int, mode: str
-                ) -> tuple[torch.Tensor, PaulusState, AttentionOut]:
+    def advance(
+        self, state: PaulusState, prev_tokens: torch.Tensor, memory: Memory, t: int, mode: str
+    ) -> tuple[torch.Tensor, PaulusState, AttentionOut]:
         """One step from the previous words (corpus or extended ids; unknown ones read as ``<unk>``)."""
         y_emb = self.dropout(self.tgt_embedding(to_input(prev_tokens, self.target_vocab)))
         return self.decoder.step(state, y_emb, memory)
@@ -309,8 +316,9 @@ class PaulusSummarizer(nn.Module):
         logp: torch.Tensor = self.generator(out, att, memory)
         return logp
 
-    def step(self, state: PaulusState, prev_tokens: torch.Tensor, memory: Memory, t: int, mode: str
-             ) -> tuple[torch.Tensor, PaulusState, AttentionOut]:
+    def step(
+        self, state: PaulusState, prev_tokens: torch.Tensor, memory: Memory, t: int, mode: str
+    ) -> tuple[torch.Tensor, PaulusState, AttentionOut]:
         out, state, att = self.advance(state, prev_tokens, memory, t, mode)
         return self.step_log_probs(out, att, memory), state, att
 
@@ -336,8 +344,16 @@ class PaulusSummarizer(nn.Module):
             full.scatter_(1, oov, log_probs[:, Vt:])
         return full
 
-    def forward(self, src: torch.Tensor, src_mask: torch.Tensor, tgt: torch.Tensor, tgt_mask: torch.Tensor,
-                mode: str = "soft", task: str = "teacher", max_len: int = 0) -> Any:
+    def forward(
+        self,
+        src: torch.Tensor,
+        src_mask: torch.Tensor,
+        tgt: torch.Tensor,
+        tgt_mask: torch.Tensor,
+        mode: str = "soft",
+        task: str = "teacher",
+        max_len: int = 0,
+    ) -> Any:
         """Teacher forcing (``task="teacher"``: NLL per step over the extended vocabulary; in
         training each step after the first is fed, with probability ``feed_sample_prob``, a
         word sampled from the previous step's distribution) or a rollout (``task="rollout"``)."""
@@ -350,8 +366,16 @@ class PaulusSummarizer(nn.Module):
                 return self._rollout(memory, state, max_len or tgt.shape[1] - 1)
             return self._teacher(memory, state, src, src_mask, tgt, tgt_mask, mode)
 
-    def _teacher(self, memory: Memory, state: PaulusState, src: torch.Tensor, src_mask: torch.Tensor,
-                 tgt: torch.Tensor, tgt_mask: torch.Tensor, mode: str) -> SummarizerOutput:
+    def _teacher(
+        self,
+        memory: Memory,
+        state: PaulusState,
+        src: torch.Tensor,
+        src_mask: torch.Tensor,
+        tgt: torch.Tensor,
+        tgt_mask: torch.Tensor,
+        mode: str,
+    ) -> SummarizerOutput:
         oov = memory.extra["oov"][0] if memory.extra["oov"].shape[0] else memory.extra["oov"].new_zeros(0)
         y_out = extend_targets(tgt[:, 1:], src, src_mask, oov, self.target_vocab)  # (B, T-1)
         out_mask = tgt_mask[:, 1:]

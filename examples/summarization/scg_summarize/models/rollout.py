@@ -60,8 +60,18 @@ class Rollout:
         return [row[:n] for row, n in zip(rows, self.lengths.tolist())]
 
 
-def rollout(model: Any, memory: Any, state: Any, max_len: int, *, bos: int = 2, eos: int = 3, pad: int = 0,
-            name: str = TOKEN, mode: str = "sample") -> Rollout:
+def rollout(
+    model: Any,
+    memory: Any,
+    state: Any,
+    max_len: int,
+    *,
+    bos: int = 2,
+    eos: int = 3,
+    pad: int = 0,
+    name: str = TOKEN,
+    mode: str = "sample",
+) -> Rollout:
     """Generate up to ``max_len`` words per example from ``state`` (see the module docstring).
 
     Args:

@@ -53,8 +53,9 @@ def _map_rows(value: Any, fn: Any, path: str) -> Any:
             v = getattr(value, f.name)
             kwargs[f.name] = v if f.name in shared else _map_rows(v, fn, f"{path}.{f.name}")
         return type(value)(**kwargs)
-    raise TypeError(f"{path}: cannot reorder rows of a {type(value).__name__} (use tensors, lists, dicts or "
-                    "dataclasses of them)")
+    raise TypeError(
+        f"{path}: cannot reorder rows of a {type(value).__name__} (use tensors, lists, dicts or dataclasses of them)"
+    )
 
 
 def select_rows(value: T, index: torch.Tensor) -> T:

@@ -97,19 +97,29 @@ class Summarizer(nn.Module):
         self.src_embedding = nn.Embedding(V, E, padding_idx=0)
         self.tgt_embedding = self.src_embedding if config.share_embeddings else nn.Embedding(V, E, padding_idx=0)
         self.word_encoder = ENCODERS.get("chunked_lstm" if config.chunked else "flat_lstm")(
-            E, H, config.enc_layers, config.dropout, config.bidirectional)
+            E, H, config.enc_layers, config.dropout, config.bidirectional
+        )
         self.chunk_encoder: ChunkEncoder | None = None
         chunk_dim = 0
         if config.hierarchical:
             self.chunk_encoder = build_chunk_encoder(
-                config.chunk_encoder, emb_dim=E, vocab_size=V, filters=config.conv_filters,
-                width=config.conv_width, bow_dim=config.bow_dim, pos=config.pos, num_chunks=config.num_chunks,
-                pos_dim=config.pos_dim)
+                config.chunk_encoder,
+                emb_dim=E,
+                vocab_size=V,
+                filters=config.conv_filters,
+                width=config.conv_width,
+                bow_dim=config.bow_dim,
+                pos=config.pos,
+                num_chunks=config.num_chunks,
+                pos_dim=config.pos_dim,
+            )
             chunk_dim = self.chunk_encoder.out_dim
-        attention = ATTENTIONS.get(config.attention)(dec_hidden=H, enc_hidden=H, chunk_dim=chunk_dim,
-                                                     k=config.multi, test_k=config.test_k)
-        self.decoder: Decoder = DECODERS.get("input_feed_lstm")(E, H, config.dec_layers, config.dropout, attention,
-                                                                config.input_feed)
+        attention = ATTENTIONS.get(config.attention)(
+            dec_hidden=H, enc_hidden=H, chunk_dim=chunk_dim, k=config.multi, test_k=config.test_k
+        )
+        self.decoder: Decoder = DECODERS.get("input_feed_lstm")(
+            E, H, config.dec_layers, config.dropout, attention, config.input_feed
+        )
         self.generator: Generator = GENERATORS.get("copy" if config.copy else "softmax")(H, V)
         self.reset_parameters()
         self._register_load_state_dict_pre_hook(_rename_old_generator_keys)  # type: ignore[no-untyped-call]
@@ -142,8 +152,9 @@ class Summarizer(nn.Module):
         return self.decoder.attention.hard
 
     # ------------------------------------------------------------------ encoding
-    def encode(self, src: torch.Tensor, src_mask: torch.Tensor
-               ) -> tuple[Memory, tuple[torch.Tensor, torch.Tensor] | None]:
+    def encode(
+        self, src: torch.Tensor, src_mask: torch.Tensor
+    ) -> tuple[Memory, tuple[torch.Tensor, torch.Tensor] | None]:
         """Encode ``src`` ``(B, M, N)``; returns the memory and the decoder's initial state."""
         emb = self.src_embedding(src) * src_mask.unsqueeze(-1).to(self.src_embedding.weight.dtype)  # (B, M, N, E)
         enc = self.word_encoder(emb, src_mask)  # states (B, M, N, H)
@@ -171,13 +182,15 @@ class Summarizer(nn.Module):
         return logp
 
     # ------------------------------------------------------------------ the family interface
-    def advance(self, state: DecoderState, prev_tokens: torch.Tensor, memory: Memory, t: int, mode: str
-                ) -> tuple[torch.Tensor, DecoderState, AttentionOut]:
+    def advance(
+        self, state: DecoderState, prev_tokens: torch.Tensor, memory: Memory, t: int, mode: str
+    ) -> tuple[torch.Tensor, DecoderState, AttentionOut]:
         """One decoder step from the previous words ``(B,)``: c_t ``(B, H)``, the state, the attention."""
         return self.decoder.step(state, self.tgt_embedding(prev_tokens), memory, t, mode)
 
-    def step(self, state: DecoderState, prev_tokens: torch.Tensor, memory: Memory, t: int, mode: str
-             ) -> tuple[torch.Tensor, DecoderState, AttentionOut]:
+    def step(
+        self, state: DecoderState, prev_tokens: torch.Tensor, memory: Memory, t: int, mode: str
+    ) -> tuple[torch.Tensor, DecoderState, AttentionOut]:
         """`advance` then `step_log_probs`: log p(y_t | ·) ``(B, V)``, the state, the attention."""
         out, state, att = self.advance(state, prev_tokens, memory, t, mode)
         return self.step_log_probs(out, att, memory), state, att
@@ -187,8 +200,16 @@ class Summarizer(nn.Module):
         return tokens
 
     # ------------------------------------------------------------------ teacher forcing
-    def forward(self, src: torch.Tensor, src_mask: torch.Tensor, tgt: torch.Tensor, tgt_mask: torch.Tensor,
-                mode: str = "sample", task: str = "teacher", max_len: int = 0) -> Any:
+    def forward(
+        self,
+        src: torch.Tensor,
+        src_mask: torch.Tensor,
+        tgt: torch.Tensor,
+        tgt_mask: torch.Tensor,
+        mode: str = "sample",
+        task: str = "teacher",
+        max_len: int = 0,
+    ) -> Any:
         """Teacher-forced NLL per step (``task="teacher"``), or a free-running summary.
 
         Args:

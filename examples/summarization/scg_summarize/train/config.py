@@ -148,8 +148,10 @@ class TrainConfig:
         if not 0.0 <= self.rl_weight <= 1.0:
             raise ValueError(f"train.rl_weight must be in [0, 1], got {self.rl_weight}")
         if self.reward not in ROUGE_METRICS or self.select_metric not in ("ppl", *ROUGE_METRICS):
-            raise ValueError(f"train.reward must be one of {ROUGE_METRICS} and train.select_metric 'ppl' or one of "
-                             f"them, got {self.reward!r} and {self.select_metric!r}")
+            raise ValueError(
+                f"train.reward must be one of {ROUGE_METRICS} and train.select_metric 'ppl' or one of "
+                f"them, got {self.reward!r} and {self.select_metric!r}"
+            )
         if self.rollout_len < 0 or self.select_examples < 1:
             raise ValueError("train.rollout_len must be >= 0 and train.select_examples positive")
 
@@ -235,8 +237,7 @@ class Config:
     def from_dict(cls, data: dict[str, Any]) -> Config:
         """Build and validate a configuration; raises `ConfigError` listing every
         bad key at once (`check_config`)."""
-        tables: dict[str, type] = {"model": ModelConfig, "train": TrainConfig, "data": DataConfig,
-                                   "eval": EvalConfig}
+        tables: dict[str, type] = {"model": ModelConfig, "train": TrainConfig, "data": DataConfig, "eval": EvalConfig}
         problems = check_config(data, tables)
         if problems:
             raise ConfigError(problems)
@@ -271,8 +272,9 @@ def _read(path: Path, seen: tuple[str, ...] = ()) -> dict[str, Any]:
         local = path.parent / f"{parent}.toml"
         base = local if local.is_file() else _config_dir() / f"{parent}.toml"  # a named configuration
         if not base.is_file():
-            raise ValueError(f"{path}: extends {parent!r}, but there is no {local} nor a named configuration "
-                             f"{parent!r}")
+            raise ValueError(
+                f"{path}: extends {parent!r}, but there is no {local} nor a named configuration {parent!r}"
+            )
         data = _merge(_read(base, (*seen, str(parent))), data)
     return data
 
@@ -313,13 +315,15 @@ def load_config(name: str, overrides: list[str] | tuple[str, ...] = ()) -> Confi
             base, extras = base[: -len(suffix)], [SUFFIXES[suffix], *extras]
         for prefix, file in VARIANTS.items():
             if name.startswith(prefix):
-                base, overlay = base[len(prefix):], file
+                base, overlay = base[len(prefix) :], file
                 break
         file_path = _config_dir() / f"{base}.toml"
         if base.startswith("_") or not file_path.is_file():
-            raise ValueError(f"unknown configuration {name!r}; available: {', '.join(available_configs())} "
-                             f"(prefix with {' or '.join(VARIANTS)} for the smaller sizes; "
-                             f"suffixes: {', '.join(SUFFIXES)}), or a path to a .toml file")
+            raise ValueError(
+                f"unknown configuration {name!r}; available: {', '.join(available_configs())} "
+                f"(prefix with {' or '.join(VARIANTS)} for the smaller sizes; "
+                f"suffixes: {', '.join(SUFFIXES)}), or a path to a .toml file"
+            )
         data = _read(file_path)
         if overlay is not None:
             data = _merge(data, _read(_config_dir() / overlay))

@@ -19,8 +19,9 @@ from .config import Config
 __all__ = ["batch_to", "load_split", "make_loader", "regrid"]
 
 
-def regrid(src: torch.Tensor, src_mask: torch.Tensor, num_chunks: int, chunk_len: int
-           ) -> tuple[torch.Tensor, torch.Tensor]:
+def regrid(
+    src: torch.Tensor, src_mask: torch.Tensor, num_chunks: int, chunk_len: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """``(B, M, N)`` -> ``(B, num_chunks, chunk_len)``: the first ``num_chunks·chunk_len`` real words."""
     flat, mask = pack_flat(src, src_mask)  # (B, MN), real words first
     B, L = flat.shape
@@ -41,20 +42,33 @@ def batch_to(batch: dict[str, Any], device: torch.device, config: Config) -> dic
     return out
 
 
-def load_split(root: str | Path, split: str, config: Config, *, train: bool = False, with_text: bool = False,
-               vocab: Any = None) -> SummarizationDataset:
+def load_split(
+    root: str | Path, split: str, config: Config, *, train: bool = False, with_text: bool = False, vocab: Any = None
+) -> SummarizationDataset:
     """A split of the prepared corpus at ``root`` (training targets truncated to ``data.max_target_len``)."""
     max_len = config.data.max_target_len if train and config.data.max_target_len > 0 else None
     return SummarizationDataset(root, split, vocab=vocab, max_target_len=max_len, with_text=with_text)
 
 
-def make_loader(dataset: SummarizationDataset, config: Config, *, train: bool, batch_size: int | None = None,
-                drop_last: bool = False) -> SummaryLoader:
+def make_loader(
+    dataset: SummarizationDataset,
+    config: Config,
+    *,
+    train: bool,
+    batch_size: int | None = None,
+    drop_last: bool = False,
+) -> SummaryLoader:
     """The training loader (seeded, bucketed, resumable) or an in-order evaluation loader."""
     if train:
-        loader = make_dataloader(dataset, batch_size or config.train.batch_size, shuffle=True,
-                                 seed=config.train.seed, bucket_by=config.data.bucket_by, drop_last=drop_last,
-                                 num_workers=config.train.num_workers)
+        loader = make_dataloader(
+            dataset,
+            batch_size or config.train.batch_size,
+            shuffle=True,
+            seed=config.train.seed,
+            bucket_by=config.data.bucket_by,
+            drop_last=drop_last,
+            num_workers=config.train.num_workers,
+        )
     else:
         loader = make_dataloader(dataset, batch_size or config.eval.batch_size, shuffle=False, bucket_by="none")
     # A DataLoader draws a worker seed from torch's *global* generator whenever an iterator is

@@ -75,9 +75,9 @@ class DistContext:
         out: dict[str, Any] = {}
         for key, value in batch.items():
             if isinstance(value, torch.Tensor) and value.dim() > 0:
-                out[key] = value[self.rank::self.world]
+                out[key] = value[self.rank :: self.world]
             elif isinstance(value, list):
-                out[key] = value[self.rank::self.world]
+                out[key] = value[self.rank :: self.world]
             else:
                 out[key] = value
         return out

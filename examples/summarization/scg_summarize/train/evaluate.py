@@ -69,9 +69,15 @@ class AttentionStats:
 
 
 @torch.no_grad()
-def evaluate_nll(model: nn.Module, dataset: SummarizationDataset, config: Config, device: torch.device,
-                 dist: DistContext | None = None, mode: str = "greedy",
-                 progress: Callable[[int], None] | None = None) -> dict[str, Any]:
+def evaluate_nll(
+    model: nn.Module,
+    dataset: SummarizationDataset,
+    config: Config,
+    device: torch.device,
+    dist: DistContext | None = None,
+    mode: str = "greedy",
+    progress: Callable[[int], None] | None = None,
+) -> dict[str, Any]:
     """Perplexity and attention statistics of ``dataset`` (sharded over ranks, sums all-reduced;
     ``progress`` is called with the examples of every batch, this rank's or not)."""
     dist = dist or DistContext()
@@ -94,5 +100,9 @@ def evaluate_nll(model: nn.Module, dataset: SummarizationDataset, config: Config
     nll, tokens = sums[0], sums[1]
     stats = AttentionStats(*sums[2:])
     model.train(was_training)
-    return {"nll": nll / max(tokens, 1.0), "ppl": math.exp(min(nll / max(tokens, 1.0), 50.0)), "tokens": int(tokens),
-            **stats.summary()}
+    return {
+        "nll": nll / max(tokens, 1.0),
+        "ppl": math.exp(min(nll / max(tokens, 1.0), 50.0)),
+        "tokens": int(tokens),
+        **stats.summary(),
+    }

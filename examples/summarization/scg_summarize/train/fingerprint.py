@@ -54,4 +54,5 @@ def check_fingerprint(run_dir: Path, data_dir: Path, splits: Iterable[str], what
         raise CorpusChangedError(
             f"{data_dir}: this corpus is not the one {run_dir} was trained on (its fingerprint in "
             f"{record_path} differs: the corpus was replaced, e.g. by prepare --overwrite, or another "
-            f"--data was given); refusing to {what} on different data")
+            f"--data was given); refusing to {what} on different data"
+        )

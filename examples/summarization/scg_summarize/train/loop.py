@@ -108,8 +108,16 @@ class Trainer:
         log: where human-readable lines go (rank 0 only).
     """
 
-    def __init__(self, config: Config, data_dir: str | Path, out_dir: str | Path, *, resume: bool = False,
-                 quiet: bool = False, log: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        config: Config,
+        data_dir: str | Path,
+        out_dir: str | Path,
+        *,
+        resume: bool = False,
+        quiet: bool = False,
+        log: Callable[[str], None] | None = None,
+    ) -> None:
         self.config = config
         self.data_dir = Path(data_dir)
         self.out_dir = Path(out_dir)
@@ -129,9 +137,11 @@ class Trainer:
         self.vocab = self.train_set.vocab
         for role, dataset in (("training", self.train_set), ("validation", self.valid_set)):
             if len(dataset) == 0:
-                raise ValueError(f"{self.data_dir}: the {role} split {dataset.split!r} has no examples "
-                                 f"(validation perplexity picks best.pt and drives the lr decay; prepare a "
-                                 f"non-empty split or name another with --set data.{role[:5]}_split=NAME)")
+                raise ValueError(
+                    f"{self.data_dir}: the {role} split {dataset.split!r} has no examples "
+                    f"(validation perplexity picks best.pt and drives the lr decay; prepare a "
+                    f"non-empty split or name another with --set data.{role[:5]}_split=NAME)"
+                )
         self.model = build_model(config, len(self.vocab), self.train_set.num_chunks, self.data_dir).to(self.device)
         bind_vocab = getattr(self.model, "bind_vocab", None)  # a family that needs the words (MAL's stopwords)
         if callable(bind_vocab):
@@ -143,8 +153,10 @@ class Trainer:
             found = load_word2vec(tc.word2vec, self.vocab.tokens, tables)
             self.info(f"word2vec: {found}/{len(self.vocab)} vocabulary words initialized from {tc.word2vec}")
         if tc.pretrain and not tc.init_from and not resume:
-            raise ValueError("+PRETRAIN starts from a trained HIER model: pass --set train.init_from=RUN/best.pt "
-                             "(a HIER run with the same model sizes)")
+            raise ValueError(
+                "+PRETRAIN starts from a trained HIER model: pass --set train.init_from=RUN/best.pt "
+                "(a HIER run with the same model sizes)"
+            )
         if tc.init_from and not resume:
             state = load_checkpoint(tc.init_from, map_location=self.device)
             check_same_model(self.model, state["model"], tc.init_from)
@@ -202,8 +214,11 @@ class Trainer:
             # what `scg-summarize evaluate/summarize --run RUN_DIR` needs without --data: where the
             # corpus is, its preprocessing options, and a copy of the vocabulary (the run stays
             # usable for summarizing new text when the corpus is moved or deleted)
-            record = {"data_dir": str(self.data_dir.resolve()), "prep_options": read_meta(self.data_dir)["options"],
-                      "fingerprint": corpus_fingerprint(self.data_dir, self._splits())}
+            record = {
+                "data_dir": str(self.data_dir.resolve()),
+                "prep_options": read_meta(self.data_dir)["options"],
+                "fingerprint": corpus_fingerprint(self.data_dir, self._splits()),
+            }
             (self.out_dir / "data.json").write_text(json.dumps(record, indent=2) + "\n")
             shutil.copyfile(self.data_dir / VOCAB_FILE, self.out_dir / VOCAB_FILE)
 
@@ -216,8 +231,12 @@ class Trainer:
         """Append a metrics line (rank 0)."""
         if not self.dist.is_main:
             return
-        line = {"event": event, "step": self.step,
-                "epoch": self.loader.epoch + self.loader.position / max(len(self.loader), 1), **values}
+        line = {
+            "event": event,
+            "step": self.step,
+            "epoch": self.loader.epoch + self.loader.position / max(len(self.loader), 1),
+            **values,
+        }
         append_record(self.out_dir / METRICS, line)
 
     # ------------------------------------------------------------------ checkpoints
@@ -277,8 +296,10 @@ class Trainer:
                 self.info(f"resume: {warning}")
             self._check_best()
             (self.out_dir / "config.json").write_text(json.dumps(self.config.to_dict(), indent=2) + "\n")
-        self.info(f"resumed from {path} at step {self.step} (epoch {self.loader.epoch}, "
-                  f"batch {self.loader.position}/{len(self.loader)})")
+        self.info(
+            f"resumed from {path} at step {self.step} (epoch {self.loader.epoch}, "
+            f"batch {self.loader.position}/{len(self.loader)})"
+        )
 
     def _check_best(self) -> None:
         """Make ``best.pt`` and the resumed best selection score (``train.select_metric``) agree.
@@ -294,8 +315,10 @@ class Trainer:
         metric = self.config.train.select_metric
         path = self.out_dir / BEST
         if not path.is_file():
-            self.info(f"resume: {path} is missing although the run recorded a best validation {metric} "
-                      f"{abs(self.best_score):.3f}; the next improving epoch writes it")
+            self.info(
+                f"resume: {path} is missing although the run recorded a best validation {metric} "
+                f"{abs(self.best_score):.3f}; the next improving epoch writes it"
+            )
             self.best_score, self.best_step = math.inf, -1
             return
         best = load_checkpoint(path, map_location="cpu")
@@ -306,9 +329,11 @@ class Trainer:
             return  # written just before a crash: the resumed run redoes that epoch and rewrites it
         if best_score != self.best_score:  # (checkpoints of earlier versions have no best_step: compare)
             recorded = f"step {self.best_step}" if self.best_step >= 0 else "an earlier step"
-            self.info(f"resume: {path} holds the model of step {best_step} (validation {metric} "
-                      f"{abs(best_score):.3f}), not the best of {recorded} ({metric} {abs(self.best_score):.3f}), "
-                      f"which was lost before it was written; the run now reports the best that best.pt holds")
+            self.info(
+                f"resume: {path} holds the model of step {best_step} (validation {metric} "
+                f"{abs(best_score):.3f}), not the best of {recorded} ({metric} {abs(self.best_score):.3f}), "
+                f"which was lost before it was written; the run now reports the best that best.pt holds"
+            )
             self.best_score, self.best_step = best_score, best_step
             if metric == "ppl":
                 self.best_ppl = best_score
@@ -353,10 +378,15 @@ class Trainer:
         return result
 
     def _diverged(self, what: str) -> None:
-        last = (f"the last finite training loss was {self.last_finite[1]:.4g} per token at step "
-                f"{self.last_finite[0]}" if self.last_finite else "no step had a finite loss")
-        raise TrainingDiverged(f"training diverged: {what} ({last}); {self.out_dir / CHECKPOINT} holds the last "
-                               f"state before it. Lower train.lr or set train.max_grad_norm")
+        last = (
+            f"the last finite training loss was {self.last_finite[1]:.4g} per token at step {self.last_finite[0]}"
+            if self.last_finite
+            else "no step had a finite loss"
+        )
+        raise TrainingDiverged(
+            f"training diverged: {what} ({last}); {self.out_dir / CHECKPOINT} holds the last "
+            f"state before it. Lower train.lr or set train.max_grad_norm"
+        )
 
     def _any_rank(self, local: bool) -> bool:
         """``local`` on any rank (summed over ranks, so that all of them decide alike after a step)."""
@@ -374,23 +404,30 @@ class Trainer:
     # ------------------------------------------------------------------ the loop
     def _phase(self, name: str, total: int) -> PhaseProgress:
         """Progress lines of a phase after the steps (with ``quiet``: only its first and last line)."""
-        return PhaseProgress(name, total, self.info if self.dist.is_main else None,
-                             every_s=math.inf if self.quiet else 10.0)
+        return PhaseProgress(
+            name, total, self.info if self.dist.is_main else None, every_s=math.inf if self.quiet else 10.0
+        )
 
     def validate(self) -> dict[str, Any]:
         mode = "greedy"
         start = time.perf_counter()
         with torch.random.fork_rng(devices=[]):
             phase = self._phase("validation (perplexity)", len(self.valid_set))
-            metrics = evaluate_nll(self.model, self.valid_set, self.config, self.device, self.dist, mode=mode,
-                                   progress=phase)
+            metrics = evaluate_nll(
+                self.model, self.valid_set, self.config, self.device, self.dist, mode=mode, progress=phase
+            )
             phase.done()
             tc = self.config.train
             if tc.select_metric != "ppl":
-                phase = self._phase(f"validation ({tc.select_metric} of greedy summaries, picks best.pt)",
-                                    min(tc.select_examples, len(self.valid_set)))
-                metrics.update(validation_rouge(self.model, self.valid_set, self.config, self.device,
-                                                tc.select_examples, progress=phase))
+                phase = self._phase(
+                    f"validation ({tc.select_metric} of greedy summaries, picks best.pt)",
+                    min(tc.select_examples, len(self.valid_set)),
+                )
+                metrics.update(
+                    validation_rouge(
+                        self.model, self.valid_set, self.config, self.device, tc.select_examples, progress=phase
+                    )
+                )
                 phase.done()
         seconds = time.perf_counter() - start
         self.validation_s += seconds
@@ -402,12 +439,20 @@ class Trainer:
         """What the run has done so far (written to ``RUN_DIR/training.json`` at its end)."""
         tc = self.config.train
         epochs = self.loader.epoch + self.loader.position / max(len(self.loader), 1)
-        return TrainingRecord(steps=self.step, epochs=round(epochs, 4), stopped_by=self.stopped_by,
-                              time_budget_s=tc.time_budget_s, seed=tc.seed, threads=torch.get_num_threads(),
-                              wall_s=round(self.elapsed, 3), cpu_s=round(self.cpu_elapsed, 3),
-                              validation_s=round(self.validation_s, 3), validations=self.validations,
-                              best_step=self.best_step,
-                              valid_ppl=None if math.isnan(self.last_valid_ppl) else round(self.last_valid_ppl, 6))
+        return TrainingRecord(
+            steps=self.step,
+            epochs=round(epochs, 4),
+            stopped_by=self.stopped_by,
+            time_budget_s=tc.time_budget_s,
+            seed=tc.seed,
+            threads=torch.get_num_threads(),
+            wall_s=round(self.elapsed, 3),
+            cpu_s=round(self.cpu_elapsed, 3),
+            validation_s=round(self.validation_s, 3),
+            validations=self.validations,
+            best_step=self.best_step,
+            valid_ppl=None if math.isnan(self.last_valid_ppl) else round(self.last_valid_ppl, 6),
+        )
 
     def fit(self) -> dict[str, Any]:
         """Train until ``train.epochs``, ``train.max_steps`` or the time budget; returns the last
@@ -429,10 +474,12 @@ class Trainer:
         cpu_start = time.process_time() - self.cpu_elapsed
         out_of_time = False
         if tc.time_budget_s:
-            self.info(f"time budget: {format_duration(tc.time_budget_s)} of wall-clock time for the training steps "
-                      f"and validations (the mean time of a validation is kept for the final one); the test "
-                      f"evaluation after it is not counted. The result depends on the machine's load: budget "
-                      f"in train.epochs / train.max_steps_per_epoch to reproduce it")
+            self.info(
+                f"time budget: {format_duration(tc.time_budget_s)} of wall-clock time for the training steps "
+                f"and validations (the mean time of a validation is kept for the final one); the test "
+                f"evaluation after it is not counted. The result depends on the machine's load: budget "
+                f"in train.epochs / train.max_steps_per_epoch to reproduce it"
+            )
         if tc.max_steps and self.step >= tc.max_steps:  # resumed after its last step (the validation is done)
             out_of_time, self.stopped_by = True, "max_steps"
         while self.loader.epoch < tc.epochs and not out_of_time:
@@ -475,8 +522,10 @@ class Trainer:
                     # otherwise one would stop while another waits in its next all-reduce
                     out_of_time = True
                     self.stopped_by = "time_budget_s"
-                    self.info(f"time budget: stopping after step {self.step} ({format_duration(self.elapsed)} "
-                              f"of {format_duration(tc.time_budget_s)}; one validation left)")
+                    self.info(
+                        f"time budget: stopping after step {self.step} ({format_duration(self.elapsed)} "
+                        f"of {format_duration(tc.time_budget_s)}; one validation left)"
+                    )
                     break
                 if tc.max_steps_per_epoch and self.loader.position >= tc.max_steps_per_epoch:
                     if self.loader.epoch == epoch:
@@ -490,14 +539,24 @@ class Trainer:
             if self._stop_requested():
                 raise self._stopped()
         metric = self.config.train.select_metric
-        held = (f"; best.pt: step {self.best_step}, validation {metric} {abs(self.best_score):.3f}"
-                if metric != "ppl" and self.best_step >= 0 else "")  # selected by another metric: say which
-        self.info(f"done: {self.step} steps in {self.elapsed:.0f}s ({self.cpu_elapsed:.0f} CPU s; "
-                  f"{self.validation_s:.0f}s of it in {self.validations} validations), stopped by {self.stopped_by}, "
-                  f"best validation ppl {self.best_ppl:.3f}{held}")
+        held = (
+            f"; best.pt: step {self.best_step}, validation {metric} {abs(self.best_score):.3f}"
+            if metric != "ppl" and self.best_step >= 0
+            else ""
+        )  # selected by another metric: say which
+        self.info(
+            f"done: {self.step} steps in {self.elapsed:.0f}s ({self.cpu_elapsed:.0f} CPU s; "
+            f"{self.validation_s:.0f}s of it in {self.validations} validations), stopped by {self.stopped_by}, "
+            f"best validation ppl {self.best_ppl:.3f}{held}"
+        )
         record = self.training_record()
-        self.record("end", best_ppl=self.best_ppl, best_step=self.best_step, elapsed_s=self.elapsed,
-                    stopped_by=record.stopped_by)  # (CPU seconds: training.json)
+        self.record(
+            "end",
+            best_ppl=self.best_ppl,
+            best_step=self.best_step,
+            elapsed_s=self.elapsed,
+            stopped_by=record.stopped_by,
+        )  # (CPU seconds: training.json)
         if self.dist.is_main:
             record.write(self.out_dir)
         if self.dist.enabled:
@@ -517,8 +576,10 @@ class Trainer:
             end_of_epoch()
         metrics = self.validate()
         if not math.isfinite(metrics["nll"]) or metrics["nll"] >= 50.0:  # ppl is capped at e^50
-            self._diverged(f"the validation loss after step {self.step} is {metrics['nll']:.4g} per token "
-                           f"(non-finite, or a perplexity beyond e^50)")
+            self._diverged(
+                f"the validation loss after step {self.step} is {metrics['nll']:.4g} per token "
+                f"(non-finite, or a perplexity beyond e^50)"
+            )
         score = selection_value(metrics, self.config.train.select_metric)
         improved = score < self.best_score
         decayed = self.schedule.step(score)
@@ -528,15 +589,29 @@ class Trainer:
             self.best_score, self.best_step = score, self.step
         self.record("valid", **metrics, lr=self.schedule.lr, decayed=decayed)
         acc = metrics.get("coarse_acc")
-        self.info(f"epoch {epoch + 1}: valid ppl {metrics['ppl']:.3f}"
-                  + (f", coarse acc {acc:.3f}" if acc is not None else "")
-                  + (f", {self.config.train.select_metric} {metrics[self.config.train.select_metric]:.2f}"
-                     if self.config.train.select_metric != "ppl" else "")
-                  + f", read {metrics['read_frac']:.3f}, lr {self.schedule.lr:g}" + (" (decayed)" if decayed else "")
-                  + f" ({format_duration(self.last_validation_s)})")
+        self.info(
+            f"epoch {epoch + 1}: valid ppl {metrics['ppl']:.3f}"
+            + (f", coarse acc {acc:.3f}" if acc is not None else "")
+            + (
+                f", {self.config.train.select_metric} {metrics[self.config.train.select_metric]:.2f}"
+                if self.config.train.select_metric != "ppl"
+                else ""
+            )
+            + f", read {metrics['read_frac']:.3f}, lr {self.schedule.lr:g}"
+            + (" (decayed)" if decayed else "")
+            + f" ({format_duration(self.last_validation_s)})"
+        )
         if improved and self.dist.is_main:  # best.pt first: see _check_best
-            save_atomic({"config": self.config.to_dict(), "model": self.model.state_dict(), "step": self.step,
-                         "epoch": epoch, "valid": metrics}, self.out_dir / BEST)
+            save_atomic(
+                {
+                    "config": self.config.to_dict(),
+                    "model": self.model.state_dict(),
+                    "step": self.step,
+                    "epoch": epoch,
+                    "valid": metrics,
+                },
+                self.out_dir / BEST,
+            )
         self.save()
         return metrics
 
@@ -547,27 +622,44 @@ class Trainer:
             from tqdm import tqdm
         except ImportError:  # pragma: no cover
             return None
-        return tqdm(total=len(self.loader), initial=self.loader.position, desc=f"epoch {epoch + 1}",
-                    leave=False, dynamic_ncols=True)
+        return tqdm(
+            total=len(self.loader),
+            initial=self.loader.position,
+            desc=f"epoch {epoch + 1}",
+            leave=False,
+            dynamic_ncols=True,
+        )
 
     def _log_window(self, window: dict[str, Any], bar: Any) -> None:
         seconds = max(time.perf_counter() - window["time"], 1e-9)
         tokens = max(window["tokens"], 1)
         nll = window["nll"] / tokens
-        values = {"loss": nll, "ppl": math.exp(min(nll, 50.0)), "tok_per_s": window["tokens"] / seconds,
-                  "lr": self.schedule.lr, "soft_frac": window["soft"] / max(window["steps"], 1),
-                  **{k: v / max(window["steps"], 1) for k, v in window["terms"].items()}}
+        values = {
+            "loss": nll,
+            "ppl": math.exp(min(nll, 50.0)),
+            "tok_per_s": window["tokens"] / seconds,
+            "lr": self.schedule.lr,
+            "soft_frac": window["soft"] / max(window["steps"], 1),
+            **{k: v / max(window["steps"], 1) for k, v in window["terms"].items()},
+        }
         self.record("train", **values)
         if bar is not None:
-            bar.set_postfix(loss=f"{values['loss']:.3f}", ppl=f"{values['ppl']:.2f}",
-                            tok_s=f"{values['tok_per_s']:.0f}")
+            bar.set_postfix(
+                loss=f"{values['loss']:.3f}", ppl=f"{values['ppl']:.2f}", tok_s=f"{values['tok_per_s']:.0f}"
+            )
         elif not self.quiet:
             tc = self.config.train
             total = total_steps(tc.epochs, len(self.loader), tc.max_steps_per_epoch)
             total = min(total, tc.max_steps) if tc.max_steps else total
-            where = step_progress(self.step, total, self.elapsed, epoch=self.loader.epoch + 1, epochs=tc.epochs,
-                                  budget_s=tc.time_budget_s)
-            self.info(f"{where}: loss {values['loss']:.3f} ppl {values['ppl']:.2f} {values['tok_per_s']:.0f} tok/s"
-                      + (f" reward {values['reward']:.3f} (greedy {values['greedy_reward']:.3f})"
-                         if "reward" in values else ""))
+            where = step_progress(
+                self.step, total, self.elapsed, epoch=self.loader.epoch + 1, epochs=tc.epochs, budget_s=tc.time_budget_s
+            )
+            self.info(
+                f"{where}: loss {values['loss']:.3f} ppl {values['ppl']:.2f} {values['tok_per_s']:.0f} tok/s"
+                + (
+                    f" reward {values['reward']:.3f} (greedy {values['greedy_reward']:.3f})"
+                    if "reward" in values
+                    else ""
+                )
+            )
         window.update(nll=0.0, tokens=0, time=time.perf_counter(), soft=0, steps=0, terms={})

@@ -106,13 +106,19 @@ class _Window:
         docs, tokens = max(self.docs, 1), max(self.tokens, 1)
         out: dict[str, Any] = {k: v / docs for k, v in self.sums.items() if k != "nll_sum"}
         nll_tok = self.sums.get("nll_sum", 0.0) / tokens
-        out.update(nll_tok=nll_tok, ppl=math.exp(min(nll_tok, 50.0)), docs=self.docs, tokens=self.tokens,
-                   tok_per_s=self.tokens / max(time.perf_counter() - self.start, 1e-9))
+        out.update(
+            nll_tok=nll_tok,
+            ppl=math.exp(min(nll_tok, 50.0)),
+            docs=self.docs,
+            tokens=self.tokens,
+            tok_per_s=self.tokens / max(time.perf_counter() - self.start, 1e-9),
+        )
         return out
 
 
-def evaluate_terms(model: MALSummarizer, dataset: SummarizationDataset, examples: int,
-                   batch_size: int) -> dict[str, Any]:
+def evaluate_terms(
+    model: MALSummarizer, dataset: SummarizationDataset, examples: int, batch_size: int
+) -> dict[str, Any]:
     """Teacher-forced L_s, L_NLL per token and the attention entropies on the first ``examples``
     examples of ``dataset``."""
     loader = make_dataloader(dataset, batch_size, shuffle=False)
@@ -139,9 +145,16 @@ def _first(loader: Any, examples: int) -> Any:
         yield batch
 
 
-def train_mal(model_config: MALConfig, config: MALTrainConfig, data_dir: str | Path, out_dir: str | Path, *,
-              train_split: str = "train", valid_split: str = "valid",
-              log: Callable[[str], None] | None = None) -> dict[str, Any]:
+def train_mal(
+    model_config: MALConfig,
+    config: MALTrainConfig,
+    data_dir: str | Path,
+    out_dir: str | Path,
+    *,
+    train_split: str = "train",
+    valid_split: str = "valid",
+    log: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
     """Train MAL on ``data_dir`` into ``out_dir``; returns the final ``valid`` and ``table4`` records."""
     log = log or (lambda line: print(line, file=sys.stderr, flush=True))
     out = Path(out_dir)
@@ -163,10 +176,16 @@ def train_mal(model_config: MALConfig, config: MALTrainConfig, data_dir: str | P
         with open(metrics, "a", encoding="utf-8") as f:
             f.write(json.dumps({"event": event, "step": step, **values}) + "\n")
 
-    (out / "train_config.json").write_text(json.dumps({"model": model_config.to_dict(), "train": asdict(config),
-                                                       "data": str(Path(data_dir).resolve())}, indent=2) + "\n")
-    log(f"MAL {model_config.ablation}: {sum(p.numel() for p in model.parameters())} parameters, "
-        f"{len(train)} training examples")
+    (out / "train_config.json").write_text(
+        json.dumps(
+            {"model": model_config.to_dict(), "train": asdict(config), "data": str(Path(data_dir).resolve())}, indent=2
+        )
+        + "\n"
+    )
+    log(
+        f"MAL {model_config.ablation}: {sum(p.numel() for p in model.parameters())} parameters, "
+        f"{len(train)} training examples"
+    )
     step, start, window = 0, time.perf_counter(), _Window()
     done = False
     model.train()
@@ -183,12 +202,19 @@ def train_mal(model_config: MALConfig, config: MALTrainConfig, data_dir: str | P
             if step % config.log_every == 0:
                 values = window.result()
                 record("train", **values)
-                log(f"step {step}: " + ", ".join(f"{k} {v:.4g}" for k, v in values.items()
-                                                  if k in ("loss", "loss_s", "nll_tok", "entropy_s", "entropy_u")))
+                log(
+                    f"step {step}: "
+                    + ", ".join(
+                        f"{k} {v:.4g}"
+                        for k, v in values.items()
+                        if k in ("loss", "loss_s", "nll_tok", "entropy_s", "entropy_u")
+                    )
+                )
                 window = _Window()
             elapsed = time.perf_counter() - start
-            if (config.max_steps and step >= config.max_steps) or (config.time_budget_s and
-                                                                     elapsed >= config.time_budget_s):
+            if (config.max_steps and step >= config.max_steps) or (
+                config.time_budget_s and elapsed >= config.time_budget_s
+            ):
                 done = True
                 break
         if done:
@@ -199,8 +225,12 @@ def train_mal(model_config: MALConfig, config: MALTrainConfig, data_dir: str | P
     table4: dict[str, Any] = {}
     if model_config.suatt or model_config.unatt:
         model.eval()
-        table4 = saliency_top_k(model, _first(make_dataloader(valid, config.batch_size, shuffle=False),
-                                              config.valid_examples), train.vocab.id_to_token, k=config.top_k)
+        table4 = saliency_top_k(
+            model,
+            _first(make_dataloader(valid, config.batch_size, shuffle=False), config.valid_examples),
+            train.vocab.id_to_token,
+            k=config.top_k,
+        )
         record("table4", **table4)
         log(f"table 4 (top-{config.top_k} words, ROUGE-1 F1): {table4['rouge1']}")
     save_mal_run(out, model, data_dir, {"step": step})
@@ -231,8 +261,11 @@ def _apply_sets(sets: Sequence[str]) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m scg_summarize.train.mal", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m scg_summarize.train.mal",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--data", required=True, help="a prepared corpus (scg-summarize prepare)")
     parser.add_argument("--out", required=True, help="the run directory")
     parser.add_argument("--ablation", default="+MAL", choices=list(ABLATIONS))

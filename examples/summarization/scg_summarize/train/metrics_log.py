@@ -50,12 +50,13 @@ def repair_log(path: Path, step: int) -> list[str]:
             if lineno == len(complete) and not tail.strip():  # the last line: torn by a crash
                 warnings.append(f"{path}:{lineno}: dropped a torn last line ({len(line)} bytes; {err})")
                 continue
-            raise ValueError(f"{path}:{lineno}: not a JSON object line ({err}); the log is damaged "
-                             f"beyond a torn last line, repair or remove that line") from None
+            raise ValueError(
+                f"{path}:{lineno}: not a JSON object line ({err}); the log is damaged "
+                f"beyond a torn last line, repair or remove that line"
+            ) from None
         records.append(record)
     if tail.strip():
-        warnings.append(f"{path}:{len(complete) + 1}: dropped a torn last line ({len(tail)} bytes without "
-                        f"a newline)")
+        warnings.append(f"{path}:{len(complete) + 1}: dropped a torn last line ({len(tail)} bytes without a newline)")
     kept = [r for r in records if int(r.get("step", 0)) <= step and r.get("event") != "end"]
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text("".join(json.dumps(r) + "\n" for r in kept), encoding="utf-8")

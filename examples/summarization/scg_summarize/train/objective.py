@@ -54,8 +54,18 @@ import scg
 
 from ..models.summarizer import SummarizerOutput
 
-__all__ = ["COARSE", "COST", "OBJECTIVES", "Objective", "StepResult", "build_objective", "c2f_objective",
-           "mle_objective", "objective_names", "register_objective"]
+__all__ = [
+    "COARSE",
+    "COST",
+    "OBJECTIVES",
+    "Objective",
+    "StepResult",
+    "build_objective",
+    "c2f_objective",
+    "mle_objective",
+    "objective_names",
+    "register_objective",
+]
 
 COARSE = "coarse"  #: the name of C2F's stochastic nodes (set in the attention)
 COST = "nll"  #: the name of the per-step cost nodes
@@ -96,8 +106,14 @@ def mle_objective(model: nn.Module, batch: dict[str, Any], normalizer: float, mo
     return StepResult(total / normalizer, float(total.detach()), out.tokens(), out, None, True)
 
 
-def c2f_objective(model: nn.Module, batch: dict[str, Any], normalizer: float, baseline: scg.baselines.EMA,
-                  discount: float, reward_scale: float) -> StepResult:
+def c2f_objective(
+    model: nn.Module,
+    batch: dict[str, Any],
+    normalizer: float,
+    baseline: scg.baselines.EMA,
+    discount: float,
+    reward_scale: float,
+) -> StepResult:
     """The C2F surrogate (see the module docstring), divided by ``normalizer``."""
     with scg.Graph() as graph:
         out = _call(model, batch, "sample")
@@ -120,6 +136,7 @@ OBJECTIVES: dict[str, Callable[[Any], Objective]] = {}
 
 def register_objective(name: str, factory: Callable[[Any], Objective] | None = None) -> Any:
     """Register an objective factory under ``name`` (or use as a decorator)."""
+
     def add(f: Callable[[Any], Objective]) -> Callable[[Any], Objective]:
         if name in OBJECTIVES and OBJECTIVES[name] is not f:
             raise ValueError(f"objective {name!r} is already registered")
@@ -162,8 +179,9 @@ def _c2f(trainer: Any) -> Objective:
     def run(batch: dict[str, Any], normalizer: float) -> StepResult:
         if trainer._soft_minibatch():  # +ALTERNATE
             return _with_terms(mle_objective(trainer.net, batch, normalizer, mode="soft"), "ml")
-        return _with_terms(c2f_objective(trainer.net, batch, normalizer, trainer.baseline, tc.discount,
-                                         tc.reward_scale), "ml")
+        return _with_terms(
+            c2f_objective(trainer.net, batch, normalizer, trainer.baseline, tc.discount, tc.reward_scale), "ml"
+        )
 
     return run
 

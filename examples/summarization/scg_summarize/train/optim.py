@@ -28,8 +28,9 @@ def build_optimizer(model: nn.Module, chunk_params: list[nn.Parameter], config: 
     rest = [p for p in model.parameters() if p.requires_grad and id(p) not in chunk_ids]
     groups: list[dict[str, Any]] = [{"params": rest, "lr": config.lr, "name": "main"}]
     if chunk_params:
-        groups.append({"params": chunk_params, "lr": config.lr * config.chunk_encoder_lr_scale,
-                       "name": "chunk_encoder"})
+        groups.append(
+            {"params": chunk_params, "lr": config.lr * config.chunk_encoder_lr_scale, "name": "chunk_encoder"}
+        )
     if config.optimizer == "sgd":
         return torch.optim.SGD(groups, lr=config.lr)
     if config.optimizer == "adadelta":
@@ -81,8 +82,13 @@ class PlateauDecay:
         return float(self.optimizer.param_groups[0]["lr"])
 
     def state_dict(self) -> dict[str, Any]:
-        return {"best": self.best, "bad_epochs": self.bad_epochs, "decaying": self.decaying, "decay": self.decay,
-                "patience": self.patience}
+        return {
+            "best": self.best,
+            "bad_epochs": self.bad_epochs,
+            "decaying": self.decaying,
+            "decay": self.decay,
+            "patience": self.patience,
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.best = float(state["best"])

@@ -50,8 +50,11 @@ def total_steps(epochs: int, steps_per_epoch: int, max_steps_per_epoch: int = 0)
 
 def step_progress(step: int, total: int, elapsed: float, *, epoch: int, epochs: int, budget_s: float = 0.0) -> str:
     """``step S/T (P%), epoch E/N, <elapsed>, ETA <left>`` (see the module docstring)."""
-    parts = [f"step {step}/{total} ({100.0 * step / total:.0f}%)" if total > 0 else f"step {step}",
-             f"epoch {epoch}/{epochs}", format_duration(elapsed)]
+    parts = [
+        f"step {step}/{total} ({100.0 * step / total:.0f}%)" if total > 0 else f"step {step}",
+        f"epoch {epoch}/{epochs}",
+        format_duration(elapsed),
+    ]
     if step > 0 and total > 0:
         left = max(total - step, 0) * elapsed / step
         if budget_s > 0:
@@ -86,8 +89,9 @@ class PhaseProgress:
     def done(self) -> float:
         seconds = time.perf_counter() - self.start
         if self.print_line is not None:
-            self.print_line(f"{self.name}: done, {min(self.count, self.total) or self.total} examples in "
-                            f"{format_duration(seconds)}")
+            self.print_line(
+                f"{self.name}: done, {min(self.count, self.total) or self.total} examples in {format_duration(seconds)}"
+            )
         return seconds
 
 

@@ -23,17 +23,40 @@ from .config import Config
 __all__ = ["RESUMABLE", "check_resume_config", "check_same_model"]
 
 #: options a resumed run may change (they do not change the computation of any step)
-RESUMABLE: frozenset[str] = frozenset({
-    "train.epochs", "train.max_steps", "train.time_budget_s", "train.log_every", "train.device", "train.num_workers",
-    "train.threads", "train.throttle_s", "train.checkpoint_every",
-    *(f"eval.{k}" for k in ("beam", "max_len", "min_len", "block_ngram", "length_penalty", "unk", "batch_size",
-                            "max_examples")),
-})
+RESUMABLE: frozenset[str] = frozenset(
+    {
+        "train.epochs",
+        "train.max_steps",
+        "train.time_budget_s",
+        "train.log_every",
+        "train.device",
+        "train.num_workers",
+        "train.threads",
+        "train.throttle_s",
+        "train.checkpoint_every",
+        *(
+            f"eval.{k}"
+            for k in (
+                "beam",
+                "max_len",
+                "min_len",
+                "block_ngram",
+                "length_penalty",
+                "unk",
+                "batch_size",
+                "max_examples",
+            )
+        ),
+    }
+)
 
 
 def _flat(config: dict[str, Any]) -> dict[str, Any]:
-    return {f"{table}.{key}": value for table in ("model", "train", "data", "eval")
-            for key, value in config.get(table, {}).items()}
+    return {
+        f"{table}.{key}": value
+        for table in ("model", "train", "data", "eval")
+        for key, value in config.get(table, {}).items()
+    }
 
 
 def check_resume_config(saved: dict[str, Any], given: Config, path: Path) -> list[str]:
@@ -46,7 +69,9 @@ def check_resume_config(saved: dict[str, Any], given: Config, path: Path) -> lis
     refused = [k for k in changed if k not in RESUMABLE]
     if refused:
         lines = "; ".join(f"{k}: saved {old.get(k)!r}, given {new.get(k)!r}" for k in refused)
-        raise ValueError(f"--resume: the configuration differs from the one saved in {path} ({lines}). A resumed "
-                         f"run continues its saved configuration exactly; start a new run (another --out) "
-                         f"to change these")
+        raise ValueError(
+            f"--resume: the configuration differs from the one saved in {path} ({lines}). A resumed "
+            f"run continues its saved configuration exactly; start a new run (another --out) "
+            f"to change these"
+        )
     return [f"resume: applying {k} = {new[k]!r} (saved {old.get(k)!r})" for k in changed]

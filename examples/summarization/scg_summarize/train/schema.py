@@ -62,8 +62,10 @@ def _above(low: float) -> Rule:
 
 def _within(low: float, high: float, *, open_low: bool = False, open_high: bool = False) -> Rule:
     lo, hi = "(" if open_low else "[", ")" if open_high else "]"
-    return Rule(f"in {lo}{low:g}, {high:g}{hi}",
-                lambda v: (v > low if open_low else v >= low) and (v < high if open_high else v <= high))
+    return Rule(
+        f"in {lo}{low:g}, {high:g}{hi}",
+        lambda v: (v > low if open_low else v >= low) and (v < high if open_high else v <= high),
+    )
 
 
 def _one_of(*choices: str) -> Rule:
@@ -75,8 +77,20 @@ _SPLIT = Rule("a split name (letters, digits, _ and -)", lambda v: bool(_NAME.ma
 
 #: ``table.key`` -> its rule (keys without one are only type-checked).
 RULES: dict[str, Rule] = {
-    **{f"model.{k}": _POSITIVE for k in ("emb_dim", "hidden", "enc_layers", "dec_layers", "pos_dim", "conv_width",
-                                          "conv_filters", "multi", "test_k")},
+    **{
+        f"model.{k}": _POSITIVE
+        for k in (
+            "emb_dim",
+            "hidden",
+            "enc_layers",
+            "dec_layers",
+            "pos_dim",
+            "conv_width",
+            "conv_filters",
+            "multi",
+            "test_k",
+        )
+    },
     **{f"model.{k}": _NON_NEGATIVE for k in ("vocab_size", "num_chunks", "bow_dim", "init_range", "emb_init_std")},
     "model.dropout": _within(0, 1, open_high=True),
     "model.attention": _one_of("standard", "model1", "hier", "c2f"),
@@ -105,9 +119,24 @@ RULES: dict[str, Rule] = {
     "train.rollout_len": _NON_NEGATIVE,
     "train.select_examples": _POSITIVE,
     "train.device": Rule("'auto', 'cpu', 'cuda', 'cuda:N' or 'mps'", lambda v: bool(_DEVICE.match(v)), True),
-    **{f"train.{k}": _NON_NEGATIVE for k in ("chunk_encoder_lr_scale", "max_grad_norm", "decay_patience", "epochs",
-                                              "seed", "reward_scale", "checkpoint_every", "max_steps_per_epoch",
-                                              "max_steps", "time_budget_s", "num_workers", "threads", "throttle_s")},
+    **{
+        f"train.{k}": _NON_NEGATIVE
+        for k in (
+            "chunk_encoder_lr_scale",
+            "max_grad_norm",
+            "decay_patience",
+            "epochs",
+            "seed",
+            "reward_scale",
+            "checkpoint_every",
+            "max_steps_per_epoch",
+            "max_steps",
+            "time_budget_s",
+            "num_workers",
+            "threads",
+            "throttle_s",
+        )
+    },
     **{f"data.{k}_split": _SPLIT for k in ("train", "valid", "test")},
     "data.max_target_len": _NON_NEGATIVE,
     "data.regrid": Rule("[] or [M, N] with M, N >= 1", lambda v: v == [] or (len(v) == 2 and min(v) >= 1), True),
@@ -123,8 +152,7 @@ RULES: dict[str, Rule] = {
 
 
 def _describe(value: Any) -> str:
-    kinds = {str: "a string", bool: "a boolean", dict: "a table", list: "a list", int: "an integer",
-             float: "a number"}
+    kinds = {str: "a string", bool: "a boolean", dict: "a table", list: "a list", int: "an integer", float: "a number"}
     text = repr(value)
     if len(text) > 40:
         text = text[:37] + "..."
@@ -144,13 +172,14 @@ def _type_form(annotation: Any) -> tuple[str, Callable[[Any], bool]]:
     if annotation is int:
         return "an integer", lambda v: isinstance(v, int) and not isinstance(v, bool)
     if annotation is float:
-        return "a finite number", lambda v: (isinstance(v, (int, float)) and not isinstance(v, bool)
-                                             and math.isfinite(v))
+        return "a finite number", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
     if annotation is str:
         return "a string", lambda v: isinstance(v, str)
     if origin is list and typing.get_args(annotation) == (int,):
-        return "a list of integers", lambda v: isinstance(v, list) and all(
-            isinstance(x, int) and not isinstance(x, bool) for x in v)
+        return (
+            "a list of integers",
+            lambda v: isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in v),
+        )
     return "a value", lambda v: True  # pragma: no cover - every option today has one of the types above
 
 

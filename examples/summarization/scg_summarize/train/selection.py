@@ -25,8 +25,14 @@ __all__ = ["selection_value", "validation_rouge"]
 
 
 @torch.no_grad()
-def validation_rouge(model: nn.Module, dataset: SummarizationDataset, config: Config, device: torch.device,
-                     n_examples: int, progress: Callable[[int], None] | None = None) -> dict[str, float]:
+def validation_rouge(
+    model: nn.Module,
+    dataset: SummarizationDataset,
+    config: Config,
+    device: torch.device,
+    n_examples: int,
+    progress: Callable[[int], None] | None = None,
+) -> dict[str, float]:
     """ROUGE-1/2/L F1 ×100 of greedy summaries of the first ``n_examples`` examples (ids);
     ``progress`` is called with the examples of every decoded batch."""
     from ..decoding.adapters import ModelStepDecoder

@@ -46,16 +46,23 @@ def _rollout(net: Any, batch: dict[str, Any], max_len: int) -> Any:
     return net(batch["src"], batch["src_mask"], batch["tgt"], batch["tgt_mask"], task="rollout", max_len=max_len)
 
 
-def greedy_rewards(net: Any, batch: dict[str, Any], refs: list[list[int]], max_len: int = 0,
-                   metric: str = "rougeL") -> torch.Tensor:
+def greedy_rewards(
+    net: Any, batch: dict[str, Any], refs: list[list[int]], max_len: int = 0, metric: str = "rougeL"
+) -> torch.Tensor:
     """r(ŷ) ``(B,)``: the reward of the greedy rerun (every node at its mode, no gradient)."""
     with torch.no_grad(), scg.Graph(intervene=scg.estimators.greedy):
         greedy = _rollout(net, batch, max_len)
     return rouge_f1(greedy.sequences(), refs, metric)
 
 
-def sampled_program(net: Any, batch: dict[str, Any], refs: list[list[int]], greedy_cost: torch.Tensor,
-                    max_len: int = 0, metric: str = "rougeL") -> tuple[Any, torch.Tensor]:
+def sampled_program(
+    net: Any,
+    batch: dict[str, Any],
+    refs: list[list[int]],
+    greedy_cost: torch.Tensor,
+    max_len: int = 0,
+    metric: str = "rougeL",
+) -> tuple[Any, torch.Tensor]:
     """The sampled run inside the caller's graph: the word nodes, then one terminal cost
     c = −r(yˢ) with baseline ``SelfCritical(greedy_cost)`` (greedy_cost = −r(ŷ)). Returns the
     rollout and r(yˢ) ``(B,)``."""
@@ -73,8 +80,9 @@ def sampled_program(net: Any, batch: dict[str, Any], refs: list[list[int]], gree
     return sampled, reward
 
 
-def self_critical_objective(net: Any, batch: dict[str, Any], normalizer: float, *, max_len: int = 0,
-                            metric: str = "rougeL") -> StepResult:
+def self_critical_objective(
+    net: Any, batch: dict[str, Any], normalizer: float, *, max_len: int = 0, metric: str = "rougeL"
+) -> StepResult:
     """The self-critical surrogate of the module docstring, divided by ``normalizer``.
 
     Args:
@@ -89,8 +97,11 @@ def self_critical_objective(net: Any, batch: dict[str, Any], normalizer: float, 
     with scg.Graph() as graph:
         sampled, reward = sampled_program(net, batch, refs, -greedy_reward, max_len, metric)
     surrogate = graph.surrogate_loss()
-    terms = {"reward": float(reward.mean()), "greedy_reward": float(greedy_reward.mean()),
-             "sample_len": float(sampled.lengths.float().mean())}
+    terms = {
+        "reward": float(reward.mean()),
+        "greedy_reward": float(greedy_reward.mean()),
+        "sample_len": float(sampled.lengths.float().mean()),
+    }
     return StepResult(surrogate / normalizer, 0.0, 0, sampled, graph, False, terms)
 
 

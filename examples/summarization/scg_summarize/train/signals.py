@@ -104,8 +104,10 @@ class StopRequest:
             sys.stderr.flush()
             os._exit(128 + signum)
         self.signum, self.reason = signum, name
-        sys.stderr.write(f"train: {name} received: stopping after this step and writing a checkpoint "
-                         f"(send it again to exit at once)\n")
+        sys.stderr.write(
+            f"train: {name} received: stopping after this step and writing a checkpoint "
+            f"(send it again to exit at once)\n"
+        )
         sys.stderr.flush()
 
     def requested(self) -> bool:

@@ -36,8 +36,16 @@ import torch
 from torch import nn
 from torch.nn import functional
 
-__all__ = ["ENCODERS", "AbsEncoder", "AttentionEncoder", "BowEncoder", "ConvEncoder", "EncoderMemory",
-           "NoEncoder", "make_encoder"]
+__all__ = [
+    "ENCODERS",
+    "AbsEncoder",
+    "AttentionEncoder",
+    "BowEncoder",
+    "ConvEncoder",
+    "EncoderMemory",
+    "NoEncoder",
+    "make_encoder",
+]
 
 
 @dataclass
@@ -165,8 +173,9 @@ class AttentionEncoder(AbsEncoder):
         keys = self.embed(src) * mask.unsqueeze(-1)  # (B, M, H): x̃
         width = 2 * self.window + 1
         # x̄_i = sum_{q=i-Q}^{i+Q} x̃_q / (2Q+1), zero padding outside the sentence
-        values = functional.avg_pool1d(keys.transpose(1, 2), width, stride=1, padding=self.window,
-                                       count_include_pad=True).transpose(1, 2)  # (B, M, H)
+        values = functional.avg_pool1d(
+            keys.transpose(1, 2), width, stride=1, padding=self.window, count_include_pad=True
+        ).transpose(1, 2)  # (B, M, H)
         return EncoderMemory(mask, {"keys": keys, "values": values})
 
     def read(
@@ -186,8 +195,15 @@ ENCODERS: tuple[str, ...] = ("none", "bow", "conv", "attention")
 
 
 def make_encoder(
-    name: str, *, src_vocab: int, tgt_vocab: int, hidden: int, embed: int, context: int,
-    layers: int = 3, window: int = 2,
+    name: str,
+    *,
+    src_vocab: int,
+    tgt_vocab: int,
+    hidden: int,
+    embed: int,
+    context: int,
+    layers: int = 3,
+    window: int = 2,
 ) -> AbsEncoder:
     """The encoder called ``name`` (one of :data:`ENCODERS`) with the paper's hyperparameters."""
     if name == "none":

@@ -98,9 +98,19 @@ class AbsSummarizer(nn.Module):
         self.config = config
         V = config.vocab_size
         vx, vy = config.abs_src_vocab or V, config.abs_tgt_vocab or V
-        self.abs = AbsModel(AbsConfig(vx, vy, encoder=config.abs_encoder, embed=config.emb_dim, hidden=config.hidden,
-                                      context=config.abs_context, layers=config.abs_layers, window=config.abs_window,
-                                      bos=BOS))
+        self.abs = AbsModel(
+            AbsConfig(
+                vx,
+                vy,
+                encoder=config.abs_encoder,
+                embed=config.emb_dim,
+                hidden=config.hidden,
+                context=config.abs_context,
+                layers=config.abs_layers,
+                window=config.abs_window,
+                bos=BOS,
+            )
+        )
         self.generator = AbsGenerator(self.abs)
         self.register_buffer("src_map", torch.empty(V, dtype=torch.long))
         self.register_buffer("tgt_map", torch.empty(V, dtype=torch.long))
@@ -112,11 +122,14 @@ class AbsSummarizer(nn.Module):
         """Set the input / output vocabularies from their corpus ids (V_x and V_y of them,
         the specials 0-3 first)."""
         V = self.config.vocab_size
-        for name, ids, size in (("abs_src_vocab", src_ids, self.abs.config.src_vocab),
-                                ("abs_tgt_vocab", tgt_ids, self.abs.config.tgt_vocab)):
+        for name, ids, size in (
+            ("abs_src_vocab", src_ids, self.abs.config.src_vocab),
+            ("abs_tgt_vocab", tgt_ids, self.abs.config.tgt_vocab),
+        ):
             if len(ids) != size or ids[:4] != [0, 1, 2, 3] or max(ids) >= V:
-                raise ValueError(f"model.{name}: {len(ids)} corpus ids (specials first, all < {V}) for a "
-                                 f"vocabulary of {size}")
+                raise ValueError(
+                    f"model.{name}: {len(ids)} corpus ids (specials first, all < {V}) for a vocabulary of {size}"
+                )
         with torch.no_grad():
             for buffer, ids in ((self.src_map, src_ids), (self.tgt_map, tgt_ids)):
                 buffer.fill_(UNK)
@@ -135,8 +148,10 @@ class AbsSummarizer(nn.Module):
         for name, ids in (("abs_src_vocab", fields.src_ids), ("abs_tgt_vocab", fields.tgt_ids)):
             given = getattr(config, name)
             if given and given != len(ids):
-                raise ValueError(f"model.{name} = {given}, but the corpus {data_dir} has a {len(ids)}-word vocabulary "
-                                 f"for it ({'src' if name == 'abs_src_vocab' else 'tgt'}_vocab.txt); leave it 0")
+                raise ValueError(
+                    f"model.{name} = {given}, but the corpus {data_dir} has a {len(ids)}-word vocabulary "
+                    f"for it ({'src' if name == 'abs_src_vocab' else 'tgt'}_vocab.txt); leave it 0"
+                )
             setattr(config, name, len(ids))
         config.validate()
         model = cls(config)
@@ -171,8 +186,9 @@ class AbsSummarizer(nn.Module):
 
     @staticmethod
     def _encoder_memory(memory: Memory) -> EncoderMemory:
-        return EncoderMemory(memory.extra["abs_mask"],
-                             {k[4:]: v for k, v in memory.extra.items() if k.startswith("enc_")})
+        return EncoderMemory(
+            memory.extra["abs_mask"], {k[4:]: v for k, v in memory.extra.items() if k.startswith("enc_")}
+        )
 
     def init_state(self, memory: Memory, final: Any = None) -> AbsFamilyState:
         B = memory.word_mask.shape[0]
@@ -194,8 +210,9 @@ class AbsSummarizer(nn.Module):
         chunks = word.sum(-1)
         return AttentionOut(context, chunks, chunks, memory.chunk_sizes.sum(1), read_weights=word, word_probs=word)
 
-    def advance(self, state: AbsFamilyState, prev_tokens: torch.Tensor, memory: Memory, t: int, mode: str
-                ) -> tuple[torch.Tensor, AbsFamilyState, AttentionOut]:
+    def advance(
+        self, state: AbsFamilyState, prev_tokens: torch.Tensor, memory: Memory, t: int, mode: str
+    ) -> tuple[torch.Tensor, AbsFamilyState, AttentionOut]:
         """Shift the previous word (corpus id) into the window; ``[h; enc]`` ``(R, 2H)``."""
         assert state.window is not None
         window = torch.cat([state.window[:, 1:], self.tgt_map[prev_tokens].unsqueeze(1)], dim=1)  # (R, C)
@@ -210,8 +227,9 @@ class AbsSummarizer(nn.Module):
         """log p(y) ``(R, V_y)`` over the title vocabulary."""
         return torch.log_softmax(self.generator.logits(out), dim=-1)
 
-    def step(self, state: AbsFamilyState, prev_tokens: torch.Tensor, memory: Memory, t: int, mode: str
-             ) -> tuple[torch.Tensor, AbsFamilyState, AttentionOut]:
+    def step(
+        self, state: AbsFamilyState, prev_tokens: torch.Tensor, memory: Memory, t: int, mode: str
+    ) -> tuple[torch.Tensor, AbsFamilyState, AttentionOut]:
         out, state, att = self.advance(state, prev_tokens, memory, t, mode)
         return self.step_log_probs(out, att, memory), state, att
 
@@ -235,8 +253,16 @@ class AbsSummarizer(nn.Module):
         full = log_probs.new_full((log_probs.shape[0], V), float("-inf"))
         return full.index_copy(1, self.tgt_ids, log_probs)
 
-    def forward(self, src: torch.Tensor, src_mask: torch.Tensor, tgt: torch.Tensor, tgt_mask: torch.Tensor,
-                mode: str = "soft", task: str = "teacher", max_len: int = 0) -> Any:
+    def forward(
+        self,
+        src: torch.Tensor,
+        src_mask: torch.Tensor,
+        tgt: torch.Tensor,
+        tgt_mask: torch.Tensor,
+        mode: str = "soft",
+        task: str = "teacher",
+        max_len: int = 0,
+    ) -> Any:
         """Teacher forcing (every position at once: NLL per step over the title vocabulary,
         titles' words outside it are ``<unk>``) or a rollout (``task="rollout"``)."""
         if task not in ("teacher", "rollout"):
@@ -253,8 +279,9 @@ class AbsSummarizer(nn.Module):
         out_mask = tgt_mask[:, 1:]
         nll = -log_probs.gather(2, y[:, 1:].unsqueeze(-1)).squeeze(-1) * out_mask.to(log_probs.dtype)  # (B, T-1)
         context = h if enc is None else enc
-        atts = [self._attention(memory, None if attn is None else attn[:, t], context[:, t])
-                for t in range(nll.shape[1])]
+        atts = [
+            self._attention(memory, None if attn is None else attn[:, t], context[:, t]) for t in range(nll.shape[1])
+        ]
         return SummarizerOutput(list(nll.unbind(1)), out_mask, atts)
 
     def _rollout(self, memory: Memory, max_len: int) -> Rollout:

@@ -92,9 +92,16 @@ class AbsModel(nn.Module):
         self.embed = nn.Embedding(c.tgt_vocab, c.embed, padding_idx=0)  # E
         self.hidden_layer = nn.Linear(c.context * c.embed, c.hidden)  # U
         self.out_lm = nn.Linear(c.hidden, c.tgt_vocab)  # V
-        self.encoder: AbsEncoder = make_encoder(c.encoder, src_vocab=c.src_vocab, tgt_vocab=c.tgt_vocab,
-                                                hidden=c.hidden, embed=c.embed, context=c.context,
-                                                layers=c.layers, window=c.window)
+        self.encoder: AbsEncoder = make_encoder(
+            c.encoder,
+            src_vocab=c.src_vocab,
+            tgt_vocab=c.tgt_vocab,
+            hidden=c.hidden,
+            embed=c.embed,
+            context=c.context,
+            layers=c.layers,
+            window=c.window,
+        )
         self.out_enc = nn.Linear(c.hidden, c.tgt_vocab) if c.encoder != "none" else None  # W
         for emb in self.embeddings():
             nn.init.normal_(emb.weight, 0.0, c.init_std)

@@ -98,16 +98,16 @@ class ConditionalGRU(nn.Module):
         weights = masked_softmax(scores, memory.mask.unsqueeze(1))  # (B, T, L)
         return weights, torch.bmm(weights, memory.states)
 
-    def forward(self, y: torch.Tensor, mask: torch.Tensor, memory: DecoderMemory,
-                h0: torch.Tensor) -> CGRUOut:
+    def forward(self, y: torch.Tensor, mask: torch.Tensor, memory: DecoderMemory, h0: torch.Tensor) -> CGRUOut:
         """Teacher forcing over the previous words ``y`` ``(B, T, E)`` (real steps ``mask`` ``(B, T)``)."""
         h1 = gru_scan(self.gru1, y, mask, h0)  # (B, T, S), eq. (14)
         weights, context = self.attend(h1, memory)  # (B, T, L), (B, T, S), eq. (15)
         h2 = gru_scan(self.gru2, torch.cat([y, context], dim=-1), mask, h0)  # (B, T, S), eq. (16)
         return CGRUOut(h2, weights)
 
-    def step(self, y: torch.Tensor, h1: torch.Tensor, h2: torch.Tensor, memory: DecoderMemory
-             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def step(
+        self, y: torch.Tensor, h1: torch.Tensor, h2: torch.Tensor, memory: DecoderMemory
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """One step for ``R`` rows: ``y`` ``(R, E)``, states ``(R, S)``, ``memory`` with R rows.
 
         Returns h^{d1}_t, h^{d2}_t ``(R, S)`` and a^d_t ``(R, L)``.

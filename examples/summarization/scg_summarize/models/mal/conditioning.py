@@ -60,16 +60,24 @@ def document_conditioning(x: torch.Tensor, weight: torch.Tensor, damping: float,
     error = float((p32.double() - p64).abs().max()) / max(scale, 1e-300) if good else math.inf
     if not math.isfinite(cond):
         cond = math.inf
-    return {"cond": cond, "min_colsum": float(colsum), "negative_p": float(bool((p64 < 0).any())),
-            "float32_error": error}
+    return {
+        "cond": cond,
+        "min_colsum": float(colsum),
+        "negative_p": float(bool((p64 < 0).any())),
+        "float32_error": error,
+    }
 
 
-def measure_conditioning(model: MALSummarizer, dataset: SummarizationDataset, docs: int,
-                         guards: Sequence[str] = PAGERANK_GUARDS) -> dict[str, Any]:
+def measure_conditioning(
+    model: MALSummarizer, dataset: SummarizationDataset, docs: int, guards: Sequence[str] = PAGERANK_GUARDS
+) -> dict[str, Any]:
     """Fractions of the first ``docs`` documents (with ≥ 2 vertices) per guard (see the module docstring)."""
     emb = model.src_embedding.weight.detach()
-    weight = (model.unsupervised.weight.detach() if model.unsupervised is not None
-              else torch.empty(emb.shape[1], emb.shape[1]).uniform_(-model.config.init_range, model.config.init_range))
+    weight = (
+        model.unsupervised.weight.detach()
+        if model.unsupervised is not None
+        else torch.empty(emb.shape[1], emb.shape[1]).uniform_(-model.config.init_range, model.config.init_range)
+    )
     rows: dict[str, list[dict[str, float]]] = {g: [] for g in guards}
     sizes: list[int] = []
     for index in range(min(docs, len(dataset))):
@@ -82,13 +90,16 @@ def measure_conditioning(model: MALSummarizer, dataset: SummarizationDataset, do
         sizes.append(int(nodes.sum()))
         for guard in guards:
             rows[guard].append(document_conditioning(x, weight, model.config.damping, guard))
-    result: dict[str, Any] = {"documents": len(sizes), "vertices_median": sorted(sizes)[len(sizes) // 2] if sizes
-                              else 0, "damping": model.config.damping, "guards": {}}
+    result: dict[str, Any] = {
+        "documents": len(sizes),
+        "vertices_median": sorted(sizes)[len(sizes) // 2] if sizes else 0,
+        "damping": model.config.damping,
+        "guards": {},
+    }
     for guard, values in rows.items():
         n = max(len(values), 1)
         conds = sorted(v["cond"] for v in values)
-        summary: dict[str, Any] = {
-            f"cond>{t:g}": sum(v["cond"] > t for v in values) / n for t in THRESHOLDS}
+        summary: dict[str, Any] = {f"cond>{t:g}": sum(v["cond"] > t for v in values) / n for t in THRESHOLDS}
         summary["cond_median"] = conds[len(conds) // 2] if conds else None
         summary["cond_max"] = conds[-1] if conds else None
         summary["negative_p"] = sum(v["negative_p"] for v in values) / n
@@ -101,8 +112,11 @@ def measure_conditioning(model: MALSummarizer, dataset: SummarizationDataset, do
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m scg_summarize.models.mal.conditioning", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m scg_summarize.models.mal.conditioning",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--data", required=True, help="a prepared corpus")
     parser.add_argument("--split", default="valid")
     parser.add_argument("--docs", type=int, default=500)

@@ -46,8 +46,22 @@ from .model import MALSummarizer
 __all__ = ["MALFamily", "MALTeacherOutput", "mal_config"]
 
 #: the options of :class:`ModelConfig` that a :class:`MALConfig` takes over
-_SHARED = ("vocab_size", "emb_dim", "hidden", "suatt", "unatt", "damping", "pagerank_guard", "temperature_s",
-           "temperature_u", "scale_by_nodes", "share_embeddings", "init_range", "max_src_len", "stopwords")
+_SHARED = (
+    "vocab_size",
+    "emb_dim",
+    "hidden",
+    "suatt",
+    "unatt",
+    "damping",
+    "pagerank_guard",
+    "temperature_s",
+    "temperature_u",
+    "scale_by_nodes",
+    "share_embeddings",
+    "init_range",
+    "max_src_len",
+    "stopwords",
+)
 
 
 def mal_config(config: ModelConfig) -> MALConfig:
@@ -121,8 +135,10 @@ class MALFamily(MALSummarizer):
     def _check_bound(self) -> None:
         content: torch.Tensor = self.content
         if self.training and (self.config.suatt or self.config.unatt) and not bool(content.any()):
-            raise ValueError("MAL: no content words are known (the saliency labels and the word graph need them); "
-                             "call model.bind_vocab(vocab) before training (scg-summarize train does)")
+            raise ValueError(
+                "MAL: no content words are known (the saliency labels and the word graph need them); "
+                "call model.bind_vocab(vocab) before training (scg-summarize train does)"
+            )
 
     def chunk_encoder_parameters(self) -> list[torch.nn.Parameter]:
         return []
@@ -141,8 +157,9 @@ class MALFamily(MALSummarizer):
         """h^{d1}_0 = h^{d2}_0 = the mean encoder state."""
         return DecoderState([final, final], [], final)
 
-    def advance(self, state: DecoderState, prev_tokens: torch.Tensor, memory: Memory, t: int, mode: str
-                ) -> tuple[torch.Tensor, DecoderState, AttentionOut]:
+    def advance(
+        self, state: DecoderState, prev_tokens: torch.Tensor, memory: Memory, t: int, mode: str
+    ) -> tuple[torch.Tensor, DecoderState, AttentionOut]:
         """Eq. (14-17) for every row: returns h^a_t ``(B, k_h)``."""
         dec_memory = DecoderMemory(memory.words[:, 0], memory.word_mask[:, 0], memory.extra["keys"])
         y = self.tgt_embedding(prev_tokens)  # (B, k_e)
@@ -155,16 +172,25 @@ class MALFamily(MALSummarizer):
         log_probs: torch.Tensor = self.generator(out, att, memory)
         return log_probs
 
-    def step(self, state: DecoderState, prev_tokens: torch.Tensor, memory: Memory, t: int, mode: str
-             ) -> tuple[torch.Tensor, DecoderState, AttentionOut]:
+    def step(
+        self, state: DecoderState, prev_tokens: torch.Tensor, memory: Memory, t: int, mode: str
+    ) -> tuple[torch.Tensor, DecoderState, AttentionOut]:
         out, state, att = self.advance(state, prev_tokens, memory, t, mode)
         return self.step_log_probs(out, att, memory), state, att
 
     def corpus_ids(self, tokens: torch.Tensor, memory: Memory) -> torch.Tensor:
         return tokens
 
-    def forward(self, src: torch.Tensor, src_mask: torch.Tensor, tgt: torch.Tensor,  # type: ignore[override]
-                tgt_mask: torch.Tensor, mode: str = "soft", task: str = "teacher", max_len: int = 0) -> Any:
+    def forward(
+        self,
+        src: torch.Tensor,
+        src_mask: torch.Tensor,
+        tgt: torch.Tensor,  # type: ignore[override]
+        tgt_mask: torch.Tensor,
+        mode: str = "soft",
+        task: str = "teacher",
+        max_len: int = 0,
+    ) -> Any:
         """Teacher forcing (a :class:`MALTeacherOutput`) or a rollout (``task="rollout"``)."""
         if task == "rollout":
             memory, h0 = self.encode(src, src_mask)
@@ -179,8 +205,15 @@ class MALFamily(MALSummarizer):
         steps = terms.nll.shape[1]
         weights = terms.attention.detach()  # (B, T-1, L)
         atts = [_attention_out(weights[:, t], memory) for t in range(steps)]
-        return MALTeacherOutput([terms.nll[:, t] for t in range(steps)], terms.out_mask, atts, terms.loss_s,
-                                terms.entropy_s, terms.entropy_u, terms.label_rate)
+        return MALTeacherOutput(
+            [terms.nll[:, t] for t in range(steps)],
+            terms.out_mask,
+            atts,
+            terms.loss_s,
+            terms.entropy_s,
+            terms.entropy_u,
+            terms.label_rate,
+        )
 
     def _rollout(self, memory: Memory, state: DecoderState, max_len: int) -> Rollout:
         return rollout(self, memory, state, max_len, mode="soft")

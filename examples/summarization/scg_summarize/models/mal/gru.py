@@ -59,8 +59,9 @@ class EqOneGRUCell(nn.Module):
         return self.step(self.project(x), h)
 
 
-def gru_scan(cell: EqOneGRUCell, x: torch.Tensor, mask: torch.Tensor, h0: torch.Tensor | None = None,
-             reverse: bool = False) -> torch.Tensor:
+def gru_scan(
+    cell: EqOneGRUCell, x: torch.Tensor, mask: torch.Tensor, h0: torch.Tensor | None = None, reverse: bool = False
+) -> torch.Tensor:
     """The states ``(B, L, H)`` of ``cell`` over ``x`` ``(B, L, I)`` (zero at padding).
 
     Args:

@@ -118,9 +118,15 @@ class MALOutput:
 
     def metrics(self) -> dict[str, Any]:
         """JSON-ready numbers: every term of the objective and the attention entropies."""
-        return {"loss": float(self.loss.detach()), "loss_s": float(self.loss_s.detach()),
-                "nll_sum": float(self.nll.detach()), "tokens": self.tokens,
-                "entropy_s": self.entropy_s, "entropy_u": self.entropy_u, "label_rate": self.label_rate}
+        return {
+            "loss": float(self.loss.detach()),
+            "loss_s": float(self.loss_s.detach()),
+            "nll_sum": float(self.nll.detach()),
+            "tokens": self.tokens,
+            "entropy_s": self.entropy_s,
+            "entropy_u": self.entropy_u,
+            "label_rate": self.label_rate,
+        }
 
 
 class MALSummarizer(nn.Module):
@@ -136,8 +142,10 @@ class MALSummarizer(nn.Module):
         if config.vocab_size < 5:
             raise ValueError("mal.vocab_size must be set (the corpus vocabulary size)")
         if content.shape != (config.vocab_size,) or content.dtype != torch.bool:
-            raise ValueError(f"content must be a bool tensor of shape ({config.vocab_size},), "
-                             f"got {content.dtype} {tuple(content.shape)}")
+            raise ValueError(
+                f"content must be a bool tensor of shape ({config.vocab_size},), "
+                f"got {content.dtype} {tuple(content.shape)}"
+            )
         self.config = config
         V, E, H = config.vocab_size, config.emb_dim, config.hidden
         S = 2 * H
@@ -146,8 +154,11 @@ class MALSummarizer(nn.Module):
         self.tgt_embedding = self.src_embedding if config.share_embeddings else nn.Embedding(V, E, padding_idx=0)
         self.encoder = BiGRUEncoder(E, H)
         self.supervised = SupervisedAttention(E, S, H, config.temperature_s) if config.suatt else None
-        self.unsupervised = (UnsupervisedAttention(E, config.damping, config.pagerank_guard, config.temperature_u,
-                                                   config.scale_by_nodes) if config.unatt else None)
+        self.unsupervised = (
+            UnsupervisedAttention(E, config.damping, config.pagerank_guard, config.temperature_u, config.scale_by_nodes)
+            if config.unatt
+            else None
+        )
         self.decoder = ConditionalGRU(E, S, H)
         self.w_top = nn.Linear(S, H)  # W^d_ha, b^d_ha (eq. 17)
         self.w_cs = nn.Linear(S, H, bias=False) if config.suatt else None  # W^d_{c^s a}
@@ -234,8 +245,9 @@ class MALSummarizer(nn.Module):
         return SaliencyMaps(enc.src, enc.mask, maps)
 
     # ------------------------------------------------------------------ teacher forcing
-    def teacher_terms(self, src: torch.Tensor, src_mask: torch.Tensor, tgt: torch.Tensor,
-                      tgt_mask: torch.Tensor) -> MALTerms:
+    def teacher_terms(
+        self, src: torch.Tensor, src_mask: torch.Tensor, tgt: torch.Tensor, tgt_mask: torch.Tensor
+    ) -> MALTerms:
         """Every term of eq. (19-21) of a batch under teacher forcing (``tgt`` ``(B, T)`` starts with ``<s>``)."""
         enc = self.encode_source(src, src_mask)
         y_in = self.tgt_embedding(tgt[:, :-1])  # (B, T-1, k_e)
@@ -255,11 +267,19 @@ class MALSummarizer(nn.Module):
             entropy_u = float(normalized_entropy(enc.graph.weights.detach(), enc.nodes).mean())
         return MALTerms(enc, dec.attention, nll, out_mask, loss_s, entropy_s, entropy_u, label_rate)
 
-    def forward(self, src: torch.Tensor, src_mask: torch.Tensor, tgt: torch.Tensor,
-                tgt_mask: torch.Tensor) -> MALOutput:
+    def forward(
+        self, src: torch.Tensor, src_mask: torch.Tensor, tgt: torch.Tensor, tgt_mask: torch.Tensor
+    ) -> MALOutput:
         """L = L_s + L_NLL (eq. 19-21) of a batch (``tgt`` ``(B, T)`` starts with ``<s>``)."""
         terms = self.teacher_terms(src, src_mask, tgt, tgt_mask)
         doc_nll = terms.nll.sum(-1)  # L_NLL per document (eq. 20), (B,)
         loss = (terms.loss_s + doc_nll).mean()  # eq. (21), averaged over documents
-        return MALOutput(loss, doc_nll.sum(), terms.loss_s.mean(), int(terms.out_mask.sum()), terms.entropy_s,
-                         terms.entropy_u, terms.label_rate)
+        return MALOutput(
+            loss,
+            doc_nll.sum(),
+            terms.loss_s.mean(),
+            int(terms.out_mask.sum()),
+            terms.entropy_s,
+            terms.entropy_u,
+            terms.label_rate,
+        )

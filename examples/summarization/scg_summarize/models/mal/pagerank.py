@@ -100,8 +100,9 @@ def pagerank_system(M: torch.Tensor, nodes: torch.Tensor, damping: float) -> tup
     return A, q
 
 
-def closed_form_pagerank(M: torch.Tensor, nodes: torch.Tensor, damping: float = 0.9,
-                         check: bool = True, guard: str = "none") -> torch.Tensor:
+def closed_form_pagerank(
+    M: torch.Tensor, nodes: torch.Tensor, damping: float = 0.9, check: bool = True, guard: str = "none"
+) -> torch.Tensor:
     """p = (1 − d)(I − d M D⁻¹)⁻¹ q (eq. 11), ``(B, L)``, 0 outside ``nodes``.
 
     Args:
@@ -120,14 +121,19 @@ def closed_form_pagerank(M: torch.Tensor, nodes: torch.Tensor, damping: float = 
         bad = (info != 0) | ~torch.isfinite(p).all(dim=-1)
         if bool(bad.any()):
             rows = bad.nonzero().flatten().tolist()
-            where = f"closed-form PageRank (eq. 11): the system I − d M D⁻¹ is singular or gives a non-finite p " \
-                    f"for batch row(s) {rows}"
+            where = (
+                f"closed-form PageRank (eq. 11): the system I − d M D⁻¹ is singular or gives a non-finite p "
+                f"for batch row(s) {rows}"
+            )
             if guard == "none":
-                raise PageRankError(f"{where} (signed edge weights, guard 'none'); use model.pagerank_guard = "
-                                    f"'softplus' or 'abs'")
-            raise PageRankError(f"{where} although guard {guard!r} keeps the edge weights positive: the weights are "
-                                f"not finite, i.e. the model has diverged (lower train.lr, or continue from an "
-                                f"earlier checkpoint)")
+                raise PageRankError(
+                    f"{where} (signed edge weights, guard 'none'); use model.pagerank_guard = 'softplus' or 'abs'"
+                )
+            raise PageRankError(
+                f"{where} although guard {guard!r} keeps the edge weights positive: the weights are "
+                f"not finite, i.e. the model has diverged (lower train.lr, or continue from an "
+                f"earlier checkpoint)"
+            )
     return p
 
 
@@ -157,8 +163,14 @@ class UnsupervisedAttention(nn.Module):
         scale_by_nodes: p' = m p (uniform PageRank → 1) instead of p' = p.
     """
 
-    def __init__(self, emb_dim: int, damping: float = 0.9, guard: str = "softplus", temperature: float = 1.0,
-                 scale_by_nodes: bool = False) -> None:
+    def __init__(
+        self,
+        emb_dim: int,
+        damping: float = 0.9,
+        guard: str = "softplus",
+        temperature: float = 1.0,
+        scale_by_nodes: bool = False,
+    ) -> None:
         super().__init__()
         if guard not in PAGERANK_GUARDS:
             raise ValueError(f"guard must be one of {PAGERANK_GUARDS}, got {guard!r}")

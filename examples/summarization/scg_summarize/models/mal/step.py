@@ -86,16 +86,26 @@ class MALStepDecoder:
         return MALState(state.h1[indices], state.h2[indices], state.example[indices], state.encoded)
 
 
-def save_mal_run(run_dir: str | Path, model: MALSummarizer, data_dir: str | Path, extra: Mapping[str, Any]
-                 | None = None, name: str = WEIGHTS) -> Path:
+def save_mal_run(
+    run_dir: str | Path,
+    model: MALSummarizer,
+    data_dir: str | Path,
+    extra: Mapping[str, Any] | None = None,
+    name: str = WEIGHTS,
+) -> Path:
     """Write ``model`` as a run directory usable by ``scg-summarize summarize/evaluate --run``."""
     run_dir, data_dir = Path(run_dir), Path(data_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     torch.save({"config": model.config.to_dict(), "model": model.state_dict(), **(extra or {})}, run_dir / name)
     if not (run_dir / VOCAB_FILE).is_file():
         shutil.copyfile(data_dir / VOCAB_FILE, run_dir / VOCAB_FILE)
-    spec = {"factory": MAL_FACTORY, "model": f"MAL {model.config.ablation}",
-            "prep_options": read_meta(data_dir)["options"], "data": str(data_dir.resolve()), "weights": name}
+    spec = {
+        "factory": MAL_FACTORY,
+        "model": f"MAL {model.config.ablation}",
+        "prep_options": read_meta(data_dir)["options"],
+        "data": str(data_dir.resolve()),
+        "weights": name,
+    }
     (run_dir / "decoder.json").write_text(json.dumps(spec, indent=2) + "\n", encoding="utf-8")
     return run_dir
 
@@ -112,8 +122,9 @@ def load_mal_checkpoint(path: str | Path, device: str = "cpu") -> MALSummarizer:
     return model.eval()
 
 
-def load_mal_run(run_dir: Path, spec: Mapping[str, Any], *, coarse_topk: int = 1, device: str = "cpu",
-                 checkpoint: str | None = None) -> MALStepDecoder:
+def load_mal_run(
+    run_dir: Path, spec: Mapping[str, Any], *, coarse_topk: int = 1, device: str = "cpu", checkpoint: str | None = None
+) -> MALStepDecoder:
     """The factory named in a MAL run's ``decoder.json`` (``coarse_topk`` does not apply to MAL)."""
     weights = Path(checkpoint) if checkpoint else run_dir / str(spec.get("weights", WEIGHTS))
     return MALStepDecoder(load_mal_checkpoint(weights, device))

@@ -27,8 +27,9 @@ from .loop import load_examples
 __all__ = ["count_baselines", "main"]
 
 
-def count_baselines(root: str | Path, train_split: str = "train", eval_split: str = "valid",
-                    order: int = 5) -> dict[str, Any]:
+def count_baselines(
+    root: str | Path, train_split: str = "train", eval_split: str = "valid", order: int = 5
+) -> dict[str, Any]:
     """KN perplexity, IR ROUGE-1/2/L F1 and Ext. % (IR and references) on ``eval_split``."""
     train_set, train_data = load_examples(root, train_split)
     eval_set, eval_data = load_examples(root, eval_split)
@@ -50,17 +51,26 @@ def count_baselines(root: str | Path, train_split: str = "train", eval_split: st
     refs = [list(eval_data.text(i)["refs"]) for i in range(len(eval_set))]
     rouge = Rouge(RougeOptions(metrics=("rouge1", "rouge2", "rougeL"))).corpus(outputs, refs)
     return {
-        "data": str(root), "train_split": train_split, "eval_split": eval_split, "examples": len(eval_set),
-        "kn_order": order, "kn_perplexity": ppl, "kn_discounts": lm.discounts, "kn_seconds": kn_seconds,
-        "ir_rouge_f1": rouge.scores, "ir_ext_percent": extractive_percent([o.split() for o in outputs], inputs),
+        "data": str(root),
+        "train_split": train_split,
+        "eval_split": eval_split,
+        "examples": len(eval_set),
+        "kn_order": order,
+        "kn_perplexity": ppl,
+        "kn_discounts": lm.discounts,
+        "kn_seconds": kn_seconds,
+        "ir_rouge_f1": rouge.scores,
+        "ir_ext_percent": extractive_percent([o.split() for o in outputs], inputs),
         "ir_seconds": ir_seconds,
         "reference_ext_percent": extractive_percent([words(e.tgt) for e in eval_set], inputs),
     }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m scg_summarize.train.abs.count_baselines",
-                                description="KN n-gram perplexity, IR baseline and Ext. % on a prepared corpus")
+    p = argparse.ArgumentParser(
+        prog="python -m scg_summarize.train.abs.count_baselines",
+        description="KN n-gram perplexity, IR baseline and Ext. % on a prepared corpus",
+    )
     p.add_argument("--data", required=True)
     p.add_argument("--train-split", default="train")
     p.add_argument("--eval-split", default="valid")

@@ -104,8 +104,9 @@ def _device(model: AbsModel) -> torch.device:
     return next(model.parameters()).device
 
 
-def _tensors(examples: Sequence[Example], index: Sequence[int], device: torch.device | None = None
-             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _tensors(
+    examples: Sequence[Example], index: Sequence[int], device: torch.device | None = None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     chosen = [examples[i] for i in index]
     src = torch.zeros(len(chosen), max(len(e.src) for e in chosen), dtype=torch.long)
     tgt = torch.zeros(len(chosen), max(len(e.tgt) for e in chosen), dtype=torch.long)
@@ -147,8 +148,11 @@ def train(
     """Train in place; returns one record per epoch (lr, losses, validation perplexity, time)."""
     torch.manual_seed(config.seed)
     rng = random.Random(config.seed)
-    optimizer: torch.optim.Optimizer = (torch.optim.SGD(model.parameters(), lr=config.lr) if config.optimizer == "sgd"
-                                        else torch.optim.Adam(model.parameters(), lr=config.lr))
+    optimizer: torch.optim.Optimizer = (
+        torch.optim.SGD(model.parameters(), lr=config.lr)
+        if config.optimizer == "sgd"
+        else torch.optim.Adam(model.parameters(), lr=config.lr)
+    )
     lr, best, steps, records = config.lr, -math.inf, 0, []
     device = _device(model)
     for epoch in range(config.epochs):
@@ -170,9 +174,15 @@ def train(
             group["lr"] = lr
         best = max(best, likelihood)
         renormed = model.renormalize_embeddings(config.max_norm)
-        record = {"epoch": epoch + 1, "steps": steps, "train_ppl": math.exp(float(total) / max(count, 1)),
-                  "valid_ppl": math.exp(-likelihood), "lr_next": lr, "renormalized_rows": renormed,
-                  "seconds": time.perf_counter() - start}
+        record = {
+            "epoch": epoch + 1,
+            "steps": steps,
+            "train_ppl": math.exp(float(total) / max(count, 1)),
+            "valid_ppl": math.exp(-likelihood),
+            "lr_next": lr,
+            "renormalized_rows": renormed,
+            "seconds": time.perf_counter() - start,
+        }
         records.append(record)
         if log is not None:
             log(record)
@@ -195,8 +205,12 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--max-steps", type=int, default=0, help="stop after this many updates (0: none)")
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--lr", type=float, default=0.05)
-    p.add_argument("--optimizer", default="sgd", choices=("sgd", "adam"),
-                   help="sgd (the paper) or adam (ours: for runs of a few thousand steps)")
+    p.add_argument(
+        "--optimizer",
+        default="sgd",
+        choices=("sgd", "adam"),
+        help="sgd (the paper) or adam (ours: for runs of a few thousand steps)",
+    )
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     p.add_argument("--device", default="cpu", help="cpu or cuda (training and --decode)")
     p.add_argument("--max-norm", type=float, default=2.0)
@@ -217,14 +231,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     train_set, train_data = load_examples(args.data, args.train_split)
     valid_set, valid_data = load_examples(args.data, args.valid_split)
     vocab = len(train_data.vocab)
-    config = AbsConfig(vocab, vocab, encoder=args.encoder, embed=args.embed, hidden=args.hidden,
-                       context=args.context, bos=train_data.vocab.bos_id)
+    config = AbsConfig(
+        vocab,
+        vocab,
+        encoder=args.encoder,
+        embed=args.embed,
+        hidden=args.hidden,
+        context=args.context,
+        bos=train_data.vocab.bos_id,
+    )
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         print(f"--device {args.device}: no CUDA GPU is visible here", file=sys.stderr)
         return 2
     model = AbsModel(config).to(args.device)
-    tc = AbsTrainConfig(lr=args.lr, batch_size=args.batch_size, epochs=args.epochs, max_steps=args.max_steps,
-                        max_norm=args.max_norm, seed=args.seed, optimizer=args.optimizer)
+    tc = AbsTrainConfig(
+        lr=args.lr,
+        batch_size=args.batch_size,
+        epochs=args.epochs,
+        max_steps=args.max_steps,
+        max_norm=args.max_norm,
+        seed=args.seed,
+        optimizer=args.optimizer,
+    )
     log_file = (out / "log.jsonl").open("w", encoding="utf-8")
 
     def log(record: dict[str, Any]) -> None:
@@ -237,10 +265,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     seconds = time.perf_counter() - start
     log_file.close()
     torch.save({k: v.cpu() for k, v in model.state_dict().items()}, out / "abs.pt")  # loads anywhere
-    summary: dict[str, Any] = {"model": config.to_dict(), "train": asdict(tc), "device": str(args.device),
-                               "train_seconds": seconds,
-                               "steps": records[-1]["steps"] if records else 0,
-                               "valid_ppl": records[-1]["valid_ppl"] if records else None}
+    summary: dict[str, Any] = {
+        "model": config.to_dict(),
+        "train": asdict(tc),
+        "device": str(args.device),
+        "train_seconds": seconds,
+        "steps": records[-1]["steps"] if records else 0,
+        "valid_ppl": records[-1]["valid_ppl"] if records else None,
+    }
     if args.decode:
         summary["decode"] = _decode(model, valid_set, valid_data, args)
     (out / "abs.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
@@ -248,16 +280,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def _decode(model: AbsModel, examples: Sequence[Example], data: SummarizationDataset,
-            args: argparse.Namespace) -> dict[str, Any]:
+def _decode(
+    model: AbsModel, examples: Sequence[Example], data: SummarizationDataset, args: argparse.Namespace
+) -> dict[str, Any]:
     from ...decoding import DecodeOptions, beam_search
     from ...evaluation.bm25 import extractive_percent
     from ...evaluation.rouge import Rouge, RougeOptions
 
     model.eval()
     decoder = AbsStepDecoder(model)
-    options = DecodeOptions(beam_size=args.beam, max_len=args.length, min_len=args.length, length_penalty=0.0,
-                            no_repeat_ngram=0, unk="allow")  # the paper: fixed length, no blocking
+    options = DecodeOptions(
+        beam_size=args.beam,
+        max_len=args.length,
+        min_len=args.length,
+        length_penalty=0.0,
+        no_repeat_ngram=0,
+        unk="allow",
+    )  # the paper: fixed length, no blocking
     n = min(args.decode, len(examples))
     start = time.perf_counter()
     outputs, inputs, refs = [], [], []
@@ -273,8 +312,14 @@ def _decode(model: AbsModel, examples: Sequence[Example], data: SummarizationDat
     seconds = time.perf_counter() - start
     rouge = Rouge(RougeOptions(metrics=("rouge1", "rouge2", "rougeL"))).corpus([" ".join(o) for o in outputs], refs)
     (Path(args.out) / "summaries.txt").write_text("".join(" ".join(o) + "\n" for o in outputs), encoding="utf-8")
-    return {"examples": n, "beam": args.beam, "length": args.length, "seconds": seconds, "rouge_f1": rouge.scores,
-            "ext_percent": extractive_percent(outputs, inputs)}
+    return {
+        "examples": n,
+        "beam": args.beam,
+        "length": args.length,
+        "seconds": seconds,
+        "rouge_f1": rouge.scores,
+        "ext_percent": extractive_percent(outputs, inputs),
+    }
 
 
 if __name__ == "__main__":

@@ -99,21 +99,45 @@ def _run(args: argparse.Namespace) -> int:
         tune_examples, n_tune = examples, int(len(examples) * args.tune_fraction)
         tune_refs = refs[:n_tune]
         test_idx = list(range(n_tune, len(examples)))[: args.limit or None]
-    options = DecodeOptions(beam_size=args.beam, n_best=args.beam, min_len=args.length, max_len=args.length,
-                            length_penalty=0.0, no_repeat_ngram=0, unk="allow")
+    options = DecodeOptions(
+        beam_size=args.beam,
+        n_best=args.beam,
+        min_len=args.length,
+        max_len=args.length,
+        length_penalty=0.0,
+        no_repeat_ngram=0,
+        unk="allow",
+    )
 
     def detok(ids: list[int]) -> str:
         return " ".join(vocab.decode(ids))
 
-    result: dict[str, Any] = {"run": args.run, "data": args.data, "split": args.split,
-                              "tune_split": args.tune_split or args.split, "tune": n_tune, "test": len(test_idx),
-                              "beam": args.beam, "length": args.length}
+    result: dict[str, Any] = {
+        "run": args.run,
+        "data": args.data,
+        "split": args.split,
+        "tune_split": args.tune_split or args.split,
+        "tune": n_tune,
+        "test": len(test_idx),
+        "beam": args.beam,
+        "length": args.length,
+    }
     start = time.perf_counter()
     tune_batches = _batches(tune_examples, list(range(n_tune)))
-    tuned = tune_weights(inner, [(b, [tune_refs[i] for i in idx]) for b, idx in tune_batches], detok,
-                         options, rouge=Rouge(RougeOptions(metrics=("rouge1",))), iterations=args.iterations)
-    result["mert"] = {"weights": tuned.weights, "tuning_rouge1": 100 * tuned.metric, "history": tuned.history,
-                      "seconds": time.perf_counter() - start}
+    tuned = tune_weights(
+        inner,
+        [(b, [tune_refs[i] for i in idx]) for b, idx in tune_batches],
+        detok,
+        options,
+        rouge=Rouge(RougeOptions(metrics=("rouge1",))),
+        iterations=args.iterations,
+    )
+    result["mert"] = {
+        "weights": tuned.weights,
+        "tuning_rouge1": 100 * tuned.metric,
+        "history": tuned.history,
+        "seconds": time.perf_counter() - start,
+    }
     variants: dict[str, tuple[StepDecoder[Any], DecodeOptions]] = {
         "abs": (inner, options),
         "abs_recombine": (inner, replace(options, recombine=True)),
@@ -133,8 +157,10 @@ def _run(args: argparse.Namespace) -> int:
         from ...evaluation.bm25 import IRBaseline
 
         train_set, _ = load_examples(args.data, "train")
-        systems["ir"] = IRBaseline([vocab.decode(e.src, stop_at_eos=False) for e in train_set],
-                                   [" ".join(vocab.decode(e.tgt)) for e in train_set])
+        systems["ir"] = IRBaseline(
+            [vocab.decode(e.src, stop_at_eos=False) for e in train_set],
+            [" ".join(vocab.decode(e.tgt)) for e in train_set],
+        )
     out_dir = Path(args.summaries) if args.summaries else None
     if out_dir is not None:
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -149,18 +175,28 @@ def _run(args: argparse.Namespace) -> int:
                 search = greedy_search if opts.greedy else beam_search
                 outputs += [vocab.decode(h[0].tokens) for h in search(decoder, batch, opts)]
         texts = [" ".join(o) for o in outputs]
-        scored = {kind: scorer.corpus(texts, gold, ids=chosen, keep_per_example=True)
-                  for kind, scorer in (("f1", f1), ("75b", duc))}
-        result[name] = {"rouge_f1": scored["f1"].scores, "rouge_recall_75b": scored["75b"].scores,
-                        "ext_percent": extractive_percent(outputs, inputs), "mean_words": sum(map(len, outputs))
-                        / max(len(outputs), 1), "seconds": time.perf_counter() - start, "first_outputs": texts[:3]}
+        scored = {
+            kind: scorer.corpus(texts, gold, ids=chosen, keep_per_example=True)
+            for kind, scorer in (("f1", f1), ("75b", duc))
+        }
+        result[name] = {
+            "rouge_f1": scored["f1"].scores,
+            "rouge_recall_75b": scored["75b"].scores,
+            "ext_percent": extractive_percent(outputs, inputs),
+            "mean_words": sum(map(len, outputs)) / max(len(outputs), 1),
+            "seconds": time.perf_counter() - start,
+            "first_outputs": texts[:3],
+        }
         if out_dir is not None:
             for kind, suffix in (("f1", ""), ("75b", "-75b")):
                 per = scored[kind].per_example
-                lines = [json.dumps({"id": chosen[i], "summary": texts[i], "rouge": {k: v[i] for k, v in per.items()}})
-                         for i in range(len(texts))]
-                (out_dir / f"{name}{suffix}.summaries.jsonl").write_text("".join(x + "\n" for x in lines),
-                                                                          encoding="utf-8")
+                lines = [
+                    json.dumps({"id": chosen[i], "summary": texts[i], "rouge": {k: v[i] for k, v in per.items()}})
+                    for i in range(len(texts))
+                ]
+                (out_dir / f"{name}{suffix}.summaries.jsonl").write_text(
+                    "".join(x + "\n" for x in lines), encoding="utf-8"
+                )
     text = json.dumps(result, indent=2)
     print(text)
     if args.out:
