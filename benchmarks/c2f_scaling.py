@@ -28,9 +28,9 @@ from typing import Any
 
 import torch
 from scg_summarize.kernels import reference
-from scg_summarize.models.attention import FlatAttention, Memory, flat_step
-from scg_summarize.models.c2f import C2FAttention, c2f_step
-from scg_summarize.models.decoder import Decoder
+from scg_summarize.models.c2f.coarse_to_fine import C2FAttention, c2f_step
+from scg_summarize.models.common.attention import FlatAttention, Memory, flat_step
+from scg_summarize.models.common.decoder import Decoder
 from torch.overrides import TorchFunctionMode
 
 RESULTS = Path(__file__).resolve().parent / "results"

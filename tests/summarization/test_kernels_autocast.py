@@ -16,9 +16,9 @@ import scg
 from .kernel_support import backend, make_case, one_thread  # noqa: F401
 
 from scg_summarize.kernels import c2f_coarse_sample, c2f_fine_attend, logsoftmax_topk  # isort: skip
-from scg_summarize.models import c2f as c2f_module  # isort: skip
-from scg_summarize.models.attention import Memory  # isort: skip
-from scg_summarize.models.c2f import C2FAttention  # isort: skip
+from scg_summarize.models.c2f import coarse_to_fine as c2f_module  # isort: skip
+from scg_summarize.models.common.attention import Memory  # isort: skip
+from scg_summarize.models.c2f.coarse_to_fine import C2FAttention  # isort: skip
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -17,9 +17,9 @@ from .models_helpers import make_batch, make_model
 
 from scg_summarize.decoding.adapters import IndexedMemory  # isort: skip
 from scg_summarize.kernels import KernelDraws, ops, reference  # isort: skip
-from scg_summarize.models import c2f as c2f_module  # isort: skip
-from scg_summarize.models.attention import Memory  # isort: skip
-from scg_summarize.models.c2f import C2FAttention, c2f_kernel_step, c2f_read  # isort: skip
+from scg_summarize.models.c2f import coarse_to_fine as c2f_module  # isort: skip
+from scg_summarize.models.common.attention import Memory  # isort: skip
+from scg_summarize.models.c2f.coarse_to_fine import C2FAttention, c2f_kernel_step, c2f_read  # isort: skip
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 needs_triton = pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="no triton")

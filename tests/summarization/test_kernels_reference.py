@@ -46,7 +46,7 @@ def seed_tensor(value: int = 7) -> torch.Tensor:
 @pytest.mark.parametrize("shape", SHAPES[:2])
 def test_fine_matches_the_model(shape: tuple[int, ...]) -> None:
     # The op computes models.attention.c2f_read (per-chunk word softmax, weights per choice), values and gradients.
-    from scg_summarize.models.c2f import c2f_read
+    from scg_summarize.models.c2f.coarse_to_fine import c2f_read
 
     c = make_case(*shape)
     leaves = [t.clone().requires_grad_(True) for t in (c.words, c.weights, c.query_fine)]

@@ -26,8 +26,8 @@ from typing import Any
 
 import pytest
 import torch
+from scg_summarize.models.common.extended_vocab import to_corpus, to_input
 from scg_summarize.models.config import ModelConfig
-from scg_summarize.models.extended_vocab import to_corpus, to_input
 from scg_summarize.models.mal.saliency import saliency_loss
 from scg_summarize.models.registry import build_model
 from scg_summarize.train import load_config

@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 from scg_summarize.models import ModelConfig
-from scg_summarize.models.generator import CopyGenerator, copy_distribution
+from scg_summarize.models.common.generator import CopyGenerator, copy_distribution
 
 import scg
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 from scg_summarize.models import ConvChunkEncoder
-from scg_summarize.models.attention import masked_softmax
+from scg_summarize.models.common.attention import masked_softmax
 
 from .models_helpers import make_batch, make_model, pad_batch
 

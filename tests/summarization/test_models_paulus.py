@@ -6,7 +6,7 @@ import torch
 from scg_summarize.decoding.adapters import ModelStepDecoder
 from scg_summarize.decoding.beam import beam_search
 from scg_summarize.decoding.options import DecodeOptions
-from scg_summarize.models.paulus import IntraDecoderAttention, TemporalAttention
+from scg_summarize.models.paulus.model import IntraDecoderAttention, TemporalAttention
 from scg_summarize.models.registry import build_model
 
 from .test_models_zoo import batch, paulus_config

@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 import torch
 from scg_summarize.decoding.adapters import IndexedMemory, ModelStepDecoder
-from scg_summarize.models.attention import Memory
+from scg_summarize.models.c2f.model import Summarizer
+from scg_summarize.models.common.attention import Memory
+from scg_summarize.models.common.decoder import DecoderState
+from scg_summarize.models.common.extended_vocab import extend_source, extend_targets, to_corpus, to_input
+from scg_summarize.models.common.rows import repeat_rows, select_rows
 from scg_summarize.models.config import ModelConfig
-from scg_summarize.models.decoder import DecoderState
-from scg_summarize.models.extended_vocab import extend_source, extend_targets, to_corpus, to_input
-from scg_summarize.models.paulus import PaulusState, PaulusSummarizer
+from scg_summarize.models.paulus.model import PaulusState, PaulusSummarizer
 from scg_summarize.models.registry import FAMILIES, Registry, build_model
-from scg_summarize.models.rows import repeat_rows, select_rows
-from scg_summarize.models.summarizer import Summarizer
 from scg_summarize.train.checkpoint import load_checkpoint, save_atomic
 from scg_summarize.train.loop import load_model
 

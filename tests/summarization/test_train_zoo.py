@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from scg_summarize.decoding import load_run
-from scg_summarize.models.paulus import PaulusSummarizer
+from scg_summarize.models.paulus.model import PaulusSummarizer
 from scg_summarize.train import Trainer, load_config
 from scg_summarize.train.checkpoint import load_checkpoint
 from scg_summarize.train.objective import OBJECTIVES, objective_names

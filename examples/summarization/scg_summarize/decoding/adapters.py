@@ -39,7 +39,7 @@ import torch
 
 from ..jsonlines import json_object
 from ..kernels import choose, logsoftmax_topk
-from ..models.attention import Memory, per_query_row
+from ..models.common.attention import Memory, per_query_row
 from ..models.loading import load_model
 from .loading import LoadedRun, RunLoadError, load_vocab_and_options, register_loader
 from .protocol import TopK, topk_of
@@ -62,7 +62,7 @@ class ModelState:
 
 @dataclass
 class IndexedMemory(Memory):
-    """A :class:`~scg_summarize.models.attention.Memory` with one row per *example* and ``rows``
+    """A :class:`~scg_summarize.models.common.attention.Memory` with one row per *example* and ``rows``
     ``(R,)``, the example of each hypothesis.
 
     C2F attention (``reads_rows``) indexes the chunk and word states by ``rows`` (the kernels'

@@ -11,7 +11,7 @@ order of the top words is ignored, we employ the F-measure score of ROUGE-1" (k 
 * :func:`top_k_rouge1` scores those word lists against the references (ROUGE-1 F1 x 100, max
   over references, digits and ``#`` matched, no sentence splitting);
 * :func:`saliency_top_k` runs a model over a prepared split: any object with a
-  ``saliency_maps(batch)`` method returning :class:`~scg_summarize.models.saliency_maps.SaliencyMaps`
+  ``saliency_maps(batch)`` method returning :class:`~scg_summarize.models.common.saliency_maps.SaliencyMaps`
   (:class:`SaliencyModel`) — MAL's
   :class:`~scg_summarize.models.mal.MALSummarizer` returns ``SuAtt`` (a^s) and ``UnAtt`` (a^u);
 * :func:`run_saliency_top_k` does it for a loaded run on the first examples of a split: the
@@ -30,7 +30,7 @@ from ..data.dataset import SummarizationDataset
 from ..data.vocab import SPECIALS
 from ..decoding.inputs import collate_documents, documents_from_split
 from ..decoding.loading import LoadedRun
-from ..models.saliency_maps import SaliencyMaps
+from ..models.common.saliency_maps import SaliencyMaps
 from .rouge import Rouge, RougeOptions, RougeResult
 
 __all__ = [

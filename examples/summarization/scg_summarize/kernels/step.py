@@ -3,7 +3,7 @@
 * :func:`c2f_attention`: one coarse-to-fine step in one call (``scg::c2f_coarse_sample`` then
   ``scg::c2f_fine_attend``; on CUDA three Triton kernels plus a few small torch ops), with the
   log-probability of the draws.
-* :func:`fused_c2f_read`: a drop-in for ``scg_summarize.models.attention.c2f_read`` (same arguments, same
+* :func:`fused_c2f_read`: a drop-in for ``scg_summarize.models.common.attention.c2f_read`` (same arguments, same
   results), for a model that makes its own selection.
 * :class:`KernelDraws`: a score-function estimator whose "draw" is the kernel's ``idx``, so the draws
   become an scg node: ``scg.sample(Categorical(logits=...), estimator=KernelDraws(idx))``.

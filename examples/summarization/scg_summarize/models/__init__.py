@@ -22,15 +22,18 @@ Decoding (beam search, ``<unk>`` replacement) and ROUGE live in `scg_summarize.d
 ``scg_summarize.decoding.adapters.ModelStepDecoder``.
 """
 
-from .attention import AttentionOut, FlatAttention, HierAttention, Memory, SourceAttention, flat_step, hier_step
-from .c2f import C2FAttention, c2f_read, c2f_step
-from .chunk_encoders import BowChunkEncoder, ChunkEncoder, ConvChunkEncoder, WithPosition
+from .c2f.chunk_encoders import BowChunkEncoder, ChunkEncoder, ConvChunkEncoder, WithPosition
+from .c2f.coarse_to_fine import C2FAttention, c2f_read, c2f_step
+from .c2f.model import Summarizer, SummarizerOutput
+from .common.attention import AttentionOut, FlatAttention, HierAttention, Memory, SourceAttention, flat_step, hier_step
+from .common.decoder import Decoder, DecoderState
+from .common.encoders import ChunkedWordEncoder, EncodedWords, FlatWordEncoder, WordEncoder
+from .common.pretrained import load_word2vec
+from .common.rollout import Rollout, rollout
+from .common.rows import repeat_rows, select_rows
 from .config import ATTENTIONS, CHUNK_ENCODERS, ModelConfig
-from .decoder import Decoder, DecoderState
-from .encoders import ChunkedWordEncoder, EncodedWords, FlatWordEncoder, WordEncoder
 from .loading import load_model, read_checkpoint
-from .paulus import PaulusState, PaulusSummarizer
-from .pretrained import load_word2vec
+from .paulus.model import PaulusState, PaulusSummarizer
 from .registry import (  # (registry.ATTENTIONS: by module)
     DECODERS,
     ENCODERS,
@@ -39,9 +42,6 @@ from .registry import (  # (registry.ATTENTIONS: by module)
     Registry,
     build_model,
 )
-from .rollout import Rollout, rollout
-from .rows import repeat_rows, select_rows
-from .summarizer import Summarizer, SummarizerOutput
 
 __all__ = [
     "ATTENTIONS",

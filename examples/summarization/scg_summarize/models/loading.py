@@ -17,9 +17,9 @@ from typing import Any
 import torch
 from torch import nn
 
+from .c2f.model import Summarizer
 from .config import ModelConfig
 from .registry import build_model
-from .summarizer import Summarizer
 
 __all__ = ["REQUIRED_KEYS", "CheckpointError", "check_same_model", "load_model", "read_checkpoint"]
 

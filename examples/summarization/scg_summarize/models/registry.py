@@ -39,7 +39,7 @@ __all__ = ["ATTENTIONS", "DECODERS", "ENCODERS", "FAMILIES", "GENERATORS", "Regi
 F = TypeVar("F", bound=Callable[..., Any])
 
 #: modules that register the built-in entries when imported
-_BUILTIN_MODULES: tuple[str, ...] = ("summarizer", "paulus", "abs.family", "mal.family")
+_BUILTIN_MODULES: tuple[str, ...] = ("c2f.model", "paulus.model", "abs.family", "mal.family")
 
 
 class Registry(Generic[F]):

@@ -34,10 +34,10 @@ import scg
 
 from ..data.storage import VOCAB_FILE, read_meta
 from ..dirlock import DirLock
+from ..models.c2f.model import Summarizer
 from ..models.loading import load_model as models_load_model
 from ..models.registry import FAMILIES
 from ..models.registry import build_model as build_family
-from ..models.summarizer import Summarizer
 from .checkpoint import get_rng_state, load_checkpoint, save_atomic, set_rng_state
 from .config import Config
 from .data import batch_to, load_split, make_loader
@@ -147,7 +147,7 @@ class Trainer:
         if callable(bind_vocab):
             bind_vocab(self.vocab)
         if tc.word2vec:
-            from ..models.pretrained import load_word2vec
+            from ..models.common.pretrained import load_word2vec
 
             tables = [self.model.src_embedding] + ([] if config.model.share_embeddings else [self.model.tgt_embedding])
             found = load_word2vec(tc.word2vec, self.vocab.tokens, tables)

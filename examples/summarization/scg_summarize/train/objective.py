@@ -52,7 +52,7 @@ from torch import nn
 
 import scg
 
-from ..models.summarizer import SummarizerOutput
+from ..models.c2f.model import SummarizerOutput
 
 __all__ = [
     "COARSE",

@@ -1,7 +1,7 @@
 """Self-critical policy gradient on scg (Rennie et al. 2017; Paulus, Xiong & Socher 2018, Section 3.2).
 
 The model generates a summary yˢ by sampling one word per step, each an scg stochastic node
-(:func:`scg_summarize.models.rollout.rollout`), and the sequence-level reward r(yˢ) (ROUGE-L F1
+(:func:`scg_summarize.models.common.rollout.rollout`), and the sequence-level reward r(yˢ) (ROUGE-L F1
 against the reference, :mod:`.reward`) enters as *one terminal cost node* c = −r(yˢ). Its
 baseline is the reward of the model's own greedy output ŷ, computed by rerunning the same
 program under ``scg.Graph(intervene=scg.estimators.greedy)`` (every draw replaced by its argmax)

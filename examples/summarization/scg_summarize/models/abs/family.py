@@ -35,12 +35,12 @@ import torch
 from torch import nn
 from torch.nn import functional
 
-from ..attention import AttentionOut, Memory
+from ..c2f.model import SummarizerOutput
+from ..common.attention import AttentionOut, Memory
+from ..common.decoder import DecoderState
+from ..common.rollout import Rollout, rollout
 from ..config import ModelConfig
-from ..decoder import DecoderState
 from ..registry import FAMILIES
-from ..rollout import Rollout, rollout
-from ..summarizer import SummarizerOutput
 from .encoders import EncoderMemory
 from .nnlm import AbsConfig, AbsModel, context_windows
 from .step import flatten_source

@@ -5,17 +5,17 @@
 also speaks the family interface of ``docs/summarizer.md`` ("Adding a model family"):
 
 * ``encode(src, src_mask) -> (memory, h0)``: the flat source as a one-chunk
-  :class:`~scg_summarize.models.attention.Memory` (``words`` = h^e ``(B, 1, L, 2k_h)``) with the
+  :class:`~scg_summarize.models.common.attention.Memory` (``words`` = h^e ``(B, 1, L, 2k_h)``) with the
   attention keys and eq. (17)'s constant part W c^s + W c^u + b in ``memory.extra``, so beam
   search reorders them with the rest;
 * ``init_state`` / ``advance``: the two cGRU states (eq. 14-16) in a
-  :class:`~scg_summarize.models.decoder.DecoderState` (``h = [h^{d1}, h^{d2}]``); ``advance``
+  :class:`~scg_summarize.models.common.decoder.DecoderState` (``h = [h^{d1}, h^{d2}]``); ``advance``
   returns h^a_t (eq. 17), so the generator is the plain softmax of eq. (18) and beam search may
   fuse it with its top-k;
 * ``forward(..., task="teacher")``: a :class:`MALTeacherOutput`, the trainer's per-step NLL
   (L_NLL, eq. 20) plus L_s per document (eq. 19) and the attention entropies, which the ``mal``
   objective (:mod:`scg_summarize.train.mal_objective`) turns into L = L_s + L_NLL (eq. 21);
-  ``task="rollout"``: one scg word node per step (:func:`~scg_summarize.models.rollout.rollout`).
+  ``task="rollout"``: one scg word node per step (:func:`~scg_summarize.models.common.rollout.rollout`).
 
 The model reads which vocabulary words are content words (the saliency labels, the word
 graph's vertices) from a buffer; the trainer fills it with :meth:`MALFamily.bind_vocab` before
@@ -32,13 +32,13 @@ import torch.nn.functional as F
 
 from ...data.saliency_labels import ContentWords, load_stopwords
 from ...data.vocab import Vocab
-from ..attention import AttentionOut, Memory
+from ..c2f.model import SummarizerOutput
+from ..common.attention import AttentionOut, Memory
+from ..common.decoder import DecoderState
+from ..common.generator import Generator
+from ..common.rollout import Rollout, rollout
 from ..config import ModelConfig
-from ..decoder import DecoderState
-from ..generator import Generator
 from ..registry import FAMILIES
-from ..rollout import Rollout, rollout
-from ..summarizer import SummarizerOutput
 from .cgru import DecoderMemory
 from .config import MALConfig
 from .model import MALSummarizer

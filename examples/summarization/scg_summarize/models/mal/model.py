@@ -30,7 +30,7 @@ from torch import nn
 from ...data.chunking import pack_flat
 from ...data.saliency_labels import ContentWords, load_stopwords
 from ...data.vocab import Vocab
-from ..saliency_maps import SaliencyMaps
+from ..common.saliency_maps import SaliencyMaps
 from .cgru import ConditionalGRU, DecoderMemory, mean_state
 from .config import MALConfig
 from .encoder import BiGRUEncoder
@@ -231,7 +231,7 @@ class MALSummarizer(nn.Module):
 
     def saliency_maps(self, batch: Any) -> SaliencyMaps:
         """a^s (``SuAtt``) and a^u (``UnAtt``, ``-inf`` outside the word graph) over the flat source,
-        as :class:`~scg_summarize.models.saliency_maps.SaliencyMaps` (the Table 4 analysis), with
+        as :class:`~scg_summarize.models.common.saliency_maps.SaliencyMaps` (the Table 4 analysis), with
         a reference point that needs no model: ``Lead``, the document's first content words
         (−position on the content words, ``-inf`` elsewhere)."""
         enc = self.encode_source(batch["src"], batch["src_mask"])

@@ -44,15 +44,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import AttentionOut, Memory
-from .config import ModelConfig
-from .decoder import DecoderState
-from .encoders import FlatWordEncoder
-from .extended_vocab import extend_source, extend_targets, to_corpus, to_input
-from .generator import Generator
-from .registry import ATTENTIONS, DECODERS, ENCODERS, FAMILIES, GENERATORS
-from .rollout import Rollout, rollout
-from .summarizer import SummarizerOutput
+from ..c2f.model import SummarizerOutput
+from ..common.attention import AttentionOut, Memory
+from ..common.decoder import DecoderState
+from ..common.encoders import FlatWordEncoder
+from ..common.extended_vocab import extend_source, extend_targets, to_corpus, to_input
+from ..common.generator import Generator
+from ..common.rollout import Rollout, rollout
+from ..config import ModelConfig
+from ..registry import ATTENTIONS, DECODERS, ENCODERS, FAMILIES, GENERATORS
 
 __all__ = [
     "IntraDecoderAttention",

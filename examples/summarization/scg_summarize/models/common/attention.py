@@ -241,7 +241,7 @@ def build_attention(
     if kind == "hier":
         return HierAttention(dec_hidden, enc_hidden, chunk_dim)
     if kind == "c2f":
-        from .c2f import C2FAttention
+        from ..c2f.coarse_to_fine import C2FAttention
 
         return C2FAttention(dec_hidden, enc_hidden, chunk_dim, k, test_k)
     raise ValueError(f"unknown attention {kind!r}")
@@ -253,7 +253,7 @@ _C2F_NAMES = ("C2FAttention", "C2FStep", "c2f_kernel_step", "c2f_read", "c2f_ste
 def __getattr__(name: str) -> Any:
     """C2F's names moved to :mod:`.c2f`; importing them from here still works."""
     if name in _C2F_NAMES:
-        from . import c2f
+        from .. import c2f
 
         return getattr(c2f, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

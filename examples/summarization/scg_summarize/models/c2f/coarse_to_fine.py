@@ -30,8 +30,8 @@ from torch.distributions import Categorical
 
 import scg
 
-from ..kernels import KernelDraws, c2f_coarse_sample, choose, fused_c2f_read
-from .attention import MODES, AttentionOut, HierAttention, Memory, masked_logits, masked_softmax, per_query_row
+from ...kernels import KernelDraws, c2f_coarse_sample, choose, fused_c2f_read
+from ..common.attention import MODES, AttentionOut, HierAttention, Memory, masked_logits, masked_softmax, per_query_row
 
 __all__ = ["C2FAttention", "C2FStep", "c2f_kernel_step", "c2f_read", "c2f_step", "fine_read"]
 

@@ -24,14 +24,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import AttentionOut, FlatAttention, HierAttention, Memory
+from ..common.attention import AttentionOut, FlatAttention, HierAttention, Memory
+from ..common.decoder import Decoder, DecoderState
+from ..common.encoders import ChunkedWordEncoder, FlatWordEncoder
+from ..common.generator import CopyGenerator, Generator, SoftmaxGenerator
+from ..common.rollout import Rollout, rollout
+from ..config import ModelConfig
+from ..registry import ATTENTIONS, DECODERS, ENCODERS, FAMILIES, GENERATORS
 from .chunk_encoders import ChunkEncoder, build_chunk_encoder
-from .config import ModelConfig
-from .decoder import Decoder, DecoderState
-from .encoders import ChunkedWordEncoder, FlatWordEncoder
-from .generator import CopyGenerator, Generator, SoftmaxGenerator
-from .registry import ATTENTIONS, DECODERS, ENCODERS, FAMILIES, GENERATORS
-from .rollout import Rollout, rollout
 
 __all__ = ["Summarizer", "SummarizerOutput"]
 
@@ -69,7 +69,7 @@ def _rename_old_generator_keys(state: dict[str, Any], prefix: str, *args: Any) -
 
 
 def _c2f_attention(**kwargs: Any) -> nn.Module:
-    from .c2f import C2FAttention
+    from .coarse_to_fine import C2FAttention
 
     return C2FAttention(kwargs["dec_hidden"], kwargs["enc_hidden"], kwargs["chunk_dim"], kwargs["k"], kwargs["test_k"])
 

@@ -1,0 +1,1 @@
+"""Parts shared by the model families: source attention, decoder, generators, rollout, rows."""

@@ -1,0 +1,1 @@
+"""Paulus, Xiong & Socher (2018): the ``paulus`` family."""
