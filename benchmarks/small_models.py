@@ -1,7 +1,7 @@
 """Small models, where scg's per-node Python shows: scg ÷ hand-written time per gradient step.
 
 Issue 25's workloads, each with a hand-written twin (plain PyTorch REINFORCE drawing the same
-values in the same order, so that its gradient equals scg's: ``tests/test_small_models_smoke.py``):
+values in the same order, so that its gradient equals scg's: ``tests/benchmarks/test_small_models_smoke.py``):
 
 * ``sbn``: sigmoid belief net, 2 layers of Bernoulli units q(h1|x) q(h2|h1), negative ELBO split
   into the cost each layer influences; an input-dependent learned baseline per layer (NVIL's,

@@ -15,7 +15,7 @@ the declaration and 0 otherwise: the groups and the step weights are the credit 
 (`scg.credit.plan.group`, `scg.credit.plan.step_weights`), evaluated on Python lists
 instead of NumPy arrays. W_GH is a constant of the traced graph: the structure is fixed
 when the program is traced (dynamo re-traces when it changes). The value and the gradient equal
-the eager surrogate's for the same draws (``tests/test_compile.py``).
+the eager surrogate's for the same draws (``tests/scg/graph/test_compile.py``).
 
 What the traced surrogate covers is what a compiled training step of a declared model needs:
 score-function and pathwise nodes, per-example credit, ``discount`` and ``score_scale``. It

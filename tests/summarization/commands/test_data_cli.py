@@ -1,0 +1,158 @@
+"""The ``scg-summarize`` command line: the registry and the ``prepare`` subcommand."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from scg_summarize import cli
+from scg_summarize.data.command import parse_input_spec
+from scg_summarize.data.storage import read_meta
+
+from ..conftest import TOY_STORIES
+
+
+def test_prepare_synthetic(tmp_path: Path) -> None:
+    out = tmp_path / "syn"
+    args = ["prepare", "--format", "synthetic", "--output", str(out), "--n-train", "30"]
+    assert cli.main([*args, "--n-valid", "5", "--n-test", "5", "--quiet"]) == 0
+    meta = read_meta(out)
+    assert meta["splits"]["train"]["examples"] == 30
+    assert (meta["options"]["num_chunks"], meta["options"]["chunk_len"]) == (8, 16)
+    assert cli.main([*args, "--quiet"]) == 2  # exists, no --overwrite
+
+
+def test_prepare_stories_with_bad_input(
+    toy_story_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (toy_story_dir / "broken.story").write_text("no highlights\n", encoding="utf-8")
+    base = ["prepare", "--format", "cnndm", "--input", f"train={toy_story_dir}", "--quiet"]
+    base += ["--chunks", "2", "--chunk-len", "6"]
+    assert cli.main([*base, "--output", str(tmp_path / "a")]) == 2
+    err = capsys.readouterr().err
+    assert "broken.story" in err and "missing_highlight" in err and "--skip-bad" in err
+    assert cli.main([*base, "--output", str(tmp_path / "b"), "--skip-bad"]) == 0
+    err = capsys.readouterr().err
+    assert "skipped 1 bad record(s)" in err and "missing_highlight: 1" in err
+    meta = read_meta(tmp_path / "b")
+    assert meta["bad_input"]["skipped"] == {"missing_highlight": 1}
+    assert meta["splits"]["train"]["examples"] == len(TOY_STORIES)
+    assert meta["source_format"] == "cnndm" and meta["options"]["chunk_len"] == 6
+
+
+def test_prepare_jsonl_fields_and_reused_vocab(tmp_path: Path) -> None:
+    rows = [{"doc": ["First sentence.", "Second one."], "refs": ["r one", "r two"]}] * 3
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    common = ["prepare", "--format", "jsonl", "--source-field", "doc", "--target-field", "refs"]
+    common += ["--layout", "sentences", "--quiet"]
+    assert cli.main([*common, "--input", f"train={data}", "--output", str(tmp_path / "a")]) == 0
+    vocab = tmp_path / "a" / "vocab.txt"
+    out_b = str(tmp_path / "b")
+    assert cli.main([*common, "--input", f"test={data}", "--output", out_b, "--vocab", str(vocab)]) == 0
+    assert (tmp_path / "b" / "vocab.txt").read_text() == vocab.read_text()
+    assert read_meta(tmp_path / "b")["vocab_from"] == "given"
+    assert cli.main([*common, "--input", "train=/no/such.jsonl", "--output", out_b]) == 2
+
+
+def test_usage_errors_do_not_raise(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main([]) == 2
+    assert cli.main(["bogus"]) == 2
+    assert "invalid choice" in capsys.readouterr().err
+    if "train" not in cli.load_commands():  # until the training module exists
+        assert cli.main(["train", "--epochs", "3"]) == 2
+        assert "not available" in capsys.readouterr().err
+    assert cli.main(["prepare", "--format", "cnndm", "--output", "x"]) == 2
+    assert cli.main(["prepare", "--output", "x"]) == 2  # argparse: --format missing
+    capsys.readouterr()
+    assert cli.main(["--version"]) == 0
+    assert capsys.readouterr().out.startswith("scg-summarize ")
+    assert cli.main(["--help"]) == 0
+    assert "prepare" in capsys.readouterr().out
+
+
+def test_registry_discovers_and_isolates_modules(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "good_cmd.py").write_text(
+        "from scg_summarize.cli import Command\n"
+        "def add(p):\n    p.add_argument('--n', type=int, default=1)\n"
+        "def run(a):\n    print('hello', a.n)\n    return 0\n"
+        "COMMAND = Command('hello', 'say hello', add, run)\n"
+    )
+    (tmp_path / "bad_cmd.py").write_text("raise RuntimeError('boom')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(cli, "BUILTIN_COMMAND_MODULES", ("good_cmd", "bad_cmd", "absent_mod"))
+    monkeypatch.setattr(cli, "_REGISTRY", {})
+    monkeypatch.setattr(cli, "COMMANDS_PACKAGE", "scg_summarize_no_such_package")
+    commands = cli.load_commands()
+    assert set(commands) == {"hello", "bad_cmd"}
+    assert cli.main(["hello", "--n", "4"]) == 0
+    assert "hello 4" in capsys.readouterr().out
+    assert cli.main(["bad_cmd"]) == 1
+    assert "boom" in capsys.readouterr().err
+    assert cli.main(["train"]) == 2
+    assert "not available" in capsys.readouterr().err
+
+
+def test_parse_input_spec() -> None:
+    assert parse_input_spec("valid=dev.jsonl") == ("valid", Path("dev.jsonl"))
+    assert parse_input_spec("data/x.jsonl") == (None, Path("data/x.jsonl"))
+    assert parse_input_spec("dir/a=b.jsonl") == (None, Path("dir/a=b.jsonl"))
+
+
+def test_console_module_runs_out_of_process() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "scg_summarize.cli", "prepare", "--help"],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=Path(__file__).resolve().parents[3] / "examples" / "summarization",
+    )
+    assert result.returncode == 0, result.stderr
+    assert "--skip-bad" in result.stdout and "--source-field" in result.stdout
+
+
+def test_commands_package_is_discovered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    package = tmp_path / "fake_cmds"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "hi.py").write_text(
+        "from scg_summarize.cli import Command\n"
+        "COMMANDS = [Command('hi', 'h', lambda p: None, lambda a: 7),\n"
+        "            Command('ho', 'h', lambda p: None, lambda a: 0)]\n"
+    )
+    (package / "_helpers.py").write_text("raise RuntimeError('private modules are not imported')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(cli, "_REGISTRY", {})
+    monkeypatch.setattr(cli, "COMMANDS_PACKAGE", "fake_cmds")
+    assert {"prepare", "hi", "ho"} <= set(cli.load_commands())
+    assert "_helpers" not in cli.load_commands()
+    assert cli.main(["hi"]) == 7
+
+
+def test_fractions_with_only_named_inputs_are_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # --valid-fraction splits unnamed inputs only; with every input named it used to do nothing, silently
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(f'{{"article": "word{i} a b c. d e.", "highlights": "word{i} a"}}\n' for i in range(20)))
+    common = [
+        "prepare",
+        "--format",
+        "jsonl",
+        "--source-field",
+        "article",
+        "--target-field",
+        "highlights",
+        "--quiet",
+        "--valid-fraction",
+        "0.2",
+    ]
+    assert cli.main([*common, "--input", f"train={data}", "--output", str(tmp_path / "a")]) == 2
+    err = capsys.readouterr().err
+    assert "--valid-fraction splits only inputs given without a split name" in err and "train=" in err
+    assert not (tmp_path / "a").exists()
+    assert cli.main([*common, "--input", str(data), "--output", str(tmp_path / "b")]) == 0
+    assert (tmp_path / "b" / "valid").is_dir()

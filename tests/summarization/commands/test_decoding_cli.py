@@ -1,0 +1,140 @@
+"""``scg-summarize summarize`` on a toy run directory: inputs, outputs, attention, errors."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from pathlib import Path
+
+import pytest
+import torch
+from scg_summarize import cli
+from scg_summarize.data import SummarizationDataset
+from scg_summarize.decoding import DecodeOptions, Summarizer, documents_from_split, load_run, read_documents
+from scg_summarize.decoding.inputs import encode_text
+from scg_summarize.decoding.summarizer import replace_unks, split_token_sentences
+
+from ..eval_support import ToySetup, make_toy_setup
+
+pytestmark = pytest.mark.usefixtures("single_thread")
+
+
+@pytest.fixture(scope="module")
+def toy(tmp_path_factory: pytest.TempPathFactory) -> ToySetup:
+    return make_toy_setup(tmp_path_factory.mktemp("cli"), n_test=6)
+
+
+def _raw_docs(toy: ToySetup, n: int) -> list[str]:
+    """Test documents of the synthetic corpus as raw text lines (sentences separated by a literal
+    backslash-n, the text format's paragraph separator)."""
+    dataset = SummarizationDataset(toy.data, "test")
+    return [" \\n ".join(dataset.text(i)["src_sentences"]) for i in range(n)]
+
+
+def test_summarize_text_file_one_line_per_document(toy: ToySetup, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    source = tmp_path / "docs.txt"
+    source.write_text("\n".join(_raw_docs(toy, 3)) + "\n\n", encoding="utf-8")
+    status = cli.main(["summarize", "--run", str(toy.run), "--input", str(source), "--beam", "2", "--max-len", "6"])
+    assert status == 0
+    lines = capsys.readouterr().out.splitlines()  # the blank 4th input line gets an empty 4th output line
+    assert len(lines) == 4 and all(1 <= len(line.split()) <= 6 for line in lines[:3]) and lines[3] == ""
+
+
+def test_raw_text_is_encoded_like_the_prepared_split(toy: ToySetup) -> None:
+    run = load_run(toy.run)
+    dataset = SummarizationDataset(toy.data, "test")
+    for i in range(3):
+        doc = encode_text("x", dataset.text(i)["src_sentences"], run.prep_options, run.vocab, sentences_given=True)
+        assert torch.equal(doc.src, dataset[i]["src"])
+        assert torch.equal(doc.src_mask, dataset[i]["src_mask"])
+
+
+def test_summarize_stdin_and_prepared_split_agree(toy: ToySetup, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    # the synthetic corpus gives sentences, so the prepared split is the reference here
+    common = ["--run", str(toy.run), "--beam", "3", "--max-len", "5"]
+    assert cli.main(["summarize", *common, "--data", str(toy.data), "--limit", "2"]) == 0
+    from_split = capsys.readouterr().out.splitlines()
+    monkeypatch.setattr("sys.stdin", io.StringIO("\n".join(_raw_docs(toy, 2)) + "\n"))
+    assert cli.main(["summarize", *common, "--input", "-"]) == 0
+    # whitespace tokenizer + sentence layout: a raw line re-splits into the same chunks
+    assert capsys.readouterr().out.splitlines() == from_split
+
+
+def test_jsonl_with_attention(toy: ToySetup, tmp_path: Path) -> None:
+    out = tmp_path / "att.jsonl"
+    args = ["summarize", "--run", str(toy.run), "--data", str(toy.data), "--limit", "2", "--max-len", "5"]
+    assert cli.main([*args, "--attention", "--n-best", "2", "--output", str(out)]) == 0
+    records = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert len(records) == 2
+    for record in records:
+        att = record["attention"]
+        steps = len(record["tokens"]) + 1
+        assert att["steps"][-1] == "</s>" and len(att["steps"]) == steps
+        assert len(att["coarse"]) == steps and len(att["coarse"][0]) == len(att["source"])
+        assert len(att["word"]) == steps and len(att["word"][0][0]) == 16  # N (the synthetic chunk length)
+        assert sum(att["coarse"][0]) == pytest.approx(1.0, abs=1e-3)
+        assert [s["score"] for s in record["n_best"]] == sorted((s["score"] for s in record["n_best"]), reverse=True)
+        assert record["refs"]
+
+
+def test_unk_replacement_copies_the_most_attended_source_word() -> None:
+    attn = torch.zeros(3, 2, 2)
+    attn[1, 1, 0] = 0.9  # step 1 attends to chunk 1, word 0
+    attn[1, 0, 0] = 0.1
+    tokens, count = replace_unks(["a", "<unk>", "c"], attn, [["x", "y"], ["zorb", "w"]])
+    assert tokens == ["a", "zorb", "c"] and count == 1
+    assert replace_unks(["<unk>"], None, [["x"]]) == (["<unk>"], 0)
+    assert split_token_sentences(["a", ".", "b", "!", "c"]) == [["a", "."], ["b", "!"], ["c"]]
+
+
+def test_summarizer_replaces_unks_from_the_toy_models_attention(toy: ToySetup) -> None:
+    run = load_run(toy.run)
+    dataset = SummarizationDataset(toy.data, "test")
+    docs = list(documents_from_split(dataset, range(2)))
+    opts = DecodeOptions(beam_size=2, max_len=4, unk="replace", min_len=0, no_repeat_ngram=0)
+    summarizer = Summarizer(run.decoder, run.vocab, opts)
+    for _, summaries in summarizer.summarize(docs):
+        best = summaries[0]
+        assert "word_attn" in best.extras
+        assert len(best.tokens) == len(best.token_ids)
+        assert best.unks_replaced == best.token_ids.count(run.vocab.unk_id)
+
+
+@pytest.mark.parametrize(
+    ("content", "fmt", "message"),
+    [
+        ('{"source": "a b"}\n{"document": "x"}\n', "jsonl", r"docs\.in:2: missing field 'source'"),
+        ('{"source": "a b"}\nnot json\n', "jsonl", r"docs\.in:2: invalid JSON"),
+        ('{"source": 3}\n', "jsonl", r"docs\.in:1: field 'source' must be a string"),
+    ],
+)
+def test_bad_input_names_file_and_line(
+    toy: ToySetup, tmp_path: Path, capsys, content: str, fmt: str, message: str
+) -> None:  # type: ignore[no-untyped-def]
+    source = tmp_path / "docs.in"
+    source.write_text(content, encoding="utf-8")
+    status = cli.main(["summarize", "--run", str(toy.run), "--input", str(source), "--format", fmt])
+    assert status == 2
+    assert re.search(message, capsys.readouterr().err)
+
+
+def test_missing_run_and_conflicting_inputs_are_clear_errors(toy: ToySetup, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    assert cli.main(["summarize", "--run", str(tmp_path / "nope"), "--input", "-"]) == 2
+    assert "no such run directory" in capsys.readouterr().err
+    assert cli.main(["summarize", "--run", str(tmp_path), "--input", "-"]) == 2
+    assert "not a run directory of a known format" in capsys.readouterr().err
+    assert cli.main(["summarize", "--run", str(toy.run)]) == 2
+    assert "give --input FILE (raw documents) or --data DIR" in capsys.readouterr().err
+    assert (
+        cli.main(["summarize", "--run", str(toy.run), "--data", str(toy.data), "--min-len", "9", "--max-len", "3"]) == 2
+    )
+    assert "min_len" in capsys.readouterr().err
+
+
+def test_read_documents_skips_blank_lines_and_numbers_ids(toy: ToySetup, tmp_path: Path) -> None:
+    run = load_run(toy.run)
+    source = tmp_path / "d.txt"
+    source.write_text("\n" + _raw_docs(toy, 1)[0] + "\n   \n", encoding="utf-8")
+    docs = list(read_documents(str(source), run.prep_options, run.vocab))
+    assert [d.id for d in docs] == [f"{source}:2"]

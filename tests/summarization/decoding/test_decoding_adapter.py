@@ -1,0 +1,111 @@
+"""The trained models through the step protocol, and loading the trainer's run directories."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from scg_summarize.data import SummarizationDataset, make_synthetic_corpus
+from scg_summarize.decoding import (
+    DecodeOptions,
+    Summarizer,
+    beam_search,
+    collate_documents,
+    documents_from_split,
+    load_run,
+)
+from scg_summarize.decoding.inputs import regrid_document
+from scg_summarize.evaluation import teacher_forced
+
+from ..eval_support import UNCONSTRAINED
+
+loop = pytest.importorskip("scg_summarize.train.loop")
+train_config = pytest.importorskip("scg_summarize.train.config")
+
+
+pytestmark = pytest.mark.usefixtures("single_thread")
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("adapter") / "data"
+    make_synthetic_corpus(out, n_train=20, n_valid=4, n_test=6, seed=2)
+    return out
+
+
+def _write_run(root: Path, corpus: Path, name: str, overrides: tuple[str, ...] = ()) -> Path:
+    """A run directory as the trainer writes it (config.json + best.pt), untrained weights."""
+    config = train_config.load_config(name, list(overrides))
+    dataset = SummarizationDataset(corpus, "train")
+    torch.manual_seed(0)
+    model = loop.build_model(config, len(dataset.vocab), dataset.num_chunks)
+    run = root / name
+    run.mkdir(parents=True)
+    (run / "config.json").write_text(json.dumps(config.to_dict()), encoding="utf-8")
+    torch.save({"config": config.to_dict(), "model": model.state_dict()}, run / "best.pt")
+    return run
+
+
+@pytest.mark.parametrize(
+    "name", ["tiny-C2F", "tiny-HIER", "tiny-STANDARD", "tiny-STANDARD+COPY", "tiny-C2F+MULTI2+COPY"]
+)
+def test_teacher_forced_nll_matches_the_models_own(tmp_path: Path, corpus: Path, name: str) -> None:
+    loaded = load_run(_write_run(tmp_path, corpus, name), data_dir=corpus)
+    assert loaded.model == name and loaded.data_dir == corpus
+    dataset = SummarizationDataset(corpus, "test")
+    batch = collate_documents(list(documents_from_split(dataset)))
+    scored = teacher_forced(loaded.decoder, batch)
+    model = loaded.decoder.model  # type: ignore[attr-defined]
+    with torch.no_grad():
+        out = model(batch["src"], batch["src_mask"], batch["tgt"], batch["tgt_mask"], mode="greedy")
+    assert sum(scored.nll) == pytest.approx(float(out.total_nll()), rel=1e-5)
+    assert sum(scored.tokens) == out.tokens()
+
+
+def test_c2f_reads_its_top_k_chunks_and_exposes_attention(tmp_path: Path, corpus: Path) -> None:
+    run = _write_run(tmp_path, corpus, "tiny-C2F")
+    dataset = SummarizationDataset(corpus, "test")
+    batch = collate_documents(list(documents_from_split(dataset, range(3))))
+    for k in (1, 2):
+        loaded = load_run(run, data_dir=corpus, coarse_topk=k)
+        opts = DecodeOptions(beam_size=3, max_len=5, extras=("coarse_attn", "chunk_read", "word_attn"), **UNCONSTRAINED)
+        options = opts
+        summarizer = Summarizer(loaded.decoder, loaded.vocab, options)  # requests word_attn from the adapter
+        hyps = beam_search(summarizer.decoder, batch, options)
+        for example, (hyp,) in enumerate(hyps):
+            read = hyp.extras["chunk_read"]
+            real_chunks = int(batch["src_mask"][example].any(-1).sum())
+            assert read.sum(-1).tolist() == [min(k, real_chunks)] * (len(hyp.tokens) + 1)
+            word = hyp.extras["word_attn"]
+            assert torch.allclose(word.sum((1, 2)), torch.ones(len(word)), atol=1e-5)
+            outside = word * (~read).unsqueeze(-1)
+            assert float(outside.abs().max()) == 0.0  # C2F attends to words of the chunks read only
+
+
+def test_soft_models_have_no_chunk_read(tmp_path: Path, corpus: Path) -> None:
+    loaded = load_run(_write_run(tmp_path, corpus, "tiny-HIER"), data_dir=corpus)
+    batch = collate_documents(list(documents_from_split(SummarizationDataset(corpus, "test"), range(2))))
+    hyps = beam_search(loaded.decoder, batch, DecodeOptions(beam_size=2, max_len=4, extras=("*",), **UNCONSTRAINED))
+    assert "chunk_read" not in hyps[0][0].extras and "coarse_attn" in hyps[0][0].extras
+
+
+def test_a_run_without_data_directory_asks_for_one(tmp_path: Path, corpus: Path) -> None:
+    run = _write_run(tmp_path, corpus, "tiny-C2F")
+    with pytest.raises(ValueError, match="pass --data DIR"):
+        load_run(run)
+    (tmp_path / "other").mkdir()
+    make_synthetic_corpus(tmp_path / "other" / "data", n_train=5, n_valid=0, n_test=2, seed=9, chunk_len=8)
+    with pytest.raises(ValueError, match="vocabulary"):
+        load_run(run, data_dir=tmp_path / "other" / "data")
+
+
+def test_regrid_keeps_words_and_ids_aligned(corpus: Path) -> None:
+    doc = next(documents_from_split(SummarizationDataset(corpus, "test"), [0]))
+    new = regrid_document(doc, 3, 20)
+    n_words = int(doc.src_mask.sum())
+    assert int(new.src_mask.sum()) == min(n_words, 60) and new.salient == -1
+    flat_words = [w for chunk in new.words for w in chunk]
+    assert flat_words == [w for chunk in doc.words for w in chunk][:60]
+    assert new.src[new.src_mask].tolist() == doc.src[doc.src_mask].tolist()[:60]

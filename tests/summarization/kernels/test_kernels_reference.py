@@ -1,0 +1,233 @@
+"""The kernel ops on the PyTorch reference: the model's math, gradients, opcheck, torch.compile, scg."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+import pytest
+import torch
+from torch.distributions import Categorical
+
+import scg
+
+from ..kernel_support import DEVICE, Case, backend, make_case, one_thread  # noqa: F401
+
+from scg_summarize.kernels import (  # isort: skip
+    KernelDraws,
+    c2f_attention,
+    c2f_coarse_sample,
+    c2f_fine_attend,
+    choose,
+    densify_grad,
+    draw_log_prob,
+    fused_c2f_read,
+    logsoftmax_topk,
+)
+from scg_summarize.kernels import reference  # isort: skip
+from scg_summarize.kernels.backend import forced, requested  # isort: skip
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+#: (seed, B, M, N, H, D, k, R): non-power-of-two sizes, k > 1, and beam rows (R != B).
+SHAPES = [(0, 2, 5, 7, 19, 6, 1, None), (1, 3, 9, 13, 45, 10, 3, None), (2, 2, 4, 3, 11, 5, 2, 5)]
+
+
+@pytest.fixture(autouse=True)
+def _reference_backend() -> object:
+    with backend("reference"):
+        yield
+
+
+def seed_tensor(value: int = 7) -> torch.Tensor:
+    return torch.tensor([value], device=DEVICE)
+
+
+@pytest.mark.parametrize("shape", SHAPES[:2])
+def test_fine_matches_the_model(shape: tuple[int, ...]) -> None:
+    # The op computes models.attention.c2f_read (per-chunk word softmax, weights per choice), values and gradients.
+    from scg_summarize.models.c2f.coarse_to_fine import c2f_read
+
+    c = make_case(*shape)
+    leaves = [t.clone().requires_grad_(True) for t in (c.words, c.weights, c.query_fine)]
+    want_ctx, want_attn = c2f_read(leaves[0], c.word_mask, c.idx, leaves[1], leaves[2])
+    got_ctx, got_attn = fused_c2f_read(c.words, c.word_mask, c.idx, c.weights, c.query_fine)
+    torch.testing.assert_close(got_ctx, want_ctx)
+    torch.testing.assert_close(got_attn, want_attn)
+    assert bool((got_attn[0, -1] == 0).all())  # the chosen chunk without real words contributes nothing
+    g_ctx, g_attn = torch.randn_like(want_ctx), torch.randn_like(want_attn)
+    want = torch.autograd.grad((want_ctx * g_ctx).sum() + (want_attn * g_attn).sum(), leaves)
+    mine = [t.clone().requires_grad_(True) for t in (c.words, c.weights, c.query_fine)]
+    ctx, attn = c2f_fine_attend(mine[0], c.word_mask, mine[2], c.idx, mine[1])
+    got = torch.autograd.grad((ctx * g_ctx).sum() + (attn * g_attn).sum(), mine)
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b)
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_gradcheck(shape: tuple[int, ...]) -> None:
+    c = make_case(*shape)
+    words, weights, qf = (t.clone().requires_grad_(True) for t in (c.words, c.weights, c.query_fine))
+    keys, qc = (t.clone().requires_grad_(True) for t in (c.keys, c.query_coarse))
+    fine = lambda w, q, a: c2f_fine_attend(w, c.word_mask, q, c.idx, a, c.rows)  # noqa: E731
+    assert torch.autograd.gradcheck(fine, (words, qf, weights), fast_mode=True)
+    real = c.chunk_mask if c.rows is None else c.chunk_mask[c.rows]
+    coarse = lambda k, q: c2f_coarse_sample(  # noqa: E731
+        k, q, c.chunk_mask, seed_tensor(), 2, "multinomial", c.rows
+    )[0].masked_fill(~real, 0.0)  # -inf there
+    assert torch.autograd.gradcheck(coarse, (keys, qc), fast_mode=True)
+
+
+def test_coarse_is_the_masked_log_softmax() -> None:
+    c = make_case(3, 3, 8, 2, 4, 6, 2)
+    log_alpha, idx = c2f_coarse_sample(c.keys, c.query_coarse, c.chunk_mask, seed_tensor(), 2)
+    scores = torch.einsum("bmd,bd->bm", c.keys, c.query_coarse)
+    want = torch.log_softmax(scores.masked_fill(~c.chunk_mask, float("-inf")), -1)
+    torch.testing.assert_close(log_alpha, want)
+    assert bool(c.chunk_mask.gather(1, idx).all())  # padded chunks are never drawn
+
+
+def test_logsoftmax_topk() -> None:
+    gen = torch.Generator().manual_seed(4)
+    hidden = torch.randn(5, 13, generator=gen, dtype=torch.float64, requires_grad=True)
+    weight = torch.randn(37, 13, generator=gen, dtype=torch.float64, requires_grad=True)
+    bias = torch.randn(37, generator=gen, dtype=torch.float64, requires_grad=True)
+    values, indices = logsoftmax_topk(hidden, weight, bias, 4)
+    full = torch.log_softmax(hidden @ weight.T + bias, -1)
+    top = full.topk(4, -1)
+    torch.testing.assert_close(values, top.values)
+    assert torch.equal(indices, top.indices)
+    assert torch.autograd.gradcheck(lambda h, w, b: logsoftmax_topk(h, w, b, 4)[0], (hidden, weight, bias))
+
+
+def test_sparse_word_gradient_equals_the_dense_one() -> None:
+    c = make_case(5, 3, 6, 4, 8, 3, 2)
+    grads = []
+    for sparse in (False, True):
+        words = c.words.clone().requires_grad_(True)
+        source = densify_grad(words * 2.0) if sparse else words * 2.0
+        total = torch.zeros(())
+        for step in range(3):  # three decoder steps reading the same memory
+            idx = (c.idx + step) % c.words.shape[1]
+            ctx, _ = c2f_fine_attend(source, c.word_mask, c.query_fine * (step + 1), idx, c.weights, None, sparse)
+            total = total + (ctx**2).sum()
+        (grad,) = torch.autograd.grad(total, words)
+        assert grad.layout == torch.strided
+        grads.append(grad)
+    torch.testing.assert_close(grads[0], grads[1])
+
+
+@pytest.mark.parametrize("rows", [False, True])
+def test_opcheck(rows: bool) -> None:
+    c = make_case(6, 2, 5, 3, 7, 4, 2, r=3 if rows else None)
+    req = lambda t: t.clone().requires_grad_(True)  # noqa: E731
+    for mode in ("multinomial", "distinct", "greedy"):
+        torch.library.opcheck(
+            c2f_coarse_sample, (req(c.keys), req(c.query_coarse), c.chunk_mask, seed_tensor(), 2, mode, c.rows)
+        )
+    torch.library.opcheck(
+        c2f_fine_attend, (req(c.words), c.word_mask, req(c.query_fine), c.idx, req(c.weights), c.rows, False)
+    )
+    torch.library.opcheck(logsoftmax_topk, (req(c.query_fine), req(c.words[0, 0]), None, 2))
+
+
+def test_compiles_with_the_reference() -> None:
+    c = make_case(7, 2, 6, 5, 8, 4, 2)
+    seed = seed_tensor(11)
+
+    def step(qc: torch.Tensor, qf: torch.Tensor) -> torch.Tensor:
+        out = c2f_attention(qc, qf, c.keys, c.chunk_mask, c.words, c.word_mask, seed, k=2)
+        return (out.context**2).sum() + out.log_prob.sum()
+
+    compiled = torch.compile(step, backend="aot_eager", fullgraph=True)
+    qc, qf = c.query_coarse.clone().requires_grad_(True), c.query_fine.clone().requires_grad_(True)
+    got, want = compiled(qc, qf), step(qc, qf)
+    torch.testing.assert_close(got, want)
+    for a, b in zip(torch.autograd.grad(got, (qc, qf)), torch.autograd.grad(want, (qc, qf))):
+        torch.testing.assert_close(a, b)
+
+
+@pytest.mark.slow
+def test_compiles_with_inductor() -> None:  # ~1 minute of C++ compilation on two cores
+    c = make_case(8, 2, 6, 5, 8, 4, 1)
+
+    def step(qc: torch.Tensor, qf: torch.Tensor) -> torch.Tensor:
+        out = c2f_attention(qc, qf, c.keys, c.chunk_mask, c.words, c.word_mask, seed_tensor(), k=1)
+        return out.context.sum()
+
+    torch.testing.assert_close(
+        torch.compile(step, fullgraph=True)(c.query_coarse, c.query_fine), step(c.query_coarse, c.query_fine)
+    )
+
+
+def test_kernel_draws_make_an_scg_node() -> None:
+    c = make_case(9, 3, 6, 4, 5, 4, 2)
+    keys = c.keys.clone().requires_grad_(True)
+    with scg.Graph() as g:
+        log_alpha, idx = c2f_coarse_sample(keys, c.query_coarse, c.chunk_mask, seed_tensor(3), 2)
+        dist = Categorical(logits=log_alpha.unsqueeze(1).expand(3, 2, 6), validate_args=False)
+        value = scg.sample(dist, name="coarse", estimator=KernelDraws(idx))
+        ctx, _ = c2f_fine_attend(c.words, c.word_mask, c.query_fine, value, torch.full((3, 2), 0.5, device=DEVICE))
+        cost = (ctx**2).sum(-1)
+        scg.cost(cost, name="c")
+    assert torch.equal(value, idx)
+    (got,) = torch.autograd.grad(g.surrogate_loss(), keys, retain_graph=True)
+    by_hand = (draw_log_prob(log_alpha, idx) * cost.detach()).sum()  # the cost does not depend on keys
+    (want,) = torch.autograd.grad(by_hand, keys)
+    torch.testing.assert_close(got, want)
+    with pytest.raises(scg.SCGError, match="KernelDraws"), scg.Graph():
+        scg.sample(dist, estimator=KernelDraws(idx[:, :1]))
+
+
+def test_greedy_step_weights_are_renormalised_alpha() -> None:
+    c = make_case(10, 2, 7, 3, 6, 4, 3)
+    out = c2f_attention(
+        c.query_coarse, c.query_fine, c.keys, c.chunk_mask, c.words, c.word_mask, seed_tensor(), k=2, mode="greedy"
+    )
+    top = out.log_alpha.topk(2, -1)
+    assert torch.equal(out.idx, top.indices)
+    torch.testing.assert_close(out.weights, torch.softmax(top.values, -1))
+    assert torch.equal(out.log_prob, torch.zeros(2, dtype=out.log_prob.dtype, device=DEVICE))
+    want, _ = reference.fine_attend(c.words, c.word_mask, c.query_fine, out.idx, out.weights, None)
+    torch.testing.assert_close(out.context, want)
+
+
+def test_forced_sets_and_restores_the_switch(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SCG_KERNELS", "auto")
+    with forced("reference"):
+        assert requested() == "reference"
+        with forced(None):
+            assert requested() == "reference"
+    assert os.environ["SCG_KERNELS"] == "auto"
+    monkeypatch.delenv("SCG_KERNELS")
+    with pytest.raises(RuntimeError), forced("reference"):
+        raise RuntimeError("the body fails")
+    assert "SCG_KERNELS" not in os.environ
+
+
+def test_backend_switch(monkeypatch: pytest.MonkeyPatch) -> None:
+    cpu = torch.device("cpu")
+    monkeypatch.setenv("SCG_KERNELS", "auto")
+    assert choose(cpu) == "reference"
+    if importlib.util.find_spec("triton") is not None:
+        assert choose(torch.device("cuda")) == "triton"
+    monkeypatch.setenv("SCG_KERNELS", "reference")
+    assert choose(torch.device("cuda")) == "reference"
+    monkeypatch.setenv("SCG_KERNELS", "fast")
+    with pytest.raises(ValueError, match="SCG_KERNELS"):
+        choose(cpu)
+    monkeypatch.setenv("SCG_KERNELS", "triton")
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    with pytest.raises(RuntimeError, match="TRITON_INTERPRET|not installed"):
+        choose(cpu)
+    assert os.environ["TRITON_INTERPRET"] == "0"  # monkeypatch restores it afterwards
+
+
+def test_bad_arguments_are_rejected() -> None:
+    c: Case = make_case(11, 2, 5, 3, 6, 4, 2)
+    with pytest.raises(ValueError, match="mode"):
+        c2f_coarse_sample(c.keys, c.query_coarse, c.chunk_mask, seed_tensor(), 2, "sometimes")
+    with pytest.raises(ValueError, match="k=6"):
+        c2f_coarse_sample(c.keys, c.query_coarse, c.chunk_mask, seed_tensor(), 6, "distinct")
+    with pytest.raises(ValueError, match="word_mask"):
+        c2f_fine_attend(c.words, c.word_mask[:, :, :2], c.query_fine, c.idx, c.weights)

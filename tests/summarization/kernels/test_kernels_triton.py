@@ -1,0 +1,177 @@
+"""The Triton kernels (float32; Triton's interpreter without a GPU) against the float64 reference."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from ..kernel_support import DEVICE, Case, backend, make_case, one_thread  # noqa: F401
+
+triton = pytest.importorskip("triton")
+
+import triton.language as tl  # noqa: E402  # isort: skip
+from scg_summarize.kernels import (  # noqa: E402  # isort: skip
+    c2f_attention,
+    c2f_coarse_sample,
+    c2f_fine_attend,
+    logsoftmax_topk,
+)
+from scg_summarize.kernels.philox import uniform  # noqa: E402  # isort: skip
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+#: (seed, B, M, N, H, D, k, R). Non-power-of-two sizes; M = 37 spans three coarse blocks of 16; H = 130
+#: and D = 133 span several hidden tiles; R != B are beam rows sharing encoder rows.
+SHAPES = [
+    (0, 2, 5, 7, 19, 6, 1, None),
+    (1, 3, 37, 13, 45, 10, 3, None),
+    (2, 2, 4, 3, 130, 133, 2, 4),
+    (3, 4, 6, 1, 33, 5, 2, None),
+]
+TOL = {"rtol": 2e-5, "atol": 2e-5}
+
+
+@triton.jit
+def _rand_kernel(seed_ptr, offs_ptr, out_ptr, BLOCK: tl.constexpr):
+    offs = tl.load(offs_ptr + tl.arange(0, BLOCK))
+    tl.store(out_ptr + tl.arange(0, BLOCK), tl.rand(tl.load(seed_ptr), offs))
+
+
+def test_philox_matches_triton_rand() -> None:
+    # The reference's Philox (seeded from a device tensor) gives tl.rand's numbers bit for bit.
+    offsets = torch.cat([torch.arange(48), torch.tensor([2**31 - 1, 2**30 + 12345, 987654321])])
+    offsets = torch.cat([offsets, torch.randint(0, 2**31 - 1, (64 - offsets.numel(),))]).to(torch.int32)
+    for seed in (0, 1, -3, 2**40 + 7, 2**63 - 1):
+        seed_t = torch.tensor([seed], device=DEVICE)
+        out = torch.empty(64, device=DEVICE)
+        _rand_kernel[(1,)](seed_t, offsets.to(DEVICE), out, BLOCK=64)
+        assert torch.equal(out.cpu(), uniform(seed_t.cpu(), offsets)), seed
+
+
+def run_both(fn, case: Case):  # type: ignore[no-untyped-def]
+    """``fn(case)`` on the float64 reference and on the float32 Triton kernels."""
+    with backend("reference"):
+        want = fn(case)
+    with backend("triton"):
+        got = fn(case.cast(torch.float32))
+    return want, got
+
+
+def close(got: torch.Tensor, want: torch.Tensor) -> None:
+    torch.testing.assert_close(got.double(), want.double(), **TOL)
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_coarse_forward_and_backward(shape: tuple[int, ...]) -> None:
+    k = shape[6]
+
+    def fn(c: Case) -> tuple[torch.Tensor, ...]:
+        keys, query = c.keys.clone().requires_grad_(True), c.query_coarse.clone().requires_grad_(True)
+        seed = torch.tensor([shape[0] + 100], device=DEVICE)
+        log_alpha, idx = c2f_coarse_sample(keys, query, c.chunk_mask, seed, k, "multinomial", c.rows)
+        picked = log_alpha.gather(1, idx).sum()  # the score-function term's log-probability
+        return (log_alpha.detach(), idx, *torch.autograd.grad(picked, (keys, query)))
+
+    (la, idx, dk, dq), (la32, idx32, dk32, dq32) = run_both(fn, make_case(*shape))
+    assert la32.dtype == torch.float32
+    assert torch.equal(idx, idx32)
+    assert torch.equal(torch.isinf(la), torch.isinf(la32))
+    finite = torch.isfinite(la)
+    close(la32[finite], la[finite])
+    close(dk32, dk)
+    close(dq32, dq)
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_fine_forward_and_backward(shape: tuple[int, ...]) -> None:
+    case = make_case(*shape)
+    gen = torch.Generator().manual_seed(shape[0])
+    g_ctx = torch.randn(case.query_fine.shape, generator=gen, dtype=torch.float64)  # cotangents
+    g_attn = torch.randn(*case.idx.shape, case.words.shape[2], generator=gen, dtype=torch.float64)
+
+    def fn(c: Case) -> tuple[torch.Tensor, ...]:
+        leaves = [t.clone().requires_grad_(True) for t in (c.words, c.query_fine, c.weights)]
+        ctx, attn = c2f_fine_attend(leaves[0], c.word_mask, leaves[1], c.idx, leaves[2], c.rows)
+        grads = torch.autograd.grad((ctx * g_ctx.to(ctx)).sum() + (attn * g_attn.to(attn)).sum(), leaves)
+        return (ctx.detach(), attn.detach(), *grads)
+
+    want, got = run_both(fn, case)
+    assert got[0].dtype == torch.float32
+    for a, b in zip(got, want):
+        close(a, b)
+    assert bool((got[1][0, -1] == 0).all())  # the chunk without real words got no attention
+
+
+def test_fine_backward_writes_only_the_chosen_chunks() -> None:
+    c = make_case(5, 3, 8, 5, 20, 4, 2).cast(torch.float32)
+    words = c.words.clone().requires_grad_(True)
+    with backend("triton"):
+        ctx, _ = c2f_fine_attend(words, c.word_mask, c.query_fine, c.idx, c.weights)
+    (grad,) = torch.autograd.grad(ctx.sum(), words)
+    chosen = torch.zeros(3, 8, dtype=torch.bool, device=DEVICE)
+    chosen[torch.arange(3, device=DEVICE).unsqueeze(1), c.idx] = True
+    has_words = c.word_mask.any(-1)
+    assert bool((grad[~chosen] == 0).all())
+    assert bool((grad[chosen & ~has_words] == 0).all())  # a chosen chunk without real words: no gradient
+    assert bool((grad[chosen & has_words].abs().sum((-1, -2)) > 0).all())
+
+
+@pytest.mark.parametrize(("rows", "vocab", "hidden", "k", "bias"), [(5, 300, 19, 4, True), (40, 77, 70, 1, False)])
+def test_logsoftmax_topk(rows: int, vocab: int, hidden: int, k: int, bias: bool) -> None:
+    # vocab 300 spans five 64-wide vocabulary blocks; 40 rows span two 32-row blocks; hidden 70 three tiles.
+    gen = torch.Generator().manual_seed(rows)
+    h = torch.randn(rows, hidden, generator=gen, dtype=torch.float64).to(DEVICE)
+    w = (torch.randn(vocab, hidden, generator=gen, dtype=torch.float64) / hidden**0.5).to(DEVICE)
+    b = torch.randn(vocab, generator=gen, dtype=torch.float64).to(DEVICE) if bias else None
+    with backend("reference"):
+        values, indices = logsoftmax_topk(h, w, b, k)
+    with backend("triton"):
+        values32, indices32 = logsoftmax_topk(h.float(), w.float(), None if b is None else b.float(), k)
+    assert torch.equal(indices32, indices)
+    close(values32, values)
+
+
+def test_one_step_through_both_backends() -> None:
+    c = make_case(6, 2, 20, 9, 24, 8, 3)
+    seed = torch.tensor([77], device=DEVICE)
+
+    def fn(case: Case) -> tuple[torch.Tensor, ...]:
+        out = c2f_attention(
+            case.query_coarse,
+            case.query_fine,
+            case.keys,
+            case.chunk_mask,
+            case.words,
+            case.word_mask,
+            seed,
+            k=3,
+            mode="distinct",
+        )
+        return out.context, out.idx, out.log_prob, out.word_attn
+
+    want, got = run_both(fn, c)
+    assert torch.equal(got[1], want[1])
+    for i in (0, 2, 3):
+        close(got[i], want[i])
+
+
+def test_opcheck_on_the_triton_backend() -> None:
+    c = make_case(7, 2, 5, 3, 7, 4, 2, r=3).cast(torch.float32)
+    req = lambda t: t.clone().requires_grad_(True)  # noqa: E731
+    with backend("triton"):
+        torch.library.opcheck(
+            c2f_coarse_sample,
+            (
+                req(c.keys),
+                req(c.query_coarse),
+                c.chunk_mask,
+                torch.tensor([1], device=DEVICE),
+                2,
+                "multinomial",
+                c.rows,
+            ),
+        )
+        torch.library.opcheck(
+            c2f_fine_attend, (req(c.words), c.word_mask, req(c.query_fine), c.idx, req(c.weights), c.rows, False)
+        )
+        torch.library.opcheck(logsoftmax_topk, (req(c.query_fine), req(c.words[0, 0]), None, 2))

@@ -1,0 +1,265 @@
+"""The model-family interface (issue 14, part A): registry, row-wise state and memory, generator
+logits, extended vocabulary, checkpoint round trip for every family."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import torch
+from scg_summarize.decoding.adapters import IndexedMemory, ModelStepDecoder
+from scg_summarize.models.c2f.model import Summarizer
+from scg_summarize.models.common.attention import Memory
+from scg_summarize.models.common.decoder import DecoderState
+from scg_summarize.models.common.extended_vocab import extend_source, extend_targets, to_corpus, to_input
+from scg_summarize.models.common.rows import repeat_rows, select_rows
+from scg_summarize.models.config import ModelConfig
+from scg_summarize.models.paulus.model import PaulusState, PaulusSummarizer
+from scg_summarize.models.registry import FAMILIES, Registry, build_model
+from scg_summarize.train.checkpoint import load_checkpoint, save_atomic
+from scg_summarize.train.loop import load_model
+
+V, VT = 40, 24
+
+
+def paulus_config(**kw: object) -> ModelConfig:
+    base: dict[str, object] = dict(
+        family="paulus",
+        vocab_size=V,
+        tgt_vocab_size=VT,
+        emb_dim=8,
+        hidden=12,
+        enc_layers=1,
+        dec_layers=1,
+        dropout=0.0,
+        emb_init_std=1.0,
+        share_embeddings=True,
+    )
+    base.update(kw)
+    return ModelConfig(**base)  # type: ignore[arg-type]
+
+
+def batch(B: int = 3, M: int = 2, N: int = 5, T: int = 6, seed: int = 0) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    src = torch.randint(4, V, (B, M, N), generator=g)
+    mask = torch.ones(B, M, N, dtype=torch.bool)
+    mask[0, 1, 2:] = False
+    src = src.masked_fill(~mask, 0)
+    tgt = torch.randint(4, V, (B, T), generator=g)
+    tgt[:, 0], tgt[:, -1] = 2, 3
+    return {"src": src, "src_mask": mask, "tgt": tgt, "tgt_mask": torch.ones(B, T, dtype=torch.bool)}
+
+
+FAMILY_CONFIGS = {
+    "c2f-standard": ModelConfig(vocab_size=V, emb_dim=8, hidden=8, enc_layers=1, dec_layers=1),
+    "c2f-hard": ModelConfig(
+        vocab_size=V,
+        attention="c2f",
+        num_chunks=2,
+        emb_dim=8,
+        hidden=8,
+        enc_layers=1,
+        dec_layers=1,
+        conv_filters=4,
+        conv_width=2,
+        copy=True,
+    ),
+    "paulus": paulus_config(),
+    "paulus-untied": paulus_config(tie_output=False, share_embeddings=False, intra_temporal=False),
+}
+
+
+# ----------------------------------------------------------------------------- registry
+def test_registry_builds_every_family_and_names_unknown_ones() -> None:
+    assert {"c2f", "paulus"} <= set(FAMILIES.names())
+    assert isinstance(build_model(FAMILY_CONFIGS["c2f-standard"]), Summarizer)
+    assert isinstance(build_model(FAMILY_CONFIGS["paulus"]), PaulusSummarizer)
+    with pytest.raises(ValueError, match=r"model.family must be one of .*'nope'"):
+        ModelConfig(vocab_size=V, family="nope")
+    reg: Registry = Registry("widget")
+    reg.register("a", int)
+    with pytest.raises(ValueError, match="already registered"):
+        reg.register("a", float)
+    with pytest.raises(ValueError, match=r"unknown widget 'b'; known: a"):
+        reg.get("b")
+
+
+def test_old_configs_without_family_are_c2f() -> None:
+    config = ModelConfig.from_dict({"vocab_size": V, "attention": "hier"})
+    assert config.family == "c2f" and config.target_vocab == V
+    with pytest.raises(ValueError, match="paulus' family only"):
+        ModelConfig(vocab_size=V, tgt_vocab_size=10)
+
+
+@pytest.mark.parametrize("name", sorted(FAMILY_CONFIGS))
+def test_checkpoint_round_trip_for_every_family(name: str, tmp_path: Path) -> None:
+    """Build from the configuration, save as the trainer does, load through ``load_model``:
+    same class, same parameters, same teacher-forced NLL."""
+    from scg_summarize.train.config import Config
+
+    torch.manual_seed(1)
+    config = Config(model=FAMILY_CONFIGS[name])
+    model = build_model(config.model).eval()
+    save_atomic({"config": config.to_dict(), "model": model.state_dict()}, tmp_path / "best.pt")
+    loaded, loaded_config = load_model(tmp_path / "best.pt")
+    assert type(loaded) is type(model) and loaded_config.model == config.model
+    b = batch()
+    with torch.no_grad():
+        a = model(b["src"], b["src_mask"], b["tgt"], b["tgt_mask"], mode="greedy").total_nll()
+        c = loaded.eval()(b["src"], b["src_mask"], b["tgt"], b["tgt_mask"], mode="greedy").total_nll()
+    assert torch.equal(a, c) and torch.isfinite(a)
+    assert set(load_checkpoint(tmp_path / "best.pt")["model"]) == set(model.state_dict())
+
+
+# ----------------------------------------------------------------------------- rows
+@dataclass
+class WithCounter(DecoderState):
+    """A family's state with a field the search knows nothing about."""
+
+    counter: torch.Tensor | None = None
+    label: str = "x"
+
+
+def test_a_new_state_field_survives_reorder() -> None:
+    h = [torch.arange(4.0).view(4, 1)]
+    state = WithCounter(
+        h, [torch.zeros(4, 1)], torch.zeros(4, 1), {"sums": torch.arange(4.0) * 10}, torch.tensor([5, 6, 7, 8])
+    )
+    index = torch.tensor([3, 3, 0])
+    out = state.select(index)
+    assert type(out) is WithCounter and out.label == "x"
+    assert out.counter is not None and out.counter.tolist() == [8, 8, 5]
+    assert out.extra["sums"].tolist() == [30.0, 30.0, 0.0] and out.h[0].view(-1).tolist() == [3.0, 3.0, 0.0]
+    rep = repeat_rows(state, 2)
+    assert rep.counter is not None and rep.counter.tolist() == [5, 5, 6, 6, 7, 7, 8, 8]
+    with pytest.raises(TypeError, match=r"WithCounter.label.*object"):
+        select_rows(WithCounter(h, h, h[0], {}, None, object()), index)  # type: ignore[arg-type]
+
+
+def test_memory_extras_survive_every_reorder_path() -> None:
+    words = torch.randn(2, 1, 3, 4)
+    mask = torch.ones(2, 1, 3, dtype=torch.bool)
+    base = Memory.build(words, mask, None, None, {"tag": torch.tensor([[1, 1], [2, 2]])})
+    assert base.index_select(torch.tensor([1, 0, 1])).extra["tag"][:, 0].tolist() == [2, 1, 2]
+    assert base.repeat(2).extra["tag"][:, 0].tolist() == [1, 1, 2, 2]
+    indexed = IndexedMemory.of(base, torch.tensor([1, 1, 0]))  # beam search's row -> example index
+    assert indexed.extra["tag"] is base.extra["tag"]  # kept per example, not copied
+    assert indexed.gathered().extra["tag"][:, 0].tolist() == [2, 2, 1]
+
+
+def test_paulus_state_is_reordered_by_the_step_decoder() -> None:
+    torch.manual_seed(0)
+    model = build_model(FAMILY_CONFIGS["paulus"])
+    decoder = ModelStepDecoder(model)
+    b = batch()
+    state = decoder.init_state(b)
+    for _ in range(3):
+        _, state, _ = decoder.step(state, torch.full((3,), 5))
+    dec = state.dec
+    assert isinstance(dec, PaulusState) and dec.past is not None and dec.temporal is not None
+    assert dec.past.shape[:2] == (3, 3)
+    moved = decoder.reorder(state, torch.tensor([2, 0, 0, 1]))
+    assert isinstance(moved.dec, PaulusState) and moved.dec.past is not None and moved.dec.temporal is not None
+    assert torch.equal(moved.dec.past, dec.past[[2, 0, 0, 1]])
+    assert torch.equal(moved.dec.temporal, dec.temporal[[2, 0, 0, 1]])
+    assert torch.equal(moved.memory.extra["ext_ids"], state.memory.extra["ext_ids"][[2, 0, 0, 1]])
+
+
+# ----------------------------------------------------------------------------- generator
+def test_generator_logits_is_the_output_layer() -> None:
+    for name in ("c2f-standard", "paulus", "paulus-untied"):
+        model = build_model(FAMILY_CONFIGS[name])
+        weight, bias = model.generator.output_layer()
+        out = torch.randn(5, weight.shape[1])
+        expected = out @ weight.T + (0 if bias is None else bias)
+        assert torch.allclose(model.generator.logits(out), expected, atol=1e-6)
+
+
+def test_tied_output_weights_are_tied() -> None:
+    """W_out = tanh(W_emb W_proj): no free output matrix, and changing W_emb changes W_out."""
+    torch.manual_seed(0)
+    model = build_model(FAMILY_CONFIGS["paulus"])
+    gen = model.generator
+    assert not any("proj.weight" in n for n, _ in model.named_parameters())
+    weight, _ = gen.output_layer()
+    emb = model.tgt_embedding.weight
+    assert torch.allclose(weight, torch.tanh(emb[:VT] @ gen.w_proj))
+    assert model.tgt_embedding is model.src_embedding  # one W_emb (share_embeddings)
+    with torch.no_grad():
+        emb[7] += 1.0
+    assert not torch.allclose(gen.output_layer()[0][7], weight[7])
+    gen.logits(torch.randn(2, weight.shape[1])).sum().backward()
+    assert emb.grad is not None and emb.grad[:VT].abs().sum() > 0 and emb.grad[VT:].abs().sum() == 0
+    with torch.no_grad():  # decoding's cached W_out follows parameter updates
+        before = gen.output_layer()[0].clone()
+        emb[5] -= 1.0
+        assert not torch.equal(gen.output_layer()[0][5], before[5])
+        assert torch.equal(gen.output_layer()[0], torch.tanh(emb[:VT] @ gen.w_proj))
+    untied = build_model(FAMILY_CONFIGS["paulus-untied"])
+    assert any(n == "generator.proj.weight" for n, _ in untied.named_parameters())
+
+
+# ----------------------------------------------------------------------------- extended vocabulary
+def test_extended_vocabulary_maps_oov_source_words_to_slots() -> None:
+    src = torch.tensor([[[5, 30, 31, 0]], [[31, 33, 6, 0]]])
+    mask = src != 0
+    ext, oov = extend_source(src, mask, VT)
+    assert oov.tolist() == [30, 31, 33]
+    assert ext.tolist() == [[[5, VT, VT + 1, 0]], [[VT + 1, VT + 2, 6, 0]]]
+    tgt = torch.tensor([[2, 30, 33, 5, 3], [2, 33, 35, 31, 3]])
+    # 33 is not in example 0's source -> <unk>; 35 in no source -> <unk>
+    assert extend_targets(tgt, src, mask, oov, VT).tolist() == [[2, VT, 1, 5, 3], [2, VT + 2, 1, VT + 1, 3]]
+    rows = oov.unsqueeze(0).expand(2, -1)
+    assert to_corpus(torch.tensor([[VT + 2, 5], [VT, 3]]), rows, VT).tolist() == [[33, 5], [30, 3]]
+    assert to_input(torch.tensor([VT + 1, 35, 7]), VT).tolist() == [1, 1, 7]
+
+
+def test_copy_puts_the_mass_on_the_oov_source_word_not_unk() -> None:
+    """With the switch forced to copy and the attention on one out-of-vocabulary source word,
+    decoding's distribution (over corpus ids) puts its mass on that word."""
+    torch.manual_seed(0)
+    model = build_model(FAMILY_CONFIGS["paulus"]).eval()
+    with torch.no_grad():
+        model.generator.switch.bias.fill_(30.0)  # p(u = 1) ~ 1: copy
+    src = torch.tensor([[[33, 33, 33, 0]]])
+    b = {"src": src, "src_mask": src != 0}
+    decoder = ModelStepDecoder(model)
+    state = decoder.init_state(b)
+    log_probs, _, _ = decoder.step(state, torch.tensor([2]))
+    assert log_probs.shape == (1, V)
+    assert float(log_probs[0, 33].exp()) > 0.999
+    assert float(log_probs[0, 1].exp()) < 1e-6  # not <unk>
+    # training: the reference word 33 is its slot, and its NLL is ~0
+    tgt = torch.tensor([[2, 33, 3]])
+    out = model(src, src != 0, tgt, torch.ones_like(tgt, dtype=torch.bool), mode="greedy")
+    assert float(out.step_nll[0][0].detach()) < 1e-3
+
+
+# ----------------------------------------------------------------------------- the documented example
+def test_the_documented_family_example_trains_and_decodes() -> None:
+    """docs/summarizer.md "Adding a model family": its code registers a family that the
+    configuration, teacher forcing, rollouts and beam search accept."""
+    from scg_summarize.decoding.beam import beam_search
+    from scg_summarize.decoding.options import DecodeOptions
+
+    import scg
+
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "summarizer.md").read_text(encoding="utf-8")
+    section = doc[doc.index("## Adding a model family") :]
+    code = section[section.index("```python") + len("```python") :]
+    code = code[: code.index("```")]
+    assert len(code.strip().splitlines()) <= 32
+    if "plain" not in FAMILIES:
+        exec(compile(code, "docs/summarizer.md", "exec"), {})
+    torch.manual_seed(0)
+    model = build_model(ModelConfig(vocab_size=V, family="plain", emb_dim=8, hidden=8))
+    b = batch()
+    out = model(b["src"], b["src_mask"], b["tgt"], b["tgt_mask"])
+    out.total_nll().backward()
+    assert torch.isfinite(out.total_nll()) and model.cell.weight_ih.grad is not None
+    with scg.Graph() as g:
+        model(b["src"], b["src_mask"], b["tgt"], b["tgt_mask"], task="rollout", max_len=4)
+    assert {n.name for n in g.stochastic_nodes} == {"token"}
+    found = beam_search(ModelStepDecoder(model), b, DecodeOptions(beam_size=2, max_len=5))
+    assert len(found) == 3 and all(len(h) == 1 for h in found)
