@@ -47,6 +47,7 @@ VARIANTS: dict[str, str] = {"small-": "_small.toml", "tiny-": "_tiny.toml"}
 #: name suffix -> the options it sets (applied after the variant overlay, before ``--set``)
 SUFFIXES: dict[str, dict[str, dict[str, Any]]] = {"+COPY": {"model": {"copy": True}}}
 OPTIMIZERS: tuple[str, ...] = ("sgd", "adam", "adadelta")
+LR_SCHEDULES: tuple[str, ...] = ("after_plateau", "on_plateau")
 ROUGE_METRICS: tuple[str, ...] = ("rouge1", "rouge2", "rougeL")
 
 
@@ -59,8 +60,17 @@ class TrainConfig:
         lr: learning rate (SGD 1.0).
         chunk_encoder_lr_scale: the chunk encoder's lr multiplier (the paper: 0.1).
         max_grad_norm: gradients renormalized to this norm when larger (5).
-        lr_decay: lr × this each epoch once validation perplexity stops improving (0.5).
+        lr_decay: lr × this at the epoch ends that ``lr_schedule`` picks (0.5; 1: constant lr).
         decay_patience: epochs without improvement before decay starts (0: at the first one).
+        lr_schedule: ``after_plateau`` (seq2seq-attn's, the paper's: decay every epoch once the
+            validation score stopped improving) or ``on_plateau`` (ABS's: decay only at the epochs
+            that do not improve on the best so far).
+        pool_batches: batches' worth of shuffled training examples sorted by length together
+            (``data.bucket_by``) before they are cut into batches (50; 0: the whole split, as
+            ABS: every example sorted by length, cut, and the batch order shuffled each epoch).
+        embedding_max_norm: after every epoch, before validation, each row of every embedding
+            table longer than this is scaled back to it (the max-norm constraint of Hinton et al.
+            2012, ABS's; 0: none).
         epochs: passes over the training split.
         batch_size: examples per step (over all processes under DDP).
         seed: seeds data order, initialization, dropout and sampling.
@@ -101,6 +111,9 @@ class TrainConfig:
     max_grad_norm: float = 5.0
     lr_decay: float = 0.5
     decay_patience: int = 0
+    lr_schedule: str = "after_plateau"
+    pool_batches: int = 50
+    embedding_max_norm: float = 0.0
     epochs: int = 15
     batch_size: int = 16
     seed: int = 1
@@ -131,6 +144,13 @@ class TrainConfig:
     def validate(self) -> None:
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"train.optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
+        if self.lr_schedule not in LR_SCHEDULES:
+            raise ValueError(f"train.lr_schedule must be one of {LR_SCHEDULES}, got {self.lr_schedule!r}")
+        if self.pool_batches < 0 or self.embedding_max_norm < 0:
+            raise ValueError(
+                f"train.pool_batches and train.embedding_max_norm must be >= 0, "
+                f"got {self.pool_batches} and {self.embedding_max_norm}"
+            )
         if self.normalize not in ("batch", "tokens"):
             raise ValueError(f"train.normalize must be 'batch' or 'tokens', got {self.normalize!r}")
         if not 0.0 <= self.discount <= 1.0:

@@ -107,6 +107,7 @@ RULES: dict[str, Rule] = {
     "train.optimizer": _one_of("sgd", "adam", "adadelta"),
     "train.lr": _above(0),
     "train.lr_decay": _within(0, 1, open_low=True),
+    "train.lr_schedule": _one_of("after_plateau", "on_plateau"),
     "train.normalize": _one_of("batch", "tokens"),
     "train.discount": _within(0, 1),
     "train.baseline_beta": _within(0, 1, open_low=True),
@@ -135,6 +136,8 @@ RULES: dict[str, Rule] = {
             "num_workers",
             "threads",
             "throttle_s",
+            "pool_batches",
+            "embedding_max_norm",
         )
     },
     **{f"data.{k}_split": _SPLIT for k in ("train", "valid", "test")},
