@@ -99,13 +99,10 @@ class ModelStepDecoder:
         self.want_words = False
         # C2F reads the memory through the row -> example index; a copying generator reads the
         # source ids per row, so it gets gathered memories
-        self.index_rows = bool(getattr(attention, "reads_rows", False)) and not getattr(model, "copies", False)
-        window = getattr(model, "markov_window", None)  # a Markov family (abs): recombination is exact
-        if isinstance(window, int) and window > 0:
-            self.markov_window = window
-        scored = getattr(model, "scored_targets", None)  # a family scored on mapped ids (abs: title <unk>)
-        if callable(scored):
-            self.scored_targets = scored
+        self.index_rows = bool(getattr(attention, "reads_rows", False)) and not model.copies
+        if model.markov_window:  # a Markov family (abs): recombination is exact
+            self.markov_window = model.markov_window
+        self.scored_targets = model.scored_targets  # a family scored on mapped ids (abs: title <unk>)
 
     @property
     def vocab_size(self) -> int:
@@ -114,12 +111,9 @@ class ModelStepDecoder:
 
     def _projection(self) -> tuple[torch.Tensor, torch.Tensor | None] | None:
         """The output layer (W_out, b_out) when p(y_t) = softmax(W_out c_t + b_out) (no copying), else None."""
-        generator = getattr(self.model, "generator", None)
-        if getattr(generator, "copies", True) or not hasattr(generator, "output_layer"):
+        if self.model.copies or self.model.has_own_output_space:  # ids need mapping
             return None
-        if hasattr(self.model, "corpus_log_probs"):  # an output space of its own: ids need mapping
-            return None
-        layer: tuple[torch.Tensor, torch.Tensor | None] = generator.output_layer()
+        layer: tuple[torch.Tensor, torch.Tensor | None] = self.model.generator.output_layer()
         return layer
 
     @property
@@ -179,10 +173,7 @@ class ModelStepDecoder:
     def _log_probs(self, out: torch.Tensor, att: Any, memory: Any) -> torch.Tensor:
         """log p ``(R, V)`` over corpus ids (a family with an extended output space maps it)."""
         log_probs: torch.Tensor = self.model.step_log_probs(out, att, memory)
-        to_corpus = getattr(self.model, "corpus_log_probs", None)
-        if to_corpus is not None:
-            log_probs = to_corpus(log_probs, memory)
-        return log_probs.float()
+        return self.model.corpus_log_probs(log_probs, memory).float()
 
     @torch.no_grad()
     def step(self, state: ModelState, prev_tokens: torch.Tensor) -> tuple[torch.Tensor, ModelState, dict[str, Any]]:

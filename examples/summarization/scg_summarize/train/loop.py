@@ -68,9 +68,8 @@ def build_model(config: Config, vocab_size: int, num_chunks: int, data_dir: str 
         config.model.vocab_size = vocab_size
     if config.model.num_chunks == 0:
         config.model.num_chunks = config.data.regrid[0] if config.data.regrid else num_chunks
-    for_corpus = getattr(FAMILIES.get(config.model.family), "for_corpus", None)
-    if data_dir is not None and callable(for_corpus):
-        return for_corpus(config.model, data_dir)  # type: ignore[no-any-return]
+    if data_dir is not None:
+        return FAMILIES.get(config.model.family).for_corpus(config.model, data_dir)  # type: ignore[return-value]
     return build_family(config.model)  # type: ignore[return-value]  # any registered family
 
 
@@ -143,9 +142,7 @@ class Trainer:
                     f"non-empty split or name another with --set data.{role[:5]}_split=NAME)"
                 )
         self.model = build_model(config, len(self.vocab), self.train_set.num_chunks, self.data_dir).to(self.device)
-        bind_vocab = getattr(self.model, "bind_vocab", None)  # a family that needs the words (MAL's stopwords)
-        if callable(bind_vocab):
-            bind_vocab(self.vocab)
+        self.model.bind_vocab(self.vocab)  # a family that needs the words (MAL's stopwords)
         if tc.word2vec:
             from ..models.common.pretrained import load_word2vec
 
@@ -571,9 +568,7 @@ class Trainer:
         return iter(self.loader)
 
     def _end_epoch(self, epoch: int) -> dict[str, Any]:
-        end_of_epoch = getattr(self.model, "end_of_epoch", None)  # a family's per-epoch step (abs: max-norm)
-        if callable(end_of_epoch):
-            end_of_epoch()
+        self.model.end_of_epoch()  # a family's per-epoch step (abs: max-norm)
         metrics = self.validate()
         if not math.isfinite(metrics["nll"]) or metrics["nll"] >= 50.0:  # ppl is capped at e^50
             self._diverged(

@@ -43,7 +43,7 @@ def mal_objective(net: Any, batch: dict[str, Any], normalizer: float) -> StepRes
 
 @register_objective("mal")
 def _mal(trainer: Any) -> Objective:
-    if not hasattr(trainer.model, "bind_vocab") or getattr(trainer.model, "default_objective", None) != "mal":
+    if trainer.model.default_objective != "mal":
         raise ValueError("train.objective = 'mal' needs model.family = 'mal'")
 
     return lambda batch, normalizer: mal_objective(trainer.net, batch, normalizer)

@@ -52,7 +52,7 @@ from torch import nn
 
 import scg
 
-from ..models.c2f.model import SummarizerOutput
+from ..models.family import SummarizerOutput
 
 __all__ = [
     "COARSE",
@@ -188,7 +188,7 @@ def _c2f(trainer: Any) -> Objective:
 
 @register_objective("auto")
 def _auto(trainer: Any) -> Objective:
-    own = getattr(trainer.model, "default_objective", None)  # a family's own loss (MAL: L_s + L_NLL)
+    own = trainer.model.default_objective  # a family's own loss (MAL: L_s + L_NLL)
     if own is not None:
         return build_objective(own, trainer)
     return _c2f(trainer) if trainer.model.hard else _mle(trainer)

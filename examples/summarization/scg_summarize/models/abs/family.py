@@ -35,11 +35,10 @@ import torch
 from torch import nn
 from torch.nn import functional
 
-from ..c2f.model import SummarizerOutput
 from ..common.attention import AttentionOut, Memory
 from ..common.decoder import DecoderState
-from ..common.rollout import Rollout, rollout
 from ..config import ModelConfig
+from ..family import SummarizerFamily, SummarizerOutput
 from ..registry import FAMILIES
 from .encoders import EncoderMemory
 from .nnlm import AbsConfig, AbsModel, context_windows
@@ -82,14 +81,13 @@ def _ids(size: int, corpus: int) -> torch.Tensor:
     return torch.arange(min(size, corpus), dtype=torch.long)
 
 
-class AbsSummarizer(nn.Module):
+class AbsSummarizer(SummarizerFamily[ModelConfig, AbsFamilyState]):
     """The ``abs`` family (see the module docstring); sizes from :class:`ModelConfig`:
     ``emb_dim`` = D, ``hidden`` = H, ``abs_context`` = C, ``abs_layers`` = L, ``abs_window`` = Q,
     ``abs_encoder``, ``abs_src_vocab`` = V_x and ``abs_tgt_vocab`` = V_y (0: V). Embeddings start
     N(0, 0.05²) (:class:`~.nnlm.AbsConfig`; ``emb_init_std`` and the LSTM options are not used)."""
 
-    hard = False
-    copies = False
+    has_own_output_space = True
 
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
@@ -164,9 +162,6 @@ class AbsSummarizer(nn.Module):
         """C: two hypotheses with the same last C words have the same future (recombination)."""
         return self.config.abs_context
 
-    def chunk_encoder_parameters(self) -> list[nn.Parameter]:
-        return []
-
     def end_of_epoch(self) -> int:
         """Max-norm renormalization of the embeddings (``model.abs_max_norm``; 0: none);
         returns the number of rows changed."""
@@ -227,12 +222,6 @@ class AbsSummarizer(nn.Module):
         """log p(y) ``(R, V_y)`` over the title vocabulary."""
         return torch.log_softmax(self.generator.logits(out), dim=-1)
 
-    def step(
-        self, state: AbsFamilyState, prev_tokens: torch.Tensor, memory: Memory, t: int, mode: str
-    ) -> tuple[torch.Tensor, AbsFamilyState, AttentionOut]:
-        out, state, att = self.advance(state, prev_tokens, memory, t, mode)
-        return self.step_log_probs(out, att, memory), state, att
-
     def corpus_ids(self, tokens: torch.Tensor, memory: Memory) -> torch.Tensor:
         """Output ids -> corpus ids."""
         return self.tgt_ids[tokens]
@@ -269,7 +258,7 @@ class AbsSummarizer(nn.Module):
             raise ValueError(f"AbsSummarizer.forward: task must be 'teacher' or 'rollout', got {task!r}")
         memory, _ = self.encode(src, src_mask)
         if task == "rollout":
-            return self._rollout(memory, max_len or tgt.shape[1] - 1)
+            return self.rollout(memory, self.init_state(memory), max_len or tgt.shape[1] - 1)
         y = self.tgt_map[tgt]  # (B, T) output ids (<pad> stays 0)
         ctx = context_windows(y, self.config.abs_context, BOS)  # (B, T-1, C)
         B = src.shape[0]
@@ -283,9 +272,6 @@ class AbsSummarizer(nn.Module):
             self._attention(memory, None if attn is None else attn[:, t], context[:, t]) for t in range(nll.shape[1])
         ]
         return SummarizerOutput(list(nll.unbind(1)), out_mask, atts)
-
-    def _rollout(self, memory: Memory, max_len: int) -> Rollout:
-        return rollout(self, memory, self.init_state(memory), max_len, mode="soft")
 
 
 FAMILIES.register("abs", AbsSummarizer)

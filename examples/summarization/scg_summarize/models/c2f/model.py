@@ -17,7 +17,6 @@ families (`.paulus`) implement the same interface.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -28,35 +27,12 @@ from ..common.attention import AttentionOut, FlatAttention, HierAttention, Memor
 from ..common.decoder import Decoder, DecoderState
 from ..common.encoders import ChunkedWordEncoder, FlatWordEncoder
 from ..common.generator import CopyGenerator, Generator, SoftmaxGenerator
-from ..common.rollout import Rollout, rollout
 from ..config import ModelConfig
+from ..family import SummarizerFamily, SummarizerOutput
 from ..registry import ATTENTIONS, DECODERS, ENCODERS, FAMILIES, GENERATORS
 from .chunk_encoders import ChunkEncoder, build_chunk_encoder
 
-__all__ = ["Summarizer", "SummarizerOutput"]
-
-
-@dataclass
-class SummarizerOutput:
-    """Teacher-forced outputs.
-
-    Attributes:
-        step_nll: T−1 tensors ``(B,)``: −log p(y_{t+1}) at real target positions, 0 at padding.
-        step_mask: ``(B, T−1)`` True at real target positions.
-        attention: the T−1 steps' `AttentionOut`.
-    """
-
-    step_nll: list[torch.Tensor]
-    step_mask: torch.Tensor
-    attention: list[AttentionOut]
-
-    def total_nll(self) -> torch.Tensor:
-        """Σ_t Σ_b nll_t (a scalar)."""
-        return torch.stack(self.step_nll).sum()
-
-    def tokens(self) -> int:
-        """The number of predicted target tokens."""
-        return int(self.step_mask.sum())
+__all__ = ["Summarizer"]
 
 
 def _rename_old_generator_keys(state: dict[str, Any], prefix: str, *args: Any) -> None:
@@ -85,7 +61,7 @@ GENERATORS.register("copy", CopyGenerator)
 DECODERS.register("input_feed_lstm", Decoder)
 
 
-class Summarizer(nn.Module):
+class Summarizer(SummarizerFamily[ModelConfig, DecoderState]):
     """Models 0-3 of Ling & Rush (2017) with every Table 1 option (see `ModelConfig`)."""
 
     def __init__(self, config: ModelConfig) -> None:
@@ -166,11 +142,6 @@ class Summarizer(nn.Module):
     def init_state(self, memory: Memory, final: tuple[torch.Tensor, torch.Tensor] | None) -> DecoderState:
         return self.decoder.init_state(memory.words.shape[0], final, memory.words)
 
-    @property
-    def copies(self) -> bool:
-        """Whether the generator copies (its distribution depends on each step's attention)."""
-        return self.generator.copies
-
     def log_probs(self, out: torch.Tensor) -> torch.Tensor:
         """log softmax(W_out c_t + b_out) ``(..., V)`` from decoder outputs ``(..., H)`` (the
         vocabulary half only; `step_log_probs` is a step's full distribution)."""
@@ -187,17 +158,6 @@ class Summarizer(nn.Module):
     ) -> tuple[torch.Tensor, DecoderState, AttentionOut]:
         """One decoder step from the previous words ``(B,)``: c_t ``(B, H)``, the state, the attention."""
         return self.decoder.step(state, self.tgt_embedding(prev_tokens), memory, t, mode)
-
-    def step(
-        self, state: DecoderState, prev_tokens: torch.Tensor, memory: Memory, t: int, mode: str
-    ) -> tuple[torch.Tensor, DecoderState, AttentionOut]:
-        """`advance` then `step_log_probs`: log p(y_t | ·) ``(B, V)``, the state, the attention."""
-        out, state, att = self.advance(state, prev_tokens, memory, t, mode)
-        return self.step_log_probs(out, att, memory), state, att
-
-    def corpus_ids(self, tokens: torch.Tensor, memory: Memory) -> torch.Tensor:
-        """Output ids -> corpus ids (the same here: the output vocabulary is the corpus's)."""
-        return tokens
 
     # ------------------------------------------------------------------ teacher forcing
     def forward(
@@ -224,7 +184,7 @@ class Summarizer(nn.Module):
         memory, final = self.encode(src, src_mask)
         state = self.init_state(memory, final)
         if task == "rollout":
-            return self._rollout(memory, state, max_len or tgt.shape[1] - 1, mode)
+            return self.rollout(memory, state, max_len or tgt.shape[1] - 1, mode)
         if task != "teacher":
             raise ValueError(f"Summarizer.forward: task must be 'teacher' or 'rollout', got {task!r}")
         y_out, out_mask = tgt[:, 1:], tgt_mask[:, 1:]  # (B, T-1)
@@ -245,9 +205,6 @@ class Summarizer(nn.Module):
             flat = F.cross_entropy(logits.flatten(0, 1), y_out.flatten(), reduction="none").view_as(y_out)
             nll = list((flat * out_mask.to(flat.dtype)).unbind(1))
         return SummarizerOutput(nll, out_mask, atts)
-
-    def _rollout(self, memory: Memory, state: DecoderState, max_len: int, mode: str) -> Rollout:
-        return rollout(self, memory, state, max_len, mode=mode if self.hard else "soft")
 
 
 FAMILIES.register("c2f", Summarizer)

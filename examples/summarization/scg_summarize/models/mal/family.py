@@ -32,12 +32,11 @@ import torch.nn.functional as F
 
 from ...data.saliency_labels import ContentWords, load_stopwords
 from ...data.vocab import Vocab
-from ..c2f.model import SummarizerOutput
 from ..common.attention import AttentionOut, Memory
 from ..common.decoder import DecoderState
 from ..common.generator import Generator
-from ..common.rollout import Rollout, rollout
 from ..config import ModelConfig
+from ..family import SummarizerFamily, SummarizerOutput
 from ..registry import FAMILIES
 from .cgru import DecoderMemory
 from .config import MALConfig
@@ -106,17 +105,14 @@ class _OutputLayer(Generator):
         return F.log_softmax(self.logits(out), dim=-1)
 
 
-class MALFamily(MALSummarizer):
+class MALFamily(MALSummarizer, SummarizerFamily[ModelConfig, DecoderState]):
     """The ``mal`` family: the Table 1 row is ``model.suatt`` / ``model.unatt``.
 
     Args:
         config: the ``[model]`` table (``vocab_size`` set; ``emb_dim`` = k_e, ``hidden`` = k_h).
     """
 
-    hard = False
-    copies = False
-    #: the objective ``train.objective = "auto"`` picks for this family (L = L_s + L_NLL)
-    default_objective = "mal"
+    default_objective = "mal"  # L = L_s + L_NLL
 
     def __init__(self, config: ModelConfig) -> None:
         if config.vocab_size < 5:
@@ -139,9 +135,6 @@ class MALFamily(MALSummarizer):
                 "MAL: no content words are known (the saliency labels and the word graph need them); "
                 "call model.bind_vocab(vocab) before training (scg-summarize train does)"
             )
-
-    def chunk_encoder_parameters(self) -> list[torch.nn.Parameter]:
-        return []
 
     # ------------------------------------------------------------------ the family interface
     def encode(self, src: torch.Tensor, src_mask: torch.Tensor) -> tuple[Memory, torch.Tensor]:
@@ -172,15 +165,6 @@ class MALFamily(MALSummarizer):
         log_probs: torch.Tensor = self.generator(out, att, memory)
         return log_probs
 
-    def step(
-        self, state: DecoderState, prev_tokens: torch.Tensor, memory: Memory, t: int, mode: str
-    ) -> tuple[torch.Tensor, DecoderState, AttentionOut]:
-        out, state, att = self.advance(state, prev_tokens, memory, t, mode)
-        return self.step_log_probs(out, att, memory), state, att
-
-    def corpus_ids(self, tokens: torch.Tensor, memory: Memory) -> torch.Tensor:
-        return tokens
-
     def forward(
         self,
         src: torch.Tensor,
@@ -194,7 +178,7 @@ class MALFamily(MALSummarizer):
         """Teacher forcing (a :class:`MALTeacherOutput`) or a rollout (``task="rollout"``)."""
         if task == "rollout":
             memory, h0 = self.encode(src, src_mask)
-            return self._rollout(memory, self.init_state(memory, h0), max_len or tgt.shape[1] - 1)
+            return self.rollout(memory, self.init_state(memory, h0), max_len or tgt.shape[1] - 1)
         if task != "teacher":
             raise ValueError(f"MALFamily.forward: task must be 'teacher' or 'rollout', got {task!r}")
         self._check_bound()
@@ -214,9 +198,6 @@ class MALFamily(MALSummarizer):
             terms.entropy_u,
             terms.label_rate,
         )
-
-    def _rollout(self, memory: Memory, state: DecoderState, max_len: int) -> Rollout:
-        return rollout(self, memory, state, max_len, mode="soft")
 
 
 def _attention_out(weights: torch.Tensor, memory: Memory) -> AttentionOut:

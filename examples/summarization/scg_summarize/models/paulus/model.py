@@ -44,14 +44,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..c2f.model import SummarizerOutput
 from ..common.attention import AttentionOut, Memory
 from ..common.decoder import DecoderState
 from ..common.encoders import FlatWordEncoder
 from ..common.extended_vocab import extend_source, extend_targets, to_corpus, to_input
 from ..common.generator import Generator
-from ..common.rollout import Rollout, rollout
 from ..config import ModelConfig
+from ..family import SummarizerFamily, SummarizerOutput
 from ..registry import ATTENTIONS, DECODERS, ENCODERS, FAMILIES, GENERATORS
 
 __all__ = [
@@ -239,12 +238,12 @@ GENERATORS.register("pointer_switch", PointerSwitchGenerator)
 DECODERS.register("paulus_lstm", PaulusDecoder)
 
 
-class PaulusSummarizer(nn.Module):
+class PaulusSummarizer(SummarizerFamily[ModelConfig, PaulusState]):
     """The ``paulus`` family (see the module docstring); sizes from :class:`ModelConfig`:
     ``emb_dim`` (100), ``hidden`` (400 = 2 × 200 for the bidirectional encoder, and the decoder),
     ``vocab_size`` (input, 150k) and ``tgt_vocab_size`` (output, 50k)."""
 
-    hard = False
+    has_own_output_space = True
 
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
@@ -281,13 +280,6 @@ class PaulusSummarizer(nn.Module):
                 if isinstance(m, nn.Embedding) and m.padding_idx is not None:
                     m.weight[m.padding_idx].zero_()
 
-    def chunk_encoder_parameters(self) -> list[nn.Parameter]:
-        return []
-
-    @property
-    def copies(self) -> bool:
-        return True
-
     # ------------------------------------------------------------------ the family interface
     def encode(self, src: torch.Tensor, src_mask: torch.Tensor) -> tuple[Memory, tuple[torch.Tensor, torch.Tensor]]:
         """Memory (word states on the ``(B, M, N)`` grid, extended ids) and the initial ``(h, c)``."""
@@ -315,12 +307,6 @@ class PaulusSummarizer(nn.Module):
         """log p(y_t) ``(B, V_t + K)`` over the extended vocabulary."""
         logp: torch.Tensor = self.generator(out, att, memory)
         return logp
-
-    def step(
-        self, state: PaulusState, prev_tokens: torch.Tensor, memory: Memory, t: int, mode: str
-    ) -> tuple[torch.Tensor, PaulusState, AttentionOut]:
-        out, state, att = self.advance(state, prev_tokens, memory, t, mode)
-        return self.step_log_probs(out, att, memory), state, att
 
     def corpus_ids(self, tokens: torch.Tensor, memory: Memory) -> torch.Tensor:
         """Extended ids ``(B, L)`` -> corpus ids."""
@@ -363,7 +349,7 @@ class PaulusSummarizer(nn.Module):
             memory, final = self.encode(src, src_mask)
             state = self.init_state(memory, final)
             if task == "rollout":
-                return self._rollout(memory, state, max_len or tgt.shape[1] - 1)
+                return self.rollout(memory, state, max_len or tgt.shape[1] - 1)
             return self._teacher(memory, state, src, src_mask, tgt, tgt_mask, mode)
 
     def _teacher(
@@ -396,9 +382,6 @@ class PaulusSummarizer(nn.Module):
                     coin = torch.rand(prev.shape, device=prev.device) < feed
                 prev = torch.where(coin, sampled, prev)
         return SummarizerOutput(nll, out_mask, atts)
-
-    def _rollout(self, memory: Memory, state: PaulusState, max_len: int) -> Rollout:
-        return rollout(self, memory, state, max_len, mode="soft")
 
 
 FAMILIES.register("paulus", PaulusSummarizer)

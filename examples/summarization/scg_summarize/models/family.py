@@ -1,0 +1,194 @@
+"""`SummarizerFamily`: the one shape of every model family (C2F, Paulus, ABS, MAL).
+
+The trainer (``train/loop.Trainer``), the objectives, the step decoder of beam and greedy search
+(``decoding/adapters.ModelStepDecoder``), perplexity and the CLI see a model only through this
+class. A family subclasses it, writes the abstract methods (encode, one decoder step, its
+distribution, teacher forcing) and inherits the rest; what a family *can* do is a class
+attribute with a default (the ``torch.distributions`` ``has_rsample`` pattern), so no caller
+probes a model with ``getattr``:
+
+=======================  =========  ===================================================================
+capability               default    overridden by
+=======================  =========  ===================================================================
+`hard`                   False      C2F with ``attention = "c2f"`` (sampled chunks: the scg surrogate)
+`copies`                 generator  Paulus, C2F+COPY (each step's distribution reads the attention)
+`has_own_output_space`   False      Paulus (extended vocabulary), ABS (title vocabulary V_y)
+`markov_window`          None       ABS (C: hypotheses with the same last C words recombine)
+`default_objective`      None       MAL (``"mal"``: L_s + L_NLL)
+=======================  =========  ===================================================================
+
+Shapes: B examples (R rows in beam search), a source grid of M chunks of N words, H the decoder
+output size, V the corpus vocabulary and V' the family's output space (V, or V_t + K with K
+copied source words, or V_y).
+"""
+
+from __future__ import annotations
+
+from abc import ABCMeta, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+
+import torch
+from torch import nn
+
+from .common.attention import AttentionOut, Memory
+from .common.decoder import DecoderState
+from .common.rollout import Rollout, rollout
+from .config import ModelConfig
+
+if TYPE_CHECKING:
+    from ..data.vocab import Vocab
+
+__all__ = ["SummarizerFamily", "SummarizerOutput"]
+
+ConfigT = TypeVar("ConfigT", bound=ModelConfig)
+StateT = TypeVar("StateT", bound=DecoderState)
+
+
+@dataclass
+class SummarizerOutput:
+    """Teacher-forced outputs (`SummarizerFamily.forward` with ``task="teacher"``).
+
+    Attributes:
+        step_nll: T−1 tensors ``(B,)``: −log p(y_{t+1} | y_≤t, x) at real target positions, 0 at padding.
+        step_mask: ``(B, T−1)`` True at real target positions.
+        attention: the T−1 steps' `AttentionOut`.
+    """
+
+    step_nll: list[torch.Tensor]
+    step_mask: torch.Tensor
+    attention: list[AttentionOut]
+
+    def total_nll(self) -> torch.Tensor:
+        """Σ_t Σ_b nll_t (a scalar)."""
+        return torch.stack(self.step_nll).sum()
+
+    def tokens(self) -> int:
+        """The number of predicted target tokens."""
+        return int(self.step_mask.sum())
+
+
+class SummarizerFamily(nn.Module, Generic[ConfigT, StateT], metaclass=ABCMeta):
+    """A summarizer of one family: built from its configuration, decoded one step at a time.
+
+    Subclasses set `config` and `generator` in ``__init__(config)`` and write `encode`,
+    `init_state`, `advance`, `step_log_probs` and `forward`; everything else has a default.
+
+    Attributes:
+        config: the family's configuration (a `ModelConfig` subclass, registered with the family).
+        generator: the output layer: ``logits(out) -> (..., V')``, ``output_layer() -> (W, b)``,
+            ``copies``.
+    """
+
+    config: ConfigT
+    generator: nn.Module
+
+    #: the output ids are not the corpus ids (`corpus_ids`, `corpus_log_probs` and
+    #: `scored_targets` map them), so the fused softmax/top-k of beam search does not apply
+    has_own_output_space: ClassVar[bool] = False
+    #: the objective ``train.objective = "auto"`` picks (None: C2F's surrogate when `hard`, else MLE)
+    default_objective: ClassVar[str | None] = None
+
+    # ------------------------------------------------------------------ capabilities
+    @property
+    def hard(self) -> bool:
+        """Whether attention is sampled (hard): the objective then adds C2F's score-function terms."""
+        return False
+
+    @property
+    def copies(self) -> bool:
+        """Whether a step's distribution depends on its attention (copying): the output layer
+        cannot be fused with the top-k of beam search, and every step needs its `AttentionOut`."""
+        return bool(self.generator.copies)
+
+    @property
+    def markov_window(self) -> int | None:
+        """C when the state is the last C output words (two hypotheses ending alike have the same
+        future: beam search may recombine them), else None."""
+        return None
+
+    # ------------------------------------------------------------------ building
+    @classmethod
+    def for_corpus(cls, config: ConfigT, data_dir: str | Path) -> SummarizerFamily[ConfigT, StateT]:
+        """The model for the prepared corpus in ``data_dir``; a family whose model depends on the
+        corpus beyond the configuration (ABS: separate vocabularies) fills ``config`` from it, so
+        that a checkpoint still rebuilds from the configuration alone."""
+        return cls(config)  # type: ignore[call-arg]
+
+    def bind_vocab(self, vocab: Vocab) -> None:
+        """Called by the trainer before the first step (MAL marks its content words); what it sets
+        must live in a buffer so that checkpoints carry it. Nothing by default."""
+
+    def chunk_encoder_parameters(self) -> list[nn.Parameter]:
+        """The parameters trained with ``train.chunk_encoder_lr_scale`` × lr (C2F's chunk encoder)."""
+        return []
+
+    def end_of_epoch(self) -> int:
+        """The family's step after every training epoch, before validation (ABS: max-norm
+        renormalization of the embeddings); returns how many parameter rows it changed."""
+        return 0
+
+    # ------------------------------------------------------------------ one step at a time
+    @abstractmethod
+    def encode(self, src: torch.Tensor, src_mask: torch.Tensor) -> tuple[Memory, Any]:
+        """The memory of ``src`` ``(B, M, N)`` (word states ``(B, M, N, H_e)``; per-example extras
+        in ``memory.extra``, reordered by beam search) and what `init_state` needs."""
+
+    @abstractmethod
+    def init_state(self, memory: Memory, final: Any) -> StateT:
+        """The decoder state before the first word."""
+
+    @abstractmethod
+    def advance(
+        self, state: StateT, prev_tokens: torch.Tensor, memory: Memory, t: int, mode: str
+    ) -> tuple[torch.Tensor, StateT, AttentionOut]:
+        """One decoder step from the previous words ``(B,)``: the output ``(B, H)``, the new state
+        and the step's attention. ``mode``: ``sample`` / ``greedy`` / ``soft`` (C2F's chunk choice)."""
+
+    @abstractmethod
+    def step_log_probs(self, out: torch.Tensor, att: AttentionOut, memory: Memory) -> torch.Tensor:
+        """log p(y_t | y_<t, x) ``(B, V')`` from a step's output (copying families read ``att``)."""
+
+    def step(
+        self, state: StateT, prev_tokens: torch.Tensor, memory: Memory, t: int, mode: str
+    ) -> tuple[torch.Tensor, StateT, AttentionOut]:
+        """`advance` then `step_log_probs`: log p(y_t) ``(B, V')``, the state, the attention."""
+        out, state, att = self.advance(state, prev_tokens, memory, t, mode)
+        return self.step_log_probs(out, att, memory), state, att
+
+    # ------------------------------------------------------------------ output ids
+    def corpus_ids(self, tokens: torch.Tensor, memory: Memory) -> torch.Tensor:
+        """Output ids ``(B, L)`` -> corpus ids (the identity unless `has_own_output_space`)."""
+        return tokens
+
+    def corpus_log_probs(self, log_probs: torch.Tensor, memory: Memory) -> torch.Tensor:
+        """``(R, V')`` log-probabilities -> ``(R, V)`` over corpus ids (−inf where the family cannot
+        produce a word); the identity unless `has_own_output_space`."""
+        return log_probs
+
+    def scored_targets(self, tgt: torch.Tensor, src: torch.Tensor, src_mask: torch.Tensor) -> torch.Tensor:
+        """The corpus ids ``(B, T)`` the model is scored on (perplexity): a reference word the
+        family can neither generate nor copy is ``<unk>``, as in training. The identity by default."""
+        return tgt
+
+    # ------------------------------------------------------------------ whole sequences
+    @abstractmethod
+    def forward(
+        self,
+        src: torch.Tensor,
+        src_mask: torch.Tensor,
+        tgt: torch.Tensor,
+        tgt_mask: torch.Tensor,
+        mode: str = "soft",
+        task: str = "teacher",
+        max_len: int = 0,
+    ) -> Any:
+        """``task="teacher"``: a `SummarizerOutput` (per-step NLL of ``tgt`` ``(B, T)``, ``<s>``
+        first); ``task="rollout"``: a `Rollout` of at most ``max_len`` words (`rollout`)."""
+
+    def rollout(self, memory: Memory, state: StateT, max_len: int, mode: str = "soft") -> Rollout:
+        """A free-running summary drawn as one scg word node per step (self-critical training; run it
+        under ``scg.Graph(intervene=scg.estimators.greedy)`` for greedy decoding). Soft families
+        ignore ``mode``."""
+        return rollout(self, memory, state, max_len, mode=mode if self.hard else "soft")
