@@ -1,9 +1,12 @@
 """The paper's optimization (Section 5): SGD, lr 1 (0.1 for the chunk encoder), gradients
-renormalized to norm 5, lr halved every epoch once validation perplexity stops improving.
+renormalized to norm 5, lr halved every epoch once validation perplexity stops improving; and
+ABS's (Rush et al. 2015, Section 7.3): SGD, lr 0.05 halved at every epoch that does not improve,
+embeddings renormalized to a maximum row norm after every epoch.
 
 :func:`build_optimizer` makes two parameter groups (the chunk encoder's lr is scaled);
-:class:`PlateauDecay` is the schedule (it has a ``state_dict`` for exact resumption);
-:func:`clip_gradients` is the renormalization ``g ← g · min(1, 5 / ‖g‖)``.
+:class:`PlateauDecay` is the schedule, both variants (it has a ``state_dict`` for exact
+resumption); :func:`clip_gradients` is the renormalization ``g ← g · min(1, 5 / ‖g‖)`` and
+:func:`renormalize_embeddings` the max-norm constraint on embedding rows.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from torch import nn
 
 from .config import TrainConfig
 
-__all__ = ["PlateauDecay", "build_optimizer", "clip_gradients"]
+__all__ = ["PlateauDecay", "build_optimizer", "clip_gradients", "renormalize_embeddings"]
 
 
 def build_optimizer(model: nn.Module, chunk_params: list[nn.Parameter], config: TrainConfig) -> torch.optim.Optimizer:
@@ -46,18 +49,41 @@ def clip_gradients(parameters: Iterable[nn.Parameter], max_norm: float) -> float
     return float(torch.nn.utils.clip_grad_norm_(params, max_norm))
 
 
-class PlateauDecay:
-    """lr ← lr × ``decay`` at every epoch end once validation perplexity has stopped improving.
+@torch.no_grad()
+def renormalize_embeddings(model: nn.Module, max_norm: float) -> int:
+    """Scale every row of every ``nn.Embedding`` of ``model`` longer than ``max_norm`` back to that
+    norm (the max-norm constraint of Hinton et al. 2012; ABS applies it after each epoch); returns
+    the number of rows changed (0 when ``max_norm`` ≤ 0)."""
+    if max_norm <= 0:
+        return 0
+    changed = 0
+    for table in (m for m in model.modules() if isinstance(m, nn.Embedding)):
+        norms = table.weight.norm(dim=1, keepdim=True)  # (V, 1)
+        over = norms > max_norm
+        changed += int(over.sum())
+        table.weight.mul_(torch.where(over, max_norm / norms.clamp(min=1e-12), torch.ones_like(norms)))
+    return changed
 
-    Decay starts at the first epoch whose perplexity is not better than the best so far (after
-    ``patience`` more such epochs) and then continues every epoch (seq2seq-attn's schedule, used
-    by the paper).
+
+class PlateauDecay:
+    """lr ← lr × ``decay`` at epoch ends, by the validation score (lower is better).
+
+    Decay starts at the first epoch whose score is not better than the best so far (after
+    ``patience`` more such epochs). With ``schedule="after_plateau"`` it then continues every
+    epoch (seq2seq-attn's schedule, used by the paper); with ``"on_plateau"`` only the epochs that
+    do not improve on the best decay (ABS's "halved when the validation log-likelihood does not
+    improve").
     """
 
-    def __init__(self, optimizer: torch.optim.Optimizer, decay: float = 0.5, patience: int = 0) -> None:
+    def __init__(
+        self, optimizer: torch.optim.Optimizer, decay: float = 0.5, patience: int = 0, schedule: str = "after_plateau"
+    ) -> None:
+        if schedule not in ("after_plateau", "on_plateau"):
+            raise ValueError(f"PlateauDecay: schedule must be 'after_plateau' or 'on_plateau', got {schedule!r}")
         self.optimizer = optimizer
         self.decay = decay
         self.patience = patience
+        self.schedule = schedule
         self.best = math.inf
         self.bad_epochs = 0
         self.decaying = False
@@ -71,7 +97,7 @@ class PlateauDecay:
             self.bad_epochs += 1
             if self.bad_epochs > self.patience:
                 self.decaying = True
-        if self.decaying and self.decay != 1.0:
+        if self.decaying and self.decay != 1.0 and (self.schedule == "after_plateau" or not improved):
             for group in self.optimizer.param_groups:
                 group["lr"] *= self.decay
             return True
@@ -88,6 +114,7 @@ class PlateauDecay:
             "decaying": self.decaying,
             "decay": self.decay,
             "patience": self.patience,
+            "schedule": self.schedule,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -96,3 +123,4 @@ class PlateauDecay:
         self.decaying = bool(state["decaying"])
         self.decay = float(state["decay"])
         self.patience = int(state["patience"])
+        self.schedule = str(state.get("schedule", self.schedule))  # checkpoints before lr_schedule: the configured one
