@@ -47,7 +47,7 @@ def main() -> None:
     times: dict[str, list[float]] = {"plain": [], "parameter": [], "parameter_unchecked": [], "untracked": []}
     with scg.Graph() as g:
         z = scg.sample(Bernoulli(logits=torch.zeros(8)), name="z")  # the graph has a node
-        tracker = g._tracker
+        tracker = g.tracker
         nodes = tracker.node_storages
         with torch.no_grad():
             for _ in range(args.repeats):
@@ -59,7 +59,7 @@ def main() -> None:
                 tracker.node_storages = nodes
         # the check alone, on a miss (a model weight), as the mode runs it (tracking paused)
         iso = []
-        with g._paused():
+        with g.paused():
             for _ in range(args.repeats):
                 t0 = time.perf_counter()
                 for _ in range(args.calls):
