@@ -66,6 +66,7 @@ def make_loader(
             shuffle=True,
             seed=config.train.seed,
             bucket_by=config.data.bucket_by,
+            pool_batches=config.train.pool_batches or len(dataset),  # 0: the whole split sorted at once
             drop_last=drop_last,
             num_workers=config.train.num_workers,
         )

@@ -46,7 +46,7 @@ from .evaluate import evaluate_nll
 from .fingerprint import check_fingerprint, corpus_fingerprint
 from .metrics_log import append_record, repair_log
 from .objective import StepResult, build_objective
-from .optim import PlateauDecay, build_optimizer, clip_gradients
+from .optim import PlateauDecay, build_optimizer, clip_gradients, renormalize_embeddings
 from .progress import PhaseProgress, TrainingRecord, format_duration, step_progress, total_steps
 from .resume import check_resume_config, check_same_model
 from .selection import selection_value, validation_rouge
@@ -161,7 +161,7 @@ class Trainer:
         torch.manual_seed(tc.seed + 1000 * self.dist.rank)
         self.net = self.dist.wrap(self.model, self.device)
         self.optimizer = build_optimizer(self.model, self.model.chunk_encoder_parameters(), tc)
-        self.schedule = PlateauDecay(self.optimizer, tc.lr_decay, tc.decay_patience)
+        self.schedule = PlateauDecay(self.optimizer, tc.lr_decay, tc.decay_patience, tc.lr_schedule)
         self.baseline = scg.baselines.EMA(tc.baseline_beta)
         self.objective = build_objective(tc.objective, self)  # train.objective (registered objectives)
         self.loader = make_loader(self.train_set, config, train=True, drop_last=self.dist.enabled)
@@ -568,7 +568,8 @@ class Trainer:
         return iter(self.loader)
 
     def _end_epoch(self, epoch: int) -> dict[str, Any]:
-        self.model.end_of_epoch()  # a family's per-epoch step (abs: max-norm)
+        renormalized = self.model.end_of_epoch()  # the family's per-epoch step
+        renormalized += renormalize_embeddings(self.model, self.config.train.embedding_max_norm)
         metrics = self.validate()
         if not math.isfinite(metrics["nll"]) or metrics["nll"] >= 50.0:  # ppl is capped at e^50
             self._diverged(
@@ -582,7 +583,8 @@ class Trainer:
         self.last_valid_ppl = float(metrics["ppl"])
         if improved:
             self.best_score, self.best_step = score, self.step
-        self.record("valid", **metrics, lr=self.schedule.lr, decayed=decayed)
+        extra = {"renormalized_rows": renormalized} if self.config.train.embedding_max_norm > 0 else {}
+        self.record("valid", **metrics, lr=self.schedule.lr, decayed=decayed, **extra)
         acc = metrics.get("coarse_acc")
         self.info(
             f"epoch {epoch + 1}: valid ppl {metrics['ppl']:.3f}"
