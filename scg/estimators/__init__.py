@@ -10,6 +10,7 @@ estimator            unbiased  needs_rsample  score  higher_order  multi_sample
 ``GumbelSoftmax``    **no**    no             no     no            yes
 ``ARM``              yes       no             yes    no            pairs (n=2m)
 ``DisARM``           yes       no             yes    no            pairs (n=2m)
+``CategoricalDisARM`` yes      no             yes    no            pairs (n=2m)
 ``REBAR``            yes       no             yes    no            yes
 ``LAX``              yes       no             yes    no            yes
 ``MeasureValued``    yes       no             no     no            no (points)
@@ -29,6 +30,7 @@ from scg.estimators.base import Estimator
 from scg.estimators.control import LearnedControl
 from scg.estimators.defaults import default_for
 from scg.estimators.disarm import DisARM
+from scg.estimators.disarm_categorical import CategoricalDisARM
 from scg.estimators.enumerate import Enumerate
 from scg.estimators.greedy import greedy
 from scg.estimators.gumbel_rao import GumbelRao
@@ -50,6 +52,7 @@ __all__ = [
     "LAX",
     "REBAR",
     "RELAX",
+    "CategoricalDisARM",
     "DisARM",
     "Enumerate",
     "Estimator",

@@ -41,7 +41,7 @@ from scg.estimators.base import Estimator
 if TYPE_CHECKING:
     from scg.graph.nodes import StochasticNode
 
-__all__ = ["ARM", "antithetic_pairs"]
+__all__ = ["ARM", "antithetic_pairs", "pair_count", "refuse_leave_one_out"]
 
 
 def _logits(estimator: Estimator, dist: Distribution) -> tuple[torch.Tensor, int]:
@@ -57,7 +57,21 @@ def _logits(estimator: Estimator, dist: Distribution) -> tuple[torch.Tensor, int
     return base.logits.expand(dist.batch_shape + dist.event_shape), event
 
 
-def _pairs(estimator: Estimator, n: int | None) -> int:
+def refuse_leave_one_out(estimator: Estimator, node: StochasticNode) -> None:
+    """Refuse ``LeaveOneOut`` on an antithetic-pair node: it would use one member of a pair as the
+    other's baseline (biased); a baseline equal on both members cancels and is allowed."""
+    from scg.baselines.loo import LeaveOneOut
+
+    if isinstance(node.baseline, LeaveOneOut):
+        raise SCGError(
+            f"{type(estimator).__name__}() on {node.describe()}: LeaveOneOut would use "
+            "one member of an antithetic pair as the other's baseline (biased); "
+            "the pair needs no baseline"
+        )
+
+
+def pair_count(estimator: Estimator, n: int | None) -> int:
+    """How many antithetic pairs the node's ``n`` holds (n = 2m); refuses n = None or odd."""
     if n is None or n % 2:
         raise SCGError(
             f"{type(estimator).__name__}() evaluates antithetic pairs: draw the node "
@@ -79,7 +93,7 @@ class ARM(Estimator):
 
     def draw(self, dist: Distribution, sample_shape: torch.Size) -> torch.Tensor:
         logits, _ = _logits(self, dist)
-        m = _pairs(self, sample_shape[0] if len(sample_shape) == 1 else None)
+        m = pair_count(self, sample_shape[0] if len(sample_shape) == 1 else None)
         with torch.no_grad():
             return antithetic_pairs(logits, m)
 
@@ -95,7 +109,7 @@ class ARM(Estimator):
         """log p(value) in value; gradient −2(u − ½)∇α on b₁ and +2(u − ½)∇α on b₂."""
         logits, event = _logits(self, dist)
         extra = value.dim() - len(dist.batch_shape) - event
-        m = _pairs(self, value.shape[0] if extra == 1 else None)
+        m = pair_count(self, value.shape[0] if extra == 1 else None)
         alpha = logits.expand(value.shape)
         with torch.no_grad():
             c = self.centred(alpha[:m].detach(), value[:m], value[m:])
@@ -107,12 +121,5 @@ class ARM(Estimator):
     def control_variate(self, node: StochasticNode) -> None:
         """No control variate (the pair is its own); refuses a baseline that differs within a
         pair (``LeaveOneOut``), which would bias the estimate."""
-        from scg.baselines.loo import LeaveOneOut
-
-        if isinstance(node.baseline, LeaveOneOut):
-            raise SCGError(
-                f"{type(self).__name__}() on {node.describe()}: LeaveOneOut would use "
-                "one member of an antithetic pair as the other's baseline (biased); "
-                "the pair needs no baseline"
-            )
+        refuse_leave_one_out(self, node)
         return None
