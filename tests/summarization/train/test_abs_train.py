@@ -1,166 +1,106 @@
-"""ABS training: length-grouped batches, the learning-rate schedule, and the pipeline end to end."""
+"""ABS's schedule (Rush et al. 2015, Section 7.3) in the one trainer: the learning rate halved at
+the epochs that do not improve (``train.lr_schedule = "on_plateau"``), the embeddings renormalized
+to a maximum row norm after every epoch (``train.embedding_max_norm``) and batches of similar input
+length cut from the whole split (``train.pool_batches = 0``), all selected by ``configs/ABS.toml``."""
 
 from __future__ import annotations
 
+import itertools
 import json
-import random
 from pathlib import Path
 
 import pytest
 import torch
-from scg_summarize.models.abs import AbsConfig, AbsModel
-from scg_summarize.train.abs.loop import AbsTrainConfig, Example, batches, evaluate_nll, main, next_lr, train
+from scg_summarize.data import SummarizationDataset
+from scg_summarize.train import Trainer, load_config
+from scg_summarize.train.data import make_loader
+from scg_summarize.train.optim import PlateauDecay, renormalize_embeddings
+from torch import nn
+
+#: a small ABS with the paper's schedule (SGD 0.05, halving on plateau, max-norm, length batches)
+SMALL_ABS = ["model.emb_dim=8", "model.hidden=16", "model.abs_context=3", "train.batch_size=16", "train.log_every=1"]
 
 
-def _examples(n: int, seed: int) -> list[Example]:
-    rng = random.Random(seed)
+def _lrs(schedule: str, scores: list[float]) -> list[float]:
+    optimizer = torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=0.05)
+    decay = PlateauDecay(optimizer, 0.5, 0, schedule)
     out = []
-    for _ in range(n):
-        src = [rng.randint(4, 11) for _ in range(rng.randint(2, 9))]
-        out.append(Example(src, [2, *src[:3], 3]))  # the title copies the first three words
+    for score in scores:
+        decay.step(score)
+        out.append(decay.lr)
     return out
 
 
-def test_batches_group_inputs_of_similar_length() -> None:
-    examples = _examples(50, 0)
-    groups = batches(examples, 8, random.Random(1))
-    assert sorted(i for g in groups for i in g) == list(range(50))
-    spans = [max(len(examples[i].src) for i in g) - min(len(examples[i].src) for i in g) for g in groups]
-    assert max(spans) <= 2  # lengths 2..9 in 7 batches of 8: consecutive lengths only
-    assert groups != batches(examples, 8)  # the batch order is shuffled
+def test_on_plateau_halves_only_at_the_epochs_that_do_not_improve() -> None:
+    scores = [3.0, 2.0, 2.5, 1.5, 1.6, 1.6]  # (lower is better) epochs 3, 5 and 6 do not improve
+    assert _lrs("on_plateau", scores) == [0.05, 0.05, 0.025, 0.025, 0.0125, 0.00625]
+    # the paper's C2F schedule (seq2seq-attn's) keeps decaying once it started: the twin differs at epoch 4
+    assert _lrs("after_plateau", scores) == [0.05, 0.05, 0.025, 0.0125, 0.00625, 0.003125]
+    optimizer = torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=0.05)
+    restored = PlateauDecay(optimizer, 0.5, 0, "after_plateau")
+    first = PlateauDecay(optimizer, 0.5, 0, "on_plateau")
+    first.step(1.0)
+    restored.load_state_dict(first.state_dict())  # a checkpoint carries the schedule
+    assert restored.schedule == "on_plateau" and restored.best == 1.0
+    with pytest.raises(ValueError, match="schedule must be"):
+        PlateauDecay(optimizer, 0.5, 0, "every_epoch")
 
 
-def test_learning_rate_halves_without_improvement() -> None:
-    assert next_lr(0.05, -3.0, -3.5) == 0.05
-    assert next_lr(0.05, -3.5, -3.0) == 0.025
-    assert next_lr(0.05, -3.0, -3.0) == 0.025
-
-
-def test_training_lowers_validation_perplexity() -> None:
+def test_renormalize_embeddings_caps_the_rows_of_every_table() -> None:
     torch.manual_seed(0)
-    train_set, valid_set = _examples(200, 1), _examples(40, 2)
-    model = AbsModel(AbsConfig(12, 12, encoder="attention", embed=8, hidden=16, context=3, init_std=0.1))
-    before = evaluate_nll(model, valid_set)
-    records = train(model, train_set, valid_set, AbsTrainConfig(lr=0.5, batch_size=16, epochs=4, max_norm=3.0))
-    after = evaluate_nll(model, valid_set)
-    assert len(records) == 4 and records[-1]["steps"] == 4 * 13
-    assert after[1] == before[1] == sum(len(e.tgt) - 1 for e in valid_set)
-    assert after[0] < 0.8 * before[0]
-    assert max(float(e.weight.detach().norm(dim=1).max()) for e in model.embeddings()) <= 3.0 + 1e-5
+    model = nn.Sequential(nn.Embedding(6, 4), nn.Linear(4, 4), nn.Embedding(5, 3))
+    with torch.no_grad():
+        model[0].weight.mul_(2.0)
+    before = [model[0].weight.detach().clone(), model[2].weight.detach().clone()]
+    linear = model[1].weight.detach().clone()
+    over = [table.norm(dim=1) > 1.0 for table in before]
+    assert 0 < sum(int(o.sum()) for o in over) < 11  # some rows over the bound, some under
+    assert renormalize_embeddings(model, 1.0) == sum(int(o.sum()) for o in over)
+    for table, old, o in zip((model[0].weight, model[2].weight), before, over):
+        norms = table.detach().norm(dim=1)
+        assert torch.allclose(norms[o], torch.ones(int(o.sum())))  # scaled back to the bound...
+        assert torch.allclose(table.detach()[o] / norms[o, None], old[o] / old[o].norm(dim=1, keepdim=True))
+        assert torch.equal(table.detach()[~o], old[~o])  # ...and the other rows untouched
+    assert torch.equal(model[1].weight, linear)  # only embedding tables
+    assert renormalize_embeddings(model, 0.0) == 0 and renormalize_embeddings(model, 1.0) == 0
 
 
-def test_command_line_pipeline(synthetic_corpus: Path, tmp_path: Path) -> None:
-    out = tmp_path / "run"
-    code = main(
-        [
-            "--data",
-            str(synthetic_corpus),
-            "--out",
-            str(out),
-            "--embed",
-            "8",
-            "--hidden",
-            "16",
-            "--epochs",
-            "1",
-            "--max-steps",
-            "2",
-            "--decode",
-            "5",
-            "--length",
-            "3",
-            "--batch-size",
-            "32",
-        ]
+def _sorted_by_length(batches: list[list[int]], lengths: list[int]) -> bool:
+    """Whether the batches are cuts of one list sorted by length (each batch's lengths lie between
+    the previous batch's and the next one's)."""
+    spans = sorted((min(lengths[i] for i in b), max(lengths[i] for i in b)) for b in batches)
+    return all(hi <= lo for (_, hi), (lo, _) in itertools.pairwise(spans))
+
+
+def test_pool_batches_zero_cuts_the_whole_split_sorted_by_input_length(synthetic_corpus: Path) -> None:
+    dataset = SummarizationDataset(synthetic_corpus, "train")
+    lengths = dataset.source_lengths().tolist()
+    config = load_config("ABS", ["train.batch_size=16"])
+    assert (config.train.pool_batches, config.data.bucket_by) == (0, "src")
+    sampler = make_loader(dataset, config, train=True).sampler
+    first, second = sampler.batches(0), sampler.batches(1)
+    assert sorted(i for b in first for i in b) == list(range(len(dataset)))
+    assert _sorted_by_length(first, lengths) and _sorted_by_length(second, lengths)
+    assert first != second  # each epoch shuffles the batch order (and the order within equal lengths)
+    # the default pools (50 batches' worth here: larger than this split; 1: no sorting) are not one sorted list
+    pooled = make_loader(dataset, load_config("ABS", ["train.batch_size=16", "train.pool_batches=1"]), train=True)
+    assert not _sorted_by_length(pooled.sampler.batches(0), lengths)
+
+
+def test_the_abs_configuration_trains_with_its_schedule(synthetic_corpus: Path, tmp_path: Path) -> None:
+    config = load_config(
+        "ABS", [*SMALL_ABS, "train.epochs=3", "train.max_steps_per_epoch=3", "train.embedding_max_norm=0.05"]
     )
-    assert code == 0
-    summary = json.loads((out / "abs.json").read_text())
-    assert summary["steps"] == 2 and summary["decode"]["examples"] == 5
-    lines = (out / "summaries.txt").read_text().splitlines()
-    assert len(lines) == 5 and all(len(line.split()) == 3 for line in lines)
-    state = torch.load(out / "abs.pt", weights_only=True)
-    model = AbsModel(AbsConfig(**{k: v for k, v in summary["model"].items()}))
-    model.load_state_dict(state)
-
-    from scg_summarize.train.abs.variants import main as variants_main
-
-    assert (
-        variants_main(
-            [
-                "--run",
-                str(out),
-                "--data",
-                str(synthetic_corpus),
-                "--length",
-                "3",
-                "--beam",
-                "2",
-                "--iterations",
-                "1",
-                "--out",
-                str(tmp_path / "v.json"),
-            ]
-        )
-        == 0
-    )
-    result = json.loads((tmp_path / "v.json").read_text())
-    assert result["tune"] == 20 and result["test"] == 20
-    for name in ("abs", "abs_recombine", "abs_greedy", "extractive", "abs_plus"):
-        assert set(result[name]["rouge_f1"]) == {"rouge1", "rouge2", "rougeL"}
-    assert result["extractive"]["ext_percent"] == 100.0
-
-    # α tuned on another split, IR added, per-example files that `scg-summarize compare` reads
-    from scg_summarize.cli import main as cli
-
-    assert (
-        variants_main(
-            [
-                "--run",
-                str(out),
-                "--data",
-                str(synthetic_corpus),
-                "--split",
-                "test",
-                "--tune-split",
-                "valid",
-                "--tune-limit",
-                "8",
-                "--limit",
-                "12",
-                "--length",
-                "3",
-                "--beam",
-                "2",
-                "--iterations",
-                "1",
-                "--ir",
-                "--summaries",
-                str(tmp_path / "s"),
-                "--out",
-                str(tmp_path / "t.json"),
-            ]
-        )
-        == 0
-    )
-    result = json.loads((tmp_path / "t.json").read_text())
-    assert (result["tune_split"], result["tune"], result["test"]) == ("valid", 8, 12)
-    assert set(result["ir"]["rouge_recall_75b"]) == {"rouge1", "rouge2", "rougeL"}
-    rows = [json.loads(x) for x in (tmp_path / "s" / "abs_plus.summaries.jsonl").read_text().splitlines()]
-    assert len(rows) == 12 and all(len(r["summary"].split()) == 3 for r in rows)
-    assert sum(r["rouge"]["rouge1"] for r in rows) / 12 == pytest.approx(
-        result["abs_plus"]["rouge_f1"]["rouge1"] / 100, abs=1e-6
-    )
-    s = tmp_path / "s"
-    for a, b in (("abs_plus", "abs"), ("ir-75b", "abs-75b")):
-        code = cli(["compare", str(s / f"{a}.summaries.jsonl"), str(s / f"{b}.summaries.jsonl"), "--samples", "50"])
-        assert code == 0
-
-
-def test_count_baselines_on_a_prepared_corpus(synthetic_corpus: Path) -> None:
-    from scg_summarize.train.abs.count_baselines import count_baselines
-
-    result = count_baselines(synthetic_corpus, "train", "valid", order=3)
-    assert result["examples"] == 40
-    assert 1.0 < result["kn_perplexity"] < 1e4
-    assert 0.0 <= result["ir_ext_percent"] <= 100.0 and 0.0 <= result["reference_ext_percent"] <= 100.0
-    assert set(result["ir_rouge_f1"]) == {"rouge1", "rouge2", "rougeL"}
+    assert (config.train.optimizer, config.train.lr, config.train.lr_schedule) == ("sgd", 0.05, "on_plateau")
+    trainer = Trainer(config, synthetic_corpus, tmp_path / "run", quiet=True, log=lambda line: None)
+    trainer.fit()
+    valid = [x for x in map(json.loads, (tmp_path / "run" / "metrics.jsonl").read_text().splitlines())]
+    valid = [x for x in valid if x["event"] == "valid"]
+    assert len(valid) == 3 and valid[0]["renormalized_rows"] > 0
+    tables = [m.weight for m in trainer.model.modules() if isinstance(m, nn.Embedding)]
+    assert tables and max(float(t.detach().norm(dim=1).max()) for t in tables) <= 0.05 + 1e-6
+    lr, best = 0.05, float("inf")
+    for record in valid:  # halved exactly at the epochs whose perplexity is not a new best
+        improved = record["ppl"] < best
+        lr, best = (lr if improved else lr / 2), min(best, record["ppl"])
+        assert record["lr"] == pytest.approx(lr) and record["decayed"] == (not improved)
