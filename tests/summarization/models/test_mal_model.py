@@ -4,7 +4,6 @@ the Table 4 analysis."""
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
@@ -22,7 +21,6 @@ from scg_summarize.models.mal import (
     save_mal_run,
 )
 from scg_summarize.models.mal.saliency import entropy_floor, normalized_entropy
-from scg_summarize.train.mal import MALTrainConfig, train_mal
 
 pytest.importorskip("stop_words")
 
@@ -185,26 +183,6 @@ def test_run_directory_round_trip(corpus: Path, tmp_path: Path) -> None:
     assert torch.equal(a.step(sa, prev)[0], b.step(sb, prev)[0])
 
 
-def test_trainer_reports_every_term(corpus: Path, tmp_path: Path) -> None:
-    config = MALConfig(emb_dim=8, hidden=6, temperature_s=0.5)
-    result = train_mal(
-        config,
-        MALTrainConfig(batch_size=8, max_steps=4, log_every=2, valid_examples=8),
-        corpus,
-        tmp_path / "run",
-        log=lambda line: None,
-    )
-    lines = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
-    train = [ln for ln in lines if ln["event"] == "train"]
-    assert [ln["step"] for ln in train] == [2, 4]
-    for key in ("loss", "loss_s", "nll_tok", "entropy_s", "entropy_u", "label_rate"):
-        assert all(math.isfinite(ln[key]) for ln in train), key
-    assert 0.0 < train[0]["entropy_s"] <= 1.0 and 0.0 < train[0]["entropy_u"] <= 1.0
-    assert result["steps"] == 4
-    assert set(result["table4"]["rouge1"]) == {"SuAtt", "UnAtt", "Lead"}
-    assert load_run(tmp_path / "run").model == "MAL +MAL"
-
-
 def test_top_k_words() -> None:
     tokens = ["the", "zlib", "library", "</s>", "zlib", "fast", "data"]
     scores = [0.9, 0.5, 0.4, 1.0, 0.8, float("-inf"), 0.1]
@@ -254,14 +232,3 @@ def test_conditioning_measurement_on_a_corpus(corpus: Path) -> None:
         assert result["guards"][guard]["cond>100"] == 0.0
         assert result["guards"][guard]["negative_p"] == 0.0
     assert result["guards"]["none"]["cond_median"] > result["guards"]["softplus"]["cond_median"]
-
-
-def test_trainer_command_line_rejects_bad_options(corpus: Path, tmp_path: Path) -> None:
-    from scg_summarize.train.mal import main
-
-    with pytest.raises(SystemExit, match="unknown training option 'beam'"):
-        main(["--data", str(corpus), "--out", str(tmp_path), "--set", "train.beam=10"])
-    with pytest.raises(SystemExit, match="expected model.NAME=VALUE"):
-        main(["--data", str(corpus), "--out", str(tmp_path), "--set", "temperature_s=0.1"])
-    with pytest.raises(SystemExit, match="mal.pagerank_guard"):
-        main(["--data", str(corpus), "--out", str(tmp_path), "--set", "model.pagerank_guard=clip"])
