@@ -4,15 +4,19 @@ these in its own, so the shared conftest stays untouched)."""
 from __future__ import annotations
 
 import itertools
+import json
 import os
-from collections.abc import Iterator
+import shutil
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import torch
-from scg_summarize.decoding.toy import PrefixTableDecoder
+from scg_summarize.data import SourceBatch
+
+from .toy_decoders import PrefixTableDecoder
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -38,27 +42,56 @@ def shared_data_dir() -> Path:
     return root.resolve()
 
 
+def write_run(
+    run_dir: Path, data_dir: Path, name: str = "tiny-C2F", overrides: Sequence[str] = (), *, seed: int = 0
+) -> Path:
+    """A run directory as ``scg-summarize train`` writes it (``config.json``, ``best.pt``,
+    ``vocab.txt``, ``data.json``) for the configuration ``name`` on the corpus ``data_dir``, with
+    the untrained weights of seed ``seed`` (any family: the model is built as the trainer builds it)."""
+    from scg_summarize.data import SummarizationDataset
+    from scg_summarize.data.storage import VOCAB_FILE, read_meta
+    from scg_summarize.train.config import load_config
+    from scg_summarize.train.loop import build_model
+
+    config = load_config(name, list(overrides))
+    dataset = SummarizationDataset(data_dir, "train")
+    torch.manual_seed(seed)
+    model = build_model(config, len(dataset.vocab), dataset.num_chunks, data_dir)
+    model.bind_vocab(dataset.vocab)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    raw = config.to_dict()
+    (run_dir / "config.json").write_text(json.dumps(raw, indent=2) + "\n", encoding="utf-8")
+    record = {"data_dir": str(data_dir), "prep_options": read_meta(data_dir)["options"]}
+    (run_dir / "data.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    shutil.copyfile(data_dir / VOCAB_FILE, run_dir / VOCAB_FILE)
+    torch.save({"config": raw, "model": model.state_dict()}, run_dir / "best.pt")
+    return run_dir
+
+
 @dataclass
 class ToySetup:
-    """A small synthetic corpus and a randomly initialized toy C2F run directory on it."""
+    """A small synthetic corpus and an untrained tiny C2F run directory on it."""
 
     data: Path
     run: Path
 
 
 def make_toy_setup(root: Path, n_test: int = 10) -> ToySetup:
-    """Prepare a tiny synthetic corpus under ``root/data`` and a toy run under ``root/run``."""
+    """Prepare a tiny synthetic corpus under ``root/data`` and an untrained ``tiny-C2F`` run under
+    ``root/run`` (its ``[eval]`` table left out: the library's decoding defaults apply)."""
     from scg_summarize.data import make_synthetic_corpus
-    from scg_summarize.decoding.toy import write_toy_run
 
     make_synthetic_corpus(root / "data", n_train=40, n_valid=8, n_test=n_test, seed=5)
-    write_toy_run(root / "run", root / "data", hidden=8, seed=1)
-    return ToySetup(root / "data", root / "run")
+    run = write_run(root / "run", root / "data", "tiny-C2F", ["model.hidden=8", "model.emb_dim=8"], seed=1)
+    raw = json.loads((run / "config.json").read_text(encoding="utf-8"))
+    del raw["eval"]
+    (run / "config.json").write_text(json.dumps(raw, indent=2) + "\n", encoding="utf-8")
+    return ToySetup(root / "data", run)
 
 
-def dummy_batch(n: int) -> dict[str, torch.Tensor]:
+def dummy_batch(n: int) -> SourceBatch:
     """A batch of ``n`` one-word documents (decoders under test ignore the source)."""
-    return {"src": torch.full((n, 1, 1), 4), "src_mask": torch.ones(n, 1, 1, dtype=torch.bool)}
+    return SourceBatch(src=torch.full((n, 1, 1), 4), src_mask=torch.ones(n, 1, 1, dtype=torch.bool))
 
 
 def enumerate_sequences(

@@ -123,7 +123,7 @@ def test_missing_run_and_conflicting_inputs_are_clear_errors(toy: ToySetup, tmp_
     assert cli.main(["summarize", "--run", str(tmp_path / "nope"), "--input", "-"]) == 2
     assert "no such run directory" in capsys.readouterr().err
     assert cli.main(["summarize", "--run", str(tmp_path), "--input", "-"]) == 2
-    assert "not a run directory of a known format" in capsys.readouterr().err
+    assert "config.json: no such file" in capsys.readouterr().err
     assert cli.main(["summarize", "--run", str(toy.run)]) == 2
     assert "give --input FILE (raw documents) or --data DIR" in capsys.readouterr().err
     assert (

@@ -12,10 +12,9 @@ from pathlib import Path
 import pytest
 import torch
 from scg_summarize import cli
-from scg_summarize.commands import baseline as baseline_command
-from scg_summarize.commands import summarize as summarize_command
 from scg_summarize.commands._decoding_args import add_decode_arguments, decode_options
 from scg_summarize.data import Vocab
+from scg_summarize.data import progress as progress_module
 from scg_summarize.decoding import (
     DecodeOptions,
     SpecialIds,
@@ -25,10 +24,10 @@ from scg_summarize.decoding import (
     greedy_search,
 )
 from scg_summarize.decoding.blocking import constrain_candidates, is_number_token, number_token_ids
-from scg_summarize.decoding.toy import PrefixTableDecoder
 from scg_summarize.decoding.wrapped import looks_wrapped, read_paragraphs
 
 from ..eval_support import UNCONSTRAINED, ToySetup, dummy_batch, make_toy_setup
+from ..toy_decoders import PrefixTableDecoder
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -87,8 +86,7 @@ def test_summarize_warns_on_a_wrapped_file_and_reads_it_whole_on_request(toy: To
 def test_summarize_and_baseline_show_progress_on_a_terminal(  # type: ignore[no-untyped-def]
     toy: ToySetup, tmp_path: Path, monkeypatch, capsys
 ) -> None:
-    monkeypatch.setattr(summarize_command, "progress_enabled", lambda quiet=False: not quiet)
-    monkeypatch.setattr(baseline_command, "progress_enabled", lambda quiet=False: not quiet)
+    monkeypatch.setattr(progress_module, "progress_enabled", lambda quiet=False: not quiet)  # (commands import it late)
     out = tmp_path / "s.txt"
     assert (
         cli.main(["summarize", "--run", str(toy.run), "--data", str(toy.data), "--max-len", "4", "--output", str(out)])

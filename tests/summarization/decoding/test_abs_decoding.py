@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import torch
+from scg_summarize.data import SourceBatch
 from scg_summarize.decoding import DecodeOptions, beam_search, greedy_search
 from scg_summarize.decoding.abs_features import (
     LogLinearDecoder,
@@ -18,8 +19,9 @@ from scg_summarize.decoding.abs_features import (
     word_features,
 )
 from scg_summarize.decoding.beam import _bound
-from scg_summarize.decoding.toy import PrefixTableDecoder
 from scg_summarize.models.abs import AbsConfig, AbsModel, AbsStepDecoder
+
+from ..toy_decoders import PrefixTableDecoder
 
 EOS = 3
 
@@ -38,12 +40,12 @@ def _abs(vocab: int, context: int, encoder: str = "attention", seed: int = 0) ->
     return AbsStepDecoder(model.eval())
 
 
-def _batch(rows: list[list[int]]) -> dict[str, torch.Tensor]:
+def _batch(rows: list[list[int]]) -> SourceBatch:
     width = max(len(r) for r in rows)
     src = torch.zeros(len(rows), 1, width, dtype=torch.long)
     for b, r in enumerate(rows):
         src[b, 0, : len(r)] = torch.tensor(r)
-    return {"src": src, "src_mask": src != 0}
+    return SourceBatch(src=src, src_mask=src != 0)
 
 
 def _sequence_score(decoder: Any, batch: Mapping[str, Any], example: int, tokens: list[int]) -> float:
@@ -129,7 +131,7 @@ class _BonusDecoder:
         self.max_step_bonus = declared_bonus
 
     def init_state(self, batch: Mapping[str, Any]) -> torch.Tensor:
-        return torch.zeros(int(batch["src"].shape[0]), dtype=torch.long)
+        return torch.zeros(int(batch.src.shape[0]), dtype=torch.long)
 
     def step(self, state: torch.Tensor, prev: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
         out = torch.full((len(state), 5), float("-inf"))

@@ -13,9 +13,9 @@ from scg_summarize.decoding import (
     greedy_search,
     load_run,
 )
-from scg_summarize.decoding.toy import PrefixTableDecoder
 
 from ..eval_support import UNCONSTRAINED, ToySetup, dummy_batch, enumerate_sequences, make_toy_setup
+from ..toy_decoders import PrefixTableDecoder
 
 V = 7
 WORDS = [1, 4, 5, 6]  # everything but <pad>, <s> (no mass) and </s>
@@ -98,6 +98,7 @@ def test_extras_are_recorded_per_generated_word(toy: ToySetup) -> None:
     dataset = SummarizationDataset(toy.data, "test")
     batch = collate_documents(list(documents_from_split(dataset, range(3))))
     options = DecodeOptions(beam_size=3, max_len=5, extras=("coarse_attn", "chunk_read", "word_attn"), **UNCONSTRAINED)
+    run.decoder.request_extras(options.extras)  # (the model computes word_attn only when asked)
     for hyp in [h[0] for h in beam_search(run.decoder, batch, options)]:
         steps = len(hyp.tokens) + 1
         m, n = dataset.num_chunks, dataset.chunk_len

@@ -14,9 +14,9 @@ from scg_summarize.decoding import (
     beam_search,
     greedy_search,
 )
-from scg_summarize.decoding.toy import PrefixTableDecoder
 
 from ..eval_support import UNCONSTRAINED, dummy_batch, has_repeated_ngram
+from ..toy_decoders import PrefixTableDecoder
 
 
 def test_banned_ngram_mask_on_a_known_history() -> None:

@@ -8,15 +8,16 @@ from typing import Any
 
 import pytest
 import torch
+from scg_summarize.data import SourceBatch
 from scg_summarize.decoding import DecodeOptions, SpecialIds, apply_constraints, beam_search
 from scg_summarize.decoding.adapters import IndexedMemory, ModelStepDecoder
 from scg_summarize.decoding.beam import use_topk_step
 from scg_summarize.decoding.blocking import banned_count_bound, constrain_candidates
-from scg_summarize.decoding.toy import PrefixTableDecoder, ToyCoarseToFine
 
 from ..eval_support import UNCONSTRAINED
 from ..kernel_support import backend, one_thread  # noqa: F401  (sets TRITON_INTERPRET before Triton loads)
 from ..models_helpers import make_batch, make_model
+from ..toy_decoders import PrefixTableDecoder, ToyCoarseToFine
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 HAS_TRITON = importlib.util.find_spec("triton") is not None
@@ -101,7 +102,7 @@ def test_a_row_without_allowed_candidates_falls_back_to_the_full_step() -> None:
             return torch.log_softmax(out, 0).float()
 
     options = DecodeOptions(beam_size=2, max_len=9, min_len=8, no_repeat_ngram=2, length_penalty=0.0, unk="forbid")
-    batch = {"src": torch.zeros(2, 1, 1, dtype=torch.long)}
+    batch = SourceBatch(src=torch.zeros(2, 1, 1, dtype=torch.long), src_mask=torch.ones(2, 1, 1, dtype=torch.bool))
     decoder = Counting(Sparse(40, seed=1))
     full = beam_search(decoder, batch, options, topk=False)
     calls = dict(decoder.calls)

@@ -26,9 +26,9 @@ import pytest
 import torch
 from scg_summarize.decoding import DecodeOptions, beam_search
 from scg_summarize.decoding.blocking import SpecialIds
-from scg_summarize.decoding.toy import PrefixTableDecoder
 
 from ..eval_support import dummy_batch
+from ..toy_decoders import PrefixTableDecoder
 
 NEG = float("-inf")
 EOS = 3

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 from scg_summarize import cli
-from scg_summarize.decoding.toy import PrefixTableDecoder
+from scg_summarize.data import Batch, SourceBatch
 from scg_summarize.evaluation import (
     AttentionMetrics,
     Perplexity,
@@ -23,6 +23,7 @@ from scg_summarize.evaluation import (
 )
 
 from ..eval_support import ToySetup, make_toy_setup
+from ..toy_decoders import PrefixTableDecoder
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -67,7 +68,12 @@ def test_attention_metrics_accumulate_over_words_and_summaries() -> None:
 def test_teacher_forced_perplexity_matches_the_distributions() -> None:
     decoder = PrefixTableDecoder(7, seed=2)
     tgt = torch.tensor([[2, 4, 5, 3], [2, 6, 3, 0]])
-    batch = {"src": torch.zeros(2, 1, 1, dtype=torch.long), "tgt": tgt, "tgt_mask": tgt != 0}
+    batch = Batch(
+        src=torch.zeros(2, 1, 1, dtype=torch.long),
+        src_mask=torch.ones(2, 1, 1, dtype=torch.bool),
+        tgt=tgt,
+        tgt_mask=tgt != 0,
+    )
     scored = teacher_forced(decoder, batch)
     expected = [
         -sum(float(decoder.log_probs(0, p)[w]) for p, w in [((), 4), ((4,), 5), ((4, 5), 3)]),
@@ -79,7 +85,7 @@ def test_teacher_forced_perplexity_matches_the_distributions() -> None:
     ppl.add(scored)
     assert ppl.value == pytest.approx(math.exp(sum(expected) / 5), rel=1e-6)
     with pytest.raises(ValueError, match="needs batch"):
-        teacher_forced(decoder, {"src": batch["src"]})
+        teacher_forced(decoder, SourceBatch(src=batch.src, src_mask=batch.src_mask))
 
 
 def _result(name: str, kind: str, r1: float, run: str = "", **metrics: float) -> dict[str, object]:
@@ -130,7 +136,7 @@ def test_evaluate_and_report_commands(toy: ToySetup, tmp_path: Path, capsys) -> 
     result_path = toy.run / "eval" / "data-test.beam2-len1-6-ngram3-unkreplace-first5.json"
     result = json.loads(result_path.read_text())
     metrics = result["metrics"]
-    assert result["examples"] == 5 and result["name"] == "TOY-C2F"
+    assert result["examples"] == 5 and result["name"] == "tiny-C2F"
     assert metrics["ppl"] > 1.0 and 0.0 <= metrics["rouge1"] <= 100.0
     assert 0.0 < metrics["fraction_read"] < 1.0  # argmax chunks only
     assert 0.0 <= metrics["coarse_accuracy"] <= 1.0 and metrics["coarse_entropy"] > 0.0
@@ -140,7 +146,7 @@ def test_evaluate_and_report_commands(toy: ToySetup, tmp_path: Path, capsys) -> 
     capsys.readouterr()
     assert cli.main(["report", str(toy.run.parent), "--output", str(tmp_path / "r.md")]) == 0
     table = (tmp_path / "r.md").read_text()
-    assert table.index("| FIRST |") < table.index("| TEXTRANK-3 |") < table.index("| TOY-C2F |")
+    assert table.index("| FIRST |") < table.index("| TEXTRANK-3 |") < table.index("| tiny-C2F |")
 
 
 def test_command_errors_are_one_line(toy: ToySetup, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]

@@ -8,21 +8,20 @@
 ``greedy``      greedy search
 ``inputs``      raw text / prepared splits -> :class:`SourceDocument` and batches
 ``summarizer``  :class:`Summarizer`: search, ``<unk>`` replacement, detokenized sentences
+``adapters``    :class:`ModelStepDecoder`: a model of any family as a step decoder
 ``loading``     :func:`load_run`: a run directory -> decoder, vocabulary, preprocessing
 ``wrapped``     wrapped plain text: detection, and a whole file as one document
-``adapters``    the trained models as step decoders; the trainer's run directories
-``toy``         tiny decoders for tests and smoke runs
 =============== ===========================================================================
 
 See ``docs/evaluation.md``.
 """
 
-from . import adapters as _adapters  # noqa: F401  (registers the trained-run loader)
+from .adapters import ModelStepDecoder
 from .beam import beam_search
 from .blocking import SpecialIds, apply_constraints, banned_ngram_mask, block_repeated_ngrams
 from .greedy import greedy_search
 from .inputs import SourceDocument, collate_documents, documents_from_split, encode_text, read_documents
-from .loading import LoadedRun, RunLoadError, load_run, register_loader
+from .loading import LoadedRun, RunLoadError, load_run
 from .options import DecodeOptions, Hypothesis
 from .protocol import EXTRA_KEYS, StepDecoder, check_step_result
 from .summarizer import Summarizer, Summary, decode_batch
@@ -33,6 +32,7 @@ __all__ = [
     "DecodeOptions",
     "Hypothesis",
     "LoadedRun",
+    "ModelStepDecoder",
     "RunLoadError",
     "SourceDocument",
     "SpecialIds",
@@ -53,5 +53,4 @@ __all__ = [
     "looks_wrapped",
     "read_document",
     "read_documents",
-    "register_loader",
 ]

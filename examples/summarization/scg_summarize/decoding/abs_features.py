@@ -10,7 +10,8 @@ x, y_c)`` with five features of each generated word ``w = y_{i+1}``:
     f_4 = 1{∃ k > j: y_i = x_k and w = x_j}           (out-of-order bigram: w occurs before y_i)
 
 ``α = (1, 0, 0, 0, 0)`` is plain ABS. ``</s>`` gets no indicator (it is never an input word), and
-``<s>`` padding never matches. :class:`LogLinearDecoder` wraps any step decoder and returns
+``<s>`` padding never matches. :class:`LogLinearDecoder` wraps any step decoder (an ABS run: the model through
+:class:`~scg_summarize.decoding.adapters.ModelStepDecoder`, in corpus ids) and returns
 ``α · f`` for every next word in place of the log-probabilities, so beam search maximizes ``s``
 step by step (Algorithm 1). Positive ``α_1..α_4`` make step scores exceed 0 by at most
 ``max_step_bonus = Σ_{k≥1} max(α_k, 0)``, which beam search's exact early stop accounts for.
@@ -35,6 +36,7 @@ from typing import Any
 
 import torch
 
+from ..data.batching import SourceBatch
 from ..models.abs.step import flatten_source
 from .blocking import SpecialIds
 from .protocol import StepDecoder, check_step_result
@@ -67,7 +69,7 @@ def input_indicators(words: torch.Tensor, last: torch.Tensor, vocab: int) -> tor
     """The indicator features ``f_1..f_4`` of every next word, float ``(R, 4, V)``.
 
     Args:
-        words: long ``(R, L)``: each row's input in output ids (-1 at padding / unmapped words).
+        words: long ``(R, L)``: each row's input words (-1 at padding).
         last: long ``(R, 2)``: ``y_{i-1}, y_i`` of each row.
         vocab: ``V``.
     """
@@ -91,8 +93,6 @@ class LogLinearDecoder:
         weights: ``α``, five numbers (``α_0 > 0``).
         extractive: allow only input words (and ``</s>``).
         special: the special ids (``</s>`` gets no indicator).
-        source_map: long ``(V_x,)`` mapping input ids to output ids (-1: none); default: the
-            same vocabulary on both sides.
     """
 
     fused_topk = False
@@ -104,7 +104,6 @@ class LogLinearDecoder:
         *,
         extractive: bool = False,
         special: SpecialIds | None = None,
-        source_map: torch.Tensor | None = None,
     ) -> None:
         alpha = [float(w) for w in weights]
         if len(alpha) != len(FEATURES):
@@ -113,7 +112,6 @@ class LogLinearDecoder:
             raise ValueError(f"the weight of log p (weights[0]) must be positive, got {alpha[0]}")
         self.inner, self.weights, self.extractive = inner, alpha, extractive
         self.special = special or SpecialIds()
-        self.source_map = source_map
         self.max_step_bonus = sum(max(w, 0.0) for w in alpha[1:])
         inner_window = getattr(inner, "markov_window", None)
         if isinstance(inner_window, int):
@@ -122,17 +120,12 @@ class LogLinearDecoder:
         if vocab is not None:
             self.vocab_size = int(vocab)
 
-    def _output_ids(self, words: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        if self.source_map is not None:
-            words = self.source_map.to(words.device)[words]
-        return torch.where(mask, words, torch.full_like(words, -1))
-
-    def init_state(self, batch: Mapping[str, Any]) -> LogLinearState:
-        words, mask, _ = flatten_source(batch["src"], batch["src_mask"])
+    def init_state(self, batch: SourceBatch) -> LogLinearState:
+        words, mask, _ = flatten_source(batch.src, batch.src_mask)
         inner = self.inner.init_state(batch)
         n = words.shape[0]
         last = torch.full((n, 2), self.special.bos, dtype=torch.long, device=words.device)
-        return LogLinearState(inner, torch.arange(n, device=words.device), last, self._output_ids(words, mask))
+        return LogLinearState(inner, torch.arange(n, device=words.device), last, words.masked_fill(~mask, -1))
 
     def step(
         self, state: LogLinearState, prev_tokens: torch.Tensor
@@ -141,12 +134,9 @@ class LogLinearDecoder:
         log_probs, inner, extras = check_step_result(self.inner.step(state.inner, prev_tokens), rows, "inner.step()")
         vocab = log_probs.shape[1]
         last = torch.cat([state.last[:, 1:], prev_tokens.unsqueeze(1)], dim=1)
-        words = state.words[state.example]  # (R, L)
+        words = state.words[state.example]  # (R, L) corpus ids, -1 at padding
         if words.numel() and words.max() >= vocab:
-            raise ValueError(
-                f"input word id {int(words.max())} is outside the output vocabulary ({vocab}); "
-                "give LogLinearDecoder a source_map"
-            )
+            raise ValueError(f"input word id {int(words.max())} is outside the model's vocabulary ({vocab} words)")
         scores = self.weights[0] * log_probs.float()
         if any(self.weights[1:]) or self.extractive:
             feats = input_indicators(words, last, vocab)  # (R, 4, V)
@@ -183,10 +173,9 @@ def word_features(source: Sequence[int], tokens: Sequence[int], bos: int = 2) ->
 @torch.no_grad()
 def feature_totals(
     inner: StepDecoder[Any],
-    batch: Mapping[str, Any],
+    batch: SourceBatch,
     hypotheses: Sequence[Sequence[Sequence[int]]],
     special: SpecialIds | None = None,
-    source_map: torch.Tensor | None = None,
 ) -> list[torch.Tensor]:
     """``Σ_i f`` of each hypothesis: for example ``b``, a float64 ``(n_b, 5)`` tensor.
 
@@ -194,9 +183,7 @@ def feature_totals(
     ``f_0`` sums ``log p`` of the words and of ``</s>`` (teacher-forced through ``inner``).
     """
     special = special or SpecialIds()
-    words, mask, _ = flatten_source(batch["src"], batch["src_mask"])
-    if source_map is not None:
-        words = source_map.to(words.device)[words]
+    words, mask, _ = flatten_source(batch.src, batch.src_mask)
     owners = [b for b, hyps in enumerate(hypotheses) for _ in hyps]
     seqs = [list(h) for hyps in hypotheses for h in hyps]
     totals = torch.zeros(len(seqs), len(FEATURES), dtype=torch.float64)

@@ -1,4 +1,4 @@
-"""The trained models as step decoders, and the loader for the trainer's run directories.
+"""The one step adapter: a model of any family as a step decoder for beam and greedy search.
 
 :class:`ModelStepDecoder` wraps a model of any registered family (``scg_summarize.models.registry``:
 the C2F family's STANDARD, MODEL1, HIER, C2F and their variants, the ``paulus`` family...) in the
@@ -22,31 +22,22 @@ output space is an extended vocabulary maps it to corpus ids with ``corpus_log_p
   read) and, when requested through :meth:`ModelStepDecoder.request_extras`, ``word_attn``
   (recomputed from the decoder's top hidden state: the fine attention inside the chunks, scaled
   by the weight the context gave each chunk; flat models: the attention over all words).
-
-:func:`load_trained_run` reads the trainer's run directory (``config.json``, ``best.pt`` or
-``checkpoint.pt``); it is registered as a loader of :func:`~scg_summarize.decoding.load_run`.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, fields, replace
-from pathlib import Path
 from typing import Any
 
 import torch
 
-from ..jsonlines import json_object
+from ..data.batching import SourceBatch
 from ..kernels import choose, logsoftmax_topk
 from ..models.common.attention import Memory, per_query_row
-from ..models.loading import load_model
-from .loading import LoadedRun, RunLoadError, load_vocab_and_options, register_loader
 from .protocol import TopK, topk_of
 
-__all__ = ["IndexedMemory", "ModelState", "ModelStepDecoder", "load_trained_run"]
-
-CHECKPOINTS: tuple[str, ...] = ("best.pt", "checkpoint.pt")
+__all__ = ["IndexedMemory", "ModelState", "ModelStepDecoder"]
 
 
 @dataclass
@@ -97,6 +88,8 @@ class ModelStepDecoder:
         if coarse_topk is not None and hasattr(attention, "test_k"):
             attention.test_k = coarse_topk
         self.want_words = False
+        #: chunks read per step at test time (1: the argmax chunk; k > 1: +MULTI; C2F only)
+        self.coarse_topk = int(coarse_topk if coarse_topk is not None else getattr(model.config, "test_k", 1))
         # C2F reads the memory through the row -> example index; a copying generator reads the
         # source ids per row, so it gets gathered memories
         self.index_rows = bool(getattr(attention, "reads_rows", False)) and not model.copies
@@ -131,10 +124,10 @@ class ModelStepDecoder:
         self.want_words = "*" in names or "word_attn" in names
 
     @torch.no_grad()
-    def init_state(self, batch: Mapping[str, Any]) -> ModelState:
-        memory, final = self.model.encode(batch["src"], batch["src_mask"])
+    def init_state(self, batch: SourceBatch) -> ModelState:
+        memory, final = self.model.encode(batch.src, batch.src_mask)
         dec = self.model.init_state(memory, final)
-        example = torch.arange(batch["src"].shape[0], device=batch["src"].device)
+        example = torch.arange(batch.src.shape[0], device=batch.src.device)
         return ModelState(dec, example, memory, memory, 0)
 
     def _word_attn(self, memory: Any, h: torch.Tensor, att: Any) -> torch.Tensor | None:
@@ -209,79 +202,3 @@ class ModelStepDecoder:
         else:
             memory = state.base.index_select(example)
         return ModelState(state.dec.select(indices), example, state.base, memory, state.t)
-
-
-def _data_dir_of(run_dir: Path, config: Mapping[str, Any], data_dir: str | Path | None) -> Path | None:
-    if data_dir is not None:
-        return Path(data_dir)
-    for key in ("data_dir", "data_path"):
-        value = config.get(key) or config.get("data", {}).get(key)
-        if value:
-            return Path(str(value))
-    record = run_dir / "data.json"
-    if record.is_file():
-        value = json.loads(record.read_text(encoding="utf-8")).get("data_dir")
-        return Path(str(value)) if value else None
-    return None
-
-
-def _recorded_prep_options(run_dir: Path) -> dict[str, Any] | None:
-    """The preprocessing options the trainer recorded in ``run_dir/data.json`` (None if absent)."""
-    record = run_dir / "data.json"
-    if not record.is_file():
-        return None
-    options = json.loads(record.read_text(encoding="utf-8")).get("prep_options")
-    return dict(options) if isinstance(options, dict) else None
-
-
-def load_trained_run(
-    run_dir: Path,
-    *,
-    checkpoint: str | None = None,
-    coarse_topk: int | None = None,
-    device: str = "cpu",
-    data_dir: str | Path | None = None,
-) -> LoadedRun | None:
-    """Load a run written by ``scg-summarize train`` (None when ``run_dir`` is not one).
-
-    The vocabulary and preprocessing options come from ``run_dir/vocab.txt`` when present,
-    else from the data directory (``--data``, or one recorded in the run).
-    """
-    config_path = run_dir / "config.json"
-    found = [run_dir / name for name in CHECKPOINTS if (run_dir / name).is_file()]
-    if not config_path.is_file() or (not found and checkpoint is None):
-        return None
-    weights = Path(checkpoint) if checkpoint else found[0]
-    if not weights.is_file():
-        raise RunLoadError(f"{weights}: no such checkpoint")
-    try:
-        model, stored = load_model(weights, device)
-    except (KeyError, RuntimeError, ValueError) as err:
-        raise RunLoadError(f"{weights}: cannot load the model: {err}") from err
-    try:
-        raw = json_object(config_path)
-    except ValueError as err:  # names the file (a config.json cut short, edited by hand...)
-        raise RunLoadError(str(err)) from None
-    data = _data_dir_of(run_dir, raw, data_dir)
-    vocab, prep = load_vocab_and_options(run_dir, data, _recorded_prep_options(run_dir), config_path)
-    size = int(stored["model"].get("vocab_size", 0))
-    if len(vocab) != size:
-        raise RunLoadError(f"{weights}: the model has {size} words, the vocabulary of {data} {len(vocab)}")
-    grid = (stored.get("data") or {}).get("regrid") or []
-    regrid = (int(grid[0]), int(grid[1])) if grid else None
-    name = str(stored.get("name", "MODEL"))
-    attention = getattr(getattr(model, "decoder", None), "attention", None)
-    info: dict[str, Any] = {
-        "format": "scg-summarize train",
-        "checkpoint": str(weights),
-        "config": name,
-        "family": str(stored["model"].get("family", "c2f")),
-    }  # (report: chunk-level metrics)
-    decoder = ModelStepDecoder(model, coarse_topk)
-    info["coarse_topk"] = int(getattr(attention, "test_k", 1))
-    table = raw.get("eval")
-    eval_table = dict(table) if isinstance(table, dict) else None
-    return LoadedRun(decoder, vocab, prep, name, run_dir, data, info, regrid, eval_table)
-
-
-register_loader("trained", load_trained_run, first=True)

@@ -1,25 +1,16 @@
-"""Loading a trained run directory as a step decoder with its vocabulary and preprocessing.
+"""A run directory of ``scg-summarize train`` as a step decoder with its vocabulary and preprocessing.
 
-A run directory is recognised by the first loader in `LOADERS` that accepts it. Loaders
-return a [`LoadedRun`][scg_summarize.decoding.loading.LoadedRun]; new run formats are added with `register_loader`.
-
-Built in:
-
-* the trainer's run directories (``config.json`` + ``best.pt``), registered by
-  `adapters`;
-* ``decoder.json`` (generic): ``{"factory": "package.module:function", "model": NAME,
-  "prep_options": {...}, "data": DIR, ...}``. The factory is called as
-  ``factory(run_dir, spec, coarse_topk=K, device=D)`` and must return a
-  `StepDecoder`. The vocabulary is ``run_dir/vocab.txt``
-  or, failing that, the data directory's; the preprocessing options come from the spec or the
-  data's ``meta.json``. `scg_summarize.decoding.toy.write_toy_run` writes such a run.
+A run directory holds ``config.json`` (the run configuration), ``best.pt`` and/or ``checkpoint.pt``
+(the configuration and the weights, read by `scg_summarize.models.load_model`), ``vocab.txt`` and
+``data.json`` (the corpus it was trained on and its preprocessing options). Every model family
+writes this one format, and [`load_run`][scg_summarize.decoding.loading.load_run] serves all of
+them to decoding through the one step adapter
+[`ModelStepDecoder`][scg_summarize.decoding.adapters.ModelStepDecoder].
 """
 
 from __future__ import annotations
 
-import importlib
-import json
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,13 +18,17 @@ from typing import Any
 from ..data.options import PrepOptions
 from ..data.storage import META_FILE, VOCAB_FILE, read_meta
 from ..data.vocab import Vocab
+from ..jsonlines import json_object
+from ..models.loading import CHECKPOINTS, CheckpointError, load_model, run_checkpoint
+from .adapters import ModelStepDecoder
 from .inputs import SourceDocument, regrid_document
-from .protocol import StepDecoder
 
-__all__ = ["INPUT_OPTIONS", "LOADERS", "LoadedRun", "RunLoadError", "input_mismatch", "load_run", "register_loader"]
+__all__ = ["CONFIG_FILE", "INPUT_OPTIONS", "LoadedRun", "RunLoadError", "input_mismatch", "load_run"]
 
-DECODER_SPEC = "decoder.json"
-
+#: the run configuration the trainer writes
+CONFIG_FILE = "config.json"
+#: the trainer's record of the corpus (``data_dir``, ``prep_options``)
+DATA_RECORD = "data.json"
 
 #: The preprocessing options that change what the model reads (the chunk grid and the words).
 INPUT_OPTIONS: tuple[str, ...] = (
@@ -65,13 +60,14 @@ class LoadedRun:
     """A model ready for decoding.
 
     Attributes:
-        decoder: the step decoder (see `protocol`).
+        decoder: the model through the step protocol.
         vocab: the model's vocabulary.
         prep_options: how raw text must be preprocessed for this model.
         model: the model's name for tables (``STANDARD``, ``C2F``, ...).
         run_dir: the run directory.
         data_dir: the prepared corpus the run was trained on, when recorded.
-        info: anything else worth reporting (checkpoint, epoch, settings).
+        info: what the reports record about the run (``checkpoint``, ``config``, ``family``,
+            ``coarse_topk``).
         regrid: ``(M, N)`` when the model reads the source re-cut into another chunk grid
             (the trainer's ``data.regrid``); apply `prepare` to documents.
         eval_table: the run configuration's ``[eval]`` table, when it has one: its decoding
@@ -79,7 +75,7 @@ class LoadedRun:
             [`resolve_decode_options`][scg_summarize.decoding.options.resolve_decode_options]).
     """
 
-    decoder: StepDecoder[Any]
+    decoder: ModelStepDecoder
     vocab: Vocab
     prep_options: PrepOptions
     model: str
@@ -95,119 +91,122 @@ class LoadedRun:
             yield doc if self.regrid is None else regrid_document(doc, *self.regrid)
 
 
-Loader = Callable[..., "LoadedRun | None"]
-LOADERS: list[tuple[str, Loader]] = []
-
-
-def register_loader(name: str, loader: Loader, *, first: bool = False) -> None:
-    """Add a loader ``loader(run_dir, *, checkpoint, coarse_topk, device, data_dir) -> LoadedRun
-    | None`` (``None``: not my format). ``first`` puts it before the others."""
-    LOADERS[:] = [(n, f) for n, f in LOADERS if n != name]
-    if first:
-        LOADERS.insert(0, (name, loader))
-    else:
-        LOADERS.append((name, loader))
-
-
-def _import_factory(target: str, where: Path) -> Callable[..., Any]:
-    module_name, sep, attr = target.partition(":")
-    if not sep or not module_name or not attr:
-        raise RunLoadError(f"{where}: 'factory' must look like 'package.module:function', got {target!r}")
+def _json(path: Path) -> dict[str, Any]:
     try:
-        module = importlib.import_module(module_name)
-    except ImportError as err:
-        raise RunLoadError(f"{where}: cannot import {module_name!r} named by 'factory': {err}") from err
-    factory = getattr(module, attr, None)
-    if not callable(factory):
-        raise RunLoadError(f"{where}: {module_name!r} has no callable {attr!r}")
-    return factory  # type: ignore[no-any-return]
+        return json_object(path)
+    except (OSError, ValueError) as err:  # names the file (a config.json cut short, edited by hand...)
+        raise RunLoadError(str(err)) from None
 
 
-def _resolve_data_dir(run_dir: Path, value: Any) -> Path | None:
-    if not value:
-        return None
-    path = Path(str(value))
-    if not path.is_absolute() and not path.exists():
-        path = run_dir / path
-    return path
+def _data_record(run_dir: Path) -> dict[str, Any]:
+    """``run_dir/data.json`` (empty when the run has none)."""
+    record = run_dir / DATA_RECORD
+    return _json(record) if record.is_file() else {}
 
 
-def load_vocab_and_options(
-    run_dir: Path, data_dir: Path | None, prep: Mapping[str, Any] | None, where: Path
+def _data_dir_of(config: Mapping[str, Any], record: Mapping[str, Any]) -> Path | None:
+    """The corpus named by the run configuration or, failing that, by ``data.json``."""
+    for table in (config, config.get("data") or {}, record):
+        for key in ("data_dir", "data_path"):
+            value = table.get(key) if isinstance(table, Mapping) else None
+            if value:
+                return Path(str(value))
+    return None
+
+
+def _vocab_and_options(
+    run_dir: Path, data_dir: Path | None, prep: Mapping[str, Any] | None
 ) -> tuple[Vocab, PrepOptions]:
-    """The vocabulary (run's own ``vocab.txt`` or the data's) and the preprocessing options
-    (given, or from the data's ``meta.json``)."""
+    """The vocabulary (the run's own ``vocab.txt`` or the data's) and the preprocessing options
+    (recorded in ``data.json``, or the data's ``meta.json``)."""
     vocab_path = run_dir / VOCAB_FILE
     if not vocab_path.is_file() and data_dir is not None:
         vocab_path = data_dir / VOCAB_FILE
     if not vocab_path.is_file():
         hint = f"nor in {data_dir}" if data_dir is not None else "and no data directory is known: pass --data DIR"
-        raise RunLoadError(f"{where}: no {VOCAB_FILE} in the run directory ({hint})")
+        raise RunLoadError(f"{run_dir / VOCAB_FILE}: no such file ({hint})")
     if prep is None:
         if data_dir is None or not (data_dir / META_FILE).is_file():
-            raise RunLoadError(f"{where}: no preprocessing options and no data directory with {META_FILE}")
+            raise RunLoadError(
+                f"{run_dir / DATA_RECORD}: no preprocessing options recorded, and no data directory with {META_FILE} "
+                "(pass --data DIR)"
+            )
         prep = read_meta(data_dir)["options"]
     try:
         return Vocab.load(vocab_path), PrepOptions.from_dict(dict(prep))
     except (ValueError, TypeError) as err:
-        raise RunLoadError(f"{where}: {err}") from err
-
-
-def _load_spec_run(
-    run_dir: Path, *, checkpoint: str | None, coarse_topk: int | None, device: str, data_dir: str | Path | None = None
-) -> LoadedRun | None:
-    spec_path = run_dir / DECODER_SPEC
-    if not spec_path.is_file():
-        return None
-    try:
-        spec = json.loads(spec_path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise RunLoadError(f"{spec_path}:{err.lineno}: invalid JSON ({err.msg})") from None
-    if not isinstance(spec, dict) or "factory" not in spec:
-        raise RunLoadError(f"{spec_path}: expected a JSON object with a 'factory' field")
-    factory = _import_factory(str(spec["factory"]), spec_path)
-    data = Path(data_dir) if data_dir is not None else _resolve_data_dir(run_dir, spec.get("data"))
-    vocab, prep = load_vocab_and_options(run_dir, data, spec.get("prep_options"), spec_path)
-    kwargs: dict[str, Any] = {"coarse_topk": coarse_topk or 1, "device": device}
-    if checkpoint is not None:
-        kwargs["checkpoint"] = checkpoint
-    decoder = factory(run_dir, spec, **kwargs)
-    info = {"format": DECODER_SPEC, "factory": spec["factory"], "checkpoint": checkpoint}
-    return LoadedRun(decoder, vocab, prep, str(spec.get("model", "MODEL")), run_dir, data, info)
-
-
-register_loader("decoder.json", _load_spec_run)
+        raise RunLoadError(f"{vocab_path}: {err}") from err
 
 
 def load_run(
     run_dir: str | Path,
     *,
-    checkpoint: str | None = None,
+    checkpoint: str | Path | None = None,
     coarse_topk: int | None = None,
     device: str = "cpu",
     data_dir: str | Path | None = None,
 ) -> LoadedRun:
-    """Load ``run_dir`` with the first loader that recognises it.
+    """Load a run directory written by ``scg-summarize train`` (any model family).
 
     Args:
         run_dir: the run directory.
-        checkpoint: a specific checkpoint (default: the loader's choice, e.g. the best).
+        checkpoint: a specific checkpoint file (default: ``best.pt``, else ``checkpoint.pt``).
         coarse_topk: chunks read per step at test time by hard-attention models
-            (1 = argmax; k > 1 = +MULTI; None = the run's own setting).
+            (1 = argmax; k > 1 = +MULTI; None = the run's own ``model.test_k``).
         device: where the model is placed.
         data_dir: the prepared corpus, for runs that do not record it (vocabulary and
             preprocessing options are read from it).
+
+    Raises:
+        RunLoadError: naming the file: no such directory, no ``config.json``, no checkpoint, a
+            corrupt or foreign one, or a vocabulary that does not fit the model.
     """
     path = Path(run_dir)
     if not path.is_dir():
         raise RunLoadError(f"{path}: no such run directory")
     if coarse_topk is not None and coarse_topk < 1:
         raise RunLoadError(f"coarse_topk must be >= 1, got {coarse_topk}")
-    for _, loader in LOADERS:
-        loaded = loader(path, checkpoint=checkpoint, coarse_topk=coarse_topk, device=device, data_dir=data_dir)
-        if loaded is not None:
-            if coarse_topk is not None:
-                loaded.info["coarse_topk"] = coarse_topk
-            return loaded
-    known = ", ".join(name for name, _ in LOADERS)
-    raise RunLoadError(f"{path}: not a run directory of a known format (looked for: {known})")
+    config_path = path / CONFIG_FILE
+    if not config_path.is_file():
+        raise RunLoadError(
+            f"{config_path}: no such file (a run directory of scg-summarize train holds {CONFIG_FILE}, "
+            f"{' or '.join(CHECKPOINTS)} and {VOCAB_FILE})"
+        )
+    raw = _json(config_path)
+    try:
+        weights = run_checkpoint(path) if checkpoint is None else Path(checkpoint)
+    except CheckpointError as err:
+        raise RunLoadError(str(err)) from None
+    try:
+        model, stored = load_model(weights, device)
+    except (CheckpointError, KeyError, RuntimeError, ValueError) as err:  # the message names the file
+        message = str(err)
+        raise RunLoadError(message if str(weights) in message else f"{weights}: {message}") from None
+    record = _data_record(path)
+    data = Path(data_dir) if data_dir is not None else _data_dir_of(raw, record)
+    prep = record.get("prep_options")
+    vocab, options = _vocab_and_options(path, data, prep if isinstance(prep, dict) else None)
+    size = int(stored["model"].get("vocab_size", 0))
+    if len(vocab) != size:
+        raise RunLoadError(f"{weights}: the model has {size} words, the vocabulary of {data} {len(vocab)}")
+    grid = (stored.get("data") or {}).get("regrid") or []
+    decoder = ModelStepDecoder(model, coarse_topk)
+    info: dict[str, Any] = {
+        "format": "scg-summarize train",
+        "checkpoint": str(weights),
+        "config": str(stored.get("name", "MODEL")),
+        "family": str(stored["model"].get("family", "c2f")),
+        "coarse_topk": decoder.coarse_topk,
+    }
+    table = raw.get("eval")
+    return LoadedRun(
+        decoder=decoder,
+        vocab=vocab,
+        prep_options=options,
+        model=info["config"],
+        run_dir=path,
+        data_dir=data,
+        info=info,
+        regrid=(int(grid[0]), int(grid[1])) if grid else None,
+        eval_table=dict(table) if isinstance(table, dict) else None,
+    )

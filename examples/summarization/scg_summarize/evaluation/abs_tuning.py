@@ -12,10 +12,11 @@ stays 1.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..data.batching import SourceBatch
 from ..decoding.abs_features import LogLinearDecoder, feature_totals
 from ..decoding.beam import beam_search
 from ..decoding.options import DecodeOptions
@@ -38,7 +39,7 @@ class TuningResult:
 
 def tune_weights(
     inner: StepDecoder[Any],
-    tuning: Sequence[tuple[Mapping[str, Any], Sequence[Sequence[str]]]],
+    tuning: Sequence[tuple[SourceBatch, Sequence[Sequence[str]]]],
     detokenize: Callable[[list[int]], str],
     options: DecodeOptions,
     *,
@@ -51,7 +52,7 @@ def tune_weights(
     """MERT of α for ``metric`` on ``tuning``: pairs of a batch and its examples' references.
 
     Args:
-        inner: the model (e.g. :class:`~scg_summarize.models.abs.AbsStepDecoder`).
+        inner: the model (e.g. an ABS run's :class:`~scg_summarize.decoding.adapters.ModelStepDecoder`).
         tuning: ``(batch, references per example)`` pairs.
         detokenize: token ids -> summary text (as scored).
         options: the search (``n_best`` hypotheses per example enter the lists).

@@ -21,10 +21,20 @@ from .c2f.model import Summarizer
 from .config import ModelConfig
 from .registry import build_model
 
-__all__ = ["REQUIRED_KEYS", "CheckpointError", "check_same_model", "load_model", "read_checkpoint"]
+__all__ = [
+    "CHECKPOINTS",
+    "REQUIRED_KEYS",
+    "CheckpointError",
+    "check_same_model",
+    "load_model",
+    "read_checkpoint",
+    "run_checkpoint",
+]
 
 #: what every checkpoint written by the trainer holds
 REQUIRED_KEYS: tuple[str, ...] = ("config", "model")
+#: the checkpoints of a run directory, in the order `run_checkpoint` prefers them
+CHECKPOINTS: tuple[str, ...] = ("best.pt", "checkpoint.pt")
 
 
 class CheckpointError(ValueError):
@@ -61,6 +71,18 @@ def read_checkpoint(
             f"{', '.join(required)}; found {have[:200] or 'none'})"
         )
     return obj
+
+
+def run_checkpoint(run_dir: str | Path) -> Path:
+    """The checkpoint of a run directory: ``best.pt`` (the validated model), else ``checkpoint.pt``
+    (the latest); `CheckpointError` naming the directory when it has neither."""
+    run_dir = Path(run_dir)
+    for name in CHECKPOINTS:
+        if (run_dir / name).is_file():
+            return run_dir / name
+    raise CheckpointError(
+        f"{run_dir}: no checkpoint ({' or '.join(CHECKPOINTS)}); the run has not saved one yet, or is not a run"
+    )
 
 
 def check_same_model(model: nn.Module, state: dict[str, Any], path: str | Path) -> None:

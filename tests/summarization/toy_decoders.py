@@ -1,4 +1,4 @@
-"""Tiny step decoders for tests, examples and the command line's smoke tests.
+"""Tiny step decoders for the search tests.
 
 * :class:`PrefixTableDecoder` -- next-word distributions that are an arbitrary (seeded) function
   of the example and the whole prefix, so search results can be checked against brute-force
@@ -6,29 +6,24 @@
 * :class:`ToyCoarseToFine` -- a miniature hard-attention model with the structure of C2F
   (coarse attention over chunks, the argmax or top-k chunks read, word attention inside them,
   a GRU decoder). Randomly initialized, it produces meaningless but well-formed summaries and
-  all the ``extras`` (``coarse_attn``, ``chunk_read``, ``word_attn``); it is saved as a run
-  directory by :func:`write_toy_run` so the ``summarize``/``evaluate`` commands can be
-  exercised without the real models.
+  all the ``extras`` (``coarse_attn``, ``chunk_read``, ``word_attn``), and its top-k step runs
+  the fused kernel.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import math
-import shutil
-from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import torch
+from scg_summarize.data.batching import SourceBatch
+from scg_summarize.decoding.protocol import TopK, topk_of
+from scg_summarize.kernels import choose, logsoftmax_topk
 from torch import nn
 
-from ..kernels import choose, logsoftmax_topk
-from .protocol import TopK, topk_of
-
-__all__ = ["PrefixState", "PrefixTableDecoder", "ToyCoarseToFine", "ToyState", "load_toy_run", "write_toy_run"]
+__all__ = ["PrefixState", "PrefixTableDecoder", "ToyCoarseToFine", "ToyState"]
 
 
 # --------------------------------------------------------------------------- prefix table
@@ -65,8 +60,8 @@ class PrefixTableDecoder:
         logits[0] = logits[2] = -math.inf
         return torch.log_softmax(logits, dim=0).float()
 
-    def init_state(self, batch: Mapping[str, Any]) -> PrefixState:
-        n = int(batch["src"].shape[0])
+    def init_state(self, batch: SourceBatch) -> PrefixState:
+        n = int(batch.src.shape[0])
         return PrefixState(list(range(n)), [() for _ in range(n)])
 
     def step(self, state: PrefixState, prev_tokens: torch.Tensor) -> tuple[torch.Tensor, PrefixState, dict[str, Any]]:
@@ -125,8 +120,8 @@ class ToyCoarseToFine(nn.Module):
         self.out = nn.Linear(2 * hidden, vocab_size)
 
     @torch.no_grad()
-    def init_state(self, batch: Mapping[str, Any]) -> ToyState:
-        src, mask = batch["src"], batch["src_mask"]
+    def init_state(self, batch: SourceBatch) -> ToyState:
+        src, mask = batch.src, batch.src_mask
         words = self.embed(src)  # (B, M, N, H)
         counts = mask.sum(-1, keepdim=True).clamp(min=1)
         chunks = (words * mask.unsqueeze(-1)).sum(2) / counts
@@ -181,43 +176,3 @@ class ToyCoarseToFine(nn.Module):
 
     def reorder(self, state: ToyState, indices: torch.Tensor) -> ToyState:
         return ToyState(state.hidden[indices], state.example[indices], state.words, state.chunks, state.mask)
-
-
-# --------------------------------------------------------------------------- run directories
-
-TOY_FACTORY = "scg_summarize.decoding.toy:load_toy_run"
-
-
-def write_toy_run(run_dir: str | Path, data_dir: str | Path, *, hidden: int = 16, seed: int = 0) -> Path:
-    """Save a randomly initialized :class:`ToyCoarseToFine` as a run directory.
-
-    The directory gets ``decoder.json`` (naming :func:`load_toy_run` as its factory), the
-    model weights, a copy of the data's ``vocab.txt`` and its preprocessing options.
-    """
-    run_dir, data_dir = Path(run_dir), Path(data_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    shutil.copy(data_dir / "vocab.txt", run_dir / "vocab.txt")
-    meta = json.loads((data_dir / "meta.json").read_text(encoding="utf-8"))
-    vocab_size = sum(1 for line in (run_dir / "vocab.txt").read_text(encoding="utf-8").split("\n") if line)
-    model = ToyCoarseToFine(vocab_size, hidden=hidden, seed=seed)
-    torch.save(model.state_dict(), run_dir / "toy.pt")
-    spec = {
-        "factory": TOY_FACTORY,
-        "model": "TOY-C2F",
-        "options": {"hidden": hidden, "vocab_size": vocab_size},
-        "prep_options": meta["options"],
-        "data": str(data_dir),
-    }
-    (run_dir / "decoder.json").write_text(json.dumps(spec, indent=2) + "\n", encoding="utf-8")
-    return run_dir
-
-
-def load_toy_run(
-    run_dir: Path, spec: Mapping[str, Any], *, coarse_topk: int = 1, device: str = "cpu", checkpoint: str | None = None
-) -> ToyCoarseToFine:
-    """The factory named in a toy run's ``decoder.json`` (``checkpoint`` defaults to ``toy.pt``)."""
-    options = spec.get("options", {})
-    model = ToyCoarseToFine(int(options["vocab_size"]), hidden=int(options.get("hidden", 16)), coarse_topk=coarse_topk)
-    weights = Path(checkpoint) if checkpoint else run_dir / "toy.pt"
-    model.load_state_dict(torch.load(weights, map_location=device, weights_only=True))
-    return model.eval()

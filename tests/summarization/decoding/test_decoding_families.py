@@ -1,0 +1,105 @@
+"""Every model family decodes through the one path: a trainer run directory, `load_run`, the one
+step adapter (`ModelStepDecoder`), beam and greedy search, teacher forcing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from scg_summarize.data import SummarizationDataset, make_synthetic_corpus
+from scg_summarize.decoding import (
+    DecodeOptions,
+    ModelStepDecoder,
+    RunLoadError,
+    beam_search,
+    collate_documents,
+    documents_from_split,
+    greedy_search,
+    load_run,
+)
+from scg_summarize.evaluation import teacher_forced
+
+from ..eval_support import UNCONSTRAINED, write_run
+
+pytestmark = pytest.mark.usefixtures("single_thread")
+
+#: one configuration per family (the C2F family's three attentions, Paulus, ABS, MAL) and its family name
+FAMILIES: dict[str, str] = {
+    "tiny-STANDARD": "c2f",
+    "tiny-HIER": "c2f",
+    "tiny-C2F": "c2f",
+    "tiny-PAULUS-ML": "paulus",
+    "tiny-ABS": "abs",
+    "tiny-MAL": "mal",
+}
+#: small sizes for the families whose tiny overlay leaves them at the paper's
+SMALL = ["model.emb_dim=8", "model.hidden=8"]
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("families") / "data"
+    make_synthetic_corpus(out, n_train=12, n_valid=2, n_test=4, seed=4)
+    return out
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory, corpus: Path) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("runs")
+    return {name: write_run(root / name, corpus, name, SMALL, seed=3) for name in FAMILIES}
+
+
+@pytest.mark.parametrize("name", list(FAMILIES))
+def test_every_family_loads_and_decodes_through_the_one_adapter(name: str, runs: dict[str, Path], corpus: Path) -> None:
+    loaded = load_run(runs[name])
+    assert isinstance(loaded.decoder, ModelStepDecoder)
+    assert loaded.info["family"] == FAMILIES[name] and loaded.model == name and loaded.data_dir == corpus
+    batch = collate_documents(list(documents_from_split(SummarizationDataset(corpus, "test"))))
+    options = DecodeOptions(max_len=6, **UNCONSTRAINED)  # type: ignore[arg-type]
+    greedy = greedy_search(loaded.decoder, batch, DecodeOptions(greedy=True, max_len=6, **UNCONSTRAINED))  # type: ignore[arg-type]
+    beam1 = beam_search(loaded.decoder, batch, DecodeOptions(beam_size=1, max_len=6, **UNCONSTRAINED))  # type: ignore[arg-type]
+    for (g,), (b,) in zip(greedy, beam1):  # beam search with one hypothesis is greedy search
+        assert b.tokens == g.tokens
+        assert b.log_prob == pytest.approx(g.log_prob, abs=1e-4)
+    wide = beam_search(loaded.decoder, batch, options)
+    vocab = len(loaded.vocab)
+    for hyps in wide:
+        assert all(0 <= w < vocab for w in hyps[0].tokens) and hyps[0].log_prob <= 0.0
+    # teacher forcing through the adapter scores what the model's own forward pass scores
+    scored = teacher_forced(loaded.decoder, batch)
+    with torch.no_grad():
+        out = loaded.decoder.model(batch.src, batch.src_mask, batch.tgt, batch.tgt_mask, mode="greedy")
+    assert sum(scored.nll) == pytest.approx(float(out.total_nll()), rel=1e-4)
+
+
+def test_a_run_loads_its_best_checkpoint_else_the_latest(runs: dict[str, Path], tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    for path in runs["tiny-ABS"].iterdir():
+        (run / path.name).write_bytes(path.read_bytes())
+    (run / "best.pt").rename(run / "checkpoint.pt")
+    assert load_run(run).info["checkpoint"] == str(run / "checkpoint.pt")
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (lambda run: (run / "config.json").unlink(), r"config\.json: no such file"),
+        (lambda run: (run / "config.json").write_text("{"), r"config\.json: not valid JSON"),
+        (lambda run: (run / "best.pt").unlink(), r"no checkpoint \(best\.pt or checkpoint\.pt\)"),
+        (lambda run: (run / "best.pt").write_bytes(b"\x80\x02garbage"), r"best\.pt: not a readable checkpoint"),
+        (lambda run: (run / "best.pt").write_bytes(b""), r"best\.pt: empty file"),
+        (lambda run: torch.save({"weights": 1}, run / "best.pt"), r"best\.pt: not an scg-summarize checkpoint"),
+    ],
+)
+def test_a_broken_run_is_refused_naming_the_file(runs: dict[str, Path], tmp_path: Path, damage, message: str) -> None:  # type: ignore[no-untyped-def]
+    run = tmp_path / "run"
+    run.mkdir()
+    for path in runs["tiny-STANDARD"].iterdir():
+        (run / path.name).write_bytes(path.read_bytes())
+    damage(run)
+    with pytest.raises(RunLoadError, match=message):
+        load_run(run)
+    with pytest.raises(RunLoadError, match="no such run directory"):
+        load_run(tmp_path / "nowhere")
