@@ -1,12 +1,13 @@
 """scg: stochastic computation graphs for PyTorch (Schulman, Heess, Weber & Abbeel 2015).
 
 Write ordinary PyTorch code inside ``with scg.Graph() as g:``; mark random choices with
-[`sample`][scg.sample] and objectives with [`cost`][scg.cost]; ``g.surrogate_loss()`` is a scalar whose gradient is
-an unbiased estimate of ∇_θ E[Σ costs], each stochastic node credited only with the costs it
-influences (Algorithm 1). Importing scg changes nothing in torch.
+[`sample`][scg.sample] and objectives with [`cost`][scg.cost]; ``g.surrogate_loss()`` (or
+``scg.surrogate_loss(g)``) is a scalar whose gradient is an unbiased estimate of ∇_θ E[Σ costs],
+each stochastic node credited only with the costs it influences (Algorithm 1). Importing scg changes nothing in torch.
 """
 
 from scg import baselines, estimators
+from scg.credit.graph import Graph
 from scg.credit.surrogate import surrogate_loss
 from scg.errors import (
     InfluenceLostError,
@@ -19,7 +20,6 @@ from scg.estimators import Pathwise, ScoreFunction
 from scg.graph import (
     CostNode,
     DeterministicNode,
-    Graph,
     Node,
     StochasticNode,
     cost,

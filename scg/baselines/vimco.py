@@ -77,7 +77,7 @@ class VIMCO(Baseline):
         from scg.graph.graph import current_graph
 
         g = current_graph()
-        key = -1 if g is None else g._id
+        key = -1 if g is None else g.id
         if key in self._logw:
             raise SCGError(
                 "VIMCO.objective() was called twice in one graph with the same VIMCO "

@@ -95,8 +95,14 @@ def dice_objective(
     loss: torch.Tensor | None = None
     for cp, cg in zip(plan.cost_groups, cgs):
         tau = _sum_logp(
-            plan, ngs, plan.influence, cp.cols, cg.layout, cg.stack.shape[1:], lambda j, cg=cg: cg.members[j]
-        )  # type: ignore[misc]
+            plan,
+            ngs,
+            plan.influence,
+            cp.cols,
+            cg.layout,
+            cg.stack.shape[1:],
+            lambda j, cg=cg: cg.members[j],  # type: ignore[misc]
+        )
         x = cg.weighted(cg.stack)
         if tau is not None:
             box = magic_box(tau)

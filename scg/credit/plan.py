@@ -33,7 +33,7 @@ from scg.credit.sample_dims import SamplePlan
 from scg.credit.soundness import check_enumerated, check_pathwise
 from scg.errors import SCGError
 from scg.estimators.base import Estimator
-from scg.graph.graph import Graph
+from scg.graph.graph import GraphRecord
 from scg.graph.nodes import CostNode, Node, StochasticNode
 from scg.graph.structure import Relation
 
@@ -51,7 +51,7 @@ def group(items: Sequence[_N], key_fn: Callable[[_N], _K]) -> dict[_K, list[int]
     return groups
 
 
-def score_nodes(graph: Graph) -> list[StochasticNode]:
+def score_nodes(graph: GraphRecord) -> list[StochasticNode]:
     """The nodes with a score-function term, in creation order."""
     return [v for v in graph.stochastic_nodes if v.log_prob is not None and v.estimator.score]
 
@@ -207,7 +207,7 @@ def _shared_rows(members: Sequence[StochasticNode], nl: int) -> list[tuple[int, 
     return [(r, k) for r, k in rows if nl + k < logp(members[r]).dim()]
 
 
-def build_plan(graph: Graph, full: Sequence[int], discount: float | None, higher_order: bool) -> CreditPlan:
+def build_plan(graph: GraphRecord, full: Sequence[int], discount: float | None, higher_order: bool) -> CreditPlan:
     """The structural part of the surrogate, with the checks that depend on the structure."""
     costs = graph.cost_nodes
     samples = SamplePlan(graph, full)
@@ -265,13 +265,13 @@ def build_plan(graph: Graph, full: Sequence[int], discount: float | None, higher
     )
 
 
-def _relation_of(graph: Graph) -> Relation:
+def _relation_of(graph: GraphRecord) -> Relation:
     """A tracked graph's relation: each node's direct parents and foreign positions."""
     return tuple((n.parents, tuple(sorted(n.foreign.items()))) for n in graph.nodes)
 
 
 def plan_for(
-    graph: Graph, full: list[int], discount: float | None, dice: bool, dice_lambda: float | None
+    graph: GraphRecord, full: list[int], discount: float | None, dice: bool, dice_lambda: float | None
 ) -> CreditPlan:
     """The graph's plan: a structure's plan of an earlier graph with this signature, or a new
     one (learned by a [`Cached`][scg.Cached] structure from a tracked graph, and kept)."""
@@ -286,7 +286,7 @@ def plan_for(
         plan = build_plan(graph, full, discount, dice or dice_lambda is not None)
         if structure is not None:
             if graph.tracked:
-                structure._learn(graph, sig, _relation_of(graph), full, plan.credit)
+                structure._learn(graph.nodes, sig, _relation_of(graph), full, plan.credit)
             if plan.cacheable and sig in structure.relations:
                 structure.plans[key] = plan
     if graph.tracked or structure is None or structure.learned:

@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 from scg.errors import SCGError
-from scg.graph.graph import Graph
+from scg.graph.graph import GraphRecord
 from scg.graph.nodes import Node, StochasticNode
 from scg.graph.positions import INF, normalize
 from scg.graph.tracking import bits
@@ -39,7 +39,7 @@ from scg.graph.tracking import bits
 __all__ = ["PlateCheck", "foreign_closure", "share_beyond"]
 
 
-def foreign_closure(graph: Graph, full: Sequence[int]) -> list[dict[int, int]]:
+def foreign_closure(graph: GraphRecord, full: Sequence[int]) -> list[dict[int, int]]:
     """``F[i]``: position -> mask of the ancestors of node i whose dimensions stop lining up with
     node i's value at that position (ancestors absent from F[i] line up everywhere)."""
     out: list[dict[int, int]] = []
@@ -84,7 +84,7 @@ def plate_rank(v: StochasticNode, n_sample: int) -> int:
 class PlateCheck:
     """Per (score node, cost) pair: per-element credit or whole-plate fallback."""
 
-    def __init__(self, graph: Graph, full: Sequence[int], layout_len: dict[int, int]) -> None:
+    def __init__(self, graph: GraphRecord, full: Sequence[int], layout_len: dict[int, int]) -> None:
         self.graph = graph
         self.full = full
         self.layout_len = layout_len  # node index -> number of leading sample dimensions

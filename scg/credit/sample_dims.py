@@ -38,7 +38,7 @@ from collections.abc import Sequence
 import torch
 
 from scg.errors import SCGError
-from scg.graph.graph import Graph
+from scg.graph.graph import GraphRecord
 from scg.graph.nodes import CostNode, Node, SampleInfo, StochasticNode
 from scg.graph.sample_positions import check_layout
 from scg.graph.tracking import bits
@@ -53,7 +53,7 @@ def _describe_layout(nodes: Sequence[StochasticNode]) -> str:
 class SamplePlan:
     """The sample-dimension layout of every node and cost of a graph (see the module docstring)."""
 
-    def __init__(self, graph: Graph, full: Sequence[int]) -> None:
+    def __init__(self, graph: GraphRecord, full: Sequence[int]) -> None:
         self.full = full
         self.graph = graph
         self.nodes: dict[int, StochasticNode] = {v.index: v for v in graph.stochastic_nodes if v.n is not None}
@@ -112,7 +112,7 @@ class SamplePlan:
                     node,
                     lay,
                     want,
-                    getattr(node.value, self.graph._tracker.sattr, None),
+                    getattr(node.value, self.graph.tracker.sattr, None),
                     lambda u: self.nodes[u].describe(),
                     self.graph.strict,
                 )

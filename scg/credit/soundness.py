@@ -27,16 +27,16 @@ from typing import Any
 from scg.credit.plates import PlateCheck
 from scg.errors import NonDifferentiablePathWarning, SCGError
 from scg.estimators.pathwise import Pathwise
-from scg.graph.graph import Graph
+from scg.graph.graph import GraphRecord
 from scg.graph.nodes import CostNode, Node, StochasticNode
 from scg.graph.tracking import bits
 
 __all__ = ["check_after_registration", "check_baseline_inputs", "check_enumerated", "check_pathwise"]
 
 
-def check_after_registration(graph: Graph, full: Sequence[int]) -> None:
+def check_after_registration(graph: GraphRecord, full: Sequence[int]) -> None:
     """Writes after registration, and costs computed from samples of nested graphs."""
-    for c in graph._costs:
+    for c in graph.costs:
         version = c.version
         if version is not None and c.value._version != version:
             raise SCGError(
@@ -45,7 +45,7 @@ def check_after_registration(graph: Graph, full: Sequence[int]) -> None:
                 "the cost after its last write (or pass a copy: scg.cost(c.clone()))"
             )
     # (baseline inputs are recorded only for nodes registered with a baseline)
-    for node in graph.nodes if graph._n_baselines else ():
+    for node in graph.nodes if graph.has_baselines else ():
         inputs = getattr(node, "baseline_inputs", None)
         for t, version in inputs.versions if inputs is not None else ():
             if t._version != version:
@@ -55,28 +55,28 @@ def check_after_registration(graph: Graph, full: Sequence[int]) -> None:
                     "information from before the sample (Theorem 2), which scg checks "
                     "when the node is drawn. Pass a copy to the baseline (x.clone())"
                 )
-    if graph._nested:
-        nested = sum(1 << i for i in graph._nested)
+    if graph.nested:
+        nested = sum(1 << i for i in graph.nested)
         for c in graph.cost_nodes:
             hit = full[c.index] & nested
             if hit:
                 i = next(iter(bits(hit)))
                 raise SCGError(
-                    f"{c.describe()} is computed from {graph._nested[i]}, which was "
+                    f"{c.describe()} is computed from {graph.nested[i]}, which was "
                     "drawn in a scg.Graph nested inside this one: this graph has no "
                     "score term for it, so the gradient would be biased. Draw it in "
                     "this graph, or keep its costs in the nested graph"
                 )
 
 
-def check_baseline_inputs(graph: Graph, full: Sequence[int]) -> None:
+def check_baseline_inputs(graph: GraphRecord, full: Sequence[int]) -> None:
     """Theorem 2: a baseline must not depend on a node it is subtracted for.
 
     A node baseline b_v must not be computed from v (or from anything v influences); a cost
     baseline b_c is subtracted from the credit of every score node that influences c, so it must
     not be computed from any of them.
     """
-    for node in graph.nodes if graph._n_baselines else ():
+    for node in graph.nodes if graph.has_baselines else ():
         inputs = getattr(node, "baseline_inputs", None)
         if inputs is None:
             continue
@@ -104,7 +104,7 @@ def check_baseline_inputs(graph: Graph, full: Sequence[int]) -> None:
                 )
 
 
-def check_enumerated(graph: Graph, plates: PlateCheck, costs: Sequence[CostNode]) -> None:
+def check_enumerated(graph: GraphRecord, plates: PlateCheck, costs: Sequence[CostNode]) -> None:
     """An enumerated node must not have costs that mix its batch elements."""
     for v in graph.stochastic_nodes:
         if not v.enumerated:
@@ -120,13 +120,13 @@ def check_enumerated(graph: Graph, plates: PlateCheck, costs: Sequence[CostNode]
                 )
 
 
-def check_pathwise(graph: Graph, full: Sequence[int], costs: Sequence[CostNode]) -> None:
+def check_pathwise(graph: GraphRecord, full: Sequence[int], costs: Sequence[CostNode]) -> None:
     """Warn when a pathwise node influences a cost only through non-differentiable operations."""
     pathwise = [v for v in graph.stochastic_nodes if isinstance(v.estimator, Pathwise) and v.value.requires_grad]
     if not pathwise:
         return
     direct = _non_score_closure(graph)
-    tracker = graph._tracker_obj if graph.tracked else None
+    tracker = graph.live_tracker
     for c in costs:
         wanted = {
             v.value.grad_fn: v for v in pathwise if direct[c.index] >> v.index & 1 and v.value.grad_fn is not None
@@ -158,7 +158,7 @@ def check_pathwise(graph: Graph, full: Sequence[int], costs: Sequence[CostNode])
             )
 
 
-def _non_score_closure(graph: Graph) -> list[int]:
+def _non_score_closure(graph: GraphRecord) -> list[int]:
     """Influence along paths that pass through no score-function node (those carry the credit
     through their score terms, not through autograd)."""
     out: list[int] = []

@@ -51,14 +51,14 @@ from scg.credit.signals import (
 from scg.credit.soundness import check_after_registration, check_baseline_inputs
 from scg.credit.traced import traced_surrogate_loss
 from scg.errors import SCGError
-from scg.graph.graph import Graph
+from scg.graph.graph import GraphRecord
 from scg.graph.nodes import NO_SAMPLE_DIMS, SampleInfo
 
 __all__ = ["objective", "surrogate_loss"]
 
 
 def surrogate_loss(
-    graph: Graph,
+    graph: GraphRecord,
     *,
     discount: float | None = None,
     dice: bool = False,
@@ -90,18 +90,18 @@ def surrogate_loss(
     """
     _check_options(graph, discount, dice, dice_lambda, score_scale)
     if torch.compiler.is_compiling():  # dynamo traces the program: no NumPy, no host reads
-        graph._surrogate_built = True
+        graph.mark_built()
         return traced_surrogate_loss(
             graph, discount=discount, dice=dice, dice_lambda=dice_lambda, score_scale=score_scale
         )
     full = graph.full_influence()
     check_after_registration(graph, full)
     check_baseline_inputs(graph, full)
-    graph._surrogate_built = True
+    graph.mark_built()
     plan = plan_for(graph, full, discount, dice, dice_lambda)
-    graph._credit = plan.credit
+    graph.set_credit(plan.credit)
     losses: list[torch.Tensor] = []  # the baselines' regression losses
-    cgs = cost_groups(plan, graph._costs, losses, graph._n_baselines > 0)
+    cgs = cost_groups(plan, graph.costs, losses, graph.has_baselines)
     ngs = node_groups(plan, graph.nodes)
     if dice and dice_lambda is None:
         return dice_mod.dice_objective(
@@ -113,7 +113,7 @@ def surrogate_loss(
         target = c_hat(plan, gi, ng, cgs, "target")
         if target is None:
             continue
-        adv = apply_baselines(ng.members, target, losses, _info(plan, ng)) if graph._n_baselines else target
+        adv = apply_baselines(ng.members, target, losses, _info(plan, ng)) if graph.has_baselines else target
         adv, path = control_variates(ng, plan.samples, adv) if plan.node_groups[gi].cv else (adv, None)
         if factors is None:
             factor = ng.logp - ng.logp.detach()
@@ -146,14 +146,14 @@ def _costs_sum(cgs: list[CostGroup]) -> torch.Tensor:
 
 
 def _check_options(
-    graph: Graph, discount: float | None, dice: bool, dice_lambda: float | None, score_scale: float
+    graph: GraphRecord, discount: float | None, dice: bool, dice_lambda: float | None, score_scale: float
 ) -> None:
-    if graph._surrogate_built:
+    if graph.built:
         raise SCGError(
             "surrogate_loss() was already called on this graph; a graph records one "
             "run of the program, so build a new scg.Graph() for the next estimate"
         )
-    if not graph._costs:
+    if not graph.costs:
         raise SCGError("surrogate_loss() on a graph with no cost nodes: add costs with scg.cost()")
     if not isinstance(score_scale, (int, float)) or not math.isfinite(score_scale):
         raise SCGError(f"surrogate_loss(score_scale=...): expected a finite number, got {score_scale!r}")
@@ -170,7 +170,7 @@ def _check_options(
 
 
 def _dice_baselines(
-    graph: Graph, plan: CreditPlan, ngs: list[NodeGroup], cgs: list[CostGroup], losses: list[torch.Tensor]
+    graph: GraphRecord, plan: CreditPlan, ngs: list[NodeGroup], cgs: list[CostGroup], losses: list[torch.Tensor]
 ) -> list[torch.Tensor | None]:
     """DiCE's baseline per node group, Σ_{v≺c} ω b_c + b_v (None without baselines); refuses
     the credit DiCE's per-element weights cannot express."""
@@ -199,7 +199,7 @@ def _dice_baselines(
     return out
 
 
-def _loaded(graph: Graph, plan: CreditPlan, ngs: list[NodeGroup], lam: float) -> list[torch.Tensor]:
+def _loaded(graph: GraphRecord, plan: CreditPlan, ngs: list[NodeGroup], lam: float) -> list[torch.Tensor]:
     """Loaded DiCE's per-group factors ⊡(w_v) − ⊡(w_v − log p_v) (see `scg.credit.dice`)."""
     score = [graph.nodes[i] for i in plan.score]
     anc = influence_matrix(graph.full_influence(), score, score)  # anc[u, v]: u influences v
@@ -222,7 +222,7 @@ def _loaded_signal(
     return live - (raw - adv).detach()
 
 
-def objective(graph: Graph) -> torch.Tensor:
+def objective(graph: GraphRecord) -> torch.Tensor:
     """The objective's value for this run: Σ_c Σ ω_c ⊙ c, differentiable through the costs.
 
     ω averages over sample dimensions (1/k for ``n=k``, p(value) for enumerated nodes; see

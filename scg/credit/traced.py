@@ -33,7 +33,7 @@ from scg.credit.plan import group, has_cv, logp, score_nodes, step_weights
 from scg.credit.sample_dims import align_batch_to_node
 from scg.credit.signals import apply_weights
 from scg.errors import SCGError
-from scg.graph.graph import Graph
+from scg.graph.graph import GraphRecord
 from scg.graph.structure import Declared, declared_relation
 from scg.graph.tracking import closure
 
@@ -48,7 +48,7 @@ def _refuse(what: str) -> SCGError:
     )
 
 
-def _check_supported(graph: Graph, dice: bool, dice_lambda: float | None) -> Declared:
+def _check_supported(graph: GraphRecord, dice: bool, dice_lambda: float | None) -> Declared:
     structure = graph.structure
     if not isinstance(structure, Declared):  # (Graph._enter_traced refuses the others first)
         raise _refuse(f"the graph's structure is {structure!r}, not scg.Declared")
@@ -56,7 +56,7 @@ def _check_supported(graph: Graph, dice: bool, dice_lambda: float | None) -> Dec
         raise _refuse("DiCE objectives (dice=, dice_lambda=) are not traced")
     if structure.per_example is not True:
         raise _refuse(f"{structure!r} declares per_example={structure.per_example!r}; only per_example=True is traced")
-    for v in graph._stochastic:
+    for v in graph.stochastic:
         if v.n is not None or v.enumerated:
             raise _refuse(f"{v.describe()} has a sample dimension (n= or Enumerate)")
         if v.baseline is not None:
@@ -65,23 +65,23 @@ def _check_supported(graph: Graph, dice: bool, dice_lambda: float | None) -> Dec
             raise _refuse(f"{v.describe()} declares plates=")
         if has_cv(v):
             raise _refuse(f"{v.describe()} uses {v.estimator!r}, whose control variates are not traced")
-    for c in graph._costs:
+    for c in graph.costs:
         if c.baseline is not None:
             raise _refuse(f"{c.describe()} has a baseline (baselines keep state across steps)")
     return structure
 
 
 def traced_surrogate_loss(
-    graph: Graph, *, discount: float | None, dice: bool, dice_lambda: float | None, score_scale: float
+    graph: GraphRecord, *, discount: float | None, dice: bool, dice_lambda: float | None, score_scale: float
 ) -> torch.Tensor:
     """The surrogate of ``graph`` (a declared graph opened inside ``torch.compile``), equal in
     value and gradient to `scg.credit.surrogate.surrogate_loss`'s for the features above."""
     structure = _check_supported(graph, dice, dice_lambda)
-    relation = declared_relation(graph, structure.influences, True)
+    relation = declared_relation(graph.nodes, structure.influences, True)
     for node, (parents, _) in zip(graph.nodes, relation):
         node.parents = parents
     full = closure([p for p, _ in relation])
-    graph._full = full
+    graph.use_relation(full)
     costs = graph.cost_nodes
     score = score_nodes(graph)
     # the plan's grouping and step weights, as plain Python (no NumPy while tracing)
@@ -98,7 +98,7 @@ def traced_surrogate_loss(
         if discount is None
         else {(i, j): x for i, j, x in step_weights(pairs, score, costs, discount)}
     )
-    graph._credit = {(score[i].index, costs[j].index): False for i, j in pairs}
+    graph.set_credit({(score[i].index, costs[j].index): False for i, j in pairs})
     for rows in group(score, lambda v: (tuple(logp(v).shape), logp(v).dtype, logp(v).device)).values():
         lp = torch.stack([logp(score[i]) for i in rows])  # (r, *shape)
         node_shape = lp.shape[1:]

@@ -1,13 +1,14 @@
-"""Stochastic computation graphs: nodes, influence tracking, and the Graph that records them."""
+"""Stochastic computation graphs: nodes, influence tracking, and the record of a run (`GraphRecord`;
+the user-facing [`scg.Graph`][scg.Graph] adds the surrogate, `scg.credit.graph`)."""
 
 from scg.graph.build import cost, deterministic, influenced_by, sample
-from scg.graph.graph import Graph, current_graph
+from scg.graph.graph import GraphRecord, current_graph
 from scg.graph.nodes import CostNode, DeterministicNode, Node, StochasticNode
 
 __all__ = [
     "CostNode",
     "DeterministicNode",
-    "Graph",
+    "GraphRecord",
     "Node",
     "StochasticNode",
     "cost",

@@ -28,16 +28,24 @@ The cost, paid only for inputs of a subclass type without a mask (model weights 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import torch
 
-if TYPE_CHECKING:
-    from scg.graph.tracking import InfluenceTracker
-
-__all__ = ["adopt", "geometry"]
+__all__ = ["AliasTables", "adopt", "geometry"]
 
 Geometry = tuple[tuple[int, ...], tuple[int, ...], int]
+
+
+class AliasTables(Protocol):
+    """What `adopt` reads of the tracker (`scg.graph.tracking.InfluenceTracker`, which imports
+    this module): the attribute names of its marks and its tables of node storages."""
+
+    attr: str
+    fattr: str
+    node_storages: dict[int, int]
+    node_geometry: dict[int, Geometry]
+    copies: dict[int, int]
 
 
 def geometry(t: torch.Tensor) -> Geometry:
@@ -46,7 +54,7 @@ def geometry(t: torch.Tensor) -> Geometry:
         return tuple(t.shape), tuple(t.stride()), int(t.storage_offset())
 
 
-def adopt(tracker: InfluenceTracker, t: torch.Tensor) -> int:
+def adopt(tracker: AliasTables, t: torch.Tensor) -> int:
     """The mask ``t`` (a subclass instance with no mask) inherits from the node value whose
     storage it shares (0 when none); stored on ``t`` with its positions."""
     try:
@@ -62,7 +70,7 @@ def adopt(tracker: InfluenceTracker, t: torch.Tensor) -> int:
     return m
 
 
-def _adopt_copy(tracker: InfluenceTracker, t: torch.Tensor) -> int:
+def _adopt_copy(tracker: AliasTables, t: torch.Tensor) -> int:
     """``nn.Parameter(z.float())``: the storage of a cast or copy of tracked values (recorded
     by the tracker); adopted whole, from position 0 (whole-plate credit: the copy's positions
     are not recorded)."""

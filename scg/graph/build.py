@@ -15,7 +15,7 @@ from scg.baselines.base import check_baseline
 from scg.errors import SCGError
 from scg.estimators.base import Estimator
 from scg.estimators.defaults import default_for
-from scg.graph.graph import Graph, current_graph
+from scg.graph.graph import GraphRecord, current_graph
 from scg.graph.nodes import (
     BaselineInputs,
     CostNode,
@@ -37,7 +37,7 @@ __all__ = ["cost", "deterministic", "influenced_by", "sample"]
 _ONE = torch.Size(())
 
 
-def _open_graph(fn: str, name: str | None) -> Graph:
+def _open_graph(fn: str, name: str | None) -> GraphRecord:
     g = current_graph()
     if g is None:
         raise SCGError(
@@ -48,7 +48,7 @@ def _open_graph(fn: str, name: str | None) -> Graph:
     return g
 
 
-def _alias(g: Graph, value: torch.Tensor) -> tuple[torch.Tensor, int]:
+def _alias(g: GraphRecord, value: torch.Tensor) -> tuple[torch.Tensor, int]:
     """A fresh tensor object sharing ``value``'s data, and the mask ``value`` carried."""
     parents = g.mask(value)
     return value.view_as(value), parents
@@ -142,7 +142,7 @@ def sample(
     fast = tracked and _is_torch_distribution(dist)
     parents = 0
     foreign: dict[int, int] = {}
-    with g._paused() if fast else nullcontext():
+    with g.paused() if fast else nullcontext():
         if raw is None:
             raw = _draw(g, estimator, dist, shape, name, location)
         value = raw
@@ -150,7 +150,7 @@ def sample(
             value, parents, foreign = _influence(g, dist, estimator, raw, len(shape), fast)
         private, log_prob = _scored(g, dist, estimator, value, shape, name, location)
     inputs = getattr(node_baseline, "inputs", None) if node_baseline is not None else None
-    node = g._register(
+    node = g.record(
         StochasticNode,
         name,
         step,
@@ -173,14 +173,15 @@ def sample(
     assert isinstance(node, StochasticNode)
     if tracked:
         _track_value(g, node, dist, raw, len(shape), fast)
-    g._note(node)
-    if tracked and g._outer is not None:
-        g._outer._foreign_sample(value, node)
+    g.finish(node)
+    outer = g.outer
+    if tracked and outer is not None:
+        outer.foreign_sample(value, node)
     return value
 
 
 def _drawn_first(
-    g: Graph,
+    g: GraphRecord,
     dist: Distribution,
     estimator: Estimator,
     name: str | None,
@@ -201,23 +202,28 @@ def _drawn_first(
 
 
 def _draw(
-    g: Graph, estimator: Estimator, dist: Distribution, shape: torch.Size, name: str | None, location: Location | str
+    g: GraphRecord,
+    estimator: Estimator,
+    dist: Distribution,
+    shape: torch.Size,
+    name: str | None,
+    location: Location | str,
 ) -> torch.Tensor:
     """``estimator.draw`` as scg's own computation (the tracker does not report its random
     draws); its errors name the node."""
     if g.tracked:
-        g._tracker.drawing += 1
+        g.tracker.drawing += 1
     try:
         return estimator.draw(dist, shape)
     except SCGError as e:
         raise SCGError(f"scg.sample(name={name!r}) at {location}: {e}") from None
     finally:
         if g.tracked:
-            g._tracker.drawing -= 1
+            g.tracker.drawing -= 1
 
 
 def _scored(
-    g: Graph,
+    g: GraphRecord,
     dist: Distribution,
     estimator: Estimator,
     value: torch.Tensor,
@@ -231,7 +237,7 @@ def _scored(
     computation."""
     private = not value.requires_grad
     if g.tracked:
-        g._tracker.drawing += 1
+        g.tracker.drawing += 1
     try:
         return private, _log_prob(
             dist,
@@ -244,11 +250,11 @@ def _scored(
         )
     finally:
         if g.tracked:
-            g._tracker.drawing -= 1
+            g.tracker.drawing -= 1
 
 
 def _influence(
-    g: Graph, dist: Distribution, estimator: Estimator, raw: torch.Tensor, n_sample_dims: int, fast: bool
+    g: GraphRecord, dist: Distribution, estimator: Estimator, raw: torch.Tensor, n_sample_dims: int, fast: bool
 ) -> tuple[torch.Tensor, int, dict[int, int]]:
     """A tracked sample's alias, parents and foreign positions (see `scg.graph.positions`)."""
     foreign = g.foreign(raw)
@@ -266,18 +272,18 @@ def _influence(
 
 
 def _track_value(
-    g: Graph, node: StochasticNode, dist: Distribution, raw: torch.Tensor, n_sample_dims: int, fast: bool
+    g: GraphRecord, node: StochasticNode, dist: Distribution, raw: torch.Tensor, n_sample_dims: int, fast: bool
 ) -> None:
     """Mark a tracked node's value with the node, and where its sample dimensions are."""
     value = node.value
-    if not node.parents and g._grad_fns:  # parameters computed from a node outside the tracker?
+    if not node.parents and g.grad_fns:  # parameters computed from a node outside the tracker?
         check_untracked(g, node, _dist_tensors(dist) if fast else [raw], node.parents)
-    g._set_mask(value, 1 << node.index)
-    tracker = g._tracker
+    g.set_mask(value, 1 << node.index)
+    tracker = g.tracker
     tracker.register_node_value(value, node.index)
     if node.n is not None or tracker.sample_dims:  # where each sample dimension is
         smap = node_value_map(
-            tracker,
+            tracker.sattr,
             node.index if node.n is not None else None,
             n_sample_dims,
             _dist_tensors(dist) if fast else [raw],
@@ -289,19 +295,19 @@ def _track_value(
 
 
 def _intervention(
-    g: Graph, name: str | None, step: int | None, dist: Distribution, shape: torch.Size
+    g: GraphRecord, name: str | None, step: int | None, dist: Distribution, shape: torch.Size
 ) -> torch.Tensor | None:
     """The graph's ``intervene`` hook for this node: its value (checked to have the node's shape)
     or None to draw as usual. In a tracked graph the hook's own draws (replays, reruns) are scg's."""
     assert g.intervene is not None
-    auto = name if name is not None else f"sample_{g._counts['stochastic']}"
+    auto = name if name is not None else g.next_name("stochastic")
     if g.tracked:
-        g._tracker.drawing += 1
+        g.tracker.drawing += 1
     try:
         raw = g.intervene(auto, step, dist, shape)
     finally:
         if g.tracked:
-            g._tracker.drawing -= 1
+            g.tracker.drawing -= 1
     if raw is not None:
         expected_shape = shape + dist.batch_shape + dist.event_shape
         if not isinstance(raw, torch.Tensor) or raw.shape != expected_shape:
@@ -321,7 +327,7 @@ def _versions(values: object) -> list[tuple[torch.Tensor, int]]:
     return []
 
 
-def _dist_foreign(g: Graph, dist: Distribution, n_sample_dims: int) -> tuple[int, dict[int, int]]:
+def _dist_foreign(g: GraphRecord, dist: Distribution, n_sample_dims: int) -> tuple[int, dict[int, int]]:
     """The union of the masks of a torch distribution's tensors (parameters, nested
     distributions and transforms: the nodes its samples are computed from, as
     `dist_mask`), and the foreign positions of its samples w.r.t. those nodes: the
@@ -377,7 +383,7 @@ def _is_torch_distribution(dist: object, depth: int = 0) -> bool:
     return True
 
 
-def dist_mask(g: Graph, obj: object, depth: int = 0) -> int:
+def dist_mask(g: GraphRecord, obj: object, depth: int = 0) -> int:
     """Union of the masks of the tensors a torch distribution holds (parameters, nested
     distributions and transforms): the nodes its samples are computed from."""
     if isinstance(obj, torch.Tensor):
@@ -426,7 +432,7 @@ def _log_prob(
     return log_prob
 
 
-def sum_masks(g: Graph, values: object) -> int:
+def sum_masks(g: GraphRecord, values: object) -> int:
     """The union of the masks of ``values`` (tensors, nodes, or nested sequences of them)."""
     if isinstance(values, torch.Tensor):
         return g.mask(values)
@@ -492,7 +498,7 @@ def cost(
         fields["baseline_inputs"] = BaselineInputs(mask=sum_masks(g, inputs), versions=_versions(inputs))
     tracked = g.tracked  # (untracked: the parents come from the graph's structure)
     vmask = g.mask(value) if tracked else 0
-    node = g._register(
+    node = g.record(
         CostNode,
         name,
         step,
@@ -505,11 +511,11 @@ def cost(
     )
     if tracked:
         check_untracked(g, node, [value], vmask)
-    g._note(node)
+    g.finish(node)
     return value
 
 
-def _reduced_mask(g: Graph, reduced: object, name: str | None, location: Location | str) -> int:
+def _reduced_mask(g: GraphRecord, reduced: object, name: str | None, location: Location | str) -> int:
     items = list(reduced) if isinstance(reduced, (list, tuple)) else [reduced]
     mask = 0
     for r in items:
@@ -551,13 +557,13 @@ def deterministic(value: torch.Tensor, *, name: str, step: int | None = None) ->
     if not isinstance(value, torch.Tensor):
         raise SCGError(f"scg.deterministic(name={name!r}) at {location}: expected a tensor, got {type(value).__name__}")
     if not g.tracked:
-        g._note(g._register(DeterministicNode, name, step, value, 0, location))
+        g.finish(g.record(DeterministicNode, name, step, value, 0, location))
         return value
     foreign = g.foreign(value)
     alias, parents = _alias(g, value)
-    node = g._register(DeterministicNode, name, step, alias, parents, location, foreign=foreign)
-    g._set_mask(alias, 1 << node.index)
-    g._note(node)
+    node = g.record(DeterministicNode, name, step, alias, parents, location, foreign=foreign)
+    g.set_mask(alias, 1 << node.index)
+    g.finish(node)
     return alias
 
 
@@ -604,5 +610,5 @@ def influenced_by(value: torch.Tensor, *sources: torch.Tensor | Node, per_elemen
     if not per_element:  # a declared dependency: no per-element claim
         foreign[0] = foreign.get(0, 0) | extra
     alias, parents = _alias(g, value)
-    g._set_mask(alias, parents | extra, foreign)
+    g.set_mask(alias, parents | extra, foreign)
     return alias

@@ -1,4 +1,12 @@
-"""The [`Graph`][scg.Graph]: a stochastic computation graph recorded while a ``with`` block runs."""
+"""The record of a stochastic computation graph, made while a ``with scg.Graph()`` block runs.
+
+`GraphRecord` holds the nodes, the influence tracking and the relation; it knows nothing of
+inference (as Pyro's ``Trace``): the credit layer (`scg.credit`) reads a record and builds its
+surrogate, and [`scg.Graph`][scg.Graph] is the record with its ``surrogate_loss`` method
+(`scg.credit.graph`). Other modules of scg use the record through its internal API
+(`record`, `finish`, `tracker`, `costs`, `stochastic`, `mark_built`, ...), never its private
+attributes.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +15,7 @@ import warnings
 from collections.abc import Callable
 from contextvars import ContextVar, Token
 from types import FrameType, TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any, TypeVar
 
 import torch
 from torch._C import _get_function_stack_at, _len_torch_function_stack
@@ -16,30 +24,28 @@ from torch.overrides import _pop_mode, _push_mode
 
 from scg.errors import InfluenceLostError, InfluenceLostWarning, SCGError, UntrackedRandomnessWarning
 from scg.graph.nodes import CostNode, DeterministicNode, Location, Node, StochasticNode
-from scg.graph.structure import Structure, node_key, signature
+from scg.graph.structure import Declared, Structure, node_key, signature
 from scg.graph.threads import InThread, wrap
 from scg.graph.tracking import InfluenceTracker, bits, closure
 
-if TYPE_CHECKING:
-    import matplotlib.axes
-    import networkx
-
-__all__ = ["Graph", "Intervention", "current_graph"]
+__all__ = ["GraphRecord", "Intervention", "current_graph"]
 
 #: ``intervene(name, step, dist, sample_shape) -> value or None``
 Intervention = Callable[[str, "int | None", Distribution, torch.Size], "torch.Tensor | None"]
 
-_CURRENT: ContextVar[Graph | None] = ContextVar("scg_current_graph", default=None)
+G = TypeVar("G", bound="GraphRecord")
+
+_CURRENT: ContextVar[GraphRecord | None] = ContextVar("scg_current_graph", default=None)
 _IDS = itertools.count()
 
 
 #: the graphs opened inside a function that ``torch.compile`` is tracing, innermost last. Dynamo
 #: cannot trace a ContextVar, so a graph entered while compiling is found here instead; the
 #: list is only touched during tracing (dynamo replays its net effect, which is empty)
-_TRACED: list[Graph] = []
+_TRACED: list[GraphRecord] = []
 
 
-def current_graph() -> Graph | None:
+def current_graph() -> GraphRecord | None:
     """The innermost open graph of this thread/context, or None."""
     if torch.compiler.is_compiling():
         return _TRACED[-1] if _TRACED else None
@@ -71,37 +77,10 @@ class _Paused:
             self.popped = False
 
 
-class Graph:
-    """A stochastic computation graph (Schulman, Heess, Weber & Abbeel 2015).
-
-    Open it with ``with scg.Graph() as g:``; inside, [`scg.sample`][scg.sample] adds stochastic nodes and
-    [`scg.cost`][scg.cost] adds cost nodes, and every torch operation is watched to find which costs each
-    stochastic node influences. After the block, [`surrogate_loss`][scg.Graph.surrogate_loss] builds the surrogate whose
-    gradient is an unbiased estimate of ∇_θ E[Σ costs] (Algorithm 1).
-
-    A graph records one run of the program: it is entered once and its surrogate built once.
-
-    Args:
-        warn_on_escape: warn ([`InfluenceLostWarning`][scg.InfluenceLostWarning]) when a tracked value leaves
-            tensor land, e.g. through ``.item()``, ``bool()``, ``x in z``, ``np.asarray`` or a
-            data-dependent shape (``len(z.nonzero())``), and
-            ([`UntrackedRandomnessWarning`][scg.UntrackedRandomnessWarning]) when a random draw outside
-            ``scg.sample`` uses tracked values.
-        strict: raise [`InfluenceLostError`][scg.InfluenceLostError] instead of each of those warnings.
-        plates: how many leading batch dimensions of each stochastic node are *plates*
-            (independent examples credited with their own costs), unless ``scg.sample(...,
-            plates=)`` says otherwise. ``None`` (default): all batch dimensions, each verified
-            by tracking; batch dimensions beyond the plates share their credit
-            (``docs/tracking.md``).
-        intervene: ``intervene(name, step, dist, sample_shape)`` is asked for each stochastic
-            node's value before it is sampled; a tensor it returns is used instead of a draw
-            (``None``: sample as usual). Used for enumeration (``scg.testing``), greedy reruns
-            (self-critical baselines) and replaying recorded choices.
-        structure: a [`scg.Declared`][scg.Declared] or [`scg.Cached`][scg.Cached] object held across graphs:
-            the influence relation is declared, or learned from earlier tracked graphs, so
-            this graph is not tracked (no torch function mode is pushed) and its surrogate
-            reuses the plan of earlier graphs with the same signature
-            (`scg.graph.structure`, ``docs/performance.md``). ``None`` (default): tracked.
+class GraphRecord:
+    """One run of a program recorded as a stochastic computation graph: its nodes, their
+    influence relation and how it was found. [`scg.Graph`][scg.Graph] (the class users open)
+    adds the surrogate; its docstring describes the arguments.
     """
 
     def __init__(
@@ -122,35 +101,39 @@ class Graph:
         self.intervene = intervene
         self.strict = bool(strict)
         self.plates = plates
-        self._outer: Graph | None = None
-        self._id = -1 if torch.compiler.is_compiling() else next(_IDS)
-        self._attr = f"_scg_mask_{self._id}"
+        self._outer: GraphRecord | None = None
+        #: the graph's id (-1 for a graph opened while ``torch.compile`` traces)
+        self.id = -1 if torch.compiler.is_compiling() else next(_IDS)
+        self._attr = f"_scg_mask_{self.id}"
         self.nodes: list[Node] = []
         self.warn_on_escape = warn_on_escape
         self._keys: dict[tuple[str, int | None], Node] = {}
         self._counts = {"stochastic": 0, "cost": 0, "deterministic": 0}
         self._tracker_obj: InfluenceTracker | None = None  # made when first needed
-        self._token: Token[Graph | None] | None = None
+        self._token: Token[GraphRecord | None] | None = None
         self._state = "new"  # new -> open -> closed
-        self._surrogate_built = False
+        self._built = False
         self._escapes: set[tuple[str, int]] = set()
-        self._nested: dict[int, str] = {}  # marker index -> the nested graph's node
+        #: marker node index -> the node of a nested graph whose draw it marks (`foreign_sample`)
+        self.nested: dict[int, str] = {}
         self._credit: dict[tuple[int, int], bool] = {}  # (node, cost) -> mixed (whole credit)
         self._full: list[int] | None = None
         #: grad_fn of each node value that has one -> node index (scg.graph.threads)
-        self._grad_fns: dict[Any, int] = {}
+        self.grad_fns: dict[Any, int] = {}
         self.structure = structure
         #: whether torch calls are watched (set when the graph is entered)
         self.tracked = True
         self._sig: tuple[Any, ...] | None = None
-        #: the signature entry of each node, recorded when the node is complete (``_note``)
+        #: the signature entry of each node, recorded when the node is complete (`finish`)
         self._node_keys: list[Any] = []
-        self._stochastic: list[StochasticNode] = []
-        self._costs: list[CostNode] = []
+        #: the stochastic and the cost nodes in creation order (read-only for other modules;
+        #: `stochastic_nodes` and `cost_nodes` are copies for users)
+        self.stochastic: list[StochasticNode] = []
+        self.costs: list[CostNode] = []
         self._n_baselines = 0  # nodes registered with a baseline (the surrogate skips them if 0)
 
     # ------------------------------------------------------------------ context manager
-    def __enter__(self) -> Graph:
+    def __enter__(self: G) -> G:
         if self._state != "new":
             raise SCGError("a scg.Graph records one run: it cannot be entered twice; make a new one")
         if torch._C._are_functorch_transforms_active():
@@ -175,7 +158,7 @@ class Graph:
                         f"{self.structure!r} does not track this graph"
                     )
             if self.tracked:
-                self._tracker.__enter__()  # type: ignore[no-untyped-call]
+                self.tracker.__enter__()  # type: ignore[no-untyped-call]
         except BaseException:  # a graph that failed to open is neither open nor current
             _CURRENT.reset(self._token)
             self._token = None
@@ -194,18 +177,16 @@ class Graph:
             _TRACED.pop()
         else:
             if self.tracked:
-                self._tracker.__exit__(exc_type, exc, tb)  # type: ignore[no-untyped-call]
+                self.tracker.__exit__(exc_type, exc, tb)  # type: ignore[no-untyped-call]
             _CURRENT.reset(self._token)
             self._token = None
         self._state = "closed"
         self._outer = None
 
-    def _enter_traced(self) -> Graph:
+    def _enter_traced(self: G) -> G:
         """``__enter__`` while ``torch.compile`` traces the program (``docs/performance.md``):
         only a declared structure can be used there (tracking watches every torch call through
         a torch function mode, and a learned structure needs tracked graphs)."""
-        from scg.graph.structure import Declared
-
         if not isinstance(self.structure, Declared) or self.strict:
             raise SCGError(
                 "scg.Graph inside torch.compile: only scg.Graph(structure=scg.Declared(...)) "
@@ -228,11 +209,39 @@ class Graph:
         return self
 
     @property
-    def _tracker(self) -> InfluenceTracker:
+    def tracker(self) -> InfluenceTracker:
         """The graph's tracking mode (made on first use: an untracked graph needs none)."""
         if self._tracker_obj is None:
             self._tracker_obj = InfluenceTracker(self._attr, self._on_event)
         return self._tracker_obj
+
+    @property
+    def live_tracker(self) -> InfluenceTracker | None:
+        """The tracking mode if the graph is tracked and made one (None otherwise)."""
+        return self._tracker_obj if self.tracked else None
+
+    @property
+    def outer(self) -> GraphRecord | None:
+        """The open graph this one was entered in (None if none)."""
+        return self._outer
+
+    @property
+    def built(self) -> bool:
+        """Whether the surrogate was built from this graph (no node may be added after it)."""
+        return self._built
+
+    def mark_built(self) -> None:
+        """The credit layer is building the surrogate: no node may be added from now on."""
+        self._built = True
+
+    def set_credit(self, credit: dict[tuple[int, int], bool]) -> None:
+        """The credit the surrogate gave: (node, cost) -> whole-plate (read by `credit`)."""
+        self._credit = credit
+
+    @property
+    def has_baselines(self) -> bool:
+        """Whether any node was recorded with a baseline (the surrogate skips them if not)."""
+        return self._n_baselines > 0
 
     @property
     def is_open(self) -> bool:
@@ -264,15 +273,16 @@ class Graph:
 
     def foreign(self, value: torch.Tensor) -> dict[int, int]:
         """The tensor's foreign positions: position -> mask (see `scg.graph.positions`)."""
-        return self._tracker.foreign_of(value)
+        return self.tracker.foreign_of(value)
 
-    def _paused(self) -> _Paused:
+    def paused(self) -> _Paused:
         """Suspend tracking (when this graph's tracker is the innermost torch function mode)."""
         return _Paused(self._tracker_obj if self.tracked else None)
 
-    def _set_mask(self, value: torch.Tensor, mask: int, foreign: dict[int, int] | None = None) -> None:
+    def set_mask(self, value: torch.Tensor, mask: int, foreign: dict[int, int] | None = None) -> None:
+        """Mark ``value`` as computed from the nodes of ``mask`` (and its foreign positions)."""
         setattr(value, self._attr, mask)
-        setattr(value, self._tracker.fattr, foreign or None)
+        setattr(value, self.tracker.fattr, foreign or None)
 
     def _on_event(self, kind: str, what: str, mask: int, frame: FrameType) -> None:
         where = (frame.f_code.co_filename, frame.f_lineno)
@@ -325,7 +335,7 @@ class Graph:
         """The checked name of the next node of ``kind`` (a default one for ``None``): the graph
         must be open and its surrogate not built, the step an int or None, and (name, step)
         unused."""
-        if self._surrogate_built:
+        if self._built:
             raise SCGError(
                 f"scg.{_FN[kind]}(name={name!r}) at {location}: surrogate_loss() was "
                 "already built from this graph, so it would silently omit this node; "
@@ -355,13 +365,17 @@ class Graph:
         self._keys[(node.name, node.step)] = node
         self._full = None
         if kind == "cost":
-            self._costs.append(node)  # type: ignore[arg-type]
+            self.costs.append(node)  # type: ignore[arg-type]
         elif kind == "stochastic":
-            self._stochastic.append(node)  # type: ignore[arg-type]
+            self.stochastic.append(node)  # type: ignore[arg-type]
         if getattr(node, "baseline", None) is not None:
             self._n_baselines += 1
 
-    def _register(
+    def next_name(self, kind: str) -> str:
+        """The default name the next node of ``kind`` gets (``"sample_3"``)."""
+        return f"{_FN[kind]}_{self._counts[kind]}"
+
+    def record(
         self,
         node_cls: type[Node],
         name: str | None,
@@ -372,6 +386,8 @@ class Graph:
         foreign: dict[int, int] | None = None,
         **fields: Any,
     ) -> Node:
+        """Make a node of ``node_cls`` (its name checked, a default one for None) and add it;
+        `finish` it once its fields are set."""
         name = self._name(name, _KIND[node_cls], step, location)
         node = node_cls(
             index=len(self.nodes),
@@ -381,26 +397,26 @@ class Graph:
             step=step,
             location=location,
             foreign=foreign or {},
-            graph=self._id,
+            graph=self.id,
             **fields,
         )
         self._add(node)
         if self.tracked:
-            tracker = self._tracker
+            tracker = self.tracker
             tracker.max_dim = max(tracker.max_dim, value.dim())
             if node_cls is not CostNode:
                 grad_fn = value.grad_fn
                 if grad_fn is not None:
-                    self._grad_fns[grad_fn] = node.index
+                    self.grad_fns[grad_fn] = node.index
         return node
 
-    def _note(self, node: Node) -> None:
+    def finish(self, node: Node) -> None:
         """Record ``node``'s signature entry, now that its fields are set (see ``signature``)."""
         keys = self._node_keys
         if len(keys) == node.index:
             keys.append(node_key(node))
 
-    def _foreign_sample(self, value: torch.Tensor, node: StochasticNode) -> None:
+    def foreign_sample(self, value: torch.Tensor, node: StochasticNode) -> None:
         """``node`` was drawn in a graph nested in this one: mark its value, so that a cost of
         this graph computed from it is refused (this graph cannot score the draw)."""
         key = (f"<nested {node.name}>", len(self.nodes))
@@ -410,18 +426,18 @@ class Graph:
         self.nodes.append(marker)
         self._keys[key] = marker
         self._full = None
-        self._nested[marker.index] = node.describe()
+        self.nested[marker.index] = node.describe()
         setattr(value, self._attr, 1 << marker.index)
 
     @property
     def stochastic_nodes(self) -> list[StochasticNode]:
         """The stochastic nodes, in creation order."""
-        return list(self._stochastic)
+        return list(self.stochastic)
 
     @property
     def cost_nodes(self) -> list[CostNode]:
         """The cost nodes, in creation order."""
-        return list(self._costs)
+        return list(self.costs)
 
     def node(self, ref: str | Node | torch.Tensor, step: int | None = None) -> Node:
         """Look a node up by name (and step), by its value tensor, or pass a node through."""
@@ -459,7 +475,7 @@ class Graph:
         """The graph's signature (`scg.graph.structure.signature`), computed once the
         surrogate is built or the relation is asked for."""
         if self._sig is None or len(self._sig) != len(self.nodes):
-            sig = signature(self)
+            sig = signature(self.nodes, self._node_keys)
             self._sig = sig if self.structure is None else self.structure._intern(sig)
         return self._sig
 
@@ -467,7 +483,7 @@ class Graph:
         """An untracked graph: its nodes' parents and foreign positions from the structure;
         returns the closure (cached with the relation)."""
         assert self.structure is not None
-        relation, full = self.structure._relation(self, self.signature())
+        relation, full = self.structure._relation(self.nodes, self.signature())
         for node, (parents, foreign) in zip(self.nodes, relation):
             node.parents = parents
             if foreign:
@@ -500,7 +516,7 @@ class Graph:
         * ``"none"``: ``v`` does not influence ``c`` (or ``v`` is not a stochastic node).
         """
         vn, cn = self.node(v), self.node(c)
-        if not self._surrogate_built:
+        if not self._built:
             raise SCGError("Graph.credit(): build the surrogate first (g.surrogate_loss())")
         if not isinstance(vn, StochasticNode) or not self.full_influence()[cn.index] >> vn.index & 1:
             return "none"
@@ -512,32 +528,15 @@ class Graph:
             return "enumerated"
         return "relaxed" if estimator.relaxed else "pathwise"
 
-    # ------------------------------------------------------------------ the surrogate
-    def surrogate_loss(
-        self,
-        *,
-        discount: float | None = None,
-        dice: bool = False,
-        dice_lambda: float | None = None,
-        score_scale: float = 1.0,
-    ) -> torch.Tensor:
-        """The surrogate loss of Algorithm 1 (see `scg.credit.surrogate.surrogate_loss`)."""
-        from scg.credit.surrogate import surrogate_loss
+    @property
+    def credit_pairs(self) -> dict[tuple[int, int], bool]:
+        """(score node index, cost index) -> whether the surrogate credited the node whole-plate
+        with the cost (per-element: False), for each pair it credited (a copy; see `credit`)."""
+        return dict(self._credit)
 
-        return surrogate_loss(self, discount=discount, dice=dice, dice_lambda=dice_lambda, score_scale=score_scale)
-
-    # ------------------------------------------------------------------ inspection
-    def to_networkx(self, **kwargs: Any) -> networkx.DiGraph:
-        """The graph as a ``networkx.DiGraph`` (see `scg.graph.inspect.to_networkx`)."""
-        from scg.graph.inspect import to_networkx
-
-        return to_networkx(self, **kwargs)
-
-    def draw(self, ax: matplotlib.axes.Axes | None = None, **kwargs: Any) -> matplotlib.axes.Axes:
-        """Draw the graph with matplotlib in the paper's convention (see `scg.viz.draw`)."""
-        from scg.viz import draw
-
-        return draw(self, ax=ax, **kwargs)
+    def use_relation(self, full: list[int]) -> None:
+        """Set the influence closure (the traced surrogate computes a declared one)."""
+        self._full = full
 
     def __repr__(self) -> str:
         kinds = ", ".join(f"{v} {k}" for k, v in self._counts.items())

@@ -8,16 +8,14 @@ without passing through another recorded node.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import networkx as nx
 import torch
 
+from scg.graph.graph import GraphRecord
 from scg.graph.nodes import StochasticNode
 from scg.graph.tracking import bits
-
-if TYPE_CHECKING:
-    from scg.graph.graph import Graph
 
 __all__ = ["parameter_leaves", "to_networkx"]
 
@@ -52,7 +50,7 @@ def _dist_tensors(node: StochasticNode) -> list[torch.Tensor]:
     return [v for v in vars(node.dist).values() if isinstance(v, torch.Tensor)]
 
 
-def to_networkx(graph: Graph, *, parameters: bool = True, names: dict[int, str] | None = None) -> nx.DiGraph:
+def to_networkx(graph: GraphRecord, *, parameters: bool = True, names: dict[int, str] | None = None) -> nx.DiGraph:
     """The graph's nodes and direct-influence edges.
 
     Args:

@@ -16,16 +16,13 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import CodeType, FrameType
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import torch
 from torch.distributions import Distribution
-
-if TYPE_CHECKING:
-    from scg.baselines.base import Baseline
-    from scg.estimators.base import Estimator
 
 __all__ = [
     "NO_SAMPLE_DIMS",
@@ -34,6 +31,8 @@ __all__ = [
     "DeterministicNode",
     "Location",
     "Node",
+    "NodeBaseline",
+    "NodeEstimator",
     "SampleInfo",
     "StochasticNode",
     "caller_location",
@@ -116,6 +115,35 @@ def caller_location() -> Location:
     return Location(frame.f_code, frame.f_lasti)
 
 
+class NodeEstimator(Protocol):
+    """What the record and the credit plan read of a node's estimator
+    ([`scg.estimators.Estimator`][scg.estimators.Estimator] has it; the records sit below the
+    estimators, so they name this protocol, not the class)."""
+
+    @property
+    def score(self) -> bool: ...
+
+    @property
+    def enumerates(self) -> bool: ...
+
+    @property
+    def relaxed(self) -> bool: ...
+
+    @property
+    def higher_order(self) -> bool: ...
+
+    def weights(self, node: StochasticNode) -> torch.Tensor: ...
+
+    def control_variate(self, node: StochasticNode) -> tuple[torch.Tensor, torch.Tensor] | None: ...
+
+
+class NodeBaseline(Protocol):
+    """What the records know of a node's baseline ([`scg.baselines.Baseline`][scg.baselines.Baseline]
+    has it): a callable on the group of nodes sharing it, their targets and sample layouts."""
+
+    def __call__(self, nodes: Sequence[Node], targets: torch.Tensor, info: Sequence[SampleInfo]) -> Any: ...
+
+
 @dataclass(kw_only=True, slots=True)
 class BaselineInputs:
     """What a baseline's declared ``inputs`` were computed from when its node was registered:
@@ -185,8 +213,8 @@ class StochasticNode(Node):
     """
 
     dist: Distribution = field(repr=False)
-    estimator: Estimator = field(repr=False)
-    baseline: Baseline | None = field(repr=False, default=None)
+    estimator: NodeEstimator = field(repr=False)
+    baseline: NodeBaseline | None = field(repr=False, default=None)
     log_prob: torch.Tensor | None = field(repr=False, default=None)
     n: int | None = None
     private: bool = field(repr=False, default=True)
@@ -208,7 +236,7 @@ class CostNode(Node):
     value's version counter when it was registered (None while ``torch.compile`` traces).
     """
 
-    baseline: Baseline | None = field(repr=False, default=None)
+    baseline: NodeBaseline | None = field(repr=False, default=None)
     version: int | None = field(repr=False, default=None)
     reduced: int = field(repr=False, default=0)
     baseline_inputs: BaselineInputs | None = field(repr=False, default=None)

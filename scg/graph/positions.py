@@ -170,3 +170,25 @@ def normalize(fr: dict[int, int]) -> dict[int, int]:
 def shift(fr: dict[int, int], by: int) -> dict[int, int]:
     """Foreign positions moved ``by`` places to the right (leading dims added in front)."""
     return {p + by if p < INF else p: m for p, m in fr.items()}
+
+
+def rule_prefix(
+    func: Callable[..., Any],
+    name: str,
+    rule: Rule | None,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any] | None,
+    a: torch.Tensor,
+    o: torch.Tensor,
+    pos: int,
+) -> int:
+    """How many leading positions of input ``a`` (argument ``pos``) line up with output ``o``
+    under the op's rule (0 for an op without one, or where the rule cannot tell)."""
+    if rule is None:
+        if UNKNOWN is not None:
+            record_unknown(func)
+        return 0
+    try:
+        return rule(name, args, kwargs or {}, a, o, pos)
+    except (TypeError, ValueError, IndexError, ZeroDivisionError, AttributeError):
+        return 0

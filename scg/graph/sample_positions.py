@@ -29,16 +29,14 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from scg.errors import InfluenceLostError, InfluenceLostWarning, SCGError
+from scg.graph.nodes import Node
 from scg.graph.position_rules import _along, _reduction, elementwise
-
-if TYPE_CHECKING:
-    from scg.graph.nodes import Node
-    from scg.graph.tracking import InfluenceTracker
+from scg.graph.positions import rule_prefix
 
 __all__ = ["LOST", "MIXED", "check_layout", "follow", "node_value_map"]
 
@@ -175,7 +173,7 @@ def _moved(
 
 
 def follow(
-    tracker: InfluenceTracker,
+    sattr: str,
     func: Callable[..., Any],
     name: str,
     rule: Any,
@@ -184,8 +182,8 @@ def follow(
     o: Tensor,
     tracked: Sequence[tuple[int, Tensor, int]],
 ) -> None:
-    """Give output ``o`` the sample-dimension map of its tracked inputs, moved by the op."""
-    sattr = tracker.sattr
+    """Give output ``o`` the sample-dimension map (attribute ``sattr``) of its tracked inputs,
+    moved by the op."""
     out: dict[int, int] | None = None
     for pos, a, _ in tracked:
         amap: dict[int, int] | None = getattr(a, sattr, None)
@@ -199,7 +197,7 @@ def follow(
                 try:
                     got = _moved(name, rule, args, kwargs or {}, a, o, pos, d)
                     if got is None:
-                        p = tracker._prefix(func, name, rule, args, kwargs, a, o, pos)
+                        p = rule_prefix(func, name, rule, args, kwargs, a, o, pos)
                         got = d if d < p else LOST
                 except (TypeError, ValueError, IndexError, AttributeError):
                     got = LOST
@@ -212,14 +210,14 @@ def follow(
 
 
 def node_value_map(
-    tracker: InfluenceTracker, own: int | None, n_sample: int, params: Sequence[Tensor], batch_dims: int
+    sattr: str, own: int | None, n_sample: int, params: Sequence[Tensor], batch_dims: int
 ) -> dict[int, int]:
     """The map of a node's value: its own sample dimension (``own``) at 0 and those of its
     parameters' sample dimensions after its ``n_sample`` new ones (a parameter with fewer
     dimensions than the batch is broadcast from the right: its dimensions are LOST)."""
     out: dict[int, int] = {}
     for t in params:
-        for u, d in (getattr(t, tracker.sattr, None) or {}).items():
+        for u, d in (getattr(t, sattr, None) or {}).items():
             nd = d + n_sample if d >= 0 and t.dim() >= batch_dims else LOST
             prev = out.get(u)
             out[u] = nd if prev is None or prev == nd else LOST

@@ -35,15 +35,12 @@ from __future__ import annotations
 
 import random
 import warnings
-from collections.abc import Callable, Hashable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any
 
 from scg.errors import SCGError
 from scg.graph.nodes import CostNode, Node, StochasticNode
 from scg.graph.tracking import closure
-
-if TYPE_CHECKING:
-    from scg.graph.graph import Graph
 
 __all__ = ["Cached", "Declared", "Relation", "Structure", "node_key", "signature"]
 
@@ -72,7 +69,7 @@ def node_key(n: Node) -> Hashable:
     device, and for a stochastic node its estimator class, ``n``, declared plates, whether it is
     enumerated and its log-probability shape; for a cost the mask of the nodes whose sample
     dimension it reduces. (``scg.sample`` and ``scg.cost`` record it when the node is complete,
-    while its tensors are still in the cache: `Graph._note`.)"""
+    while its tensors are still in the cache: `GraphRecord.finish`.)"""
     v = n.value
     if isinstance(n, StochasticNode):
         lp = n.log_prob
@@ -94,13 +91,13 @@ def node_key(n: Node) -> Hashable:
     return ("d", n.name, n.step, v.shape, v.dtype, v.device)
 
 
-def signature(graph: Graph) -> Signature:
+def signature(nodes: Sequence[Node], keys: Sequence[Hashable] = ()) -> Signature:
     """What a cached relation and surrogate plan depend on: `node_key` of every node, in
-    creation order (the entries recorded as the nodes were made when there is one per node)."""
-    keys = graph._node_keys
-    if len(keys) == len(graph.nodes):
+    creation order (``keys``, the entries recorded as the nodes were made, when there is one
+    per node)."""
+    if len(keys) == len(nodes):
         return Signature(keys)
-    return Signature([node_key(n) for n in graph.nodes])
+    return Signature([node_key(n) for n in nodes])
 
 
 def causal(v: StochasticNode, node: Node) -> bool:
@@ -141,13 +138,13 @@ class Structure:
         """A graph using this structure is entered: whether it must be tracked."""
         raise NotImplementedError
 
-    def _relation(self, graph: Graph, sig: tuple[Hashable, ...]) -> tuple[Relation, list[int]]:
+    def _relation(self, nodes: Sequence[Node], sig: tuple[Hashable, ...]) -> tuple[Relation, list[int]]:
         """The relation for an untracked graph of signature ``sig``, and its closure."""
         raise NotImplementedError
 
     def _learn(
         self,
-        graph: Graph,
+        nodes: Sequence[Node],
         sig: tuple[Hashable, ...],
         relation: Relation,
         full: list[int],
@@ -163,13 +160,13 @@ class Structure:
         self._interned.clear()
 
 
-def declared_relation(graph: Graph, influences: Influences, per_example: bool | Influences) -> Relation:
+def declared_relation(nodes: Sequence[Node], influences: Influences, per_example: bool | Influences) -> Relation:
     """Direct parents and foreign positions of each node under a declaration: a node's parents
     are the earlier stochastic nodes that influence it; a pair without per-example credit is
     foreign from position 0 (whole-plate credit, `scg.credit.plates`)."""
     out: list[tuple[int, tuple[tuple[int, int], ...]]] = []
     stochastic: list[StochasticNode] = []
-    for node in graph.nodes:
+    for node in nodes:
         parents = 0
         whole = 0
         for v in stochastic:
@@ -233,10 +230,10 @@ class Declared(Structure):
         self.stats["reused"] += 1
         return False
 
-    def _relation(self, graph: Graph, sig: tuple[Hashable, ...]) -> tuple[Relation, list[int]]:
+    def _relation(self, nodes: Sequence[Node], sig: tuple[Hashable, ...]) -> tuple[Relation, list[int]]:
         got = self.relations.get(sig)
         if got is None:
-            rel = declared_relation(graph, self.influences, self.per_example)
+            rel = declared_relation(nodes, self.influences, self.per_example)
             got = self.relations[sig] = (rel, closure([p for p, _ in rel]))
         return got
 
@@ -249,7 +246,7 @@ class Cached(Structure):
     """A relation learned from tracked runs and reused by the untracked ones in between.
 
     The first graph is tracked; its relation (and surrogate plan) is cached under its signature
-    ([`signature`][scg.Graph.signature]). The next graphs are not tracked: one with a cached signature reuses the
+    (`signature`). The next graphs are not tracked: one with a cached signature reuses the
     relation; one with a new signature cannot be analysed (nothing was watched), so it gets the
     conservative relation (every earlier stochastic node influences each node at a later or
     equal step, whole-plate credit: unbiased, higher variance; a ``RuntimeWarning`` the first
@@ -308,7 +305,7 @@ class Cached(Structure):
         self.stats["tracked" if track else "reused"] += 1
         return track
 
-    def _relation(self, graph: Graph, sig: tuple[Hashable, ...]) -> tuple[Relation, list[int]]:
+    def _relation(self, nodes: Sequence[Node], sig: tuple[Hashable, ...]) -> tuple[Relation, list[int]]:
         got = self.relations.get(sig)
         if got is not None:
             return got
@@ -327,12 +324,12 @@ class Cached(Structure):
                     RuntimeWarning,
                     stacklevel=4,
                 )
-        rel = declared_relation(graph, causal, False)
+        rel = declared_relation(nodes, causal, False)
         return rel, closure([p for p, _ in rel])
 
     def _learn(
         self,
-        graph: Graph,
+        nodes: Sequence[Node],
         sig: tuple[Hashable, ...],
         relation: Relation,
         full: list[int],
@@ -344,7 +341,7 @@ class Cached(Structure):
         old = self._learned.get(sig)
         if old is not None:
             try:
-                _compare(graph, old[0], old[1], full, credit)
+                _compare(nodes, old[0], old[1], full, credit)
             except SCGError:
                 self._forget(sig)
                 raise
@@ -370,14 +367,13 @@ class Cached(Structure):
 
 
 def _compare(
-    graph: Graph,
+    nodes: Sequence[Node],
     full0: list[int],
     credit0: dict[tuple[int, int], bool],
     full: list[int],
     credit: dict[tuple[int, int], bool],
 ) -> None:
     """Raise on the first (stochastic node, node) pair whose influence or credit differs."""
-    nodes = graph.nodes
     for c in nodes:
         diff = full0[c.index] ^ full[c.index]
         for v in nodes[: c.index]:

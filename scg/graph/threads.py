@@ -35,25 +35,40 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar, Token
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import torch
 from torch._C import _get_function_stack_at, _len_torch_function_stack
 from torch.overrides import _pop_mode, _push_mode
 
 from scg.errors import InfluenceLostError, InfluenceLostWarning, SCGError
-from scg.graph.tracking import bits
+from scg.graph.nodes import Node
+from scg.graph.tracking import InfluenceTracker, bits
 
-if TYPE_CHECKING:
-    from scg.graph.graph import Graph
-
-__all__ = ["InThread", "autograd_sources", "check_untracked", "wrap"]
+__all__ = ["InThread", "WatchedGraph", "autograd_sources", "check_untracked", "wrap"]
 
 R = TypeVar("R")
 
 #: The most autograd nodes `autograd_sources` visits for one cost (a bound on the work of
 #: the check; a cost whose autograd graph is larger is checked up to this many nodes).
 WALK_LIMIT = 100_000
+
+
+class WatchedGraph(Protocol):
+    """What this module reads of a graph (`scg.graph.graph.GraphRecord`, which imports this
+    module, has it)."""
+
+    tracked: bool
+    strict: bool
+    warn_on_escape: bool
+    grad_fns: dict[Any, int]
+    nodes: list[Node]
+
+    @property
+    def is_open(self) -> bool: ...
+
+    @property
+    def tracker(self) -> InfluenceTracker: ...
 
 
 class InThread:
@@ -65,13 +80,13 @@ class InThread:
 
     __slots__ = ("current", "graph", "pushed", "token")
 
-    def __init__(self, graph: Graph, current: ContextVar[Graph | None]) -> None:
+    def __init__(self, graph: WatchedGraph, current: ContextVar[Any]) -> None:
         self.graph = graph
         self.current = current
         self.pushed = False
-        self.token: Token[Graph | None] | None = None
+        self.token: Token[Any] | None = None
 
-    def __enter__(self) -> Graph:
+    def __enter__(self) -> WatchedGraph:
         g = self.graph
         if not g.is_open:
             raise SCGError(
@@ -83,7 +98,7 @@ class InThread:
             if self.current.get() is not g:
                 self.token = self.current.set(g)
             return g
-        tracker = g._tracker
+        tracker = g.tracker
         n = _len_torch_function_stack()
         if any(_get_function_stack_at(i) is tracker for i in range(n)):
             return g  # already tracked here (the graph's own thread, or a nested in_thread)
@@ -100,14 +115,14 @@ class InThread:
             return
         self.pushed = False
         n = _len_torch_function_stack()
-        if n and _get_function_stack_at(n - 1) is self.graph._tracker:
+        if n and _get_function_stack_at(n - 1) is self.graph.tracker:
             _pop_mode()  # type: ignore[no-untyped-call]
         if self.token is not None:
             self.current.reset(self.token)
             self.token = None
 
 
-def wrap(graph: Graph, current: ContextVar[Graph | None], fn: Callable[..., R]) -> Callable[..., R]:
+def wrap(graph: WatchedGraph, current: ContextVar[Any], fn: Callable[..., R]) -> Callable[..., R]:
     """``fn`` run under ``graph``'s tracking in whichever thread calls it."""
     if not callable(fn):
         raise SCGError(f"Graph.wrap(fn): expected a callable, got {type(fn).__name__}")
@@ -152,15 +167,15 @@ def autograd_sources(value: torch.Tensor, grad_fns: dict[Any, int], limit: int =
     return found
 
 
-def check_untracked(graph: Graph, node: Any, values: Sequence[torch.Tensor], mask: int) -> None:
+def check_untracked(graph: WatchedGraph, node: Any, values: Sequence[torch.Tensor], mask: int) -> None:
     """Report a node (a cost, or a stochastic node through its distribution's tensors) that
     carries no influence but whose autograd graph reaches a node's value (computed from it
     outside the tracker): a warning, or an error in strict mode."""
-    if mask or not graph._grad_fns or not (graph.warn_on_escape or graph.strict):
+    if mask or not graph.grad_fns or not (graph.warn_on_escape or graph.strict):
         return
     lost = 0
     for v in values:
-        lost |= autograd_sources(v, graph._grad_fns)
+        lost |= autograd_sources(v, graph.grad_fns)
     if not lost:
         return
     names = ", ".join(f"'{graph.nodes[i].name}'" for i in bits(lost))

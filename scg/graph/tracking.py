@@ -437,7 +437,7 @@ class InfluenceTracker(TorchFunctionMode):
         tracked: list[tuple[int, Tensor, int]],
     ) -> None:
         if self.sample_dims:
-            follow(self, func, name, rule, args, kwargs, o, tracked)
+            follow(self.sattr, func, name, rule, args, kwargs, o, tracked)
         attr, fattr = self.attr, self.fattr
         setattr(o, attr, getattr(o, attr, 0) | m)
         fr: dict[int, int] | None = None
@@ -452,7 +452,7 @@ class InfluenceTracker(TorchFunctionMode):
             f = (
                 INF
                 if flags & F_ELEMENTWISE and a.shape == oshape
-                else positions.foreign_from(self._prefix(func, name, rule, args, kwargs, a, o, pos), a, o)
+                else positions.foreign_from(positions.rule_prefix(func, name, rule, args, kwargs, a, o, pos), a, o)
             )
             if f >= self.max_dim:  # positions kept: the input's map is the output's (shared, immutable)
                 if afr is not None or getattr(o, fattr, None) is not None:
@@ -465,7 +465,7 @@ class InfluenceTracker(TorchFunctionMode):
             if flags & F_ELEMENTWISE and a.shape == oshape:
                 f = INF  # same shape, positions kept: nothing new
             else:
-                p = self._prefix(func, name, rule, args, kwargs, a, o, pos)
+                p = positions.rule_prefix(func, name, rule, args, kwargs, a, o, pos)
                 f = positions.foreign_from(p, a, o)
                 if f >= self.max_dim:
                     f = INF
@@ -493,26 +493,6 @@ class InfluenceTracker(TorchFunctionMode):
             setattr(o, fattr, fr or None)
         if flags & (F_DYNAMIC | F_GETITEM) or self.any_dynamic:
             self._dynamic(flags, args, o, m, tracked)
-
-    @staticmethod
-    def _prefix(
-        func: Callable[..., Any],
-        name: str,
-        rule: positions.Rule | None,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any] | None,
-        a: Tensor,
-        o: Tensor,
-        pos: int,
-    ) -> int:
-        if rule is None:
-            if positions.UNKNOWN is not None:
-                positions.record_unknown(func)
-            return 0
-        try:
-            return rule(name, args, kwargs or {}, a, o, pos)
-        except (TypeError, ValueError, IndexError, ZeroDivisionError, AttributeError):
-            return 0
 
     def _dynamic(
         self, flags: int, args: tuple[Any, ...], o: Tensor, m: int, tracked: list[tuple[int, Tensor, int]]

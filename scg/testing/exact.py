@@ -45,9 +45,9 @@ from torch.distributions import (
     OneHotCategorical,
 )
 
+from scg.credit.graph import Graph
 from scg.credit.surrogate import objective
 from scg.errors import SCGError
-from scg.graph.graph import Graph
 
 __all__ = ["QuadratureWarning", "exact_expectation", "exact_gradient", "exact_hessian"]
 

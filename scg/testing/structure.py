@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from scg.graph.graph import Graph
+from scg.credit.graph import Graph
 from scg.graph.structure import Declared, signature
 
 __all__ = ["check_structure"]
@@ -65,13 +65,13 @@ def check_structure(
     for r in range(runs):
         tracked = _run(program, seed + r, **kwargs)
         declared = _run(program, seed + r, structure=structure, **kwargs)
-        if signature(tracked) != signature(declared):
+        if signature(tracked.nodes) != signature(declared.nodes):
             raise AssertionError(
                 "check_structure: the program built different nodes in the two runs with the "
                 f"same seed ({len(tracked.nodes)} vs {len(declared.nodes)} nodes); it must draw "
                 "only through scg.sample and torch's global generator"
             )
-        want, got = tracked._credit, declared._credit
+        want, got = tracked.credit_pairs, declared.credit_pairs
         for key in sorted(set(want) | set(got)):
             w, d = want.get(key), got.get(key)
             if w == d:

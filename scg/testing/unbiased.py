@@ -25,8 +25,8 @@ from typing import Any
 
 import torch
 
+from scg.credit.graph import Graph
 from scg.errors import SCGError
-from scg.graph.graph import Graph
 from scg.testing.exact import exact_gradient
 
 __all__ = [
@@ -105,7 +105,7 @@ def estimate_gradients_batched(
             with Graph() as g:
                 program(*reps)
             loss = g.surrogate_loss(**kwargs)
-            mixed = [k for k, whole in g._credit.items() if whole]
+            mixed = [k for k, whole in g.credit_pairs.items() if whole]
             if mixed:
                 v, c = g.nodes[mixed[0][0]], g.nodes[mixed[0][1]]
                 raise SCGError(

@@ -12,10 +12,11 @@ from typing import TYPE_CHECKING, Any
 import matplotlib.pyplot as plt
 import networkx as nx
 
+from scg.graph.graph import GraphRecord
+from scg.graph.inspect import to_networkx
+
 if TYPE_CHECKING:
     import matplotlib.axes
-
-    from scg.graph.graph import Graph
 
 __all__ = ["draw"]
 
@@ -44,7 +45,7 @@ def _layout(g: nx.DiGraph) -> dict[str, tuple[float, float]]:
 
 
 def draw(
-    graph: Graph,
+    graph: GraphRecord,
     ax: matplotlib.axes.Axes | None = None,
     *,
     parameters: bool = True,
@@ -58,8 +59,6 @@ def draw(
         parameters: show parameter nodes found through autograd.
         kwargs: passed to `scg.graph.inspect.to_networkx` (e.g. ``names=``).
     """
-    from scg.graph.inspect import to_networkx
-
     g = to_networkx(graph, parameters=parameters, **kwargs)
     if ax is None:
         width = max(4.0, 1.6 * (1 + max((p[0] for p in _layout(g).values()), default=0)))

@@ -95,7 +95,7 @@ def test_traced_surrogate_credit_matches() -> None:
             program(params, steps=2)()
         if traced:
             traced_surrogate_loss(g, discount=None, dice=False, dice_lambda=None, score_scale=1.0)
-            g._surrogate_built = True
+            g.mark_built()
         else:
             g.surrogate_loss()
         credits.append(

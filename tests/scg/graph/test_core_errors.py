@@ -9,6 +9,7 @@ import torch
 from torch.distributions import Categorical, Distribution, Normal
 
 import scg
+import scg.viz
 
 
 def test_sample_and_cost_outside_graph() -> None:
@@ -167,7 +168,7 @@ def test_node_locations_name_the_users_line(mode: str) -> None:
     assert f"{c.location}" == "long_user_module.py:303"
     assert z.location == "long_user_module.py:302" and z.location != c.location
     assert "created at long_user_module.py:303" in c.describe()
-    assert g.to_networkx().nodes["z"]["location"] == "long_user_module.py:302"
+    assert scg.viz.to_networkx(g).nodes["z"]["location"] == "long_user_module.py:302"
     assert pickle.loads(pickle.dumps(z.location)) == "long_user_module.py:302"
 
 

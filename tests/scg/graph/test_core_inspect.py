@@ -8,6 +8,7 @@ import torch
 from torch.distributions import Categorical, Normal
 
 import scg
+import scg.viz
 
 
 def _graph() -> tuple[scg.Graph, torch.Tensor]:
@@ -24,7 +25,7 @@ def _graph() -> tuple[scg.Graph, torch.Tensor]:
 
 def test_to_networkx_kinds_and_direct_edges() -> None:
     g, theta = _graph()
-    nxg = g.to_networkx()
+    nxg = scg.viz.to_networkx(g)
     kinds = dict(nxg.nodes(data="kind"))
     assert kinds["z"] == "stochastic" and kinds["x"] == "stochastic"
     assert kinds["h"] == "deterministic" and kinds["c"] == "cost"
@@ -39,9 +40,9 @@ def test_to_networkx_kinds_and_direct_edges() -> None:
 
 def test_parameter_names_and_draw(tmp_path: Path) -> None:
     g, theta = _graph()
-    nxg = g.to_networkx(names={id(theta): "theta"})
+    nxg = scg.viz.to_networkx(g, names={id(theta): "theta"})
     assert ("theta", "z") in nxg.edges
-    ax = g.draw()
+    ax = scg.viz.draw(g)
     out = tmp_path / "g.png"
     ax.figure.savefig(out)
     assert out.stat().st_size > 1000
