@@ -16,11 +16,9 @@ test_train_resume.py`` kills a run with SIGKILL to check).
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import random
-import shutil
 import sys
 import time
 from collections.abc import Callable
@@ -32,7 +30,6 @@ import torch
 
 import scg
 
-from ..data.storage import VOCAB_FILE, read_meta
 from ..dirlock import DirLock
 from ..models.c2f.model import Summarizer
 from ..models.loading import load_model as models_load_model
@@ -43,20 +40,18 @@ from .config import Config
 from .data import batch_to, load_split, make_loader
 from .ddp import DistContext, resolve_device
 from .evaluate import evaluate_nll
-from .fingerprint import check_fingerprint, corpus_fingerprint
-from .metrics_log import append_record, repair_log
+from .fingerprint import check_fingerprint
+from .metrics_log import LogWindow, append_record, repair_log
 from .objective import StepResult, build_objective
 from .optim import PlateauDecay, build_optimizer, clip_gradients, renormalize_embeddings
 from .progress import PhaseProgress, TrainingRecord, format_duration, step_progress, total_steps
 from .resume import check_resume_config, check_same_model
+from .run_dir import BEST, CHECKPOINT, METRICS, BestModel, check_best, remove_torn_files, start_run_dir, write_config
 from .selection import selection_value, validation_rouge
 from .signals import StopRequest, TrainingStopped
 
 __all__ = ["CHECKPOINT", "Trainer", "TrainingDiverged", "TrainingStopped", "build_model", "load_model", "param_digest"]
 
-CHECKPOINT = "checkpoint.pt"
-BEST = "best.pt"
-METRICS = "metrics.jsonl"
 #: what a checkpoint needs for --resume (best.pt holds only the config and model)
 RESUME_KEYS = ("config", "model", "optimizer", "schedule", "baseline", "loader", "rng", "step", "best_ppl")
 
@@ -199,25 +194,12 @@ class Trainer:
         return [dc.train_split, dc.valid_split, dc.test_split]
 
     def _start(self, resume: bool) -> None:
-        config = self.config
         if self.dist.is_main:
-            for name in (CHECKPOINT, BEST, METRICS):  # left by a process killed while writing
-                (self.out_dir / f"{name}.tmp").unlink(missing_ok=True)
+            remove_torn_files(self.out_dir)  # left by a process killed while writing
         if resume:
             self._resume()
         elif self.dist.is_main:
-            (self.out_dir / METRICS).write_text("")
-            (self.out_dir / "config.json").write_text(json.dumps(config.to_dict(), indent=2) + "\n")
-            # what `scg-summarize evaluate/summarize --run RUN_DIR` needs without --data: where the
-            # corpus is, its preprocessing options, and a copy of the vocabulary (the run stays
-            # usable for summarizing new text when the corpus is moved or deleted)
-            record = {
-                "data_dir": str(self.data_dir.resolve()),
-                "prep_options": read_meta(self.data_dir)["options"],
-                "fingerprint": corpus_fingerprint(self.data_dir, self._splits()),
-            }
-            (self.out_dir / "data.json").write_text(json.dumps(record, indent=2) + "\n")
-            shutil.copyfile(self.data_dir / VOCAB_FILE, self.out_dir / VOCAB_FILE)
+            start_run_dir(self.out_dir, self.config, self.data_dir, self._splits())
 
     # ------------------------------------------------------------------ logging
     def info(self, line: str) -> None:
@@ -292,48 +274,22 @@ class Trainer:
             for warning in repair_log(self.out_dir / METRICS, self.step):
                 self.info(f"resume: {warning}")
             self._check_best()
-            (self.out_dir / "config.json").write_text(json.dumps(self.config.to_dict(), indent=2) + "\n")
+            write_config(self.out_dir, self.config)
         self.info(
             f"resumed from {path} at step {self.step} (epoch {self.loader.epoch}, "
             f"batch {self.loader.position}/{len(self.loader)})"
         )
 
     def _check_best(self) -> None:
-        """Make ``best.pt`` and the resumed best selection score (``train.select_metric``) agree.
-
-        ``best.pt`` is written before ``checkpoint.pt`` at an improving epoch end, so after a crash
-        between the two ``best.pt`` is at most *newer* than the checkpoint (the resumed run redoes
-        that epoch and rewrites it identically). A ``best.pt`` *older* than the checkpoint's best
-        (runs of earlier versions, which wrote the checkpoint first) cannot be repaired: the best
-        score is reset to that of the model ``best.pt`` really holds, and the user is told.
-        """
-        if not math.isfinite(self.best_score):
-            return
-        metric = self.config.train.select_metric
-        path = self.out_dir / BEST
-        if not path.is_file():
-            self.info(
-                f"resume: {path} is missing although the run recorded a best validation {metric} "
-                f"{abs(self.best_score):.3f}; the next improving epoch writes it"
-            )
+        """Make the resumed best selection score agree with the ``best.pt`` on disk (`check_best`)."""
+        recorded = BestModel(step=self.best_step, score=self.best_score)
+        held = check_best(self.out_dir, self.config.train.select_metric, recorded, self.step, self.info)
+        if held is None:
             self.best_score, self.best_step = math.inf, -1
-            return
-        best = load_checkpoint(path, map_location="cpu")
-        valid = best.get("valid", {})
-        best_step = int(best.get("step", -1))
-        best_score = selection_value(valid, metric) if metric in valid else math.inf
-        if best_step > self.step:
-            return  # written just before a crash: the resumed run redoes that epoch and rewrites it
-        if best_score != self.best_score:  # (checkpoints of earlier versions have no best_step: compare)
-            recorded = f"step {self.best_step}" if self.best_step >= 0 else "an earlier step"
-            self.info(
-                f"resume: {path} holds the model of step {best_step} (validation {metric} "
-                f"{abs(best_score):.3f}), not the best of {recorded} ({metric} {abs(self.best_score):.3f}), "
-                f"which was lost before it was written; the run now reports the best that best.pt holds"
-            )
-            self.best_score, self.best_step = best_score, best_step
-            if metric == "ppl":
-                self.best_ppl = best_score
+        elif held != recorded:
+            self.best_score, self.best_step = held.score, held.step
+            if self.config.train.select_metric == "ppl":
+                self.best_ppl = held.score
             save_atomic(self.state_dict(), self.out_dir / CHECKPOINT)  # the repaired record
 
     # ------------------------------------------------------------------ one step
@@ -467,9 +423,8 @@ class Trainer:
     def _fit(self) -> dict[str, Any]:
         tc = self.config.train
         last: dict[str, Any] = {}
-        start = time.perf_counter() - self.elapsed
-        cpu_start = time.process_time() - self.cpu_elapsed
-        out_of_time = False
+        self._wall_start = time.perf_counter() - self.elapsed
+        self._cpu_start = time.process_time() - self.cpu_elapsed
         if tc.time_budget_s:
             self.info(
                 f"time budget: {format_duration(tc.time_budget_s)} of wall-clock time for the training steps "
@@ -477,64 +432,83 @@ class Trainer:
                 f"evaluation after it is not counted. The result depends on the machine's load: budget "
                 f"in train.epochs / train.max_steps_per_epoch to reproduce it"
             )
+        out_of_time = False
         if tc.max_steps and self.step >= tc.max_steps:  # resumed after its last step (the validation is done)
             out_of_time, self.stopped_by = True, "max_steps"
         while self.loader.epoch < tc.epochs and not out_of_time:
             epoch = self.loader.epoch
-            bar = self._progress(epoch)
-            window = {"nll": 0.0, "tokens": 0, "time": time.perf_counter(), "soft": 0, "steps": 0, "terms": {}}
-            if tc.max_steps_per_epoch and self.loader.position >= tc.max_steps_per_epoch:
-                self.loader.set_epoch(epoch + 1)  # resumed exactly at a shortened epoch's end
+            out_of_time = self._train_epoch(epoch)
+            last = self._end_epoch(epoch)
+            self._tick()
+            if self._stop_requested():
+                raise self._stopped()
+        self._finish()
+        return last
+
+    def _tick(self) -> None:
+        """Update the wall-clock and CPU seconds the run has trained and validated."""
+        self.elapsed = time.perf_counter() - self._wall_start
+        self.cpu_elapsed = time.process_time() - self._cpu_start
+
+    def _train_epoch(self, epoch: int) -> bool:
+        """The steps left in ``epoch``; True when the run stops after them (`_out_of_steps_or_time`).
+
+        A stop signal mid-epoch saves a checkpoint and raises `TrainingStopped` (at an epoch's
+        end the run stops after that epoch's validation)."""
+        tc = self.config.train
+        bar = self._progress(epoch)
+        window = LogWindow()
+        if tc.max_steps_per_epoch and self.loader.position >= tc.max_steps_per_epoch:
+            self.loader.set_epoch(epoch + 1)  # resumed exactly at a shortened epoch's end
+        try:
             for batch in self._batches(epoch):
-                result = self.train_step(batch)
-                window["nll"] += result.nll
-                window["tokens"] += result.tokens
-                window["soft"] += int(result.soft)
-                window["steps"] += 1
-                for key, value in result.terms.items():  # per-term losses and rewards of the objective
-                    window["terms"][key] = window["terms"].get(key, 0.0) + value
-                self.elapsed = time.perf_counter() - start
-                self.cpu_elapsed = time.process_time() - cpu_start
+                window.add(self.train_step(batch))
+                self._tick()
                 if bar is not None:
                     bar.update(1)
                 if self.step % tc.log_every == 0 or self.loader.position == len(self.loader):
-                    self._log_window(window, bar)
+                    window = self._log_window(window, bar)
                 if tc.throttle_s > 0:
                     time.sleep(tc.throttle_s)
-                mid_epoch = self.loader.position < len(self.loader)
-                if tc.max_steps_per_epoch and self.loader.position >= tc.max_steps_per_epoch:
-                    mid_epoch = False
-                if self._stop_requested() and mid_epoch:  # (at an epoch's end: after its validation)
+                cut = bool(tc.max_steps_per_epoch) and self.loader.position >= tc.max_steps_per_epoch
+                mid_epoch = self.loader.position < len(self.loader) and not cut
+                if self._stop_requested() and mid_epoch:
                     self.save()
                     raise self._stopped()
                 if tc.checkpoint_every and self.step % tc.checkpoint_every == 0 and mid_epoch:
                     self.save()
-                if tc.max_steps and self.step >= tc.max_steps:
-                    out_of_time = True
-                    self.stopped_by = "max_steps"
-                    break
-                last_validation = self.validation_s / self.validations if self.validations else 0.0
-                if tc.time_budget_s and self._any_rank(self.elapsed + last_validation >= tc.time_budget_s):
-                    # each rank reads its own clock, so they agree (any rank out of time stops them all);
-                    # otherwise one would stop while another waits in its next all-reduce
-                    out_of_time = True
-                    self.stopped_by = "time_budget_s"
-                    self.info(
-                        f"time budget: stopping after step {self.step} ({format_duration(self.elapsed)} "
-                        f"of {format_duration(tc.time_budget_s)}; one validation left)"
-                    )
-                    break
-                if tc.max_steps_per_epoch and self.loader.position >= tc.max_steps_per_epoch:
+                if self._out_of_steps_or_time():
+                    return True
+                if cut:  # a shortened epoch (train.max_steps_per_epoch) ends here
                     if self.loader.epoch == epoch:
                         self.loader.set_epoch(epoch + 1)
-                    break
+                    return False
+            return False
+        finally:
             if bar is not None:
                 bar.close()
-            last = self._end_epoch(epoch)
-            self.elapsed = time.perf_counter() - start
-            self.cpu_elapsed = time.process_time() - cpu_start
-            if self._stop_requested():
-                raise self._stopped()
+
+    def _out_of_steps_or_time(self) -> bool:
+        """``train.max_steps`` reached, or the time budget spent once a validation is added."""
+        tc = self.config.train
+        if tc.max_steps and self.step >= tc.max_steps:
+            self.stopped_by = "max_steps"
+            return True
+        last_validation = self.validation_s / self.validations if self.validations else 0.0
+        if tc.time_budget_s and self._any_rank(self.elapsed + last_validation >= tc.time_budget_s):
+            # each rank reads its own clock, so they agree (any rank out of time stops them all);
+            # otherwise one would stop while another waits in its next all-reduce
+            self.stopped_by = "time_budget_s"
+            self.info(
+                f"time budget: stopping after step {self.step} ({format_duration(self.elapsed)} "
+                f"of {format_duration(tc.time_budget_s)}; one validation left)"
+            )
+            return True
+        return False
+
+    def _finish(self) -> None:
+        """The closing line, the ``end`` metrics line and ``training.json`` (under DDP also each
+        rank's parameter digest)."""
         metric = self.config.train.select_metric
         held = (
             f"; best.pt: step {self.best_step}, validation {metric} {abs(self.best_score):.3f}"
@@ -559,7 +533,6 @@ class Trainer:
         if self.dist.enabled:
             self.out_dir.mkdir(parents=True, exist_ok=True)
             (self.out_dir / f"digest-rank{self.dist.rank}.txt").write_text(param_digest(self.model) + "\n")
-        return last
 
     def _batches(self, epoch: int) -> Any:
         """The rest of the epoch (nothing when the loader already moved past ``epoch``)."""
@@ -627,18 +600,9 @@ class Trainer:
             dynamic_ncols=True,
         )
 
-    def _log_window(self, window: dict[str, Any], bar: Any) -> None:
-        seconds = max(time.perf_counter() - window["time"], 1e-9)
-        tokens = max(window["tokens"], 1)
-        nll = window["nll"] / tokens
-        values = {
-            "loss": nll,
-            "ppl": math.exp(min(nll, 50.0)),
-            "tok_per_s": window["tokens"] / seconds,
-            "lr": self.schedule.lr,
-            "soft_frac": window["soft"] / max(window["steps"], 1),
-            **{k: v / max(window["steps"], 1) for k, v in window["terms"].items()},
-        }
+    def _log_window(self, window: LogWindow, bar: Any) -> LogWindow:
+        """Write the ``train`` line of ``window`` (and a progress line); returns the next window."""
+        values = window.values(self.schedule.lr)
         self.record("train", **values)
         if bar is not None:
             bar.set_postfix(
@@ -659,4 +623,4 @@ class Trainer:
                     else ""
                 )
             )
-        window.update(nll=0.0, tokens=0, time=time.perf_counter(), soft=0, steps=0, terms={})
+        return LogWindow()

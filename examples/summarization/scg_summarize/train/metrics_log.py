@@ -11,17 +11,59 @@ closing newline, or a line that is not complete JSON. :func:`repair_log` (called
   identically), and so is the ``end`` line of a finished run (written again when it finishes),
   so that no line is ever duplicated or lost.
 
-The log is rewritten through a temporary file and an atomic rename.
+The log is rewritten through a temporary file and an atomic rename. :class:`LogWindow` sums the
+training steps between two ``train`` lines.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["append_record", "repair_log"]
+if TYPE_CHECKING:
+    from .objective import StepResult
+
+__all__ = ["LogWindow", "append_record", "repair_log"]
+
+
+@dataclass(kw_only=True, slots=True)
+class LogWindow:
+    """Sums over the training steps since the last ``train`` line: summed NLL and target tokens,
+    soft-attention minibatches, steps, the objective's per-term values, and when it started."""
+
+    nll: float = 0.0
+    tokens: int = 0
+    soft: int = 0
+    steps: int = 0
+    terms: dict[str, float] = field(default_factory=dict)
+    start: float = field(default_factory=time.perf_counter)
+
+    def add(self, result: StepResult) -> None:
+        self.nll += result.nll
+        self.tokens += result.tokens
+        self.soft += int(result.soft)
+        self.steps += 1
+        for key, value in result.terms.items():  # per-term losses and rewards of the objective
+            self.terms[key] = self.terms.get(key, 0.0) + value
+
+    def values(self, lr: float) -> dict[str, float]:
+        """The ``train`` line: loss (NLL per token), ppl, tokens per second, lr, the fraction of
+        soft minibatches and each term's mean per step."""
+        nll = self.nll / max(self.tokens, 1)
+        steps = max(self.steps, 1)
+        return {
+            "loss": nll,
+            "ppl": math.exp(min(nll, 50.0)),
+            "tok_per_s": self.tokens / max(time.perf_counter() - self.start, 1e-9),
+            "lr": lr,
+            "soft_frac": self.soft / steps,
+            **{k: v / steps for k, v in self.terms.items()},
+        }
 
 
 def append_record(path: Path, record: dict[str, Any]) -> None:
