@@ -22,7 +22,7 @@ from typing import Any
 from ...evaluation.bm25 import IRBaseline, extractive_percent
 from ...evaluation.rouge import Rouge, RougeOptions
 from ...models.abs.kneser_ney import KneserNeyLM
-from .loop import load_examples
+from .examples import load_examples
 
 __all__ = ["count_baselines", "main"]
 

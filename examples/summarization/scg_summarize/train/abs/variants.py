@@ -37,7 +37,8 @@ from ...evaluation.bm25 import extractive_percent
 from ...evaluation.rouge import Rouge, RougeOptions
 from ...models.abs.nnlm import AbsConfig, AbsModel
 from ...models.abs.step import AbsStepDecoder
-from .loop import Example, _tensors, load_examples
+from .examples import Example, load_examples
+from .examples import example_tensors as _tensors
 
 __all__ = ["load_abs_run", "main"]
 
