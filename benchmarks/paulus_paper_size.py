@@ -103,9 +103,8 @@ def main() -> None:
     result["intra_attention_cost_ratio"] = result["train_step"][key] / result["train_step_without_intra_attention"][key]
     torch.manual_seed(0)
     model = build_model(config, len(dataset.vocab), dataset.num_chunks).to(device).eval()
-    options = DecodeOptions(
-        beam_size=config.eval.beam, max_len=config.eval.max_len, no_repeat_ngram=config.eval.block_ngram
-    )
+    decode = config.eval.decode
+    options = DecodeOptions(beam_size=decode.beam_size, max_len=decode.max_len, no_repeat_ngram=decode.no_repeat_ngram)
     small = {k: (v[: args.beam_examples] if isinstance(v, torch.Tensor | list) else v) for k, v in batch.items()}
     start, cpu = time.perf_counter(), time.process_time()
     found = beam_search(ModelStepDecoder(model), small, options)

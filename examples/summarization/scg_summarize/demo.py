@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from .data import SummarizationDataset, make_synthetic_corpus
-from .decoding.options import resolve_decode_options
+from .decoding.options import DecodeOptions
 from .evaluation.runs import evaluate_run
 from .train.config import load_config
 from .train.loop import Trainer
@@ -59,10 +59,10 @@ DEMO_TRAIN: tuple[str, ...] = ("train.time_budget_s=0", "train.threads=1", "trai
 #: words, no blocking, ``<unk>`` forbidden. The synthetic summaries are 6-15 made-up words, so the
 #: defaults for real text (10-40 words) do not apply.
 DEMO_EVAL: tuple[str, ...] = (
-    "eval.beam=1",
+    "eval.greedy=true",
     "eval.max_len=30",
     "eval.min_len=0",
-    "eval.block_ngram=0",
+    "eval.no_repeat_ngram=0",
     "eval.unk=forbid",
 )
 #: What makes a folder a training run (the demo never trains into one without ``overwrite``).
@@ -144,7 +144,7 @@ def chunk_attention(run_dir: Path, data: Path, index: int = 0) -> tuple[torch.Te
     run = load_run(run_dir, data_dir=data)
     dataset = SummarizationDataset(data, "test", vocab=run.vocab)
     doc = next(iter(run.prepare(documents_from_split(dataset, [index]))))
-    options, _ = resolve_decode_options({}, run.eval_table, extras=("coarse_attn", "chunk_read"))
+    options = DecodeOptions.from_eval_table(run.eval_table).updated({"extras": ("coarse_attn", "chunk_read")})
     summary = Summarizer(run.decoder, run.vocab, options).summarize_batch([doc])[0][0]
     weights = summary.extras["coarse_attn"].float().cpu()
     return weights, [*summary.tokens, "</s>"][: weights.shape[0]], doc.salient

@@ -1,4 +1,4 @@
-"""The ``scg-summarize`` command line: the registry and the ``prepare`` subcommand."""
+"""The ``scg-summarize`` command line: usage errors and the ``prepare`` subcommand."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from scg_summarize import cli
-from scg_summarize.data.command import parse_input_spec
+from scg_summarize.commands.prepare import parse_input_spec
 from scg_summarize.data.storage import read_meta
 
 from ..conftest import TOY_STORIES
@@ -62,9 +62,6 @@ def test_usage_errors_do_not_raise(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main([]) == 2
     assert cli.main(["bogus"]) == 2
     assert "invalid choice" in capsys.readouterr().err
-    if "train" not in cli.load_commands():  # until the training module exists
-        assert cli.main(["train", "--epochs", "3"]) == 2
-        assert "not available" in capsys.readouterr().err
     assert cli.main(["prepare", "--format", "cnndm", "--output", "x"]) == 2
     assert cli.main(["prepare", "--output", "x"]) == 2  # argparse: --format missing
     capsys.readouterr()
@@ -72,30 +69,6 @@ def test_usage_errors_do_not_raise(capsys: pytest.CaptureFixture[str]) -> None:
     assert capsys.readouterr().out.startswith("scg-summarize ")
     assert cli.main(["--help"]) == 0
     assert "prepare" in capsys.readouterr().out
-
-
-def test_registry_discovers_and_isolates_modules(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    (tmp_path / "good_cmd.py").write_text(
-        "from scg_summarize.cli import Command\n"
-        "def add(p):\n    p.add_argument('--n', type=int, default=1)\n"
-        "def run(a):\n    print('hello', a.n)\n    return 0\n"
-        "COMMAND = Command('hello', 'say hello', add, run)\n"
-    )
-    (tmp_path / "bad_cmd.py").write_text("raise RuntimeError('boom')\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(cli, "BUILTIN_COMMAND_MODULES", ("good_cmd", "bad_cmd", "absent_mod"))
-    monkeypatch.setattr(cli, "_REGISTRY", {})
-    monkeypatch.setattr(cli, "COMMANDS_PACKAGE", "scg_summarize_no_such_package")
-    commands = cli.load_commands()
-    assert set(commands) == {"hello", "bad_cmd"}
-    assert cli.main(["hello", "--n", "4"]) == 0
-    assert "hello 4" in capsys.readouterr().out
-    assert cli.main(["bad_cmd"]) == 1
-    assert "boom" in capsys.readouterr().err
-    assert cli.main(["train"]) == 2
-    assert "not available" in capsys.readouterr().err
 
 
 def test_parse_input_spec() -> None:
@@ -114,24 +87,6 @@ def test_console_module_runs_out_of_process() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert "--skip-bad" in result.stdout and "--source-field" in result.stdout
-
-
-def test_commands_package_is_discovered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    package = tmp_path / "fake_cmds"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
-    (package / "hi.py").write_text(
-        "from scg_summarize.cli import Command\n"
-        "COMMANDS = [Command('hi', 'h', lambda p: None, lambda a: 7),\n"
-        "            Command('ho', 'h', lambda p: None, lambda a: 0)]\n"
-    )
-    (package / "_helpers.py").write_text("raise RuntimeError('private modules are not imported')\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(cli, "_REGISTRY", {})
-    monkeypatch.setattr(cli, "COMMANDS_PACKAGE", "fake_cmds")
-    assert {"prepare", "hi", "ho"} <= set(cli.load_commands())
-    assert "_helpers" not in cli.load_commands()
-    assert cli.main(["hi"]) == 7
 
 
 def test_fractions_with_only_named_inputs_are_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -119,7 +119,7 @@ def test_the_command_extractor_expands_variables_and_stops_at_pipes() -> None:
 
 
 def test_every_documented_command_parses() -> None:
-    parser = cli.build_parser(cli.load_commands())
+    parser = cli.build_parser()
     commands = documented_commands()
     assert len(commands) > 50  # the docs show many: a broken extractor would find none
     failures = []
@@ -133,7 +133,7 @@ def test_every_documented_command_parses() -> None:
 
 
 def test_the_command_check_catches_a_removed_flag() -> None:
-    parser = cli.build_parser(cli.load_commands())
+    parser = cli.build_parser()
     with pytest.raises(SystemExit), contextlib.redirect_stderr(io.StringIO()):
         parser.parse_args(["demo", "--budget-minutes", "8"])  # the old demo's flag
 
@@ -203,9 +203,6 @@ def test_getting_started_shows_that_it_learned(tmp_path: Path) -> None:
 
 
 def test_the_readme_states_each_familys_decoding_defaults() -> None:
-    from dataclasses import asdict
-
-    from scg_summarize.decoding.options import resolve_decode_options
     from scg_summarize.train.config import load_config
 
     lines = (ROOT / "README.md").read_text().splitlines()
@@ -215,7 +212,7 @@ def test_the_readme_states_each_familys_decoding_defaults() -> None:
         family, beam, words, ngram, penalty, unk = (cell.strip() for cell in row.strip("|").split("|"))
         config = load_config(re.search(r"`([\w+-]+)`", family).group(1))  # type: ignore[union-attr]
         assert config.model.family == family.split()[0]
-        options, _ = resolve_decode_options({}, asdict(config.eval))
+        options = config.eval.decode
         assert (int(beam), words, ngram, float(penalty)) == (
             options.beam_size,
             f"{options.min_len}-{options.max_len}",

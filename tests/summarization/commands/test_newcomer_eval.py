@@ -17,13 +17,11 @@ from pathlib import Path
 import pytest
 import torch
 from scg_summarize import cli
-from scg_summarize.commands._decoding_args import add_decode_arguments, decode_options
+from scg_summarize.commands._decoding_args import add_decode_arguments, decode_options, describe_sources, given_options
 from scg_summarize.decoding import DecodeOptions
-from scg_summarize.decoding.options import resolve_decode_options
 from scg_summarize.evaluation import AttentionMetrics, fraction_read, fraction_read_per_step
 from scg_summarize.evaluation.report import make_result, markdown_report, select_results
 from scg_summarize.train.config import EvalConfig, load_config
-from scg_summarize.train.report import decode_options as eval_table_options
 
 from ..eval_support import REPO_ROOT, ToySetup, make_toy_setup
 
@@ -58,9 +56,9 @@ def test_decoding_defaults_are_the_documented_settings_everywhere() -> None:
     parser = argparse.ArgumentParser()
     add_decode_arguments(parser)
     assert _fields(decode_options(parser.parse_args([]))) == DOCUMENTED  # command line, no flags
-    assert _fields(eval_table_options(EvalConfig())) == DOCUMENTED  # a run's [eval] table
+    assert _fields(EvalConfig().decode) == DOCUMENTED  # a run's [eval] table
     for name in ("small-C2F+MULTI2", "C2F", "STANDARD"):  # the shipped configurations keep them
-        assert _fields(eval_table_options(load_config(name).eval)) == DOCUMENTED, name
+        assert _fields(load_config(name).eval.decode) == DOCUMENTED, name
 
 
 def test_the_docs_state_the_same_defaults() -> None:
@@ -73,12 +71,19 @@ def test_the_docs_state_the_same_defaults() -> None:
 
 
 def test_precedence_command_line_over_run_over_defaults() -> None:
-    run_table = {"beam": 1, "max_len": 30, "min_len": 0, "block_ngram": 0, "unk": "forbid", "batch_size": 8}
-    options, source = resolve_decode_options({}, run_table)
-    assert options.greedy and options.max_len == 30 and options.unk == "forbid" and source["max_len"] == "run"
-    options, source = resolve_decode_options({"beam_size": 3, "unk": "replace"}, run_table)
-    assert not options.greedy and options.beam_size == 3 and options.unk == "replace"
-    assert source["unk"] == "command line" and options.max_len == 30
+    run_table = {"greedy": True, "max_len": 30, "min_len": 0, "no_repeat_ngram": 0, "unk": "forbid", "batch_size": 8}
+    run = DecodeOptions.from_eval_table(run_table)
+    parser = argparse.ArgumentParser()
+    add_decode_arguments(parser)
+    options = decode_options(parser.parse_args([]), run)
+    assert options.greedy and options.max_len == 30 and options.unk == "forbid"
+    assert "the run's [eval] table: --greedy --max-len --min-len --no-repeat-ngram --unk" in describe_sources(
+        options, {}, run
+    )
+    args = parser.parse_args(["--beam", "3", "--unk", "replace"])
+    options = decode_options(args, run)  # an explicit --beam turns the run's greedy search off
+    assert not options.greedy and options.beam_size == 3 and options.unk == "replace" and options.max_len == 30
+    assert describe_sources(options, given_options(args), run).startswith("command line: --beam --unk;")
     assert DecodeOptions(max_len=6).min_len == 1  # the default minimum never exceeds a quarter of max_len
     with pytest.raises(ValueError, match="min_len"):
         DecodeOptions(max_len=6, min_len=8)  # an explicit contradiction is refused

@@ -116,10 +116,12 @@ def _decode_args(*argv: str) -> argparse.Namespace:
     return parser.parse_args(list(argv))
 
 
-@pytest.mark.parametrize("value", ["nan", "inf", "-1"])
-def test_length_penalty_must_be_finite(value: str) -> None:
-    with pytest.raises(ValueError, match="length_penalty must be a finite number"):
-        decode_options(_decode_args("--length-penalty", value))
+@pytest.mark.parametrize("value", ["nan", "inf", "-1", "x"])
+def test_length_penalty_must_be_finite(value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    for command in ("summarize", "evaluate"):  # refused before the run is read, naming the flag
+        assert main([command, "--run", "no-such-run", "--length-penalty", value]) == 2
+        err = capsys.readouterr().err
+        assert f"argument --length-penalty: expected a finite number >= 0, got '{value}'" in err
     assert decode_options(_decode_args("--length-penalty", "0.5")).length_penalty == 0.5
 
 
@@ -165,7 +167,7 @@ def test_replace_unks_never_picks_a_marker() -> None:
 
 @pytest.mark.parametrize("config", ["ABS", "PAULUS-ML", "MAL", "C2F"])
 def test_family_decoding_defaults_replace_unk(config: str) -> None:
-    assert load_config(config).eval.unk == "replace"  # documented in the README: no <unk> in a summary
+    assert load_config(config).eval.decode.unk == "replace"  # documented in the README: no <unk> in a summary
 
 
 def test_help_and_usage_errors_import_neither_torch_nor_matplotlib() -> None:
@@ -195,17 +197,15 @@ def test_demo_steps_default_is_the_demo_modules() -> None:
 @pytest.mark.parametrize(
     ("config", "named"),
     [("C2F", "the documented defaults"), ("PAULUS-ML", "the run's [eval] table: --beam --max-len;"),
-     ("ABS", "the run's [eval] table: --beam --max-len --min-len --no-repeat-ngram --length-penalty;")],
+     ("ABS", "the run's [eval] table: --beam --max-len --min-len --length-penalty --no-repeat-ngram;")],
 )  # fmt: skip
 def test_evaluate_says_which_decoding_settings_a_family_overrides(config: str, named: str) -> None:
-    from dataclasses import asdict
+    from scg_summarize.commands._decoding_args import describe_sources, given_options
 
-    from scg_summarize.commands._decoding_args import decode_options_with_sources, describe_sources
-
-    options, sources = decode_options_with_sources(_decode_args(), run_table=asdict(load_config(config).eval))
-    assert named in describe_sources(options, sources)
-    options, sources = decode_options_with_sources(_decode_args("--beam", "4"), run_table=None)
-    assert describe_sources(options, sources).startswith("command line: --beam")
+    run = load_config(config).eval.decode
+    assert named in describe_sources(decode_options(_decode_args(), run), {}, run)
+    args = _decode_args("--beam", "4")
+    assert describe_sources(decode_options(args), given_options(args), None).startswith("command line: --beam")
 
 
 class _UnkEveryOtherStep:

@@ -440,20 +440,12 @@ def test_compare_refuses_a_binary_file(tmp_path: Path, capsys) -> None:
     assert f"{tmp_path / 'b.bin'}:1: not UTF-8 text" in "\n".join(_err_lines(capsys))
 
 
-# ----------------------------------------------------------------------------- python -m scripts
-@pytest.mark.parametrize("module", ["scg_summarize.models.mal.conditioning"])
-def test_scripts_name_a_missing_corpus_in_one_line(module: str, tmp_path: Path) -> None:
-    import subprocess
-    import sys
-
-    proc = subprocess.run(
-        [sys.executable, "-m", module, "--data", str(tmp_path / "none"), "--out", str(tmp_path / "run")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 2, proc.stderr
-    assert "Traceback" not in proc.stderr
-    assert proc.stderr.strip() == (
-        f"python -m {module}: error: {tmp_path / 'none'}: no meta.json; not a prepared corpus (run prepare)"
+# ----------------------------------------------------------------------------- the table commands
+@pytest.mark.parametrize("argv", [["abs-baselines"], ["abs-variants", "--run", "RUN"], ["mal-conditioning"]])
+def test_table_commands_name_a_missing_corpus_in_one_line(argv: list[str], tmp_path: Path, capsys) -> None:
+    assert main([*argv, "--data", str(tmp_path / "none"), "--out", str(tmp_path / "out.json")]) == 2
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err and captured.out == ""
+    assert captured.err.strip() == (
+        f"scg-summarize {argv[0]}: error: {tmp_path / 'none'}: no meta.json; not a prepared corpus (run prepare)"
     )

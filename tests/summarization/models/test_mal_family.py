@@ -36,7 +36,7 @@ FAST = [
     "train.log_every=1",
     "train.threads=1",
     "data.max_target_len=12",
-    "eval.beam=2",
+    "eval.beam_size=2",
     "eval.max_len=8",
     "eval.min_len=1",
 ]
@@ -72,7 +72,8 @@ def test_each_table1_row_is_a_configuration_of_the_mal_family(name: str) -> None
     assert "mal" in FAMILIES and "mal" in objective_names()
     config = load_config(name)
     assert config.model.family == "mal" and (config.model.suatt, config.model.unatt) == ROWS[name]
-    assert config.train.optimizer == "adadelta" and config.train.objective == "mal" and config.eval.beam == 10
+    assert config.train.optimizer == "adadelta" and config.train.objective == "mal"
+    assert config.eval.decode.beam_size == 10
     model = _model(name)
     assert (model.supervised is not None, model.unsupervised is not None) == ROWS[name]
     assert (

@@ -81,10 +81,10 @@ def test_copy_suffix_applies_to_any_name_and_overrides_still_win() -> None:
 def test_overrides() -> None:
     config = load_config(
         "small-STANDARD",
-        ["model.hidden=64", "train.optimizer=sgd", "data.regrid=[4, 10]", "train.alternate=0.0", "eval.beam=3"],
+        ["model.hidden=64", "train.optimizer=sgd", "data.regrid=[4, 10]", "train.alternate=0.0", "eval.beam_size=3"],
     )
     assert config.model.hidden == 64 and config.train.optimizer == "sgd" and config.data.regrid == [4, 10]
-    assert config.eval.beam == 3
+    assert config.eval.decode.beam_size == 3
     assert parse_override("train.init_from=runs/x/best.pt") == (["train", "init_from"], "runs/x/best.pt")
     assert parse_override('train.optimizer="adam"') == (["train", "optimizer"], "adam")
 

@@ -7,18 +7,15 @@ import json
 import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..decoding.loading import RunLoadError
-from ..evaluation.rouge import METRICS, RougeOptions
-from ._decoding_args import add_decode_arguments, check_recombine, decode_options, positive_int  # search options
+if TYPE_CHECKING:
+    from ..evaluation.rouge import RougeOptions
+
 
 __all__ = [
     "USER_ERRORS",
-    "add_decode_arguments",
     "add_rouge_arguments",
-    "check_recombine",
-    "decode_options",
     "error",
     "positive_int",
     "rouge_options",
@@ -28,13 +25,23 @@ __all__ = [
 
 #: Exceptions that mean bad input or usage (reported in one line, exit status 1).
 USER_ERRORS: tuple[type[BaseException], ...] = (
-    RunLoadError,
-    ValueError,
+    ValueError,  # (the data pipeline's, the run loader's and the checkpoint reader's errors are ones)
     KeyError,
     FileNotFoundError,
     FileExistsError,
     NotADirectoryError,
 )
+
+
+def positive_int(text: str) -> int:
+    """``argparse`` type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
 
 
 def error(command: str, err: BaseException | str, status: int = 2) -> int:
@@ -55,6 +62,8 @@ def set_threads(args: argparse.Namespace) -> None:
 
 def add_rouge_arguments(parser: argparse.ArgumentParser) -> None:
     """ROUGE options (references, stemming, DUC-style limits, digit matching)."""
+    from ..evaluation.rouge import METRICS
+
     group = parser.add_argument_group("ROUGE")
     group.add_argument(
         "--refs",
@@ -82,6 +91,8 @@ def add_rouge_arguments(parser: argparse.ArgumentParser) -> None:
 
 def rouge_options(args: argparse.Namespace, digits_mapped: bool = False) -> RougeOptions:
     """:class:`RougeOptions` from parsed arguments; ``digits_mapped`` resolves ``auto``."""
+    from ..evaluation.rouge import RougeOptions
+
     hash_digits = {"on": True, "off": False, "auto": digits_mapped}[args.hash_digits]
     metrics = tuple(m.strip() for m in args.metrics.split(",") if m.strip())
     try:

@@ -1,117 +1,82 @@
-"""The search options of ``summarize`` and ``evaluate``, with one source of defaults.
+"""The search flags of ``summarize`` and ``evaluate``, generated from `DecodeOptions`' fields.
 
-Every option defaults to ``None`` (not given); :func:`decode_options` then takes the value from
-the run's ``[eval]`` table when it has one, else from :class:`~scg_summarize.decoding.DecodeOptions`'
-field defaults (the documented settings: beam 4, 10-40 words, trigram blocking, ``<unk>``
-replaced). The help texts show those defaults, read from the same class, so the command line, the
-configuration files and the Python API cannot disagree.
+Each field of [`DecodeOptions`][scg_summarize.decoding.options.DecodeOptions] has one flag, named
+with its help text and allowed values in the field's metadata
+([`Setting`][scg_summarize.decoding.options.Setting]); no table here repeats them. Every flag
+defaults to "not given": a command takes each field from the command line, else from the run's
+``[eval]`` table (its family's documented settings), else from `DecodeOptions`' defaults, and a
+bad value is refused by argparse naming the flag (``argument --length-penalty: expected a finite
+number >= 0, got nan``).
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import fields
 from typing import Any
 
-from ..decoding.beam import markov_window
-from ..decoding.options import UNK_MODES, DecodeOptions, resolve_decode_options
+from ..decoding.options import DecodeOptions, Setting, default_min_len
+from ._common import positive_int
 
 __all__ = [
-    "DECODE_FLAGS",
     "add_decode_arguments",
     "check_recombine",
     "decode_options",
-    "decode_options_with_sources",
     "describe_sources",
-    "positive_int",
+    "given_options",
 ]
 
-_D = DecodeOptions()
-
-#: argparse destination -> :class:`DecodeOptions` field.
-DECODE_FLAGS: dict[str, str] = {
-    "beam": "beam_size",
-    "greedy": "greedy",
-    "max_len": "max_len",
-    "min_len": "min_len",
-    "length_penalty": "length_penalty",
-    "no_repeat_ngram": "no_repeat_ngram",
-    "unk": "unk",
-    "block_repeats": "no_repeat_word",
-    "block_digits": "block_digits",
-    "recombine": "recombine",
-}
+_DEST = "decode_"  #: argparse destination of a field's flag: ``decode_<field>``
 
 
-def positive_int(text: str) -> int:
-    """``argparse`` type: an integer >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
+def _checked(setting: Setting) -> Callable[[str], Any]:
+    """The argparse ``type`` of a flag: its parser, then the field's test (argparse adds the flag)."""
+    parse = setting.parse
+    assert parse is not None
+
+    def convert(text: str) -> Any:
+        try:
+            value = parse(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {setting.expected}, got {text!r}") from None
+        if not setting.test(value):
+            raise argparse.ArgumentTypeError(f"expected {setting.expected}, got {text!r}")
+        return value
+
+    convert.__name__ = setting.flag  # (argparse names the type in some messages)
+    return convert
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, tuple):
+        return ",".join(value) or "none"
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def add_decode_arguments(parser: argparse.ArgumentParser) -> None:
-    """Search options (beam, lengths, normalization, blocking, ``<unk>``, coarse top-k) and the
-    batching/placement options of decoding."""
+    """One flag per `DecodeOptions` field, then the batching/placement options of decoding."""
+
     group = parser.add_argument_group(
-        "decoding (defaults: the run's [eval] table, else the documented settings shown here)"
+        "decoding (each flag defaults to the run's [eval] table, else to the default shown; "
+        "evaluate prints the settings it uses)"
     )
-    group.add_argument("--beam", type=positive_int, default=None, help=f"beam size (default {_D.beam_size})")
-    group.add_argument(
-        "--greedy", action="store_const", const=True, default=None, help="greedy search instead of beam search"
-    )
-    group.add_argument(
-        "--max-len", type=positive_int, default=None, help=f"most words per summary (default {_D.max_len})"
-    )
-    group.add_argument(
-        "--min-len",
-        type=int,
-        default=None,
-        help=f"fewest words per summary (default {_D.min_len}, at most a quarter of --max-len)",
-    )
-    group.add_argument(
-        "--length-penalty",
-        type=float,
-        default=None,
-        metavar="ALPHA",
-        help=f"rank finished hypotheses by log-prob / (length + 1) ** ALPHA (default {_D.length_penalty:g}; 0 = none)",
-    )
-    group.add_argument(
-        "--no-repeat-ngram",
-        type=int,
-        default=None,
-        metavar="N",
-        help=f"forbid repeating any N-gram (3 = trigram blocking; 0 = off; default {_D.no_repeat_ngram})",
-    )
-    group.add_argument(
-        "--unk",
-        choices=UNK_MODES,
-        default=None,
-        help=f"<unk> handling (default {_D.unk}: the most attended source word)",
-    )
-    group.add_argument(
-        "--block-repeats",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="forbid generating the word just generated, as in 'the the' (default off)",
-    )
-    group.add_argument(
-        "--block-digits",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="forbid number tokens ('#', '##.#', digits) in summaries (default off)",
-    )
-    group.add_argument(
-        "--recombine",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="merge beam hypotheses that end in the same C words (Rush et al. 2015; exact for a "
-        "decoder whose state is its last C words, such as ABS's NNLM; default off)",
-    )
+    defaults = DecodeOptions()
+    for item in fields(DecodeOptions):
+        setting: Setting = item.metadata["setting"]
+        shown = "" if item.name == "min_len" else f" (default {_shown(getattr(defaults, item.name))})"
+        kwargs: dict[str, Any] = {"dest": _DEST + item.name, "default": None, "help": setting.help + shown}
+        if setting.parse is None:
+            kwargs["action"] = argparse.BooleanOptionalAction
+        else:
+            kwargs["type"] = _checked(setting)
+            if setting.choices:
+                kwargs["choices"] = setting.choices
+            elif setting.metavar:
+                kwargs["metavar"] = setting.metavar
+        group.add_argument(setting.flag, **kwargs)
     group.add_argument(
         "--coarse-topk",
         type=positive_int,
@@ -125,46 +90,47 @@ def add_decode_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--threads", type=int, default=0, help="torch CPU threads (default 0: torch's choice)")
 
 
-def decode_options(
-    args: argparse.Namespace, extras: Iterable[str] = (), run_table: Mapping[str, Any] | None = None
-) -> DecodeOptions:
-    """:class:`DecodeOptions` from parsed arguments over the run's ``[eval]`` table over the
-    defaults (raises ``ValueError`` naming the option)."""
-    options, _ = decode_options_with_sources(args, extras, run_table)
-    return options
+def given_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The `DecodeOptions` fields given on the command line (field -> value)."""
+
+    given = {item.name: getattr(args, _DEST + item.name, None) for item in fields(DecodeOptions)}
+    return {name: value for name, value in given.items() if value is not None}
 
 
-def decode_options_with_sources(
-    args: argparse.Namespace, extras: Iterable[str] = (), run_table: Mapping[str, Any] | None = None
-) -> tuple[DecodeOptions, dict[str, str]]:
-    """:func:`decode_options` and, per field not at its default, where the value came from."""
-    flags = {field: getattr(args, dest, None) for dest, field in DECODE_FLAGS.items()}
+def decode_options(args: argparse.Namespace, run_options: DecodeOptions | None = None) -> DecodeOptions:
+    """The search settings of a command: its flags over ``run_options`` (the run's ``[eval]``
+    table) over the defaults. Raises ``ValueError`` naming the flag when they do not fit together
+    (``--n-best`` over the beam size, ``--min-len`` over ``--max-len``)."""
+
+    given = given_options(args)
     try:
-        return resolve_decode_options(flags, run_table, n_best=getattr(args, "n_best", 1), extras=tuple(extras))
-    except (ValueError, TypeError) as err:
-        raise ValueError(f"bad decoding option: {err}") from None
+        return (run_options or DecodeOptions()).updated(given)
+    except ValueError as err:
+        flags = " ".join(setting_flag(name) for name in given)
+        raise ValueError(f"decoding flags {flags}: {err}" if flags else f"the run's [eval] table: {err}") from None
 
 
-def describe_sources(options: DecodeOptions, sources: Mapping[str, str]) -> str:
-    """Where the search settings that differ from the documented defaults of
-    :class:`~scg_summarize.decoding.DecodeOptions` came from, for the line ``evaluate`` prints:
-    the command line or the run's ``[eval]`` table (its configuration's, i.e. its family's
-    decoding defaults)."""
-    flag = {field: dest.replace("_", "-") for dest, field in DECODE_FLAGS.items()}
-    shorter = DecodeOptions(max_len=options.max_len)  # (the default min_len depends on max_len)
+def setting_flag(name: str) -> str:
+    """The flag of the `DecodeOptions` field ``name``."""
 
-    def default(name: str) -> Any:
-        return getattr(shorter if name == "min_len" else _D, name)
+    return str(next(f for f in fields(DecodeOptions) if f.name == name).metadata["setting"].flag)
 
-    parts = []
-    for origin, label in (("command line", "command line"), ("run", "the run's [eval] table")):
-        names = [
-            f"--{flag.get(name, name)}"
-            for name, where in sources.items()
-            if where == origin and (origin == "command line" or getattr(options, name) != default(name))
-        ]
-        if names:
-            parts.append(f"{label}: {' '.join(names)}")
+
+def describe_sources(options: DecodeOptions, given: Mapping[str, Any], run_options: DecodeOptions | None) -> str:
+    """Where the settings that are not `DecodeOptions`' defaults came from, for the line ``evaluate``
+    prints: the command line, or the run's ``[eval]`` table (its family's decoding defaults)."""
+
+    defaults = {**DecodeOptions().to_dict(), "min_len": default_min_len(options.max_len)}
+    from_run = [
+        item.name
+        for item in fields(DecodeOptions)
+        if item.name not in given and run_options is not None and options.to_dict()[item.name] != defaults[item.name]
+    ]
+    parts = [
+        f"{label}: {' '.join(setting_flag(name) for name in names)}"
+        for label, names in (("command line", list(given)), ("the run's [eval] table", from_run))
+        if names
+    ]
     parts.append("the documented defaults for the rest" if parts else "the documented defaults")
     return "; ".join(parts)
 
@@ -173,6 +139,8 @@ def check_recombine(options: DecodeOptions, decoder: object, run: object) -> Non
     """Raise ``ValueError`` when ``options.recombine`` is asked of a decoder it is not exact for."""
     if not options.recombine:
         return
+    from ..decoding.beam import markov_window
+
     try:
         markov_window(decoder)
     except TypeError:

@@ -21,13 +21,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..cli import Command
-from ..data.dataset import SummarizationDataset
-from ..data.progress import Progress, progress_enabled
-from ..evaluation.baselines import BASELINES, get_baseline
-from ..evaluation.naming import baseline_stem, write_result_safely
-from ..evaluation.report import markdown_report
-from ..evaluation.runner import evaluate_baseline
+from . import Command
 from ._common import USER_ERRORS, add_rouge_arguments, error, positive_int, rouge_options, write_jsonl
 
 __all__ = ["COMMAND"]
@@ -35,6 +29,8 @@ __all__ = ["COMMAND"]
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``baseline``."""
+    from ..evaluation.baselines import BASELINES
+
     parser.add_argument(
         "--method",
         action="append",
@@ -63,6 +59,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Execute ``baseline``; returns 0 on success, 1 on an error."""
+    from ..data.dataset import SummarizationDataset
+    from ..data.progress import Progress, progress_enabled
+    from ..evaluation.baselines import BASELINES, get_baseline
+    from ..evaluation.naming import baseline_stem, write_result_safely
+    from ..evaluation.report import markdown_report
+    from ..evaluation.runner import evaluate_baseline
+
     methods = list(BASELINES) if "all" in args.method else list(dict.fromkeys(args.method))
     results = []
     try:

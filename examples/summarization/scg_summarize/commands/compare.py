@@ -18,8 +18,7 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from ..cli import Command
-from ..evaluation.significance import paired_bootstrap, read_per_example
+from . import Command
 from ._common import USER_ERRORS, error, positive_int
 
 __all__ = ["COMMAND"]
@@ -43,6 +42,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Execute ``compare``; returns 0 on success, 2 on bad input (one line naming the file and line)."""
+    from ..evaluation.significance import paired_bootstrap, read_per_example
+
     try:
         rows = []
         metrics = [m.strip() for m in args.metrics.split(",") if m.strip()]

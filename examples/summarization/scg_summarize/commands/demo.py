@@ -20,7 +20,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..subcommand import Command
+from . import Command
 
 __all__ = ["COMMAND"]
 

@@ -28,23 +28,16 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..cli import Command
-from ..data.dataset import SummarizationDataset
-from ..data.progress import Progress, progress_enabled
-from ..decoding.loading import input_mismatch, load_run
-from ..decoding.options import describe_options
-from ..evaluation.naming import decode_tag, model_stem, write_result_safely
-from ..evaluation.report import markdown_report
-from ..evaluation.runner import evaluate_model
-from ..evaluation.saliency_topk import run_saliency_top_k, saliency_model
+from . import Command
 from ._common import USER_ERRORS, add_rouge_arguments, error, positive_int, rouge_options, set_threads, write_jsonl
-from ._decoding_args import add_decode_arguments, check_recombine, decode_options_with_sources, describe_sources
 
 __all__ = ["COMMAND"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``evaluate``."""
+    from ._decoding_args import add_decode_arguments
+
     parser.add_argument("--run", required=True, type=Path, metavar="RUN_DIR", help="a trained run directory")
     parser.add_argument("--data", type=Path, default=None, metavar="DIR", help="prepared corpus (default: the run's)")
     parser.add_argument("--split", default="test", help="split to evaluate (default test)")
@@ -75,6 +68,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Execute ``evaluate``; returns 0 on success, 1 on an error."""
+    from ..data.dataset import SummarizationDataset
+    from ..data.progress import Progress, progress_enabled
+    from ..decoding.loading import input_mismatch, load_run
+    from ..decoding.options import DecodeOptions, describe_options
+    from ..evaluation.naming import decode_tag, model_stem, write_result_safely
+    from ..evaluation.report import markdown_report
+    from ..evaluation.runner import evaluate_model
+    from ..evaluation.saliency_topk import run_saliency_top_k, saliency_model
+    from ._decoding_args import check_recombine, decode_options, describe_sources, given_options
+
     set_threads(args)
     try:
         loaded = load_run(
@@ -92,11 +95,11 @@ def run(args: argparse.Namespace) -> int:
         ]
         for line in warnings:
             print(f"evaluate: warning: {line}: the model does not read what it was trained on", file=sys.stderr)
-        decode, sources = decode_options_with_sources(args, run_table=loaded.eval_table)
+        run_options = DecodeOptions.from_eval_table(loaded.eval_table) if loaded.eval_table is not None else None
+        decode = decode_options(args, run_options)
         check_recombine(decode, loaded.decoder, args.run)
-        print(
-            f"evaluate: decoding with {describe_options(decode)} ({describe_sources(decode, sources)})", file=sys.stderr
-        )
+        sources = describe_sources(decode, given_options(args), run_options)
+        print(f"evaluate: decoding with {describe_options(decode)} ({sources})", file=sys.stderr)
         rouge = rouge_options(args, digits_mapped=loaded.prep_options.digits_to_hash)
         tag = decode_tag(decode, coarse_topk=args.coarse_topk, limit=args.limit, checkpoint=args.checkpoint)
         stem = model_stem(Path(data_dir).name, args.split, tag, rouge)

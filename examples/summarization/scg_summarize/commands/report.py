@@ -21,8 +21,7 @@ import json
 import sys
 from pathlib import Path
 
-from ..cli import Command
-from ..evaluation.report import collect_results, columns_table, markdown_report, select_results
+from . import Command
 from ._common import USER_ERRORS, error
 
 __all__ = ["COMMAND"]
@@ -46,6 +45,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Execute ``report``; returns 0 on success, 1 on an error (also when nothing is found)."""
+    from ..evaluation.report import collect_results, columns_table, markdown_report, select_results
+
     try:
         results = collect_results(args.runs_dir)
         if args.split is not None:

@@ -30,26 +30,15 @@ import sys
 from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
-from ..cli import Command
-from ..data.dataset import SummarizationDataset
-from ..data.errors import DataError
-from ..data.progress import Progress, progress_enabled
-from ..data.vocab import require_same_vocab
-from ..decoding.inputs import INPUT_FORMATS, SourceDocument, documents_from_split, read_documents
-from ..decoding.loading import load_run
-from ..decoding.summarizer import Summarizer, Summary
-from ..decoding.wrapped import looks_wrapped, read_document
-from ._common import (
-    USER_ERRORS,
-    add_decode_arguments,
-    check_recombine,
-    decode_options,
-    error,
-    positive_int,
-    set_threads,
-)
+from . import Command
+from ._common import USER_ERRORS, error, positive_int, set_threads
+
+if TYPE_CHECKING:
+    from ..decoding.inputs import SourceDocument
+    from ..decoding.summarizer import Summarizer, Summary
+
 
 __all__ = ["COMMAND", "attention_record", "summary_record"]
 
@@ -59,6 +48,9 @@ _JSON_NAMES = {"coarse_attn": "coarse", "chunk_read": "chunk_read", "word_attn":
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``summarize``."""
+    from ..decoding.inputs import INPUT_FORMATS
+    from ._decoding_args import add_decode_arguments
+
     parser.add_argument("--run", required=True, type=Path, metavar="RUN_DIR", help="a trained run directory")
     source = parser.add_argument_group("input (one of --input / --data)")
     source.add_argument("--input", default=None, metavar="FILE", help="raw documents ('-' = stdin)")
@@ -87,7 +79,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     out.add_argument("--output", type=Path, default=None, help="write here instead of stdout")
     out.add_argument("--jsonl", action="store_true", help="one JSON object per document")
     out.add_argument("--attention", action="store_true", help="include attention in the JSON (implies --jsonl)")
-    out.add_argument("--n-best", type=positive_int, default=1, help="also output the K best summaries (jsonl)")
     out.add_argument("--quiet", action="store_true", help="no progress bar")
     add_decode_arguments(parser)
 
@@ -133,6 +124,11 @@ def summary_record(doc: SourceDocument, summaries: list[Summary], attention: boo
 
 
 def _documents(args: argparse.Namespace, run: Any) -> Iterator[SourceDocument]:
+    from ..data.dataset import SummarizationDataset
+    from ..data.vocab import require_same_vocab
+    from ..decoding.inputs import documents_from_split, read_documents
+    from ..decoding.wrapped import read_document
+
     if args.input is None and args.data is None:
         raise ValueError("give --input FILE (raw documents) or --data DIR (a prepared split)")
     if args.input is None:
@@ -158,6 +154,8 @@ def _documents(args: argparse.Namespace, run: Any) -> Iterator[SourceDocument]:
 def _warn_if_wrapped(path: str) -> None:
     """Warn when a text file looks like one document wrapped over many lines (not for stdin,
     which cannot be read twice)."""
+    from ..decoding.wrapped import looks_wrapped
+
     if path == "-" or not Path(path).is_file():
         return
     with open(path, encoding="utf-8", errors="replace") as handle:
@@ -173,6 +171,8 @@ def _warn_if_wrapped(path: str) -> None:
 
 def _total(args: argparse.Namespace, run: Any) -> int | None:
     """The number of documents when known in advance (a prepared split, one document)."""
+    from ..data.dataset import SummarizationDataset
+
     if args.format == "document":
         return 1
     if args.input is None and args.data is not None:
@@ -190,6 +190,7 @@ def _write(
 ) -> int:
     """Write one output line per input document, in input order; an empty document (a blank
     input line) gets an empty summary and a warning, so output line i answers input line i."""
+
     count = 0
     as_json = args.jsonl or args.attention
     empties_before: deque[list[str]] = deque()  # ids of the empty documents before each real one
@@ -237,6 +238,13 @@ def _same_file(a: Path, b: Path) -> bool:
 
 def run(args: argparse.Namespace) -> int:
     """Execute ``summarize``; returns 0 on success, 1 on an error."""
+    from ..data.errors import DataError
+    from ..data.progress import Progress, progress_enabled
+    from ..decoding.loading import load_run
+    from ..decoding.options import DecodeOptions
+    from ..decoding.summarizer import Summarizer
+    from ._decoding_args import check_recombine, decode_options
+
     set_threads(args)
     if args.output is not None and args.input not in (None, "-") and _same_file(Path(args.input), args.output):
         return error(
@@ -248,7 +256,9 @@ def run(args: argparse.Namespace) -> int:
         loaded = load_run(
             args.run, checkpoint=args.checkpoint, coarse_topk=args.coarse_topk, device=args.device, data_dir=args.data
         )
-        options = decode_options(args, extras=ATTENTION_KEYS if args.attention else (), run_table=loaded.eval_table)
+        options = decode_options(args, DecodeOptions.from_eval_table(loaded.eval_table))
+        if args.attention:
+            options = options.updated({"extras": tuple(dict.fromkeys((*options.extras, *ATTENTION_KEYS)))})
         check_recombine(options, loaded.decoder, args.run)
         summarizer = Summarizer(loaded.decoder, loaded.vocab, options, batch_size=args.batch_size, device=args.device)
         docs = loaded.prepare(_documents(args, loaded))

@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..cli import Command
+from . import Command
 
 __all__ = ["COMMAND", "add_arguments", "evaluate_test", "run", "test_table"]
 
@@ -64,12 +64,12 @@ def evaluate_test(run_dir: Path, data: Path, *, rouge: bool) -> dict[str, Any]:
     import torch
 
     from ..evaluation.report import read_training_record
+    from ..evaluation.runs import evaluate_run
     from ..train.data import load_split
     from ..train.evaluate import evaluate_nll
     from ..train.fingerprint import check_fingerprint
     from ..train.loop import BEST, load_model
     from ..train.progress import PhaseProgress
-    from ..train.report import evaluate_run
 
     def say(line: str) -> None:
         print(f"train: {line}", file=sys.stderr, flush=True)

@@ -21,17 +21,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..cli import Command
 from ..jsonlines import json_objects
-from ..viz.curves import find_log, load_curves, plot_curves
-from ..viz.heatmaps import attention_from_record, coarse_heatmap, word_heatmap
-from ..viz.output import FIGURE_FORMATS, save_figure
+from . import Command
 from ._common import USER_ERRORS, error
 
 __all__ = ["COMMAND", "read_record"]
 
 
 def _add_output(parser: argparse.ArgumentParser) -> None:
+    from ..viz.output import FIGURE_FORMATS
+
     parser.add_argument("--output", required=True, type=Path, help="figure path (its suffix is the format)")
     parser.add_argument(
         "--format", default=None, help=f"comma-separated formats written next to --output ({','.join(FIGURE_FORMATS)})"
@@ -88,6 +87,10 @@ def _formats(args: argparse.Namespace) -> list[str] | None:
 
 def run(args: argparse.Namespace) -> int:
     """Execute ``visualize``; returns 0 on success, 1 on an error."""
+    from ..viz.curves import find_log, load_curves, plot_curves
+    from ..viz.heatmaps import attention_from_record, coarse_heatmap, word_heatmap
+    from ..viz.output import save_figure
+
     try:
         if args.figure == "curves":
             log = find_log(args.run) if args.run is not None else args.log

@@ -1,12 +1,21 @@
 """Search settings ([`DecodeOptions`][scg_summarize.decoding.options.DecodeOptions]) and the finished-hypothesis record.
 
-`DecodeOptions`' field defaults are *the* decoding defaults of the project, the settings
-documented in ``docs/evaluation.md`` and used for ``docs/results.md``: beam 4, 10-40 words,
-trigram blocking, ``<unk>`` replaced by the most attended source word. Everything else takes its
-defaults from here: the ``[eval]`` table of a run configuration
-(``scg_summarize.train.config.EvalConfig``), the command-line options of ``summarize`` and
-``evaluate``, and `resolve_decode_options`, which merges the three in the order
-*command line > the run's* ``[eval]`` *table > these defaults*.
+`DecodeOptions` is the one source of the decoding settings. Each field carries, in its dataclass
+metadata, a [`Setting`][scg_summarize.decoding.options.Setting]: its command-line flag, its help
+text and its allowed values. From it come
+
+* the ``[eval]`` table of a run configuration, whose keys are the field names
+  (``scg_summarize.train.config.EvalConfig`` holds a ``DecodeOptions``);
+* the search flags of ``scg-summarize summarize`` and ``evaluate``
+  (``scg_summarize.commands._decoding_args``), one per field;
+* the checks: a bad value is refused with the field (or flag) named, the allowed values and the
+  value found, wherever it came from.
+
+The field defaults are the project's documented settings (beam 4, 10-40 words, trigram blocking,
+``<unk>`` replaced by the most attended source word); a family's configuration may set others in
+its ``[eval]`` table (``docs/evaluation.md`` lists them). A command takes each field from the
+command line, else from the run's ``[eval]`` table, else from these defaults
+([`DecodeOptions.updated`][scg_summarize.decoding.options.DecodeOptions.updated]).
 
 Lengths count generated words *without* ``</s>``: a hypothesis of length ``L`` has ``L`` words
 followed by ``</s>``. Length normalization divides the summed log-probability by
@@ -16,34 +25,71 @@ total log-probability (the exact-argmax setting) and ``1`` by the average per wo
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import TYPE_CHECKING, Any, Literal
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 __all__ = [
     "DEFAULT_MIN_LEN",
-    "EVAL_TABLE_KEYS",
     "UNK_MODES",
     "DecodeOptions",
     "Hypothesis",
+    "Setting",
     "describe_options",
-    "options_from_eval_table",
-    "resolve_decode_options",
+    "option_problems",
+    "setting_of",
 ]
 
 UnkMode = Literal["allow", "forbid", "replace"]
 UNK_MODES: tuple[str, ...] = ("allow", "forbid", "replace")
 
-
 #: The default minimum summary length (words) for the default ``max_len`` of 40.
 DEFAULT_MIN_LEN = 10
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Setting:
+    """The user-facing side of a `DecodeOptions` field (stored in its metadata).
+
+    Attributes:
+        flag: the command-line flag of ``summarize`` and ``evaluate`` (the TOML key is the field name).
+        help: the help text.
+        expected: the allowed values in words (``"an integer >= 1"``), for error messages.
+        test: whether a value (already of the field's type, as TOML or the flag's parser gives it)
+            is allowed.
+        parse: turns the flag's text into a value (``None``: an on/off flag).
+        choices: the allowed words of a string setting.
+        metavar: the flag's placeholder in ``--help``.
+    """
+
+    flag: str
+    help: str
+    expected: str
+    test: Callable[[Any], bool]
+    parse: Callable[[str], Any] | None = None
+    choices: tuple[str, ...] = ()
+    metavar: str | None = None
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _int_at_least(low: int) -> Callable[[Any], bool]:
+    return lambda v: _is_int(v) and v >= low
+
+
+def _names(text: str) -> tuple[str, ...]:
+    return tuple(name.strip() for name in text.split(",") if name.strip())
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class DecodeOptions:
-    """How to search.
+    """How to search (see the module docstring; each field's `Setting` says more).
 
     Attributes:
         beam_size: hypotheses kept per example (1 with ``greedy`` is plain greedy search).
@@ -71,44 +117,170 @@ class DecodeOptions:
             back (n-gram blocking does: with ``no_repeat_ngram`` it is a heuristic).
     """
 
-    beam_size: int = 4
-    greedy: bool = False
-    max_len: int = 40
-    min_len: int | None = None  # None: DEFAULT_MIN_LEN, at most max_len // 4 (set in __post_init__)
-    length_penalty: float = 1.0
-    no_repeat_ngram: int = 3
-    unk: UnkMode = "replace"
-    no_repeat_word: bool = False
-    block_digits: bool = False
-    n_best: int = 1
-    extras: tuple[str, ...] = ()
-    recombine: bool = False
+    beam_size: int = field(
+        default=4,
+        metadata={
+            "setting": Setting(
+                flag="--beam", help="beam size", expected="an integer >= 1", test=_int_at_least(1), parse=int
+            )
+        },
+    )
+    greedy: bool = field(
+        default=False,
+        metadata={
+            "setting": Setting(
+                flag="--greedy",
+                help="greedy search instead of beam search",
+                expected="true or false",
+                test=lambda v: isinstance(v, bool),
+            )
+        },
+    )
+    max_len: int = field(
+        default=40,
+        metadata={
+            "setting": Setting(
+                flag="--max-len",
+                help="most words per summary",
+                expected="an integer >= 1",
+                test=_int_at_least(1),
+                parse=int,
+            )
+        },
+    )
+    min_len: int | None = field(
+        default=None,
+        metadata={
+            "setting": Setting(
+                flag="--min-len",
+                help=f"fewest words per summary (unset: {DEFAULT_MIN_LEN}, at most a quarter of the most)",
+                expected="an integer >= 0 and at most max_len",
+                test=lambda v: v is None or (_is_int(v) and v >= 0),
+                parse=int,
+            )
+        },
+    )
+    length_penalty: float = field(
+        default=1.0,
+        metadata={
+            "setting": Setting(
+                flag="--length-penalty",
+                help="rank finished hypotheses by log-prob / (length + 1) ** ALPHA (0 = none)",
+                expected="a finite number >= 0",
+                test=lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0,
+                parse=float,
+                metavar="ALPHA",
+            )
+        },
+    )
+    no_repeat_ngram: int = field(
+        default=3,
+        metadata={
+            "setting": Setting(
+                flag="--no-repeat-ngram",
+                help="forbid repeating any N-gram (3 = trigram blocking; 0 = off)",
+                expected="0 (off) or an integer >= 2",
+                test=lambda v: _is_int(v) and (v == 0 or v >= 2),
+                parse=int,
+                metavar="N",
+            )
+        },
+    )
+    unk: UnkMode = field(
+        default="replace",
+        metadata={
+            "setting": Setting(
+                flag="--unk",
+                help="<unk> handling: allow it, forbid it, or replace it by the most attended source word",
+                expected="one of " + ", ".join(repr(m) for m in UNK_MODES),
+                test=lambda v: v in UNK_MODES,
+                parse=str,
+                choices=UNK_MODES,
+            )
+        },
+    )
+    no_repeat_word: bool = field(
+        default=False,
+        metadata={
+            "setting": Setting(
+                flag="--block-repeats",
+                help="forbid generating the word just generated, as in 'the the'",
+                expected="true or false",
+                test=lambda v: isinstance(v, bool),
+            )
+        },
+    )
+    block_digits: bool = field(
+        default=False,
+        metadata={
+            "setting": Setting(
+                flag="--block-digits",
+                help="forbid number tokens ('#', '##.#', digits) in summaries",
+                expected="true or false",
+                test=lambda v: isinstance(v, bool),
+            )
+        },
+    )
+    n_best: int = field(
+        default=1,
+        metadata={
+            "setting": Setting(
+                flag="--n-best",
+                help="finished summaries returned per document (at most the beam size; written by summarize --jsonl)",
+                expected="an integer >= 1",
+                test=_int_at_least(1),
+                parse=int,
+                metavar="K",
+            )
+        },
+    )
+    extras: tuple[str, ...] = field(
+        default=(),
+        metadata={
+            "setting": Setting(
+                flag="--extras",
+                help="model outputs recorded per generated word, comma-separated (* = all; summarize --attention "
+                "records the attention)",
+                expected="a list of names",
+                test=lambda v: isinstance(v, (tuple, list)) and all(isinstance(e, str) for e in v),
+                parse=_names,
+                metavar="NAMES",
+            )
+        },
+    )
+    recombine: bool = field(
+        default=False,
+        metadata={
+            "setting": Setting(
+                flag="--recombine",
+                help="merge beam hypotheses that end in the same C words (Rush et al. 2015; exact for a decoder "
+                "whose state is its last C words, such as ABS's NNLM)",
+                expected="true or false",
+                test=lambda v: isinstance(v, bool),
+            )
+        },
+    )
 
     def __post_init__(self) -> None:
-        if not isinstance(self.beam_size, int) or self.beam_size < 1:
-            raise ValueError(f"beam_size must be a positive integer, got {self.beam_size!r}")
-        if not isinstance(self.max_len, int) or self.max_len < 1:
-            raise ValueError(f"max_len must be a positive integer, got {self.max_len!r}")
+        if isinstance(self.extras, list):
+            object.__setattr__(self, "extras", tuple(self.extras))  # (a TOML array)
+        problems = option_problems({f.name: getattr(self, f.name) for f in fields(self)})
+        if problems:
+            raise ValueError("; ".join(problems))
         if self.min_len is None:
-            object.__setattr__(self, "min_len", min(DEFAULT_MIN_LEN, self.max_len // 4))
-        if not isinstance(self.min_len, int) or not 0 <= self.min_len <= self.max_len:
-            raise ValueError(f"min_len must be in [0, max_len={self.max_len}], got {self.min_len!r}")
-        if not isinstance(self.length_penalty, (int, float)) or not 0 <= self.length_penalty < float("inf"):
-            raise ValueError(f"length_penalty must be a finite number >= 0, got {self.length_penalty!r}")
-        if not isinstance(self.no_repeat_ngram, int) or self.no_repeat_ngram < 0 or self.no_repeat_ngram == 1:
-            raise ValueError(f"no_repeat_ngram must be 0 (off) or >= 2, got {self.no_repeat_ngram!r}")
-        if self.unk not in UNK_MODES:
-            raise ValueError(f"unk must be one of {UNK_MODES}, got {self.unk!r}")
-        for flag in ("greedy", "no_repeat_word", "block_digits"):
-            if not isinstance(getattr(self, flag), bool):
-                raise ValueError(f"{flag} must be true or false, got {getattr(self, flag)!r}")
-        if not isinstance(self.n_best, int) or self.n_best < 1:
-            raise ValueError(f"n_best must be a positive integer, got {self.n_best!r}")
-        if isinstance(self.extras, str) or not all(isinstance(e, str) for e in self.extras):
-            raise ValueError(f"extras must be a tuple of names, got {self.extras!r}")
-        width = 1 if self.greedy else self.beam_size
-        if self.n_best > width:
-            raise ValueError(f"n_best={self.n_best} exceeds the beam size {width}")
+            object.__setattr__(self, "min_len", default_min_len(self.max_len))
+
+    @classmethod
+    def from_eval_table(cls, table: Mapping[str, Any] | None) -> DecodeOptions:
+        """The search settings of a run's ``[eval]`` table (``config.json``): its keys that are
+        fields of this class (its others, ``batch_size`` and ``max_examples``, are not search
+        settings); the defaults for ``None``. Raises ``ValueError`` naming a bad key."""
+        names = {f.name for f in fields(cls)}
+        values = {key: value for key, value in (table or {}).items() if key in names}
+        problems = option_problems(values, prefix="eval.")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return cls(**values)
 
     def wants(self, name: str) -> bool:
         """Whether the extra ``name`` is recorded."""
@@ -125,57 +297,67 @@ class DecodeOptions:
             return log_prob
         return float(log_prob / float(length + 1) ** float(self.length_penalty))
 
+    def updated(self, changes: Mapping[str, Any]) -> DecodeOptions:
+        """These options with ``changes`` (field -> value) applied, as a command applies its flags
+        over a run's settings: a ``min_len`` that was the default for the old ``max_len`` follows a
+        new ``max_len``, and a ``beam_size`` given without ``greedy`` turns greedy search off.
+        Raises ``ValueError`` naming a bad field."""
+        changes = dict(changes)
+        unknown = sorted(set(changes) - {f.name for f in fields(self)})
+        if unknown:
+            raise ValueError(f"unknown decoding option(s) {', '.join(unknown)}")
+        if "max_len" in changes and "min_len" not in changes and self.min_len == default_min_len(self.max_len):
+            changes["min_len"] = None
+        if "beam_size" in changes and "greedy" not in changes:
+            changes["greedy"] = False
+        return replace(self, **changes)
+
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-serializable dict (stored next to outputs)."""
-        return asdict(self)
+        """A JSON-serializable dict (stored next to outputs; the ``[eval]`` keys)."""
+        values = asdict(self)
+        values["extras"] = list(self.extras)
+        return values
 
 
-#: ``[eval]`` table key of a run configuration -> [`DecodeOptions`][scg_summarize.decoding.options.DecodeOptions] field.
-EVAL_TABLE_KEYS: dict[str, str] = {
-    "beam": "beam_size",
-    "max_len": "max_len",
-    "min_len": "min_len",
-    "block_ngram": "no_repeat_ngram",
-    "length_penalty": "length_penalty",
-    "unk": "unk",
-    "no_repeat_word": "no_repeat_word",
-    "block_digits": "block_digits",
-}
+def default_min_len(max_len: int) -> int:
+    """The ``min_len`` used when none is set: `DEFAULT_MIN_LEN`, at most a quarter of ``max_len``."""
+    return min(DEFAULT_MIN_LEN, max_len // 4)
 
 
-def options_from_eval_table(table: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The `DecodeOptions` fields set by a run's ``[eval]`` table (other keys, such as
-    ``batch_size``, are ignored). ``beam = 1`` means greedy search."""
-    fields: dict[str, Any] = {}
-    for key, name in EVAL_TABLE_KEYS.items():
-        if table is not None and table.get(key) is not None:
-            fields[name] = table[key]
-    if fields.get("beam_size") == 1:
-        fields["greedy"] = True
-    return fields
+def setting_of(name: str) -> Setting:
+    """The `Setting` of the `DecodeOptions` field ``name``."""
+    found = {f.name: f for f in fields(DecodeOptions)}
+    if name not in found:
+        raise KeyError(f"DecodeOptions has no field {name!r}")
+    setting: Setting = found[name].metadata["setting"]
+    return setting
 
 
-def resolve_decode_options(
-    flags: Mapping[str, Any], run_table: Mapping[str, Any] | None = None, **fixed: Any
-) -> tuple[DecodeOptions, dict[str, str]]:
-    """The search settings of a command: each field from the command line (``flags``: field ->
-    value, ``None`` = not given), else from the run's ``[eval]`` table, else the default.
-
-    ``fixed`` fields (``extras``, ``n_best``) are set as given. Returns the options and, per
-    field that is not the default, where its value came from (``"command line"`` or ``"run"``).
-    Raises ``ValueError`` naming the bad field.
-    """
-    values: dict[str, Any] = {}
-    source: dict[str, str] = {}
-    for name, value in options_from_eval_table(run_table).items():
-        values[name], source[name] = value, "run"
-    if flags.get("beam_size") is not None and flags.get("greedy") is None and values.get("greedy"):
-        values["greedy"] = False  # an explicit --beam K overrides the run's greedy setting
-    for name, value in flags.items():
-        if value is not None:
-            values[name], source[name] = value, "command line"
-    options = DecodeOptions(**{**values, **fixed})
-    return options, source
+def option_problems(values: Mapping[str, Any], prefix: str = "", also_known: tuple[str, ...] = ()) -> list[str]:
+    """Every problem of the `DecodeOptions` fields ``values`` (as a TOML table or a caller gives
+    them), one line each: ``PREFIX+FIELD: expected ..., got ...`` (or an unknown field; the keys
+    ``also_known`` are skipped, and listed as known). Empty when `DecodeOptions` (**values) is
+    valid."""
+    known = {f.name: f.metadata["setting"] for f in fields(DecodeOptions)}
+    problems: list[str] = []
+    for name, value in values.items():
+        setting = known.get(name)
+        if name in also_known:
+            continue
+        if setting is None:
+            problems.append(f"{prefix}{name}: unknown option (known: {', '.join((*known, *also_known))})")
+        elif not setting.test(value):
+            problems.append(f"{prefix}{name}: expected {setting.expected}, got {value!r}")
+    if problems:
+        return problems
+    values = {name: value for name, value in values.items() if name not in also_known}
+    max_len, min_len = values.get("max_len", 40), values.get("min_len")
+    if min_len is not None and min_len > max_len:
+        problems.append(f"{prefix}min_len: expected at most max_len={max_len}, got {min_len}")
+    width = 1 if values.get("greedy", False) else values.get("beam_size", 4)
+    if values.get("n_best", 1) > width:
+        problems.append(f"{prefix}n_best: expected at most the beam size {width}, got {values['n_best']}")
+    return problems
 
 
 def describe_options(options: DecodeOptions) -> str:

@@ -20,7 +20,7 @@ from typing import Any
 
 from ..data.dataset import SummarizationDataset
 from ..decoding.loading import load_run
-from ..decoding.options import DecodeOptions, resolve_decode_options
+from ..decoding.options import DecodeOptions
 from ..jsonlines import json_object
 from .rouge import RougeOptions
 from .runner import evaluate_model
@@ -65,7 +65,7 @@ def evaluate_run(
     table = raw.get("eval") if isinstance(raw.get("eval"), dict) else {}
     split = split or str((raw.get("data") or {}).get("test_split", "test"))
     if decode is None:
-        decode, _ = resolve_decode_options({}, table)
+        decode = DecodeOptions.from_eval_table(table)
     run = load_run(run_dir, data_dir=data_dir, device=device)
     dataset = SummarizationDataset(data_dir, split, vocab=run.vocab)
     limit = limit or int(table.get("max_examples", 0)) or None

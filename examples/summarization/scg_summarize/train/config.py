@@ -16,12 +16,13 @@ overrides anything; the value is parsed as TOML (``--set model.hidden=64``,
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ..decoding.options import DecodeOptions, resolve_decode_options
+from ..decoding.options import DecodeOptions, option_problems
 from ..models.config import ModelConfig
 from .schema import ConfigError, check_config
 
@@ -200,35 +201,56 @@ class DataConfig:
             raise ValueError(f"data.regrid must be [M, N] with positive M, N, got {self.regrid}")
 
 
-_DECODE = DecodeOptions()  # the one source of the decoding defaults
-
-
 @dataclass
 class EvalConfig:
-    """Decoding for ROUGE after training (``train --rouge``, the demo) and the run's defaults for
-    ``summarize``/``evaluate``: beam size (1: greedy), lengths, n-gram blocking (0 or ≥ 2),
-    length penalty α, ``unk`` (``allow``, ``forbid`` or ``replace``: copy the source word with
-    the highest attention), immediate word repeats and number tokens blocked. The defaults are
-    `DecodeOptions`' (the documented settings)."""
+    """The ``[eval]`` table: decoding for ROUGE after training (``train --rouge``, the demo) and the
+    run's defaults for ``summarize``/``evaluate``.
 
-    beam: int = _DECODE.beam_size
-    max_len: int = _DECODE.max_len
-    min_len: int | None = None  # None: DecodeOptions' default (10 words, at most max_len // 4)
-    block_ngram: int = _DECODE.no_repeat_ngram
-    length_penalty: float = _DECODE.length_penalty
-    unk: str = _DECODE.unk
-    no_repeat_word: bool = _DECODE.no_repeat_word
-    block_digits: bool = _DECODE.block_digits
+    In TOML (and ``config.json``) the table is flat: its keys are the fields of `DecodeOptions`
+    (``beam_size``, ``max_len``, ``unk``, ...; a key left out takes `DecodeOptions`' default)
+    plus ``batch_size`` and ``max_examples``.
+
+    Attributes:
+        decode: the search settings.
+        batch_size: examples decoded at once.
+        max_examples: evaluate only the first N test examples (0: all).
+    """
+
+    decode: DecodeOptions = field(default_factory=DecodeOptions)
     batch_size: int = 32
     max_examples: int = 0
 
+    @classmethod
+    def from_table(cls, table: Mapping[str, Any]) -> EvalConfig:
+        """An ``[eval]`` table (flat, see the class docstring); raises `ConfigError` listing every bad key."""
+        problems = eval_problems(table)
+        if problems:
+            raise ConfigError(problems)
+        own = {key: table[key] for key in _EVAL_OWN if key in table}
+        return cls(decode=DecodeOptions(**{k: v for k, v in table.items() if k not in _EVAL_OWN}), **own)
+
+    def to_table(self) -> dict[str, Any]:
+        """The flat ``[eval]`` table (the inverse of `from_table`)."""
+        return {**self.decode.to_dict(), "batch_size": self.batch_size, "max_examples": self.max_examples}
+
     def validate(self) -> None:
-        try:
-            resolve_decode_options({}, asdict(self))
-        except (TypeError, ValueError) as err:
-            raise ValueError(f"eval: {err}") from None
         if self.batch_size < 1 or self.max_examples < 0:
             raise ValueError("eval.batch_size must be positive and eval.max_examples non-negative")
+
+
+_EVAL_OWN: tuple[str, ...] = ("batch_size", "max_examples")
+
+
+def eval_problems(table: Any) -> list[str]:
+    """Every problem of a raw ``[eval]`` table, one line each (``eval.KEY: expected ..., got ...``)."""
+    if not isinstance(table, Mapping):
+        return [f"eval: expected a table of options ([eval] in TOML), got {table!r}"]
+    problems = option_problems(table, prefix="eval.", also_known=_EVAL_OWN)
+    for key, low in (("batch_size", 1), ("max_examples", 0)):
+        value = table.get(key, low)
+        if not isinstance(value, int) or isinstance(value, bool) or value < low:
+            problems.append(f"eval.{key}: expected an integer >= {low}, got {value!r}")
+    return problems
 
 
 @dataclass
@@ -251,17 +273,20 @@ class Config:
             raise ValueError("train.alternate (+ALTERNATE) needs model.attention = 'c2f'")
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The configuration as plain data (``config.json``; the ``[eval]`` table flat)."""
+        return {**asdict(self), "eval": self.eval.to_table()}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Config:
         """Build and validate a configuration; raises `ConfigError` listing every
         bad key at once (`check_config`)."""
-        tables: dict[str, type] = {"model": ModelConfig, "train": TrainConfig, "data": DataConfig, "eval": EvalConfig}
-        problems = check_config(data, tables)
+        tables: dict[str, type] = {"model": ModelConfig, "train": TrainConfig, "data": DataConfig}
+        problems = check_config({k: v for k, v in data.items() if k != "eval"}, tables)
+        problems += eval_problems(data.get("eval", {}))
         if problems:
             raise ConfigError(problems)
         parts: dict[str, Any] = {key: cls_(**dict(data.get(key, {}))) for key, cls_ in tables.items()}
+        parts["eval"] = EvalConfig.from_table(data.get("eval", {}))
         config = cls(name=str(data.get("name", "custom")), description=str(data.get("description", "")), **parts)
         config.validate()
         return config

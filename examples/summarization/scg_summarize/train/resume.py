@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..models.loading import check_same_model  # (re-exported: it lives with the model loader)
-from .config import Config
+from .config import Config, EvalConfig
 
 __all__ = ["RESUMABLE", "check_resume_config", "check_same_model"]
 
@@ -34,19 +34,7 @@ RESUMABLE: frozenset[str] = frozenset(
         "train.threads",
         "train.throttle_s",
         "train.checkpoint_every",
-        *(
-            f"eval.{k}"
-            for k in (
-                "beam",
-                "max_len",
-                "min_len",
-                "block_ngram",
-                "length_penalty",
-                "unk",
-                "batch_size",
-                "max_examples",
-            )
-        ),
+        *(f"eval.{k}" for k in EvalConfig().to_table()),  # decoding settings change no training step
     }
 )
 

@@ -144,13 +144,6 @@ RULES: dict[str, Rule] = {
     "data.max_target_len": _NON_NEGATIVE,
     "data.regrid": Rule("[] or [M, N] with M, N >= 1", lambda v: v == [] or (len(v) == 2 and min(v) >= 1), True),
     "data.bucket_by": _one_of("tgt", "src", "both", "none"),
-    "eval.beam": _POSITIVE,
-    "eval.max_len": _POSITIVE,
-    "eval.min_len": _NON_NEGATIVE,
-    "eval.block_ngram": Rule("0 (off) or an integer >= 2", lambda v: v == 0 or v >= 2, True),
-    "eval.unk": _one_of("allow", "forbid", "replace"),
-    "eval.batch_size": _POSITIVE,
-    "eval.max_examples": _NON_NEGATIVE,
 }
 
 

@@ -41,7 +41,7 @@ def validation_rouge(
 
     was_training = model.training
     decoder = ModelStepDecoder(model)
-    options = DecodeOptions(greedy=True, max_len=config.eval.max_len)
+    options = DecodeOptions(greedy=True, max_len=config.eval.decode.max_len)
     hyps: list[list[int]] = []
     refs: list[list[int]] = []
     try:

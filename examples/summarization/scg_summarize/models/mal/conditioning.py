@@ -15,29 +15,23 @@ the system A = I − d M D⁻¹ is built in float64 and we record:
 Scaling M by a constant leaves P = M D⁻¹ unchanged, so only the *signs and directions* of the
 embeddings matter, not their scale. ::
 
-    python -m scg_summarize.models.mal.conditioning --data DIR --split valid --docs 500 \\
-        [--run RUN_DIR] [--out result.json]
+    scg-summarize mal-conditioning --data DIR --split valid --docs 500 [--run RUN_DIR] [--out result.json]
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import math
-import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import torch
 
 from ...data import SummarizationDataset
-from .config import PAGERANK_GUARDS, MALConfig
+from .config import PAGERANK_GUARDS
 from .model import MALSummarizer, flatten_source
 from .pagerank import pagerank_system, word_graph
-from .step import load_mal_checkpoint
 
-__all__ = ["THRESHOLDS", "document_conditioning", "main", "measure_conditioning"]
+__all__ = ["THRESHOLDS", "document_conditioning", "measure_conditioning"]
 
 #: Condition numbers reported as fractions of documents above each.
 THRESHOLDS: tuple[float, ...] = (1e2, 1e4, 1e6)
@@ -109,38 +103,3 @@ def measure_conditioning(
         summary["min_colsum_median"] = colsums[len(colsums) // 2] if colsums else None
         result["guards"][guard] = summary
     return result
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m scg_summarize.models.mal.conditioning",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--data", required=True, help="a prepared corpus")
-    parser.add_argument("--split", default="valid")
-    parser.add_argument("--docs", type=int, default=500)
-    parser.add_argument("--run", default=None, help="a MAL run directory (default: a fresh initialization)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--emb-dim", type=int, default=64)
-    parser.add_argument("--out", default=None, help="write the result as JSON here")
-    args = parser.parse_args(argv)
-    dataset = SummarizationDataset(args.data, args.split, with_text=False)
-    torch.manual_seed(args.seed)
-    if args.run:
-        model = load_mal_checkpoint(Path(args.run) / "mal.pt")
-    else:
-        model = MALSummarizer.for_vocab(MALConfig(emb_dim=args.emb_dim), dataset.vocab)
-    result = measure_conditioning(model, dataset, args.docs)
-    result.update(data=str(args.data), split=args.split, run=args.run, seed=args.seed)
-    text = json.dumps(result, indent=2)
-    if args.out:
-        Path(args.out).write_text(text + "\n", encoding="utf-8")
-    print(text, file=sys.stdout)
-    return 0
-
-
-if __name__ == "__main__":
-    from ...subcommand import script_main
-
-    raise SystemExit(script_main("python -m scg_summarize.models.mal.conditioning", main))

@@ -1,8 +1,8 @@
-"""Decode a trained ABS run in the paper's variants and score them (Rush et al. 2015, Tables 1 and 3).
+"""The ``scg-summarize abs-variants`` subcommand: a trained ABS run decoded in the paper's variants and
+scored (Rush et al. 2015, Tables 1 and 3).
 
-    python -m scg_summarize.train.abs.variants --run /tmp/abs-giga1k --data /tmp/giga1k \\
-        --split valid --tune-fraction 0.5
-    python -m scg_summarize.train.abs.variants --run RUN --data DATA --split test \\
+    scg-summarize abs-variants --run /tmp/abs-giga1k --data /tmp/giga1k --split valid --tune-fraction 0.5
+    scg-summarize abs-variants --run RUN --data DATA --split test \\
         --tune-split valid --tune-limit 300 --ir --summaries RUN/variants
 
 Variants, all with beam ``--beam`` and the fixed length ``--length``: ``abs`` (beam search),
@@ -25,69 +25,73 @@ import time
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+from . import Command
+from ._common import USER_ERRORS, error, positive_int
 
-from ...decoding import DecodeOptions, beam_search, greedy_search
-from ...decoding.abs_features import LogLinearDecoder
-from ...decoding.protocol import StepDecoder
-from ...evaluation.abs_tuning import tune_weights
-from ...evaluation.bm25 import extractive_percent
-from ...evaluation.rouge import Rouge, RougeOptions
-from ...models.abs.nnlm import AbsConfig, AbsModel
-from ...models.abs.step import AbsStepDecoder
-from .examples import Example, load_examples
-from .examples import example_tensors as _tensors
+if TYPE_CHECKING:
+    from ..data.batching import SourceBatch
+    from ..train.abs.examples import Example
 
-__all__ = ["load_abs_run", "main"]
+__all__ = ["COMMAND"]
 
 
-def load_abs_run(run: str | Path) -> AbsModel:
-    """The model saved by ``python -m scg_summarize.train.abs.loop --out RUN`` (eval mode)."""
-    run = Path(run)
-    spec = json.loads((run / "abs.json").read_text(encoding="utf-8"))
-    model = AbsModel(AbsConfig(**spec["model"]))
-    model.load_state_dict(torch.load(run / "abs.pt", map_location="cpu", weights_only=True))
-    return model.eval()
+def _batches(examples: Sequence[Example], index: Sequence[int], size: int = 16) -> list[tuple[SourceBatch, list[int]]]:
+    from ..data.batching import SourceBatch
+    from ..train.abs.examples import example_tensors
 
-
-def _batches(
-    examples: Sequence[Example], index: Sequence[int], size: int = 16
-) -> list[tuple[dict[str, Any], list[int]]]:
     out = []
     for lo in range(0, len(index), size):
         chunk = list(index[lo : lo + size])
-        src, mask, _ = _tensors(examples, chunk)
-        out.append(({"src": src.unsqueeze(1), "src_mask": mask.unsqueeze(1)}, chunk))
+        src, mask, _ = example_tensors(examples, chunk)
+        out.append((SourceBatch(src=src.unsqueeze(1), src_mask=mask.unsqueeze(1)), chunk))
     return out
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m scg_summarize.train.abs.variants", description=__doc__.split("\n")[0])
-    p.add_argument("--run", required=True)
-    p.add_argument("--data", required=True)
-    p.add_argument("--split", default="valid")
-    p.add_argument("--beam", type=int, default=5)
-    p.add_argument("--length", type=int, default=8)
-    p.add_argument("--tune-fraction", type=float, default=0.5)
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Options of ``abs-variants``."""
+    p.add_argument("--run", required=True, metavar="RUN_DIR", help="a run of scg-summarize train --config ABS")
+    p.add_argument("--data", required=True, metavar="DIR", help="its prepared corpus")
+    p.add_argument("--split", default="valid", help="the split scored (default valid)")
+    p.add_argument("--beam", type=positive_int, default=5, help="beam size of every variant (default 5)")
+    p.add_argument("--length", type=positive_int, default=8, help="the fixed summary length in words (default 8)")
+    p.add_argument(
+        "--tune-fraction", type=float, default=0.5, help="without --tune-split: tune on this first part of --split"
+    )
     p.add_argument("--tune-split", default=None, help="tune α on this split instead (e.g. valid)")
     p.add_argument("--tune-limit", type=int, default=0, help="tune on its first N examples (0: all)")
     p.add_argument("--limit", type=int, default=0, help="score only the first N examples of --split (0: all)")
-    p.add_argument("--iterations", type=int, default=3)
+    p.add_argument("--iterations", type=positive_int, default=3, help="MERT iterations (default 3)")
     p.add_argument("--ir", action="store_true", help="also score the IR baseline (BM25 over the training inputs)")
     p.add_argument("--summaries", default=None, metavar="DIR", help="write per-example summaries and ROUGE here")
-    p.add_argument("--out", default=None)
-    args = p.parse_args(argv)
-    with torch.no_grad():  # (not set_grad_enabled: a caller's grad mode must survive this call)
-        return _run(args)
+    p.add_argument("--out", default=None, help="also write the JSON here")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Execute ``abs-variants``; returns 0, or 2 on bad input."""
+    import torch
+
+    try:
+        with torch.no_grad():  # (not set_grad_enabled: a caller's grad mode must survive this call)
+            return _run(args)
+    except USER_ERRORS as err:
+        return error("abs-variants", err)
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ...data.storage import read_meta
+    from ..data.storage import read_meta
+    from ..decoding import DecodeOptions, beam_search, greedy_search
+    from ..decoding.abs_features import LogLinearDecoder
+    from ..decoding.loading import load_run
+    from ..decoding.protocol import StepDecoder
+    from ..evaluation.abs_tuning import tune_weights
+    from ..evaluation.bm25 import IRBaseline, extractive_percent
+    from ..evaluation.rouge import Rouge, RougeOptions
+    from ..train.abs.examples import load_examples
 
-    inner = AbsStepDecoder(load_abs_run(args.run))
     examples, data = load_examples(args.data, args.split)
+    inner = load_run(args.run, data_dir=args.data).decoder
     vocab = data.vocab
     refs = [list(data.text(i)["refs"]) for i in range(len(examples))]
     ids = [str(data.text(i).get("id", i)) for i in range(len(examples))]
@@ -155,8 +159,6 @@ def _run(args: argparse.Namespace) -> int:
     chosen = [ids[i] for i in test_idx]
     systems: dict[str, Any] = dict(variants)
     if args.ir:
-        from ...evaluation.bm25 import IRBaseline
-
         train_set, _ = load_examples(args.data, "train")
         systems["ir"] = IRBaseline(
             [vocab.decode(e.src, stop_at_eos=False) for e in train_set],
@@ -205,7 +207,9 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    from ...subcommand import script_main
-
-    raise SystemExit(script_main("python -m scg_summarize.train.abs.variants", main))
+COMMAND = Command(
+    name="abs-variants",
+    help="decode a trained ABS run as ABS, +recombination, greedy, extractive and ABS+ (MERT) and score them",
+    add_arguments=add_arguments,
+    run=run,
+)

@@ -1,8 +1,9 @@
-"""The count-based rows of Rush et al.'s tables on a prepared corpus: the KN 5-gram perplexity
+"""The ``scg-summarize abs-baselines`` subcommand: the count-based rows of Rush et al.'s tables on a
+prepared corpus: the KN 5-gram perplexity
 (Table 2) and the IR baseline with its ROUGE and "Ext. %" (Table 1), plus the Ext. % of the
 reference titles.
 
-    python -m scg_summarize.train.abs.count_baselines --data /tmp/giga1k --eval-split valid
+    scg-summarize abs-baselines --data /tmp/giga1k --eval-split valid
 
 The KN model is trained on the training titles and scored on the evaluation split's first
 references (words and ``</s>``, as the neural models' perplexity); IR indexes the training
@@ -19,18 +20,21 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ...evaluation.bm25 import IRBaseline, extractive_percent
-from ...evaluation.rouge import Rouge, RougeOptions
-from ...models.abs.kneser_ney import KneserNeyLM
-from .examples import load_examples
+from . import Command
+from ._common import USER_ERRORS, error, positive_int
 
-__all__ = ["count_baselines", "main"]
+__all__ = ["COMMAND", "count_baselines"]
 
 
 def count_baselines(
     root: str | Path, train_split: str = "train", eval_split: str = "valid", order: int = 5
 ) -> dict[str, Any]:
     """KN perplexity, IR ROUGE-1/2/L F1 and Ext. % (IR and references) on ``eval_split``."""
+    from ..evaluation.bm25 import IRBaseline, extractive_percent
+    from ..evaluation.rouge import Rouge, RougeOptions
+    from ..models.abs.kneser_ney import KneserNeyLM
+    from ..train.abs.examples import load_examples
+
     train_set, train_data = load_examples(root, train_split)
     eval_set, eval_data = load_examples(root, eval_split)
     vocab = train_data.vocab
@@ -66,26 +70,31 @@ def count_baselines(
     }
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(
-        prog="python -m scg_summarize.train.abs.count_baselines",
-        description="KN n-gram perplexity, IR baseline and Ext. % on a prepared corpus",
-    )
-    p.add_argument("--data", required=True)
-    p.add_argument("--train-split", default="train")
-    p.add_argument("--eval-split", default="valid")
-    p.add_argument("--order", type=int, default=5)
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Options of ``abs-baselines``."""
+    p.add_argument("--data", required=True, metavar="DIR", help="a prepared corpus")
+    p.add_argument("--train-split", default="train", help="the split the KN model and IR index read (default train)")
+    p.add_argument("--eval-split", default="valid", help="the split scored (default valid)")
+    p.add_argument("--order", type=positive_int, default=5, help="the KN n-gram order (default 5)")
     p.add_argument("--out", default=None, help="also write the JSON here")
-    args = p.parse_args(argv)
-    result = count_baselines(args.data, args.train_split, args.eval_split, args.order)
-    text = json.dumps(result, indent=2)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Execute ``abs-baselines``; returns 0, or 2 on bad input."""
+    try:
+        result = count_baselines(args.data, args.train_split, args.eval_split, args.order)
+        text = json.dumps(result, indent=2)
+        if args.out:
+            Path(args.out).write_text(text + "\n", encoding="utf-8")
+    except USER_ERRORS as err:
+        return error("abs-baselines", err)
     print(text)
-    if args.out:
-        Path(args.out).write_text(text + "\n", encoding="utf-8")
     return 0
 
 
-if __name__ == "__main__":
-    from ...subcommand import script_main
-
-    raise SystemExit(script_main("python -m scg_summarize.train.abs.count_baselines", main))
+COMMAND = Command(
+    name="abs-baselines",
+    help="KN 5-gram perplexity, the IR baseline and Ext. %% of a prepared corpus (Rush et al.'s count-based rows)",
+    add_arguments=add_arguments,
+    run=run,
+)

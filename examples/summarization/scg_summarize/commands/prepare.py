@@ -14,19 +14,16 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..dirlock import DirLock, LockedError
-from ..subcommand import Command
-from .errors import BadInputReport, DataError
-from .field_vocabs import write_field_vocabs
-from .options import LAYOUTS, PrepOptions
-from .prepare import InputSource, prepare_corpus
-from .progress import progress_enabled
-from .readers import FORMATS, ReaderConfig, read_input
-from .storage import META_FILE
-from .synthetic import SyntheticConfig, make_synthetic_corpus
-from .vocab import Vocab
+from . import Command
+
+if TYPE_CHECKING:
+    from ..data.options import PrepOptions
+    from ..data.prepare import InputSource
+    from ..data.readers import ReaderConfig
+
 
 __all__ = ["COMMAND", "add_arguments", "parse_input_spec", "run"]
 
@@ -57,6 +54,9 @@ def _unescape(text: str | None) -> str | None:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``prepare``."""
+    from ..data.options import LAYOUTS
+    from ..data.readers import FORMATS
+
     io = parser.add_argument_group("input and output")
     io.add_argument("--format", required=True, choices=[*FORMATS, "synthetic"])
     io.add_argument(
@@ -190,6 +190,8 @@ def _usage_problems(args: argparse.Namespace) -> list[str]:
 
 
 def _options(args: argparse.Namespace) -> PrepOptions:
+    from ..data.options import PrepOptions
+
     default_m, default_n = _DEFAULT_GRID["real"]
     tokenizer = args.tokenizer
     if tokenizer == "auto":
@@ -212,6 +214,10 @@ def _options(args: argparse.Namespace) -> PrepOptions:
 
 
 def _inputs(args: argparse.Namespace, config: ReaderConfig) -> list[InputSource]:
+    from ..data.errors import BadInputReport, DataError
+    from ..data.prepare import InputSource
+    from ..data.readers import read_input
+
     sources = []
     for spec in args.input:
         split, path = parse_input_spec(spec)
@@ -228,6 +234,8 @@ def _inputs(args: argparse.Namespace, config: ReaderConfig) -> list[InputSource]
 
 def _field_vocabs(args: argparse.Namespace) -> None:
     """``--field-vocab-min-freq N``: the separate article and title vocabularies (:mod:`.field_vocabs`)."""
+    from ..data.field_vocabs import write_field_vocabs
+
     if args.field_vocab_min_freq:
         fields = write_field_vocabs(args.output, args.field_vocab_min_freq)
         _log(
@@ -241,6 +249,8 @@ def _log(line: str) -> None:
 
 
 def _run_synthetic(args: argparse.Namespace, show: bool) -> dict[str, Any]:
+    from ..data.synthetic import SyntheticConfig, make_synthetic_corpus
+
     m, n = _DEFAULT_GRID["synthetic"]
     return make_synthetic_corpus(
         args.output,
@@ -277,6 +287,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_locked(args: argparse.Namespace) -> int:
+    from ..data.errors import DataError
+    from ..data.prepare import prepare_corpus
+    from ..data.progress import progress_enabled
+    from ..data.readers import ReaderConfig
+    from ..data.storage import META_FILE
+    from ..data.vocab import Vocab
+
     show = progress_enabled(args.quiet)
     try:
         if args.format == "synthetic":
