@@ -50,8 +50,8 @@ def _train_step(config: Any, dataset: Any, batch: dict[str, Any], device: torch.
     if device.type == "cuda":
         torch.cuda.synchronize()
     start, cpu = time.perf_counter(), time.process_time()
-    out = model(batch["src"], batch["src_mask"], batch["tgt"], batch["tgt_mask"])
-    (out.total_nll() / batch["src"].shape[0]).backward()
+    out = model(batch.src, batch.src_mask, batch.tgt, batch.tgt_mask)
+    (out.total_nll() / batch.src.shape[0]).backward()
     if device.type == "cuda":
         torch.cuda.synchronize()
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
@@ -81,7 +81,7 @@ def main() -> None:
     dataset = load_split(args.data, args.split, config, train=True)
     loader = make_loader(dataset, config, train=False, batch_size=args.batch)
     batch = batch_to(next(iter(loader)), device, config)
-    lengths = batch["src_mask"].sum((1, 2)).float()
+    lengths = batch.src_mask.sum((1, 2)).float()
     result: dict[str, Any] = {
         "device": str(device),
         "threads": args.threads,
@@ -105,7 +105,7 @@ def main() -> None:
     model = build_model(config, len(dataset.vocab), dataset.num_chunks).to(device).eval()
     decode = config.eval.decode
     options = DecodeOptions(beam_size=decode.beam_size, max_len=decode.max_len, no_repeat_ngram=decode.no_repeat_ngram)
-    small = {k: (v[: args.beam_examples] if isinstance(v, torch.Tensor | list) else v) for k, v in batch.items()}
+    small = batch.rows(slice(args.beam_examples))
     start, cpu = time.perf_counter(), time.process_time()
     found = beam_search(ModelStepDecoder(model), small, options)
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu

@@ -77,6 +77,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from scg_summarize.data.batching import Batch
 from scg_summarize.kernels import ENV_VAR, forced
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -137,7 +138,7 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def cycle(loader: Any) -> Iterator[dict[str, Any]]:
+def cycle(loader: Any) -> Iterator[Batch]:
     """The loader's batches, epoch after epoch (the loader advances its epoch after a full pass)."""
     while True:
         empty = True
@@ -151,7 +152,7 @@ def cycle(loader: Any) -> Iterator[dict[str, Any]]:
 def with_autocast(objective: Callable[..., Any], device: torch.device) -> Callable[..., Any]:
     """The objective (forward + loss) under bf16 autocast; the trainer backpropagates outside it."""
 
-    def run(batch: dict[str, Any], normalizer: float) -> Any:
+    def run(batch: Batch, normalizer: float) -> Any:
         with torch.autocast(device_type=device.type, dtype=torch.bfloat16):
             return objective(batch, normalizer)
 
@@ -221,7 +222,7 @@ def measure(
             for _ in range(args.steps):
                 t_load = time.perf_counter()
                 batch = next(batches)
-                src_mask = batch["src_mask"]
+                src_mask = batch.src_mask
                 src_tokens += int(src_mask.sum())
                 src_positions += int(src_mask.numel())
                 load_s += time.perf_counter() - t_load

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 from scg_summarize.data import SourceBatch
+from scg_summarize.decoding import ModelStepDecoder
 
 from .toy_decoders import PrefixTableDecoder
 
@@ -87,6 +88,26 @@ def make_toy_setup(root: Path, n_test: int = 10) -> ToySetup:
     del raw["eval"]
     (run / "config.json").write_text(json.dumps(raw, indent=2) + "\n", encoding="utf-8")
     return ToySetup(root / "data", run)
+
+
+def abs_decoder(
+    vocab: int, context: int, *, encoder: str = "attention", hidden: int = 6, scale: float = 1.0, seed: int = 0
+) -> ModelStepDecoder:
+    """An untrained ABS model (embedding size 4, the input and output vocabularies the corpus's
+    ``vocab`` words) through the one step adapter; embeddings drawn N(0, 1), then every parameter
+    times ``scale`` (peakier distributions, so that beams disagree)."""
+    from scg_summarize.models.abs.config import AbsFamilyConfig
+    from scg_summarize.models.abs.family import AbsSummarizer
+
+    torch.manual_seed(seed)
+    config = AbsFamilyConfig(vocab_size=vocab, emb_dim=4, hidden=hidden, abs_context=context, abs_encoder=encoder)
+    model = AbsSummarizer(config)
+    with torch.no_grad():
+        for table in model.abs.embeddings():
+            table.weight.div_(model.abs.config.init_std)  # the same draws, N(0, 1)
+        for p in model.parameters():
+            p.mul_(scale)
+    return ModelStepDecoder(model)
 
 
 def dummy_batch(n: int) -> SourceBatch:

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import torch
-from scg_summarize.models import ModelConfig, Summarizer
+from scg_summarize.data import Batch
+from scg_summarize.models import C2FConfig, Summarizer
 
 V = 40
 
 
-def make_batch(B: int = 3, M: int = 4, N: int = 6, T: int = 5, seed: int = 0) -> dict[str, Any]:
+def make_batch(B: int = 3, M: int = 4, N: int = 6, T: int = 5, seed: int = 0) -> Batch:
     """Right-padded chunks (some empty), targets of different lengths."""
     g = torch.Generator().manual_seed(seed)
     lengths = torch.randint(0, N + 1, (B, M), generator=g)
@@ -24,12 +26,12 @@ def make_batch(B: int = 3, M: int = 4, N: int = 6, T: int = 5, seed: int = 0) ->
     tgt[:, 0] = 2
     tgt[torch.arange(B), tgt_len - 1] = 3
     tgt = tgt * tgt_mask
-    return {"src": src, "src_mask": mask, "tgt": tgt, "tgt_mask": tgt_mask, "salient": torch.zeros(B, dtype=torch.long)}
+    return Batch(src=src, src_mask=mask, tgt=tgt, tgt_mask=tgt_mask, salient=torch.zeros(B, dtype=torch.long))
 
 
-def tiny_c2f_config(vocab_size: int, emb_dim: int, hidden: int) -> ModelConfig:
+def tiny_c2f_config(vocab_size: int, emb_dim: int, hidden: int) -> C2FConfig:
     """A C2F model small enough to enumerate by hand: two chunks, one layer each way, no dropout."""
-    return ModelConfig(
+    return C2FConfig(
         vocab_size=vocab_size,
         attention="c2f",
         num_chunks=2,
@@ -46,7 +48,7 @@ def tiny_c2f_config(vocab_size: int, emb_dim: int, hidden: int) -> ModelConfig:
 
 def make_model(attention: str = "c2f", seed: int = 0, **options: Any) -> Summarizer:
     torch.manual_seed(seed)
-    config = ModelConfig(
+    config = C2FConfig(
         vocab_size=V,
         num_chunks=options.pop("num_chunks", 8),
         emb_dim=10,
@@ -62,12 +64,12 @@ def make_model(attention: str = "c2f", seed: int = 0, **options: Any) -> Summari
     return Summarizer(config)
 
 
-def pad_batch(batch: dict[str, Any], extra_chunks: int = 0, extra_words: int = 0) -> dict[str, Any]:
+def pad_batch(batch: Batch, extra_chunks: int = 0, extra_words: int = 0) -> Batch:
     """The same documents with more padding chunks / padding words per chunk."""
-    src, mask = batch["src"], batch["src_mask"]
+    src, mask = batch.src, batch.src_mask
     B, M, N = src.shape
     new_src = torch.zeros(B, M + extra_chunks, N + extra_words, dtype=src.dtype)
     new_mask = torch.zeros(B, M + extra_chunks, N + extra_words, dtype=torch.bool)
     new_src[:, :M, :N] = src
     new_mask[:, :M, :N] = mask
-    return {**batch, "src": new_src, "src_mask": new_mask}
+    return replace(batch, src=new_src, src_mask=new_mask)

@@ -8,13 +8,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from scg_summarize.data.batching import SummaryLoader, collate_examples, make_dataloader
+from scg_summarize.data.batching import Batch, SummaryLoader, collate_examples, make_dataloader
 from scg_summarize.data.dataset import SummarizationDataset, available_splits
 from scg_summarize.data.sampler import BucketBatchSampler
 
 
-def _indices(batches: list[dict[str, torch.Tensor]]) -> list[list[int]]:
-    return [b["index"].tolist() for b in batches]
+def _indices(batches: list[Batch]) -> list[list[int]]:
+    return [b.index.tolist() for b in batches]
 
 
 def test_dataset_items(synthetic_corpus: Path) -> None:
@@ -66,16 +66,16 @@ def test_collate_pads_targets(synthetic_corpus: Path) -> None:
     items = [dataset[i] for i in range(5)]
     batch = collate_examples(items)
     lengths = [len(it["tgt"]) for it in items]
-    assert batch["src"].shape == (5, 8, 16) and batch["src_mask"].shape == (5, 8, 16)
-    assert batch["tgt"].shape == (5, max(lengths))
-    assert batch["tgt_lengths"].tolist() == lengths
-    assert batch["tgt_mask"].sum(1).tolist() == lengths
-    assert (batch["tgt"][~batch["tgt_mask"]] == 0).all()
+    assert batch.src.shape == (5, 8, 16) and batch.src_mask.shape == (5, 8, 16)
+    assert batch.tgt.shape == (5, max(lengths))
+    assert batch.tgt_lengths.tolist() == lengths
+    assert batch.tgt_mask.sum(1).tolist() == lengths
+    assert (batch.tgt[~batch.tgt_mask] == 0).all()
     for row, it in enumerate(items):
-        assert batch["tgt"][row, : lengths[row]].tolist() == it["tgt"].tolist()
-    assert batch["salient"].dtype == torch.long and batch["salient"].tolist() == [it["salient"] for it in items]
-    assert batch["refs"] == [it["refs"] for it in items]
-    assert batch["ids"] == [it["id"] for it in items]
+        assert batch.tgt[row, : lengths[row]].tolist() == it["tgt"].tolist()
+    assert batch.salient.dtype == torch.long and batch.salient.tolist() == [it["salient"] for it in items]
+    assert batch.refs == [it["refs"] for it in items]
+    assert batch.ids == [it["id"] for it in items]
     with pytest.raises(ValueError):
         collate_examples([])
 
@@ -138,7 +138,7 @@ def test_loader_resumes_exactly_mid_epoch(synthetic_corpus: Path, num_workers: i
     interrupted.set_epoch(1)
     taken = []
     for batch in interrupted:
-        taken.append(batch["index"].tolist())
+        taken.append(batch.index.tolist())
         if len(taken) == 3:
             break
     state = interrupted.state_dict()
@@ -158,9 +158,9 @@ def test_loader_batches_have_similar_targets(synthetic_corpus: Path) -> None:
     loader = make_dataloader(dataset, 16, seed=0, bucket_by="tgt")
     batches = list(loader)
     assert len(batches) == len(loader) == 15
-    spread = [int(b["tgt_lengths"].max() - b["tgt_lengths"].min()) for b in batches]
+    spread = [int(b.tgt_lengths.max() - b.tgt_lengths.min()) for b in batches]
     assert np.mean(spread) <= 1.0
     ordered = list(make_dataloader(dataset, 50, shuffle=False))
-    assert ordered[0]["index"].tolist() == list(range(50))
+    assert ordered[0].index.tolist() == list(range(50))
     with pytest.raises(ValueError, match="bucket_by"):
         make_dataloader(dataset, 4, bucket_by="size")

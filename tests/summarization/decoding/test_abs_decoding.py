@@ -19,8 +19,8 @@ from scg_summarize.decoding.abs_features import (
     word_features,
 )
 from scg_summarize.decoding.beam import _bound
-from scg_summarize.models.abs import AbsConfig, AbsModel, AbsStepDecoder
 
+from ..eval_support import abs_decoder
 from ..toy_decoders import PrefixTableDecoder
 
 EOS = 3
@@ -29,15 +29,6 @@ EOS = 3
 def _opts(**options: Any) -> DecodeOptions:
     """The paper's search: no n-gram blocking, <unk> allowed (the library's defaults differ)."""
     return DecodeOptions(no_repeat_ngram=0, unk="allow", **options)
-
-
-def _abs(vocab: int, context: int, encoder: str = "attention", seed: int = 0) -> AbsStepDecoder:
-    torch.manual_seed(seed)
-    model = AbsModel(AbsConfig(vocab, vocab, encoder=encoder, embed=4, hidden=6, context=context, init_std=1.0))
-    with torch.no_grad():
-        for p in model.parameters():
-            p.mul_(3.0)  # peaky distributions, so that beams disagree
-    return AbsStepDecoder(model.eval())
 
 
 def _batch(rows: list[list[int]]) -> SourceBatch:
@@ -74,7 +65,7 @@ def _brute_force(decoder: Any, batch: Mapping[str, Any], example: int, words: li
 def test_recombined_beam_over_all_windows_is_exact_viterbi(seed: int) -> None:
     """With one beam slot per window (K = |words|^C), recombination makes beam search exact."""
     vocab, context, n = 7, 2, 4  # words 1 (unk), 4, 5, 6: 4^2 = 16 windows
-    dec = _abs(vocab, context, seed=seed)
+    dec = abs_decoder(vocab, context, scale=3.0, seed=seed)
     batch = _batch([[4, 5, 6, 5], [6, 6, 4]])
     words = [1, 4, 5, 6]
     opts = _opts(beam_size=16, max_len=n, min_len=n, length_penalty=0, recombine=True)
@@ -89,7 +80,7 @@ def test_recombined_beam_over_all_windows_is_exact_viterbi(seed: int) -> None:
 def test_recombination_never_changes_the_exact_one_best() -> None:
     """Free length, exhaustive beam with and without recombination: the same 1-best."""
     vocab, context = 7, 2
-    dec = _abs(vocab, context, seed=5)
+    dec = abs_decoder(vocab, context, scale=3.0, seed=5)
     batch = _batch([[4, 5, 6], [5, 5, 4, 6]])
     words = [1, 4, 5, 6]
     for max_len in (1, 2, 3):
@@ -104,7 +95,7 @@ def test_recombination_never_changes_the_exact_one_best() -> None:
 
 def test_recombined_hypotheses_have_distinct_windows() -> None:
     vocab, context, n = 9, 2, 5
-    dec = _abs(vocab, context, seed=3)
+    dec = abs_decoder(vocab, context, scale=3.0, seed=3)
     batch = _batch([[4, 5, 6, 7, 8]])
     opts = _opts(beam_size=6, n_best=6, max_len=n, min_len=n, length_penalty=0, recombine=True)
     hyps = beam_search(dec, batch, opts)[0]
@@ -197,7 +188,7 @@ def test_word_features_by_hand() -> None:
 
 
 def test_plain_weights_give_the_model_scores_and_abs_plus_totals_are_consistent() -> None:
-    inner = _abs(11, 3, seed=7)
+    inner = abs_decoder(11, 3, scale=3.0, seed=7)
     batch = _batch([[4, 5, 6, 7, 8], [9, 10, 4]])
     plain = LogLinearDecoder(inner)
     s0, s1 = plain.init_state(batch), inner.init_state(batch)
@@ -218,7 +209,7 @@ def test_plain_weights_give_the_model_scores_and_abs_plus_totals_are_consistent(
 
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
 def test_extractive_mode_never_emits_a_non_input_word(seed: int) -> None:
-    inner = _abs(30, 5, seed=seed)
+    inner = abs_decoder(30, 5, scale=3.0, seed=seed)
     rng = random.Random(seed)
     rows = [[rng.randint(4, 29) for _ in range(rng.randint(1, 6))] for _ in range(3)]
     batch = _batch(rows)
@@ -233,7 +224,7 @@ def test_extractive_mode_never_emits_a_non_input_word(seed: int) -> None:
 
 
 def test_fixed_output_length() -> None:
-    inner = _abs(15, 5, seed=9)
+    inner = abs_decoder(15, 5, scale=3.0, seed=9)
     batch = _batch([[4, 5, 6], [7, 8, 9, 10, 11]])
     for n in (1, 4, 7):
         for hyps in beam_search(inner, batch, _opts(beam_size=3, n_best=3, max_len=n, min_len=n)):
@@ -241,7 +232,7 @@ def test_fixed_output_length() -> None:
 
 
 def test_bad_weights_are_rejected() -> None:
-    inner = _abs(7, 2)
+    inner = abs_decoder(7, 2, scale=3.0)
     with pytest.raises(ValueError, match="positive"):
         LogLinearDecoder(inner, (0.0, 1, 1, 1, 1))
     with pytest.raises(ValueError, match="5 entries"):

@@ -59,7 +59,7 @@ def test_teacher_forced_nll_matches_the_models_own(tmp_path: Path, corpus: Path,
     scored = teacher_forced(loaded.decoder, batch)
     model = loaded.decoder.model  # type: ignore[attr-defined]
     with torch.no_grad():
-        out = model(batch["src"], batch["src_mask"], batch["tgt"], batch["tgt_mask"], mode="greedy")
+        out = model(batch.src, batch.src_mask, batch.tgt, batch.tgt_mask, mode="greedy")
     assert sum(scored.nll) == pytest.approx(float(out.total_nll()), rel=1e-5)
     assert sum(scored.tokens) == out.tokens()
 
@@ -76,7 +76,7 @@ def test_c2f_reads_its_top_k_chunks_and_exposes_attention(tmp_path: Path, corpus
         hyps = beam_search(summarizer.decoder, batch, options)
         for example, (hyp,) in enumerate(hyps):
             read = hyp.extras["chunk_read"]
-            real_chunks = int(batch["src_mask"][example].any(-1).sum())
+            real_chunks = int(batch.src_mask[example].any(-1).sum())
             assert read.sum(-1).tolist() == [min(k, real_chunks)] * (len(hyp.tokens) + 1)
             word = hyp.extras["word_attn"]
             assert torch.allclose(word.sum((1, 2)), torch.ones(len(word)), atol=1e-5)

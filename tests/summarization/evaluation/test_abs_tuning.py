@@ -6,11 +6,13 @@ import random
 
 import pytest
 import torch
+from scg_summarize.data import SourceBatch
 from scg_summarize.decoding import DecodeOptions, beam_search
 from scg_summarize.decoding.abs_features import LogLinearDecoder
 from scg_summarize.evaluation.abs_tuning import tune_weights
 from scg_summarize.evaluation.rouge import Rouge, RougeOptions
-from scg_summarize.models.abs import AbsConfig, AbsModel, AbsStepDecoder
+
+from ..eval_support import abs_decoder
 
 
 def _words(ids: list[int]) -> str:
@@ -18,16 +20,14 @@ def _words(ids: list[int]) -> str:
 
 
 def test_tuning_copies_input_words_when_references_do() -> None:
-    torch.manual_seed(0)
     vocab = 40
-    model = AbsModel(AbsConfig(vocab, vocab, encoder="bow", embed=4, hidden=8, context=3, init_std=1.0)).eval()
-    inner = AbsStepDecoder(model)
+    inner = abs_decoder(vocab, 3, encoder="bow", hidden=8, seed=0)
     rng = random.Random(0)
     tuning = []
     for _ in range(3):
         rows = [[rng.randint(4, vocab - 1) for _ in range(6)] for _ in range(4)]
         src = torch.tensor(rows).unsqueeze(1)
-        tuning.append(({"src": src, "src_mask": src != 0}, [[_words(r[:4])] for r in rows]))
+        tuning.append((SourceBatch(src=src, src_mask=src != 0), [[_words(r[:4])] for r in rows]))
     options = DecodeOptions(
         beam_size=6, n_best=6, min_len=4, max_len=4, length_penalty=0, no_repeat_ngram=0, unk="allow"
     )

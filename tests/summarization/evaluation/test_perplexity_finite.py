@@ -48,11 +48,11 @@ def run(tmp_path_factory: pytest.TempPathFactory, corpus: Path) -> Path:
 def _uncopyable(batch: dict[str, torch.Tensor]) -> int:
     """Reference tokens outside V_T and absent from their own source (counted by brute force)."""
     count = 0
-    for row in range(batch["tgt"].shape[0]):
-        source = set(batch["src"][row][batch["src_mask"][row]].tolist())
-        for pos in range(1, batch["tgt"].shape[1]):
-            word = int(batch["tgt"][row, pos])
-            count += bool(batch["tgt_mask"][row, pos]) and word >= V_T and word not in source
+    for row in range(batch.tgt.shape[0]):
+        source = set(batch.src[row][batch.src_mask[row]].tolist())
+        for pos in range(1, batch.tgt.shape[1]):
+            word = int(batch.tgt[row, pos])
+            count += bool(batch.tgt_mask[row, pos]) and word >= V_T and word not in source
     return count
 
 
@@ -67,7 +67,7 @@ def test_pointer_perplexity_scores_unknown_reference_words_as_unk(run: Path, cor
     # the same number as the model's own training loss (which scores those words as <unk>)
     model = loaded.decoder.model  # type: ignore[attr-defined]
     with torch.no_grad():
-        out = model(batch["src"], batch["src_mask"], batch["tgt"], batch["tgt_mask"], mode="greedy")
+        out = model(batch.src, batch.src_mask, batch.tgt, batch.tgt_mask, mode="greedy")
     assert sum(scored.nll) == pytest.approx(float(out.total_nll()), rel=1e-5)
     ppl = Perplexity()
     ppl.add(scored)

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 import torch
+from scg_summarize.data import Batch
 
 import scg
 
@@ -74,12 +75,12 @@ def replaying(draws: dict[tuple[str, int | None], torch.Tensor]) -> Any:
 
 
 def run(
-    model: Any, batch: dict[str, Any], mode: str, draws: dict[tuple[str, int | None], torch.Tensor]
+    model: Any, batch: Batch, mode: str, draws: dict[tuple[str, int | None], torch.Tensor]
 ) -> tuple[torch.Tensor, list[torch.Tensor], scg.Graph]:
     """Teacher-forced NLL per step and the gradients of the scg surrogate (score-function term included)."""
     model.zero_grad()
     with scg.Graph(intervene=replaying(draws)) as graph:
-        out = model(batch["src"], batch["src_mask"], batch["tgt"], batch["tgt_mask"], mode=mode)
+        out = model(batch.src, batch.src_mask, batch.tgt, batch.tgt_mask, mode=mode)
         for t, nll in enumerate(out.step_nll):
             scg.cost(nll, name="nll", step=t)
     graph.surrogate_loss().backward()
@@ -87,12 +88,9 @@ def run(
     return torch.stack(out.step_nll, 1).detach(), grads, graph
 
 
-def model_and_batch(device: torch.device | str = "cpu") -> tuple[Any, dict[str, Any]]:
+def model_and_batch(device: torch.device | str = "cpu") -> tuple[Any, Batch]:
     model = make_model("c2f", multi=2, test_k=2, dropout=0.0, init_range=0.5).to(device)
-    batch = {
-        key: t.to(device) if isinstance(t, torch.Tensor) else t for key, t in make_batch(B=2, M=4, N=5, T=4).items()
-    }
-    return model, batch
+    return model, make_batch(B=2, M=4, N=5, T=4).to(device)
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -164,7 +162,7 @@ def test_triton_model_step_matches_the_reference(mode: str, kernels_used: list[s
     for a, b in zip(got_grads, want_grads):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=2e-5)
     coarse = [n for n in graph.stochastic_nodes if n.name == "coarse"]
-    assert len(coarse) == (batch["tgt"].shape[1] - 1 if mode == "sample" else 0)
+    assert len(coarse) == (batch.tgt.shape[1] - 1 if mode == "sample" else 0)
     assert all(isinstance(n.estimator, KernelDraws) for n in coarse)
     if mode == "sample":  # the score-function term trains the chunk scorer through the kernel's log-softmax
         w_chunk = dict(model.named_parameters())["decoder.attention.w_chunk.weight"]

@@ -11,11 +11,12 @@ from pathlib import Path
 import pytest
 import torch
 from scg_summarize.cli import main as cli
+from scg_summarize.data import Batch
 from scg_summarize.data.field_vocabs import load_field_vocabs, write_field_vocabs
 from scg_summarize.data.vocab import Vocab
 from scg_summarize.decoding import DecodeOptions, beam_search, load_run
 from scg_summarize.decoding.adapters import ModelStepDecoder
-from scg_summarize.models.abs import AbsStepDecoder
+from scg_summarize.models.abs.config import AbsFamilyConfig
 from scg_summarize.models.abs.family import AbsSummarizer
 from scg_summarize.models.config import ModelConfig
 from scg_summarize.models.registry import FAMILIES, build_model
@@ -26,15 +27,15 @@ from scg_summarize.train.loop import load_model
 V = 30
 
 
-def abs_config(**kw: object) -> ModelConfig:
+def abs_config(**kw: object) -> AbsFamilyConfig:
     base: dict[str, object] = dict(
         family="abs", vocab_size=V, emb_dim=6, hidden=8, abs_context=3, abs_encoder="attention"
     )
     base.update(kw)
-    return ModelConfig(**base)  # type: ignore[arg-type]
+    return AbsFamilyConfig(**base)  # type: ignore[arg-type]
 
 
-def batch(B: int = 3, M: int = 2, N: int = 5, T: int = 6, seed: int = 0) -> dict[str, torch.Tensor]:
+def batch(B: int = 3, M: int = 2, N: int = 5, T: int = 6, seed: int = 0) -> Batch:
     g = torch.Generator().manual_seed(seed)
     src = torch.randint(4, V, (B, M, N), generator=g)
     mask = torch.ones(B, M, N, dtype=torch.bool)
@@ -46,7 +47,7 @@ def batch(B: int = 3, M: int = 2, N: int = 5, T: int = 6, seed: int = 0) -> dict
     tgt_mask = torch.ones(B, T, dtype=torch.bool)
     tgt[2, 4:], tgt_mask[2, 4:] = 0, False
     tgt[2, 3] = 3
-    return {"src": src, "src_mask": mask, "tgt": tgt, "tgt_mask": tgt_mask}
+    return Batch(src=src, src_mask=mask, tgt=tgt, tgt_mask=tgt_mask)
 
 
 # ----------------------------------------------------------------------------- registry, checkpoints
@@ -57,8 +58,8 @@ def test_abs_is_a_registered_family_with_named_option_errors() -> None:
         abs_config(abs_encoder="lstm")
     with pytest.raises(ValueError, match=r"model.abs_tgt_vocab must be 0 .* got 3"):
         abs_config(abs_tgt_vocab=3)
-    with pytest.raises(ValueError, match="model.abs_tgt_vocab"):
-        abs_config(tgt_vocab_size=10)  # the paulus family's option, refused with the right name
+    with pytest.raises(ValueError, match="model.tgt_vocab_size: not an option of the 'abs' family"):
+        ModelConfig.from_dict({"family": "abs", "vocab_size": V, "tgt_vocab_size": 10})  # the paulus family's
     with pytest.raises(ConfigError) as err:  # the schema reports them all at once
         load_config("tiny-ABS", ["model.abs_context=0", "model.abs_encoder=rnn"])
     assert "model.abs_context" in str(err.value) and "model.abs_encoder" in str(err.value)
@@ -78,34 +79,40 @@ def test_checkpoint_round_trip_and_the_nll_of_the_wrapped_model(encoder: str, tm
     assert type(loaded) is AbsSummarizer and loaded_config.model == config.model
     b = batch()
     with torch.no_grad():
-        out = model(b["src"], b["src_mask"], b["tgt"], b["tgt_mask"])
-        again = loaded.eval()(b["src"], b["src_mask"], b["tgt"], b["tgt_mask"]).total_nll()
-        words, mask, _ = flatten_source(b["src"], b["src_mask"])
-        reference, count = model.abs.nll(words, mask, b["tgt"])
+        out = model(b.src, b.src_mask, b.tgt, b.tgt_mask)
+        again = loaded.eval()(b.src, b.src_mask, b.tgt, b.tgt_mask).total_nll()
+        words, mask, _ = flatten_source(b.src, b.src_mask)
+        reference, count = model.abs.nll(words, mask, b.tgt)
     assert torch.equal(out.total_nll(), again)
     assert torch.allclose(out.total_nll(), reference, rtol=1e-5) and out.tokens() == count
-    assert len(out.attention) == b["tgt"].shape[1] - 1
+    assert len(out.attention) == b.tgt.shape[1] - 1
     probs = out.attention[0].chunk_probs
     assert torch.allclose(probs.sum(1), torch.ones(3))
 
 
-def test_the_family_decodes_like_the_abs_step_decoder_and_recombines() -> None:
+def test_the_family_recombines_hypotheses_with_the_same_window() -> None:
+    """The family's state is its window of the last C words (``markov_window`` = C): recombined
+    beams keep one hypothesis per window, each scored as the model scores its words (the exactness
+    of recombination against brute force is in ``decoding/test_abs_decoding.py``)."""
     torch.manual_seed(2)
     model = build_model(abs_config()).eval()
     b = batch()
     options = DecodeOptions(
-        beam_size=4, n_best=4, min_len=4, max_len=4, length_penalty=0.0, no_repeat_ngram=0, unk="allow"
+        beam_size=4, n_best=4, min_len=4, max_len=4, length_penalty=0.0, no_repeat_ngram=0, unk="allow", recombine=True
     )
-    family = ModelStepDecoder(model)
-    assert family.markov_window == 3
-    for recombine in (False, True):
-        opts = DecodeOptions(**{**options.__dict__, "recombine": recombine})
-        with torch.no_grad():
-            got = beam_search(family, b, opts)
-            want = beam_search(AbsStepDecoder(model.abs), b, opts)
-        assert [[h.tokens for h in hyps] for hyps in got] == [[h.tokens for h in hyps] for hyps in want]
-        for g, w in zip(got, want):
-            assert [h.score for h in g] == pytest.approx([h.score for h in w], abs=1e-5)
+    decoder = ModelStepDecoder(model)
+    assert decoder.markov_window == 3
+    with torch.no_grad():
+        found = beam_search(decoder, b, options)
+        for example, hyps in enumerate(found):
+            assert len({tuple(h.tokens[-3:]) for h in hyps}) == len(hyps) == 4
+            for h in hyps:
+                state = decoder.reorder(decoder.init_state(b), torch.tensor([example]))
+                prev, total = torch.tensor([2]), 0.0
+                for w in [*h.tokens, 3]:
+                    log_probs, state, _ = decoder.step(state, prev)
+                    total, prev = total + float(log_probs[0, w]), torch.tensor([w])
+                assert h.score == pytest.approx(total, abs=1e-4)
 
 
 # ----------------------------------------------------------------------------- separate vocabularies
@@ -119,10 +126,10 @@ def test_separate_vocabularies_map_ids_and_restrict_the_output() -> None:
     assert model.tgt_map[20].item() == 9 and model.tgt_map[25].item() == 1
     b = batch()
     with torch.no_grad():
-        nll = model(b["src"], b["src_mask"], b["tgt"], b["tgt_mask"]).total_nll()
-        title = b["tgt"].clone()
+        nll = model(b.src, b.src_mask, b.tgt, b.tgt_mask).total_nll()
+        title = b.tgt.clone()
         title[(title > 3) & ~torch.isin(title, torch.tensor(tgt_ids))] = 1  # outside V_y: <unk>
-        assert torch.allclose(nll, model(b["src"], b["src_mask"], title, b["tgt_mask"]).total_nll())
+        assert torch.allclose(nll, model(b.src, b.src_mask, title, b.tgt_mask).total_nll())
         found = beam_search(
             ModelStepDecoder(model), b, DecodeOptions(beam_size=3, min_len=5, max_len=5, no_repeat_ngram=0, unk="allow")
         )

@@ -6,9 +6,13 @@ import math
 
 import pytest
 import torch
+from scg_summarize.data import SourceBatch
+from scg_summarize.decoding import ModelStepDecoder
+from scg_summarize.models.abs.config import AbsFamilyConfig
 from scg_summarize.models.abs.encoders import AttentionEncoder, BowEncoder, ConvEncoder, NoEncoder
+from scg_summarize.models.abs.family import AbsSummarizer
 from scg_summarize.models.abs.nnlm import AbsConfig, AbsModel, context_windows
-from scg_summarize.models.abs.step import AbsStepDecoder, flatten_source
+from scg_summarize.models.abs.step import flatten_source
 
 H, D, C, VX, VY = 6, 4, 3, 17, 13
 
@@ -161,22 +165,29 @@ def test_flatten_source_packs_grid_words_in_order() -> None:
     assert positions[0].tolist() == [0, 1, 3]
 
 
-def test_step_decoder_equals_teacher_forcing_and_maps_attention_to_the_grid() -> None:
+def test_the_step_decoder_equals_teacher_forcing_and_maps_attention_to_the_grid() -> None:
+    """The family through the one step adapter: the NNLM's teacher-forced distributions over the
+    title vocabulary (−inf beyond it), rows following their examples, the attention on the grid."""
     torch.manual_seed(6)
-    model = AbsModel(AbsConfig(VX, VY, encoder="attention", embed=D, hidden=H, context=C, init_std=0.5)).eval()
+    config = AbsFamilyConfig(
+        vocab_size=VX, emb_dim=D, hidden=H, abs_context=C, abs_encoder="attention", abs_tgt_vocab=VY
+    )
+    family = AbsSummarizer(config)
     grid = torch.tensor([[[5, 6, 0], [7, 9, 0]], [[8, 0, 0], [11, 12, 13]]])
-    batch = {"src": grid, "src_mask": grid != 0}
+    batch = SourceBatch(src=grid, src_mask=grid != 0)
     words, wmask, _ = flatten_source(grid, grid != 0)
     tgt = torch.tensor([[2, 5, 6, 7, 3], [2, 8, 9, 10, 3]])
-    expected = model(words, wmask, tgt)
-    dec = AbsStepDecoder(model)
+    expected = family.abs.eval()(words, wmask, tgt)  # (the corpus ids are the model's: prefixes of V)
+    dec = ModelStepDecoder(family)
+    dec.request_extras(["word_attn"])
     state = dec.init_state(batch)
     state = dec.reorder(state, torch.tensor([1, 0]))  # rows follow their examples
     for t in range(4):
         log_probs, state, extras = dec.step(state, tgt[[1, 0], t])
-        _close(log_probs, expected[[1, 0], t])
+        _close(log_probs[:, :VY], expected[[1, 0], t])
+        assert bool(torch.isneginf(log_probs[:, VY:]).all())  # beyond the title vocabulary
         attn = extras["word_attn"]
         assert attn.shape == (2, 2, 3)
         _close(attn.sum((1, 2)), torch.ones(2))
         assert float(attn[0][grid[1] == 0].sum()) == 0.0 and float(attn[1][grid[0] == 0].sum()) == 0.0
-    assert state.window[0].tolist() == [8, 9, 10]
+    assert state.dec.window[0].tolist() == [8, 9, 10]

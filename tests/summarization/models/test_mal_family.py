@@ -10,12 +10,11 @@ from pathlib import Path
 import pytest
 import torch
 from scg_summarize.cli import main as cli_main
-from scg_summarize.data import SummarizationDataset
+from scg_summarize.data import Batch, SummarizationDataset
 from scg_summarize.decoding import load_run
 from scg_summarize.decoding.adapters import ModelStepDecoder
 from scg_summarize.decoding.inputs import collate_documents, documents_from_split
 from scg_summarize.evaluation.saliency_topk import saliency_top_k
-from scg_summarize.models.mal import MALStepDecoder
 from scg_summarize.models.mal.family import MALFamily, MALTeacherOutput
 from scg_summarize.models.registry import FAMILIES, build_model
 from scg_summarize.train import Trainer, load_config
@@ -42,14 +41,14 @@ FAST = [
 ]
 
 
-def _batch(B: int = 3, M: int = 2, N: int = 5, T: int = 6, seed: int = 0) -> dict[str, torch.Tensor]:
+def _batch(B: int = 3, M: int = 2, N: int = 5, T: int = 6, seed: int = 0) -> Batch:
     g = torch.Generator().manual_seed(seed)
     src = torch.randint(4, V, (B, M, N), generator=g)
     mask = torch.ones(B, M, N, dtype=torch.bool)
     mask[0, 1, 2:] = False
     src = src.masked_fill(~mask, 0)
     tgt = torch.cat([torch.full((B, 1), 2), src.flatten(1)[:, 1 : T - 1].clamp(min=4), torch.full((B, 1), 3)], 1)
-    return {"src": src, "src_mask": mask, "tgt": tgt, "tgt_mask": torch.ones(B, T, dtype=torch.bool)}
+    return Batch(src=src, src_mask=mask, tgt=tgt, tgt_mask=torch.ones(B, T, dtype=torch.bool))
 
 
 def _model(name: str, seed: int = 1) -> MALFamily:
@@ -109,7 +108,7 @@ def test_training_without_the_vocabulary_is_refused() -> None:
     model = build_model(load_config("MAL", [f"model.vocab_size={V}", *SMALL]).model).train()
     b = _batch()
     with pytest.raises(ValueError, match="bind_vocab"):
-        model(b["src"], b["src_mask"], b["tgt"], b["tgt_mask"])
+        model(b.src, b.src_mask, b.tgt, b.tgt_mask)
 
 
 # ----------------------------------------------------------------------------- the family interface
@@ -126,7 +125,7 @@ def test_checkpoint_round_trip(name: str, tmp_path: Path) -> None:
     assert set(load_checkpoint(tmp_path / "best.pt")["model"]) == set(model.state_dict())
     b = _batch()
     with torch.no_grad():
-        a, c = (m.eval()(b["src"], b["src_mask"], b["tgt"], b["tgt_mask"]) for m in (model, loaded))
+        a, c = (m.eval()(b.src, b.src_mask, b.tgt, b.tgt_mask) for m in (model, loaded))
         maps_a, maps_c = model.saliency_maps(b).maps, loaded.saliency_maps(b).maps
     assert isinstance(a, MALTeacherOutput) and torch.isfinite(a.total_nll())
     assert torch.equal(a.total_nll(), c.total_nll()) and torch.equal(a.loss_s, c.loss_s)
@@ -138,29 +137,28 @@ def test_checkpoint_round_trip(name: str, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("name", ["MAL", "MAL-SEQ2SEQ"])
 def test_step_interface_reproduces_teacher_forcing(name: str) -> None:
-    """Σ_t −log p(y_t) stepping through the family interface (what beam search, validation ROUGE
-    and rollouts use) = the teacher-forced L_NLL = the stand-alone MAL step decoder's."""
+    """Σ_t −log p(y_t) stepping through the family interface and the one step adapter (what beam
+    search, validation ROUGE and rollouts use) = the teacher-forced L_NLL."""
     model = _model(name).eval()
     b = _batch()
     with torch.no_grad():
-        teacher = model(b["src"], b["src_mask"], b["tgt"], b["tgt_mask"])
-        for decoder in (ModelStepDecoder(model), MALStepDecoder(model)):
-            state = decoder.init_state(b)
-            total = torch.zeros(())
-            for t in range(b["tgt"].shape[1] - 1):
-                log_probs, state, _ = decoder.step(state, b["tgt"][:, t])
-                total = total + log_probs.gather(1, b["tgt"][:, t + 1 : t + 2]).sum()
-            assert torch.allclose(-total, teacher.total_nll(), rtol=1e-5, atol=1e-4)
-        # beam reordering keeps each row's memory: a permutation of the rows gives permuted log-probs
+        teacher = model(b.src, b.src_mask, b.tgt, b.tgt_mask)
         decoder = ModelStepDecoder(model)
+        state = decoder.init_state(b)
+        total = torch.zeros(())
+        for t in range(b.tgt.shape[1] - 1):
+            log_probs, state, _ = decoder.step(state, b.tgt[:, t])
+            total = total + log_probs.gather(1, b.tgt[:, t + 1 : t + 2]).sum()
+        assert torch.allclose(-total, teacher.total_nll(), rtol=1e-5, atol=1e-4)
+        # beam reordering keeps each row's memory: a permutation of the rows gives permuted log-probs
         state = decoder.init_state(b)
         perm = torch.tensor([2, 0, 1])
         moved = decoder.reorder(state, perm)
-        lp, _, _ = decoder.step(state, b["tgt"][:, 0])
-        lp_moved, _, _ = decoder.step(moved, b["tgt"][perm, 0])
+        lp, _, _ = decoder.step(state, b.tgt[:, 0])
+        lp_moved, _, _ = decoder.step(moved, b.tgt[perm, 0])
         assert torch.allclose(lp[perm], lp_moved, atol=1e-6)
     with scg.Graph():
-        roll = model(b["src"], b["src_mask"], b["tgt"], b["tgt_mask"], task="rollout", max_len=4)
+        roll = model(b.src, b.src_mask, b.tgt, b.tgt_mask, task="rollout", max_len=4)
     assert roll.tokens.shape[0] == 3 and roll.tokens.shape[1] <= 4
 
 
@@ -229,7 +227,7 @@ def test_train_resume_select_and_evaluate_with_table4(synthetic_corpus: Path, tm
     dataset = SummarizationDataset(synthetic_corpus, "test")
     docs = list(documents_from_split(dataset, range(12)))
     batch = collate_documents(docs)
-    batch["refs"] = [d.refs for d in docs]
+    batch.refs = [d.refs for d in docs]
     direct = saliency_top_k(run.decoder.model, [batch], run.vocab.id_to_token, k=5)
     assert direct["rouge1"] == pytest.approx(table4["rouge1"])
     assert all(0.0 <= v <= 100.0 for v in table4["rouge1"].values()) and table4["rouge1"]["Lead"] > 0.0

@@ -82,7 +82,7 @@ def test_c2f_batch_graph_has_one_coarse_node_per_step_and_trains_the_chunk_score
     ema = scg.baselines.EMA(0.1)
     result = c2f_objective(model, batch, 3.0, ema, discount=0.5, reward_scale=0.3)
     g = result.graph
-    steps = batch["tgt"].shape[1] - 1
+    steps = batch.tgt.shape[1] - 1
     coarse = [n for n in g.stochastic_nodes if n.name == "coarse"]
     assert [n.step for n in coarse] == list(range(steps))
     assert [c.step for c in g.cost_nodes] == list(range(steps))
@@ -129,7 +129,7 @@ def test_soft_models_train_by_plain_nll_without_a_graph() -> None:
         model = make_model(attention, dropout=0.0)
         result = mle_objective(model, batch, 2.0)
         assert result.graph is None and result.soft
-        out = model(batch["src"], batch["src_mask"], batch["tgt"], batch["tgt_mask"])
+        out = model(batch.src, batch.src_mask, batch.tgt, batch.tgt_mask)
         torch.testing.assert_close(result.loss, out.total_nll() / 2.0)
         result.loss.backward()
         assert all(p.grad is not None for p in model.parameters() if p.requires_grad)

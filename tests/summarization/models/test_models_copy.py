@@ -7,7 +7,7 @@ import math
 
 import pytest
 import torch
-from scg_summarize.models import ModelConfig
+from scg_summarize.models import C2FConfig
 from scg_summarize.models.common.generator import CopyGenerator, copy_distribution
 
 import scg
@@ -19,9 +19,9 @@ CASES = [("standard", {}), ("model1", {}), ("hier", {}), ("c2f", {}), ("c2f", {"
 
 def _steps(model, batch, mode):
     """Decoder steps by hand: yields (log p (B, V), attention, memory) for each target step."""
-    memory, final = model.encode(batch["src"], batch["src_mask"])
+    memory, final = model.encode(batch.src, batch.src_mask)
     state = model.init_state(memory, final)
-    y_in = model.tgt_embedding(batch["tgt"][:, :-1])
+    y_in = model.tgt_embedding(batch.tgt[:, :-1])
     for t in range(y_in.shape[1]):
         out, state, att = model.decoder.step(state, y_in[:, t], memory, t, mode)
         yield model.step_log_probs(out, att, memory), att, memory, out
@@ -66,20 +66,20 @@ def test_teacher_forcing_equals_stepwise_nll_and_ignores_padding(attention: str,
     model = make_model(attention, copy=True, **options).eval()
     batch = make_batch(B=3, M=4, N=6)
     with torch.no_grad():
-        out = model(batch["src"], batch["src_mask"], batch["tgt"], batch["tgt_mask"], mode="greedy")
-        y = batch["tgt"][:, 1:]
+        out = model(batch.src, batch.src_mask, batch.tgt, batch.tgt_mask, mode="greedy")
+        y = batch.tgt[:, 1:]
         for t, (logp, *_) in enumerate(_steps(model, batch, "greedy")):
-            expected = -logp.gather(1, y[:, t : t + 1]).squeeze(1) * batch["tgt_mask"][:, t + 1]
+            expected = -logp.gather(1, y[:, t : t + 1]).squeeze(1) * batch.tgt_mask[:, t + 1]
             torch.testing.assert_close(out.step_nll[t], expected)
         padded = pad_batch(batch, extra_chunks=2, extra_words=3)
-        out2 = model(padded["src"], padded["src_mask"], padded["tgt"], padded["tgt_mask"], mode="greedy")
+        out2 = model(padded.src, padded.src_mask, padded.tgt, padded.tgt_mask, mode="greedy")
         torch.testing.assert_close(torch.stack(out2.step_nll), torch.stack(out.step_nll), rtol=1e-5, atol=1e-6)
 
 
 def test_copy_lowers_the_nll_of_a_source_word_the_vocabulary_half_never_predicts() -> None:
     model = make_model("standard", copy=True).eval()
     batch = make_batch(B=1, M=2, N=4, T=3)
-    word = int(batch["src"][0, 0, 0])
+    word = int(batch.src[0, 0, 0])
     with torch.no_grad():
         model.generator.proj.bias[word] = -50.0  # the softmax half gives `word` ~e^-50
         model.generator.gate.bias.fill_(0.0)
@@ -93,7 +93,7 @@ def test_c2f_copy_trains_through_the_surrogate_with_finite_gradients() -> None:
     batch = make_batch(B=3, M=4, N=6)
     torch.manual_seed(3)
     with scg.Graph() as graph:
-        out = model(batch["src"], batch["src_mask"], batch["tgt"], batch["tgt_mask"], mode="sample")
+        out = model(batch.src, batch.src_mask, batch.tgt, batch.tgt_mask, mode="sample")
         for t, nll in enumerate(out.step_nll):
             scg.cost(nll, name="nll", step=t)
     # the draw of step t influences the cost of step t (through the context and the copy half)
@@ -113,7 +113,7 @@ def test_c2f_copy_trains_through_the_surrogate_with_finite_gradients() -> None:
 
 def test_config_rejects_a_non_boolean_copy() -> None:
     with pytest.raises(ValueError, match=r"model\.copy"):
-        ModelConfig(vocab_size=V, copy="yes")  # type: ignore[arg-type]
+        C2FConfig(vocab_size=V, copy="yes")  # type: ignore[arg-type]
 
 
 def test_checkpoints_from_before_generator_modules_still_load() -> None:

@@ -22,7 +22,7 @@ CASES = [
 
 
 def _nll(model, batch):
-    out = model(batch["src"], batch["src_mask"], batch["tgt"], batch["tgt_mask"], mode="greedy")
+    out = model(batch.src, batch.src_mask, batch.tgt, batch.tgt_mask, mode="greedy")
     return torch.stack(out.step_nll, 1), out
 
 
@@ -48,9 +48,9 @@ def test_padded_target_rows_match_unpadded_ones(attention: str) -> None:
     with torch.no_grad():
         full, _ = _nll(model, batch)
         for row in range(3):
-            length = int(batch["tgt_mask"][row].sum())
-            single = {k: v[row : row + 1] for k, v in batch.items()}
-            single["tgt"], single["tgt_mask"] = single["tgt"][:, :length], single["tgt_mask"][:, :length]
+            length = int(batch.tgt_mask[row].sum())
+            single = batch.rows(slice(row, row + 1))
+            single.tgt, single.tgt_mask = single.tgt[:, :length], single.tgt_mask[:, :length]
             alone, _ = _nll(model, single)
             torch.testing.assert_close(full[row, : length - 1], alone[0], rtol=1e-5, atol=1e-6)
             assert torch.all(full[row, length - 1 :] == 0)
@@ -59,7 +59,7 @@ def test_padded_target_rows_match_unpadded_ones(attention: str) -> None:
 def test_padding_rows_get_no_gradient_through_embeddings() -> None:
     model = make_model("hier")
     batch = make_batch()
-    out = model(batch["src"], batch["src_mask"], batch["tgt"], batch["tgt_mask"])
+    out = model(batch.src, batch.src_mask, batch.tgt, batch.tgt_mask)
     out.total_nll().backward()
     assert torch.all(model.src_embedding.weight.grad[0] == 0)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import torch
+from scg_summarize.data import SourceBatch
 from scg_summarize.decoding.adapters import ModelStepDecoder
 from scg_summarize.decoding.beam import beam_search
 from scg_summarize.decoding.options import DecodeOptions
@@ -81,7 +82,7 @@ def _score(model: torch.nn.Module, b: dict[str, torch.Tensor], example: int, tok
     """log p(tokens, </s> | example) by teacher forcing one example alone (corpus ids)."""
     decoder = ModelStepDecoder(model)
     one = slice(example, example + 1)
-    state = decoder.init_state({"src": b["src"][one], "src_mask": b["src_mask"][one]})
+    state = decoder.init_state(SourceBatch(src=b.src[one], src_mask=b.src_mask[one]))
     prev, total = 2, 0.0
     for word in [*tokens, 3]:
         log_probs, state, _ = decoder.step(state, torch.tensor([prev]))

@@ -35,10 +35,10 @@ def test_teacher_forcing_shapes(attention: str, options: dict) -> None:
     model = make_model(attention, **options)
     modes = ["greedy", "soft"] if attention == "c2f" else ["greedy"]
     for mode in modes:
-        out = model(batch["src"], batch["src_mask"], batch["tgt"], batch["tgt_mask"], mode=mode)
+        out = model(batch.src, batch.src_mask, batch.tgt, batch.tgt_mask, mode=mode)
         assert len(out.step_nll) == 4 and all(n.shape == (3,) for n in out.step_nll)
         assert out.step_mask.shape == (3, 4)
-        assert out.tokens() == int(batch["tgt_mask"][:, 1:].sum())
+        assert out.tokens() == int(batch.tgt_mask[:, 1:].sum())
         for t, nll in enumerate(out.step_nll):
             assert torch.all(nll[~out.step_mask[:, t]] == 0)  # padding positions cost nothing
             assert torch.all(nll[out.step_mask[:, t]] > 0)
@@ -48,7 +48,7 @@ def test_teacher_forcing_shapes(attention: str, options: dict) -> None:
             torch.testing.assert_close(att.chunk_probs.sum(1), torch.ones(3))
             torch.testing.assert_close(att.chunk_weights.sum(1), torch.ones(3))
             assert torch.all(att.chunk_probs[0, -1] == 0)  # the empty chunk gets no attention
-            total = batch["src_mask"].sum((1, 2)).float()
+            total = batch.src_mask.sum((1, 2)).float()
             if attention == "c2f" and mode != "soft":
                 assert att.selected is not None and att.selected.shape == (3, min(model.config.test_k, 4))
                 assert torch.all(att.words_read <= total)
@@ -61,7 +61,7 @@ def test_c2f_sample_mode_draws_k_chunks_per_step(multi: int) -> None:
     batch = make_batch()
     model = make_model("c2f", multi=multi)
     with scg.Graph() as g:
-        out = model(batch["src"], batch["src_mask"], batch["tgt"], batch["tgt_mask"], mode="sample")
+        out = model(batch.src, batch.src_mask, batch.tgt, batch.tgt_mask, mode="sample")
     nodes = g.stochastic_nodes
     assert len(nodes) == len(out.step_nll)
     for t, (node, att) in enumerate(zip(nodes, out.attention)):
@@ -74,9 +74,9 @@ def test_c2f_sample_mode_draws_k_chunks_per_step(multi: int) -> None:
 
 def test_sample_mode_needs_a_graph_only_for_c2f() -> None:
     batch = make_batch()
-    make_model("hier")(batch["src"], batch["src_mask"], batch["tgt"], batch["tgt_mask"], mode="sample")
+    make_model("hier")(batch.src, batch.src_mask, batch.tgt, batch.tgt_mask, mode="sample")
     with pytest.raises(scg.SCGError, match="outside a graph"):
-        make_model("c2f")(batch["src"], batch["src_mask"], batch["tgt"], batch["tgt_mask"], mode="sample")
+        make_model("c2f")(batch.src, batch.src_mask, batch.tgt, batch.tgt_mask, mode="sample")
 
 
 def test_hier_and_c2f_share_parameters_for_pretraining() -> None:
@@ -84,12 +84,10 @@ def test_hier_and_c2f_share_parameters_for_pretraining() -> None:
     assert hier.state_dict().keys() == c2f.state_dict().keys()
     c2f.load_state_dict(hier.state_dict())
     batch = make_batch()
-    soft_hier = hier(batch["src"], batch["src_mask"], batch["tgt"], batch["tgt_mask"]).total_nll()
-    soft_c2f = c2f.eval()(batch["src"], batch["src_mask"], batch["tgt"], batch["tgt_mask"], mode="soft").total_nll()
+    soft_hier = hier(batch.src, batch.src_mask, batch.tgt, batch.tgt_mask).total_nll()
+    soft_c2f = c2f.eval()(batch.src, batch.src_mask, batch.tgt, batch.tgt_mask, mode="soft").total_nll()
     hier.eval()
-    torch.testing.assert_close(
-        hier(batch["src"], batch["src_mask"], batch["tgt"], batch["tgt_mask"]).total_nll(), soft_c2f
-    )
+    torch.testing.assert_close(hier(batch.src, batch.src_mask, batch.tgt, batch.tgt_mask).total_nll(), soft_c2f)
     assert soft_hier.requires_grad
 
 

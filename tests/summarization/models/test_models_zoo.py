@@ -8,22 +8,25 @@ from pathlib import Path
 
 import pytest
 import torch
+from scg_summarize.data import Batch, SourceBatch
 from scg_summarize.decoding.adapters import IndexedMemory, ModelStepDecoder
+from scg_summarize.models.c2f.config import C2FConfig
 from scg_summarize.models.c2f.model import Summarizer
 from scg_summarize.models.common.attention import Memory
 from scg_summarize.models.common.decoder import DecoderState
 from scg_summarize.models.common.extended_vocab import extend_source, extend_targets, to_corpus, to_input
 from scg_summarize.models.common.rows import repeat_rows, select_rows
 from scg_summarize.models.config import ModelConfig
+from scg_summarize.models.paulus.config import PaulusConfig
 from scg_summarize.models.paulus.model import PaulusState, PaulusSummarizer
-from scg_summarize.models.registry import FAMILIES, Registry, build_model
+from scg_summarize.models.registry import FAMILIES, LEGACY_OPTIONS, FamilyRegistry, build_model
 from scg_summarize.train.checkpoint import load_checkpoint, save_atomic
 from scg_summarize.train.loop import load_model
 
 V, VT = 40, 24
 
 
-def paulus_config(**kw: object) -> ModelConfig:
+def paulus_config(**kw: object) -> PaulusConfig:
     base: dict[str, object] = dict(
         family="paulus",
         vocab_size=V,
@@ -31,16 +34,15 @@ def paulus_config(**kw: object) -> ModelConfig:
         emb_dim=8,
         hidden=12,
         enc_layers=1,
-        dec_layers=1,
         dropout=0.0,
         emb_init_std=1.0,
         share_embeddings=True,
     )
     base.update(kw)
-    return ModelConfig(**base)  # type: ignore[arg-type]
+    return PaulusConfig(**base)  # type: ignore[arg-type]
 
 
-def batch(B: int = 3, M: int = 2, N: int = 5, T: int = 6, seed: int = 0) -> dict[str, torch.Tensor]:
+def batch(B: int = 3, M: int = 2, N: int = 5, T: int = 6, seed: int = 0) -> Batch:
     g = torch.Generator().manual_seed(seed)
     src = torch.randint(4, V, (B, M, N), generator=g)
     mask = torch.ones(B, M, N, dtype=torch.bool)
@@ -48,12 +50,12 @@ def batch(B: int = 3, M: int = 2, N: int = 5, T: int = 6, seed: int = 0) -> dict
     src = src.masked_fill(~mask, 0)
     tgt = torch.randint(4, V, (B, T), generator=g)
     tgt[:, 0], tgt[:, -1] = 2, 3
-    return {"src": src, "src_mask": mask, "tgt": tgt, "tgt_mask": torch.ones(B, T, dtype=torch.bool)}
+    return Batch(src=src, src_mask=mask, tgt=tgt, tgt_mask=torch.ones(B, T, dtype=torch.bool))
 
 
 FAMILY_CONFIGS = {
-    "c2f-standard": ModelConfig(vocab_size=V, emb_dim=8, hidden=8, enc_layers=1, dec_layers=1),
-    "c2f-hard": ModelConfig(
+    "c2f-standard": C2FConfig(vocab_size=V, emb_dim=8, hidden=8, enc_layers=1, dec_layers=1),
+    "c2f-hard": C2FConfig(
         vocab_size=V,
         attention="c2f",
         num_chunks=2,
@@ -77,19 +79,40 @@ def test_registry_builds_every_family_and_names_unknown_ones() -> None:
     assert isinstance(build_model(FAMILY_CONFIGS["paulus"]), PaulusSummarizer)
     with pytest.raises(ValueError, match=r"model.family must be one of .*'nope'"):
         ModelConfig(vocab_size=V, family="nope")
-    reg: Registry = Registry("widget")
-    reg.register("a", int)
+    assert FAMILIES.config_class("paulus") is PaulusConfig
+    reg = FamilyRegistry()
+    reg.register("a", Summarizer, config=C2FConfig)
+    reg.register("a", Summarizer, config=C2FConfig)  # the same entry again: a re-import
     with pytest.raises(ValueError, match="already registered"):
-        reg.register("a", float)
-    with pytest.raises(ValueError, match=r"unknown widget 'b'; known: a"):
-        reg.get("b")
+        reg.register("a", PaulusSummarizer, config=PaulusConfig)
+    with pytest.raises(ValueError, match="config must be a ModelConfig subclass"):
+        reg.register("b", Summarizer, config=dict)  # type: ignore[arg-type]
 
 
 def test_old_configs_without_family_are_c2f() -> None:
     config = ModelConfig.from_dict({"vocab_size": V, "attention": "hier"})
-    assert config.family == "c2f" and config.target_vocab == V
-    with pytest.raises(ValueError, match="paulus' family only"):
-        ModelConfig(vocab_size=V, tgt_vocab_size=10)
+    assert isinstance(config, C2FConfig) and config.family == "c2f" and config.hierarchical
+
+
+def test_each_family_has_its_own_options() -> None:
+    """A key of another family is refused, naming the key, the family and the source; a family's
+    configuration is its own dataclass."""
+    with pytest.raises(ValueError, match=r"C2F.toml: model.tgt_vocab_size: not an option of the 'c2f' family"):
+        ModelConfig.from_dict({"vocab_size": V, "tgt_vocab_size": 10}, "C2F.toml")
+    with pytest.raises(ValueError, match=r"model.attention, model.multi: not an option of the 'paulus' family"):
+        ModelConfig.from_dict({"family": "paulus", "attention": "c2f", "multi": 2})
+    with pytest.raises(ValueError, match=r"model.family = 'paulus' takes a PaulusConfig"):
+        C2FConfig(vocab_size=V, family="paulus")
+    assert type(PaulusConfig.from_dict({"vocab_size": V})) is PaulusConfig  # the class's family by default
+
+
+@pytest.mark.parametrize("name", sorted(FAMILY_CONFIGS))
+def test_a_checkpoint_with_every_familys_options_loads(name: str) -> None:
+    """Checkpoints written before each family had its own configuration store the options of
+    every family (`LEGACY_OPTIONS`); the stored family's are kept, the rest dropped."""
+    own = FAMILY_CONFIGS[name]
+    flat = {key: 0 for key in LEGACY_OPTIONS} | own.to_dict()
+    assert ModelConfig.from_dict(flat) == own
 
 
 @pytest.mark.parametrize("name", sorted(FAMILY_CONFIGS))
@@ -106,8 +129,8 @@ def test_checkpoint_round_trip_for_every_family(name: str, tmp_path: Path) -> No
     assert type(loaded) is type(model) and loaded_config.model == config.model
     b = batch()
     with torch.no_grad():
-        a = model(b["src"], b["src_mask"], b["tgt"], b["tgt_mask"], mode="greedy").total_nll()
-        c = loaded.eval()(b["src"], b["src_mask"], b["tgt"], b["tgt_mask"], mode="greedy").total_nll()
+        a = model(b.src, b.src_mask, b.tgt, b.tgt_mask, mode="greedy").total_nll()
+        c = loaded.eval()(b.src, b.src_mask, b.tgt, b.tgt_mask, mode="greedy").total_nll()
     assert torch.equal(a, c) and torch.isfinite(a)
     assert set(load_checkpoint(tmp_path / "best.pt")["model"]) == set(model.state_dict())
 
@@ -223,7 +246,7 @@ def test_copy_puts_the_mass_on_the_oov_source_word_not_unk() -> None:
     with torch.no_grad():
         model.generator.switch.bias.fill_(30.0)  # p(u = 1) ~ 1: copy
     src = torch.tensor([[[33, 33, 33, 0]]])
-    b = {"src": src, "src_mask": src != 0}
+    b = SourceBatch(src=src, src_mask=src != 0)
     decoder = ModelStepDecoder(model)
     state = decoder.init_state(b)
     log_probs, _, _ = decoder.step(state, torch.tensor([2]))
@@ -234,32 +257,3 @@ def test_copy_puts_the_mass_on_the_oov_source_word_not_unk() -> None:
     tgt = torch.tensor([[2, 33, 3]])
     out = model(src, src != 0, tgt, torch.ones_like(tgt, dtype=torch.bool), mode="greedy")
     assert float(out.step_nll[0][0].detach()) < 1e-3
-
-
-# ----------------------------------------------------------------------------- the documented example
-def test_the_documented_family_example_trains_and_decodes() -> None:
-    """docs/summarizer.md "Adding a model family": its code registers a family that the
-    configuration, teacher forcing, rollouts and beam search accept."""
-    from scg_summarize.decoding.beam import beam_search
-    from scg_summarize.decoding.options import DecodeOptions
-
-    import scg
-
-    doc = (Path(__file__).resolve().parents[3] / "docs" / "summarizer.md").read_text(encoding="utf-8")
-    section = doc[doc.index("## Adding a model family") :]
-    code = section[section.index("```python") + len("```python") :]
-    code = code[: code.index("```")]
-    assert len(code.strip().splitlines()) <= 32
-    if "plain" not in FAMILIES:
-        exec(compile(code, "docs/summarizer.md", "exec"), {})
-    torch.manual_seed(0)
-    model = build_model(ModelConfig(vocab_size=V, family="plain", emb_dim=8, hidden=8))
-    b = batch()
-    out = model(b["src"], b["src_mask"], b["tgt"], b["tgt_mask"])
-    out.total_nll().backward()
-    assert torch.isfinite(out.total_nll()) and model.cell.weight_ih.grad is not None
-    with scg.Graph() as g:
-        model(b["src"], b["src_mask"], b["tgt"], b["tgt_mask"], task="rollout", max_len=4)
-    assert {n.name for n in g.stochastic_nodes} == {"token"}
-    found = beam_search(ModelStepDecoder(model), b, DecodeOptions(beam_size=2, max_len=5))
-    assert len(found) == 3 and all(len(h) == 1 for h in found)

@@ -21,14 +21,16 @@ sign, mask, normaliser or coin is wrong (issue 30).
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import torch
+from scg_summarize.data import Batch
 from scg_summarize.models.common.extended_vocab import to_corpus, to_input
-from scg_summarize.models.config import ModelConfig
 from scg_summarize.models.mal.saliency import saliency_loss
+from scg_summarize.models.paulus.config import PaulusConfig
 from scg_summarize.models.registry import build_model
 from scg_summarize.train import load_config
 from scg_summarize.train.ddp import DistContext
@@ -49,7 +51,7 @@ def _c2f_model() -> torch.nn.Module:
     return build_model(tiny_c2f_config(V, emb_dim=4, hidden=5)).double()
 
 
-def _c2f_batch() -> dict[str, torch.Tensor]:
+def _c2f_batch() -> Batch:
     g = torch.Generator().manual_seed(3)
     src = torch.randint(4, V, (3, 2, 4), generator=g)
     tgt = torch.randint(4, V, (3, 5), generator=g)
@@ -58,7 +60,11 @@ def _c2f_batch() -> dict[str, torch.Tensor]:
     tgt_mask[1, 3:] = False  # a shorter summary: two padding steps
     tgt[1, 2], tgt[1, 3:] = 3, 0
     tgt[[0, 2], -1] = 3
-    return {"src": src, "src_mask": torch.ones_like(src, dtype=torch.bool), "tgt": tgt, "tgt_mask": tgt_mask}
+    return Batch(src=src, src_mask=torch.ones_like(src, dtype=torch.bool), tgt=tgt, tgt_mask=tgt_mask)
+
+
+def _forward(model: Any, batch: Batch) -> Any:
+    return model(batch.src, batch.src_mask, batch.tgt, batch.tgt_mask)
 
 
 def _grads(value: torch.Tensor, params: list[torch.Tensor]) -> torch.Tensor:
@@ -96,7 +102,7 @@ class _Ranks(DistContext):
 
 
 def _step(
-    batch: dict[str, Any],
+    batch: Batch,
     normalize: str,
     *,
     world: int = 1,
@@ -110,10 +116,11 @@ def _step(
     theta = torch.nn.Parameter(torch.tensor([0.5, -0.25], dtype=torch.float64) if theta is None else theta.clone())
     seen: dict[str, float] = {}
 
-    def objective(shard: dict[str, Any], normalizer: float) -> StepResult:
+    def objective(shard: Batch, normalizer: float) -> StepResult:
         seen["normalizer"] = normalizer
-        real = shard["tgt_mask"][:, 1:]
-        per_token = (shard["w"][:, 1:, :] * theta).sum(-1).masked_fill(~real, 0.0)
+        real = shard.tgt_mask[:, 1:]
+        assert shard.index is not None
+        per_token = (_token_weights()[shard.index][:, 1:, :] * theta).sum(-1).masked_fill(~real, 0.0)
         return StepResult(per_token.sum() / normalizer, float(per_token.detach().sum()), int(real.sum()), None)
 
     module = torch.nn.Module()
@@ -135,13 +142,21 @@ def _step(
     return theta.grad.clone(), seen["normalizer"], theta.detach().clone()
 
 
-def _token_batch() -> tuple[dict[str, torch.Tensor], list[int]]:
-    lengths = [6, 2, 5, 3]  # <s> ... </s>; the ranks (rows 0::2 and 1::2) get 11 and 5 columns
-    T = max(lengths)
-    mask = torch.tensor([[t < n for t in range(T)] for n in lengths])
+_TOKEN_LENGTHS = [6, 2, 5, 3]  # <s> ... </s>; the ranks (rows 0::2 and 1::2) get 11 and 5 columns
+
+
+def _token_weights() -> torch.Tensor:
+    """w ``(B, T, 2)``: the loss of example b at position t is θ·w_bt (rows found by ``batch.index``)."""
     g = torch.Generator().manual_seed(0)
-    w = torch.randn(len(lengths), T, 2, generator=g, dtype=torch.float64)
-    return {"tgt": torch.where(mask, 5, 0), "tgt_mask": mask, "w": w, "src": torch.zeros(len(lengths), 1, 1)}, lengths
+    return torch.randn(len(_TOKEN_LENGTHS), max(_TOKEN_LENGTHS), 2, generator=g, dtype=torch.float64)
+
+
+def _token_batch() -> tuple[Batch, list[int]]:
+    lengths, B = _TOKEN_LENGTHS, len(_TOKEN_LENGTHS)
+    mask = torch.tensor([[t < n for t in range(max(lengths))] for n in lengths])
+    src = torch.zeros(B, 1, 1)
+    batch = Batch(src=src, src_mask=src > 0, tgt=torch.where(mask, 5, 0), tgt_mask=mask, index=torch.arange(B))
+    return batch, lengths
 
 
 def test_token_normaliser_counts_the_predicted_tokens_not_the_bos_column() -> None:
@@ -149,8 +164,8 @@ def test_token_normaliser_counts_the_predicted_tokens_not_the_bos_column() -> No
     grad, normalizer, _ = _step(batch, "tokens")
     predicted = sum(n - 1 for n in lengths)  # every word and </s>, never <s>
     assert normalizer == predicted
-    real = batch["tgt_mask"][:, 1:].unsqueeze(-1)
-    assert torch.allclose(grad, (batch["w"][:, 1:] * real).sum((0, 1)) / predicted, atol=1e-12)
+    real = batch.tgt_mask[:, 1:].unsqueeze(-1)
+    assert torch.allclose(grad, (_token_weights()[:, 1:] * real).sum((0, 1)) / predicted, atol=1e-12)
     _, per_batch, _ = _step(batch, "batch")
     assert per_batch == len(lengths)
 
@@ -194,13 +209,11 @@ PV = 12
 
 def _paulus(feed: float = 0.0) -> torch.nn.Module:
     torch.manual_seed(0)
-    config = ModelConfig(
-        family="paulus",
+    config = PaulusConfig(
         vocab_size=PV,
         emb_dim=4,
         hidden=6,
         enc_layers=1,
-        dec_layers=1,
         dropout=0.0,
         init_range=0.5,
         feed_sample_prob=feed,
@@ -208,70 +221,68 @@ def _paulus(feed: float = 0.0) -> torch.nn.Module:
     return build_model(config).double()
 
 
-def _paulus_batch(B: int = 3, T: int = 6) -> dict[str, torch.Tensor]:
+def _paulus_batch(B: int = 3, T: int = 6) -> Batch:
     g = torch.Generator().manual_seed(5)
     src = torch.randint(4, PV, (B, 1, 5), generator=g)
     tgt = torch.randint(4, PV, (B, T), generator=g)
     tgt[:, 0], tgt[:, -1] = 2, 3
-    return {
-        "src": src,
-        "src_mask": torch.ones_like(src, dtype=torch.bool),
-        "tgt": tgt,
-        "tgt_mask": torch.ones_like(tgt, dtype=torch.bool),
-    }
+    return Batch(
+        src=src,
+        src_mask=torch.ones_like(src, dtype=torch.bool),
+        tgt=tgt,
+        tgt_mask=torch.ones_like(tgt, dtype=torch.bool),
+    )
 
 
 def test_paulus_teacher_nll_and_gradient_are_padding_invariant() -> None:
     model = _paulus().eval()
     batch = _paulus_batch()
     params = [p for p in model.parameters() if p.requires_grad]
-    plain = model(**batch).total_nll()
-    padded = dict(batch)  # one summary cut short and two padding columns for everybody
-    tgt = torch.cat([batch["tgt"], torch.zeros(3, 2, dtype=torch.long)], 1)
-    mask = torch.cat([batch["tgt_mask"], torch.zeros(3, 2, dtype=torch.bool)], 1)
-    padded["tgt"], padded["tgt_mask"] = tgt, mask
-    total = model(**padded).total_nll()
+    plain = _forward(model, batch).total_nll()
+    tgt = torch.cat([batch.tgt, torch.zeros(3, 2, dtype=torch.long)], 1)
+    mask = torch.cat([batch.tgt_mask, torch.zeros(3, 2, dtype=torch.bool)], 1)
+    padded = replace(batch, tgt=tgt, tgt_mask=mask)  # one summary cut short and two padding columns for everybody
+    total = _forward(model, padded).total_nll()
     assert float(total.detach()) == pytest.approx(float(plain.detach()), rel=1e-12)
     assert torch.allclose(_grads(total, params), _grads(plain, params), atol=1e-12)
-    short = dict(batch)
-    short["tgt"] = batch["tgt"].clone()
-    short["tgt_mask"] = batch["tgt_mask"].clone()
-    short["tgt"][1, 3], short["tgt"][1, 4:], short["tgt_mask"][1, 4:] = 3, 0, False
-    alone = {k: v[1:2] for k, v in short.items()}
-    alone["tgt"], alone["tgt_mask"] = alone["tgt"][:, :4], alone["tgt_mask"][:, :4]
+    short = replace(batch, tgt=batch.tgt.clone(), tgt_mask=batch.tgt_mask.clone())
+    short.tgt[1, 3], short.tgt[1, 4:], short.tgt_mask[1, 4:] = 3, 0, False
+    alone = short.rows(slice(1, 2))
+    alone.tgt, alone.tgt_mask = alone.tgt[:, :4], alone.tgt_mask[:, :4]
     with torch.no_grad():
-        rows = [model(**{k: v[i : i + 1] for k, v in batch.items()}).total_nll() for i in (0, 2)]
-        rows.append(model(**alone).total_nll())
-        assert float(model(**short).total_nll()) == pytest.approx(float(sum(rows)), rel=1e-12)
+        rows = [_forward(model, batch.rows(slice(i, i + 1))).total_nll() for i in (0, 2)]
+        rows.append(_forward(model, alone).total_nll())
+        assert float(_forward(model, short).total_nll()) == pytest.approx(float(sum(rows)), rel=1e-12)
 
 
 def test_paulus_feeds_a_sample_with_probability_p_in_training_only() -> None:
     p, rows = 0.25, 4000
     model = _paulus(feed=p)
     one = _paulus_batch(B=1, T=3)
-    batch = {k: v.expand(rows, *v.shape[1:]).clone() for k, v in one.items()}
+    batch = replace(one, **{k: getattr(one, k).expand(rows, -1).clone() for k in ("tgt", "tgt_mask")})
+    batch.src, batch.src_mask = (t.expand(rows, -1, -1).clone() for t in (one.src, one.src_mask))
     fed: list[torch.Tensor] = []
     hook = model.tgt_embedding.register_forward_hook(lambda m, args, out: fed.append(args[0].clone()))
     try:
         model.eval()
         with torch.no_grad():
-            step0 = model(**one).step_nll[0]  # −log p(y_1) of step 0, the same for every row
+            step0 = _forward(model, one).step_nll[0]  # −log p(y_1) of step 0, the same for every row
             fed.clear()
-            eval_nll = model(**batch).total_nll()
-        assert all(torch.equal(f, batch["tgt"][:, i]) for i, f in enumerate(fed))  # evaluation: the reference
+            eval_nll = _forward(model, batch).total_nll()
+        assert all(torch.equal(f, batch.tgt[:, i]) for i, f in enumerate(fed))  # evaluation: the reference
         model.train()
         torch.manual_seed(2)
         with torch.no_grad():
             fed.clear()
-            train_nll = model(**batch).total_nll()
+            train_nll = _forward(model, batch).total_nll()
     finally:
         hook.remove()
     assert float(train_nll) != pytest.approx(float(eval_nll), rel=1e-9)  # (not vacuous: feeding changes it)
     # step 1 reads y_1 unless the coin fed a sample ≠ y_1: P(changed) = p (1 − p(y_1))
-    changed = (fed[1] != batch["tgt"][:, 1]).double().mean()
+    changed = (fed[1] != batch.tgt[:, 1]).double().mean()
     q = p * (1.0 - math.exp(-float(step0[0])))
     assert abs(float(changed) - q) <= 5 * math.sqrt(q * (1 - q) / rows), (float(changed), q)
-    assert torch.equal(fed[0], batch["tgt"][:, 0])  # step 0 always reads <s>
+    assert torch.equal(fed[0], batch.tgt[:, 0])  # step 0 always reads <s>
 
 
 # ----------------------------------------------------------------------------- MAL
@@ -311,18 +322,18 @@ def test_mal_objective_is_batch_split_invariant() -> None:
     g = torch.Generator().manual_seed(0)
     src = torch.randint(4, MV, (4, 2, 5), generator=g)
     tgt = torch.cat([torch.full((4, 1), 2), src.flatten(1)[:, 1:5], torch.full((4, 1), 3)], 1)
-    batch = {
-        "src": src,
-        "src_mask": torch.ones_like(src, dtype=torch.bool),
-        "tgt": tgt,
-        "tgt_mask": torch.ones_like(tgt, dtype=torch.bool),
-    }
+    batch = Batch(
+        src=src,
+        src_mask=torch.ones_like(src, dtype=torch.bool),
+        tgt=tgt,
+        tgt_mask=torch.ones_like(tgt, dtype=torch.bool),
+    )
     whole = mal_objective(model, batch, 4.0)
     assert whole.terms["loss_s"] > 0.01  # the saliency term is in play
-    halves = [mal_objective(model, {k: v[i : i + 2] for k, v in batch.items()}, 2.0) for i in (0, 2)]
+    halves = [mal_objective(model, batch.rows(slice(i, i + 2)), 2.0) for i in (0, 2)]
     assert float(whole.loss) == pytest.approx(float((halves[0].loss + halves[1].loss) / 2), rel=1e-10)
     # and it is eq. (21): the mean over documents of L_s(b) + L_NLL(b)
-    out = model(batch["src"], batch["src_mask"], batch["tgt"], batch["tgt_mask"], mode="soft")
+    out = model(batch.src, batch.src_mask, batch.tgt, batch.tgt_mask, mode="soft")
     per_doc = out.loss_s + torch.stack(out.step_nll, 1).sum(1)
     assert float(whole.loss) == pytest.approx(float(per_doc.mean()), rel=1e-10)
 

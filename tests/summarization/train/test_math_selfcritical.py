@@ -23,7 +23,8 @@ from typing import Any
 
 import pytest
 import torch
-from scg_summarize.models.config import ModelConfig
+from scg_summarize.data import Batch
+from scg_summarize.models.paulus.config import PaulusConfig
 from scg_summarize.models.registry import build_model
 from scg_summarize.train.objective import mle_objective
 from scg_summarize.train.reward import reference_ids, rouge_f1
@@ -41,19 +42,16 @@ MAX_LEN = 2
 def _model(family: str) -> torch.nn.Module:
     torch.manual_seed(0)
     if family == "paulus":
-        config = ModelConfig(
-            family="paulus", vocab_size=V, emb_dim=3, hidden=4, enc_layers=1, dec_layers=1, dropout=0.0, init_range=0.5
-        )
+        config = PaulusConfig(vocab_size=V, emb_dim=3, hidden=4, enc_layers=1, dropout=0.0, init_range=0.5)
     else:  # C2F + self-critical: a chunk node and a word node per step
         config = tiny_c2f_config(V, emb_dim=3, hidden=4)
     return build_model(config).double().eval()
 
 
-def _batch(rows: int, family: str) -> dict[str, torch.Tensor]:
-    src = torch.tensor([[[4, 5, 4]] * (2 if family == "c2f" else 1)])
-    tgt = torch.tensor([[2, 5, 4, 3]])
-    one = {"src": src, "src_mask": src != 0, "tgt": tgt, "tgt_mask": torch.ones_like(tgt, dtype=torch.bool)}
-    return {k: v.expand(rows, *v.shape[1:]).clone() for k, v in one.items()}
+def _batch(rows: int, family: str) -> Batch:
+    src = torch.tensor([[[4, 5, 4]] * (2 if family == "c2f" else 1)] * rows)
+    tgt = torch.tensor([[2, 5, 4, 3]] * rows)
+    return Batch(src=src, src_mask=src != 0, tgt=tgt, tgt_mask=torch.ones_like(tgt, dtype=torch.bool))
 
 
 def _rewards(rollout: Any, refs: list[list[int]]) -> torch.Tensor:
@@ -63,7 +61,7 @@ def _rewards(rollout: Any, refs: list[list[int]]) -> torch.Tensor:
 
 
 def _rollout(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> Any:
-    return model(batch["src"], batch["src_mask"], batch["tgt"], batch["tgt_mask"], task="rollout", max_len=MAX_LEN)
+    return model(batch.src, batch.src_mask, batch.tgt, batch.tgt_mask, task="rollout", max_len=MAX_LEN)
 
 
 def _params(model: torch.nn.Module) -> list[torch.Tensor]:
@@ -86,7 +84,7 @@ def test_gradient_is_the_greedy_baselined_score_of_each_sample(family: str) -> N
     rows = 64
     model = _model(family)
     batch = _batch(rows, family)
-    refs = reference_ids(batch["tgt"], batch["tgt_mask"])
+    refs = reference_ids(batch.tgt, batch.tgt_mask)
     with torch.no_grad(), scg.Graph(intervene=scg.estimators.greedy):
         greedy = _rewards(_rollout(model, batch), refs)  # r(ŷ): the argmax run, every row the same
     torch.manual_seed(3)
@@ -107,7 +105,7 @@ def test_averaged_gradient_points_along_the_exact_reward_gradient() -> None:
     direction, is |∇E[r]| within 5 standard errors (a cost of +r would give −|∇E[r]|)."""
     model = _model("paulus")
     one = _batch(1, "paulus")
-    refs1 = reference_ids(one["tgt"], one["tgt_mask"])
+    refs1 = reference_ids(one.tgt, one.tgt_mask)
     params = _params(model)
 
     def program() -> None:  # E[−r], written here without baseline or objective code
@@ -122,7 +120,7 @@ def test_averaged_gradient_points_along_the_exact_reward_gradient() -> None:
     result = self_critical_objective(model, batch, float(rows), max_len=MAX_LEN)
     got = _flat(torch.autograd.grad(result.loss, params, retain_graph=True, allow_unused=True), params)
     # per-row projections s_b = (r̂ − r_b) ∇log p_b · d, through one double-backward
-    refs = reference_ids(batch["tgt"], batch["tgt_mask"])
+    refs = reference_ids(batch.tgt, batch.tgt_mask)
     with torch.no_grad(), scg.Graph(intervene=scg.estimators.greedy):
         greedy = _rewards(_rollout(model, batch), refs)
     weights = (greedy - _rewards(result.output, refs)).detach()

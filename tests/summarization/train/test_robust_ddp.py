@@ -36,7 +36,7 @@ def test_two_gloo_ranks_equal_one_process_for_every_normalize_mode(
         trainer = Trainer(config, synthetic_corpus, tmp_path / f"single-{mode}", quiet=True, log=lambda line: None)
         if not batch_file.exists():
             batch = next(iter(trainer.loader))
-            lengths = batch["tgt_mask"][:, 1:].sum(1)
+            lengths = batch.tgt_mask[:, 1:].sum(1)
             assert lengths[0::2].sum() != lengths[1::2].sum()  # the ranks' token counts differ
             torch.save(batch, batch_file)
             initial = {k: v.clone() for k, v in trainer.model.state_dict().items()}

@@ -10,7 +10,8 @@ import warnings
 
 import pytest
 import torch
-from scg_summarize.models.config import ModelConfig
+from scg_summarize.data import Batch
+from scg_summarize.models import C2FConfig, PaulusConfig
 from scg_summarize.models.registry import build_model
 from scg_summarize.train.reward import lcs_length, reference_ids, rouge_f1, rouge_l_f1, rouge_n_f1
 from scg_summarize.train.self_critical import greedy_rewards, sampled_program, self_critical_objective
@@ -21,20 +22,18 @@ import scg.testing
 V = 6  # <pad> <unk> <s> </s> and two words: 6 outcomes per draw
 
 
-def tiny_batch(M: int = 1) -> dict[str, torch.Tensor]:
+def tiny_batch(M: int = 1) -> Batch:
     src = torch.tensor([[[4, 5, 4]] * M])
     tgt = torch.tensor([[2, 5, 4, 3]])
-    return {"src": src, "src_mask": src != 0, "tgt": tgt, "tgt_mask": torch.ones_like(tgt, dtype=torch.bool)}
+    return Batch(src=src, src_mask=src != 0, tgt=tgt, tgt_mask=torch.ones_like(tgt, dtype=torch.bool))
 
 
 def tiny_model(family: str) -> torch.nn.Module:
     torch.manual_seed(0)
     if family == "paulus":
-        config = ModelConfig(
-            family="paulus", vocab_size=V, emb_dim=3, hidden=4, enc_layers=1, dec_layers=1, dropout=0.0, init_range=0.5
-        )
+        config = PaulusConfig(vocab_size=V, emb_dim=3, hidden=4, enc_layers=1, dropout=0.0, init_range=0.5)
     else:  # C2F: a chunk node and a word node per step
-        config = ModelConfig(
+        config = C2FConfig(
             vocab_size=V,
             attention="c2f",
             num_chunks=2,
@@ -51,7 +50,7 @@ def tiny_model(family: str) -> torch.nn.Module:
 
 
 def _program(model: torch.nn.Module, batch: dict[str, torch.Tensor]):
-    refs = reference_ids(batch["tgt"], batch["tgt_mask"])
+    refs = reference_ids(batch.tgt, batch.tgt_mask)
     greedy_cost = -greedy_rewards(model, batch, refs, max_len=2)
 
     def program() -> None:
@@ -63,10 +62,10 @@ def _program(model: torch.nn.Module, batch: dict[str, torch.Tensor]):
 def _reward_program(model: torch.nn.Module, batch: dict[str, torch.Tensor]):
     """E[−r] written here, without the objective's code (no baseline): the reference the estimates
     of ``sampled_program`` are compared with, so a sign error there does not cancel."""
-    refs = reference_ids(batch["tgt"], batch["tgt_mask"])
+    refs = reference_ids(batch.tgt, batch.tgt_mask)
 
     def program() -> None:
-        sampled = model(batch["src"], batch["src_mask"], batch["tgt"], batch["tgt_mask"], task="rollout", max_len=2)
+        sampled = model(batch.src, batch.src_mask, batch.tgt, batch.tgt_mask, task="rollout", max_len=2)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", scg.InfluenceLostWarning)
             reward = rouge_f1(sampled.sequences(), refs).to(torch.double)
@@ -78,10 +77,10 @@ def _reward_program(model: torch.nn.Module, batch: dict[str, torch.Tensor]):
 def _biased_program(model: torch.nn.Module, batch: dict[str, torch.Tensor]):
     """The bug of scoring the "greedy" baseline on the sampled summary: b = −0.5 r(yˢ) depends on
     the draws (computed in Python, so scg cannot see it), E[∇] is half the true gradient."""
-    refs = reference_ids(batch["tgt"], batch["tgt_mask"])
+    refs = reference_ids(batch.tgt, batch.tgt_mask)
 
     def program() -> None:
-        sampled = model(batch["src"], batch["src_mask"], batch["tgt"], batch["tgt_mask"], task="rollout", max_len=2)
+        sampled = model(batch.src, batch.src_mask, batch.tgt, batch.tgt_mask, task="rollout", max_len=2)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", scg.InfluenceLostWarning)
             reward = rouge_f1(sampled.sequences(), refs).to(torch.double)

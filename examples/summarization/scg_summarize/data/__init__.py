@@ -18,7 +18,7 @@ Modules, one concept each:
 ``progress``    progress display (tqdm if installed)
 ``dataset``     [`SummarizationDataset`][scg_summarize.data.SummarizationDataset]
 ``sampler``     `BucketBatchSampler` (seeded, bucketed, resumable)
-``batching``    `collate_examples`, `make_dataloader`
+``batching``    `Batch`, `SourceBatch`, `collate_examples`, `make_dataloader`
 ``synthetic``   the synthetic corpus with a known salient chunk
 ``command``     the ``scg-summarize prepare`` subcommand
 =============== ===========================================================================
@@ -26,7 +26,7 @@ Modules, one concept each:
 See ``docs/data.md`` for the user guide and the batch format.
 """
 
-from .batching import SummaryLoader, collate_examples, make_dataloader
+from .batching import Batch, SourceBatch, SummaryLoader, collate_examples, make_dataloader
 from .chunking import flat_view, layout_chunks, pack_chunks, pack_flat
 from .dataset import SummarizationDataset, available_splits
 from .errors import BadInputReport, DataError
@@ -50,6 +50,7 @@ __all__ = [
     "PAD",
     "UNK",
     "BadInputReport",
+    "Batch",
     "BucketBatchSampler",
     "DataError",
     "InputSource",
@@ -58,6 +59,7 @@ __all__ = [
     "ProcessedExample",
     "RawExample",
     "ReaderConfig",
+    "SourceBatch",
     "SummarizationDataset",
     "SummaryLoader",
     "SyntheticConfig",

@@ -1,25 +1,16 @@
-"""Batches: :func:`collate_examples` and the resumable loader :func:`make_dataloader`.
+"""Batches: the typed records :class:`SourceBatch` / :class:`Batch`, :func:`collate_examples` and
+the resumable loader :func:`make_dataloader`.
 
-A batch (the input of the models) is a dict:
-
-================  =====================  ==================================================
-``src``           long ``(B, M, N)``     chunked source ids (0 = ``<pad>``)
-``src_mask``      bool ``(B, M, N)``     True at real source words
-``tgt``           long ``(B, T)``        ``<s> ... </s>`` target ids, right-padded with 0
-``tgt_mask``      bool ``(B, T)``        True at real target positions
-``tgt_lengths``   long ``(B,)``          target lengths including ``<s>`` and ``</s>``
-``salient``       long ``(B,)``          salient chunk index, -1 when unknown
-``index``         long ``(B,)``          example positions in the split
-``refs``          list[list[str]]        reference summaries per example (if loaded)
-``src_sentences`` list[list[str]]        source sentences per example (if loaded)
-``ids``           list[str]              example ids (if loaded)
-================  =====================  ==================================================
+A :class:`SourceBatch` is what a decoder needs (the source grid); a :class:`Batch` adds the
+targets that training and teacher forcing score. Shapes: ``B`` examples, ``M`` chunks of ``N``
+words, ``T`` target positions (``<s> ... </s>``, right-padded with 0).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, fields, replace
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
@@ -28,34 +19,93 @@ from torch.utils.data import DataLoader
 from .dataset import SummarizationDataset
 from .sampler import BucketBatchSampler
 
-__all__ = ["BUCKET_KEYS", "SummaryLoader", "collate_examples", "make_dataloader"]
+__all__ = ["BUCKET_KEYS", "Batch", "SourceBatch", "SummaryLoader", "collate_examples", "make_dataloader"]
 
 BUCKET_KEYS: tuple[str, ...] = ("tgt", "src", "both", "none")
 
+_B = TypeVar("_B", bound="SourceBatch")
 
-def collate_examples(examples: Sequence[dict[str, Any]], pad_id: int = 0) -> dict[str, Any]:
-    """Stack dataset items into a batch (see the module docstring), padding targets."""
+
+@dataclass(kw_only=True, slots=True)
+class SourceBatch:
+    """The decoder input: a batch of source grids, with the text of the examples when loaded."""
+
+    src: torch.Tensor  # (B, M, N) long source ids, 0 = <pad>
+    src_mask: torch.Tensor  # (B, M, N) bool, True at real source words
+    salient: torch.Tensor | None = None  # (B,) long salient chunk (synthetic data), -1 when unknown
+    refs: list[list[str]] | None = None  # the reference summaries of each example
+    src_sentences: list[list[str]] | None = None  # the source sentences of each example
+    ids: list[str] | None = None  # the example ids
+
+    @property
+    def size(self) -> int:
+        """B, the number of examples."""
+        return int(self.src.shape[0])
+
+    def to(self: _B, device: torch.device | str, *, non_blocking: bool = False) -> _B:
+        """This batch with its tensors on ``device``."""
+        return self._map_tensors(lambda t: t.to(device, non_blocking=non_blocking))
+
+    def pin_memory(self: _B) -> _B:
+        """This batch with its tensors in pinned memory (``DataLoader(pin_memory=True)`` calls it)."""
+        return self._map_tensors(torch.Tensor.pin_memory)
+
+    def _map_tensors(self: _B, fn: Callable[[torch.Tensor], torch.Tensor]) -> _B:
+        mapped: dict[str, Any] = {
+            f.name: fn(value) for f in fields(self) if isinstance(value := getattr(self, f.name), torch.Tensor)
+        }
+        return replace(self, **mapped)
+
+    def rows(self: _B, which: slice) -> _B:
+        """The examples ``which`` of this batch (tensors and text alike)."""
+        picked: dict[str, Any] = {
+            f.name: value[which]
+            for f in fields(self)
+            if isinstance(value := getattr(self, f.name), torch.Tensor | list)
+        }
+        return replace(self, **picked)
+
+
+@dataclass(kw_only=True, slots=True)
+class Batch(SourceBatch):
+    """A :class:`SourceBatch` with its targets (training, validation, teacher forcing)."""
+
+    tgt: torch.Tensor  # (B, T) long <s> ... </s> target ids, right-padded with 0
+    tgt_mask: torch.Tensor  # (B, T) bool, True at real target positions
+    index: torch.Tensor | None = None  # (B,) long example positions in the split
+
+    @property
+    def tgt_lengths(self) -> torch.Tensor:
+        """(B,) long target lengths including ``<s>`` and ``</s>``."""
+        return self.tgt_mask.sum(1)
+
+
+def pad_targets(targets: Sequence[torch.Tensor], pad_id: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(tgt (B, T), tgt_mask (B, T))`` of right-padded target id sequences."""
+    lengths = torch.tensor([len(t) for t in targets], dtype=torch.long)
+    tgt = torch.full((len(targets), int(lengths.max())), pad_id, dtype=torch.long)
+    for row, ids in enumerate(targets):
+        tgt[row, : len(ids)] = ids
+    return tgt, torch.arange(tgt.shape[1]).unsqueeze(0) < lengths.unsqueeze(1)
+
+
+def collate_examples(examples: Sequence[dict[str, Any]], pad_id: int = 0) -> Batch:
+    """Stack dataset items into a :class:`Batch`, padding targets."""
     if not examples:
         raise ValueError("cannot collate an empty batch")
-    tgts = [ex["tgt"] for ex in examples]
-    lengths = torch.tensor([len(t) for t in tgts], dtype=torch.long)
-    tgt = torch.full((len(tgts), int(lengths.max())), pad_id, dtype=torch.long)
-    for row, ids in enumerate(tgts):
-        tgt[row, : len(ids)] = ids
-    tgt_mask = torch.arange(tgt.shape[1]).unsqueeze(0) < lengths.unsqueeze(1)
-    batch: dict[str, Any] = {
-        "src": torch.stack([ex["src"] for ex in examples]),
-        "src_mask": torch.stack([ex["src_mask"] for ex in examples]),
-        "tgt": tgt,
-        "tgt_mask": tgt_mask,
-        "tgt_lengths": lengths,
-        "salient": torch.tensor([ex["salient"] for ex in examples], dtype=torch.long),
-        "index": torch.tensor([ex["index"] for ex in examples], dtype=torch.long),
-    }
-    for key, out in (("refs", "refs"), ("src_sentences", "src_sentences"), ("id", "ids")):
-        if key in examples[0]:
-            batch[out] = [ex[key] for ex in examples]
-    return batch
+    tgt, tgt_mask = pad_targets([ex["tgt"] for ex in examples], pad_id)
+    text = "refs" in examples[0]
+    return Batch(
+        src=torch.stack([ex["src"] for ex in examples]),
+        src_mask=torch.stack([ex["src_mask"] for ex in examples]),
+        tgt=tgt,
+        tgt_mask=tgt_mask,
+        salient=torch.tensor([ex["salient"] for ex in examples], dtype=torch.long),
+        index=torch.tensor([ex["index"] for ex in examples], dtype=torch.long),
+        refs=[ex["refs"] for ex in examples] if text else None,
+        src_sentences=[ex["src_sentences"] for ex in examples] if text else None,
+        ids=[ex["id"] for ex in examples] if text else None,
+    )
 
 
 class SummaryLoader:
@@ -93,7 +143,7 @@ class SummaryLoader:
             self._epoch = epoch
             self._position = 0
 
-    def __iter__(self) -> Iterator[dict[str, Any]]:
+    def __iter__(self) -> Iterator[Batch]:
         self.sampler.epoch = self._epoch
         self.sampler.position = self._position
         for batch in self.loader:
@@ -178,5 +228,5 @@ class _Collate:
     def __init__(self, pad_id: int) -> None:
         self.pad_id = pad_id
 
-    def __call__(self, examples: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    def __call__(self, examples: Sequence[dict[str, Any]]) -> Batch:
         return collate_examples(examples, self.pad_id)

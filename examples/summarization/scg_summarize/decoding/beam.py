@@ -39,6 +39,7 @@ from typing import Any
 
 import torch
 
+from ..data.batching import SourceBatch
 from .blocking import SpecialIds, apply_constraints, banned_count_bound, constrain_candidates
 from .options import DecodeOptions, Hypothesis
 from .protocol import StepDecoder, check_step_result, check_topk_result, offers_topk
@@ -51,12 +52,11 @@ NEG_INF = float("-inf")
 MAX_TOPK = 128
 
 
-def batch_size_of(batch: Mapping[str, Any]) -> int:
+def batch_size_of(batch: SourceBatch) -> int:
     """The number of examples in ``batch`` (from ``src``), with a clear error otherwise."""
-    src = batch.get("src")
-    if not isinstance(src, torch.Tensor) or src.dim() < 2:
-        raise ValueError("batch['src'] must be a tensor (B, M, N) of source ids")
-    return int(src.shape[0])
+    if batch.src.dim() < 2:
+        raise ValueError(f"batch.src must be a tensor (B, M, N) of source ids, got shape {tuple(batch.src.shape)}")
+    return batch.size
 
 
 class _Finished:
@@ -157,7 +157,7 @@ def _candidates(
 
 def beam_search(
     decoder: StepDecoder[Any],
-    batch: Mapping[str, Any],
+    batch: SourceBatch,
     options: DecodeOptions,
     special: SpecialIds | None = None,
     topk: bool | None = None,
@@ -182,7 +182,7 @@ def beam_search(
     finished = [_Finished(max(k, options.n_best)) for _ in range(n_examples)]
     state = decoder.init_state(batch)
     alive = list(range(n_examples))  # example of each group of K rows
-    device = batch["src"].device
+    device = batch.src.device
     state = decoder.reorder(state, torch.arange(n_examples, device=device).repeat_interleave(k))
     scores = torch.full((n_examples, k), NEG_INF, device=device)
     scores[:, 0] = 0.0

@@ -7,11 +7,11 @@ summaries finish. With the same options, the result equals beam search with ``be
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import torch
 
+from ..data.batching import SourceBatch
 from .beam import batch_size_of
 from .blocking import SpecialIds, apply_constraints
 from .options import DecodeOptions, Hypothesis
@@ -22,7 +22,7 @@ __all__ = ["greedy_search"]
 
 def greedy_search(
     decoder: StepDecoder[Any],
-    batch: Mapping[str, Any],
+    batch: SourceBatch,
     options: DecodeOptions,
     special: SpecialIds | None = None,
 ) -> list[list[Hypothesis]]:
@@ -30,7 +30,7 @@ def greedy_search(
     like :func:`~scg_summarize.decoding.beam.beam_search`)."""
     special = special or SpecialIds()
     n_examples = batch_size_of(batch)
-    device = batch["src"].device
+    device = batch.src.device
     state = decoder.init_state(batch)
     alive = torch.arange(n_examples, device=device)
     prev = torch.full((n_examples,), special.bos, dtype=torch.long, device=device)

@@ -20,12 +20,13 @@ import io
 import json
 import sys
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from ..data.batching import Batch, SourceBatch, pad_targets
 from ..data.chunking import layout_chunks, pack_chunks
 from ..data.dataset import SummarizationDataset
 from ..data.errors import DataError
@@ -238,24 +239,21 @@ def regrid_document(doc: SourceDocument, num_chunks: int, chunk_len: int) -> Sou
     return replace(doc, src=torch.from_numpy(grid).long(), src_mask=torch.from_numpy(mask), words=word_grid, salient=-1)
 
 
-def collate_documents(docs: Sequence[SourceDocument], pad_id: int = 0) -> dict[str, Any]:
-    """A batch (``src``, ``src_mask``, ``salient`` and, when every document has one, ``tgt``,
-    ``tgt_mask``) in the layout of :func:`scg_summarize.data.collate_examples`."""
+def collate_documents(docs: Sequence[SourceDocument], pad_id: int = 0) -> SourceBatch:
+    """The documents as a :class:`~scg_summarize.data.Batch` when every one has a target, else as
+    a :class:`~scg_summarize.data.SourceBatch`."""
     if not docs:
         raise ValueError("cannot collate an empty batch")
-    batch: dict[str, Any] = {
-        "src": torch.stack([d.src for d in docs]),
-        "src_mask": torch.stack([d.src_mask for d in docs]),
-        "salient": torch.tensor([d.salient for d in docs], dtype=torch.long),
-    }
-    targets = [d.tgt for d in docs]
-    if all(t is not None for t in targets):
-        lengths = torch.tensor([len(t) for t in targets if t is not None])
-        tgt = torch.full((len(docs), int(lengths.max())), pad_id, dtype=torch.long)
-        for row, ids in enumerate(targets):
-            if ids is not None:
-                tgt[row, : len(ids)] = ids
-        batch["tgt"] = tgt
-        batch["tgt_mask"] = torch.arange(tgt.shape[1]).unsqueeze(0) < lengths.unsqueeze(1)
-        batch["tgt_lengths"] = lengths
-    return batch
+    source = SourceBatch(
+        src=torch.stack([d.src for d in docs]),
+        src_mask=torch.stack([d.src_mask for d in docs]),
+        salient=torch.tensor([d.salient for d in docs], dtype=torch.long),
+        refs=[d.refs for d in docs],
+        src_sentences=[d.sentences for d in docs],
+        ids=[d.id for d in docs],
+    )
+    targets = [d.tgt for d in docs if d.tgt is not None]
+    if len(targets) < len(docs):
+        return source
+    tgt, tgt_mask = pad_targets(targets, pad_id)
+    return Batch(**{f.name: getattr(source, f.name) for f in fields(source)}, tgt=tgt, tgt_mask=tgt_mask)

@@ -66,6 +66,8 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import torch
 
+from ..data.batching import SourceBatch
+
 __all__ = [
     "EXTRA_KEYS",
     "Extras",
@@ -92,7 +94,7 @@ EXTRA_KEYS: tuple[str, ...] = ("coarse_attn", "chunk_read", "word_attn")
 class StepDecoder(Protocol[S]):
     """A model seen one decoding step at a time (see the module docstring)."""
 
-    def init_state(self, batch: Mapping[str, Any]) -> S:
+    def init_state(self, batch: SourceBatch) -> S:
         """Encode ``batch`` (``src``/``src_mask`` ``(B, M, N)``); returns ``B`` rows."""
         ...
 

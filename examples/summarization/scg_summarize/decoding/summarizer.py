@@ -11,12 +11,13 @@ reaches a summary's text: ``<pad>``, ``<s>`` and ``</s>`` (a copying model can c
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
 
+from ..data.batching import SourceBatch
 from ..data.tokenizer import detokenize
 from ..data.vocab import SPECIALS, UNK, Vocab
 from .beam import beam_search
@@ -35,7 +36,7 @@ _NOT_SHOWN_REPLACE = frozenset(SPECIALS)
 
 
 def decode_batch(
-    decoder: StepDecoder[Any], batch: Mapping[str, Any], options: DecodeOptions, special: SpecialIds | None = None
+    decoder: StepDecoder[Any], batch: SourceBatch, options: DecodeOptions, special: SpecialIds | None = None
 ) -> list[list[Hypothesis]]:
     """Greedy search when ``options.greedy``, else beam search."""
     search = greedy_search if options.greedy else beam_search
@@ -156,8 +157,7 @@ class Summarizer:
 
     def summarize_batch(self, docs: list[SourceDocument]) -> list[list[Summary]]:
         """The ``n_best`` summaries of each document of one batch."""
-        batch = collate_documents(docs, self.vocab.pad_id)
-        batch = {k: v.to(self.device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
+        batch = collate_documents(docs, self.vocab.pad_id).to(self.device)
         hyps = decode_batch(self.decoder, batch, self.options, self.special)
         return [[self.to_summary(doc, h) for h in doc_hyps] for doc, doc_hyps in zip(docs, hyps)]
 

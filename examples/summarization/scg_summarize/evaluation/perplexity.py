@@ -16,12 +16,12 @@ vocabulary smaller than the corpus's scores a reference word it can neither gene
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
+from ..data.batching import Batch, SourceBatch
 from ..decoding.protocol import StepDecoder, check_step_result
 
 __all__ = ["Perplexity", "TeacherForced", "teacher_forced"]
@@ -47,20 +47,18 @@ class TeacherForced:
 
 @torch.no_grad()
 def teacher_forced(
-    decoder: StepDecoder[Any], batch: Mapping[str, Any], *, keep_extras: tuple[str, ...] = ()
+    decoder: StepDecoder[Any], batch: SourceBatch, *, keep_extras: tuple[str, ...] = ()
 ) -> TeacherForced:
-    """Score ``batch["tgt"]`` (``(B, T)``, ``<s> ... </s>`` right-padded, with ``tgt_mask``).
+    """Score ``batch.tgt`` (``(B, T)``, ``<s> ... </s>`` right-padded, with ``tgt_mask``).
 
     Raises ``ValueError`` when the batch has no targets.
     """
-    tgt = batch.get("tgt")
-    if not isinstance(tgt, torch.Tensor) or tgt.dim() != 2 or tgt.shape[1] < 2:
-        raise ValueError("teacher forcing needs batch['tgt'] of shape (B, T >= 2): <s> ... </s>")
-    mask = batch.get("tgt_mask")
-    mask = tgt != 0 if mask is None else mask.bool()
+    if not isinstance(batch, Batch) or batch.tgt.dim() != 2 or batch.tgt.shape[1] < 2:
+        raise ValueError("teacher forcing needs batch targets: a Batch with tgt of shape (B, T >= 2), <s> ... </s>")
+    tgt, mask = batch.tgt, batch.tgt_mask.bool()
     rows = tgt.shape[0]
     mapping = getattr(decoder, "scored_targets", None)  # e.g. Paulus, ABS: words it cannot produce -> <unk>
-    gold_ids = mapping(tgt, batch["src"], batch["src_mask"]) if callable(mapping) else tgt
+    gold_ids = mapping(tgt, batch.src, batch.src_mask) if callable(mapping) else tgt
     unk_scored = ((gold_ids[:, 1:] != tgt[:, 1:]) & mask[:, 1:]).sum(1).tolist()
     state = decoder.init_state(batch)
     nll = torch.zeros(rows, dtype=torch.float64, device=tgt.device)

@@ -83,8 +83,7 @@ def evaluate_model(
     _check_refs(docs, str(dataset.root))
     for first in range(0, len(docs), batch_size):
         chunk = docs[first : first + batch_size]
-        batch = collate_documents(chunk, run.vocab.pad_id)
-        batch = {k: v.to(device) if hasattr(v, "to") else v for k, v in batch.items()}
+        batch = collate_documents(chunk, run.vocab.pad_id).to(device)
         scored = teacher_forced(run.decoder, batch, keep_extras=("coarse_attn",))
         ppl.add(scored)
         for doc, extras, count in zip(chunk, scored.extras, scored.tokens):

@@ -21,11 +21,12 @@ order of the top words is ignored, we employ the F-measure score of ROUGE-1" (k 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import torch
 
+from ..data.batching import SourceBatch
 from ..data.dataset import SummarizationDataset
 from ..data.vocab import SPECIALS
 from ..decoding.inputs import collate_documents, documents_from_split
@@ -48,7 +49,7 @@ __all__ = [
 class SaliencyModel(Protocol):
     """Anything that scores the source words of a batch (``src``/``src_mask`` ``(B, M, N)``)."""
 
-    def saliency_maps(self, batch: Mapping[str, Any]) -> SaliencyMaps: ...
+    def saliency_maps(self, batch: SourceBatch) -> SaliencyMaps: ...
 
 
 def top_k_words(tokens: Sequence[str], scores: Sequence[float], k: int = 10) -> list[str]:
@@ -85,7 +86,7 @@ def top_k_rouge1(
 
 def saliency_top_k(
     model: SaliencyModel,
-    batches: Iterable[Mapping[str, Any]],
+    batches: Iterable[SourceBatch],
     id_to_token: Any,
     *,
     k: int = 10,
@@ -106,7 +107,7 @@ def saliency_top_k(
     words: dict[str, list[list[str]]] = {}
     refs: list[Sequence[str]] = []
     for batch in batches:
-        if "refs" not in batch:
+        if batch.refs is None:
             raise KeyError("saliency_top_k: the batches must carry 'refs' (load the split with its text)")
         with torch.no_grad():
             maps = model.saliency_maps(batch)
@@ -117,7 +118,7 @@ def saliency_top_k(
             for row, n in enumerate(lengths):
                 tokens = [id_to_token(i) for i in ids[row][:n]]
                 words.setdefault(name, []).append(top_k_words(tokens, rows[row][:n], k))
-        refs.extend(batch["refs"])
+        refs.extend(batch.refs)
     scores = {name: top_k_rouge1(lists, refs, rouge).scores["rouge1"] for name, lists in words.items()}
     examples = {name: lists[:5] for name, lists in words.items()}
     return {"k": k, "count": len(refs), "rouge1": scores, "examples": examples}
@@ -156,10 +157,7 @@ def run_saliency_top_k(
     def batches() -> Any:
         for first in range(0, len(docs), batch_size):
             chunk = docs[first : first + batch_size]
-            batch = collate_documents(chunk, run.vocab.pad_id)
-            batch = {key: value.to(device) if hasattr(value, "to") else value for key, value in batch.items()}
-            batch["refs"] = [doc.refs for doc in chunk]
-            yield batch
+            yield collate_documents(chunk, run.vocab.pad_id).to(device)
 
     was_training = bool(getattr(model, "training", False))
     if hasattr(model, "eval"):

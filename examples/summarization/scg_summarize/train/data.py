@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from ..data import SummarizationDataset, SummaryLoader, make_dataloader, pack_flat
+from ..data.batching import Batch
 from .config import Config
 
 __all__ = ["batch_to", "load_split", "make_loader", "regrid"]
@@ -32,13 +33,13 @@ def regrid(
     return flat[:, :size].reshape(B, num_chunks, chunk_len), mask[:, :size].reshape(B, num_chunks, chunk_len)
 
 
-def batch_to(batch: dict[str, Any], device: torch.device, config: Config) -> dict[str, Any]:
+def batch_to(batch: Batch, device: torch.device, config: Config) -> Batch:
     """Move the tensors of ``batch`` to ``device`` and apply ``data.regrid``."""
-    out = {k: (v.to(device, non_blocking=True) if isinstance(v, torch.Tensor) else v) for k, v in batch.items()}
+    out = batch.to(device, non_blocking=True)
     if config.data.regrid:
         m, n = config.data.regrid
-        out["src"], out["src_mask"] = regrid(out["src"], out["src_mask"], m, n)
-        out["salient"] = torch.full_like(out["salient"], -1)  # chunk indices no longer apply
+        out.src, out.src_mask = regrid(out.src, out.src_mask, m, n)
+        out.salient = None if out.salient is None else torch.full_like(out.salient, -1)  # chunk indices no longer apply
     return out
 
 

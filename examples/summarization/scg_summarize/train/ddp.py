@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 import torch.distributed as dist
 from torch import nn
+
+from ..data.batching import Batch
 
 __all__ = ["DistContext", "resolve_device"]
 
@@ -68,19 +69,11 @@ class DistContext:
         ids = [device.index] if device.type == "cuda" else None
         return nn.parallel.DistributedDataParallel(model, device_ids=ids)
 
-    def shard(self, batch: dict[str, Any]) -> dict[str, Any]:
+    def shard(self, batch: Batch) -> Batch:
         """This rank's examples ``rank::world`` of a global batch (tensors and lists alike)."""
         if not self.enabled:
             return batch
-        out: dict[str, Any] = {}
-        for key, value in batch.items():
-            if isinstance(value, torch.Tensor) and value.dim() > 0:
-                out[key] = value[self.rank :: self.world]
-            elif isinstance(value, list):
-                out[key] = value[self.rank :: self.world]
-            else:
-                out[key] = value
-        return out
+        return batch.rows(slice(self.rank, None, self.world))
 
     def all_reduce(self, values: list[float], device: torch.device) -> list[float]:
         """Sum ``values`` over all ranks."""

@@ -88,14 +88,14 @@ def evaluate_nll(
     loader = make_loader(dataset, config, train=False)
     for i, batch in enumerate(loader):
         if progress is not None:
-            progress(int(batch["src"].shape[0]))
+            progress(int(batch.src.shape[0]))
         if i % dist.world != dist.rank:
             continue
         batch = batch_to(batch, device, config)
-        out = model(batch["src"], batch["src_mask"], batch["tgt"], batch["tgt_mask"], mode=mode)
+        out = model(batch.src, batch.src_mask, batch.tgt, batch.tgt_mask, mode=mode)
         nll += float(out.total_nll())
         tokens += out.tokens()
-        stats.add(out, batch["salient"], batch["src_mask"])
+        stats.add(out, batch.salient, batch.src_mask)
     sums = dist.all_reduce([nll, tokens, *stats.as_list()], device)
     nll, tokens = sums[0], sums[1]
     stats = AttentionStats(*sums[2:])

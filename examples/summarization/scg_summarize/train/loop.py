@@ -30,6 +30,7 @@ import torch
 
 import scg
 
+from ..data.batching import Batch
 from ..dirlock import DirLock
 from ..models.c2f.model import Summarizer
 from ..models.loading import load_model as models_load_model
@@ -300,16 +301,16 @@ class Trainer:
         coin = torch.Generator().manual_seed(self.config.train.seed * 1_000_003 + self.step)
         return bool(torch.rand((), generator=coin) < p)
 
-    def train_step(self, batch: dict[str, Any]) -> StepResult:
+    def train_step(self, batch: Batch) -> StepResult:
         tc = self.config.train
-        global_batch = int(batch["src"].shape[0])
+        global_batch = int(batch.src.shape[0])
         batch = batch_to(self.dist.shard(batch), self.device, self.config)
         # DDP averages the ranks' gradients, so each rank divides by (global count) / world: the
         # update is then the one-process update on the global batch, in either mode
         if tc.normalize == "batch":
             normalizer = global_batch / self.dist.world
         else:
-            local = float(batch["tgt_mask"][:, 1:].sum())
+            local = float(batch.tgt_mask[:, 1:].sum())
             normalizer = max(self.dist.all_reduce([local], self.device)[0], 1.0) / self.dist.world
         self.net.train()
         try:

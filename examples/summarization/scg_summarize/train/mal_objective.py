@@ -19,23 +19,27 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..data.batching import Batch
+from ..models.mal.family import MALTeacherOutput
 from .objective import Objective, StepResult, register_objective
 
 __all__ = ["mal_objective"]
 
 
-def mal_objective(net: Any, batch: dict[str, Any], normalizer: float) -> StepResult:
+def mal_objective(net: Any, batch: Batch, normalizer: float) -> StepResult:
     """(Σ_b L_s(b) + Σ L_NLL) / ``normalizer`` with every term in ``terms``."""
-    out = net(batch["src"], batch["src_mask"], batch["tgt"], batch["tgt_mask"], mode="soft")
-    loss_s = getattr(out, "loss_s", None)
-    if loss_s is None:
-        raise ValueError("train.objective = 'mal' needs a model of the 'mal' family (model.family = 'mal')")
+    out = net(batch.src, batch.src_mask, batch.tgt, batch.tgt_mask, mode="soft")
+    if not isinstance(out, MALTeacherOutput) or out.loss_s is None:
+        raise ValueError(
+            f"train.objective = 'mal' needs a model of the 'mal' family (model.family = 'mal'); "
+            f"its teacher-forced output is a {type(out).__name__}"
+        )
+    loss_s = out.loss_s
     total = out.total_nll()
     docs = float(loss_s.shape[0])
     loss = (loss_s.sum() + total) / normalizer
     terms = {"loss_s": float(loss_s.detach().mean()), "nll_loss": float(total.detach()) / max(docs, 1.0)}
-    for name in ("entropy_s", "entropy_u", "label_rate"):
-        value = getattr(out, name)
+    for name, value in (("entropy_s", out.entropy_s), ("entropy_u", out.entropy_u), ("label_rate", out.label_rate)):
         if value is not None:
             terms[name] = float(value)
     return StepResult(loss, float(total.detach()), out.tokens(), out, None, True, terms)

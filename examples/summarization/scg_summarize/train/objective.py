@@ -52,6 +52,7 @@ from torch import nn
 
 import scg
 
+from ..data.batching import Batch
 from ..models.family import SummarizerOutput
 
 __all__ = [
@@ -94,12 +95,12 @@ class StepResult:
     terms: dict[str, float] = field(default_factory=dict)
 
 
-def _call(model: nn.Module, batch: dict[str, Any], mode: str) -> SummarizerOutput:
-    out: SummarizerOutput = model(batch["src"], batch["src_mask"], batch["tgt"], batch["tgt_mask"], mode=mode)
+def _call(model: nn.Module, batch: Batch, mode: str) -> SummarizerOutput:
+    out: SummarizerOutput = model(batch.src, batch.src_mask, batch.tgt, batch.tgt_mask, mode=mode)
     return out
 
 
-def mle_objective(model: nn.Module, batch: dict[str, Any], normalizer: float, mode: str = "soft") -> StepResult:
+def mle_objective(model: nn.Module, batch: Batch, normalizer: float, mode: str = "soft") -> StepResult:
     """Σ_t nll_t / normalizer (soft attention: plain backpropagation)."""
     out = _call(model, batch, mode)
     total = out.total_nll()
@@ -108,7 +109,7 @@ def mle_objective(model: nn.Module, batch: dict[str, Any], normalizer: float, mo
 
 def c2f_objective(
     model: nn.Module,
-    batch: dict[str, Any],
+    batch: Batch,
     normalizer: float,
     baseline: scg.baselines.EMA,
     discount: float,
@@ -128,7 +129,7 @@ def c2f_objective(
 
 # ----------------------------------------------------------------------------- the registry
 #: ``objective(batch, normalizer) -> StepResult``, bound to a trainer by its factory
-Objective = Callable[[dict[str, Any], float], StepResult]
+Objective = Callable[[Batch, float], StepResult]
 #: name -> ``factory(trainer) -> Objective``; the trainer provides ``net`` (the module to call,
 #: DDP-wrapped or not), ``model``, ``baseline`` (the EMA), ``config`` and ``_soft_minibatch()``.
 OBJECTIVES: dict[str, Callable[[Any], Objective]] = {}
@@ -176,7 +177,7 @@ def _c2f(trainer: Any) -> Objective:
         raise ValueError("train.objective = 'c2f_reinforce' needs hard attention (model.attention = 'c2f')")
     tc = trainer.config.train
 
-    def run(batch: dict[str, Any], normalizer: float) -> StepResult:
+    def run(batch: Batch, normalizer: float) -> StepResult:
         if trainer._soft_minibatch():  # +ALTERNATE
             return _with_terms(mle_objective(trainer.net, batch, normalizer, mode="soft"), "ml")
         return _with_terms(

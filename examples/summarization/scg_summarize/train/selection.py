@@ -48,7 +48,7 @@ def validation_rouge(
         for batch in make_loader(dataset, config, train=False):
             batch = batch_to(batch, device, config)
             found = greedy_search(decoder, batch, options)
-            for result, ref in zip(found, reference_ids(batch["tgt"], batch["tgt_mask"])):
+            for result, ref in zip(found, reference_ids(batch.tgt, batch.tgt_mask)):
                 hyps.append(result[0].tokens if result else [])
                 refs.append(ref)
             if progress is not None:

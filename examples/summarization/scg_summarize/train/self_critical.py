@@ -34,6 +34,7 @@ import torch
 
 import scg
 
+from ..data.batching import Batch
 from .objective import Objective, StepResult, _auto, register_objective
 from .reward import reference_ids, rouge_f1
 
@@ -42,12 +43,12 @@ __all__ = ["REWARD", "greedy_rewards", "sampled_program", "self_critical_objecti
 REWARD = "reward"  #: the name of the terminal cost node
 
 
-def _rollout(net: Any, batch: dict[str, Any], max_len: int) -> Any:
-    return net(batch["src"], batch["src_mask"], batch["tgt"], batch["tgt_mask"], task="rollout", max_len=max_len)
+def _rollout(net: Any, batch: Batch, max_len: int) -> Any:
+    return net(batch.src, batch.src_mask, batch.tgt, batch.tgt_mask, task="rollout", max_len=max_len)
 
 
 def greedy_rewards(
-    net: Any, batch: dict[str, Any], refs: list[list[int]], max_len: int = 0, metric: str = "rougeL"
+    net: Any, batch: Batch, refs: list[list[int]], max_len: int = 0, metric: str = "rougeL"
 ) -> torch.Tensor:
     """r(ŷ) ``(B,)``: the reward of the greedy rerun (every node at its mode, no gradient)."""
     with torch.no_grad(), scg.Graph(intervene=scg.estimators.greedy):
@@ -57,7 +58,7 @@ def greedy_rewards(
 
 def sampled_program(
     net: Any,
-    batch: dict[str, Any],
+    batch: Batch,
     refs: list[list[int]],
     greedy_cost: torch.Tensor,
     max_len: int = 0,
@@ -81,7 +82,7 @@ def sampled_program(
 
 
 def self_critical_objective(
-    net: Any, batch: dict[str, Any], normalizer: float, *, max_len: int = 0, metric: str = "rougeL"
+    net: Any, batch: Batch, normalizer: float, *, max_len: int = 0, metric: str = "rougeL"
 ) -> StepResult:
     """The self-critical surrogate of the module docstring, divided by ``normalizer``.
 
@@ -92,7 +93,7 @@ def self_critical_objective(
         max_len: words generated at most (0: the batch's longest reference, ``</s>`` included).
         metric: the reward, ``rougeL`` (the paper), ``rouge1`` or ``rouge2``.
     """
-    refs = reference_ids(batch["tgt"], batch["tgt_mask"])
+    refs = reference_ids(batch.tgt, batch.tgt_mask)
     greedy_reward = greedy_rewards(net, batch, refs, max_len, metric)  # (B,)
     with scg.Graph() as graph:
         sampled, reward = sampled_program(net, batch, refs, -greedy_reward, max_len, metric)
@@ -109,8 +110,8 @@ def self_critical_objective(
 def _self_critical(trainer: Any) -> Objective:
     tc = trainer.config.train
 
-    def run(batch: dict[str, Any], normalizer: float) -> StepResult:
-        batch_size = float(batch["src"].shape[0])
+    def run(batch: Batch, normalizer: float) -> StepResult:
+        batch_size = float(batch.src.shape[0])
         result = self_critical_objective(trainer.net, batch, batch_size, max_len=tc.rollout_len, metric=tc.reward)
         result.terms["rl_loss"] = float(result.loss.detach())
         return result
@@ -124,8 +125,8 @@ def _mixed(trainer: Any) -> Objective:
     ml, rl = _auto(trainer), _self_critical(trainer)
     gamma = tc.rl_weight
 
-    def run(batch: dict[str, Any], normalizer: float) -> StepResult:
-        batch_size = float(batch["src"].shape[0])
+    def run(batch: Batch, normalizer: float) -> StepResult:
+        batch_size = float(batch.src.shape[0])
         m = ml(batch, batch_size)  # per-sequence sums / B, as the paper's L_ml
         r = rl(batch, batch_size)
         loss = gamma * r.loss + (1.0 - gamma) * m.loss

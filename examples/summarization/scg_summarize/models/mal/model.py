@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ...data.batching import SourceBatch
 from ...data.chunking import pack_flat
 from ...data.saliency_labels import ContentWords, load_stopwords
 from ...data.vocab import Vocab
@@ -229,12 +230,12 @@ class MALSummarizer(nn.Module):
         hit = (enc.src.unsqueeze(2) == tgt.unsqueeze(1)) & tgt_mask.unsqueeze(1)  # (B, L, T)
         return (enc.nodes & hit.any(-1)).to(enc.memory.states.dtype)
 
-    def saliency_maps(self, batch: Any) -> SaliencyMaps:
+    def saliency_maps(self, batch: SourceBatch) -> SaliencyMaps:
         """a^s (``SuAtt``) and a^u (``UnAtt``, ``-inf`` outside the word graph) over the flat source,
         as :class:`~scg_summarize.models.common.saliency_maps.SaliencyMaps` (the Table 4 analysis), with
         a reference point that needs no model: ``Lead``, the document's first content words
         (−position on the content words, ``-inf`` elsewhere)."""
-        enc = self.encode_source(batch["src"], batch["src_mask"])
+        enc = self.encode_source(batch.src, batch.src_mask)
         maps: dict[str, torch.Tensor] = {}
         if enc.saliency is not None:
             maps["SuAtt"] = enc.saliency.weights
