@@ -15,7 +15,7 @@ layers before it (``tests/summarization/test_layers.py`` checks every import):
 * :mod:`scg_summarize.demo`, :mod:`scg_summarize.commands`, :mod:`scg_summarize.cli` -- the demo
   and the ``scg-summarize`` command line.
 
-``jsonlines`` and ``subcommand`` are small helpers below all layers.
+``jsonlines`` and ``dirlock`` are small helpers below all layers.
 """
 
 __version__ = "0.1.0"

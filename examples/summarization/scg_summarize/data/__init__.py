@@ -20,7 +20,6 @@ Modules, one concept each:
 ``sampler``     `BucketBatchSampler` (seeded, bucketed, resumable)
 ``batching``    `Batch`, `SourceBatch`, `collate_examples`, `make_dataloader`
 ``synthetic``   the synthetic corpus with a known salient chunk
-``command``     the ``scg-summarize prepare`` subcommand
 =============== ===========================================================================
 
 See ``docs/data.md`` for the user guide and the batch format.
