@@ -1,6 +1,6 @@
-"""The MAL summarizer end to end: ablation rows, the objective's terms (eq. 19-21), the step
-adapter (beam search, teacher forcing through the protocol), run directories, the trainer and
-the Table 4 analysis."""
+"""The MAL summarizer end to end: ablation rows, the objective's terms (eq. 19-21), decoding
+through the one step adapter (beam search, teacher forcing through the protocol) and the Table 4
+analysis."""
 
 from __future__ import annotations
 
@@ -9,17 +9,16 @@ from pathlib import Path
 
 import pytest
 import torch
-from scg_summarize.data import SummarizationDataset, make_dataloader, make_synthetic_corpus
-from scg_summarize.decoding import DecodeOptions, beam_search, load_run
+from scg_summarize.data import SourceBatch, SummarizationDataset, make_dataloader, make_synthetic_corpus
+from scg_summarize.decoding import DecodeOptions, ModelStepDecoder, beam_search
 from scg_summarize.evaluation.saliency_topk import saliency_top_k, top_k_rouge1, top_k_words
 from scg_summarize.models.mal import (
     MALConfig,
-    MALStepDecoder,
     MALSummarizer,
     flatten_source,
     saliency_loss,
-    save_mal_run,
 )
+from scg_summarize.models.mal.family import MALFamily
 from scg_summarize.models.mal.saliency import entropy_floor, normalized_entropy
 
 pytest.importorskip("stop_words")
@@ -56,6 +55,13 @@ def _model(ablation: str = "+MAL", **overrides: object) -> MALSummarizer:
     return MALSummarizer(config, _content())
 
 
+def _decoder(model: MALSummarizer) -> ModelStepDecoder:
+    """``model`` as the ``mal`` family (its parameters and content words) through the one step adapter."""
+    family = MALFamily(model.config)
+    family.load_state_dict(model.state_dict())
+    return ModelStepDecoder(family)
+
+
 @pytest.mark.parametrize(
     "ablation, parts",
     [("seq2seq", (False, False)), ("+SuAtt", (True, False)), ("+UnAtt", (False, True)), ("+MAL", (True, True))],
@@ -73,11 +79,11 @@ def test_ablation_rows_build_their_parts(ablation: str, parts: tuple[bool, bool]
 def test_config_errors_name_the_option() -> None:
     with pytest.raises(ValueError, match="unknown MAL ablation"):
         MALConfig.for_ablation("+ALL")
-    with pytest.raises(ValueError, match="mal.pagerank_guard"):
+    with pytest.raises(ValueError, match="model.pagerank_guard"):
         MALConfig(pagerank_guard="clip")
-    with pytest.raises(ValueError, match="mal.temperature_s"):
+    with pytest.raises(ValueError, match="model.temperature_s"):
         MALConfig(temperature_s=0.0)
-    with pytest.raises(ValueError, match="unknown MAL option"):
+    with pytest.raises(ValueError, match="model.beam: not an option of the 'mal' family"):
         MALConfig.from_dict({"beam": 10})
 
 
@@ -90,8 +96,8 @@ def test_objective_terms_and_the_step_protocol_agree() -> None:
     model.eval()
     with torch.no_grad():
         out = model(**batch)
-        dec = MALStepDecoder(model)
-        state = dec.init_state(batch)
+        dec = _decoder(model)
+        state = dec.init_state(SourceBatch(src=batch["src"], src_mask=batch["src_mask"]))
         tgt, mask = batch["tgt"], batch["tgt_mask"]
         doc_nll = torch.zeros(3)
         for t in range(tgt.shape[1] - 1):
@@ -152,8 +158,8 @@ def test_beam_search_with_beam_ten() -> None:
     model = _model()
     batch = _batch()
     hyps = beam_search(
-        MALStepDecoder(model),
-        {"src": batch["src"], "src_mask": batch["src_mask"]},
+        _decoder(model),
+        SourceBatch(src=batch["src"], src_mask=batch["src_mask"]),
         DecodeOptions(beam_size=10, max_len=6, n_best=3),
     )
     assert len(hyps) == 3
@@ -168,19 +174,6 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("mal") / "synthetic"
     make_synthetic_corpus(out, n_train=64, n_valid=16, n_test=8, num_chunks=4, chunk_len=8, seed=0)
     return out
-
-
-def test_run_directory_round_trip(corpus: Path, tmp_path: Path) -> None:
-    vocab = SummarizationDataset(corpus, "valid").vocab
-    model = MALSummarizer.for_vocab(MALConfig(emb_dim=6, hidden=5), vocab)
-    run = save_mal_run(tmp_path / "run", model, corpus)
-    loaded = load_run(run)
-    assert loaded.model == "MAL +MAL"
-    batch = next(iter(make_dataloader(SummarizationDataset(corpus, "valid"), 4, shuffle=False)))
-    a, b = MALStepDecoder(model), loaded.decoder
-    sa, sb = a.init_state(batch), b.init_state(batch)
-    prev = torch.full((4,), vocab.bos_id)
-    assert torch.equal(a.step(sa, prev)[0], b.step(sb, prev)[0])
 
 
 def test_top_k_words() -> None:

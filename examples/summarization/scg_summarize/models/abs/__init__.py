@@ -3,12 +3,13 @@
 =================== ======================================================================
 ``encoders``        enc(x, y_c): bag-of-words, convolutional (TDNN), attention-based, none
 ``nnlm``            :class:`AbsModel`: the NNLM decoder over a window of C words + an encoder
-``step``            :class:`AbsStepDecoder`: the model as a step decoder (beam/greedy search)
+``step``            :func:`flatten_source`: the chunk grid packed into one sentence
 ``kneser_ney``      :class:`KneserNeyLM`: interpolated Kneser-Ney n-grams (Table 2's KN row)
 ``family``          :class:`~.family.AbsSummarizer`: the registered ``abs`` model family
 =================== ======================================================================
 
-Training and the command-line runs are in :mod:`scg_summarize.train.abs`. ABS+ (the log-linear
+The family decodes through the one step adapter of every family
+(:class:`scg_summarize.decoding.ModelStepDecoder`). ABS+ (the log-linear
 extractive features, MERT) lives in
 :mod:`scg_summarize.decoding.abs_features`, :mod:`scg_summarize.evaluation.mert` and
 :mod:`scg_summarize.evaluation.abs_tuning`. See
@@ -18,15 +19,13 @@ extractive features, MERT) lives in
 from .encoders import ENCODERS, AbsEncoder, AttentionEncoder, BowEncoder, ConvEncoder, EncoderMemory, NoEncoder
 from .kneser_ney import KneserNeyLM
 from .nnlm import AbsConfig, AbsModel, context_windows
-from .step import AbsState, AbsStepDecoder, flatten_source
+from .step import flatten_source
 
 __all__ = [
     "ENCODERS",
     "AbsConfig",
     "AbsEncoder",
     "AbsModel",
-    "AbsState",
-    "AbsStepDecoder",
     "AttentionEncoder",
     "BowEncoder",
     "ConvEncoder",
