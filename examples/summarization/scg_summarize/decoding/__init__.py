@@ -20,15 +20,14 @@ from .adapters import ModelStepDecoder
 from .beam import beam_search
 from .blocking import SpecialIds, apply_constraints, banned_ngram_mask, block_repeated_ngrams
 from .greedy import greedy_search
-from .inputs import SourceDocument, collate_documents, documents_from_split, encode_text, read_documents
+from .inputs import SourceDocument, documents_from_split, encode_text, read_documents
 from .loading import LoadedRun, RunLoadError, load_run
 from .options import DecodeOptions, Hypothesis
-from .protocol import EXTRA_KEYS, StepDecoder, check_step_result
+from .protocol import StepDecoder, check_step_result
 from .summarizer import Summarizer, Summary, decode_batch
 from .wrapped import looks_wrapped, read_document
 
 __all__ = [
-    "EXTRA_KEYS",
     "DecodeOptions",
     "Hypothesis",
     "LoadedRun",
@@ -44,7 +43,6 @@ __all__ = [
     "beam_search",
     "block_repeated_ngrams",
     "check_step_result",
-    "collate_documents",
     "decode_batch",
     "documents_from_split",
     "encode_text",

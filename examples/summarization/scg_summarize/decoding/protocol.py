@@ -69,7 +69,6 @@ import torch
 from ..data.batching import SourceBatch
 
 __all__ = [
-    "EXTRA_KEYS",
     "Extras",
     "StepDecoder",
     "StepResult",
@@ -85,9 +84,6 @@ S = TypeVar("S")
 
 Extras = Mapping[str, torch.Tensor]
 StepResult = tuple[torch.Tensor, Any, Extras]
-
-#: The conventional ``extras`` keys understood by the metrics and the figures.
-EXTRA_KEYS: tuple[str, ...] = ("coarse_attn", "chunk_read", "word_attn")
 
 
 @runtime_checkable
