@@ -141,3 +141,11 @@ def test_a_run_table_with_a_bad_value_is_refused_naming_the_key() -> None:
     with pytest.raises(ValueError, match=r"eval\.length_penalty: expected a finite number >= 0, got inf"):
         DecodeOptions.from_eval_table({"length_penalty": float("inf"), "batch_size": 8})
     assert option_problems({"length_penalty": -1.0}) == ["length_penalty: expected a finite number >= 0, got -1.0"]
+
+
+def test_the_docs_list_every_flag_with_its_key() -> None:
+    text = (Path(__file__).resolve().parents[3] / "docs" / "evaluation.md").read_text(encoding="utf-8")
+    rows = [line for line in text.splitlines() if line.startswith("| `--")]
+    for item in fields(DecodeOptions):
+        flag = item.metadata["setting"].flag
+        assert any(f"`{flag}" in row and f"`{item.name}`" in row for row in rows), (flag, item.name)
