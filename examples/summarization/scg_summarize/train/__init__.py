@@ -1,20 +1,26 @@
-"""Training the summarizer: configuration, objectives (scg for C2F), the loop, checkpoints, DDP.
+"""Training every model family with one trainer: configuration, objectives (scg for C2F), the
+loop, checkpoints, DDP.
 
-=============== ==========================================================================
-``config``      :class:`Config` and the named TOML configurations (``--set`` overrides)
-``schema``      every key's type and range, all problems reported at once
-``data``        splits, loaders and the HIER-5x80 / 2x200 re-gridding
-``objective``   NLL for soft attention; the scg surrogate for C2F
-``optim``       SGD/Adam parameter groups, gradient renormalization, the lr schedule
-``checkpoint``  atomic checkpoints and RNG states (clear errors for unreadable/unwritable ones)
-``resume``      what ``--resume`` accepts (the saved configuration, a fitting model)
-``metrics_log`` ``metrics.jsonl``: appended per line, repaired on resume
-``fingerprint`` the corpus a run trains on, refused when replaced
-``signals``     graceful SIGTERM/SIGINT and torchrun-agent death
-``ddp``         ``torch.distributed`` data parallelism
-``loop``        :class:`Trainer`
-``evaluate``    validation: perplexity and attention statistics (teacher forcing)
-=============== ==========================================================================
+================= ========================================================================
+``config``        :class:`Config` and the named TOML configurations (``--set`` overrides)
+``schema``        every key's type and range, all problems reported at once
+``data``          splits, loaders and the HIER-5x80 / 2x200 re-gridding
+``objective``     NLL for soft attention; the scg surrogate for C2F; the registry of objectives
+``self_critical`` Paulus et al.'s self-critical and mixed objectives
+``mal_objective`` L_s + L_NLL of MAL (Li et al.)
+``optim``         SGD/Adam/Adadelta parameter groups, gradient renormalization, the lr schedules
+                  (the paper's and ABS's), max-norm renormalization of embeddings
+``checkpoint``    atomic checkpoints and RNG states (clear errors for unreadable/unwritable ones)
+``resume``        what ``--resume`` accepts (the saved configuration, a fitting model)
+``metrics_log``   ``metrics.jsonl``: appended per line, repaired on resume; the train-line sums
+``run_dir``       the run directory's files; ``best.pt`` checked on resume
+``fingerprint``   the corpus a run trains on, refused when replaced
+``signals``       graceful SIGTERM/SIGINT and torchrun-agent death
+``ddp``           ``torch.distributed`` data parallelism
+``loop``          :class:`Trainer` (every family: C2F, Paulus, ABS, MAL)
+``abs``           ABS's flat (input, title) pairs for the count rows and decoding variants
+``evaluate``      validation: perplexity and attention statistics (teacher forcing)
+================= ========================================================================
 """
 
 from .config import Config, DataConfig, EvalConfig, TrainConfig, available_configs, load_config
