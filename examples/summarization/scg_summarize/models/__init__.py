@@ -1,75 +1,70 @@
-"""The coarse-to-fine summarizer's models (Ling & Rush 2017), one concept per module.
+"""The summarizer's model families, one folder each, on one base class.
 
-=================== ==========================================================================
-``config``          [`ModelConfig`][scg_summarize.models.ModelConfig]: which encoder, chunk encoder and attention
-``encoders``        word encoders: flat LSTM (Model 0) and per-chunk LSTM (Models 1-3)
-``chunk_encoders``  chunk vectors for the coarse attention: CONV, BOW, +POS
-``attention``       flat / HIER / C2F attention; the per-step functions (``c2f_step``)
-``decoder``         the 2-layer input-feeding LSTM decoder
-``summarizer``      [Summarizer][scg_summarize.models.Summarizer]: the parts composed, teacher-forced NLL per step (the
-                    ``c2f`` family)
-``registry``        the registries of families and parts, `build_model`
-``rows``            row-wise reordering of any state or memory (beam search)
-``rollout``         free-running decoding with scg word nodes (sequence-level training)
-``extended_vocab``  separate target vocabulary, copying out-of-vocabulary words
-``paulus``          Paulus, Xiong & Socher (2018): the ``paulus`` family
-``pretrained``      word2vec text-format embeddings
-``loading``         [`load_model`][scg_summarize.models.loading.load_model]: a trained model from its checkpoint file
-=================== ==========================================================================
+=========================== =================================================================================
+``family``                  [`SummarizerFamily`][scg_summarize.models.SummarizerFamily]: the interface every
+                            family implements, its defaults and capabilities; `SummarizerOutput`
+``config``                  [`ModelConfig`][scg_summarize.models.ModelConfig]: the options every family shares
+``registry``                ``FAMILIES`` (name -> family class and configuration dataclass), `build_model`
+``c2f/``                    Ling & Rush (2017), Models 0-3: [`Summarizer`][scg_summarize.models.Summarizer],
+                            `C2FConfig`, the chunk encoders, the coarse-to-fine attention
+``paulus/``                 Paulus, Xiong & Socher (2018): `PaulusSummarizer`, `PaulusConfig`
+``abs/``                    Rush, Chopra & Weston (2015): ``AbsSummarizer``, ``AbsFamilyConfig``, the NNLM
+``mal/``                    Li et al. (MAL): ``MALFamily``, ``MALConfig``, saliency and PageRank
+``common/``                 the shared parts: word encoders, attention, the input-feeding decoder, generators,
+                            rows (beam reordering), rollouts, the extended vocabulary, word2vec
+``loading``                 [`load_model`][scg_summarize.models.loading.load_model]: a trained model from its
+                            checkpoint file
+=========================== =================================================================================
 
 Decoding (beam search, ``<unk>`` replacement) and ROUGE live in `scg_summarize.decoding` and
-`scg_summarize.evaluation`, which see these models through
+`scg_summarize.evaluation`, which see every family through
 ``scg_summarize.decoding.adapters.ModelStepDecoder``.
 """
 
 from .c2f.chunk_encoders import BowChunkEncoder, ChunkEncoder, ConvChunkEncoder, WithPosition
 from .c2f.coarse_to_fine import C2FAttention, c2f_read, c2f_step
-from .c2f.model import Summarizer, SummarizerOutput
+from .c2f.config import ATTENTIONS, CHUNK_ENCODERS, C2FConfig
+from .c2f.model import Summarizer
 from .common.attention import AttentionOut, FlatAttention, HierAttention, Memory, SourceAttention, flat_step, hier_step
 from .common.decoder import Decoder, DecoderState
 from .common.encoders import ChunkedWordEncoder, EncodedWords, FlatWordEncoder, WordEncoder
 from .common.pretrained import load_word2vec
 from .common.rollout import Rollout, rollout
 from .common.rows import repeat_rows, select_rows
-from .config import ATTENTIONS, CHUNK_ENCODERS, ModelConfig
+from .config import ModelConfig
+from .family import SummarizerFamily, SummarizerOutput
 from .loading import load_model, read_checkpoint
+from .paulus.config import PaulusConfig
 from .paulus.model import PaulusState, PaulusSummarizer
-from .registry import (  # (registry.ATTENTIONS: by module)
-    DECODERS,
-    ENCODERS,
-    FAMILIES,
-    GENERATORS,
-    Registry,
-    build_model,
-)
+from .registry import FAMILIES, FamilyRegistry, build_model
 
 __all__ = [
     "ATTENTIONS",
     "CHUNK_ENCODERS",
-    "DECODERS",
-    "ENCODERS",
     "FAMILIES",
-    "GENERATORS",
     "AttentionOut",
     "BowChunkEncoder",
     "C2FAttention",
+    "C2FConfig",
     "ChunkEncoder",
     "ChunkedWordEncoder",
     "ConvChunkEncoder",
     "Decoder",
     "DecoderState",
     "EncodedWords",
+    "FamilyRegistry",
     "FlatAttention",
     "FlatWordEncoder",
     "HierAttention",
     "Memory",
     "ModelConfig",
+    "PaulusConfig",
     "PaulusState",
     "PaulusSummarizer",
-    "Registry",
     "Rollout",
     "SourceAttention",
     "Summarizer",
+    "SummarizerFamily",
     "SummarizerOutput",
     "WithPosition",
     "WordEncoder",

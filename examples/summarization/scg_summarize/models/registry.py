@@ -1,79 +1,99 @@
-"""Registries of model families and their parts, selected by name from the configuration.
+"""`FAMILIES`: the model families by name, each with its configuration dataclass.
 
-A **family** (``model.family``) is a small module that composes registered parts into an
-``nn.Module`` honouring the family interface (see ``docs/summarizer.md``, "Adding a model
-family"): ``encode``, ``init_state``, ``advance`` / ``step_log_probs`` / ``step``,
-``corpus_ids``, ``forward(..., task="teacher" | "rollout")``, ``hard``, ``copies``,
-``generator`` (with ``logits`` / ``output_layer``) and ``chunk_encoder_parameters``.
+A **family** (``model.family``) is a `SummarizerFamily` subclass that builds its parts itself
+(no part registries: its constructor is the place to read what a model is made of). It
+registers once, with the configuration dataclass of its ``[model]`` table (a `ModelConfig`
+subclass in the family's folder), as fairseq's ``register_model(name, dataclass=...)``:
 
-=================  ===========================================================================
-registry           entries (built in)
-=================  ===========================================================================
-``FAMILIES``       ``c2f`` (:class:`~.summarizer.Summarizer`), ``paulus``
-                   (:class:`~.paulus.PaulusSummarizer`), ``abs``
-                   (:class:`~.abs.family.AbsSummarizer`), ``mal`` (:class:`~.mal.family.MALFamily`)
-``ENCODERS``       ``flat_lstm``, ``chunked_lstm`` (:mod:`.encoders`)
-``ATTENTIONS``     ``standard``, ``model1``, ``hier``, ``c2f`` (:mod:`.attention`),
-                   ``bilinear``, ``intra_temporal``, ``intra_decoder`` (:mod:`.paulus`)
-``GENERATORS``     ``softmax``, ``copy`` (:mod:`.generator`), ``pointer_switch`` (:mod:`.paulus`)
-``DECODERS``       ``input_feed_lstm`` (:mod:`.decoder`), ``paulus_lstm`` (:mod:`.paulus`)
-=================  ===========================================================================
+    FAMILIES.register("c2f", Summarizer, config=C2FConfig)
 
-Registering is one call, ``FAMILIES.register("name", builder)`` (or as a decorator); a
-checkpoint stores its configuration, so :func:`build_model` rebuilds any family from it. A
-family whose model depends on the corpus beyond the configuration (``abs``: separate input and
-output vocabularies) may offer ``for_corpus(config, data_dir) -> model``, which the trainer
-calls instead (it fills the configuration, so checkpoints still rebuild from it alone).
+=============  ===================================  ==============================================
+``family``     class                                configuration
+=============  ===================================  ==============================================
+``c2f``        `Summarizer` (``c2f/model.py``)      `C2FConfig`
+``paulus``     `PaulusSummarizer`                   ``PaulusConfig``
+``abs``        ``AbsSummarizer``                    ``AbsFamilyConfig``
+``mal``        ``MALFamily``                        ``MALConfig``
+=============  ===================================  ==============================================
+
+A checkpoint stores its configuration, so `build_model` rebuilds any family from it.
 """
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Iterator
-from typing import Any, Generic, TypeVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from torch import nn
+from .config import ModelConfig
 
-__all__ = ["ATTENTIONS", "DECODERS", "ENCODERS", "FAMILIES", "GENERATORS", "Registry", "build_model"]
+if TYPE_CHECKING:
+    from .family import SummarizerFamily
 
-F = TypeVar("F", bound=Callable[..., Any])
+__all__ = ["FAMILIES", "LEGACY_OPTIONS", "FamilyRegistry", "build_model"]
 
-#: modules that register the built-in entries when imported
+FamilyT = TypeVar("FamilyT", bound=type)
+
+#: modules that register the built-in families when imported
 _BUILTIN_MODULES: tuple[str, ...] = ("c2f.model", "paulus.model", "abs.family", "mal.family")
 
+#: the options of the one flat configuration of every family that checkpoints stored before each
+#: family had its own (`ModelConfig.from_dict` keeps only the stored family's from such a table)
+LEGACY_OPTIONS: frozenset[str] = frozenset(
+    "vocab_size num_chunks emb_dim hidden enc_layers dec_layers bidirectional dropout init_range "
+    "emb_init_std attention chunk_encoder pos pos_dim conv_width conv_filters bow_dim multi test_k "
+    "input_feed share_embeddings decoder_init copy family tgt_vocab_size intra_temporal intra_decoder "
+    "tie_output feed_sample_prob abs_encoder abs_context abs_layers abs_window abs_max_norm "
+    "abs_src_vocab abs_tgt_vocab suatt unatt damping pagerank_guard temperature_s temperature_u "
+    "scale_by_nodes max_src_len stopwords".split()
+)
 
-class Registry(Generic[F]):
-    """Names -> factories of one kind of part.
 
-    Args:
-        kind: what the entries are (for error messages), e.g. ``"model.family"``.
-    """
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    family: type[Any]
+    config: type[ModelConfig]
 
-    def __init__(self, kind: str) -> None:
-        self.kind = kind
-        self._entries: dict[str, F] = {}
 
-    def register(self, name: str, factory: F | None = None) -> Any:
-        """Register ``factory`` under ``name`` (or use as ``@registry.register("name")``)."""
+class FamilyRegistry:
+    """Family names -> (family class, configuration dataclass)."""
+
+    def __init__(self) -> None:
+        self._entries: dict[str, _Entry] = {}
+
+    def register(self, name: str, family: FamilyT | None = None, *, config: type[ModelConfig]) -> Any:
+        """Register ``family`` under ``name`` with its ``config`` dataclass (or use as a class
+        decorator: ``@FAMILIES.register("name", config=MyConfig)``)."""
         if not name or not isinstance(name, str):
-            raise ValueError(f"{self.kind}: a registered name must be a non-empty string, got {name!r}")
+            raise ValueError(f"model.family: a registered name must be a non-empty string, got {name!r}")
+        if not (isinstance(config, type) and issubclass(config, ModelConfig)):
+            raise ValueError(f"model.family {name!r}: config must be a ModelConfig subclass, got {config!r}")
 
-        def add(f: F) -> F:
+        def add(cls: FamilyT) -> FamilyT:
             known = self._entries.get(name)
-            if known is not None and known is not f:
-                raise ValueError(f"{self.kind} {name!r} is already registered ({known!r})")
-            self._entries[name] = f
-            return f
+            if known is not None and (known.family is not cls or known.config is not config):
+                raise ValueError(f"model.family {name!r} is already registered ({known.family!r})")
+            self._entries[name] = _Entry(cls, config)
+            return cls
 
-        return add if factory is None else add(factory)
+        return add if family is None else add(family)
 
-    def get(self, name: str) -> F:
-        """The factory of ``name``; ``ValueError`` naming the known ones otherwise."""
+    def _entry(self, name: str) -> _Entry:
         _load_builtins()
         try:
             return self._entries[name]
         except KeyError:
-            raise ValueError(f"unknown {self.kind} {name!r}; known: {', '.join(self.names())}") from None
+            raise ValueError(f"model.family must be one of {tuple(self.names())}, got {name!r}") from None
+
+    def get(self, name: str) -> type[SummarizerFamily[Any, Any]]:
+        """The family class of ``name``; ``ValueError`` naming the known ones otherwise."""
+        family: type[SummarizerFamily[Any, Any]] = self._entry(name).family
+        return family
+
+    def config_class(self, name: str) -> type[ModelConfig]:
+        """The configuration dataclass of family ``name``."""
+        return self._entry(name).config
 
     def names(self) -> list[str]:
         _load_builtins()
@@ -98,15 +118,10 @@ def _load_builtins() -> None:
             importlib.import_module(f"{__package__}.{module}")
 
 
-FAMILIES: Registry[Callable[..., nn.Module]] = Registry("model.family")
-ENCODERS: Registry[Callable[..., nn.Module]] = Registry("encoder")
-ATTENTIONS: Registry[Callable[..., nn.Module]] = Registry("attention")
-GENERATORS: Registry[Callable[..., nn.Module]] = Registry("generator")
-DECODERS: Registry[Callable[..., nn.Module]] = Registry("decoder")
+FAMILIES = FamilyRegistry()
 
 
-def build_model(config: Any) -> nn.Module:
-    """The model of ``config`` (a :class:`~.config.ModelConfig`): ``FAMILIES[config.family](config)``."""
-    family = getattr(config, "family", "c2f")
-    model: nn.Module = FAMILIES.get(family)(config)
-    return model
+def build_model(config: ModelConfig) -> SummarizerFamily[Any, Any]:
+    """The model of ``config``: ``FAMILIES.get(config.family)(config)``."""
+    build: Callable[[ModelConfig], SummarizerFamily[Any, Any]] = FAMILIES.get(config.family)
+    return build(config)

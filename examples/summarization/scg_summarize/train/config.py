@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..decoding.options import DecodeOptions, option_problems
+from ..models.c2f.config import C2FConfig
 from ..models.config import ModelConfig
 from .schema import ConfigError, check_config
 
@@ -259,7 +260,7 @@ class Config:
 
     name: str = "custom"
     description: str = ""
-    model: ModelConfig = field(default_factory=ModelConfig)
+    model: ModelConfig = field(default_factory=C2FConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     data: DataConfig = field(default_factory=DataConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
@@ -269,7 +270,7 @@ class Config:
         self.train.validate()
         self.data.validate()
         self.eval.validate()
-        if self.train.alternate > 0 and self.model.attention != "c2f":
+        if self.train.alternate > 0 and not (isinstance(self.model, C2FConfig) and self.model.attention == "c2f"):
             raise ValueError("train.alternate (+ALTERNATE) needs model.attention = 'c2f'")
 
     def to_dict(self) -> dict[str, Any]:
@@ -280,7 +281,15 @@ class Config:
     def from_dict(cls, data: dict[str, Any]) -> Config:
         """Build and validate a configuration; raises `ConfigError` listing every
         bad key at once (`check_config`)."""
-        tables: dict[str, type] = {"model": ModelConfig, "train": TrainConfig, "data": DataConfig}
+        model = data.get("model", {})
+        family: type = ModelConfig
+        if isinstance(model, dict):  # the family's own dataclass (an unknown key names the family)
+            try:
+                family, model = ModelConfig.family_table(model, f"configuration {data.get('name', '')!r}")
+                data = {**data, "model": model}
+            except ValueError as err:
+                raise ConfigError([str(err)]) from None
+        tables: dict[str, type] = {"model": family, "train": TrainConfig, "data": DataConfig}
         problems = check_config({k: v for k, v in data.items() if k != "eval"}, tables)
         problems += eval_problems(data.get("eval", {}))
         if problems:
@@ -370,8 +379,11 @@ def load_config(name: str, overrides: list[str] | tuple[str, ...] = ()) -> Confi
                 f"suffixes: {', '.join(SUFFIXES)}), or a path to a .toml file"
             )
         data = _read(file_path)
-        if overlay is not None:
-            data = _merge(data, _read(_config_dir() / overlay))
+        if overlay is not None:  # sizes for every family: the options of this one's
+            sizes = _read(_config_dir() / overlay)
+            table = ModelConfig.family_table(data.get("model", {}))[0].option_names()
+            sizes["model"] = {k: v for k, v in sizes.get("model", {}).items() if k in table}
+            data = _merge(data, sizes)
         for extra in extras:
             data = _merge(data, extra)
         data["name"] = name

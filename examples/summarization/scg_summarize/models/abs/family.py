@@ -37,9 +37,9 @@ from torch.nn import functional
 
 from ..common.attention import AttentionOut, Memory
 from ..common.decoder import DecoderState
-from ..config import ModelConfig
 from ..family import SummarizerFamily, SummarizerOutput
 from ..registry import FAMILIES
+from .config import AbsFamilyConfig
 from .encoders import EncoderMemory
 from .nnlm import AbsConfig, AbsModel, context_windows
 from .step import flatten_source
@@ -81,15 +81,15 @@ def _ids(size: int, corpus: int) -> torch.Tensor:
     return torch.arange(min(size, corpus), dtype=torch.long)
 
 
-class AbsSummarizer(SummarizerFamily[ModelConfig, AbsFamilyState]):
-    """The ``abs`` family (see the module docstring); sizes from :class:`ModelConfig`:
+class AbsSummarizer(SummarizerFamily[AbsFamilyConfig, AbsFamilyState]):
+    """The ``abs`` family (see the module docstring); sizes from :class:`~.config.AbsFamilyConfig`:
     ``emb_dim`` = D, ``hidden`` = H, ``abs_context`` = C, ``abs_layers`` = L, ``abs_window`` = Q,
     ``abs_encoder``, ``abs_src_vocab`` = V_x and ``abs_tgt_vocab`` = V_y (0: V). Embeddings start
     N(0, 0.05²) (:class:`~.nnlm.AbsConfig`; ``emb_init_std`` and the LSTM options are not used)."""
 
     has_own_output_space = True
 
-    def __init__(self, config: ModelConfig) -> None:
+    def __init__(self, config: AbsFamilyConfig) -> None:
         super().__init__()
         if config.vocab_size < 5:
             raise ValueError("model.vocab_size must be set (the corpus vocabulary size)")
@@ -135,7 +135,7 @@ class AbsSummarizer(SummarizerFamily[ModelConfig, AbsFamilyState]):
             self.tgt_ids.copy_(torch.tensor(tgt_ids))
 
     @classmethod
-    def for_corpus(cls, config: ModelConfig, data_dir: str | Path) -> AbsSummarizer:
+    def for_corpus(cls, config: AbsFamilyConfig, data_dir: str | Path) -> AbsSummarizer:
         """The model for a prepared corpus: its field vocabularies (``src_vocab.txt``,
         ``tgt_vocab.txt``) when it has them, filling ``abs_src_vocab`` / ``abs_tgt_vocab``."""
         from ...data.field_vocabs import load_field_vocabs
@@ -274,4 +274,4 @@ class AbsSummarizer(SummarizerFamily[ModelConfig, AbsFamilyState]):
         return SummarizerOutput(list(nll.unbind(1)), out_mask, atts)
 
 
-FAMILIES.register("abs", AbsSummarizer)
+FAMILIES.register("abs", AbsSummarizer, config=AbsFamilyConfig)

@@ -1,7 +1,7 @@
 """The summarizer: embeddings + word encoder + chunk encoder + attentional decoder + generator.
 
-[`Summarizer`][scg_summarize.models.Summarizer] composes the swappable parts of `.encoders`, `.chunk_encoders`,
-`.attention` and `.decoder` according to a `ModelConfig`. Its
+[`Summarizer`][scg_summarize.models.Summarizer] composes the parts of ``common/encoders``, `.chunk_encoders`,
+``common/attention`` / `.coarse_to_fine` and ``common/decoder`` according to a `C2FConfig`. Its
 [`forward`][scg_summarize.models.Summarizer.forward] runs teacher forcing over a batch and returns the negative
 log-likelihood of every target step separately (``task="teacher"``),
 
@@ -10,9 +10,8 @@ log-likelihood of every target step separately (``task="teacher"``),
 because the C2F objective makes each of them a cost node at step t (it is both the NLL trained
 by backpropagation and −r_t, the reward of the chunks drawn at steps ≤ t; see
 `scg_summarize.train.objective`); with ``task="rollout"`` it generates its own summary
-as scg word nodes (`.rollout`, self-critical training). It is the ``c2f`` family of
-`.registry`, built from the registered encoders, attentions, decoder and generators; other
-families (`.paulus`) implement the same interface.
+as scg word nodes (``common/rollout``, self-critical training). It is the ``c2f`` family
+(a `SummarizerFamily`).
 """
 
 from __future__ import annotations
@@ -23,14 +22,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..common.attention import AttentionOut, FlatAttention, HierAttention, Memory
+from ..common.attention import AttentionOut, FlatAttention, HierAttention, Memory, SourceAttention
 from ..common.decoder import Decoder, DecoderState
-from ..common.encoders import ChunkedWordEncoder, FlatWordEncoder
+from ..common.encoders import ChunkedWordEncoder, FlatWordEncoder, WordEncoder
 from ..common.generator import CopyGenerator, Generator, SoftmaxGenerator
-from ..config import ModelConfig
 from ..family import SummarizerFamily, SummarizerOutput
-from ..registry import ATTENTIONS, DECODERS, ENCODERS, FAMILIES, GENERATORS
+from ..registry import FAMILIES
 from .chunk_encoders import ChunkEncoder, build_chunk_encoder
+from .coarse_to_fine import C2FAttention
+from .config import C2FConfig
 
 __all__ = ["Summarizer"]
 
@@ -44,27 +44,10 @@ def _rename_old_generator_keys(state: dict[str, Any], prefix: str, *args: Any) -
             state[new] = state.pop(old)
 
 
-def _c2f_attention(**kwargs: Any) -> nn.Module:
-    from .coarse_to_fine import C2FAttention
+class Summarizer(SummarizerFamily[C2FConfig, DecoderState]):
+    """Models 0-3 of Ling & Rush (2017) with every Table 1 option (see `C2FConfig`)."""
 
-    return C2FAttention(kwargs["dec_hidden"], kwargs["enc_hidden"], kwargs["chunk_dim"], kwargs["k"], kwargs["test_k"])
-
-
-ENCODERS.register("flat_lstm", FlatWordEncoder)
-ENCODERS.register("chunked_lstm", ChunkedWordEncoder)
-ATTENTIONS.register("standard", lambda **kw: FlatAttention(kw["dec_hidden"], kw["enc_hidden"]))
-ATTENTIONS.register("model1", lambda **kw: FlatAttention(kw["dec_hidden"], kw["enc_hidden"]))
-ATTENTIONS.register("hier", lambda **kw: HierAttention(kw["dec_hidden"], kw["enc_hidden"], kw["chunk_dim"]))
-ATTENTIONS.register("c2f", _c2f_attention)
-GENERATORS.register("softmax", SoftmaxGenerator)
-GENERATORS.register("copy", CopyGenerator)
-DECODERS.register("input_feed_lstm", Decoder)
-
-
-class Summarizer(SummarizerFamily[ModelConfig, DecoderState]):
-    """Models 0-3 of Ling & Rush (2017) with every Table 1 option (see `ModelConfig`)."""
-
-    def __init__(self, config: ModelConfig) -> None:
+    def __init__(self, config: C2FConfig) -> None:
         super().__init__()
         if config.vocab_size < 5:
             raise ValueError("model.vocab_size must be set (the corpus vocabulary size)")
@@ -72,9 +55,8 @@ class Summarizer(SummarizerFamily[ModelConfig, DecoderState]):
         V, E, H = config.vocab_size, config.emb_dim, config.hidden
         self.src_embedding = nn.Embedding(V, E, padding_idx=0)
         self.tgt_embedding = self.src_embedding if config.share_embeddings else nn.Embedding(V, E, padding_idx=0)
-        self.word_encoder = ENCODERS.get("chunked_lstm" if config.chunked else "flat_lstm")(
-            E, H, config.enc_layers, config.dropout, config.bidirectional
-        )
+        words = ChunkedWordEncoder if config.chunked else FlatWordEncoder
+        self.word_encoder: WordEncoder = words(E, H, config.enc_layers, config.dropout, config.bidirectional)
         self.chunk_encoder: ChunkEncoder | None = None
         chunk_dim = 0
         if config.hierarchical:
@@ -90,13 +72,15 @@ class Summarizer(SummarizerFamily[ModelConfig, DecoderState]):
                 pos_dim=config.pos_dim,
             )
             chunk_dim = self.chunk_encoder.out_dim
-        attention = ATTENTIONS.get(config.attention)(
-            dec_hidden=H, enc_hidden=H, chunk_dim=chunk_dim, k=config.multi, test_k=config.test_k
-        )
-        self.decoder: Decoder = DECODERS.get("input_feed_lstm")(
-            E, H, config.dec_layers, config.dropout, attention, config.input_feed
-        )
-        self.generator: Generator = GENERATORS.get("copy" if config.copy else "softmax")(H, V)
+        attention: SourceAttention
+        if config.attention == "c2f":  # Model 3
+            attention = C2FAttention(H, H, chunk_dim, config.multi, config.test_k)
+        elif config.attention == "hier":  # Model 2
+            attention = HierAttention(H, H, chunk_dim)
+        else:  # Models 0 and 1
+            attention = FlatAttention(H, H)
+        self.decoder = Decoder(E, H, config.dec_layers, config.dropout, attention, config.input_feed)
+        self.generator: Generator = CopyGenerator(H, V) if config.copy else SoftmaxGenerator(H, V)
         self.reset_parameters()
         self._register_load_state_dict_pre_hook(_rename_old_generator_keys)  # type: ignore[no-untyped-call]
 
@@ -207,4 +191,4 @@ class Summarizer(SummarizerFamily[ModelConfig, DecoderState]):
         return SummarizerOutput(nll, out_mask, atts)
 
 
-FAMILIES.register("c2f", Summarizer)
+FAMILIES.register("c2f", Summarizer, config=C2FConfig)

@@ -27,7 +27,6 @@ per-step computations are plain functions (:func:`flat_step`, :func:`hier_step`,
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import torch
 from torch import nn
@@ -41,7 +40,6 @@ __all__ = [
     "HierAttention",
     "Memory",
     "SourceAttention",
-    "build_attention",
     "flat_step",
     "hier_step",
     "masked_softmax",
@@ -230,30 +228,3 @@ class HierAttention(SourceAttention):
 
     def forward(self, memory: Memory, h: torch.Tensor, step: int, mode: str) -> AttentionOut:
         return self.soft(memory, h)
-
-
-def build_attention(
-    kind: str, *, dec_hidden: int, enc_hidden: int, chunk_dim: int = 0, k: int = 1, test_k: int = 1
-) -> SourceAttention:
-    """The attention of ``model.attention`` = ``kind``."""
-    if kind in ("standard", "model1"):
-        return FlatAttention(dec_hidden, enc_hidden)
-    if kind == "hier":
-        return HierAttention(dec_hidden, enc_hidden, chunk_dim)
-    if kind == "c2f":
-        from ..c2f.coarse_to_fine import C2FAttention
-
-        return C2FAttention(dec_hidden, enc_hidden, chunk_dim, k, test_k)
-    raise ValueError(f"unknown attention {kind!r}")
-
-
-_C2F_NAMES = ("C2FAttention", "C2FStep", "c2f_kernel_step", "c2f_read", "c2f_step", "fine_read")
-
-
-def __getattr__(name: str) -> Any:
-    """C2F's names moved to :mod:`.c2f`; importing them from here still works."""
-    if name in _C2F_NAMES:
-        from .. import c2f
-
-        return getattr(c2f, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -32,7 +32,6 @@ __all__ = [
     "EncodedWords",
     "FlatWordEncoder",
     "WordEncoder",
-    "build_word_encoder",
     "last_states",
     "reverse_index",
 ]
@@ -154,11 +153,3 @@ class ChunkedWordEncoder(WordEncoder):
         count = real.sum(2).clamp(min=1.0)  # (1, B, 1)
         h0 = (h.reshape(h.shape[0], B, M, H) * real).sum(2) / count  # (layers, B, H)
         return EncodedWords(states.reshape(B, M, N, H), (h0, torch.zeros_like(h0)))
-
-
-def build_word_encoder(
-    chunked: bool, emb_dim: int, hidden: int, layers: int, dropout: float, bidirectional: bool = False
-) -> WordEncoder:
-    """The word encoder of Models 1-3 (``chunked``) or of Model 0."""
-    cls = ChunkedWordEncoder if chunked else FlatWordEncoder
-    return cls(emb_dim, hidden, layers, dropout, bidirectional)

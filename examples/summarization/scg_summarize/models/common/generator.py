@@ -28,7 +28,7 @@ from torch import nn
 
 from .attention import AttentionOut, Memory
 
-__all__ = ["CopyGenerator", "Generator", "SoftmaxGenerator", "build_generator", "copy_distribution"]
+__all__ = ["CopyGenerator", "Generator", "SoftmaxGenerator", "copy_distribution"]
 
 
 class Generator(nn.Module):
@@ -124,8 +124,3 @@ class CopyGenerator(Generator):
         cop = F.logsigmoid(-z) + torch.log(copy.clamp_min(tiny))  # (B, V)  log(1 - g) + log p_copy
         log_p: torch.Tensor = torch.logaddexp(gen, cop)  # (B, V)
         return log_p
-
-
-def build_generator(copy: bool, hidden: int, vocab_size: int) -> Generator:
-    """The generator of ``model.copy``."""
-    return CopyGenerator(hidden, vocab_size) if copy else SoftmaxGenerator(hidden, vocab_size)

@@ -19,8 +19,10 @@ differ by the saliency contexts alone.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import dataclass, replace
 from typing import Any
+
+from ..config import ModelConfig, positive_ints
 
 __all__ = ["ABLATIONS", "PAGERANK_GUARDS", "MALConfig"]
 
@@ -37,18 +39,18 @@ ABLATIONS: dict[str, tuple[bool, bool]] = {
 PAGERANK_GUARDS: tuple[str, ...] = ("none", "softplus", "abs")
 
 
-@dataclass
-class MALConfig:
-    """Hyperparameters of :class:`~scg_summarize.models.mal.model.MALSummarizer`.
+@dataclass(kw_only=True, slots=True)
+class MALConfig(ModelConfig):
+    """Hyperparameters of :class:`~scg_summarize.models.mal.model.MALSummarizer` (the ``mal``
+    family), with those of `ModelConfig` (``emb_dim`` = k_e, ``hidden`` = k_h; ``dropout`` is not used).
 
-    The defaults are small (this machine); the paper's Gigaword sizes are
+    The defaults are small (this machine) and the +MAL row; the paper's Gigaword sizes are
     ``emb_dim=300, hidden=500`` (Section 3.4), its damping ``d = 0.9`` and beam 10.
 
     Attributes:
-        vocab_size: V (filled in from the corpus when 0).
-        emb_dim: k_e, the word embedding size.
         hidden: k_h, the size of each encoder GRU direction; encoder states h^e are 2 k_h and
             the decoder's states are 2 k_h too (it starts from their mean, Section 2.4).
+        share_embeddings: one table for source and target words (ours; the paper does not say).
         suatt: supervised attention (eq. 4-9) and its loss L_s (eq. 19).
         unatt: unsupervised attention (eq. 10-13).
         damping: d of the PageRank (eq. 11).
@@ -58,17 +60,16 @@ class MALConfig:
         temperature_u: τ_u in a^u = softmax(p' / τ_u) (1 = eq. 12 literally).
         scale_by_nodes: p' = m · p (m = number of graph nodes, so a uniform PageRank gives 1
             everywhere) instead of p' = p (eq. 12). Ours; off in the paper.
-        share_embeddings: one table for source and target words (ours; the paper does not say).
-        init_range: parameters start uniform in [-init_range, init_range].
         max_src_len: source words read (the paper: 100 on Gigaword); the self-attention is
             quadratic in it.
         stopwords: the language of the ``stop-words`` package's list used for the saliency
             labels and the graph's vertex set.
     """
 
-    vocab_size: int = 0
+    family: str = "mal"
     emb_dim: int = 64
     hidden: int = 64
+    share_embeddings: bool = True
     suatt: bool = True
     unatt: bool = True
     damping: float = 0.9
@@ -76,31 +77,24 @@ class MALConfig:
     temperature_s: float = 1.0
     temperature_u: float = 1.0
     scale_by_nodes: bool = False
-    share_embeddings: bool = True
-    init_range: float = 0.1
     max_src_len: int = 100
     stopwords: str = "en"
 
-    def __post_init__(self) -> None:
-        self.validate()
-
     def validate(self) -> None:
         """Raise ``ValueError`` naming the option for an inconsistent configuration."""
-        for name in ("emb_dim", "hidden", "max_src_len"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"mal.{name} must be a positive integer, got {value!r}")
+        ModelConfig.validate(self)
+        positive_ints(self, "max_src_len")
         if not 0.0 < self.damping < 1.0:
-            raise ValueError(f"mal.damping must be in (0, 1), got {self.damping!r}")
+            raise ValueError(f"model.damping must be in (0, 1), got {self.damping!r}")
         if self.pagerank_guard not in PAGERANK_GUARDS:
-            raise ValueError(f"mal.pagerank_guard must be one of {PAGERANK_GUARDS}, got {self.pagerank_guard!r}")
+            raise ValueError(f"model.pagerank_guard must be one of {PAGERANK_GUARDS}, got {self.pagerank_guard!r}")
         for name in ("temperature_s", "temperature_u", "init_range"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
-                raise ValueError(f"mal.{name} must be a positive number, got {value!r}")
-        for name in ("suatt", "unatt", "scale_by_nodes", "share_embeddings"):
+                raise ValueError(f"model.{name} must be a positive number, got {value!r}")
+        for name in ("suatt", "unatt", "scale_by_nodes"):
             if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"mal.{name} must be true or false, got {getattr(self, name)!r}")
+                raise ValueError(f"model.{name} must be true or false, got {getattr(self, name)!r}")
 
     @property
     def ablation(self) -> str:
@@ -114,14 +108,3 @@ class MALConfig:
             raise ValueError(f"unknown MAL ablation {name!r} (known: {', '.join(ABLATIONS)})")
         suatt, unatt = ABLATIONS[name]
         return replace(cls(**overrides), suatt=suatt, unatt=unatt)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> MALConfig:
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"unknown MAL option(s): {', '.join(unknown)} (known: {', '.join(sorted(known))})")
-        return cls(**data)

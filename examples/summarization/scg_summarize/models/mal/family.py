@@ -35,40 +35,13 @@ from ...data.vocab import Vocab
 from ..common.attention import AttentionOut, Memory
 from ..common.decoder import DecoderState
 from ..common.generator import Generator
-from ..config import ModelConfig
 from ..family import SummarizerFamily, SummarizerOutput
 from ..registry import FAMILIES
 from .cgru import DecoderMemory
 from .config import MALConfig
 from .model import MALSummarizer
 
-__all__ = ["MALFamily", "MALTeacherOutput", "mal_config"]
-
-#: the options of :class:`ModelConfig` that a :class:`MALConfig` takes over
-_SHARED = (
-    "vocab_size",
-    "emb_dim",
-    "hidden",
-    "suatt",
-    "unatt",
-    "damping",
-    "pagerank_guard",
-    "temperature_s",
-    "temperature_u",
-    "scale_by_nodes",
-    "share_embeddings",
-    "init_range",
-    "max_src_len",
-    "stopwords",
-)
-
-
-def mal_config(config: ModelConfig) -> MALConfig:
-    """The :class:`MALConfig` of a ``[model]`` table (``ValueError`` naming ``model.KEY``)."""
-    try:
-        return MALConfig(**{name: getattr(config, name) for name in _SHARED})
-    except ValueError as err:
-        raise ValueError(str(err).replace("mal.", "model.", 1)) from None
+__all__ = ["MALFamily", "MALTeacherOutput"]
 
 
 @dataclass
@@ -105,7 +78,7 @@ class _OutputLayer(Generator):
         return F.log_softmax(self.logits(out), dim=-1)
 
 
-class MALFamily(MALSummarizer, SummarizerFamily[ModelConfig, DecoderState]):
+class MALFamily(MALSummarizer, SummarizerFamily[MALConfig, DecoderState]):
     """The ``mal`` family: the Table 1 row is ``model.suatt`` / ``model.unatt``.
 
     Args:
@@ -114,11 +87,10 @@ class MALFamily(MALSummarizer, SummarizerFamily[ModelConfig, DecoderState]):
 
     default_objective = "mal"  # L = L_s + L_NLL
 
-    def __init__(self, config: ModelConfig) -> None:
+    def __init__(self, config: MALConfig) -> None:
         if config.vocab_size < 5:
             raise ValueError("model.vocab_size must be set (the corpus vocabulary size)")
-        super().__init__(mal_config(config), torch.zeros(config.vocab_size, dtype=torch.bool))
-        self.model_config = config
+        super().__init__(config, torch.zeros(config.vocab_size, dtype=torch.bool))
         self.generator = _OutputLayer(self)
 
     def bind_vocab(self, vocab: Vocab) -> None:
@@ -210,4 +182,4 @@ def _attention_out(weights: torch.Tensor, memory: Memory) -> AttentionOut:
     return AttentionOut(context, one, one, memory.chunk_sizes.sum(1), read_weights=words, word_probs=words)
 
 
-FAMILIES.register("mal", MALFamily)
+FAMILIES.register("mal", MALFamily, config=MALConfig)

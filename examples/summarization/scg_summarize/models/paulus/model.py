@@ -25,8 +25,8 @@ h^d_t fed the previous word's embedding, and at every step t (1-based in the for
 * **shared weights** (Section 2.4): W_out = tanh(W_emb W_proj), W_emb the target embedding
   ``(V_t, E)`` and W_proj ``(E, 3H)``.
 
-Every piece is a registered part (``ATTENTIONS``: ``bilinear``, ``intra_temporal``,
-``intra_decoder``; ``GENERATORS``: ``pointer_switch``; ``DECODERS``: ``paulus_lstm``) and the
+The parts are :class:`TemporalAttention`, :class:`IntraDecoderAttention`,
+:class:`PointerSwitchGenerator` and :class:`PaulusDecoder` (built by :class:`PaulusSummarizer`) and the
 state is a :class:`PaulusState` (a :class:`~.decoder.DecoderState` with two more fields), which
 beam search reorders without knowing them (:mod:`.rows`). Training (teacher forcing with fed
 samples, self-critical RL, the mixed objective) is in :mod:`scg_summarize.train.objectives`.
@@ -49,9 +49,9 @@ from ..common.decoder import DecoderState
 from ..common.encoders import FlatWordEncoder
 from ..common.extended_vocab import extend_source, extend_targets, to_corpus, to_input
 from ..common.generator import Generator
-from ..config import ModelConfig
 from ..family import SummarizerFamily, SummarizerOutput
-from ..registry import ATTENTIONS, DECODERS, ENCODERS, FAMILIES, GENERATORS
+from ..registry import FAMILIES
+from .config import PaulusConfig
 
 __all__ = [
     "IntraDecoderAttention",
@@ -209,8 +209,8 @@ class PaulusDecoder(nn.Module):
         super().__init__()
         self.hidden = hidden
         self.cell = nn.LSTMCell(emb_dim, hidden)
-        self.attention = ATTENTIONS.get("intra_temporal" if intra_temporal else "bilinear")(hidden, hidden)
-        self.intra = ATTENTIONS.get("intra_decoder")(hidden) if intra_decoder else None
+        self.attention = TemporalAttention(hidden, hidden, temporal=intra_temporal)
+        self.intra = IntraDecoderAttention(hidden) if intra_decoder else None
 
     def step(
         self, state: PaulusState, y_emb: torch.Tensor, memory: Memory
@@ -231,39 +231,26 @@ class PaulusDecoder(nn.Module):
         return features, replace(state, h=[h], c=[c], feed=h, temporal=temporal, past=past), att
 
 
-ATTENTIONS.register("bilinear", lambda dec, enc: TemporalAttention(dec, enc, temporal=False))
-ATTENTIONS.register("intra_temporal", lambda dec, enc: TemporalAttention(dec, enc, temporal=True))
-ATTENTIONS.register("intra_decoder", IntraDecoderAttention)
-GENERATORS.register("pointer_switch", PointerSwitchGenerator)
-DECODERS.register("paulus_lstm", PaulusDecoder)
-
-
-class PaulusSummarizer(SummarizerFamily[ModelConfig, PaulusState]):
-    """The ``paulus`` family (see the module docstring); sizes from :class:`ModelConfig`:
+class PaulusSummarizer(SummarizerFamily[PaulusConfig, PaulusState]):
+    """The ``paulus`` family (see the module docstring); sizes from :class:`PaulusConfig`:
     ``emb_dim`` (100), ``hidden`` (400 = 2 × 200 for the bidirectional encoder, and the decoder),
     ``vocab_size`` (input, 150k) and ``tgt_vocab_size`` (output, 50k)."""
 
     has_own_output_space = True
 
-    def __init__(self, config: ModelConfig) -> None:
+    def __init__(self, config: PaulusConfig) -> None:
         super().__init__()
         if config.vocab_size < 5:
             raise ValueError("model.vocab_size must be set (the corpus vocabulary size)")
-        if config.hidden % 2:
-            raise ValueError(
-                f"model.hidden must be even for the paulus family's bidirectional encoder, got {config.hidden}"
-            )
         self.config = config
         V, Vt, E, H = config.vocab_size, config.target_vocab, config.emb_dim, config.hidden
         self.target_vocab = Vt
         self.src_embedding = nn.Embedding(V, E, padding_idx=0)
         self.tgt_embedding = self.src_embedding if config.share_embeddings else nn.Embedding(Vt, E, padding_idx=0)
-        self.word_encoder: FlatWordEncoder = ENCODERS.get("flat_lstm")(E, H, config.enc_layers, config.dropout, True)
-        self.decoder: PaulusDecoder = DECODERS.get("paulus_lstm")(E, H, config.intra_temporal, config.intra_decoder)
+        self.word_encoder = FlatWordEncoder(E, H, config.enc_layers, config.dropout, True)
+        self.decoder = PaulusDecoder(E, H, config.intra_temporal, config.intra_decoder)
         self.dropout = nn.Dropout(config.dropout)
-        self.generator: PointerSwitchGenerator = GENERATORS.get("pointer_switch")(
-            3 * H, Vt, self.tgt_embedding if config.tie_output else None
-        )
+        self.generator = PointerSwitchGenerator(3 * H, Vt, self.tgt_embedding if config.tie_output else None)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -384,4 +371,4 @@ class PaulusSummarizer(SummarizerFamily[ModelConfig, PaulusState]):
         return SummarizerOutput(nll, out_mask, atts)
 
 
-FAMILIES.register("paulus", PaulusSummarizer)
+FAMILIES.register("paulus", PaulusSummarizer, config=PaulusConfig)
