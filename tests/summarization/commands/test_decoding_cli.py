@@ -46,8 +46,8 @@ def test_raw_text_is_encoded_like_the_prepared_split(toy: ToySetup) -> None:
     dataset = SummarizationDataset(toy.data, "test")
     for i in range(3):
         doc = encode_text("x", dataset.text(i)["src_sentences"], run.prep_options, run.vocab, sentences_given=True)
-        assert torch.equal(doc.src, dataset[i]["src"])
-        assert torch.equal(doc.src_mask, dataset[i]["src_mask"])
+        assert torch.equal(doc.src, dataset[i].src)
+        assert torch.equal(doc.src_mask, dataset[i].src_mask)
 
 
 def test_summarize_stdin_and_prepared_split_agree(toy: ToySetup, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]

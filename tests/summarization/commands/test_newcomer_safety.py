@@ -139,7 +139,8 @@ def _summarizer(unk: str) -> tuple[Summarizer, Vocab]:
 
 def _document() -> SourceDocument:
     words = [["alpha", "</s>"], ["beta", "gamma"]]
-    return SourceDocument("d", torch.zeros(2, 2, dtype=torch.long), torch.ones(2, 2, dtype=torch.bool), words)
+    src, src_mask = torch.zeros(2, 2, dtype=torch.long), torch.ones(2, 2, dtype=torch.bool)
+    return SourceDocument(id="d", src=src, src_mask=src_mask, words=words)
 
 
 @pytest.mark.parametrize("unk", ["replace", "forbid", "allow"])

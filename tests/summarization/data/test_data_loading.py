@@ -22,16 +22,16 @@ def test_dataset_items(synthetic_corpus: Path) -> None:
     dataset = SummarizationDataset(synthetic_corpus, "valid")
     assert len(dataset) == 40 and (dataset.num_chunks, dataset.chunk_len) == (8, 16)
     item = dataset[-1]
-    assert item["index"] == 39
-    assert item["src"].dtype == torch.long and item["src"].shape == (8, 16)
-    assert item["src_mask"].dtype == torch.bool
-    assert torch.equal(item["src_mask"], item["src"] != 0)
-    assert item["tgt"][0] == dataset.vocab.bos_id and item["tgt"][-1] == dataset.vocab.eos_id
-    assert (item["tgt"][1:-1] > dataset.vocab.eos_id).all()
-    assert 0 <= item["salient"] < 8
-    assert isinstance(item["refs"], list) and all(isinstance(r, str) for r in item["refs"])
-    assert len(item["src_sentences"]) == 8
-    assert item["id"] == "syn-1-39"
+    assert item.index == 39
+    assert item.src.dtype == torch.long and item.src.shape == (8, 16)
+    assert item.src_mask.dtype == torch.bool
+    assert torch.equal(item.src_mask, item.src != 0)
+    assert item.tgt[0] == dataset.vocab.bos_id and item.tgt[-1] == dataset.vocab.eos_id
+    assert (item.tgt[1:-1] > dataset.vocab.eos_id).all()
+    assert 0 <= item.salient < 8
+    assert isinstance(item.refs, list) and all(isinstance(r, str) for r in item.refs)
+    assert len(item.src_sentences) == 8
+    assert item.id == "syn-1-39"
     with pytest.raises(IndexError):
         dataset[40]
     with pytest.raises(KeyError, match="available"):
@@ -39,18 +39,18 @@ def test_dataset_items(synthetic_corpus: Path) -> None:
     with pytest.raises(ValueError, match="options hash"):
         SummarizationDataset(synthetic_corpus, "valid", expected_hash="0" * 16)
     lean = SummarizationDataset(synthetic_corpus, "valid", with_text=False, mmap=False)
-    assert "refs" not in lean[0] and torch.equal(lean[0]["src"], dataset[0]["src"])
+    assert lean[0].refs == [] and lean[0].id == "0" and torch.equal(lean[0].src, dataset[0].src)
 
 
 def test_target_truncation_keeps_the_end_token(synthetic_corpus: Path) -> None:
     dataset = SummarizationDataset(synthetic_corpus, "train", max_target_len=3)
     full = SummarizationDataset(synthetic_corpus, "train")
-    tgt, whole = dataset[0]["tgt"], full[0]["tgt"]
+    tgt, whole = dataset[0].tgt, full[0].tgt
     assert tgt.tolist() == [*whole[:4].tolist(), dataset.vocab.eos_id]
     assert dataset.target_lengths().max() == 5
     items = [full[i] for i in range(len(full))]
-    assert full.target_lengths().tolist() == [len(it["tgt"]) for it in items]
-    assert full.source_lengths().tolist() == [int(it["src_mask"].sum()) for it in items]
+    assert full.target_lengths().tolist() == [len(it.tgt) for it in items]
+    assert full.source_lengths().tolist() == [int(it.src_mask.sum()) for it in items]
 
 
 def test_dataset_pickles_without_its_arrays(synthetic_corpus: Path) -> None:
@@ -58,24 +58,24 @@ def test_dataset_pickles_without_its_arrays(synthetic_corpus: Path) -> None:
     payload = pickle.dumps(dataset)
     assert len(payload) < dataset.data.src.nbytes / 4
     clone = pickle.loads(payload)
-    assert torch.equal(clone[5]["src"], dataset[5]["src"]) and clone[5]["refs"] == dataset[5]["refs"]
+    assert torch.equal(clone[5].src, dataset[5].src) and clone[5].refs == dataset[5].refs
 
 
 def test_collate_pads_targets(synthetic_corpus: Path) -> None:
     dataset = SummarizationDataset(synthetic_corpus, "test")
     items = [dataset[i] for i in range(5)]
     batch = collate_examples(items)
-    lengths = [len(it["tgt"]) for it in items]
+    lengths = [len(it.tgt) for it in items]
     assert batch.src.shape == (5, 8, 16) and batch.src_mask.shape == (5, 8, 16)
     assert batch.tgt.shape == (5, max(lengths))
     assert batch.tgt_lengths.tolist() == lengths
     assert batch.tgt_mask.sum(1).tolist() == lengths
     assert (batch.tgt[~batch.tgt_mask] == 0).all()
     for row, it in enumerate(items):
-        assert batch.tgt[row, : lengths[row]].tolist() == it["tgt"].tolist()
-    assert batch.salient.dtype == torch.long and batch.salient.tolist() == [it["salient"] for it in items]
-    assert batch.refs == [it["refs"] for it in items]
-    assert batch.ids == [it["id"] for it in items]
+        assert batch.tgt[row, : lengths[row]].tolist() == it.tgt.tolist()
+    assert batch.salient.dtype == torch.long and batch.salient.tolist() == [it.salient for it in items]
+    assert batch.refs == [it.refs for it in items]
+    assert batch.ids == [it.id for it in items]
     with pytest.raises(ValueError):
         collate_examples([])
 

@@ -66,11 +66,11 @@ def test_grid_view_matches_the_tokenized_document(toy_story_dir: Path, tmp_path:
         processed = pre(raw)
         flat_words = [w for s in processed.sentence_tokens for w in [*s, "</s>"]][:15]
         item = dataset[i]
-        assert item["src"].reshape(-1)[: len(flat_words)].tolist() == dataset.vocab.encode(flat_words)
-        assert int(item["src_mask"].sum()) == len(flat_words)
-        assert dataset.vocab.decode(item["tgt"].tolist()) == processed.target_tokens
-        assert item["refs"] == raw.references
-        assert item["src_sentences"] == processed.sentences
+        assert item.src.reshape(-1)[: len(flat_words)].tolist() == dataset.vocab.encode(flat_words)
+        assert int(item.src_mask.sum()) == len(flat_words)
+        assert dataset.vocab.decode(item.tgt.tolist()) == processed.target_tokens
+        assert item.refs == raw.references
+        assert item.src_sentences == processed.sentences
     assert dataset.text(0)["src_sentences"][0] == "Mr. Dobbs visited the Quillon museum on Tuesday."
 
 
@@ -109,7 +109,7 @@ def test_vocabulary_comes_from_train_only(tmp_path: Path) -> None:
     assert meta["vocab_from"] == "train"
     assert meta["splits"]["test"]["src_unk_rate"] == pytest.approx(3 / 6)  # 3 zetas of 6 ids
     item = SummarizationDataset(tmp_path / "v", "test")[0]
-    assert item["tgt"].tolist() == [vocab.bos_id, vocab.unk_id, vocab.eos_id]
+    assert item.tgt.tolist() == [vocab.bos_id, vocab.unk_id, vocab.eos_id]
     # A given vocabulary is used as is.
     fixed = Vocab(["zeta"])
     meta = prepare_corpus([_memory("test", test)], tmp_path / "w", SMALL, vocab=fixed)
@@ -122,8 +122,8 @@ def test_vocab_size_and_target_truncation(tmp_path: Path) -> None:
     prepare_corpus([_memory("train", examples)], tmp_path / "t", options)
     dataset = SummarizationDataset(tmp_path / "t", "train")
     assert dataset.vocab.tokens[4:] == ["a", "b"]
-    assert dataset.vocab.decode(dataset[0]["tgt"].tolist()) == ["a", "b", "<unk>"]
-    assert len(dataset[0]["tgt"]) == 5
+    assert dataset.vocab.decode(dataset[0].tgt.tolist()) == ["a", "b", "<unk>"]
+    assert len(dataset[0].tgt) == 5
 
 
 def test_bad_input_fails_or_is_counted(toy_story_dir: Path, write_story: StoryWriter, tmp_path: Path) -> None:

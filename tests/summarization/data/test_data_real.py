@@ -37,7 +37,7 @@ def test_cnndm_stories_grid(shared_data: Path, tmp_path: Path) -> None:
     assert meta["splits"]["train"]["examples"] == N_STORIES
     assert meta["splits"]["train"]["src_unk_rate"] == 0.0
     dataset = SummarizationDataset(tmp_path / "p", "train")
-    assert dataset[0]["src"].shape == (10, 40)
+    assert dataset[0].src.shape == (10, 40)
     pre = Preprocessor(options)
     for i, path in enumerate(find_story_files(stories)[:N_STORIES]):
         raw = parse_story(path)
@@ -45,13 +45,11 @@ def test_cnndm_stories_grid(shared_data: Path, tmp_path: Path) -> None:
         item = dataset[i]
         words = [w for s in processed.sentence_tokens for w in [*s, "</s>"]][:400]
         assert (
-            dataset.vocab.decode(item["src"].reshape(-1).tolist(), strip_specials=False, stop_at_eos=False)[
-                : len(words)
-            ]
+            dataset.vocab.decode(item.src.reshape(-1).tolist(), strip_specials=False, stop_at_eos=False)[: len(words)]
             == words
         )
-        assert item["refs"] == raw.references and len(item["refs"]) >= 1
-        assert dataset.vocab.decode(item["tgt"].tolist()) == pre.tokenize(raw.references[0])
+        assert item.refs == raw.references and len(item.refs) >= 1
+        assert dataset.vocab.decode(item.tgt.tolist()) == pre.tokenize(raw.references[0])
         assert all(w == w.lower() and not any(c.isdigit() for c in w) for w in words)
         assert len(processed.sentences) >= len(raw.source)  # paragraphs were split further
 
@@ -86,11 +84,11 @@ def test_scitldr_sentences_and_multiple_references(shared_data: Path, tmp_path: 
     for i, row in enumerate(rows):
         item = dataset[i]
         sentences = [s.strip() for s in row["source"] if s.strip()]
-        assert item["refs"] == [" ".join(t.split()) for t in row["target"]]
-        assert item["src_sentences"] == sentences
-        used_rows = item["src_mask"].any(dim=1)
+        assert item.refs == [" ".join(t.split()) for t in row["target"]]
+        assert item.src_sentences == sentences
+        used_rows = item.src_mask.any(dim=1)
         assert int(used_rows.sum()) == min(6, len(sentences))
-        assert item["src"][used_rows][:, 0].ne(0).all()
+        assert item.src[used_rows][:, 0].ne(0).all()
 
 
 def test_xsum_documents(shared_data: Path, tmp_path: Path) -> None:
@@ -102,9 +100,9 @@ def test_xsum_documents(shared_data: Path, tmp_path: Path) -> None:
     rows = _jsonl_rows(path, 20)
     for i, row in enumerate(rows):
         item = dataset[i]
-        assert item["id"] == row["id"] and item["refs"] == [" ".join(str(row["summary"]).split())]
+        assert item.id == row["id"] and item.refs == [" ".join(str(row["summary"]).split())]
         paragraphs = [p for p in str(row["document"]).splitlines() if p.strip()]
-        assert len(item["src_sentences"]) >= len(paragraphs)
+        assert len(item.src_sentences) >= len(paragraphs)
 
 
 def test_gigaword_parallel_is_kept_verbatim(shared_data: Path, tmp_path: Path) -> None:
@@ -119,6 +117,6 @@ def test_gigaword_parallel_is_kept_verbatim(shared_data: Path, tmp_path: Path) -
     for i in range(0, 200, 9):
         item = dataset[i]
         words = [*articles[i].split(), "</s>"][:60]
-        decoded = dataset.vocab.decode(item["src"][0].tolist(), strip_specials=False, stop_at_eos=False)
+        decoded = dataset.vocab.decode(item.src[0].tolist(), strip_specials=False, stop_at_eos=False)
         assert decoded[: len(words)] == words
-        assert dataset.vocab.decode(item["tgt"].tolist()) == titles[i].split()
+        assert dataset.vocab.decode(item.tgt.tolist()) == titles[i].split()

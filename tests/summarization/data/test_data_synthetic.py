@@ -79,12 +79,10 @@ def test_corpus_in_prepared_format(synthetic_corpus: Path) -> None:
     assert dataset.vocab.unk_id not in marker_ids
     for i in range(0, 240, 17):
         item = dataset[i]
-        rows = [r for r in range(8) if marker_ids & set(item["src"][r].tolist())]
-        assert rows == [item["salient"]]
-        assert item["src_sentences"][item["salient"]].split() == dataset.vocab.decode(
-            item["src"][item["salient"]].tolist()
-        )
-        assert dataset.vocab.decode(item["tgt"].tolist()) == item["refs"][0].split()
+        rows = [r for r in range(8) if marker_ids & set(item.src[r].tolist())]
+        assert rows == [item.salient]
+        assert item.src_sentences[item.salient].split() == dataset.vocab.decode(item.src[item.salient].tolist())
+        assert dataset.vocab.decode(item.tgt.tolist()) == item.refs[0].split()
     assert 300 <= len(dataset.vocab) <= 510
 
 
@@ -92,7 +90,7 @@ def test_custom_shape_and_validation(tmp_path: Path) -> None:
     meta = make_synthetic_corpus(tmp_path / "s", 20, 0, 5, num_chunks=5, chunk_len=12, seed=1)
     assert set(meta["splits"]) == {"train", "test"}
     dataset = SummarizationDataset(tmp_path / "s", "test")
-    assert dataset[0]["src"].shape == (5, 12)
+    assert dataset[0].src.shape == (5, 12)
     with pytest.raises(ValueError, match="num_chunks"):
         SyntheticConfig(num_chunks=1)
     with pytest.raises(ValueError, match="min_chunk_words"):

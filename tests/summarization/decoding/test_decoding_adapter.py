@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 import torch
 from scg_summarize.data import SummarizationDataset, make_synthetic_corpus
+from scg_summarize.data.batching import collate_examples
 from scg_summarize.decoding import (
     DecodeOptions,
     Summarizer,
     beam_search,
-    collate_documents,
     documents_from_split,
     load_run,
 )
@@ -55,7 +55,7 @@ def test_teacher_forced_nll_matches_the_models_own(tmp_path: Path, corpus: Path,
     loaded = load_run(_write_run(tmp_path, corpus, name), data_dir=corpus)
     assert loaded.model == name and loaded.data_dir == corpus
     dataset = SummarizationDataset(corpus, "test")
-    batch = collate_documents(list(documents_from_split(dataset)))
+    batch = collate_examples(list(documents_from_split(dataset)))
     scored = teacher_forced(loaded.decoder, batch)
     model = loaded.decoder.model  # type: ignore[attr-defined]
     with torch.no_grad():
@@ -67,7 +67,7 @@ def test_teacher_forced_nll_matches_the_models_own(tmp_path: Path, corpus: Path,
 def test_c2f_reads_its_top_k_chunks_and_exposes_attention(tmp_path: Path, corpus: Path) -> None:
     run = _write_run(tmp_path, corpus, "tiny-C2F")
     dataset = SummarizationDataset(corpus, "test")
-    batch = collate_documents(list(documents_from_split(dataset, range(3))))
+    batch = collate_examples(list(documents_from_split(dataset, range(3))))
     for k in (1, 2):
         loaded = load_run(run, data_dir=corpus, coarse_topk=k)
         opts = DecodeOptions(beam_size=3, max_len=5, extras=("coarse_attn", "chunk_read", "word_attn"), **UNCONSTRAINED)
@@ -86,7 +86,7 @@ def test_c2f_reads_its_top_k_chunks_and_exposes_attention(tmp_path: Path, corpus
 
 def test_soft_models_have_no_chunk_read(tmp_path: Path, corpus: Path) -> None:
     loaded = load_run(_write_run(tmp_path, corpus, "tiny-HIER"), data_dir=corpus)
-    batch = collate_documents(list(documents_from_split(SummarizationDataset(corpus, "test"), range(2))))
+    batch = collate_examples(list(documents_from_split(SummarizationDataset(corpus, "test"), range(2))))
     hyps = beam_search(loaded.decoder, batch, DecodeOptions(beam_size=2, max_len=4, extras=("*",), **UNCONSTRAINED))
     assert "chunk_read" not in hyps[0][0].extras and "coarse_attn" in hyps[0][0].extras
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 from scg_summarize.data import SummarizationDataset
+from scg_summarize.data.batching import collate_examples
 from scg_summarize.decoding import (
     DecodeOptions,
     beam_search,
-    collate_documents,
     documents_from_split,
     greedy_search,
     load_run,
@@ -96,7 +96,7 @@ def test_length_limits_and_unk_forbidding(greedy: bool) -> None:
 def test_extras_are_recorded_per_generated_word(toy: ToySetup) -> None:
     run = load_run(toy.run)
     dataset = SummarizationDataset(toy.data, "test")
-    batch = collate_documents(list(documents_from_split(dataset, range(3))))
+    batch = collate_examples(list(documents_from_split(dataset, range(3))))
     options = DecodeOptions(beam_size=3, max_len=5, extras=("coarse_attn", "chunk_read", "word_attn"), **UNCONSTRAINED)
     run.decoder.request_extras(options.extras)  # (the model computes word_attn only when asked)
     for hyp in [h[0] for h in beam_search(run.decoder, batch, options)]:
@@ -114,9 +114,9 @@ def test_batching_does_not_change_results(toy: ToySetup) -> None:
     run = load_run(toy.run)
     docs = list(documents_from_split(SummarizationDataset(toy.data, "test"), range(6)))
     options = DecodeOptions(beam_size=4, max_len=7, no_repeat_ngram=3, min_len=0, unk="allow")
-    together = beam_search(run.decoder, collate_documents(docs), options)
+    together = beam_search(run.decoder, collate_examples(docs), options)
     for doc, hyps in zip(docs, together):
-        alone = beam_search(run.decoder, collate_documents([doc]), options)[0]
+        alone = beam_search(run.decoder, collate_examples([doc]), options)[0]
         assert hyps[0].tokens == alone[0].tokens
         assert hyps[0].score == pytest.approx(alone[0].score, abs=1e-4)
 

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 import torch
 from scg_summarize.data import SummarizationDataset, make_synthetic_corpus
+from scg_summarize.data.batching import collate_examples
 from scg_summarize.decoding import (
     DecodeOptions,
     ModelStepDecoder,
     RunLoadError,
     beam_search,
-    collate_documents,
     documents_from_split,
     greedy_search,
     load_run,
@@ -55,7 +55,7 @@ def test_every_family_loads_and_decodes_through_the_one_adapter(name: str, runs:
     loaded = load_run(runs[name])
     assert isinstance(loaded.decoder, ModelStepDecoder)
     assert loaded.info["family"] == FAMILIES[name] and loaded.model == name and loaded.data_dir == corpus
-    batch = collate_documents(list(documents_from_split(SummarizationDataset(corpus, "test"))))
+    batch = collate_examples(list(documents_from_split(SummarizationDataset(corpus, "test"))))
     options = DecodeOptions(max_len=6, **UNCONSTRAINED)  # type: ignore[arg-type]
     greedy = greedy_search(loaded.decoder, batch, DecodeOptions(greedy=True, max_len=6, **UNCONSTRAINED))  # type: ignore[arg-type]
     beam1 = beam_search(loaded.decoder, batch, DecodeOptions(beam_size=1, max_len=6, **UNCONSTRAINED))  # type: ignore[arg-type]

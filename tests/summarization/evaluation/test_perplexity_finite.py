@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 from scg_summarize.data import SummarizationDataset, make_synthetic_corpus
-from scg_summarize.decoding import collate_documents, documents_from_split, load_run
+from scg_summarize.data.batching import collate_examples
+from scg_summarize.decoding import documents_from_split, load_run
 from scg_summarize.evaluation import teacher_forced
 from scg_summarize.evaluation.perplexity import Perplexity
 from scg_summarize.evaluation.report import make_result, markdown_report
@@ -58,7 +59,7 @@ def _uncopyable(batch: dict[str, torch.Tensor]) -> int:
 
 def test_pointer_perplexity_scores_unknown_reference_words_as_unk(run: Path, corpus: Path) -> None:
     loaded = load_run(run, data_dir=corpus)
-    batch = collate_documents(list(documents_from_split(SummarizationDataset(corpus, "test"))))
+    batch = collate_examples(list(documents_from_split(SummarizationDataset(corpus, "test"))))
     expected = _uncopyable(batch)
     assert expected > 0  # the corpus has words the model can neither generate nor copy
     scored = teacher_forced(loaded.decoder, batch)
@@ -78,7 +79,7 @@ def test_without_the_unk_rule_the_perplexity_is_infinite(run: Path, corpus: Path
     """The twin without the rule: the pointer gives those words probability 0 over corpus ids."""
     loaded = load_run(run, data_dir=corpus)
     del loaded.decoder.scored_targets  # type: ignore[attr-defined]
-    batch = collate_documents(list(documents_from_split(SummarizationDataset(corpus, "test"))))
+    batch = collate_examples(list(documents_from_split(SummarizationDataset(corpus, "test"))))
     scored = teacher_forced(loaded.decoder, batch)
     assert math.inf in scored.nll and sum(scored.unk_scored) == 0
 

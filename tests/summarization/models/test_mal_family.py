@@ -11,9 +11,10 @@ import pytest
 import torch
 from scg_summarize.cli import main as cli_main
 from scg_summarize.data import Batch, SummarizationDataset
+from scg_summarize.data.batching import collate_examples
 from scg_summarize.decoding import load_run
 from scg_summarize.decoding.adapters import ModelStepDecoder
-from scg_summarize.decoding.inputs import collate_documents, documents_from_split
+from scg_summarize.decoding.inputs import documents_from_split
 from scg_summarize.evaluation.saliency_topk import saliency_top_k
 from scg_summarize.models.mal.family import MALFamily, MALTeacherOutput
 from scg_summarize.models.registry import FAMILIES, build_model
@@ -226,8 +227,7 @@ def test_train_resume_select_and_evaluate_with_table4(synthetic_corpus: Path, tm
     # the same numbers as the analysis run directly on the model over the same 12 documents
     dataset = SummarizationDataset(synthetic_corpus, "test")
     docs = list(documents_from_split(dataset, range(12)))
-    batch = collate_documents(docs)
-    batch.refs = [d.refs for d in docs]
+    batch = collate_examples(docs)
     direct = saliency_top_k(run.decoder.model, [batch], run.vocab.id_to_token, k=5)
     assert direct["rouge1"] == pytest.approx(table4["rouge1"])
     assert all(0.0 <= v <= 100.0 for v in table4["rouge1"].values()) and table4["rouge1"]["Lead"] > 0.0

@@ -203,7 +203,7 @@ def test_saliency_top_k_on_a_model(corpus: Path) -> None:
     assert all(len(words) <= 5 for words in out["examples"]["UnAtt"])
     # Lead: the first content words in order
     item = dataset[0]
-    src, mask = flatten_source(item["src"][None], item["src_mask"][None], 100)
+    src, mask = flatten_source(item.src[None], item.src_mask[None], 100)
     first = []
     for i in src[0][model.nodes(src, mask)[0]].tolist():
         word = dataset.vocab.id_to_token(i)

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import torch
 from scg_summarize.cli import main
+from scg_summarize.data.chunking import regrid
 from scg_summarize.train import Trainer, load_config, load_model
 from scg_summarize.train.checkpoint import load_checkpoint
-from scg_summarize.train.data import regrid
 
 FAST = ["train.max_steps_per_epoch=3", "train.epochs=2"]
 

@@ -16,18 +16,18 @@ Modules, one concept each:
 ``storage``     the on-disk format (memory-mapped arrays + text side file + metadata)
 ``prepare``     `prepare_corpus`, the streaming two-pass pipeline
 ``progress``    progress display (tqdm if installed)
-``dataset``     [`SummarizationDataset`][scg_summarize.data.SummarizationDataset]
+``dataset``     `Example` and [`SummarizationDataset`][scg_summarize.data.SummarizationDataset]
 ``sampler``     `BucketBatchSampler` (seeded, bucketed, resumable)
-``batching``    `Batch`, `SourceBatch`, `collate_examples`, `make_dataloader`
+``batching``    `Batch`, `SourceBatch`, `collate_examples`, `collate_sources`, `make_dataloader`
 ``synthetic``   the synthetic corpus with a known salient chunk
 =============== ===========================================================================
 
 See ``docs/data.md`` for the user guide and the batch format.
 """
 
-from .batching import Batch, SourceBatch, SummaryLoader, collate_examples, make_dataloader
-from .chunking import flat_view, layout_chunks, pack_chunks, pack_flat
-from .dataset import SummarizationDataset, available_splits
+from .batching import Batch, SourceBatch, SummaryLoader, collate_examples, collate_sources, make_dataloader
+from .chunking import flat_view, layout_chunks, pack_chunks, pack_flat, regrid
+from .dataset import Example, SummarizationDataset, available_splits
 from .errors import BadInputReport, DataError
 from .options import PrepOptions, options_hash
 from .prepare import InputSource, assign_split, prepare_corpus
@@ -52,6 +52,7 @@ __all__ = [
     "Batch",
     "BucketBatchSampler",
     "DataError",
+    "Example",
     "InputSource",
     "PrepOptions",
     "Preprocessor",
@@ -66,6 +67,7 @@ __all__ = [
     "assign_split",
     "available_splits",
     "collate_examples",
+    "collate_sources",
     "detokenize",
     "flat_view",
     "generate_examples",
@@ -84,6 +86,7 @@ __all__ = [
     "read_meta",
     "read_parallel",
     "read_stories",
+    "regrid",
     "split_sentences",
     "tokenize",
 ]

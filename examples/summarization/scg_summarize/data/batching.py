@@ -16,10 +16,19 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
-from .dataset import SummarizationDataset
+from .dataset import Example, SummarizationDataset
 from .sampler import BucketBatchSampler
 
-__all__ = ["BUCKET_KEYS", "Batch", "SourceBatch", "SummaryLoader", "collate_examples", "make_dataloader"]
+__all__ = [
+    "BUCKET_KEYS",
+    "Batch",
+    "SourceBatch",
+    "SummaryLoader",
+    "collate_examples",
+    "collate_sources",
+    "make_dataloader",
+    "pad_targets",
+]
 
 BUCKET_KEYS: tuple[str, ...] = ("tgt", "src", "both", "none")
 
@@ -89,23 +98,32 @@ def pad_targets(targets: Sequence[torch.Tensor], pad_id: int = 0) -> tuple[torch
     return tgt, torch.arange(tgt.shape[1]).unsqueeze(0) < lengths.unsqueeze(1)
 
 
-def collate_examples(examples: Sequence[dict[str, Any]], pad_id: int = 0) -> Batch:
-    """Stack dataset items into a :class:`Batch`, padding targets."""
+def collate_sources(examples: Sequence[Example]) -> SourceBatch:
+    """Stack the sources (and text) of examples into a :class:`SourceBatch` (the decoder input)."""
     if not examples:
         raise ValueError("cannot collate an empty batch")
-    tgt, tgt_mask = pad_targets([ex["tgt"] for ex in examples], pad_id)
-    text = "refs" in examples[0]
-    return Batch(
-        src=torch.stack([ex["src"] for ex in examples]),
-        src_mask=torch.stack([ex["src_mask"] for ex in examples]),
-        tgt=tgt,
-        tgt_mask=tgt_mask,
-        salient=torch.tensor([ex["salient"] for ex in examples], dtype=torch.long),
-        index=torch.tensor([ex["index"] for ex in examples], dtype=torch.long),
-        refs=[ex["refs"] for ex in examples] if text else None,
-        src_sentences=[ex["src_sentences"] for ex in examples] if text else None,
-        ids=[ex["id"] for ex in examples] if text else None,
+    return SourceBatch(
+        src=torch.stack([ex.src for ex in examples]),
+        src_mask=torch.stack([ex.src_mask for ex in examples]),
+        salient=torch.tensor([ex.salient for ex in examples], dtype=torch.long),
+        refs=[ex.refs for ex in examples],
+        src_sentences=[ex.src_sentences for ex in examples],
+        ids=[ex.id for ex in examples],
     )
+
+
+def collate_examples(examples: Sequence[Example], pad_id: int = 0) -> Batch:
+    """Stack examples into a :class:`Batch`, padding targets; ``ValueError`` naming an example
+    without a target (a document read for ``summarize``)."""
+    source = collate_sources(examples)
+    targets = [ex.tgt for ex in examples]
+    missing = [ex.id for ex, tgt in zip(examples, targets) if tgt is None]
+    if missing:
+        raise ValueError(f"cannot collate a training batch: example {missing[0]!r} has no target summary")
+    tgt, tgt_mask = pad_targets([t for t in targets if t is not None], pad_id)
+    fields_of_source: dict[str, Any] = {f.name: getattr(source, f.name) for f in fields(source)}
+    index = torch.tensor([ex.index for ex in examples], dtype=torch.long)
+    return Batch(**fields_of_source, tgt=tgt, tgt_mask=tgt_mask, index=index)
 
 
 class SummaryLoader:
@@ -228,5 +246,5 @@ class _Collate:
     def __init__(self, pad_id: int) -> None:
         self.pad_id = pad_id
 
-    def __call__(self, examples: Sequence[dict[str, Any]]) -> Batch:
+    def __call__(self, examples: Sequence[Example]) -> Batch:
         return collate_examples(examples, self.pad_id)

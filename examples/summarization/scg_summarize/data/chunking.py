@@ -24,7 +24,7 @@ import torch
 
 from .vocab import EOS
 
-__all__ = ["flat_view", "layout_chunks", "pack_chunks", "pack_flat"]
+__all__ = ["flat_view", "layout_chunks", "pack_chunks", "pack_flat", "regrid"]
 
 T = TypeVar("T")
 
@@ -116,3 +116,22 @@ def pack_flat(src: torch.Tensor, src_mask: torch.Tensor) -> tuple[torch.Tensor, 
     packed_mask = torch.gather(mask, -1, order)
     packed = torch.gather(flat, -1, order).masked_fill(~packed_mask, 0)
     return packed, packed_mask
+
+
+def regrid(
+    src: torch.Tensor, src_mask: torch.Tensor, num_chunks: int, chunk_len: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(B, M, N)`` -> ``(B, num_chunks, chunk_len)``: the first ``num_chunks·chunk_len`` real words.
+
+    The HIER-5x80 / HIER-2x200 rows: the document's real words in order (:func:`pack_flat`)
+    cut into ``num_chunks`` chunks of ``chunk_len`` words; shorter documents are padded, longer
+    ones truncated. Meant for corpora prepared with the grid layout, where chunks are
+    consecutive words anyway.
+    """
+    flat, mask = pack_flat(src, src_mask)  # (B, MN), real words first
+    B, L = flat.shape
+    size = num_chunks * chunk_len
+    if L < size:
+        flat = torch.cat([flat, flat.new_zeros(B, size - L)], 1)
+        mask = torch.cat([mask, mask.new_zeros(B, size - L)], 1)
+    return flat[:, :size].reshape(B, num_chunks, chunk_len), mask[:, :size].reshape(B, num_chunks, chunk_len)

@@ -1,24 +1,10 @@
-"""The torch [`SummarizationDataset`][scg_summarize.data.SummarizationDataset] over a prepared split.
-
-Each item is a dict (see ``docs/data.md`` for the batch built from these by
-`collate_examples`):
-
-=================  ========================  ==============================================
-key                type                      meaning
-=================  ========================  ==============================================
-``src``            LongTensor ``(M, N)``     chunked source ids, 0 = ``<pad>``
-``src_mask``       BoolTensor ``(M, N)``     True at real words
-``tgt``            LongTensor ``(T,)``       ``<s>`` target ids ``</s>`` (T includes both)
-``salient``        int                       salient chunk (synthetic data) or -1
-``refs``           list[str]                 all reference summaries (original text)
-``src_sentences``  list[str]                 source sentences (original text), for baselines
-``id``             str                       example id
-``index``          int                       position in the split
-=================  ========================  ==============================================
+"""The torch [`SummarizationDataset`][scg_summarize.data.SummarizationDataset] over a prepared split,
+and its item, the typed record :class:`Example` (batched by `collate_examples`).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +17,24 @@ from .options import PrepOptions
 from .storage import VOCAB_FILE, PreparedSplit, load_split, read_meta
 from .vocab import Vocab
 
-__all__ = ["SummarizationDataset", "available_splits"]
+__all__ = ["Example", "SummarizationDataset", "available_splits"]
+
+
+@dataclass(kw_only=True, slots=True)
+class Example:
+    """One document: the model input, its target and its text.
+
+    A prepared split's items have all fields; a document read for ``summarize`` has no target.
+    """
+
+    src: torch.Tensor  # (M, N) long chunked source ids, 0 = <pad>
+    src_mask: torch.Tensor  # (M, N) bool, True at real words
+    tgt: torch.Tensor | None = None  # (T,) long <s> target ids </s> (T includes both); None when unknown
+    salient: int = -1  # the salient chunk (synthetic data), -1 when unknown
+    index: int = -1  # the position in the split, -1 outside one
+    id: str = ""  # the example id
+    refs: list[str] = field(default_factory=list)  # all reference summaries (original text)
+    src_sentences: list[str] = field(default_factory=list)  # the source sentences (original text)
 
 
 def available_splits(root: str | Path) -> list[str]:
@@ -39,7 +42,7 @@ def available_splits(root: str | Path) -> list[str]:
     return sorted(read_meta(root)["splits"])
 
 
-class SummarizationDataset(Dataset[dict[str, Any]]):
+class SummarizationDataset(Dataset[Example]):
     """One split of a prepared corpus (arrays memory-mapped, text read on demand).
 
     Args:
@@ -47,8 +50,8 @@ class SummarizationDataset(Dataset[dict[str, Any]]):
         split: the split name (``train``, ``valid``, ``test``...).
         vocab: a vocabulary to share between splits (default: loaded from ``root``).
         max_target_len: if set, truncate targets to this many words (``</s>`` is kept).
-        with_text: include ``refs``/``src_sentences``/``id`` (reads ``text.jsonl``); turn off
-            for the fastest training loads.
+        with_text: fill ``refs``/``src_sentences``/``id`` (reads ``text.jsonl``; without it the id
+            is the position); turn off for the fastest training loads.
         mmap: memory-map the arrays (False loads them into memory).
         expected_hash: if given, raise ``ValueError`` unless the corpus's options hash matches.
     """
@@ -137,19 +140,20 @@ class SummarizationDataset(Dataset[dict[str, Any]]):
         ``src_sentences``."""
         return self.data.text[index]
 
-    def __getitem__(self, index: int) -> dict[str, Any]:
+    def __getitem__(self, index: int) -> Example:
         if index < 0:
             index += len(self)
         if not 0 <= index < len(self):
             raise IndexError(f"index {index} out of range for {len(self)} examples")
         src = torch.from_numpy(np.array(self.data.src[index], dtype=np.int64))
-        item: dict[str, Any] = {
-            "src": src,
-            "src_mask": src != self.vocab.pad_id,
-            "tgt": torch.from_numpy(self.target_ids(index).astype(np.int64)),
-            "salient": int(self.data.salient[index]),
-            "index": index,
-        }
+        example = Example(
+            src=src,
+            src_mask=src != self.vocab.pad_id,
+            tgt=torch.from_numpy(self.target_ids(index).astype(np.int64)),
+            salient=int(self.data.salient[index]),
+            index=index,
+            id=str(index),
+        )
         if self.with_text:
             text = self.data.text[index]
             missing = [key for key in ("refs", "src_sentences", "id") if key not in text]
@@ -159,7 +163,5 @@ class SummarizationDataset(Dataset[dict[str, Any]]):
                     f"{where}: expected an object with 'id', 'refs' (the reference summaries, a "
                     f"list of strings) and 'src_sentences'; missing {', '.join(missing) or 'a list'}"
                 )
-            item["refs"] = text["refs"]
-            item["src_sentences"] = text["src_sentences"]
-            item["id"] = text["id"]
-        return item
+            example.refs, example.src_sentences, example.id = text["refs"], text["src_sentences"], str(text["id"])
+        return example

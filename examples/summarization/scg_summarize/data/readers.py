@@ -31,6 +31,7 @@ __all__ = [
     "FORMATS",
     "ReaderConfig",
     "parallel_paths",
+    "parse_json_record",
     "read_input",
     "read_jsonl",
     "read_parallel",
@@ -92,9 +93,25 @@ def _as_references(value: Any, name: str, sep: str | None, path: Path, lineno: i
     return [" ".join(p.split()) for p in parts if p.strip()]
 
 
-def _parse_json_record(
-    text: str, path: Path, lineno: int, config: ReaderConfig, source: str, target: str
+def parse_json_record(
+    text: str,
+    path: str | Path,
+    lineno: int,
+    *,
+    source: str,
+    target: str,
+    id_field: str = "id",
+    target_sep: str | None = None,
+    default_id: str | None = None,
+    target_required: bool = True,
 ) -> RawExample:
+    """One JSON lines record as a :class:`RawExample` (see the module docstring); every problem is
+    a :class:`~scg_summarize.data.DataError` naming ``path`` and ``lineno``.
+
+    Without ``target_required`` (documents to summarize) the target field may be absent (no
+    references). The id is the record's ``id_field``, else ``default_id``, else ``<file stem>:<line>``.
+    """
+    path = Path(path)
     try:
         record = json.loads(text)
     except json.JSONDecodeError as err:
@@ -102,7 +119,7 @@ def _parse_json_record(
         raise DataError(message, path, lineno, reason="bad_json") from None
     if not isinstance(record, dict):
         raise DataError(f"expected a JSON object, got {type(record).__name__}", path, lineno, "bad_json")
-    for name in (source, target):
+    for name in (source, target) if target_required else (source,):
         if name not in record:
             have = ", ".join(sorted(record)) or "none"
             message = f"missing field {name!r} (fields present: {have})"
@@ -110,21 +127,21 @@ def _parse_json_record(
     paragraphs, given = _as_source(record[source], source, path, lineno)
     if not paragraphs:
         raise DataError(f"empty source field {source!r}", path, lineno, reason="empty_source")
-    references = _as_references(record[target], target, config.target_sep, path, lineno)
-    if not references:
+    references = _as_references(record.get(target, []), target, target_sep, path, lineno)
+    if not references and target_required:
         raise DataError(f"empty target field {target!r}", path, lineno, reason="empty_target")
-    raw_id = record.get(config.id_field)
-    if config.id_field in record and (isinstance(raw_id, bool) or not isinstance(raw_id, (str, int))):
+    raw_id = record.get(id_field)
+    if id_field in record and (isinstance(raw_id, bool) or not isinstance(raw_id, (str, int))):
         kind = "null" if raw_id is None else type(raw_id).__name__
         raise DataError(
-            f"field {config.id_field!r} must be a string or an integer, got {kind} {raw_id!r:.40}",
+            f"field {id_field!r} must be a string or an integer, got {kind} {raw_id!r:.40}",
             path,
             lineno,
             reason="bad_id",
         )
-    example_id = str(raw_id) if isinstance(raw_id, (str, int)) else f"{path.stem}:{lineno}"
+    fallback = default_id if default_id is not None else f"{path.stem}:{lineno}"
     return RawExample(
-        id=example_id,
+        id=str(raw_id) if isinstance(raw_id, (str, int)) else fallback,
         source=paragraphs,
         references=references,
         sentences_given=given,
@@ -160,7 +177,15 @@ def read_jsonl(
                 raise text
             if not text.strip():
                 continue
-            yield _parse_json_record(text, path, lineno, config, source, target)
+            yield parse_json_record(
+                text,
+                path,
+                lineno,
+                source=source,
+                target=target,
+                id_field=config.id_field,
+                target_sep=config.target_sep,
+            )
         except DataError as err:
             report.handle(err)
 

@@ -1,8 +1,12 @@
 """Documents to summarize: raw text or a prepared split, encoded like the training data.
 
-A :class:`SourceDocument` holds the model input (``src``/``src_mask`` ``(M, N)``) together with
-the source *words* in the same grid (for ``<unk>`` replacement and for labelling attention
-figures), the references when known, and the salient chunk for synthetic data.
+A :class:`SourceDocument` is a :class:`~scg_summarize.data.Example` (the model input
+``src``/``src_mask`` ``(M, N)``, the references when known, the salient chunk for synthetic
+data, the target for prepared data) with the source *words* in the same grid (for ``<unk>``
+replacement and for labelling attention figures). Records, batches and the regrid come from
+``data/``: :func:`~scg_summarize.data.readers.parse_json_record`,
+:func:`~scg_summarize.data.collate_sources` / :func:`~scg_summarize.data.collate_examples` and
+:func:`~scg_summarize.data.chunking.regrid`.
 
 * :func:`encode_text` applies a run's :class:`~scg_summarize.data.PrepOptions` (sentence
   splitting, tokenization, lowercasing, digit mapping, chunk layout) and vocabulary to raw
@@ -11,27 +15,25 @@ figures), the references when known, and the salient chunk for synthetic data.
   stdin) or JSON lines (a source field holding a string or a list of sentences, optional
   references);
 * :func:`documents_from_split` wraps a prepared split;
-* :func:`collate_documents` stacks documents into a batch for the decoders.
+* :func:`regrid_document` re-cuts a document (ids and words) into a run's ``data.regrid``.
 """
 
 from __future__ import annotations
 
 import io
-import json
 import sys
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Any
 
 import torch
 
-from ..data.batching import Batch, SourceBatch, pad_targets
-from ..data.chunking import layout_chunks, pack_chunks
-from ..data.dataset import SummarizationDataset
+from ..data.chunking import layout_chunks, pack_chunks, regrid
+from ..data.dataset import Example, SummarizationDataset
 from ..data.errors import DataError
 from ..data.options import PrepOptions
-from ..data.rawtext import iter_lines, iter_stream_lines
+from ..data.rawtext import RawExample, iter_lines, iter_stream_lines
+from ..data.readers import parse_json_record
 from ..data.sentences import split_text
 from ..data.tokenizer import make_tokenizer
 from ..data.vocab import EOS, Vocab
@@ -39,7 +41,6 @@ from ..data.vocab import EOS, Vocab
 __all__ = [
     "INPUT_FORMATS",
     "SourceDocument",
-    "collate_documents",
     "documents_from_split",
     "encode_text",
     "read_documents",
@@ -50,29 +51,16 @@ __all__ = [
 INPUT_FORMATS: tuple[str, ...] = ("text", "jsonl")
 
 
-@dataclass
-class SourceDocument:
-    """One document ready for decoding.
+@dataclass(kw_only=True, slots=True)
+class SourceDocument(Example):
+    """One document ready for decoding: an :class:`~scg_summarize.data.Example` (its ``id`` is
+    the JSON ``id`` field, ``file:line`` or the prepared example id) with its source words.
 
     Attributes:
-        id: an identifier (JSON ``id`` field, ``file:line`` or the prepared example id).
-        src: long ``(M, N)`` source ids, 0 = ``<pad>``.
-        src_mask: bool ``(M, N)``, True at real words.
         words: the source words in the same grid (``words[m][n]`` is the word at ``src[m, n]``).
-        refs: reference summaries (empty when unknown).
-        sentences: the source sentences as text (for baselines and display).
-        salient: the salient chunk (synthetic data) or -1.
-        tgt: the training target ids ``<s> ... </s>`` (prepared data only).
     """
 
-    id: str
-    src: torch.Tensor
-    src_mask: torch.Tensor
     words: list[list[str]]
-    refs: list[str] = field(default_factory=list)
-    sentences: list[str] = field(default_factory=list)
-    salient: int = -1
-    tgt: torch.Tensor | None = None
 
     def chunk_labels(self, n_words: int = 3) -> list[str]:
         """A short label per chunk: its first ``n_words`` words (empty for padding chunks)."""
@@ -93,7 +81,13 @@ def encode_text(
     chunks = layout_chunks(tokens, options.layout, options.num_chunks, options.chunk_len, EOS)
     ids, mask = pack_chunks([vocab.encode(c) for c in chunks], options.num_chunks, options.chunk_len, vocab.pad_id)
     words = [list(c) for c in chunks] + [[] for _ in range(options.num_chunks - len(chunks))]
-    return SourceDocument(doc_id, torch.from_numpy(ids).long(), torch.from_numpy(mask), words, sentences=sentences)
+    return SourceDocument(
+        id=doc_id,
+        src=torch.from_numpy(ids).long(),
+        src_mask=torch.from_numpy(mask),
+        words=words,
+        src_sentences=sentences,
+    )
 
 
 def text_lines(path: str) -> Iterator[tuple[str, int, str]]:
@@ -111,35 +105,6 @@ def text_lines(path: str) -> Iterator[tuple[str, int, str]]:
         if isinstance(item, DataError):
             raise item
         yield path, lineno, item
-
-
-def _json_document(text: str, name: str, lineno: int, source_field: str, refs_field: str) -> dict[str, Any]:
-    try:
-        record = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise DataError(f"invalid JSON ({err.msg} at column {err.colno})", name, lineno, "bad_json") from None
-    if not isinstance(record, dict):
-        raise DataError(f"expected a JSON object, got {type(record).__name__}", name, lineno, "bad_json")
-    if source_field not in record:
-        have = ", ".join(sorted(record)) or "none"
-        raise DataError(f"missing field {source_field!r} (fields present: {have})", name, lineno, "missing_field")
-    source, refs = record[source_field], record.get(refs_field, [])
-    if isinstance(source, str):
-        paragraphs, given = source.splitlines(), False
-    elif isinstance(source, list) and all(isinstance(s, str) for s in source):
-        paragraphs, given = source, True
-    else:
-        raise DataError(f"field {source_field!r} must be a string or a list of strings", name, lineno, "wrong_type")
-    refs = [refs] if isinstance(refs, str) else refs
-    if not isinstance(refs, list) or not all(isinstance(r, str) for r in refs):
-        raise DataError(f"field {refs_field!r} must be a string or a list of strings", name, lineno, "wrong_type")
-    raw_id = record.get("id")
-    return {
-        "id": str(raw_id) if raw_id is not None else f"{name}:{lineno}",
-        "paragraphs": paragraphs,
-        "given": given,
-        "refs": refs,
-    }
 
 
 def read_documents(
@@ -168,17 +133,25 @@ def read_documents(
                 yield _empty_document(f"{name}:{lineno}", options)
             continue
         if fmt == "text":
-            record: dict[str, Any] = {"id": f"{name}:{lineno}", "paragraphs": text.split("\\n"), "given": False}
+            record = RawExample(id=f"{name}:{lineno}", source=text.split("\\n"), references=[], sentences_given=False)
         else:
-            record = _json_document(text, name, lineno, source_field, refs_field)
+            record = parse_json_record(
+                text,
+                name,
+                lineno,
+                source=source_field,
+                target=refs_field,
+                default_id=f"{name}:{lineno}",
+                target_required=False,
+            )
         try:
-            doc = encode_text(record["id"], record["paragraphs"], options, vocab, sentences_given=record["given"])
+            doc = encode_text(record.id, record.source, options, vocab, sentences_given=record.sentences_given)
         except ValueError:
             if keep_empty and fmt == "text":
-                yield _empty_document(record["id"], options)
+                yield _empty_document(record.id, options)
                 continue
             raise DataError("the document has no words", name, lineno, "empty_source") from None
-        doc.refs = list(record.get("refs", []))
+        doc.refs = list(record.references)
         yield doc
 
 
@@ -186,7 +159,10 @@ def _empty_document(doc_id: str, options: PrepOptions) -> SourceDocument:
     """A document without words (an empty input line), for callers that keep line alignment."""
     m, n = options.num_chunks, options.chunk_len
     return SourceDocument(
-        doc_id, torch.zeros(m, n, dtype=torch.long), torch.zeros(m, n, dtype=torch.bool), [[] for _ in range(m)]
+        id=doc_id,
+        src=torch.zeros(m, n, dtype=torch.long),
+        src_mask=torch.zeros(m, n, dtype=torch.bool),
+        words=[[] for _ in range(m)],
     )
 
 
@@ -210,50 +186,17 @@ def documents_from_split(
 ) -> Iterator[SourceDocument]:
     """Yield the examples of a prepared split (all of them, or ``indices``) as documents."""
     for index in range(len(dataset)) if indices is None else indices:
-        item = dataset[index]
-        sentences = list(item.get("src_sentences", []))
-        yield SourceDocument(
-            id=str(item.get("id", index)),
-            src=item["src"],
-            src_mask=item["src_mask"],
-            words=_grid_words(dataset, item["src"], sentences),
-            refs=list(item.get("refs", [])),
-            sentences=sentences,
-            salient=int(item["salient"]),
-            tgt=item["tgt"],
-        )
+        example = dataset[index]
+        words = _grid_words(dataset, example.src, example.src_sentences)
+        yield SourceDocument(**{f.name: getattr(example, f.name) for f in fields(example)}, words=words)
 
 
 def regrid_document(doc: SourceDocument, num_chunks: int, chunk_len: int) -> SourceDocument:
-    """``doc`` re-cut into ``num_chunks`` chunks of ``chunk_len``: its real words in order, padded
-    or truncated (the trainer's ``data.regrid``); the salient chunk no longer applies (-1)."""
-    keep = doc.src_mask.reshape(-1)
-    ids = doc.src.reshape(-1)[keep].tolist()[: num_chunks * chunk_len]
+    """``doc`` re-cut by :func:`~scg_summarize.data.chunking.regrid` (the trainer's ``data.regrid``),
+    its words with it; the salient chunk no longer applies (-1)."""
+    src, mask = regrid(doc.src.unsqueeze(0), doc.src_mask.unsqueeze(0), num_chunks, chunk_len)
     words = [w for chunk in doc.words for w in chunk][: num_chunks * chunk_len]
-    if len(words) != len(ids):
-        raise ValueError(f"{doc.id}: {len(words)} source words for {len(ids)} ids")
-    chunks = [ids[i : i + chunk_len] for i in range(0, len(ids), chunk_len)]
-    grid, mask = pack_chunks(chunks, num_chunks, chunk_len)
-    word_grid = [words[i : i + chunk_len] for i in range(0, len(words), chunk_len)]
-    word_grid += [[] for _ in range(num_chunks - len(word_grid))]
-    return replace(doc, src=torch.from_numpy(grid).long(), src_mask=torch.from_numpy(mask), words=word_grid, salient=-1)
-
-
-def collate_documents(docs: Sequence[SourceDocument], pad_id: int = 0) -> SourceBatch:
-    """The documents as a :class:`~scg_summarize.data.Batch` when every one has a target, else as
-    a :class:`~scg_summarize.data.SourceBatch`."""
-    if not docs:
-        raise ValueError("cannot collate an empty batch")
-    source = SourceBatch(
-        src=torch.stack([d.src for d in docs]),
-        src_mask=torch.stack([d.src_mask for d in docs]),
-        salient=torch.tensor([d.salient for d in docs], dtype=torch.long),
-        refs=[d.refs for d in docs],
-        src_sentences=[d.sentences for d in docs],
-        ids=[d.id for d in docs],
-    )
-    targets = [d.tgt for d in docs if d.tgt is not None]
-    if len(targets) < len(docs):
-        return source
-    tgt, tgt_mask = pad_targets(targets, pad_id)
-    return Batch(**{f.name: getattr(source, f.name) for f in fields(source)}, tgt=tgt, tgt_mask=tgt_mask)
+    if len(words) != int(mask.sum()):
+        raise ValueError(f"{doc.id}: {len(words)} source words for {int(mask.sum())} ids")
+    grid = [words[i : i + chunk_len] for i in range(0, num_chunks * chunk_len, chunk_len)]
+    return replace(doc, src=src[0], src_mask=mask[0], words=grid, salient=-1)

@@ -17,13 +17,13 @@ from typing import Any
 
 import torch
 
-from ..data.batching import SourceBatch
+from ..data.batching import SourceBatch, collate_sources
 from ..data.tokenizer import detokenize
 from ..data.vocab import SPECIALS, UNK, Vocab
 from .beam import beam_search
 from .blocking import SpecialIds, number_token_ids
 from .greedy import greedy_search
-from .inputs import SourceDocument, collate_documents
+from .inputs import SourceDocument
 from .options import DecodeOptions, Hypothesis
 from .protocol import StepDecoder
 
@@ -157,7 +157,7 @@ class Summarizer:
 
     def summarize_batch(self, docs: list[SourceDocument]) -> list[list[Summary]]:
         """The ``n_best`` summaries of each document of one batch."""
-        batch = collate_documents(docs, self.vocab.pad_id).to(self.device)
+        batch = collate_sources(docs).to(self.device)
         hyps = decode_batch(self.decoder, batch, self.options, self.special)
         return [[self.to_summary(doc, h) for h in doc_hyps] for doc, doc_hyps in zip(docs, hyps)]
 

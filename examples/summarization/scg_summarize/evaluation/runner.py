@@ -16,9 +16,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
+from ..data.batching import collate_examples
 from ..data.dataset import SummarizationDataset
 from ..data.vocab import require_same_vocab
-from ..decoding.inputs import SourceDocument, collate_documents, documents_from_split
+from ..decoding.inputs import SourceDocument, documents_from_split
 from ..decoding.loading import LoadedRun
 from ..decoding.options import DecodeOptions
 from ..decoding.summarizer import Summarizer
@@ -83,7 +84,7 @@ def evaluate_model(
     _check_refs(docs, str(dataset.root))
     for first in range(0, len(docs), batch_size):
         chunk = docs[first : first + batch_size]
-        batch = collate_documents(chunk, run.vocab.pad_id).to(device)
+        batch = collate_examples(chunk, run.vocab.pad_id).to(device)
         scored = teacher_forced(run.decoder, batch, keep_extras=("coarse_attn",))
         ppl.add(scored)
         for doc, extras, count in zip(chunk, scored.extras, scored.tokens):

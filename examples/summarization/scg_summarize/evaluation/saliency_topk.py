@@ -26,10 +26,10 @@ from typing import Any, Protocol, runtime_checkable
 
 import torch
 
-from ..data.batching import SourceBatch
+from ..data.batching import SourceBatch, collate_sources
 from ..data.dataset import SummarizationDataset
 from ..data.vocab import SPECIALS
-from ..decoding.inputs import collate_documents, documents_from_split
+from ..decoding.inputs import documents_from_split
 from ..decoding.loading import LoadedRun
 from ..models.common.saliency_maps import SaliencyMaps
 from .rouge import Rouge, RougeOptions, RougeResult
@@ -157,7 +157,7 @@ def run_saliency_top_k(
     def batches() -> Any:
         for first in range(0, len(docs), batch_size):
             chunk = docs[first : first + batch_size]
-            yield collate_documents(chunk, run.vocab.pad_id).to(device)
+            yield collate_sources(chunk).to(device)
 
     was_training = bool(getattr(model, "training", False))
     if hasattr(model, "eval"):

@@ -1,10 +1,5 @@
-"""Loading a prepared corpus for training and evaluation, and re-cutting its chunk grid.
-
-:func:`regrid` implements the HIER-5x80 / HIER-2x200 rows: the document's first M·N words (the
-flat view, real words first) cut into M' chunks of N' words (M'·N' words in all; shorter
-documents are padded, longer ones truncated). It is meant for corpora prepared with the grid
-layout, where chunks are consecutive words anyway.
-"""
+"""Loading a prepared corpus for training and evaluation, and moving batches to the device with
+the run's ``data.regrid`` (:func:`scg_summarize.data.chunking.regrid`) applied."""
 
 from __future__ import annotations
 
@@ -13,24 +8,11 @@ from typing import Any
 
 import torch
 
-from ..data import SummarizationDataset, SummaryLoader, make_dataloader, pack_flat
+from ..data import SummarizationDataset, SummaryLoader, make_dataloader, regrid
 from ..data.batching import Batch
 from .config import Config
 
-__all__ = ["batch_to", "load_split", "make_loader", "regrid"]
-
-
-def regrid(
-    src: torch.Tensor, src_mask: torch.Tensor, num_chunks: int, chunk_len: int
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(B, M, N)`` -> ``(B, num_chunks, chunk_len)``: the first ``num_chunks·chunk_len`` real words."""
-    flat, mask = pack_flat(src, src_mask)  # (B, MN), real words first
-    B, L = flat.shape
-    size = num_chunks * chunk_len
-    if L < size:
-        flat = torch.cat([flat, flat.new_zeros(B, size - L)], 1)
-        mask = torch.cat([mask, mask.new_zeros(B, size - L)], 1)
-    return flat[:, :size].reshape(B, num_chunks, chunk_len), mask[:, :size].reshape(B, num_chunks, chunk_len)
+__all__ = ["batch_to", "load_split", "make_loader"]
 
 
 def batch_to(batch: Batch, device: torch.device, config: Config) -> Batch:

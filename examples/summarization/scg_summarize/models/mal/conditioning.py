@@ -76,7 +76,7 @@ def measure_conditioning(
     sizes: list[int] = []
     for index in range(min(docs, len(dataset))):
         item = dataset[index]
-        src, mask = flatten_source(item["src"].unsqueeze(0), item["src_mask"].unsqueeze(0), model.config.max_src_len)
+        src, mask = flatten_source(item.src.unsqueeze(0), item.src_mask.unsqueeze(0), model.config.max_src_len)
         nodes = model.nodes(src, mask)[0]
         if int(nodes.sum()) < 2:
             continue

@@ -34,11 +34,11 @@ def load_examples(root: str | Path, split: str) -> tuple[list[Example], Summariz
     out = []
     for i in range(len(data)):
         item = data[i]
-        words, mask, _ = flatten_source(item["src"].unsqueeze(0), item["src_mask"].unsqueeze(0))
+        words, mask, _ = flatten_source(item.src.unsqueeze(0), item.src_mask.unsqueeze(0))
         src = words[0][mask[0]].tolist()
         if not src:
-            raise ValueError(f"{root}: {split} example {i} ({item.get('id')}) has an empty input")
-        out.append(Example(src=src, tgt=item["tgt"].tolist()))
+            raise ValueError(f"{root}: {split} example {i} ({item.id}) has an empty input")
+        out.append(Example(src=src, tgt=[int(w) for w in data.target_ids(i)]))
     return out, data
 
 
