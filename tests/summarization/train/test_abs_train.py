@@ -104,3 +104,11 @@ def test_the_abs_configuration_trains_with_its_schedule(synthetic_corpus: Path, 
         improved = record["ppl"] < best
         lr, best = (lr if improved else lr / 2), min(best, record["ppl"])
         assert record["lr"] == pytest.approx(lr) and record["decayed"] == (not improved)
+
+
+def test_the_schedule_options_are_checked_by_key() -> None:
+    with pytest.raises(ValueError) as caught:
+        load_config("ABS", ["train.lr_schedule=every_epoch", "train.pool_batches=-1", "train.embedding_max_norm=-2"])
+    problems = str(caught.value)
+    for key in ("train.lr_schedule", "train.pool_batches", "train.embedding_max_norm"):
+        assert key in problems, problems
