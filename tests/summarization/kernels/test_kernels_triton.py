@@ -172,6 +172,6 @@ def test_opcheck_on_the_triton_backend() -> None:
             ),
         )
         torch.library.opcheck(
-            c2f_fine_attend, (req(c.words), c.word_mask, req(c.query_fine), c.idx, req(c.weights), c.rows, False)
+            c2f_fine_attend, (req(c.words), c.word_mask, req(c.query_fine), c.idx, req(c.weights), c.rows)
         )
         torch.library.opcheck(logsoftmax_topk, (req(c.query_fine), req(c.words[0, 0]), None, 2))

@@ -18,7 +18,7 @@ call runs Triton kernels on CUDA tensors and the PyTorch reference on CPU tensor
 """
 
 from .backend import ENV_VAR, choose, forced, triton_available
-from .ops import c2f_coarse_sample, c2f_fine_attend, c2f_fine_backward, densify_grad, logsoftmax_topk
+from .ops import c2f_coarse_sample, c2f_fine_attend, c2f_fine_backward, logsoftmax_topk
 from .step import FusedC2FStep, KernelDraws, c2f_attention, draw_log_prob, fused_c2f_read
 
 __all__ = [
@@ -30,7 +30,6 @@ __all__ = [
     "c2f_fine_attend",
     "c2f_fine_backward",
     "choose",
-    "densify_grad",
     "draw_log_prob",
     "forced",
     "fused_c2f_read",

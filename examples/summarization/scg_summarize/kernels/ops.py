@@ -5,12 +5,11 @@ Ops (namespace ``scg``; shapes and math in :mod:`.reference`):
 * ``scg::c2f_coarse_sample(keys, query, chunk_mask, seed, k, mode="multinomial", rows=None)``
   -> ``(log_alpha (R, M), idx (R, k) int64)``; differentiable in ``keys`` and ``query`` through
   ``log_alpha`` (the backward is a log-softmax backward in torch on every backend).
-* ``scg::c2f_fine_attend(words, word_mask, query, idx, weights, rows=None, sparse_grad=False)``
+* ``scg::c2f_fine_attend(words, word_mask, query, idx, weights, rows=None)``
   -> ``(context (R, H), attn (R, k, N))``; differentiable in ``words``, ``query`` and ``weights``. Its
   backward runs ``scg::c2f_fine_backward`` (a Triton kernel or the reference), which yields the
   ``(R, k, N, H)`` gradients of the selected rows only; they are placed into the gradient of
-  ``words`` by ``index_put_`` (dense) or as a sparse COO tensor (``sparse_grad=True``, eager only; put
-  :func:`densify_grad` between the encoder and the decoder loop).
+  ``words`` by ``index_put_``.
 * ``scg::logsoftmax_topk(hidden, weight, bias, k)`` -> ``(values (R, k), indices (R, k) int64)``;
   differentiable in ``hidden``, ``weight`` and ``bias`` (backward in torch; decoding does not need it).
 
@@ -35,7 +34,6 @@ __all__ = [
     "c2f_coarse_sample",
     "c2f_fine_attend",
     "c2f_fine_backward",
-    "densify_grad",
     "logsoftmax_topk",
 ]
 
@@ -135,7 +133,6 @@ def c2f_fine_attend(
     idx: torch.Tensor,
     weights: torch.Tensor,
     rows: torch.Tensor | None = None,
-    sparse_grad: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Context over the words of the selected chunks; see :func:`.reference.fine_attend`."""
     _check(
@@ -162,7 +159,6 @@ def _(
     idx: torch.Tensor,
     weights: torch.Tensor,
     rows: torch.Tensor | None = None,
-    sparse_grad: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     n_rows, k = idx.shape
     attn = query.new_empty((n_rows, k, words.shape[2]), dtype=reference.acc_dtype(query.dtype))
@@ -205,42 +201,18 @@ def _(
 
 
 def _fine_setup(ctx: Any, inputs: tuple[Any, ...], output: tuple[torch.Tensor, torch.Tensor]) -> None:
-    words, _, query, idx, weights, rows, sparse_grad = inputs
-    ctx.sparse_grad = sparse_grad
+    words, _, query, idx, weights, rows = inputs
     ctx.save_for_backward(words, query, idx, weights, output[1], rows)
 
 
 def _fine_backward(ctx: Any, grad_context: torch.Tensor, grad_attn: torch.Tensor | None) -> tuple[Any, ...]:
     words, query, idx, weights, attn, rows = ctx.saved_tensors
     d_sel, d_query, d_weights = c2f_fine_backward(grad_context, grad_attn, words, query, idx, weights, attn, rows)
-    d_words = reference.scatter_word_grad(d_sel, idx, rows, words, ctx.sparse_grad)
-    return d_words, None, d_query, None, d_weights, None, None
+    d_words = reference.scatter_word_grad(d_sel, idx, rows, words)
+    return d_words, None, d_query, None, d_weights, None
 
 
 c2f_fine_attend.register_autograd(_fine_backward, setup_context=_fine_setup)
-
-
-class _DensifyGrad(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
-        return x.view_as(x)
-
-    @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
-        return grad.to_dense() if grad.is_sparse else grad
-
-
-def densify_grad(x: torch.Tensor) -> torch.Tensor:
-    """Identity whose backward turns a sparse gradient dense (once, at this point).
-
-    Call it once per batch on the encoder's word states and pass the result to every decoder step's
-    ``c2f_fine_attend(..., sparse_grad=True)``: autograd then adds the steps' sparse gradients (which
-    concatenates their ``(row, chunk)`` entries) and a single ``to_dense`` sums them into the encoder's
-    gradient, instead of one dense ``(B, M, N, H)`` tensor per step. Eager mode only.
-    """
-    out = _DensifyGrad.apply(x)  # type: ignore[no-untyped-call]
-    assert isinstance(out, torch.Tensor)
-    return out
 
 
 # ------------------------------------------------------------------------------------------------ beam

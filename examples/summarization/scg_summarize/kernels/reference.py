@@ -190,21 +190,17 @@ def fine_backward(
 
 
 def scatter_word_grad(
-    d_selected: torch.Tensor, idx: torch.Tensor, rows: torch.Tensor | None, words: torch.Tensor, sparse: bool
+    d_selected: torch.Tensor, idx: torch.Tensor, rows: torch.Tensor | None, words: torch.Tensor
 ) -> torch.Tensor:
     """Place the per-draw gradients at ``words[rows[r], idx[r, d]]``, summing repeats.
 
-    Dense: a zero tensor of ``words``' shape filled with ``index_put_(accumulate=True)`` (torch's CUDA
-    kernel sorts the ``(row, chunk)`` keys and sums each group: the MoE-style grouping). Sparse: a hybrid COO
-    tensor with two sparse dimensions ``(row, chunk)`` and dense ``(N, H)`` values, uncoalesced, so that
-    the gradients of many decoder steps concatenate cheaply (see ``ops.dense_grad_boundary``).
+    A zero tensor of ``words``' shape filled with ``index_put_(accumulate=True)`` (torch's CUDA kernel
+    sorts the ``(row, chunk)`` keys and sums each group: the MoE-style grouping).
     """
     n_rows, k = idx.shape
     r = _rows(rows, n_rows, idx.device).unsqueeze(1).expand(n_rows, k).reshape(-1)
     c = idx.reshape(-1).to(torch.int64)
     values = d_selected.reshape(n_rows * k, *words.shape[2:]).to(words.dtype)
-    if sparse:
-        return torch.sparse_coo_tensor(torch.stack([r, c]), values, words.shape, check_invariants=False)
     out = torch.zeros_like(words)
     return out.index_put_((r, c), values, accumulate=True)
 

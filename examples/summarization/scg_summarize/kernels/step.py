@@ -85,7 +85,6 @@ def c2f_attention(
     k: int = 1,
     mode: str = "multinomial",
     rows: torch.Tensor | None = None,
-    sparse_grad: bool = False,
 ) -> FusedC2FStep:
     """One coarse-to-fine hard-attention step.
 
@@ -102,14 +101,13 @@ def c2f_attention(
             :mod:`.reference`).
         rows: ``(R,)`` encoder row of each query row (beam search: ``R = B * beam``, no copies of the
             memory); None = ``arange(R)``.
-        sparse_grad: give ``words`` a sparse gradient (see :func:`.ops.densify_grad`).
     """
     log_alpha, idx = c2f_coarse_sample(keys, query_coarse, chunk_mask, seed, k, mode, rows)
     if mode == "greedy":
         weights = torch.softmax(log_alpha.gather(1, idx), dim=1).to(query_fine.dtype).detach()
     else:
         weights = torch.full(idx.shape, 1.0 / k, dtype=query_fine.dtype, device=idx.device)
-    context, word_attn = c2f_fine_attend(words, word_mask, query_fine, idx, weights, rows, sparse_grad)
+    context, word_attn = c2f_fine_attend(words, word_mask, query_fine, idx, weights, rows)
     return FusedC2FStep(
         context=context,
         idx=idx,

@@ -12,8 +12,8 @@ The kernels read only the ``k`` selected chunks of each query row's encoder row,
 * backward, one program per row: pass 1 per draw gives ``u_dj = dc . h_dj`` and from it ``ds`` and
   ``dw``; pass 2 per hidden tile gives ``dq`` and the per-draw word gradients ``w_d p_dj dc + ds_dj q``,
   written to an ``(R, k, N, H)`` buffer (``k N H`` per row, independent of M).
-  :func:`.reference.scatter_word_grad` then places them in the gradient of ``words`` (dense, grouped by
-  ``(row, chunk)``, or sparse).
+  :func:`.reference.scatter_word_grad` then places them in the gradient of ``words`` (grouped by
+  ``(row, chunk)``).
 
 No program writes what another program of the same launch reads, so there are no atomics and the
 results are deterministic.
