@@ -257,3 +257,24 @@ def test_copy_puts_the_mass_on_the_oov_source_word_not_unk() -> None:
     tgt = torch.tensor([[2, 33, 3]])
     out = model(src, src != 0, tgt, torch.ones_like(tgt, dtype=torch.bool), mode="greedy")
     assert float(out.step_nll[0][0].detach()) < 1e-3
+
+
+# ----------------------------------------------------------------------------- coarse_topk
+def test_coarse_topk_is_a_view_not_a_mutation() -> None:
+    """Decoding with another ``coarse_topk`` reads that many chunks through a view sharing every
+    parameter; the model itself keeps its ``test_k`` (decoders built from one model do not interfere)."""
+    model = build_model(FAMILY_CONFIGS["c2f-hard"]).eval()
+    two = ModelStepDecoder(model, coarse_topk=2)
+    one = ModelStepDecoder(model)
+    assert (two.coarse_topk, one.coarse_topk, model.coarse_topk) == (2, 1, 1)
+    assert model.decoder.attention.test_k == 1 and two.model.decoder.attention.test_k == 2
+    assert all(a is b for a, b in zip(two.model.parameters(), model.parameters(), strict=True))
+    b = batch()
+    memory, final = model.encode(b.src, b.src_mask)
+    state = model.init_state(memory, final)
+    _, _, att = two.model.advance(state, b.tgt[:, 0], memory, 0, "greedy")
+    assert att.selected is not None and att.selected.shape == (3, 2)
+    _, _, att = model.advance(state, b.tgt[:, 0], memory, 0, "greedy")
+    assert att.selected is not None and att.selected.shape == (3, 1)
+    paulus = build_model(FAMILY_CONFIGS["paulus"])
+    assert paulus.with_coarse_topk(3) is paulus and paulus.coarse_topk == 1  # no chunks to choose

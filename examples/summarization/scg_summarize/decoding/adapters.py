@@ -83,13 +83,12 @@ class ModelStepDecoder:
     """
 
     def __init__(self, model: Any, coarse_topk: int | None = None) -> None:
-        self.model = model.eval()
+        model = model.eval() if coarse_topk is None else model.eval().with_coarse_topk(coarse_topk)  # a view
+        self.model = model
         attention = getattr(getattr(model, "decoder", None), "attention", None)
-        if coarse_topk is not None and hasattr(attention, "test_k"):
-            attention.test_k = coarse_topk
         self.want_words = False
         #: chunks read per step at test time (1: the argmax chunk; k > 1: +MULTI; C2F only)
-        self.coarse_topk = int(coarse_topk if coarse_topk is not None else getattr(model.config, "test_k", 1))
+        self.coarse_topk = model.coarse_topk
         # C2F reads the memory through the row -> example index; a copying generator reads the
         # source ids per row, so it gets gathered memories
         self.index_rows = bool(getattr(attention, "reads_rows", False)) and not model.copies

@@ -103,6 +103,16 @@ class SummarizerFamily(nn.Module, Generic[ConfigT, StateT], metaclass=ABCMeta):
         return bool(self.generator.copies)
 
     @property
+    def coarse_topk(self) -> int:
+        """Chunks read per decoder step at test time (C2F's ``test_k``; 1 for every other family)."""
+        return 1
+
+    def with_coarse_topk(self, k: int) -> SummarizerFamily[ConfigT, StateT]:
+        """This model reading the top ``k`` chunks per step at test time: a view sharing every
+        parameter (C2F), or the model itself where chunks are not chosen. Never changes ``self``."""
+        return self
+
+    @property
     def markov_window(self) -> int | None:
         """C when the state is the last C output words (two hypotheses ending alike have the same
         future: beam search may recombine them), else None."""

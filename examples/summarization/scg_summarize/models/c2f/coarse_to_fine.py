@@ -22,6 +22,7 @@ same ``"coarse"`` node through ``kernels.KernelDraws``. On the reference backend
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -195,6 +196,13 @@ class C2FAttention(HierAttention):
         super().__init__(dec_hidden, enc_hidden, chunk_dim)
         self.k = k
         self.test_k = test_k
+
+    def with_test_k(self, test_k: int) -> C2FAttention:
+        """This attention (the same parameters) reading the top ``test_k`` chunks at test time;
+        ``self`` is unchanged."""
+        view = copy.copy(self)  # its own attribute table; parameters and children shared
+        view.test_k = test_k
+        return view
 
     def _sampler(self, step: int) -> Selector:
         k = self.k

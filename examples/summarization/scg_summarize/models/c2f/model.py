@@ -16,7 +16,9 @@ as scg word nodes (``common/rollout``, self-critical training). It is the ``c2f`
 
 from __future__ import annotations
 
-from typing import Any
+import copy
+from dataclasses import replace
+from typing import Any, TypeVar
 
 import torch
 import torch.nn.functional as F
@@ -33,6 +35,17 @@ from .coarse_to_fine import C2FAttention
 from .config import C2FConfig
 
 __all__ = ["Summarizer"]
+
+
+ModuleT = TypeVar("ModuleT", bound=nn.Module)
+
+
+def _with_child(module: ModuleT, name: str, child: nn.Module) -> ModuleT:
+    """A shallow copy of ``module`` (the same parameters, buffers and other children) whose child
+    ``name`` is ``child``; ``module`` is unchanged."""
+    view = copy.copy(module)
+    view._modules = {**module._modules, name: child}  # its own table of children
+    return view
 
 
 def _rename_old_generator_keys(state: dict[str, Any], prefix: str, *args: Any) -> None:
@@ -110,6 +123,23 @@ class Summarizer(SummarizerFamily[C2FConfig, DecoderState]):
     def hard(self) -> bool:
         """Whether the model has hard (sampled) attention."""
         return self.decoder.attention.hard
+
+    @property
+    def coarse_topk(self) -> int:
+        return self.config.test_k
+
+    def with_coarse_topk(self, k: int) -> Summarizer:
+        """A view of this model (the same parameters) whose C2F attention reads the top ``k`` chunks
+        per step at test time (``model.test_k`` = ``k``); soft models are returned as they are."""
+        attention = self.decoder.attention
+        if not isinstance(attention, C2FAttention) or k == self.config.test_k:
+            return self
+        if k < 1:
+            raise ValueError(f"coarse_topk must be >= 1, got {k}")
+        decoder = _with_child(self.decoder, "attention", attention.with_test_k(k))
+        view = _with_child(self, "decoder", decoder)
+        view.config = replace(self.config, test_k=k)
+        return view
 
     # ------------------------------------------------------------------ encoding
     def encode(
