@@ -1,40 +1,55 @@
 """Aliases torch makes without a torch call: ``nn.Parameter(z)``, ``z.as_subclass(C)``,
-``torch.Tensor._make_subclass(C, z)``.
+``torch.Tensor._make_subclass(C, z)``, of a node's value or of a value computed from it.
 
 These create a new tensor object that shares ``z``'s storage, but no torch function mode sees
 the call, so the new object carries no influence mask (`scg.graph.tracking`) and a cost
-computed from it would silently lose its dependence on the node. Every such object is of a
-tensor *subclass* (``Parameter``, ``C``), which gives a cheap test: when the tracker meets an
-input of a subclass type with no mask while the graph has nodes, it looks its storage up among
-the node values' storages (a host-side pointer, ``untyped_storage().data_ptr()``: no device
-synchronisation). On a hit the object *adopts* the node's influence:
+computed from it would silently lose its dependence on the node. When the tracker meets an input
+with no mask while the graph has nodes, it asks `adopt`:
 
-* with the node value's exact geometry (shape, strides, offset) its positions line up with the
-  node's, so per-example credit is kept (`scg.graph.positions`);
-* otherwise (a view of part of the value, ``nn.Parameter(z[0])``) conservatively the whole
-  storage: the node is foreign from position 0 (whole-plate credit, `scg.credit.plates`).
+* a *view* (``as_subclass`` returns one, of any class, ``torch.Tensor`` included): its base
+  tensor is the value it aliases (torch keeps the base's Python object, so its mask with it);
+  a node's value is marked on its base too (`scg.graph.build`);
+* another tensor of a *subclass* type (``nn.Parameter(...)``, ``_make_subclass``): its storage
+  (a host-side pointer, ``untyped_storage().data_ptr()``: no device synchronisation) is looked
+  up among the node values' storages, then among the storages of the tracked values that do not
+  require grad and of casts and copies (``derived`` of the tracker, which keeps those storages
+  alive for the graph's lifetime, so that a freed storage's address reused by an unrelated
+  tensor is never mistaken for one: ``nn.Parameter(z * 2)``).
 
-Storages written through an alias (``storages`` of the tracker) are already looked up for every
-input. An alias of a *cast or copy* of tracked values (``nn.Parameter(z.float())``,
-``z.float().as_subclass(C)``, ``nn.Parameter(h.clone())``) is found through the storages the
-tracker records for those operations' outputs (``copies``), and adopted with whole-plate credit.
-What is not covered: an alias of another derived value (``nn.Parameter(z * 2)``; recording
-every tracked output's storage would cost every torch call), and ``as_subclass(torch.Tensor)``
-(a plain tensor: inputs of the plain type are not looked up), see ``docs/tracking.md``.
+On a hit the object *adopts* the influence: with the source's exact geometry (shape, strides,
+offset) its positions line up with the source's, so per-example credit is kept
+(`scg.graph.positions`); otherwise (``nn.Parameter(z[0])``, an alias of a computed value found
+through its storage) conservatively the whole storage: the nodes are foreign from position 0
+(whole-plate credit, `scg.credit.plates`).
 
-The cost, paid only for inputs of a subclass type without a mask (model weights are
-``Parameter``\\ s): one storage-pointer read and a dictionary lookup per such input.
+Not covered: a subclass alias of a value that requires grad and is neither a node's value nor a
+cast or copy (``nn.Parameter(h)`` with ``h`` computed from a pathwise sample: it also cuts the
+pathwise gradient; the autograd check of ``scg.cost`` reports a cost computed only from it).
+
+The cost, paid only for inputs without a mask while the graph has nodes: one ``_base`` read,
+and for subclass inputs (model weights are ``Parameter``\\ s) one storage-pointer read and two
+dictionary lookups.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import torch
 
-__all__ = ["AliasTables", "adopt", "geometry"]
+__all__ = ["AliasTables", "Derived", "adopt", "geometry"]
 
 Geometry = tuple[tuple[int, ...], tuple[int, ...], int]
+
+
+class Derived(NamedTuple):
+    """A storage of tracked values: their ``mask``, the ``storage`` (kept alive), and the
+    geometry and foreign positions of the first value seen in it (None once several are)."""
+
+    mask: int
+    storage: torch.UntypedStorage
+    geometry: Geometry | None
+    foreign: dict[int, int] | None
 
 
 class AliasTables(Protocol):
@@ -45,7 +60,7 @@ class AliasTables(Protocol):
     fattr: str
     node_storages: dict[int, int]
     node_geometry: dict[int, Geometry]
-    copies: dict[int, int]
+    derived: dict[int, Derived]
 
 
 def geometry(t: torch.Tensor) -> Geometry:
@@ -55,32 +70,34 @@ def geometry(t: torch.Tensor) -> Geometry:
 
 
 def adopt(tracker: AliasTables, t: torch.Tensor) -> int:
-    """The mask ``t`` (a subclass instance with no mask) inherits from the node value whose
-    storage it shares (0 when none); stored on ``t`` with its positions."""
-    try:
-        idx = tracker.node_storages.get(t.untyped_storage().data_ptr())
-    except (RuntimeError, NotImplementedError, TypeError):
-        return 0
-    if idx is None:
-        return _adopt_copy(tracker, t)
-    m = 1 << idx
-    setattr(t, tracker.attr, m)
-    if geometry(t) != tracker.node_geometry.get(idx):
-        setattr(t, tracker.fattr, {0: m})  # a part of the value: whole-plate
-    return m
-
-
-def _adopt_copy(tracker: AliasTables, t: torch.Tensor) -> int:
-    """``nn.Parameter(z.float())``: the storage of a cast or copy of tracked values (recorded
-    by the tracker); adopted whole, from position 0 (whole-plate credit: the copy's positions
-    are not recorded)."""
-    if not tracker.copies:
+    """The mask ``t`` (an input with no mask) inherits from the value it aliases (0 when none);
+    stored on ``t`` with its positions."""
+    base = t._base
+    if base is not None:
+        m: int = getattr(base, tracker.attr, 0)
+        if m:
+            setattr(t, tracker.attr, m)
+            same = geometry(t) == geometry(base)
+            setattr(t, tracker.fattr, getattr(base, tracker.fattr, None) if same else {0: m})
+            return m
+    if type(t) is torch.Tensor:
         return 0
     try:
-        m = tracker.copies.get(t.untyped_storage().data_ptr(), 0)
+        key = t.untyped_storage().data_ptr()
     except (RuntimeError, NotImplementedError, TypeError):
         return 0
-    if m:
+    idx = tracker.node_storages.get(key)
+    if idx is not None:
+        m = 1 << idx
         setattr(t, tracker.attr, m)
-        setattr(t, tracker.fattr, {0: m})
+        if geometry(t) != tracker.node_geometry.get(idx):
+            setattr(t, tracker.fattr, {0: m})  # a part of the value: whole-plate
+        return m
+    got = tracker.derived.get(key)
+    if got is None:
+        return 0
+    m = got.mask
+    setattr(t, tracker.attr, m)
+    same = got.geometry is not None and geometry(t) == got.geometry
+    setattr(t, tracker.fattr, got.foreign if same else {0: m})  # else a part of it: whole-plate
     return m

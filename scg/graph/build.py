@@ -279,6 +279,9 @@ def _track_value(
     if not node.parents and g.grad_fns:  # parameters computed from a node outside the tracker?
         check_untracked(g, node, _dist_tensors(dist) if fast else [raw], node.parents)
     g.set_mask(value, 1 << node.index)
+    base = value._base  # the draw (value is a fresh alias of it): an alias of the value made
+    if base is not None and not g.mask(base):  # without a torch call, z.as_subclass(Tensor), is
+        g.set_mask(base, 1 << node.index)  # a view of it and adopts its mask (scg.graph.aliases)
     tracker = g.tracker
     tracker.register_node_value(value, node.index)
     if node.n is not None or tracker.sample_dims:  # where each sample dimension is

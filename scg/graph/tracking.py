@@ -57,7 +57,7 @@ from torch.overrides import TorchFunctionMode
 
 from scg.errors import SCGError
 from scg.graph import positions
-from scg.graph.aliases import adopt, geometry
+from scg.graph.aliases import Derived, adopt, geometry
 from scg.graph.ops import (
     ESCAPES,
     F_COPY,
@@ -171,9 +171,10 @@ class InfluenceTracker(TorchFunctionMode):
         self.storages: dict[int, tuple[int, Tensor]] = {}
         #: storage key -> node index, for node values
         self.node_storages: dict[int, int] = {}
-        #: storage key -> mask, for outputs of casts and copies of tracked values
-        #: (``nn.Parameter(z.float())`` aliases one: scg.graph.aliases)
-        self.copies: dict[int, int] = {}
+        #: storage key -> (mask, the storage, kept alive so that its address is not reused), for
+        #: tracked outputs that do not require grad and casts and copies of tracked values
+        #: (``nn.Parameter(z * 2)``, ``nn.Parameter(h.float())`` alias one: scg.graph.aliases)
+        self.derived: dict[int, Derived] = {}
         #: node index -> (shape, strides, offset) of its value (scg.graph.aliases)
         self.node_geometry: dict[int, tuple[tuple[int, ...], tuple[int, ...], int]] = {}
         self.drawing = 0  # > 0 while scg.sample draws (its own randomness is not hidden)
@@ -205,7 +206,7 @@ class InfluenceTracker(TorchFunctionMode):
             got = self.storages.get(storage_key(t))
             if got is not None:
                 m |= got[0]
-        if not m and type(t) is not Tensor and self.node_storages:
+        if not m and self.node_storages:
             m = adopt(self, t)  # nn.Parameter(z), z.as_subclass(C): no torch call was seen
         return m
 
@@ -269,7 +270,7 @@ class InfluenceTracker(TorchFunctionMode):
                     got = storages.get(storage_key(a))
                     if got is not None:
                         am |= got[0]
-                if not am and type(a) is not Tensor and self.node_storages:
+                if not am and self.node_storages:
                     am = adopt(self, a)  # nn.Parameter(z), z.as_subclass(C) (scg.graph.aliases)
                 if am:
                     m |= am
@@ -318,10 +319,8 @@ class InfluenceTracker(TorchFunctionMode):
             written = args[0]
         if m & self.grad_nodes or self.breaks:
             self._breaks(name, flags, args, out, written, tracked)
-        if flags & F_COPY and type(out) is Tensor:
-            key = storage_key(out)
-            if key:
-                self.copies[key] = self.copies.get(key, 0) | m
+        if type(out) is Tensor and (flags & F_COPY or not out.requires_grad) and out is not written:
+            self._derived(out, m)
         if isinstance(written, Tensor) and out is not written:
             self._propagate(func, name, rule, flags, args, kwargs, written, m, tracked)
         if args and out is args[0] and written is None and not flags & F_MUTATES and not name.startswith("__i"):
@@ -357,6 +356,21 @@ class InfluenceTracker(TorchFunctionMode):
         if isinstance(written, Tensor):
             self._written(written, m, name)
         return out
+
+    def _derived(self, out: Tensor, m: int) -> None:
+        """Remember the storage of a tracked output (see ``derived``)."""
+        try:
+            storage = out.untyped_storage()
+        except (RuntimeError, NotImplementedError, TypeError):
+            return
+        key = storage.data_ptr()
+        if key:
+            got = self.derived.get(key)
+            if got is None:  # (the first value of a storage is its whole, most often)
+                shape = (tuple(out.shape), out.stride(), int(out.storage_offset()))
+                self.derived[key] = Derived(m, storage, shape, getattr(out, self.fattr, None))
+            elif m & ~got.mask:
+                self.derived[key] = Derived(got.mask | m, storage, None, None)
 
     def _breaks(
         self,

@@ -92,3 +92,52 @@ def test_model_weights_and_unrelated_subclasses_gain_no_influence() -> None:
         g.surrogate_loss().backward()
     assert g.credit("z", "fit") == "per-element"
     assert not g.influences("z", "decay") and not g.influences("z", "data")
+
+
+#: aliases of a value *computed* from the sample, and plain-tensor aliases (``as_subclass(Tensor)``
+#: returns a plain tensor): the alias shares a derived value's storage, or the plain alias is not
+#: of a subclass type; both carried no influence before (a zero score term, silently)
+DERIVED: dict[str, tuple[Callable[[torch.Tensor], torch.Tensor], str]] = {
+    "nn.Parameter(z * 2)": (lambda z: torch.nn.Parameter(z * 2, requires_grad=False), "per-element"),
+    "nn.Parameter((z * 2)[:, 1:])": (lambda z: torch.nn.Parameter((z * 2)[:, 1:], requires_grad=False), "whole-plate"),
+    "z.float().as_subclass(Tensor)": (lambda z: z.float().as_subclass(torch.Tensor), "per-element"),
+    "(z + 1).as_subclass(Tensor)": (lambda z: (z + 1).as_subclass(torch.Tensor), "per-element"),
+    "(z * 2).as_subclass(Tagged)": (lambda z: (z * 2).as_subclass(Tagged), "per-element"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(DERIVED))
+def test_alias_of_a_derived_value_or_plain_alias_carries_influence(kind: str) -> None:
+    make, credit = DERIVED[kind]
+    th = torch.zeros(4, 3, dtype=torch.float64, requires_grad=True)
+    with scg.Graph() as g:
+        z = scg.sample(Bernoulli(logits=th), name="z")  # (B=4, 3)
+        a = make(z)
+        scg.cost((a * 2.0).sum(-1).detach(), name="c")  # (4,) or (2,)
+    g.surrogate_loss()
+    assert g.influences("z", "c"), kind
+    assert g.credit("z", "c") == credit, kind
+
+
+def test_derived_parameter_alias_gradient_is_unbiased() -> None:
+    th = torch.tensor([0.4, -0.6, 0.9], dtype=torch.float64, requires_grad=True)
+
+    def program() -> None:
+        z = scg.sample(Bernoulli(logits=th), name="z")
+        p = torch.nn.Parameter(z * 2 - 1, requires_grad=False)
+        scg.cost((p * W).as_subclass(torch.Tensor), name="c")
+
+    exact = st.exact_gradient(program, [th])
+    assert float(exact[0].abs().min()) > 0.1
+    st.assert_unbiased(program, [th], n=600, seed=0, exact=exact)
+
+
+def test_dead_derived_storage_is_not_adopted() -> None:
+    """A tensor allocated where a freed value computed from the sample lived gains nothing."""
+    th = torch.zeros(64, dtype=torch.float64, requires_grad=True)
+    with scg.Graph() as g:
+        z = scg.sample(Bernoulli(logits=th), name="z")
+        for _ in range(20):
+            (z * 3.0).sum()  # freed at once: its storage is reused by the allocator
+        fresh = [torch.nn.Parameter(torch.ones(64, dtype=torch.float64)) for _ in range(20)]
+        assert all(g.mask(p) == 0 for p in fresh)

@@ -85,7 +85,9 @@ def test_compiled_cost_function_inside_a_tracked_graph_points_to_declared() -> N
 @pytest.mark.parametrize("alias", ["parameter_float", "parameter_clone", "subclass_long"])
 def test_alias_of_a_cast_of_a_sample_keeps_its_influence(alias: str) -> None:
     """``nn.Parameter(z.float())`` shares the storage of the cast, which no torch call links to
-    ``z``; the tracker records the storages of casts and copies of tracked values."""
+    ``z``; the tracker records the storages of casts and copies of tracked values, with the
+    geometry and positions of the value first stored there, so an exact alias keeps per-element
+    credit (it was whole-plate while the positions were not recorded)."""
 
     class Marked(torch.Tensor):
         pass
@@ -101,4 +103,4 @@ def test_alias_of_a_cast_of_a_sample_keeps_its_influence(alias: str) -> None:
         scg.cost(p * 2.0, name="c")
     g.surrogate_loss()
     assert g.influences("z", "c")
-    assert g.credit("z", "c") == "whole-plate"
+    assert g.credit("z", "c") == "per-element"
