@@ -19,15 +19,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..data.batching import Batch
 from ..models.mal.family import MALTeacherOutput
 from .objective import Objective, StepResult, register_objective
 
 __all__ = ["mal_objective"]
 
 
-def mal_objective(net: Any, batch: dict[str, Any], normalizer: float) -> StepResult:
+def mal_objective(net: Any, batch: Batch, normalizer: float) -> StepResult:
     """(Σ_b L_s(b) + Σ L_NLL) / ``normalizer`` with every term in ``terms``."""
-    out = net(batch["src"], batch["src_mask"], batch["tgt"], batch["tgt_mask"], mode="soft")
+    out = net(batch.src, batch.src_mask, batch.tgt, batch.tgt_mask, mode="soft")
     if not isinstance(out, MALTeacherOutput) or out.loss_s is None:
         raise ValueError(
             f"train.objective = 'mal' needs a model of the 'mal' family (model.family = 'mal'); "
