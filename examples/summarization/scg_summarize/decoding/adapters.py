@@ -85,13 +85,12 @@ class ModelStepDecoder:
     def __init__(self, model: Any, coarse_topk: int | None = None) -> None:
         model = model.eval() if coarse_topk is None else model.eval().with_coarse_topk(coarse_topk)  # a view
         self.model = model
-        attention = getattr(getattr(model, "decoder", None), "attention", None)
         self.want_words = False
         #: chunks read per step at test time (1: the argmax chunk; k > 1: +MULTI; C2F only)
         self.coarse_topk = model.coarse_topk
         # C2F reads the memory through the row -> example index; a copying generator reads the
         # source ids per row, so it gets gathered memories
-        self.index_rows = bool(getattr(attention, "reads_rows", False)) and not model.copies
+        self.index_rows = model.reads_rows and not model.copies
         if model.markov_window:  # a Markov family (abs): recombination is exact
             self.markov_window = model.markov_window
         self.scored_targets = model.scored_targets  # a family scored on mapped ids (abs: title <unk>)
@@ -129,22 +128,6 @@ class ModelStepDecoder:
         example = torch.arange(batch.src.shape[0], device=batch.src.device)
         return ModelState(dec, example, memory, memory, 0)
 
-    def _word_attn(self, memory: Any, h: torch.Tensor, att: Any) -> torch.Tensor | None:
-        given = getattr(att, "word_probs", None)
-        if isinstance(given, torch.Tensor):
-            return given
-        attention = getattr(getattr(self.model, "decoder", None), "attention", None)
-        if attention is None or not hasattr(attention, "w_word"):  # no word attention to show
-            return None
-        scores = torch.einsum("rmnh,rh->rmn", memory.words, attention.w_word(h))
-        mask = memory.word_mask
-        if getattr(attention, "w_chunk", None) is None:  # flat: one softmax over all words
-            flat = scores.masked_fill(~mask, float("-inf")).flatten(1)
-            return torch.softmax(flat, dim=1).nan_to_num(0.0).view_as(scores)
-        within = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1).nan_to_num(0.0)
-        weighted: torch.Tensor = within * att.chunk_weights.unsqueeze(-1)
-        return weighted
-
     def _advance(
         self, state: ModelState, prev_tokens: torch.Tensor
     ) -> tuple[torch.Tensor, Any, ModelState, dict[str, torch.Tensor]]:
@@ -157,7 +140,7 @@ class ModelStepDecoder:
             extras["chunk_read"] = read.scatter(1, att.selected, True) & real
         if self.want_words:
             memory = state.memory.gathered() if isinstance(state.memory, IndexedMemory) else state.memory
-            words = self._word_attn(memory, dec.h[-1], att)
+            words = self.model.word_attention(memory, dec.h[-1], att)
             if words is not None:
                 extras["word_attn"] = words.float()
         return out, att, replace(state, dec=dec, t=state.t + 1), extras

@@ -113,6 +113,12 @@ class SummarizerFamily(nn.Module, Generic[ConfigT, StateT], metaclass=ABCMeta):
         return self
 
     @property
+    def reads_rows(self) -> bool:
+        """Whether `advance` reads a memory kept once per example through a ``rows`` index ``(R,)``
+        (C2F's hard attention: beam search then needs no copy of the memory per hypothesis)."""
+        return False
+
+    @property
     def markov_window(self) -> int | None:
         """C when the state is the last C output words (two hypotheses ending alike have the same
         future: beam search may recombine them), else None."""
@@ -166,6 +172,11 @@ class SummarizerFamily(nn.Module, Generic[ConfigT, StateT], metaclass=ABCMeta):
         """`advance` then `step_log_probs`: log p(y_t) ``(B, V')``, the state, the attention."""
         out, state, att = self.advance(state, prev_tokens, memory, t, mode)
         return self.step_log_probs(out, att, memory), state, att
+
+    def word_attention(self, memory: Memory, h: torch.Tensor, att: AttentionOut) -> torch.Tensor | None:
+        """The word attention ``(R, M, N)`` of a step to show (decoding's ``word_attn`` extra) from
+        its query ``h`` ``(R, H)``: ``att.word_probs`` when the step computed it, else None."""
+        return att.word_probs
 
     # ------------------------------------------------------------------ output ids
     def corpus_ids(self, tokens: torch.Tensor, memory: Memory) -> torch.Tensor:

@@ -128,6 +128,24 @@ class Summarizer(SummarizerFamily[C2FConfig, DecoderState]):
     def coarse_topk(self) -> int:
         return self.config.test_k
 
+    @property
+    def reads_rows(self) -> bool:
+        return isinstance(self.decoder.attention, C2FAttention)
+
+    def word_attention(self, memory: Memory, h: torch.Tensor, att: AttentionOut) -> torch.Tensor | None:
+        """α_ij ``(R, M, N)`` of every word (recomputed for display: C2F's step reads only its chunks)."""
+        if att.word_probs is not None:
+            return att.word_probs
+        attention = self.decoder.attention
+        assert isinstance(attention, (FlatAttention, HierAttention))
+        scores = torch.einsum("rmnh,rh->rmn", memory.words, attention.w_word(h))  # (R, M, N)
+        scores = scores.masked_fill(~memory.word_mask, float("-inf"))
+        if isinstance(attention, FlatAttention):  # one softmax over all words
+            return torch.softmax(scores.flatten(1), dim=1).nan_to_num(0.0).view_as(scores)
+        within = torch.softmax(scores, dim=-1).nan_to_num(0.0)  # α^w within each chunk
+        weighted: torch.Tensor = within * att.chunk_weights.unsqueeze(-1)  # α^s_i α^w_ij
+        return weighted
+
     def with_coarse_topk(self, k: int) -> Summarizer:
         """A view of this model (the same parameters) whose C2F attention reads the top ``k`` chunks
         per step at test time (``model.test_k`` = ``k``); soft models are returned as they are."""
