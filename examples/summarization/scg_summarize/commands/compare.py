@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
                 [a[i] for i in ids], [b[i] for i in ids], samples=args.samples, level=args.level, seed=args.seed
             )
             rows.append((metric, result))
-    except (*USER_ERRORS, OSError) as err:
+    except USER_ERRORS + (OSError,) as err:
         return error("compare", err)
     level = round(args.level * 100)
     print(f"A = {args.a}\nB = {args.b}\n")

@@ -175,10 +175,11 @@ def _total(args: argparse.Namespace, run: Any) -> int | None:
 
     if args.format == "document":
         return 1
+    limit: int | None = args.limit
     if args.input is None and args.data is not None:
         n = len(SummarizationDataset(args.data, args.split, vocab=run.vocab))
-        return n if args.limit is None else min(args.limit, n)
-    return args.limit
+        return n if limit is None else min(limit, n)
+    return limit
 
 
 def _write(

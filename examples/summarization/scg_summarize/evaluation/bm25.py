@@ -53,9 +53,9 @@ class BM25Index:
         # per term: its documents and the tf part of the score, tf (k1 + 1) / (tf + k1 (1 - b + b |d| / avgdl))
         self.postings: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]] = {}
         for term, (docs, tfs) in postings.items():
-            d, tf = np.array(docs, dtype=np.int64), np.array(tfs, dtype=np.float64)
+            d, freq = np.array(docs, dtype=np.int64), np.array(tfs, dtype=np.float64)
             norm = k1 * (1.0 - b + b * self.lengths[d] / self.avgdl)
-            self.postings[term] = (d, tf * (k1 + 1.0) / (tf + norm))
+            self.postings[term] = (d, freq * (k1 + 1.0) / (freq + norm))
 
     def __len__(self) -> int:
         return len(self.lengths)

@@ -330,8 +330,9 @@ def markdown_report(records: Sequence[dict[str, Any]], title: str = "Results") -
     kept, _ = select_results(records)
     data_names = _group_names(kept)
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for record in kept:
-        groups.setdefault((data_names[str(record.get("data", "?"))], str(record.get("split", "?"))), []).append(record)
+    for kept_record in kept:
+        key = (data_names[str(kept_record.get("data", "?"))], str(kept_record.get("split", "?")))
+        groups.setdefault(key, []).append(kept_record)
     parts = [f"# {title}", ""]
     for (data, split), group in sorted(groups.items()):
         group.sort(key=_row_key)

@@ -62,8 +62,9 @@ def evaluate_run(
     """
     run_dir = Path(run_dir)
     raw = run_settings(run_dir)
-    table = raw.get("eval") if isinstance(raw.get("eval"), dict) else {}
-    split = split or str((raw.get("data") or {}).get("test_split", "test"))
+    eval_table, data_table = raw.get("eval"), raw.get("data")
+    table: dict[str, Any] = eval_table if isinstance(eval_table, dict) else {}
+    split = split or str((data_table if isinstance(data_table, dict) else {}).get("test_split", "test"))
     if decode is None:
         decode = DecodeOptions.from_eval_table(table)
     run = load_run(run_dir, data_dir=data_dir, device=device)

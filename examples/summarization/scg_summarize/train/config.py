@@ -361,7 +361,8 @@ def load_config(name: str, overrides: list[str] | tuple[str, ...] = ()) -> Confi
         data = _read(path)
         data.setdefault("name", path.stem)
     else:
-        base, overlay, extras = name, None, []
+        base, overlay = name, None
+        extras: list[dict[str, Any]] = []
         while True:  # NAME+COPY...: strip the option suffixes
             suffix = next((x for x in SUFFIXES if base.endswith(x) and len(base) > len(x)), None)
             if suffix is None:

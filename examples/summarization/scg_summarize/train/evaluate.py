@@ -95,7 +95,8 @@ def evaluate_nll(
         out = model(batch.src, batch.src_mask, batch.tgt, batch.tgt_mask, mode=mode)
         nll += float(out.total_nll())
         tokens += out.tokens()
-        stats.add(out, batch.salient, batch.src_mask)
+        unknown = torch.full_like(batch.tgt_lengths, -1)
+        stats.add(out, batch.salient if batch.salient is not None else unknown, batch.src_mask)
     sums = dist.all_reduce([nll, tokens, *stats.as_list()], device)
     nll, tokens = sums[0], sums[1]
     stats = AttentionStats(*sums[2:])

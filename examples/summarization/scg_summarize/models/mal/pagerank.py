@@ -116,7 +116,7 @@ def closed_form_pagerank(
     """
     A, q = pagerank_system(M, nodes, damping)
     solution, info = torch.linalg.solve_ex(A, q.unsqueeze(-1))  # (B, L, 1), (B,)
-    p = (1.0 - damping) * solution.squeeze(-1) * nodes.to(M.dtype)
+    p: torch.Tensor = (1.0 - damping) * solution.squeeze(-1) * nodes.to(M.dtype)
     if check:
         bad = (info != 0) | ~torch.isfinite(p).all(dim=-1)
         if bool(bad.any()):
