@@ -45,7 +45,15 @@ from .fingerprint import check_fingerprint
 from .metrics_log import LogWindow, append_record, repair_log
 from .objective import StepResult, build_objective
 from .optim import PlateauDecay, build_optimizer, clip_gradients, renormalize_embeddings
-from .progress import PhaseProgress, TrainingRecord, format_duration, step_progress, total_steps
+from .progress import (
+    PhaseProgress,
+    TrainingRecord,
+    epoch_bar,
+    format_duration,
+    step_progress,
+    total_steps,
+    train_line,
+)
 from .resume import check_resume_config, check_same_model
 from .run_dir import BEST, CHECKPOINT, METRICS, BestModel, check_best, remove_torn_files, start_run_dir, write_config
 from .selection import selection_value, validation_rouge
@@ -172,7 +180,6 @@ class Trainer:
         self.last_validation_s = 0.0
         self.last_valid_ppl = math.nan
         self.stopped_by = "epochs"
-        self.history: list[dict[str, Any]] = []
         self.last_finite: tuple[int, float] | None = None  # (step, training loss per token)
         self.stop = StopRequest(watch_parent=self.dist.enabled and "TORCHELASTIC_RUN_ID" in os.environ)
         self.lock: DirLock | None = None
@@ -589,17 +596,7 @@ class Trainer:
     def _progress(self, epoch: int) -> Any:
         if self.quiet or not self.dist.is_main or not sys.stderr.isatty():
             return None
-        try:
-            from tqdm import tqdm
-        except ImportError:  # pragma: no cover
-            return None
-        return tqdm(
-            total=len(self.loader),
-            initial=self.loader.position,
-            desc=f"epoch {epoch + 1}",
-            leave=False,
-            dynamic_ncols=True,
-        )
+        return epoch_bar(len(self.loader), self.loader.position, epoch)
 
     def _log_window(self, window: LogWindow, bar: Any) -> LogWindow:
         """Write the ``train`` line of ``window`` (and a progress line); returns the next window."""
@@ -616,12 +613,5 @@ class Trainer:
             where = step_progress(
                 self.step, total, self.elapsed, epoch=self.loader.epoch + 1, epochs=tc.epochs, budget_s=tc.time_budget_s
             )
-            self.info(
-                f"{where}: loss {values['loss']:.3f} ppl {values['ppl']:.2f} {values['tok_per_s']:.0f} tok/s"
-                + (
-                    f" reward {values['reward']:.3f} (greedy {values['greedy_reward']:.3f})"
-                    if "reward" in values
-                    else ""
-                )
-            )
+            self.info(train_line(where, values))
         return LogWindow()

@@ -24,10 +24,19 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from ..evaluation.report import TRAINING_RECORD
 
-__all__ = ["PhaseProgress", "TrainingRecord", "format_duration", "step_progress", "total_steps"]
+__all__ = [
+    "PhaseProgress",
+    "TrainingRecord",
+    "epoch_bar",
+    "format_duration",
+    "step_progress",
+    "total_steps",
+    "train_line",
+]
 
 
 def format_duration(seconds: float) -> str:
@@ -62,6 +71,23 @@ def step_progress(step: int, total: int, elapsed: float, *, epoch: int, epochs: 
         if math.isfinite(left):
             parts.append(f"ETA {format_duration(left)}")
     return ", ".join(parts)
+
+
+def train_line(where: str, values: dict[str, float]) -> str:
+    """``<where>: loss L ppl P T tok/s`` (and the self-critical rewards) of a ``train`` metrics line."""
+    line = f"{where}: loss {values['loss']:.3f} ppl {values['ppl']:.2f} {values['tok_per_s']:.0f} tok/s"
+    if "reward" in values:
+        line += f" reward {values['reward']:.3f} (greedy {values['greedy_reward']:.3f})"
+    return line
+
+
+def epoch_bar(total: int, initial: int, epoch: int) -> Any:
+    """A terminal progress bar of an epoch's ``total`` steps (tqdm; None without it)."""
+    try:
+        from tqdm import tqdm
+    except ImportError:  # pragma: no cover
+        return None
+    return tqdm(total=total, initial=initial, desc=f"epoch {epoch + 1}", leave=False, dynamic_ncols=True)
 
 
 class PhaseProgress:
