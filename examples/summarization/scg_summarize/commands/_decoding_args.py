@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import fields
 from typing import Any
 
-from ..decoding.options import DecodeOptions, Setting, default_min_len
+from ..decoding.options import DecodeOptions, Setting, default_min_len, setting_of
 from ._common import positive_int
 
 __all__ = [
@@ -106,14 +106,8 @@ def decode_options(args: argparse.Namespace, run_options: DecodeOptions | None =
     try:
         return (run_options or DecodeOptions()).updated(given)
     except ValueError as err:
-        flags = " ".join(setting_flag(name) for name in given)
+        flags = " ".join(setting_of(name).flag for name in given)
         raise ValueError(f"decoding flags {flags}: {err}" if flags else f"the run's [eval] table: {err}") from None
-
-
-def setting_flag(name: str) -> str:
-    """The flag of the `DecodeOptions` field ``name``."""
-
-    return str(next(f for f in fields(DecodeOptions) if f.name == name).metadata["setting"].flag)
 
 
 def describe_sources(options: DecodeOptions, given: Mapping[str, Any], run_options: DecodeOptions | None) -> str:
@@ -127,7 +121,7 @@ def describe_sources(options: DecodeOptions, given: Mapping[str, Any], run_optio
         if item.name not in given and run_options is not None and options.to_dict()[item.name] != defaults[item.name]
     ]
     parts = [
-        f"{label}: {' '.join(setting_flag(name) for name in names)}"
+        f"{label}: {' '.join(setting_of(name).flag for name in names)}"
         for label, names in (("command line", list(given)), ("the run's [eval] table", from_run))
         if names
     ]

@@ -68,8 +68,9 @@ def evaluate_test(run_dir: Path, data: Path, *, rouge: bool) -> dict[str, Any]:
     from ..train.data import load_split
     from ..train.evaluate import evaluate_nll
     from ..train.fingerprint import check_fingerprint
-    from ..train.loop import BEST, load_model
+    from ..train.loop import load_model
     from ..train.progress import PhaseProgress
+    from ..train.run_dir import BEST
 
     def say(line: str) -> None:
         print(f"train: {line}", file=sys.stderr, flush=True)

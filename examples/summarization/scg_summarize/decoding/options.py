@@ -39,6 +39,7 @@ __all__ = [
     "DecodeOptions",
     "Hypothesis",
     "Setting",
+    "default_min_len",
     "describe_options",
     "option_problems",
     "setting_of",
