@@ -12,8 +12,9 @@
 #   bash scripts/abs_table2_gpu.sh            # on the GPU machine (device call: carry .gpu and .whl)
 #   ABS_OPTS=sgd ABS_EPOCHS=60 ABS_LIMIT_S=400 ABS_KEEP=0 bash scripts/abs_table2_gpu.sh   # SGD, longer
 #
-# Writes runs/abs_gpu/<optimizer>_<encoder>/{log.jsonl,abs.json} (one record per epoch with the
-# validation perplexity), packs them into $OUT/abs_gpu.tgz, and the weights of the attention-based model
+# Each run is `scg-summarize train --config ABS` (the trainer of every family; configs/ABS.toml is the
+# paper's recipe) in runs/abs_gpu/<optimizer>_<encoder>/ (metrics.jsonl: a `valid` line per epoch with the
+# validation perplexity), packs the logs into $OUT/abs_gpu.tgz, and the weights of the attention-based model
 # of the better optimizer as float16 in 15 MB parts ($OUT/abs_attention.pt.part-*; `cat` them together).
 set -u
 cd "$(dirname "$0")/.."
@@ -31,28 +32,30 @@ for opt in $OPTS; do
     lr=0.05
     [ "$opt" = adam ] && lr=0.002
     for enc in none bow conv attention; do
-        timeout --kill-after=10 "$LIMIT" $PY -m scg_summarize.train.abs.loop --data "$DATA" \
-            --out "runs/abs_gpu/${opt}_${enc}" --encoder "$enc" --optimizer "$opt" --lr "$lr" --epochs "$EPOCHS" \
-            --embed 200 --hidden 400 --device cuda --threads 1 >"runs/abs_gpu/${opt}_${enc}.log" 2>&1 &
+        timeout --kill-after=10 "$LIMIT" $PY -m scg_summarize.cli train --config ABS --data "$DATA" \
+            --out "runs/abs_gpu/${opt}_${enc}" --overwrite --no-test --quiet --set model.abs_encoder="$enc" \
+            --set train.optimizer="$opt" --set train.lr="$lr" --set train.epochs="$EPOCHS" --set train.device=cuda \
+            >"runs/abs_gpu/${opt}_${enc}.log" 2>&1 &
     done
 done
 wait
-for f in runs/abs_gpu/*/log.jsonl; do echo "$f: $(tail -n 1 "$f")"; done
+for f in runs/abs_gpu/*/metrics.jsonl; do echo "$f: $(grep '"valid"' "$f" | tail -n 1)"; done
 [ "$KEEP" = 1 ] && $PY - <<'EOF'
 import json, pathlib, torch
 best = None
 for opt in ("sgd", "adam"):
     run = pathlib.Path(f"runs/abs_gpu/{opt}_attention")
-    log = run / "log.jsonl"
-    if (run / "abs.pt").is_file() and log.is_file():
-        ppl = json.loads(log.read_text().splitlines()[-1])["valid_ppl"]
+    log = run / "metrics.jsonl"
+    if (run / "best.pt").is_file() and log.is_file():
+        ppl = min(r["ppl"] for r in map(json.loads, log.read_text().splitlines()) if r["event"] == "valid")
         if best is None or ppl < best[0]:
             best = (ppl, run)
 if best is not None:
-    state = {k: v.half() if v.is_floating_point() else v for k, v in torch.load(best[1] / "abs.pt").items()}
+    model = torch.load(best[1] / "best.pt", map_location="cpu", weights_only=False)["model"]
+    state = {k: v.half() if v.is_floating_point() else v for k, v in model.items()}
     torch.save({"run": str(best[1]), "valid_ppl": best[0], "state": state}, "runs/abs_gpu/abs_attention.pt")
     print("kept", best)
 EOF
 [ -f runs/abs_gpu/abs_attention.pt ] && split -b 15M runs/abs_gpu/abs_attention.pt "$OUT/abs_attention.pt.part-"
-tar czf "$OUT/abs_gpu.tgz" runs/abs_gpu/*.log runs/abs_gpu/*/log.jsonl runs/abs_gpu/*/abs.json 2>/dev/null
+tar czf "$OUT/abs_gpu.tgz" runs/abs_gpu/*.log runs/abs_gpu/*/metrics.jsonl runs/abs_gpu/*/config.json 2>/dev/null
 ls -la "$OUT"
