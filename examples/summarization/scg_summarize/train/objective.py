@@ -132,19 +132,20 @@ def c2f_objective(
 Objective = Callable[[Batch, float], StepResult]
 #: name -> ``factory(trainer) -> Objective``; the trainer provides ``net`` (the module to call,
 #: DDP-wrapped or not), ``model``, ``baseline`` (the EMA), ``config`` and ``_soft_minibatch()``.
-OBJECTIVES: dict[str, Callable[[Any], Objective]] = {}
+ObjectiveFactory = Callable[[Any], Objective]
+OBJECTIVES: dict[str, ObjectiveFactory] = {}
 
 
-def register_objective(name: str, factory: Callable[[Any], Objective] | None = None) -> Any:
-    """Register an objective factory under ``name`` (or use as a decorator)."""
+def register_objective(name: str) -> Callable[[ObjectiveFactory], ObjectiveFactory]:
+    """A decorator registering an objective factory under ``name``."""
 
-    def add(f: Callable[[Any], Objective]) -> Callable[[Any], Objective]:
+    def add(f: ObjectiveFactory) -> ObjectiveFactory:
         if name in OBJECTIVES and OBJECTIVES[name] is not f:
             raise ValueError(f"objective {name!r} is already registered")
         OBJECTIVES[name] = f
         return f
 
-    return add if factory is None else add(factory)
+    return add
 
 
 def objective_names() -> list[str]:
