@@ -88,6 +88,11 @@ class AbsSummarizer(SummarizerFamily[AbsFamilyConfig, AbsFamilyState]):
     N(0, 0.05²) (:class:`~.nnlm.AbsConfig`; ``emb_init_std`` and the LSTM options are not used)."""
 
     has_own_output_space = True
+    #: corpus id -> input id, corpus id -> output id (``<unk>`` outside), output id -> corpus id
+    src_map: torch.Tensor
+    tgt_map: torch.Tensor
+    tgt_ids: torch.Tensor
+    generator: AbsGenerator
 
     def __init__(self, config: AbsFamilyConfig) -> None:
         super().__init__()

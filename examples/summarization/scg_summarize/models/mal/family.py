@@ -97,12 +97,10 @@ class MALFamily(MALSummarizer, SummarizerFamily[MALConfig, DecoderState]):
         """Mark the content words of ``vocab`` (stopwords from ``model.stopwords``)."""
         if len(vocab) != self.config.vocab_size:
             raise ValueError(f"model.vocab_size is {self.config.vocab_size} but the vocabulary has {len(vocab)} words")
-        content: torch.Tensor = self.content
-        content.copy_(ContentWords(vocab, load_stopwords(self.config.stopwords)).table.to(content.device))
+        self.content.copy_(ContentWords(vocab, load_stopwords(self.config.stopwords)).table.to(self.content.device))
 
     def _check_bound(self) -> None:
-        content: torch.Tensor = self.content
-        if self.training and (self.config.suatt or self.config.unatt) and not bool(content.any()):
+        if self.training and (self.config.suatt or self.config.unatt) and not bool(self.content.any()):
             raise ValueError(
                 "MAL: no content words are known (the saliency labels and the word graph need them); "
                 "call model.bind_vocab(vocab) before training (scg-summarize train does)"

@@ -138,6 +138,8 @@ class MALSummarizer(nn.Module):
         content: bool ``(V,)``, the vocabulary's content words (labels and graph vertices).
     """
 
+    content: torch.Tensor  #: the buffer of content words (V,)
+
     def __init__(self, config: MALConfig, content: torch.Tensor) -> None:
         super().__init__()
         if config.vocab_size < 5:
@@ -189,8 +191,7 @@ class MALSummarizer(nn.Module):
     # ------------------------------------------------------------------ encoding
     def nodes(self, src: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """bool ``(B, L)``: content words (the word graph's vertices, the words that can be salient)."""
-        content: torch.Tensor = self.content
-        return content[src] & mask
+        return self.content[src] & mask
 
     def encode_source(self, src: torch.Tensor, src_mask: torch.Tensor) -> MALEncoded:
         """Encode a ``(B, M, N)`` batch: h^e, the saliency attentions and eq. (17)'s constant part.

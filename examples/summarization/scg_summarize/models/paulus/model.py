@@ -237,6 +237,7 @@ class PaulusSummarizer(SummarizerFamily[PaulusConfig, PaulusState]):
     ``vocab_size`` (input, 150k) and ``tgt_vocab_size`` (output, 50k)."""
 
     has_own_output_space = True
+    generator: PointerSwitchGenerator
 
     def __init__(self, config: PaulusConfig) -> None:
         super().__init__()
