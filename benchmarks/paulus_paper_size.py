@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from scg_summarize.data.batching import Batch
 from scg_summarize.decoding.adapters import ModelStepDecoder
 from scg_summarize.decoding.beam import beam_search
 from scg_summarize.decoding.options import DecodeOptions
@@ -44,7 +45,7 @@ def _peak_mb(device: torch.device) -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
-def _train_step(config: Any, dataset: Any, batch: dict[str, Any], device: torch.device) -> dict[str, float]:
+def _train_step(config: Any, dataset: Any, batch: Batch, device: torch.device) -> dict[str, float]:
     torch.manual_seed(0)
     model = build_model(config, len(dataset.vocab), dataset.num_chunks).to(device).train()
     if device.type == "cuda":

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import itertools
 import random
-from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -39,7 +38,7 @@ def _batch(rows: list[list[int]]) -> SourceBatch:
     return SourceBatch(src=src, src_mask=src != 0)
 
 
-def _sequence_score(decoder: Any, batch: Mapping[str, Any], example: int, tokens: list[int]) -> float:
+def _sequence_score(decoder: Any, batch: SourceBatch, example: int, tokens: list[int]) -> float:
     """Σ of the decoder's step scores along ``tokens`` then ``</s>``."""
     state = decoder.reorder(decoder.init_state(batch), torch.tensor([example]))
     prev, total = torch.tensor([2]), 0.0
@@ -50,7 +49,7 @@ def _sequence_score(decoder: Any, batch: Mapping[str, Any], example: int, tokens
     return total
 
 
-def _brute_force(decoder: Any, batch: Mapping[str, Any], example: int, words: list[int], lengths: range) -> float:
+def _brute_force(decoder: Any, batch: SourceBatch, example: int, words: list[int], lengths: range) -> float:
     return max(
         _sequence_score(decoder, batch, example, list(seq))
         for n in lengths
@@ -121,7 +120,7 @@ class _BonusDecoder:
     def __init__(self, declared_bonus: float) -> None:
         self.max_step_bonus = declared_bonus
 
-    def init_state(self, batch: Mapping[str, Any]) -> torch.Tensor:
+    def init_state(self, batch: SourceBatch) -> torch.Tensor:
         return torch.zeros(int(batch.src.shape[0]), dtype=torch.long)
 
     def step(self, state: torch.Tensor, prev: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:

@@ -42,7 +42,7 @@ class Counting:
         self.vocab_size = inner.vocab_size
         self.fused_topk = False
 
-    def init_state(self, batch: Any) -> Any:
+    def init_state(self, batch: SourceBatch) -> Any:
         return self.inner.init_state(batch)
 
     def step(self, state: Any, prev: torch.Tensor) -> Any:

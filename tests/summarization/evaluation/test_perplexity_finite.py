@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 from scg_summarize.data import SummarizationDataset, make_synthetic_corpus
-from scg_summarize.data.batching import collate_examples
+from scg_summarize.data.batching import Batch, collate_examples
 from scg_summarize.decoding import documents_from_split, load_run
 from scg_summarize.evaluation import teacher_forced
 from scg_summarize.evaluation.perplexity import Perplexity
@@ -46,7 +46,7 @@ def run(tmp_path_factory: pytest.TempPathFactory, corpus: Path) -> Path:
     return folder
 
 
-def _uncopyable(batch: dict[str, torch.Tensor]) -> int:
+def _uncopyable(batch: Batch) -> int:
     """Reference tokens outside V_T and absent from their own source (counted by brute force)."""
     count = 0
     for row in range(batch.tgt.shape[0]):

@@ -60,7 +60,7 @@ def _rewards(rollout: Any, refs: list[list[int]]) -> torch.Tensor:
         return rouge_f1(rollout.sequences(), refs).double()
 
 
-def _rollout(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> Any:
+def _rollout(model: torch.nn.Module, batch: Batch) -> Any:
     return model(batch.src, batch.src_mask, batch.tgt, batch.tgt_mask, task="rollout", max_len=MAX_LEN)
 
 

@@ -49,7 +49,7 @@ def tiny_model(family: str) -> torch.nn.Module:
     return build_model(config).double()
 
 
-def _program(model: torch.nn.Module, batch: dict[str, torch.Tensor]):
+def _program(model: torch.nn.Module, batch: Batch):
     refs = reference_ids(batch.tgt, batch.tgt_mask)
     greedy_cost = -greedy_rewards(model, batch, refs, max_len=2)
 
@@ -59,7 +59,7 @@ def _program(model: torch.nn.Module, batch: dict[str, torch.Tensor]):
     return program
 
 
-def _reward_program(model: torch.nn.Module, batch: dict[str, torch.Tensor]):
+def _reward_program(model: torch.nn.Module, batch: Batch):
     """E[−r] written here, without the objective's code (no baseline): the reference the estimates
     of ``sampled_program`` are compared with, so a sign error there does not cancel."""
     refs = reference_ids(batch.tgt, batch.tgt_mask)
@@ -74,7 +74,7 @@ def _reward_program(model: torch.nn.Module, batch: dict[str, torch.Tensor]):
     return program
 
 
-def _biased_program(model: torch.nn.Module, batch: dict[str, torch.Tensor]):
+def _biased_program(model: torch.nn.Module, batch: Batch):
     """The bug of scoring the "greedy" baseline on the sampled summary: b = −0.5 r(yˢ) depends on
     the draws (computed in Python, so scg cannot see it), E[∇] is half the true gradient."""
     refs = reference_ids(batch.tgt, batch.tgt_mask)
