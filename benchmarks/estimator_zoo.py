@@ -27,8 +27,10 @@ Estimators (the latent layers are ``Independent(Bernoulli(...), 1)`` nodes):
 * ``cat``: one categorical latent z ∼ q(z | x) = Cat(softmax(x W + b)), K = 10, uniform prior,
   p(x | z) = Bern(σ(W'_z + c)), with ``sf_loo4`` (``ScoreFunction(LeaveOneOut())``, ``n=4``),
   ``unordered4`` (``UnorderedSet()``, ``n=4``, without replacement), ``rb3``
-  (``RaoBlackwellized(3)``: the top 3 exactly + one sample, 4 evaluations) and ``enumerate``
-  (``Enumerate()``, all 10: no variance from z; the reference).
+  (``RaoBlackwellized(3)``: the top 3 exactly + one sample, 4 evaluations), ``cdisarm4``
+  (``CategoricalDisARM()``, ``n=4``: two antithetic pairs, 4 evaluations), ``entmax``
+  (``GumbelEntmax(0.5)``, 1.5-entmax relaxation, biased) and ``enumerate`` (``Enumerate()``, all
+  10: no variance from z; the reference).
 
 With two layers, ``n=2`` nodes nest: z₂ carries z₁'s pair dimension too, 2 × 2 evaluations.
 
@@ -40,9 +42,11 @@ images (one sample each) against training seconds (evaluation time excluded).
 (3) ``--bias``: the relaxations' bias against exact enumeration as the temperature varies.
 
     python benchmarks/estimator_zoo.py [--quick]    # all three (about 5.5 CPU minutes; --quick: smoke)
-    python benchmarks/estimator_zoo.py --bias       # only the bias table
+    python benchmarks/estimator_zoo.py --bias       # only the bias table (seed 1)
+    python benchmarks/estimator_zoo.py --models cat --stem estimator_zoo_cat   # one model's rows
 
-Results: ``benchmarks/results/estimator_zoo.{json,md,png}``.
+Results: ``benchmarks/results/{STEM}.{json,md,png}`` (``estimator_zoo``, ``estimator_zoo_bias``
+with ``--bias``).
 """
 
 from __future__ import annotations
@@ -70,8 +74,10 @@ import scg.testing as st  # noqa: E402
 from scg.estimators import (  # noqa: E402
     ARM,
     REBAR,
+    CategoricalDisARM,
     DisARM,
     Enumerate,
+    GumbelEntmax,
     GumbelRao,
     GumbelSoftmax,
     GumbelSparsemax,
@@ -84,13 +90,26 @@ RESULTS = REPO / "benchmarks" / "results"
 D = 16
 TAU = 0.5
 K = 10  # categories of the categorical model's latent
-ESTIMATORS = ("sf_loo2", "arm", "disarm", "rebar", "st", "gumbel_rao", "sf_loo4", "unordered4", "rb3", "enumerate")
-UNBIASED = {"sf_loo2", "arm", "disarm", "rebar", "sf_loo4", "unordered4", "rb3", "enumerate"}
+ESTIMATORS = (
+    "sf_loo2",
+    "arm",
+    "disarm",
+    "rebar",
+    "st",
+    "gumbel_rao",
+    "sf_loo4",
+    "unordered4",
+    "rb3",
+    "cdisarm4",
+    "entmax",
+    "enumerate",
+)
+UNBIASED = {"sf_loo2", "arm", "disarm", "rebar", "sf_loo4", "unordered4", "rb3", "cdisarm4", "enumerate"}
 #: the models ("1L", "2L": Bernoulli latents; "cat": one K-way categorical latent) and their estimators
 MODELS = {
     "1L": ("sf_loo2", "arm", "disarm", "rebar", "st", "gumbel_rao"),
     "2L": ("sf_loo2", "arm", "disarm", "st", "gumbel_rao"),
-    "cat": ("sf_loo4", "unordered4", "rb3", "enumerate"),
+    "cat": ("sf_loo4", "unordered4", "rb3", "cdisarm4", "entmax", "enumerate"),
 }
 
 
@@ -181,6 +200,10 @@ def _estimator(name: str, model: VAE, x: torch.Tensor) -> tuple[Any, int | None,
         return UnorderedSet(), 4, False
     if name == "rb3":
         return RaoBlackwellized(3), None, False
+    if name == "cdisarm4":
+        return CategoricalDisARM(), 4, False
+    if name == "entmax":
+        return GumbelEntmax(TAU), None, False
     if name == "enumerate":
         return Enumerate(), None, False
     raise ValueError(name)
@@ -388,6 +411,8 @@ RELAXATIONS: dict[str, Callable[[float], Any]] = {
     "Gumbel-Rao (m=10)": lambda t: GumbelRao(t, m=10),
     "Gumbel-sparsemax": lambda t: GumbelSparsemax(t),
     "sparsemax straight-through": lambda t: GumbelSparsemax(t, hard=True),
+    "Gumbel-entmax (α = 1.5)": lambda t: GumbelEntmax(t),
+    "1.5-entmax straight-through": lambda t: GumbelEntmax(t, hard=True),
 }
 
 
@@ -483,7 +508,7 @@ def write_markdown(res: dict[str, Any], path: Path) -> None:
                 lines.append(
                     f"| {model} | {name} | {res['meta']['steps']} | {secs:.1f} | {float(fin.mean()):.2f} ± {sd:.2f} |"
                 )
-        lines += ["", "The curves (ELBO against training seconds) are in `estimator_zoo.png`.", ""]
+        lines += ["", f"The curves (ELBO against training seconds) are in `{path.stem}.png`.", ""]
     if res.get("bias"):
         lines += [
             "## Relaxations: bias against exact enumeration",
@@ -534,9 +559,10 @@ def write_plot(res: dict[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(MODELS), figsize=(15, 4), sharey=False)
+    models = [m for m in MODELS if any(r["model"] == m for r in res["training"])]
+    fig, axes = plt.subplots(1, len(models), figsize=(5 * len(models), 4), sharey=False, squeeze=False)
     titles = {"1L": "1 Bernoulli layer", "2L": "2 Bernoulli layers", "cat": "1 categorical latent (K = 10)"}
-    for ax, model in zip(axes, MODELS):
+    for ax, model in zip(axes[0], models):
         for i, name in enumerate(ESTIMATORS):
             runs = [r for r in res["training"] if r["model"] == model and r["estimator"] == name]
             for j, r in enumerate(runs):
@@ -556,6 +582,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="small sizes, a smoke test")
     parser.add_argument("--bias", action="store_true", help="only the relaxation bias table")
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--models", nargs="*", default=list(MODELS), choices=list(MODELS))
+    parser.add_argument("--stem", default=None, help="results file names (default estimator_zoo[_bias])")
     parser.add_argument("--storch-worker", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
@@ -578,7 +606,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         "meta": {
             "command": "python benchmarks/estimator_zoo.py"
             + (" --quick" if args.quick else "")
-            + (" --bias" if args.bias else ""),
+            + (" --bias" if args.bias else "")
+            + ("" if args.models == list(MODELS) else " --models " + " ".join(args.models))
+            + (f" --stem {args.stem}" if args.stem else ""),
             "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             "torch": torch.__version__,
             "machine": platform.machine(),
@@ -586,6 +616,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             "n_estimates": n_est,
         }
     }
+    models = {m: MODELS[m] for m in args.models}
     t0 = time.perf_counter()
     if not args.bias:
         data = load_digits_binary()
@@ -593,21 +624,22 @@ def main(argv: Sequence[str] | None = None) -> None:
         train, test = data[perm[:-500]], data[perm[-500:]]
         fixed = train[:50]
         res["variance"] = []
-        for model in MODELS:
-            for name in MODELS[model]:
+        for model in models:
+            for name in models[model]:
                 row = variance_and_time(model, name, n_est, fixed)
                 print(
                     f"variance {model} {name}: {row['variance']:.4g} {1e3 * row['seconds_per_estimate']:.1f} ms",
                     flush=True,
                 )
                 res["variance"].append(row)
-        for model in MODELS:
-            secs = interleaved_seconds(model, MODELS[model], fixed, rounds=7, per=max(2, n_est // 20))
+        for model in models:
+            secs = interleaved_seconds(model, models[model], fixed, rounds=7, per=max(2, n_est // 20))
             for r in res["variance"]:
                 if r["model"] == model:
                     r["seconds_per_estimate"] = secs[r["estimator"]]
                     r["variance_x_seconds"] = r["variance"] * secs[r["estimator"]]
         res["storch_rows"], res["storchastic"] = run_storch(n_est)
+        res["storch_rows"] = [r for r in res["storch_rows"] if r["model"] in models]
         for r in res["storch_rows"]:
             if "mean" in r:  # same seed, same parameters: compare the mean gradients coordinate by coordinate
                 mine = next(m for m in res["variance"] if m["model"] == r["model"] and m["estimator"] == r["estimator"])
@@ -620,21 +652,23 @@ def main(argv: Sequence[str] | None = None) -> None:
             r.pop("se", None)
         print(res["storchastic"], flush=True)
         res["training"] = []
-        for model in MODELS:
-            for name in MODELS[model]:
+        for model in models:
+            for name in models[model]:
                 for seed in range(seeds):
                     row = train_curve(model, name, seed, steps, every, train, test)
                     print(f"train {model} {name} seed {seed}: {row['curve'][-1]}", flush=True)
                     res["training"].append(row)
-    res["bias"] = bias_table((2.0, 1.0, 0.5, 0.25, 0.1), n_bias)
+    if args.bias or len(models) == len(MODELS):
+        res["bias"] = bias_table((2.0, 1.0, 0.5, 0.25, 0.1), n_bias)
     res["meta"]["total_seconds"] = time.perf_counter() - t0
     args.out.mkdir(parents=True, exist_ok=True)
-    stem = "estimator_zoo_bias" if args.bias else "estimator_zoo"
+    stem = args.stem or ("estimator_zoo_bias" if args.bias else "estimator_zoo")
     (args.out / f"{stem}.json").write_text(json.dumps(res, indent=1))
     write_markdown(res, args.out / f"{stem}.md")
     if res.get("training"):
         write_plot(res, args.out / f"{stem}.png")
-    print("\n".join(bias_markdown(res["bias"])))
+    if res.get("bias"):
+        print("\n".join(bias_markdown(res["bias"])))
     print(f"total {res['meta']['total_seconds']:.0f} s")
 
 

@@ -1,5 +1,12 @@
 """Gradient estimators: scg vs Storchastic vs Pyro (TraceGraph_ELBO) on the same problems.
 
+The question here is how scg's implementation of an estimator compares with the peer libraries'
+(the same draws, the time per estimate, the variance) on synthetic problems, and how scg's
+estimators compare with each other there; ``benchmarks/estimator_zoo.py`` asks which estimator
+to use for which latent on real data (VAEs of handwritten digits, with training curves) and
+measures the relaxations' bias, which this harness (a worker process per library, alternating
+timing rounds, no training) is not built for.
+
 Problems (each also has a *tiny* version small enough to enumerate, used for the bias test):
 
 * ``toy``: Categorical(5) then a 3-step Bernoulli chain, 4 costs (as in ``surrogate_overhead.py``).
@@ -28,6 +35,12 @@ Estimators (the same one in each library where it exists):
 * ``loo4``: k=4 samples with the leave-one-out baseline (scg ``sample(..., n=4,
   baseline=LeaveOneOut())``; Storchastic ``ScoreFunction(n_samples=4,
   baseline_factory="batch_average")``). One gradient estimate = one k=4 estimate.
+* scg only (issue 26; the first node's estimator, the later nodes' baseline as ``_scg_estimators``
+  says): ``arm2`` / ``disarm2`` (dvae: ``ARM()`` / ``DisARM()`` with ``n=2`` on the Bernoulli
+  latents; toy, attention: ``CategoricalDisARM()`` with ``n=2`` on the first categorical, the
+  later nodes with ``LeaveOneOut`` over the pair), ``unordered4`` (``UnorderedSet()``, ``n=4``
+  without replacement, at most K) and ``rb3`` (``RaoBlackwellized(3)``, at most K − 1), both on
+  the first categorical with ``EMA`` on the later nodes. "n/a" where the node kind does not fit.
 
 Pyro construction (why its gradient equals ∇E[Σ c]): the guide q_θ draws every stochastic choice;
 the model p draws the same sites from the same distributions *with the parameters detached*
@@ -78,6 +91,7 @@ Results: ``benchmarks/results/estimators.{json,md,png}``.
 
     python benchmarks/estimators.py [--quick]      # --quick: small n, a smoke test (~7 min on 2 busy cores)
     python benchmarks/estimators.py --render       # rewrite the .md and .png from the .json
+    python benchmarks/estimators.py --libs scg_loop scg_vec --stem estimators_issue26   # scg's estimators only
 """
 
 from __future__ import annotations
@@ -106,10 +120,12 @@ RESULTS = Path(__file__).resolve().parent / "results"
 
 LIBS = ("scg_loop", "scg_decl", "scg_comp", "scg_vec", "storch", "pyro", "pyro_jit")
 OURS = ("scg_loop", "scg_decl", "scg_comp", "scg_vec")
-DEFAULTS = {"problems": ("toy", "dvae", "attention"), "estimators": ("sf", "ema", "loo4"), "libs": LIBS}
+#: scg's estimators of issue 26 (first node only; see ``_scg_estimators``): not wired for the peers here
+ISSUE26 = ("arm2", "disarm2", "unordered4", "rb3")
 PEERS = ("storch", "pyro", "pyro_jit")
-ESTIMATORS = ("sf", "ema", "loo4")
+ESTIMATORS = ("sf", "ema", "loo4", *ISSUE26)
 PROBLEMS = ("toy", "dvae", "attention")
+DEFAULTS = {"problems": PROBLEMS, "estimators": ESTIMATORS, "libs": LIBS}
 EMA_RATE = 0.1  # update rate β of the moving averages (Pyro/Storchastic decay: 1 − β)
 LOO_K = 4
 BIAS_ALPHA = 1e-3
@@ -185,6 +201,36 @@ def bce_with_logits(logits: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
 # --------------------------------------------------------------------------------------------
 
 
+def _scg_estimators(prob: Problem, estimator: str) -> tuple[dict[str, Any], Any]:
+    """(keyword arguments of the problem's first stochastic node, the baseline of the later ones).
+
+    ``sf``/``ema``/``loo4`` put the same estimator on every node. The estimators added by issue 26
+    go on the first node (toy's and attention's categorical, dvae's Bernoulli latents), and the
+    later nodes, which carry its sample dimension, use ``LeaveOneOut`` over it as in ``loo4`` where
+    it holds samples (``disarm2``'s pairs), and ``EMA`` where it is an enumeration
+    (``unordered4``, ``rb3``: ``LeaveOneOut`` refuses weighted slices); the tiny versions check
+    every combination against exact enumeration.
+    """
+    import scg
+
+    ema = scg.baselines.EMA(EMA_RATE, per_element=True)
+    if estimator in ("sf", "ema", "loo4"):
+        baseline = {"sf": None, "ema": ema, "loo4": scg.baselines.LeaveOneOut()}[estimator]
+        return {"n": LOO_K if estimator == "loo4" else None, "baseline": baseline}, baseline
+    categories = {"toy": 5, "attention": prob.size.get("M", 0)}.get(prob.name)
+    est = scg.estimators
+    if estimator in ("arm2", "disarm2") and prob.name == "dvae":
+        return {"n": 2, "estimator": est.ARM() if estimator == "arm2" else est.DisARM()}, None
+    if estimator == "disarm2" and categories:
+        return {"n": 2, "estimator": est.CategoricalDisARM()}, scg.baselines.LeaveOneOut()
+    if estimator == "unordered4" and categories:  # without replacement: at most K
+        return {"n": min(LOO_K, categories), "estimator": est.UnorderedSet()}, ema
+    if estimator == "rb3" and categories:  # top min(3, K − 1) exactly, one sample of the rest
+        return {"estimator": est.RaoBlackwellized(min(3, categories - 1))}, ema
+    kind = "categorical" if categories else "Bernoulli"
+    raise NotImplementedError(f"n/a: {estimator} does not apply to {prob.name}'s first node ({kind})")
+
+
 def scg_program(prob: Problem, estimator: str) -> Callable[..., None]:
     """The problem as an scg program over particle-replicated parameters ``(P, *shape)``.
 
@@ -193,17 +239,12 @@ def scg_program(prob: Problem, estimator: str) -> Callable[..., None]:
     """
     import scg
 
-    n = LOO_K if estimator == "loo4" else None
-    baseline: Any = None
-    if estimator == "ema":
-        baseline = scg.baselines.EMA(EMA_RATE, per_element=True)
-    elif estimator == "loo4":
-        baseline = scg.baselines.LeaveOneOut()
+    first, baseline = _scg_estimators(prob, estimator)
 
     if prob.name == "toy":
 
         def toy(theta: torch.Tensor, phi: torch.Tensor) -> None:
-            z = scg.sample(Categorical(logits=theta), name="z", n=n, baseline=baseline)
+            z = scg.sample(Categorical(logits=theta), name="z", **first)
             scg.cost((z.to(theta.dtype) - 2.0) ** 2, name="c0")
             b = z.to(theta.dtype) / 4.0
             for t in range(3):
@@ -218,7 +259,7 @@ def scg_program(prob: Problem, estimator: str) -> Callable[..., None]:
 
         def dvae(w_enc: torch.Tensor, b_enc: torch.Tensor, w_dec: torch.Tensor, b_dec: torch.Tensor) -> None:
             logits = x @ w_enc + b_enc[:, None, :]  # (P, B, K); matmul, not einsum (see attention)
-            z = scg.sample(Bernoulli(logits=logits), name="z", n=n, baseline=baseline)  # (..., P, B, K)
+            z = scg.sample(Bernoulli(logits=logits), name="z", **first)  # (..., P, B, K)
             recon = z @ w_dec + b_dec[:, None, :]
             scg.cost(bce_with_logits(recon, x) / batch, name="c")
 
@@ -235,7 +276,9 @@ def scg_program(prob: Problem, estimator: str) -> Callable[..., None]:
             h = torch.zeros(w.shape[0], batch, hidden, dtype=w.dtype)
             for t in range(steps):
                 scores = (enc @ (h @ q)[..., None]).squeeze(-1)  # (..., P, B, M)
-                z = scg.sample(Categorical(logits=scores), name="z", step=t, n=n if t == 0 else None, baseline=baseline)
+                z = scg.sample(
+                    Categorical(logits=scores), name="z", step=t, **(first if t == 0 else {"baseline": baseline})
+                )
                 h = torch.tanh(enc[rows, z] @ w + h @ u)
                 scg.cost(((h - target[t]) ** 2).sum(-1) / batch, name="c", step=t)
 
@@ -261,6 +304,8 @@ def exact_gradient(prob: Problem) -> torch.Tensor:
 def storch_step(prob: Problem, estimator: str) -> Callable[[], None]:
     """One Storchastic gradient estimate (into ``p.grad``); Methods are built once (they hold
     the moving averages)."""
+    if estimator in ISSUE26:
+        raise NotImplementedError(f"n/a: {estimator} is not wired for Storchastic here (estimator_zoo.py compares it)")
     import storch
 
     def method(name: str, first: bool) -> Any:
@@ -345,6 +390,8 @@ def pyro_step(prob: Problem, estimator: str, jit: bool = False) -> tuple[Callabl
 
     if estimator == "loo4":
         raise NotImplementedError("n/a: TraceGraph_ELBO has no leave-one-out baseline")
+    if estimator in ISSUE26:
+        raise NotImplementedError(f"n/a: TraceGraph_ELBO has no {estimator} estimator")
     pyro.clear_param_store()
     names = PYRO_NAMES[prob.name]
     for name, value in zip(names, prob.params):
@@ -1089,7 +1136,15 @@ def write_plot(rows: list[dict[str, Any]], path: Path) -> None:
         "pyro": "D",
         "pyro_jit": "v",
     }
-    colors = {"sf": "tab:red", "ema": "tab:blue", "loo4": "tab:green"}
+    colors = {
+        "sf": "tab:red",
+        "ema": "tab:blue",
+        "loo4": "tab:green",
+        "arm2": "tab:orange",
+        "disarm2": "tab:purple",
+        "unordered4": "tab:brown",
+        "rb3": "tab:olive",
+    }
     problems = [p for p in PROBLEMS if any(r["problem"] == p for r in rows)]
     fig, axes = plt.subplots(1, len(problems), figsize=(5 * len(problems), 4.2), squeeze=False)
     for ax, problem in zip(axes[0], problems):
@@ -1145,12 +1200,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--estimators", nargs="*", default=list(ESTIMATORS), choices=ESTIMATORS)
     parser.add_argument("--libs", nargs="*", default=list(LIBS), choices=LIBS)
     parser.add_argument("--render", action="store_true", help="only rewrite the .md and .png from the .json")
+    parser.add_argument("--stem", default="estimators", help="results file names: OUT/STEM.{json,md,png}")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the clean-up below: stop the workers
     if args.render:
-        saved = json.loads((args.out / "estimators.json").read_text())
-        write_markdown(saved["rows"], summarize(saved["rows"]), saved["meta"], args.out / "estimators.md")
-        write_plot(saved["rows"], args.out / "estimators.png")
+        saved = json.loads((args.out / f"{args.stem}.json").read_text())
+        write_markdown(saved["rows"], summarize(saved["rows"]), saved["meta"], args.out / f"{args.stem}.md")
+        write_plot(saved["rows"], args.out / f"{args.stem}.png")
         return
     base = QUICK if args.quick else Config()
     cfg = Config(
@@ -1199,12 +1255,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         "notes": NOTES,
     }
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "estimators.json").write_text(
+    (args.out / f"{args.stem}.json").write_text(
         json.dumps({"meta": meta, "rows": rows, "summary": summary}, indent=2) + "\n"
     )
-    write_markdown(rows, summary, meta, args.out / "estimators.md")
-    write_plot(rows, args.out / "estimators.png")
-    print(f"wrote {args.out / 'estimators.md'} ({meta['wall_seconds']:.0f} s)")
+    write_markdown(rows, summary, meta, args.out / f"{args.stem}.md")
+    write_plot(rows, args.out / f"{args.stem}.png")
+    print(f"wrote {args.out / f'{args.stem}.md'} ({meta['wall_seconds']:.0f} s)")
 
 
 NOTES = [

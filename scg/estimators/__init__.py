@@ -19,6 +19,7 @@ estimator            unbiased  needs_rsample  score  higher_order  multi_sample
 ``IndeCateR``        yes       no             no     no            no (D·K)
 ``GumbelRao``        **no**    no             no     no            yes
 ``GumbelSparsemax``  **no**    no             no     no            yes
+``GumbelEntmax``     **no**    no             no     no            yes
 ===================  ========  =============  =====  ============  ============
 
 Also: `greedy` (an intervention for self-critical reruns) and
@@ -34,7 +35,6 @@ from scg.estimators.disarm_categorical import CategoricalDisARM
 from scg.estimators.enumerate import Enumerate
 from scg.estimators.greedy import greedy
 from scg.estimators.gumbel_rao import GumbelRao
-from scg.estimators.gumbel_sparsemax import GumbelSparsemax
 from scg.estimators.indecater import IndeCateR
 from scg.estimators.lax import LAX
 from scg.estimators.measure_valued import MeasureValued
@@ -45,6 +45,7 @@ from scg.estimators.rebar import REBAR
 from scg.estimators.relax import RELAX
 from scg.estimators.relaxed import GumbelSoftmax
 from scg.estimators.score_function import ScoreFunction
+from scg.estimators.sparse_relaxations import GumbelEntmax, GumbelSparsemax
 from scg.estimators.unordered_set import UnorderedSet
 
 __all__ = [
@@ -56,6 +57,7 @@ __all__ = [
     "DisARM",
     "Enumerate",
     "Estimator",
+    "GumbelEntmax",
     "GumbelRao",
     "GumbelSoftmax",
     "GumbelSparsemax",

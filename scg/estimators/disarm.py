@@ -9,8 +9,8 @@ so the estimate becomes ½ (f(b₁) − f(b₂)) (−1)^{b₂} [b₁ ≠ b₂] �
 never of larger variance, zero when the pair agrees. Same sampling, same surrogate, same rules
 for baselines (they cancel within a pair; ``LeaveOneOut`` is refused) and no ``dice=True``.
 
-Categorical nodes: neither ARSM (Yin et al. 2019) nor DisARM's stick-breaking form is provided
-yet; use [`RELAX`][scg.estimators.RELAX] or ``ScoreFunction(LeaveOneOut())`` with ``n=k``.
+Categorical nodes: [`CategoricalDisARM`][scg.estimators.CategoricalDisARM] (the stick-breaking
+form; for K = 2 it is this estimator). ARSM (Yin et al. 2019) is not provided.
 """
 
 from __future__ import annotations

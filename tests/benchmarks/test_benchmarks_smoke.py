@@ -70,7 +70,7 @@ def _check_rows(rows: list[dict[str, Any]], cfg: Any) -> None:
 
 def test_scg_vectorized_rows_are_finite_and_unbiased(bench: Any, tmp_path: Path) -> None:
     assert "storch" not in sys.modules  # the benchmark must not import the peers into this process
-    cfg = _config(bench, ("scg_vec",))
+    cfg = _config(bench, ("scg_vec",), estimators=("sf", "ema", "loo4"))
     rows = bench.run_benchmark(cfg, {"scg_vec": bench.InProcess()}, log=lambda _: None)
     assert "storch" not in sys.modules and "pyro" not in sys.modules
     assert len(rows) == 3 * 3
@@ -102,6 +102,16 @@ def test_scg_vectorized_rows_are_finite_and_unbiased(bench: Any, tmp_path: Path)
     assert text.count("| scg_vec |") == 9 and text.count("**BIASED**") == 1  # only in the legend
     assert (tmp_path / "e.png").stat().st_size > 1000
     json.dumps(rows)  # the rows are what the JSON file holds
+
+
+@pytest.mark.slow  # about 10-25 s: seven problem × estimator rows with their bias checks
+def test_issue26_estimators_run_where_they_apply_and_are_unbiased(bench: Any) -> None:
+    """arm2/disarm2/unordered4/rb3 on the problems whose first node they take (the rest: n/a)."""
+    cfg = _config(bench, ("scg_vec",), estimators=bench.ISSUE26, n_var={"toy": 200, "dvae": 100, "attention": 32})
+    rows = bench.run_benchmark(cfg, {"scg_vec": bench.InProcess()}, log=lambda _: None)
+    na = {(r["problem"], r["estimator"]) for r in rows if r["status"] == "n/a"}
+    assert na == {("toy", "arm2"), ("attention", "arm2"), ("dvae", "unordered4"), ("dvae", "rb3")}, na
+    _check_rows([r for r in rows if r["status"] != "n/a"], cfg)
 
 
 def test_scg_looped_matches_vectorized(bench: Any) -> None:
