@@ -92,18 +92,25 @@ def _old_per_element(cost: Cost, th: torch.Tensor, n: int, seed: int) -> torch.T
     return torch.stack(out)
 
 
+#: estimates per kind: the fewest at which the per-element twin below is rejected at |z| >= 2x the
+#: critical 3.59 (seed 1: batch_normalized 15.3, matmul 12.6, permuted 8.7, cumsum 7.2; sort 5.3 and
+#: time_major 5.7 need n=1000), so each check keeps the power to see the bias it is about (issue 28)
+N_MIXING = {"batch_normalized": 200, "matmul": 200, "permuted": 300, "cumsum": 400, "sort": 1000, "time_major": 1000}
+
+
 @pytest.mark.parametrize("kind", sorted(MIXING))
 def test_mixing_cost_falls_back_to_whole_plate_credit(kind: str) -> None:
     th = _theta()
     program = _program(MIXING[kind], th)
     exact = st.exact_gradient(program, [th])
-    report = st.check_unbiased(program, [th], n=1000, seed=1, exact=exact)
+    n = N_MIXING[kind]
+    report = st.check_unbiased(program, [th], n=n, seed=1, exact=exact)
     assert report.passed, f"{kind}: {report}"
     with scg.Graph() as g:
         program()
     g.surrogate_loss()
     assert g.credit("z", "c") == "whole-plate"
-    old = st.compare(_old_per_element(MIXING[kind], th, 1000, seed=1), exact[0])
+    old = st.compare(_old_per_element(MIXING[kind], th, n, seed=1), exact[0])
     assert not old.passed, f"{kind}: the per-element rule should be biased here: {old}"
 
 
