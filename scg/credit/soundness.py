@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from scg.credit.plates import PlateCheck
-from scg.errors import NonDifferentiablePathWarning, SCGError
+from scg.errors import InfluenceLostError, NonDifferentiablePathWarning, SCGError
 from scg.estimators.pathwise import Pathwise
 from scg.graph.graph import GraphRecord
 from scg.graph.nodes import CostNode, Node, StochasticNode
@@ -121,7 +121,8 @@ def check_enumerated(graph: GraphRecord, plates: PlateCheck, costs: Sequence[Cos
 
 
 def check_pathwise(graph: GraphRecord, full: Sequence[int], costs: Sequence[CostNode]) -> None:
-    """Warn when a pathwise node influences a cost only through non-differentiable operations."""
+    """Warn (raise `InfluenceLostError` in ``strict`` mode) when a pathwise node influences a
+    cost through a non-differentiable operation: on every path, or on some of them."""
     pathwise = [v for v in graph.stochastic_nodes if isinstance(v.estimator, Pathwise) and v.value.requires_grad]
     if not pathwise:
         return
@@ -137,25 +138,33 @@ def check_pathwise(graph: GraphRecord, full: Sequence[int], costs: Sequence[Cost
         broken = tracker.broken(c.value) & direct[c.index] if tracker is not None else 0
         for v in pathwise if broken else ():
             if broken >> v.index & 1 and v.value.grad_fn not in wanted:
-                warnings.warn(
+                _report(
+                    graph,
+                    c,
                     f"{c.describe()} depends on the pathwise {v.describe()} through at least one "
                     "operation autograd does not differentiate (a comparison or step function, "
                     "round, detach(), torch.no_grad(), an integer cast or index), besides "
                     "differentiable paths: the pathwise gradient misses that path's part, which "
                     "is biased unless the cost is continuous there (torch.where(x > 0, x, 0)). "
                     "Use scg.sample(..., estimator=scg.ScoreFunction()) for this node",
-                    NonDifferentiablePathWarning,
-                    stacklevel=3,
                 )
         for v in wanted.values():
-            warnings.warn(
+            _report(
+                graph,
+                c,
                 f"{c.describe()} depends on the pathwise {v.describe()} only through operations "
                 "autograd cannot differentiate (a comparison or step function, detach(), "
                 "torch.no_grad(), an integer cast): its pathwise gradient there is zero, which "
                 "is biased. Use scg.sample(..., estimator=scg.ScoreFunction()) for this node",
-                NonDifferentiablePathWarning,
-                stacklevel=3,
             )
+
+
+def _report(graph: GraphRecord, cost: CostNode, msg: str) -> None:
+    """The warning, at the cost's line (an error in ``strict`` mode)."""
+    if graph.strict:
+        raise InfluenceLostError(msg + " (scg.Graph(strict=True))")
+    file, _, line = str(cost.location).rpartition(":")
+    warnings.warn_explicit(msg, NonDifferentiablePathWarning, file or "<unknown>", int(line) if line.isdigit() else 0)
 
 
 def _non_score_closure(graph: GraphRecord) -> list[int]:

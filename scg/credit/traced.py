@@ -48,6 +48,18 @@ def _refuse(what: str) -> SCGError:
     )
 
 
+#: why the traced surrogate refuses baselines
+_NO_BASELINES = (
+    "the traced surrogate applies no baselines: a baseline updates Python-side state every step "
+    "(EMA's running average, Learned's regression fit; VIMCO's and LeaveOneOut's n=k samples are "
+    "not traced either), which dynamo would freeze into the compiled step as constants"
+)
+
+
+def _name(baseline: object) -> str:
+    return type(baseline).__name__
+
+
 def _check_supported(graph: GraphRecord, dice: bool, dice_lambda: float | None) -> Declared:
     structure = graph.structure
     if not isinstance(structure, Declared):  # (Graph._enter_traced refuses the others first)
@@ -60,14 +72,14 @@ def _check_supported(graph: GraphRecord, dice: bool, dice_lambda: float | None) 
         if v.n is not None or v.enumerated:
             raise _refuse(f"{v.describe()} has a sample dimension (n= or Enumerate)")
         if v.baseline is not None:
-            raise _refuse(f"{v.describe()} has a baseline (baselines keep state across steps)")
+            raise _refuse(f"{v.describe()} has the baseline {_name(v.baseline)}; {_NO_BASELINES}")
         if v.plates is not None:
             raise _refuse(f"{v.describe()} declares plates=")
         if has_cv(v):
             raise _refuse(f"{v.describe()} uses {v.estimator!r}, whose control variates are not traced")
     for c in graph.costs:
         if c.baseline is not None:
-            raise _refuse(f"{c.describe()} has a baseline (baselines keep state across steps)")
+            raise _refuse(f"{c.describe()} has the baseline {_name(c.baseline)}; {_NO_BASELINES}")
     return structure
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from types import CodeType, FrameType
 from typing import Any, Protocol
@@ -90,10 +90,26 @@ class Location:
 
 
 _UNKNOWN = Location(text="<unknown>")
-_TRACED = Location(text="<traced by torch.compile>")
 
 
-def caller_location() -> Location:
+def _compiled_line() -> str:
+    """``file:line`` of the compiled function's line that is being traced (the user's step: its
+    call that led here), read from dynamo's translator at trace time; a constant of the graph."""
+    try:
+        from torch._dynamo.symbolic_convert import InstructionTranslator
+
+        tx = InstructionTranslator.current_tx()
+        return f"{tx.f_code.co_filename}:{tx.lineno} (traced by torch.compile)"
+    except Exception:  # (dynamo's internals moved: the location is only for messages)
+        return "<traced by torch.compile>"
+
+
+#: dynamo runs it while tracing and keeps its result as a constant (a string, which the traced
+#: error messages can format; a Location object would print as a dynamo variable)
+_traced_line: Callable[[], str] = torch.compiler.assume_constant_result(_compiled_line)  # type: ignore[no-untyped-call]
+
+
+def caller_location() -> Location | str:
     """``file:line`` of the first frame outside the scg package (for error messages).
 
     Called from scg's own functions only, so the search starts at their caller: asking for a
@@ -103,7 +119,7 @@ def caller_location() -> Location:
     every node.
     """
     if torch.compiler.is_compiling():  # dynamo cannot trace frame objects
-        return _TRACED
+        return _traced_line()
     try:
         frame: FrameType | None = sys._getframe(2)
     except ValueError:  # (called from the outermost frame)

@@ -209,3 +209,24 @@ def test_a_compiled_step_is_traced_once() -> None:
     for _ in range(5):
         torch.autograd.grad(compiled(), params)
     assert counter.frame_count == 1
+
+
+def test_compiled_refusal_names_the_baseline_and_the_users_line() -> None:
+    """Inside dynamo a node's location is the compiled function's line (not a dynamo variable's
+    repr), and a baseline's refusal names the baseline and why."""
+    torch._dynamo.reset()
+    theta = torch.zeros(3, 4, requires_grad=True)
+
+    def step() -> torch.Tensor:
+        with scg.Graph(structure=scg.Declared()) as g:
+            z = scg.sample(Categorical(logits=theta), name="znode", baseline=scg.baselines.EMA(0.9))
+            scg.cost(z.float(), name="c")
+        return g.surrogate_loss()
+
+    with pytest.raises(Exception) as e:  # (dynamo may wrap the SCGError)
+        torch.compile(step, fullgraph=True, backend="eager")()
+    text = str(e.value)
+    assert "UserDefinedObjectVariable" not in text
+    assert "'znode'" in text and "EMA" in text and "applies no baselines" in text
+    assert f"{__file__}:" in text.replace("\\'", "'")
+    torch._dynamo.reset()

@@ -82,3 +82,22 @@ def test_a_score_function_node_between_does_not_warn() -> None:
             k = scg.sample(torch.distributions.Categorical(logits=torch.stack([x.sum(), -x.sum()])), name="k")
             scg.cost(IMAGE[k].sum() + x.sum(), name="c")
         g.surrogate_loss()
+
+
+@pytest.mark.parametrize("name", ["indicator_plus_smooth", "no_grad_reward"])
+def test_strict_mode_raises_naming_the_node_and_the_cost_line(name: str) -> None:
+    with pytest.raises(
+        scg.InfluenceLostError, match=r"cost node 'c' \(created at .*test_gradient_breaks.py:\d+\).*'x'"
+    ):
+        _run(MIXED[name], strict=True)
+
+
+def test_strict_mode_raises_when_every_path_is_broken() -> None:
+    with pytest.raises(scg.InfluenceLostError, match=r"'x'.*only through operations.*strict=True"):
+        _run(lambda x: (x > 0.5).float().sum(), strict=True)
+
+
+def test_the_warning_points_at_the_cost() -> None:
+    with pytest.warns(scg.NonDifferentiablePathWarning) as record:
+        _run(MIXED["floor_step"])
+    assert record[0].filename == __file__
