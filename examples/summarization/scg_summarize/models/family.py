@@ -40,7 +40,7 @@ from .config import ModelConfig
 if TYPE_CHECKING:
     from ..data.vocab import Vocab
 
-__all__ = ["SummarizerFamily", "SummarizerOutput"]
+__all__ = ["SummarizerFamily", "SummarizerOutput", "uniform_init"]
 
 ConfigT = TypeVar("ConfigT", bound=ModelConfig)
 StateT = TypeVar("StateT", bound=DecoderState)
@@ -213,3 +213,21 @@ class SummarizerFamily(nn.Module, Generic[ConfigT, StateT], metaclass=ABCMeta):
         under ``scg.Graph(intervene=scg.estimators.greedy)`` for greedy decoding). Soft families
         ignore ``mode``."""
         return rollout(self, memory, state, max_len, mode=mode if self.hard else "soft")
+
+
+def uniform_init(
+    model: nn.Module, config: ModelConfig, src_embedding: nn.Embedding, tgt_embedding: nn.Embedding
+) -> None:
+    """Every parameter uniform in [−r, r] (r = ``config.init_range``; frozen ones included), the word
+    embeddings N(0, ``emb_init_std``²) instead when it is set, padding embeddings zero (C2F, Paulus)."""
+    r = config.init_range
+    for p in model.parameters():
+        nn.init.uniform_(p, -r, r)
+    if config.emb_init_std > 0:
+        tables = [src_embedding] + ([] if tgt_embedding is src_embedding else [tgt_embedding])
+        for table in tables:  # a list, not a set: a fixed order of random draws
+            nn.init.normal_(table.weight, 0.0, config.emb_init_std)
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, nn.Embedding) and m.padding_idx is not None:
+                m.weight[m.padding_idx].zero_()

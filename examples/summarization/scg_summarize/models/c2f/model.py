@@ -28,7 +28,7 @@ from ..common.attention import AttentionOut, FlatAttention, HierAttention, Memor
 from ..common.decoder import Decoder, DecoderState
 from ..common.encoders import ChunkedWordEncoder, FlatWordEncoder, WordEncoder
 from ..common.generator import CopyGenerator, Generator, SoftmaxGenerator
-from ..family import SummarizerFamily, SummarizerOutput
+from ..family import SummarizerFamily, SummarizerOutput, uniform_init
 from ..registry import FAMILIES
 from .chunk_encoders import ChunkEncoder, build_chunk_encoder
 from .coarse_to_fine import C2FAttention
@@ -100,18 +100,8 @@ class Summarizer(SummarizerFamily[C2FConfig, DecoderState]):
     # ------------------------------------------------------------------ parameters
     def reset_parameters(self) -> None:
         """Uniform in [−r, r] (r = ``init_range``; word embeddings N(0, ``emb_init_std``²) if set),
-        padding embeddings zero."""
-        r = self.config.init_range
-        for p in self.parameters():  # frozen ones (the BOW table) included
-            nn.init.uniform_(p, -r, r)
-        if self.config.emb_init_std > 0:
-            tables = [self.src_embedding] + ([] if self.tgt_embedding is self.src_embedding else [self.tgt_embedding])
-            for table in tables:  # a list, not a set: a fixed order of random draws
-                nn.init.normal_(table.weight, 0.0, self.config.emb_init_std)
-        with torch.no_grad():
-            for m in self.modules():
-                if isinstance(m, nn.Embedding) and m.padding_idx is not None:
-                    m.weight[m.padding_idx].zero_()
+        padding embeddings zero (`uniform_init`)."""
+        uniform_init(self, self.config, self.src_embedding, self.tgt_embedding)
 
     def chunk_encoder_parameters(self) -> list[nn.Parameter]:
         """Trainable parameters of the chunk encoder (the paper trains them with lr × 0.1)."""

@@ -49,7 +49,7 @@ from ..common.decoder import DecoderState
 from ..common.encoders import FlatWordEncoder
 from ..common.extended_vocab import extend_source, extend_targets, to_corpus, to_input
 from ..common.generator import Generator
-from ..family import SummarizerFamily, SummarizerOutput
+from ..family import SummarizerFamily, SummarizerOutput, uniform_init
 from ..registry import FAMILIES
 from .config import PaulusConfig
 
@@ -255,18 +255,9 @@ class PaulusSummarizer(SummarizerFamily[PaulusConfig, PaulusState]):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        """Uniform in [−r, r] (r = ``init_range``), word embeddings N(0, ``emb_init_std``²) if set."""
-        r = self.config.init_range
-        for p in self.parameters():
-            nn.init.uniform_(p, -r, r)
-        if self.config.emb_init_std > 0:
-            tables = [self.src_embedding] + ([] if self.tgt_embedding is self.src_embedding else [self.tgt_embedding])
-            for table in tables:
-                nn.init.normal_(table.weight, 0.0, self.config.emb_init_std)
-        with torch.no_grad():
-            for m in self.modules():
-                if isinstance(m, nn.Embedding) and m.padding_idx is not None:
-                    m.weight[m.padding_idx].zero_()
+        """Uniform in [−r, r] (r = ``init_range``; word embeddings N(0, ``emb_init_std``²) if set),
+        padding embeddings zero (`uniform_init`)."""
+        uniform_init(self, self.config, self.src_embedding, self.tgt_embedding)
 
     # ------------------------------------------------------------------ the family interface
     def encode(self, src: torch.Tensor, src_mask: torch.Tensor) -> tuple[Memory, tuple[torch.Tensor, torch.Tensor]]:
