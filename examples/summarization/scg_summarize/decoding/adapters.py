@@ -1,10 +1,13 @@
 """The one step adapter: a model of any family as a step decoder for beam and greedy search.
 
-:class:`ModelStepDecoder` wraps a model of any registered family (``scg_summarize.models.registry``:
-the C2F family's STANDARD, MODEL1, HIER, C2F and their variants, the ``paulus`` family...) in the
-protocol of :mod:`~scg_summarize.decoding.protocol`, through the family interface (``encode``,
-``init_state``, ``advance``, ``step_log_probs``, ``generator.output_layer()``; a family whose
-output space is an extended vocabulary maps it to corpus ids with ``corpus_log_probs``):
+:class:`ModelStepDecoder` wraps a :class:`~scg_summarize.models.family.SummarizerFamily` (C2F with
+its STANDARD, MODEL1, HIER and C2F attentions, Paulus, ABS, MAL) in the protocol of
+:mod:`~scg_summarize.decoding.protocol`, through the family interface only (``encode``,
+``init_state``, ``advance``, ``step_log_probs``, ``generator.output_layer()``, ``word_attention``;
+a family with an output space of its own maps it to corpus ids with ``corpus_log_probs``) and its
+declared capabilities (``copies``, ``has_own_output_space``, ``reads_rows``, ``markov_window``:
+ABS's window makes hypothesis recombination exact; ``coarse_topk``: C2F's chunks read per step,
+changed through the view ``with_coarse_topk(k)``, never on the caller's model):
 
 * ``init_state`` encodes the batch once; the encoder memory stays per example and a row ->
   example index follows the beams; ``reorder`` reorders the decoder state and the memory
@@ -15,7 +18,7 @@ output space is an extended vocabulary maps it to corpus ids with ``corpus_log_p
 * ``step_topk`` (the protocol's optional top-k step): for a plain softmax generator the output
   projection, log-softmax and top-k are one ``scg_summarize.kernels.logsoftmax_topk`` call
   (``fused_topk`` is True where it runs the Triton kernel); a copying generator's distribution
-  depends on the attention, so it falls back to the top k of :meth:`Summarizer.step_log_probs`;
+  depends on the attention, so it falls back to the top k of the family's ``step_log_probs``;
 * ``step`` runs one decoder step in ``"greedy"`` attention mode -- C2F reads the argmax chunk,
   or its top ``test_k`` (+MULTI) -- and returns the log-probabilities with the extras
   ``coarse_attn`` (the model's distribution over chunks), ``chunk_read`` (C2F: the chunks
@@ -34,21 +37,23 @@ import torch
 
 from ..data.batching import SourceBatch
 from ..kernels import choose, logsoftmax_topk
-from ..models.common.attention import Memory, per_query_row
+from ..models.common.attention import AttentionOut, Memory, per_query_row
+from ..models.common.decoder import DecoderState
+from ..models.family import SummarizerFamily
 from .protocol import TopK, topk_of
 
 __all__ = ["IndexedMemory", "ModelState", "ModelStepDecoder"]
 
 
-@dataclass
+@dataclass(kw_only=True, slots=True)
 class ModelState:
     """Rows of :class:`ModelStepDecoder`."""
 
-    dec: Any  # models.DecoderState, R rows
+    dec: DecoderState  # the family's decoder state, R rows
     example: torch.Tensor  # (R,) row -> example
-    base: Any  # models.Memory, one row per example
-    memory: Any  # base gathered by ``example`` (cached)
-    t: int = 0
+    base: Memory  # the encoder memory, one row per example
+    memory: Memory  # base read through ``example`` (an IndexedMemory, or gathered; cached)
+    t: int = 0  # the decoder step
 
 
 @dataclass
@@ -74,15 +79,15 @@ class IndexedMemory(Memory):
 
 
 class ModelStepDecoder:
-    """A :class:`~scg_summarize.models.Summarizer` seen through the step protocol.
+    """A model of any family seen through the step protocol (see the module docstring).
 
     Args:
         model: the trained model (put in eval mode here).
         coarse_topk: if given, chunks C2F reads per step at test time (overrides the
-            configuration's ``test_k``).
+            configuration's ``test_k``; the model itself is not changed).
     """
 
-    def __init__(self, model: Any, coarse_topk: int | None = None) -> None:
+    def __init__(self, model: SummarizerFamily[Any, Any], coarse_topk: int | None = None) -> None:
         model = model.eval() if coarse_topk is None else model.eval().with_coarse_topk(coarse_topk)  # a view
         self.model = model
         self.want_words = False
@@ -91,9 +96,10 @@ class ModelStepDecoder:
         # C2F reads the memory through the row -> example index; a copying generator reads the
         # source ids per row, so it gets gathered memories
         self.index_rows = model.reads_rows and not model.copies
-        if model.markov_window:  # a Markov family (abs): recombination is exact
-            self.markov_window = model.markov_window
-        self.scored_targets = model.scored_targets  # a family scored on mapped ids (abs: title <unk>)
+        #: C when the family's state is its last C words (ABS): beam search may recombine hypotheses
+        self.markov_window = model.markov_window
+        #: the corpus ids the model is scored on (ABS, Paulus: words it cannot produce -> <unk>)
+        self.scored_targets = model.scored_targets
 
     @property
     def vocab_size(self) -> int:
@@ -126,11 +132,11 @@ class ModelStepDecoder:
         memory, final = self.model.encode(batch.src, batch.src_mask)
         dec = self.model.init_state(memory, final)
         example = torch.arange(batch.src.shape[0], device=batch.src.device)
-        return ModelState(dec, example, memory, memory, 0)
+        return ModelState(dec=dec, example=example, base=memory, memory=memory)
 
     def _advance(
         self, state: ModelState, prev_tokens: torch.Tensor
-    ) -> tuple[torch.Tensor, Any, ModelState, dict[str, torch.Tensor]]:
+    ) -> tuple[torch.Tensor, AttentionOut, ModelState, dict[str, torch.Tensor]]:
         """One decoder step: c_t ``(R, H)``, the attention, the new state and the extras."""
         out, dec, att = self.model.advance(state.dec, prev_tokens, state.memory, state.t, "greedy")
         extras: dict[str, torch.Tensor] = {"coarse_attn": att.chunk_probs.float()}
@@ -145,7 +151,7 @@ class ModelStepDecoder:
                 extras["word_attn"] = words.float()
         return out, att, replace(state, dec=dec, t=state.t + 1), extras
 
-    def _log_probs(self, out: torch.Tensor, att: Any, memory: Any) -> torch.Tensor:
+    def _log_probs(self, out: torch.Tensor, att: AttentionOut, memory: Memory) -> torch.Tensor:
         """log p ``(R, V)`` over corpus ids (a family with an extended output space maps it)."""
         log_probs: torch.Tensor = self.model.step_log_probs(out, att, memory)
         return self.model.corpus_log_probs(log_probs, memory).float()
@@ -183,4 +189,4 @@ class ModelStepDecoder:
             memory = IndexedMemory.of(state.base, example)  # an index, no copy of the encoder states
         else:
             memory = state.base.index_select(example)
-        return ModelState(state.dec.select(indices), example, state.base, memory, state.t)
+        return ModelState(dec=state.dec.select(indices), example=example, base=state.base, memory=memory, t=state.t)
