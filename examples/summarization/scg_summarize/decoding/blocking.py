@@ -134,7 +134,7 @@ def apply_constraints(
         out.fill_(NEG_INF)
         out[:, special.eos] = eos_original
         return out
-    if length < options.min_len:
+    if length < (options.min_len or 0):  # (never None: DecodeOptions resolves it)
         out[:, special.eos] = NEG_INF
     if options.no_repeat_ngram and length >= options.no_repeat_ngram - 1:
         out = block_repeated_ngrams(out, history, options.no_repeat_ngram)
@@ -201,7 +201,7 @@ def constrain_candidates(
         banned |= torch.isin(words, torch.tensor(special.blocked, device=words.device))
     if options.no_repeat_word and length > 0:
         banned |= words == history[:, -1:]
-    if length < options.min_len:
+    if length < (options.min_len or 0):
         banned |= words == special.eos
     n = options.no_repeat_ngram
     if n and length >= n - 1:

@@ -14,9 +14,9 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-from torch import nn
 
 from ..data import SummarizationDataset
+from ..models.family import SummarizerFamily
 from .config import Config
 from .data import batch_to, make_loader
 from .reward import METRICS, reference_ids, rouge_f1
@@ -26,7 +26,7 @@ __all__ = ["selection_value", "validation_rouge"]
 
 @torch.no_grad()
 def validation_rouge(
-    model: nn.Module,
+    model: SummarizerFamily[Any, Any],
     dataset: SummarizationDataset,
     config: Config,
     device: torch.device,
