@@ -7,15 +7,17 @@ distribution, teacher forcing) and inherits the rest; what a family *can* do is 
 attribute with a default (the ``torch.distributions`` ``has_rsample`` pattern), so no caller
 probes a model with ``getattr``:
 
-=======================  =========  ===================================================================
-capability               default    overridden by
-=======================  =========  ===================================================================
-`hard`                   False      C2F with ``attention = "c2f"`` (sampled chunks: the scg surrogate)
-`copies`                 generator  Paulus, C2F+COPY (each step's distribution reads the attention)
-`has_own_output_space`   False      Paulus (extended vocabulary), ABS (title vocabulary V_y)
-`markov_window`          None       ABS (C: hypotheses with the same last C words recombine)
-`default_objective`      None       MAL (``"mal"``: L_s + L_NLL)
-=======================  =========  ===================================================================
+=======================  ==========  ==================================================================
+capability               default     overridden by
+=======================  ==========  ==================================================================
+`hard`                   False       C2F with ``attention = "c2f"`` (sampled chunks: the scg surrogate)
+`copies`                 generator   Paulus, C2F+COPY (each step's distribution reads the attention)
+`has_own_output_space`   False       Paulus (extended vocabulary), ABS (title vocabulary V_y)
+`markov_window`          None        ABS (C: hypotheses with the same last C words recombine)
+`default_objective`      None        MAL (``"mal"``: L_s + L_NLL)
+`reads_rows`             False       C2F's hard attention (beam search keeps one memory per example)
+`coarse_topk`            1           C2F (``test_k``; `with_coarse_topk` gives a view reading k chunks)
+=======================  ==========  ==================================================================
 
 Shapes: B examples (R rows in beam search), a source grid of M chunks of N words, H the decoder
 output size, V the corpus vocabulary and V' the family's output space (V, or V_t + K with K
