@@ -16,12 +16,13 @@ from scg_summarize.decoding import load_run
 from scg_summarize.decoding.adapters import ModelStepDecoder
 from scg_summarize.decoding.inputs import documents_from_split
 from scg_summarize.evaluation.saliency_topk import saliency_top_k
+from scg_summarize.models.loading import load_model
 from scg_summarize.models.mal.family import MALFamily, MALTeacherOutput
 from scg_summarize.models.registry import FAMILIES, build_model
 from scg_summarize.train import Trainer, load_config
 from scg_summarize.train.checkpoint import load_checkpoint, save_atomic
-from scg_summarize.train.config import ConfigError
-from scg_summarize.train.loop import load_model, param_digest
+from scg_summarize.train.config import Config, ConfigError
+from scg_summarize.train.loop import param_digest
 from scg_summarize.train.objective import objective_names
 
 import scg
@@ -121,7 +122,7 @@ def test_checkpoint_round_trip(name: str, tmp_path: Path) -> None:
     model = _model(name).eval()
     save_atomic({"config": config.to_dict(), "model": model.state_dict()}, tmp_path / "best.pt")
     loaded, loaded_config = load_model(tmp_path / "best.pt")
-    assert type(loaded) is MALFamily and loaded_config.model == config.model
+    assert type(loaded) is MALFamily and Config.from_dict(loaded_config).model == config.model
     assert torch.equal(loaded.content, model.content) and int(loaded.content.sum()) == 18
     assert set(load_checkpoint(tmp_path / "best.pt")["model"]) == set(model.state_dict())
     b = _batch()

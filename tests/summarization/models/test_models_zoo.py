@@ -17,11 +17,11 @@ from scg_summarize.models.common.decoder import DecoderState
 from scg_summarize.models.common.extended_vocab import extend_source, extend_targets, to_corpus, to_input
 from scg_summarize.models.common.rows import repeat_rows, select_rows
 from scg_summarize.models.config import ModelConfig
+from scg_summarize.models.loading import load_model
 from scg_summarize.models.paulus.config import PaulusConfig
 from scg_summarize.models.paulus.model import PaulusState, PaulusSummarizer
 from scg_summarize.models.registry import FAMILIES, LEGACY_OPTIONS, FamilyRegistry, build_model
 from scg_summarize.train.checkpoint import load_checkpoint, save_atomic
-from scg_summarize.train.loop import load_model
 
 V, VT = 40, 24
 
@@ -126,7 +126,7 @@ def test_checkpoint_round_trip_for_every_family(name: str, tmp_path: Path) -> No
     model = build_model(config.model).eval()
     save_atomic({"config": config.to_dict(), "model": model.state_dict()}, tmp_path / "best.pt")
     loaded, loaded_config = load_model(tmp_path / "best.pt")
-    assert type(loaded) is type(model) and loaded_config.model == config.model
+    assert type(loaded) is type(model) and Config.from_dict(loaded_config).model == config.model
     b = batch()
     with torch.no_grad():
         a = model(b.src, b.src_mask, b.tgt, b.tgt_mask, mode="greedy").total_nll()

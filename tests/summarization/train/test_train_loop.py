@@ -10,7 +10,8 @@ import pytest
 import torch
 from scg_summarize.cli import main
 from scg_summarize.data.chunking import regrid
-from scg_summarize.train import Trainer, load_config, load_model
+from scg_summarize.models.loading import load_model
+from scg_summarize.train import Trainer, load_config
 from scg_summarize.train.checkpoint import load_checkpoint
 
 FAST = ["train.max_steps_per_epoch=3", "train.epochs=2"]
@@ -65,7 +66,7 @@ def test_cli_train_writes_logs_checkpoints_and_results(synthetic_corpus: Path, t
     tf = dict(zip(head.strip("| ").split(" | "), values.strip("| ").split(" | ")))
     assert 0.0 < float(tf["words read"].rstrip("%")) < 30.0 and float(tf["PPL"]) > 1.0
     model, config = load_model(out / "best.pt")
-    assert config.name == "tiny-C2F+MULTI2" and model.config.multi == 2
+    assert config["name"] == "tiny-C2F+MULTI2" and model.config.multi == 2
 
 
 def test_cli_train_lists_configs_and_reports_errors(synthetic_corpus: Path, tmp_path: Path, capsys) -> None:

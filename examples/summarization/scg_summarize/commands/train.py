@@ -65,10 +65,11 @@ def evaluate_test(run_dir: Path, data: Path, *, rouge: bool) -> dict[str, Any]:
 
     from ..evaluation.report import read_training_record
     from ..evaluation.runs import evaluate_run
+    from ..models.loading import load_model
+    from ..train.config import Config
     from ..train.data import load_split
     from ..train.evaluate import evaluate_nll
     from ..train.fingerprint import check_fingerprint
-    from ..train.loop import load_model
     from ..train.progress import PhaseProgress
     from ..train.run_dir import BEST
 
@@ -76,7 +77,8 @@ def evaluate_test(run_dir: Path, data: Path, *, rouge: bool) -> dict[str, Any]:
         print(f"train: {line}", file=sys.stderr, flush=True)
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    model, config = load_model(run_dir / BEST, device)
+    model, raw = load_model(run_dir / BEST, device)
+    config = Config.from_dict(raw)
     dc = config.data
     check_fingerprint(run_dir, data, [dc.train_split, dc.valid_split, dc.test_split], "evaluate the test split")
     test = load_split(data, config.data.test_split, config)
@@ -194,7 +196,7 @@ def run(args: argparse.Namespace) -> int:
         )
         return 2
     from ..dirlock import DirLock, LockedError
-    from ..train.checkpoint import CheckpointError
+    from ..models.loading import CheckpointError
     from ..train.config import available_configs, load_config
     from ..train.loop import Trainer, TrainingDiverged, TrainingStopped
     from ..train.signals import Interrupted, interrupt_on_signals

@@ -6,7 +6,8 @@ least ``"config"`` (the run configuration as a plain dict: ``{"name", "model": {
 model of its family (``model.family``, `build_model`) from
 the ``model`` table alone, so decoding and evaluation can load a run without importing the
 trainer (the example's layers go one way: data -> models -> decoding -> evaluation -> train -> commands).
-``scg_summarize.train.loop.load_model`` wraps it and also parses the full configuration.
+It is the one ``load_model``: the trainer parses the returned configuration itself
+(``train.config.Config.from_dict``), decoding goes through ``decoding.load_run``.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from .c2f.model import Summarizer
 from .config import ModelConfig
+from .family import SummarizerFamily
 from .registry import build_model
 
 __all__ = [
@@ -110,7 +111,9 @@ def check_same_model(model: nn.Module, state: dict[str, Any], path: str | Path) 
     model.load_state_dict(state)
 
 
-def load_model(path: str | Path, device: str | torch.device = "cpu") -> tuple[Summarizer, dict[str, Any]]:
+def load_model(
+    path: str | Path, device: str | torch.device = "cpu"
+) -> tuple[SummarizerFamily[Any, Any], dict[str, Any]]:
     """The model stored in a checkpoint and the run configuration as a plain dict.
 
     Raises ``ValueError`` naming the file when it is not a model checkpoint, when the ``model``
@@ -121,7 +124,7 @@ def load_model(path: str | Path, device: str | torch.device = "cpu") -> tuple[Su
     if not isinstance(raw, dict) or not isinstance(raw.get("model"), dict):
         raise ValueError(f"{path}: the stored configuration has no [model] table")
     try:
-        model: Summarizer = build_model(ModelConfig.from_dict(dict(raw["model"]))).to(device)  # type: ignore[assignment]
+        model = build_model(ModelConfig.from_dict(dict(raw["model"]))).to(device)
     except (TypeError, ValueError) as err:
         raise ValueError(f"{path}: cannot rebuild the model: {err}") from None
     check_same_model(model, state["model"], path)

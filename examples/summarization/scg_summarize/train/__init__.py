@@ -24,7 +24,7 @@ loop, checkpoints, DDP.
 """
 
 from .config import Config, DataConfig, EvalConfig, TrainConfig, available_configs, load_config
-from .loop import Trainer, build_model, load_model, param_digest
+from .loop import Trainer, build_model, param_digest
 from .objective import c2f_objective, mle_objective
 
 __all__ = [
@@ -37,7 +37,6 @@ __all__ = [
     "build_model",
     "c2f_objective",
     "load_config",
-    "load_model",
     "mle_objective",
     "param_digest",
 ]

@@ -33,10 +33,10 @@ import scg
 from ..data.batching import Batch
 from ..dirlock import DirLock
 from ..models.c2f.model import Summarizer
-from ..models.loading import load_model as models_load_model
+from ..models.loading import check_same_model, read_checkpoint
 from ..models.registry import FAMILIES
 from ..models.registry import build_model as build_family
-from .checkpoint import get_rng_state, load_checkpoint, save_atomic, set_rng_state
+from .checkpoint import get_rng_state, save_atomic, set_rng_state
 from .config import Config
 from .data import batch_to, load_split, make_loader
 from .ddp import DistContext, resolve_device
@@ -54,12 +54,12 @@ from .progress import (
     total_steps,
     train_line,
 )
-from .resume import check_resume_config, check_same_model
+from .resume import check_resume_config
 from .run_dir import BEST, CHECKPOINT, METRICS, BestModel, check_best, remove_torn_files, start_run_dir, write_config
 from .selection import selection_value, validation_rouge
 from .signals import StopRequest, TrainingStopped
 
-__all__ = ["CHECKPOINT", "Trainer", "TrainingDiverged", "TrainingStopped", "build_model", "load_model", "param_digest"]
+__all__ = ["CHECKPOINT", "Trainer", "TrainingDiverged", "TrainingStopped", "build_model", "param_digest"]
 
 #: what a checkpoint needs for --resume (best.pt holds only the config and model)
 RESUME_KEYS = ("config", "model", "optimizer", "schedule", "baseline", "loader", "rng", "step", "best_ppl")
@@ -75,13 +75,6 @@ def build_model(config: Config, vocab_size: int, num_chunks: int, data_dir: str 
     if data_dir is not None:
         return FAMILIES.get(config.model.family).for_corpus(config.model, data_dir)  # type: ignore[return-value]
     return build_family(config.model)  # type: ignore[return-value]  # any registered family
-
-
-def load_model(path: str | Path, device: str | torch.device = "cpu") -> tuple[Summarizer, Config]:
-    """The model and configuration stored in a checkpoint (``best.pt`` or ``checkpoint.pt``);
-    `scg_summarize.models.load_model` with the configuration parsed."""
-    model, raw = models_load_model(path, device)
-    return model, Config.from_dict(raw)
 
 
 class TrainingDiverged(ValueError):
@@ -159,7 +152,7 @@ class Trainer:
                 "(a HIER run with the same model sizes)"
             )
         if tc.init_from and not resume:
-            state = load_checkpoint(tc.init_from, map_location=self.device)
+            state = read_checkpoint(tc.init_from, map_location=self.device)
             check_same_model(self.model, state["model"], tc.init_from)
             self.info(f"initialized from {tc.init_from}")
         torch.manual_seed(tc.seed + 1000 * self.dist.rank)
@@ -257,7 +250,7 @@ class Trainer:
         if not path.is_file():
             raise FileNotFoundError(f"--resume: no checkpoint at {path}")
         check_fingerprint(self.out_dir, self.data_dir, self._splits(), "resume")
-        state = load_checkpoint(path, map_location=self.device, required=RESUME_KEYS)
+        state = read_checkpoint(path, map_location=self.device, required=RESUME_KEYS)
         for line in check_resume_config(state["config"], self.config, path):
             self.info(line)
         check_same_model(self.model, state["model"], path)
