@@ -16,10 +16,11 @@ import pytest
 import torch
 from scg_summarize.cli import main
 from scg_summarize.data import make_synthetic_corpus
+from scg_summarize.models.loading import CheckpointError, read_checkpoint
 from scg_summarize.train import Trainer, load_config
 from scg_summarize.train import checkpoint as checkpoint_module
 from scg_summarize.train import loop as loop_module
-from scg_summarize.train.checkpoint import CheckpointError, load_checkpoint, save_atomic
+from scg_summarize.train.checkpoint import save_atomic
 from scg_summarize.train.fingerprint import CorpusChangedError
 from scg_summarize.train.metrics_log import repair_log
 
@@ -42,7 +43,7 @@ def test_a_crash_between_best_and_checkpoint_keeps_them_consistent(
     reference = _trainer(synthetic_corpus, tmp_path / "reference")
     reference.fit()
     reference.close()
-    assert load_checkpoint(tmp_path / "reference" / "best.pt")["step"] == 16  # epoch 2 improved
+    assert read_checkpoint(tmp_path / "reference" / "best.pt")["step"] == 16  # epoch 2 improved
     real_save = loop_module.save_atomic
 
     def crash_at_the_last_checkpoint(obj: Any, path: Path) -> None:
@@ -56,14 +57,14 @@ def test_a_crash_between_best_and_checkpoint_keeps_them_consistent(
         victim.fit()
     victim.close()
     monkeypatch.setattr(loop_module, "save_atomic", real_save)
-    assert load_checkpoint(tmp_path / "victim" / "checkpoint.pt")["step"] == 8
+    assert read_checkpoint(tmp_path / "victim" / "checkpoint.pt")["step"] == 8
     resumed = _trainer(synthetic_corpus, tmp_path / "victim", resume=True)
     resumed.fit()
     resumed.close()
     for name in ("best.pt", "checkpoint.pt"):
         assert same_parameters(tmp_path / "reference" / name, tmp_path / "victim" / name), name
-    best = load_checkpoint(tmp_path / "victim" / "best.pt")
-    final = load_checkpoint(tmp_path / "victim" / "checkpoint.pt")
+    best = read_checkpoint(tmp_path / "victim" / "best.pt")
+    final = read_checkpoint(tmp_path / "victim" / "checkpoint.pt")
     assert final["best_ppl"] == best["valid"]["ppl"] and final["best_step"] == best["step"] == 16
     assert len(events(tmp_path / "victim", "valid")) == 2 and len(events(tmp_path / "victim", "end")) == 1
 
@@ -74,11 +75,11 @@ def test_resume_repairs_a_best_pt_older_than_the_recorded_best(synthetic_corpus:
     assert main(train_args(synthetic_corpus, run)) == 0
     assert main(train_args(synthetic_corpus, old, "--set", "train.epochs=1")) == 0
     shutil.copyfile(old / "best.pt", run / "best.pt")
-    held = load_checkpoint(run / "best.pt")["valid"]["ppl"]
-    assert load_checkpoint(run / "checkpoint.pt")["best_ppl"] < held
+    held = read_checkpoint(run / "best.pt")["valid"]["ppl"]
+    assert read_checkpoint(run / "checkpoint.pt")["best_ppl"] < held
     assert main(train_args(synthetic_corpus, run, "--resume")) == 0
     assert events(run, "end")[-1]["best_ppl"] == held  # the run now reports what best.pt holds
-    assert load_checkpoint(run / "checkpoint.pt")["best_ppl"] == held
+    assert read_checkpoint(run / "checkpoint.pt")["best_ppl"] == held
 
 
 def test_repair_log_drops_a_torn_tail_and_the_lines_after_the_checkpoint(tmp_path: Path) -> None:
@@ -164,7 +165,7 @@ def test_train_reports_a_full_disk_in_one_line(
     err = capsys.readouterr().err
     assert "train: error: could not write" in err and "no space left on the device" in err
     assert "enforce fail" not in err and "Traceback" not in err
-    assert load_checkpoint(run / "checkpoint.pt")["step"] == 8 and not list(run.glob("*.tmp"))
+    assert read_checkpoint(run / "checkpoint.pt")["step"] == 8 and not list(run.glob("*.tmp"))
 
 
 def test_a_replaced_corpus_is_refused_on_resume_and_before_the_test_evaluation(tmp_path: Path, capsys) -> None:
@@ -182,4 +183,4 @@ def test_a_replaced_corpus_is_refused_on_resume_and_before_the_test_evaluation(t
     assert "refusing to resume on different data" in capsys.readouterr().err
     with pytest.raises(CorpusChangedError, match="refusing to evaluate the test split"):
         evaluate_test(run, data, rouge=False)
-    assert math.isfinite(load_checkpoint(run / "checkpoint.pt")["best_ppl"])
+    assert math.isfinite(read_checkpoint(run / "checkpoint.pt")["best_ppl"])

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from scg_summarize.train.checkpoint import load_checkpoint
+from scg_summarize.models.loading import read_checkpoint
 
 # C2F with +MULTI2 and +ALTERNATE: sampling, the EMA baseline, dropout and the coin all matter
 SETTINGS = [
@@ -56,7 +56,7 @@ def _finish(proc: subprocess.Popen) -> None:
 
 def _step(path: Path) -> int:
     try:
-        return int(load_checkpoint(path)["step"])
+        return int(read_checkpoint(path)["step"])
     except (FileNotFoundError, EOFError, RuntimeError, ValueError):
         return -1
 
@@ -79,8 +79,8 @@ def test_sigkill_mid_epoch_then_resume_is_bitwise_identical(synthetic_corpus: Pa
     _finish(reference)
     _finish(_train(synthetic_corpus, tmp_path / "victim", "--resume"))
 
-    ref = load_checkpoint(tmp_path / "reference" / "checkpoint.pt")
-    got = load_checkpoint(tmp_path / "victim" / "checkpoint.pt")
+    ref = read_checkpoint(tmp_path / "reference" / "checkpoint.pt")
+    got = read_checkpoint(tmp_path / "victim" / "checkpoint.pt")
     assert ref["step"] == got["step"] == 16
     for name, value in ref["model"].items():
         assert torch.equal(value, got["model"][name]), name
@@ -141,8 +141,8 @@ def test_a_crash_after_a_periodic_checkpoint_then_resume_in_process_is_bitwise_i
     (tmp_path / "victim" / ".lock").unlink(missing_ok=True)  # whatever a crash left (a lock held by this pid)
     assert main(args(tmp_path / "victim", "--resume")) == 0
 
-    ref = load_checkpoint(tmp_path / "reference" / "checkpoint.pt")
-    got = load_checkpoint(tmp_path / "victim" / "checkpoint.pt")
+    ref = read_checkpoint(tmp_path / "reference" / "checkpoint.pt")
+    got = read_checkpoint(tmp_path / "victim" / "checkpoint.pt")
     assert ref["step"] == got["step"] == 16
     for name, value in ref["model"].items():
         assert torch.equal(value, got["model"][name]), name

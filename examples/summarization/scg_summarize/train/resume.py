@@ -6,10 +6,7 @@ compares it with the one given on the command line: options that change what is 
 (``train.lr: saved 0.01, given 0.1``), since applying them silently would make the saved
 configuration lie and ignoring them would make the command line lie. Options that only say how
 long, where or how verbosely to run (:data:`RESUMABLE`) are applied, and the change is reported.
-
-:func:`check_same_model` loads a state dict into a model, or raises a ``ValueError`` naming the
-checkpoint and the first mismatching parameters (another model size, HIER weights in a C2F
-model) instead of ``load_state_dict``'s multi-page ``RuntimeError``.
+(That a checkpoint fits the model is checked by ``models.loading.check_same_model``.)
 """
 
 from __future__ import annotations
@@ -17,10 +14,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..models.loading import check_same_model  # (re-exported: it lives with the model loader)
 from .config import Config, EvalConfig
 
-__all__ = ["RESUMABLE", "check_resume_config", "check_same_model"]
+__all__ = ["RESUMABLE", "check_resume_config"]
 
 #: options a resumed run may change (they do not change the computation of any step)
 RESUMABLE: frozenset[str] = frozenset(

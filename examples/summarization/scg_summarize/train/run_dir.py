@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..data.storage import VOCAB_FILE, read_meta
-from .checkpoint import load_checkpoint
+from ..models.loading import read_checkpoint
 from .config import Config
 from .fingerprint import corpus_fingerprint
 from .selection import selection_value
@@ -100,7 +100,7 @@ def check_best(
             f"{abs(recorded.score):.3f}; the next improving epoch writes it"
         )
         return None
-    best = load_checkpoint(path, map_location="cpu")
+    best = read_checkpoint(path, map_location="cpu")
     valid = best.get("valid", {})
     held = BestModel(
         step=int(best.get("step", -1)), score=selection_value(valid, metric) if metric in valid else math.inf
