@@ -141,6 +141,8 @@ def test_a_run_table_with_a_bad_value_is_refused_naming_the_key() -> None:
     with pytest.raises(ValueError, match=r"eval\.length_penalty: expected a finite number >= 0, got inf"):
         DecodeOptions.from_eval_table({"length_penalty": float("inf"), "batch_size": 8})
     assert option_problems({"length_penalty": -1.0}) == ["length_penalty: expected a finite number >= 0, got -1.0"]
+    with pytest.raises(ValueError, match=r"eval\.block_ngram: unknown option"):
+        DecodeOptions.from_eval_table({"beam_size": 5, "block_ngram": 0})  # a run's table is never half read
 
 
 def test_the_docs_list_every_flag_with_its_key() -> None:

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_MIN_LEN",
+    "EVAL_TABLE_OTHER_KEYS",
     "UNK_MODES",
     "DecodeOptions",
     "Hypothesis",
@@ -50,6 +51,10 @@ UNK_MODES: tuple[str, ...] = ("allow", "forbid", "replace")
 
 #: The default minimum summary length (words) for the default ``max_len`` of 40.
 DEFAULT_MIN_LEN = 10
+
+#: The keys of a run's ``[eval]`` table that are not search settings
+#: (``scg_summarize.train.config.EvalConfig``'s own fields).
+EVAL_TABLE_OTHER_KEYS: tuple[str, ...] = ("batch_size", "max_examples")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -272,16 +277,18 @@ class DecodeOptions:
             object.__setattr__(self, "min_len", default_min_len(self.max_len))
 
     @classmethod
-    def from_eval_table(cls, table: Mapping[str, Any] | None) -> DecodeOptions:
-        """The search settings of a run's ``[eval]`` table (``config.json``): its keys that are
-        fields of this class (its others, ``batch_size`` and ``max_examples``, are not search
-        settings); the defaults for ``None``. Raises ``ValueError`` naming a bad key."""
-        names = {f.name for f in fields(cls)}
-        values = {key: value for key, value in (table or {}).items() if key in names}
-        problems = option_problems(values, prefix="eval.")
+    def from_eval_table(
+        cls, table: Mapping[str, Any] | None, other_keys: tuple[str, ...] = EVAL_TABLE_OTHER_KEYS
+    ) -> DecodeOptions:
+        """The search settings of a run's ``[eval]`` table (``config.json``): every key is a field
+        of this class or one of ``other_keys`` (the table's settings that are not search settings,
+        skipped); the defaults for ``None``. Raises ``ValueError`` naming a bad or unknown key (the
+        table of a run written before the keys were the field names: ``eval.beam: unknown option``)."""
+        values = dict(table or {})
+        problems = option_problems(values, prefix="eval.", also_known=other_keys)
         if problems:
             raise ValueError("; ".join(problems))
-        return cls(**values)
+        return cls(**{key: value for key, value in values.items() if key not in other_keys})
 
     def wants(self, name: str) -> bool:
         """Whether the extra ``name`` is recorded."""

@@ -22,7 +22,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ..decoding.options import DecodeOptions, option_problems
+from ..decoding.options import EVAL_TABLE_OTHER_KEYS, DecodeOptions, option_problems
 from ..models.c2f.config import C2FConfig
 from ..models.config import ModelConfig
 from .schema import ConfigError, check_config
@@ -227,8 +227,8 @@ class EvalConfig:
         problems = eval_problems(table)
         if problems:
             raise ConfigError(problems)
-        own = {key: table[key] for key in _EVAL_OWN if key in table}
-        return cls(decode=DecodeOptions(**{k: v for k, v in table.items() if k not in _EVAL_OWN}), **own)
+        own = {key: table[key] for key in EVAL_TABLE_OTHER_KEYS if key in table}
+        return cls(decode=DecodeOptions.from_eval_table(table), **own)
 
     def to_table(self) -> dict[str, Any]:
         """The flat ``[eval]`` table (the inverse of `from_table`)."""
@@ -239,14 +239,11 @@ class EvalConfig:
             raise ValueError("eval.batch_size must be positive and eval.max_examples non-negative")
 
 
-_EVAL_OWN: tuple[str, ...] = ("batch_size", "max_examples")
-
-
 def eval_problems(table: Any) -> list[str]:
     """Every problem of a raw ``[eval]`` table, one line each (``eval.KEY: expected ..., got ...``)."""
     if not isinstance(table, Mapping):
         return [f"eval: expected a table of options ([eval] in TOML), got {table!r}"]
-    problems = option_problems(table, prefix="eval.", also_known=_EVAL_OWN)
+    problems = option_problems(table, prefix="eval.", also_known=EVAL_TABLE_OTHER_KEYS)
     for key, low in (("batch_size", 1), ("max_examples", 0)):
         value = table.get(key, low)
         if not isinstance(value, int) or isinstance(value, bool) or value < low:
