@@ -54,7 +54,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory, corpus: Path) -> dict[str, Pa
 def test_every_family_loads_and_decodes_through_the_one_adapter(name: str, runs: dict[str, Path], corpus: Path) -> None:
     loaded = load_run(runs[name])
     assert isinstance(loaded.decoder, ModelStepDecoder)
-    assert loaded.info["family"] == FAMILIES[name] and loaded.model == name and loaded.data_dir == corpus
+    assert loaded.family == FAMILIES[name] and loaded.model == name and loaded.data_dir == corpus
     batch = collate_examples(list(documents_from_split(SummarizationDataset(corpus, "test"))))
     options = DecodeOptions(max_len=6, **UNCONSTRAINED)  # type: ignore[arg-type]
     greedy = greedy_search(loaded.decoder, batch, DecodeOptions(greedy=True, max_len=6, **UNCONSTRAINED))  # type: ignore[arg-type]
@@ -79,7 +79,7 @@ def test_a_run_loads_its_best_checkpoint_else_the_latest(runs: dict[str, Path], 
     for path in runs["tiny-ABS"].iterdir():
         (run / path.name).write_bytes(path.read_bytes())
     (run / "best.pt").rename(run / "checkpoint.pt")
-    assert load_run(run).info["checkpoint"] == str(run / "checkpoint.pt")
+    assert load_run(run).checkpoint == run / "checkpoint.pt"
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ them to decoding through the one step adapter
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +55,7 @@ class RunLoadError(ValueError):
     """A run directory that cannot be loaded; the message names the directory and file."""
 
 
-@dataclass
+@dataclass(kw_only=True, slots=True)
 class LoadedRun:
     """A model ready for decoding.
 
@@ -63,11 +63,11 @@ class LoadedRun:
         decoder: the model through the step protocol.
         vocab: the model's vocabulary.
         prep_options: how raw text must be preprocessed for this model.
-        model: the model's name for tables (``STANDARD``, ``C2F``, ...).
+        model: the model's name for tables (the configuration's: ``STANDARD``, ``C2F``, ...).
+        family: the model family (``c2f``, ``paulus``, ``abs``, ``mal``).
         run_dir: the run directory.
+        checkpoint: the checkpoint loaded.
         data_dir: the prepared corpus the run was trained on, when recorded.
-        info: what the reports record about the run (``checkpoint``, ``config``, ``family``,
-            ``coarse_topk``).
         regrid: ``(M, N)`` when the model reads the source re-cut into another chunk grid
             (the trainer's ``data.regrid``); apply `prepare` to documents.
         eval_table: the run configuration's ``[eval]`` table, when it has one: its decoding
@@ -79,11 +79,23 @@ class LoadedRun:
     vocab: Vocab
     prep_options: PrepOptions
     model: str
+    family: str
     run_dir: Path
+    checkpoint: Path
     data_dir: Path | None = None
-    info: dict[str, Any] = field(default_factory=dict)
     regrid: tuple[int, int] | None = None
     eval_table: dict[str, Any] | None = None
+
+    @property
+    def info(self) -> dict[str, str | int]:
+        """What a result record keeps about the run (``run_info``): the checkpoint, the
+        configuration's name, the family and the chunks read per step."""
+        return {
+            "checkpoint": str(self.checkpoint),
+            "config": self.model,
+            "family": self.family,
+            "coarse_topk": self.decoder.coarse_topk,
+        }
 
     def prepare(self, docs: Iterable[SourceDocument]) -> Iterator[SourceDocument]:
         """``docs`` in the chunk grid the model reads (re-cut when the run uses a regrid)."""
@@ -190,23 +202,16 @@ def load_run(
     if len(vocab) != size:
         raise RunLoadError(f"{weights}: the model has {size} words, the vocabulary of {data} {len(vocab)}")
     grid = (stored.get("data") or {}).get("regrid") or []
-    decoder = ModelStepDecoder(model, coarse_topk)
-    info: dict[str, Any] = {
-        "format": "scg-summarize train",
-        "checkpoint": str(weights),
-        "config": str(stored.get("name", "MODEL")),
-        "family": str(stored["model"].get("family", "c2f")),
-        "coarse_topk": decoder.coarse_topk,
-    }
     table = raw.get("eval")
     return LoadedRun(
-        decoder=decoder,
+        decoder=ModelStepDecoder(model, coarse_topk),
         vocab=vocab,
         prep_options=options,
-        model=info["config"],
+        model=str(stored.get("name", "MODEL")),
+        family=model.config.family,
         run_dir=path,
+        checkpoint=weights,
         data_dir=data,
-        info=info,
         regrid=(int(grid[0]), int(grid[1])) if grid else None,
         eval_table=dict(table) if isinstance(table, dict) else None,
     )

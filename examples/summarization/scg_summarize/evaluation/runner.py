@@ -109,7 +109,7 @@ def evaluate_model(
     }
     metrics["coarse_accuracy_tf"] = tf_metrics.result()["coarse_accuracy"]
     metrics["mean_length"] = sum(len(o["summary"].split()) for o in outputs) / max(len(outputs), 1)
-    topk = int(run.info.get("coarse_topk", 1))
+    topk = run.decoder.coarse_topk
     name = run.model if topk <= 1 or "MULTI" in run.model.upper() else f"{run.model}+MULTI"
     result = make_result(
         "model",
