@@ -44,6 +44,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         dataset = SummarizationDataset(args.data, args.split, with_text=False)
         torch.manual_seed(args.seed)
+        model: MALSummarizer
         if args.run:
             weights = run_checkpoint(args.run)
             loaded, _ = load_model(weights)
