@@ -1,6 +1,6 @@
 """Every Triton kernel compiles for Hopper (sm_90) without a GPU and does not spill registers.
 
-Runs ``python -m scg_summarize.kernels.compile_check`` in a subprocess without ``TRITON_INTERPRET``
+Runs ``python scripts/kernel_registers.py`` in a subprocess without ``TRITON_INTERPRET``
 (the interpreter, switched on for the other kernel tests, turns kernels into Python functions that do
 not compile). About 30 s on two cores with an empty Triton cache, hence ``slow``.
 """
@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +20,7 @@ import pytest
 # library (tl.rand, ...) for the GPU and break the interpreter tests that run in this process.
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="no triton")]
 
+SCRIPT = Path(__file__).resolve().parents[3] / "scripts" / "kernel_registers.py"
 _PROBE = "from triton.backends.compiler import GPUTarget; from triton.compiler import ASTSource"
 
 KERNELS = {
@@ -39,7 +41,7 @@ def test_kernels_compile_for_sm90_without_spills(dtype: str) -> None:
     if subprocess.run([sys.executable, "-c", _PROBE], env=env, capture_output=True).returncode != 0:
         pytest.skip("this triton has no GPUTarget/ASTSource compile API")
     proc = subprocess.run(
-        [sys.executable, "-m", "scg_summarize.kernels.compile_check", "--json", "--dtype", dtype],
+        [sys.executable, str(SCRIPT), "--json", "--dtype", dtype],
         capture_output=True,
         text=True,
         env=env,

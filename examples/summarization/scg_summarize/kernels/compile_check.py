@@ -10,23 +10,20 @@ and pointer alignment of 16 bytes, as Triton specializes at run time.
 This must run *without* ``TRITON_INTERPRET=1`` (under the interpreter ``@triton.jit`` yields interpreted
 functions, which do not compile); the test runs it in a subprocess::
 
-    python -m scg_summarize.kernels.compile_check [--dtype bf16|fp32] [--json]
+    python scripts/kernel_registers.py [--dtype bf16|fp32] [--json]
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import re
 import subprocess
-import sys
 import tempfile
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Usage", "check_all", "compile_kernel", "main", "specs"]
+__all__ = ["Usage", "check_all", "compile_kernel", "specs"]
 
 _INT = {"M", "N", "H", "R", "V", "n_blocks", "stride_kb", "stride_km", "stride_wb", "stride_wm", "stride_wn"}
 
@@ -253,26 +250,3 @@ def check_all(dtype: str = "bf16") -> list[Usage]:
     if os.environ.get("TRITON_INTERPRET", "0") == "1":
         raise RuntimeError("unset TRITON_INTERPRET to compile for a GPU target")
     return [compile_kernel(spec) for spec in specs(dtype)]
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Print the resource usage of every kernel; exit status 1 if any spills."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--dtype", choices=("bf16", "fp32"), default="bf16")
-    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    args = parser.parse_args(argv)
-    usages = check_all(args.dtype)
-    if args.json:
-        print(json.dumps([asdict(u) for u in usages]))
-    else:
-        print(f"{'kernel':<18} {'variant':<12} {'regs':>5} {'stack':>6} {'local':>6} {'shared':>7} {'s':>6}")
-        for u in usages:
-            print(
-                f"{u.kernel:<18} {u.variant:<12} {u.registers:>5} {u.stack_bytes:>6} {u.local_bytes:>6} "
-                f"{u.shared_bytes:>7} {u.seconds:>6}"
-            )
-    return 1 if any(u.stack_bytes or u.local_bytes for u in usages) else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
