@@ -75,7 +75,7 @@ class SummarizerFamily(nn.Module, Generic[ConfigT, StateT], metaclass=ABCMeta):
     """A summarizer of one family: built from its configuration, decoded one step at a time.
 
     Subclasses set `config` and `generator` in ``__init__(config)`` and write `encode`,
-    `init_state`, `advance`, `step_log_probs` and `forward`; everything else has a default.
+    `init_state`, `advance`, `step_log_probs` and `teacher_forcing`; everything else has a default.
 
     Attributes:
         config: the family's configuration (a `ModelConfig` subclass, registered with the family).
@@ -196,7 +196,6 @@ class SummarizerFamily(nn.Module, Generic[ConfigT, StateT], metaclass=ABCMeta):
         return tgt
 
     # ------------------------------------------------------------------ whole sequences
-    @abstractmethod
     def forward(
         self,
         src: torch.Tensor,
@@ -207,8 +206,29 @@ class SummarizerFamily(nn.Module, Generic[ConfigT, StateT], metaclass=ABCMeta):
         task: str = "teacher",
         max_len: int = 0,
     ) -> Any:
-        """``task="teacher"``: a `SummarizerOutput` (per-step NLL of ``tgt`` ``(B, T)``, ``<s>``
-        first); ``task="rollout"``: a `Rollout` of at most ``max_len`` words (`rollout`)."""
+        """Teacher forcing or a free-running summary of a batch.
+
+        Args:
+            src, src_mask: ``(B, M, N)``.
+            tgt, tgt_mask: ``(B, T)`` with ``<s>`` first.
+            mode: C2F's chunk choice: ``sample`` (scg nodes, training), ``greedy`` (argmax /
+                top-k) or ``soft``; soft families ignore it.
+            task: ``teacher`` (`teacher_forcing`: a `SummarizerOutput`) or ``rollout`` (`rollout`:
+                a `Rollout` of at most ``max_len`` words, default T − 1).
+        """
+        if task == "rollout":
+            memory, final = self.encode(src, src_mask)
+            return self.rollout(memory, self.init_state(memory, final), max_len or tgt.shape[1] - 1, mode)
+        if task != "teacher":
+            raise ValueError(f"{type(self).__name__}.forward: task must be 'teacher' or 'rollout', got {task!r}")
+        return self.teacher_forcing(src, src_mask, tgt, tgt_mask, mode)
+
+    @abstractmethod
+    def teacher_forcing(
+        self, src: torch.Tensor, src_mask: torch.Tensor, tgt: torch.Tensor, tgt_mask: torch.Tensor, mode: str
+    ) -> SummarizerOutput:
+        """nll_t = −log p(y_{t+1} | y_≤t, x) ``(B,)`` for t = 0 .. T−2 (0 at padding), the reference
+        ``tgt`` ``(B, T)`` fed at every step."""
 
     def rollout(self, memory: Memory, state: StateT, max_len: int, mode: str = "soft") -> Rollout:
         """A free-running summary drawn as one scg word node per step (self-critical training; run it

@@ -247,23 +247,12 @@ class AbsSummarizer(SummarizerFamily[AbsFamilyConfig, AbsFamilyState]):
         full = log_probs.new_full((log_probs.shape[0], V), float("-inf"))
         return full.index_copy(1, self.tgt_ids, log_probs)
 
-    def forward(
-        self,
-        src: torch.Tensor,
-        src_mask: torch.Tensor,
-        tgt: torch.Tensor,
-        tgt_mask: torch.Tensor,
-        mode: str = "soft",
-        task: str = "teacher",
-        max_len: int = 0,
-    ) -> Any:
-        """Teacher forcing (every position at once: NLL per step over the title vocabulary,
-        titles' words outside it are ``<unk>``) or a rollout (``task="rollout"``)."""
-        if task not in ("teacher", "rollout"):
-            raise ValueError(f"AbsSummarizer.forward: task must be 'teacher' or 'rollout', got {task!r}")
+    def teacher_forcing(
+        self, src: torch.Tensor, src_mask: torch.Tensor, tgt: torch.Tensor, tgt_mask: torch.Tensor, mode: str
+    ) -> SummarizerOutput:
+        """Every position at once: NLL per step over the title vocabulary (a title's words outside
+        it are ``<unk>``)."""
         memory, _ = self.encode(src, src_mask)
-        if task == "rollout":
-            return self.rollout(memory, self.init_state(memory), max_len or tgt.shape[1] - 1)
         y = self.tgt_map[tgt]  # (B, T) output ids (<pad> stays 0)
         ctx = context_windows(y, self.config.abs_context, BOS)  # (B, T-1, C)
         B = src.shape[0]

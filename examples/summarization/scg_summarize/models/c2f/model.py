@@ -192,23 +192,14 @@ class Summarizer(SummarizerFamily[C2FConfig, DecoderState]):
         task: str = "teacher",
         max_len: int = 0,
     ) -> Any:
-        """Teacher-forced NLL per step (``task="teacher"``), or a free-running summary.
+        """`SummarizerFamily.forward`, sampling C2F's chunks (``mode="sample"``) unless told otherwise."""
+        return super().forward(src, src_mask, tgt, tgt_mask, mode, task, max_len)
 
-        Args:
-            src, src_mask: ``(B, M, N)``.
-            tgt, tgt_mask: ``(B, T)`` with ``<s>`` first.
-            mode: C2F's chunk choice: ``sample`` (scg nodes, training), ``greedy`` (argmax /
-                top-k) or ``soft`` (HIER attention); soft models ignore it.
-            task: ``teacher`` (a `SummarizerOutput`) or ``rollout`` (a
-                `Rollout` of at most ``max_len`` words drawn as scg nodes; run
-                it under ``scg.Graph(intervene=scg.estimators.greedy)`` for greedy decoding).
-        """
+    def teacher_forcing(
+        self, src: torch.Tensor, src_mask: torch.Tensor, tgt: torch.Tensor, tgt_mask: torch.Tensor, mode: str
+    ) -> SummarizerOutput:
         memory, final = self.encode(src, src_mask)
         state = self.init_state(memory, final)
-        if task == "rollout":
-            return self.rollout(memory, state, max_len or tgt.shape[1] - 1, mode)
-        if task != "teacher":
-            raise ValueError(f"Summarizer.forward: task must be 'teacher' or 'rollout', got {task!r}")
         y_out, out_mask = tgt[:, 1:], tgt_mask[:, 1:]  # (B, T-1)
         hard = self.hard and mode == "sample"
         outs: list[torch.Tensor] = []

@@ -25,7 +25,6 @@ the first step and a checkpoint carries it, so decoding needs no stopword list.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -135,22 +134,12 @@ class MALFamily(MALSummarizer, SummarizerFamily[MALConfig, DecoderState]):
         log_probs: torch.Tensor = self.generator(out, att, memory)
         return log_probs
 
-    def forward(
-        self,
-        src: torch.Tensor,
-        src_mask: torch.Tensor,
-        tgt: torch.Tensor,  # type: ignore[override]
-        tgt_mask: torch.Tensor,
-        mode: str = "soft",
-        task: str = "teacher",
-        max_len: int = 0,
-    ) -> Any:
-        """Teacher forcing (a :class:`MALTeacherOutput`) or a rollout (``task="rollout"``)."""
-        if task == "rollout":
-            memory, h0 = self.encode(src, src_mask)
-            return self.rollout(memory, self.init_state(memory, h0), max_len or tgt.shape[1] - 1)
-        if task != "teacher":
-            raise ValueError(f"MALFamily.forward: task must be 'teacher' or 'rollout', got {task!r}")
+    forward = SummarizerFamily.forward  # the family's, not MALSummarizer's (L of eq. 21 alone)
+
+    def teacher_forcing(
+        self, src: torch.Tensor, src_mask: torch.Tensor, tgt: torch.Tensor, tgt_mask: torch.Tensor, mode: str
+    ) -> MALTeacherOutput:
+        """A :class:`MALTeacherOutput`: the per-step NLL with L_s and the saliency statistics."""
         self._check_bound()
         terms = self.teacher_terms(src, src_mask, tgt, tgt_mask)
         enc = terms.encoded

@@ -319,28 +319,17 @@ class PaulusSummarizer(SummarizerFamily[PaulusConfig, PaulusState]):
         task: str = "teacher",
         max_len: int = 0,
     ) -> Any:
-        """Teacher forcing (``task="teacher"``: NLL per step over the extended vocabulary; in
-        training each step after the first is fed, with probability ``feed_sample_prob``, a
-        word sampled from the previous step's distribution) or a rollout (``task="rollout"``)."""
-        if task not in ("teacher", "rollout"):
-            raise ValueError(f"PaulusSummarizer.forward: task must be 'teacher' or 'rollout', got {task!r}")
+        """`SummarizerFamily.forward` with the tied W_out = tanh(W_emb W_proj) computed once."""
         with self.generator.fixed_output():
-            memory, final = self.encode(src, src_mask)
-            state = self.init_state(memory, final)
-            if task == "rollout":
-                return self.rollout(memory, state, max_len or tgt.shape[1] - 1)
-            return self._teacher(memory, state, src, src_mask, tgt, tgt_mask, mode)
+            return super().forward(src, src_mask, tgt, tgt_mask, mode, task, max_len)
 
-    def _teacher(
-        self,
-        memory: Memory,
-        state: PaulusState,
-        src: torch.Tensor,
-        src_mask: torch.Tensor,
-        tgt: torch.Tensor,
-        tgt_mask: torch.Tensor,
-        mode: str,
+    def teacher_forcing(
+        self, src: torch.Tensor, src_mask: torch.Tensor, tgt: torch.Tensor, tgt_mask: torch.Tensor, mode: str
     ) -> SummarizerOutput:
+        """NLL per step over the extended vocabulary; in training each step after the first is fed,
+        with probability ``feed_sample_prob``, a word sampled from the previous step's distribution."""
+        memory, final = self.encode(src, src_mask)
+        state = self.init_state(memory, final)
         oov = memory.extra["oov"][0] if memory.extra["oov"].shape[0] else memory.extra["oov"].new_zeros(0)
         y_out = extend_targets(tgt[:, 1:], src, src_mask, oov, self.target_vocab)  # (B, T-1)
         out_mask = tgt_mask[:, 1:]
