@@ -93,7 +93,7 @@ def test_overrides() -> None:
     ("name", "overrides", "message"),
     [
         ("NOPE", [], "unknown configuration"),
-        ("STANDARD", ["model.hiden=3"], "unknown option"),
+        ("STANDARD", ["model.hiden=3"], "model.hiden: not an option of the .c2f. family"),
         ("STANDARD", ["model.attention=soft"], "model.attention"),
         ("STANDARD", ["model.multi=2"], "needs model.attention = 'c2f'"),
         ("HIER", ["train.alternate=0.5"], "ALTERNATE"),
