@@ -14,9 +14,9 @@ their values must broadcast to the signal's shape without changing it.
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 
@@ -27,7 +27,17 @@ from scg.credit.sample_dims import SamplePlan, align_batch_to_node
 from scg.errors import SCGError
 from scg.graph.nodes import NO_SAMPLE_DIMS, CostNode, Node, SampleInfo, StochasticNode
 
-__all__ = ["CostGroup", "NodeGroup", "apply_baselines", "apply_weights", "c_hat", "cost_groups", "node_groups"]
+__all__ = [
+    "BaselineValues",
+    "CostGroup",
+    "NodeGroup",
+    "apply_baselines",
+    "apply_weights",
+    "c_hat",
+    "check_baseline_values",
+    "cost_groups",
+    "node_groups",
+]
 
 
 @dataclass(kw_only=True, slots=True)
@@ -69,11 +79,15 @@ def _check_finite(stack: torch.Tensor, costs: Sequence[CostNode]) -> None:
 
 
 def cost_groups(
-    plan: CreditPlan, costs: Sequence[CostNode], losses: list[torch.Tensor], baselines: bool = True
+    plan: CreditPlan,
+    costs: Sequence[CostNode],
+    losses: list[torch.Tensor],
+    values: BaselineValues,
+    baselines: bool = True,
 ) -> list[CostGroup]:
     """The stacked costs of each of the plan's cost groups: their cost baselines subtracted
-    (``target``; the baselines' losses appended to ``losses``; ``baselines=False``: the graph
-    has none) and weighted by ω."""
+    (``target``; the baselines' losses appended to ``losses``, their values to ``values``;
+    ``baselines=False``: the graph has none) and weighted by ω."""
     has_baselines = baselines and any(c.baseline is not None for c in costs)
     out = []
     samples = plan.samples
@@ -101,7 +115,7 @@ def cost_groups(
         cg.live = cg.weighted(stack)
         cg.total = total if cg.live is stack else None
         if has_baselines:
-            cg.target = apply_baselines(members, fixed, losses)
+            cg.target = apply_baselines(members, fixed, losses, values)
         if cp.layout:
             cg.target = cg.weighted(cg.target).detach()
             cg.raw = cg.weighted(fixed).detach()
@@ -173,41 +187,97 @@ def _check_shape(x: torch.Tensor, want: tuple[int, ...], baseline: Baseline, nod
         )
 
 
+#: (baseline value, baseline, first node) of each baseline group applied by a surrogate, checked
+#: for finiteness once per surrogate (`check_baseline_values`)
+BaselineValues = list[tuple[torch.Tensor, Baseline, Node]]
+
+
 def apply_baselines(
-    nodes: Sequence[Node], targets: torch.Tensor, losses: list[torch.Tensor], info: Sequence[SampleInfo] | None = None
+    nodes: Sequence[Node],
+    targets: torch.Tensor,
+    losses: list[torch.Tensor],
+    values: BaselineValues,
+    info: Sequence[SampleInfo] | None = None,
 ) -> torch.Tensor:
     """``(targets − b) · scale`` for each row, with each node's ``baseline``; rows sharing a
-    baseline object go together. Their regression losses are appended to ``losses``; ``info``:
-    the nodes' sample layouts (none: no sample dimensions), given to the baselines."""
-    by_baseline: dict[int, list[int]] = defaultdict(list)
+    baseline object go together. Their regression losses are appended to ``losses`` and their
+    values to ``values``; ``info``: the nodes' sample layouts (none: no sample dimensions),
+    given to the baselines. Rows are sliced, not gathered, when a baseline's rows are
+    consecutive (the common case: one baseline per node, or one for the group)."""
+    groups: dict[int, list[int]] = {}
     objects: dict[int, Baseline] = {}
     for i, node in enumerate(nodes):
-        b = getattr(node, "baseline", None)
+        b = node.baseline  # type: ignore[attr-defined]
         if b is not None:
-            by_baseline[id(b)].append(i)
-            objects[id(b)] = b
-    if not by_baseline:
+            key = id(b)
+            got = groups.get(key)
+            if got is None:
+                groups[key] = [i]
+                objects[key] = cast(Baseline, b)
+            else:
+                got.append(i)
+    if not groups:
         return targets
-    out = targets.clone()
-    for key, idx in by_baseline.items():
-        layouts = [NO_SAMPLE_DIMS] * len(idx) if info is None else [info[i] for i in idx]
-        result = objects[key]([nodes[i] for i in idx], targets[idx], layouts)
+    n = len(nodes)
+    pieces: list[tuple[int, int, torch.Tensor]] = []  # (first row, last row + 1, advantage)
+    gathered: list[tuple[list[int], torch.Tensor]] = []  # rows that are not consecutive
+    for key, idx in groups.items():
+        first, end = idx[0], idx[-1] + 1
+        consecutive = end - first == len(idx)
+        rows = (targets if end - first == n else targets[first:end]) if consecutive else targets[idx]
+        baseline = objects[key]
+        members = [nodes[i] for i in idx]
+        result = baseline(members, rows, [NO_SAMPLE_DIMS] * len(idx) if info is None else [info[i] for i in idx])
         value = result.value.detach()
         want = (len(idx), *targets.shape[1:])
-        _check_shape(value, want, objects[key], nodes[idx[0]], "value")
-        if not torch.isfinite(value).all():
-            raise SCGError(f"the baseline {objects[key]!r} of {nodes[idx[0]].describe()} returned a non-finite value")
-        adv = targets[idx] - value
+        _check_shape(value, want, baseline, members[0], "value")
+        values.append((value, baseline, members[0]))
+        adv = rows - value
         if result.scale is not None:
-            _check_shape(result.scale, want, objects[key], nodes[idx[0]], "scale")
+            _check_shape(result.scale, want, baseline, members[0], "scale")
             adv = adv * result.scale.detach()
-        if len(idx) == len(nodes):
-            out = adv
+        if adv.shape != rows.shape:  # (a value broadcast over more dimensions is refused above)
+            adv = adv.expand_as(rows)
+        if consecutive:
+            pieces.append((first, end, adv))
         else:
-            out[idx] = adv
+            gathered.append((idx, adv))
         if result.loss is not None:
             losses.append(result.loss)
+    if not gathered:
+        pieces.sort(key=lambda p: p[0])
+        if len(pieces) == 1 and pieces[0][1] - pieces[0][0] == n:
+            return pieces[0][2]
+        parts: list[torch.Tensor] = []
+        at = 0
+        for first, end, adv in pieces:
+            if first > at:
+                parts.append(targets[at:first])  # rows without a baseline
+            parts.append(adv)
+            at = end
+        if at < n:
+            parts.append(targets[at:])
+        return torch.cat(parts)
+    out = targets.clone()
+    for first, end, adv in pieces:
+        out[first:end] = adv
+    for idx, adv in gathered:
+        out[idx] = adv
     return out
+
+
+def check_baseline_values(values: BaselineValues) -> None:
+    """Refuse a non-finite baseline value, naming the baseline and its node: one host read for
+    all of a surrogate's baselines (a NaN or ±inf propagates into the sum; a finite sum that
+    overflowed is told apart by the element-wise check)."""
+    if not values:
+        return
+    total = torch.stack([v.sum() for v, _, _ in values]).sum() if len(values) > 1 else values[0][0].sum()
+    if math.isfinite(total.item()):
+        return
+    for value, baseline, node in values:
+        if not bool(torch.isfinite(value).all()):
+            raise SCGError(f"the baseline {baseline!r} of {node.describe()} returned a non-finite value")
 
 
 def control_variates(ng: NodeGroup, samples: SamplePlan, adv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:

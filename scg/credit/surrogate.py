@@ -40,10 +40,12 @@ from scg.credit import dice as dice_mod
 from scg.credit.plan import CreditPlan, influence_matrix, plan_for, weight_matrix
 from scg.credit.sample_dims import SamplePlan
 from scg.credit.signals import (
+    BaselineValues,
     CostGroup,
     NodeGroup,
     apply_baselines,
     c_hat,
+    check_baseline_values,
     control_variates,
     cost_groups,
     node_groups,
@@ -101,19 +103,20 @@ def surrogate_loss(
     plan = plan_for(graph, full, discount, dice, dice_lambda)
     graph.set_credit(plan.credit)
     losses: list[torch.Tensor] = []  # the baselines' regression losses
-    cgs = cost_groups(plan, graph.costs, losses, graph.has_baselines)
+    values: BaselineValues = []  # and their values (checked once, at the end)
+    cgs = cost_groups(plan, graph.costs, losses, values, graph.has_baselines)
     ngs = node_groups(plan, graph.nodes)
     if dice and dice_lambda is None:
-        return dice_mod.dice_objective(
-            plan, cgs, ngs, _dice_baselines(graph, plan, ngs, cgs, losses), score_scale, losses
-        )
+        baselines = _dice_baselines(graph, plan, ngs, cgs, losses, values)
+        check_baseline_values(values)
+        return dice_mod.dice_objective(plan, cgs, ngs, baselines, score_scale, losses)
     loss = _costs_sum(cgs)  # Σ_c ω ⊙ c
     factors = None if dice_lambda is None else _loaded(graph, plan, ngs, dice_lambda)
     for gi, ng in enumerate(ngs):  # Σ_v log p(v) · stop_gradient(Ĉ_v − b_v)
         target = c_hat(plan, gi, ng, cgs, "target")
         if target is None:
             continue
-        adv = apply_baselines(ng.members, target, losses, _info(plan, ng)) if graph.has_baselines else target
+        adv = apply_baselines(ng.members, target, losses, values, _info(plan, ng)) if graph.has_baselines else target
         adv, path = control_variates(ng, plan.samples, adv) if plan.node_groups[gi].cv else (adv, None)
         if factors is None:
             factor = ng.logp - ng.logp.detach()
@@ -126,6 +129,7 @@ def surrogate_loss(
         loss = loss + (part if score_scale == 1.0 else score_scale * part)
     for extra in losses:
         loss = loss + (extra - extra.detach())
+    check_baseline_values(values)
     return loss
 
 
@@ -170,7 +174,12 @@ def _check_options(
 
 
 def _dice_baselines(
-    graph: GraphRecord, plan: CreditPlan, ngs: list[NodeGroup], cgs: list[CostGroup], losses: list[torch.Tensor]
+    graph: GraphRecord,
+    plan: CreditPlan,
+    ngs: list[NodeGroup],
+    cgs: list[CostGroup],
+    losses: list[torch.Tensor],
+    values: BaselineValues,
 ) -> list[torch.Tensor | None]:
     """DiCE's baseline per node group, Σ_{v≺c} ω b_c + b_v (None without baselines); refuses
     the credit DiCE's per-element weights cannot express."""
@@ -192,7 +201,7 @@ def _dice_baselines(
         if target is None:
             out.append(None)
             continue
-        adv = apply_baselines(ng.members, target, losses, _info(plan, ng))
+        adv = apply_baselines(ng.members, target, losses, values, _info(plan, ng))
         raw = c_hat(plan, gi, ng, cgs, "raw") if has_cost_baselines else target
         assert raw is not None
         out.append((raw - adv).detach())

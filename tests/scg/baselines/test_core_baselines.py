@@ -102,3 +102,40 @@ def test_constant_baseline_changes_gradient_by_score_times_constant() -> None:
     grad = torch.autograd.grad(g.surrogate_loss(), theta)[0]
     lp = torch.autograd.grad(Categorical(logits=theta).log_prob(z), theta)[0]
     torch.testing.assert_close(grad, lp * (float(c) - 2.0))
+
+
+class _Fixed(scg.baselines.Baseline):
+    """A baseline returning a fixed value per row (NaN to test the check)."""
+
+    def __init__(self, value: float) -> None:
+        self.value = value
+
+    def __call__(self, nodes, targets, info):  # type: ignore[no-untyped-def]
+        return scg.baselines.BaselineResult(torch.full_like(targets, self.value))
+
+
+def test_non_finite_baseline_value_is_refused_naming_the_baseline_and_node() -> None:
+    th = torch.zeros(3, requires_grad=True)
+    with scg.Graph() as g:
+        for t in range(3):  # one finite baseline per step, and a NaN one at step 1
+            z = scg.sample(Categorical(logits=th), name="z", step=t, baseline=_Fixed(float("nan") if t == 1 else 0.5))
+            scg.cost(z.float(), name="c", step=t)
+    with pytest.raises(scg.SCGError, match=r"baseline .*_Fixed.* of stochastic node 'z' \(step 1.*non-finite"):
+        g.surrogate_loss()
+
+
+def test_baselines_shared_by_rows_that_are_not_consecutive_equal_separate_ones() -> None:
+    """Rows of a node group whose baselines interleave (gathered, not sliced) get the same
+    learning signals as the per-row result."""
+    th = torch.tensor([0.2, -0.1, 0.4], requires_grad=True)
+    shared, other = _Fixed(0.25), _Fixed(-1.0)
+    grads = []
+    for baselines in ([shared, other, shared, other], [_Fixed(0.25), _Fixed(-1.0), _Fixed(0.25), _Fixed(-1.0)]):
+        torch.manual_seed(0)
+        with scg.Graph() as g:
+            for t, b in enumerate(baselines):
+                z = scg.sample(Categorical(logits=th), name="z", step=t, baseline=b)
+                scg.cost((z.float() - 1.0) ** 2, name="c", step=t)
+        (grad,) = torch.autograd.grad(g.surrogate_loss(), [th])
+        grads.append(grad)
+    torch.testing.assert_close(grads[0], grads[1])
