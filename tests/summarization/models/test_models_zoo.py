@@ -278,3 +278,16 @@ def test_coarse_topk_is_a_view_not_a_mutation() -> None:
     assert att.selected is not None and att.selected.shape == (3, 1)
     paulus = build_model(FAMILY_CONFIGS["paulus"])
     assert paulus.with_coarse_topk(3) is paulus and paulus.coarse_topk == 1  # no chunks to choose
+
+
+def test_switching_the_family_of_a_configuration_names_the_options_it_would_drop() -> None:
+    """issue 28 item 8: ``--set model.family=abs`` on a C2F configuration is refused, naming the C2F
+    options, the family and the configuration, instead of silently ignoring them."""
+    from scg_summarize.train.config import ConfigError, load_config
+
+    with pytest.raises(ConfigError) as err:
+        load_config("C2F", ["model.family=abs"])
+    text = str(err.value)
+    assert "configuration 'C2F'" in text and "not an option of the 'abs' family" in text
+    assert "model.attention" in text and "model.chunk_encoder" in text
+    assert type(load_config("tiny-ABS").model).__name__ == "AbsFamilyConfig"  # the overlay's C2F sizes left out
