@@ -1,7 +1,8 @@
 """ABS's schedule (Rush et al. 2015, Section 7.3) in the one trainer: the learning rate halved at
-the epochs that do not improve (``train.lr_schedule = "on_plateau"``), the embeddings renormalized
-to a maximum row norm after every epoch (``train.embedding_max_norm``) and batches of similar input
-length cut from the whole split (``train.pool_batches = 0``), all selected by ``configs/ABS.toml``."""
+the epochs that do not improve (``train.lr_schedule = "on_plateau"``), batches of similar input
+length cut from the whole split (``train.pool_batches = 0``), both selected by ``configs/ABS.toml``,
+and the embeddings renormalized to a maximum row norm after every epoch (the family's
+``end_of_epoch``, ``model.abs_max_norm``; the renormalization itself: ``test_abs_model.py``)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ import pytest
 import torch
 from scg_summarize.data import SummarizationDataset
 from scg_summarize.train import Trainer, load_config
+from scg_summarize.train.checkpoint import load_checkpoint
 from scg_summarize.train.data import make_loader
-from scg_summarize.train.optim import PlateauDecay, renormalize_embeddings
+from scg_summarize.train.optim import PlateauDecay
 from torch import nn
 
 #: a small ABS with the paper's schedule (SGD 0.05, halving on plateau, max-norm, length batches)
@@ -46,25 +48,6 @@ def test_on_plateau_halves_only_at_the_epochs_that_do_not_improve() -> None:
         PlateauDecay(optimizer, 0.5, 0, "every_epoch")
 
 
-def test_renormalize_embeddings_caps_the_rows_of_every_table() -> None:
-    torch.manual_seed(0)
-    model = nn.Sequential(nn.Embedding(6, 4), nn.Linear(4, 4), nn.Embedding(5, 3))
-    with torch.no_grad():
-        model[0].weight.mul_(2.0)
-    before = [model[0].weight.detach().clone(), model[2].weight.detach().clone()]
-    linear = model[1].weight.detach().clone()
-    over = [table.norm(dim=1) > 1.0 for table in before]
-    assert 0 < sum(int(o.sum()) for o in over) < 11  # some rows over the bound, some under
-    assert renormalize_embeddings(model, 1.0) == sum(int(o.sum()) for o in over)
-    for table, old, o in zip((model[0].weight, model[2].weight), before, over):
-        norms = table.detach().norm(dim=1)
-        assert torch.allclose(norms[o], torch.ones(int(o.sum())))  # scaled back to the bound...
-        assert torch.allclose(table.detach()[o] / norms[o, None], old[o] / old[o].norm(dim=1, keepdim=True))
-        assert torch.equal(table.detach()[~o], old[~o])  # ...and the other rows untouched
-    assert torch.equal(model[1].weight, linear)  # only embedding tables
-    assert renormalize_embeddings(model, 0.0) == 0 and renormalize_embeddings(model, 1.0) == 0
-
-
 def _sorted_by_length(batches: list[list[int]], lengths: list[int]) -> bool:
     """Whether the batches are cuts of one list sorted by length (each batch's lengths lie between
     the previous batch's and the next one's)."""
@@ -89,16 +72,19 @@ def test_pool_batches_zero_cuts_the_whole_split_sorted_by_input_length(synthetic
 
 def test_the_abs_configuration_trains_with_its_schedule(synthetic_corpus: Path, tmp_path: Path) -> None:
     config = load_config(
-        "ABS", [*SMALL_ABS, "train.epochs=3", "train.max_steps_per_epoch=3", "train.embedding_max_norm=0.05"]
+        "ABS", [*SMALL_ABS, "train.epochs=3", "train.max_steps_per_epoch=3", "model.abs_max_norm=0.05"]
     )
     assert (config.train.optimizer, config.train.lr, config.train.lr_schedule) == ("sgd", 0.05, "on_plateau")
     trainer = Trainer(config, synthetic_corpus, tmp_path / "run", quiet=True, log=lambda line: None)
     trainer.fit()
     valid = [x for x in map(json.loads, (tmp_path / "run" / "metrics.jsonl").read_text().splitlines())]
     valid = [x for x in valid if x["event"] == "valid"]
-    assert len(valid) == 3 and valid[0]["renormalized_rows"] > 0
-    tables = [m.weight for m in trainer.model.modules() if isinstance(m, nn.Embedding)]
-    assert tables and max(float(t.detach().norm(dim=1).max()) for t in tables) <= 0.05 + 1e-6
+    assert len(valid) == 3
+    tables = [m.weight.detach() for m in trainer.model.modules() if isinstance(m, nn.Embedding)]
+    assert len(tables) == 3  # E, F, G: N(0, 0.05²) rows of 8 to 16 numbers start far above the bound
+    assert max(float(t.norm(dim=1).max()) for t in tables) == pytest.approx(0.05)  # renormalized after the epoch
+    best = load_checkpoint(tmp_path / "run" / "best.pt")["model"]
+    assert all(float(best[k].norm(dim=1).max()) <= 0.05 + 1e-6 for k in best if k.endswith("embed.weight"))
     lr, best = 0.05, float("inf")
     for record in valid:  # halved exactly at the epochs whose perplexity is not a new best
         improved = record["ppl"] < best
@@ -108,7 +94,7 @@ def test_the_abs_configuration_trains_with_its_schedule(synthetic_corpus: Path, 
 
 def test_the_schedule_options_are_checked_by_key() -> None:
     with pytest.raises(ValueError) as caught:
-        load_config("ABS", ["train.lr_schedule=every_epoch", "train.pool_batches=-1", "train.embedding_max_norm=-2"])
+        load_config("ABS", ["train.lr_schedule=every_epoch", "train.pool_batches=-1"])
     problems = str(caught.value)
-    for key in ("train.lr_schedule", "train.pool_batches", "train.embedding_max_norm"):
+    for key in ("train.lr_schedule", "train.pool_batches"):
         assert key in problems, problems

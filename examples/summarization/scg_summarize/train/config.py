@@ -70,9 +70,6 @@ class TrainConfig:
         pool_batches: batches' worth of shuffled training examples sorted by length together
             (``data.bucket_by``) before they are cut into batches (50; 0: the whole split, as
             ABS: every example sorted by length, cut, and the batch order shuffled each epoch).
-        embedding_max_norm: after every epoch, before validation, each row of every embedding
-            table longer than this is scaled back to it (the max-norm constraint of Hinton et al.
-            2012, ABS's; 0: none).
         epochs: passes over the training split.
         batch_size: examples per step (over all processes under DDP).
         seed: seeds data order, initialization, dropout and sampling.
@@ -115,7 +112,6 @@ class TrainConfig:
     decay_patience: int = 0
     lr_schedule: str = "after_plateau"
     pool_batches: int = 50
-    embedding_max_norm: float = 0.0
     epochs: int = 15
     batch_size: int = 16
     seed: int = 1
@@ -148,11 +144,8 @@ class TrainConfig:
             raise ValueError(f"train.optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
         if self.lr_schedule not in LR_SCHEDULES:
             raise ValueError(f"train.lr_schedule must be one of {LR_SCHEDULES}, got {self.lr_schedule!r}")
-        if self.pool_batches < 0 or self.embedding_max_norm < 0:
-            raise ValueError(
-                f"train.pool_batches and train.embedding_max_norm must be >= 0, "
-                f"got {self.pool_batches} and {self.embedding_max_norm}"
-            )
+        if self.pool_batches < 0:
+            raise ValueError(f"train.pool_batches must be >= 0, got {self.pool_batches}")
         if self.normalize not in ("batch", "tokens"):
             raise ValueError(f"train.normalize must be 'batch' or 'tokens', got {self.normalize!r}")
         if not 0.0 <= self.discount <= 1.0:

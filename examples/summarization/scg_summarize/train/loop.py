@@ -44,7 +44,7 @@ from .evaluate import evaluate_nll
 from .fingerprint import check_fingerprint
 from .metrics_log import LogWindow, append_record, repair_log
 from .objective import StepResult, build_objective
-from .optim import PlateauDecay, build_optimizer, clip_gradients, renormalize_embeddings
+from .optim import PlateauDecay, build_optimizer, clip_gradients
 from .progress import (
     PhaseProgress,
     TrainingRecord,
@@ -542,8 +542,7 @@ class Trainer:
         return iter(self.loader)
 
     def _end_epoch(self, epoch: int) -> dict[str, Any]:
-        renormalized = self.model.end_of_epoch()  # the family's per-epoch step
-        renormalized += renormalize_embeddings(self.model, self.config.train.embedding_max_norm)
+        self.model.end_of_epoch()  # the family's per-epoch step (ABS: max-norm of the embeddings)
         metrics = self.validate()
         if not math.isfinite(metrics["nll"]) or metrics["nll"] >= 50.0:  # ppl is capped at e^50
             self._diverged(
@@ -557,8 +556,7 @@ class Trainer:
         self.last_valid_ppl = float(metrics["ppl"])
         if improved:
             self.best_score, self.best_step = score, self.step
-        extra = {"renormalized_rows": renormalized} if self.config.train.embedding_max_norm > 0 else {}
-        self.record("valid", **metrics, lr=self.schedule.lr, decayed=decayed, **extra)
+        self.record("valid", **metrics, lr=self.schedule.lr, decayed=decayed)
         acc = metrics.get("coarse_acc")
         self.info(
             f"epoch {epoch + 1}: valid ppl {metrics['ppl']:.3f}"

@@ -1,12 +1,12 @@
 """The paper's optimization (Section 5): SGD, lr 1 (0.1 for the chunk encoder), gradients
 renormalized to norm 5, lr halved every epoch once validation perplexity stops improving; and
-ABS's (Rush et al. 2015, Section 7.3): SGD, lr 0.05 halved at every epoch that does not improve,
-embeddings renormalized to a maximum row norm after every epoch.
+ABS's (Rush et al. 2015, Section 7.3): SGD, lr 0.05 halved at every epoch that does not improve
+(its max-norm renormalization of the embeddings after every epoch is the family's
+``end_of_epoch``).
 
 :func:`build_optimizer` makes two parameter groups (the chunk encoder's lr is scaled);
 :class:`PlateauDecay` is the schedule, both variants (it has a ``state_dict`` for exact
-resumption); :func:`clip_gradients` is the renormalization ``g ← g · min(1, 5 / ‖g‖)`` and
-:func:`renormalize_embeddings` the max-norm constraint on embedding rows.
+resumption); :func:`clip_gradients` is the renormalization ``g ← g · min(1, 5 / ‖g‖)``.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from torch import nn
 
 from .config import TrainConfig
 
-__all__ = ["PlateauDecay", "build_optimizer", "clip_gradients", "renormalize_embeddings"]
+__all__ = ["PlateauDecay", "build_optimizer", "clip_gradients"]
 
 
 def build_optimizer(model: nn.Module, chunk_params: list[nn.Parameter], config: TrainConfig) -> torch.optim.Optimizer:
@@ -47,22 +47,6 @@ def clip_gradients(parameters: Iterable[nn.Parameter], max_norm: float) -> float
     if max_norm <= 0 or not params:
         return 0.0
     return float(torch.nn.utils.clip_grad_norm_(params, max_norm))
-
-
-@torch.no_grad()
-def renormalize_embeddings(model: nn.Module, max_norm: float) -> int:
-    """Scale every row of every ``nn.Embedding`` of ``model`` longer than ``max_norm`` back to that
-    norm (the max-norm constraint of Hinton et al. 2012; ABS applies it after each epoch); returns
-    the number of rows changed (0 when ``max_norm`` ≤ 0)."""
-    if max_norm <= 0:
-        return 0
-    changed = 0
-    for table in (m for m in model.modules() if isinstance(m, nn.Embedding)):
-        norms = table.weight.norm(dim=1, keepdim=True)  # (V, 1)
-        over = norms > max_norm
-        changed += int(over.sum())
-        table.weight.mul_(torch.where(over, max_norm / norms.clamp(min=1e-12), torch.ones_like(norms)))
-    return changed
 
 
 class PlateauDecay:

@@ -137,7 +137,6 @@ RULES: dict[str, Rule] = {
             "threads",
             "throttle_s",
             "pool_batches",
-            "embedding_max_norm",
         )
     },
     **{f"data.{k}_split": _SPLIT for k in ("train", "valid", "test")},
