@@ -1,26 +1,26 @@
 """Gradient estimators for stochastic nodes. Each declares what it promises (``capabilities()``).
 
-===================  ========  =============  =====  ============  ============
-estimator            unbiased  needs_rsample  score  higher_order  multi_sample
-===================  ========  =============  =====  ============  ============
-``ScoreFunction``    yes       no             yes    yes           yes
-``Pathwise``         yes       yes            no     yes           yes
-``Enumerate``        exact     no             no     yes (exact)   no
-``RELAX``            yes       no             yes    no            yes
-``GumbelSoftmax``    **no**    no             no     no            yes
-``ARM``              yes       no             yes    no            pairs (n=2m)
-``DisARM``           yes       no             yes    no            pairs (n=2m)
-``CategoricalDisARM`` yes      no             yes    no            pairs (n=2m)
-``REBAR``            yes       no             yes    no            yes
-``LAX``              yes       no             yes    no            yes
-``MeasureValued``    yes       no             no     no            no (points)
-``UnorderedSet``     yes       no             no     no            n=k w/o repl.
-``RaoBlackwellized`` yes       no             no     no            no (top-k + 1)
-``IndeCateR``        yes       no             no     no            no (D·K)
-``GumbelRao``        **no**    no             no     no            yes
-``GumbelSparsemax``  **no**    no             no     no            yes
-``GumbelEntmax``     **no**    no             no     no            yes
-===================  ========  =============  =====  ============  ============
+=======================  ========  =============  =====  ============  ============
+estimator                unbiased  needs_rsample  score  higher_order  multi_sample
+=======================  ========  =============  =====  ============  ============
+``ScoreFunction``        yes       no             yes    yes           yes
+``Pathwise``             yes       yes            no     yes           yes
+``Enumerate``            exact     no             no     yes (exact)   no
+``RELAX``                yes       no             yes    no            yes
+``GumbelSoftmax``        **no**    no             no     no            yes
+``ARM``                  yes       no             yes    no            pairs (n=2m)
+``DisARM``               yes       no             yes    no            pairs (n=2m)
+``CategoricalDisARM``    yes       no             yes    no            pairs (n=2m)
+``REBAR``                yes       no             yes    no            yes
+``LAX``                  yes       no             yes    no            yes
+``MeasureValued``        yes       no             no     no            no (points)
+``UnorderedSet``         yes       no             no     no            n=k w/o repl.
+``RaoBlackwellized``     yes       no             no     no            no (top-k + 1)
+``IndeCateR``            yes       no             no     no            no (D·K)
+``GumbelRao``            **no**    no             no     no            yes
+``GumbelSparsemax``      **no**    no             no     no            yes
+``GumbelEntmax``         **no**    no             no     no            yes
+=======================  ========  =============  =====  ============  ============
 
 Also: `greedy` (an intervention for self-critical reruns) and
 [`multinomial_attention`][scg.estimators.multinomial_attention] (the C2F paper's +MULTI). See ``docs/estimators.md``.
