@@ -36,6 +36,7 @@ from torch import nn
 
 from .common.attention import AttentionOut, Memory
 from .common.decoder import DecoderState
+from .common.generator import Generator
 from .common.rollout import Rollout, rollout
 from .config import ModelConfig
 
@@ -84,7 +85,7 @@ class SummarizerFamily(nn.Module, Generic[ConfigT, StateT], metaclass=ABCMeta):
     """
 
     config: ConfigT
-    generator: nn.Module
+    generator: Generator
 
     #: the output ids are not the corpus ids (`corpus_ids`, `corpus_log_probs` and
     #: `scored_targets` map them), so the fused softmax/top-k of beam search does not apply

@@ -32,11 +32,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch import nn
-from torch.nn import functional
 
 from ..common.attention import AttentionOut, Memory
 from ..common.decoder import DecoderState
+from ..common.generator import Generator
 from ..family import SummarizerFamily, SummarizerOutput
 from ..registry import FAMILIES
 from .config import AbsFamilyConfig
@@ -57,10 +56,8 @@ class AbsFamilyState(DecoderState):
     window: torch.Tensor | None = None
 
 
-class AbsGenerator(nn.Module):
+class AbsGenerator(Generator):
     """p(y) = softmax(W_out [h; enc] + b_out) with W_out = [V W] (no parameters of its own)."""
-
-    copies = False
 
     def __init__(self, model: AbsModel) -> None:
         super().__init__()
@@ -72,9 +69,8 @@ class AbsGenerator(nn.Module):
             return m.out_lm.weight, m.out_lm.bias
         return torch.cat([m.out_lm.weight, m.out_enc.weight], dim=1), m.out_lm.bias + m.out_enc.bias
 
-    def logits(self, out: torch.Tensor) -> torch.Tensor:
-        weight, bias = self.output_layer()
-        return functional.linear(out, weight, bias)
+    def forward(self, out: torch.Tensor, att: AttentionOut | None = None, memory: Memory | None = None) -> torch.Tensor:
+        return torch.log_softmax(self.logits(out), dim=-1)  # (..., V_y)
 
 
 def _ids(size: int, corpus: int) -> torch.Tensor:
@@ -225,7 +221,8 @@ class AbsSummarizer(SummarizerFamily[AbsFamilyConfig, AbsFamilyState]):
 
     def step_log_probs(self, out: torch.Tensor, att: AttentionOut, memory: Memory) -> torch.Tensor:
         """log p(y) ``(R, V_y)`` over the title vocabulary."""
-        return torch.log_softmax(self.generator.logits(out), dim=-1)
+        log_probs: torch.Tensor = self.generator(out)
+        return log_probs
 
     def corpus_ids(self, tokens: torch.Tensor, memory: Memory) -> torch.Tensor:
         """Output ids -> corpus ids."""
@@ -258,7 +255,7 @@ class AbsSummarizer(SummarizerFamily[AbsFamilyConfig, AbsFamilyState]):
         B = src.shape[0]
         h, enc, attn = self.abs.features(self._encoder_memory(memory), torch.arange(B, device=src.device), ctx)
         out = h if enc is None else torch.cat([h, enc], dim=-1)  # (B, T-1, 2H)
-        log_probs = torch.log_softmax(self.generator.logits(out), dim=-1)  # (B, T-1, V_y)
+        log_probs = self.generator(out)  # (B, T-1, V_y)
         out_mask = tgt_mask[:, 1:]
         nll = -log_probs.gather(2, y[:, 1:].unsqueeze(-1)).squeeze(-1) * out_mask.to(log_probs.dtype)  # (B, T-1)
         context = h if enc is None else enc
