@@ -38,23 +38,27 @@ def _batch(rows: list[list[int]]) -> SourceBatch:
     return SourceBatch(src=src, src_mask=src != 0)
 
 
-def _sequence_score(decoder: Any, batch: SourceBatch, example: int, tokens: list[int]) -> float:
-    """Σ of the decoder's step scores along ``tokens`` then ``</s>``."""
-    state = decoder.reorder(decoder.init_state(batch), torch.tensor([example]))
-    prev, total = torch.tensor([2]), 0.0
-    for w in [*tokens, EOS]:
+def _sequence_scores(decoder: Any, batch: SourceBatch, example: int, tokens: torch.Tensor) -> torch.Tensor:
+    """Σ of the decoder's step scores along each row of ``tokens`` (k, n) then ``</s>``: (k,), the
+    k sequences scored as k rows of one batch (one decoder step per position, not per sequence)."""
+    k, n = tokens.shape
+    state = decoder.reorder(decoder.init_state(batch), torch.full((k,), example))
+    prev, total = torch.full((k,), 2), torch.zeros(k, dtype=torch.float64)
+    for w in [*tokens.T, torch.full((k,), EOS)]:
         scores, state, _ = decoder.step(state, prev)
-        total += float(scores[0, w])
-        prev = torch.tensor([w])
+        total += scores.gather(1, w[:, None]).squeeze(1).double()
+        prev = w
     return total
 
 
 def _brute_force(decoder: Any, batch: SourceBatch, example: int, words: list[int], lengths: range) -> float:
-    return max(
-        _sequence_score(decoder, batch, example, list(seq))
-        for n in lengths
-        for seq in itertools.product(words, repeat=n)
-    )
+    """The best score over every sequence of ``words`` of a length in ``lengths``."""
+    best = float("-inf")
+    for n in lengths:
+        sequences = list(itertools.product(words, repeat=n))
+        tokens = torch.tensor(sequences, dtype=torch.long).reshape(len(sequences), n)
+        best = max(best, float(_sequence_scores(decoder, batch, example, tokens).max()))
+    return best
 
 
 # --------------------------------------------------------------------------- recombination
