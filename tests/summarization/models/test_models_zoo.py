@@ -16,11 +16,11 @@ from scg_summarize.models.common.attention import Memory
 from scg_summarize.models.common.decoder import DecoderState
 from scg_summarize.models.common.extended_vocab import extend_source, extend_targets, to_corpus, to_input
 from scg_summarize.models.common.rows import repeat_rows, select_rows
-from scg_summarize.models.config import ModelConfig
+from scg_summarize.models.config import LEGACY_OPTIONS, ModelConfig
 from scg_summarize.models.loading import load_model
 from scg_summarize.models.paulus.config import PaulusConfig
 from scg_summarize.models.paulus.model import PaulusState, PaulusSummarizer
-from scg_summarize.models.registry import FAMILIES, LEGACY_OPTIONS, FamilyRegistry, build_model
+from scg_summarize.models.registry import FAMILIES, FamilyRegistry, build_model
 from scg_summarize.train.checkpoint import load_checkpoint, save_atomic
 
 V, VT = 40, 24

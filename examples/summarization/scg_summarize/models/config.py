@@ -23,7 +23,18 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-__all__ = ["ModelConfig", "positive_ints"]
+__all__ = ["LEGACY_OPTIONS", "ModelConfig", "positive_ints"]
+
+#: the options of the one flat configuration of every family that checkpoints stored before each
+#: family had its own (`ModelConfig.from_dict` keeps only the stored family's from such a table)
+LEGACY_OPTIONS: frozenset[str] = frozenset(
+    "vocab_size num_chunks emb_dim hidden enc_layers dec_layers bidirectional dropout init_range "
+    "emb_init_std attention chunk_encoder pos pos_dim conv_width conv_filters bow_dim multi test_k "
+    "input_feed share_embeddings decoder_init copy family tgt_vocab_size intra_temporal intra_decoder "
+    "tie_output feed_sample_prob abs_encoder abs_context abs_layers abs_window abs_max_norm "
+    "abs_src_vocab abs_tgt_vocab suatt unatt damping pagerank_guard temperature_s temperature_u "
+    "scale_by_nodes max_src_len stopwords".split()
+)
 
 
 def positive_ints(config: Any, *names: str) -> None:
@@ -100,7 +111,7 @@ class ModelConfig:
         configuration). A checkpoint written before the families had their own configurations
         stores every option of every family: the other families' are dropped from such a table.
         """
-        from .registry import FAMILIES, LEGACY_OPTIONS
+        from .registry import FAMILIES
 
         default = next(f.default for f in fields(cls) if f.name == "family")  # C2FConfig's: "c2f"
         family = str(data.get("family", default))

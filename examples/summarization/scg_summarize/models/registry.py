@@ -31,23 +31,12 @@ from .config import ModelConfig
 if TYPE_CHECKING:
     from .family import SummarizerFamily
 
-__all__ = ["FAMILIES", "LEGACY_OPTIONS", "FamilyRegistry", "build_model"]
+__all__ = ["FAMILIES", "FamilyRegistry", "build_model"]
 
 FamilyT = TypeVar("FamilyT", bound=type)
 
 #: modules that register the built-in families when imported
 _BUILTIN_MODULES: tuple[str, ...] = ("c2f.model", "paulus.model", "abs.family", "mal.family")
-
-#: the options of the one flat configuration of every family that checkpoints stored before each
-#: family had its own (`ModelConfig.from_dict` keeps only the stored family's from such a table)
-LEGACY_OPTIONS: frozenset[str] = frozenset(
-    "vocab_size num_chunks emb_dim hidden enc_layers dec_layers bidirectional dropout init_range "
-    "emb_init_std attention chunk_encoder pos pos_dim conv_width conv_filters bow_dim multi test_k "
-    "input_feed share_embeddings decoder_init copy family tgt_vocab_size intra_temporal intra_decoder "
-    "tie_output feed_sample_prob abs_encoder abs_context abs_layers abs_window abs_max_norm "
-    "abs_src_vocab abs_tgt_vocab suatt unatt damping pagerank_guard temperature_s temperature_u "
-    "scale_by_nodes max_src_len stopwords".split()
-)
 
 
 @dataclass(frozen=True, slots=True)

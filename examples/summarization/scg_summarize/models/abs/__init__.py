@@ -5,6 +5,7 @@
 ``nnlm``            :class:`AbsModel`: the NNLM decoder over a window of C words + an encoder
 ``step``            :func:`flatten_source`: the chunk grid packed into one sentence
 ``kneser_ney``      :class:`KneserNeyLM`: interpolated Kneser-Ney n-grams (Table 2's KN row)
+``config``          :class:`~.config.AbsFamilyConfig`: the ``abs`` family's options (``abs_*``)
 ``family``          :class:`~.family.AbsSummarizer`: the registered ``abs`` model family
 =================== ======================================================================
 
