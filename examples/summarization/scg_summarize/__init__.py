@@ -3,16 +3,16 @@
 Subpackages, in layer order -- a module imports only from its own subpackage and from the
 layers before it (``tests/summarization/test_layers.py`` checks every import):
 
-* :mod:`scg_summarize.data` -- readers, preprocessing, prepared storage, datasets and the
+* [`scg_summarize.data`][scg_summarize.data] -- readers, preprocessing, prepared storage, datasets and the
   synthetic corpus.
-* :mod:`scg_summarize.kernels` -- Triton kernels of the C2F step and their PyTorch reference.
-* :mod:`scg_summarize.models` -- the encoders, attentions, decoder and summarizer; loading a
+* [`scg_summarize.kernels`][scg_summarize.kernels] -- Triton kernels of the C2F step and their PyTorch reference.
+* [`scg_summarize.models`][scg_summarize.models] -- the encoders, attentions, decoder and summarizer; loading a
   checkpoint.
-* :mod:`scg_summarize.decoding` -- beam and greedy search over the step protocol; loading runs.
-* :mod:`scg_summarize.evaluation` -- ROUGE, perplexity, attention metrics, baselines, results.
-* :mod:`scg_summarize.viz` -- figures.
-* :mod:`scg_summarize.train` -- configurations, the training loop, checkpoints, DDP.
-* :mod:`scg_summarize.demo`, :mod:`scg_summarize.commands`, :mod:`scg_summarize.cli` -- the demo
+* [`scg_summarize.decoding`][scg_summarize.decoding] -- beam and greedy search over the step protocol; loading runs.
+* [`scg_summarize.evaluation`][scg_summarize.evaluation] -- ROUGE, perplexity, attention metrics, baselines, results.
+* [`scg_summarize.viz`][scg_summarize.viz] -- figures.
+* [`scg_summarize.train`][scg_summarize.train] -- configurations, the training loop, checkpoints, DDP.
+* [`scg_summarize.demo`][scg_summarize.demo], [`scg_summarize.commands`][scg_summarize.commands], [`scg_summarize.cli`][scg_summarize.cli] -- the demo
   and the ``scg-summarize`` command line.
 
 ``jsonlines`` and ``dirlock`` are small helpers below all layers.

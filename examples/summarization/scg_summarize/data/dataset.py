@@ -1,5 +1,5 @@
 """The torch [`SummarizationDataset`][scg_summarize.data.SummarizationDataset] over a prepared split,
-and its item, the typed record :class:`Example` (batched by `collate_examples`).
+and its item, the typed record [`Example`][scg_summarize.data.Example] (batched by `collate_examples`).
 """
 
 from __future__ import annotations
