@@ -78,8 +78,10 @@ class Learned(Baseline):
                     f"{tuple(target.shape)}"
                 ) from None
             preds.append(pred)
-        value = torch.stack(preds)
-        loss = self.loss_weight * ((value - targets.detach()) ** 2).mean()
+        value = preds[0].unsqueeze(0) if len(preds) == 1 else torch.stack(preds)
+        loss = ((value - targets) ** 2).mean()  # (targets are detached)
+        if self.loss_weight != 1.0:
+            loss = self.loss_weight * loss
         return BaselineResult(value.detach(), loss)
 
     def state_dict(self) -> dict[str, Any]:
