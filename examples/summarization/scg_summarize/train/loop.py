@@ -30,6 +30,7 @@ import torch
 
 import scg
 
+from ..data import SummarizationDataset
 from ..data.batching import Batch
 from ..dirlock import DirLock
 from ..models.c2f.model import Summarizer
@@ -128,33 +129,9 @@ class Trainer:
         random.seed(tc.seed)
         np.random.seed(tc.seed)
         torch.manual_seed(tc.seed)
-        self.train_set = load_split(self.data_dir, config.data.train_split, config, train=True)
-        self.valid_set = load_split(self.data_dir, config.data.valid_split, config, vocab=self.train_set.vocab)
+        self.train_set, self.valid_set = self._load_splits()
         self.vocab = self.train_set.vocab
-        for role, dataset in (("training", self.train_set), ("validation", self.valid_set)):
-            if len(dataset) == 0:
-                raise ValueError(
-                    f"{self.data_dir}: the {role} split {dataset.split!r} has no examples "
-                    f"(validation perplexity picks best.pt and drives the lr decay; prepare a "
-                    f"non-empty split or name another with --set data.{role[:5]}_split=NAME)"
-                )
-        self.model = build_model(config, len(self.vocab), self.train_set.num_chunks, self.data_dir).to(self.device)
-        self.model.bind_vocab(self.vocab)  # a family that needs the words (MAL's stopwords)
-        if tc.word2vec:
-            from ..models.common.pretrained import load_word2vec
-
-            tables = [self.model.src_embedding] + ([] if config.model.share_embeddings else [self.model.tgt_embedding])
-            found = load_word2vec(tc.word2vec, self.vocab.tokens, tables)
-            self.info(f"word2vec: {found}/{len(self.vocab)} vocabulary words initialized from {tc.word2vec}")
-        if tc.pretrain and not tc.init_from and not resume:
-            raise ValueError(
-                "+PRETRAIN starts from a trained HIER model: pass --set train.init_from=RUN/best.pt "
-                "(a HIER run with the same model sizes)"
-            )
-        if tc.init_from and not resume:
-            state = read_checkpoint(tc.init_from, map_location=self.device)
-            check_same_model(self.model, state["model"], tc.init_from)
-            self.info(f"initialized from {tc.init_from}")
+        self.model = self._build_model(resume)
         torch.manual_seed(tc.seed + 1000 * self.dist.rank)
         self.net = self.dist.wrap(self.model, self.device)
         self.optimizer = build_optimizer(self.model, self.model.chunk_encoder_parameters(), tc)
@@ -183,6 +160,43 @@ class Trainer:
         except BaseException:
             self.close()
             raise
+
+    def _load_splits(self) -> tuple[SummarizationDataset, SummarizationDataset]:
+        """The training and validation splits (neither may be empty)."""
+        config = self.config
+        train_set = load_split(self.data_dir, config.data.train_split, config, train=True)
+        valid_set = load_split(self.data_dir, config.data.valid_split, config, vocab=train_set.vocab)
+        for role, dataset in (("training", train_set), ("validation", valid_set)):
+            if len(dataset) == 0:
+                raise ValueError(
+                    f"{self.data_dir}: the {role} split {dataset.split!r} has no examples "
+                    f"(validation perplexity picks best.pt and drives the lr decay; prepare a "
+                    f"non-empty split or name another with --set data.{role[:5]}_split=NAME)"
+                )
+        return train_set, valid_set
+
+    def _build_model(self, resume: bool) -> Summarizer:
+        """The family's model for the corpus, on the device, with ``train.word2vec`` embeddings or the
+        weights of ``train.init_from`` (+PRETRAIN) when a new run asks for them."""
+        config, tc = self.config, self.config.train
+        model = build_model(config, len(self.vocab), self.train_set.num_chunks, self.data_dir).to(self.device)
+        model.bind_vocab(self.vocab)  # a family that needs the words (MAL's stopwords)
+        if tc.word2vec:
+            from ..models.common.pretrained import load_word2vec
+
+            tables = [model.src_embedding] + ([] if config.model.share_embeddings else [model.tgt_embedding])
+            found = load_word2vec(tc.word2vec, self.vocab.tokens, tables)
+            self.info(f"word2vec: {found}/{len(self.vocab)} vocabulary words initialized from {tc.word2vec}")
+        if tc.pretrain and not tc.init_from and not resume:
+            raise ValueError(
+                "+PRETRAIN starts from a trained HIER model: pass --set train.init_from=RUN/best.pt "
+                "(a HIER run with the same model sizes)"
+            )
+        if tc.init_from and not resume:
+            state = read_checkpoint(tc.init_from, map_location=self.device)
+            check_same_model(model, state["model"], tc.init_from)
+            self.info(f"initialized from {tc.init_from}")
+        return model
 
     def close(self) -> None:
         """Release the run directory's lock (the process group is left to `DistContext.close`)."""
