@@ -146,8 +146,26 @@ def test_a_second_train_on_one_run_directory_is_refused_naming_the_holder(
     assert cli(*train_args(synthetic_corpus, tmp_path / "run", "--resume")).returncode == 0
 
 
-def test_prepare_into_a_locked_directory_is_refused(tmp_path: Path) -> None:
+def test_prepare_into_a_locked_directory_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # the lock's holder is another process (the property: a lock across processes); the refused
+    # command runs in this process, as does the one that succeeds once the holder is gone
+    from scg_summarize.cli import main
+
     out, role = tmp_path / "corpus", "prepare"
+    prepare = [
+        "prepare",
+        "--format",
+        "synthetic",
+        "--output",
+        str(out),
+        "--n-train",
+        "20",
+        "--n-valid",
+        "4",
+        "--n-test",
+        "4",
+        "--quiet",
+    ]
     holder = subprocess.Popen(
         [
             sys.executable,
@@ -162,48 +180,14 @@ def test_prepare_into_a_locked_directory_is_refused(tmp_path: Path) -> None:
     )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == b"held"
-        result = cli(
-            "prepare",
-            "--format",
-            "synthetic",
-            "--output",
-            out,
-            "--n-train",
-            "20",
-            "--n-valid",
-            "4",
-            "--n-test",
-            "4",
-            "--quiet",
-        )
-        assert result.returncode == 2
-        assert f"is in use by scg-summarize {role} (pid {holder.pid})" in result.stderr
+        assert main(prepare) == 2
+        assert f"is in use by scg-summarize {role} (pid {holder.pid})" in capsys.readouterr().err
         assert not (out / "meta.json").exists()
     finally:
         holder.kill()
         holder.wait()
-    # once the holder is gone the same command succeeds (in process: a subprocess adds nothing here)
-    from scg_summarize.cli import main
-
-    assert (
-        main(
-            [
-                "prepare",
-                "--format",
-                "synthetic",
-                "--output",
-                str(out),
-                "--n-train",
-                "20",
-                "--n-valid",
-                "4",
-                "--n-test",
-                "4",
-                "--quiet",
-            ]
-        )
-        == 0
-    )
+    # once the holder is gone the same command succeeds
+    assert main(prepare) == 0
     assert (out / "meta.json").is_file()
 
 
