@@ -1042,6 +1042,7 @@ def write_markdown(rows: list[dict[str, Any]], summary: list[dict[str, Any]], me
             for k in DEFAULTS
             if list(meta["config"].get(k, DEFAULTS[k])) != list(DEFAULTS[k])
         )
+        + (f" --stem {meta['stem']}" if meta.get("stem", "estimators") != "estimators" else "")
         + "`.",
         "",
         "- **s / 1000 est.**: seconds per 1000 gradient estimates at the full size (median over rounds). "
@@ -1251,6 +1252,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "config": {k: (list(v) if isinstance(v, tuple) else v) for k, v in cfg.__dict__.items()},
         "ema_rate": EMA_RATE,
         "loo_k": LOO_K,
+        "stem": args.stem,
         **versions,
         "notes": NOTES,
     }
