@@ -110,7 +110,8 @@ def test_opcheck(rows: bool) -> None:
     torch.library.opcheck(
         c2f_fine_attend, (req(c.words), c.word_mask, req(c.query_fine), c.idx, req(c.weights), c.rows)
     )
-    torch.library.opcheck(logsoftmax_topk, (req(c.query_fine), req(c.words[0, 0]), None, 2))
+    if not rows:  # logsoftmax_topk has no rows argument: checked once
+        torch.library.opcheck(logsoftmax_topk, (req(c.query_fine), req(c.words[0, 0]), None, 2))
 
 
 def test_compiles_with_the_reference() -> None:
