@@ -7,7 +7,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from scg_summarize.data.chunking import flat_view, layout_chunks, pack_chunks, pack_flat
+from scg_summarize.data.chunking import flat_view, layout_chunks, pack_chunks, pack_flat, regrid
 
 EOS_ID = 3
 sentences_strategy = st.lists(st.lists(st.integers(4, 50), max_size=12), max_size=10)
@@ -78,3 +78,12 @@ def test_pack_flat_equals_flat_view_for_grid() -> None:
     ids, mask = pack_chunks(layout_chunks([[4, 5, 6, 7, 8]], "grid", 3, 2, EOS_ID), 3, 2)
     src, src_mask = torch.from_numpy(ids)[None].long(), torch.from_numpy(mask)[None]
     assert torch.equal(pack_flat(src, src_mask)[0], flat_view(src, src_mask)[0])
+
+
+def test_regrid_recuts_the_flat_document() -> None:
+    src = torch.tensor([[[5, 6, 0], [7, 0, 0], [8, 9, 10]]])
+    out, mask = regrid(src, src != 0, 2, 4)
+    assert out.tolist() == [[[5, 6, 7, 8], [9, 10, 0, 0]]]
+    assert mask.tolist() == [[[True] * 4, [True, True, False, False]]]
+    out, _ = regrid(src, src != 0, 1, 3)
+    assert out.tolist() == [[[5, 6, 7]]]

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 import torch
 from scg_summarize.cli import main
-from scg_summarize.data.chunking import regrid
 from scg_summarize.models.loading import load_model
 from scg_summarize.train import Trainer, load_config
 from scg_summarize.train.checkpoint import load_checkpoint
@@ -130,15 +129,6 @@ def test_soft_model_uses_sgd_groups_and_lr_decay(synthetic_corpus: Path, tmp_pat
     valid = [json.loads(x) for x in (tmp_path / "sgd" / "metrics.jsonl").read_text().splitlines()]
     lrs = [x["lr"] for x in valid if x["event"] == "valid"]
     assert all(b in (a, a * 0.5) for a, b in itertools.pairwise(lrs))
-
-
-def test_regrid_recuts_the_flat_document() -> None:
-    src = torch.tensor([[[5, 6, 0], [7, 0, 0], [8, 9, 10]]])
-    out, mask = regrid(src, src != 0, 2, 4)
-    assert out.tolist() == [[[5, 6, 7, 8], [9, 10, 0, 0]]]
-    assert mask.tolist() == [[[True] * 4, [True, True, False, False]]]
-    out, _ = regrid(src, src != 0, 1, 3)
-    assert out.tolist() == [[[5, 6, 7]]]
 
 
 def test_word2vec_initialization(synthetic_corpus: Path, tmp_path: Path) -> None:
