@@ -72,7 +72,7 @@ class LoadedRun:
             (the trainer's ``data.regrid``); apply `prepare` to documents.
         eval_table: the run configuration's ``[eval]`` table, when it has one: its decoding
             settings are the run's defaults (see
-            [`resolve_decode_options`][scg_summarize.decoding.options.resolve_decode_options]).
+            [`DecodeOptions.from_eval_table`][scg_summarize.decoding.options.DecodeOptions.from_eval_table]).
     """
 
     decoder: ModelStepDecoder
