@@ -155,7 +155,6 @@ def test_demo_output_is_ignored_by_git() -> None:
 #: corpus or the names of an earlier example are assumed): not yet runnable as written.
 FRAGMENTS: dict[str, str] = {
     "abs.md": "uses a trained `model`",
-    "data.md": "needs a prepared corpus in data/cnndm",
     "evaluation.md": "a Protocol sketch, then a run in runs/c2f",
     "kernels.md": "uses the tensors of the surrounding text (q_chunk...)",
     "performance.md": "imports left out (scg, torch)",
