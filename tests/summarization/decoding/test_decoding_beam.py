@@ -98,7 +98,6 @@ def test_extras_are_recorded_per_generated_word(toy: ToySetup) -> None:
     dataset = SummarizationDataset(toy.data, "test")
     batch = collate_examples(list(documents_from_split(dataset, range(3))))
     options = DecodeOptions(beam_size=3, max_len=5, extras=("coarse_attn", "chunk_read", "word_attn"), **UNCONSTRAINED)
-    run.decoder.request_extras(options.extras)  # (the model computes word_attn only when asked)
     for hyp in [h[0] for h in beam_search(run.decoder, batch, options)]:
         steps = len(hyp.tokens) + 1
         m, n = dataset.num_chunks, dataset.chunk_len

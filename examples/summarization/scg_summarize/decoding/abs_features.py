@@ -30,7 +30,7 @@ the indicators) for the n-best lists that MERT tunes ``α`` on.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,7 +39,7 @@ import torch
 from ..data.batching import SourceBatch
 from ..models.abs.step import flatten_source
 from .blocking import SpecialIds
-from .protocol import StepDecoder, check_step_result
+from .protocol import StepDecoder, check_step_result, request_extras
 
 __all__ = ["FEATURES", "LogLinearDecoder", "LogLinearState", "feature_totals", "input_indicators", "word_features"]
 
@@ -119,6 +119,10 @@ class LogLinearDecoder:
         vocab = getattr(inner, "vocab_size", None)
         if vocab is not None:
             self.vocab_size = int(vocab)
+
+    def request_extras(self, names: Iterable[str]) -> None:
+        """The protocol's optional hook, passed on to the wrapped model."""
+        request_extras(self.inner, names)
 
     def init_state(self, batch: SourceBatch) -> LogLinearState:
         words, mask, _ = flatten_source(batch.src, batch.src_mask)

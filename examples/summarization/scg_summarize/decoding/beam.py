@@ -42,7 +42,7 @@ import torch
 from ..data.batching import SourceBatch
 from .blocking import SpecialIds, apply_constraints, banned_count_bound, constrain_candidates
 from .options import DecodeOptions, Hypothesis
-from .protocol import StepDecoder, check_step_result, check_topk_result, offers_topk
+from .protocol import StepDecoder, check_step_result, check_topk_result, offers_topk, request_extras
 
 __all__ = ["MAX_TOPK", "batch_size_of", "beam_search", "markov_window", "use_topk_step"]
 
@@ -177,6 +177,7 @@ def beam_search(
         For each example, its ``options.n_best`` best finished hypotheses, best first.
     """
     special = special or SpecialIds()
+    request_extras(decoder, options.extras)
     k = options.beam_size
     n_examples = batch_size_of(batch)
     finished = [_Finished(max(k, options.n_best)) for _ in range(n_examples)]

@@ -15,7 +15,7 @@ from ..data.batching import SourceBatch
 from .beam import batch_size_of
 from .blocking import SpecialIds, apply_constraints
 from .options import DecodeOptions, Hypothesis
-from .protocol import StepDecoder, check_step_result
+from .protocol import StepDecoder, check_step_result, request_extras
 
 __all__ = ["greedy_search"]
 
@@ -29,6 +29,7 @@ def greedy_search(
     """Decode every example of ``batch`` greedily; one hypothesis per example (as a 1-list,
     like :func:`~scg_summarize.decoding.beam.beam_search`)."""
     special = special or SpecialIds()
+    request_extras(decoder, options.extras)
     n_examples = batch_size_of(batch)
     device = batch.src.device
     state = decoder.init_state(batch)

@@ -44,6 +44,12 @@ Hard attention at test time (the argmax of the coarse attention, or its top k fo
 the model's business: the loader builds the decoder with ``coarse_topk`` (see
 :mod:`scg_summarize.decoding.loading`).
 
+Optional: ``request_extras(names)``
+    Which extras the caller records (``"*"``: all), so that a model can skip the costly ones
+    (:class:`~scg_summarize.decoding.adapters.ModelStepDecoder` computes ``word_attn`` only when
+    asked). Beam search, greedy search and teacher forcing call it (:func:`request_extras`) with
+    the extras they record before their first step.
+
 Optional: the top-k step (:class:`TopKStepDecoder`)
     ``step_topk(state, prev_tokens, k) -> (TopK, new_state, extras)`` is ``step`` that returns
     only the ``k`` most probable next words of every row, best first: ``values`` ``(R, k')``
@@ -60,7 +66,7 @@ Optional: the top-k step (:class:`TopKStepDecoder`)
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
@@ -77,6 +83,7 @@ __all__ = [
     "check_step_result",
     "check_topk_result",
     "offers_topk",
+    "request_extras",
     "topk_of",
 ]
 
@@ -125,6 +132,15 @@ class TopKStepDecoder(StepDecoder[S], Protocol[S]):
     def step_topk(self, state: S, prev_tokens: torch.Tensor, k: int) -> tuple[TopK, S, Extras]:
         """The ``min(k, V)`` best next words per row, the new state and extras per row."""
         ...
+
+
+def request_extras(decoder: object, names: Iterable[str]) -> None:
+    """Tell ``decoder`` which extras will be recorded, through its optional ``request_extras(names)``
+    hook (``"*"``: all; a model may skip computing the others, e.g. ``word_attn``); nothing for a
+    decoder without the hook. The searches and teacher forcing call it before their first step."""
+    hook = getattr(decoder, "request_extras", None)
+    if callable(hook):
+        hook(tuple(names))
 
 
 def offers_topk(decoder: object) -> bool:

@@ -138,9 +138,6 @@ class Summarizer:
         if options.unk == "replace" and not options.wants("word_attn"):
             options = replace(options, extras=(*options.extras, "word_attn"))
         self.decoder, self.vocab, self.options = decoder, vocab, options
-        request = getattr(decoder, "request_extras", None)
-        if callable(request):  # optional hook: lets a model skip extras nobody records
-            request(options.extras)
         self.batch_size, self.device = batch_size, torch.device(device)
         blocked = number_token_ids(vocab.tokens) if options.block_digits else ()
         self.special = SpecialIds(vocab.pad_id, vocab.unk_id, vocab.bos_id, vocab.eos_id, blocked)
