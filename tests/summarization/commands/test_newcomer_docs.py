@@ -156,7 +156,6 @@ def test_demo_output_is_ignored_by_git() -> None:
 FRAGMENTS: dict[str, str] = {
     "abs.md": "uses a trained `model`",
     "evaluation.md": "a Protocol sketch, then a run in runs/c2f",
-    "kernels.md": "uses the tensors of the surrounding text (q_chunk...)",
     "performance.md": "imports left out (scg, torch)",
     "summarizer.md": "a fragment of the trainer (model, src, ...)",
     "tracking.md": "imports and models left out",
