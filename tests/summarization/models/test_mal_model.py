@@ -5,11 +5,13 @@ analysis."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
-from scg_summarize.data import SourceBatch, SummarizationDataset, make_dataloader, make_synthetic_corpus
+from scg_summarize.data import Batch, SummarizationDataset, make_dataloader, make_synthetic_corpus
 from scg_summarize.decoding import DecodeOptions, ModelStepDecoder, beam_search
 from scg_summarize.evaluation.saliency_topk import saliency_top_k, top_k_rouge1, top_k_words
 from scg_summarize.models.mal import (
@@ -32,7 +34,7 @@ def _content() -> torch.Tensor:
     return content
 
 
-def _batch(seed: int = 0) -> dict[str, torch.Tensor]:
+def _batch(seed: int = 0) -> Batch:
     gen = torch.Generator().manual_seed(seed)
     src = torch.randint(4, V, (3, 2, 6), generator=gen)
     src_mask = torch.ones_like(src, dtype=torch.bool)
@@ -46,7 +48,11 @@ def _batch(seed: int = 0) -> dict[str, torch.Tensor]:
     tgt[:, -1] = torch.where(tgt_mask[:, -1], 3, 0)
     tgt[2, 2] = 3
     tgt = tgt * tgt_mask
-    return {"src": src, "src_mask": src_mask, "tgt": tgt, "tgt_mask": tgt_mask}
+    return Batch(src=src, src_mask=src_mask, tgt=tgt, tgt_mask=tgt_mask)
+
+
+def _forward(model: MALSummarizer, batch: Batch) -> Any:
+    return model(batch.src, batch.src_mask, batch.tgt, batch.tgt_mask)
 
 
 def _model(ablation: str = "+MAL", **overrides: object) -> MALSummarizer:
@@ -70,7 +76,7 @@ def test_ablation_rows_build_their_parts(ablation: str, parts: tuple[bool, bool]
     model = _model(ablation)
     assert model.config.ablation == ablation
     assert (model.supervised is not None, model.unsupervised is not None) == parts
-    out = model(**_batch())
+    out = _forward(model, _batch())
     assert (out.entropy_s is not None, out.entropy_u is not None) == parts
     if not parts[0]:
         assert float(out.loss_s) == 0.0
@@ -92,18 +98,18 @@ def test_objective_terms_and_the_step_protocol_agree() -> None:
     teacher-forced −log p (the path beam search uses) and L_s is eq. (19) on the labels."""
     model = _model()
     batch = _batch()
-    out = model(**batch)
+    out = _forward(model, batch)
     model.eval()
     with torch.no_grad():
-        out = model(**batch)
+        out = _forward(model, batch)
         dec = _decoder(model)
-        state = dec.init_state(SourceBatch(src=batch["src"], src_mask=batch["src_mask"]))
-        tgt, mask = batch["tgt"], batch["tgt_mask"]
+        state = dec.init_state(batch)
+        tgt, mask = batch.tgt, batch.tgt_mask
         doc_nll = torch.zeros(3)
         for t in range(tgt.shape[1] - 1):
             logp, state, _ = dec.step(state, tgt[:, t])
             doc_nll -= logp.gather(1, tgt[:, t + 1 : t + 2]).squeeze(1) * mask[:, t + 1]
-        enc = model.encode(batch["src"], batch["src_mask"])
+        enc = model.encode(batch.src, batch.src_mask)
         labels = model.labels(enc, tgt, mask)
         assert enc.saliency is not None
         # eq. (19) written out, not saliency_loss itself: −(1/m) Σ_real [r log r̂ + (1 − r) log(1 − r̂)]
@@ -123,17 +129,19 @@ def test_objective_terms_and_the_step_protocol_agree() -> None:
 def test_extra_padding_changes_nothing() -> None:
     model = _model().eval()
     batch = _batch()
-    padded = dict(batch)
-    padded["src"] = torch.cat([batch["src"], torch.zeros(3, 1, 6, dtype=torch.long)], 1)
-    padded["src_mask"] = torch.cat([batch["src_mask"], torch.zeros(3, 1, 6, dtype=torch.bool)], 1)
+    padded = replace(
+        batch,
+        src=torch.cat([batch.src, torch.zeros(3, 1, 6, dtype=torch.long)], 1),
+        src_mask=torch.cat([batch.src_mask, torch.zeros(3, 1, 6, dtype=torch.bool)], 1),
+    )
     with torch.no_grad():
-        a, b = model(**batch), model(**padded)
+        a, b = _forward(model, batch), _forward(model, padded)
     assert float(a.loss) == pytest.approx(float(b.loss), rel=1e-6)
 
 
 def test_gradients_reach_every_part() -> None:
     model = _model()
-    model(**_batch()).loss.backward()
+    _forward(model, _batch()).loss.backward()
     for name, p in model.named_parameters():
         assert p.grad is not None and float(p.grad.abs().sum()) > 0, name
 
@@ -143,8 +151,8 @@ def test_literal_supervised_attention_is_near_uniform_and_the_temperature_sharpe
     sharp.load_state_dict(literal.state_dict())
     batch = _batch()
     with torch.no_grad():
-        a = literal.encode(batch["src"], batch["src_mask"])
-        b = sharp.encode(batch["src"], batch["src_mask"])
+        a = literal.encode(batch.src, batch.src_mask)
+        b = sharp.encode(batch.src, batch.src_mask)
     assert a.saliency is not None and b.saliency is not None
     lengths = a.mask.sum(-1).tolist()
     ent_a = normalized_entropy(a.saliency.weights, a.mask)
@@ -159,7 +167,7 @@ def test_beam_search_with_beam_ten() -> None:
     batch = _batch()
     hyps = beam_search(
         _decoder(model),
-        SourceBatch(src=batch["src"], src_mask=batch["src_mask"]),
+        batch,
         DecodeOptions(beam_size=10, max_len=6, n_best=3),
     )
     assert len(hyps) == 3
