@@ -16,7 +16,6 @@ import scg
 from ..kernel_support import DEVICE, backend, chi_square_pvalue, one_thread  # noqa: F401  (first: TRITON_INTERPRET)
 from ..models_helpers import make_batch, make_model
 
-from scg_summarize.decoding.adapters import IndexedMemory  # isort: skip
 from scg_summarize.kernels import KernelDraws, ops, reference  # isort: skip
 from scg_summarize.models.c2f import coarse_to_fine as c2f_module  # isort: skip
 from scg_summarize.models.common.attention import Memory  # isort: skip
@@ -120,14 +119,14 @@ def test_rows_index_gives_the_gathered_memory_result(mode: str) -> None:
     with backend("reference"):
         with scg.Graph():
             torch.manual_seed(1)
-            got = attention(IndexedMemory.of(base, rows), h, 0, mode)
+            got = attention(base.read_through(rows), h, 0, mode)
         with scg.Graph():
             torch.manual_seed(1)
             want = attention(base.index_select(rows), h, 0, mode)
     for name in ("context", "chunk_probs", "chunk_weights", "words_read", "selected", "read_weights"):
         assert torch.equal(getattr(got, name), getattr(want, name)), name
     with pytest.raises(ValueError, match="rows"):
-        attention(IndexedMemory.of(base, rows), h, 0, "soft")
+        attention(base.read_through(rows), h, 0, "soft")
 
 
 def test_the_switch_reaches_the_model_step(kernels_used: list[str], monkeypatch: pytest.MonkeyPatch) -> None:

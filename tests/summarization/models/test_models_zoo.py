@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 from scg_summarize.data import Batch, SourceBatch
-from scg_summarize.decoding.adapters import IndexedMemory, ModelStepDecoder
+from scg_summarize.decoding.adapters import ModelStepDecoder
 from scg_summarize.models.c2f.config import C2FConfig
 from scg_summarize.models.c2f.model import Summarizer
 from scg_summarize.models.common.attention import Memory
@@ -166,7 +166,7 @@ def test_memory_extras_survive_every_reorder_path() -> None:
     base = Memory.build(words, mask, None, None, {"tag": torch.tensor([[1, 1], [2, 2]])})
     assert base.index_select(torch.tensor([1, 0, 1])).extra["tag"][:, 0].tolist() == [2, 1, 2]
     assert base.repeat(2).extra["tag"][:, 0].tolist() == [1, 1, 2, 2]
-    indexed = IndexedMemory.of(base, torch.tensor([1, 1, 0]))  # beam search's row -> example index
+    indexed = base.read_through(torch.tensor([1, 1, 0]))  # beam search's row -> example index
     assert indexed.extra["tag"] is base.extra["tag"]  # kept per example, not copied
     assert indexed.gathered().extra["tag"][:, 0].tolist() == [2, 2, 1]
 

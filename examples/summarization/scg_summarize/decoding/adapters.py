@@ -13,7 +13,7 @@ changed through the view ``with_coarse_topk(k)``, never on the caller's model):
   example index follows the beams; ``reorder`` reorders the decoder state and the memory
   field by field (``models.rows``), so a family's own state fields (Paulus's intra-temporal
   sums and past decoder states) and memory extras follow the beams unseen. C2F reads the memory through that index
-  (:class:`IndexedMemory`, the kernels' ``rows=``), so no hypothesis copies the encoder states;
+  (``Memory.read_through``, the kernels' ``rows=``), so no hypothesis copies the encoder states;
   other attentions (and copying generators) get the memory re-gathered when the rows change;
 * ``step_topk`` (the protocol's optional top-k step): for a plain softmax generator the output
   projection, log-softmax and top-k are one ``scg_summarize.kernels.logsoftmax_topk`` call
@@ -30,7 +30,7 @@ changed through the view ``with_coarse_topk(k)``, never on the caller's model):
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -42,7 +42,7 @@ from ..models.common.decoder import DecoderState
 from ..models.family import SummarizerFamily
 from .protocol import TopK, topk_of
 
-__all__ = ["IndexedMemory", "ModelState", "ModelStepDecoder"]
+__all__ = ["ModelState", "ModelStepDecoder"]
 
 
 @dataclass(kw_only=True, slots=True)
@@ -52,30 +52,8 @@ class ModelState:
     dec: DecoderState  # the family's decoder state, R rows
     example: torch.Tensor  # (R,) row -> example
     base: Memory  # the encoder memory, one row per example
-    memory: Memory  # base read through ``example`` (an IndexedMemory, or gathered; cached)
+    memory: Memory  # base read through ``example`` (``Memory.rows``, or gathered; cached)
     t: int = 0  # the decoder step
-
-
-@dataclass
-class IndexedMemory(Memory):
-    """A :class:`~scg_summarize.models.common.attention.Memory` with one row per *example* and ``rows``
-    ``(R,)``, the example of each hypothesis.
-
-    C2F attention (``reads_rows``) indexes the chunk and word states by ``rows`` (the kernels'
-    ``rows=``): R = B · beam hypotheses read the B encoded examples, no copy per hypothesis.
-    """
-
-    rows: torch.Tensor | None = None
-
-    @classmethod
-    def of(cls, base: Memory, rows: torch.Tensor) -> IndexedMemory:
-        """``base`` (one row per example) read through ``rows``."""
-        return cls(**{f.name: getattr(base, f.name) for f in fields(Memory)}, rows=rows)
-
-    def gathered(self) -> Memory:
-        """A plain memory with one row per hypothesis (copies; for what is not row-indexed)."""
-        base = Memory(**{f.name: getattr(self, f.name) for f in fields(Memory)})
-        return base if self.rows is None else base.index_select(self.rows)
 
 
 class ModelStepDecoder:
@@ -142,11 +120,10 @@ class ModelStepDecoder:
         extras: dict[str, torch.Tensor] = {"coarse_attn": att.chunk_probs.float()}
         if att.selected is not None:
             read = torch.zeros_like(att.chunk_probs, dtype=torch.bool)
-            real = per_query_row(state.memory.chunk_mask, getattr(state.memory, "rows", None))  # (R, M)
+            real = per_query_row(state.memory.chunk_mask, state.memory.rows)  # (R, M)
             extras["chunk_read"] = read.scatter(1, att.selected, True) & real
         if self.want_words:
-            memory = state.memory.gathered() if isinstance(state.memory, IndexedMemory) else state.memory
-            words = self.model.word_attention(memory, dec.h[-1], att)
+            words = self.model.word_attention(state.memory.gathered(), dec.h[-1], att)
             if words is not None:
                 extras["word_attn"] = words.float()
         return out, att, replace(state, dec=dec, t=state.t + 1), extras
@@ -186,7 +163,7 @@ class ModelStepDecoder:
         if same:
             memory = state.memory
         elif self.index_rows:
-            memory = IndexedMemory.of(state.base, example)  # an index, no copy of the encoder states
+            memory = state.base.read_through(example)  # an index, no copy of the encoder states
         else:
             memory = state.base.index_select(example)
         return ModelState(dec=state.dec.select(indices), example=example, base=state.base, memory=memory, t=state.t)

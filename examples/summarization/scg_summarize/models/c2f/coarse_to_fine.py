@@ -224,10 +224,10 @@ class C2FAttention(HierAttention):
         return top.indices, weights
 
     def forward(self, memory: Memory, h: torch.Tensor, step: int, mode: str) -> AttentionOut:
-        """One step. A ``memory`` with a ``rows`` attribute ``(R,)`` (beam search, see
+        """One step. A ``memory`` with ``rows`` ``(R,)`` (beam search, see
         ``decoding.adapters``) keeps one row per example; query row r reads example ``rows[r]``
         (hard modes only; the word states are indexed, never copied)."""
-        rows: torch.Tensor | None = getattr(memory, "rows", None)
+        rows = memory.rows
         if mode == "soft":
             if rows is not None:
                 raise ValueError("soft attention needs one memory row per query row (no rows index)")

@@ -26,7 +26,7 @@ per-step computations are plain functions (:func:`flat_step`, :func:`hier_step`,
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 from torch import nn
@@ -65,6 +65,10 @@ class Memory:
         extra: any other per-document tensors a model family keeps (first dimension B), e.g. the
             extended-vocabulary ids of :mod:`.extended_vocab`; reordered with the rows like the
             rest (:mod:`.rows`), so search never drops them.
+        rows: ``(R,)`` when R query rows read this memory of B examples through an index (query
+            row r reads example ``rows[r]``: beam search's hypotheses, without a copy of the
+            states per hypothesis; only attentions that declare ``reads_rows``, C2F's, accept it),
+            else None (one memory row per query row). See :meth:`read_through`.
 
     Subclasses may add fields too; :meth:`index_select` and :meth:`repeat` keep them.
     """
@@ -76,6 +80,7 @@ class Memory:
     chunk_sizes: torch.Tensor
     ids: torch.Tensor | None = None
     extra: dict[str, torch.Tensor] = field(default_factory=dict)
+    rows: torch.Tensor | None = None
 
     @classmethod
     def build(
@@ -92,8 +97,21 @@ class Memory:
         )
 
     def index_select(self, index: torch.Tensor) -> Memory:
-        """Rows ``index`` of every tensor (beam search: one row per hypothesis)."""
+        """Rows ``index`` of every tensor (beam search: one row per hypothesis); a memory read
+        through ``rows`` composes the index instead (nothing copied)."""
+        if self.rows is not None:
+            return replace(self, rows=self.rows.index_select(0, index.to(self.rows.device)))
         return select_rows(self, index)
+
+    def read_through(self, rows: torch.Tensor) -> Memory:
+        """This memory read by ``len(rows)`` query rows, row r reading example ``rows[r]`` (the
+        states are indexed by the attention, never copied)."""
+        return self.index_select(rows) if self.rows is not None else replace(self, rows=rows)
+
+    def gathered(self) -> Memory:
+        """One memory row per query row: the states read through ``rows`` copied (for parts that
+        do not index them); the memory itself when it has no ``rows``."""
+        return self if self.rows is None else select_rows(replace(self, rows=None), self.rows)
 
     def repeat(self, times: int) -> Memory:
         """Each example repeated ``times`` times consecutively (for beam search)."""
@@ -130,7 +148,7 @@ class AttentionOut:
 
 def per_query_row(x: torch.Tensor, rows: torch.Tensor | None) -> torch.Tensor:
     """``x`` (one row per memory row) as one row per query row: ``x[rows]``, or ``x`` itself
-    when ``rows`` is None (see :class:`~.c2f.C2FAttention` and ``decoding.adapters.IndexedMemory``)."""
+    when ``rows`` is None (see :class:`~.c2f.C2FAttention` and :attr:`Memory.rows`)."""
     return x if rows is None else x.index_select(0, rows)
 
 
