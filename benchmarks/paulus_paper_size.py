@@ -31,9 +31,9 @@ from typing import Any
 
 import torch
 from scg_summarize.data.batching import Batch
+from scg_summarize.decode_options import DecodeOptions
 from scg_summarize.decoding.adapters import ModelStepDecoder
 from scg_summarize.decoding.beam import beam_search
-from scg_summarize.decoding.options import DecodeOptions
 from scg_summarize.train.config import load_config
 from scg_summarize.train.data import batch_to, load_split, make_loader
 from scg_summarize.train.loop import build_model

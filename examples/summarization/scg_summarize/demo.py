@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from .data import SummarizationDataset, make_synthetic_corpus
-from .decoding.options import DecodeOptions
+from .decode_options import DecodeOptions
 from .evaluation.runs import evaluate_run
 from .train.config import load_config
 from .train.loop import Trainer

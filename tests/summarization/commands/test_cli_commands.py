@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from scg_summarize import cli
 from scg_summarize.commands._decoding_args import add_decode_arguments, decode_options, given_options
-from scg_summarize.decoding.options import DecodeOptions, Setting, option_problems
+from scg_summarize.decode_options import DecodeOptions, Setting, option_problems
 from scg_summarize.train.config import Config, EvalConfig, load_config
 
 COMMANDS_DIR = Path(cli.__file__).parent / "commands"
@@ -54,14 +54,29 @@ def test_every_command_module_is_listed_once() -> None:
     assert modules == sorted(names)  # a command module left out of COMMANDS would never run
 
 
-def test_every_command_parses_its_help_without_torch_for_the_top_level() -> None:
+def test_help_and_argument_errors_import_no_torch() -> None:
+    """The top-level help, ``--version``, a mistyped command, every command's ``--help`` and an
+    argument error of every command answer without importing torch (one process for all)."""
     code = (
-        "import sys\nfrom scg_summarize.cli import main\n"
+        "import sys\nfrom scg_summarize.cli import COMMANDS, main\n"
         "codes = [main(['--help']), main(['--version']), main(['no-such-command'])]\n"
-        "print(codes, 'torch' in sys.modules)\n"
+        "codes += [main([c.name, '--help']) for c in COMMANDS]\n"
+        "codes += [main([c.name, '--no-such-option']) for c in COMMANDS]\n"
+        "print(codes, sorted(m for m in ('torch', 'numpy', 'matplotlib') if m in sys.modules))\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert proc.stdout.strip().splitlines()[-1] == "[0, 0, 2] False", proc.stderr
+    n = len(cli.COMMANDS)
+    assert proc.stdout.strip().splitlines()[-1] == f"{[0, 0, 2] + [0] * n + [2] * n} []", proc.stderr[-2000:]
+
+
+def test_the_choices_are_the_implemented_names() -> None:
+    """`scg_summarize.choices` (torch-free, read by the parsers) names exactly what the modules implement."""
+    from scg_summarize.choices import BASELINES
+    from scg_summarize.evaluation.baselines import get_baseline
+
+    assert [get_baseline(name).method for name in BASELINES] == list(BASELINES)
+    with pytest.raises(ValueError, match="unknown baseline"):
+        get_baseline("no-such-baseline")
 
 
 def test_every_field_has_a_flag_a_toml_key_and_help() -> None:

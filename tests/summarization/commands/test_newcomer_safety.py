@@ -15,8 +15,8 @@ import torch
 from scg_summarize.cli import main
 from scg_summarize.commands._decoding_args import add_decode_arguments, decode_options
 from scg_summarize.data.vocab import Vocab
+from scg_summarize.decode_options import DecodeOptions, Hypothesis
 from scg_summarize.decoding.inputs import SourceDocument
-from scg_summarize.decoding.options import DecodeOptions, Hypothesis
 from scg_summarize.decoding.summarizer import Summarizer, replace_unks
 from scg_summarize.demo import DEFAULT_CONFIGS
 from scg_summarize.train.config import load_config

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 import torch
+from scg_summarize.decode_options import DecodeOptions
 from scg_summarize.decoding.adapters import ModelStepDecoder
 from scg_summarize.decoding.beam import beam_search
-from scg_summarize.decoding.options import DecodeOptions
 from scg_summarize.models import FAMILIES, ModelConfig, SummarizerFamily, build_model
 from scg_summarize.models.loading import load_model
 from scg_summarize.train.checkpoint import save_atomic

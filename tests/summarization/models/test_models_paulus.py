@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import torch
 from scg_summarize.data import SourceBatch
+from scg_summarize.decode_options import DecodeOptions
 from scg_summarize.decoding.adapters import ModelStepDecoder
 from scg_summarize.decoding.beam import beam_search
-from scg_summarize.decoding.options import DecodeOptions
 from scg_summarize.models.paulus.model import IntraDecoderAttention, TemporalAttention
 from scg_summarize.models.registry import build_model
 

@@ -62,7 +62,7 @@ def set_threads(args: argparse.Namespace) -> None:
 
 def add_rouge_arguments(parser: argparse.ArgumentParser) -> None:
     """ROUGE options (references, stemming, DUC-style limits, digit matching)."""
-    from ..evaluation.rouge import METRICS
+    from ..choices import ROUGE_SCORES
 
     group = parser.add_argument_group("ROUGE")
     group.add_argument(
@@ -86,7 +86,9 @@ def add_rouge_arguments(parser: argparse.ArgumentParser) -> None:
         default="auto",
         help="map digits and '#' to 0 on both sides (auto: on for models trained with digit mapping)",
     )
-    group.add_argument("--metrics", default=",".join(METRICS), help=f"comma-separated (default {','.join(METRICS)})")
+    group.add_argument(
+        "--metrics", default=",".join(ROUGE_SCORES), help=f"comma-separated (default {','.join(ROUGE_SCORES)})"
+    )
 
 
 def rouge_options(args: argparse.Namespace, digits_mapped: bool = False) -> RougeOptions:

@@ -1,8 +1,8 @@
 """The search flags of ``summarize`` and ``evaluate``, generated from `DecodeOptions`' fields.
 
-Each field of [`DecodeOptions`][scg_summarize.decoding.options.DecodeOptions] has one flag, named
+Each field of [`DecodeOptions`][scg_summarize.decode_options.DecodeOptions] has one flag, named
 with its help text and allowed values in the field's metadata
-([`Setting`][scg_summarize.decoding.options.Setting]); no table here repeats them. Every flag
+([`Setting`][scg_summarize.decode_options.Setting]); no table here repeats them. Every flag
 defaults to "not given": a command takes each field from the command line, else from the run's
 ``[eval]`` table (its family's documented settings), else from `DecodeOptions`' defaults, and a
 bad value is refused by argparse naming the flag (``argument --length-penalty: expected a finite
@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import fields
 from typing import Any
 
-from ..decoding.options import DecodeOptions, Setting, default_min_len, setting_of
+from ..decode_options import DecodeOptions, Setting, default_min_len, setting_of
 from ._common import positive_int
 
 __all__ = [

@@ -29,7 +29,7 @@ __all__ = ["COMMAND"]
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``baseline``."""
-    from ..evaluation.baselines import BASELINES
+    from ..choices import BASELINES
 
     parser.add_argument(
         "--method",
@@ -59,9 +59,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Execute ``baseline``; returns 0 on success, 1 on an error."""
+    from ..choices import BASELINES
     from ..data.dataset import SummarizationDataset
     from ..data.progress import Progress, progress_enabled
-    from ..evaluation.baselines import BASELINES, get_baseline
+    from ..evaluation.baselines import get_baseline
     from ..evaluation.naming import baseline_stem, write_result_safely
     from ..evaluation.report import markdown_report
     from ..evaluation.runner import evaluate_baseline

@@ -70,8 +70,8 @@ def run(args: argparse.Namespace) -> int:
     """Execute ``evaluate``; returns 0 on success, 1 on an error."""
     from ..data.dataset import SummarizationDataset
     from ..data.progress import Progress, progress_enabled
+    from ..decode_options import DecodeOptions, describe_options
     from ..decoding.loading import input_mismatch, load_run
-    from ..decoding.options import DecodeOptions, describe_options
     from ..evaluation.naming import decode_tag, model_stem, write_result_safely
     from ..evaluation.report import markdown_report
     from ..evaluation.runner import evaluate_model

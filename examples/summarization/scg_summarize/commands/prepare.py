@@ -54,11 +54,10 @@ def _unescape(text: str | None) -> str | None:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``prepare``."""
-    from ..data.options import LAYOUTS
-    from ..data.readers import FORMATS
+    from ..choices import CORPUS_FORMATS, LAYOUTS
 
     io = parser.add_argument_group("input and output")
-    io.add_argument("--format", required=True, choices=[*FORMATS, "synthetic"])
+    io.add_argument("--format", required=True, choices=[*CORPUS_FORMATS, "synthetic"])
     io.add_argument(
         "--input",
         action="append",

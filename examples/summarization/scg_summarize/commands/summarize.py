@@ -48,7 +48,7 @@ _JSON_NAMES = {"coarse_attn": "coarse", "chunk_read": "chunk_read", "word_attn":
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``summarize``."""
-    from ..decoding.inputs import INPUT_FORMATS
+    from ..choices import INPUT_FORMATS
     from ._decoding_args import add_decode_arguments
 
     parser.add_argument("--run", required=True, type=Path, metavar="RUN_DIR", help="a trained run directory")
@@ -241,8 +241,8 @@ def run(args: argparse.Namespace) -> int:
     """Execute ``summarize``; returns 0 on success, 1 on an error."""
     from ..data.errors import DataError
     from ..data.progress import Progress, progress_enabled
+    from ..decode_options import DecodeOptions
     from ..decoding.loading import load_run
-    from ..decoding.options import DecodeOptions
     from ..decoding.summarizer import Summarizer
     from ._decoding_args import check_recombine, decode_options
 

@@ -29,7 +29,7 @@ __all__ = ["COMMAND", "read_record"]
 
 
 def _add_output(parser: argparse.ArgumentParser) -> None:
-    from ..viz.output import FIGURE_FORMATS
+    from ..choices import FIGURE_FORMATS
 
     parser.add_argument("--output", required=True, type=Path, help="figure path (its suffix is the format)")
     parser.add_argument(

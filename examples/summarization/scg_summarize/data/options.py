@@ -12,13 +12,14 @@ import json
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Literal
 
+from ..choices import LAYOUTS
+
 __all__ = ["LAYOUTS", "TOKENIZERS", "PrepOptions", "options_hash"]
 
 Layout = Literal["grid", "sentences"]
 Tokenizer = Literal["ptb", "whitespace"]
 TargetMode = Literal["first", "concat"]
 
-LAYOUTS: tuple[str, ...] = ("grid", "sentences")
 TOKENIZERS: tuple[str, ...] = ("ptb", "whitespace")
 TARGET_MODES: tuple[str, ...] = ("first", "concat")
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from ..choices import CORPUS_FORMATS as FORMATS
 from .errors import BadInputReport, DataError
 from .gigaword_filters import GigawordFilter
 from .rawtext import RawExample, iter_lines
@@ -37,7 +38,6 @@ __all__ = [
     "read_parallel",
 ]
 
-FORMATS: tuple[str, ...] = ("cnndm", "jsonl", "parallel")
 _ARTICLE_SUFFIX = ".article.txt"
 _TITLE_SUFFIX = ".title.txt"
 

@@ -2,7 +2,6 @@
 
 =============== ===========================================================================
 ``protocol``    :class:`StepDecoder` (``init_state`` / ``step`` / ``reorder``) and extras
-``options``     :class:`DecodeOptions` and the :class:`Hypothesis` record
 ``blocking``    constraints: lengths, ``<unk>``, no-repeat n-gram (trigram) blocking
 ``beam``        batched beam search with length normalization
 ``greedy``      greedy search
@@ -13,16 +12,17 @@
 ``wrapped``     wrapped plain text: detection, and a whole file as one document
 =============== ===========================================================================
 
-See ``docs/evaluation.md``.
+The search settings, `DecodeOptions`, live in the torch-free `scg_summarize.decode_options` (the
+command-line parsers read them without importing torch). See ``docs/evaluation.md``.
 """
 
+from ..decode_options import DecodeOptions, Hypothesis
 from .adapters import ModelStepDecoder
 from .beam import beam_search
 from .blocking import SpecialIds, apply_constraints, banned_ngram_mask, block_repeated_ngrams
 from .greedy import greedy_search
 from .inputs import SourceDocument, documents_from_split, encode_text, read_documents
 from .loading import LoadedRun, RunLoadError, load_run
-from .options import DecodeOptions, Hypothesis
 from .protocol import StepDecoder, check_step_result
 from .summarizer import Summarizer, Summary, decode_batch
 from .wrapped import looks_wrapped, read_document

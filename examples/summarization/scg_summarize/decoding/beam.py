@@ -40,8 +40,8 @@ from typing import Any
 import torch
 
 from ..data.batching import SourceBatch
+from ..decode_options import DecodeOptions, Hypothesis
 from .blocking import SpecialIds, apply_constraints, banned_count_bound, constrain_candidates
-from .options import DecodeOptions, Hypothesis
 from .protocol import StepDecoder, check_step_result, check_topk_result, offers_topk, request_extras
 
 __all__ = ["MAX_TOPK", "batch_size_of", "beam_search", "markov_window", "use_topk_step"]

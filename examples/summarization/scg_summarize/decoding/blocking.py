@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .options import DecodeOptions
+from ..decode_options import DecodeOptions
 
 __all__ = [
     "SpecialIds",

@@ -12,9 +12,9 @@ from typing import Any
 import torch
 
 from ..data.batching import SourceBatch
+from ..decode_options import DecodeOptions, Hypothesis
 from .beam import batch_size_of
 from .blocking import SpecialIds, apply_constraints
-from .options import DecodeOptions, Hypothesis
 from .protocol import StepDecoder, check_step_result, request_extras
 
 __all__ = ["greedy_search"]

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import torch
 
+from ..choices import INPUT_FORMATS
 from ..data.chunking import layout_chunks, pack_chunks, regrid
 from ..data.dataset import Example, SummarizationDataset
 from ..data.errors import DataError
@@ -47,8 +48,6 @@ __all__ = [
     "regrid_document",
     "text_lines",
 ]
-
-INPUT_FORMATS: tuple[str, ...] = ("text", "jsonl")
 
 
 @dataclass(kw_only=True, slots=True)

@@ -72,7 +72,7 @@ class LoadedRun:
             (the trainer's ``data.regrid``); apply `prepare` to documents.
         eval_table: the run configuration's ``[eval]`` table, when it has one: its decoding
             settings are the run's defaults (see
-            [`DecodeOptions.from_eval_table`][scg_summarize.decoding.options.DecodeOptions.from_eval_table]).
+            [`DecodeOptions.from_eval_table`][scg_summarize.decode_options.DecodeOptions.from_eval_table]).
     """
 
     decoder: ModelStepDecoder

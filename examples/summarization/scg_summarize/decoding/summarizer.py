@@ -20,11 +20,11 @@ import torch
 from ..data.batching import SourceBatch, collate_sources
 from ..data.tokenizer import detokenize
 from ..data.vocab import SPECIALS, UNK, Vocab
+from ..decode_options import DecodeOptions, Hypothesis
 from .beam import beam_search
 from .blocking import SpecialIds, number_token_ids
 from .greedy import greedy_search
 from .inputs import SourceDocument
-from .options import DecodeOptions, Hypothesis
 from .protocol import StepDecoder
 
 __all__ = ["Summarizer", "Summary", "decode_batch", "replace_unks", "split_token_sentences"]

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..data.batching import SourceBatch
+from ..decode_options import DecodeOptions
 from ..decoding.abs_features import LogLinearDecoder, feature_totals
 from ..decoding.beam import beam_search
-from ..decoding.options import DecodeOptions
 from ..decoding.protocol import StepDecoder
 from .mert import NBest, corpus_metric, merge_nbest, mert
 from .rouge import Rouge

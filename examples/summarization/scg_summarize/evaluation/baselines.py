@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import networkx as nx
 import numpy as np
 
+from ..choices import BASELINES
 from .rouge import truncate_bytes
 
 __all__ = [
@@ -140,9 +141,6 @@ _FUNCTIONS: dict[str, Callable[[Sequence[str], int], list[str]]] = {
     "textrank": textrank,
 }
 _DEFAULT_PARAM = {"first": 1, "lead3": 3, "prefix": 75, "textrank": 3}
-
-#: The baseline methods, in table order.
-BASELINES: tuple[str, ...] = tuple(_FUNCTIONS)
 
 
 def get_baseline(method: str, param: int | None = None) -> Baseline:

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..decoding.options import DecodeOptions
+from ..decode_options import DecodeOptions
 from .baselines import Baseline, get_baseline
 from .report import result_settings, write_result
 from .rouge import RougeOptions

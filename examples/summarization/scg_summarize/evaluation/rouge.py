@@ -28,11 +28,11 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from ..choices import ROUGE_SCORES as METRICS
 from ..data.sentences import split_sentences
 
 __all__ = ["METRICS", "Rouge", "RougeOptions", "RougeResult", "truncate_bytes"]
 
-METRICS: tuple[str, ...] = ("rouge1", "rouge2", "rougeL", "rougeLsum")
 RefMode = Literal["all", "first", "concat", "pool"]
 Measure = Literal["f", "recall", "precision"]
 _DIGIT_RE = re.compile(r"[0-9#]")

@@ -19,9 +19,9 @@ from typing import Any
 from ..data.batching import collate_examples
 from ..data.dataset import SummarizationDataset
 from ..data.vocab import require_same_vocab
+from ..decode_options import DecodeOptions
 from ..decoding.inputs import SourceDocument, documents_from_split
 from ..decoding.loading import LoadedRun
-from ..decoding.options import DecodeOptions
 from ..decoding.summarizer import Summarizer
 from .baselines import Baseline
 from .metrics import AttentionMetrics

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from ..data.dataset import SummarizationDataset
+from ..decode_options import DecodeOptions
 from ..decoding.loading import load_run
-from ..decoding.options import DecodeOptions
 from ..jsonlines import json_object
 from .rouge import RougeOptions
 from .runner import evaluate_model

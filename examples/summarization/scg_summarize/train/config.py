@@ -22,7 +22,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ..decoding.options import EVAL_TABLE_OTHER_KEYS, DecodeOptions, option_problems
+from ..decode_options import EVAL_TABLE_OTHER_KEYS, DecodeOptions, option_problems
 from ..models.c2f.config import C2FConfig
 from ..models.config import ModelConfig
 from .schema import ConfigError, check_config

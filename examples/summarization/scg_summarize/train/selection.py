@@ -35,9 +35,9 @@ def validation_rouge(
 ) -> dict[str, float]:
     """ROUGE-1/2/L F1 ×100 of greedy summaries of the first ``n_examples`` examples (ids);
     ``progress`` is called with the examples of every decoded batch."""
+    from ..decode_options import DecodeOptions
     from ..decoding.adapters import ModelStepDecoder
     from ..decoding.greedy import greedy_search
-    from ..decoding.options import DecodeOptions
 
     was_training = model.training
     decoder = ModelStepDecoder(model)

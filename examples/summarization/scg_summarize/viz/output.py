@@ -8,9 +8,9 @@ from pathlib import Path
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-__all__ = ["FIGURE_FORMATS", "save_figure"]
+from ..choices import FIGURE_FORMATS
 
-FIGURE_FORMATS: tuple[str, ...] = ("png", "svg", "pdf")
+__all__ = ["FIGURE_FORMATS", "save_figure"]
 
 
 def save_figure(fig: Figure, path: str | Path, formats: Sequence[str] | None = None, dpi: int = 150) -> list[Path]:

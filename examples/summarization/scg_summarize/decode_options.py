@@ -1,7 +1,7 @@
-"""Search settings ([`DecodeOptions`][scg_summarize.decoding.options.DecodeOptions]) and the finished-hypothesis record.
+"""Search settings ([`DecodeOptions`][scg_summarize.decode_options.DecodeOptions]) and the finished-hypothesis record.
 
 `DecodeOptions` is the one source of the decoding settings. Each field carries, in its dataclass
-metadata, a [`Setting`][scg_summarize.decoding.options.Setting]: its command-line flag, its help
+metadata, a [`Setting`][scg_summarize.decode_options.Setting]: its command-line flag, its help
 text and its allowed values. From it come
 
 * the ``[eval]`` table of a run configuration, whose keys are the field names
@@ -15,7 +15,7 @@ The field defaults are the project's documented settings (beam 4, 10-40 words, t
 ``<unk>`` replaced by the most attended source word); a family's configuration may set others in
 its ``[eval]`` table (``docs/evaluation.md`` lists them). A command takes each field from the
 command line, else from the run's ``[eval]`` table, else from these defaults
-([`DecodeOptions.updated`][scg_summarize.decoding.options.DecodeOptions.updated]).
+([`DecodeOptions.updated`][scg_summarize.decode_options.DecodeOptions.updated]).
 
 Lengths count generated words *without* ``</s>``: a hypothesis of length ``L`` has ``L`` words
 followed by ``</s>``. Length normalization divides the summed log-probability by
