@@ -156,8 +156,6 @@ def test_demo_output_is_ignored_by_git() -> None:
 FRAGMENTS: dict[str, str] = {
     "abs.md": "uses a trained `model`",
     "evaluation.md": "a Protocol sketch, then a run in runs/c2f",
-    "summarizer.md": "a fragment of the trainer (model, src, ...)",
-    "tracking.md": "imports and models left out",
 }
 #: Pages whose blocks run but print nothing (they do not yet show that they worked).
 SILENT: frozenset[str] = frozenset({"estimators.md"})
