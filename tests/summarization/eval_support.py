@@ -98,13 +98,14 @@ def abs_decoder(
     times ``scale`` (peakier distributions, so that beams disagree)."""
     from scg_summarize.models.abs.config import AbsFamilyConfig
     from scg_summarize.models.abs.family import AbsSummarizer
+    from scg_summarize.models.abs.nnlm import EMBEDDING_STD
 
     torch.manual_seed(seed)
     config = AbsFamilyConfig(vocab_size=vocab, emb_dim=4, hidden=hidden, abs_context=context, abs_encoder=encoder)
     model = AbsSummarizer(config)
     with torch.no_grad():
         for table in model.abs.embeddings():
-            table.weight.div_(model.abs.config.init_std)  # the same draws, N(0, 1)
+            table.weight.div_(EMBEDDING_STD)  # the same draws, N(0, 1)
         for p in model.parameters():
             p.mul_(scale)
     return ModelStepDecoder(model)

@@ -11,7 +11,7 @@ from scg_summarize.decoding import ModelStepDecoder
 from scg_summarize.models.abs.config import AbsFamilyConfig
 from scg_summarize.models.abs.encoders import AttentionEncoder, BowEncoder, ConvEncoder, NoEncoder
 from scg_summarize.models.abs.family import AbsSummarizer
-from scg_summarize.models.abs.nnlm import AbsConfig, AbsModel, context_windows
+from scg_summarize.models.abs.nnlm import EMBEDDING_STD, AbsModel, context_windows
 from scg_summarize.models.abs.step import flatten_source
 
 H, D, C, VX, VY = 6, 4, 3, 17, 13
@@ -30,6 +30,16 @@ def _inputs(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
 def _ctx(rows: int, steps: int, seed: int = 1) -> torch.Tensor:
     gen = torch.Generator().manual_seed(seed)
     return torch.randint(2, VY, (rows, steps, C), generator=gen)
+
+
+def _nnlm(encoder: str, init_std: float) -> AbsModel:
+    """The NNLM with V_x = VX, V_y = VY and its embeddings drawn N(0, ``init_std``²)."""
+    config = AbsFamilyConfig(vocab_size=VX, abs_tgt_vocab=VY, abs_encoder=encoder, emb_dim=D, hidden=H, abs_context=C)
+    model = AbsModel(config)
+    with torch.no_grad():
+        for table in model.embeddings():
+            table.weight.mul_(init_std / EMBEDDING_STD)
+    return model
 
 
 def _close(a: torch.Tensor, b: torch.Tensor) -> None:
@@ -127,7 +137,7 @@ def test_context_windows_pad_with_bos() -> None:
 @pytest.mark.parametrize("encoder", ["none", "bow", "conv", "attention"])
 def test_nnlm_scores_match_the_formula(encoder: str) -> None:
     torch.manual_seed(4)
-    model = AbsModel(AbsConfig(VX, VY, encoder=encoder, embed=D, hidden=H, context=C, init_std=0.5))
+    model = _nnlm(encoder, init_std=0.5)
     src, mask, lengths = _inputs(6)
     tgt = torch.tensor([[2, 5, 6, 7, 3], [2, 8, 3, 0, 0], [2, 9, 9, 10, 3], [2, 3, 0, 0, 0]])
     log_probs = model(src, mask, tgt).detach()  # (B, T - 1, V)
@@ -150,7 +160,7 @@ def test_nnlm_scores_match_the_formula(encoder: str) -> None:
 
 def test_renormalize_embeddings_caps_row_norms() -> None:
     torch.manual_seed(5)
-    model = AbsModel(AbsConfig(VX, VY, encoder="attention", embed=D, hidden=H, context=C, init_std=1.0))
+    model = _nnlm("attention", init_std=1.0)
     changed = model.renormalize_embeddings(0.5)
     assert changed > 0
     for emb in model.embeddings():

@@ -2,7 +2,7 @@
 
 =================== ======================================================================
 ``encoders``        enc(x, y_c): bag-of-words, convolutional (TDNN), attention-based, none
-``nnlm``            :class:`AbsModel`: the NNLM decoder over a window of C words + an encoder
+``nnlm``            :class:`AbsModel`: the NNLM decoder over a window of C words + the encoder
 ``step``            :func:`flatten_source`: the chunk grid packed into one sentence
 ``kneser_ney``      :class:`KneserNeyLM`: interpolated Kneser-Ney n-grams (Table 2's KN row)
 ``config``          :class:`~.config.AbsFamilyConfig`: the ``abs`` family's options (``abs_*``)
@@ -17,15 +17,16 @@ extractive features, MERT) lives in
 ``docs/abs.md``.
 """
 
-from .encoders import ENCODERS, AbsEncoder, AttentionEncoder, BowEncoder, ConvEncoder, EncoderMemory, NoEncoder
+from .config import ABS_ENCODERS, AbsFamilyConfig
+from .encoders import AbsEncoder, AttentionEncoder, BowEncoder, ConvEncoder, EncoderMemory, NoEncoder
 from .kneser_ney import KneserNeyLM
-from .nnlm import AbsConfig, AbsModel, context_windows
+from .nnlm import AbsModel, context_windows
 from .step import flatten_source
 
 __all__ = [
-    "ENCODERS",
-    "AbsConfig",
+    "ABS_ENCODERS",
     "AbsEncoder",
+    "AbsFamilyConfig",
     "AbsModel",
     "AttentionEncoder",
     "BowEncoder",

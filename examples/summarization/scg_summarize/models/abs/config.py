@@ -5,15 +5,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..config import ModelConfig
-from .encoders import ENCODERS
 
-__all__ = ["AbsFamilyConfig"]
+__all__ = ["ABS_ENCODERS", "AbsFamilyConfig"]
+
+#: The values of ``model.abs_encoder`` (Table 2's rows; :class:`~.nnlm.AbsModel` builds the one named).
+ABS_ENCODERS: tuple[str, ...] = ("none", "bow", "conv", "attention")
 
 
 @dataclass(kw_only=True, slots=True)
 class AbsFamilyConfig(ModelConfig):
-    """Hyperparameters of `AbsSummarizer` (with those of `ModelConfig`: ``emb_dim`` is D,
-    ``hidden`` is H; ``emb_init_std`` is not used: embeddings start N(0, 0.05²)).
+    """Hyperparameters of `AbsSummarizer` and its NNLM (with those of `ModelConfig`: ``emb_dim``
+    is D, ``hidden`` is H; ``emb_init_std`` is not used: embeddings start N(0, 0.05²); the paper's
+    sizes are D = 200, H = 400, C = 5, L = 3, Q = 2).
 
     Attributes:
         abs_encoder: the input encoder enc(x, y_c): ``none`` (the plain NNLM), ``bow``,
@@ -37,10 +40,20 @@ class AbsFamilyConfig(ModelConfig):
     abs_src_vocab: int = 0
     abs_tgt_vocab: int = 0
 
+    @property
+    def src_vocab(self) -> int:
+        """V_x: ``abs_src_vocab``, or every corpus word (``vocab_size``) when it is 0."""
+        return self.abs_src_vocab or self.vocab_size
+
+    @property
+    def tgt_vocab(self) -> int:
+        """V_y: ``abs_tgt_vocab``, or every corpus word (``vocab_size``) when it is 0."""
+        return self.abs_tgt_vocab or self.vocab_size
+
     def validate(self) -> None:
         ModelConfig.validate(self)
-        if self.abs_encoder not in ENCODERS:
-            raise ValueError(f"model.abs_encoder must be one of {ENCODERS}, got {self.abs_encoder!r}")
+        if self.abs_encoder not in ABS_ENCODERS:
+            raise ValueError(f"model.abs_encoder must be one of {ABS_ENCODERS}, got {self.abs_encoder!r}")
         for name, low in (("abs_context", 1), ("abs_layers", 1), ("abs_window", 0)):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < low:

@@ -37,14 +37,12 @@ from torch import nn
 from torch.nn import functional
 
 __all__ = [
-    "ENCODERS",
     "AbsEncoder",
     "AttentionEncoder",
     "BowEncoder",
     "ConvEncoder",
     "EncoderMemory",
     "NoEncoder",
-    "make_encoder",
 ]
 
 
@@ -188,30 +186,3 @@ class AttentionEncoder(AbsEncoder):
         scores = scores.masked_fill(~memory.mask[example].unsqueeze(1), -math.inf)
         attn = torch.softmax(scores, dim=-1)  # p
         return torch.einsum("rtm,rmh->rth", attn, values), attn
-
-
-#: Encoder names for configurations (Table 2's rows).
-ENCODERS: tuple[str, ...] = ("none", "bow", "conv", "attention")
-
-
-def make_encoder(
-    name: str,
-    *,
-    src_vocab: int,
-    tgt_vocab: int,
-    hidden: int,
-    embed: int,
-    context: int,
-    layers: int = 3,
-    window: int = 2,
-) -> AbsEncoder:
-    """The encoder called ``name`` (one of :data:`ENCODERS`) with the paper's hyperparameters."""
-    if name == "none":
-        return NoEncoder(hidden)
-    if name == "bow":
-        return BowEncoder(src_vocab, hidden)
-    if name == "conv":
-        return ConvEncoder(src_vocab, hidden, layers=layers, window=window)
-    if name == "attention":
-        return AttentionEncoder(src_vocab, tgt_vocab, hidden, embed, context, window=window)
-    raise ValueError(f"unknown ABS encoder {name!r}; expected one of {ENCODERS}")

@@ -40,12 +40,12 @@ from ..family import SummarizerFamily, SummarizerOutput
 from ..registry import FAMILIES
 from .config import AbsFamilyConfig
 from .encoders import EncoderMemory
-from .nnlm import AbsConfig, AbsModel, context_windows
+from .nnlm import BOS, AbsModel, context_windows
 from .step import flatten_source
 
 __all__ = ["AbsFamilyState", "AbsGenerator", "AbsSummarizer"]
 
-BOS, UNK = 2, 1
+UNK = 1
 
 
 @dataclass
@@ -80,8 +80,9 @@ def _ids(size: int, corpus: int) -> torch.Tensor:
 class AbsSummarizer(SummarizerFamily[AbsFamilyConfig, AbsFamilyState]):
     """The ``abs`` family (see the module docstring); sizes from :class:`~.config.AbsFamilyConfig`:
     ``emb_dim`` = D, ``hidden`` = H, ``abs_context`` = C, ``abs_layers`` = L, ``abs_window`` = Q,
-    ``abs_encoder``, ``abs_src_vocab`` = V_x and ``abs_tgt_vocab`` = V_y (0: V). Embeddings start
-    N(0, 0.05²) (:class:`~.nnlm.AbsConfig`; ``emb_init_std`` and the LSTM options are not used)."""
+    ``abs_encoder``, ``abs_src_vocab`` = V_x and ``abs_tgt_vocab`` = V_y (0: V), the one
+    configuration of the family and of its NNLM (:class:`~.nnlm.AbsModel`). Embeddings start
+    N(0, 0.05²) (``emb_init_std`` and the LSTM options are not used)."""
 
     has_own_output_space = True
     #: corpus id -> input id, corpus id -> output id (``<unk>`` outside), output id -> corpus id
@@ -95,21 +96,8 @@ class AbsSummarizer(SummarizerFamily[AbsFamilyConfig, AbsFamilyState]):
         if config.vocab_size < 5:
             raise ValueError("model.vocab_size must be set (the corpus vocabulary size)")
         self.config = config
-        V = config.vocab_size
-        vx, vy = config.abs_src_vocab or V, config.abs_tgt_vocab or V
-        self.abs = AbsModel(
-            AbsConfig(
-                vx,
-                vy,
-                encoder=config.abs_encoder,
-                embed=config.emb_dim,
-                hidden=config.hidden,
-                context=config.abs_context,
-                layers=config.abs_layers,
-                window=config.abs_window,
-                bos=BOS,
-            )
-        )
+        V, vx, vy = config.vocab_size, config.src_vocab, config.tgt_vocab
+        self.abs = AbsModel(config)
         self.generator = AbsGenerator(self.abs)
         self.register_buffer("src_map", torch.empty(V, dtype=torch.long))
         self.register_buffer("tgt_map", torch.empty(V, dtype=torch.long))
@@ -122,8 +110,8 @@ class AbsSummarizer(SummarizerFamily[AbsFamilyConfig, AbsFamilyState]):
         the specials 0-3 first)."""
         V = self.config.vocab_size
         for name, ids, size in (
-            ("abs_src_vocab", src_ids, self.abs.config.src_vocab),
-            ("abs_tgt_vocab", tgt_ids, self.abs.config.tgt_vocab),
+            ("abs_src_vocab", src_ids, self.config.src_vocab),
+            ("abs_tgt_vocab", tgt_ids, self.config.tgt_vocab),
         ):
             if len(ids) != size or ids[:4] != [0, 1, 2, 3] or max(ids) >= V:
                 raise ValueError(

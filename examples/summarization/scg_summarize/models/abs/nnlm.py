@@ -11,59 +11,28 @@ model of order C), which is what makes hypothesis recombination exact in beam se
 
 Training is teacher-forced negative log-likelihood (Section 3.3): :meth:`AbsModel.forward`
 scores every position of a batch of targets at once. Input and output vocabularies may differ
-(``src_vocab``/``tgt_vocab``); id 0 is ``<pad>`` in both and ``bos`` pads the window.
+(V_x and V_y, :attr:`~.config.AbsFamilyConfig.src_vocab` / ``tgt_vocab``); id 0 is ``<pad>`` in
+both and :data:`BOS` pads the window. The sizes are the family's configuration
+(:class:`~.config.AbsFamilyConfig`: D = ``emb_dim``, H = ``hidden``, C = ``abs_context``,
+L = ``abs_layers``, Q = ``abs_window``), and the encoder is the one ``abs_encoder`` names.
 """
 
 from __future__ import annotations
-
-from dataclasses import asdict, dataclass
 
 import torch
 from torch import nn
 from torch.nn import functional
 
-from .encoders import ENCODERS, AbsEncoder, EncoderMemory, make_encoder
+from .config import ABS_ENCODERS, AbsFamilyConfig
+from .encoders import AbsEncoder, AttentionEncoder, BowEncoder, ConvEncoder, EncoderMemory, NoEncoder
 
-__all__ = ["AbsConfig", "AbsModel", "context_windows"]
+__all__ = ["BOS", "EMBEDDING_STD", "AbsModel", "context_windows"]
 
 
-@dataclass(frozen=True)
-class AbsConfig:
-    """ABS sizes (paper: D = 200, H = 400, C = 5, L = 3, Q = 2).
-
-    Attributes:
-        src_vocab: input vocabulary size V_x.
-        tgt_vocab: output (title) vocabulary size V_y.
-        encoder: ``none`` (NNLM), ``bow``, ``conv`` or ``attention`` (ABS).
-        embed: D, the output word embedding size (E and G).
-        hidden: H, the hidden layer and encoder size.
-        context: C, the window of previous output words.
-        layers: L, convolution layers of the ``conv`` encoder.
-        window: Q, the convolution half-width (``conv``) and smoothing half-width (``attention``).
-        bos: the ``<s>`` id that pads the window.
-        init_std: standard deviation of the embedding initialization.
-    """
-
-    src_vocab: int
-    tgt_vocab: int
-    encoder: str = "attention"
-    embed: int = 200
-    hidden: int = 400
-    context: int = 5
-    layers: int = 3
-    window: int = 2
-    bos: int = 2
-    init_std: float = 0.05
-
-    def __post_init__(self) -> None:
-        if self.encoder not in ENCODERS:
-            raise ValueError(f"AbsConfig.encoder must be one of {ENCODERS}, got {self.encoder!r}")
-        for name in ("src_vocab", "tgt_vocab", "embed", "hidden", "context"):
-            if int(getattr(self, name)) < 1:
-                raise ValueError(f"AbsConfig.{name} must be positive, got {getattr(self, name)!r}")
-
-    def to_dict(self) -> dict[str, object]:
-        return asdict(self)
+#: ``<s>``, the id that pads the window (an output id: the specials 0-3 are the corpus's in V_x and V_y)
+BOS = 2
+#: the standard deviation of the embeddings' initialization N(0, 0.05²) (E, F, G)
+EMBEDDING_STD = 0.05
 
 
 def context_windows(tgt: torch.Tensor, context: int, bos: int) -> torch.Tensor:
@@ -85,26 +54,28 @@ def context_windows(tgt: torch.Tensor, context: int, bos: int) -> torch.Tensor:
 class AbsModel(nn.Module):
     """NNLM decoder + encoder (see the module docstring)."""
 
-    def __init__(self, config: AbsConfig) -> None:
+    def __init__(self, config: AbsFamilyConfig) -> None:
         super().__init__()
         self.config = config
-        c = config
-        self.embed = nn.Embedding(c.tgt_vocab, c.embed, padding_idx=0)  # E
-        self.hidden_layer = nn.Linear(c.context * c.embed, c.hidden)  # U
-        self.out_lm = nn.Linear(c.hidden, c.tgt_vocab)  # V
-        self.encoder: AbsEncoder = make_encoder(
-            c.encoder,
-            src_vocab=c.src_vocab,
-            tgt_vocab=c.tgt_vocab,
-            hidden=c.hidden,
-            embed=c.embed,
-            context=c.context,
-            layers=c.layers,
-            window=c.window,
-        )
-        self.out_enc = nn.Linear(c.hidden, c.tgt_vocab) if c.encoder != "none" else None  # W
+        vx, vy, D, H, C = config.src_vocab, config.tgt_vocab, config.emb_dim, config.hidden, config.abs_context
+        self.embed = nn.Embedding(vy, D, padding_idx=0)  # E
+        self.hidden_layer = nn.Linear(C * D, H)  # U
+        self.out_lm = nn.Linear(H, vy)  # V
+        self.encoder: AbsEncoder
+        match config.abs_encoder:
+            case "none":
+                self.encoder = NoEncoder(H)
+            case "bow":
+                self.encoder = BowEncoder(vx, H)
+            case "conv":
+                self.encoder = ConvEncoder(vx, H, layers=config.abs_layers, window=config.abs_window)
+            case "attention":
+                self.encoder = AttentionEncoder(vx, vy, H, D, C, window=config.abs_window)
+            case other:
+                raise ValueError(f"model.abs_encoder must be one of {ABS_ENCODERS}, got {other!r}")
+        self.out_enc = nn.Linear(H, vy) if config.abs_encoder != "none" else None  # W
         for emb in self.embeddings():
-            nn.init.normal_(emb.weight, 0.0, c.init_std)
+            nn.init.normal_(emb.weight, 0.0, EMBEDDING_STD)
             with torch.no_grad():
                 emb.weight[0].zero_()
 
@@ -135,8 +106,8 @@ class AbsModel(nn.Module):
         NNLM) and the attention ``(R, T, M)`` (None unless the attention encoder) for windows
         ``ctx`` ``(R, T, C)`` of rows of examples ``example`` ``(R,)``."""
         rows, steps, c = ctx.shape
-        if c != self.config.context:
-            raise ValueError(f"context windows have {c} words, the model's C is {self.config.context}")
+        if c != self.config.abs_context:
+            raise ValueError(f"context windows have {c} words, the model's C is {self.config.abs_context}")
         h = torch.tanh(self.hidden_layer(self.embed(ctx).reshape(rows, steps, -1)))  # (R, T, H)
         if self.out_enc is None:
             return h, None, None
@@ -158,7 +129,7 @@ class AbsModel(nn.Module):
         """Teacher-forced log-probabilities ``(B, T - 1, V_y)`` of ``tgt[:, 1:]``
         (``tgt`` ``(B, T)`` = ``<s> y </s>``, inputs ``(B, M)``)."""
         memory = self.encode(src, src_mask)
-        ctx = context_windows(tgt, self.config.context, self.config.bos)
+        ctx = context_windows(tgt, self.config.abs_context, BOS)
         scores, _ = self.logits(memory, torch.arange(src.shape[0], device=src.device), ctx)
         return torch.log_softmax(scores, dim=-1)
 
