@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import CodeType, FrameType
 from typing import Any, Protocol
@@ -105,8 +105,10 @@ def _compiled_line() -> str:
 
 
 #: dynamo runs it while tracing and keeps its result as a constant (a string, which the traced
-#: error messages can format; a Location object would print as a dynamo variable)
-_traced_line: Callable[[], str] = torch.compiler.assume_constant_result(_compiled_line)  # type: ignore[no-untyped-call]
+#: error messages can format; a Location object would print as a dynamo variable). This is what
+#: ``torch.compiler.assume_constant_result`` does, without importing dynamo when scg is imported
+#: (importing it changes torch's namespace)
+_compiled_line._dynamo_marked_constant = True  # type: ignore[attr-defined]
 
 
 def caller_location() -> Location | str:
@@ -119,7 +121,7 @@ def caller_location() -> Location | str:
     every node.
     """
     if torch.compiler.is_compiling():  # dynamo cannot trace frame objects
-        return _traced_line()
+        return _compiled_line()
     try:
         frame: FrameType | None = sys._getframe(2)
     except ValueError:  # (called from the outermost frame)
