@@ -22,7 +22,7 @@ from scg_summarize.cli import main
 from scg_summarize.data import make_synthetic_corpus
 from scg_summarize.data.storage import SplitWriter, read_meta, write_meta
 from scg_summarize.data.vocab import Vocab
-from scg_summarize.train.checkpoint import load_checkpoint
+from scg_summarize.models.loading import read_checkpoint
 
 from ..eval_support import ToySetup, make_toy_setup
 from ..robust_support import train_args
@@ -294,10 +294,10 @@ def test_resume_refuses_changed_options_by_name_and_applies_harmless_ones(
     assert "train.lr: saved 0.01, given 0.1" in "\n".join(_err_lines(capsys))
     assert main([*resume, "--set", "model.hidden=32"]) == 2  # a checkpoint of another model size
     assert "model.hidden: saved 16, given 32" in "\n".join(_err_lines(capsys))
-    assert load_checkpoint(run / "checkpoint.pt")["config"]["train"]["lr"] == 0.01
+    assert read_checkpoint(run / "checkpoint.pt")["config"]["train"]["lr"] == 0.01
     assert main([*resume, "--set", "train.epochs=2"]) == 0
     assert "resume: applying train.epochs = 2 (saved 1)" in "\n".join(_err_lines(capsys))
-    assert load_checkpoint(run / "checkpoint.pt")["config"]["train"]["epochs"] == 2
+    assert read_checkpoint(run / "checkpoint.pt")["config"]["train"]["epochs"] == 2
 
 
 def test_a_hier_checkpoint_is_not_resumed_as_c2f(synthetic_corpus: Path, tmp_path: Path, capsys) -> None:

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from scg_summarize.train.checkpoint import load_checkpoint
+from scg_summarize.models.loading import read_checkpoint
 
 from ..robust_support import cli, same_parameters, start, train_args, train_lines, wait_for
 
@@ -33,7 +33,7 @@ def test_sigterm_stops_after_the_step_with_a_checkpoint_and_resumes_bitwise(
     assert "Traceback" not in output
     stopped = [line for line in output.splitlines() if "stopped by SIGTERM at step" in line]
     assert len(stopped) == 1, output  # one line says where the run stopped
-    step = int(load_checkpoint(tmp_path / "victim" / "checkpoint.pt")["step"])
+    step = int(read_checkpoint(tmp_path / "victim" / "checkpoint.pt")["step"])
     assert f"at step {step};" in stopped[-1] and step % 8 != 0  # mid-epoch, and nothing after it lost
     assert train_lines(tmp_path / "victim") == step  # log_every=1: one line per step, none beyond
     assert reference.wait(timeout=240) == 0
@@ -114,7 +114,7 @@ def test_workers_stop_when_the_torchrun_agent_dies(
     wait_for(lambda: all(gone(pid) for pid in workers), timeout=60)
     text = log.read_text(errors="replace")
     assert "torchrun agent" in text and "Traceback" not in text, text[-3000:]
-    step = int(load_checkpoint(out / "checkpoint.pt")["step"])
+    step = int(read_checkpoint(out / "checkpoint.pt")["step"])
     assert step >= 2  # the workers checkpointed the step they stopped after
     lines = train_lines(out)
     time.sleep(1.0)
@@ -211,7 +211,7 @@ def test_sigterm_during_the_final_test_evaluation_says_so_in_one_line(
     assert signal.getsignal(signal.SIGTERM) is previous  # the handlers are put back
     err = [line for line in capsys.readouterr().err.splitlines() if "during the final test evaluation" in line]
     assert len(err) == 1 and "SIGTERM" in err[0] and "scg-summarize evaluate --run" in err[0]
-    assert load_checkpoint(tmp_path / "run" / "best.pt")["step"] > 0  # training's results are kept
+    assert read_checkpoint(tmp_path / "run" / "best.pt")["step"] > 0  # training's results are kept
 
 
 def test_sigterm_in_process_stops_after_the_step_with_a_checkpoint_and_resumes_bitwise(
@@ -241,7 +241,7 @@ def test_sigterm_in_process_stops_after_the_step_with_a_checkpoint_and_resumes_b
     assert "Traceback" not in err
     stopped = [line for line in err.splitlines() if "stopped by SIGTERM at step" in line]
     assert len(stopped) == 1, err
-    assert int(load_checkpoint(tmp_path / "victim" / "checkpoint.pt")["step"]) == 3  # mid-epoch (8 steps)
+    assert int(read_checkpoint(tmp_path / "victim" / "checkpoint.pt")["step"]) == 3  # mid-epoch (8 steps)
     assert "at step 3;" in stopped[0]
     assert train_lines(tmp_path / "victim") == 3  # log_every=1: one line per step, none beyond
     monkeypatch.setattr(Trainer, "train_step", real_step)

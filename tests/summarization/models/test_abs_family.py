@@ -19,9 +19,9 @@ from scg_summarize.decoding.adapters import ModelStepDecoder
 from scg_summarize.models.abs.config import AbsFamilyConfig
 from scg_summarize.models.abs.family import AbsSummarizer
 from scg_summarize.models.config import ModelConfig
-from scg_summarize.models.loading import load_model
+from scg_summarize.models.loading import load_model, read_checkpoint
 from scg_summarize.models.registry import FAMILIES, build_model
-from scg_summarize.train.checkpoint import load_checkpoint, save_atomic
+from scg_summarize.train.checkpoint import save_atomic
 from scg_summarize.train.config import Config, ConfigError, load_config
 
 V = 30
@@ -232,12 +232,12 @@ def test_cli_prepare_train_resume_evaluate_an_abs_run(tmp_path: Path, capsys: py
     stored = json.loads((run / "config.json").read_text())["model"]
     assert stored["family"] == "abs"
     assert (stored["abs_src_vocab"], stored["abs_tgt_vocab"]) == (len(fields.src_ids), len(fields.tgt_ids))
-    first = load_checkpoint(run / "checkpoint.pt")
+    first = read_checkpoint(run / "checkpoint.pt")
     assert first["step"] == 4
     assert cli(["train", "--out", str(run), "--resume", "--quiet", "--set", "train.epochs=2"]) == 0
-    resumed = load_checkpoint(run / "checkpoint.pt")
+    resumed = read_checkpoint(run / "checkpoint.pt")
     assert resumed["step"] == 8 and torch.equal(resumed["model"]["tgt_ids"], torch.tensor(fields.tgt_ids))
-    best = load_checkpoint(run / "best.pt")
+    best = read_checkpoint(run / "best.pt")
     valid = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
     assert best["valid"]["ppl"] == min(x["ppl"] for x in valid if x["event"] == "valid")
     loaded = load_run(run)
@@ -273,7 +273,7 @@ def test_rouge_selection_and_a_sequence_level_objective_run_on_abs(synthetic_cor
     trainer.fit()
     valid = [json.loads(x) for x in (tmp_path / "sel" / "metrics.jsonl").read_text().splitlines()]
     scores = [x["rougeL"] for x in valid if x["event"] == "valid"]
-    assert len(scores) == 2 and load_checkpoint(tmp_path / "sel" / "best.pt")["valid"]["rougeL"] == max(scores)
+    assert len(scores) == 2 and read_checkpoint(tmp_path / "sel" / "best.pt")["valid"]["rougeL"] == max(scores)
     rl = Trainer(
         load_config("tiny-ABS", [*fast, "train.objective=self_critical", "train.rollout_len=5"]),
         synthetic_corpus,

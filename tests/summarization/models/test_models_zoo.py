@@ -16,12 +16,12 @@ from scg_summarize.models.common.attention import Memory
 from scg_summarize.models.common.decoder import DecoderState
 from scg_summarize.models.common.extended_vocab import extend_source, extend_targets, to_corpus, to_input
 from scg_summarize.models.common.rows import repeat_rows, select_rows
-from scg_summarize.models.config import LEGACY_OPTIONS, ModelConfig
-from scg_summarize.models.loading import load_model
+from scg_summarize.models.config import ModelConfig
+from scg_summarize.models.loading import load_model, read_checkpoint
 from scg_summarize.models.paulus.config import PaulusConfig
 from scg_summarize.models.paulus.model import PaulusState, PaulusSummarizer
 from scg_summarize.models.registry import FAMILIES, FamilyRegistry, build_model
-from scg_summarize.train.checkpoint import load_checkpoint, save_atomic
+from scg_summarize.train.checkpoint import save_atomic
 
 V, VT = 40, 24
 
@@ -106,13 +106,19 @@ def test_each_family_has_its_own_options() -> None:
     assert type(PaulusConfig.from_dict({"vocab_size": V})) is PaulusConfig  # the class's family by default
 
 
-@pytest.mark.parametrize("name", sorted(FAMILY_CONFIGS))
-def test_a_checkpoint_with_every_familys_options_loads(name: str) -> None:
-    """Checkpoints written before each family had its own configuration store the options of
-    every family (`LEGACY_OPTIONS`); the stored family's are kept, the rest dropped."""
-    own = FAMILY_CONFIGS[name]
-    flat = {key: 0 for key in LEGACY_OPTIONS} | own.to_dict()
-    assert ModelConfig.from_dict(flat) == own
+def test_a_checkpoint_with_another_familys_options_is_refused_naming_the_file(tmp_path: Path) -> None:
+    """A checkpoint whose ``[model]`` table holds options its family does not have (as older versions
+    stored every family's) is refused with the file, the options and what to do; nothing is dropped."""
+    config = FAMILY_CONFIGS["c2f-standard"]
+    model = build_model(config)
+    table = config.to_dict() | {"abs_window": 5, "tgt_vocab_size": 0}
+    save_atomic({"config": {"model": table}, "model": model.state_dict()}, tmp_path / "best.pt")
+    with pytest.raises(ValueError) as err:
+        load_model(tmp_path / "best.pt")
+    message = str(err.value)
+    assert message.startswith(f"{tmp_path / 'best.pt'}: cannot rebuild the model")
+    assert "model.abs_window, model.tgt_vocab_size: not an option of the 'c2f' family" in message
+    assert "train it again with this version" in message
 
 
 @pytest.mark.parametrize("name", sorted(FAMILY_CONFIGS))
@@ -132,7 +138,7 @@ def test_checkpoint_round_trip_for_every_family(name: str, tmp_path: Path) -> No
         a = model(b.src, b.src_mask, b.tgt, b.tgt_mask, mode="greedy").total_nll()
         c = loaded.eval()(b.src, b.src_mask, b.tgt, b.tgt_mask, mode="greedy").total_nll()
     assert torch.equal(a, c) and torch.isfinite(a)
-    assert set(load_checkpoint(tmp_path / "best.pt")["model"]) == set(model.state_dict())
+    assert set(read_checkpoint(tmp_path / "best.pt")["model"]) == set(model.state_dict())
 
 
 # ----------------------------------------------------------------------------- rows

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 from scg_summarize.data import SummarizationDataset
+from scg_summarize.models.loading import read_checkpoint
 from scg_summarize.train import Trainer, load_config
-from scg_summarize.train.checkpoint import load_checkpoint
 from scg_summarize.train.data import make_loader
 from scg_summarize.train.optim import PlateauDecay
 from torch import nn
@@ -83,7 +83,7 @@ def test_the_abs_configuration_trains_with_its_schedule(synthetic_corpus: Path, 
     tables = [m.weight.detach() for m in trainer.model.modules() if isinstance(m, nn.Embedding)]
     assert len(tables) == 3  # E, F, G: N(0, 0.05²) rows of 8 to 16 numbers start far above the bound
     assert max(float(t.norm(dim=1).max()) for t in tables) == pytest.approx(0.05)  # renormalized after the epoch
-    best = load_checkpoint(tmp_path / "run" / "best.pt")["model"]
+    best = read_checkpoint(tmp_path / "run" / "best.pt")["model"]
     assert all(float(best[k].norm(dim=1).max()) <= 0.05 + 1e-6 for k in best if k.endswith("embed.weight"))
     lr, best = 0.05, float("inf")
     for record in valid:  # halved exactly at the epochs whose perplexity is not a new best

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from scg_summarize.train.checkpoint import load_checkpoint
+from scg_summarize.models.loading import read_checkpoint
 
 
 # torchrun end to end; the ranks' gradient averaging is checked in process (default suite) by
@@ -48,7 +48,7 @@ def test_torchrun_two_processes_agree(
     assert proc.returncode == 0, proc.stdout + proc.stderr
     digests = [(out / f"digest-rank{r}.txt").read_text() for r in (0, 1)]
     assert digests[0] == digests[1]
-    state = load_checkpoint(out / "checkpoint.pt")
+    state = read_checkpoint(out / "checkpoint.pt")
     assert state["step"] == 4
     # the ranks trained (parameters moved away from the shared initialization)
     from scg_summarize.train import build_model, load_config

@@ -9,9 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 from scg_summarize.cli import main
-from scg_summarize.models.loading import load_model
+from scg_summarize.models.loading import load_model, read_checkpoint
 from scg_summarize.train import Trainer, load_config
-from scg_summarize.train.checkpoint import load_checkpoint
 
 FAST = ["train.max_steps_per_epoch=3", "train.epochs=2"]
 
@@ -90,7 +89,7 @@ def test_pretrain_starts_c2f_from_a_hier_checkpoint(synthetic_corpus: Path, tmp_
         quiet=True,
         log=lambda line: None,
     )
-    best = load_checkpoint(tmp_path / "hier" / "best.pt")["model"]
+    best = read_checkpoint(tmp_path / "hier" / "best.pt")["model"]
     for name, value in c2f.model.state_dict().items():
         assert torch.equal(value, best[name]), name
     assert hier.model.state_dict().keys() == c2f.model.state_dict().keys()

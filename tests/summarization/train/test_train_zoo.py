@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 from scg_summarize.decoding import load_run
+from scg_summarize.models.loading import read_checkpoint
 from scg_summarize.models.paulus.model import PaulusSummarizer
 from scg_summarize.train import Trainer, load_config
-from scg_summarize.train.checkpoint import load_checkpoint
 from scg_summarize.train.objective import OBJECTIVES, objective_names
 
 FAST = [
@@ -47,7 +47,7 @@ def test_paulus_ml_then_mixed_rl_from_its_checkpoint(synthetic_corpus: Path, tmp
     assert isinstance(ml.model, PaulusSummarizer) and ml.model.target_vocab == 20
     valid = _lines(tmp_path / "ml", "valid")
     assert len(valid) == 2 and all({"rouge1", "rouge2", "rougeL", "ppl"} <= set(v) for v in valid)
-    best = load_checkpoint(tmp_path / "ml" / "best.pt")
+    best = read_checkpoint(tmp_path / "ml" / "best.pt")
     assert best["valid"]["rougeL"] == max(v["rougeL"] for v in valid)  # selected by ROUGE-L, not perplexity
     assert _lines(tmp_path / "ml", "end")[-1]["best_step"] == best["step"]  # the end record names best.pt's step
     assert all("ml_loss" in x for x in _lines(tmp_path / "ml", "train"))

@@ -23,18 +23,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-__all__ = ["LEGACY_OPTIONS", "ModelConfig", "positive_ints"]
-
-#: the options of the one flat configuration of every family that checkpoints stored before each
-#: family had its own (`ModelConfig.from_dict` keeps only the stored family's from such a table)
-LEGACY_OPTIONS: frozenset[str] = frozenset(
-    "vocab_size num_chunks emb_dim hidden enc_layers dec_layers bidirectional dropout init_range "
-    "emb_init_std attention chunk_encoder pos pos_dim conv_width conv_filters bow_dim multi test_k "
-    "input_feed share_embeddings decoder_init copy family tgt_vocab_size intra_temporal intra_decoder "
-    "tie_output feed_sample_prob abs_encoder abs_context abs_layers abs_window abs_max_norm "
-    "abs_src_vocab abs_tgt_vocab suatt unatt damping pagerank_guard temperature_s temperature_u "
-    "scale_by_nodes max_src_len stopwords".split()
-)
+__all__ = ["ModelConfig", "positive_ints"]
 
 
 def positive_ints(config: Any, *names: str) -> None:
@@ -50,9 +39,8 @@ class ModelConfig:
     """The options of every family (the ``[model]`` table's shared keys).
 
     Attributes:
-        family: the model family (`.registry`): ``c2f`` (Ling & Rush 2017; the default, so older
-            configurations load unchanged), ``paulus`` (Paulus et al. 2018), ``abs`` (Rush et
-            al. 2015) or ``mal`` (Li et al.).
+        family: the model family (`.registry`): ``c2f`` (Ling & Rush 2017; the default),
+            ``paulus`` (Paulus et al. 2018), ``abs`` (Rush et al. 2015) or ``mal`` (Li et al.).
         vocab_size: V (filled in from the prepared corpus when 0).
         num_chunks: M, the chunks per document (filled in from the corpus; C2F's +POS table).
         emb_dim: word embedding size E.
@@ -108,8 +96,7 @@ class ModelConfig:
         ``c2f`` for `ModelConfig`) and the table to build it from.
 
         ``ValueError`` naming every key the family does not know, the family and ``source`` (the
-        configuration). A checkpoint written before the families had their own configurations
-        stores every option of every family: the other families' are dropped from such a table.
+        configuration).
         """
         from .registry import FAMILIES
 
@@ -118,8 +105,6 @@ class ModelConfig:
         own = FAMILIES.config_class(family)
         known = set(own.option_names())
         values = dict(data)
-        if LEGACY_OPTIONS <= set(values):  # the flat configuration of every family (older checkpoints)
-            values = {k: v for k, v in values.items() if k in known}
         unknown = sorted(set(values) - known)
         if unknown:
             where = f"{source}: " if source else ""

@@ -126,6 +126,9 @@ def load_model(
     try:
         model = build_model(ModelConfig.from_dict(dict(raw["model"]))).to(device)
     except (TypeError, ValueError) as err:
-        raise ValueError(f"{path}: cannot rebuild the model: {err}") from None
+        raise ValueError(
+            f"{path}: cannot rebuild the model: {err} (a checkpoint written by an older scg-summarize, "
+            f"whose [model] table held every family's options, is not read: train it again with this version)"
+        ) from None
     check_same_model(model, state["model"], path)
     return model, raw

@@ -18,9 +18,9 @@ from typing import Any, BinaryIO
 import numpy as np
 import torch
 
-from ..models.loading import CheckpointError, read_checkpoint
+from ..models.loading import CheckpointError
 
-__all__ = ["CheckpointError", "get_rng_state", "load_checkpoint", "save_atomic", "set_rng_state"]
+__all__ = ["get_rng_state", "save_atomic", "set_rng_state"]
 
 
 def get_rng_state() -> dict[str, Any]:
@@ -112,6 +112,3 @@ def _write_failure(path: Path, err: BaseException) -> str:
         reason = "no space left on the device"
     kept = "the previous checkpoint is kept" if path.exists() else "no previous checkpoint"
     return f"could not write {path}: {reason} ({kept}; the partial file was removed)"
-
-
-load_checkpoint = read_checkpoint  # the one reader (models.loading), named for the trainer
