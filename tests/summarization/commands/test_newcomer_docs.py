@@ -151,28 +151,12 @@ def test_demo_output_is_ignored_by_git() -> None:
     assert "demo-run/" in (ROOT / ".gitignore").read_text().splitlines()
 
 
-#: Pages whose python blocks are fragments of a larger program (a trained model, a prepared
-#: corpus or the names of an earlier example are assumed): not yet runnable as written.
-FRAGMENTS: dict[str, str] = {
-    "abs.md": "uses a trained `model`",
-    "evaluation.md": "a Protocol sketch, then a run in runs/c2f",
-}
-#: Pages whose blocks run but print nothing (they do not yet show that they worked).
-SILENT: frozenset[str] = frozenset({"estimators.md"})
-
-
-def _python_pages() -> list[object]:
-    pages = [page for page in PAGES if any(True for _ in blocks(page, "python"))]
-    return [
-        pytest.param(page, marks=pytest.mark.xfail(strict=True, reason=FRAGMENTS[page.name]))
-        if page.name in FRAGMENTS
-        else page
-        for page in pages
-    ]
+def _python_pages() -> list[Path]:
+    return [page for page in PAGES if any(True for _ in blocks(page, "python"))]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("page", _python_pages(), ids=lambda p: getattr(p, "name", str(p)))
+@pytest.mark.parametrize("page", _python_pages(), ids=lambda p: p.name)
 def test_python_blocks_run_as_written(page: Path, tmp_path: Path) -> None:
     code = "\n\n".join(block for _, block in blocks(page, "python"))
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
@@ -180,7 +164,7 @@ def test_python_blocks_run_as_written(page: Path, tmp_path: Path) -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=1200, env=env, cwd=tmp_path
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert page.name in SILENT or proc.stdout.strip(), f"{page.name}: the blocks ran but printed nothing"
+    assert proc.stdout.strip(), f"{page.name}: the blocks ran but printed nothing"
 
 
 @pytest.mark.slow
