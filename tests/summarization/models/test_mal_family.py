@@ -17,7 +17,7 @@ from scg_summarize.decoding.adapters import ModelStepDecoder
 from scg_summarize.decoding.inputs import documents_from_split
 from scg_summarize.evaluation.saliency_topk import saliency_top_k
 from scg_summarize.models.loading import load_model
-from scg_summarize.models.mal.family import MALFamily, MALTeacherOutput
+from scg_summarize.models.mal.model import MALSummarizer, MALTeacherOutput
 from scg_summarize.models.registry import FAMILIES, build_model
 from scg_summarize.train import Trainer, load_config
 from scg_summarize.train.checkpoint import load_checkpoint, save_atomic
@@ -53,11 +53,11 @@ def _batch(B: int = 3, M: int = 2, N: int = 5, T: int = 6, seed: int = 0) -> Bat
     return Batch(src=src, src_mask=mask, tgt=tgt, tgt_mask=torch.ones(B, T, dtype=torch.bool))
 
 
-def _model(name: str, seed: int = 1) -> MALFamily:
+def _model(name: str, seed: int = 1) -> MALSummarizer:
     torch.manual_seed(seed)
     config = load_config(name, [f"model.vocab_size={V}", *SMALL])
     model = build_model(config.model)
-    assert isinstance(model, MALFamily)
+    assert isinstance(model, MALSummarizer)
     model.content[4::2] = True  # every other word is a content word
     return model
 
@@ -122,7 +122,7 @@ def test_checkpoint_round_trip(name: str, tmp_path: Path) -> None:
     model = _model(name).eval()
     save_atomic({"config": config.to_dict(), "model": model.state_dict()}, tmp_path / "best.pt")
     loaded, loaded_config = load_model(tmp_path / "best.pt")
-    assert type(loaded) is MALFamily and Config.from_dict(loaded_config).model == config.model
+    assert type(loaded) is MALSummarizer and Config.from_dict(loaded_config).model == config.model
     assert torch.equal(loaded.content, model.content) and int(loaded.content.sum()) == 18
     assert set(load_checkpoint(tmp_path / "best.pt")["model"]) == set(model.state_dict())
     b = _batch()
@@ -185,7 +185,7 @@ def test_train_resume_select_and_evaluate_with_table4(synthetic_corpus: Path, tm
         return trainer
 
     full = fit(tmp_path / "full", 2)
-    assert isinstance(full.model, MALFamily) and bool(full.model.content.any())
+    assert isinstance(full.model, MALSummarizer) and bool(full.model.content.any())
     train = _lines(tmp_path / "full", "train")
     assert len(train) == 6
     assert all({"loss_s", "nll_loss", "entropy_s", "entropy_u", "label_rate"} <= set(x) for x in train)
@@ -200,7 +200,7 @@ def test_train_resume_select_and_evaluate_with_table4(synthetic_corpus: Path, tm
     assert param_digest(resumed.model) == param_digest(full.model)
 
     run = load_run(tmp_path / "full")
-    assert isinstance(run.decoder, ModelStepDecoder) and isinstance(run.decoder.model, MALFamily)
+    assert isinstance(run.decoder, ModelStepDecoder) and isinstance(run.decoder.model, MALSummarizer)
     out = tmp_path / "eval.json"
     assert (
         cli_main(

@@ -9,7 +9,7 @@
                             `C2FConfig`, the chunk encoders, the coarse-to-fine attention
 ``paulus/``                 Paulus, Xiong & Socher (2018): `PaulusSummarizer`, `PaulusConfig`
 ``abs/``                    Rush, Chopra & Weston (2015): ``AbsSummarizer``, ``AbsFamilyConfig``, the NNLM
-``mal/``                    Li et al. (MAL): ``MALFamily``, ``MALConfig``, saliency and PageRank
+``mal/``                    Li et al. (MAL): ``MALSummarizer``, ``MALConfig``, saliency and PageRank
 ``common/``                 the shared parts: word encoders, attention, the input-feeding decoder, generators,
                             rows (beam reordering), rollouts, the extended vocabulary, word2vec
 ``loading``                 [`load_model`][scg_summarize.models.loading.load_model]: a trained model from its

@@ -13,7 +13,7 @@ subclass in the family's folder), as fairseq's ``register_model(name, dataclass=
 ``c2f``        `Summarizer` (``c2f/model.py``)      `C2FConfig`
 ``paulus``     `PaulusSummarizer`                   ``PaulusConfig``
 ``abs``        ``AbsSummarizer``                    ``AbsFamilyConfig``
-``mal``        ``MALFamily``                        ``MALConfig``
+``mal``        ``MALSummarizer``                    ``MALConfig``
 =============  ===================================  ==============================================
 
 A checkpoint stores its configuration, so `build_model` rebuilds any family from it.
@@ -36,7 +36,7 @@ __all__ = ["FAMILIES", "FamilyRegistry", "build_model"]
 FamilyT = TypeVar("FamilyT", bound=type)
 
 #: modules that register the built-in families when imported
-_BUILTIN_MODULES: tuple[str, ...] = ("c2f.model", "paulus.model", "abs.family", "mal.family")
+_BUILTIN_MODULES: tuple[str, ...] = ("c2f.model", "paulus.model", "abs.family", "mal.model")
 
 
 @dataclass(frozen=True, slots=True)

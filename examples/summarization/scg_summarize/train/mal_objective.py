@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..data.batching import Batch
-from ..models.mal.family import MALTeacherOutput
+from ..models.mal.model import MALTeacherOutput
 from .objective import Objective, StepResult, register_objective
 
 __all__ = ["mal_objective"]

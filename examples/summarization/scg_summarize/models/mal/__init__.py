@@ -9,22 +9,21 @@ Self-contained parts, equation numbers of the paper (see ``docs/mal.md``):
 ``saliency``     supervised attention: classifier, a^s, c^s (eq. 7-9), L_s (eq. 19)
 ``pagerank``     unsupervised attention: word graph, closed-form PageRank, a^u, c^u (eq. 10-13)
 ``cgru``         the two-layer conditional GRU decoder (eq. 14-16)
-``model``        :class:`MALSummarizer`: integration (eq. 17), softmax (eq. 18), L (eq. 20-21)
-``family``       :class:`~.family.MALFamily`, the registered family (the trainer's interface)
+``model``        :class:`MALSummarizer`, the registered ``mal`` family: integration (eq. 17),
+                 softmax (eq. 18), the terms of L (eq. 19-21)
 ``conditioning`` how often the literal PageRank system is ill-conditioned on real text
 ================ ===========================================================================
 
-``family`` (not imported here; the registry loads it) registers :class:`~.family.MALFamily` as
-``model.family = "mal"``: MAL trains through ``scg-summarize train --config MAL`` (an ordinary
-run directory) and decodes through the one step adapter of every family
-(:class:`scg_summarize.decoding.ModelStepDecoder`).
+``model`` registers :class:`MALSummarizer` as ``model.family = "mal"``: MAL trains through
+``scg-summarize train --config MAL`` (an ordinary run directory) and decodes through the one step
+adapter of every family (:class:`scg_summarize.decoding.ModelStepDecoder`).
 """
 
 from .cgru import ConditionalGRU, DecoderMemory
 from .config import ABLATIONS, PAGERANK_GUARDS, MALConfig
 from .encoder import BiGRUEncoder, SelfAttention
 from .gru import EqOneGRUCell, gru_scan
-from .model import MALEncoded, MALOutput, MALSummarizer, flatten_source
+from .model import MALEncoded, MALSummarizer, MALTeacherOutput, flatten_source
 from .pagerank import PageRankError, UnsupervisedAttention, closed_form_pagerank, pagerank_system, word_graph
 from .saliency import SupervisedAttention, normalized_entropy, saliency_loss
 
@@ -37,8 +36,8 @@ __all__ = [
     "EqOneGRUCell",
     "MALConfig",
     "MALEncoded",
-    "MALOutput",
     "MALSummarizer",
+    "MALTeacherOutput",
     "PageRankError",
     "SelfAttention",
     "SupervisedAttention",

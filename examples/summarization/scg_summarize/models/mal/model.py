@@ -1,5 +1,6 @@
-"""The MAL summarizer (Li, Bing, Wei & Lam): encoder, saliency attentions, cGRU decoder, the
-multi-attention integration (eq. 17), the output softmax (eq. 18) and the objective (eq. 19-21).
+"""MAL (Li, Bing, Wei & Lam) as the ``mal`` model family: encoder, saliency attentions, cGRU
+decoder, the multi-attention integration (eq. 17), the output softmax (eq. 18) and the terms of
+the objective (eq. 19-21).
 
 ::
 
@@ -8,20 +9,35 @@ multi-attention integration (eq. 17), the output softmax (eq. 18) and the object
     L_NLL = −Σ_t log p(y_t | y_<t, X)                                              (20)
     L = L_s + L_NLL                                                                (21)
 
-L_s (eq. 19) is the supervised attention's per-word cross-entropy (:mod:`.saliency`); L is
-per document and averaged over the batch. The ablation rows (:data:`~.config.ABLATIONS`) drop
-c^s (and L_s) or c^u from eq. (17).
+L_s (eq. 19) is the supervised attention's per-word cross-entropy (:mod:`.saliency`). The
+ablation rows (:data:`~.config.ABLATIONS`) drop c^s (and L_s) or c^u from eq. (17).
 
-The model reads the source as one flat sequence: the prepared ``(B, M, N)`` chunk grid with
-its padding moved to the end (:func:`flatten_source`), cut to ``max_src_len`` words. The
-content-word table of the corpus vocabulary (:class:`~scg_summarize.data.saliency_labels.ContentWords`)
-is a buffer, so a checkpoint carries what the labels and the graph's vertices need.
+:class:`MALSummarizer` is a :class:`~scg_summarize.models.family.SummarizerFamily` (``scg-summarize
+train --config MAL``, ``--resume``, ``best.pt`` selection, ``evaluate``, beam search):
+
+* ``encode(src, src_mask) -> (memory, h0)``: the source as one flat sequence (the prepared
+  ``(B, M, N)`` chunk grid with its padding moved to the end, :func:`flatten_source`, cut to
+  ``max_src_len`` words) in a one-chunk :class:`~scg_summarize.models.common.attention.Memory`
+  (``words`` = h^e ``(B, 1, L, 2k_h)``) with the attention keys and eq. (17)'s constant part
+  W c^s + W c^u + b in ``memory.extra``, so beam search reorders them with the rest;
+* ``init_state`` / ``advance``: the two cGRU states (eq. 14-16) in a
+  :class:`~scg_summarize.models.common.decoder.DecoderState` (``h = [h^{d1}, h^{d2}]``); ``advance``
+  returns h^a_t (eq. 17), so the generator is the plain softmax of eq. (18) and beam search may
+  fuse it with its top-k;
+* ``forward(..., task="teacher")``: a :class:`MALTeacherOutput`, the per-step NLL (L_NLL,
+  eq. 20) plus L_s per document (eq. 19) and the attention entropies, which the ``mal``
+  objective (:mod:`scg_summarize.train.mal_objective`) turns into L = L_s + L_NLL (eq. 21),
+  averaged over the batch; ``task="rollout"``: one scg word node per step.
+
+Which vocabulary words are content words (the saliency labels, the word graph's vertices) is a
+buffer (:class:`~scg_summarize.data.saliency_labels.ContentWords`): the trainer fills it with
+:meth:`MALSummarizer.bind_vocab` before the first step and a checkpoint carries it, so decoding
+needs no stopword list.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -31,14 +47,19 @@ from ...data.batching import SourceBatch
 from ...data.chunking import pack_flat
 from ...data.saliency_labels import ContentWords, load_stopwords
 from ...data.vocab import Vocab
+from ..common.attention import AttentionOut, Memory
+from ..common.decoder import DecoderState
+from ..common.generator import Generator
 from ..common.saliency_maps import SaliencyMaps
+from ..family import SummarizerFamily, SummarizerOutput
+from ..registry import FAMILIES
 from .cgru import ConditionalGRU, DecoderMemory, mean_state
 from .config import MALConfig
 from .encoder import BiGRUEncoder
 from .pagerank import UnsupervisedAttention, UnsupervisedOut
 from .saliency import SaliencyOut, SupervisedAttention, normalized_entropy, saliency_loss
 
-__all__ = ["MALEncoded", "MALOutput", "MALSummarizer", "MALTerms", "flatten_source"]
+__all__ = ["MALEncoded", "MALSummarizer", "MALTeacherOutput", "flatten_source"]
 
 
 def flatten_source(src: torch.Tensor, src_mask: torch.Tensor, max_len: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -74,85 +95,57 @@ class MALEncoded:
 
 
 @dataclass
-class MALTerms:
-    """The teacher-forced pieces of one batch (:meth:`MALSummarizer.teacher_terms`).
+class MALTeacherOutput(SummarizerOutput):
+    """The trainer's teacher-forced output plus MAL's other terms.
 
     Attributes:
-        encoded: the encoded batch.
-        attention: the decoder attention a^d ``(B, T-1, L)``.
-        nll: −log p(y_t) ``(B, T-1)`` (0 at padding); out_mask: bool ``(B, T-1)``.
-        loss_s: L_s per document ``(B,)`` (0 without +SuAtt).
-        entropy_s / entropy_u / label_rate: as in :class:`MALOutput`.
+        loss_s: L_s per document ``(B,)`` (eq. 19; zeros without +SuAtt).
+        entropy_s / entropy_u: mean normalized entropy of a^s / a^u (1 = uniform; None when off).
+        label_rate: fraction of source words labelled salient (None without +SuAtt).
     """
 
-    encoded: MALEncoded
-    attention: torch.Tensor
-    nll: torch.Tensor
-    out_mask: torch.Tensor
-    loss_s: torch.Tensor
-    entropy_s: float | None
-    entropy_u: float | None
-    label_rate: float | None
+    loss_s: torch.Tensor | None = None
+    entropy_s: float | None = None
+    entropy_u: float | None = None
+    label_rate: float | None = None
 
 
-@dataclass
-class MALOutput:
-    """Teacher-forced losses of one batch.
+class _OutputLayer(Generator):
+    """Eq. (18) as a generator: softmax(W^d_hy h^a + b^d_hy) over the model's ``out`` layer
+    (held by reference, so the state dict keeps MAL's names)."""
 
-    Attributes:
-        loss: L (eq. 21) averaged over documents (the training loss).
-        nll: L_NLL summed over the batch (eq. 20 summed over documents).
-        loss_s: L_s averaged over documents (eq. 19; 0 without +SuAtt).
-        tokens: predicted target tokens.
-        entropy_s / entropy_u: mean normalized entropy of a^s / a^u (1 = uniform; None when
-            the attention is off).
-        label_rate: the fraction of real source words labelled salient (None without +SuAtt).
-    """
+    copies = False
 
-    loss: torch.Tensor
-    nll: torch.Tensor
-    loss_s: torch.Tensor
-    tokens: int
-    entropy_s: float | None
-    entropy_u: float | None
-    label_rate: float | None
+    def __init__(self, owner: MALSummarizer) -> None:
+        super().__init__()
+        self._owner = [owner]  # a list: not a submodule
 
-    def metrics(self) -> dict[str, Any]:
-        """JSON-ready numbers: every term of the objective and the attention entropies."""
-        return {
-            "loss": float(self.loss.detach()),
-            "loss_s": float(self.loss_s.detach()),
-            "nll_sum": float(self.nll.detach()),
-            "tokens": self.tokens,
-            "entropy_s": self.entropy_s,
-            "entropy_u": self.entropy_u,
-            "label_rate": self.label_rate,
-        }
+    def output_layer(self) -> tuple[torch.Tensor, torch.Tensor | None]:
+        out = self._owner[0].out
+        return out.weight, out.bias
+
+    def forward(self, out: torch.Tensor, att: AttentionOut | None, memory: Memory | None) -> torch.Tensor:
+        return F.log_softmax(self.logits(out), dim=-1)
 
 
-class MALSummarizer(nn.Module):
-    """seq2seq, +SuAtt, +UnAtt or +MAL (``config.suatt`` / ``config.unatt``).
+class MALSummarizer(SummarizerFamily[MALConfig, DecoderState]):
+    """The ``mal`` family: seq2seq, +SuAtt, +UnAtt or +MAL (``model.suatt`` / ``model.unatt``).
 
     Args:
-        config: the hyperparameters (``vocab_size`` must be set).
-        content: bool ``(V,)``, the vocabulary's content words (labels and graph vertices).
+        config: the ``[model]`` table (``vocab_size`` set; ``emb_dim`` = k_e, ``hidden`` = k_h).
     """
 
-    content: torch.Tensor  #: the buffer of content words (V,)
+    default_objective = "mal"  # L = L_s + L_NLL
+    content: torch.Tensor  #: bool ``(V,)``: the vocabulary's content words (labels and graph vertices)
 
-    def __init__(self, config: MALConfig, content: torch.Tensor) -> None:
+    def __init__(self, config: MALConfig) -> None:
         super().__init__()
         if config.vocab_size < 5:
-            raise ValueError("mal.vocab_size must be set (the corpus vocabulary size)")
-        if content.shape != (config.vocab_size,) or content.dtype != torch.bool:
-            raise ValueError(
-                f"content must be a bool tensor of shape ({config.vocab_size},), "
-                f"got {content.dtype} {tuple(content.shape)}"
-            )
+            raise ValueError("model.vocab_size must be set (the corpus vocabulary size)")
         self.config = config
         V, E, H = config.vocab_size, config.emb_dim, config.hidden
         S = 2 * H
-        self.register_buffer("content", content.clone())
+        self.register_buffer("content", torch.zeros(V, dtype=torch.bool))
         self.src_embedding = nn.Embedding(V, E, padding_idx=0)
         self.tgt_embedding = self.src_embedding if config.share_embeddings else nn.Embedding(V, E, padding_idx=0)
         self.encoder = BiGRUEncoder(E, H)
@@ -168,15 +161,16 @@ class MALSummarizer(nn.Module):
         self.w_cu = nn.Linear(E, H, bias=False) if config.unatt else None  # W^d_{c^u a}
         self.out = nn.Linear(H, V)  # W^d_hy, b^d_hy (eq. 18)
         self.reset_parameters()
+        self.generator = _OutputLayer(self)
 
     @classmethod
     def for_vocab(cls, config: MALConfig, vocab: Vocab) -> MALSummarizer:
-        """A model for ``vocab`` (fills ``config.vocab_size``; stopwords from ``config.stopwords``)."""
+        """A model for ``vocab`` (fills ``config.vocab_size``; content words as `bind_vocab`)."""
         if config.vocab_size == 0:
             config.vocab_size = len(vocab)
-        if config.vocab_size != len(vocab):
-            raise ValueError(f"mal.vocab_size is {config.vocab_size} but the vocabulary has {len(vocab)} words")
-        return cls(config, ContentWords(vocab, load_stopwords(config.stopwords)).table)
+        model = cls(config)
+        model.bind_vocab(vocab)
+        return model
 
     def reset_parameters(self) -> None:
         """Uniform in [−r, r] (r = ``init_range``); padding embeddings zero."""
@@ -188,16 +182,27 @@ class MALSummarizer(nn.Module):
                 if isinstance(m, nn.Embedding) and m.padding_idx is not None:
                     m.weight[m.padding_idx].zero_()
 
+    def bind_vocab(self, vocab: Vocab) -> None:
+        """Mark the content words of ``vocab`` (stopwords from ``model.stopwords``)."""
+        if len(vocab) != self.config.vocab_size:
+            raise ValueError(f"model.vocab_size is {self.config.vocab_size} but the vocabulary has {len(vocab)} words")
+        self.content.copy_(ContentWords(vocab, load_stopwords(self.config.stopwords)).table.to(self.content.device))
+
+    def _check_bound(self) -> None:
+        if self.training and (self.config.suatt or self.config.unatt) and not bool(self.content.any()):
+            raise ValueError(
+                "MAL: no content words are known (the saliency labels and the word graph need them); "
+                "call model.bind_vocab(vocab) before training (scg-summarize train does)"
+            )
+
     # ------------------------------------------------------------------ encoding
     def nodes(self, src: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """bool ``(B, L)``: content words (the word graph's vertices, the words that can be salient)."""
         return self.content[src] & mask
 
     def encode_source(self, src: torch.Tensor, src_mask: torch.Tensor) -> MALEncoded:
-        """Encode a ``(B, M, N)`` batch: h^e, the saliency attentions and eq. (17)'s constant part.
-
-        (:meth:`encode` is the same here; the registered family,
-        :class:`~.family.MALFamily`, overrides ``encode`` with the family interface's.)"""
+        """Encode a ``(B, M, N)`` batch: h^e, the saliency attentions and eq. (17)'s constant part
+        (`encode` puts them in the family interface's `Memory`)."""
         flat, mask = flatten_source(src, src_mask, self.config.max_src_len)  # (B, L)
         x = self.src_embedding(flat) * mask.unsqueeze(-1).to(self.src_embedding.weight.dtype)  # (B, L, k_e)
         h = self.encoder(x, mask)  # (B, L, 2k_h)
@@ -212,18 +217,9 @@ class MALSummarizer(nn.Module):
             bias = bias + self.w_cu(graph.context)
         return MALEncoded(flat, mask, self.decoder.memory(h, mask), mean_state(h, mask), bias, sal, graph, nodes)
 
-    def encode(self, src: torch.Tensor, src_mask: torch.Tensor) -> Any:
-        """:meth:`encode_source`."""
-        return self.encode_source(src, src_mask)
-
     def integrate(self, top: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
         """h^a (eq. 17) from h^{d2} ``(..., S)`` and the per-document ``bias`` ``(..., k_h)``."""
         return torch.tanh(F.linear(top, self.w_top.weight) + bias)
-
-    def logits(self, top: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-        """W^d_hy h^a + b^d_hy ``(..., V)``: the logits of eq. (18)."""
-        out: torch.Tensor = self.out(self.integrate(top, bias))
-        return out
 
     def labels(self, enc: MALEncoded, tgt: torch.Tensor, tgt_mask: torch.Tensor) -> torch.Tensor:
         """The saliency labels r ``(B, L)`` (0/1): content words of the flat source that occur among
@@ -246,16 +242,46 @@ class MALSummarizer(nn.Module):
         maps["Lead"] = (-position).expand(enc.src.shape).masked_fill(~enc.nodes, float("-inf"))
         return SaliencyMaps(enc.src, enc.mask, maps)
 
-    # ------------------------------------------------------------------ teacher forcing
-    def teacher_terms(
-        self, src: torch.Tensor, src_mask: torch.Tensor, tgt: torch.Tensor, tgt_mask: torch.Tensor
-    ) -> MALTerms:
-        """Every term of eq. (19-21) of a batch under teacher forcing (``tgt`` ``(B, T)`` starts with ``<s>``)."""
+    # ------------------------------------------------------------------ the family interface
+    def encode(self, src: torch.Tensor, src_mask: torch.Tensor) -> tuple[Memory, torch.Tensor]:
+        """The memory (h^e as one chunk, with the keys and eq. 17's constant part) and h0."""
+        self._check_bound()
+        enc = self.encode_source(src, src_mask)
+        states, mask = enc.memory.states, enc.memory.mask  # (B, L, S), (B, L)
+        extra = {"keys": enc.memory.keys, "bias": enc.bias}  # (B, L, A), (B, k_h)
+        memory = Memory.build(states.unsqueeze(1), mask.unsqueeze(1), None, enc.src.unsqueeze(1), extra)
+        return memory, enc.h0
+
+    def init_state(self, memory: Memory, final: torch.Tensor) -> DecoderState:
+        """h^{d1}_0 = h^{d2}_0 = the mean encoder state."""
+        return DecoderState([final, final], [], final)
+
+    def advance(
+        self, state: DecoderState, prev_tokens: torch.Tensor, memory: Memory, t: int, mode: str
+    ) -> tuple[torch.Tensor, DecoderState, AttentionOut]:
+        """Eq. (14-17) for every row: returns h^a_t ``(B, k_h)``."""
+        dec_memory = DecoderMemory(memory.words[:, 0], memory.word_mask[:, 0], memory.extra["keys"])
+        y = self.tgt_embedding(prev_tokens)  # (B, k_e)
+        h1, h2, weights = self.decoder.step(y, state.h[0], state.h[1], dec_memory)  # (B, S), (B, S), (B, L)
+        out = self.integrate(h2, memory.extra["bias"])  # h^a_t (B, k_h)
+        return out, DecoderState([h1, h2], [], h2), _attention_out(weights, memory)
+
+    def step_log_probs(self, out: torch.Tensor, att: AttentionOut, memory: Memory) -> torch.Tensor:
+        """log p(y_t) ``(B, V)`` (eq. 18)."""
+        log_probs: torch.Tensor = self.generator(out, att, memory)
+        return log_probs
+
+    def teacher_forcing(
+        self, src: torch.Tensor, src_mask: torch.Tensor, tgt: torch.Tensor, tgt_mask: torch.Tensor, mode: str
+    ) -> MALTeacherOutput:
+        """Every term of eq. (19-21) of a batch (``tgt`` ``(B, T)`` starts with ``<s>``): the
+        per-step NLL with L_s and the saliency statistics."""
+        self._check_bound()
         enc = self.encode_source(src, src_mask)
         y_in = self.tgt_embedding(tgt[:, :-1])  # (B, T-1, k_e)
         y_out, out_mask = tgt[:, 1:], tgt_mask[:, 1:]  # (B, T-1)
         dec = self.decoder(y_in, out_mask, enc.memory, enc.h0)  # h^{d2} (B, T-1, S)
-        logits = self.logits(dec.top, enc.bias.unsqueeze(1))  # (B, T-1, V)
+        logits = self.out(self.integrate(dec.top, enc.bias.unsqueeze(1)))  # (B, T-1, V), eq. (18)
         nll = F.cross_entropy(logits.flatten(0, 1), y_out.flatten(), reduction="none").view_as(y_out)
         nll = nll * out_mask.to(nll.dtype)  # (B, T-1), 0 at padding
         loss_s = nll.new_zeros(nll.shape[0])
@@ -267,21 +293,24 @@ class MALSummarizer(nn.Module):
             label_rate = float(labels.sum() / enc.mask.sum().clamp(min=1))
         if enc.graph is not None:
             entropy_u = float(normalized_entropy(enc.graph.weights.detach(), enc.nodes).mean())
-        return MALTerms(enc, dec.attention, nll, out_mask, loss_s, entropy_s, entropy_u, label_rate)
-
-    def forward(
-        self, src: torch.Tensor, src_mask: torch.Tensor, tgt: torch.Tensor, tgt_mask: torch.Tensor
-    ) -> MALOutput:
-        """L = L_s + L_NLL (eq. 19-21) of a batch (``tgt`` ``(B, T)`` starts with ``<s>``)."""
-        terms = self.teacher_terms(src, src_mask, tgt, tgt_mask)
-        doc_nll = terms.nll.sum(-1)  # L_NLL per document (eq. 20), (B,)
-        loss = (terms.loss_s + doc_nll).mean()  # eq. (21), averaged over documents
-        return MALOutput(
-            loss,
-            doc_nll.sum(),
-            terms.loss_s.mean(),
-            int(terms.out_mask.sum()),
-            terms.entropy_s,
-            terms.entropy_u,
-            terms.label_rate,
+        # the per-step attention is for statistics only (validation): no graph behind it
+        memory = Memory.build(enc.memory.states.detach().unsqueeze(1), enc.mask.unsqueeze(1), None)
+        steps = nll.shape[1]
+        weights = dec.attention.detach()  # (B, T-1, L)
+        atts = [_attention_out(weights[:, t], memory) for t in range(steps)]
+        return MALTeacherOutput(
+            [nll[:, t] for t in range(steps)], out_mask, atts, loss_s, entropy_s, entropy_u, label_rate
         )
+
+
+def _attention_out(weights: torch.Tensor, memory: Memory) -> AttentionOut:
+    """A step's decoder attention a^d_t ``(B, L)`` in the family interface's terms: one chunk,
+    read whole (``words_read`` = the document's words), a^d as the word distribution."""
+    B = weights.shape[0]
+    one = weights.new_ones(B, 1)
+    words = weights.view(B, 1, -1)
+    context = torch.bmm(weights.unsqueeze(1), memory.words[:, 0]).squeeze(1)  # c^d_t (B, S)
+    return AttentionOut(context, one, one, memory.chunk_sizes.sum(1), read_weights=words, word_probs=words)
+
+
+FAMILIES.register("mal", MALSummarizer, config=MALConfig)
