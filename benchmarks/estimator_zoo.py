@@ -329,7 +329,7 @@ def train_curve(
 
 # ----------------------------------------------------------------------------- Storchastic
 
-STORCH = (("1L", "sf_loo2"), ("1L", "arm"), ("1L", "disarm"), ("cat", "sf_loo4"), ("cat", "unordered4"))
+STORCH = (("1L", "sf_loo2"), ("1L", "arm"), ("1L", "disarm"), ("cat", "sf_loo4"), ("cat", "unordered4"), ("cat", "rb3"))
 
 
 def storch_variance(model_name: str, name: str, n_est: int, x0: torch.Tensor) -> dict[str, Any]:
@@ -343,6 +343,8 @@ def storch_variance(model_name: str, name: str, n_est: int, x0: torch.Tensor) ->
         method = storch.method.ScoreFunction("z", n_samples=int(name[-1]), baseline_factory="batch_average")
     elif name == "unordered4":
         method = storch.method.UnorderedSetEstimator("z", k=4)
+    elif name == "rb3":  # the top 3 and one sample of the rest; no built-in baseline (scg's rb3 has one)
+        method = storch.method.RaoBlackwellSF("z", n_samples=4)
     else:
         method = (storch.method.ARM if name == "arm" else storch.method.DisARM)("z", n_samples=1)
 
