@@ -36,7 +36,7 @@ from scg_summarize.decoding.adapters import ModelStepDecoder
 from scg_summarize.decoding.beam import beam_search
 from scg_summarize.train.config import load_config
 from scg_summarize.train.data import batch_to, load_split, make_loader
-from scg_summarize.train.loop import build_model
+from scg_summarize.train.model_init import build_model
 
 
 def _peak_mb(device: torch.device) -> float:

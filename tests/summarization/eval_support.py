@@ -52,7 +52,7 @@ def write_run(
     from scg_summarize.data import SummarizationDataset
     from scg_summarize.data.storage import VOCAB_FILE, read_meta
     from scg_summarize.train.config import load_config
-    from scg_summarize.train.loop import build_model
+    from scg_summarize.train.model_init import build_model
 
     config = load_config(name, list(overrides))
     dataset = SummarizationDataset(data_dir, "train")

@@ -231,7 +231,7 @@ def test_no_family_puts_a_special_token_in_a_summary(config: str, synthetic_corp
     from scg_summarize.data.dataset import SummarizationDataset
     from scg_summarize.decoding import documents_from_split
     from scg_summarize.decoding.adapters import ModelStepDecoder
-    from scg_summarize.train.loop import build_model
+    from scg_summarize.train.model_init import build_model
 
     data = SummarizationDataset(synthetic_corpus, "test")
     torch.manual_seed(0)

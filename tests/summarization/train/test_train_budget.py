@@ -12,7 +12,7 @@ from scg_summarize.cli import main
 from scg_summarize.dirlock import DirLock
 from scg_summarize.evaluation.report import make_result, markdown_report
 from scg_summarize.train import Trainer, load_config
-from scg_summarize.train.loop import param_digest
+from scg_summarize.train.checkpoint import param_digest
 
 from ..robust_support import cli
 

@@ -17,14 +17,17 @@ loop, checkpoints, DDP.
 ``fingerprint``   the corpus a run trains on, refused when replaced
 ``signals``       graceful SIGTERM/SIGINT and torchrun-agent death
 ``ddp``           ``torch.distributed`` data parallelism
+``model_init``    the model a run starts from (``build_model``, word2vec, +PRETRAIN's init_from)
 ``loop``          :class:`Trainer` (every family: C2F, Paulus, ABS, MAL)
 ``abs``           ABS's flat (input, title) pairs for the count rows and decoding variants
 ``evaluate``      validation: perplexity and attention statistics (teacher forcing)
 ================= ========================================================================
 """
 
+from .checkpoint import param_digest
 from .config import Config, DataConfig, EvalConfig, TrainConfig, available_configs, load_config
-from .loop import Trainer, build_model, param_digest
+from .loop import Trainer
+from .model_init import build_model
 from .objective import c2f_objective, mle_objective
 
 __all__ = [

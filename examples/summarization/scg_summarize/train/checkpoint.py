@@ -10,6 +10,7 @@ leaves either the previous checkpoint or the new one, never a torn file.
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import random
 from pathlib import Path
@@ -20,7 +21,7 @@ import torch
 
 from ..models.loading import CheckpointError
 
-__all__ = ["get_rng_state", "save_atomic", "set_rng_state"]
+__all__ = ["get_rng_state", "param_digest", "save_atomic", "set_rng_state"]
 
 
 def get_rng_state() -> dict[str, Any]:
@@ -112,3 +113,12 @@ def _write_failure(path: Path, err: BaseException) -> str:
         reason = "no space left on the device"
     kept = "the previous checkpoint is kept" if path.exists() else "no previous checkpoint"
     return f"could not write {path}: {reason} ({kept}; the partial file was removed)"
+
+
+def param_digest(model: torch.nn.Module) -> str:
+    """A SHA-256 of all parameters' bytes (identical parameters ⇔ identical digest)."""
+    h = hashlib.sha256()
+    for name, p in sorted(model.state_dict().items()):
+        h.update(name.encode())
+        h.update(p.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()

@@ -27,9 +27,12 @@ import torch
 from torch import nn
 
 from ..data import SummarizationDataset
+from ..models.family import SummarizerFamily
 from .config import Config
 from .data import batch_to, make_loader
 from .ddp import DistContext
+from .progress import PhaseProgress
+from .selection import validation_rouge
 
 __all__ = ["AttentionStats", "evaluate_nll"]
 
@@ -107,3 +110,29 @@ def evaluate_nll(
         "tokens": int(tokens),
         **stats.summary(),
     }
+
+
+def validation_metrics(
+    model: SummarizerFamily[Any, Any],
+    valid_set: SummarizationDataset,
+    config: Config,
+    device: torch.device,
+    dist: DistContext,
+    phase: Callable[[str, int], PhaseProgress],
+) -> dict[str, Any]:
+    """The validation after an epoch: perplexity and attention statistics (teacher forcing), and the
+    ROUGE of greedy summaries when ``train.select_metric`` picks ``best.pt`` by one; ``phase(name,
+    total)`` reports each part's progress. The global random state is left as it was."""
+    tc = config.train
+    with torch.random.fork_rng(devices=[]):
+        progress = phase("validation (perplexity)", len(valid_set))
+        metrics = evaluate_nll(model, valid_set, config, device, dist, mode="greedy", progress=progress)
+        progress.done()
+        if tc.select_metric != "ppl":
+            progress = phase(
+                f"validation ({tc.select_metric} of greedy summaries, picks best.pt)",
+                min(tc.select_examples, len(valid_set)),
+            )
+            metrics.update(validation_rouge(model, valid_set, config, device, tc.select_examples, progress=progress))
+            progress.done()
+    return metrics

@@ -33,64 +33,49 @@ import scg
 from ..data import SummarizationDataset
 from ..data.batching import Batch
 from ..dirlock import DirLock
-from ..models.c2f.model import Summarizer
 from ..models.loading import check_same_model, read_checkpoint
-from ..models.registry import FAMILIES
-from ..models.registry import build_model as build_family
-from .checkpoint import get_rng_state, save_atomic, set_rng_state
+from .checkpoint import get_rng_state, param_digest, save_atomic, set_rng_state
 from .config import Config
 from .data import batch_to, load_split, make_loader
 from .ddp import DistContext, resolve_device
-from .evaluate import evaluate_nll
+from .evaluate import validation_metrics
 from .fingerprint import check_fingerprint
 from .metrics_log import LogWindow, append_record, repair_log
+from .model_init import initial_model
 from .objective import StepResult, build_objective
 from .optim import PlateauDecay, build_optimizer, clip_gradients
 from .progress import (
     PhaseProgress,
     TrainingRecord,
     epoch_bar,
+    epoch_line,
     format_duration,
     step_progress,
     total_steps,
     train_line,
 )
 from .resume import check_resume_config
-from .run_dir import BEST, CHECKPOINT, METRICS, BestModel, check_best, remove_torn_files, start_run_dir, write_config
-from .selection import selection_value, validation_rouge
+from .run_dir import (
+    CHECKPOINT,
+    METRICS,
+    BestModel,
+    check_best,
+    remove_torn_files,
+    save_best,
+    start_run_dir,
+    write_config,
+)
+from .selection import selection_value
 from .signals import StopRequest, TrainingStopped
 
-__all__ = ["CHECKPOINT", "Trainer", "TrainingDiverged", "TrainingStopped", "build_model", "param_digest"]
+__all__ = ["CHECKPOINT", "Trainer", "TrainingDiverged", "TrainingStopped"]
 
 #: what a checkpoint needs for --resume (best.pt holds only the config and model)
 RESUME_KEYS = ("config", "model", "optimizer", "schedule", "baseline", "loader", "rng", "step", "best_ppl")
 
 
-def build_model(config: Config, vocab_size: int, num_chunks: int, data_dir: str | Path | None = None) -> Summarizer:
-    """A `Summarizer` for a corpus with ``vocab_size`` words and ``num_chunks`` chunks
-    (the family's ``for_corpus(config, data_dir)`` when it has one and ``data_dir`` is given)."""
-    if config.model.vocab_size == 0:
-        config.model.vocab_size = vocab_size
-    if config.model.num_chunks == 0:
-        config.model.num_chunks = config.data.regrid[0] if config.data.regrid else num_chunks
-    if data_dir is not None:
-        return FAMILIES.get(config.model.family).for_corpus(config.model, data_dir)  # type: ignore[return-value]
-    return build_family(config.model)  # type: ignore[return-value]  # any registered family
-
-
 class TrainingDiverged(ValueError):
     """The loss (or a gradient, or the validation perplexity) became non-finite."""
-
-
-def param_digest(model: torch.nn.Module) -> str:
-    """A SHA-256 of all parameters' bytes (identical parameters ⇔ identical digest)."""
-    import hashlib
-
-    h = hashlib.sha256()
-    for name, p in sorted(model.state_dict().items()):
-        h.update(name.encode())
-        h.update(p.detach().cpu().contiguous().numpy().tobytes())
-    return h.hexdigest()
 
 
 class Trainer:
@@ -131,7 +116,9 @@ class Trainer:
         torch.manual_seed(tc.seed)
         self.train_set, self.valid_set = self._load_splits()
         self.vocab = self.train_set.vocab
-        self.model = self._build_model(resume)
+        self.model = initial_model(
+            config, self.vocab, self.train_set.num_chunks, self.data_dir, self.device, resume=resume, info=self.info
+        )
         torch.manual_seed(tc.seed + 1000 * self.dist.rank)
         self.net = self.dist.wrap(self.model, self.device)
         self.optimizer = build_optimizer(self.model, self.model.chunk_encoder_parameters(), tc)
@@ -174,29 +161,6 @@ class Trainer:
                     f"non-empty split or name another with --set data.{role[:5]}_split=NAME)"
                 )
         return train_set, valid_set
-
-    def _build_model(self, resume: bool) -> Summarizer:
-        """The family's model for the corpus, on the device, with ``train.word2vec`` embeddings or the
-        weights of ``train.init_from`` (+PRETRAIN) when a new run asks for them."""
-        config, tc = self.config, self.config.train
-        model = build_model(config, len(self.vocab), self.train_set.num_chunks, self.data_dir).to(self.device)
-        model.bind_vocab(self.vocab)  # a family that needs the words (MAL's stopwords)
-        if tc.word2vec:
-            from ..models.common.pretrained import load_word2vec
-
-            tables = [model.src_embedding] + ([] if config.model.share_embeddings else [model.tgt_embedding])
-            found = load_word2vec(tc.word2vec, self.vocab.tokens, tables)
-            self.info(f"word2vec: {found}/{len(self.vocab)} vocabulary words initialized from {tc.word2vec}")
-        if tc.pretrain and not tc.init_from and not resume:
-            raise ValueError(
-                "+PRETRAIN starts from a trained HIER model: pass --set train.init_from=RUN/best.pt "
-                "(a HIER run with the same model sizes)"
-            )
-        if tc.init_from and not resume:
-            state = read_checkpoint(tc.init_from, map_location=self.device)
-            check_same_model(model, state["model"], tc.init_from)
-            self.info(f"initialized from {tc.init_from}")
-        return model
 
     def close(self) -> None:
         """Release the run directory's lock (the process group is left to `DistContext.close`)."""
@@ -377,26 +341,8 @@ class Trainer:
         )
 
     def validate(self) -> dict[str, Any]:
-        mode = "greedy"
         start = time.perf_counter()
-        with torch.random.fork_rng(devices=[]):
-            phase = self._phase("validation (perplexity)", len(self.valid_set))
-            metrics = evaluate_nll(
-                self.model, self.valid_set, self.config, self.device, self.dist, mode=mode, progress=phase
-            )
-            phase.done()
-            tc = self.config.train
-            if tc.select_metric != "ppl":
-                phase = self._phase(
-                    f"validation ({tc.select_metric} of greedy summaries, picks best.pt)",
-                    min(tc.select_examples, len(self.valid_set)),
-                )
-                metrics.update(
-                    validation_rouge(
-                        self.model, self.valid_set, self.config, self.device, tc.select_examples, progress=phase
-                    )
-                )
-                phase.done()
+        metrics = validation_metrics(self.model, self.valid_set, self.config, self.device, self.dist, self._phase)
         seconds = time.perf_counter() - start
         self.validation_s += seconds
         self.validations += 1
@@ -571,30 +517,13 @@ class Trainer:
         if improved:
             self.best_score, self.best_step = score, self.step
         self.record("valid", **metrics, lr=self.schedule.lr, decayed=decayed)
-        acc = metrics.get("coarse_acc")
         self.info(
-            f"epoch {epoch + 1}: valid ppl {metrics['ppl']:.3f}"
-            + (f", coarse acc {acc:.3f}" if acc is not None else "")
-            + (
-                f", {self.config.train.select_metric} {metrics[self.config.train.select_metric]:.2f}"
-                if self.config.train.select_metric != "ppl"
-                else ""
+            epoch_line(
+                epoch, metrics, self.config.train.select_metric, self.schedule.lr, decayed, self.last_validation_s
             )
-            + f", read {metrics['read_frac']:.3f}, lr {self.schedule.lr:g}"
-            + (" (decayed)" if decayed else "")
-            + f" ({format_duration(self.last_validation_s)})"
         )
         if improved and self.dist.is_main:  # best.pt first: see _check_best
-            save_atomic(
-                {
-                    "config": self.config.to_dict(),
-                    "model": self.model.state_dict(),
-                    "step": self.step,
-                    "epoch": epoch,
-                    "valid": metrics,
-                },
-                self.out_dir / BEST,
-            )
+            save_best(self.out_dir, self.config, self.model, step=self.step, epoch=epoch, metrics=metrics)
         self.save()
         return metrics
 

@@ -155,3 +155,19 @@ class TrainingRecord:
         tmp.write_text(json.dumps(asdict(self), indent=2) + "\n", encoding="utf-8")
         tmp.replace(path)
         return path
+
+
+def epoch_line(
+    epoch: int, metrics: dict[str, Any], select_metric: str, lr: float, decayed: bool, seconds: float
+) -> str:
+    """The line after epoch ``epoch`` (0-based): validation perplexity, coarse accuracy (C2F), the
+    selection metric, the fraction read, the learning rate and the validation's duration."""
+    acc = metrics.get("coarse_acc")
+    return (
+        f"epoch {epoch + 1}: valid ppl {metrics['ppl']:.3f}"
+        + (f", coarse acc {acc:.3f}" if acc is not None else "")
+        + (f", {select_metric} {metrics[select_metric]:.2f}" if select_metric != "ppl" else "")
+        + f", read {metrics['read_frac']:.3f}, lr {lr:g}"
+        + (" (decayed)" if decayed else "")
+        + f" ({format_duration(seconds)})"
+    )

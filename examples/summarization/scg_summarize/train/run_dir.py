@@ -24,9 +24,13 @@ import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from torch import nn
 
 from ..data.storage import VOCAB_FILE, read_meta
 from ..models.loading import read_checkpoint
+from .checkpoint import save_atomic
 from .config import Config
 from .fingerprint import corpus_fingerprint
 from .selection import selection_value
@@ -38,6 +42,7 @@ __all__ = [
     "BestModel",
     "check_best",
     "remove_torn_files",
+    "save_best",
     "start_run_dir",
     "write_config",
 ]
@@ -114,3 +119,14 @@ def check_best(
         f"written; the run now reports the best that best.pt holds"
     )
     return held
+
+
+def save_best(
+    out_dir: Path, config: Config, model: nn.Module, *, step: int, epoch: int, metrics: dict[str, Any]
+) -> None:
+    """Write ``out_dir/best.pt``: the configuration, the weights, and the step, epoch and validation
+    metrics that selected them (`check_best` reads them back on resume)."""
+    save_atomic(
+        {"config": config.to_dict(), "model": model.state_dict(), "step": step, "epoch": epoch, "valid": metrics},
+        out_dir / BEST,
+    )

@@ -1,0 +1,63 @@
+"""The model a run starts from: the family's model for the corpus (`build_model`), then
+``train.word2vec`` embeddings or the weights of ``train.init_from`` (+PRETRAIN) (`initial_model`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from ..data.vocab import Vocab
+from ..models.c2f.model import Summarizer
+from ..models.loading import check_same_model, read_checkpoint
+from ..models.registry import FAMILIES
+from ..models.registry import build_model as build_family
+from .config import Config
+
+__all__ = ["build_model", "initial_model"]
+
+
+def build_model(config: Config, vocab_size: int, num_chunks: int, data_dir: str | Path | None = None) -> Summarizer:
+    """A `Summarizer` for a corpus with ``vocab_size`` words and ``num_chunks`` chunks
+    (the family's ``for_corpus(config, data_dir)`` when it has one and ``data_dir`` is given)."""
+    if config.model.vocab_size == 0:
+        config.model.vocab_size = vocab_size
+    if config.model.num_chunks == 0:
+        config.model.num_chunks = config.data.regrid[0] if config.data.regrid else num_chunks
+    if data_dir is not None:
+        return FAMILIES.get(config.model.family).for_corpus(config.model, data_dir)  # type: ignore[return-value]
+    return build_family(config.model)  # type: ignore[return-value]  # any registered family
+
+
+def initial_model(
+    config: Config,
+    vocab: Vocab,
+    num_chunks: int,
+    data_dir: Path,
+    device: torch.device,
+    *,
+    resume: bool,
+    info: Callable[[str], None],
+) -> Summarizer:
+    """The family's model for the corpus, on ``device``, with ``train.word2vec`` embeddings or the
+    weights of ``train.init_from`` (+PRETRAIN) when a new run (not ``resume``) asks for them."""
+    tc = config.train
+    model = build_model(config, len(vocab), num_chunks, data_dir).to(device)
+    model.bind_vocab(vocab)  # a family that needs the words (MAL's stopwords)
+    if tc.word2vec:
+        from ..models.common.pretrained import load_word2vec
+
+        tables = [model.src_embedding] + ([] if config.model.share_embeddings else [model.tgt_embedding])
+        found = load_word2vec(tc.word2vec, vocab.tokens, tables)
+        info(f"word2vec: {found}/{len(vocab)} vocabulary words initialized from {tc.word2vec}")
+    if tc.pretrain and not tc.init_from and not resume:
+        raise ValueError(
+            "+PRETRAIN starts from a trained HIER model: pass --set train.init_from=RUN/best.pt "
+            "(a HIER run with the same model sizes)"
+        )
+    if tc.init_from and not resume:
+        state = read_checkpoint(tc.init_from, map_location=device)
+        check_same_model(model, state["model"], tc.init_from)
+        info(f"initialized from {tc.init_from}")
+    return model
