@@ -16,11 +16,11 @@ from scg_summarize.decoding import load_run
 from scg_summarize.decoding.adapters import ModelStepDecoder
 from scg_summarize.decoding.inputs import documents_from_split
 from scg_summarize.evaluation.saliency_topk import saliency_top_k
-from scg_summarize.models.loading import load_model
+from scg_summarize.models.loading import load_model, read_checkpoint
 from scg_summarize.models.mal.model import MALSummarizer, MALTeacherOutput
 from scg_summarize.models.registry import FAMILIES, build_model
 from scg_summarize.train import Trainer, load_config
-from scg_summarize.train.checkpoint import load_checkpoint, save_atomic
+from scg_summarize.train.checkpoint import save_atomic
 from scg_summarize.train.config import Config, ConfigError
 from scg_summarize.train.loop import param_digest
 from scg_summarize.train.objective import objective_names
@@ -124,7 +124,7 @@ def test_checkpoint_round_trip(name: str, tmp_path: Path) -> None:
     loaded, loaded_config = load_model(tmp_path / "best.pt")
     assert type(loaded) is MALSummarizer and Config.from_dict(loaded_config).model == config.model
     assert torch.equal(loaded.content, model.content) and int(loaded.content.sum()) == 18
-    assert set(load_checkpoint(tmp_path / "best.pt")["model"]) == set(model.state_dict())
+    assert set(read_checkpoint(tmp_path / "best.pt")["model"]) == set(model.state_dict())
     b = _batch()
     with torch.no_grad():
         a, c = (m.eval()(b.src, b.src_mask, b.tgt, b.tgt_mask) for m in (model, loaded))
@@ -191,7 +191,7 @@ def test_train_resume_select_and_evaluate_with_table4(synthetic_corpus: Path, tm
     assert all({"loss_s", "nll_loss", "entropy_s", "entropy_u", "label_rate"} <= set(x) for x in train)
     assert all(0.0 < x["loss_s"] < 5.0 and 0.0 < x["entropy_s"] <= 1.0 + 1e-6 for x in train)
     valid = _lines(tmp_path / "full", "valid")
-    best = load_checkpoint(tmp_path / "full" / "best.pt")
+    best = read_checkpoint(tmp_path / "full" / "best.pt")
     assert best["valid"]["ppl"] == min(v["ppl"] for v in valid)
 
     fit(tmp_path / "cut", 1)
