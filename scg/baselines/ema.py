@@ -43,6 +43,8 @@ class EMA(Baseline):
         self.per_element = per_element
         self._index: dict[Key, int] = {}
         self._values: torch.Tensor | None = None  # (n_keys, *element_shape)
+        #: the row-index tensor of each tuple of rows, per device (made once, not every step)
+        self._row_tensors: dict[tuple[tuple[int, ...], torch.device], torch.Tensor] = {}
 
     def _rows(self, nodes: Sequence[Node], like: torch.Tensor) -> torch.Tensor:
         if self.per_element and self._values is not None and self._values.shape[1:] != like.shape[1:]:
@@ -62,8 +64,12 @@ class EMA(Baseline):
             if self._values is not None:
                 fresh[: self._values.shape[0]] = self._values.to(like.dtype).cpu()
             self._values = fresh.to(like.device)
-        idx = [self._index[(n.name, n.step)] for n in nodes]
-        return torch.tensor(idx, device=like.device)
+        idx = tuple(self._index[(n.name, n.step)] for n in nodes)
+        where = (idx, like.device)
+        got = self._row_tensors.get(where)
+        if got is None:
+            got = self._row_tensors[where] = torch.tensor(idx, device=like.device)
+        return got
 
     def __call__(self, nodes: Sequence[Node], targets: torch.Tensor, info: Sequence[SampleInfo]) -> BaselineResult:
         rows = self._rows(nodes, targets)
@@ -101,6 +107,7 @@ class EMA(Baseline):
         self.init = float(state["init"])
         self._index = {tuple(k): i for i, k in enumerate(state["keys"])}
         self._values = state["values"]
+        self._row_tensors.clear()
 
     def __repr__(self) -> str:
         return f"EMA(beta={self.beta}, init={self.init})"
