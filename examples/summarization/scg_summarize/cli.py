@@ -60,7 +60,8 @@ def build_parser(selected: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for command in COMMANDS:
-        sub_parser = sub.add_parser(command.name, help=command.help, description=command.help)
+        # (argparse %-formats a subcommand's help line, not its description)
+        sub_parser = sub.add_parser(command.name, help=command.help.replace("%", "%%"), description=command.help)
         if selected is None or command.name == selected:
             command.add_arguments(sub_parser)
         sub_parser.set_defaults(_run=command.run)

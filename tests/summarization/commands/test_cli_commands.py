@@ -69,6 +69,15 @@ def test_help_and_argument_errors_import_no_torch() -> None:
     assert proc.stdout.strip().splitlines()[-1] == f"{[0, 0, 2] + [0] * n + [2] * n} []", proc.stderr[-2000:]
 
 
+def test_every_command_help_reads_as_written(capsys: pytest.CaptureFixture[str]) -> None:
+    """A ``%`` in a command's help shows as one ``%`` in the command list and in its own ``--help``."""
+    assert cli.main(["--help"]) == 0
+    for command in cli.COMMANDS:
+        assert cli.main([command.name, "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "%%" not in out and "Ext. % of" in out
+
+
 def test_the_choices_are_the_implemented_names() -> None:
     """`scg_summarize.choices` (torch-free, read by the parsers) names exactly what the modules implement."""
     from scg_summarize.choices import BASELINES

@@ -94,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
 
 COMMAND = Command(
     name="abs-baselines",
-    help="KN 5-gram perplexity, the IR baseline and Ext. %% of a prepared corpus (Rush et al.'s count-based rows)",
+    help="KN 5-gram perplexity, the IR baseline and Ext. % of a prepared corpus (Rush et al.'s count-based rows)",
     add_arguments=add_arguments,
     run=run,
 )
