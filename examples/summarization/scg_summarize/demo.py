@@ -272,7 +272,7 @@ def run_demo(
         metrics = result["metrics"]
         row = {
             "model": name,
-            "steps": trainer.step,
+            "steps": trainer.counters.step,
             "ppl": metrics["ppl"],
             "rouge1": metrics["rouge1"],
             "rouge2": metrics["rouge2"],

@@ -38,6 +38,7 @@ from scg_summarize.train.loop import Trainer
 from scg_summarize.train.mal_objective import mal_objective
 from scg_summarize.train.objective import COARSE, StepResult, c2f_objective
 from scg_summarize.train.optim import clip_gradients
+from scg_summarize.train.run_state import RunCounters
 
 import scg
 
@@ -76,10 +77,12 @@ def _grads(value: torch.Tensor, params: list[torch.Tensor]) -> torch.Tensor:
 @pytest.mark.parametrize("p", [0.0, 0.3])
 def test_alternate_coin_comes_up_soft_with_probability_p(p: float) -> None:
     steps = 3000
-    trainer = SimpleNamespace(config=SimpleNamespace(train=SimpleNamespace(alternate=p, seed=7)), step=0)
+    trainer = SimpleNamespace(
+        config=SimpleNamespace(train=SimpleNamespace(alternate=p, seed=7)), counters=SimpleNamespace(step=0)
+    )
     soft = 0
     for step in range(steps):
-        trainer.step = step
+        trainer.counters.step = step
         soft += Trainer._soft_minibatch(trainer)  # type: ignore[arg-type]
     se = math.sqrt(p * (1 - p) / steps)
     assert abs(soft / steps - p) <= 5 * se  # p = 0: exactly never; 1 - p (an inverted coin) is 40 SE away
@@ -133,7 +136,7 @@ def _step(
         net=module,
         model=module,
         objective=objective,
-        step=0,
+        counters=RunCounters(),
         last_finite=None,
         optimizer=torch.optim.SGD([theta], lr=1.0),
     )

@@ -164,4 +164,4 @@ def test_the_ranks_agree_on_a_flag_and_the_time_budget_goes_through_that_agreeme
     finally:
         trainer.close()
     assert asked == [False]  # this rank's own clock had time left: the other rank's answer stopped it
-    assert trainer.stopped_by == "time_budget_s" and trainer.step == 1
+    assert trainer.stopped_by == "time_budget_s" and trainer.counters.step == 1

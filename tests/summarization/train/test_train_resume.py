@@ -128,7 +128,7 @@ def test_a_crash_after_a_periodic_checkpoint_then_resume_in_process_is_bitwise_i
     real_step = Trainer.train_step
 
     def crash_in_step_5(self, batch):  # type: ignore[no-untyped-def]
-        if self.step == 4:  # the periodic checkpoint of step 4 is written; step 5 dies half-way
+        if self.counters.step == 4:  # the periodic checkpoint of step 4 is written; step 5 dies half-way
             raise _Crash
         return real_step(self, batch)
 

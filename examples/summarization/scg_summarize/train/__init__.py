@@ -18,6 +18,7 @@ loop, checkpoints, DDP.
 ``signals``       graceful SIGTERM/SIGINT and torchrun-agent death
 ``ddp``           ``torch.distributed`` data parallelism
 ``model_init``    the model a run starts from (``build_model``, word2vec, +PRETRAIN's init_from)
+``run_state``     :class:`RunCounters` (steps, best validation, seconds) and ``training.json``
 ``loop``          :class:`Trainer` (every family: C2F, Paulus, ABS, MAL)
 ``abs``           ABS's flat (input, title) pairs for the count rows and decoding variants
 ``evaluate``      validation: perplexity and attention statistics (teacher forcing)

@@ -65,6 +65,7 @@ from .run_dir import (
     start_run_dir,
     write_config,
 )
+from .run_state import RunCounters, done_line, training_record
 from .selection import selection_value
 from .signals import StopRequest, TrainingStopped
 
@@ -126,16 +127,8 @@ class Trainer:
         self.baseline = scg.baselines.EMA(tc.baseline_beta)
         self.objective = build_objective(tc.objective, self)  # train.objective (registered objectives)
         self.loader = make_loader(self.train_set, config, train=True, drop_last=self.dist.enabled)
-        self.step = 0
-        self.best_ppl = math.inf
-        self.best_step = -1
-        self.best_score = math.inf  # selection_value of best.pt (train.select_metric; lower is better)
-        self.elapsed = 0.0  # wall seconds of training and validation (what train.time_budget_s bounds)
-        self.cpu_elapsed = 0.0  # the process's CPU seconds in them
-        self.validation_s = 0.0  # wall seconds of the validations (in elapsed)
-        self.validations = 0
-        self.last_validation_s = 0.0
-        self.last_valid_ppl = math.nan
+        self.counters = RunCounters()
+        self.last_validation_s = 0.0  # wall seconds of the last validation
         self.stopped_by = "epochs"
         self.last_finite: tuple[int, float] | None = None  # (step, training loss per token)
         self.stop = StopRequest(watch_parent=self.dist.enabled and "TORCHELASTIC_RUN_ID" in os.environ)
@@ -191,7 +184,7 @@ class Trainer:
             return
         line = {
             "event": event,
-            "step": self.step,
+            "step": self.counters.step,
             "epoch": self.loader.epoch + self.loader.position / max(len(self.loader), 1),
             **values,
         }
@@ -207,15 +200,7 @@ class Trainer:
             "baseline": self.baseline.state_dict(),
             "loader": self.loader.state_dict(),
             "rng": get_rng_state(),
-            "step": self.step,
-            "best_ppl": self.best_ppl,
-            "best_step": self.best_step,
-            "best_score": self.best_score,
-            "elapsed": self.elapsed,
-            "cpu_elapsed": self.cpu_elapsed,
-            "validation_s": self.validation_s,
-            "validations": self.validations,
-            "last_valid_ppl": self.last_valid_ppl,
+            **self.counters.to_dict(),
         }
 
     def save(self, name: str = CHECKPOINT) -> None:
@@ -236,39 +221,31 @@ class Trainer:
         self.schedule.load_state_dict(state["schedule"])
         self.baseline.load_state_dict(state["baseline"])
         self.loader.load_state_dict(state["loader"])
-        self.step = int(state["step"])
-        self.best_ppl = float(state["best_ppl"])
-        self.best_step = int(state.get("best_step", -1))
-        self.best_score = float(state.get("best_score", self.best_ppl))
-        self.elapsed = float(state.get("elapsed", 0.0))
-        self.cpu_elapsed = float(state.get("cpu_elapsed", 0.0))
-        self.validation_s = float(state.get("validation_s", 0.0))
-        self.validations = int(state.get("validations", 0))
-        self.last_valid_ppl = float(state.get("last_valid_ppl", math.nan))
+        self.counters = RunCounters.from_checkpoint(state)
         if self.dist.rank == 0:
             set_rng_state(state["rng"])
         else:  # other ranks continue their own streams (DDP runs resume exactly on rank 0 only)
-            torch.manual_seed(self.config.train.seed + 1000 * self.dist.rank + self.step)
+            torch.manual_seed(self.config.train.seed + 1000 * self.dist.rank + self.counters.step)
         if self.dist.is_main:  # drop log lines written after the checkpoint (and a torn last line)
-            for warning in repair_log(self.out_dir / METRICS, self.step):
+            for warning in repair_log(self.out_dir / METRICS, self.counters.step):
                 self.info(f"resume: {warning}")
             self._check_best()
             write_config(self.out_dir, self.config)
         self.info(
-            f"resumed from {path} at step {self.step} (epoch {self.loader.epoch}, "
+            f"resumed from {path} at step {self.counters.step} (epoch {self.loader.epoch}, "
             f"batch {self.loader.position}/{len(self.loader)})"
         )
 
     def _check_best(self) -> None:
         """Make the resumed best selection score agree with the ``best.pt`` on disk (`check_best`)."""
-        recorded = BestModel(step=self.best_step, score=self.best_score)
-        held = check_best(self.out_dir, self.config.train.select_metric, recorded, self.step, self.info)
+        recorded = BestModel(step=self.counters.best_step, score=self.counters.best_score)
+        held = check_best(self.out_dir, self.config.train.select_metric, recorded, self.counters.step, self.info)
         if held is None:
-            self.best_score, self.best_step = math.inf, -1
+            self.counters.best_score, self.counters.best_step = math.inf, -1
         elif held != recorded:
-            self.best_score, self.best_step = held.score, held.step
+            self.counters.best_score, self.counters.best_step = held.score, held.step
             if self.config.train.select_metric == "ppl":
-                self.best_ppl = held.score
+                self.counters.best_ppl = held.score
             save_atomic(self.state_dict(), self.out_dir / CHECKPOINT)  # the repaired record
 
     # ------------------------------------------------------------------ one step
@@ -276,7 +253,7 @@ class Trainer:
         p = self.config.train.alternate
         if p <= 0:
             return False
-        coin = torch.Generator().manual_seed(self.config.train.seed * 1_000_003 + self.step)
+        coin = torch.Generator().manual_seed(self.config.train.seed * 1_000_003 + self.counters.step)
         return bool(torch.rand((), generator=coin) < p)
 
     def train_step(self, batch: Batch) -> StepResult:
@@ -296,17 +273,17 @@ class Trainer:
         except RuntimeError:  # e.g. torch.multinomial on NaN probabilities from non-finite parameters
             if all(bool(torch.isfinite(p).all()) for p in self.model.parameters()):
                 raise
-            self._diverged(f"the parameters became non-finite before step {self.step + 1}")
+            self._diverged(f"the parameters became non-finite before step {self.counters.step + 1}")
         if not math.isfinite(result.nll) or not bool(torch.isfinite(result.loss.detach())):
-            self._diverged(f"the training loss became non-finite at step {self.step + 1}")
+            self._diverged(f"the training loss became non-finite at step {self.counters.step + 1}")
         self.optimizer.zero_grad(set_to_none=True)
         result.loss.backward()  # type: ignore[no-untyped-call]
         norm = clip_gradients(self.model.parameters(), tc.max_grad_norm)
         if not math.isfinite(norm):
-            self._diverged(f"the gradient norm became non-finite at step {self.step + 1}")
+            self._diverged(f"the gradient norm became non-finite at step {self.counters.step + 1}")
         self.optimizer.step()
-        self.step += 1
-        self.last_finite = (self.step, result.nll / max(result.tokens, 1))
+        self.counters.step += 1
+        self.last_finite = (self.counters.step, result.nll / max(result.tokens, 1))
         return result
 
     def _diverged(self, what: str) -> None:
@@ -331,7 +308,7 @@ class Trainer:
         return self._any_rank(self.stop.requested())
 
     def _stopped(self) -> TrainingStopped:
-        return TrainingStopped(self.stop.reason or "a signal on another rank", self.step, self.stop.status)
+        return TrainingStopped(self.stop.reason or "a signal on another rank", self.counters.step, self.stop.status)
 
     # ------------------------------------------------------------------ the loop
     def _phase(self, name: str, total: int) -> PhaseProgress:
@@ -344,29 +321,15 @@ class Trainer:
         start = time.perf_counter()
         metrics = validation_metrics(self.model, self.valid_set, self.config, self.device, self.dist, self._phase)
         seconds = time.perf_counter() - start
-        self.validation_s += seconds
-        self.validations += 1
+        self.counters.validation_s += seconds
+        self.counters.validations += 1
         self.last_validation_s = seconds
         return metrics
 
     def training_record(self) -> TrainingRecord:
         """What the run has done so far (written to ``RUN_DIR/training.json`` at its end)."""
-        tc = self.config.train
         epochs = self.loader.epoch + self.loader.position / max(len(self.loader), 1)
-        return TrainingRecord(
-            steps=self.step,
-            epochs=round(epochs, 4),
-            stopped_by=self.stopped_by,
-            time_budget_s=tc.time_budget_s,
-            seed=tc.seed,
-            threads=torch.get_num_threads(),
-            wall_s=round(self.elapsed, 3),
-            cpu_s=round(self.cpu_elapsed, 3),
-            validation_s=round(self.validation_s, 3),
-            validations=self.validations,
-            best_step=self.best_step,
-            valid_ppl=None if math.isnan(self.last_valid_ppl) else round(self.last_valid_ppl, 6),
-        )
+        return training_record(self.counters, epochs, self.stopped_by, self.config.train)
 
     def fit(self) -> dict[str, Any]:
         """Train until ``train.epochs``, ``train.max_steps`` or the time budget; returns the last
@@ -384,8 +347,8 @@ class Trainer:
     def _fit(self) -> dict[str, Any]:
         tc = self.config.train
         last: dict[str, Any] = {}
-        self._wall_start = time.perf_counter() - self.elapsed
-        self._cpu_start = time.process_time() - self.cpu_elapsed
+        self._wall_start = time.perf_counter() - self.counters.elapsed
+        self._cpu_start = time.process_time() - self.counters.cpu_elapsed
         if tc.time_budget_s:
             self.info(
                 f"time budget: {format_duration(tc.time_budget_s)} of wall-clock time for the training steps "
@@ -394,7 +357,7 @@ class Trainer:
                 f"in train.epochs / train.max_steps_per_epoch to reproduce it"
             )
         out_of_time = False
-        if tc.max_steps and self.step >= tc.max_steps:  # resumed after its last step (the validation is done)
+        if tc.max_steps and self.counters.step >= tc.max_steps:  # resumed after its last step (the validation is done)
             out_of_time, self.stopped_by = True, "max_steps"
         while self.loader.epoch < tc.epochs and not out_of_time:
             epoch = self.loader.epoch
@@ -408,8 +371,8 @@ class Trainer:
 
     def _tick(self) -> None:
         """Update the wall-clock and CPU seconds the run has trained and validated."""
-        self.elapsed = time.perf_counter() - self._wall_start
-        self.cpu_elapsed = time.process_time() - self._cpu_start
+        self.counters.elapsed = time.perf_counter() - self._wall_start
+        self.counters.cpu_elapsed = time.process_time() - self._cpu_start
 
     def _train_epoch(self, epoch: int) -> bool:
         """The steps left in ``epoch``; True when the run stops after them (`_out_of_steps_or_time`).
@@ -427,7 +390,7 @@ class Trainer:
                 self._tick()
                 if bar is not None:
                     bar.update(1)
-                if self.step % tc.log_every == 0 or self.loader.position == len(self.loader):
+                if self.counters.step % tc.log_every == 0 or self.loader.position == len(self.loader):
                     window = self._log_window(window, bar)
                 if tc.throttle_s > 0:
                     time.sleep(tc.throttle_s)
@@ -436,7 +399,7 @@ class Trainer:
                 if self._stop_requested() and mid_epoch:
                     self.save()
                     raise self._stopped()
-                if tc.checkpoint_every and self.step % tc.checkpoint_every == 0 and mid_epoch:
+                if tc.checkpoint_every and self.counters.step % tc.checkpoint_every == 0 and mid_epoch:
                     self.save()
                 if self._out_of_steps_or_time():
                     return True
@@ -452,16 +415,16 @@ class Trainer:
     def _out_of_steps_or_time(self) -> bool:
         """``train.max_steps`` reached, or the time budget spent once a validation is added."""
         tc = self.config.train
-        if tc.max_steps and self.step >= tc.max_steps:
+        if tc.max_steps and self.counters.step >= tc.max_steps:
             self.stopped_by = "max_steps"
             return True
-        last_validation = self.validation_s / self.validations if self.validations else 0.0
-        if tc.time_budget_s and self._any_rank(self.elapsed + last_validation >= tc.time_budget_s):
+        last_validation = self.counters.validation_s / self.counters.validations if self.counters.validations else 0.0
+        if tc.time_budget_s and self._any_rank(self.counters.elapsed + last_validation >= tc.time_budget_s):
             # each rank reads its own clock, so they agree (any rank out of time stops them all);
             # otherwise one would stop while another waits in its next all-reduce
             self.stopped_by = "time_budget_s"
             self.info(
-                f"time budget: stopping after step {self.step} ({format_duration(self.elapsed)} "
+                f"time budget: stopping after step {self.counters.step} ({format_duration(self.counters.elapsed)} "
                 f"of {format_duration(tc.time_budget_s)}; one validation left)"
             )
             return True
@@ -470,23 +433,13 @@ class Trainer:
     def _finish(self) -> None:
         """The closing line, the ``end`` metrics line and ``training.json`` (under DDP also each
         rank's parameter digest)."""
-        metric = self.config.train.select_metric
-        held = (
-            f"; best.pt: step {self.best_step}, validation {metric} {abs(self.best_score):.3f}"
-            if metric != "ppl" and self.best_step >= 0
-            else ""
-        )  # selected by another metric: say which
-        self.info(
-            f"done: {self.step} steps in {self.elapsed:.0f}s ({self.cpu_elapsed:.0f} CPU s; "
-            f"{self.validation_s:.0f}s of it in {self.validations} validations), stopped by {self.stopped_by}, "
-            f"best validation ppl {self.best_ppl:.3f}{held}"
-        )
+        self.info(done_line(self.counters, self.stopped_by, self.config.train.select_metric))
         record = self.training_record()
         self.record(
             "end",
-            best_ppl=self.best_ppl,
-            best_step=self.best_step,
-            elapsed_s=self.elapsed,
+            best_ppl=self.counters.best_ppl,
+            best_step=self.counters.best_step,
+            elapsed_s=self.counters.elapsed,
             stopped_by=record.stopped_by,
         )  # (CPU seconds: training.json)
         if self.dist.is_main:
@@ -506,16 +459,16 @@ class Trainer:
         metrics = self.validate()
         if not math.isfinite(metrics["nll"]) or metrics["nll"] >= 50.0:  # ppl is capped at e^50
             self._diverged(
-                f"the validation loss after step {self.step} is {metrics['nll']:.4g} per token "
+                f"the validation loss after step {self.counters.step} is {metrics['nll']:.4g} per token "
                 f"(non-finite, or a perplexity beyond e^50)"
             )
         score = selection_value(metrics, self.config.train.select_metric)
-        improved = score < self.best_score
+        improved = score < self.counters.best_score
         decayed = self.schedule.step(score)
-        self.best_ppl = min(self.best_ppl, metrics["ppl"])
-        self.last_valid_ppl = float(metrics["ppl"])
+        self.counters.best_ppl = min(self.counters.best_ppl, metrics["ppl"])
+        self.counters.last_valid_ppl = float(metrics["ppl"])
         if improved:
-            self.best_score, self.best_step = score, self.step
+            self.counters.best_score, self.counters.best_step = score, self.counters.step
         self.record("valid", **metrics, lr=self.schedule.lr, decayed=decayed)
         self.info(
             epoch_line(
@@ -523,7 +476,7 @@ class Trainer:
             )
         )
         if improved and self.dist.is_main:  # best.pt first: see _check_best
-            save_best(self.out_dir, self.config, self.model, step=self.step, epoch=epoch, metrics=metrics)
+            save_best(self.out_dir, self.config, self.model, step=self.counters.step, epoch=epoch, metrics=metrics)
         self.save()
         return metrics
 
@@ -545,7 +498,12 @@ class Trainer:
             total = total_steps(tc.epochs, len(self.loader), tc.max_steps_per_epoch)
             total = min(total, tc.max_steps) if tc.max_steps else total
             where = step_progress(
-                self.step, total, self.elapsed, epoch=self.loader.epoch + 1, epochs=tc.epochs, budget_s=tc.time_budget_s
+                self.counters.step,
+                total,
+                self.counters.elapsed,
+                epoch=self.loader.epoch + 1,
+                epochs=tc.epochs,
+                budget_s=tc.time_budget_s,
             )
             self.info(train_line(where, values))
         return LogWindow()
