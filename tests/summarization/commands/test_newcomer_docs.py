@@ -59,9 +59,10 @@ def shell_commands(block: str, env: dict[str, str] | None = None) -> Iterator[tu
     for offset, line in logical:
         expanded = _VAR.sub(lambda m: env.get(m.group(1) or m.group(2), "1"), line)
         tokens = shlex.split(expanded, comments=True)
-        if len(tokens) == 1 and _ASSIGN.match(tokens[0]):
-            name, value = _ASSIGN.match(tokens[0]).groups()  # type: ignore[union-attr]
-            env[name] = value
+        if tokens and all(_ASSIGN.match(token.rstrip(";")) for token in tokens):  # A=x or A=x; B=y
+            for token in tokens:
+                name, value = _ASSIGN.match(token.rstrip(";")).groups()  # type: ignore[union-attr]
+                env[name] = value
             continue
         for i, token in enumerate(tokens):
             if token == "scg-summarize":
@@ -111,10 +112,12 @@ def _check(parser: argparse.ArgumentParser, argv: list[str]) -> str | None:
 def test_the_command_extractor_expands_variables_and_stops_at_pipes() -> None:
     block = 'D=../data\nS="--set a=1 --set b=2"\nscg-summarize train --data $D $S \\\n    --out runs/x  # c\n'
     block += "cat f | scg-summarize summarize --run r --input - > out.txt\nfor s in 1 2; do scg-summarize x $s; done\n"
+    block += "D=../d; R=runs\nscg-summarize prepare --input $D/a --output $R/b\n"
     assert list(shell_commands(block)) == [
         (2, ["train", "--data", "../data", "--set", "a=1", "--set", "b=2", "--out", "runs/x"]),
         (4, ["summarize", "--run", "r", "--input", "-"]),
         (5, ["x", "1"]),
+        (7, ["prepare", "--input", "../d/a", "--output", "runs/b"]),
     ]
 
 
