@@ -12,7 +12,7 @@ from ..data import SummarizationDataset, SummaryLoader, make_dataloader, regrid
 from ..data.batching import Batch
 from .config import Config
 
-__all__ = ["batch_to", "load_split", "make_loader"]
+__all__ = ["batch_to", "load_split", "load_training_splits", "make_loader"]
 
 
 def batch_to(batch: Batch, device: torch.device, config: Config) -> Batch:
@@ -60,3 +60,18 @@ def make_loader(
     # stream (dropout, C2F's draws) exactly where the checkpoint put it.
     loader.loader.generator = torch.Generator().manual_seed(config.train.seed)
     return loader
+
+
+def load_training_splits(data_dir: Path, config: Config) -> tuple[SummarizationDataset, SummarizationDataset]:
+    """The training and validation splits of ``data_dir`` (``data.train_split``, ``data.valid_split``;
+    neither may be empty: validation picks ``best.pt`` and drives the lr decay)."""
+    train_set = load_split(data_dir, config.data.train_split, config, train=True)
+    valid_set = load_split(data_dir, config.data.valid_split, config, vocab=train_set.vocab)
+    for role, dataset in (("training", train_set), ("validation", valid_set)):
+        if len(dataset) == 0:
+            raise ValueError(
+                f"{data_dir}: the {role} split {dataset.split!r} has no examples "
+                f"(validation perplexity picks best.pt and drives the lr decay; prepare a "
+                f"non-empty split or name another with --set data.{role[:5]}_split=NAME)"
+            )
+    return train_set, valid_set

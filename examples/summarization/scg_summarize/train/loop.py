@@ -30,13 +30,12 @@ import torch
 
 import scg
 
-from ..data import SummarizationDataset
 from ..data.batching import Batch
 from ..dirlock import DirLock
 from ..models.loading import check_same_model, read_checkpoint
 from .checkpoint import get_rng_state, param_digest, save_atomic, set_rng_state
 from .config import Config
-from .data import batch_to, load_split, make_loader
+from .data import batch_to, load_training_splits, make_loader
 from .ddp import DistContext, resolve_device
 from .evaluate import validation_metrics
 from .fingerprint import check_fingerprint
@@ -47,12 +46,11 @@ from .optim import PlateauDecay, build_optimizer, clip_gradients
 from .progress import (
     PhaseProgress,
     TrainingRecord,
+    budget_notice,
     epoch_bar,
     epoch_line,
     format_duration,
-    step_progress,
-    total_steps,
-    train_line,
+    step_line,
 )
 from .resume import check_resume_config
 from .run_dir import (
@@ -115,7 +113,7 @@ class Trainer:
         random.seed(tc.seed)
         np.random.seed(tc.seed)
         torch.manual_seed(tc.seed)
-        self.train_set, self.valid_set = self._load_splits()
+        self.train_set, self.valid_set = load_training_splits(self.data_dir, config)
         self.vocab = self.train_set.vocab
         self.model = initial_model(
             config, self.vocab, self.train_set.num_chunks, self.data_dir, self.device, resume=resume, info=self.info
@@ -140,20 +138,6 @@ class Trainer:
         except BaseException:
             self.close()
             raise
-
-    def _load_splits(self) -> tuple[SummarizationDataset, SummarizationDataset]:
-        """The training and validation splits (neither may be empty)."""
-        config = self.config
-        train_set = load_split(self.data_dir, config.data.train_split, config, train=True)
-        valid_set = load_split(self.data_dir, config.data.valid_split, config, vocab=train_set.vocab)
-        for role, dataset in (("training", train_set), ("validation", valid_set)):
-            if len(dataset) == 0:
-                raise ValueError(
-                    f"{self.data_dir}: the {role} split {dataset.split!r} has no examples "
-                    f"(validation perplexity picks best.pt and drives the lr decay; prepare a "
-                    f"non-empty split or name another with --set data.{role[:5]}_split=NAME)"
-                )
-        return train_set, valid_set
 
     def close(self) -> None:
         """Release the run directory's lock (the process group is left to `DistContext.close`)."""
@@ -350,12 +334,7 @@ class Trainer:
         self._wall_start = time.perf_counter() - self.counters.elapsed
         self._cpu_start = time.process_time() - self.counters.cpu_elapsed
         if tc.time_budget_s:
-            self.info(
-                f"time budget: {format_duration(tc.time_budget_s)} of wall-clock time for the training steps "
-                f"and validations (the mean time of a validation is kept for the final one); the test "
-                f"evaluation after it is not counted. The result depends on the machine's load: budget "
-                f"in train.epochs / train.max_steps_per_epoch to reproduce it"
-            )
+            self.info(budget_notice(tc.time_budget_s))
         out_of_time = False
         if tc.max_steps and self.counters.step >= tc.max_steps:  # resumed after its last step (the validation is done)
             out_of_time, self.stopped_by = True, "max_steps"
@@ -494,16 +473,6 @@ class Trainer:
                 loss=f"{values['loss']:.3f}", ppl=f"{values['ppl']:.2f}", tok_s=f"{values['tok_per_s']:.0f}"
             )
         elif not self.quiet:
-            tc = self.config.train
-            total = total_steps(tc.epochs, len(self.loader), tc.max_steps_per_epoch)
-            total = min(total, tc.max_steps) if tc.max_steps else total
-            where = step_progress(
-                self.counters.step,
-                total,
-                self.counters.elapsed,
-                epoch=self.loader.epoch + 1,
-                epochs=tc.epochs,
-                budget_s=tc.time_budget_s,
-            )
-            self.info(train_line(where, values))
+            epoch, steps = self.loader.epoch + 1, len(self.loader)
+            self.info(step_line(values, self.counters.step, self.counters.elapsed, epoch, steps, self.config.train))
         return LogWindow()

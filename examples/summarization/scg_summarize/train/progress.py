@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ..evaluation.report import TRAINING_RECORD
+from .config import TrainConfig
 
 __all__ = [
     "PhaseProgress",
@@ -170,4 +171,24 @@ def epoch_line(
         + f", read {metrics['read_frac']:.3f}, lr {lr:g}"
         + (" (decayed)" if decayed else "")
         + f" ({format_duration(seconds)})"
+    )
+
+
+def step_line(
+    values: dict[str, float], step: int, elapsed: float, epoch: int, steps_per_epoch: int, tc: TrainConfig
+) -> str:
+    """The progress line of a ``train`` metrics line at ``step`` of (1-based) ``epoch``."""
+    total = total_steps(tc.epochs, steps_per_epoch, tc.max_steps_per_epoch)
+    total = min(total, tc.max_steps) if tc.max_steps else total
+    where = step_progress(step, total, elapsed, epoch=epoch, epochs=tc.epochs, budget_s=tc.time_budget_s)
+    return train_line(where, values)
+
+
+def budget_notice(budget_s: float) -> str:
+    """What a run with a time budget says when it starts."""
+    return (
+        f"time budget: {format_duration(budget_s)} of wall-clock time for the training steps "
+        f"and validations (the mean time of a validation is kept for the final one); the test "
+        f"evaluation after it is not counted. The result depends on the machine's load: budget "
+        f"in train.epochs / train.max_steps_per_epoch to reproduce it"
     )
