@@ -110,6 +110,15 @@ def rouge_options(args: argparse.Namespace, digits_mapped: bool = False) -> Roug
         raise ValueError(f"bad ROUGE option: {err}") from None
 
 
+def write_json(value: Any, path: str | Path) -> str:
+    """Write ``value`` as indented JSON (parent folders created); returns the text (for printing)."""
+    path = Path(path)
+    text = json.dumps(value, indent=2)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text + "\n", encoding="utf-8")
+    return text
+
+
 def write_jsonl(records: Iterable[Mapping[str, Any]], path: str | Path) -> Path:
     """Write one JSON object per line (parent folders created)."""
     path = Path(path)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from . import Command
-from ._common import USER_ERRORS, error, positive_int
+from ._common import USER_ERRORS, error, positive_int, write_json
 
 __all__ = ["COMMAND", "count_baselines"]
 
@@ -83,9 +83,7 @@ def run(args: argparse.Namespace) -> int:
     """Execute ``abs-baselines``; returns 0, or 2 on bad input."""
     try:
         result = count_baselines(args.data, args.train_split, args.eval_split, args.order)
-        text = json.dumps(result, indent=2)
-        if args.out:
-            Path(args.out).write_text(text + "\n", encoding="utf-8")
+        text = write_json(result, args.out) if args.out else json.dumps(result, indent=2)
     except USER_ERRORS as err:
         return error("abs-baselines", err)
     print(text)

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import Command
-from ._common import USER_ERRORS, error, positive_int
+from ._common import USER_ERRORS, error, positive_int, write_json
 
 if TYPE_CHECKING:
     from ..data.batching import SourceBatch
@@ -200,10 +200,7 @@ def _run(args: argparse.Namespace) -> int:
                 (out_dir / f"{name}{suffix}.summaries.jsonl").write_text(
                     "".join(x + "\n" for x in lines), encoding="utf-8"
                 )
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text + "\n", encoding="utf-8")
+    print(write_json(result, args.out) if args.out else json.dumps(result, indent=2))
     return 0
 
 

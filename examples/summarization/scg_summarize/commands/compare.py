@@ -13,13 +13,12 @@ means, the difference with its paired-bootstrap interval and the one-sided p-val
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from dataclasses import asdict
 from pathlib import Path
 
 from . import Command
-from ._common import USER_ERRORS, error, positive_int
+from ._common import USER_ERRORS, error, positive_int, write_json
 
 __all__ = ["COMMAND"]
 
@@ -83,8 +82,7 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.json is not None:
         record = {"a": str(args.a), "b": str(args.b), "results": {m: asdict(r) for m, r in rows}}
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+        write_json(record, args.json)
     print(f"compare: paired bootstrap, {args.samples} resamples, seed {args.seed}", file=sys.stderr)
     return 0
 

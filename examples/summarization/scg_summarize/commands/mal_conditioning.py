@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
 from . import Command
-from ._common import USER_ERRORS, error, positive_int
+from ._common import USER_ERRORS, error, positive_int, write_json
 
 __all__ = ["COMMAND"]
 
@@ -55,9 +54,7 @@ def run(args: argparse.Namespace) -> int:
             model = MALSummarizer.for_vocab(MALConfig(emb_dim=args.emb_dim), dataset.vocab)
         result = measure_conditioning(model, dataset, args.docs)
         result.update(data=str(args.data), split=args.split, run=args.run, seed=args.seed)
-        text = json.dumps(result, indent=2)
-        if args.out:
-            Path(args.out).write_text(text + "\n", encoding="utf-8")
+        text = write_json(result, args.out) if args.out else json.dumps(result, indent=2)
     except USER_ERRORS as err:
         return error("mal-conditioning", err)
     print(text)

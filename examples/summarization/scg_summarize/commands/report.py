@@ -17,12 +17,11 @@ with the columns named instead (dotted paths into the result records, e.g.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 from . import Command
-from ._common import USER_ERRORS, error
+from ._common import USER_ERRORS, error, write_json
 
 __all__ = ["COMMAND"]
 
@@ -61,8 +60,7 @@ def run(args: argparse.Namespace) -> int:
             args.output.parent.mkdir(parents=True, exist_ok=True)
             args.output.write_text(text, encoding="utf-8")
         if args.json is not None:
-            args.json.parent.mkdir(parents=True, exist_ok=True)
-            args.json.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+            write_json(results, args.json)
     except USER_ERRORS as err:
         return error("report", err)
     kept, superseded = select_results(results)
