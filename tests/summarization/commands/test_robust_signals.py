@@ -229,7 +229,7 @@ def test_sigterm_in_process_stops_after_the_step_with_a_checkpoint_and_resumes_b
 
     def step_hit_by_sigterm(self, batch):  # type: ignore[no-untyped-def]
         result = real_step(self, batch)
-        if self.step == 3:
+        if self.counters.step == 3:
             os.kill(os.getpid(), signal.SIGTERM)
         return result
 

@@ -21,7 +21,7 @@ from scg_summarize.evaluation import teacher_forced
 
 from ..eval_support import UNCONSTRAINED
 
-loop = pytest.importorskip("scg_summarize.train.loop")
+model_init = pytest.importorskip("scg_summarize.train.model_init")
 train_config = pytest.importorskip("scg_summarize.train.config")
 
 
@@ -40,7 +40,7 @@ def _write_run(root: Path, corpus: Path, name: str, overrides: tuple[str, ...] =
     config = train_config.load_config(name, list(overrides))
     dataset = SummarizationDataset(corpus, "train")
     torch.manual_seed(0)
-    model = loop.build_model(config, len(dataset.vocab), dataset.num_chunks)
+    model = model_init.build_model(config, len(dataset.vocab), dataset.num_chunks)
     run = root / name
     run.mkdir(parents=True)
     (run / "config.json").write_text(json.dumps(config.to_dict()), encoding="utf-8")

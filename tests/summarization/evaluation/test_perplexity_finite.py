@@ -16,7 +16,7 @@ from scg_summarize.evaluation import teacher_forced
 from scg_summarize.evaluation.perplexity import Perplexity
 from scg_summarize.evaluation.report import make_result, markdown_report
 
-loop = pytest.importorskip("scg_summarize.train.loop")
+model_init = pytest.importorskip("scg_summarize.train.model_init")
 train_config = pytest.importorskip("scg_summarize.train.config")
 
 V_T = 8  # an output vocabulary of the 4 specials and 4 words: most reference words are outside it
@@ -38,7 +38,7 @@ def run(tmp_path_factory: pytest.TempPathFactory, corpus: Path) -> Path:
     config = train_config.load_config("tiny-PAULUS-ML", [f"model.tgt_vocab_size={V_T}"])
     dataset = SummarizationDataset(corpus, "train")
     torch.manual_seed(0)
-    model = loop.build_model(config, len(dataset.vocab), dataset.num_chunks)
+    model = model_init.build_model(config, len(dataset.vocab), dataset.num_chunks)
     folder = tmp_path_factory.mktemp("ppl") / "run"
     folder.mkdir()
     (folder / "config.json").write_text(json.dumps(config.to_dict()), encoding="utf-8")

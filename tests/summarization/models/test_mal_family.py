@@ -196,7 +196,7 @@ def test_train_resume_select_and_evaluate_with_table4(synthetic_corpus: Path, tm
 
     fit(tmp_path / "cut", 1)
     resumed = fit(tmp_path / "cut", 2, resume=True)
-    assert resumed.step == full.step == 6
+    assert resumed.counters.step == full.counters.step == 6
     assert param_digest(resumed.model) == param_digest(full.model)
 
     run = load_run(tmp_path / "full")
