@@ -12,8 +12,8 @@ layers before it (``tests/summarization/test_layers.py`` checks every import):
 * [`scg_summarize.evaluation`][scg_summarize.evaluation] -- ROUGE, perplexity, attention metrics, baselines, results.
 * [`scg_summarize.viz`][scg_summarize.viz] -- figures.
 * [`scg_summarize.train`][scg_summarize.train] -- configurations, the training loop, checkpoints, DDP.
-* [`scg_summarize.demo`][scg_summarize.demo], [`scg_summarize.commands`][scg_summarize.commands], [`scg_summarize.cli`][scg_summarize.cli] -- the demo
-  and the ``scg-summarize`` command line.
+* [`scg_summarize.demo`][scg_summarize.demo], [`scg_summarize.commands`][scg_summarize.commands],
+  [`scg_summarize.cli`][scg_summarize.cli] -- the demo and the ``scg-summarize`` command line.
 
 ``jsonlines`` and ``dirlock`` are small helpers below all layers.
 """
