@@ -29,7 +29,7 @@ def _raw_docs(toy: ToySetup, n: int) -> list[str]:
     """Test documents of the synthetic corpus as raw text lines (sentences separated by a literal
     backslash-n, the text format's paragraph separator)."""
     dataset = SummarizationDataset(toy.data, "test")
-    return [" \\n ".join(dataset.text(i)["src_sentences"]) for i in range(n)]
+    return [" \\n ".join(dataset.text(i).src_sentences) for i in range(n)]
 
 
 def test_summarize_text_file_one_line_per_document(toy: ToySetup, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
@@ -45,7 +45,7 @@ def test_raw_text_is_encoded_like_the_prepared_split(toy: ToySetup) -> None:
     run = load_run(toy.run)
     dataset = SummarizationDataset(toy.data, "test")
     for i in range(3):
-        doc = encode_text("x", dataset.text(i)["src_sentences"], run.prep_options, run.vocab, sentences_given=True)
+        doc = encode_text("x", dataset.text(i).src_sentences, run.prep_options, run.vocab, sentences_given=True)
         assert torch.equal(doc.src, dataset[i].src)
         assert torch.equal(doc.src_mask, dataset[i].src_mask)
 

@@ -345,7 +345,7 @@ def test_blank_and_wordless_lines_keep_the_output_aligned(toy: ToySetup, tmp_pat
     from scg_summarize.data import SummarizationDataset
 
     dataset = SummarizationDataset(toy.data, "test")
-    docs = [" \\n ".join(dataset.text(i)["src_sentences"]) for i in range(2)]
+    docs = [" \\n ".join(dataset.text(i).src_sentences) for i in range(2)]
     source = tmp_path / "docs.txt"
     source.write_text(f"\n{docs[0]}\n\n \\n \\n \n{docs[1]}\n\n")  # line 4: two empty paragraphs
     assert main(["summarize", "--run", str(toy.run), "--input", str(source), "--greedy", "--max-len", "4"]) == 0
@@ -363,7 +363,7 @@ def test_summarize_into_a_closed_pipe_ends_quietly(toy: ToySetup, tmp_path: Path
     from scg_summarize.data import SummarizationDataset
 
     dataset = SummarizationDataset(toy.data, "test")
-    doc = " \\n ".join(dataset.text(0)["src_sentences"])
+    doc = " \\n ".join(dataset.text(0).src_sentences)
     (tmp_path / "many.txt").write_text((doc + "\n") * 300)
     proc = subprocess.Popen(
         [

@@ -19,7 +19,7 @@ from scg_summarize.data.preprocess import Preprocessor
 from scg_summarize.data.progress import Progress, progress_enabled
 from scg_summarize.data.rawtext import RawExample
 from scg_summarize.data.readers import read_input
-from scg_summarize.data.storage import load_split, read_meta
+from scg_summarize.data.storage import ExampleText, TextStore, load_split, read_meta
 from scg_summarize.data.vocab import Vocab
 
 from ..conftest import TOY_STORIES, StoryWriter
@@ -71,7 +71,26 @@ def test_grid_view_matches_the_tokenized_document(toy_story_dir: Path, tmp_path:
         assert dataset.vocab.decode(item.tgt.tolist()) == processed.target_tokens
         assert item.refs == raw.references
         assert item.src_sentences == processed.sentences
-    assert dataset.text(0)["src_sentences"][0] == "Mr. Dobbs visited the Quillon museum on Tuesday."
+    assert dataset.text(0).src_sentences[0] == "Mr. Dobbs visited the Quillon museum on Tuesday."
+
+
+def test_the_stored_text_is_a_typed_record_and_a_bad_line_is_named(toy_story_dir: Path, tmp_path: Path) -> None:
+    prepare_corpus([_stories(toy_story_dir)], tmp_path / "p", SMALL)
+    dataset = SummarizationDataset(tmp_path / "p", "train")
+    first = dataset.text(0)
+    assert isinstance(first, ExampleText)
+    assert first.origin and first.refs and first.src_sentences
+    path = tmp_path / "p" / "train" / "text.jsonl"
+    assert json.loads(path.read_text(encoding="utf-8").splitlines()[0]) == first.to_json()
+    lines = [json.dumps({"id": "a", "refs": "one string", "src_sentences": []}) + "\n", json.dumps([1]) + "\n"]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("".join(lines), encoding="utf-8")
+    store = TextStore(bad, np.cumsum([0] + [len(line.encode()) for line in lines]).astype(np.int64))
+    with pytest.raises(ValueError, match=rf"{bad.name}:1: expected an object .*; refs not a list of strings"):
+        store[0]
+    with pytest.raises(ValueError, match=rf"{bad.name}:2: expected a JSON object, found list"):
+        store[1]
+    store.close()
 
 
 def test_preparation_is_deterministic(toy_story_dir: Path, tmp_path: Path) -> None:

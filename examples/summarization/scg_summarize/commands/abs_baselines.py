@@ -52,7 +52,7 @@ def count_baselines(
     inputs = [words(e.src) for e in eval_set]
     outputs = [ir(x) for x in inputs]
     ir_seconds = time.perf_counter() - start
-    refs = [list(eval_data.text(i)["refs"]) for i in range(len(eval_set))]
+    refs = [eval_data.text(i).refs for i in range(len(eval_set))]
     rouge = Rouge(RougeOptions(metrics=("rouge1", "rouge2", "rougeL"))).corpus(outputs, refs)
     return {
         "data": str(root),

@@ -93,12 +93,12 @@ def _run(args: argparse.Namespace) -> int:
     examples, data = load_examples(args.data, args.split)
     inner = load_run(args.run, data_dir=args.data).decoder
     vocab = data.vocab
-    refs = [list(data.text(i)["refs"]) for i in range(len(examples))]
-    ids = [str(data.text(i).get("id", i)) for i in range(len(examples))]
+    stored = [data.text(i) for i in range(len(examples))]
+    refs, ids = [text.refs for text in stored], [text.id for text in stored]
     if args.tune_split:
         tune_examples, tune_data = load_examples(args.data, args.tune_split)
         n_tune = min(args.tune_limit or len(tune_examples), len(tune_examples))
-        tune_refs = [list(tune_data.text(i)["refs"]) for i in range(n_tune)]
+        tune_refs = [tune_data.text(i).refs for i in range(n_tune)]
         test_idx = list(range(min(args.limit or len(examples), len(examples))))
     else:
         tune_examples, n_tune = examples, int(len(examples) * args.tune_fraction)

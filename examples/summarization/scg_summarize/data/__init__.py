@@ -36,7 +36,7 @@ from .rawtext import RawExample, iter_lines
 from .readers import FORMATS, ReaderConfig, read_input, read_jsonl, read_parallel
 from .sampler import BucketBatchSampler
 from .sentences import split_sentences
-from .storage import load_split, read_meta
+from .storage import ExampleText, load_split, read_meta
 from .stories import parse_story, read_stories
 from .synthetic import SyntheticConfig, generate_examples, make_synthetic_corpus
 from .tokenizer import detokenize, tokenize
@@ -53,6 +53,7 @@ __all__ = [
     "BucketBatchSampler",
     "DataError",
     "Example",
+    "ExampleText",
     "InputSource",
     "PrepOptions",
     "Preprocessor",

@@ -14,7 +14,7 @@ import torch
 from torch.utils.data import Dataset
 
 from .options import PrepOptions
-from .storage import VOCAB_FILE, PreparedSplit, load_split, read_meta
+from .storage import VOCAB_FILE, ExampleText, PreparedSplit, load_split, read_meta
 from .vocab import Vocab
 
 __all__ = ["Example", "SummarizationDataset", "available_splits"]
@@ -135,9 +135,8 @@ class SummarizationDataset(Dataset[Example]):
         self.__dict__.update(state)
         self.data = load_split(self.root, self.split, mmap=self.mmap)
 
-    def text(self, index: int) -> dict[str, Any]:
-        """The stored strings of example ``index``: ``id``, ``origin``, ``refs``,
-        ``src_sentences``."""
+    def text(self, index: int) -> ExampleText:
+        """The stored strings of example ``index`` (its id, origin, references and source sentences)."""
         return self.data.text[index]
 
     def __getitem__(self, index: int) -> Example:
@@ -156,12 +155,5 @@ class SummarizationDataset(Dataset[Example]):
         )
         if self.with_text:
             text = self.data.text[index]
-            missing = [key for key in ("refs", "src_sentences", "id") if key not in text]
-            if missing or not isinstance(text["refs"], list):
-                where = f"{self.data.text.path}:{index + 1}"
-                raise ValueError(
-                    f"{where}: expected an object with 'id', 'refs' (the reference summaries, a "
-                    f"list of strings) and 'src_sentences'; missing {', '.join(missing) or 'a list'}"
-                )
-            example.refs, example.src_sentences, example.id = text["refs"], text["src_sentences"], str(text["id"])
+            example.refs, example.src_sentences, example.id = text.refs, text.src_sentences, text.id
         return example

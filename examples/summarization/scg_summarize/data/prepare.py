@@ -33,6 +33,7 @@ from .storage import (
     META_FILE,
     SPLIT_FILES,
     VOCAB_FILE,
+    ExampleText,
     SplitWriter,
     write_meta,
 )
@@ -193,12 +194,12 @@ def prepare_corpus(
                     for sentence in example.sentence_tokens:
                         counter.update(sentence)
                     counter.update(example.target_tokens)
-                    text = {
-                        "id": example.id,
-                        "origin": example.origin,
-                        "refs": example.references,
-                        "src_sentences": example.sentences,
-                    }
+                    text = ExampleText(
+                        id=example.id,
+                        origin=example.origin,
+                        refs=example.references,
+                        src_sentences=example.sentences,
+                    )
                     writers[split].add(preprocessor.chunks(example), example.target_tokens, text, example.salient)
                     kept += 1
                     bar.update()

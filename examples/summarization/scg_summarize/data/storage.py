@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import os
 from array import array
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -40,6 +40,7 @@ __all__ = [
     "FORMAT_VERSION",
     "META_FILE",
     "VOCAB_FILE",
+    "ExampleText",
     "PreparedSplit",
     "SplitWriter",
     "TextStore",
@@ -73,6 +74,44 @@ def _new_array(path: Path, shape: tuple[int, ...], dtype: Any) -> npt.NDArray[An
     return np.lib.format.open_memmap(path, mode="w+", dtype=dtype, shape=shape)
 
 
+@dataclass(kw_only=True, slots=True)
+class ExampleText:
+    """The strings one prepared example keeps for evaluation: one line of ``text.jsonl``."""
+
+    id: str
+    origin: str  # ``file:line`` of the raw example
+    refs: list[str]  # the reference summaries
+    src_sentences: list[str]  # the source sentences as original text (for the extractive baselines)
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON object written to ``text.jsonl``."""
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, record: Any, where: str) -> ExampleText:
+        """Parse one ``text.jsonl`` object; ``where`` (``file:line``) names it in the error."""
+        if not isinstance(record, dict):
+            raise ValueError(f"{where}: expected a JSON object, found {type(record).__name__}")
+        missing = [key for key in ("id", "refs", "src_sentences") if key not in record]
+        lists = [key for key in ("refs", "src_sentences") if key in record and not _is_str_list(record[key])]
+        if missing or lists:
+            found = f"missing {', '.join(missing)}" if missing else f"{', '.join(lists)} not a list of strings"
+            raise ValueError(
+                f"{where}: expected an object with 'id', 'refs' (the reference summaries, a list of strings) "
+                f"and 'src_sentences' (a list of strings); {found}"
+            )
+        return cls(
+            id=str(record["id"]),
+            origin=str(record.get("origin", "")),
+            refs=list(record["refs"]),
+            src_sentences=list(record["src_sentences"]),
+        )
+
+
+def _is_str_list(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
 class SplitWriter:
     """Writes one split (see the module docstring for the files and the two passes).
 
@@ -98,7 +137,7 @@ class SplitWriter:
         self,
         chunks: list[list[str]],
         target: list[str],
-        text: dict[str, Any],
+        text: ExampleText,
         salient: int = -1,
     ) -> None:
         """Pass 1: queue one example.
@@ -106,14 +145,14 @@ class SplitWriter:
         Args:
             chunks: the source words in layout (at most M chunks of at most N words).
             target: the training target's words (without ``<s>``/``</s>``).
-            text: JSON-serializable strings kept for evaluation (id, refs, src_sentences...).
+            text: the strings kept for evaluation.
             salient: the salient chunk index or -1.
         """
         if self._text is None or self._words is None:
             raise RuntimeError("SplitWriter.add() after finish()")
         line = json.dumps({"c": chunks, "t": target}, ensure_ascii=False) + "\n"
         self._words.write(line.encode("utf-8"))
-        text_line = (json.dumps(text, ensure_ascii=False) + "\n").encode("utf-8")
+        text_line = (json.dumps(text.to_json(), ensure_ascii=False) + "\n").encode("utf-8")
         self._text.write(text_line)
         self._text_offsets.append(self._text_offsets[-1] + len(text_line))
         self._salient.append(salient)
@@ -193,7 +232,7 @@ class TextStore:
     def __len__(self) -> int:
         return len(self.offsets) - 1
 
-    def __getitem__(self, index: int) -> dict[str, Any]:
+    def __getitem__(self, index: int) -> ExampleText:
         if self._handle is None or self._pid != os.getpid():
             self._handle = self.path.open("rb")
             self._pid = os.getpid()
@@ -201,13 +240,13 @@ class TextStore:
         self._handle.seek(start)
         raw = self._handle.read(end - start)
         try:
-            record: dict[str, Any] = json.loads(raw)
+            record = json.loads(raw)
         except (json.JSONDecodeError, UnicodeDecodeError) as err:  # a file cut short, or overwritten
             raise ValueError(
                 f"{self.path}:{index + 1}: not a complete JSON line ({len(raw)} of {end - start} bytes "
                 f"read: {err}); the split is damaged, prepare the corpus again"
             ) from None
-        return record
+        return ExampleText.from_json(record, f"{self.path}:{index + 1}")
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)

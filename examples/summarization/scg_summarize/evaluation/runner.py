@@ -147,12 +147,12 @@ def evaluate_baseline(
     outputs: list[dict[str, Any]] = []
     for index in select_indices(len(dataset), limit):
         text = dataset.text(index)
-        if not text.get("refs"):
-            raise ValueError(f"{dataset.root}/{dataset.split}: example {text.get('id', index)} has no reference")
-        sentences = baseline(text.get("src_sentences", []))
+        if not text.refs:
+            raise ValueError(f"{dataset.root}/{dataset.split}: example {text.id} has no reference")
+        sentences = baseline(text.src_sentences)
         predictions.append("\n".join(sentences))
-        references.append(list(text["refs"]))
-        outputs.append({"id": text.get("id", str(index)), "summary": " ".join(sentences)})
+        references.append(list(text.refs))
+        outputs.append({"id": text.id, "summary": " ".join(sentences)})
         if progress is not None:
             progress(1)
     rouge_result = scorer.corpus(predictions, references, ids=[o["id"] for o in outputs], keep_per_example=True)
