@@ -144,7 +144,7 @@ def chunk_attention(run_dir: Path, data: Path, index: int = 0) -> tuple[torch.Te
     run = load_run(run_dir, data_dir=data)
     dataset = SummarizationDataset(data, "test", vocab=run.vocab)
     doc = next(iter(run.prepare(documents_from_split(dataset, [index]))))
-    options = DecodeOptions.from_eval_table(run.eval_table).updated({"extras": ("coarse_attn", "chunk_read")})
+    options = (run.run_options or DecodeOptions()).updated({"extras": ("coarse_attn", "chunk_read")})
     summary = Summarizer(run.decoder, run.vocab, options).summarize_batch([doc])[0][0]
     weights = summary.extras["coarse_attn"].float().cpu()
     return weights, [*summary.tokens, "</s>"][: weights.shape[0]], doc.salient

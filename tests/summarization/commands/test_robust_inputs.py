@@ -327,6 +327,18 @@ def test_summarize_refuses_a_corpus_of_another_vocabulary(toy: ToySetup, tmp_pat
     assert main(["summarize", "--run", str(toy.run), "--data", str(toy.data), "--greedy", "--limit", "1"]) == 0
 
 
+def test_a_run_whose_eval_table_is_bad_is_refused_at_load_naming_the_config(
+    toy: ToySetup, tmp_path: Path, capsys
+) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(toy.run, run, ignore=shutil.ignore_patterns(".lock"))
+    config = json.loads((run / "config.json").read_text())
+    config["eval"] = {**config.get("eval", {}), "beam": 5}  # the key of an old run: now beam_size
+    (run / "config.json").write_text(json.dumps(config))
+    assert main(["summarize", "--run", str(run), "--data", str(toy.data), "--greedy", "--limit", "1"]) == 2
+    assert f"{run / 'config.json'}: eval.beam: unknown option" in "\n".join(_err_lines(capsys))
+
+
 def test_binary_standard_input_is_refused_like_a_binary_file(
     toy: ToySetup, tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
 ) -> None:

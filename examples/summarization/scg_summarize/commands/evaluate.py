@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     """Execute ``evaluate``; returns 0 on success, 1 on an error."""
     from ..data.dataset import SummarizationDataset
     from ..data.progress import Progress, progress_enabled
-    from ..decode_options import DecodeOptions, describe_options
+    from ..decode_options import describe_options
     from ..decoding.loading import input_mismatch, load_run
     from ..evaluation.naming import decode_tag, model_stem, write_result_safely
     from ..evaluation.report import markdown_report
@@ -95,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
         ]
         for line in warnings:
             print(f"evaluate: warning: {line}: the model does not read what it was trained on", file=sys.stderr)
-        run_options = DecodeOptions.from_eval_table(loaded.eval_table) if loaded.eval_table is not None else None
+        run_options = loaded.run_options
         decode = decode_options(args, run_options)
         check_recombine(decode, loaded.decoder, args.run)
         sources = describe_sources(decode, given_options(args), run_options)

@@ -257,7 +257,7 @@ def run(args: argparse.Namespace) -> int:
         loaded = load_run(
             args.run, checkpoint=args.checkpoint, coarse_topk=args.coarse_topk, device=args.device, data_dir=args.data
         )
-        options = decode_options(args, DecodeOptions.from_eval_table(loaded.eval_table))
+        options = decode_options(args, loaded.run_options or DecodeOptions())
         if args.attention:
             options = options.updated({"extras": tuple(dict.fromkeys((*options.extras, *ATTENTION_KEYS)))})
         check_recombine(options, loaded.decoder, args.run)

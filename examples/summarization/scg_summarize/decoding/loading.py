@@ -18,6 +18,7 @@ from typing import Any
 from ..data.options import PrepOptions
 from ..data.storage import META_FILE, VOCAB_FILE, read_meta
 from ..data.vocab import Vocab
+from ..decode_options import DecodeOptions
 from ..jsonlines import json_object
 from ..models.loading import CHECKPOINTS, CheckpointError, load_model, run_checkpoint
 from .adapters import ModelStepDecoder
@@ -70,8 +71,8 @@ class LoadedRun:
         data_dir: the prepared corpus the run was trained on, when recorded.
         regrid: ``(M, N)`` when the model reads the source re-cut into another chunk grid
             (the trainer's ``data.regrid``); apply `prepare` to documents.
-        eval_table: the run configuration's ``[eval]`` table, when it has one: its decoding
-            settings are the run's defaults (see
+        run_options: the decoding settings of the run configuration's ``[eval]`` table, when it has
+            one: the run's defaults for ``summarize``/``evaluate`` (read by
             [`DecodeOptions.from_eval_table`][scg_summarize.decode_options.DecodeOptions.from_eval_table]).
     """
 
@@ -84,7 +85,7 @@ class LoadedRun:
     checkpoint: Path
     data_dir: Path | None = None
     regrid: tuple[int, int] | None = None
-    eval_table: dict[str, Any] | None = None
+    run_options: DecodeOptions | None = None
 
     @property
     def info(self) -> dict[str, str | int]:
@@ -203,6 +204,10 @@ def load_run(
         raise RunLoadError(f"{weights}: the model has {size} words, the vocabulary of {data} {len(vocab)}")
     grid = (stored.get("data") or {}).get("regrid") or []
     table = raw.get("eval")
+    try:
+        run_options = DecodeOptions.from_eval_table(table) if isinstance(table, dict) else None
+    except ValueError as err:
+        raise RunLoadError(f"{config_path}: {err}") from None
     return LoadedRun(
         decoder=ModelStepDecoder(model, coarse_topk),
         vocab=vocab,
@@ -213,5 +218,5 @@ def load_run(
         checkpoint=weights,
         data_dir=data,
         regrid=(int(grid[0]), int(grid[1])) if grid else None,
-        eval_table=dict(table) if isinstance(table, dict) else None,
+        run_options=run_options,
     )
