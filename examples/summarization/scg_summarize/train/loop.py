@@ -6,40 +6,32 @@ with probability ``train.alternate`` for +ALTERNATE), backpropagation, gradient 
 and the optimizer step. Per epoch: validation perplexity (C2F at its test-time argmax), the lr
 schedule, ``checkpoint.pt`` and ``best.pt``. Metrics go to ``RUN_DIR/metrics.jsonl``.
 
-Exact resumption: ``checkpoint.pt`` (written atomically, at epoch ends and every
-``train.checkpoint_every`` steps) holds the model, optimizer, schedule, EMA baseline, loader
-position (mid-epoch) and every RNG state; the +ALTERNATE coin of step s is drawn from a
-generator seeded by (seed, s), so it needs no state. ``Trainer(resume=True)`` continues from
-it and reaches bitwise the same parameters as an uninterrupted run (``tests/summarization/
-test_train_resume.py`` kills a run with SIGKILL to check).
+Exact resumption (``checkpoint.pt``, at epoch ends and every ``train.checkpoint_every`` steps):
+`.checkpoint` says what it holds, `.resume` how ``Trainer(resume=True)`` continues from it.
 """
 
 from __future__ import annotations
 
 import math
 import os
-import random
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 import scg
 
 from ..data.batching import Batch
 from ..dirlock import DirLock
-from ..models.loading import check_same_model, read_checkpoint
-from .checkpoint import get_rng_state, param_digest, save_atomic, set_rng_state
+from .checkpoint import TrainingParts, save_atomic, seed_all, write_param_digest
 from .config import Config
 from .data import batch_to, load_training_splits, make_loader
 from .ddp import DistContext, resolve_device
 from .evaluate import validation_metrics
-from .fingerprint import check_fingerprint
-from .metrics_log import LogWindow, append_record, repair_log
+from .metrics_log import LogWindow, append_record
 from .model_init import initial_model
 from .objective import StepResult, build_objective
 from .optim import PlateauDecay, build_optimizer, clip_gradients
@@ -52,25 +44,13 @@ from .progress import (
     format_duration,
     step_line,
 )
-from .resume import check_resume_config
-from .run_dir import (
-    CHECKPOINT,
-    METRICS,
-    BestModel,
-    check_best,
-    remove_torn_files,
-    save_best,
-    start_run_dir,
-    write_config,
-)
-from .run_state import RunCounters, done_line, training_record
+from .resume import open_run
+from .run_dir import CHECKPOINT, METRICS, save_best
+from .run_state import done_line, training_record
 from .selection import selection_value
 from .signals import StopRequest, TrainingStopped
 
 __all__ = ["CHECKPOINT", "Trainer", "TrainingDiverged", "TrainingStopped"]
-
-#: what a checkpoint needs for --resume (best.pt holds only the config and model)
-RESUME_KEYS = ("config", "model", "optimizer", "schedule", "baseline", "loader", "rng", "step", "best_ppl")
 
 
 class TrainingDiverged(ValueError):
@@ -109,10 +89,7 @@ class Trainer:
         self._log = log or (lambda line: print(line, file=sys.stderr, flush=True))
         if tc.threads > 0:
             torch.set_num_threads(tc.threads)
-        # identical initialization on every rank, then per-rank streams for dropout and sampling
-        random.seed(tc.seed)
-        np.random.seed(tc.seed)
-        torch.manual_seed(tc.seed)
+        seed_all(tc.seed)  # identical initialization on every rank, then per-rank streams for dropout and sampling
         self.train_set, self.valid_set = load_training_splits(self.data_dir, config)
         self.vocab = self.train_set.vocab
         self.model = initial_model(
@@ -125,7 +102,13 @@ class Trainer:
         self.baseline = scg.baselines.EMA(tc.baseline_beta)
         self.objective = build_objective(tc.objective, self)  # train.objective (registered objectives)
         self.loader = make_loader(self.train_set, config, train=True, drop_last=self.dist.enabled)
-        self.counters = RunCounters()
+        self.parts = TrainingParts(
+            model=self.model,
+            optimizer=self.optimizer,
+            schedule=self.schedule,
+            baseline=self.baseline,
+            loader=self.loader,
+        )
         self.last_validation_s = 0.0  # wall seconds of the last validation
         self.stopped_by = "epochs"
         self.last_finite: tuple[int, float] | None = None  # (step, training loss per token)
@@ -134,7 +117,9 @@ class Trainer:
         if self.dist.is_main:  # one writer per run directory (refuses a second train on --out)
             self.lock = DirLock(self.out_dir, "scg-summarize train").acquire()
         try:
-            self._start(resume)
+            self.counters = open_run(
+                self.parts, config, self.out_dir, self.data_dir, self.device, self.dist.rank, self.info, resume=resume
+            )
         except BaseException:
             self.close()
             raise
@@ -145,18 +130,6 @@ class Trainer:
             self.lock.release()
             self.lock = None
 
-    def _splits(self) -> list[str]:
-        dc = self.config.data
-        return [dc.train_split, dc.valid_split, dc.test_split]
-
-    def _start(self, resume: bool) -> None:
-        if self.dist.is_main:
-            remove_torn_files(self.out_dir)  # left by a process killed while writing
-        if resume:
-            self._resume()
-        elif self.dist.is_main:
-            start_run_dir(self.out_dir, self.config, self.data_dir, self._splits())
-
     # ------------------------------------------------------------------ logging
     def info(self, line: str) -> None:
         if self.dist.is_main:
@@ -166,71 +139,14 @@ class Trainer:
         """Append a metrics line (rank 0)."""
         if not self.dist.is_main:
             return
-        line = {
-            "event": event,
-            "step": self.counters.step,
-            "epoch": self.loader.epoch + self.loader.position / max(len(self.loader), 1),
-            **values,
-        }
+        line = {"event": event, "step": self.counters.step, "epoch": self._epochs(), **values}
         append_record(self.out_dir / METRICS, line)
 
     # ------------------------------------------------------------------ checkpoints
-    def state_dict(self) -> dict[str, Any]:
-        return {
-            "config": self.config.to_dict(),
-            "model": self.model.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-            "schedule": self.schedule.state_dict(),
-            "baseline": self.baseline.state_dict(),
-            "loader": self.loader.state_dict(),
-            "rng": get_rng_state(),
-            **self.counters.to_dict(),
-        }
-
     def save(self, name: str = CHECKPOINT) -> None:
         if self.dist.is_main:
-            save_atomic(self.state_dict(), self.out_dir / name)
+            save_atomic(self.parts.checkpoint(self.config, self.counters), self.out_dir / name)
         self.dist.barrier()
-
-    def _resume(self) -> None:
-        path = self.out_dir / CHECKPOINT
-        if not path.is_file():
-            raise FileNotFoundError(f"--resume: no checkpoint at {path}")
-        check_fingerprint(self.out_dir, self.data_dir, self._splits(), "resume")
-        state = read_checkpoint(path, map_location=self.device, required=RESUME_KEYS)
-        for line in check_resume_config(state["config"], self.config, path):
-            self.info(line)
-        check_same_model(self.model, state["model"], path)
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.schedule.load_state_dict(state["schedule"])
-        self.baseline.load_state_dict(state["baseline"])
-        self.loader.load_state_dict(state["loader"])
-        self.counters = RunCounters.from_checkpoint(state)
-        if self.dist.rank == 0:
-            set_rng_state(state["rng"])
-        else:  # other ranks continue their own streams (DDP runs resume exactly on rank 0 only)
-            torch.manual_seed(self.config.train.seed + 1000 * self.dist.rank + self.counters.step)
-        if self.dist.is_main:  # drop log lines written after the checkpoint (and a torn last line)
-            for warning in repair_log(self.out_dir / METRICS, self.counters.step):
-                self.info(f"resume: {warning}")
-            self._check_best()
-            write_config(self.out_dir, self.config)
-        self.info(
-            f"resumed from {path} at step {self.counters.step} (epoch {self.loader.epoch}, "
-            f"batch {self.loader.position}/{len(self.loader)})"
-        )
-
-    def _check_best(self) -> None:
-        """Make the resumed best selection score agree with the ``best.pt`` on disk (`check_best`)."""
-        recorded = BestModel(step=self.counters.best_step, score=self.counters.best_score)
-        held = check_best(self.out_dir, self.config.train.select_metric, recorded, self.counters.step, self.info)
-        if held is None:
-            self.counters.best_score, self.counters.best_step = math.inf, -1
-        elif held != recorded:
-            self.counters.best_score, self.counters.best_step = held.score, held.step
-            if self.config.train.select_metric == "ppl":
-                self.counters.best_ppl = held.score
-            save_atomic(self.state_dict(), self.out_dir / CHECKPOINT)  # the repaired record
 
     # ------------------------------------------------------------------ one step
     def _soft_minibatch(self) -> bool:
@@ -312,8 +228,11 @@ class Trainer:
 
     def training_record(self) -> TrainingRecord:
         """What the run has done so far (written to ``RUN_DIR/training.json`` at its end)."""
-        epochs = self.loader.epoch + self.loader.position / max(len(self.loader), 1)
-        return training_record(self.counters, epochs, self.stopped_by, self.config.train)
+        return training_record(self.counters, self._epochs(), self.stopped_by, self.config.train)
+
+    def _epochs(self) -> float:
+        """The epochs done, with the fraction of the current one."""
+        return self.loader.epoch + self.loader.position / max(len(self.loader), 1)
 
     def fit(self) -> dict[str, Any]:
         """Train until ``train.epochs``, ``train.max_steps`` or the time budget; returns the last
@@ -424,8 +343,7 @@ class Trainer:
         if self.dist.is_main:
             record.write(self.out_dir)
         if self.dist.enabled:
-            self.out_dir.mkdir(parents=True, exist_ok=True)
-            (self.out_dir / f"digest-rank{self.dist.rank}.txt").write_text(param_digest(self.model) + "\n")
+            write_param_digest(self.out_dir, self.dist.rank, self.model)
 
     def _batches(self, epoch: int) -> Any:
         """The rest of the epoch (nothing when the loader already moved past ``epoch``)."""
@@ -454,7 +372,7 @@ class Trainer:
                 epoch, metrics, self.config.train.select_metric, self.schedule.lr, decayed, self.last_validation_s
             )
         )
-        if improved and self.dist.is_main:  # best.pt first: see _check_best
+        if improved and self.dist.is_main:  # best.pt first: see resume._check_best
             save_best(self.out_dir, self.config, self.model, step=self.counters.step, epoch=epoch, metrics=metrics)
         self.save()
         return metrics
