@@ -93,6 +93,16 @@ def _names(text: str) -> tuple[str, ...]:
     return tuple(name.strip() for name in text.split(",") if name.strip())
 
 
+def _setting(default: Any, **setting: Any) -> Any:
+    """A `DecodeOptions` field: its default and, in its metadata, its `Setting`."""
+    return field(default=default, metadata={"setting": Setting(**setting)})
+
+
+def _switch(*, flag: str, help: str) -> Any:
+    """An on/off `DecodeOptions` field (default off; the flag takes no value)."""
+    return _setting(False, flag=flag, help=help, expected="true or false", test=lambda v: isinstance(v, bool))
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class DecodeOptions:
     """How to search (see the module docstring; each field's `Setting` says more).
@@ -123,148 +133,85 @@ class DecodeOptions:
             back (n-gram blocking does: with ``no_repeat_ngram`` it is a heuristic).
     """
 
-    beam_size: int = field(
-        default=4,
-        metadata={
-            "setting": Setting(
-                flag="--beam", help="beam size", expected="an integer >= 1", test=_int_at_least(1), parse=int
-            )
-        },
+    beam_size: int = _setting(
+        4,
+        flag="--beam",
+        help="beam size",
+        expected="an integer >= 1",
+        test=_int_at_least(1),
+        parse=int,
     )
-    greedy: bool = field(
-        default=False,
-        metadata={
-            "setting": Setting(
-                flag="--greedy",
-                help="greedy search instead of beam search",
-                expected="true or false",
-                test=lambda v: isinstance(v, bool),
-            )
-        },
+    greedy: bool = _switch(flag="--greedy", help="greedy search instead of beam search")
+    max_len: int = _setting(
+        40,
+        flag="--max-len",
+        help="most words per summary",
+        expected="an integer >= 1",
+        test=_int_at_least(1),
+        parse=int,
     )
-    max_len: int = field(
-        default=40,
-        metadata={
-            "setting": Setting(
-                flag="--max-len",
-                help="most words per summary",
-                expected="an integer >= 1",
-                test=_int_at_least(1),
-                parse=int,
-            )
-        },
+    min_len: int | None = _setting(
+        None,
+        flag="--min-len",
+        help=f"fewest words per summary (unset: {DEFAULT_MIN_LEN}, at most a quarter of the most)",
+        expected="an integer >= 0 and at most max_len",
+        test=lambda v: v is None or (_is_int(v) and v >= 0),
+        parse=int,
     )
-    min_len: int | None = field(
-        default=None,
-        metadata={
-            "setting": Setting(
-                flag="--min-len",
-                help=f"fewest words per summary (unset: {DEFAULT_MIN_LEN}, at most a quarter of the most)",
-                expected="an integer >= 0 and at most max_len",
-                test=lambda v: v is None or (_is_int(v) and v >= 0),
-                parse=int,
-            )
-        },
+    length_penalty: float = _setting(
+        1.0,
+        flag="--length-penalty",
+        help="rank finished hypotheses by log-prob / (length + 1) ** ALPHA (0 = none)",
+        expected="a finite number >= 0",
+        test=lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0,
+        parse=float,
+        metavar="ALPHA",
     )
-    length_penalty: float = field(
-        default=1.0,
-        metadata={
-            "setting": Setting(
-                flag="--length-penalty",
-                help="rank finished hypotheses by log-prob / (length + 1) ** ALPHA (0 = none)",
-                expected="a finite number >= 0",
-                test=lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0,
-                parse=float,
-                metavar="ALPHA",
-            )
-        },
+    no_repeat_ngram: int = _setting(
+        3,
+        flag="--no-repeat-ngram",
+        help="forbid repeating any N-gram (3 = trigram blocking; 0 = off)",
+        expected="0 (off) or an integer >= 2",
+        test=lambda v: _is_int(v) and (v == 0 or v >= 2),
+        parse=int,
+        metavar="N",
     )
-    no_repeat_ngram: int = field(
-        default=3,
-        metadata={
-            "setting": Setting(
-                flag="--no-repeat-ngram",
-                help="forbid repeating any N-gram (3 = trigram blocking; 0 = off)",
-                expected="0 (off) or an integer >= 2",
-                test=lambda v: _is_int(v) and (v == 0 or v >= 2),
-                parse=int,
-                metavar="N",
-            )
-        },
+    unk: UnkMode = _setting(  # noqa: RUF009 (a field, as for the others; ruff does not see the Literal is a str)
+        "replace",
+        flag="--unk",
+        help="<unk> handling: allow it, forbid it, or replace it by the most attended source word",
+        expected="one of " + ", ".join(repr(m) for m in UNK_MODES),
+        test=lambda v: v in UNK_MODES,
+        parse=str,
+        choices=UNK_MODES,
     )
-    unk: UnkMode = field(
-        default="replace",
-        metadata={
-            "setting": Setting(
-                flag="--unk",
-                help="<unk> handling: allow it, forbid it, or replace it by the most attended source word",
-                expected="one of " + ", ".join(repr(m) for m in UNK_MODES),
-                test=lambda v: v in UNK_MODES,
-                parse=str,
-                choices=UNK_MODES,
-            )
-        },
+    no_repeat_word: bool = _switch(
+        flag="--block-repeats", help="forbid generating the word just generated, as in 'the the'"
     )
-    no_repeat_word: bool = field(
-        default=False,
-        metadata={
-            "setting": Setting(
-                flag="--block-repeats",
-                help="forbid generating the word just generated, as in 'the the'",
-                expected="true or false",
-                test=lambda v: isinstance(v, bool),
-            )
-        },
+    block_digits: bool = _switch(flag="--block-digits", help="forbid number tokens ('#', '##.#', digits) in summaries")
+    n_best: int = _setting(
+        1,
+        flag="--n-best",
+        help="finished summaries returned per document (at most the beam size; written by summarize --jsonl)",
+        expected="an integer >= 1",
+        test=_int_at_least(1),
+        parse=int,
+        metavar="K",
     )
-    block_digits: bool = field(
-        default=False,
-        metadata={
-            "setting": Setting(
-                flag="--block-digits",
-                help="forbid number tokens ('#', '##.#', digits) in summaries",
-                expected="true or false",
-                test=lambda v: isinstance(v, bool),
-            )
-        },
+    extras: tuple[str, ...] = _setting(
+        (),
+        flag="--extras",
+        help="model outputs recorded per generated word, comma-separated (* = all; summarize --attention "
+        "records the attention)",
+        expected="a list of names",
+        test=lambda v: isinstance(v, (tuple, list)) and all(isinstance(e, str) for e in v),
+        parse=_names,
+        metavar="NAMES",
     )
-    n_best: int = field(
-        default=1,
-        metadata={
-            "setting": Setting(
-                flag="--n-best",
-                help="finished summaries returned per document (at most the beam size; written by summarize --jsonl)",
-                expected="an integer >= 1",
-                test=_int_at_least(1),
-                parse=int,
-                metavar="K",
-            )
-        },
-    )
-    extras: tuple[str, ...] = field(
-        default=(),
-        metadata={
-            "setting": Setting(
-                flag="--extras",
-                help="model outputs recorded per generated word, comma-separated (* = all; summarize --attention "
-                "records the attention)",
-                expected="a list of names",
-                test=lambda v: isinstance(v, (tuple, list)) and all(isinstance(e, str) for e in v),
-                parse=_names,
-                metavar="NAMES",
-            )
-        },
-    )
-    recombine: bool = field(
-        default=False,
-        metadata={
-            "setting": Setting(
-                flag="--recombine",
-                help="merge beam hypotheses that end in the same C words (Rush et al. 2015; exact for a decoder "
-                "whose state is its last C words, such as ABS's NNLM)",
-                expected="true or false",
-                test=lambda v: isinstance(v, bool),
-            )
-        },
+    recombine: bool = _switch(
+        flag="--recombine",
+        help="merge beam hypotheses that end in the same C words (Rush et al. 2015; exact for a decoder "
+        "whose state is its last C words, such as ABS's NNLM)",
     )
 
     def __post_init__(self) -> None:
@@ -358,12 +305,12 @@ def option_problems(values: Mapping[str, Any], prefix: str = "", also_known: tup
             problems.append(f"{prefix}{name}: expected {setting.expected}, got {value!r}")
     if problems:
         return problems
-    values = {name: value for name, value in values.items() if name not in also_known}
-    max_len, min_len = values.get("max_len", 40), values.get("min_len")
+    values = {f.name: values.get(f.name, f.default) for f in fields(DecodeOptions)}  # (unset: the defaults)
+    max_len, min_len = values["max_len"], values["min_len"]
     if min_len is not None and min_len > max_len:
         problems.append(f"{prefix}min_len: expected at most max_len={max_len}, got {min_len}")
-    width = 1 if values.get("greedy", False) else values.get("beam_size", 4)
-    if values.get("n_best", 1) > width:
+    width = 1 if values["greedy"] else values["beam_size"]
+    if values["n_best"] > width:
         problems.append(f"{prefix}n_best: expected at most the beam size {width}, got {values['n_best']}")
     return problems
 
