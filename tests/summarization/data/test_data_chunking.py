@@ -7,7 +7,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from scg_summarize.data.chunking import flat_view, layout_chunks, pack_chunks, pack_flat, regrid
+from scg_summarize.data.chunking import flat_view, layout_chunks, pack_chunks, pack_flat, pack_words, regrid
 
 EOS_ID = 3
 sentences_strategy = st.lists(st.lists(st.integers(4, 50), max_size=12), max_size=10)
@@ -87,3 +87,12 @@ def test_regrid_recuts_the_flat_document() -> None:
     assert mask.tolist() == [[[True] * 4, [True, True, False, False]]]
     out, _ = regrid(src, src != 0, 1, 3)
     assert out.tolist() == [[[5, 6, 7]]]
+
+
+def test_pack_words_packs_grid_words_in_order_with_their_grid_positions() -> None:
+    src = torch.tensor([[[5, 6, 0], [7, 0, 0]], [[8, 0, 0], [0, 0, 0]]])
+    words, mask, positions = pack_words(src, src != 0)
+    assert words.tolist() == [[5, 6, 7], [8, 0, 0]]
+    assert mask.tolist() == [[True, True, True], [True, False, False]]
+    assert positions.tolist() == [[0, 1, 3], [0, 0, 0]]
+    assert pack_words(src, src != 0, max_len=2)[0].tolist() == [[5, 6], [8, 0]]

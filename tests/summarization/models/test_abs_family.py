@@ -69,7 +69,7 @@ def test_abs_is_a_registered_family_with_named_option_errors() -> None:
 def test_checkpoint_round_trip_and_the_nll_of_the_wrapped_model(encoder: str, tmp_path: Path) -> None:
     """Saved as the trainer saves, loaded through ``load_model``: same class, parameters, NLL;
     and the family's teacher-forced NLL is the wrapped :class:`AbsModel`'s on the packed input."""
-    from scg_summarize.models.abs.step import flatten_source
+    from scg_summarize.data.chunking import pack_words
 
     torch.manual_seed(1)
     config = Config(model=abs_config(abs_encoder=encoder))
@@ -81,7 +81,7 @@ def test_checkpoint_round_trip_and_the_nll_of_the_wrapped_model(encoder: str, tm
     with torch.no_grad():
         out = model(b.src, b.src_mask, b.tgt, b.tgt_mask)
         again = loaded.eval()(b.src, b.src_mask, b.tgt, b.tgt_mask).total_nll()
-        words, mask, _ = flatten_source(b.src, b.src_mask)
+        words, mask, _ = pack_words(b.src, b.src_mask)
         reference, count = model.abs.nll(words, mask, b.tgt)
     assert torch.equal(out.total_nll(), again)
     assert torch.allclose(out.total_nll(), reference, rtol=1e-5) and out.tokens() == count

@@ -7,12 +7,12 @@ import math
 import pytest
 import torch
 from scg_summarize.data import SourceBatch
+from scg_summarize.data.chunking import pack_words
 from scg_summarize.decoding import ModelStepDecoder
 from scg_summarize.models.abs.config import AbsFamilyConfig
 from scg_summarize.models.abs.encoders import AttentionEncoder, BowEncoder, ConvEncoder, NoEncoder
 from scg_summarize.models.abs.family import AbsSummarizer
 from scg_summarize.models.abs.nnlm import EMBEDDING_STD, AbsModel, context_windows
-from scg_summarize.models.abs.step import flatten_source
 
 H, D, C, VX, VY = 6, 4, 3, 17, 13
 
@@ -167,14 +167,6 @@ def test_renormalize_embeddings_caps_row_norms() -> None:
         assert float(emb.weight.detach().norm(dim=1).max()) <= 0.5 + 1e-5
 
 
-def test_flatten_source_packs_grid_words_in_order() -> None:
-    src = torch.tensor([[[5, 6, 0], [7, 0, 0]], [[8, 0, 0], [0, 0, 0]]])
-    words, mask, positions = flatten_source(src, src != 0)
-    assert words.tolist() == [[5, 6, 7], [8, 0, 0]]
-    assert mask.tolist() == [[True, True, True], [True, False, False]]
-    assert positions[0].tolist() == [0, 1, 3]
-
-
 def test_the_step_decoder_equals_teacher_forcing_and_maps_attention_to_the_grid() -> None:
     """The family through the one step adapter: the NNLM's teacher-forced distributions over the
     title vocabulary (−inf beyond it), rows following their examples, the attention on the grid."""
@@ -185,7 +177,7 @@ def test_the_step_decoder_equals_teacher_forcing_and_maps_attention_to_the_grid(
     family = AbsSummarizer(config)
     grid = torch.tensor([[[5, 6, 0], [7, 9, 0]], [[8, 0, 0], [11, 12, 13]]])
     batch = SourceBatch(src=grid, src_mask=grid != 0)
-    words, wmask, _ = flatten_source(grid, grid != 0)
+    words, wmask, _ = pack_words(grid, grid != 0)
     tgt = torch.tensor([[2, 5, 6, 7, 3], [2, 8, 9, 10, 3]])
     expected = family.abs.eval()(words, wmask, tgt)  # (the corpus ids are the model's: prefixes of V)
     dec = ModelStepDecoder(family)

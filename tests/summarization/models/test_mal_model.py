@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 import torch
 from scg_summarize.data import Batch, SummarizationDataset, make_dataloader, make_synthetic_corpus
+from scg_summarize.data.chunking import pack_words
 from scg_summarize.decoding import DecodeOptions, ModelStepDecoder, beam_search
 from scg_summarize.evaluation.saliency_topk import saliency_top_k, top_k_rouge1, top_k_words
-from scg_summarize.models.mal import MALConfig, MALSummarizer, MALTeacherOutput, flatten_source, saliency_loss
+from scg_summarize.models.mal import MALConfig, MALSummarizer, MALTeacherOutput, saliency_loss
 from scg_summarize.models.mal.saliency import entropy_floor, normalized_entropy
 
 pytest.importorskip("stop_words")
@@ -207,7 +208,7 @@ def test_saliency_top_k_on_a_model(corpus: Path) -> None:
     assert all(len(words) <= 5 for words in out["examples"]["UnAtt"])
     # Lead: the first content words in order
     item = dataset[0]
-    src, mask = flatten_source(item.src[None], item.src_mask[None], 100)
+    src, mask, _ = pack_words(item.src[None], item.src_mask[None], 100)
     first = []
     for i in src[0][model.nodes(src, mask)[0]].tolist():
         word = dataset.vocab.id_to_token(i)

@@ -24,7 +24,7 @@ import torch
 
 from .vocab import EOS
 
-__all__ = ["flat_view", "layout_chunks", "pack_chunks", "pack_flat", "regrid"]
+__all__ = ["flat_view", "layout_chunks", "pack_chunks", "pack_flat", "pack_words", "regrid"]
 
 T = TypeVar("T")
 
@@ -111,11 +111,36 @@ def pack_flat(src: torch.Tensor, src_mask: torch.Tensor) -> tuple[torch.Tensor, 
     Real positions keep their relative order; padding (set to 0) moves to the end of each
     row. For the grid layout the result equals :func:`flat_view`.
     """
+    packed, packed_mask, _ = _packed(src, src_mask)
+    return packed, packed_mask
+
+
+def pack_words(
+    src: torch.Tensor, src_mask: torch.Tensor, max_len: int | None = None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The grid ``(B, M, N)`` as one sentence per example (ABS and MAL read their input so):
+    :func:`pack_flat` cut to the longest document (and to ``max_len`` words).
+
+    Returns ``(words (B, L), mask (B, L), positions (B, L))``, ``positions`` the flat grid index
+    ``m * N + n`` of every packed word (0 at padding), so that an attention over the sentence can
+    be scattered back onto the grid.
+    """
+    if src.dim() != 3 or src_mask.shape != src.shape:
+        raise ValueError(f"src must be (B, M, N) with a matching mask, got {tuple(src.shape)}")
+    words, mask, positions = _packed(src, src_mask)  # (B, M N)
+    longest = int(mask.sum(-1).max())
+    length = max(longest if max_len is None else min(longest, max_len), 1)
+    return words[:, :length], mask[:, :length], positions[:, :length]
+
+
+def _packed(src: torch.Tensor, src_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """:func:`pack_flat` and the flat grid index of every packed word (0 at padding)."""
     flat, mask = flat_view(src, src_mask)
-    order = torch.sort((~mask).to(torch.int8), dim=-1, stable=True).indices
+    mask = mask.bool()
+    order = torch.sort((~mask).to(torch.int8), dim=-1, stable=True).indices  # a stable sort: real words first
     packed_mask = torch.gather(mask, -1, order)
     packed = torch.gather(flat, -1, order).masked_fill(~packed_mask, 0)
-    return packed, packed_mask
+    return packed, packed_mask, order.masked_fill(~packed_mask, 0)
 
 
 def regrid(

@@ -37,7 +37,7 @@ from typing import Any
 import torch
 
 from ..data.batching import SourceBatch
-from ..models.abs.step import flatten_source
+from ..data.chunking import pack_words
 from .blocking import SpecialIds
 from .protocol import StepDecoder, check_step_result, request_extras
 
@@ -125,7 +125,7 @@ class LogLinearDecoder:
         request_extras(self.inner, names)
 
     def init_state(self, batch: SourceBatch) -> LogLinearState:
-        words, mask, _ = flatten_source(batch.src, batch.src_mask)
+        words, mask, _ = pack_words(batch.src, batch.src_mask)
         inner = self.inner.init_state(batch)
         n = words.shape[0]
         last = torch.full((n, 2), self.special.bos, dtype=torch.long, device=words.device)
@@ -187,7 +187,7 @@ def feature_totals(
     ``f_0`` sums ``log p`` of the words and of ``</s>`` (teacher-forced through ``inner``).
     """
     special = special or SpecialIds()
-    words, mask, _ = flatten_source(batch.src, batch.src_mask)
+    words, mask, _ = pack_words(batch.src, batch.src_mask)
     owners = [b for b, hyps in enumerate(hypotheses) for _ in hyps]
     seqs = [list(h) for hyps in hypotheses for h in hyps]
     totals = torch.zeros(len(seqs), len(FEATURES), dtype=torch.float64)

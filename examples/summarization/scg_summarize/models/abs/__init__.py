@@ -3,7 +3,6 @@
 =================== ======================================================================
 ``encoders``        enc(x, y_c): bag-of-words, convolutional (TDNN), attention-based, none
 ``nnlm``            :class:`AbsModel`: the NNLM decoder over a window of C words + the encoder
-``step``            :func:`flatten_source`: the chunk grid packed into one sentence
 ``kneser_ney``      :class:`KneserNeyLM`: interpolated Kneser-Ney n-grams (Table 2's KN row)
 ``config``          :class:`~.config.AbsFamilyConfig`: the ``abs`` family's options (``abs_*``)
 ``family``          :class:`~.family.AbsSummarizer`: the registered ``abs`` model family
@@ -21,7 +20,6 @@ from .config import ABS_ENCODERS, AbsFamilyConfig
 from .encoders import AbsEncoder, AttentionEncoder, BowEncoder, ConvEncoder, EncoderMemory, NoEncoder
 from .kneser_ney import KneserNeyLM
 from .nnlm import AbsModel, context_windows
-from .step import flatten_source
 
 __all__ = [
     "ABS_ENCODERS",
@@ -35,5 +33,4 @@ __all__ = [
     "KneserNeyLM",
     "NoEncoder",
     "context_windows",
-    "flatten_source",
 ]

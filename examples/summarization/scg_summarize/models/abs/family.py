@@ -5,7 +5,7 @@ train``, ``--resume``, checkpoint selection), perplexity, beam/greedy search and
 drive it like the other families (``docs/summarizer.md``, "Adding a model family"):
 
 * ``encode``: the chunk grid ``(B, M, N)`` is packed into one sentence ``(B, L)``
-  (:func:`~.step.flatten_source`), corpus ids are mapped to the input vocabulary (V_x) and the
+  (`scg_summarize.data.chunking.pack_words`), corpus ids are mapped to the input vocabulary (V_x) and the
   encoder's per-example tensors go to ``Memory.extra`` (``enc_*``), so search reorders them;
 * the decoder state (:class:`AbsFamilyState`) is the window y_c of the last C output ids
   (``<s>``-padded); :attr:`AbsSummarizer.markov_window` = C makes hypothesis recombination
@@ -33,6 +33,7 @@ from typing import Any
 
 import torch
 
+from ...data.chunking import pack_words
 from ..common.attention import AttentionOut, Memory
 from ..common.decoder import DecoderState
 from ..common.generator import Generator
@@ -41,7 +42,6 @@ from ..registry import FAMILIES
 from .config import AbsFamilyConfig
 from .encoders import EncoderMemory
 from .nnlm import BOS, AbsModel, context_windows
-from .step import flatten_source
 
 __all__ = ["AbsFamilyState", "AbsGenerator", "AbsSummarizer"]
 
@@ -161,7 +161,7 @@ class AbsSummarizer(SummarizerFamily[AbsFamilyConfig, AbsFamilyState]):
     def encode(self, src: torch.Tensor, src_mask: torch.Tensor) -> tuple[Memory, None]:
         """The memory: the grid's mask and ids, and in ``extra`` the packed input (``abs_mask``,
         ``abs_positions``) and the encoder's tensors (``enc_*``)."""
-        words, mask, positions = flatten_source(src, src_mask)  # (B, L) corpus ids
+        words, mask, positions = pack_words(src, src_mask)  # (B, L) corpus ids
         x = self.src_map[words].masked_fill(~mask, 0)
         enc = self.abs.encode(x, mask)
         extra = {"abs_mask": mask, "abs_positions": positions, **{f"enc_{k}": v for k, v in enc.tensors.items()}}

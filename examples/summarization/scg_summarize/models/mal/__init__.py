@@ -23,7 +23,7 @@ from .cgru import ConditionalGRU, DecoderMemory
 from .config import ABLATIONS, PAGERANK_GUARDS, MALConfig
 from .encoder import BiGRUEncoder, SelfAttention
 from .gru import EqOneGRUCell, gru_scan
-from .model import MALEncoded, MALSummarizer, MALTeacherOutput, flatten_source
+from .model import MALEncoded, MALSummarizer, MALTeacherOutput
 from .pagerank import PageRankError, UnsupervisedAttention, closed_form_pagerank, pagerank_system, word_graph
 from .saliency import SupervisedAttention, normalized_entropy, saliency_loss
 
@@ -43,7 +43,6 @@ __all__ = [
     "SupervisedAttention",
     "UnsupervisedAttention",
     "closed_form_pagerank",
-    "flatten_source",
     "gru_scan",
     "normalized_entropy",
     "pagerank_system",

@@ -27,8 +27,9 @@ from typing import Any
 import torch
 
 from ...data import SummarizationDataset
+from ...data.chunking import pack_words
 from .config import PAGERANK_GUARDS
-from .model import MALSummarizer, flatten_source
+from .model import MALSummarizer
 from .pagerank import pagerank_system, word_graph
 
 __all__ = ["THRESHOLDS", "document_conditioning", "measure_conditioning"]
@@ -76,7 +77,7 @@ def measure_conditioning(
     sizes: list[int] = []
     for index in range(min(docs, len(dataset))):
         item = dataset[index]
-        src, mask = flatten_source(item.src.unsqueeze(0), item.src_mask.unsqueeze(0), model.config.max_src_len)
+        src, mask, _ = pack_words(item.src.unsqueeze(0), item.src_mask.unsqueeze(0), model.config.max_src_len)
         nodes = model.nodes(src, mask)[0]
         if int(nodes.sum()) < 2:
             continue

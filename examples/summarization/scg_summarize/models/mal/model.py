@@ -16,7 +16,7 @@ ablation rows (:data:`~.config.ABLATIONS`) drop c^s (and L_s) or c^u from eq. (1
 train --config MAL``, ``--resume``, ``best.pt`` selection, ``evaluate``, beam search):
 
 * ``encode(src, src_mask) -> (memory, h0)``: the source as one flat sequence (the prepared
-  ``(B, M, N)`` chunk grid with its padding moved to the end, :func:`flatten_source`, cut to
+  ``(B, M, N)`` chunk grid with its padding moved to the end, `pack_words`, cut to
   ``max_src_len`` words) in a one-chunk :class:`~scg_summarize.models.common.attention.Memory`
   (``words`` = h^e ``(B, 1, L, 2k_h)``) with the attention keys and eq. (17)'s constant part
   W c^s + W c^u + b in ``memory.extra``, so beam search reorders them with the rest;
@@ -44,7 +44,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ...data.batching import SourceBatch
-from ...data.chunking import pack_flat
+from ...data.chunking import pack_words
 from ...data.saliency_labels import ContentWords, load_stopwords
 from ...data.vocab import Vocab
 from ..common.attention import AttentionOut, Memory
@@ -59,15 +59,7 @@ from .encoder import BiGRUEncoder
 from .pagerank import UnsupervisedAttention, UnsupervisedOut
 from .saliency import SaliencyOut, SupervisedAttention, normalized_entropy, saliency_loss
 
-__all__ = ["MALEncoded", "MALSummarizer", "MALTeacherOutput", "flatten_source"]
-
-
-def flatten_source(src: torch.Tensor, src_mask: torch.Tensor, max_len: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The ``(B, M, N)`` grid as ``(B, L)`` sequences, real words first in document order, cut to
-    ``max_len`` and to the longest document."""
-    flat, mask = pack_flat(src, src_mask)  # (B, MN)
-    length = max(min(int(mask.sum(-1).max()), max_len), 1)
-    return flat[:, :length], mask[:, :length]
+__all__ = ["MALEncoded", "MALSummarizer", "MALTeacherOutput"]
 
 
 @dataclass
@@ -203,7 +195,7 @@ class MALSummarizer(SummarizerFamily[MALConfig, DecoderState]):
     def encode_source(self, src: torch.Tensor, src_mask: torch.Tensor) -> MALEncoded:
         """Encode a ``(B, M, N)`` batch: h^e, the saliency attentions and eq. (17)'s constant part
         (`encode` puts them in the family interface's `Memory`)."""
-        flat, mask = flatten_source(src, src_mask, self.config.max_src_len)  # (B, L)
+        flat, mask, _ = pack_words(src, src_mask, self.config.max_src_len)  # (B, L)
         x = self.src_embedding(flat) * mask.unsqueeze(-1).to(self.src_embedding.weight.dtype)  # (B, L, k_e)
         h = self.encoder(x, mask)  # (B, L, 2k_h)
         nodes = self.nodes(flat, mask)

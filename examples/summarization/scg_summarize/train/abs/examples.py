@@ -1,7 +1,7 @@
 """ABS's (input, title) pairs of a prepared split as flat id lists (Rush, Chopra & Weston 2015).
 
 ABS reads its input as one sentence: every example's chunk grid is flattened
-(:func:`~scg_summarize.models.abs.step.flatten_source`). These lists serve the count-based rows
+(`scg_summarize.data.chunking.pack_words`). These lists serve the count-based rows
 (KN 5-gram, IR, Ext. %) and the decoding variants of the paper's tables; training reads batches
 through the one trainer (``scg-summarize train --config ABS``, :mod:`scg_summarize.train.loop`).
 """
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import torch
 
+from ...data.chunking import pack_words
 from ...data.dataset import SummarizationDataset
-from ...models.abs.step import flatten_source
 
 __all__ = ["Example", "example_tensors", "load_examples"]
 
@@ -34,7 +34,7 @@ def load_examples(root: str | Path, split: str) -> tuple[list[Example], Summariz
     out = []
     for i in range(len(data)):
         item = data[i]
-        words, mask, _ = flatten_source(item.src.unsqueeze(0), item.src_mask.unsqueeze(0))
+        words, mask, _ = pack_words(item.src.unsqueeze(0), item.src_mask.unsqueeze(0))
         src = words[0][mask[0]].tolist()
         if not src:
             raise ValueError(f"{root}: {split} example {i} ({item.id}) has an empty input")
