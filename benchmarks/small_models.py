@@ -108,13 +108,33 @@ class _Draw:
         return lin
 
 
-def make_sbn(batch: int, hidden: int) -> Model:
+@dataclass(kw_only=True, slots=True)
+class SbnParts:
+    """The belief net's data x (B, 2H), encoder q1 q2, decoder p1 px, prior logits p2, baselines."""
+
+    x: torch.Tensor
+    q1: torch.nn.Parameter
+    q2: torch.nn.Parameter
+    p1: torch.nn.Parameter
+    px: torch.nn.Parameter
+    p2: torch.nn.Parameter
+    base1: torch.nn.Linear
+    base2: torch.nn.Linear
+
+
+def sbn_parts(batch: int, hidden: int) -> SbnParts:
     d = _Draw(0)
     dim = 2 * hidden
     x = (torch.rand(batch, dim, generator=d.gen) < 0.3).float()
     q1, q2, p1, px = d.param(dim, hidden), d.param(hidden, hidden), d.param(hidden, hidden), d.param(hidden, dim)
     p2 = torch.nn.Parameter(torch.zeros(hidden))
     base1, base2 = d.linear(dim), d.linear(hidden)
+    return SbnParts(x=x, q1=q1, q2=q2, p1=p1, px=px, p2=p2, base1=base1, base2=base2)
+
+
+def make_sbn(batch: int, hidden: int) -> Model:
+    s = sbn_parts(batch, hidden)
+    x, q1, q2, p1, px, p2, base1, base2 = s.x, s.q1, s.q2, s.p1, s.px, s.p2, s.base1, s.base2
     params = [q1, q2, p1, px, p2, *base1.parameters(), *base2.parameters()]
 
     def bern(logits: torch.Tensor) -> Independent:
@@ -164,7 +184,28 @@ def make_sbn(batch: int, hidden: int) -> Model:
     return Model(hand_loss=hand_loss, scg_loss=scg_loss, params=params)
 
 
-def make_ram(batch: int, hidden: int, steps: int = 6, sigma: float = 0.2) -> Model:
+@dataclass(kw_only=True, slots=True)
+class RamParts:
+    """The attention model's inputs x (B, 64), labels y, weights, learned baseline; its glimpse
+    step and classifier (shared with the peers' versions, ``small_models_peers.py``)."""
+
+    x: torch.Tensor
+    y: torch.Tensor
+    wx: torch.nn.Parameter
+    wl: torch.nn.Parameter
+    u: torch.nn.Parameter
+    wm: torch.nn.Parameter
+    wc: torch.nn.Parameter
+    base: torch.nn.Linear
+
+    def glimpse(self, h: torch.Tensor, loc: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(h @ self.u + torch.relu(self.x @ self.wx + loc @ self.wl))
+
+    def classify(self, h: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(h @ self.wc, self.y, reduction="none")  # (B,)
+
+
+def ram_parts(batch: int, hidden: int) -> RamParts:
     d = _Draw(1)
     feats, classes = 64, 10
     x = d.randn(batch, feats)
@@ -176,17 +217,16 @@ def make_ram(batch: int, hidden: int, steps: int = 6, sigma: float = 0.2) -> Mod
         d.param(hidden, 2),
         d.param(hidden, classes),
     )
-    base = d.linear(hidden)
-    params = [wx, wl, u, wm, wc, *base.parameters()]
+    return RamParts(x=x, y=y, wx=wx, wl=wl, u=u, wm=wm, wc=wc, base=d.linear(hidden))
+
+
+def make_ram(batch: int, hidden: int, steps: int = 6, sigma: float = 0.2) -> Model:
+    r = ram_parts(batch, hidden)
+    wm, base, glimpse, classify = r.wm, r.base, r.glimpse, r.classify
+    params = [r.wx, r.wl, r.u, wm, r.wc, *base.parameters()]
 
     def where(h: torch.Tensor) -> Independent:
         return Independent(Normal(torch.tanh(h @ wm), sigma, validate_args=False), 1, validate_args=False)
-
-    def glimpse(h: torch.Tensor, loc: torch.Tensor) -> torch.Tensor:
-        return torch.tanh(h @ u + torch.relu(x @ wx + loc @ wl))
-
-    def classify(h: torch.Tensor) -> torch.Tensor:
-        return F.cross_entropy(h @ wc, y, reduction="none")  # (B,)
 
     def hand_loss() -> torch.Tensor:
         h = torch.zeros(batch, hidden)
@@ -221,15 +261,32 @@ def make_ram(batch: int, hidden: int, steps: int = 6, sigma: float = 0.2) -> Mod
     return Model(hand_loss=hand_loss, scg_loss=scg_loss, params=params)
 
 
-def make_sequence(batch: int, hidden: int, steps: int = 20, states: int = 10, vocab: int = 16) -> Model:
+@dataclass(kw_only=True, slots=True)
+class SequenceParts:
+    """The latent sequence's weights and observed tokens (T, B); its transition + emission cost."""
+
+    emb: torch.nn.Parameter
+    u: torch.nn.Parameter
+    wo: torch.nn.Parameter
+    wx: torch.nn.Parameter
+    tokens: torch.Tensor
+
+    def step(self, h: torch.Tensor, z: torch.Tensor, t: int) -> tuple[torch.Tensor, torch.Tensor]:
+        h = torch.tanh(h @ self.u + self.emb[z])
+        return h, F.cross_entropy(h @ self.wx, self.tokens[t], reduction="none")
+
+
+def sequence_parts(batch: int, hidden: int, steps: int = 20, states: int = 10, vocab: int = 16) -> SequenceParts:
     d = _Draw(2)
     emb, u, wo, wx = (d.param(states, hidden), d.param(hidden, hidden), d.param(hidden, states), d.param(hidden, vocab))
     tokens = torch.randint(vocab, (steps, batch), generator=d.gen)
-    params = [emb, u, wo, wx]
+    return SequenceParts(emb=emb, u=u, wo=wo, wx=wx, tokens=tokens)
 
-    def step(h: torch.Tensor, z: torch.Tensor, t: int) -> tuple[torch.Tensor, torch.Tensor]:
-        h = torch.tanh(h @ u + emb[z])
-        return h, F.cross_entropy(h @ wx, tokens[t], reduction="none")
+
+def make_sequence(batch: int, hidden: int, steps: int = 20) -> Model:
+    q = sequence_parts(batch, hidden, steps)
+    wo, step = q.wo, q.step
+    params = [q.emb, q.u, wo, q.wx]
 
     def hand_loss() -> torch.Tensor:
         h = torch.zeros(batch, hidden)
@@ -259,7 +316,31 @@ def make_sequence(batch: int, hidden: int, steps: int = 20, states: int = 10, vo
     return Model(hand_loss=hand_loss, scg_loss=scg_loss, params=params)
 
 
-def make_mixed(batch: int, hidden: int, states: int = 8, tau: float = 0.5, beta: float = 0.1) -> Model:
+MIXED_TAU, MIXED_BETA = 0.5, 0.1  # the Gumbel-softmax temperature, the EMA baseline's rate
+
+
+@dataclass(kw_only=True, slots=True)
+class MixedParts:
+    """The mixed model's inputs x and targets (B, H), weights and per-state prices; its
+    REINFORCE node's distribution (``choose``) and the reparameterised Normal's (``move``)."""
+
+    x: torch.Tensor
+    target: torch.Tensor
+    wa: torch.nn.Parameter
+    wb: torch.nn.Parameter
+    wcx: torch.nn.Parameter
+    emb: torch.nn.Parameter
+    wd: torch.nn.Parameter
+    price: torch.Tensor
+
+    def choose(self, y: torch.Tensor) -> Categorical:
+        return Categorical(logits=y @ self.wb + self.x @ self.wcx, validate_args=False)
+
+    def move(self, y: torch.Tensor, z: torch.Tensor) -> Normal:
+        return Normal(self.emb[z] + y @ self.wd, 1.0, validate_args=False)
+
+
+def mixed_parts(batch: int, hidden: int, states: int = 8) -> MixedParts:
     d = _Draw(3)
     x, target = d.randn(batch, hidden), d.randn(batch, hidden)
     wa, wb, wcx, emb, wd = (
@@ -269,15 +350,15 @@ def make_mixed(batch: int, hidden: int, states: int = 8, tau: float = 0.5, beta:
         d.param(states, hidden),
         d.param(states, hidden),
     )
-    price = d.randn(states)
-    params = [wa, wb, wcx, emb, wd]
+    return MixedParts(x=x, target=target, wa=wa, wb=wb, wcx=wcx, emb=emb, wd=wd, price=d.randn(states))
+
+
+def make_mixed(batch: int, hidden: int, tau: float = MIXED_TAU, beta: float = MIXED_BETA) -> Model:
+    m = mixed_parts(batch, hidden)
+    x, target, wa, price, choose, move = m.x, m.target, m.wa, m.price, m.choose, m.move
+    states = wa.shape[1]
+    params = [wa, m.wb, m.wcx, m.emb, m.wd]
     ema_hand = [torch.zeros(())]
-
-    def choose(y: torch.Tensor) -> Categorical:
-        return Categorical(logits=y @ wb + x @ wcx, validate_args=False)
-
-    def move(y: torch.Tensor, z: torch.Tensor) -> Normal:
-        return Normal(emb[z] + y @ wd, 1.0, validate_args=False)
 
     def hand_loss() -> torch.Tensor:
         logits = x @ wa
