@@ -21,6 +21,10 @@ Estimators (the latent layers are ``Independent(Bernoulli(...), 1)`` nodes):
 * ``rebar``: ``REBAR`` with the relaxed negative ELBO as its control (η, λ trained by
   ``REBAR.backward``; one layer only: the relaxed cost of the lower layer would need the upper
   layer's expectation);
+* ``relax``: ``RELAX`` with the control of Grathwohl et al. (2018)'s discrete experiments,
+  c_φ(z) = η f(σ_λ(z)) + r_ρ(σ_λ(z)) per image: REBAR's relaxed negative ELBO plus a network r_ρ
+  (Linear(16, 50), ReLU, Linear(50, 1): the architecture of Storchastic's default RELAX network,
+  initialised from seed 0); η, λ and ρ trained by ``RELAX.backward`` (one layer only, as ``rebar``);
 * ``st``, ``gumbel_rao``: straight-through Gumbel-sigmoid and Gumbel-Rao (m = 10) at τ = 0.5
   (biased; ``Bernoulli`` nodes, pathwise).
 
@@ -40,6 +44,34 @@ the seconds per estimate (graph, surrogate, backward), and their product; (2) tr
 Adam (lr 3e-3, minibatches of 50) for a fixed number of steps, 3 seeds, the ELBO of 500 held-out
 images (one sample each) against training seconds (evaluation time excluded).
 (3) ``--bias``: the relaxations' bias against exact enumeration as the temperature varies.
+
+Storchastic (a worker process, only if installed): its estimators of the same name on ``1L`` and
+``cat``, same parameters, minibatch and seed, variance and time as above (``STORCH``). Where its
+variant differs from scg's:
+
+* ``sf_loo2`` / ``sf_loo4``: ``ScoreFunction(n_samples=2 / 4, baseline_factory="batch_average")``,
+  the same estimator (scg's row reproduced draw for draw);
+* ``arm`` / ``disarm``: ``ARM`` / ``DisARM`` with ``n_samples=1`` (one antithetic pair);
+* ``unordered4``: ``UnorderedSetEstimator(k=4)``; ``rb3``: ``RaoBlackwellSF(n_samples=4)`` (the top 3
+  and one sample, without scg's built-in baseline);
+* ``rebar``: ``REBAR("z")``, control η f(σ_λ(z)) with f the cost node itself evaluated at the relaxed
+  samples (the same relaxed negative ELBO as scg's). Its λ is a raw parameter initialised at 1.0, set
+  to scg's τ = 0.5 here (scg learns log λ); η = 1 in both. φ's training signal differs: Storchastic
+  descends ‖∂L/∂probs‖², the surrogate's gradient with respect to the node's probabilities, scg
+  ‖ĝ‖² over the model parameters; φ is not stepped here, both compute that φ-gradient in the time.
+  Storchastic draws z, b = H(z), z̃ | b and evaluates the cost at all three in one plate (its
+  weights zero the relaxed two); scg draws b, then z | b and z̃ | b (the same joint law), and
+  evaluates the relaxed cost through the callable. Not the same draws: compared in distribution;
+* ``relax``: ``RELAX("z", c_phi=...)`` with c_phi(s) = f(s) + r_ρ(s), the same f and the same
+  initial network as scg's ``relax``; Storchastic multiplies all of c_phi by η (scg only f: equal at
+  η = 1, the fixed parameters measured), feeds it σ_λ(z) as scg's control does, λ set to 0.5 as for
+  ``rebar``, and trains φ with ``rebar``'s signal. Not the same draws;
+* both: Storchastic's conditional relaxed Bernoulli sample (``storch.conditional_gumbel_rsample``
+  with ``bernoulli=True``) is σ((log p + log(1 + p) + log v' + log(1 + v')) / λ), not
+  σ((logit p + logit v') / λ) (Tucker et al. 2017, Appendix), so z̃ is not drawn from p(z | b); the
+  worker measures how often σ(z̃) falls on the wrong side of 1/2 (``conditional_mismatch``), and the
+  means are z-tested against scg's. ``LAX`` is for continuous nodes (none here) and its
+  ``estimator`` uses an undefined name (``derivs``) in Storchastic 0.3.7: not run.
 
     python benchmarks/estimator_zoo.py [--quick]    # all three (about 5.5 CPU minutes; --quick: smoke)
     python benchmarks/estimator_zoo.py --bias       # only the bias table (seed 1)
@@ -74,6 +106,7 @@ import scg.testing as st  # noqa: E402
 from scg.estimators import (  # noqa: E402
     ARM,
     REBAR,
+    RELAX,
     CategoricalDisARM,
     DisARM,
     Enumerate,
@@ -95,6 +128,7 @@ ESTIMATORS = (
     "arm",
     "disarm",
     "rebar",
+    "relax",
     "st",
     "gumbel_rao",
     "sf_loo4",
@@ -104,13 +138,15 @@ ESTIMATORS = (
     "entmax",
     "enumerate",
 )
-UNBIASED = {"sf_loo2", "arm", "disarm", "rebar", "sf_loo4", "unordered4", "rb3", "cdisarm4", "enumerate"}
+UNBIASED = {"sf_loo2", "arm", "disarm", "rebar", "relax", "sf_loo4", "unordered4", "rb3", "cdisarm4", "enumerate"}
 #: the models ("1L", "2L": Bernoulli latents; "cat": one K-way categorical latent) and their estimators
 MODELS = {
-    "1L": ("sf_loo2", "arm", "disarm", "rebar", "st", "gumbel_rao"),
+    "1L": ("sf_loo2", "arm", "disarm", "rebar", "relax", "st", "gumbel_rao"),
     "2L": ("sf_loo2", "arm", "disarm", "st", "gumbel_rao"),
     "cat": ("sf_loo4", "unordered4", "rb3", "cdisarm4", "entmax", "enumerate"),
 }
+#: the estimators whose control variate has parameters φ, trained by ``estimator.backward``
+LEARNED = ("rebar", "relax")
 
 
 def load_digits_binary() -> torch.Tensor:
@@ -180,6 +216,40 @@ def neg_elbo_terms(model: VAE, x: torch.Tensor, z1: torch.Tensor, z2: torch.Tens
     )
 
 
+def control_network(seed: int = 0) -> torch.nn.Sequential:
+    """r_ρ: Linear(D, 50), ReLU, Linear(50, 1) (Storchastic's default RELAX network), initialised
+    from ``seed`` without touching the global random stream."""
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        return torch.nn.Sequential(torch.nn.Linear(D, 50), torch.nn.ReLU(), torch.nn.Linear(50, 1))
+
+
+class RelaxControl(torch.nn.Module):
+    """RELAX's control for the one-layer VAE: c_φ(z) = (η f(σ_λ(z)) + r_ρ(σ_λ(z))) / B, with f the
+    negative ELBO per image at the relaxed sample and B the minibatch (the cost is per image / B).
+    ``x`` is the current minibatch (set before each step)."""
+
+    def __init__(self, model: VAE, x: torch.Tensor, *, temperature: float, eta: float) -> None:
+        super().__init__()
+        self.model, self.x = model, x
+        self.eta = torch.nn.Parameter(torch.tensor(eta))
+        self.log_temperature = torch.nn.Parameter(torch.tensor(math.log(temperature)))
+        self.net = control_network()
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        s = torch.sigmoid(z / self.log_temperature.exp())
+        f = neg_elbo_terms(self.model, self.x, s, None)
+        return (self.eta * f + self.net(s).squeeze(-1)) / self.x.shape[0]
+
+
+def set_minibatch(name: str, estimator: Any, model: VAE, x: torch.Tensor) -> None:
+    """Point a learned control's relaxed cost at the minibatch ``x`` (``rebar``, ``relax``)."""
+    if name == "rebar":
+        estimator.relaxed_cost = lambda s: neg_elbo_terms(model, x, s, None) / x.shape[0]
+    elif name == "relax":
+        estimator.control.x = x
+
+
 def _estimator(name: str, model: VAE, x: torch.Tensor) -> tuple[Any, int | None, bool]:
     """(estimator, n, whether the node is a Bernoulli rather than Independent(Bernoulli))."""
     if name == "sf_loo2":
@@ -190,6 +260,8 @@ def _estimator(name: str, model: VAE, x: torch.Tensor) -> tuple[Any, int | None,
         return DisARM(), 2, False
     if name == "rebar":  # the control: the relaxed cost of the node, per image like the cost
         return REBAR(lambda s: neg_elbo_terms(model, x, s, None) / x.shape[0], temperature=TAU, eta=1.0), None, False
+    if name == "relax":
+        return RELAX(RelaxControl(model, x, temperature=TAU, eta=1.0)), None, False
     if name == "st":
         return GumbelSoftmax(TAU, hard=True), None, True
     if name == "gumbel_rao":
@@ -232,7 +304,7 @@ def one_step(model: VAE, x: torch.Tensor, name: str, estimator: Any) -> None:
     with scg.Graph() as g:
         program(model, x, name, estimator)
     loss = g.surrogate_loss()
-    if name == "rebar":
+    if name in LEARNED:
         estimator.backward(loss, model.params)
     else:
         loss.backward()
@@ -306,7 +378,7 @@ def train_curve(
 ) -> dict[str, Any]:
     model = VAE.init(model_name, seed)
     est = _estimator(name, model, train[:50])[0]
-    params = model.params + (est.parameters if name == "rebar" else [])
+    params = model.params + (est.parameters if name in LEARNED else [])
     opt = torch.optim.Adam(params, lr=3e-3)
     gen = torch.Generator().manual_seed(seed)
     torch.manual_seed(seed)
@@ -316,10 +388,8 @@ def train_curve(
         x = train[torch.randint(len(train), (50,), generator=gen)]
         start = time.perf_counter()
         opt.zero_grad()
-        est_step = est
-        if name == "rebar":  # the relaxed cost closes over this minibatch
-            est_step.relaxed_cost = lambda s, x=x: neg_elbo_terms(model, x, s, None) / x.shape[0]
-        one_step(model, x, name, est_step)
+        set_minibatch(name, est, model, x)  # a learned control's relaxed cost closes over this minibatch
+        one_step(model, x, name, est)
         opt.step()
         elapsed += time.perf_counter() - start
         if step % every == 0:
@@ -329,7 +399,16 @@ def train_curve(
 
 # ----------------------------------------------------------------------------- Storchastic
 
-STORCH = (("1L", "sf_loo2"), ("1L", "arm"), ("1L", "disarm"), ("cat", "sf_loo4"), ("cat", "unordered4"), ("cat", "rb3"))
+STORCH = (
+    ("1L", "sf_loo2"),
+    ("1L", "arm"),
+    ("1L", "disarm"),
+    ("1L", "rebar"),
+    ("1L", "relax"),
+    ("cat", "sf_loo4"),
+    ("cat", "unordered4"),
+    ("cat", "rb3"),
+)
 
 
 def storch_variance(model_name: str, name: str, n_est: int, x0: torch.Tensor) -> dict[str, Any]:
@@ -345,11 +424,21 @@ def storch_variance(model_name: str, name: str, n_est: int, x0: torch.Tensor) ->
         method = storch.method.UnorderedSetEstimator("z", k=4)
     elif name == "rb3":  # the top 3 and one sample of the rest; no built-in baseline (scg's rb3 has one)
         method = storch.method.RaoBlackwellSF("z", n_samples=4)
+    elif name == "rebar":  # its relaxed cost: the cost node at the relaxed samples
+        method = storch.method.REBAR("z", n_samples=1)
+    elif name == "relax":  # c_phi(s) = f(s) + r_ρ(s), scg's relax control at η = 1
+        control = StorchRelaxControl(model, x0)
+        method = storch.method.RELAX("z", n_samples=1, c_phi=control)
     else:
         method = (storch.method.ARM if name == "arm" else storch.method.DisARM)("z", n_samples=1)
+    if name in LEARNED:
+        with torch.no_grad():
+            method.temperature.fill_(TAU)  # its λ starts at 1.0; scg's at τ = 0.5
 
     def step() -> None:
         x = storch.denote_independent(x0, 0, "batch")
+        if name == "relax":
+            control.x = x
         if model_name == "cat":
             z = method(OneHotCategorical(logits=x @ we + be)).float()
             logq = ((x @ we + be).log_softmax(-1) * z).sum(-1)
@@ -368,7 +457,7 @@ def storch_variance(model_name: str, name: str, n_est: int, x0: torch.Tensor) ->
         for q in model.params:
             q.grad = None
         step()
-        grads.append(torch.cat([q.grad.reshape(-1) for q in model.encoder]))
+        grads.append(torch.cat([q.grad.detach().reshape(-1) for q in model.encoder]))  # REBAR/RELAX: create_graph
     secs = (time.perf_counter() - start) / n_est
     g = torch.stack(grads).double()
     var = float(g.var(0).sum())
@@ -385,8 +474,38 @@ def storch_variance(model_name: str, name: str, n_est: int, x0: torch.Tensor) ->
     }
 
 
-def run_storch(n_est: int) -> tuple[list[dict[str, Any]], str]:
-    """Storchastic's rows from a worker process, or why there are none."""
+class StorchRelaxControl(torch.nn.Module):
+    """Storchastic's ``c_phi`` for ``relax``: f(s) + r_ρ(s) per image at its relaxed sample s = σ_λ(z)
+    (Storchastic multiplies it by η and averages the batch plate); the same r_ρ as scg's."""
+
+    def __init__(self, model: VAE, x: torch.Tensor) -> None:
+        super().__init__()
+        self.model, self.x = model, x
+        self.net = control_network()
+
+    def forward(self, s: torch.Tensor) -> torch.Tensor:
+        return neg_elbo_terms(self.model, self.x, s, None) + self.net(s).squeeze(-1)
+
+
+def storch_conditional_mismatch(x0: torch.Tensor, draws: int) -> float:
+    """How often Storchastic's conditional relaxed Bernoulli sample z̃ | b (``bernoulli=True``) lands
+    on the other side of 1/2 than b: 0 for a draw from p(z | b). At the 1L encoder's initial
+    probabilities on the fixed minibatch, ``draws`` draws of b, seed 2."""
+    import storch
+
+    we, be = VAE.init("1L", 0).params[:2]
+    with torch.no_grad():
+        probs = torch.sigmoid(x0 @ we + be).expand(draws, *x0.shape[:1], D)
+        gen = torch.Generator().manual_seed(2)
+        b = torch.bernoulli(probs, generator=gen)
+        torch.manual_seed(2)
+        s = storch.conditional_gumbel_rsample(b, probs, True, torch.tensor(TAU))
+    return float(((s > 0.5).float() != b).float().mean())
+
+
+def run_storch(n_est: int) -> tuple[list[dict[str, Any]], str, float | None]:
+    """Storchastic's rows from a worker process and its conditional sample's mismatch, or why there
+    are none."""
     import subprocess
 
     try:
@@ -394,13 +513,14 @@ def run_storch(n_est: int) -> tuple[list[dict[str, Any]], str]:
 
         version = md.version("storchastic")
     except md.PackageNotFoundError:
-        return [], "Storchastic is not installed (`pip install storchastic`): no comparison."
+        return [], "Storchastic is not installed (`pip install storchastic`): no comparison.", None
     proc = subprocess.run(
         [sys.executable, __file__, "--storch-worker", str(n_est)], capture_output=True, text=True, timeout=600
     )
     if proc.returncode != 0:
-        return [], f"Storchastic {version} failed with torch {torch.__version__}: {proc.stderr.strip()[-500:]}"
-    return json.loads(proc.stdout.strip().splitlines()[-1]), f"Storchastic {version}, torch {torch.__version__}"
+        return [], f"Storchastic {version} failed with torch {torch.__version__}: {proc.stderr.strip()[-500:]}", None
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    return out["rows"], f"Storchastic {version}, torch {torch.__version__}", out["conditional_mismatch"]
 
 
 # ----------------------------------------------------------------------------- relaxation bias
@@ -549,9 +669,25 @@ def write_markdown(res: dict[str, Any], path: Path) -> None:
                 "of the difference of the two mean gradients over the encoder coordinates (about 3.9-4.2 is "
                 "the Bonferroni critical value at 1e-3). Storchastic is timed in its own process (`import storch` "
                 "patches torch), at another moment of the shared machine; scg's times are medians of rounds "
-                "alternating between its estimators.",
+                "alternating between its estimators. Only sf_loo2 / sf_loo4 are the same estimator draw for "
+                "draw. rebar / relax: Storchastic's `REBAR` / `RELAX` with its temperature set to scg's 0.5 "
+                "(its default 1.0) and, for relax, scg's control (c_phi(s) = f(s) + r(s), the same network "
+                "r; Storchastic scales all of it by eta, scg only f: equal at eta = 1); their control "
+                "parameters are not stepped (both compute their gradient, Storchastic of the squared "
+                "gradient with respect to the node's probabilities, scg of the squared gradient of the model "
+                "parameters). Storchastic draws z first, scg b first: the same law, not the same draws.",
                 "",
             ]
+            mismatch = res.get("storch_conditional_mismatch")
+            if mismatch is not None:
+                lines += [
+                    "Storchastic's conditional relaxed Bernoulli sample z̃ | b (`storch.conditional_gumbel_rsample`, "
+                    "used by its REBAR and RELAX) falls on the other side of 1/2 than b in "
+                    f"{100 * mismatch:.1f}% of draws at the 1L encoder's initial probabilities on the minibatch "
+                    "(a draw from p(z | b) never does): it computes (log p + log(1 + p) + log v' + log(1 + v')) / "
+                    "temperature where Tucker et al. (2017) have (logit p + logit v') / temperature.",
+                    "",
+                ]
     path.write_text("\n".join(lines))
 
 
@@ -601,7 +737,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
                 storch.reset()  # a crash leaves Storchastic's global graph half built
                 rows.append({"model": model, "estimator": name, "error": f"{type(e).__name__}: {str(e)[:300]}"})
-        print(json.dumps(rows))
+        print(json.dumps({"rows": rows, "conditional_mismatch": storch_conditional_mismatch(fixed, 200)}))
         return
     n_est, steps, every, seeds, n_bias = (20, 20, 10, 2, 2000) if args.quick else (200, 150, 15, 3, 8000)
     res: dict[str, Any] = {
@@ -640,7 +776,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                 if r["model"] == model:
                     r["seconds_per_estimate"] = secs[r["estimator"]]
                     r["variance_x_seconds"] = r["variance"] * secs[r["estimator"]]
-        res["storch_rows"], res["storchastic"] = run_storch(n_est)
+        res["storch_rows"], res["storchastic"], res["storch_conditional_mismatch"] = run_storch(n_est)
         res["storch_rows"] = [r for r in res["storch_rows"] if r["model"] in models]
         for r in res["storch_rows"]:
             if "mean" in r:  # same seed, same parameters: compare the mean gradients coordinate by coordinate

@@ -34,19 +34,23 @@ def test_every_estimator_runs_and_the_report_renders(zoo: Any, tmp_path: Path) -
         "variance": rows,
         "training": [curve],
         "bias": zoo.bias_table((1.0,), 200),
+        "storchastic": "Storchastic (test)",
+        "storch_rows": [dict(next(r for r in rows if r["estimator"] == "relax"), max_z_vs_scg=1.0)],
+        "storch_conditional_mismatch": 0.25,
     }
     zoo.write_markdown(res, tmp_path / "zoo.md")
     text = (tmp_path / "zoo.md").read_text()
     assert "| 2L | disarm | yes |" in text and "| cat | unordered4 | yes |" in text and "Gumbel-Rao" in text
+    assert "| 1L | relax | yes |" in text and "in 25.0% of draws" in text
 
 
 @pytest.mark.slow
 def test_unbiased_vae_estimators_agree_in_mean(zoo: Any) -> None:
-    """ARM, DisARM and the score function estimate the same encoder gradient (z-test of the
-    difference of means, 400 estimates each, fixed seeds)."""
+    """DisARM and RELAX (the zoo's control network) estimate the score function's encoder gradient
+    (z-test of the difference of means, 400 estimates each, fixed seeds)."""
     x = zoo.load_digits_binary()[:4]
     means, ses = {}, {}
-    for name in ("sf_loo2", "disarm"):
+    for name in ("sf_loo2", "disarm", "relax"):
         model = zoo.VAE.init("1L", 0)
         est = zoo._estimator(name, model, x)[0]
         torch.manual_seed(3)
@@ -58,5 +62,6 @@ def test_unbiased_vae_estimators_agree_in_mean(zoo: Any) -> None:
             grads.append(model.params[1].grad.clone())  # the encoder bias: 16 coordinates
         g = torch.stack(grads).double()
         means[name], ses[name] = g.mean(0), g.std(0) / 20
-    z = (means["sf_loo2"] - means["disarm"]) / (ses["sf_loo2"] ** 2 + ses["disarm"] ** 2).sqrt()
-    assert float(z.abs().max()) < 3.9, z
+    for name in ("disarm", "relax"):
+        z = (means["sf_loo2"] - means[name]) / (ses["sf_loo2"] ** 2 + ses[name] ** 2).sqrt()
+        assert float(z.abs().max()) < 3.9, (name, z)
