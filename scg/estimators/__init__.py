@@ -11,6 +11,7 @@ estimator                unbiased  needs_rsample  score  higher_order  multi_sam
 ``ARM``                  yes       no             yes    no            pairs (n=2m)
 ``DisARM``               yes       no             yes    no            pairs (n=2m)
 ``CategoricalDisARM``    yes       no             yes    no            pairs (n=2m)
+``ARSM``                 yes       no             yes    no            n=r(1+K(K-1)/2)
 ``REBAR``                yes       no             yes    no            yes
 ``LAX``                  yes       no             yes    no            yes
 ``MeasureValued``        yes       no             no     no            no (points)
@@ -27,6 +28,7 @@ Also: `greedy` (an intervention for self-critical reruns) and
 """
 
 from scg.estimators.arm import ARM
+from scg.estimators.arsm import ARSM
 from scg.estimators.base import Estimator
 from scg.estimators.control import LearnedControl
 from scg.estimators.defaults import default_for
@@ -50,6 +52,7 @@ from scg.estimators.unordered_set import UnorderedSet
 
 __all__ = [
     "ARM",
+    "ARSM",
     "LAX",
     "REBAR",
     "RELAX",

@@ -10,7 +10,7 @@ never of larger variance, zero when the pair agrees. Same sampling, same surroga
 for baselines (they cancel within a pair; ``LeaveOneOut`` is refused) and no ``dice=True``.
 
 Categorical nodes: [`CategoricalDisARM`][scg.estimators.CategoricalDisARM] (the stick-breaking
-form; for K = 2 it is this estimator). ARSM (Yin et al. 2019) is not provided.
+form; for K = 2 it is this estimator) and [`ARSM`][scg.estimators.ARSM] (Yin, Yue & Zhou 2019).
 """
 
 from __future__ import annotations

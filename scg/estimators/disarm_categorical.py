@@ -22,9 +22,10 @@ for a < c (sticks after both stops are unconstrained, those before both symmetri
 and the mirror image (signs flipped) for a > c; zero when z = z'. The estimate
 (f(z') − f(z)) Σ_k E[u_k − ½ | z, z'] ∇α_k needs the categories only, never the sticks past a
 stop. For K = 2 it is `DisARM` on the Bernoulli b_0. The conditional weights are derived here
-(the stick-breaking coupling is Dong, Mnih & Tucker's; ARSM, Yin, Yue & Zhou 2019, is the other
-categorical member of the ARM family and is not provided) and checked against exact
-enumeration. The stick order is the category order; the variance depends on it.
+(the stick-breaking coupling is Dong, Mnih & Tucker's; the other categorical member of the ARM
+family, with G = 1 + K(K−1)/2 evaluations, is [`ARSM`][scg.estimators.ARSM], Yin, Yue & Zhou
+2019) and checked against exact enumeration. The stick order is the category order; the
+variance depends on it.
 
 In scg, as for `ARM`, the pair is a sample dimension: ``scg.sample(Categorical(logits=θ), n=2,
 estimator=CategoricalDisARM())`` returns z then z' (``n=2m``: m pairs, averaged); the node's score
@@ -50,7 +51,7 @@ from scg.estimators.categorical import category_indices, category_values
 if TYPE_CHECKING:
     from scg.graph.nodes import StochasticNode
 
-__all__ = ["CategoricalDisARM", "stick_logits", "stick_weights"]
+__all__ = ["CategoricalDisARM", "categorical_logits", "stick_logits", "stick_weights"]
 
 
 def stick_logits(logits: torch.Tensor) -> torch.Tensor:
@@ -71,7 +72,7 @@ def stick_weights(alpha: torch.Tensor, z1: torch.Tensor, z2: torch.Tensor) -> to
     return sign * w
 
 
-def _categorical(estimator: Estimator, dist: Distribution) -> tuple[torch.Tensor, bool, int]:
+def categorical_logits(estimator: Estimator, dist: Distribution) -> tuple[torch.Tensor, bool, int]:
     """(category logits ``(*batch, *event_batch, K)``, one-hot?, event dims of ``Independent``)."""
     base, event = dist, 0
     if isinstance(dist, Independent):
@@ -93,7 +94,7 @@ class CategoricalDisARM(Estimator):
 
     def draw(self, dist: Distribution, sample_shape: torch.Size) -> torch.Tensor:
         """m antithetic pairs of categories ``(2m, *batch)`` (one-hot: ``(2m, *batch, K)``)."""
-        logits, onehot, _ = _categorical(self, dist)
+        logits, onehot, _ = categorical_logits(self, dist)
         m = pair_count(self, sample_shape[0] if len(sample_shape) == 1 else None)
         with torch.no_grad():
             alpha = stick_logits(logits)
@@ -106,7 +107,7 @@ class CategoricalDisARM(Estimator):
 
     def log_prob(self, dist: Distribution, value: torch.Tensor) -> torch.Tensor:
         """log p(value) in value; gradient ∓2 Σ_k E[u_k − ½ | z, z'] ∇α_k on z and z'."""
-        logits, onehot, event = _categorical(self, dist)
+        logits, onehot, event = categorical_logits(self, dist)
         extra = value.dim() - len(dist.batch_shape) - len(dist.event_shape)
         m = pair_count(self, value.shape[0] if extra == 1 else None)
         z = category_indices(value.detach(), onehot)
