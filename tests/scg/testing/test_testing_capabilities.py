@@ -81,11 +81,11 @@ def _make(cls: type, kind: str = "bernoulli") -> Any:
 
 @functools.cache
 def _draws(cls: type, kind: str, k: int) -> int | bool | None:
-    """How the estimator takes a node of this kind: 1 (one sample), n = 2 (it needs pairs), or
-    False (not at all); tried on a one-node spec, with the node built as the specs build it."""
+    """How the estimator takes a node of this kind: 1 (one sample), the n it needs (2: pairs; ARSM:
+    1 + K(K-1)/2), or False (not at all); tried on a one-node spec, built as the specs build it."""
     if getattr(cls, "needs_rsample", False) and kind != "normal":
         return False
-    for n in (None, 2):
+    for n in (None, *range(2, 8)):
         spec = SCGSpec(
             [NodeSpec(kind, k, ())], [(0, CostSpec((0,), False, 1.0))], {0: _make(cls, kind)}, {0: n} if n else {}
         )
@@ -100,18 +100,18 @@ def _draws(cls: type, kind: str, k: int) -> int | bool | None:
 
 
 def _target(cls: type, spec: SCGSpec) -> SCGSpec:
-    """``spec`` with ``cls`` on every node it takes (with n = 2 where it needs pairs). An estimator
-    that adds a sample dimension (``enumerates``, or n = 2) goes on the first such node only: the
+    """``spec`` with ``cls`` on every node it takes (with the n it needs). An estimator
+    that adds a sample dimension (``enumerates``, or n > 1) goes on the first such node only: the
     specs' programs do not keep the dims of independent nodes apart (f(u[None], v[:, None]))."""
     takes = {i: _draws(cls, nd.kind, nd.k) for i, nd in enumerate(spec.nodes)}
     takes = {i: n for i, n in takes.items() if n}
-    if takes and (getattr(cls, "enumerates", False) or 2 in takes.values()):
+    if takes and (getattr(cls, "enumerates", False) or max(takes.values()) > 1):
         takes = dict([next(iter(takes.items()))])
     return SCGSpec(
         spec.nodes,
         spec.costs,
         {i: _make(cls, spec.nodes[i].kind) for i in takes},
-        {i: 2 for i, n in takes.items() if n == 2},
+        {i: n for i, n in takes.items() if n > 1},
     )
 
 
