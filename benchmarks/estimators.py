@@ -41,6 +41,12 @@ Estimators (the same one in each library where it exists):
   later nodes with ``LeaveOneOut`` over the pair), ``unordered4`` (``UnorderedSet()``, ``n=4``
   without replacement, at most K) and ``rb3`` (``RaoBlackwellized(3)``, at most K − 1), both on
   the first categorical with ``EMA`` on the later nodes. "n/a" where the node kind does not fit.
+* REBAR / RELAX are not wired here (for any library): their control is the cost at the relaxed
+  sample, one value per element of the node's log-probability, and dvae's latents are one plain
+  ``Bernoulli`` node with a log-probability per bit but a cost per image (the bits are decoded
+  jointly), while toy's and attention's first categorical has stochastic nodes downstream (no
+  relaxed cost without relaxing them too). ``estimator_zoo.py`` compares scg's and Storchastic's
+  REBAR and RELAX on the digits VAE's one ``Independent(Bernoulli)`` layer.
 
 Pyro construction (why its gradient equals ∇E[Σ c]): the guide q_θ draws every stochastic choice;
 the model p draws the same sites from the same distributions *with the parameters detached*
