@@ -44,6 +44,7 @@ CASES: dict[str, tuple[Callable[[], E.Estimator], str, int | None]] = {
     "ARM": (E.ARM, "bern", 2),
     "DisARM": (E.DisARM, "bern", 2),
     "CategoricalDisARM": (E.CategoricalDisARM, "cat", 2),
+    "ARSM": (E.ARSM, "cat", 7),  # K = 4: z and its 6 pseudo-actions
     "MeasureValued": (E.MeasureValued, "normal", None),
     "UnorderedSet": (E.UnorderedSet, "cat", 2),
     "RaoBlackwellized": (lambda: E.RaoBlackwellized(2), "cat", None),
