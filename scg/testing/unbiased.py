@@ -84,6 +84,7 @@ def estimate_gradients_batched(
     particles: int = 256,
     seed: int = 0,
     surrogate_kwargs: dict[str, Any] | None = None,
+    graph_kwargs: dict[str, Any] | None = None,
 ) -> torch.Tensor:
     """``n`` independent estimates from ``ceil(n / particles)`` runs: a ``(n, d)`` tensor.
 
@@ -91,7 +92,8 @@ def estimate_gradients_batched(
     dimension, ``reps[i]`` of shape ``(particles, *params[i].shape)``, and must use particle p's
     copy only for the particle-p batch element of its nodes and costs. Because scg credits each
     batch element with its own costs, the gradient w.r.t. ``reps[i][p]`` is particle p's
-    estimate: one forward and one backward give ``particles`` estimates.
+    estimate: one forward and one backward give ``particles`` estimates. ``graph_kwargs`` are
+    passed to each run's ``scg.Graph``.
     """
     params = list(params)
     kwargs = dict(surrogate_kwargs or {})
@@ -102,7 +104,7 @@ def estimate_gradients_batched(
         while remaining > 0:
             p = min(particles, remaining)
             reps = [q.detach().unsqueeze(0).expand(p, *q.shape).clone().requires_grad_() for q in params]
-            with Graph() as g:
+            with Graph(**(graph_kwargs or {})) as g:
                 program(*reps)
             loss = g.surrogate_loss(**kwargs)
             mixed = [k for k, whole in g.credit_pairs.items() if whole]
@@ -226,7 +228,13 @@ def check_unbiased(
     g_exact = _flat(list(exact) if exact is not None else exact_gradient(program, params), params)
     if batched is not None:
         estimates = estimate_gradients_batched(
-            batched, params, n, particles=particles, seed=seed, surrogate_kwargs=surrogate_kwargs
+            batched,
+            params,
+            n,
+            particles=particles,
+            seed=seed,
+            surrogate_kwargs=surrogate_kwargs,
+            graph_kwargs=graph_kwargs,
         )
     else:
         estimates = estimate_gradients(
