@@ -73,9 +73,9 @@ variant differs from scg's:
   means are z-tested against scg's. ``LAX`` is for continuous nodes (none here) and its
   ``estimator`` uses an undefined name (``derivs``) in Storchastic 0.3.7: not run.
 
-    python benchmarks/estimator_zoo.py [--quick]    # all three (about 5.5 CPU minutes; --quick: smoke)
+    python benchmarks/estimator_zoo.py [--quick]    # all three (about 6 CPU minutes; --quick: smoke)
     python benchmarks/estimator_zoo.py --bias       # only the bias table (seed 1)
-    python benchmarks/estimator_zoo.py --models cat --stem estimator_zoo_cat   # one model's rows
+    python benchmarks/estimator_zoo.py --models cat --stem estimator_zoo_cat   # one model's rows (no bias table)
 
 Results: ``benchmarks/results/{STEM}.{json,md,png}`` (``estimator_zoo``, ``estimator_zoo_bias``
 with ``--bias``).
