@@ -127,25 +127,42 @@ def test_discount_gets_its_own_plan() -> None:
 
 
 def toy_program(theta: torch.Tensor, phi: torch.Tensor) -> Callable[[], None]:
+    """A categorical node and a chain of three Bernoulli nodes; with ``theta`` (P, 5) and ``phi``
+    (P, 3) each of the P rows is an independent particle (the batched estimates)."""
+
     def program() -> None:
         z = scg.sample(Categorical(logits=theta), name="z")
         scg.cost((z.float() - 2.0) ** 2, name="c0")
         b = z.float() / 4.0
         for t in range(3):
-            b = scg.sample(Bernoulli(logits=phi[t] + b), name="b", step=t)
+            b = scg.sample(Bernoulli(logits=phi[..., t] + b), name="b", step=t)
             scg.cost(b * (t + 1.0), name="c", step=t)
 
     return program
 
 
-def test_declared_toy_is_unbiased_against_enumeration() -> None:
+def _check_toy(structure: scg.Declared) -> scg.testing.UnbiasedReport:
+    """The toy's declared estimator against enumeration: 4000 particles of one declared graph."""
     theta = torch.tensor([0.3, -0.2, 0.1, 0.5, -0.4], requires_grad=True)
     phi = torch.tensor([0.2, -0.3, 0.4], requires_grad=True)
-    prog = toy_program(theta, phi)
-    # n=1000: the under-declared twin of the test below is rejected there at |z| = 9.4 (critical 3.84)
-    report = scg.testing.check_unbiased(prog, [theta, phi], n=1000, seed=0, graph_kwargs={"structure": scg.Declared()})
+    return scg.testing.check_unbiased(
+        toy_program(theta, phi),
+        [theta, phi],
+        n=4000,
+        seed=0,
+        batched=lambda th, ph: toy_program(th, ph)(),
+        particles=4000,
+        graph_kwargs={"structure": structure},
+    )
+
+
+def test_declared_toy_is_unbiased_against_enumeration() -> None:
+    # the under-declared twin of the test below is rejected at |z| = 18.2 (critical 3.84; seed 0)
+    report = _check_toy(scg.Declared())
     assert report.passed, str(report)
-    scg.testing.check_structure(prog, scg.Declared())
+    theta = torch.tensor([0.3, -0.2, 0.1, 0.5, -0.4], requires_grad=True)
+    phi = torch.tensor([0.2, -0.3, 0.4], requires_grad=True)
+    scg.testing.check_structure(toy_program(theta, phi), scg.Declared())
 
 
 def test_check_structure_catches_an_under_declaration_and_its_bias() -> None:
@@ -154,16 +171,16 @@ def test_check_structure_catches_an_under_declaration_and_its_bias() -> None:
     enumeration) rejects the declared estimator."""
     theta = torch.tensor([0.3, -0.2, 0.1, 0.5, -0.4], requires_grad=True)
     phi = torch.tensor([0.2, -0.3, 0.4], requires_grad=True)
-    prog = toy_program(theta, phi)
 
     def not_c0(v: scg.StochasticNode, node: scg.Node) -> bool:
         return node.name != "c0"
 
     wrong = scg.Declared(not_c0)
     with pytest.raises(AssertionError, match=r"stochastic node 'z'.*no credit.*BIASED"):
-        scg.testing.check_structure(prog, wrong)
-    report = scg.testing.check_unbiased(prog, [theta, phi], n=1000, seed=0, graph_kwargs={"structure": wrong})
+        scg.testing.check_structure(toy_program(theta, phi), wrong)
+    report = _check_toy(wrong)
     assert not report.passed
+    assert abs(float(report.z[report.worst])) > 2 * report.critical, str(report)
 
 
 def test_check_structure_reports_over_declaration_only_when_exact() -> None:
