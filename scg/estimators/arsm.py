@@ -109,6 +109,7 @@ class ARSM(Estimator):
         r = self.draw_count(k, sample_shape[0] if len(sample_shape) == 1 else None)
         with torch.no_grad():
             e = torch.empty((r, *logits.shape), dtype=logits.dtype, device=logits.device).exponential_()
+            e = e.clamp_min(torch.finfo(e.dtype).tiny)  # (a zero would win every argmin)
             pi = e / e.sum(-1, keepdim=True)
             pairs = swap_pairs(k, logits.device)
             perm = torch.arange(k, device=logits.device).repeat(len(pairs), 1)  # (G, K): the swap (m, j)
