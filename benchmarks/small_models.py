@@ -1,38 +1,38 @@
 """Small models, where scg's per-node Python shows: scg ÷ hand-written time per gradient step.
 
-Issue 25's workloads, each with a hand-written twin (plain PyTorch REINFORCE drawing the same
-values in the same order, so that its gradient equals scg's: ``tests/benchmarks/test_small_models_smoke.py``):
-
-* ``sbn``: sigmoid belief net, 2 layers of Bernoulli units q(h1|x) q(h2|h1), negative ELBO split
-  into the cost each layer influences; an input-dependent learned baseline per layer (NVIL's,
-  without its variance normalisation).
-* ``ram``: recurrent attention model, T = 6 Gaussian glimpse locations (score function), the
-  classification loss at the end, a learned baseline b(h_t) per step.
-* ``sequence``: discrete latent sequence, T = 20 Categorical states, a per-example emission cost
-  per step (reward-to-go credit).
-* ``mixed``: Gumbel-softmax straight-through OneHotCategorical, a Categorical by REINFORCE with an
-  EMA baseline, a reparameterised Normal, per-example costs.
-
-scg runs tracked (``scg.Graph()``), ``scg.Cached()`` and ``scg.Declared()``; the step is forward +
+The workloads of issue 25 (``small_workloads.py``: a sigmoid belief net, a recurrent attention
+model, a discrete latent sequence, a mixed Gumbel-ST / REINFORCE / reparameterised model), each
+with a hand-written twin that draws the same values and computes scg's gradient. scg runs
+tracked (``scg.Graph()``), ``scg.Cached()`` and ``scg.Declared()``; the step is forward +
 surrogate + backward, the implementations alternate in one process (``measure`` of
-``surrogate_overhead.py``), one thread. ``--compile``: the whole step of ``sequence`` (T = 5)
-compiled with ``torch.compile(fullgraph=True)`` (inductor), scg Declared against the hand-written
-step compiled the same way; and for every workload whether its declared step captures under
+``surrogate_overhead.py``), one thread, per batch size and hidden size (the repeats of a row
+capped by ``--row-budget-s``). ``--peers``: Pyro (``TraceGraph_ELBO``, ``JitTraceGraph_ELBO``)
+and Storchastic on the same workloads in the same run, each in its own process
+(``small_models_peers.py``). ``--compile``: the whole step of ``sequence`` (T = 5) compiled with
+``torch.compile(fullgraph=True)`` (inductor), scg Declared against the hand-written step
+compiled the same way; and for every workload whether its declared step captures under
 ``fullgraph=True`` at all (dynamo's eager backend; a refusal is recorded with its message).
 
-Per-node cost: a chain of N Bernoulli nodes (B = 32) each followed by a cost, against the same
-chain by hand: µs per ``scg.sample`` / ``scg.cost`` call (the forward's extra time; the cost
-calls separated by a variant with one final cost) and the surrogate's build time per node, for
-growing N (``small_models.png``). ``--profile``: cProfile's top entries of one ``sbn`` step in
-Declared and tracked mode. Results: ``benchmarks/results/small_models.{json,md,png}``.
+Per-node cost: a chain of N Bernoulli nodes (B = 32), each followed by a cost or with one cost at
+the end, against the same chains by hand (``chain``). Per N, many repeats (more for small N, where
+a repeat is cheap) of the hand-written loss, scg's forward and scg's surrogate, alternating,
+each on the thread's CPU clock with the garbage collector paused; the forward's extra time is the
+median of the paired differences (scg − hand in the same repeat). A weighted least-squares fit of
+extra(N) = fixed + slope · N (weights 1/N², so that each N counts by its relative error) gives µs
+per ``scg.sample`` (one final cost), per ``scg.cost`` (the per-node-cost chain's slope minus
+that) and the surrogate's build per node, and the fixed part per graph (``small_models.png``:
+each against N). ``--profile``: cProfile's breakdown of one ``sbn`` step in Declared and tracked
+mode. ``--docs``: the measured tables into ``docs/performance.md`` (between its markers).
+Results: ``benchmarks/results/small_models.{json,md,png}``.
 
-    OMP_NUM_THREADS=1 python benchmarks/small_models.py [--quick] [--compile] [--profile]
+    OMP_NUM_THREADS=1 python benchmarks/small_models.py [--quick] [--peers] [--compile] [--profile] [--docs]
 """
 
 from __future__ import annotations
 
 import argparse
 import cProfile
+import gc
 import io
 import json
 import pstats
@@ -40,35 +40,36 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
-import torch.nn.functional as F
-from torch.distributions import (
-    Bernoulli,
-    Categorical,
-    Independent,
-    Normal,
-    OneHotCategorical,
-    RelaxedOneHotCategorical,
-)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import small_models_peers as peers
+from estimators import _version as estimators_version
+from small_workloads import (
+    MODES,
+    WORKLOADS,
+    Loss,
+    Model,
+    Structure,
+    chain,
+    clock,
+    inner_calls,
+    make_mixed,
+    make_ram,
+    make_sbn,
+    make_sequence,
+    steps,
+    structure,
+)
 from surrogate_overhead import CPU, log, machine, warm_up
 from surrogate_overhead import measure as overhead_measure
 
 import scg
 
 RESULTS = Path(__file__).resolve().parent / "results"
-MODES = ("tracked", "cached", "declared")
-Structure = scg.Declared | scg.Cached | None
-Loss = Callable[[], torch.Tensor]
-# The thread's CPU time, not the wall clock: on a machine shared by many processes a step of a
-# few ms is often descheduled, which inflates wall-clock times several-fold (one torch thread,
-# so the step's work is all on this thread).
-clock = time.thread_time
 
 
 def measure(
@@ -79,475 +80,127 @@ def measure(
     return overhead_measure(fns, params, repeats, inner, CPU, clock=clock, warm=warm)
 
 
-@dataclass(kw_only=True, slots=True)
-class Model:
-    """One workload: the hand-written loss, scg's loss per structure, and the parameters."""
-
-    hand_loss: Loss
-    scg_loss: Callable[[Structure], Loss]
-    params: list[torch.Tensor]
-
-
-class _Draw:
-    """Seeded values and parameters (the same numbers for every implementation)."""
-
-    def __init__(self, seed: int = 0) -> None:
-        self.gen = torch.Generator().manual_seed(seed)
-
-    def randn(self, *shape: int, scale: float = 1.0) -> torch.Tensor:
-        return torch.randn(*shape, generator=self.gen) * scale
-
-    def param(self, i: int, o: int) -> torch.nn.Parameter:
-        return torch.nn.Parameter(self.randn(i, o, scale=i**-0.5))
-
-    def linear(self, i: int) -> torch.nn.Linear:
-        lin = torch.nn.Linear(i, 1)
-        with torch.no_grad():
-            lin.weight.copy_(self.randn(1, i, scale=i**-0.5))
-            lin.bias.zero_()
-        return lin
-
-
-@dataclass(kw_only=True, slots=True)
-class SbnParts:
-    """The belief net's data x (B, 2H), encoder q1 q2, decoder p1 px, prior logits p2, baselines."""
-
-    x: torch.Tensor
-    q1: torch.nn.Parameter
-    q2: torch.nn.Parameter
-    p1: torch.nn.Parameter
-    px: torch.nn.Parameter
-    p2: torch.nn.Parameter
-    base1: torch.nn.Linear
-    base2: torch.nn.Linear
-
-
-def sbn_parts(batch: int, hidden: int) -> SbnParts:
-    d = _Draw(0)
-    dim = 2 * hidden
-    x = (torch.rand(batch, dim, generator=d.gen) < 0.3).float()
-    q1, q2, p1, px = d.param(dim, hidden), d.param(hidden, hidden), d.param(hidden, hidden), d.param(hidden, dim)
-    p2 = torch.nn.Parameter(torch.zeros(hidden))
-    base1, base2 = d.linear(dim), d.linear(hidden)
-    return SbnParts(x=x, q1=q1, q2=q2, p1=p1, px=px, p2=p2, base1=base1, base2=base2)
-
-
-def make_sbn(batch: int, hidden: int) -> Model:
-    s = sbn_parts(batch, hidden)
-    x, q1, q2, p1, px, p2, base1, base2 = s.x, s.q1, s.q2, s.p1, s.px, s.p2, s.base1, s.base2
-    params = [q1, q2, p1, px, p2, *base1.parameters(), *base2.parameters()]
-
-    def bern(logits: torch.Tensor) -> Independent:
-        return Independent(Bernoulli(logits=logits, validate_args=False), 1, validate_args=False)
-
-    def layer_costs(h1: torch.Tensor, lq1: torch.Tensor) -> torch.Tensor:
-        return lq1 - bern(h1 @ px).log_prob(x)  # the terms only h1 influences, (B,)
-
-    def top_cost(h1: torch.Tensor, h2: torch.Tensor, lq2: torch.Tensor) -> torch.Tensor:
-        return lq2 - bern(h2 @ p1).log_prob(h1) - bern(p2).log_prob(h2)
-
-    def hand_loss() -> torch.Tensor:
-        d1 = bern(x @ q1)
-        h1 = d1.sample()
-        lq1 = d1.log_prob(h1)
-        ca = layer_costs(h1, lq1)
-        d2 = bern(h1 @ q2)
-        h2 = d2.sample()
-        lq2 = d2.log_prob(h2)
-        cb = top_cost(h1, h2, lq2)
-        c1, c2 = (ca + cb).detach(), cb.detach()
-        b1, b2 = base1(x).squeeze(-1), base2(h1).squeeze(-1)
-        return (
-            ca.sum()
-            + cb.sum()
-            + (lq1 * (c1 - b1.detach())).sum()
-            + (lq2 * (c2 - b2.detach())).sum()
-            + ((b1 - c1) ** 2).mean()
-            + ((b2 - c2) ** 2).mean()
-        )
-
-    bl1, bl2 = scg.baselines.Learned(base1), scg.baselines.Learned(base2)
-
-    def scg_loss(structure: Structure) -> Loss:
-        def loss() -> torch.Tensor:
-            with scg.Graph(structure=structure) as g:
-                d1 = bern(x @ q1)
-                h1 = scg.sample(d1, name="h1", baseline=bl1.given(x))
-                scg.cost(layer_costs(h1, d1.log_prob(h1)), name="c1")
-                d2 = bern(h1 @ q2)
-                h2 = scg.sample(d2, name="h2", baseline=bl2.given(h1))
-                scg.cost(top_cost(h1, h2, d2.log_prob(h2)), name="c2")
-            return g.surrogate_loss()
-
-        return loss
-
-    return Model(hand_loss=hand_loss, scg_loss=scg_loss, params=params)
-
-
-@dataclass(kw_only=True, slots=True)
-class RamParts:
-    """The attention model's inputs x (B, 64), labels y, weights, learned baseline; its glimpse
-    step and classifier (shared with the peers' versions, ``small_models_peers.py``)."""
-
-    x: torch.Tensor
-    y: torch.Tensor
-    wx: torch.nn.Parameter
-    wl: torch.nn.Parameter
-    u: torch.nn.Parameter
-    wm: torch.nn.Parameter
-    wc: torch.nn.Parameter
-    base: torch.nn.Linear
-
-    def glimpse(self, h: torch.Tensor, loc: torch.Tensor) -> torch.Tensor:
-        return torch.tanh(h @ self.u + torch.relu(self.x @ self.wx + loc @ self.wl))
-
-    def classify(self, h: torch.Tensor) -> torch.Tensor:
-        return F.cross_entropy(h @ self.wc, self.y, reduction="none")  # (B,)
-
-
-def ram_parts(batch: int, hidden: int) -> RamParts:
-    d = _Draw(1)
-    feats, classes = 64, 10
-    x = d.randn(batch, feats)
-    y = torch.randint(classes, (batch,), generator=d.gen)
-    wx, wl, u, wm, wc = (
-        d.param(feats, hidden),
-        d.param(2, hidden),
-        d.param(hidden, hidden),
-        d.param(hidden, 2),
-        d.param(hidden, classes),
-    )
-    return RamParts(x=x, y=y, wx=wx, wl=wl, u=u, wm=wm, wc=wc, base=d.linear(hidden))
-
-
-def make_ram(batch: int, hidden: int, steps: int = 6, sigma: float = 0.2) -> Model:
-    r = ram_parts(batch, hidden)
-    wm, base, glimpse, classify = r.wm, r.base, r.glimpse, r.classify
-    params = [r.wx, r.wl, r.u, wm, r.wc, *base.parameters()]
-
-    def where(h: torch.Tensor) -> Independent:
-        return Independent(Normal(torch.tanh(h @ wm), sigma, validate_args=False), 1, validate_args=False)
-
-    def hand_loss() -> torch.Tensor:
-        h = torch.zeros(batch, hidden)
-        logps, bs = [], []
-        for _ in range(steps):
-            dist = where(h)
-            loc = dist.sample()
-            logps.append(dist.log_prob(loc))
-            bs.append(base(h.detach()).squeeze(-1))
-            h = glimpse(h, loc)
-        c = classify(h)
-        r = c.detach()
-        lp, b = torch.stack(logps), torch.stack(bs)
-        return c.sum() + (lp * (r - b.detach())).sum() + ((b - r) ** 2).mean(1).sum()
-
-    learned = scg.baselines.Learned(base)
-
-    def scg_loss(structure: Structure) -> Loss:
-        def loss() -> torch.Tensor:
-            h = torch.zeros(batch, hidden)
-            with scg.Graph(structure=structure) as g:
-                for t in range(steps):
-                    loc = scg.sample(
-                        where(h), name="loc", step=t, estimator=scg.ScoreFunction(), baseline=learned.given(h)
-                    )
-                    h = glimpse(h, loc)
-                scg.cost(classify(h), name="ce")
-            return g.surrogate_loss()
-
-        return loss
-
-    return Model(hand_loss=hand_loss, scg_loss=scg_loss, params=params)
-
-
-@dataclass(kw_only=True, slots=True)
-class SequenceParts:
-    """The latent sequence's weights and observed tokens (T, B); its transition + emission cost."""
-
-    emb: torch.nn.Parameter
-    u: torch.nn.Parameter
-    wo: torch.nn.Parameter
-    wx: torch.nn.Parameter
-    tokens: torch.Tensor
-
-    def step(self, h: torch.Tensor, z: torch.Tensor, t: int) -> tuple[torch.Tensor, torch.Tensor]:
-        h = torch.tanh(h @ self.u + self.emb[z])
-        return h, F.cross_entropy(h @ self.wx, self.tokens[t], reduction="none")
-
-
-def sequence_parts(batch: int, hidden: int, steps: int = 20, states: int = 10, vocab: int = 16) -> SequenceParts:
-    d = _Draw(2)
-    emb, u, wo, wx = (d.param(states, hidden), d.param(hidden, hidden), d.param(hidden, states), d.param(hidden, vocab))
-    tokens = torch.randint(vocab, (steps, batch), generator=d.gen)
-    return SequenceParts(emb=emb, u=u, wo=wo, wx=wx, tokens=tokens)
-
-
-def make_sequence(batch: int, hidden: int, steps: int = 20) -> Model:
-    q = sequence_parts(batch, hidden, steps)
-    wo, step = q.wo, q.step
-    params = [q.emb, q.u, wo, q.wx]
-
-    def hand_loss() -> torch.Tensor:
-        h = torch.zeros(batch, hidden)
-        logps, costs = [], []
-        for t in range(steps):
-            dist = Categorical(logits=h @ wo, validate_args=False)
-            z = dist.sample()
-            logps.append(dist.log_prob(z))
-            h, c = step(h, z, t)
-            costs.append(c)
-        c = torch.stack(costs)
-        rtg = c.detach().flip(0).cumsum(0).flip(0)
-        return c.sum() + (torch.stack(logps) * rtg).sum()
-
-    def scg_loss(structure: Structure) -> Loss:
-        def loss() -> torch.Tensor:
-            h = torch.zeros(batch, hidden)
-            with scg.Graph(structure=structure) as g:
-                for t in range(steps):
-                    z = scg.sample(Categorical(logits=h @ wo, validate_args=False), name="z", step=t)
-                    h, c = step(h, z, t)
-                    scg.cost(c, name="c", step=t)
-            return g.surrogate_loss()
-
-        return loss
-
-    return Model(hand_loss=hand_loss, scg_loss=scg_loss, params=params)
-
-
-MIXED_TAU, MIXED_BETA = 0.5, 0.1  # the Gumbel-softmax temperature, the EMA baseline's rate
-
-
-@dataclass(kw_only=True, slots=True)
-class MixedParts:
-    """The mixed model's inputs x and targets (B, H), weights and per-state prices; its
-    REINFORCE node's distribution (``choose``) and the reparameterised Normal's (``move``)."""
-
-    x: torch.Tensor
-    target: torch.Tensor
-    wa: torch.nn.Parameter
-    wb: torch.nn.Parameter
-    wcx: torch.nn.Parameter
-    emb: torch.nn.Parameter
-    wd: torch.nn.Parameter
-    price: torch.Tensor
-
-    def choose(self, y: torch.Tensor) -> Categorical:
-        return Categorical(logits=y @ self.wb + self.x @ self.wcx, validate_args=False)
-
-    def move(self, y: torch.Tensor, z: torch.Tensor) -> Normal:
-        return Normal(self.emb[z] + y @ self.wd, 1.0, validate_args=False)
-
-
-def mixed_parts(batch: int, hidden: int, states: int = 8) -> MixedParts:
-    d = _Draw(3)
-    x, target = d.randn(batch, hidden), d.randn(batch, hidden)
-    wa, wb, wcx, emb, wd = (
-        d.param(hidden, states),
-        d.param(states, states),
-        d.param(hidden, states),
-        d.param(states, hidden),
-        d.param(states, hidden),
-    )
-    return MixedParts(x=x, target=target, wa=wa, wb=wb, wcx=wcx, emb=emb, wd=wd, price=d.randn(states))
-
-
-def make_mixed(batch: int, hidden: int, tau: float = MIXED_TAU, beta: float = MIXED_BETA) -> Model:
-    m = mixed_parts(batch, hidden)
-    x, target, wa, price, choose, move = m.x, m.target, m.wa, m.price, m.choose, m.move
-    states = wa.shape[1]
-    params = [wa, m.wb, m.wcx, m.emb, m.wd]
-    ema_hand = [torch.zeros(())]
-
-    def hand_loss() -> torch.Tensor:
-        logits = x @ wa
-        soft = RelaxedOneHotCategorical(torch.as_tensor(tau, dtype=logits.dtype), logits=logits).rsample(torch.Size())
-        y = F.one_hot(soft.argmax(-1), states).to(soft.dtype) + (soft - soft.detach())
-        c1 = (y * price).sum(-1)
-        dz = choose(y)
-        z = dz.sample()
-        e = move(y, z).rsample()
-        c2 = ((e - target) ** 2).sum(-1)
-        r = c2.detach()
-        b = ema_hand[0]
-        ema_hand[0] = b + beta * (r.mean() - b)
-        return c1.sum() + c2.sum() + (dz.log_prob(z) * (r - b)).sum()
-
-    ema = scg.baselines.EMA(beta)
-    straight = scg.estimators.GumbelSoftmax(tau, hard=True)
-
-    def scg_loss(structure: Structure) -> Loss:
-        def loss() -> torch.Tensor:
-            with scg.Graph(structure=structure) as g:
-                y = scg.sample(OneHotCategorical(logits=x @ wa, validate_args=False), name="y", estimator=straight)
-                scg.cost((y * price).sum(-1), name="price")
-                z = scg.sample(choose(y), name="z", baseline=ema)
-                e = scg.sample(move(y, z), name="e")
-                scg.cost(((e - target) ** 2).sum(-1), name="fit")
-            return g.surrogate_loss()
-
-        return loss
-
-    return Model(hand_loss=hand_loss, scg_loss=scg_loss, params=params)
-
-
-WORKLOADS: dict[str, tuple[str, Callable[..., Model]]] = {
-    "sbn": ("sigmoid belief net, 2 Bernoulli layers, learned (NVIL) baselines", make_sbn),
-    "ram": ("recurrent attention, T=6 Gaussian glimpses, learned baseline", make_ram),
-    "sequence": ("discrete latent sequence, T=20", make_sequence),
-    "mixed": ("Gumbel-ST + REINFORCE (EMA) + reparameterised Normal", make_mixed),
-}
-
-
-def steps(model: Model) -> tuple[Callable[[], None], dict[str, Callable[[], None]]]:
-    """The gradient steps (forward + surrogate + backward): hand-written and one per mode."""
-
-    def step(loss: Loss) -> Callable[[], None]:
-        def run() -> None:
-            loss().backward()
-
-        return run
-
-    structures: dict[str, Structure] = {
-        "tracked": None,
-        "cached": scg.Cached(check_every=100),
-        "declared": scg.Declared(),
-    }
-    return step(model.hand_loss), {m: step(model.scg_loss(s)) for m, s in structures.items()}
-
-
-def _inner(fn: Callable[[], None], params: list[torch.Tensor], floor_s: float = 0.004) -> int:
-    """Calls per timed block so that a block lasts about ``floor_s`` (one call timed)."""
+def _budgeted(
+    fns: dict[str, Callable[[], None]], params: list[torch.Tensor], inner: int, repeats: int, budget_s: float
+) -> int:
+    """The repeats of a row: at most ``repeats``, at least 5, and about ``budget_s`` seconds of
+    alternating rounds (one call of each function timed)."""
     t0 = clock()
-    fn()
-    for p in params:
-        p.grad = None
-    return max(1, min(50, round(floor_s / max(clock() - t0, 1e-6))))
+    for f in fns.values():
+        f()
+        for p in params:
+            p.grad = None
+    round_s = (clock() - t0) * inner
+    return max(min(repeats, 5), min(repeats, int(budget_s / max(round_s, 1e-9))))
 
 
 def overhead(
-    repeats: int, batches: list[int], hidden: int, names: list[str] | None = None, floor_s: float = 0.004
+    repeats: int,
+    batches: list[int],
+    hiddens: list[int],
+    names: list[str] | None = None,
+    floor_s: float = 0.004,
+    budget_s: float = 30.0,
 ) -> list[dict[str, Any]]:
-    """One row per (workload, batch): median ms per step and the ratio to hand-written."""
+    """One row per (workload, hidden, batch): median ms per step and the ratio to hand-written."""
     rows = []
     for name in names or list(WORKLOADS):
         label, make = WORKLOADS[name]
-        for b in batches:
-            model = make(b, hidden)
-            hand, modes = steps(model)
-            inner = _inner(hand, model.params, floor_s)
-            med = measure({"hand": hand, **modes}, model.params, repeats, inner, 1 if floor_s == 0 else 3)
-            row: dict[str, Any] = {
-                "workload": name,
-                "label": label,
-                "batch": b,
-                "hidden": hidden,
-                "inner": inner,
-                "hand_ms": med["hand"] * 1e3,
-            }
-            for m in MODES:
-                row[f"{m}_ms"] = med[m] * 1e3
-                row[f"{m}_ratio"] = med[m] / med["hand"]
-            rows.append(row)
-            log(
-                f"{name:8s} B={b:3d} H={hidden} hand {row['hand_ms']:8.3f} ms  "
-                + "  ".join(f"{m} {row[m + '_ratio']:.3f}" for m in MODES)
-            )
+        for hidden in hiddens:
+            for b in batches:
+                model = make(b, hidden)
+                hand, modes = steps(model)
+                fns = {"hand": hand, **modes}
+                inner = inner_calls(hand, model.params, floor_s)
+                reps = repeats if repeats <= 5 else _budgeted(fns, model.params, inner, repeats, budget_s)
+                med = measure(fns, model.params, reps, inner, 1 if floor_s == 0 else 3)
+                row: dict[str, Any] = {
+                    "workload": name,
+                    "label": label,
+                    "batch": b,
+                    "hidden": hidden,
+                    "inner": inner,
+                    "repeats": reps,
+                    "hand_ms": med["hand"] * 1e3,
+                }
+                for m in MODES:
+                    row[f"{m}_ms"] = med[m] * 1e3
+                    row[f"{m}_ratio"] = med[m] / med["hand"]
+                rows.append(row)
+                log(
+                    f"{name:8s} B={b:3d} H={hidden:3d} hand {row['hand_ms']:8.3f} ms ({reps} repeats)  "
+                    + "  ".join(f"{m} {row[m + '_ratio']:.3f}" for m in MODES)
+                )
     return rows
 
 
-def chain(n: int, per_node_costs: bool, batch: int = 32) -> tuple[Model, Callable[[Structure], scg.Graph]]:
-    """N Bernoulli nodes in a chain, a cost after each (or one cost at the end): the model and
-    scg's forward pass alone (the graph returned, its surrogate not built)."""
-    theta = torch.nn.Parameter(torch.zeros(n))
-
-    def hand_loss() -> torch.Tensor:
-        b = torch.zeros(batch)
-        lps, costs = [], []
-        for i in range(n):
-            dist = Bernoulli(logits=theta[i] + b, validate_args=False)
-            b = dist.sample()
-            lps.append(dist.log_prob(b))
-            costs.append(b)
-        c = torch.stack(costs)
-        credit = c.flip(0).cumsum(0).flip(0) if per_node_costs else c.sum(0)
-        return c.sum() + (torch.stack(lps) * credit).sum()
-
-    def forward(structure: Structure) -> scg.Graph:
-        b = torch.zeros(batch)
-        with scg.Graph(structure=structure) as g:
-            bs = []
-            for i in range(n):
-                b = scg.sample(Bernoulli(logits=theta[i] + b, validate_args=False), name="b", step=i)
-                if per_node_costs:
-                    scg.cost(b, name="c", step=i)
-                else:
-                    bs.append(b)
-            if not per_node_costs:
-                scg.cost(sum(bs[1:], bs[0]), name="c")  # (B,)
-        return g
-
-    def scg_loss(structure: Structure) -> Loss:
-        return lambda: forward(structure).surrogate_loss()
-
-    return Model(hand_loss=hand_loss, scg_loss=scg_loss, params=[theta]), forward
-
-
 def _phases(
-    hand_loss: Loss, forward: Callable[[Structure], scg.Graph], structure: Structure, repeats: int
-) -> dict[str, float]:
-    """Median seconds of the hand-written loss, scg's forward (graph building) and scg's
-    surrogate, alternating (two warm-up rounds dropped)."""
-    fwd, sur, hand = [], [], []
-    for _ in range(repeats + 2):
-        t0 = clock()
-        hand_loss()
-        t1 = clock()
-        g = forward(structure)
-        t2 = clock()
-        g.surrogate_loss()
-        t3 = clock()
-        hand.append(t1 - t0)
-        fwd.append(t2 - t1)
-        sur.append(t3 - t2)
-    return {
-        "hand": statistics.median(hand[2:]),
-        "forward": statistics.median(fwd[2:]),
-        "surrogate": statistics.median(sur[2:]),
-    }
+    hand_loss: Loss, forward: Callable[[Structure], scg.Graph], struct: Structure, repeats: int, inner: int
+) -> dict[str, list[float]]:
+    """Seconds per call of the hand-written loss, scg's forward (graph building) and scg's
+    surrogate in each of ``repeats`` alternating repeats (``inner`` calls each, thread CPU time,
+    the garbage collector paused; two warm-up repeats dropped)."""
+    out: dict[str, list[float]] = {"hand": [], "forward": [], "surrogate": []}
+    enabled = gc.isenabled()
+    try:
+        for r in range(repeats + 2):
+            gc.disable()
+            t0 = clock()
+            for _ in range(inner):
+                hand_loss()
+            t1 = clock()
+            graphs = [forward(struct) for _ in range(inner)]
+            t2 = clock()
+            for g in graphs:
+                g.surrogate_loss()
+            t3 = clock()
+            gc.enable()
+            if r >= 2:
+                out["hand"].append((t1 - t0) / inner)
+                out["forward"].append((t2 - t1) / inner)
+                out["surrogate"].append((t3 - t2) / inner)
+    finally:
+        if enabled:
+            gc.enable()
+    return out
 
 
-def per_node(repeats: int, sizes: list[int]) -> list[dict[str, Any]]:
-    """µs per scg.sample / scg.cost call and surrogate build µs per node, per mode and N.
+def _paired(a: list[float], b: list[float]) -> float:
+    """The median of the paired differences a − b (the same repeat's two timings)."""
+    return statistics.median(x - y for x, y in zip(a, b))
 
-    A call's cost is scg's forward minus the hand-written loss (which also makes its surrogate
-    sums), per node; the cost calls are separated by the variant with one final cost."""
+
+def per_node(repeats: int, sizes: list[int], floor_s: float = 0.002, boost: int = 5) -> list[dict[str, Any]]:
+    """Per N and mode: scg's forward time over the hand-written loss's, per chain variant (a cost
+    per node, one cost at the end; µs, the median of paired differences) and the surrogate's
+    build (µs, median); and per call, each divided by N.
+
+    Small chains get more repeats (up to ``boost`` x ``repeats``; a repeat is cheap there) and
+    several calls per timed block (about ``floor_s`` of forward each)."""
     out = []
     for n in sizes:
         row: dict[str, Any] = {"N": n}
+        reps = repeats * max(1, min(boost, 64 // n))
         for m in MODES:
             res = {}
             for per_cost in (True, False):
                 model, forward = chain(n, per_cost)
-                structure: Structure = {
-                    "tracked": None,
-                    "cached": scg.Cached(check_every=100),
-                    "declared": scg.Declared(),
-                }[m]
-                res[per_cost] = _phases(model.hand_loss, forward, structure, repeats)
+                t0 = clock()
+                forward(structure(m))
+                inner = max(1, min(50, round(floor_s / max(clock() - t0, 1e-6))))
+                res[per_cost] = _phases(model.hand_loss, forward, structure(m), reps, inner)
             both, samples = res[True], res[False]
-            pair = (both["forward"] - both["hand"]) / n
-            sample_only = (samples["forward"] - samples["hand"]) / n
-            row[f"{m}_sample_us"] = sample_only * 1e6
-            row[f"{m}_cost_us"] = (pair - sample_only) * 1e6
-            row[f"{m}_surrogate_us_per_node"] = both["surrogate"] / n * 1e6
-            for key, phases in (("", both), ("one_cost_", samples)):
-                for phase in ("forward", "surrogate", "hand"):
-                    row[f"{m}_{key}{phase}_ms"] = phases[phase] * 1e3
+            row[f"{m}_pair_extra_us"] = _paired(both["forward"], both["hand"]) * 1e6
+            row[f"{m}_sample_extra_us"] = _paired(samples["forward"], samples["hand"]) * 1e6
+            row[f"{m}_surrogate_us"] = statistics.median(both["surrogate"]) * 1e6
+            row[f"{m}_sample_us"] = row[f"{m}_sample_extra_us"] / n
+            row[f"{m}_cost_us"] = (row[f"{m}_pair_extra_us"] - row[f"{m}_sample_extra_us"]) / n
+            row[f"{m}_surrogate_us_per_node"] = row[f"{m}_surrogate_us"] / n
+            row[f"{m}_hand_us"] = statistics.median(both["hand"]) * 1e6
+        row["repeats"] = reps
         out.append(row)
         log(
-            f"N={n:4d} "
+            f"N={n:4d} ({reps} repeats) "
             + "  ".join(
                 f"{m}: sample {row[m + '_sample_us']:.1f} cost {row[m + '_cost_us']:.1f} "
                 f"surrogate/node {row[m + '_surrogate_us_per_node']:.1f} µs"
@@ -575,7 +228,9 @@ def compiled_rows(repeats: int, batch: int = 16, hidden: int = 32) -> list[dict[
         try:
             model = make()
             hand_c = torch.compile(model.hand_loss, fullgraph=True, dynamic=False, backend=backend)
-            decl_c = torch.compile(model.scg_loss(scg.Declared()), fullgraph=True, dynamic=False, backend=backend)
+            decl_c = torch.compile(
+                model.scg_loss(structure("declared")), fullgraph=True, dynamic=False, backend=backend
+            )
 
             def run(fn: Loss) -> Callable[[], None]:
                 return lambda: fn().backward()
@@ -675,53 +330,74 @@ def _short(file: str) -> str:
 
 
 def slopes(points: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
-    """Per mode, least-squares slopes against N (µs per node): scg's forward over the
-    hand-written one per sample + cost pair and per sample (one final cost), the cost call as
-    their difference, the surrogate's build; and the fixed part of a graph (the pair fit's
-    intercept, µs), which divides into the per-N values at small N."""
+    """Per mode, extra(N) = fixed + slope · N fitted by least squares weighted 1/N² (each N by its
+    relative error; the small graphs fix the per-graph part, the large ones the per-node part):
+    µs per sample + cost pair and per sample (one final cost), the cost call as their difference,
+    the surrogate's build per node; and the fixed parts per graph (µs)."""
     ns = torch.tensor([float(p["N"]) for p in points], dtype=torch.float64)
-    design = torch.stack([ns, torch.ones_like(ns)], 1)
+    design = torch.stack([torch.ones_like(ns), 1.0 / ns], 1)  # extra / N = slope + fixed / N
 
-    def fit(ys: list[float]) -> tuple[float, float]:
-        sol = torch.linalg.lstsq(design, torch.tensor(ys, dtype=torch.float64)[:, None]).solution
+    def fit(key: str) -> tuple[float, float]:
+        ys = torch.tensor([p[key] for p in points], dtype=torch.float64) / ns
+        sol = torch.linalg.lstsq(design, ys[:, None]).solution
         return float(sol[0, 0]), float(sol[1, 0])
 
     out = {}
     for m in MODES:
-        pair, fixed = fit([(p[f"{m}_forward_ms"] - p[f"{m}_hand_ms"]) * 1e3 for p in points])
-        sample, _ = fit([(p[f"{m}_one_cost_forward_ms"] - p[f"{m}_one_cost_hand_ms"]) * 1e3 for p in points])
-        surrogate, surrogate_fixed = fit([p[f"{m}_surrogate_ms"] * 1e3 for p in points])
+        pair, pair_fixed = fit(f"{m}_pair_extra_us")
+        sample, sample_fixed = fit(f"{m}_sample_extra_us")
+        surrogate, surrogate_fixed = fit(f"{m}_surrogate_us")
         out[m] = {
             "sample_us": sample,
             "cost_us": pair - sample,
             "pair_us": pair,
-            "graph_fixed_us": fixed,
+            "graph_fixed_us": pair_fixed,
+            "one_cost_graph_fixed_us": sample_fixed,
             "surrogate_us_per_node": surrogate,
             "surrogate_fixed_us": surrogate_fixed,
         }
     return out
 
 
+PANELS = (
+    ("pair_extra_us", "graph_fixed_us", "pair_us", "forward, N samples + N costs"),
+    ("sample_extra_us", "one_cost_graph_fixed_us", "sample_us", "forward, N samples + 1 cost"),
+    ("surrogate_us", "surrogate_fixed_us", "surrogate_us_per_node", "surrogate build"),
+)
+
+
 def plot(points: list[dict[str, Any]], path: Path) -> None:
+    """Each cost against N (log-log), measured points and the fitted fixed + slope · N."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 3, figsize=(12, 3.8))
+    fig, axes = plt.subplots(1, 3, figsize=(13, 4))
     ns = [p["N"] for p in points]
-    for ax, key, title in zip(
-        axes,
-        ("sample_us", "cost_us", "surrogate_us_per_node"),
-        ("µs per scg.sample", "µs per scg.cost", "surrogate build, µs per node"),
-    ):
-        for m in MODES:
-            ax.plot(ns, [p[f"{m}_{key}"] for p in points], marker="o", label=m)
+    fits = slopes(points) if len(points) >= 2 else {}
+    grid = torch.logspace(0, float(torch.log10(torch.tensor(float(max(ns))))), 50).tolist()
+    for ax, (key, fixed, slope, title) in zip(axes, PANELS):
+        for i, m in enumerate(MODES):
+            color = f"C{i}"
+            ax.plot(ns, [max(p[f"{m}_{key}"], 1e-1) for p in points], "o", color=color, label=m)
+            if m in fits:
+                f = fits[m]
+                ax.plot(
+                    grid,
+                    [max(f[fixed] + f[slope] * n, 1e-1) for n in grid],
+                    "-",
+                    color=color,
+                    alpha=0.6,
+                    label=f"{f[fixed]:.0f} + {f[slope]:.1f}·N µs",
+                )
         ax.set_xscale("log")
+        ax.set_yscale("log")
         ax.set_xlabel("nodes N (chain of Bernoulli, B=32)")
+        ax.set_ylabel("µs per graph (scg − hand-written)" if key != "surrogate_us" else "µs per graph")
         ax.set_title(title)
-        ax.legend()
-    fig.tight_layout()
+        ax.legend(fontsize=7)
+    fig.subplots_adjust(left=0.06, right=0.99, bottom=0.13, top=0.92, wspace=0.3)  # (tight_layout: seconds)
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
@@ -733,7 +409,7 @@ def _slope_lines(pts: list[dict[str, Any]]) -> list[str]:
     if len(pts) < 2:
         return []
     lines = [
-        "Slopes against N (least squares; µs per node) and the fixed part per graph (µs):",
+        "Fit extra(N) = fixed + slope · N (least squares weighted 1/N²; µs per node, fixed µs per graph):",
         "",
         "| mode | scg.sample | scg.cost | sample + cost | fixed per graph | surrogate per node | surrogate fixed |",
         "|---|---:|---:|---:|---:|---:|---:|",
@@ -757,22 +433,29 @@ def _reason(error: str) -> str:
     return error.splitlines()[0][:400]
 
 
-def render(data: dict[str, Any], path: Path) -> None:
-    meta = data["meta"]
+def _meta_lines(meta: dict[str, Any]) -> list[str]:
+    peers_text = ""
+    if meta.get("peer_versions"):
+        v = meta["peer_versions"]
+        peers_text = f", pyro-ppl {v['pyro']}, storchastic {v['storchastic']}"
+    load = meta["load_average_1_5_15"]
+    return [
+        f"torch {meta['torch']}{peers_text}, {meta['threads']} thread(s), up to {meta['repeats']} alternating "
+        f"repeats per row (fewer where a row would pass {meta.get('row_budget_s', '-')} s); load average "
+        f"(1, 5, 15 min) at the start {load} on {meta['cpus']} cores, at the end {meta.get('load_at_end', '-')} "
+        "(absolute times inflated by the load; thread CPU time; ratios alternate in one run). "
+        f"Command: `{meta['command']}`.",
+    ]
+
+
+def _ratio_lines(rows: list[dict[str, Any]]) -> list[str]:
     lines = [
-        "# Small models: scg vs hand-written (median time per gradient step)",
-        "",
-        f"torch {meta['torch']}, {meta['threads']} thread(s), {meta['repeats']} alternating "
-        f"repeats; load average at the start {meta['load_average_1_5_15']} on "
-        f"{meta['cpus']} cores (absolute times inflated by the load; ratios alternate in one "
-        f"run). Command: `{meta['command']}`.",
-        "",
         "Targets at batch >= 32: tracked <= 1.5, Cached <= 1.15, Declared <= 1.10 (a miss is marked *).",
         "",
         "| workload | B | H | hand (ms) | tracked / hand | Cached / hand | Declared / hand |",
         "|---|---:|---:|---:|---:|---:|---:|",
     ]
-    for r in data["rows"]:
+    for r in rows:
         cells = []
         for m in MODES:
             miss = r["batch"] >= 32 and r[f"{m}_ratio"] > TARGETS[m]
@@ -780,72 +463,92 @@ def render(data: dict[str, Any], path: Path) -> None:
         lines.append(
             f"| {r['label']} | {r['batch']} | {r['hidden']} | {r['hand_ms']:.3f} | " + " | ".join(cells) + " |"
         )
-    if data.get("compile"):
-        lines += ["", "## Whole step under torch.compile(fullgraph=True)", ""]
-        for c in data["compile"]:
-            head = f"- `{c['workload']}` (B={c['batch']}, H={c['hidden']}, {c['backend']}): "
-            if "error" in c:
-                lines.append(head + "not compiled: `" + _reason(c["error"]) + "`")
-            elif "ratio" in c:
-                lines.append(
-                    head + f"scg Declared {c['declared_ms']:.3f} ms, hand-written "
-                    f"{c['hand_ms']:.3f} ms compiled: {c['ratio']:.3f}x (eager hand "
-                    f"{c['eager_hand_ms']:.3f} ms; compile + warm-up {c['compile_s']:.0f} s)"
-                )
-            else:
-                lines.append(head + "captured whole (eager backend, not timed)")
-    pts = data.get("per_node")
-    if pts:
-        lines += [
-            "",
-            "## Per-node cost (chain of N Bernoulli nodes, B=32; `small_models.png`)",
-            "",
-            "Thread CPU time of scg's forward minus the hand-written loss's, and the surrogate's "
-            "build, medians of alternating runs.",
-            "",
-            *_slope_lines(pts),
-            "Each N (per call: the difference / N, so a per-graph constant inflates small N):",
-            "",
-            "| N | " + " | ".join(f"{m} sample | {m} cost | {m} surrogate/node" for m in MODES) + " |",
-            "|---:|" + "---:|" * 9,
-        ]
-        for p in pts:
+    return lines
+
+
+def _compile_lines(rows: list[dict[str, Any]]) -> list[str]:
+    lines = []
+    for c in rows:
+        head = f"- `{c['workload']}` (B={c['batch']}, H={c['hidden']}, {c['backend']}): "
+        if "error" in c:
+            lines.append(head + "not compiled: `" + _reason(c["error"]) + "`")
+        elif "ratio" in c:
             lines.append(
-                f"| {p['N']} | "
-                + " | ".join(
-                    f"{p[m + '_sample_us']:.1f} | {p[m + '_cost_us']:.1f} | {p[m + '_surrogate_us_per_node']:.1f}"
-                    for m in MODES
-                )
-                + " |"
+                head + f"scg Declared {c['declared_ms']:.3f} ms, hand-written "
+                f"{c['hand_ms']:.3f} ms compiled: {c['ratio']:.3f}x (eager hand "
+                f"{c['eager_hand_ms']:.3f} ms; compile + warm-up {c['compile_s']:.0f} s)"
             )
-    prof = data.get("profile")
-    for m, p in (prof or {}).items():
-        step = p["step_us"]
-        lines += [
-            "",
-            f"## cProfile, sbn B=32 H=32, {m} ({step:.0f} µs per step under the profiler, thread CPU time)",
-            "",
-            "Own time by area:",
-            "",
-            "| area | µs / step | share |",
-            "|---|---:|---:|",
-        ]
-        lines += [
-            f"| {a} | {us:.0f} | {us / step:.1%} |"
-            for a, us in sorted(p["areas"].items(), key=lambda kv: -kv[1])
-            if us > 0
-        ]
-        lines += [
-            "",
-            "Entry points (cumulative):",
-            "",
-            "| call | calls / step | µs / step | share |",
-            "|---|---:|---:|---:|",
-        ]
-        lines += [
-            f"| `{n}` | {e['calls']:.0f} | {e['cum_us']:.0f} | {e['cum_us'] / step:.1%} |"
-            for n, e in p["entry_points"].items()
-        ]
+        else:
+            lines.append(head + "captured whole (eager backend, not timed)")
+    return lines
+
+
+def _per_node_lines(pts: list[dict[str, Any]]) -> list[str]:
+    lines = [
+        "Thread CPU time, garbage collector paused; per N the median of the paired differences scg's forward "
+        "− the hand-written loss (µs per graph) and the surrogate's build (median), alternating repeats.",
+        "",
+        *_slope_lines(pts),
+        "Measured per graph (µs; *pair*: N samples + N costs, *samples*: N samples + 1 cost, *surrogate*: "
+        "the surrogate's build of the pair chain; hand: the hand-written pair chain's loss):",
+        "",
+        "| N | repeats | hand | " + " | ".join(f"{m} pair | {m} samples | {m} surrogate" for m in MODES) + " |",
+        "|---:|---:|---:|" + "---:|" * 9,
+    ]
+    for p in pts:
+        lines.append(
+            f"| {p['N']} | {p['repeats']} | {p['declared_hand_us']:.0f} | "
+            + " | ".join(
+                f"{p[m + '_pair_extra_us']:.0f} | {p[m + '_sample_extra_us']:.0f} | {p[m + '_surrogate_us']:.0f}"
+                for m in MODES
+            )
+            + " |"
+        )
+    lines += [
+        "",
+        "Per call (µs; the per-graph values / N, so a fixed part per graph inflates small N):",
+        "",
+        "| N | " + " | ".join(f"{m} sample | {m} cost | {m} surrogate/node" for m in MODES) + " |",
+        "|---:|" + "---:|" * 9,
+    ]
+    for p in pts:
+        lines.append(
+            f"| {p['N']} | "
+            + " | ".join(
+                f"{p[m + '_sample_us']:.1f} | {p[m + '_cost_us']:.1f} | {p[m + '_surrogate_us_per_node']:.1f}"
+                for m in MODES
+            )
+            + " |"
+        )
+    return lines
+
+
+def _profile_lines(m: str, p: dict[str, Any], level: str, top: bool = True) -> list[str]:
+    step = p["step_us"]
+    lines = [
+        "",
+        f"{level} cProfile, sbn B=32 H=32, {m} ({step:.0f} µs per step under the profiler, thread CPU time)",
+        "",
+        "Own time by area:",
+        "",
+        "| area | µs / step | share |",
+        "|---|---:|---:|",
+    ]
+    lines += [
+        f"| {a} | {us:.0f} | {us / step:.1%} |" for a, us in sorted(p["areas"].items(), key=lambda kv: -kv[1]) if us > 0
+    ]
+    lines += [
+        "",
+        "Entry points (cumulative):",
+        "",
+        "| call | calls / step | µs / step | share |",
+        "|---|---:|---:|---:|",
+    ]
+    lines += [
+        f"| `{n}` | {e['calls']:.0f} | {e['cum_us']:.0f} | {e['cum_us'] / step:.1%} |"
+        for n, e in p["entry_points"].items()
+    ]
+    if top:
         lines += [
             "",
             "Top entries by own time:",
@@ -856,7 +559,44 @@ def render(data: dict[str, Any], path: Path) -> None:
         lines += [
             f"| `{e['function']}` | {e['calls']:.0f} | {e['own_us']:.1f} | {e['own_share']:.1%} |" for e in p["top"]
         ]
+    return lines
+
+
+def report(data: dict[str, Any], level: str = "##", top: bool = True) -> list[str]:
+    """The results as markdown sections (``level``: their heading level)."""
+    lines = [*_meta_lines(data["meta"]), "", *_ratio_lines(data["rows"])]
+    if data.get("peers"):
+        lines += ["", f"{level} Peer libraries on the same workloads (time ÷ hand-written)", ""]
+        lines += peers.peer_lines(data["peers"])
+    if data.get("compile"):
+        lines += ["", f"{level} Whole step under torch.compile(fullgraph=True)", "", *_compile_lines(data["compile"])]
+    if data.get("per_node"):
+        lines += ["", f"{level} Per-node cost (chain of N Bernoulli nodes, B=32; `small_models.png`)", ""]
+        lines += _per_node_lines(data["per_node"])
+    for m, p in (data.get("profile") or {}).items():
+        lines += _profile_lines(m, p, level, top)
+    return lines
+
+
+def render(data: dict[str, Any], path: Path) -> None:
+    lines = ["# Small models: scg vs hand-written (median time per gradient step)", "", *report(data)]
     path.write_text("\n".join(lines) + "\n")
+
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "performance.md"
+BEGIN = "<!-- begin: written by benchmarks/small_models.py --docs from benchmarks/results/small_models.json -->"
+END = "<!-- end: small_models.py --docs -->"
+
+
+def write_docs(data: dict[str, Any], path: Path) -> None:
+    """The measured tables into ``path`` between its ``BEGIN`` and ``END`` markers."""
+    text = path.read_text()
+    if BEGIN not in text or END not in text:
+        raise SystemExit(f"{path}: the markers {BEGIN!r} and {END!r} are missing; nothing written")
+    head, rest = text.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    block = "\n".join(report(data, level="####", top=False))
+    path.write_text(f"{head}{BEGIN}\n\n{block}\n\n{END}{tail}")
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -864,20 +604,38 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument(
         "--quick", action="store_true", help="tiny sizes and 1 repeat (a smoke run; the numbers mean nothing)"
     )
-    parser.add_argument("--batch", type=int, nargs="+", default=None, metavar="B")
-    parser.add_argument("--hidden", type=int, default=None)
-    parser.add_argument("--repeats", type=int, default=None)
+    parser.add_argument("--batch", type=int, nargs="+", default=None, metavar="B", help="default 1 32 256")
+    parser.add_argument("--hidden", type=int, nargs="+", default=None, metavar="H", help="default 32 128")
+    parser.add_argument("--repeats", type=int, default=None, help="alternating repeats per row (default 15)")
+    parser.add_argument(
+        "--row-budget-s",
+        type=float,
+        default=30.0,
+        help="fewer repeats (at least 5) where a row's repeats would take longer (CPU seconds)",
+    )
     parser.add_argument(
         "--nodes",
         type=int,
         nargs="+",
         default=None,
         metavar="N",
-        help="chain lengths of the per-node scan (default 4 16 64 256)",
+        help="chain lengths of the per-node scan (default 1 4 16 64 256)",
+    )
+    parser.add_argument("--peers", action="store_true", help="add Pyro and Storchastic on the same workloads")
+    parser.add_argument(
+        "--peer-batch", type=int, nargs="+", default=None, metavar="B", help="the peers' batch sizes (default 32 256)"
     )
     parser.add_argument("--compile", action="store_true", help="add the torch.compile rows")
     parser.add_argument("--profile", action="store_true", help="add the cProfile breakdown")
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument(
+        "--docs",
+        type=Path,
+        nargs="?",
+        const=DOCS,
+        default=None,
+        help="write the measured tables into this page's marked block (default docs/performance.md)",
+    )
     parser.add_argument("--render", action="store_true", help="rewrite the .md and .png from the .json")
     parser.add_argument(
         "--add-profile", action="store_true", help="run only the cProfile breakdown and add it to the existing .json"
@@ -885,16 +643,30 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parser.parse_args(argv)
     quick = args.quick
     batches = args.batch or ([2] if quick else [1, 32, 256])
-    hidden = args.hidden or (8 if quick else 32)
+    hiddens = args.hidden or ([8] if quick else [32, 128])
     repeats = args.repeats or (1 if quick else 15)
-    nodes = args.nodes or ([2, 4] if quick else [4, 16, 64, 256])
-    for name, v in (("batch", batches), ("nodes", nodes), ("hidden", [hidden]), ("repeats", [repeats])):
+    nodes = args.nodes or ([1, 2, 4] if quick else [1, 4, 16, 64, 256])
+    peer_batches = args.peer_batch or ([2] if quick else [32, 256])
+    for name, v in (
+        ("batch", batches),
+        ("nodes", nodes),
+        ("hidden", hiddens),
+        ("repeats", [repeats]),
+        ("peer-batch", peer_batches),
+    ):
         if min(v) < 1:
             parser.error(f"--{name} must be >= 1, got {v}")
     torch.set_num_threads(1)
     torch.manual_seed(0)
     args.out.mkdir(parents=True, exist_ok=True)
-    meta = {**machine(CPU), "repeats": repeats, "batches": batches, "hidden": hidden, "quick": quick}
+    meta = {
+        **machine(CPU),
+        "repeats": repeats,
+        "row_budget_s": args.row_budget_s,
+        "batches": batches,
+        "hidden": hiddens,
+        "quick": quick,
+    }
     if argv is not None:
         meta["command"] = "python benchmarks/small_models.py " + " ".join(argv)
     data: dict[str, Any] = {"meta": meta}
@@ -902,21 +674,31 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.render or args.add_profile:
         data = json.loads(json_path.read_text())
         if args.add_profile:
-            torch.set_num_threads(1)
             data["profile"] = profile(calls=5 if quick else 200)
             data["meta"]["profile_load_average"] = machine(CPU)["load_average_1_5_15"]
             json_path.write_text(json.dumps(data, indent=2) + "\n")
         render(data, md_path)
         plot(data["per_node"], args.out / "small_models.png")
+        if args.docs:
+            write_docs(data, args.docs)
         return data
 
     def save() -> None:
+        data["meta"]["load_at_end"] = machine(CPU)["load_average_1_5_15"]
         json_path.write_text(json.dumps(data, indent=2) + "\n")
         render(data, md_path)
 
-    data["rows"] = overhead(repeats, batches, hidden, floor_s=0.0 if quick else 0.004)
+    floor = 0.0 if quick else 0.004
+    data["rows"] = overhead(repeats, batches, hiddens, floor_s=floor, budget_s=args.row_budget_s)
     save()
-    data["per_node"] = per_node(repeats, nodes)
+    if args.peers:
+        meta["peer_versions"] = {
+            "pyro": estimators_version("pyro-ppl"),
+            "storchastic": estimators_version("storchastic"),
+        }
+        data["peers"] = peers.peer_rows(repeats, peer_batches, hiddens[0], list(WORKLOADS), floor_s=floor)
+        save()
+    data["per_node"] = per_node(repeats, nodes, floor_s=0.0 if quick else 0.002, boost=1 if quick else 5)
     save()
     plot(data["per_node"], args.out / "small_models.png")
     if args.profile:
@@ -925,7 +707,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.compile:
         data["compile"] = compiled_rows(max(5, repeats // 2))
         save()
-    log(f"wrote {json_path} and {md_path}")
+    if args.docs:
+        write_docs(data, args.docs)
+    log(f"wrote {json_path} and {md_path}" + (f" and the tables in {args.docs}" if args.docs else ""))
     return data
 
 

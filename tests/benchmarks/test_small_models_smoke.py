@@ -1,6 +1,8 @@
-"""Smoke test of ``benchmarks/small_models.py``: each workload's hand-written twin computes scg's
-gradient in every mode for the same draws (what makes its ratios a like-for-like comparison),
-and the ``--quick`` run writes its files. Timings are never asserted."""
+"""Smoke test of ``benchmarks/small_models.py``: each workload's hand-written twin
+(``benchmarks/small_workloads.py``) computes scg's gradient in every mode for the same draws
+(what makes its ratios a like-for-like comparison), the peers' versions
+(``benchmarks/small_models_peers.py``) reach every parameter, and the ``--quick`` run writes its
+files. Timings are never asserted."""
 
 from __future__ import annotations
 
@@ -18,9 +20,14 @@ import scg
 
 @pytest.fixture(scope="module")
 def bench() -> Any:
-    if str(BENCHMARKS) not in sys.path:  # small_models imports surrogate_overhead by name
+    if str(BENCHMARKS) not in sys.path:  # small_models imports its neighbours by name
         sys.path.insert(0, str(BENCHMARKS))
     return load_benchmark("small_models")
+
+
+@pytest.fixture(scope="module")
+def work(bench: Any) -> Any:
+    return sys.modules["small_workloads"]
 
 
 def _grads(loss: Any, params: list[torch.Tensor], seed: int) -> list[torch.Tensor]:
@@ -47,10 +54,10 @@ STRUCTURES = {
 
 
 @pytest.mark.parametrize("workload", ["sbn", "ram", "sequence", "mixed"])
-def test_hand_written_twin_has_scg_gradient_in_every_mode(bench: Any, workload: str) -> None:
+def test_hand_written_twin_has_scg_gradient_in_every_mode(work: Any, workload: str) -> None:
     """Two steps with the same seeds (the second sees the EMA / learned baselines' state after
     one update): the twin's gradient equals scg's in each mode."""
-    make = bench.WORKLOADS[workload][1]
+    make = work.WORKLOADS[workload][1]
     hand = make(4, 8)
     ref = [_grads(hand.hand_loss, hand.params, s) for s in (0, 1)]
     assert all(float(g.abs().sum()) > 0 for g in ref[1])  # every parameter is reached
@@ -61,15 +68,15 @@ def test_hand_written_twin_has_scg_gradient_in_every_mode(bench: Any, workload: 
             _assert_equal(_grads(loss, model.params, s), ref[s], f"{workload} {mode} step {s}")
 
 
-def test_the_equality_check_catches_a_different_estimator(bench: Any) -> None:
+def test_the_equality_check_catches_a_different_estimator(work: Any) -> None:
     """Not vacuous: another draw, or credit with the whole sum instead of the reward-to-go,
     gives a gradient the check refuses."""
-    model = bench.make_sequence(4, 8, steps=5)
+    model = work.make_sequence(4, 8, steps=5)
     ref = _grads(model.hand_loss, model.params, 0)
     with pytest.raises(AssertionError):
         _assert_equal(_grads(model.scg_loss(scg.Declared()), model.params, 1), ref, "seed")
-    per_cost, _ = bench.chain(6, True, batch=4)
-    one_cost, _ = bench.chain(6, False, batch=4)
+    per_cost, _ = work.chain(6, True, batch=4)
+    one_cost, _ = work.chain(6, False, batch=4)
     one_cost.params[0].data.copy_(per_cost.params[0].data)
     with pytest.raises(AssertionError):
         _assert_equal(
@@ -80,41 +87,89 @@ def test_the_equality_check_catches_a_different_estimator(bench: Any) -> None:
 
 
 @pytest.mark.parametrize("per_node_costs", [True, False])
-def test_per_node_chain_twin(bench: Any, per_node_costs: bool) -> None:
+def test_per_node_chain_twin(work: Any, per_node_costs: bool) -> None:
     """The per-node scan compares like with like: the chain's twin has scg's gradient."""
-    model, _ = bench.chain(5, per_node_costs, batch=3)
+    model, _ = work.chain(5, per_node_costs, batch=3)
     ref = _grads(model.hand_loss, model.params, 2)
     for mode, structure in STRUCTURES.items():
         _assert_equal(_grads(model.scg_loss(structure()), model.params, 2), ref, mode)
 
 
 def test_quick_run_writes_its_files(bench: Any, tmp_path: Path) -> None:
-    data = bench.main(["--quick", "--profile", "--out", str(tmp_path)])
+    page = tmp_path / "page.md"
+    page.write_text(f"# Page\n\nbefore\n{bench.BEGIN}\nold numbers\n{bench.END}\nafter\n")
+    data = bench.main(["--quick", "--profile", "--out", str(tmp_path), "--docs", str(page)])
     names = {p.name for p in tmp_path.iterdir()}
     assert {"small_models.json", "small_models.md", "small_models.png"} <= names
     saved = json.loads((tmp_path / "small_models.json").read_text())
     assert saved["meta"]["quick"] and len(saved["rows"]) == 4 == len(data["rows"])
     assert {r["workload"] for r in saved["rows"]} == set(bench.WORKLOADS)
+    assert all(r["repeats"] == 1 for r in saved["rows"])
     for r in saved["rows"]:
         for m in bench.MODES:
             assert r[f"{m}_ms"] > 0 and r[f"{m}_ratio"] > 0
-    assert [p["N"] for p in saved["per_node"]] == [2, 4]
+    assert [p["N"] for p in saved["per_node"]] == [1, 2, 4]
+    fits = bench.slopes(saved["per_node"])
+    assert set(fits) == set(bench.MODES) and all(len(f) == 7 for f in fits.values())
     assert set(saved["profile"]) == {"declared", "tracked"}
     assert saved["profile"]["declared"]["entry_points"]["scg.sample"]["calls"] == 2
     text = (tmp_path / "small_models.md").read_text()
     assert "sigmoid belief net" in text and "Per-node cost" in text and "cProfile" in text
-    assert "Slopes against N" in text
+    assert "Fit extra(N) = fixed + slope" in text
+    docs = page.read_text()
+    assert docs.startswith("# Page\n\nbefore\n") and docs.endswith(f"{bench.END}\nafter\n")
+    assert "old numbers" not in docs and "Per-node cost" in docs and "Top entries" not in docs
     (tmp_path / "small_models.md").unlink()
-    bench.main(["--render", "--out", str(tmp_path)])  # the report again, from the JSON alone
+    page.write_text(f"{bench.BEGIN}\n{bench.END}\n")
+    bench.main(["--render", "--out", str(tmp_path), "--docs", str(page)])  # the report again, from the JSON alone
     assert (tmp_path / "small_models.md").read_text() == text
+    assert bench.report(saved, level="####", top=False)[0] in page.read_text()
+
+
+def test_docs_without_markers_are_refused(bench: Any, tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text("# no markers\n")
+    with pytest.raises(SystemExit, match="markers"):
+        bench.write_docs({}, page)
+    assert page.read_text() == "# no markers\n"
+
+
+@pytest.mark.slow  # three worker processes importing Pyro and Storchastic: about 2 min on a busy machine
+def test_peers_reach_every_parameter_and_time_each_workload(bench: Any) -> None:
+    """Each peer's version of a workload gives every parameter a finite nonzero gradient (in
+    its own process: Storchastic patches torch); a workload a peer does not map is reported as
+    such, with the reason, not timed; the rows time the rest."""
+    peers = bench.peers
+    for lib in peers.PEERS:
+        worker = peers.PeerWorker(lib, 1, 300.0)
+        try:
+            for name in bench.WORKLOADS:
+                if peers.mapping(name, lib).startswith(peers.NOT_MAPPED):
+                    continue
+                assert worker.call("build", name, 3, 4)[0] == "ok", (lib, name)
+                status, sizes = worker.call("grads")
+                assert status == "ok" and sizes and all(g is not None and 0 < g < float("inf") for g in sizes), (
+                    lib,
+                    name,
+                    sizes,
+                )
+        finally:
+            worker.stop()
+    rows = peers.peer_rows(1, [2], 4, ["sbn", "mixed"], floor_s=0.0)
+    by = {r["workload"]: r for r in rows}
+    assert {f"{lib}_ratio" for lib in peers.PEERS} <= set(by["sbn"])
+    assert "storch_ratio" in by["mixed"] and "pyro_ratio" not in by["mixed"]
+    assert by["mixed"]["pyro_mapping"].startswith(peers.NOT_MAPPED)
+    text = "\n".join(peers.peer_lines(rows))
+    assert "n/a" in text and "Pyro JitTraceGraph / hand" in text
 
 
 @pytest.mark.slow  # two dynamo captures, ~2 s
-def test_compiled_steps_compute_the_eager_gradient(bench: Any) -> None:
+def test_compiled_steps_compute_the_eager_gradient(work: Any) -> None:
     """The compiled row compares like with like: captured whole with ``fullgraph=True`` (dynamo's
     eager backend keeps torch's draws), the hand-written and the declared step give the eager
     hand-written gradient."""
-    model = bench.make_sequence(4, 8, steps=5)
+    model = work.make_sequence(4, 8, steps=5)
     ref = _grads(model.hand_loss, model.params, 0)
     for what, loss in (("hand", model.hand_loss), ("declared", model.scg_loss(scg.Declared()))):
         compiled = torch.compile(loss, fullgraph=True, dynamic=False, backend="eager")
