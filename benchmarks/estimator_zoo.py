@@ -32,7 +32,8 @@ Estimators (the latent layers are ``Independent(Bernoulli(...), 1)`` nodes):
   p(x | z) = Bern(σ(W'_z + c)), with ``sf_loo4`` (``ScoreFunction(LeaveOneOut())``, ``n=4``),
   ``unordered4`` (``UnorderedSet()``, ``n=4``, without replacement), ``rb3``
   (``RaoBlackwellized(3)``: the top 3 exactly + one sample, 4 evaluations), ``cdisarm4``
-  (``CategoricalDisARM()``, ``n=4``: two antithetic pairs, 4 evaluations), ``entmax``
+  (``CategoricalDisARM()``, ``n=4``: two antithetic pairs, 4 evaluations), ``arsm46``
+  (``ARSM()``, ``n=46``: z and its K(K−1)/2 = 45 swap pseudo-actions, 46 evaluations), ``entmax``
   (``GumbelEntmax(0.5)``, 1.5-entmax relaxation, biased) and ``enumerate`` (``Enumerate()``, all
   10: no variance from z; the reference).
 
@@ -72,10 +73,12 @@ variant differs from scg's:
   worker measures how often σ(z̃) falls on the wrong side of 1/2 (``conditional_mismatch``), and the
   means are z-tested against scg's. ``LAX`` is for continuous nodes (none here) and its
   ``estimator`` uses an undefined name (``derivs``) in Storchastic 0.3.7: not run.
+* ``arsm46``: Storchastic 0.3.7 has no ARSM (nor any swap / pseudo-action estimator): scg's row only.
 
     python benchmarks/estimator_zoo.py [--quick]    # all three (about 6 CPU minutes; --quick: smoke)
     python benchmarks/estimator_zoo.py --bias       # only the bias table (seed 1)
     python benchmarks/estimator_zoo.py --models cat --stem estimator_zoo_cat   # one model's rows (no bias table)
+    python benchmarks/estimator_zoo.py --docs       # rewrite docs/estimators.md's tables from the JSON
 
 Results: ``benchmarks/results/{STEM}.{json,md,png}`` (``estimator_zoo``, ``estimator_zoo_bias``
 with ``--bias``).
@@ -105,6 +108,7 @@ import scg  # noqa: E402
 import scg.testing as st  # noqa: E402
 from scg.estimators import (  # noqa: E402
     ARM,
+    ARSM,
     REBAR,
     RELAX,
     CategoricalDisARM,
@@ -118,6 +122,7 @@ from scg.estimators import (  # noqa: E402
     ScoreFunction,
     UnorderedSet,
 )
+from scg.estimators.arsm import pseudo_action_count  # noqa: E402
 
 RESULTS = REPO / "benchmarks" / "results"
 D = 16
@@ -135,15 +140,19 @@ ESTIMATORS = (
     "unordered4",
     "rb3",
     "cdisarm4",
+    "arsm46",
     "entmax",
     "enumerate",
 )
-UNBIASED = {"sf_loo2", "arm", "disarm", "rebar", "relax", "sf_loo4", "unordered4", "rb3", "cdisarm4", "enumerate"}
+UNBIASED = {
+    *("sf_loo2", "arm", "disarm", "rebar", "relax"),
+    *("sf_loo4", "unordered4", "rb3", "cdisarm4", "arsm46", "enumerate"),
+}
 #: the models ("1L", "2L": Bernoulli latents; "cat": one K-way categorical latent) and their estimators
 MODELS = {
     "1L": ("sf_loo2", "arm", "disarm", "rebar", "relax", "st", "gumbel_rao"),
     "2L": ("sf_loo2", "arm", "disarm", "st", "gumbel_rao"),
-    "cat": ("sf_loo4", "unordered4", "rb3", "cdisarm4", "entmax", "enumerate"),
+    "cat": ("sf_loo4", "unordered4", "rb3", "cdisarm4", "arsm46", "entmax", "enumerate"),
 }
 #: the estimators whose control variate has parameters φ, trained by ``estimator.backward``
 LEARNED = ("rebar", "relax")
@@ -274,6 +283,8 @@ def _estimator(name: str, model: VAE, x: torch.Tensor) -> tuple[Any, int | None,
         return RaoBlackwellized(3), None, False
     if name == "cdisarm4":
         return CategoricalDisARM(), 4, False
+    if name == "arsm46":  # z and its K(K-1)/2 swap pseudo-actions
+        return ARSM(), pseudo_action_count(K), False
     if name == "entmax":
         return GumbelEntmax(TAU), None, False
     if name == "enumerate":
@@ -675,7 +686,8 @@ def write_markdown(res: dict[str, Any], path: Path) -> None:
                 "r; Storchastic scales all of it by eta, scg only f: equal at eta = 1); their control "
                 "parameters are not stepped (both compute their gradient, Storchastic of the squared "
                 "gradient with respect to the node's probabilities, scg of the squared gradient of the model "
-                "parameters). Storchastic draws z first, scg b first: the same law, not the same draws.",
+                "parameters). Storchastic draws z first, scg b first: the same law, not the same draws. "
+                "arsm46 has no row: Storchastic 0.3.7 has no ARSM.",
                 "",
             ]
             mismatch = res.get("storch_conditional_mismatch")
@@ -715,6 +727,124 @@ def write_plot(res: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
+# ----------------------------------------------------------------------------- docs/estimators.md
+
+DOCS = REPO / "docs" / "estimators.md"
+#: how docs/estimators.md names each row (the report uses the short names)
+DOC_LABELS = {
+    "sf_loo2": "`ScoreFunction(LeaveOneOut())`, n=2",
+    "arm": "`ARM()`, n=2",
+    "disarm": "`DisARM()`, n=2",
+    "rebar": "`REBAR` (η, λ trained)",
+    "relax": "`RELAX`, REBAR's control + a network (η, λ, ρ trained)",
+    "st": f"straight-through, τ = {TAU:g} (biased)",
+    "gumbel_rao": f"`GumbelRao({TAU:g})` (biased)",
+    "sf_loo4": "`ScoreFunction(LeaveOneOut())`, n=4",
+    "unordered4": "`UnorderedSet()`, n=4",
+    "rb3": "`RaoBlackwellized(3)` (4 evaluations)",
+    "cdisarm4": "`CategoricalDisARM()`, n=4 (two pairs)",
+    "arsm46": f"`ARSM()`, n={pseudo_action_count(K)} (z and its {pseudo_action_count(K) - 1} swap pseudo-actions)",
+    "entmax": f"`GumbelEntmax({TAU:g})` (biased)",
+    "enumerate": f"`Enumerate()` ({K} evaluations, exact)",
+}
+#: Storchastic's estimator beside scg's, as in ``storch_variance``
+STORCH_LABELS = {
+    "sf_loo2": '`ScoreFunction(n_samples=2, baseline_factory="batch_average")`',
+    "arm": "`ARM(n_samples=1)`",
+    "disarm": "`DisARM(n_samples=1)`",
+    "rebar": f"`REBAR()`, temperature set to {TAU:g}",
+    "relax": f"`RELAX(c_phi=...)`, the same control, temperature {TAU:g}",
+    "sf_loo4": '`ScoreFunction(n_samples=4, baseline_factory="batch_average")`',
+    "unordered4": "`UnorderedSetEstimator(k=4)`",
+    "rb3": "`RaoBlackwellSF(n_samples=4)`",
+}
+#: scg's side of the Storchastic table where it differs from ``DOC_LABELS``
+STORCH_SCG_LABELS = {"rebar": "`REBAR`", "relax": "`RELAX` (the control above)", "rb3": "`RaoBlackwellized(3)`"}
+
+
+def _sig(v: float) -> str:
+    """Three significant digits, trailing zeros kept (2.80), no trailing point (392)."""
+    return "0" if v == 0 else f"{v:#.3g}".rstrip(".")
+
+
+def _minus(text: str) -> str:
+    return text.replace("-", "−")
+
+
+def docs_tables(res: dict[str, Any]) -> dict[str, list[str]]:
+    """The two tables of docs/estimators.md's digits-VAE section, rendered from a full run's JSON:
+    ``variance`` (variance, time, variance × time relative to the score function, held-out ELBO) and
+    ``storchastic`` (scg's and Storchastic's variance, the z-test of their means, the time ratio)."""
+    seeds = len({r["seed"] for r in res["training"]})
+    var = [
+        f"| model | estimator | variance | ms / estimate | variance × time vs score function "
+        f"| held-out ELBO after {res['meta']['steps']} steps ({seeds} seeds) |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    for model in MODELS:
+        rows = [r for r in res["variance"] if r["model"] == model]
+        ref = next(r for r in rows if r["estimator"] in ("sf_loo2", "sf_loo4"))["variance_x_seconds"]
+        best = min(
+            (r["variance_x_seconds"] for r in rows if r["estimator"] in UNBIASED and r["variance"] > 0),
+            default=None,
+        )
+        for r in rows:
+            rel = r["variance_x_seconds"] / ref
+            cell = "0" if rel == 0 else f"{rel:.2f}x"
+            if r["variance_x_seconds"] == best:
+                cell = f"**{cell}**"
+            fin = torch.tensor(
+                [t["curve"][-1][1] for t in res["training"] if t["model"] == model and t["estimator"] == r["estimator"]]
+            )
+            sd = float(fin.std()) if len(fin) > 1 else 0.0
+            var.append(
+                f"| {model} | {DOC_LABELS[r['estimator']]} | {_sig(r['variance'])} | "
+                f"{1e3 * r['seconds_per_estimate']:.1f} | {cell} | {_minus(f'{float(fin.mean()):.2f}')} ± {sd:.2f} |"
+            )
+    peer = [
+        "| model | scg / Storchastic estimator | scg variance | Storchastic variance | means: max \\|z\\| vs scg "
+        "| Storchastic time / scg's |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    storch = {(r["model"], r["estimator"]): r for r in res["storch_rows"]}
+    for mine in res["variance"]:
+        key = (mine["model"], mine["estimator"])
+        if key not in storch and key != ("cat", "arsm46"):
+            continue
+        label = STORCH_SCG_LABELS.get(mine["estimator"], DOC_LABELS[mine["estimator"]])
+        head = f"| {mine['model']} | {label} / "
+        r = storch.get(key)
+        if r is None:
+            peer.append(f"{head}none (Storchastic has no ARSM) | {_sig(mine['variance'])} | | | |")
+        elif "error" in r:
+            peer.append(
+                f"{head}{STORCH_LABELS[mine['estimator']]} | {_sig(mine['variance'])} | "
+                f"crash: `{r['error'].split(':')[0]}` | | |"
+            )
+        else:
+            z = r["max_z_vs_scg"]
+            peer.append(
+                f"{head}{STORCH_LABELS[mine['estimator']]} | {_sig(mine['variance'])} | {_sig(r['variance'])} | "
+                f"{f'{z:.0e}' if z < 0.01 else _sig(z)} | "
+                f"{r['seconds_per_estimate'] / mine['seconds_per_estimate']:.2f}x |"
+            )
+    return {"variance": var, "storchastic": peer}
+
+
+def write_docs(res: dict[str, Any], path: Path = DOCS) -> None:
+    """Replace each table of ``docs_tables`` in ``path`` between its markers
+    ``<!-- estimator_zoo.py --docs: NAME -->`` and ``<!-- end NAME -->``."""
+    text = path.read_text()
+    for name, lines in docs_tables(res).items():
+        begin, end = f"<!-- estimator_zoo.py --docs: {name} -->", f"<!-- end {name} -->"
+        head, sep, rest = text.partition(begin)
+        old, sep2, tail = rest.partition(end)
+        if not sep or not sep2:
+            raise SystemExit(f"{path}: expected the markers {begin!r} ... {end!r} around the {name} table, found none")
+        text = head + begin + "\n\n" + "\n".join(lines) + "\n\n" + end + tail
+    path.write_text(text)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, a smoke test")
@@ -722,10 +852,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--models", nargs="*", default=list(MODELS), choices=list(MODELS))
     parser.add_argument("--stem", default=None, help="results file names (default estimator_zoo[_bias])")
+    parser.add_argument(
+        "--docs", action="store_true", help="only rewrite docs/estimators.md's tables from OUT/STEM.json"
+    )
     parser.add_argument("--storch-worker", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     torch.distributions.Distribution.set_default_validate_args(False)  # as in estimators.py, everywhere
+    if args.docs:
+        write_docs(json.loads((args.out / f"{args.stem or 'estimator_zoo'}.json").read_text()))
+        return
     if args.storch_worker:
         fixed = load_digits_binary()[torch.randperm(1797, generator=torch.Generator().manual_seed(0))[:50]]
         rows = []

@@ -42,6 +42,17 @@ def test_every_estimator_runs_and_the_report_renders(zoo: Any, tmp_path: Path) -
     text = (tmp_path / "zoo.md").read_text()
     assert "| 2L | disarm | yes |" in text and "| cat | unordered4 | yes |" in text and "Gumbel-Rao" in text
     assert "| 1L | relax | yes |" in text and "in 25.0% of draws" in text
+    assert "| cat | arsm46 | yes |" in text and "Storchastic 0.3.7 has no ARSM" in text
+    docs = tmp_path / "estimators.md"
+    docs.write_text(
+        "before\n<!-- estimator_zoo.py --docs: variance -->\nold\n<!-- end variance -->\n"
+        "<!-- estimator_zoo.py --docs: storchastic -->\n<!-- end storchastic -->\nafter\n"
+    )
+    zoo.write_docs(res, docs)
+    text = docs.read_text()
+    assert "old" not in text and text.startswith("before\n") and text.endswith("after\n")
+    assert "| cat | `ARSM()`, n=46 (z and its 45 swap pseudo-actions) |" in text
+    assert "| cat | `ARSM()`, n=46 (z and its 45 swap pseudo-actions) / none (Storchastic has no ARSM) |" in text
 
 
 @pytest.mark.slow
