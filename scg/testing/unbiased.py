@@ -116,7 +116,9 @@ def estimate_gradients_batched(
                     "per-particle gradients are not independent estimates; keep "
                     "particle p's computation in row p, or use estimate_gradients"
                 )
-            grads = torch.autograd.grad(loss, reps, allow_unused=True)
+            grads: Sequence[torch.Tensor | None] = (
+                torch.autograd.grad(loss, reps, allow_unused=True) if loss.requires_grad else [None] * len(reps)
+            )  # nothing differentiable reached it: zero estimates, as in estimate_gradients
             out.append(
                 torch.cat(
                     [(torch.zeros_like(r) if gr is None else gr).reshape(p, -1) for r, gr in zip(reps, grads)], dim=1
