@@ -2,11 +2,17 @@
 ``scg.testing`` of E[−r], written without the objective's code) for the Paulus family and for
 C2F + self-critical (chunk and word nodes), and the test catches the biased estimator of a
 program whose baseline depends on the sampled draws (a "greedy" baseline computed from the
-sampled summary itself). Also: the reward on ids and the objective's reported terms."""
+sampled summary itself). Also: the reward on ids and the objective's reported terms.
+
+The estimates are vectorised through the batch: one run on ``ROWS`` copies of the example gives
+the sum of ``ROWS`` independent estimates (each row is credited with its own reward,
+``per_element``), so ``GROUPS`` runs give ``GROUPS`` estimates of ``ROWS`` × the exact gradient."""
 
 from __future__ import annotations
 
+import functools
 import warnings
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -20,11 +26,14 @@ import scg
 import scg.testing
 
 V = 6  # <pad> <unk> <s> </s> and two words: 6 outcomes per draw
+Program = Callable[[], None]
+ROWS, GROUPS = 8, 50  # 400 draws: the twin is caught at |z| = 11 (200 one-row runs: 7)
 
 
-def tiny_batch(M: int = 1) -> Batch:
-    src = torch.tensor([[[4, 5, 4]] * M])
-    tgt = torch.tensor([[2, 5, 4, 3]])
+def tiny_batch(M: int = 1, rows: int = 1) -> Batch:
+    """One document of ``M`` chunks and its reference, repeated on ``rows`` rows."""
+    src = torch.tensor([[[4, 5, 4]] * M] * rows)
+    tgt = torch.tensor([[2, 5, 4, 3]] * rows)
     return Batch(src=src, src_mask=src != 0, tgt=tgt, tgt_mask=torch.ones_like(tgt, dtype=torch.bool))
 
 
@@ -76,7 +85,8 @@ def _reward_program(model: torch.nn.Module, batch: Batch):
 
 def _biased_program(model: torch.nn.Module, batch: Batch):
     """The bug of scoring the "greedy" baseline on the sampled summary: b = −0.5 r(yˢ) depends on
-    the draws (computed in Python, so scg cannot see it), E[∇] is half the true gradient."""
+    the draws (computed in Python, so scg cannot see it), E[∇] is half the true gradient. Otherwise
+    as :func:`sampled_program` (each row credited with its own reward)."""
     refs = reference_ids(batch.tgt, batch.tgt_mask)
 
     def program() -> None:
@@ -84,7 +94,8 @@ def _biased_program(model: torch.nn.Module, batch: Batch):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", scg.InfluenceLostWarning)
             reward = rouge_f1(sampled.sequences(), refs).to(torch.double)
-        scg.cost(scg.influenced_by(-reward, *sampled.draws), baseline=scg.baselines.SelfCritical(-0.5 * reward))
+        cost = scg.influenced_by(-reward, *sampled.draws, per_element=True)
+        scg.cost(cost, baseline=scg.baselines.SelfCritical(-0.5 * reward))
 
     return program
 
@@ -94,27 +105,38 @@ def _params(model: torch.nn.Module) -> list[torch.Tensor]:
     return [p for n, p in model.named_parameters() if n.startswith(("generator", "decoder"))]
 
 
+@functools.cache
+def _exact(family: str) -> list[torch.Tensor]:
+    """∇E[−r] of one row by enumeration (shared by the Paulus test and its biased twin)."""
+    model = tiny_model(family)
+    return scg.testing.exact_gradient(_reward_program(model, tiny_batch(M=_chunks(family))), _params(model))
+
+
+def _chunks(family: str) -> int:
+    return 2 if family == "c2f" else 1
+
+
+def _check(family: str, make_program: Callable[[torch.nn.Module, Batch], Program]) -> scg.testing.UnbiasedReport:
+    """``GROUPS`` estimates, each the sum of ``ROWS`` independent ones (one run on ``ROWS`` rows),
+    against ``ROWS`` × the exact gradient of one row; float64 throughout: coordinates whose
+    estimates barely vary are compared at 1e-10, not 1e-6."""
+    model = tiny_model(family)
+    program = make_program(model, tiny_batch(M=_chunks(family), rows=ROWS))
+    exact = [ROWS * g for g in _exact(family)]
+    return scg.testing.check_unbiased(program, _params(model), n=GROUPS, seed=1, atol=1e-10, exact=exact)
+
+
 @pytest.mark.parametrize("family", ["paulus", "c2f"])
 def test_self_critical_gradient_is_unbiased(family: str) -> None:
-    model = tiny_model(family)
-    batch = tiny_batch(M=2 if family == "c2f" else 1)
-    program = _program(model, batch)
-    params = _params(model)
-    grads = scg.testing.exact_gradient(_reward_program(model, batch), params)
-    exact = torch.cat([g.reshape(-1) for g in grads])
+    exact = torch.cat([g.reshape(-1) for g in _exact(family)])
     assert float(exact.abs().max()) > 1e-3  # the reward depends on the parameters: not a vacuous test
-    # float64 throughout: coordinates whose estimates barely vary are compared at 1e-10, not 1e-6
-    # n=200: the sample size at which test_the_gradient_test_catches_a_baseline_that_depends_on_the_sample
-    # shows the check catching a biased twin (issue 28: the default suite within 90 s of CPU)
-    report = scg.testing.check_unbiased(program, params, n=200, seed=1, atol=1e-10, exact=grads)
+    report = _check(family, _program)
     assert report.passed, str(report)
 
 
 def test_the_gradient_test_catches_a_baseline_that_depends_on_the_sample() -> None:
-    model = tiny_model("paulus")
-    program = _biased_program(model, tiny_batch())
-    report = scg.testing.check_unbiased(program, _params(model), n=200, seed=1, atol=1e-10)
-    assert not report.passed
+    report = _check("paulus", _biased_program)
+    assert not report.passed, str(report)
 
 
 def test_the_objective_reports_rewards_and_its_graph_has_both_kinds_of_node() -> None:
