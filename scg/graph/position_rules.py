@@ -25,7 +25,9 @@ Rule = Callable[[str, tuple[Any, ...], dict[str, Any], Tensor, Tensor, int], int
 
 
 def _dim(args: tuple[Any, ...], kwargs: dict[str, Any], i: int, ndim: int, default: int | None = None) -> int | None:
-    d = kwargs.get("dim", args[i] if len(args) > i else default)
+    d = kwargs.get("dim", args[i] if len(args) > i else default) if kwargs else args[i] if len(args) > i else default
+    if type(d) is int:
+        return d % ndim if ndim > 1 else 0
     if isinstance(d, (list, tuple)):
         if not d:
             return None
@@ -152,12 +154,13 @@ def _split(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor, 
 
 
 def _matmul(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor, out: Tensor, pos: int) -> int:
+    n = t.dim()
     if name == "linear":
-        return t.dim() - 1 if pos == 0 and t.dim() >= 1 else 0
-    if pos == 0 and t.dim() >= 2 and out.dim() in (t.dim(), t.dim() - 1):
-        return t.dim() - 1  # rows kept, the last dimension contracted (matrix @ vector too)
-    if pos == 1 and t.dim() >= 3 and out.dim() == t.dim():
-        return t.dim() - 2  # batch dims kept, the second-last contracted
+        return n - 1 if pos == 0 and n >= 1 else 0
+    if pos == 0 and n >= 2 and out.dim() in (n, n - 1):
+        return n - 1  # rows kept, the last dimension contracted (matrix @ vector too)
+    if pos == 1 and n >= 3 and out.dim() == n:
+        return n - 2  # batch dims kept, the second-last contracted
     return 0
 
 

@@ -45,7 +45,7 @@ from __future__ import annotations
 import inspect
 import sys
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
@@ -94,12 +94,29 @@ def storage_key(t: Tensor) -> int:
         return 0
 
 
-def bits(mask: int) -> Iterator[int]:
+#: bits of the masks of up to 64 nodes, computed once (the credit code asks for the same few
+#: masks at every step); cleared when full
+_BITS: dict[int, tuple[int, ...]] = {}
+_BITS_LIMIT = 4096
+
+
+def bits(mask: int) -> tuple[int, ...]:
     """Indices of the set bits of ``mask``, lowest first."""
-    while mask:
-        low = mask & -mask
-        yield low.bit_length() - 1
-        mask ^= low
+    got = _BITS.get(mask)
+    if got is not None:
+        return got
+    found = []
+    rest = mask
+    while rest:
+        low = rest & -rest
+        found.append(low.bit_length() - 1)
+        rest ^= low
+    got = tuple(found)
+    if mask.bit_length() <= 64:
+        if len(_BITS) >= _BITS_LIMIT:
+            _BITS.clear()
+        _BITS[mask] = got
+    return got
 
 
 def closure(direct: list[int]) -> list[int]:
@@ -434,9 +451,10 @@ class InfluenceTracker(TorchFunctionMode):
                 self._propagate(func, name, rule, flags, args, kwargs, o, m, tracked)
             return
         for k, (a, o) in enumerate(zip(inputs, outputs)):
-            am = self.mask_of(a)
-            if am and o is not a:
-                self._propagate(func, name, rule, flags, args, kwargs, o, am, [(k, a, am)])
+            if o is not a:  # (an input returned as it is keeps its own marks)
+                am = self.mask_of(a)
+                if am:
+                    self._propagate(func, name, rule, flags, args, kwargs, o, am, [(k, a, am)])
 
     def _propagate(
         self,
@@ -458,30 +476,41 @@ class InfluenceTracker(TorchFunctionMode):
         if args and o is args[0]:
             old = getattr(o, fattr, None)
             fr = dict(old) if old else None
-        oshape = o.shape
         storages = self.storages
+        limit = self.max_dim
+        elementwise = flags & F_ELEMENTWISE
         if fr is None and len(tracked) == 1 and not storages:
+            # one tracked input (the common case): its foreign position once, its map carried
             pos, a, am = tracked[0]
             afr = getattr(a, fattr, None)
-            f = (
-                INF
-                if flags & F_ELEMENTWISE and a.shape == oshape
-                else positions.foreign_from(positions.rule_prefix(func, name, rule, args, kwargs, a, o, pos), a, o)
-            )
-            if f >= self.max_dim:  # positions kept: the input's map is the output's (shared, immutable)
+            if elementwise and a.shape == o.shape:
+                f = INF
+            else:
+                f = positions.foreign_from(positions.rule_prefix(func, name, rule, args, kwargs, a, o, pos), a, o)
+            if f >= limit:  # positions kept: the input's map is the output's (shared, immutable)
                 if afr is not None or getattr(o, fattr, None) is not None:
                     setattr(o, fattr, afr)
-                if flags & (F_DYNAMIC | F_GETITEM) or self.any_dynamic:
-                    self._dynamic(flags, args, o, m, tracked)
-                return
+            else:
+                fr = {f: am}
+                if afr:
+                    for q, qm in afr.items():
+                        q = q if q < f else f
+                        fr[q] = fr.get(q, 0) | qm
+                    if len(fr) > 1:
+                        fr = positions.normalize(fr)
+                setattr(o, fattr, fr)
+            if flags & (F_DYNAMIC | F_GETITEM) or self.any_dynamic:
+                self._dynamic(flags, args, o, m, tracked)
+            return
+        oshape = o.shape
         for pos, a, am in tracked:
             afr = getattr(a, fattr, None)
-            if flags & F_ELEMENTWISE and a.shape == oshape:
+            if elementwise and a.shape == oshape:
                 f = INF  # same shape, positions kept: nothing new
             else:
                 p = positions.rule_prefix(func, name, rule, args, kwargs, a, o, pos)
                 f = positions.foreign_from(p, a, o)
-                if f >= self.max_dim:
+                if f >= limit:
                     f = INF
             if f < INF:
                 if fr is None:
@@ -501,7 +530,6 @@ class InfluenceTracker(TorchFunctionMode):
                     q = q if q < f else f
                     fr[q] = fr.get(q, 0) | qm
         if fr:
-            limit = self.max_dim
             fr = {q: qm for q, qm in positions.normalize(fr).items() if q < limit}
         if fr or getattr(o, fattr, None) is not None:
             setattr(o, fattr, fr or None)
