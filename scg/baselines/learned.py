@@ -60,29 +60,28 @@ class Learned(Baseline):
     def __call__(self, nodes: Sequence[Node], targets: torch.Tensor, info: Sequence[SampleInfo]) -> BaselineResult:
         # detached: the regression must train φ only, never the model that computed the inputs
         inputs = tuple(x.detach() if isinstance(x, torch.Tensor) else x for x in self.inputs)
-        preds = []
-        for node, target in zip(nodes, targets):
-            pred = self.module(*inputs)
-            if not isinstance(pred, torch.Tensor):
-                raise SCGError(
-                    f"Learned baseline of {node.describe()}: module returned {type(pred).__name__}, expected a tensor"
-                )
-            if pred.dim() > target.dim() and pred.shape[-1] == 1:
-                pred = pred.squeeze(-1)
+        # the nodes sharing this bound copy share its inputs: one prediction serves them all
+        # (broadcast against their stacked targets, as is the value)
+        pred = self.module(*inputs)
+        if not isinstance(pred, torch.Tensor):
+            raise SCGError(
+                f"Learned baseline of {nodes[0].describe()}: module returned {type(pred).__name__}, expected a tensor"
+            )
+        shape = targets.shape[1:]
+        if pred.dim() > len(shape) and pred.shape[-1] == 1:
+            pred = pred.squeeze(-1)
+        if pred.shape != shape:
             try:
-                pred = pred.expand_as(target) if pred.shape != target.shape else pred
+                pred = pred.expand(shape)
             except RuntimeError:
                 raise SCGError(
-                    f"Learned baseline of {node.describe()}: prediction of shape "
-                    f"{tuple(pred.shape)} does not broadcast to the target shape "
-                    f"{tuple(target.shape)}"
+                    f"Learned baseline of {nodes[0].describe()}: prediction of shape "
+                    f"{tuple(pred.shape)} does not broadcast to the target shape {tuple(shape)}"
                 ) from None
-            preds.append(pred)
-        value = preds[0].unsqueeze(0) if len(preds) == 1 else torch.stack(preds)
-        loss = ((value - targets) ** 2).mean()  # (targets are detached)
+        loss = ((pred - targets) ** 2).mean()  # (targets are detached)
         if self.loss_weight != 1.0:
             loss = self.loss_weight * loss
-        return BaselineResult(value.detach(), loss)
+        return BaselineResult(pred.detach(), loss)
 
     def state_dict(self) -> dict[str, Any]:
         return {"module": self.module.state_dict()}

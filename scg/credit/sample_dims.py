@@ -54,8 +54,7 @@ class SamplePlan:
     """The sample-dimension layout of every node and cost of a graph (see the module docstring)."""
 
     def __init__(self, graph: GraphRecord, full: Sequence[int]) -> None:
-        self.full = full
-        self.graph = graph
+        self.full = full  # (no reference to the graph: a plan is kept across graphs)
         self.nodes: dict[int, StochasticNode] = {v.index: v for v in graph.stochastic_nodes if v.n is not None}
         self.mask = sum(1 << i for i in self.nodes)
         self.active = bool(self.mask)
@@ -66,9 +65,9 @@ class SamplePlan:
             return
         for v in graph.stochastic_nodes:
             lay = self.layout(v)
-            self._check_prefix(v, v.value.shape, lay, "value")
+            self._check_prefix(graph, v, v.value.shape, lay, "value")
         for c in graph.cost_nodes:
-            self._check_prefix(c, c.value.shape, self.layout(c), "value")
+            self._check_prefix(graph, c, c.value.shape, self.layout(c), "value")
         for c in graph.cost_nodes:
             reduced = c.reduced
             if reduced:
@@ -104,7 +103,7 @@ class SamplePlan:
             lay, self.sizes(lay), tuple(self.is_enumerated(self.nodes[i]) for i in lay), v.index in self._joint
         )
 
-    def _check_prefix(self, node: Node, shape: torch.Size, lay: tuple[int, ...], what: str) -> None:
+    def _check_prefix(self, graph: GraphRecord, node: Node, shape: torch.Size, lay: tuple[int, ...], what: str) -> None:
         want = self.sizes(lay)
         if tuple(shape[: len(want)]) == want:
             if lay:  # and each dimension where the layout puts it (not only of that size)
@@ -112,9 +111,9 @@ class SamplePlan:
                     node,
                     lay,
                     want,
-                    getattr(node.value, self.graph.tracker.sattr, None),
+                    getattr(node.value, graph.tracker.sattr, None),
                     lambda u: self.nodes[u].describe(),
-                    self.graph.strict,
+                    graph.strict,
                 )
             return
         srcs = [self.nodes[i] for i in lay if i != node.index]

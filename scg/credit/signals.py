@@ -203,7 +203,8 @@ def apply_baselines(
     baseline object go together. Their regression losses are appended to ``losses`` and their
     values to ``values``; ``info``: the nodes' sample layouts (none: no sample dimensions),
     given to the baselines. Rows are sliced, not gathered, when a baseline's rows are
-    consecutive (the common case: one baseline per node, or one for the group)."""
+    consecutive (the common case: one baseline per node, or one for the group); when every row
+    has a baseline, no scale and the targets' dtype, the values are joined and subtracted once."""
     groups: dict[int, list[int]] = {}
     objects: dict[int, Baseline] = {}
     for i, node in enumerate(nodes):
@@ -219,8 +220,8 @@ def apply_baselines(
     if not groups:
         return targets
     n = len(nodes)
-    pieces: list[tuple[int, int, torch.Tensor]] = []  # (first row, last row + 1, advantage)
-    gathered: list[tuple[list[int], torch.Tensor]] = []  # rows that are not consecutive
+    shape = targets.shape[1:]
+    applied: list[_Applied] = []
     for key, idx in groups.items():
         first, end = idx[0], idx[-1] + 1
         consecutive = end - first == len(idx)
@@ -228,51 +229,84 @@ def apply_baselines(
         baseline = objects[key]
         members = [nodes[i] for i in idx]
         result = baseline(members, rows, [NO_SAMPLE_DIMS] * len(idx) if info is None else [info[i] for i in idx])
-        value = result.value.detach()
-        want = (len(idx), *targets.shape[1:])
+        value = result.value.detach() if result.value.requires_grad else result.value
+        want = (len(idx), *shape)
         _check_shape(value, want, baseline, members[0], "value")
         values.append((value, baseline, members[0]))
-        adv = rows - value
-        if result.scale is not None:
-            _check_shape(result.scale, want, baseline, members[0], "scale")
-            adv = adv * result.scale.detach()
-        if adv.shape != rows.shape:  # (a value broadcast over more dimensions is refused above)
-            adv = adv.expand_as(rows)
-        if consecutive:
-            pieces.append((first, end, adv))
-        else:
-            gathered.append((idx, adv))
+        scale = result.scale
+        if scale is not None:
+            _check_shape(scale, want, baseline, members[0], "scale")
+            scale = scale.detach()
         if result.loss is not None:
             losses.append(result.loss)
-    if not gathered:
-        pieces.sort(key=lambda p: p[0])
-        if len(pieces) == 1 and pieces[0][1] - pieces[0][0] == n:
-            return pieces[0][2]
+        applied.append(
+            _Applied(idx=idx, first=first, end=end, consecutive=consecutive, rows=rows, value=value, scale=scale)
+        )
+    if len(applied) == 1 and applied[0].end - applied[0].first == n and applied[0].consecutive:
+        return applied[0].advantage()
+    applied.sort(key=lambda a: a.first)
+    if (
+        all(a.consecutive and a.scale is None and a.value.dtype == targets.dtype for a in applied)
+        and all(a.first == (applied[k - 1].end if k else 0) for k, a in enumerate(applied))
+        and applied[-1].end == n
+    ):  # every row covered in order: one join, one subtraction
+        return targets - torch.cat([a.value.expand(a.end - a.first, *shape) for a in applied])
+    if all(a.consecutive for a in applied):
         parts: list[torch.Tensor] = []
         at = 0
-        for first, end, adv in pieces:
-            if first > at:
-                parts.append(targets[at:first])  # rows without a baseline
-            parts.append(adv)
-            at = end
+        for a in applied:
+            if a.first > at:
+                parts.append(targets[at : a.first])  # rows without a baseline
+            parts.append(a.advantage())
+            at = a.end
         if at < n:
             parts.append(targets[at:])
         return torch.cat(parts)
     out = targets.clone()
-    for first, end, adv in pieces:
-        out[first:end] = adv
-    for idx, adv in gathered:
-        out[idx] = adv
+    for a in applied:
+        if a.consecutive:
+            out[a.first : a.end] = a.advantage()
+        else:
+            out[a.idx] = a.advantage()
     return out
 
 
-def check_baseline_values(values: BaselineValues) -> None:
+@dataclass(kw_only=True, slots=True)
+class _Applied:
+    """One baseline group of `apply_baselines`: its rows (``idx``; ``first``..``end`` when
+    ``consecutive``), their targets, and the baseline's detached value and scale."""
+
+    idx: list[int]
+    first: int
+    end: int
+    consecutive: bool
+    rows: torch.Tensor
+    value: torch.Tensor
+    scale: torch.Tensor | None
+
+    def advantage(self) -> torch.Tensor:
+        """``(rows − value) · scale``, of the rows' shape."""
+        adv = self.rows - self.value
+        if self.scale is not None:
+            adv = adv * self.scale
+        if adv.shape != self.rows.shape:  # (a value broadcast over more dimensions is refused)
+            adv = adv.expand_as(self.rows)
+        return adv
+
+
+def check_baseline_values(values: BaselineValues, covering: torch.Tensor | None = None) -> None:
     """Refuse a non-finite baseline value, naming the baseline and its node: one host read for
     all of a surrogate's baselines (a NaN or ±inf propagates into the sum; a finite sum that
-    overflowed is told apart by the element-wise check)."""
+    overflowed is told apart by the element-wise check). ``covering``: a scalar that every value
+    reached (the surrogate's sum of score terms), read instead of summing the values again."""
     if not values:
         return
-    total = torch.stack([v.sum() for v, _, _ in values]).sum() if len(values) > 1 else values[0][0].sum()
+    if covering is not None:
+        total = covering
+    elif len(values) > 1:
+        total = torch.stack([v.sum() for v, _, _ in values]).sum()
+    else:
+        total = values[0][0].sum()
     if math.isfinite(total.item()):
         return
     for value, baseline, node in values:

@@ -112,25 +112,35 @@ def surrogate_loss(
         return dice_mod.dice_objective(plan, cgs, ngs, baselines, score_scale, losses)
     loss = _costs_sum(cgs)  # Σ_c ω ⊙ c
     factors = None if dice_lambda is None else _loaded(graph, plan, ngs, dice_lambda)
-    for gi, ng in enumerate(ngs):  # Σ_v log p(v) · stop_gradient(Ĉ_v − b_v)
+    # Σ_v log p(v) · stop_gradient(Ĉ_v − b_v) and the baselines' regression losses, summed, then
+    # added as (s − stop_gradient(s)): zero in value, the same gradient as each term added alone
+    score: torch.Tensor | None = None
+    for gi, ng in enumerate(ngs):
         target = c_hat(plan, gi, ng, cgs, "target")
         if target is None:
             continue
         adv = apply_baselines(ng.members, target, losses, values, _info(plan, ng)) if graph.has_baselines else target
-        adv, path = control_variates(ng, plan.samples, adv) if plan.node_groups[gi].cv else (adv, None)
-        if factors is None:
-            factor = ng.logp - ng.logp.detach()
-        else:  # Loaded DiCE credits the live costs (their θ-dependence meets the score there)
+        cv = plan.node_groups[gi].cv
+        adv, path = control_variates(ng, plan.samples, adv) if cv else (adv, None)
+        if factors is not None:  # Loaded DiCE credits the live costs (their θ-dependence meets the score there)
             factor = factors[gi]
             adv = _loaded_signal(plan, gi, ng, cgs, target, adv)
+        elif cv:  # the control variates are live (trained): only log p's gradient may meet them
+            factor = ng.logp - ng.logp.detach()
+        else:  # the signal is detached
+            factor = ng.logp
         part = (factor * adv).sum()
         if path is not None:
             part = part + path
-        loss = loss + (part if score_scale == 1.0 else score_scale * part)
+        if score_scale != 1.0:
+            part = score_scale * part
+        score = part if score is None else score + part
     for extra in losses:
-        loss = loss + (extra - extra.detach())
-    check_baseline_values(values)
-    return loss
+        score = extra if score is None else score + extra
+    # every node baseline's value reached the score sum; a cost baseline's need not
+    cost_baselines = graph.has_baselines and any(c.baseline is not None for c in graph.costs)
+    check_baseline_values(values, None if cost_baselines else score)
+    return loss if score is None else loss + (score - score.detach())
 
 
 def _info(plan: CreditPlan, ng: NodeGroup) -> list[SampleInfo]:
