@@ -28,9 +28,9 @@ def _theta() -> torch.Tensor:
 
 # ---------------------------------------------------------------- 2. aliases
 def _alias_write(kind: str, z: torch.Tensor) -> torch.Tensor:
-    """Write z (3,) into a fresh buffer and return a tensor read through another alias."""
+    """Write z (..., 3) into a fresh buffer and return a tensor read through another alias."""
     zf = z.to(torch.float64)
-    buf = torch.zeros(2, 3, dtype=torch.float64)
+    buf = torch.zeros(2, *z.shape, dtype=torch.float64)
     if kind == "view_before":
         v = buf[0]
         buf[0] = zf
@@ -55,7 +55,7 @@ def _alias_write(kind: str, z: torch.Tensor) -> torch.Tensor:
         torch.mul(zf, 1.0, out=buf[0])
         return buf[0]
     if kind == "expand_copy":
-        buf.copy_(zf.expand(2, 3))
+        buf.copy_(zf.expand(2, *z.shape))
         return buf[1]
     raise AssertionError(kind)
 
@@ -249,8 +249,14 @@ def test_transformed_distribution_parameters_are_tracked() -> None:
 
 # ---------------------------------------------------------------- 7. pathwise without a path
 def _step(th: torch.Tensor, estimator: scg.estimators.Estimator | None) -> Callable[[], None]:
-    def run() -> None:
-        x = scg.sample(Normal(th[0], 1.0), name="x", estimator=estimator)
+    return lambda: _step_batched(estimator)(th)
+
+
+def _step_batched(estimator: scg.estimators.Estimator | None) -> Callable[[torch.Tensor], None]:
+    """x ~ N(θ0, 1) and the cost 2·1(x > 0); θ (3,) or (P, 3), one particle per row."""
+
+    def run(th: torch.Tensor) -> None:
+        x = scg.sample(Normal(th[..., 0], 1.0), name="x", estimator=estimator)
         scg.cost((x > 0).to(th.dtype) * 2.0, name="c")  # a step: no autograd path
 
     return run
@@ -279,10 +285,13 @@ def test_pathwise_through_a_step_warns_and_score_function_is_unbiased() -> None:
     ):
         g.surrogate_loss()
     exact = st.exact_gradient(_step(th, scg.ScoreFunction()), [th])
-    st.assert_unbiased(_step(th, scg.ScoreFunction()), [th], n=800, seed=0, exact=exact)
+    for_score = _step_batched(scg.ScoreFunction())
+    st.assert_unbiased(_step(th, scg.ScoreFunction()), [th], n=4000, exact=exact, batched=for_score, particles=4000)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", scg.NonDifferentiablePathWarning)
-        pathwise = st.check_unbiased(_step(th, None), [th], n=800, seed=0, exact=exact)
+        pathwise = st.check_unbiased(
+            _step(th, None), [th], n=4000, exact=exact, batched=_step_batched(None), particles=4000
+        )
     assert not pathwise.passed  # the silent 0 the warning is about
 
 
@@ -301,15 +310,15 @@ def test_editing_a_sample_in_place_works_and_is_unbiased() -> None:
     th = _theta()
     pad = torch.tensor(2)
 
-    def program() -> None:
-        logits = torch.stack([th, -th, 0 * th], -1)  # (3, 3)
-        tok = scg.sample(Categorical(logits=logits), name="tok")  # (3,)
+    def run(th: torch.Tensor) -> None:  # θ (3,) or (P, 3): one particle per row
+        logits = torch.stack([th, -th, 0 * th], -1)  # (..., 3, 3)
+        tok = scg.sample(Categorical(logits=logits), name="tok")  # (..., 3)
         finished = torch.tensor([True, False, False])
         tok.masked_fill_(finished, pad)  # the decoder's idiom
         scg.cost(W[tok] * th.detach(), name="c")
 
-    exact = st.exact_gradient(program, [th])
-    st.assert_unbiased(program, [th], n=800, seed=0, exact=exact)
+    exact = st.exact_gradient(lambda: run(th), [th])
+    st.assert_unbiased(lambda: run(th), [th], n=4000, exact=exact, batched=run, particles=4000)
 
 
 def test_writing_into_a_pathwise_sample_raises_at_the_write() -> None:
