@@ -65,14 +65,14 @@ def test_cost_that_is_a_subclass_alias_itself() -> None:
 def test_parameter_alias_gradient_is_unbiased() -> None:
     th = torch.tensor([0.4, -0.6, 0.9], dtype=torch.float64, requires_grad=True)
 
-    def program() -> None:
+    def run(th: torch.Tensor) -> None:  # θ (3,) or (P, 3): one particle per row
         z = scg.sample(Bernoulli(logits=th), name="z")
         p = torch.nn.Parameter(z, requires_grad=False)
         scg.cost(p * W, name="c")
 
-    exact = st.exact_gradient(program, [th])
+    exact = st.exact_gradient(lambda: run(th), [th])
     assert float(exact[0].abs().min()) > 0.1
-    st.assert_unbiased(program, [th], n=600, seed=0, exact=exact)
+    st.assert_unbiased(lambda: run(th), [th], n=4000, exact=exact, batched=run, particles=4000)
 
 
 def test_model_weights_and_unrelated_subclasses_gain_no_influence() -> None:
@@ -122,14 +122,14 @@ def test_alias_of_a_derived_value_or_plain_alias_carries_influence(kind: str) ->
 def test_derived_parameter_alias_gradient_is_unbiased() -> None:
     th = torch.tensor([0.4, -0.6, 0.9], dtype=torch.float64, requires_grad=True)
 
-    def program() -> None:
+    def run(th: torch.Tensor) -> None:  # θ (3,) or (P, 3): one particle per row
         z = scg.sample(Bernoulli(logits=th), name="z")
         p = torch.nn.Parameter(z * 2 - 1, requires_grad=False)
         scg.cost((p * W).as_subclass(torch.Tensor), name="c")
 
-    exact = st.exact_gradient(program, [th])
+    exact = st.exact_gradient(lambda: run(th), [th])
     assert float(exact[0].abs().min()) > 0.1
-    st.assert_unbiased(program, [th], n=600, seed=0, exact=exact)
+    st.assert_unbiased(lambda: run(th), [th], n=4000, exact=exact, batched=run, particles=4000)
 
 
 def test_dead_derived_storage_is_not_adopted() -> None:

@@ -24,7 +24,7 @@ def pool() -> Iterator[ThreadPoolExecutor]:
 
 
 def _reward(z: torch.Tensor) -> torch.Tensor:
-    return z.to(torch.float64) * W  # (3,): per-element
+    return z.to(torch.float64) * W  # (..., 3): per-element
 
 
 def _theta() -> torch.Tensor:
@@ -34,19 +34,19 @@ def _theta() -> torch.Tensor:
 def test_worker_under_wrap_is_tracked_and_unbiased(pool: ThreadPoolExecutor) -> None:
     th = _theta()
 
-    def program() -> None:
+    def run(th: torch.Tensor) -> None:  # θ (3,) or (P, 3): one particle per row
         g = scg.graph.current_graph()
         assert g is not None
         z = scg.sample(Bernoulli(logits=th), name="z")
         scg.cost(pool.submit(g.wrap(_reward), z).result(), name="r")
 
     with scg.Graph() as g:
-        program()
+        run(th)
     g.surrogate_loss()
     assert g.influences("z", "r") and g.credit("z", "r") == "per-element"
-    exact = st.exact_gradient(program, [th])
+    exact = st.exact_gradient(lambda: run(th), [th])
     assert float(exact[0].abs().min()) > 0.1
-    st.assert_unbiased(program, [th], n=600, seed=0, exact=exact)
+    st.assert_unbiased(lambda: run(th), [th], n=4000, exact=exact, batched=run, particles=4000)
 
 
 def test_without_wrap_a_discrete_reward_loses_its_influence(pool: ThreadPoolExecutor) -> None:
@@ -54,11 +54,11 @@ def test_without_wrap_a_discrete_reward_loses_its_influence(pool: ThreadPoolExec
     limitation that g.wrap answers; no autograd trace is left to detect it)."""
     th = _theta()
 
-    def program() -> None:
+    def run(th: torch.Tensor) -> None:  # θ (3,) or (P, 3): one particle per row
         z = scg.sample(Bernoulli(logits=th), name="z")
         scg.cost(pool.submit(_reward, z).result(), name="r")
 
-    report = st.check_unbiased(program, [th], n=300, seed=0)
+    report = st.check_unbiased(lambda: run(th), [th], n=4000, batched=run, particles=4000)
     assert not report.passed
 
 
