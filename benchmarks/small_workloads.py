@@ -331,7 +331,9 @@ def make_mixed(batch: int, hidden: int, tau: float = MIXED_TAU, beta: float = MI
 
     def hand_loss() -> torch.Tensor:
         logits = x @ wa
-        soft = RelaxedOneHotCategorical(torch.as_tensor(tau, dtype=logits.dtype), logits=logits).rsample(torch.Size())
+        soft = RelaxedOneHotCategorical(
+            torch.as_tensor(tau, dtype=logits.dtype), logits=logits, validate_args=False
+        ).rsample(torch.Size())
         y = F.one_hot(soft.argmax(-1), states).to(soft.dtype) + (soft - soft.detach())
         c1 = (y * price).sum(-1)
         dz = choose(y)
