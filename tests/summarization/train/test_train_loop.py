@@ -60,7 +60,10 @@ def test_cli_train_writes_logs_checkpoints_and_results(synthetic_corpus: Path, t
     assert 0.0 < metrics["fraction_read"] < 0.5  # the argmax chunk of 8 (at every step: a few chunks)
     assert 0.0 <= metrics["coarse_accuracy"] <= 1.0 and metrics["mean_length"] >= 3
     assert results["examples"] == 30 and results["name"] == "tiny-C2F+MULTI2"
-    *_, head, _, values = capsys.readouterr().err.strip().splitlines()  # the last line: a table, not a JSON dict
+    err = capsys.readouterr().err
+    for phase in ("test evaluation (perplexity): done", "test evaluation (decoding and ROUGE): done"):
+        assert f"train: {phase}" in err, err  # --quiet keeps each phase's first and last line
+    *_, head, _, values = err.strip().splitlines()  # the last line: a table, not a JSON dict
     tf = dict(zip(head.strip("| ").split(" | "), values.strip("| ").split(" | ")))
     assert 0.0 < float(tf["words read"].rstrip("%")) < 30.0 and float(tf["PPL"]) > 1.0
     model, config = load_model(out / "best.pt")
