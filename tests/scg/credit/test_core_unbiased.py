@@ -58,7 +58,7 @@ def test_batched_enumeration_matches_scg_testing() -> None:
     a chain, a diamond and a tree of every node kind, gradients and Hessians."""
     specs = [
         SCGSpec(
-            [NodeSpec("categorical", 3, ()), NodeSpec("bernoulli", 1, (0,)), NodeSpec("bernoulli", 1, (0, 1))],
+            [NodeSpec("categorical", 3, ()), NodeSpec("onehot", 2, (0,)), NodeSpec("bernoulli", 1, (0, 1))],
             [(0, CostSpec((0,), True, 1.0)), (2, CostSpec((1, 2), True, 2.0))],
         ),
         SCGSpec(
