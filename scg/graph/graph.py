@@ -52,6 +52,10 @@ def current_graph() -> GraphRecord | None:
     return _CURRENT.get()
 
 
+#: torch functions and modes off: for scg's own reads of metadata in a tracked graph
+_UNTRACKED = torch._C.DisableTorchFunction
+
+
 class _Paused:
     """Pops ``tracker`` off torch's function-mode stack for a block, if it is on top.
 
@@ -403,18 +407,22 @@ class GraphRecord:
         self._add(node)
         if self.tracked:
             tracker = self.tracker
-            tracker.max_dim = max(tracker.max_dim, value.dim())
-            if node_cls is not CostNode:
-                grad_fn = value.grad_fn
-                if grad_fn is not None:
-                    self.grad_fns[grad_fn] = node.index
+            with _UNTRACKED():  # scg's own metadata reads: not through the tracker (each costs a dispatch)
+                tracker.max_dim = max(tracker.max_dim, value.dim())
+                grad_fn = value.grad_fn if node_cls is not CostNode else None
+            if grad_fn is not None:
+                self.grad_fns[grad_fn] = node.index
         return node
 
     def finish(self, node: Node) -> None:
         """Record ``node``'s signature entry, now that its fields are set (see ``signature``)."""
         keys = self._node_keys
         if len(keys) == node.index:
-            keys.append(node_key(node))
+            if self.tracked:
+                with _UNTRACKED():  # (shapes, dtypes, devices: not through the tracker)
+                    keys.append(node_key(node))
+            else:
+                keys.append(node_key(node))
 
     def foreign_sample(self, value: torch.Tensor, node: StochasticNode) -> None:
         """``node`` was drawn in a graph nested in this one: mark its value, so that a cost of

@@ -244,14 +244,15 @@ class InfluenceTracker(TorchFunctionMode):
         return int(getattr(t, self.battr, 0))
 
     def register_node_value(self, value: Tensor, index: int) -> None:
-        if value.requires_grad:
-            self.grad_nodes |= 1 << index
-        elif self.breaks and self.broken(value):
-            setattr(value, self.battr, 0)  # a score-function draw: its score term carries it
-        key = storage_key(value)
-        if key:
-            self.node_storages[key] = index
-            self.node_geometry[index] = geometry(value)
+        with torch._C.DisableTorchFunction():  # (metadata reads: not through this tracker)
+            if value.requires_grad:
+                self.grad_nodes |= 1 << index
+            elif self.breaks and self.broken(value):
+                setattr(value, self.battr, 0)  # a score-function draw: its score term carries it
+            key = storage_key(value)
+            if key:
+                self.node_storages[key] = index
+                self.node_geometry[index] = geometry(value)
 
     def _emit(self, kind: str, what: str, mask: int, frame: FrameType) -> None:
         handler = self._on_event()
