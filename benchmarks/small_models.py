@@ -135,45 +135,44 @@ def overhead(
 
 
 def _phases(
-    hand_loss: Loss, forward: Callable[[Structure], scg.Graph], struct: Structure, repeats: int, inner: int
-) -> dict[str, list[float]]:
-    """Seconds per call of the hand-written loss, scg's forward (graph building) and scg's
-    surrogate in each of ``repeats`` alternating repeats (``inner`` calls each, thread CPU time,
-    the garbage collector paused; two warm-up repeats dropped)."""
-    out: dict[str, list[float]] = {"hand": [], "forward": [], "surrogate": []}
+    chains: dict[str, tuple[Loss, Callable[[Structure], scg.Graph]]], mode: str, repeats: int, inner: int
+) -> dict[str, dict[str, list[float]]]:
+    """Per chain variant, seconds per call of the hand-written loss, scg's forward (graph
+    building) and scg's surrogate in each of ``repeats`` repeats: the variants and the phases
+    alternate within a repeat (``inner`` calls each, thread CPU time, the garbage collector
+    paused; two warm-up repeats dropped)."""
+    out = {key: {"hand": [], "forward": [], "surrogate": []} for key in chains}
+    structures = {key: structure(mode) for key in chains}
     enabled = gc.isenabled()
     try:
         for r in range(repeats + 2):
-            gc.disable()
-            t0 = clock()
-            for _ in range(inner):
-                hand_loss()
-            t1 = clock()
-            graphs = [forward(struct) for _ in range(inner)]
-            t2 = clock()
-            for g in graphs:
-                g.surrogate_loss()
-            t3 = clock()
-            gc.enable()
-            if r >= 2:
-                out["hand"].append((t1 - t0) / inner)
-                out["forward"].append((t2 - t1) / inner)
-                out["surrogate"].append((t3 - t2) / inner)
+            for key, (hand_loss, forward) in chains.items():
+                gc.disable()
+                t0 = clock()
+                for _ in range(inner):
+                    hand_loss()
+                t1 = clock()
+                graphs = [forward(structures[key]) for _ in range(inner)]
+                t2 = clock()
+                for g in graphs:
+                    g.surrogate_loss()
+                t3 = clock()
+                gc.enable()
+                if r >= 2:
+                    out[key]["hand"].append((t1 - t0) / inner)
+                    out[key]["forward"].append((t2 - t1) / inner)
+                    out[key]["surrogate"].append((t3 - t2) / inner)
     finally:
         if enabled:
             gc.enable()
     return out
 
 
-def _paired(a: list[float], b: list[float]) -> float:
-    """The median of the paired differences a − b (the same repeat's two timings)."""
-    return statistics.median(x - y for x, y in zip(a, b))
-
-
 def per_node(repeats: int, sizes: list[int], floor_s: float = 0.002, boost: int = 5) -> list[dict[str, Any]]:
     """Per N and mode: scg's forward time over the hand-written loss's, per chain variant (a cost
-    per node, one cost at the end; µs, the median of paired differences) and the surrogate's
-    build (µs, median); and per call, each divided by N.
+    per node, *pair*; one cost at the end, *samples*), µs per graph, the median of the paired
+    differences in one repeat; the cost calls' part (pair − samples, paired as well); the
+    surrogate's build (µs, median); and per call, each divided by N.
 
     Small chains get more repeats (up to ``boost`` x ``repeats``; a repeat is cheap there) and
     several calls per timed block (about ``floor_s`` of forward each)."""
@@ -182,21 +181,23 @@ def per_node(repeats: int, sizes: list[int], floor_s: float = 0.002, boost: int 
         row: dict[str, Any] = {"N": n}
         reps = repeats * max(1, min(boost, 64 // n))
         for m in MODES:
-            res = {}
-            for per_cost in (True, False):
+            chains = {}
+            for key, per_cost in (("pair", True), ("samples", False)):
                 model, forward = chain(n, per_cost)
-                t0 = clock()
-                forward(structure(m))
-                inner = max(1, min(50, round(floor_s / max(clock() - t0, 1e-6))))
-                res[per_cost] = _phases(model.hand_loss, forward, structure(m), reps, inner)
-            both, samples = res[True], res[False]
-            row[f"{m}_pair_extra_us"] = _paired(both["forward"], both["hand"]) * 1e6
-            row[f"{m}_sample_extra_us"] = _paired(samples["forward"], samples["hand"]) * 1e6
-            row[f"{m}_surrogate_us"] = statistics.median(both["surrogate"]) * 1e6
+                chains[key] = (model.hand_loss, forward)
+            t0 = clock()
+            chains["pair"][1](structure(m))
+            inner = max(1, min(50, round(floor_s / max(clock() - t0, 1e-6))))
+            res = _phases(chains, m, reps, inner)
+            extra = {key: [f - h for f, h in zip(res[key]["forward"], res[key]["hand"])] for key in ("pair", "samples")}
+            row[f"{m}_pair_extra_us"] = statistics.median(extra["pair"]) * 1e6
+            row[f"{m}_sample_extra_us"] = statistics.median(extra["samples"]) * 1e6
+            cost_extra = statistics.median(p - q for p, q in zip(extra["pair"], extra["samples"])) * 1e6
+            row[f"{m}_surrogate_us"] = statistics.median(res["pair"]["surrogate"]) * 1e6
             row[f"{m}_sample_us"] = row[f"{m}_sample_extra_us"] / n
-            row[f"{m}_cost_us"] = (row[f"{m}_pair_extra_us"] - row[f"{m}_sample_extra_us"]) / n
+            row[f"{m}_cost_us"] = cost_extra / n
             row[f"{m}_surrogate_us_per_node"] = row[f"{m}_surrogate_us"] / n
-            row[f"{m}_hand_us"] = statistics.median(both["hand"]) * 1e6
+            row[f"{m}_hand_us"] = statistics.median(res["pair"]["hand"]) * 1e6
         row["repeats"] = reps
         out.append(row)
         log(
@@ -696,7 +697,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "pyro": estimators_version("pyro-ppl"),
             "storchastic": estimators_version("storchastic"),
         }
-        data["peers"] = peers.peer_rows(repeats, peer_batches, hiddens[0], list(WORKLOADS), floor_s=floor)
+        data["peers"] = peers.peer_rows(
+            repeats, peer_batches, hiddens[0], list(WORKLOADS), floor_s=floor, budget_s=args.row_budget_s
+        )
         save()
     data["per_node"] = per_node(repeats, nodes, floor_s=0.0 if quick else 0.002, boost=1 if quick else 5)
     save()

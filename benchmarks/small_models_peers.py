@@ -387,9 +387,12 @@ def peer_rows(
     libs: tuple[str, ...] = PEERS,
     floor_s: float = 0.004,
     timeout: float = 600.0,
+    budget_s: float = 30.0,
 ) -> list[dict[str, Any]]:
     """Per workload and batch: median ms per step of the hand-written step and scg Declared (this
-    process) and each peer (its worker), in alternating rounds; the ratios to hand-written."""
+    process) and each peer (its worker), in alternating rounds; the ratios to hand-written. A
+    row's rounds are capped at about ``budget_s`` seconds (at least 5; a slow peer's step is
+    timed one call per block)."""
     workers = {lib: PeerWorker(lib, torch.get_num_threads(), timeout) for lib in libs}
     rows: list[dict[str, Any]] = []
     try:
@@ -399,6 +402,7 @@ def peer_rows(
                 model = make(b, hidden)
                 hand, modes = sm.steps(model)
                 inner = {"hand": sm.inner_calls(hand, model.params, floor_s)}
+                one_call = {}
                 row: dict[str, Any] = {"workload": name, "label": label, "batch": b, "hidden": hidden}
                 live = {}
                 for lib, w in workers.items():
@@ -410,13 +414,18 @@ def peer_rows(
                         row[f"{lib}_error"] = value
                         continue
                     live[lib] = w
+                    one_call[lib] = value
                     inner[lib] = max(1, min(50, round(floor_s / max(value, 1e-6))))
                 ours: dict[str, Callable[[], None]] = {"hand": hand, "declared": modes["declared"]}
                 inner["declared"] = inner["hand"]
                 times: dict[str, list[float]] = {k: [] for k in [*ours, *live]}
+                t0 = sm.clock()
                 for f in ours.values():
                     f()
-                for _ in range(repeats):
+                round_s = (sm.clock() - t0) * inner["hand"] + sum(one_call[k] * inner[k] for k in live)
+                reps = max(min(repeats, 5), min(repeats, int(budget_s / max(round_s, 1e-9))))
+                row["repeats"] = reps
+                for _ in range(reps):
                     for key, f in ours.items():
                         times[key].append(_timed(f, inner[key], lambda m=model: m.params))
                     for lib, w in list(live.items()):
@@ -434,7 +443,7 @@ def peer_rows(
                 row["inner"] = inner
                 rows.append(row)
                 log(
-                    f"peers {name:8s} B={b:3d} H={hidden} hand {row['hand_ms']:.3f} ms  "
+                    f"peers {name:8s} B={b:3d} H={hidden} hand {row['hand_ms']:.3f} ms ({reps} repeats)  "
                     + "  ".join(f"{k} {row[k + '_ratio']:.2f}" for k in med if k != "hand")
                 )
     finally:
@@ -448,10 +457,10 @@ def peer_lines(rows: list[dict[str, Any]]) -> list[str]:
     libs = [lib for lib in PEERS if any(f"{lib}_mapping" in r for r in rows)]
     head = {"pyro": "Pyro TraceGraph", "pyro_jit": "Pyro JitTraceGraph", "storch": "Storchastic"}
     lines = [
-        "| workload | B | H | hand (ms) | scg Declared / hand | "
+        "| workload | B | H | repeats | hand (ms) | scg Declared / hand | "
         + " | ".join(f"{head[x]} / hand" for x in libs)
         + " |",
-        "|---|---:|---:|---:|---:|" + "---:|" * len(libs),
+        "|---|---:|---:|---:|---:|---:|" + "---:|" * len(libs),
     ]
     for r in rows:
         cells = []
@@ -463,9 +472,8 @@ def peer_lines(rows: list[dict[str, Any]]) -> list[str]:
             else:
                 cells.append("n/a")
         lines.append(
-            f"| {r['label']} | {r['batch']} | {r['hidden']} | {r['hand_ms']:.3f} | {r['declared_ratio']:.2f} | "
-            + " | ".join(cells)
-            + " |"
+            f"| {r['label']} | {r['batch']} | {r['hidden']} | {r['repeats']} | {r['hand_ms']:.3f} | "
+            f"{r['declared_ratio']:.2f} | " + " | ".join(cells) + " |"
         )
     lines += ["", "How each workload maps onto each peer (n/a: not mapped; error: the message):", ""]
     seen = set()
