@@ -14,12 +14,11 @@ from collections.abc import Callable
 
 import pytest
 import torch
-from _estimators_util import check, estimates
+from _estimators_util import check, estimates, exact_gradient_batched
 from torch.distributions import Bernoulli, Categorical, Normal
 
 import scg
 import scg.credit.sample_dims
-import scg.testing as st
 
 TAB = torch.tensor([1.0, -2.0, 3.0], dtype=torch.float64)
 
@@ -65,7 +64,7 @@ def plain(th: torch.Tensor) -> None:
 
 
 def exact(th: torch.Tensor) -> torch.Tensor:
-    return st.exact_gradient(lambda: plain(th.unsqueeze(0)), [th])[0]
+    return exact_gradient_batched(plain, th)
 
 
 @pytest.mark.parametrize("kind", sorted(SWAPPED))

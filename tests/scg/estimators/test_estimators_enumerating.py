@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import torch
-from _estimators_util import check, estimates
+from _estimators_util import check, estimates, exact_gradient_batched
 from torch.distributions import Bernoulli, Categorical, Independent, OneHotCategorical
 
 import scg
@@ -45,7 +45,7 @@ def program(estimator: Any = None, n: int | None = None, onehot: bool = False): 
 
 
 def exact(th: torch.Tensor) -> torch.Tensor:
-    return st.exact_gradient(lambda: program()(th.unsqueeze(0)), [th])[0]
+    return exact_gradient_batched(program(), th)
 
 
 class UnorderedSetWithoutRatios(UnorderedSet):
@@ -124,7 +124,7 @@ def test_unordered_set_nodes_in_sequence() -> None:
         b = scg.sample(Categorical(logits=t[:, 2:5] + (a == 1).to(t.dtype).unsqueeze(-1)), name="b", n=n2, **kw)
         scg.cost(TAB[a] * TAB[b] + t[:, 5] * TAB[b], name="c")
 
-    ex = st.exact_gradient(lambda: run(th.unsqueeze(0)), [th])[0]
+    ex = exact_gradient_batched(run, th)
     report = check(estimates(lambda t: run(t, UnorderedSet(), 2, 2), th, 4000, seed=44), ex)
     assert report.passed, str(report)
 

@@ -10,11 +10,10 @@ from typing import Any
 
 import pytest
 import torch
-from _estimators_util import check, estimates
+from _estimators_util import check, estimates, exact_gradient_batched
 from torch.distributions import Bernoulli, Categorical, OneHotCategorical
 
 import scg
-import scg.testing as st
 from scg.estimators import GumbelEntmax, GumbelRao, GumbelSoftmax, GumbelSparsemax
 from scg.estimators.sparse_relaxations import entmax_bisect, sparsemax
 
@@ -40,7 +39,7 @@ def program(estimator: Any = None, bernoulli: bool = True):  # type: ignore[no-u
 
 def exact(bernoulli: bool = True) -> torch.Tensor:
     th = theta()
-    return st.exact_gradient(lambda: program(bernoulli=bernoulli)(th.unsqueeze(0)), [th])[0]
+    return exact_gradient_batched(program(bernoulli=bernoulli), th)
 
 
 def test_gumbel_rao_is_biased_like_straight_through_with_less_variance() -> None:

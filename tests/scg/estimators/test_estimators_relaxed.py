@@ -8,11 +8,10 @@ from typing import Any
 
 import pytest
 import torch
-from _estimators_util import check, estimates
+from _estimators_util import check, estimates, exact_gradient_batched
 from torch.distributions import Bernoulli, Categorical, OneHotCategorical
 
 import scg
-import scg.testing as st
 
 TAB = torch.tensor([1.0, -2.0, 3.0], dtype=torch.float64)
 
@@ -33,7 +32,7 @@ def one_hot_program(estimator: Any = None, n: int | None = None):  # type: ignor
 
 
 def exact(run: Any, th: torch.Tensor) -> torch.Tensor:
-    return st.exact_gradient(lambda: run(th.unsqueeze(0)), [th])[0]
+    return exact_gradient_batched(run, th)
 
 
 # --------------------------------------------------------------------------- Gumbel-softmax
