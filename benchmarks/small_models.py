@@ -51,9 +51,9 @@ from estimators import _version as estimators_version
 from small_workloads import (
     MODES,
     WORKLOADS,
+    Chain,
     Loss,
     Model,
-    Structure,
     chain,
     clock,
     inner_calls,
@@ -66,8 +66,6 @@ from small_workloads import (
 )
 from surrogate_overhead import CPU, log, machine, warm_up
 from surrogate_overhead import measure as overhead_measure
-
-import scg
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -134,34 +132,36 @@ def overhead(
     return rows
 
 
-def _phases(
-    chains: dict[str, tuple[Loss, Callable[[Structure], scg.Graph]]], mode: str, repeats: int, inner: int
-) -> dict[str, dict[str, list[float]]]:
-    """Per chain variant, seconds per call of the hand-written loss, scg's forward (graph
-    building) and scg's surrogate in each of ``repeats`` repeats: the variants and the phases
-    alternate within a repeat (``inner`` calls each, thread CPU time, the garbage collector
-    paused; two warm-up repeats dropped)."""
-    out = {key: {"hand": [], "forward": [], "surrogate": []} for key in chains}
+PHASES = ("hand_forward", "hand_assemble", "forward", "surrogate")
+
+
+def _phases(chains: dict[str, Chain], mode: str, repeats: int, inner: int) -> dict[str, dict[str, list[float]]]:
+    """Per chain variant, seconds per call of each phase (the hand-written forward and loss
+    assembly, scg's forward and surrogate) in each of ``repeats`` repeats: the variants and the
+    phases alternate within a repeat (``inner`` calls each, thread CPU time, the garbage
+    collector paused; two warm-up repeats dropped)."""
+    out = {key: {phase: [] for phase in PHASES} for key in chains}
     structures = {key: structure(mode) for key in chains}
     enabled = gc.isenabled()
     try:
         for r in range(repeats + 2):
-            for key, (hand_loss, forward) in chains.items():
+            for key, c in chains.items():
                 gc.disable()
                 t0 = clock()
-                for _ in range(inner):
-                    hand_loss()
+                parts = [c.hand_forward() for _ in range(inner)]
                 t1 = clock()
-                graphs = [forward(structures[key]) for _ in range(inner)]
+                for lps, costs in parts:
+                    c.hand_assemble(lps, costs)
                 t2 = clock()
+                graphs = [c.forward(structures[key]) for _ in range(inner)]
+                t3 = clock()
                 for g in graphs:
                     g.surrogate_loss()
-                t3 = clock()
+                t4 = clock()
                 gc.enable()
                 if r >= 2:
-                    out[key]["hand"].append((t1 - t0) / inner)
-                    out[key]["forward"].append((t2 - t1) / inner)
-                    out[key]["surrogate"].append((t3 - t2) / inner)
+                    for phase, sec in zip(PHASES, (t1 - t0, t2 - t1, t3 - t2, t4 - t3)):
+                        out[key][phase].append(sec / inner)
     finally:
         if enabled:
             gc.enable()
@@ -169,10 +169,11 @@ def _phases(
 
 
 def per_node(repeats: int, sizes: list[int], floor_s: float = 0.002, boost: int = 5) -> list[dict[str, Any]]:
-    """Per N and mode: scg's forward time over the hand-written loss's, per chain variant (a cost
-    per node, *pair*; one cost at the end, *samples*), µs per graph, the median of the paired
-    differences in one repeat; the cost calls' part (pair − samples, paired as well); the
-    surrogate's build (µs, median); and per call, each divided by N.
+    """Per N and mode (µs per graph, medians of the paired differences within a repeat): scg's
+    forward over the hand-written forward (the same draws, log-probabilities and costs), per chain
+    variant (a cost per node, *pair*; one cost at the end, *samples*); the cost calls' part
+    (pair − samples, paired as well); the surrogate's build, alone and over the hand-written
+    loss's assembly; and per call, each divided by N.
 
     Small chains get more repeats (up to ``boost`` x ``repeats``; a repeat is cheap there) and
     several calls per timed block (about ``floor_s`` of forward each)."""
@@ -181,23 +182,26 @@ def per_node(repeats: int, sizes: list[int], floor_s: float = 0.002, boost: int 
         row: dict[str, Any] = {"N": n}
         reps = repeats * max(1, min(boost, 64 // n))
         for m in MODES:
-            chains = {}
-            for key, per_cost in (("pair", True), ("samples", False)):
-                model, forward = chain(n, per_cost)
-                chains[key] = (model.hand_loss, forward)
+            chains = {"pair": chain(n, True), "samples": chain(n, False)}
             t0 = clock()
-            chains["pair"][1](structure(m))
+            chains["pair"].forward(structure(m))
             inner = max(1, min(50, round(floor_s / max(clock() - t0, 1e-6))))
             res = _phases(chains, m, reps, inner)
-            extra = {key: [f - h for f, h in zip(res[key]["forward"], res[key]["hand"])] for key in ("pair", "samples")}
+
+            def diffs(key: str, a: str, b: str, res: dict[str, dict[str, list[float]]] = res) -> list[float]:
+                return [x - y for x, y in zip(res[key][a], res[key][b])]
+
+            extra = {key: diffs(key, "forward", "hand_forward") for key in chains}
             row[f"{m}_pair_extra_us"] = statistics.median(extra["pair"]) * 1e6
             row[f"{m}_sample_extra_us"] = statistics.median(extra["samples"]) * 1e6
             cost_extra = statistics.median(p - q for p, q in zip(extra["pair"], extra["samples"])) * 1e6
             row[f"{m}_surrogate_us"] = statistics.median(res["pair"]["surrogate"]) * 1e6
+            row[f"{m}_surrogate_extra_us"] = statistics.median(diffs("pair", "surrogate", "hand_assemble")) * 1e6
             row[f"{m}_sample_us"] = row[f"{m}_sample_extra_us"] / n
             row[f"{m}_cost_us"] = cost_extra / n
             row[f"{m}_surrogate_us_per_node"] = row[f"{m}_surrogate_us"] / n
-            row[f"{m}_hand_us"] = statistics.median(res["pair"]["hand"]) * 1e6
+            row[f"{m}_hand_forward_us"] = statistics.median(res["pair"]["hand_forward"]) * 1e6
+            row[f"{m}_hand_assemble_us"] = statistics.median(res["pair"]["hand_assemble"]) * 1e6
         row["repeats"] = reps
         out.append(row)
         log(
@@ -334,7 +338,8 @@ def slopes(points: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
     """Per mode, extra(N) = fixed + slope · N fitted by least squares weighted 1/N² (each N by its
     relative error; the small graphs fix the per-graph part, the large ones the per-node part):
     µs per sample + cost pair and per sample (one final cost), the cost call as their difference,
-    the surrogate's build per node; and the fixed parts per graph (µs)."""
+    the surrogate's build per node (alone, and over the hand-written loss's assembly); and the
+    fixed parts per graph (µs)."""
     ns = torch.tensor([float(p["N"]) for p in points], dtype=torch.float64)
     design = torch.stack([torch.ones_like(ns), 1.0 / ns], 1)  # extra / N = slope + fixed / N
 
@@ -348,6 +353,7 @@ def slopes(points: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
         pair, pair_fixed = fit(f"{m}_pair_extra_us")
         sample, sample_fixed = fit(f"{m}_sample_extra_us")
         surrogate, surrogate_fixed = fit(f"{m}_surrogate_us")
+        over, over_fixed = fit(f"{m}_surrogate_extra_us")
         out[m] = {
             "sample_us": sample,
             "cost_us": pair - sample,
@@ -356,6 +362,8 @@ def slopes(points: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
             "one_cost_graph_fixed_us": sample_fixed,
             "surrogate_us_per_node": surrogate,
             "surrogate_fixed_us": surrogate_fixed,
+            "surrogate_extra_us_per_node": over,
+            "surrogate_extra_fixed_us": over_fixed,
         }
     return out
 
@@ -410,16 +418,20 @@ def _slope_lines(pts: list[dict[str, Any]]) -> list[str]:
     if len(pts) < 2:
         return []
     lines = [
-        "Fit extra(N) = fixed + slope · N (least squares weighted 1/N²; µs per node, fixed µs per graph):",
+        "Fit extra(N) = fixed + slope · N (least squares weighted 1/N²; µs per node, fixed µs per graph; "
+        "forward: scg's over the hand-written forward; surrogate: scg's build alone, and over the hand-written "
+        "loss's assembly):",
         "",
-        "| mode | scg.sample | scg.cost | sample + cost | fixed per graph | surrogate per node | surrogate fixed |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "| mode | scg.sample | scg.cost | sample + cost | forward fixed | surrogate per node | surrogate fixed "
+        "| surrogate − assembly per node | its fixed |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for m, f in slopes(pts).items():
         lines.append(
             f"| {m} | {f['sample_us']:.1f} | {f['cost_us']:.1f} | {f['pair_us']:.1f} | "
             f"{f['graph_fixed_us']:.0f} | {f['surrogate_us_per_node']:.1f} | "
-            f"{f['surrogate_fixed_us']:.0f} |"
+            f"{f['surrogate_fixed_us']:.0f} | {f['surrogate_extra_us_per_node']:.1f} | "
+            f"{f['surrogate_extra_fixed_us']:.0f} |"
         )
     return [*lines, ""]
 
@@ -487,18 +499,23 @@ def _compile_lines(rows: list[dict[str, Any]]) -> list[str]:
 def _per_node_lines(pts: list[dict[str, Any]]) -> list[str]:
     lines = [
         "Thread CPU time, garbage collector paused; per N the median of the paired differences scg's forward "
-        "− the hand-written loss (µs per graph) and the surrogate's build (median), alternating repeats.",
+        "− the hand-written forward (the same draws, log-probabilities and costs; µs per graph) and the "
+        "surrogate's build (median), the phases and variants alternating within each repeat.",
         "",
         *_slope_lines(pts),
-        "Measured per graph (µs; *pair*: N samples + N costs, *samples*: N samples + 1 cost, *surrogate*: "
-        "the surrogate's build of the pair chain; hand: the hand-written pair chain's loss):",
+        "Measured per graph (µs; *pair*: N samples + N costs, *samples*: N samples + 1 cost, scg's forward "
+        "over the hand-written one; *surrogate*: the surrogate's build of the pair chain; hand: the "
+        "hand-written pair chain's forward and assembly):",
         "",
-        "| N | repeats | hand | " + " | ".join(f"{m} pair | {m} samples | {m} surrogate" for m in MODES) + " |",
-        "|---:|---:|---:|" + "---:|" * 9,
+        "| N | repeats | hand forward | hand assembly | "
+        + " | ".join(f"{m} pair | {m} samples | {m} surrogate" for m in MODES)
+        + " |",
+        "|---:|---:|---:|---:|" + "---:|" * 9,
     ]
     for p in pts:
         lines.append(
-            f"| {p['N']} | {p['repeats']} | {p['declared_hand_us']:.0f} | "
+            f"| {p['N']} | {p['repeats']} | {p['declared_hand_forward_us']:.0f} | "
+            f"{p['declared_hand_assemble_us']:.0f} | "
             + " | ".join(
                 f"{p[m + '_pair_extra_us']:.0f} | {p[m + '_sample_extra_us']:.0f} | {p[m + '_surrogate_us']:.0f}"
                 for m in MODES

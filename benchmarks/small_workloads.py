@@ -383,12 +383,24 @@ def steps(model: Model) -> tuple[Callable[[], None], dict[str, Callable[[], None
     return step(model.hand_loss), {m: step(model.scg_loss(structure(m))) for m in MODES}
 
 
-def chain(n: int, per_node_costs: bool, batch: int = 32) -> tuple[Model, Callable[[Structure], scg.Graph]]:
-    """N Bernoulli nodes in a chain, a cost after each (or one cost at the end): the model and
-    scg's forward pass alone (the graph returned, its surrogate not built)."""
+@dataclass(kw_only=True, slots=True)
+class Chain:
+    """The per-node scan's chain of N Bernoulli nodes: the model (hand-written loss, scg's loss)
+    and its two phases on each side: scg's forward (graph built, surrogate not) against the
+    hand-written forward (the same draws, log-probabilities and the user's costs), scg's
+    surrogate against the hand-written loss's assembly (credit, products, sums)."""
+
+    model: Model
+    forward: Callable[[Structure], scg.Graph]
+    hand_forward: Callable[[], tuple[list[torch.Tensor], list[torch.Tensor]]]
+    hand_assemble: Callable[[list[torch.Tensor], list[torch.Tensor]], torch.Tensor]
+
+
+def chain(n: int, per_node_costs: bool, batch: int = 32) -> Chain:
+    """N Bernoulli nodes in a chain, a cost after each (or one cost, their sum, at the end)."""
     theta = torch.nn.Parameter(torch.zeros(n))
 
-    def hand_loss() -> torch.Tensor:
+    def hand_forward() -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         b = torch.zeros(batch)
         lps, costs = [], []
         for i in range(n):
@@ -396,8 +408,13 @@ def chain(n: int, per_node_costs: bool, batch: int = 32) -> tuple[Model, Callabl
             b = dist.sample()
             lps.append(dist.log_prob(b))
             costs.append(b)
+        if not per_node_costs:
+            costs = [sum(costs[1:], costs[0])]  # the user's one cost, as scg's forward computes it
+        return lps, costs
+
+    def hand_assemble(lps: list[torch.Tensor], costs: list[torch.Tensor]) -> torch.Tensor:
         c = torch.stack(costs)
-        credit = c.flip(0).cumsum(0).flip(0) if per_node_costs else c.sum(0)
+        credit = c.flip(0).cumsum(0).flip(0) if per_node_costs else c[0]
         return c.sum() + (torch.stack(lps) * credit).sum()
 
     def forward(structure: Structure) -> scg.Graph:
@@ -417,7 +434,8 @@ def chain(n: int, per_node_costs: bool, batch: int = 32) -> tuple[Model, Callabl
     def scg_loss(structure: Structure) -> Loss:
         return lambda: forward(structure).surrogate_loss()
 
-    return Model(hand_loss=hand_loss, scg_loss=scg_loss, params=[theta]), forward
+    model = Model(hand_loss=lambda: hand_assemble(*hand_forward()), scg_loss=scg_loss, params=[theta])
+    return Chain(model=model, forward=forward, hand_forward=hand_forward, hand_assemble=hand_assemble)
 
 
 def inner_calls(fn: Callable[[], None], params: list[torch.Tensor], floor_s: float = 0.004) -> int:

@@ -75,8 +75,7 @@ def test_the_equality_check_catches_a_different_estimator(work: Any) -> None:
     ref = _grads(model.hand_loss, model.params, 0)
     with pytest.raises(AssertionError):
         _assert_equal(_grads(model.scg_loss(scg.Declared()), model.params, 1), ref, "seed")
-    per_cost, _ = work.chain(6, True, batch=4)
-    one_cost, _ = work.chain(6, False, batch=4)
+    per_cost, one_cost = work.chain(6, True, batch=4).model, work.chain(6, False, batch=4).model
     one_cost.params[0].data.copy_(per_cost.params[0].data)
     with pytest.raises(AssertionError):
         _assert_equal(
@@ -89,7 +88,7 @@ def test_the_equality_check_catches_a_different_estimator(work: Any) -> None:
 @pytest.mark.parametrize("per_node_costs", [True, False])
 def test_per_node_chain_twin(work: Any, per_node_costs: bool) -> None:
     """The per-node scan compares like with like: the chain's twin has scg's gradient."""
-    model, _ = work.chain(5, per_node_costs, batch=3)
+    model = work.chain(5, per_node_costs, batch=3).model
     ref = _grads(model.hand_loss, model.params, 2)
     for mode, structure in STRUCTURES.items():
         _assert_equal(_grads(model.scg_loss(structure()), model.params, 2), ref, mode)
@@ -110,7 +109,7 @@ def test_quick_run_writes_its_files(bench: Any, tmp_path: Path) -> None:
             assert r[f"{m}_ms"] > 0 and r[f"{m}_ratio"] > 0
     assert [p["N"] for p in saved["per_node"]] == [1, 2, 4]
     fits = bench.slopes(saved["per_node"])
-    assert set(fits) == set(bench.MODES) and all(len(f) == 7 for f in fits.values())
+    assert set(fits) == set(bench.MODES) and all(len(f) == 9 for f in fits.values())
     assert set(saved["profile"]) == {"declared", "tracked"}
     assert saved["profile"]["declared"]["entry_points"]["scg.sample"]["calls"] == 2
     text = (tmp_path / "small_models.md").read_text()
