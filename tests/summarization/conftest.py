@@ -131,3 +131,17 @@ def single_thread() -> Iterator[None]:
 
     with one_thread():
         yield
+
+
+@pytest.fixture(scope="session")
+def finished_short_run(synthetic_corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A finished run of ``robust_support.train_args(synthetic_corpus, RUN)`` (the short C2F run
+    of the fault and signal tests: 2 epochs of 8 steps, no test evaluation), trained once per
+    session. Read-only: a test that changes a run copies it (``shutil.copytree``)."""
+    from scg_summarize.cli import main
+
+    from .robust_support import train_args
+
+    run = tmp_path_factory.mktemp("finished") / "run"
+    assert main(train_args(synthetic_corpus, run)) == 0
+    return run

@@ -27,6 +27,7 @@ from scg_summarize.train.metrics_log import repair_log
 from ..robust_support import SHORT, TINY, events, same_parameters, train_args
 
 OVERRIDES = [arg for arg in SHORT if arg != "--set"]
+TWO_STEPS = ["--set", "train.max_steps_per_epoch=2"]  # for the tests that need a run, not its length
 
 
 class Crash(BaseException):
@@ -38,12 +39,10 @@ def _trainer(data: Path, out: Path, resume: bool = False) -> Trainer:
 
 
 def test_a_crash_between_best_and_checkpoint_keeps_them_consistent(
-    synthetic_corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    synthetic_corpus: Path, finished_short_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    reference = _trainer(synthetic_corpus, tmp_path / "reference")
-    reference.fit()
-    reference.close()
-    assert read_checkpoint(tmp_path / "reference" / "best.pt")["step"] == 16  # epoch 2 improved
+    reference = finished_short_run  # the same run, not stopped
+    assert read_checkpoint(reference / "best.pt")["step"] == 16  # epoch 2 improved
     real_save = loop_module.save_atomic
 
     def crash_at_the_last_checkpoint(obj: Any, path: Path) -> None:
@@ -62,17 +61,19 @@ def test_a_crash_between_best_and_checkpoint_keeps_them_consistent(
     resumed.fit()
     resumed.close()
     for name in ("best.pt", "checkpoint.pt"):
-        assert same_parameters(tmp_path / "reference" / name, tmp_path / "victim" / name), name
+        assert same_parameters(reference / name, tmp_path / "victim" / name), name
     best = read_checkpoint(tmp_path / "victim" / "best.pt")
     final = read_checkpoint(tmp_path / "victim" / "checkpoint.pt")
     assert final["best_ppl"] == best["valid"]["ppl"] and final["best_step"] == best["step"] == 16
     assert len(events(tmp_path / "victim", "valid")) == 2 and len(events(tmp_path / "victim", "end")) == 1
 
 
-def test_resume_repairs_a_best_pt_older_than_the_recorded_best(synthetic_corpus: Path, tmp_path: Path) -> None:
+def test_resume_repairs_a_best_pt_older_than_the_recorded_best(
+    synthetic_corpus: Path, finished_short_run: Path, tmp_path: Path
+) -> None:
     # what runs of earlier versions could leave: checkpoint.pt says the best is step 16, best.pt is step 8
     run, old = tmp_path / "run", tmp_path / "one-epoch"
-    assert main(train_args(synthetic_corpus, run)) == 0
+    shutil.copytree(finished_short_run, run)
     assert main(train_args(synthetic_corpus, old, "--set", "train.epochs=1")) == 0
     shutil.copyfile(old / "best.pt", run / "best.pt")
     held = read_checkpoint(run / "best.pt")["valid"]["ppl"]
@@ -100,10 +101,10 @@ def test_repair_log_drops_a_torn_tail_and_the_lines_after_the_checkpoint(tmp_pat
 
 
 def test_resume_after_a_torn_log_and_of_a_finished_run_writes_each_line_once(
-    synthetic_corpus: Path, tmp_path: Path, capsys
+    synthetic_corpus: Path, finished_short_run: Path, tmp_path: Path, capsys
 ) -> None:
     run = tmp_path / "run"
-    assert main(train_args(synthetic_corpus, run)) == 0
+    shutil.copytree(finished_short_run, run)
     complete = (run / "metrics.jsonl").read_text()
     with open(run / "metrics.jsonl", "a") as f:
         f.write('{"event": "train", "step": 17, "lo')
@@ -161,11 +162,11 @@ def test_train_reports_a_full_disk_in_one_line(
         return real(handle, data)
 
     monkeypatch.setattr(checkpoint_module, "_write", write)
-    assert main(train_args(synthetic_corpus, run)) == 1
+    assert main(train_args(synthetic_corpus, run, "--set", "train.max_steps_per_epoch=2")) == 1
     err = capsys.readouterr().err
     assert "train: error: could not write" in err and "no space left on the device" in err
     assert "enforce fail" not in err and "Traceback" not in err
-    assert read_checkpoint(run / "checkpoint.pt")["step"] == 8 and not list(run.glob("*.tmp"))
+    assert read_checkpoint(run / "checkpoint.pt")["step"] == 2 and not list(run.glob("*.tmp"))
 
 
 def test_a_replaced_corpus_is_refused_on_resume_and_before_the_test_evaluation(tmp_path: Path, capsys) -> None:
@@ -174,12 +175,12 @@ def test_a_replaced_corpus_is_refused_on_resume_and_before_the_test_evaluation(t
     data, other, run = tmp_path / "data", tmp_path / "other", tmp_path / "run"
     make_synthetic_corpus(data, n_train=80, n_valid=16, n_test=8, seed=3)
     make_synthetic_corpus(other, n_train=80, n_valid=16, n_test=8, seed=4)
-    assert main(train_args(data, run, "--set", "train.epochs=1")) == 0
+    assert main(train_args(data, run, *TWO_STEPS, "--set", "train.epochs=1")) == 0
     evaluate_test(run, data, rouge=False)  # the same corpus: accepted
-    assert main(train_args(other, run, "--set", "train.epochs=2", "--resume")) == 2  # another --data
+    assert main(train_args(other, run, *TWO_STEPS, "--set", "train.epochs=2", "--resume")) == 2  # another --data
     assert "not the one" in capsys.readouterr().err
     make_synthetic_corpus(data, n_train=80, n_valid=16, n_test=8, seed=5, overwrite=True)  # prepare --overwrite
-    assert main(train_args(data, run, "--set", "train.epochs=2", "--resume")) == 2
+    assert main(train_args(data, run, *TWO_STEPS, "--set", "train.epochs=2", "--resume")) == 2
     assert "refusing to resume on different data" in capsys.readouterr().err
     with pytest.raises(CorpusChangedError, match="refusing to evaluate the test split"):
         evaluate_test(run, data, rouge=False)
