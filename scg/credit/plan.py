@@ -270,6 +270,12 @@ def _relation_of(graph: GraphRecord) -> Relation:
     return tuple((n.parents, tuple(sorted(n.foreign.items()))) for n in graph.nodes)
 
 
+#: the plans of tracked graphs (no structure) by (signature, relation, options): a training loop
+#: that repeats its graph builds its plan once (bounded, cleared when full)
+_TRACKED_PLANS: dict[Hashable, CreditPlan] = {}
+_TRACKED_PLANS_LIMIT = 64
+
+
 def plan_for(
     graph: GraphRecord, full: list[int], discount: float | None, dice: bool, dice_lambda: float | None
 ) -> CreditPlan:
@@ -282,6 +288,9 @@ def plan_for(
         key = (sig, discount, dice, dice_lambda)
         if not graph.tracked and sig in structure.relations:
             plan = structure.plans.get(key)
+    elif graph.tracked:  # the plan of an earlier tracked graph with this signature and relation
+        tracked_key = (graph.signature(), _relation_of(graph), discount, dice, dice_lambda)
+        plan = _TRACKED_PLANS.get(tracked_key)
     if plan is None:
         plan = build_plan(graph, full, discount, dice or dice_lambda is not None)
         if structure is not None:
@@ -289,6 +298,10 @@ def plan_for(
                 structure._learn(graph.nodes, sig, _relation_of(graph), full, plan.credit)
             if plan.cacheable and sig in structure.relations:
                 structure.plans[key] = plan
+        elif graph.tracked and plan.cacheable:
+            if len(_TRACKED_PLANS) >= _TRACKED_PLANS_LIMIT:
+                _TRACKED_PLANS.clear()
+            _TRACKED_PLANS[tracked_key] = plan
     if graph.tracked or structure is None or structure.learned:
         # (a declared edge need not be a path, so a declaration cannot tell "no differentiable
         # path" from "no path": the check needs tracked data flow)
