@@ -97,6 +97,10 @@ def test_sigkill_mid_epoch_then_resume_is_bitwise_identical(synthetic_corpus: Pa
     assert steps == sorted(set(steps)) and steps[-1] == 16
 
 
+#: the in-process test's runs: epochs of 4 steps (the logic is the same, the runs half as long)
+HALF_EPOCHS = ["--set", "train.max_steps_per_epoch=4"]
+
+
 class _Crash(BaseException):
     """Stands for SIGKILL: nothing of the trainer runs after it (not even an ``except Exception``)."""
 
@@ -121,29 +125,30 @@ def test_a_crash_after_a_periodic_checkpoint_then_resume_in_process_is_bitwise_i
             "--quiet",
             "--no-test",
             *SETTINGS,
+            *HALF_EPOCHS,
             *extra,
         ]
 
     assert main(args(tmp_path / "reference")) == 0
     real_step = Trainer.train_step
 
-    def crash_in_step_5(self, batch):  # type: ignore[no-untyped-def]
-        if self.counters.step == 4:  # the periodic checkpoint of step 4 is written; step 5 dies half-way
+    def crash_in_step_3(self, batch):  # type: ignore[no-untyped-def]
+        if self.counters.step == 2:  # the periodic checkpoint of step 2 is written; step 3 dies half-way
             raise _Crash
         return real_step(self, batch)
 
-    monkeypatch.setattr(Trainer, "train_step", crash_in_step_5)
+    monkeypatch.setattr(Trainer, "train_step", crash_in_step_3)
     with pytest.raises(_Crash):
         main(args(tmp_path / "victim"))
     killed_at = _step(tmp_path / "victim" / "checkpoint.pt")
-    assert killed_at == 4 and killed_at % 8 != 0  # mid-epoch (epochs are 8 steps)
+    assert killed_at == 2 and killed_at % 4 != 0  # mid-epoch (epochs are 4 steps)
     monkeypatch.setattr(Trainer, "train_step", real_step)
     (tmp_path / "victim" / ".lock").unlink(missing_ok=True)  # whatever a crash left (a lock held by this pid)
     assert main(args(tmp_path / "victim", "--resume")) == 0
 
     ref = read_checkpoint(tmp_path / "reference" / "checkpoint.pt")
     got = read_checkpoint(tmp_path / "victim" / "checkpoint.pt")
-    assert ref["step"] == got["step"] == 16
+    assert ref["step"] == got["step"] == 8
     for name, value in ref["model"].items():
         assert torch.equal(value, got["model"][name]), name
     assert ref["baseline"]["keys"] == got["baseline"]["keys"]
@@ -153,4 +158,4 @@ def test_a_crash_after_a_periodic_checkpoint_then_resume_in_process_is_bitwise_i
         for line in (tmp_path / "victim" / "metrics.jsonl").read_text().splitlines()
         if json.loads(line)["event"] == "train"
     ]
-    assert steps == sorted(set(steps)) and steps[-1] == 16
+    assert steps == sorted(set(steps)) and steps[-1] == 8
