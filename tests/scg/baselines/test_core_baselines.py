@@ -53,10 +53,10 @@ def test_learned_baseline_is_trained_by_regression_and_unbiased() -> None:
 
     report = st.check_unbiased(lambda: run(theta[None]), [theta], n=4000, batched=run, particles=1000)
     assert report.passed, str(report)
-    # One optimizer step on the surrogate moves the baseline toward the mean cost.
-    opt = torch.optim.SGD(module.parameters(), lr=0.05)
+    # Optimizer steps on the surrogate move the baseline toward the mean cost (20 steps: within 3%).
+    opt = torch.optim.SGD(module.parameters(), lr=0.125)
     before = float(module(features).detach())
-    for _ in range(50):
+    for _ in range(20):
         with scg.Graph() as g:
             run(theta.detach()[None].expand(64, 3))
         opt.zero_grad()
