@@ -479,6 +479,22 @@ def _ratio_lines(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def _summary_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """Per mode, how many rows at batch >= 32 meet the target, and the range of the ratios."""
+    big = [r for r in rows if r["batch"] >= 32]
+    if not big:
+        return []
+    lines = ["Rows at batch >= 32 within the target, and the range of the ratios there:", ""]
+    for m in MODES:
+        ratios = [r[f"{m}_ratio"] for r in big]
+        met = sum(x <= TARGETS[m] for x in ratios)
+        lines.append(
+            f"- {m}: {met} of {len(big)} within {TARGETS[m]:.2f}x; {min(ratios):.2f}x to {max(ratios):.2f}x "
+            f"(median {statistics.median(ratios):.2f}x)"
+        )
+    return [*lines, ""]
+
+
 def _compile_lines(rows: list[dict[str, Any]]) -> list[str]:
     lines = []
     for c in rows:
@@ -582,7 +598,7 @@ def _profile_lines(m: str, p: dict[str, Any], level: str, top: bool = True) -> l
 
 def report(data: dict[str, Any], level: str = "##", top: bool = True) -> list[str]:
     """The results as markdown sections (``level``: their heading level)."""
-    lines = [*_meta_lines(data["meta"]), "", *_ratio_lines(data["rows"])]
+    lines = [*_meta_lines(data["meta"]), "", *_summary_lines(data["rows"]), *_ratio_lines(data["rows"])]
     if data.get("peers"):
         lines += ["", f"{level} Peer libraries on the same workloads (time ÷ hand-written)", ""]
         lines += peers.peer_lines(data["peers"])
