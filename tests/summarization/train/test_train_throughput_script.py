@@ -26,13 +26,21 @@ def one_thread() -> Any:
     torch.set_num_threads(before)
 
 
-def _run(bench: Any, corpus: Path, out: Path, *extra: str) -> dict[str, Any]:
+@pytest.fixture(autouse=True)
+def no_full_collections(bench: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The script runs ``gc.collect()`` after each measurement (GPU memory between runs); in the
+    test process, thousands of modules in, each costs ~0.3 s of CPU, and no memory is asserted."""
+    monkeypatch.setattr(bench.gc, "collect", lambda generation=2: 0)
+
+
+def _run(
+    bench: Any, corpus: Path, out: Path, *extra: str, configs: tuple[str, ...] = ("tiny-STANDARD", "tiny-C2F")
+) -> dict[str, Any]:
     argv = [
         "--data",
         str(corpus),
         "--configs",
-        "tiny-STANDARD",
-        "tiny-C2F",
+        *configs,
         "--steps",
         "2",
         "--warmup",
@@ -85,11 +93,10 @@ def test_a_failing_autocast_run_falls_back_to_fp32(
         return real(config_name, data, split, args, amp, deadline)
 
     monkeypatch.setattr(bench, "measure", measure)
-    payload = _run(bench, synthetic_corpus, tmp_path, "--amp", "bf16")
-    standard, c2f = payload["rows"]
+    payload = _run(bench, synthetic_corpus, tmp_path, "--amp", "bf16", configs=("tiny-C2F",))
+    (c2f,) = payload["rows"]
     assert c2f["amp_requested"] == "bf16" and c2f["amp"] == "none" and c2f["steps"] == 2
     assert len(c2f["errors"]) == 1 and "a dtype mismatch in a custom op" in c2f["errors"][0]["error"]
-    assert standard["amp_requested"] == "bf16"  # (bf16 itself may or may not work on this CPU)
     md = (tmp_path / "train_throughput_test.md").read_text()
     assert "none (asked bf16)" in md and "a dtype mismatch in a custom op" in md
 
