@@ -2,7 +2,7 @@
 ``JitTraceGraph_ELBO``) and Storchastic, timed per gradient step against the hand-written step.
 
 Each workload is written as a user of that library would write it, from the same parameter
-values (``small_models``' ``*_parts``); the gradients are not those of the hand-written twin
+values (``small_workloads``' ``*_parts``); the gradients are not those of the hand-written twin
 (each library has its own cost bookkeeping and baseline rules, listed in ``MAPPING``), so a
 ratio compares the work a library does for one step of the same model, not the same numbers.
 

@@ -30,6 +30,11 @@ def work(bench: Any) -> Any:
     return sys.modules["small_workloads"]
 
 
+@pytest.fixture(scope="module")
+def report(bench: Any) -> Any:
+    return sys.modules["small_models_report"]
+
+
 def _grads(loss: Any, params: list[torch.Tensor], seed: int) -> list[torch.Tensor]:
     for p in params:
         p.grad = None
@@ -94,9 +99,9 @@ def test_per_node_chain_twin(work: Any, per_node_costs: bool) -> None:
         _assert_equal(_grads(model.scg_loss(structure()), model.params, 2), ref, mode)
 
 
-def test_quick_run_writes_its_files(bench: Any, tmp_path: Path) -> None:
+def test_quick_run_writes_its_files(bench: Any, report: Any, tmp_path: Path) -> None:
     page = tmp_path / "page.md"
-    page.write_text(f"# Page\n\nbefore\n{bench.BEGIN}\nold numbers\n{bench.END}\nafter\n")
+    page.write_text(f"# Page\n\nbefore\n{report.BEGIN}\nold numbers\n{report.END}\nafter\n")
     data = bench.main(["--quick", "--profile", "--out", str(tmp_path), "--docs", str(page)])
     names = {p.name for p in tmp_path.iterdir()}
     assert {"small_models.json", "small_models.md", "small_models.png"} <= names
@@ -108,7 +113,7 @@ def test_quick_run_writes_its_files(bench: Any, tmp_path: Path) -> None:
         for m in bench.MODES:
             assert r[f"{m}_ms"] > 0 and r[f"{m}_ratio"] > 0
     assert [p["N"] for p in saved["per_node"]] == [1, 2, 4]
-    fits = bench.slopes(saved["per_node"])
+    fits = report.slopes(saved["per_node"])
     assert set(fits) == set(bench.MODES) and all(len(f) == 9 for f in fits.values())
     assert set(saved["profile"]) == {"declared", "tracked"}
     assert saved["profile"]["declared"]["entry_points"]["scg.sample"]["calls"] == 2
@@ -116,20 +121,20 @@ def test_quick_run_writes_its_files(bench: Any, tmp_path: Path) -> None:
     assert "sigmoid belief net" in text and "Per-node cost" in text and "cProfile" in text
     assert "Fit extra(N) = fixed + slope" in text
     docs = page.read_text()
-    assert docs.startswith("# Page\n\nbefore\n") and docs.endswith(f"{bench.END}\nafter\n")
+    assert docs.startswith("# Page\n\nbefore\n") and docs.endswith(f"{report.END}\nafter\n")
     assert "old numbers" not in docs and "Per-node cost" in docs and "Top entries" not in docs
     (tmp_path / "small_models.md").unlink()
-    page.write_text(f"{bench.BEGIN}\n{bench.END}\n")
+    page.write_text(f"{report.BEGIN}\n{report.END}\n")
     bench.main(["--render", "--out", str(tmp_path), "--docs", str(page)])  # the report again, from the JSON alone
     assert (tmp_path / "small_models.md").read_text() == text
-    assert bench.report(saved, level="####", top=False)[0] in page.read_text()
+    assert report.report(saved, level="####", top=False)[0] in page.read_text()
 
 
-def test_docs_without_markers_are_refused(bench: Any, tmp_path: Path) -> None:
+def test_docs_without_markers_are_refused(report: Any, tmp_path: Path) -> None:
     page = tmp_path / "page.md"
     page.write_text("# no markers\n")
     with pytest.raises(SystemExit, match="markers"):
-        bench.write_docs({}, page)
+        report.write_docs({}, page)
     assert page.read_text() == "# no markers\n"
 
 
