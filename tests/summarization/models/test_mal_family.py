@@ -164,14 +164,25 @@ def test_step_interface_reproduces_teacher_forcing(name: str) -> None:
 
 
 # ----------------------------------------------------------------------------- training, resume, evaluate
-def test_train_resume_select_and_evaluate_with_table4(synthetic_corpus: Path, tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def short_documents(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A synthetic corpus of 4-chunk documents with 8 validation examples: MAL's encoders scan
+    every word in Python, so half the words and a fifth of the validation cost its runs half."""
+    from scg_summarize.data import make_synthetic_corpus
+
+    out = tmp_path_factory.mktemp("short_documents")
+    make_synthetic_corpus(out, n_train=96, n_valid=8, n_test=12, num_chunks=4, seed=7)
+    return out
+
+
+def test_train_resume_select_and_evaluate_with_table4(short_documents: Path, tmp_path: Path) -> None:
     """``scg-summarize train`` on +MAL: per-term metrics, best.pt by validation perplexity, an
     interrupted run resumed to the same parameters, and ``evaluate --saliency-topk``."""
 
     def fit(out: Path, epochs: int, resume: bool = False) -> Trainer:
         trainer = Trainer(
             load_config("MAL", [*FAST, f"train.epochs={epochs}"]),
-            synthetic_corpus,
+            short_documents,
             out,
             resume=resume,
             quiet=True,
@@ -225,7 +236,7 @@ def test_train_resume_select_and_evaluate_with_table4(synthetic_corpus: Path, tm
     table4 = json.loads(out.read_text())["saliency_topk"]
     assert table4["k"] == 5 and table4["count"] == 12 and set(table4["rouge1"]) == {"SuAtt", "UnAtt", "Lead"}
     # the same numbers as the analysis run directly on the model over the same 12 documents
-    dataset = SummarizationDataset(synthetic_corpus, "test")
+    dataset = SummarizationDataset(short_documents, "test")
     docs = list(documents_from_split(dataset, range(12)))
     batch = collate_examples(docs)
     direct = saliency_top_k(run.decoder.model, [batch], run.vocab.id_to_token, k=5)
