@@ -136,6 +136,8 @@ def node_groups(plan: CreditPlan, nodes: Sequence[Node]) -> list[NodeGroup]:
 
 def apply_weights(weights: torch.Tensor, x: torch.Tensor, q: int, node_shape: torch.Size) -> torch.Tensor:
     """``weights @ x`` with ``x`` (q, *broadcastable to node_shape) expanded: (rows, *node_shape)."""
+    if len(node_shape) == 1 and x.shape[1:] == node_shape:  # (q, B): the product as it is
+        return weights @ x
     x = x.expand(q, *node_shape)
     return (weights @ x.reshape(q, -1)).reshape(weights.shape[0], *node_shape)
 
@@ -250,6 +252,8 @@ def apply_baselines(
         and all(a.first == (applied[k - 1].end if k else 0) for k, a in enumerate(applied))
         and applied[-1].end == n
     ):  # every row covered in order: one join, one subtraction
+        if all(a.end - a.first == 1 and a.value.shape == shape for a in applied):
+            return targets - torch.stack([a.value for a in applied])
         return targets - torch.cat([a.value.expand(a.end - a.first, *shape) for a in applied])
     if all(a.consecutive for a in applied):
         parts: list[torch.Tensor] = []
