@@ -224,7 +224,8 @@ class InfluenceTracker(TorchFunctionMode):
             if got is not None:
                 m |= got[0]
         if not m and self.node_storages:
-            m = adopt(self, t)  # nn.Parameter(z), z.as_subclass(C): no torch call was seen
+            with torch._C.DisableTorchFunction():  # (its reads: not through this tracker)
+                m = adopt(self, t)  # nn.Parameter(z), z.as_subclass(C): no torch call was seen
         return m
 
     def foreign_of(self, t: Tensor) -> dict[int, int]:
@@ -412,6 +413,8 @@ class InfluenceTracker(TorchFunctionMode):
             carried |= getattr(a, battr, 0)
             if am & grad_nodes and a.requires_grad:
                 grad_in |= am & grad_nodes
+        if not (carried or grad_in):
+            return  # no break to carry, no pathwise input whose gradient could be cut
         outs = [out] if type(out) is Tensor else list(flat_tensors(out))
         if isinstance(written, Tensor) and written is not out:
             outs.append(written)
