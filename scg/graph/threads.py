@@ -173,6 +173,9 @@ def check_untracked(graph: WatchedGraph, node: Any, values: Sequence[torch.Tenso
     outside the tracker): a warning, or an error in strict mode."""
     if mask or not graph.grad_fns or not (graph.warn_on_escape or graph.strict):
         return
+    own = node.index
+    if all(i == own for i in graph.grad_fns.values()):
+        return  # only the node's own value (a pathwise draw): its parameters were computed before it
     lost = 0
     for v in values:
         lost |= autograd_sources(v, graph.grad_fns)
