@@ -156,8 +156,12 @@ def test_one_step_through_both_backends() -> None:
 
 
 def test_opcheck_on_the_triton_backend() -> None:
+    """The fake kernels (shapes, dtypes) and the autograd registration against the Triton outputs. The
+    tracing check (``test_aot_dispatch_dynamic``) is the reference backend's (test_kernels_reference.py):
+    what it traces, the fake kernels and the backward formulas, is the same for both backends."""
     c = make_case(7, 2, 5, 3, 7, 4, 2, r=3).cast(torch.float32)
     req = lambda t: t.clone().requires_grad_(True)  # noqa: E731
+    checks = ("test_schema", "test_autograd_registration", "test_faketensor")
     with backend("triton"):
         torch.library.opcheck(
             c2f_coarse_sample,
@@ -170,8 +174,11 @@ def test_opcheck_on_the_triton_backend() -> None:
                 "multinomial",
                 c.rows,
             ),
+            test_utils=checks,
         )
         torch.library.opcheck(
-            c2f_fine_attend, (req(c.words), c.word_mask, req(c.query_fine), c.idx, req(c.weights), c.rows)
+            c2f_fine_attend,
+            (req(c.words), c.word_mask, req(c.query_fine), c.idx, req(c.weights), c.rows),
+            test_utils=checks,
         )
-        torch.library.opcheck(logsoftmax_topk, (req(c.query_fine), req(c.words[0, 0]), None, 2))
+        torch.library.opcheck(logsoftmax_topk, (req(c.query_fine), req(c.words[0, 0]), None, 2), test_utils=checks)
