@@ -183,7 +183,8 @@ def test_triton_beam_step_matches_the_reference() -> None:
     from scg_summarize.kernels import ops
 
     batch = make_batch(B=2, M=4, N=6, T=5)
-    options = DecodeOptions(beam_size=2, max_len=5, no_repeat_ngram=2, min_len=0, unk="allow")
+    # four steps: a repeated bigram (a b a b) can be blocked at the last; each step is three interpreted kernels
+    options = DecodeOptions(beam_size=2, max_len=4, no_repeat_ngram=2, min_len=0, unk="allow")
     model = tiny_model("c2f")
     with backend("reference"):
         want = beam_search(ModelStepDecoder(model), batch, options, topk=False)
