@@ -41,16 +41,17 @@ def _train(data: Path, out: Path, *extra: str, config: str = "tiny-STANDARD") ->
 
 def test_a_new_run_never_replaces_an_existing_one(synthetic_corpus: Path, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     out = tmp_path / "run"
-    assert _train(synthetic_corpus, out) == 0
+    one_step = _sets("train.max_steps_per_epoch=1", "train.epochs=1")  # a run, however short
+    assert _train(synthetic_corpus, out, *one_step) == 0
     kept = {name: (out / name).read_bytes() for name in ("config.json", "metrics.jsonl", "best.pt")}
     (out / "eval").mkdir()
     (out / "eval" / "old.json").write_text("{}")
     capsys.readouterr()
-    assert _train(synthetic_corpus, out, config="tiny-C2F") == 2  # refused: bad input
+    assert _train(synthetic_corpus, out, *one_step, config="tiny-C2F") == 2  # refused: bad input
     err = capsys.readouterr().err
     assert "already holds a run" in err and "--resume" in err and "--overwrite" in err
     assert {name: (out / name).read_bytes() for name in kept} == kept  # nothing touched
-    assert _train(synthetic_corpus, out, "--overwrite", config="tiny-C2F") == 0
+    assert _train(synthetic_corpus, out, "--overwrite", *one_step, config="tiny-C2F") == 0
     assert json.loads((out / "config.json").read_text())["name"] == "tiny-C2F"
     assert not (out / "eval").exists()  # the old run's evaluations cannot pass for the new run's
     assert main(["train", "--out", str(out), "--resume", "--overwrite"]) == 2
