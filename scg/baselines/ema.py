@@ -46,7 +46,8 @@ class EMA(Baseline):
         #: the row-index tensor of each tuple of rows, per device (made once, not every step)
         self._row_tensors: dict[tuple[tuple[int, ...], torch.device], torch.Tensor] = {}
 
-    def _rows(self, nodes: Sequence[Node], like: torch.Tensor) -> torch.Tensor:
+    def _rows(self, nodes: Sequence[Node], like: torch.Tensor) -> torch.Tensor | None:
+        """The rows of ``nodes`` in the table of averages (None: the nodes are its rows, in order)."""
         if self.per_element and self._values is not None and self._values.shape[1:] != like.shape[1:]:
             raise SCGError(
                 f"EMA(per_element=True) baseline of {nodes[0].describe()}: its learning signal has "
@@ -65,6 +66,8 @@ class EMA(Baseline):
                 fresh[: self._values.shape[0]] = self._values.to(like.dtype).cpu()
             self._values = fresh.to(like.device)
         idx = tuple(self._index[(n.name, n.step)] for n in nodes)
+        if len(idx) == len(self._index) and idx == tuple(range(len(idx))):
+            return None
         where = (idx, like.device)
         got = self._row_tensors.get(where)
         if got is None:
@@ -73,15 +76,19 @@ class EMA(Baseline):
 
     def __call__(self, nodes: Sequence[Node], targets: torch.Tensor, info: Sequence[SampleInfo]) -> BaselineResult:
         rows = self._rows(nodes, targets)
-        assert self._values is not None
-        values = self._values.to(device=targets.device, dtype=targets.dtype)
-        old = values[rows]  # (n,) or (n, *shape): the value from before the update
+        values = self._values
+        assert values is not None
+        if values.dtype != targets.dtype or values.device != targets.device:
+            values = values.to(device=targets.device, dtype=targets.dtype)
+        old = values if rows is None else values[rows]  # (n,) or (n, *shape): the value from before the update
         if self.per_element:
             observed = targets
         else:
-            observed = targets.reshape(targets.shape[0], -1).mean(dim=1)
-        values = values.index_copy(0, rows, old + self.beta * (observed.detach() - old))
-        self._values = values
+            observed = (targets if targets.dim() == 2 else targets.reshape(targets.shape[0], -1)).mean(dim=1)
+        if observed.requires_grad:
+            observed = observed.detach()
+        new = old + self.beta * (observed - old)
+        self._values = new if rows is None else values.index_copy(0, rows, new)
         if self.per_element:
             return BaselineResult(old)
         return BaselineResult(old.reshape((old.shape[0],) + (1,) * (targets.dim() - 1)))
