@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import matplotlib.pyplot as plt
 import networkx as nx
 
 from scg.graph.graph import GraphRecord
@@ -61,6 +60,8 @@ def draw(
     """
     g = to_networkx(graph, parameters=parameters, **kwargs)
     if ax is None:
+        import matplotlib.pyplot as plt  # here: importing pyplot picks a GUI backend (~1 s); scg.viz stays cheap
+
         width = max(4.0, 1.6 * (1 + max((p[0] for p in _layout(g).values()), default=0)))
         _, ax = plt.subplots(figsize=(width, 3.5))
     pos = _layout(g)
