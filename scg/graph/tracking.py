@@ -52,6 +52,7 @@ from typing import Any
 import torch
 from torch._C import _are_functorch_transforms_active as _transforms_active
 from torch._C import _functorch
+from torch._C import _is_torch_function_mode_enabled as _modes_on
 from torch.compiler import is_dynamo_compiling as _dynamo_compiling
 from torch.overrides import TorchFunctionMode
 
@@ -224,8 +225,10 @@ class InfluenceTracker(TorchFunctionMode):
             if got is not None:
                 m |= got[0]
         if not m and self.node_storages:
-            with torch._C.DisableTorchFunction():  # (its reads: not through this tracker)
-                m = adopt(self, t)  # nn.Parameter(z), z.as_subclass(C): no torch call was seen
+            if _modes_on():  # (called from scg's code while the graph is open: its reads not through the tracker)
+                with torch._C.DisableTorchFunction():
+                    return adopt(self, t)  # nn.Parameter(z), z.as_subclass(C): no torch call was seen
+            m = adopt(self, t)
         return m
 
     def foreign_of(self, t: Tensor) -> dict[int, int]:
