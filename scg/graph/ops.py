@@ -6,7 +6,7 @@ Everything here is computed once per torch function (`info`) and cached.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
@@ -190,16 +190,27 @@ def is_tensor_result(out: Any) -> bool:
     if out is None or isinstance(out, Tensor):
         return True
     if isinstance(out, (list, tuple)):
-        return bool(out) and all(isinstance(o, Tensor) or o is None for o in out)
+        if not out:
+            return False
+        for o in out:
+            if o is not None and not isinstance(o, Tensor):
+                return False
+        return True
     return isinstance(out, (torch.dtype, torch.device, torch.Size, torch.layout))
 
 
-def flat_tensors(out: Any) -> Iterator[Tensor]:
+def flat_tensors(out: Any) -> list[Tensor]:
+    """The tensors of an operation's result (a tensor, or nested lists/tuples of them), in order."""
     if isinstance(out, Tensor):
-        yield out
-    elif isinstance(out, (list, tuple)):
+        return [out]
+    found: list[Tensor] = []
+    if isinstance(out, (list, tuple)):
         for o in out:
-            yield from flat_tensors(o)
+            if isinstance(o, Tensor):
+                found.append(o)
+            elif isinstance(o, (list, tuple)):
+                found += flat_tensors(o)
+    return found
 
 
 def bool_index(args: tuple[Any, ...]) -> bool:

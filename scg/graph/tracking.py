@@ -418,7 +418,7 @@ class InfluenceTracker(TorchFunctionMode):
                 grad_in |= am & grad_nodes
         if not (carried or grad_in):
             return  # no break to carry, no pathwise input whose gradient could be cut
-        outs = [out] if type(out) is Tensor else list(flat_tensors(out))
+        outs = [out] if type(out) is Tensor else flat_tensors(out)
         if isinstance(written, Tensor) and written is not out:
             outs.append(written)
         for o in outs:
@@ -445,7 +445,7 @@ class InfluenceTracker(TorchFunctionMode):
         inputs = [
             a for arg in args for a in (arg if isinstance(arg, (list, tuple)) else (arg,)) if isinstance(a, Tensor)
         ]
-        outputs = list(flat_tensors(out))
+        outputs = flat_tensors(out)
         if len(inputs) != len(outputs):
             m = 0
             tracked = []
