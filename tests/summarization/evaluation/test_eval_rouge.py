@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rouge_score import rouge_scorer
 from scg_summarize.evaluation import Rouge, RougeOptions, truncate_bytes
 
 from ..eval_support import shared_data_dir
@@ -16,10 +16,18 @@ WORDS = ["the", "cat", "sat", "on", "mat", "dogs", "running", "ran", "quickly", 
 text = st.lists(st.sampled_from(WORDS), min_size=0, max_size=12).map(" ".join)
 
 
+def direct_scorer() -> Any:
+    """rouge-score's own scorer of R-1, R-2 and R-L (stemming), the reference of these tests. Imported
+    here, not at the top: rouge_score imports nltk (~2 s of CPU) that collecting the tests need not pay."""
+    from rouge_score import rouge_scorer
+
+    return rouge_scorer.RougeScorer(["rouge1", "rouge2", "rougeL"], use_stemmer=True)
+
+
 @settings(max_examples=60, deadline=None)
 @given(prediction=text, reference=text)
 def test_single_reference_agrees_with_rouge_score(prediction: str, reference: str) -> None:
-    direct = rouge_scorer.RougeScorer(["rouge1", "rouge2", "rougeL"], use_stemmer=True).score(reference, prediction)
+    direct = direct_scorer().score(reference, prediction)
     ours = Rouge(RougeOptions(metrics=("rouge1", "rouge2", "rougeL"), split_sentences=False)).score(
         prediction, [reference]
     )
@@ -40,7 +48,7 @@ def test_empty_prediction_scores_zero_and_missing_references_are_errors() -> Non
 
 
 def test_max_over_references_is_taken_per_metric() -> None:
-    scorer = rouge_scorer.RougeScorer(["rouge1", "rouge2", "rougeL"], use_stemmer=True)
+    scorer = direct_scorer()
     prediction = "a b c d"
     refs = ["a b x c d", "d c b a"]  # the first wins ROUGE-2, ties ROUGE-1
     ours = Rouge(RougeOptions(metrics=("rouge1", "rouge2", "rougeL"))).score(prediction, refs)
@@ -93,7 +101,7 @@ def _xsum(system: str, n: int | None = None) -> tuple[list[str], list[str], dict
 def test_xsum_subset_corpus_scores_equal_rouge_score_directly() -> None:
     pred, gold, _ = _xsum("ptgen", 400)
     ours = Rouge(RougeOptions(metrics=("rouge1", "rouge2", "rougeL"))).corpus(pred, [[g] for g in gold]).scores
-    scorer = rouge_scorer.RougeScorer(["rouge1", "rouge2", "rougeL"], use_stemmer=True)
+    scorer = direct_scorer()
     direct = {k: 0.0 for k in ours}
     for p, g in zip(pred, gold):
         for k, v in scorer.score(g, p).items():
