@@ -29,12 +29,15 @@ from ..robust_support import train_args
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
+#: the runs these tests make: one epoch of 2 steps (what is checked is the refusal, not the training)
+ONE_EPOCH = ["--set", "train.epochs=1", "--set", "train.max_steps_per_epoch=2"]
+
 
 @pytest.fixture(scope="module")
 def trained(synthetic_corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A finished one-epoch tiny C2F run (read-only: tests corrupt copies)."""
     run = tmp_path_factory.mktemp("trained") / "run"
-    assert main(train_args(synthetic_corpus, run, "--set", "train.epochs=1", config="tiny-C2F")) == 0
+    assert main(train_args(synthetic_corpus, run, *ONE_EPOCH, config="tiny-C2F")) == 0
     return run
 
 
@@ -279,7 +282,7 @@ def test_a_bad_checkpoint_is_named_by_summarize_evaluate_and_resume(
     assert main(["evaluate", "--run", str(run), "--limit", "2", "--greedy", "--quiet"]) == 2
     assert f"{run / 'best.pt'}:" in "\n".join(_err_lines(capsys))
     _corrupt(run / "checkpoint.pt", how)
-    assert main(train_args(synthetic_corpus, run, "--set", "train.epochs=1", "--resume", config="tiny-C2F")) == 2
+    assert main(train_args(synthetic_corpus, run, *ONE_EPOCH, "--resume", config="tiny-C2F")) == 2
     text = "\n".join(_err_lines(capsys))
     assert f"{run / 'checkpoint.pt'}:" in text and "checkpoint" in text
 
@@ -289,7 +292,7 @@ def test_resume_refuses_changed_options_by_name_and_applies_harmless_ones(
 ) -> None:
     run = tmp_path / "run"
     shutil.copytree(trained, run, ignore=shutil.ignore_patterns(".lock"))
-    resume = train_args(synthetic_corpus, run, "--set", "train.epochs=1", "--resume", config="tiny-C2F")
+    resume = train_args(synthetic_corpus, run, *ONE_EPOCH, "--resume", config="tiny-C2F")
     assert main([*resume, "--set", "train.lr=0.1"]) == 2
     assert "train.lr: saved 0.01, given 0.1" in "\n".join(_err_lines(capsys))
     assert main([*resume, "--set", "model.hidden=32"]) == 2  # a checkpoint of another model size
@@ -302,14 +305,7 @@ def test_resume_refuses_changed_options_by_name_and_applies_harmless_ones(
 
 def test_a_hier_checkpoint_is_not_resumed_as_c2f(synthetic_corpus: Path, tmp_path: Path, capsys) -> None:
     hier, c2f = tmp_path / "hier", tmp_path / "c2f"
-    assert (
-        main(
-            train_args(
-                synthetic_corpus, hier, "--set", "train.epochs=1", "--set", "train.alternate=0.0", config="tiny-HIER"
-            )
-        )
-        == 0
-    )
+    assert main(train_args(synthetic_corpus, hier, *ONE_EPOCH, "--set", "train.alternate=0.0", config="tiny-HIER")) == 0
     assert main(train_args(synthetic_corpus, hier, "--resume", config="tiny-C2F")) == 2
     assert "holds a run of 'tiny-HIER', not 'tiny-C2F'" in "\n".join(_err_lines(capsys))
     shutil.copytree(hier, c2f, ignore=shutil.ignore_patterns(".lock", "config.json"))  # no name to compare
