@@ -97,7 +97,9 @@ Results: ``benchmarks/results/estimators.{json,md,png}``.
 
     python benchmarks/estimators.py [--quick]      # --quick: small n, a smoke test (~7 min on 2 busy cores)
     python benchmarks/estimators.py --render       # rewrite the .md and .png from the .json
-    python benchmarks/estimators.py --libs scg_loop scg_vec --stem estimators_issue26   # scg's estimators only
+    python benchmarks/estimators.py --problems toy dvae --libs scg_vec --stem estimators_issue26   # issue 26's
+    python benchmarks/estimators.py --problems attention --libs scg_vec --stem estimators_issue26_attention
+        # issue 26's estimators on the attention loop: about 32 min on 2 busy cores
 """
 
 from __future__ import annotations
