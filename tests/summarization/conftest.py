@@ -7,6 +7,7 @@ import os
 import shutil
 import sys
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -133,15 +134,25 @@ def single_thread() -> Iterator[None]:
         yield
 
 
+@dataclass(frozen=True)
+class ShortRun:
+    """A finished run of ``robust_support.train_args(corpus, path, *options)``."""
+
+    path: Path
+    options: tuple[str, ...]  #: the options after ``robust_support.SHORT``: give them to resume it or rerun it
+
+
 @pytest.fixture(scope="session")
-def finished_short_run(synthetic_corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A finished run of ``robust_support.train_args(synthetic_corpus, RUN)`` (the short C2F run
-    of the fault and signal tests: 2 epochs of 8 steps, no test evaluation), trained once per
-    session. Read-only: a test that changes a run copies it (``shutil.copytree``)."""
+def finished_short_run(synthetic_corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> ShortRun:
+    """The short C2F run of the fault and signal tests (``robust_support.train_args``: 2 epochs,
+    here of 4 steps, no test evaluation), finished, trained once per session. Read-only: a test
+    that changes a run copies it (``shutil.copytree``)."""
     from scg_summarize.cli import main
 
     from .robust_support import train_args
 
-    run = tmp_path_factory.mktemp("finished") / "run"
-    assert main(train_args(synthetic_corpus, run)) == 0
-    return run
+    finished = ShortRun(
+        path=tmp_path_factory.mktemp("finished") / "run", options=("--set", "train.max_steps_per_epoch=4")
+    )
+    assert main(train_args(synthetic_corpus, finished.path, *finished.options)) == 0
+    return finished

@@ -24,6 +24,7 @@ from scg_summarize.train.checkpoint import save_atomic
 from scg_summarize.train.fingerprint import CorpusChangedError
 from scg_summarize.train.metrics_log import repair_log
 
+from ..conftest import ShortRun
 from ..robust_support import SHORT, TINY, events, same_parameters, train_args
 
 OVERRIDES = [arg for arg in SHORT if arg != "--set"]
@@ -34,51 +35,53 @@ class Crash(BaseException):
     """Stands for the process dying at a chosen moment."""
 
 
-def _trainer(data: Path, out: Path, resume: bool = False) -> Trainer:
-    return Trainer(load_config(TINY, OVERRIDES), data, out, resume=resume, quiet=True, log=lambda line: None)
+def _trainer(data: Path, out: Path, options: tuple[str, ...], resume: bool = False) -> Trainer:
+    """The trainer of ``main(train_args(data, out, *options))``."""
+    config = load_config(TINY, [*OVERRIDES, *(arg for arg in options if arg != "--set")])
+    return Trainer(config, data, out, resume=resume, quiet=True, log=lambda line: None)
 
 
 def test_a_crash_between_best_and_checkpoint_keeps_them_consistent(
-    synthetic_corpus: Path, finished_short_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    synthetic_corpus: Path, finished_short_run: ShortRun, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    reference = finished_short_run  # the same run, not stopped
-    assert read_checkpoint(reference / "best.pt")["step"] == 16  # epoch 2 improved
+    reference = finished_short_run.path  # the same run, not stopped
+    assert read_checkpoint(reference / "best.pt")["step"] == 8  # epoch 2 improved
     real_save = loop_module.save_atomic
 
     def crash_at_the_last_checkpoint(obj: Any, path: Path) -> None:
-        if Path(path).name == "checkpoint.pt" and obj["step"] == 16:
-            raise Crash  # best.pt of step 16 is written, checkpoint.pt of step 16 is not
+        if Path(path).name == "checkpoint.pt" and obj["step"] == 8:
+            raise Crash  # best.pt of step 8 is written, checkpoint.pt of step 8 is not
         real_save(obj, path)
 
     monkeypatch.setattr(loop_module, "save_atomic", crash_at_the_last_checkpoint)
-    victim = _trainer(synthetic_corpus, tmp_path / "victim")
+    victim = _trainer(synthetic_corpus, tmp_path / "victim", finished_short_run.options)
     with pytest.raises(Crash):
         victim.fit()
     victim.close()
     monkeypatch.setattr(loop_module, "save_atomic", real_save)
-    assert read_checkpoint(tmp_path / "victim" / "checkpoint.pt")["step"] == 8
-    resumed = _trainer(synthetic_corpus, tmp_path / "victim", resume=True)
+    assert read_checkpoint(tmp_path / "victim" / "checkpoint.pt")["step"] == 4
+    resumed = _trainer(synthetic_corpus, tmp_path / "victim", finished_short_run.options, resume=True)
     resumed.fit()
     resumed.close()
     for name in ("best.pt", "checkpoint.pt"):
         assert same_parameters(reference / name, tmp_path / "victim" / name), name
     best = read_checkpoint(tmp_path / "victim" / "best.pt")
     final = read_checkpoint(tmp_path / "victim" / "checkpoint.pt")
-    assert final["best_ppl"] == best["valid"]["ppl"] and final["best_step"] == best["step"] == 16
+    assert final["best_ppl"] == best["valid"]["ppl"] and final["best_step"] == best["step"] == 8
     assert len(events(tmp_path / "victim", "valid")) == 2 and len(events(tmp_path / "victim", "end")) == 1
 
 
 def test_resume_repairs_a_best_pt_older_than_the_recorded_best(
-    synthetic_corpus: Path, finished_short_run: Path, tmp_path: Path
+    synthetic_corpus: Path, finished_short_run: ShortRun, tmp_path: Path
 ) -> None:
-    # what runs of earlier versions could leave: checkpoint.pt says the best is step 16, best.pt is step 8
-    run, old = tmp_path / "run", tmp_path / "one-epoch"
-    shutil.copytree(finished_short_run, run)
-    assert main(train_args(synthetic_corpus, old, "--set", "train.epochs=1")) == 0
+    # what runs of earlier versions could leave: checkpoint.pt says the best is step 8, best.pt is step 4
+    run, old, options = tmp_path / "run", tmp_path / "one-epoch", finished_short_run.options
+    shutil.copytree(finished_short_run.path, run)
+    assert main(train_args(synthetic_corpus, old, *options, "--set", "train.epochs=1")) == 0
     shutil.copyfile(old / "best.pt", run / "best.pt")
     held = read_checkpoint(run / "best.pt")["valid"]["ppl"]
     assert read_checkpoint(run / "checkpoint.pt")["best_ppl"] < held
-    assert main(train_args(synthetic_corpus, run, "--resume")) == 0
+    assert main(train_args(synthetic_corpus, run, *options, "--resume")) == 0
     assert events(run, "end")[-1]["best_ppl"] == held  # the run now reports what best.pt holds
     assert read_checkpoint(run / "checkpoint.pt")["best_ppl"] == held
 
@@ -101,17 +104,17 @@ def test_repair_log_drops_a_torn_tail_and_the_lines_after_the_checkpoint(tmp_pat
 
 
 def test_resume_after_a_torn_log_and_of_a_finished_run_writes_each_line_once(
-    synthetic_corpus: Path, finished_short_run: Path, tmp_path: Path, capsys
+    synthetic_corpus: Path, finished_short_run: ShortRun, tmp_path: Path, capsys
 ) -> None:
-    run = tmp_path / "run"
-    shutil.copytree(finished_short_run, run)
+    run, options = tmp_path / "run", finished_short_run.options
+    shutil.copytree(finished_short_run.path, run)
     complete = (run / "metrics.jsonl").read_text()
     with open(run / "metrics.jsonl", "a") as f:
-        f.write('{"event": "train", "step": 17, "lo')
-    assert main(train_args(synthetic_corpus, run, "--resume")) == 0  # a finished run, a torn tail
+        f.write('{"event": "train", "step": 9, "lo')
+    assert main(train_args(synthetic_corpus, run, *options, "--resume")) == 0  # a finished run, a torn tail
     assert "dropped a torn last line" in capsys.readouterr().err
     assert _without_times(run) == _without_times(complete)
-    assert main(train_args(synthetic_corpus, run, "--resume")) == 0
+    assert main(train_args(synthetic_corpus, run, *options, "--resume")) == 0
     assert _without_times(run) == _without_times(complete)
     assert len(events(run, "end")) == 1
 

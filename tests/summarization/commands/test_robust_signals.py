@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from scg_summarize.models.loading import read_checkpoint
 
+from ..conftest import ShortRun
 from ..robust_support import cli, same_parameters, start, train_args, train_lines, wait_for
 
 
@@ -216,14 +217,14 @@ def test_sigterm_during_the_final_test_evaluation_says_so_in_one_line(
 
 
 def test_sigterm_in_process_stops_after_the_step_with_a_checkpoint_and_resumes_bitwise(
-    synthetic_corpus: Path, finished_short_run: Path, tmp_path: Path, monkeypatch, capsys
+    synthetic_corpus: Path, finished_short_run: ShortRun, tmp_path: Path, monkeypatch, capsys
 ) -> None:  # type: ignore[no-untyped-def]
     # SIGTERM to this process during step 3 (the trainer's own handler catches it): the run stops
     # after that step with a checkpoint, and resuming it ends bitwise where an unstopped run ends
     from scg_summarize.cli import main
     from scg_summarize.train.loop import Trainer
 
-    reference = finished_short_run  # the same run, not stopped
+    reference, options = finished_short_run.path, finished_short_run.options  # the same run, not stopped
     previous = signal.getsignal(signal.SIGTERM)
     real_step = Trainer.train_step
 
@@ -235,17 +236,17 @@ def test_sigterm_in_process_stops_after_the_step_with_a_checkpoint_and_resumes_b
 
     monkeypatch.setattr(Trainer, "train_step", step_hit_by_sigterm)
     capsys.readouterr()
-    assert main(train_args(synthetic_corpus, tmp_path / "victim")) == 128 + signal.SIGTERM
+    assert main(train_args(synthetic_corpus, tmp_path / "victim", *options)) == 128 + signal.SIGTERM
     assert signal.getsignal(signal.SIGTERM) is previous  # the handlers are put back
     err = capsys.readouterr().err
     assert "Traceback" not in err
     stopped = [line for line in err.splitlines() if "stopped by SIGTERM at step" in line]
     assert len(stopped) == 1, err
-    assert int(read_checkpoint(tmp_path / "victim" / "checkpoint.pt")["step"]) == 3  # mid-epoch (8 steps)
+    assert int(read_checkpoint(tmp_path / "victim" / "checkpoint.pt")["step"]) == 3  # mid-epoch (4 steps)
     assert "at step 3;" in stopped[0]
     assert train_lines(tmp_path / "victim") == 3  # log_every=1: one line per step, none beyond
     monkeypatch.setattr(Trainer, "train_step", real_step)
-    assert main(train_args(synthetic_corpus, tmp_path / "victim", "--resume")) == 0
+    assert main(train_args(synthetic_corpus, tmp_path / "victim", *options, "--resume")) == 0
     assert same_parameters(reference / "checkpoint.pt", tmp_path / "victim" / "checkpoint.pt")
     assert same_parameters(reference / "best.pt", tmp_path / "victim" / "best.pt")
 
