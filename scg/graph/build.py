@@ -132,22 +132,26 @@ def sample(
         _check_plates(plates, "sample", name, location)
     shape = _ONE if n is None else torch.Size((n,))
     enumerated = estimator.enumerates
-    raw = _drawn_first(g, dist, estimator, name, step, shape, location)
+    raw = (
+        _drawn_first(g, dist, estimator, name, step, shape, location) if enumerated or g.intervene is not None else None
+    )
     if raw is not None and enumerated:
         n = int(raw.shape[0])
         shape = torch.Size((n,))
-    # torch's own distributions keep their parameters as tensor attributes: the sample's parents
-    # are the union of their masks, so drawing and scoring need no per-operation tracking.
     tracked = g.tracked
-    fast = tracked and _is_torch_distribution(dist)
     parents = 0
     foreign: dict[int, int] = {}
-    with g.paused() if fast else nullcontext():
-        if raw is None:
-            raw = _draw(g, estimator, dist, shape, name, location)
-        value = raw
-        if tracked:
-            value, parents, foreign = _influence(g, dist, estimator, raw, len(shape), fast)
+    if tracked:
+        # torch's own distributions keep their parameters as tensor attributes: the sample's
+        # parents are the union of their masks, so drawing and scoring need no per-operation
+        # tracking
+        fast = _is_torch_distribution(dist)
+        with g.paused() if fast else nullcontext():
+            drawn = raw if raw is not None else _draw(g, estimator, dist, shape, name, location)
+            value, parents, foreign = _influence(g, dist, estimator, drawn, len(shape), fast)
+            private, log_prob = _scored(g, dist, estimator, value, shape, name, location)
+    else:
+        value = raw if raw is not None else _draw(g, estimator, dist, shape, name, location)
         private, log_prob = _scored(g, dist, estimator, value, shape, name, location)
     inputs = getattr(node_baseline, "inputs", None) if node_baseline is not None else None
     node = g.record(
@@ -172,11 +176,10 @@ def sample(
     )
     assert isinstance(node, StochasticNode)
     if tracked:
-        _track_value(g, node, dist, raw, len(shape), fast)
-    g.finish(node)
-    outer = g.outer
-    if tracked and outer is not None:
-        outer.foreign_sample(value, node)
+        _track_value(g, node, dist, drawn, len(shape), fast)
+        outer = g.outer
+        if outer is not None:
+            outer.foreign_sample(value, node)
     return value
 
 
@@ -490,17 +493,30 @@ def cost(
             f"scg.cost(name={name!r}) at {location}: a cost must be a floating-point "
             f"tensor, got dtype {value.dtype}; convert it with .float()"
         )
-    check_baseline(baseline, "scg.cost", name, location)
-    # (no version counters while dynamo traces)
-    fields: dict[str, object] = {
-        "version": None if torch.compiler.is_compiling() else value._version,
-        "reduced": _reduced_mask(g, reduced, name, location) if reduced is not None else 0,
-    }
-    inputs = getattr(baseline, "inputs", None) if baseline is not None else None
-    if inputs is not None:
-        fields["baseline_inputs"] = BaselineInputs(mask=sum_masks(g, inputs), versions=_versions(inputs))
-    tracked = g.tracked  # (untracked: the parents come from the graph's structure)
-    vmask = g.mask(value) if tracked else 0
+    if baseline is not None:
+        check_baseline(baseline, "scg.cost", name, location)
+        inputs = getattr(baseline, "inputs", None)
+        baseline_inputs = (
+            None if inputs is None else BaselineInputs(mask=sum_masks(g, inputs), versions=_versions(inputs))
+        )
+    else:
+        baseline_inputs = None
+    if not g.tracked:  # (the parents come from the graph's structure)
+        g.record(
+            CostNode,
+            name,
+            step,
+            value,
+            0,
+            location,
+            baseline=baseline,
+            # (no version counters while dynamo traces)
+            version=None if torch.compiler.is_compiling() else value._version,
+            reduced=_reduced_mask(g, reduced, name, location) if reduced is not None else 0,
+            baseline_inputs=baseline_inputs,
+        )
+        return value
+    vmask = g.mask(value)
     node = g.record(
         CostNode,
         name,
@@ -508,13 +524,13 @@ def cost(
         value,
         vmask,
         location,
-        foreign=g.foreign(value) if tracked else None,
+        foreign=g.foreign(value),
         baseline=baseline,
-        **fields,
+        version=value._version,
+        reduced=_reduced_mask(g, reduced, name, location) if reduced is not None else 0,
+        baseline_inputs=baseline_inputs,
     )
-    if tracked:
-        check_untracked(g, node, [value], vmask)
-    g.finish(node)
+    check_untracked(g, node, [value], vmask)
     return value
 
 
@@ -560,13 +576,12 @@ def deterministic(value: torch.Tensor, *, name: str, step: int | None = None) ->
     if not isinstance(value, torch.Tensor):
         raise SCGError(f"scg.deterministic(name={name!r}) at {location}: expected a tensor, got {type(value).__name__}")
     if not g.tracked:
-        g.finish(g.record(DeterministicNode, name, step, value, 0, location))
+        g.record(DeterministicNode, name, step, value, 0, location)
         return value
     foreign = g.foreign(value)
     alias, parents = _alias(g, value)
     node = g.record(DeterministicNode, name, step, alias, parents, location, foreign=foreign)
     g.set_mask(alias, 1 << node.index)
-    g.finish(node)
     return alias
 
 

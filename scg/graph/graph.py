@@ -4,7 +4,7 @@
 inference (as Pyro's ``Trace``): the credit layer (`scg.credit`) reads a record and builds its
 surrogate, and [`scg.Graph`][scg.Graph] is the record with its ``surrogate_loss`` method
 (`scg.credit.graph`). Other modules of scg use the record through its internal API
-(`record`, `finish`, `tracker`, `costs`, `stochastic`, `mark_built`, ...), never its private
+(`record`, `tracker`, `costs`, `stochastic`, `mark_built`, ...), never its private
 attributes.
 """
 
@@ -128,7 +128,7 @@ class GraphRecord:
         #: whether torch calls are watched (set when the graph is entered)
         self.tracked = True
         self._sig: tuple[Any, ...] | None = None
-        #: the signature entry of each node, recorded when the node is complete (`finish`)
+        #: the signature entry of each node, recorded when the node is made (`record`)
         self._node_keys: list[Any] = []
         #: the stochastic and the cost nodes in creation order (read-only for other modules;
         #: `stochastic_nodes` and `cost_nodes` are copies for users)
@@ -361,20 +361,6 @@ class GraphRecord:
             )
         return name
 
-    def _add(self, node: Node) -> None:
-        """Append a complete node (its name checked by `_name`) to the graph's lists."""
-        kind = _KIND[type(node)]
-        self._counts[kind] += 1
-        self.nodes.append(node)
-        self._keys[(node.name, node.step)] = node
-        self._full = None
-        if kind == "cost":
-            self.costs.append(node)  # type: ignore[arg-type]
-        elif kind == "stochastic":
-            self.stochastic.append(node)  # type: ignore[arg-type]
-        if getattr(node, "baseline", None) is not None:
-            self._n_baselines += 1
-
     def next_name(self, kind: str) -> str:
         """The default name the next node of ``kind`` gets (``"sample_3"``)."""
         return f"{_FN[kind]}_{self._counts[kind]}"
@@ -390,12 +376,24 @@ class GraphRecord:
         foreign: dict[int, int] | None = None,
         **fields: Any,
     ) -> Node:
-        """Make a node of ``node_cls`` (its name checked, a default one for None) and add it;
-        `finish` it once its fields are set."""
-        name = self._name(name, _KIND[node_cls], step, location)
+        """Make a node of ``node_cls`` (its name checked, a default one for None), add it to the
+        graph's lists and record its signature entry (``signature``): every field of the node is
+        given here."""
+        kind = _KIND[node_cls]
+        if (
+            self._built
+            or self._state != "open"
+            or type(name) is not str
+            or not name
+            or not (step is None or type(step) is int)
+            or (name, step) in self._keys
+        ):  # (the checks, which raise or give the default name, only off the common case)
+            name = self._name(name, kind, step, location)
+        key = (name, step)
+        index = len(self.nodes)
         node = node_cls(
-            index=len(self.nodes),
-            name=name,
+            index=index,
+            name=key[0],
             value=value,
             parents=parents,
             step=step,
@@ -404,25 +402,29 @@ class GraphRecord:
             graph=self.id,
             **fields,
         )
-        self._add(node)
+        self._counts[kind] += 1
+        self.nodes.append(node)
+        self._keys[key] = node
+        self._full = None
+        if kind == "cost":
+            self.costs.append(node)  # type: ignore[arg-type]
+        elif kind == "stochastic":
+            self.stochastic.append(node)  # type: ignore[arg-type]
+        if fields.get("baseline") is not None:
+            self._n_baselines += 1
+        keys = self._node_keys
         if self.tracked:
             tracker = self.tracker
             with _UNTRACKED():  # scg's own metadata reads: not through the tracker (each costs a dispatch)
                 tracker.max_dim = max(tracker.max_dim, value.dim())
                 grad_fn = value.grad_fn if node_cls is not CostNode else None
-            if grad_fn is not None:
-                self.grad_fns[grad_fn] = node.index
-        return node
-
-    def finish(self, node: Node) -> None:
-        """Record ``node``'s signature entry, now that its fields are set (see ``signature``)."""
-        keys = self._node_keys
-        if len(keys) == node.index:
-            if self.tracked:
-                with _UNTRACKED():  # (shapes, dtypes, devices: not through the tracker)
+                if len(keys) == index:
                     keys.append(node_key(node))
-            else:
-                keys.append(node_key(node))
+            if grad_fn is not None:
+                self.grad_fns[grad_fn] = index
+        elif len(keys) == index:
+            keys.append(node_key(node))
+        return node
 
     def foreign_sample(self, value: torch.Tensor, node: StochasticNode) -> None:
         """``node`` was drawn in a graph nested in this one: mark its value, so that a cost of

@@ -69,7 +69,7 @@ def node_key(n: Node) -> Hashable:
     device, and for a stochastic node its estimator class, ``n``, declared plates, whether it is
     enumerated and its log-probability shape; for a cost the mask of the nodes whose sample
     dimension it reduces. (``scg.sample`` and ``scg.cost`` record it when the node is complete,
-    while its tensors are still in the cache: `GraphRecord.finish`.)"""
+    while its tensors are still in the cache: `GraphRecord.record`.)"""
     v = n.value
     if isinstance(n, StochasticNode):
         lp = n.log_prob
