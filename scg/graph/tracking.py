@@ -225,7 +225,7 @@ class InfluenceTracker(TorchFunctionMode):
             if got is not None:
                 m |= got[0]
         if not m and self.node_storages:
-            if _modes_on():  # (called from scg's code while the graph is open: its reads not through the tracker)
+            if _modes_on():  # scg's own call in the open graph: adopt's reads bypass the modes
                 with torch._C.DisableTorchFunction():
                     return adopt(self, t)  # nn.Parameter(z), z.as_subclass(C): no torch call was seen
             m = adopt(self, t)
