@@ -70,14 +70,16 @@ class GumbelSoftmax(Estimator):
 
     def draw(self, dist: Distribution, sample_shape: torch.Size) -> torch.Tensor:
         temp = torch.as_tensor(self.temperature, dtype=dist.logits.dtype if hasattr(dist, "logits") else None)
+        # (the node's distribution checked its parameters, if it validates: the relaxed one,
+        # built from the same logits, does not check them again)
         if isinstance(dist, OneHotCategorical):
-            y = RelaxedOneHotCategorical(temp, logits=dist.logits).rsample(sample_shape)
+            y = RelaxedOneHotCategorical(temp, logits=dist.logits, validate_args=False).rsample(sample_shape)
             if not self.hard:
                 return y
             hard = F.one_hot(y.argmax(-1), y.shape[-1]).to(y.dtype)
             return hard + (y - y.detach())
         if isinstance(dist, Bernoulli):
-            y = RelaxedBernoulli(temp, logits=dist.logits).rsample(sample_shape)
+            y = RelaxedBernoulli(temp, logits=dist.logits, validate_args=False).rsample(sample_shape)
             if not self.hard:
                 return y
             return (y > 0.5).to(y.dtype) + (y - y.detach())
