@@ -43,7 +43,9 @@ def test_objectives_are_registered_and_validated() -> None:
 
 
 def test_paulus_ml_then_mixed_rl_from_its_checkpoint(synthetic_corpus: Path, tmp_path: Path) -> None:
-    ml = _fit("tiny-PAULUS-ML", synthetic_corpus, tmp_path / "ml", "train.select_examples=20")
+    # 2 steps per epoch, best.pt picked by decoding 8 validation examples: the path, not the learning
+    short = ("train.select_examples=8", "train.max_steps_per_epoch=2")
+    ml = _fit("tiny-PAULUS-ML", synthetic_corpus, tmp_path / "ml", *short)
     assert isinstance(ml.model, PaulusSummarizer) and ml.model.target_vocab == 20
     valid = _lines(tmp_path / "ml", "valid")
     assert len(valid) == 2 and all({"rouge1", "rouge2", "rougeL", "ppl"} <= set(v) for v in valid)
@@ -56,7 +58,7 @@ def test_paulus_ml_then_mixed_rl_from_its_checkpoint(synthetic_corpus: Path, tmp
         "tiny-PAULUS-ML+RL",
         synthetic_corpus,
         tmp_path / "rl",
-        "train.select_examples=20",
+        *short,
         "train.rollout_len=8",
         f"train.init_from={tmp_path / 'ml' / 'best.pt'}",
     )
