@@ -87,9 +87,10 @@ def run(
     return torch.stack(out.step_nll, 1).detach(), grads, graph
 
 
-def model_and_batch(device: torch.device | str = "cpu") -> tuple[Any, Batch]:
+def model_and_batch(device: torch.device | str = "cpu", steps: int = 3) -> tuple[Any, Batch]:
+    """A C2F model and a batch of two documents whose targets decode ``steps`` and fewer words."""
     model = make_model("c2f", multi=2, test_k=2, dropout=0.0, init_range=0.5).to(device)
-    return model, make_batch(B=2, M=4, N=5, T=4).to(device)
+    return model, make_batch(B=2, M=4, N=5, T=steps + 1).to(device)
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -150,7 +151,8 @@ def test_the_switch_reaches_the_model_step(kernels_used: list[str], monkeypatch:
 @needs_triton
 @pytest.mark.parametrize("mode", MODES)
 def test_triton_model_step_matches_the_reference(mode: str, kernels_used: list[str]) -> None:
-    model, batch = model_and_batch(DEVICE)  # CUDA where present, else Triton's interpreter
+    # CUDA where present, else Triton's interpreter: two decoding steps, forward and backward kernels each
+    model, batch = model_and_batch(DEVICE, steps=2)
     draws: dict[tuple[str, int | None], torch.Tensor] = {}
     with backend("reference"):
         want, want_grads, _ = run(model, batch, mode, draws)
