@@ -215,5 +215,10 @@ def flat_tensors(out: Any) -> list[Tensor]:
 
 def bool_index(args: tuple[Any, ...]) -> bool:
     idx = args[1] if len(args) > 1 else None
-    items = idx if isinstance(idx, tuple) else (idx,)
-    return any(isinstance(i, Tensor) and i.dtype == torch.bool for i in items)
+    if isinstance(idx, Tensor):
+        return idx.dtype == torch.bool
+    if isinstance(idx, tuple):
+        for i in idx:
+            if isinstance(i, Tensor) and i.dtype == torch.bool:
+                return True
+    return False

@@ -314,14 +314,19 @@ def _setitem(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor
 
 def _advanced_index_rule(items: tuple[Any, ...], t: Tensor, out: Tensor) -> int:
     """A tracked tensor used as an index: positional when the advanced indices come first."""
-    tensors = [i for i, it in enumerate(items) if isinstance(it, Tensor)]
-    if not tensors or tensors[0] != 0 or tensors != list(range(len(tensors))):
+    k = 0  # the tensor indices must be the first k items
+    for it in items:
+        if not isinstance(it, Tensor):
+            break
+        k += 1
+    if k == 0:
         return 0
+    for it in items[k:]:
+        if isinstance(it, Tensor):
+            return 0
     if t.dtype == torch.bool:
-        return (
-            INF if len(tensors) == 1 and t.dim() <= out.dim() and out.shape[:1] == t.shape[:1] and t.dim() == 1 else 0
-        )
-    rank = max(items[i].dim() for i in tensors)
+        return INF if k == 1 and t.dim() <= out.dim() and out.shape[:1] == t.shape[:1] and t.dim() == 1 else 0
+    rank = items[0].dim() if k == 1 else max(items[i].dim() for i in range(k))
     return INF if t.dim() == rank else 0
 
 
