@@ -63,6 +63,12 @@ class Baseline:
     def __call__(self, nodes: Sequence[Node], targets: torch.Tensor, info: Sequence[SampleInfo]) -> BaselineResult:
         raise NotImplementedError
 
+    def batch_key(self) -> object:
+        """Nodes whose baselines have the same key are given to one call (of the first node's
+        baseline), each with its own ``node.baseline``: the object itself by default; the bound
+        copies of one ``Learned`` share theirs, so one call predicts for all their nodes."""
+        return self
+
     def state_dict(self) -> dict[str, Any]:
         """Serializable state (for checkpoints)."""
         return {}

@@ -15,7 +15,7 @@ loss on purpose, add that loss yourself.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
@@ -48,6 +48,7 @@ class Learned(Baseline):
         self.module = module
         self.loss_weight = float(loss_weight)
         self.inputs: tuple[torch.Tensor, ...] = ()
+        self.source: Learned = self  # the baseline ``given`` copied (its bound copies share it)
 
     def given(self, *inputs: torch.Tensor) -> Learned:
         """A copy of this baseline bound to ``inputs`` (sharing the module)."""
@@ -55,19 +56,50 @@ class Learned(Baseline):
         bound.module = self.module
         bound.loss_weight = self.loss_weight
         bound.inputs = tuple(inputs)
+        bound.source = self.source
         return bound
 
+    def batch_key(self) -> object:
+        return self.source
+
     def __call__(self, nodes: Sequence[Node], targets: torch.Tensor, info: Sequence[SampleInfo]) -> BaselineResult:
-        # detached: the regression must train φ only, never the model that computed the inputs
-        inputs = tuple(x.detach() if isinstance(x, torch.Tensor) else x for x in self.inputs)
-        # the nodes sharing this bound copy share its inputs: one prediction serves them all
-        # (broadcast against their stacked targets, as is the value)
-        pred = self.module(*inputs)
+        copies = [getattr(n, "baseline", None) for n in nodes]
+        if all(c is self for c in copies) or not all(isinstance(c, Learned) for c in copies):
+            # the nodes of this copy (or of a baseline wrapping it): one prediction serves them
+            # all, broadcast against their stacked targets, as is the value
+            pred = self._predict(self.inputs, nodes[0], targets.shape[1:])
+            loss = ((pred - targets) ** 2).mean()  # (targets are detached)
+            value = pred
+        else:  # bound copies of one module (e.g. one per step): their predictions stacked
+            rows: dict[int, list[int]] = {}
+            for i, c in enumerate(copies):
+                rows.setdefault(id(c), []).append(i)
+            if len(rows) == len(copies):  # one node per copy: each row's loss is its mean
+                value = torch.stack(
+                    [self._predict(cast(Learned, c).inputs, n, targets.shape[1:]) for c, n in zip(copies, nodes)]
+                )
+                sq = (value - targets) ** 2
+                loss = (sq.mean(dim=tuple(range(1, sq.dim()))) if sq.dim() > 1 else sq).sum()
+            else:  # each copy's loss is the mean over its rows, as if called alone
+                preds = {
+                    key: self._predict(cast(Learned, copies[idx[0]]).inputs, nodes[idx[0]], targets.shape[1:])
+                    for key, idx in rows.items()
+                }
+                value = torch.stack([preds[id(c)] for c in copies])
+                parts = [((preds[key] - targets[idx]) ** 2).mean() for key, idx in rows.items()]
+                loss = parts[0] if len(parts) == 1 else torch.stack(parts).sum()
+        if self.loss_weight != 1.0:
+            loss = self.loss_weight * loss
+        return BaselineResult(value.detach(), loss)
+
+    def _predict(self, inputs: tuple[torch.Tensor, ...], node: Node, shape: torch.Size) -> torch.Tensor:
+        """``module(*inputs)`` of the node's shape; the inputs detached (the regression must train
+        φ only, never the model that computed the inputs)."""
+        pred = self.module(*(x.detach() if isinstance(x, torch.Tensor) else x for x in inputs))
         if not isinstance(pred, torch.Tensor):
             raise SCGError(
-                f"Learned baseline of {nodes[0].describe()}: module returned {type(pred).__name__}, expected a tensor"
+                f"Learned baseline of {node.describe()}: module returned {type(pred).__name__}, expected a tensor"
             )
-        shape = targets.shape[1:]
         if pred.dim() > len(shape) and pred.shape[-1] == 1:
             pred = pred.squeeze(-1)
         if pred.shape != shape:
@@ -75,13 +107,10 @@ class Learned(Baseline):
                 pred = pred.expand(shape)
             except RuntimeError:
                 raise SCGError(
-                    f"Learned baseline of {nodes[0].describe()}: prediction of shape "
+                    f"Learned baseline of {node.describe()}: prediction of shape "
                     f"{tuple(pred.shape)} does not broadcast to the target shape {tuple(shape)}"
                 ) from None
-        loss = ((pred - targets) ** 2).mean()  # (targets are detached)
-        if self.loss_weight != 1.0:
-            loss = self.loss_weight * loss
-        return BaselineResult(pred.detach(), loss)
+        return pred
 
     def state_dict(self) -> dict[str, Any]:
         return {"module": self.module.state_dict()}

@@ -204,19 +204,20 @@ def apply_baselines(
     """``(targets − b) · scale`` for each row, with each node's ``baseline``; rows sharing a
     baseline object go together. Their regression losses are appended to ``losses`` and their
     values to ``values``; ``info``: the nodes' sample layouts (none: no sample dimensions),
-    given to the baselines. Rows are sliced, not gathered, when a baseline's rows are
+    given to the baselines (rows whose baselines share a `Baseline.batch_key` go to one call).
+    Rows are sliced, not gathered, when a baseline's rows are
     consecutive (the common case: one baseline per node, or one for the group); when every row
     has a baseline, no scale and the targets' dtype, the values are joined and subtracted once."""
     groups: dict[int, list[int]] = {}
     objects: dict[int, Baseline] = {}
     for i, node in enumerate(nodes):
-        b = node.baseline  # type: ignore[attr-defined]
+        b = cast("Baseline | None", node.baseline)  # type: ignore[attr-defined]
         if b is not None:
-            key = id(b)
+            key = id(b.batch_key())
             got = groups.get(key)
             if got is None:
                 groups[key] = [i]
-                objects[key] = cast(Baseline, b)
+                objects[key] = b
             else:
                 got.append(i)
     if not groups:

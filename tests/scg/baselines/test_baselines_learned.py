@@ -7,7 +7,7 @@ gradient into θ: that term is not part of ∇_θ E[Σ costs], so it would bias 
 from __future__ import annotations
 
 import torch
-from torch.distributions import Categorical
+from torch.distributions import Bernoulli, Categorical
 
 import scg
 import scg.testing as st
@@ -51,3 +51,40 @@ def test_learned_regression_trains_the_module_and_not_the_feature() -> None:
     pred = 2.0 * h_source.detach() + 1.0  # (2, 1)
     want = (2.0 * (pred.squeeze(1) - c.detach()) * h_source.detach().squeeze(1)).mean()
     torch.testing.assert_close(gw.reshape(()), want)
+
+
+def _per_step_gradients(shared: bool, reuse: bool) -> list[torch.Tensor]:
+    """Three Bernoulli steps, each with a learned baseline bound to its own input: copies of one
+    ``Learned`` (``shared``: evaluated in one call) or separate ``Learned`` objects on the same
+    module (one call each); ``reuse``: the last step reuses the first step's copy."""
+    torch.manual_seed(0)
+    module = torch.nn.Linear(2, 1).double()
+    theta = torch.tensor([0.3, -0.4, 0.1], dtype=torch.float64, requires_grad=True)
+    xs = [torch.randn(4, 2, dtype=torch.float64) for _ in range(3)]
+    one = scg.baselines.Learned(module)
+    copies = [one.given(x) if shared else scg.baselines.Learned(module).given(x) for x in xs]
+    if reuse:
+        copies[2] = copies[0]
+    torch.manual_seed(1)
+    with scg.Graph(structure=scg.Declared()) as g:
+        total = torch.zeros(4, dtype=torch.float64)
+        for t in range(3):
+            z = scg.sample(Bernoulli(logits=theta[t].expand(4)), name="z", step=t, baseline=copies[t])
+            total = total + (t + 1.0) * z
+        scg.cost(total, name="c", step=2)
+    return list(torch.autograd.grad(g.surrogate_loss(), [theta, module.weight, module.bias]))
+
+
+def test_copies_of_one_learned_baseline_evaluated_together_give_each_its_own_regression() -> None:
+    """The bound copies of one ``Learned`` go to one call (one prediction per copy, stacked);
+    the gradients of the model and of the module are those of one call per copy: each copy's
+    regression loss is the mean over its own rows (a copy bound to two nodes included)."""
+    for reuse in (False, True):
+        got, want = _per_step_gradients(True, reuse), _per_step_gradients(False, reuse)
+        for a, b in zip(got, want):
+            torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+    # not vacuous: one mean over the three copies' rows (instead of the sum of their means)
+    # would give a third of the module's gradient, which the comparison refuses
+    got, want = _per_step_gradients(True, False), _per_step_gradients(False, False)
+    assert float(want[1].abs().max()) > 1e-3
+    assert not torch.allclose(got[1], want[1] / 3)
