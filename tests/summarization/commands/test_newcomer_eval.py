@@ -41,9 +41,15 @@ DOCUMENTED = {
 pytestmark = pytest.mark.usefixtures("single_thread")
 
 
+@pytest.fixture(scope="module")
+def toy_source(tmp_path_factory: pytest.TempPathFactory) -> ToySetup:
+    return make_toy_setup(tmp_path_factory.mktemp("toy"), n_test=6)
+
+
 @pytest.fixture
-def toy(tmp_path: Path) -> ToySetup:
-    return make_toy_setup(tmp_path, n_test=6)
+def toy(toy_source: ToySetup, tmp_path: Path) -> ToySetup:
+    """The module's toy corpus (read-only) and a copy of its run (the tests write evaluations into it)."""
+    return ToySetup(toy_source.data, shutil.copytree(toy_source.run, tmp_path / "run"))
 
 
 def _fields(options: DecodeOptions) -> dict[str, object]:
