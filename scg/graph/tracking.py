@@ -285,12 +285,15 @@ class InfluenceTracker(TorchFunctionMode):
         storages = self.storages
         m = 0
         tracked: list[tuple[int, Tensor, int]] = []
+        aliased = False  # an input carries nodes known only through its storage (an alias was written)
         for i, a in enumerate(args):
             if isinstance(a, Tensor):
                 am = getattr(a, attr, 0)
                 if storages:
                     got = storages.get(storage_key(a))
                     if got is not None:
+                        if got[0] & ~am:
+                            aliased = True
                         am |= got[0]
                 if not am and self.node_storages:
                     am = adopt(self, a)  # nn.Parameter(z), z.as_subclass(C) (scg.graph.aliases)
@@ -304,6 +307,7 @@ class InfluenceTracker(TorchFunctionMode):
                         if bm:
                             m |= bm
                             tracked.append((i, b, bm))
+                            aliased = aliased or bool(storages)  # (not told apart here)
         if kwargs:
             for a in kwargs.values():
                 if isinstance(a, Tensor):
@@ -311,6 +315,7 @@ class InfluenceTracker(TorchFunctionMode):
                     if am:
                         m |= am
                         tracked.append((-1, a, am))
+                        aliased = aliased or bool(storages)
         if not m:
             if flags & F_RANDOM and not self.drawing and _draw_loses_grad(name, args, out):
                 self._random(name, 0)  # Categorical(logits=theta).sample(): no score term
@@ -344,7 +349,7 @@ class InfluenceTracker(TorchFunctionMode):
         if type(out) is Tensor and (flags & F_COPY or not out.requires_grad) and out is not written:
             self._derived(out, m)
         if isinstance(written, Tensor) and out is not written:
-            self._propagate(func, name, rule, flags, args, kwargs, written, m, tracked)
+            self._propagate(func, name, rule, flags, args, kwargs, written, m, tracked, aliased)
         if args and out is args[0] and written is None and not flags & F_MUTATES and not name.startswith("__i"):
             return out  # the argument returned as it is (x.type_as(y), x.to(y)): unchanged
         if type(out) is Tensor:
@@ -352,7 +357,7 @@ class InfluenceTracker(TorchFunctionMode):
                 flags & F_ELEMENTWISE
                 and written is None
                 and not self.any_dynamic
-                and not self.storages
+                and not aliased
                 and not self.sample_dims
             ):
                 fattr = self.fattr
@@ -369,12 +374,12 @@ class InfluenceTracker(TorchFunctionMode):
                     if shared is not None:
                         setattr(out, fattr, shared)
                     return out
-            self._propagate(func, name, rule, flags, args, kwargs, out, m, tracked)
+            self._propagate(func, name, rule, flags, args, kwargs, out, m, tracked, aliased)
         elif flags & F_PAIRED:
             self._paired(func, name, rule, flags, args, kwargs, out)
         else:
             for o in flat_tensors(out):
-                self._propagate(func, name, rule, flags, args, kwargs, o, m, tracked)
+                self._propagate(func, name, rule, flags, args, kwargs, o, m, tracked, aliased)
         if isinstance(written, Tensor):
             self._written(written, m, name)
         return out
@@ -455,13 +460,13 @@ class InfluenceTracker(TorchFunctionMode):
                     m |= am
                     tracked.append((k, a, am))
             for o in outputs:
-                self._propagate(func, name, rule, flags, args, kwargs, o, m, tracked)
+                self._propagate(func, name, rule, flags, args, kwargs, o, m, tracked, bool(self.storages))
             return
         for k, (a, o) in enumerate(zip(inputs, outputs)):
             if o is not a:  # (an input returned as it is keeps its own marks)
                 am = self.mask_of(a)
                 if am:
-                    self._propagate(func, name, rule, flags, args, kwargs, o, am, [(k, a, am)])
+                    self._propagate(func, name, rule, flags, args, kwargs, o, am, [(k, a, am)], bool(self.storages))
 
     def _propagate(
         self,
@@ -474,7 +479,10 @@ class InfluenceTracker(TorchFunctionMode):
         o: Tensor,
         m: int,
         tracked: list[tuple[int, Tensor, int]],
+        aliased: bool,
     ) -> None:
+        """Mark output ``o`` with ``m`` and its foreign positions (``aliased``: an input may carry
+        nodes known only through its storage, which are foreign from position 0)."""
         if self.sample_dims:
             follow(self.sattr, func, name, rule, args, kwargs, o, tracked)
         attr, fattr = self.attr, self.fattr
@@ -483,10 +491,9 @@ class InfluenceTracker(TorchFunctionMode):
         if args and o is args[0]:
             old = getattr(o, fattr, None)
             fr = dict(old) if old else None
-        storages = self.storages
         limit = self.max_dim
         elementwise = flags & F_ELEMENTWISE
-        if fr is None and len(tracked) == 1 and not storages:
+        if fr is None and len(tracked) == 1 and not aliased:
             # one tracked input (the common case): its foreign position once, its map carried
             pos, a, am = tracked[0]
             afr = getattr(a, fattr, None)
@@ -523,7 +530,7 @@ class InfluenceTracker(TorchFunctionMode):
                 if fr is None:
                     fr = {}
                 fr[f] = fr.get(f, 0) | am
-            elif storages:
+            elif aliased:
                 extra = am & ~getattr(a, attr, 0)  # known only through an alias of its storage
                 if extra:
                     if fr is None:
