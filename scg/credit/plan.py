@@ -128,6 +128,7 @@ class NodeGroupPlan:
 
     layout: tuple[int, ...]
     rows: list[int]  # indices into CreditPlan.score
+    nodes: list[int]  # the members' node indices (CreditPlan.score[rows])
     shared: list[tuple[int, int]]  # (row, plate rank): batch dims beyond the plates share credit
     cv: bool  # a member's estimator supplies control variates (RELAX)
 
@@ -242,7 +243,11 @@ def build_plan(graph: GraphRecord, full: Sequence[int], discount: float | None, 
         members = [score[i] for i in rows]
         node_groups.append(
             NodeGroupPlan(
-                layout=key[3], rows=rows, shared=_shared_rows(members, len(key[3])), cv=any(has_cv(v) for v in members)
+                layout=key[3],
+                rows=rows,
+                nodes=[v.index for v in members],
+                shared=_shared_rows(members, len(key[3])),
+                cv=any(has_cv(v) for v in members),
             )
         )
     a = influence_matrix(full, score, costs) if score else np.zeros((0, len(costs)), dtype=bool)

@@ -21,7 +21,7 @@ from typing import cast
 import torch
 
 from scg.baselines.base import Baseline
-from scg.credit.plan import CreditPlan, logp
+from scg.credit.plan import CreditPlan
 from scg.credit.plates import share_beyond
 from scg.credit.sample_dims import SamplePlan, align_batch_to_node
 from scg.errors import SCGError
@@ -126,11 +126,10 @@ def cost_groups(
 def node_groups(plan: CreditPlan, nodes: Sequence[Node]) -> list[NodeGroup]:
     """The stacked log-probabilities of each of the plan's node groups."""
     out = []
-    for ng in plan.node_groups:
-        members = [nodes[plan.score[i]] for i in ng.rows]
-        assert all(isinstance(v, StochasticNode) for v in members)
-        score = [v for v in members if isinstance(v, StochasticNode)]
-        out.append(NodeGroup(members=score, layout=ng.layout, logp=torch.stack([logp(v) for v in score])))
+    for ng in plan.node_groups:  # (score nodes: stochastic, with a log-probability)
+        members = cast("list[StochasticNode]", [nodes[i] for i in ng.nodes])
+        stack = torch.stack(cast("list[torch.Tensor]", [v.log_prob for v in members]))
+        out.append(NodeGroup(members=members, layout=ng.layout, logp=stack))
     return out
 
 
