@@ -111,23 +111,26 @@ def sample(
             f"scg Estimator, got {type(estimator).__name__}"
         )
     node_baseline = baseline if baseline is not None else estimator.baseline
-    check_baseline(node_baseline, "scg.sample", name, location)
-    if baseline is not None and estimator.baseline is not None:
-        raise SCGError(
-            f"scg.sample(name={name!r}) at {location}: a baseline was given both to "
-            "the estimator and as baseline=; give one"
-        )
-    if baseline is not None and not estimator.score:
-        raise SCGError(
-            f"scg.sample(name={name!r}) at {location}: baseline= needs a "
-            f"score-function estimator, but {estimator!r} adds no score term"
-        )
-    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
-        raise SCGError(f"scg.sample(name={name!r}, n=...) at {location}: n must be a positive int, got {n!r}")
-    if n is not None and not estimator.multi_sample:
-        raise SCGError(
-            f"scg.sample(name={name!r}, n={n}) at {location}: {estimator!r} does not support several samples per node"
-        )
+    if node_baseline is not None:
+        check_baseline(node_baseline, "scg.sample", name, location)
+        if baseline is not None and estimator.baseline is not None:
+            raise SCGError(
+                f"scg.sample(name={name!r}) at {location}: a baseline was given both to "
+                "the estimator and as baseline=; give one"
+            )
+        if baseline is not None and not estimator.score:
+            raise SCGError(
+                f"scg.sample(name={name!r}) at {location}: baseline= needs a "
+                f"score-function estimator, but {estimator!r} adds no score term"
+            )
+    if n is not None:
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise SCGError(f"scg.sample(name={name!r}, n=...) at {location}: n must be a positive int, got {n!r}")
+        if not estimator.multi_sample:
+            raise SCGError(
+                f"scg.sample(name={name!r}, n={n}) at {location}: {estimator!r} does not support several "
+                "samples per node"
+            )
     if plates is not None:
         _check_plates(plates, "sample", name, location)
     shape = _ONE if n is None else torch.Size((n,))
@@ -239,18 +242,12 @@ def _scored(
     and the node's log-probability (None when its estimator needs none), as scg's own
     computation."""
     private = not value.requires_grad
+    if not (estimator.score or estimator.enumerates):
+        return private, None
     if g.tracked:
         g.tracker.drawing += 1
     try:
-        return private, _log_prob(
-            dist,
-            estimator,
-            value.clone() if private else value,
-            estimator.score or estimator.enumerates,
-            shape,
-            name,
-            location,
-        )
+        return private, _log_prob(dist, estimator, value.clone() if private else value, shape, name, location)
     finally:
         if g.tracked:
             g.tracker.drawing -= 1
@@ -413,13 +410,10 @@ def _log_prob(
     dist: Distribution,
     estimator: Estimator,
     value: torch.Tensor,
-    needed: bool,
     shape: torch.Size,
     name: str | None,
     location: Location | str,
-) -> torch.Tensor | None:
-    if not needed:
-        return None
+) -> torch.Tensor:
     try:
         log_prob = estimator.log_prob(dist, value)
     except SCGError as e:
