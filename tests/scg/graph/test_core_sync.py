@@ -185,6 +185,18 @@ MODES = ("tracked", "cached", "declared")
 
 
 @pytest.fixture
+def validation_default() -> Iterator[None]:
+    """torch's default argument validation (on), whatever ran before: compiling a function
+    with dynamo turns it off for the whole process."""
+    saved = torch.distributions.Distribution._validate_args
+    torch.distributions.Distribution.set_default_validate_args(True)
+    try:
+        yield
+    finally:
+        torch.distributions.Distribution.set_default_validate_args(saved)
+
+
+@pytest.fixture
 def validation_off() -> Iterator[None]:
     """torch's argument validation off for every distribution (torch's own inner Categoricals
     ignore ``validate_args=False`` and read the host while validating)."""
@@ -231,7 +243,9 @@ KNOWN_SYNCS = {
         for n in SMALL_MODELS
     ],
 )
-def test_small_model_syncs_inside_scg_are_the_surrogate_checks(workloads: Any, name: str) -> None:
+def test_small_model_syncs_inside_scg_are_the_surrogate_checks(
+    workloads: Any, name: str, validation_default: None
+) -> None:
     """With torch's default validation (as users run): every synchronising call made inside scg
     is one of the surrogate's finiteness checks (``scg/credit/signals.py``); the user's own
     distributions may synchronise (torch's), scg adds nothing else."""
