@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import subprocess
 import sys
@@ -55,18 +56,22 @@ def test_every_command_module_is_listed_once() -> None:
 
 
 def test_help_and_argument_errors_import_no_torch() -> None:
-    """The top-level help, ``--version``, a mistyped command, every command's ``--help`` and an
-    argument error of every command answer without importing torch (one process for all)."""
+    """The top-level help, ``--version``, a mistyped command, every command's ``--help``, an
+    argument error of every command and ``train`` without ``--config`` answer without importing
+    torch, numpy or matplotlib (one process for all)."""
     code = (
         "import sys\nfrom scg_summarize.cli import COMMANDS, main\n"
         "codes = [main(['--help']), main(['--version']), main(['no-such-command'])]\n"
         "codes += [main([c.name, '--help']) for c in COMMANDS]\n"
         "codes += [main([c.name, '--no-such-option']) for c in COMMANDS]\n"
+        "codes += [main(['train'])]\n"
         "print(codes, sorted(m for m in ('torch', 'numpy', 'matplotlib') if m in sys.modules))\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
     n = len(cli.COMMANDS)
-    assert proc.stdout.strip().splitlines()[-1] == f"{[0, 0, 2] + [0] * n + [2] * n} []", proc.stderr[-2000:]
+    assert proc.stdout.strip().splitlines()[-1] == f"{[0, 0, 2] + [0] * n + [2] * n + [2]} []", proc.stderr[-2000:]
+    assert "usage: scg-summarize" in proc.stdout and "missing --config" in proc.stderr
 
 
 def test_every_command_help_reads_as_written(capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,13 +1,11 @@
 """Issue 28, items 3-8 and 13: nothing a user made is replaced or emptied without being asked, no
-special token reaches a summary, bad decoding/model options are refused, help is fast."""
+special token reaches a summary, bad decoding/model options are refused (help and usage errors
+that import neither torch nor matplotlib: test_cli_commands, in the same process as every command's)."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -168,19 +166,6 @@ def test_replace_unks_never_picks_a_marker() -> None:
 @pytest.mark.parametrize("config", ["ABS", "PAULUS-ML", "MAL", "C2F"])
 def test_family_decoding_defaults_replace_unk(config: str) -> None:
     assert load_config(config).eval.decode.unk == "replace"  # documented in the README: no <unk> in a summary
-
-
-def test_help_and_usage_errors_import_neither_torch_nor_matplotlib() -> None:
-    code = (
-        "import sys\nfrom scg_summarize.cli import main\n"
-        "codes = [main(a) for a in (['--help'], ['train', '--bogus'], ['demo', '--help'], ['bogus'], ['train'])]\n"
-        "print(codes, sorted(m for m in ('torch', 'matplotlib', 'numpy') if m in sys.modules))\n"
-    )
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip().splitlines()[-1] == "[0, 2, 0, 2, 2] []"
-    assert "usage: scg-summarize" in proc.stdout and "missing --config" in proc.stderr
 
 
 def test_demo_steps_default_is_the_demo_modules() -> None:
