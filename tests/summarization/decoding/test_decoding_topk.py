@@ -182,7 +182,8 @@ def test_triton_beam_step_matches_the_reference() -> None:
     # SCG_KERNELS=triton on CPU tensors: the C2F attention and the fused top-k run in Triton's interpreter.
     from scg_summarize.kernels import ops
 
-    batch = make_batch(B=2, M=4, N=6, T=5)
+    # one example (the interpreter runs a program per row): its two beams are rows of every kernel
+    batch = make_batch(B=1, M=4, N=6, T=5)
     # four steps: a repeated bigram (a b a b) can be blocked at the last; each step is three interpreted kernels
     options = DecodeOptions(beam_size=2, max_len=4, no_repeat_ngram=2, min_len=0, unk="allow")
     model = tiny_model("c2f")
