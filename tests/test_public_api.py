@@ -5,6 +5,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from _source_trees import source_tree
+
 import scg
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -12,7 +14,7 @@ PUBLIC_MODULES = {"scg", "scg.baselines", "scg.estimators", "scg.testing", "scg.
 
 
 def _imports(path: Path) -> list[tuple[int, str, list[str]]]:
-    tree = ast.parse(path.read_text(), filename=str(path))
+    tree = source_tree(path)
     out = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -45,8 +47,7 @@ def test_example_attribute_access_is_public() -> None:
     """``scg.graph.x`` style attribute chains in the example must stay in the public namespace."""
     bad = []
     for f in sorted((ROOT / "examples").rglob("*.py")):
-        tree = ast.parse(f.read_text())
-        for node in ast.walk(tree):
+        for node in ast.walk(source_tree(f)):
             if (
                 isinstance(node, ast.Attribute)
                 and isinstance(node.value, ast.Name)
@@ -63,8 +64,7 @@ def test_core_never_imports_viz_or_testing() -> None:
         rel = f.relative_to(ROOT / "scg").parts
         if rel[0] in ("viz", "testing"):
             continue
-        tree = ast.parse(f.read_text())
-        for node in tree.body:  # module level only: lazy imports inside methods (Graph.draw) are fine
+        for node in source_tree(f).body:  # module level only: lazy imports inside methods (Graph.draw) are fine
             mods = []
             if isinstance(node, ast.Import):
                 mods = [a.name for a in node.names]
