@@ -33,7 +33,6 @@ from torch.distributions import (
     Distribution,
     OneHotCategorical,
     RelaxedBernoulli,
-    RelaxedOneHotCategorical,
 )
 
 from scg.errors import SCGError
@@ -73,7 +72,7 @@ class GumbelSoftmax(Estimator):
         # (the node's distribution checked its parameters, if it validates: the relaxed one,
         # built from the same logits, does not check them again)
         if isinstance(dist, OneHotCategorical):
-            y = RelaxedOneHotCategorical(temp, logits=dist.logits, validate_args=False).rsample(sample_shape)
+            y = _gumbel_softmax(dist.logits, temp, sample_shape)
             if not self.hard:
                 return y
             hard = F.one_hot(y.argmax(-1), y.shape[-1]).to(y.dtype)
@@ -94,3 +93,15 @@ class GumbelSoftmax(Estimator):
 
     def __repr__(self) -> str:
         return f"GumbelSoftmax(temperature={self.temperature!r}, hard={self.hard})"
+
+
+def _gumbel_softmax(logits: torch.Tensor, temperature: torch.Tensor, sample_shape: torch.Size) -> torch.Tensor:
+    """y = softmax((log π + g) / τ) with g i.i.d. Gumbel(0, 1), drawn as torch's
+    ``RelaxedOneHotCategorical(τ, logits=logits).rsample(sample_shape)`` draws it (the same
+    uniforms, operations and values), without building that distribution: its inner Categorical
+    validates the logits whatever ``validate_args`` says, a host read per draw."""
+    log_pi = logits - logits.logsumexp(dim=-1, keepdim=True)  # (normalized, as a Categorical does)
+    eps = torch.finfo(log_pi.dtype).eps
+    u = torch.rand(sample_shape + log_pi.shape, dtype=log_pi.dtype, device=log_pi.device).clamp(min=eps, max=1 - eps)
+    scores = (log_pi - (-u.log()).log()) / temperature
+    return (scores - scores.logsumexp(dim=-1, keepdim=True)).exp()

@@ -205,3 +205,26 @@ def test_relax_errors_name_the_node() -> None:
         g.surrogate_loss()
     with pytest.raises(scg.SCGError, match="callable"):
         scg.estimators.RELAX(3)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("n", [None, 3])
+def test_gumbel_softmax_draws_torchs_relaxed_one_hot_sample(dtype: torch.dtype, n: int | None) -> None:
+    """GumbelSoftmax writes the Gumbel noise itself (no distribution built, no host read): with
+    the same seed its relaxed draw, and its gradient, are those of torch's
+    ``RelaxedOneHotCategorical`` built from the node's logits, bit for bit."""
+    from torch.distributions import RelaxedOneHotCategorical
+
+    logits = (torch.randn(4, 5, generator=torch.Generator().manual_seed(0)) * 3).to(dtype).requires_grad_()
+    dist = OneHotCategorical(logits=logits)
+    shape = torch.Size(() if n is None else (n,))
+    weights = torch.arange(5, dtype=dtype)
+    torch.manual_seed(1)
+    got = scg.estimators.GumbelSoftmax(0.5).draw(dist, shape)
+    torch.manual_seed(1)
+    want = RelaxedOneHotCategorical(torch.as_tensor(0.5, dtype=dtype), logits=dist.logits).rsample(shape)
+    assert torch.equal(got, want)
+    g_got, g_want = (torch.autograd.grad((y * weights).sum(), logits, retain_graph=True)[0] for y in (got, want))
+    assert torch.equal(g_got, g_want)
+    torch.manual_seed(2)  # not vacuous: another draw differs
+    assert not torch.equal(scg.estimators.GumbelSoftmax(0.5).draw(dist, shape), want)

@@ -229,11 +229,9 @@ def test_small_model_steps_make_no_host_sync(workloads: Any, name: str, mode: st
 
 
 # A workload where scg itself synchronises under torch's default validation: the cause.
-KNOWN_SYNCS = {
-    "mixed": "scg/estimators/relaxed.py: GumbelSoftmax.draw builds torch's RelaxedOneHotCategorical, whose "
-    "inner Categorical validates the logits whatever validate_args says: one host read per draw (a sync-free "
-    "draw writes the Gumbel noise itself)",
-}
+# (none left: GumbelSoftmax.draw's RelaxedOneHotCategorical validated the logits, a host read per
+# draw, whatever validate_args said; the draw now writes the Gumbel noise itself)
+KNOWN_SYNCS: dict[str, str] = {}
 
 
 @pytest.mark.parametrize(
