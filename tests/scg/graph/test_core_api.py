@@ -228,7 +228,7 @@ def test_graph_closes_tracking_mode() -> None:
     assert not _get_current_function_mode_stack()
 
 
-@settings(max_examples=200, deadline=None, derandomize=True)
+@settings(max_examples=100, deadline=None, derandomize=True)
 @given(st.lists(st.integers(0, 2**20), min_size=1, max_size=25))
 def test_closure_matches_fixpoint(raw: list[int]) -> None:
     from scg.graph.tracking import closure
