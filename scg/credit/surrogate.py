@@ -14,8 +14,10 @@ This module builds L exactly, with these refinements:
 
 * Each element of a batched node is credited with the matching elements of the costs (leading
   dimensions line up), so examples in a batch do not share credit.
-* The score term is written ``(log p − stop_gradient(log p)) · A``: its value is exactly zero, so
-  ``L`` *evaluates* to the objective (loggable) while its gradient is unchanged.
+* The score terms log p · A (A detached) and the baselines' regression losses are summed to s
+  and added as ``s − stop_gradient(s)``: its value is exactly zero, so ``L`` *evaluates* to the
+  objective (loggable) while its gradient is unchanged (one zeroing per surrogate, not one per
+  term; a node group with live control variates keeps ``(log p − stop_gradient(log p)) · A``).
 * Sample dimensions (``n=k`` samples, enumerated supports; `scg.credit.sample_dims`): costs are
   averaged over them with weights ω (1/k, or p(value) for an enumeration), so L evaluates to
   Σ_c Σ ω ⊙ c and estimates ∇ E[mean over samples of Σ c].
