@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import ast
+from dataclasses import dataclass
 from pathlib import Path
 
-from _source_trees import source_tree
+import pytest
 
 import scg
 
@@ -13,48 +14,48 @@ ROOT = Path(__file__).resolve().parents[1]
 PUBLIC_MODULES = {"scg", "scg.baselines", "scg.estimators", "scg.testing", "scg.viz"}
 
 
-def _imports(path: Path) -> list[tuple[int, str, list[str]]]:
-    tree = source_tree(path)
-    out = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            out += [(node.lineno, a.name, []) for a in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            out.append((node.lineno, node.module, [a.name for a in node.names]))
-    return out
+@dataclass(kw_only=True, slots=True)
+class ExampleUses:
+    """What the example's sources use of scg, from one parse of each file (one walk finds both)."""
+
+    imports: list[tuple[str, int, str, list[str]]]  # (file, line, absolute module, imported names)
+    attributes: list[tuple[str, int, str]]  # (file, line, attr) of every ``scg.attr``
 
 
-def test_example_imports_only_public_scg() -> None:
+@pytest.fixture(scope="module")
+def example_uses() -> ExampleUses:
     files = sorted((ROOT / "examples").rglob("*.py"))
     assert files, "no example sources found"
-    bad = []
+    uses = ExampleUses(imports=[], attributes=[])
     for f in files:
-        for line, module, names in _imports(f):
-            if module.split(".")[0] != "scg":
-                continue
-            if module not in PUBLIC_MODULES:
-                bad.append(f"{f.relative_to(ROOT)}:{line}: import of private module {module}")
-            elif module == "scg":
-                bad += [
-                    f"{f.relative_to(ROOT)}:{line}: scg.{n} is not public"
-                    for n in names
-                    if n not in scg.__all__ and n not in PUBLIC_MODULES
-                ]
+        rel = str(f.relative_to(ROOT))
+        for node in ast.walk(ast.parse(f.read_text(), filename=str(f))):
+            if isinstance(node, ast.Import):
+                uses.imports += [(rel, node.lineno, a.name, []) for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                uses.imports.append((rel, node.lineno, node.module, [a.name for a in node.names]))
+            elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "scg":
+                uses.attributes.append((rel, node.lineno, node.attr))
+    return uses
+
+
+def test_example_imports_only_public_scg(example_uses: ExampleUses) -> None:
+    bad = []
+    for f, line, module, names in example_uses.imports:
+        if module.split(".")[0] != "scg":
+            continue
+        if module not in PUBLIC_MODULES:
+            bad.append(f"{f}:{line}: import of private module {module}")
+        elif module == "scg":
+            bad += [
+                f"{f}:{line}: scg.{n} is not public" for n in names if n not in scg.__all__ and n not in PUBLIC_MODULES
+            ]
     assert not bad, "\n".join(bad)
 
 
-def test_example_attribute_access_is_public() -> None:
+def test_example_attribute_access_is_public(example_uses: ExampleUses) -> None:
     """``scg.graph.x`` style attribute chains in the example must stay in the public namespace."""
-    bad = []
-    for f in sorted((ROOT / "examples").rglob("*.py")):
-        for node in ast.walk(source_tree(f)):
-            if (
-                isinstance(node, ast.Attribute)
-                and isinstance(node.value, ast.Name)
-                and node.value.id == "scg"
-                and node.attr not in scg.__all__
-            ):
-                bad.append(f"{f.relative_to(ROOT)}:{node.lineno}: scg.{node.attr}")
+    bad = [f"{f}:{line}: scg.{attr}" for f, line, attr in example_uses.attributes if attr not in scg.__all__]
     assert not bad, "\n".join(bad)
 
 
@@ -64,7 +65,8 @@ def test_core_never_imports_viz_or_testing() -> None:
         rel = f.relative_to(ROOT / "scg").parts
         if rel[0] in ("viz", "testing"):
             continue
-        for node in source_tree(f).body:  # module level only: lazy imports inside methods (Graph.draw) are fine
+        tree = ast.parse(f.read_text())
+        for node in tree.body:  # module level only: lazy imports inside methods (Graph.draw) are fine
             mods = []
             if isinstance(node, ast.Import):
                 mods = [a.name for a in node.names]

@@ -6,8 +6,6 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from _source_trees import source_tree
-
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -27,7 +25,7 @@ def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
     modules = _modules(root)
     edges: dict[str, set[str]] = {m: set() for m in modules}
     for name, (path, package) in modules.items():
-        for node in ast.walk(source_tree(path)):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             targets: list[str] = []
             if isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]

@@ -14,8 +14,6 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from _source_trees import source_tree
-
 PACKAGE = Path(__file__).resolve().parents[2] / "examples" / "summarization" / "scg_summarize"
 
 #: Layer of each top-level module or subpackage of ``scg_summarize`` (lower = earlier).
@@ -48,12 +46,13 @@ def _module_name(path: Path) -> str:
 
 def _imports(path: Path) -> list[tuple[int, str]]:
     """``(line, absolute module)`` of every ``scg_summarize`` import in ``path``."""
-    return _imports_in(source_tree(path), _module_name(path), path.name == "__init__.py")
+    return _imports_in(path.read_text(encoding="utf-8"), _module_name(path), path.name == "__init__.py")
 
 
-def _imports_in(tree: ast.Module, module: str, is_package: bool) -> list[tuple[int, str]]:
-    """``(line, absolute module)`` of every ``scg_summarize`` import in ``tree``, the parsed text
-    of ``module`` (a package's ``__init__`` when ``is_package``)."""
+def _imports_in(source: str, module: str, is_package: bool) -> list[tuple[int, str]]:
+    """``(line, absolute module)`` of every ``scg_summarize`` import in ``source``, the text of
+    ``module`` (a package's ``__init__`` when ``is_package``)."""
+    tree = ast.parse(source)
     package = module if is_package else module.rpartition(".")[0]
     found = []
     for node in ast.walk(tree):
@@ -100,8 +99,8 @@ def test_imports_go_one_way() -> None:
 def test_the_scan_sees_function_level_and_relative_imports() -> None:
     # the check itself: a function-level relative import of a later layer is found and resolved
     source = "import os\n\ndef f():\n    from ..train.loop import load_model\n    from . import beam\n"
-    found = _imports_in(ast.parse(source), "scg_summarize.decoding.adapters", is_package=False)
+    found = _imports_in(source, "scg_summarize.decoding.adapters", is_package=False)
     assert found == [(4, "scg_summarize.train.loop"), (5, "scg_summarize.decoding.beam")]
     assert LAYERS[_unit(found[0][1])] > LAYERS["decoding"]  # would be reported
-    in_init = _imports_in(ast.parse("from .loading import load_model\n"), "scg_summarize.models", is_package=True)
+    in_init = _imports_in("from .loading import load_model\n", "scg_summarize.models", is_package=True)
     assert in_init == [(1, "scg_summarize.models.loading")]
