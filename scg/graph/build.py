@@ -495,22 +495,8 @@ def cost(
         )
     else:
         baseline_inputs = None
-    if not g.tracked:  # (the parents come from the graph's structure)
-        g.record(
-            CostNode,
-            name,
-            step,
-            value,
-            0,
-            location,
-            baseline=baseline,
-            # (no version counters while dynamo traces)
-            version=None if torch.compiler.is_compiling() else value._version,
-            reduced=_reduced_mask(g, reduced, name, location) if reduced is not None else 0,
-            baseline_inputs=baseline_inputs,
-        )
-        return value
-    vmask = g.mask(value)
+    tracked = g.tracked  # (untracked: the parents come from the graph's structure)
+    vmask = g.mask(value) if tracked else 0
     node = g.record(
         CostNode,
         name,
@@ -518,13 +504,15 @@ def cost(
         value,
         vmask,
         location,
-        foreign=g.foreign(value),
+        foreign=g.foreign(value) if tracked else None,
         baseline=baseline,
-        version=value._version,
+        # (no version counters while dynamo traces, which only an untracked graph allows)
+        version=None if not tracked and torch.compiler.is_compiling() else value._version,
         reduced=_reduced_mask(g, reduced, name, location) if reduced is not None else 0,
         baseline_inputs=baseline_inputs,
     )
-    check_untracked(g, node, [value], vmask)
+    if tracked:
+        check_untracked(g, node, [value], vmask)
     return value
 
 
