@@ -14,6 +14,7 @@ loss on purpose, add that loss yourself.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
@@ -70,24 +71,21 @@ class Learned(Baseline):
             pred = self._predict(self.inputs, nodes[0], targets.shape[1:])
             loss = ((pred - targets) ** 2).mean()  # (targets are detached)
             value = pred
-        else:  # bound copies of one module (e.g. one per step): their predictions stacked
-            rows: dict[int, list[int]] = {}
+        else:  # bound copies of one module (e.g. one per step): one prediction per copy, stacked
+            first: dict[int, int] = {}  # id(copy) -> its first row
             for i, c in enumerate(copies):
-                rows.setdefault(id(c), []).append(i)
-            if len(rows) == len(copies):  # one node per copy: each row's loss is its mean
-                value = torch.stack(
-                    [self._predict(cast(Learned, c).inputs, n, targets.shape[1:]) for c, n in zip(copies, nodes)]
-                )
-                sq = (value - targets) ** 2
-                loss = (sq.mean(dim=tuple(range(1, sq.dim()))) if sq.dim() > 1 else sq).sum()
-            else:  # each copy's loss is the mean over its rows, as if called alone
-                preds = {
-                    key: self._predict(cast(Learned, copies[idx[0]]).inputs, nodes[idx[0]], targets.shape[1:])
-                    for key, idx in rows.items()
-                }
-                value = torch.stack([preds[id(c)] for c in copies])
-                parts = [((preds[key] - targets[idx]) ** 2).mean() for key, idx in rows.items()]
-                loss = parts[0] if len(parts) == 1 else torch.stack(parts).sum()
+                first.setdefault(id(c), i)
+            preds = {
+                key: self._predict(cast(Learned, copies[i]).inputs, nodes[i], targets.shape[1:])
+                for key, i in first.items()
+            }
+            value = torch.stack([preds[id(c)] for c in copies])
+            sq = (value - targets) ** 2
+            row_loss = sq.mean(dim=tuple(range(1, sq.dim()))) if sq.dim() > 1 else sq
+            if len(first) < len(copies):  # each copy's loss is the mean over its rows, as if called alone
+                count = Counter(id(c) for c in copies)
+                row_loss = row_loss / row_loss.new_tensor([count[id(c)] for c in copies])
+            loss = row_loss.sum()
         if self.loss_weight != 1.0:
             loss = self.loss_weight * loss
         return BaselineResult(value.detach(), loss)
