@@ -9,13 +9,20 @@ from typing import TYPE_CHECKING
 
 import torch
 from torch.distributions import Distribution
-from torch.distributions.transforms import Transform
 
 from scg.baselines.base import check_baseline
 from scg.errors import SCGError
 from scg.estimators.base import Estimator
 from scg.estimators.defaults import default_for
 from scg.graph.graph import GraphRecord, current_graph
+from scg.graph.influence import (
+    fresh_alias,
+    is_torch_distribution,
+    reduced_mask,
+    sample_influence,
+    sum_masks,
+    track_value,
+)
 from scg.graph.nodes import (
     BaselineInputs,
     CostNode,
@@ -25,7 +32,6 @@ from scg.graph.nodes import (
     StochasticNode,
     caller_location,
 )
-from scg.graph.sample_positions import node_value_map
 from scg.graph.threads import check_untracked
 
 if TYPE_CHECKING:
@@ -46,12 +52,6 @@ def _open_graph(fn: str, name: str | None) -> GraphRecord:
             "worker under g.wrap(fn) or `with g.in_thread():`)"
         )
     return g
-
-
-def _alias(g: GraphRecord, value: torch.Tensor) -> tuple[torch.Tensor, int]:
-    """A fresh tensor object sharing ``value``'s data, and the mask ``value`` carried."""
-    parents = g.mask(value)
-    return value.view_as(value), parents
 
 
 def _check_plates(plates: object, fn: str, name: str | None, location: Location | str) -> None:
@@ -148,10 +148,10 @@ def sample(
         # torch's own distributions keep their parameters as tensor attributes: the sample's
         # parents are the union of their masks, so drawing and scoring need no per-operation
         # tracking
-        fast = _is_torch_distribution(dist)
+        fast = is_torch_distribution(dist)
         with g.paused() if fast else nullcontext():
             drawn = raw if raw is not None else _draw(g, estimator, dist, shape, name, location)
-            value, parents, foreign = _influence(g, dist, estimator, drawn, len(shape), fast)
+            value, parents, foreign = sample_influence(g, dist, estimator, drawn, len(shape), fast)
             private, log_prob = _scored(g, dist, estimator, value, shape, name, location)
     else:
         value = raw if raw is not None else _draw(g, estimator, dist, shape, name, location)
@@ -179,7 +179,7 @@ def sample(
     )
     assert isinstance(node, StochasticNode)
     if tracked:
-        _track_value(g, node, dist, drawn, len(shape), fast)
+        track_value(g, node, dist, drawn, len(shape), fast)
         outer = g.outer
         if outer is not None:
             outer.foreign_sample(value, node)
@@ -253,50 +253,6 @@ def _scored(
             g.tracker.drawing -= 1
 
 
-def _influence(
-    g: GraphRecord, dist: Distribution, estimator: Estimator, raw: torch.Tensor, n_sample_dims: int, fast: bool
-) -> tuple[torch.Tensor, int, dict[int, int]]:
-    """A tracked sample's alias, parents and foreign positions (see `scg.graph.positions`)."""
-    foreign = g.foreign(raw)
-    value, parents = _alias(g, raw)
-    if fast:
-        dmask, foreign = _dist_foreign(g, dist, n_sample_dims)
-        parents |= dmask
-    if estimator.enumerates:
-        # the support is not computed from the parameters: take the influence from them
-        extra = sum_masks(g, [t for t in vars(dist).values() if isinstance(t, torch.Tensor)])
-        if extra:
-            parents |= extra
-            foreign[0] = foreign.get(0, 0) | extra
-    return value, parents, foreign
-
-
-def _track_value(
-    g: GraphRecord, node: StochasticNode, dist: Distribution, raw: torch.Tensor, n_sample_dims: int, fast: bool
-) -> None:
-    """Mark a tracked node's value with the node, and where its sample dimensions are."""
-    value = node.value
-    if not node.parents and g.grad_fns:  # parameters computed from a node outside the tracker?
-        check_untracked(g, node, _dist_tensors(dist) if fast else [raw], node.parents)
-    g.set_mask(value, 1 << node.index)
-    base = value._base  # the draw (value is a fresh alias of it): an alias of the value made
-    if base is not None and not g.mask(base):  # without a torch call, z.as_subclass(Tensor), is
-        g.set_mask(base, 1 << node.index)  # a view of it and adopts its mask (scg.graph.aliases)
-    tracker = g.tracker
-    tracker.register_node_value(value, node.index)
-    if node.n is not None or tracker.sample_dims:  # where each sample dimension is
-        smap = node_value_map(
-            tracker.sattr,
-            node.index if node.n is not None else None,
-            n_sample_dims,
-            _dist_tensors(dist) if fast else [raw],
-            len(dist.batch_shape) if fast else 0,
-        )
-        if smap:
-            setattr(value, tracker.sattr, smap)
-            tracker.sample_dims = True
-
-
 def _intervention(
     g: GraphRecord, name: str | None, step: int | None, dist: Distribution, shape: torch.Size
 ) -> torch.Tensor | None:
@@ -330,82 +286,6 @@ def _versions(values: object) -> list[tuple[torch.Tensor, int]]:
     return []
 
 
-def _dist_foreign(g: GraphRecord, dist: Distribution, n_sample_dims: int) -> tuple[int, dict[int, int]]:
-    """The union of the masks of a torch distribution's tensors (parameters, nested
-    distributions and transforms: the nodes its samples are computed from, as
-    `dist_mask`), and the foreign positions of its samples w.r.t. those nodes: the
-    parameters' own, shifted past the sample dimensions; a parameter with fewer dimensions than
-    the batch shape is broadcast, so its nodes are foreign from 0."""
-    out: dict[int, int] = {}
-    mask = 0
-    batch = len(dist.batch_shape)
-    for t in _dist_tensors(dist):
-        m = g.mask(t)
-        if not m:
-            continue
-        mask |= m
-        if t.dim() < batch:
-            out[0] = out.get(0, 0) | m
-            continue
-        for p, pm in g.foreign(t).items():
-            q = p + n_sample_dims
-            out[q] = out.get(q, 0) | pm
-    return mask, out
-
-
-def _dist_tensors(obj: object, depth: int = 0) -> list[torch.Tensor]:
-    if isinstance(obj, torch.Tensor):
-        return [obj]
-    if depth > 6:
-        return []
-    if isinstance(obj, (list, tuple)):
-        return [t for o in obj for t in _dist_tensors(o, depth + 1)]
-    out: list[torch.Tensor] = []
-    for v in vars(obj).values() if hasattr(obj, "__dict__") else ():
-        if isinstance(v, torch.Tensor):
-            out.append(v)
-        elif isinstance(v, (Distribution, Transform, list, tuple)):
-            out.extend(_dist_tensors(v, depth + 1))
-    return out
-
-
-def _is_torch_distribution(dist: object, depth: int = 0) -> bool:
-    """True when ``dist`` and every distribution and transform nested in it are torch's own
-    classes, whose parameters are tensor attributes (so a sample's parents are their masks).
-    Anything else (a user Transform with parameters in a closure or a dict) is drawn under
-    tracking, which sees the operations that use them."""
-    if not type(dist).__module__.startswith("torch.distributions."):
-        return False
-    if depth > 6:
-        return False
-    for v in vars(dist).values() if hasattr(dist, "__dict__") else ():
-        items = v if isinstance(v, (list, tuple)) else [v]
-        for item in items:
-            if isinstance(item, (Distribution, Transform)) and not _is_torch_distribution(item, depth + 1):
-                return False
-    return True
-
-
-def dist_mask(g: GraphRecord, obj: object, depth: int = 0) -> int:
-    """Union of the masks of the tensors a torch distribution holds (parameters, nested
-    distributions and transforms): the nodes its samples are computed from."""
-    if isinstance(obj, torch.Tensor):
-        return g.mask(obj)
-    if depth > 6:
-        return 0
-    m = 0
-    if isinstance(obj, (list, tuple)):
-        for o in obj:
-            m |= dist_mask(g, o, depth + 1)
-        return m
-    for v in vars(obj).values() if hasattr(obj, "__dict__") else ():
-        if isinstance(v, torch.Tensor):
-            m |= g.mask(v)
-        elif isinstance(v, (Distribution, Transform, list, tuple)):
-            m |= dist_mask(g, v, depth + 1)
-    return m
-
-
 def _log_prob(
     dist: Distribution,
     estimator: Estimator,
@@ -430,20 +310,6 @@ def _log_prob(
             f"{tuple(log_prob.shape)}, expected sample_shape + batch_shape = {tuple(expected)}"
         )
     return log_prob
-
-
-def sum_masks(g: GraphRecord, values: object) -> int:
-    """The union of the masks of ``values`` (tensors, nodes, or nested sequences of them)."""
-    if isinstance(values, torch.Tensor):
-        return g.mask(values)
-    if isinstance(values, Node):
-        return 1 << g.node(values).index
-    if isinstance(values, (list, tuple)):
-        m = 0
-        for v in values:
-            m |= sum_masks(g, v)
-        return m
-    return 0
 
 
 def cost(
@@ -508,44 +374,12 @@ def cost(
         baseline=baseline,
         # (no version counters while dynamo traces, which only an untracked graph allows)
         version=None if not tracked and torch.compiler.is_compiling() else value._version,
-        reduced=_reduced_mask(g, reduced, name, location) if reduced is not None else 0,
+        reduced=reduced_mask(g, reduced, name, location) if reduced is not None else 0,
         baseline_inputs=baseline_inputs,
     )
     if tracked:
         check_untracked(g, node, [value], vmask)
     return value
-
-
-def _reduced_mask(g: GraphRecord, reduced: object, name: str | None, location: Location | str) -> int:
-    items = list(reduced) if isinstance(reduced, (list, tuple)) else [reduced]
-    mask = 0
-    for r in items:
-        if not isinstance(r, (torch.Tensor, Node)):
-            raise SCGError(
-                f"scg.cost(name={name!r}, reduced=...) at {location}: expected node "
-                f"values or nodes, got {type(r).__name__}"
-            )
-        try:
-            node = g.node(r)
-        except SCGError:
-            raise SCGError(
-                f"scg.cost(name={name!r}, reduced=...) at {location}: pass the value "
-                "returned by scg.sample (or its node), not a tensor computed from "
-                "it"
-            ) from None
-        if not isinstance(node, StochasticNode) or node.n is None:
-            raise SCGError(
-                f"scg.cost(name={name!r}, reduced=...) at {location}: "
-                f"{node.describe()} has no sample dimension (draw it with n=k)"
-            )
-        if node.enumerated:
-            raise SCGError(
-                f"scg.cost(name={name!r}, reduced=...) at {location}: "
-                f"{node.describe()} is enumerated; its dimension is weighted by "
-                "p(value) and cannot be reduced by the cost"
-            )
-        mask |= 1 << node.index
-    return mask
 
 
 def deterministic(value: torch.Tensor, *, name: str, step: int | None = None) -> torch.Tensor:
@@ -561,7 +395,7 @@ def deterministic(value: torch.Tensor, *, name: str, step: int | None = None) ->
         g.record(DeterministicNode, name, step, value, 0, location)
         return value
     foreign = g.foreign(value)
-    alias, parents = _alias(g, value)
+    alias, parents = fresh_alias(g, value)
     node = g.record(DeterministicNode, name, step, alias, parents, location, foreign=foreign)
     g.set_mask(alias, 1 << node.index)
     return alias
@@ -609,6 +443,6 @@ def influenced_by(value: torch.Tensor, *sources: torch.Tensor | Node, per_elemen
     foreign = g.foreign(value)
     if not per_element:  # a declared dependency: no per-element claim
         foreign[0] = foreign.get(0, 0) | extra
-    alias, parents = _alias(g, value)
+    alias, parents = fresh_alias(g, value)
     g.set_mask(alias, parents | extra, foreign)
     return alias

@@ -1,0 +1,189 @@
+"""Influence in a tracked graph: which nodes a node's value, its distribution or a cost's
+declared reduction is computed from.
+
+``scg.sample`` in a tracked graph reads a node's parents here instead of tracking every
+operation of the draw: torch's own distributions keep their parameters (and nested
+distributions and transforms) as tensor attributes, so the union of those tensors' masks is the
+set of nodes the sample is computed from, and their foreign positions (`scg.graph.positions`)
+shifted past the sample dimensions are the sample's.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch.distributions import Distribution
+from torch.distributions.transforms import Transform
+
+from scg.errors import SCGError
+from scg.estimators.base import Estimator
+from scg.graph.graph import GraphRecord
+from scg.graph.nodes import Location, Node, StochasticNode
+from scg.graph.sample_positions import node_value_map
+from scg.graph.threads import check_untracked
+
+__all__ = [
+    "dist_foreign",
+    "dist_tensors",
+    "fresh_alias",
+    "is_torch_distribution",
+    "reduced_mask",
+    "sample_influence",
+    "sum_masks",
+    "track_value",
+]
+
+
+def fresh_alias(g: GraphRecord, value: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """A fresh tensor object sharing ``value``'s data, and the mask ``value`` carried."""
+    parents = g.mask(value)
+    return value.view_as(value), parents
+
+
+def sample_influence(
+    g: GraphRecord, dist: Distribution, estimator: Estimator, raw: torch.Tensor, n_sample_dims: int, fast: bool
+) -> tuple[torch.Tensor, int, dict[int, int]]:
+    """A tracked sample's alias, parents and foreign positions (see `scg.graph.positions`)."""
+    foreign = g.foreign(raw)
+    value, parents = fresh_alias(g, raw)
+    if fast:
+        dmask, foreign = dist_foreign(g, dist, n_sample_dims)
+        parents |= dmask
+    if estimator.enumerates:
+        # the support is not computed from the parameters: take the influence from them
+        extra = sum_masks(g, [t for t in vars(dist).values() if isinstance(t, torch.Tensor)])
+        if extra:
+            parents |= extra
+            foreign[0] = foreign.get(0, 0) | extra
+    return value, parents, foreign
+
+
+def track_value(
+    g: GraphRecord, node: StochasticNode, dist: Distribution, raw: torch.Tensor, n_sample_dims: int, fast: bool
+) -> None:
+    """Mark a tracked node's value with the node, and where its sample dimensions are."""
+    value = node.value
+    if not node.parents and g.grad_fns:  # parameters computed from a node outside the tracker?
+        check_untracked(g, node, dist_tensors(dist) if fast else [raw], node.parents)
+    g.set_mask(value, 1 << node.index)
+    base = value._base  # the draw (value is a fresh alias of it): an alias of the value made
+    if base is not None and not g.mask(base):  # without a torch call, z.as_subclass(Tensor), is
+        g.set_mask(base, 1 << node.index)  # a view of it and adopts its mask (scg.graph.aliases)
+    tracker = g.tracker
+    tracker.register_node_value(value, node.index)
+    if node.n is not None or tracker.sample_dims:  # where each sample dimension is
+        smap = node_value_map(
+            tracker.sattr,
+            node.index if node.n is not None else None,
+            n_sample_dims,
+            dist_tensors(dist) if fast else [raw],
+            len(dist.batch_shape) if fast else 0,
+        )
+        if smap:
+            setattr(value, tracker.sattr, smap)
+            tracker.sample_dims = True
+
+
+def dist_foreign(g: GraphRecord, dist: Distribution, n_sample_dims: int) -> tuple[int, dict[int, int]]:
+    """The union of the masks of a torch distribution's tensors (parameters, nested
+    distributions and transforms: the nodes its samples are computed from), and the foreign
+    positions of its samples w.r.t. those nodes: the parameters' own, shifted past the sample
+    dimensions; a parameter with fewer dimensions than the batch shape is broadcast, so its
+    nodes are foreign from 0."""
+    out: dict[int, int] = {}
+    mask = 0
+    batch = len(dist.batch_shape)
+    for t in dist_tensors(dist):
+        m = g.mask(t)
+        if not m:
+            continue
+        mask |= m
+        if t.dim() < batch:
+            out[0] = out.get(0, 0) | m
+            continue
+        for p, pm in g.foreign(t).items():
+            q = p + n_sample_dims
+            out[q] = out.get(q, 0) | pm
+    return mask, out
+
+
+def dist_tensors(obj: object, depth: int = 0) -> list[torch.Tensor]:
+    """The tensors a distribution holds: its tensor attributes, and those of the distributions,
+    transforms and sequences nested in it (to depth 6)."""
+    if isinstance(obj, torch.Tensor):
+        return [obj]
+    if depth > 6:
+        return []
+    if isinstance(obj, (list, tuple)):
+        return [t for o in obj for t in dist_tensors(o, depth + 1)]
+    out: list[torch.Tensor] = []
+    for v in vars(obj).values() if hasattr(obj, "__dict__") else ():
+        if isinstance(v, torch.Tensor):
+            out.append(v)
+        elif isinstance(v, (Distribution, Transform, list, tuple)):
+            out.extend(dist_tensors(v, depth + 1))
+    return out
+
+
+def is_torch_distribution(dist: object, depth: int = 0) -> bool:
+    """True when ``dist`` and every distribution and transform nested in it are torch's own
+    classes, whose parameters are tensor attributes (so a sample's parents are their masks).
+    Anything else (a user Transform with parameters in a closure or a dict) is drawn under
+    tracking, which sees the operations that use them."""
+    if not type(dist).__module__.startswith("torch.distributions."):
+        return False
+    if depth > 6:
+        return False
+    for v in vars(dist).values() if hasattr(dist, "__dict__") else ():
+        items = v if isinstance(v, (list, tuple)) else [v]
+        for item in items:
+            if isinstance(item, (Distribution, Transform)) and not is_torch_distribution(item, depth + 1):
+                return False
+    return True
+
+
+def sum_masks(g: GraphRecord, values: object) -> int:
+    """The union of the masks of ``values`` (tensors, nodes, or nested sequences of them)."""
+    if isinstance(values, torch.Tensor):
+        return g.mask(values)
+    if isinstance(values, Node):
+        return 1 << g.node(values).index
+    if isinstance(values, (list, tuple)):
+        m = 0
+        for v in values:
+            m |= sum_masks(g, v)
+        return m
+    return 0
+
+
+def reduced_mask(g: GraphRecord, reduced: object, name: str | None, location: Location | str) -> int:
+    """The mask of the multi-sample nodes a cost declares ``reduced=`` (their values or nodes);
+    refuses anything else, naming the cost."""
+    items = list(reduced) if isinstance(reduced, (list, tuple)) else [reduced]
+    mask = 0
+    for r in items:
+        if not isinstance(r, (torch.Tensor, Node)):
+            raise SCGError(
+                f"scg.cost(name={name!r}, reduced=...) at {location}: expected node "
+                f"values or nodes, got {type(r).__name__}"
+            )
+        try:
+            node = g.node(r)
+        except SCGError:
+            raise SCGError(
+                f"scg.cost(name={name!r}, reduced=...) at {location}: pass the value "
+                "returned by scg.sample (or its node), not a tensor computed from "
+                "it"
+            ) from None
+        if not isinstance(node, StochasticNode) or node.n is None:
+            raise SCGError(
+                f"scg.cost(name={name!r}, reduced=...) at {location}: "
+                f"{node.describe()} has no sample dimension (draw it with n=k)"
+            )
+        if node.enumerated:
+            raise SCGError(
+                f"scg.cost(name={name!r}, reduced=...) at {location}: "
+                f"{node.describe()} is enumerated; its dimension is weighted by "
+                "p(value) and cannot be reduced by the cost"
+            )
+        mask |= 1 << node.index
+    return mask
