@@ -27,6 +27,7 @@ from scg.graph import (
     influenced_by,
     sample,
 )
+from scg.graph.build import log_prob
 from scg.graph.positions import declare_rowwise
 from scg.graph.structure import Cached, Declared
 
@@ -54,6 +55,7 @@ __all__ = [
     "deterministic",
     "estimators",
     "influenced_by",
+    "log_prob",
     "sample",
     "surrogate_loss",
 ]

@@ -150,6 +150,8 @@ class NodeEstimator(Protocol):
     @property
     def higher_order(self) -> bool: ...
 
+    def log_prob(self, dist: Distribution, value: torch.Tensor) -> torch.Tensor: ...
+
     def weights(self, node: StochasticNode) -> torch.Tensor: ...
 
     def control_variate(self, node: StochasticNode) -> tuple[torch.Tensor, torch.Tensor] | None: ...
@@ -227,13 +229,18 @@ class StochasticNode(Node):
     sample and no extra dimension). ``private``: the log-probability was computed from a copy of
     the value, so the program may write into the value. ``plates``: the declared number of
     leading batch dimensions credited per element (``None``: all, `scg.credit.plates`).
-    ``enumerated``: the value is the node's whole support (``Enumerate``).
+    ``enumerated``: the value is the node's whole support (``Enumerate``). ``version``: the
+    value's version counter when it was drawn (None while ``torch.compile`` traces).
+    ``dist_log_prob``: what [`scg.log_prob`][scg.log_prob] returned for the node (None until it
+    is asked for).
     """
 
     dist: Distribution = field(repr=False)
     estimator: NodeEstimator = field(repr=False)
     baseline: NodeBaseline | None = field(repr=False, default=None)
     log_prob: torch.Tensor | None = field(repr=False, default=None)
+    dist_log_prob: torch.Tensor | None = field(repr=False, default=None)
+    version: int | None = field(repr=False, default=None)
     n: int | None = None
     private: bool = field(repr=False, default=True)
     plates: int | None = field(repr=False, default=None)
