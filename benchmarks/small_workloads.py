@@ -142,10 +142,10 @@ def make_sbn(batch: int, hidden: int) -> Model:
             with scg.Graph(structure=structure) as g:
                 d1 = bern(x @ q1)
                 h1 = scg.sample(d1, name="h1", baseline=bl1.given(x))
-                scg.cost(layer_costs(h1, d1.log_prob(h1)), name="c1")
+                scg.cost(layer_costs(h1, scg.log_prob(h1)), name="c1")
                 d2 = bern(h1 @ q2)
                 h2 = scg.sample(d2, name="h2", baseline=bl2.given(h1))
-                scg.cost(top_cost(h1, h2, d2.log_prob(h2)), name="c2")
+                scg.cost(top_cost(h1, h2, scg.log_prob(h2)), name="c2")
             return g.surrogate_loss()
 
         return loss
