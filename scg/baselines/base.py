@@ -59,6 +59,9 @@ class Baseline:
     needs_samples: ClassVar[bool] = False
     #: the cost must be built by the baseline's ``objective(log_weights)`` (``VIMCO``)
     defines_cost: ClassVar[bool] = False
+    #: why a step compiled with ``torch.compile`` cannot apply this baseline (the traced
+    #: surrogate, `scg.credit.traced`, refuses it naming the node and this reason); None: it can
+    untraceable: ClassVar[str | None] = None
 
     def __call__(self, nodes: Sequence[Node], targets: torch.Tensor, info: Sequence[SampleInfo]) -> BaselineResult:
         raise NotImplementedError

@@ -68,6 +68,8 @@ class EMA(Baseline):
         idx = tuple(self._index[(n.name, n.step)] for n in nodes)
         if len(idx) == len(self._index) and idx == tuple(range(len(idx))):
             return None
+        if torch.compiler.is_compiling():  # a constant of the compiled step (caching it would add a guard)
+            return torch.tensor(idx, device=like.device)
         where = (idx, like.device)
         got = self._row_tensors.get(where)
         if got is None:

@@ -20,7 +20,7 @@ different scales (pathwise terms are not divided). ``scale=False`` turns the div
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 
@@ -43,6 +43,11 @@ class Normalized(Baseline):
         beta: update rate β in (0, 1] of the running mean and variance.
         scale: divide by max(1, running std) (biased in scale, see module docstring).
     """
+
+    untraceable: ClassVar[str | None] = (
+        "its running mean and variance are Python floats, read from the tensors every step "
+        "(float(...), a host read that dynamo cannot trace)"
+    )
 
     def __init__(self, baseline: Baseline | None = None, *, beta: float = 0.2, scale: bool = True) -> None:
         if not 0.0 < beta <= 1.0:

@@ -6,34 +6,50 @@ by dynamo. When a program that opens a ``scg.Graph(structure=scg.Declared(...))`
 (``torch.compile(step, fullgraph=True)``), the surrogate is built here instead, from the same
 declared relation, as plain Python over the nodes and torch operations on their values:
 
-    L = Σ_c sum(c) + λ Σ_G sum((log p_G − stop_grad(log p_G)) ⊙ Ĉ_G),
-    Ĉ_G = Σ_H  W_GH @ align(stop_grad(stack(c ∈ H))),
+    L = Σ_c sum(c) + λ Σ_G sum((log p_G − stop_grad(log p_G)) ⊙ (Ĉ_G − b_G)),
+    Ĉ_G = Σ_H  W_GH @ align(stop_grad(stack(c ∈ H) − b_H)),
 
 for each group G of score-function nodes with one log-probability shape and each group H of
-costs with one shape, with W_GH[v, c] = 1 (or γ^(s_c − t_v) with ``discount=γ``) when v ≺ c under
-the declaration and 0 otherwise: the groups and the step weights are the credit plan's own
-(`scg.credit.plan.group`, `scg.credit.plan.step_weights`), evaluated on Python lists
-instead of NumPy arrays. W_GH is a constant of the traced graph: the structure is fixed
+costs with one shape (b: their baselines, below), with W_GH[v, c] = 1 (or γ^(s_c − t_v) with
+``discount=γ``) when v ≺ c under the declaration and 0 otherwise: the groups and the step
+weights are the credit plan's own (`scg.credit.plan.group`, `scg.credit.plan.step_weights`),
+evaluated on Python lists instead of NumPy arrays. W_GH is a constant of the traced graph: the structure is fixed
 when the program is traced (dynamo re-traces when it changes). The value and the gradient equal
 the eager surrogate's for the same draws (``tests/scg/graph/test_compile.py``).
 
+Baselines are applied by the eager surrogate's own code (`scg.credit.signals.apply_baselines`,
+the baselines' ``__call__``): cost baselines to the stacked costs, node baselines to each node
+group's Ĉ, their regression losses added as ``l − stop_grad(l)`` (zero in value, the eager
+gradient). Their state is tensors and Python containers that dynamo follows: an ``EMA``'s
+averages are a graph input and the updated averages an output stored back on the object (the
+first call with an EMA that has not seen its nodes' keys compiles once more when it has), a
+``Learned`` module's forward is part of the graph and its parameters get the regression's
+gradient. A baseline that declares itself untraceable (`Baseline.untraceable`: ``Normalized``
+reads its statistics to the host) or needs the node's n=k samples (``LeaveOneOut``, ``VIMCO``)
+is refused naming the node, the baseline and the reason.
+
 What the traced surrogate covers is what a compiled training step of a declared model needs:
-score-function and pathwise nodes, per-example credit, ``discount`` and ``score_scale``. It
-refuses, naming the node, what needs the eager surrogate: baselines (they keep state across
-steps), multi-sample and enumerated nodes, declared ``plates=``, per-example declarations other
-than ``True``, control variates (RELAX) and DiCE. Checks that need a host read (finite costs) or
-a version counter (writes after ``scg.cost``) are not made while tracing.
+score-function and pathwise nodes, per-example credit, ``discount``, ``score_scale`` and the
+baselines above. It refuses, naming the node, what needs the eager surrogate: multi-sample and
+enumerated nodes, declared ``plates=``, per-example declarations other than ``True``, control
+variates (RELAX) and DiCE. Checks that need a host read (finite costs and baseline values) or a
+version counter (writes after ``scg.cost``) are not made while tracing.
 """
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 
+from scg.baselines.base import Baseline
 from scg.credit.plan import group, has_cv, logp, score_nodes, step_weights
 from scg.credit.sample_dims import align_batch_to_node
-from scg.credit.signals import apply_weights
+from scg.credit.signals import BaselineValues, apply_baselines, apply_weights
+from scg.credit.soundness import check_baseline_inputs
 from scg.errors import SCGError
 from scg.graph.graph import GraphRecord
+from scg.graph.nodes import CostNode, StochasticNode
 from scg.graph.structure import Declared, declared_relation
 from scg.graph.tracking import closure
 
@@ -48,16 +64,16 @@ def _refuse(what: str) -> SCGError:
     )
 
 
-#: why the traced surrogate refuses baselines
-_NO_BASELINES = (
-    "the traced surrogate applies no baselines: a baseline updates Python-side state every step "
-    "(EMA's running average, Learned's regression fit; VIMCO's and LeaveOneOut's n=k samples are "
-    "not traced either), which dynamo would freeze into the compiled step as constants"
-)
-
-
-def _name(baseline: object) -> str:
-    return type(baseline).__name__
+def _check_baseline(node: StochasticNode | CostNode) -> None:
+    """Refuse, naming the node, the baseline and why, a baseline the compiled step cannot apply."""
+    baseline = cast("Baseline | None", node.baseline)
+    if baseline is None:
+        return
+    why = baseline.untraceable
+    if why is None and baseline.needs_samples:
+        why = "it needs the node's n=k sample dimension, which the traced surrogate does not handle"
+    if why is not None:
+        raise _refuse(f"{node.describe()} has the baseline {type(baseline).__name__}, which is not traced: {why}")
 
 
 def _check_supported(graph: GraphRecord, dice: bool, dice_lambda: float | None) -> Declared:
@@ -69,17 +85,15 @@ def _check_supported(graph: GraphRecord, dice: bool, dice_lambda: float | None) 
     if structure.per_example is not True:
         raise _refuse(f"{structure!r} declares per_example={structure.per_example!r}; only per_example=True is traced")
     for v in graph.stochastic:
+        _check_baseline(v)
         if v.n is not None or v.enumerated:
             raise _refuse(f"{v.describe()} has a sample dimension (n= or Enumerate)")
-        if v.baseline is not None:
-            raise _refuse(f"{v.describe()} has the baseline {_name(v.baseline)}; {_NO_BASELINES}")
         if v.plates is not None:
             raise _refuse(f"{v.describe()} declares plates=")
         if has_cv(v):
             raise _refuse(f"{v.describe()} uses {v.estimator!r}, whose control variates are not traced")
     for c in graph.costs:
-        if c.baseline is not None:
-            raise _refuse(f"{c.describe()} has the baseline {_name(c.baseline)}; {_NO_BASELINES}")
+        _check_baseline(c)
     return structure
 
 
@@ -96,9 +110,20 @@ def traced_surrogate_loss(
     graph.use_relation(full)
     costs = graph.cost_nodes
     score = score_nodes(graph)
+    baselines = graph.has_baselines
+    if baselines:
+        check_baseline_inputs(graph, full)
+    losses: list[torch.Tensor] = []  # the baselines' regression losses
+    values: BaselineValues = []  # (their values: the finiteness check is a host read, not made here)
     # the plan's grouping and step weights, as plain Python (no NumPy while tracing)
     cost_groups = group(costs, lambda c: (tuple(c.value.shape), c.value.dtype, c.value.device))
     stacks = {key: torch.stack([costs[j].value for j in cols]) for key, cols in cost_groups.items()}
+    targets = {
+        key: apply_baselines([costs[j] for j in cols], stacks[key].detach(), losses, values)
+        if baselines
+        else stacks[key].detach()
+        for key, cols in cost_groups.items()
+    }
     loss: torch.Tensor | None = None
     for stack in stacks.values():
         part = stack.sum()
@@ -120,13 +145,17 @@ def traced_surrogate_loss(
             if not any(x for row in weights for x in row):
                 continue
             small = align_batch_to_node(
-                stacks[key].detach(), (), (), node_shape, costs[cols[0]], score[rows[0]], {}, expand=False
+                targets[key], (), (), node_shape, costs[cols[0]], score[rows[0]], {}, expand=False
             )
             wt = torch.tensor(weights, dtype=small.dtype, device=small.device)  # (r, q)
             part = apply_weights(wt, small, len(cols), node_shape)
             c_hat = part if c_hat is None else c_hat + part
         if c_hat is None:
             continue
+        if baselines:
+            c_hat = apply_baselines([score[i] for i in rows], c_hat, losses, values)
         term = ((lp - lp.detach()) * c_hat).sum()
         loss = loss + (term if score_scale == 1.0 else score_scale * term)
+    for extra in losses:  # zero in value, the baselines' regression gradient
+        loss = loss + (extra - extra.detach())
     return loss
