@@ -37,7 +37,7 @@ from scg.graph.graph import GraphRecord
 from scg.graph.nodes import CostNode, Node, StochasticNode
 from scg.graph.structure import Relation
 
-__all__ = ["CreditPlan", "Pair", "build_plan", "group", "influence_matrix", "plan_for", "score_nodes", "step_weights"]
+__all__ = ["CreditPlan", "Term", "build_plan", "group", "influence_matrix", "plan_for", "score_nodes", "step_weights"]
 
 _N = TypeVar("_N")
 _K = TypeVar("_K", bound=Hashable)
@@ -116,10 +116,29 @@ def weight_matrix(
     return w
 
 
-#: per (node group, cost group): None (no credit), or (a node row and a cost column of the pair,
-#: for messages; the whole-plate weights or None; the per-element weights, split by the first
-#: node dimension whose credit is shared (None: none is), see `_split_shared`)
-Pair = tuple[int, int, "torch.Tensor | None", list[tuple["int | None", torch.Tensor]]] | None
+#: the smallest node group whose credit from one cost group is a reverse cumulative sum
+#: (`Term.suffix`) that takes it instead of the product with its triangular W: below it one
+#: small matrix product is cheaper than the three operations of the sum
+SUFFIX_MIN_ROWS = 128
+
+
+@dataclass(kw_only=True, slots=True)
+class Term:
+    """The credit a node group gets from one cost group: Σ over ``parts`` of W @ the aligned
+    costs, plus the whole-plate weights ``mixed`` applied to the costs summed over the plate."""
+
+    group: int  # index of the cost group
+    row: int  # a node row and a cost column of the pair (for messages)
+    col: int
+    aligned: bool  # the costs already have the node's shape, without sample dimensions
+    mixed: torch.Tensor | None  # whole-plate weights (None: no pair mixes the plate)
+    #: per-element weights, split by the first node dimension whose credit is shared (None:
+    #: none is, see `_split_shared`)
+    parts: list[tuple[int | None, torch.Tensor]]
+    #: the only part's W is [j ≥ i] over as many costs as nodes (each node credited with the
+    #: costs from its own on: reward-to-go), large enough that a reverse cumulative sum beats
+    #: the product (`SUFFIX_MIN_ROWS`)
+    suffix: bool
 
 
 @dataclass(kw_only=True, slots=True)
@@ -155,29 +174,49 @@ class CreditPlan:
     mixed: np.ndarray  # whole-plate pairs
     credit: dict[tuple[int, int], bool]  # (node, cost) -> whole-plate (Graph.credit)
     cacheable: bool  # no sample dimensions (their weights depend on the values)
-    pairs: dict[tuple[int, int], Pair] = field(default_factory=dict)  # weight matrices, cached
+    #: per node group, its `Term`s (the cost groups that credit it), made on first use
+    terms_of: dict[int, list[Term]] = field(default_factory=dict)
 
-    def pair(self, gi: int, cj: int, like: torch.Tensor) -> Pair:
-        """The weight matrices of node group ``gi`` and cost group ``cj`` (cached)."""
-        key = (gi, cj)
-        if key in self.pairs:
-            return self.pairs[key]
-        ng, cg = self.node_groups[gi], self.cost_groups[cj]
-        sub = self.weights[ng.rows][:, cg.cols]  # (rows, cols)
-        out: Pair = None
-        if sub.any():
+    def terms(self, gi: int, node_shape: torch.Size, stacks: Sequence[torch.Tensor]) -> list[Term]:
+        """The cost groups that credit node group ``gi``, with their weight matrices (in the
+        dtype and on the device of each group's ``stacks``, its stacked costs; cached: the
+        shapes, dtypes and devices are the signature's)."""
+        got = self.terms_of.get(gi)
+        if got is not None:
+            return got
+        ng = self.node_groups[gi]
+        w_rows, m_rows = self.weights[ng.rows], self.mixed[ng.rows]
+        out: list[Term] = []
+        for cj, (cg, like) in enumerate(zip(self.cost_groups, stacks)):
+            sub = w_rows[:, cg.cols]  # (rows, cols)
+            if not sub.any():
+                continue
             i, j = (int(x[0]) for x in np.nonzero(sub))
             w_mix = None
-            mix = self.mixed[ng.rows][:, cg.cols] & (sub != 0)
+            mix = m_rows[:, cg.cols] & (sub != 0)
             if mix.any():
                 w_mix = torch.as_tensor(np.where(mix, sub, 0.0), dtype=like.dtype, device=like.device)
                 sub = np.where(mix, 0.0, sub)
-            parts = [
-                (start, torch.as_tensor(part, dtype=like.dtype, device=like.device))
-                for start, part in _split_shared(sub, ng.shared, len(ng.layout))
-            ]
-            out = (i, j, w_mix, parts)
-        self.pairs[key] = out
+            split = _split_shared(sub, ng.shared, len(ng.layout))
+            suffix = (
+                w_mix is None
+                and len(split) == 1
+                and split[0][0] is None
+                and SUFFIX_MIN_ROWS <= sub.shape[0] == sub.shape[1]
+                and bool((split[0][1] == np.triu(np.ones_like(sub))).all())
+            )
+            out.append(
+                Term(
+                    group=cj,
+                    row=i,
+                    col=j,
+                    aligned=not ng.layout and not cg.layout and like.shape[1:] == node_shape,
+                    mixed=w_mix,
+                    parts=[(start, torch.as_tensor(p, dtype=like.dtype, device=like.device)) for start, p in split],
+                    suffix=suffix,
+                )
+            )
+        self.terms_of[gi] = out
         return out
 
 
@@ -307,8 +346,10 @@ def plan_for(
             if len(_TRACKED_PLANS) >= _TRACKED_PLANS_LIMIT:
                 _TRACKED_PLANS.clear()
             _TRACKED_PLANS[tracked_key] = plan
-    if graph.tracked or structure is None or structure.learned:
+    if graph.tracked:
         # (a declared edge need not be a path, so a declaration cannot tell "no differentiable
-        # path" from "no path": the check needs tracked data flow)
+        # path" from "no path": the check needs tracked data flow. A Cached structure makes it
+        # on the graphs it tracks, where it learns and re-checks the relation, as it does the
+        # relation itself)
         check_pathwise(graph, full, graph.cost_nodes)
     return plan

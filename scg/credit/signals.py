@@ -89,31 +89,38 @@ def cost_groups(
     (``target``; the baselines' losses appended to ``losses``, their values to ``values``;
     ``baselines=False``: the graph has none) and weighted by ω."""
     has_baselines = baselines and any(c.baseline is not None for c in costs)
+    groups = [[costs[i] for i in cp.cols] for cp in plan.cost_groups]
+    stacks = [torch.stack([c.value for c in members]) for members in groups]
+    # one sum per group is both the finiteness check (NaN and ±inf propagate into it) and, without
+    # weights, the objective's term; one host read for all of them, before any baseline sees a cost
+    totals = [stack.sum() for stack in stacks]
+    total = totals[0]
+    for more in totals[1:]:
+        total = total + more
+    if not math.isfinite(total.item()):
+        for stack, members in zip(stacks, groups):  # names the cost (a finite sum that overflowed passes)
+            _check_finite(stack.detach(), members)
     out = []
     samples = plan.samples
-    for cp in plan.cost_groups:
-        members = [costs[i] for i in cp.cols]
-        stack = torch.stack([c.value for c in members])
+    for cp, members, stack, total in zip(plan.cost_groups, groups, stacks, totals):
         fixed = stack.detach()
-        # one sum is both the finiteness check (NaN and ±inf propagate into it; one host read
-        # per group) and, without weights, the objective's term
-        total = stack.sum()
-        if not math.isfinite(total.item()):
-            _check_finite(fixed, members)  # names the cost (a finite sum that overflowed passes)
-        scale, factor = samples.weight(cp.layout, stack.shape[1:], members[0]) if cp.layout else (1.0, None)
         # target and raw start as the same detached tensor (each is replaced, never written)
         cg = CostGroup(
             members=members,
             layout=cp.layout,
             stack=stack,
-            scale=scale,
-            factor=factor,
+            scale=1.0,
+            factor=None,
             target=fixed,
             raw=fixed,
             live=stack,
+            total=total,
         )
-        cg.live = cg.weighted(stack)
-        cg.total = total if cg.live is stack else None
+        if cp.layout:  # ω: sample weights
+            cg.scale, cg.factor = samples.weight(cp.layout, stack.shape[1:], members[0])
+            cg.live = cg.weighted(stack)
+            if cg.live is not stack:
+                cg.total = None
         if has_baselines:
             cg.target = apply_baselines(members, fixed, losses, values)
         if cp.layout:
@@ -150,22 +157,28 @@ def c_hat(plan: CreditPlan, gi: int, ng: NodeGroup, cgs: Sequence[CostGroup], fi
     Both sums run over the cost's own elements (before it is broadcast to the node's shape), so
     a cost that is already per example, (B,) or (B, 1) for a (B, D) node, counts once."""
     node_shape = ng.logp.shape[1:]
-    nl = len(ng.layout)
     out: torch.Tensor | None = None
-    for cj, cg in enumerate(cgs):
+    terms = plan.terms_of.get(gi)
+    if terms is None:
+        terms = plan.terms(gi, node_shape, [cg.stack for cg in cgs])
+    for t in terms:
+        cg = cgs[t.group]
         stack: torch.Tensor = getattr(cg, field)
-        pair = plan.pair(gi, cj, stack)
-        if pair is None:
+        q = stack.shape[0]
+        if t.aligned:
+            small = stack
+        else:
+            small = align_batch_to_node(
+                stack, cg.layout, ng.layout, node_shape, cg.members[t.col], ng.members[t.row], plan.sizes, expand=False
+            )
+        if t.suffix:  # W[i, j] = [j ≥ i]: the costs from each node's own on, summed
+            part = small.flip(0).cumsum(0).flip(0)
+            out = (part if part.shape[1:] == node_shape else part.expand(q, *node_shape)) if out is None else out + part
             continue
-        i, j, w_mix, parts = pair
-        q = len(cg.members)
-        small = align_batch_to_node(
-            stack, cg.layout, ng.layout, node_shape, cg.members[j], ng.members[i], plan.sizes, expand=False
-        )
-        if w_mix is not None:
-            part = apply_weights(w_mix, share_beyond(small, nl), q, node_shape)
+        if t.mixed is not None:
+            part = apply_weights(t.mixed, share_beyond(small, len(ng.layout)), q, node_shape)
             out = part if out is None else out + part
-        for start, weights in parts:
+        for start, weights in t.parts:
             part = apply_weights(weights, small if start is None else share_beyond(small, start), q, node_shape)
             out = part if out is None else out + part
     return out
@@ -209,7 +222,7 @@ def apply_baselines(
     Rows are sliced, not gathered, when a baseline's rows are
     consecutive (the common case: one baseline per node, or one for the group); when every row
     has a baseline, no scale and the targets' dtype, the values are joined and subtracted once."""
-    groups: dict[int, list[int]] = {}
+    groups: dict[int, list[int]] = {}  # in the order of their first rows
     objects: dict[int, Baseline] = {}
     for i, node in enumerate(nodes):
         b = cast("Baseline | None", node.baseline)  # type: ignore[attr-defined]
@@ -226,6 +239,8 @@ def apply_baselines(
     n = len(nodes)
     shape = targets.shape[1:]
     applied: list[_Applied] = []
+    at = 0  # the rows before it are covered in order by consecutive groups without a scale
+    rows_of_one = True  # and each group is one row with a value of the node's shape
     for key, idx in groups.items():
         first, end = idx[0], idx[-1] + 1
         consecutive = end - first == len(idx)
@@ -243,18 +258,18 @@ def apply_baselines(
             scale = scale.detach()
         if result.loss is not None:
             losses.append(result.loss)
+        if at == first and consecutive and scale is None and value.dtype == targets.dtype:
+            at = end
+            rows_of_one = rows_of_one and end - first == 1 and value.shape == shape
+        else:
+            at = -1
         applied.append(
             _Applied(idx=idx, first=first, end=end, consecutive=consecutive, rows=rows, value=value, scale=scale)
         )
     if len(applied) == 1 and applied[0].end - applied[0].first == n and applied[0].consecutive:
         return applied[0].advantage()
-    applied.sort(key=lambda a: a.first)
-    if (
-        all(a.consecutive and a.scale is None and a.value.dtype == targets.dtype for a in applied)
-        and all(a.first == (applied[k - 1].end if k else 0) for k, a in enumerate(applied))
-        and applied[-1].end == n
-    ):  # every row covered in order: one join, one subtraction
-        if all(a.end - a.first == 1 and a.value.shape == shape for a in applied):
+    if at == n:  # every row covered in order: one join, one subtraction
+        if rows_of_one:
             return targets - torch.stack([a.value for a in applied])
         return targets - torch.cat([a.value.expand(a.end - a.first, *shape) for a in applied])
     if all(a.consecutive for a in applied):

@@ -78,7 +78,7 @@ def check_baseline_inputs(graph: GraphRecord, full: Sequence[int]) -> None:
     """
     for node in graph.nodes if graph.has_baselines else ():
         inputs = getattr(node, "baseline_inputs", None)
-        if inputs is None:
+        if inputs is None or not inputs.mask:  # (no node: an untracked graph's inputs, or constants)
             continue
         mask = inputs.mask
         reach = mask
