@@ -7,6 +7,7 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
+import _scg_import_purity  # noqa: F401  (before scg: it records torch's state before scg's first import)
 import pytest
 import torch
 
