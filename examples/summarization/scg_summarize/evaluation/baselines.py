@@ -22,12 +22,15 @@ import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import networkx as nx
 import numpy as np
 
 from ..choices import BASELINES
 from .rouge import truncate_bytes
+
+if TYPE_CHECKING:  # imported by the TextRank functions: a training process does not pay its ~0.3 s of CPU
+    import networkx as nx
 
 __all__ = [
     "BASELINES",
@@ -70,6 +73,8 @@ def _words(sentence: str) -> set[str]:
 
 def sentence_graph(sentences: Sequence[str]) -> nx.Graph:
     """The TextRank similarity graph: node ``i`` per sentence, weighted overlap edges."""
+    import networkx as nx
+
     graph = nx.Graph()
     graph.add_nodes_from(range(len(sentences)))
     bags = [_words(s) for s in sentences]
@@ -86,6 +91,8 @@ def sentence_graph(sentences: Sequence[str]) -> nx.Graph:
 def pagerank(graph: nx.Graph, damping: float = 0.85, tol: float = 1e-12, max_iter: int = 1000) -> dict[int, float]:
     """Weighted PageRank of ``graph`` (node -> score, summing to 1) by power iteration on
     :func:`networkx.google_matrix` (dangling nodes jump uniformly, as in ``networkx.pagerank``)."""
+    import networkx as nx
+
     nodes = list(graph.nodes)
     if not nodes:
         return {}
