@@ -111,7 +111,8 @@ class SamplePlan:
                     node,
                     lay,
                     want,
-                    getattr(node.value, graph.tracker.sattr, None),
+                    # (an untracked graph's values carry no sample maps: no tracker is made)
+                    getattr(node.value, graph.tracker.sattr, None) if graph.tracked else None,
                     lambda u: self.nodes[u].describe(),
                     graph.strict,
                 )
