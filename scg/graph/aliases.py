@@ -43,13 +43,13 @@ Geometry = tuple[tuple[int, ...], tuple[int, ...], int]
 
 
 class Derived(NamedTuple):
-    """A storage of tracked values: their ``mask``, the ``storage`` (kept alive), and the
-    geometry and foreign positions of the first value seen in it (None once several are)."""
+    """A storage of tracked values: their ``mask``, and the first ``value`` seen in it (kept
+    alive, so that the storage's address is not reused); ``exact`` while no value of another
+    mask was seen in it (an alias with the value's geometry then takes its positions)."""
 
     mask: int
-    storage: torch.UntypedStorage
-    geometry: Geometry | None
-    foreign: dict[int, int] | None
+    value: torch.Tensor
+    exact: bool
 
 
 class AliasTables(Protocol):
@@ -60,7 +60,10 @@ class AliasTables(Protocol):
     fattr: str
     node_storages: dict[int, int]
     node_geometry: dict[int, Geometry]
-    derived: dict[int, Derived]
+
+    def derived_at(self, key: int) -> Derived | None:
+        """The tracked values recorded in the storage ``key`` (None if none)."""
+        ...
 
 
 def geometry(t: torch.Tensor) -> Geometry:
@@ -93,11 +96,12 @@ def adopt(tracker: AliasTables, t: torch.Tensor) -> int:
         if geometry(t) != tracker.node_geometry.get(idx):
             setattr(t, tracker.fattr, {0: m})  # a part of the value: whole-plate
         return m
-    got = tracker.derived.get(key)
+    got = tracker.derived_at(key)
     if got is None:
         return 0
     m = got.mask
     setattr(t, tracker.attr, m)
-    same = got.geometry is not None and geometry(t) == got.geometry
-    setattr(t, tracker.fattr, got.foreign if same else {0: m})  # else a part of it: whole-plate
+    same = got.exact and geometry(t) == geometry(got.value)
+    # (the value's positions as they are now, for its layout now; else a part of it: whole-plate)
+    setattr(t, tracker.fattr, getattr(got.value, tracker.fattr, None) if same else {0: m})
     return m

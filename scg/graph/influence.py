@@ -61,6 +61,13 @@ def track_value(
     g: GraphRecord, node: StochasticNode, dist: Distribution, raw: torch.Tensor, n_sample_dims: int, fast: bool
 ) -> None:
     """Mark a tracked node's value with the node, and where its sample dimensions are."""
+    with torch._C.DisableTorchFunction():  # (scg's own reads: not through the tracker, each a dispatch)
+        _track_value(g, node, dist, raw, n_sample_dims, fast)
+
+
+def _track_value(
+    g: GraphRecord, node: StochasticNode, dist: Distribution, raw: torch.Tensor, n_sample_dims: int, fast: bool
+) -> None:
     value = node.value
     if not node.parents and g.grad_fns:  # parameters computed from a node outside the tracker?
         check_untracked(g, node, dist_tensors(dist) if fast else [raw], node.parents)
@@ -92,36 +99,57 @@ def dist_foreign(g: GraphRecord, dist: Distribution, n_sample_dims: int) -> tupl
     out: dict[int, int] = {}
     mask = 0
     batch = len(dist.batch_shape)
+    tracker = g.tracker
     for t in dist_tensors(dist):
-        m = g.mask(t)
+        m = tracker.mask_of(t)
         if not m:
             continue
         mask |= m
         if t.dim() < batch:
             out[0] = out.get(0, 0) | m
             continue
-        for p, pm in g.foreign(t).items():
+        for p, pm in tracker.foreign_of(t).items():
             q = p + n_sample_dims
             out[q] = out.get(q, 0) | pm
     return mask, out
 
 
-def dist_tensors(obj: object, depth: int = 0) -> list[torch.Tensor]:
-    """The tensors a distribution holds: its tensor attributes, and those of the distributions,
-    transforms and sequences nested in it (to depth 6)."""
+#: attribute values that hold no tensor (``torch.Size`` is a tuple of ints: not walked)
+_LEAVES = (torch.Size, int, float, str, type(None))
+
+
+def dist_tensors(obj: object) -> list[torch.Tensor]:
+    """The tensors a distribution holds, each once: its tensor attributes, and those of the
+    distributions, transforms and sequences nested in it (to depth 6)."""
     if isinstance(obj, torch.Tensor):
         return [obj]
-    if depth > 6:
-        return []
-    if isinstance(obj, (list, tuple)):
-        return [t for o in obj for t in dist_tensors(o, depth + 1)]
     out: list[torch.Tensor] = []
+    _collect(obj, 0, out)
+    return out
+
+
+def _collect(obj: object, depth: int, out: list[torch.Tensor]) -> None:
+    if depth > 6:
+        return
+    if isinstance(obj, (list, tuple)):
+        for v in obj:
+            if isinstance(v, torch.Tensor):
+                _add(out, v)
+            elif not isinstance(v, _LEAVES):
+                _collect(v, depth + 1, out)
+        return
     for v in vars(obj).values() if hasattr(obj, "__dict__") else ():
         if isinstance(v, torch.Tensor):
-            out.append(v)
-        elif isinstance(v, (Distribution, Transform, list, tuple)):
-            out.extend(dist_tensors(v, depth + 1))
-    return out
+            _add(out, v)
+        elif isinstance(v, (Distribution, Transform, list, tuple)) and not isinstance(v, torch.Size):
+            _collect(v, depth + 1, out)
+
+
+def _add(out: list[torch.Tensor], t: torch.Tensor) -> None:
+    for seen in out:  # (a parameter is often held twice: ``logits`` and ``_param``)
+        if seen is t:
+            return
+    out.append(t)
 
 
 def is_torch_distribution(dist: object, depth: int = 0) -> bool:
@@ -134,8 +162,9 @@ def is_torch_distribution(dist: object, depth: int = 0) -> bool:
     if depth > 6:
         return False
     for v in vars(dist).values() if hasattr(dist, "__dict__") else ():
-        items = v if isinstance(v, (list, tuple)) else [v]
-        for item in items:
+        if isinstance(v, (torch.Tensor, _LEAVES)):
+            continue
+        for item in v if isinstance(v, (list, tuple)) else (v,):
             if isinstance(item, (Distribution, Transform)) and not is_torch_distribution(item, depth + 1):
                 return False
     return True

@@ -189,10 +189,14 @@ class InfluenceTracker(TorchFunctionMode):
         self.storages: dict[int, tuple[int, Tensor]] = {}
         #: storage key -> node index, for node values
         self.node_storages: dict[int, int] = {}
-        #: storage key -> (mask, the storage, kept alive so that its address is not reused), for
-        #: tracked outputs that do not require grad and casts and copies of tracked values
-        #: (``nn.Parameter(z * 2)``, ``nn.Parameter(h.float())`` alias one: scg.graph.aliases)
+        #: storage key -> (mask, the first value, kept alive so that the storage's address is not
+        #: reused), for tracked outputs that do not require grad and casts and copies of tracked
+        #: values (``nn.Parameter(z * 2)``, ``nn.Parameter(h.float())`` alias one:
+        #: scg.graph.aliases); filled from ``pending`` (the outputs in the order they were made)
+        #: only when an alias is looked up or before an in-place operation: most graphs never
+        #: look one up, and reading a storage's address costs more than the operation's record
         self.derived: dict[int, Derived] = {}
+        self.pending: list[tuple[Tensor, int]] = []
         #: node index -> (shape, strides, offset) of its value (scg.graph.aliases)
         self.node_geometry: dict[int, tuple[tuple[int, ...], tuple[int, ...], int]] = {}
         self.drawing = 0  # > 0 while scg.sample draws (its own randomness is not hidden)
@@ -274,15 +278,18 @@ class InfluenceTracker(TorchFunctionMode):
         if _dynamo_compiling():  # dynamo traces this mode (a graph break, so that the error
             torch._dynamo.graph_break()  # below is raised, not traced)
             raise SCGError(_COMPILED)
-        out = func(*args, **kwargs) if kwargs else func(*args)
         known = INFO.get(func)
         if known is None:
             known = op_info(func)
         name, rule, flags = known
+        if self.pending and (flags & F_MUTATES or name == "__set__"):
+            self._record_derived()  # (before the operation can move a value to another storage)
+        out = func(*args, **kwargs) if kwargs else func(*args)
         if flags & F_METADATA and not (flags & F_SHAPE and self.any_dynamic):
             return out  # t.shape, t.dim(), t.dtype, ...: not data flow
         attr = self.attr
         storages = self.storages
+        node_storages = self.node_storages
         m = 0
         tracked: list[tuple[int, Tensor, int]] = []
         aliased = False  # an input carries nodes known only through its storage (an alias was written)
@@ -295,7 +302,7 @@ class InfluenceTracker(TorchFunctionMode):
                         if got[0] & ~am:
                             aliased = True
                         am |= got[0]
-                if not am and self.node_storages:
+                if not am and node_storages and (type(a) is not Tensor or a._base is not None):
                     am = adopt(self, a)  # nn.Parameter(z), z.as_subclass(C) (scg.graph.aliases)
                 if am:
                     m |= am
@@ -347,7 +354,7 @@ class InfluenceTracker(TorchFunctionMode):
         if m & self.grad_nodes or self.breaks:
             self._breaks(name, flags, args, out, written, tracked)
         if type(out) is Tensor and (flags & F_COPY or not out.requires_grad) and out is not written:
-            self._derived(out, m)
+            self.pending.append((out, m))  # (see ``derived``)
         if isinstance(written, Tensor) and out is not written:
             self._propagate(func, name, rule, flags, args, kwargs, written, m, tracked, aliased)
         if args and out is args[0] and written is None and not flags & F_MUTATES and not name.startswith("__i"):
@@ -384,20 +391,26 @@ class InfluenceTracker(TorchFunctionMode):
             self._written(written, m, name)
         return out
 
-    def _derived(self, out: Tensor, m: int) -> None:
-        """Remember the storage of a tracked output (see ``derived``)."""
-        try:
-            storage = out.untyped_storage()
-        except (RuntimeError, NotImplementedError, TypeError):
-            return
-        key = storage.data_ptr()
-        if key:
-            got = self.derived.get(key)
-            if got is None:  # (the first value of a storage is its whole, most often)
-                shape = (tuple(out.shape), out.stride(), int(out.storage_offset()))
-                self.derived[key] = Derived(m, storage, shape, getattr(out, self.fattr, None))
-            elif m & ~got.mask:
-                self.derived[key] = Derived(got.mask | m, storage, None, None)
+    def derived_at(self, key: int) -> Derived | None:
+        """The tracked values recorded in the storage ``key`` (see ``derived``)."""
+        if self.pending:
+            self._record_derived()
+        return self.derived.get(key)
+
+    def _record_derived(self) -> None:
+        """Move ``pending`` into ``derived`` (before an alias is looked up, and before an in-place
+        operation could move a pending value to another storage)."""
+        derived = self.derived
+        with torch._C.DisableTorchFunction():  # (scg's own reads: not through the tracker)
+            for out, m in self.pending:
+                key = storage_key(out)
+                if key:
+                    got = derived.get(key)
+                    if got is None:  # (the first value of a storage is its whole, most often)
+                        derived[key] = Derived(m, out, True)
+                    elif m & ~got.mask:
+                        derived[key] = Derived(got.mask | m, got.value, False)
+        self.pending.clear()
 
     def _breaks(
         self,
@@ -530,7 +543,7 @@ class InfluenceTracker(TorchFunctionMode):
                 if fr is None:
                     fr = {}
                 fr[f] = fr.get(f, 0) | am
-            elif aliased:
+            if aliased:  # (whatever the rule: the layout of what an alias wrote is not known)
                 extra = am & ~getattr(a, attr, 0)  # known only through an alias of its storage
                 if extra:
                     if fr is None:
