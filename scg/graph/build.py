@@ -44,15 +44,19 @@ __all__ = ["cost", "deterministic", "influenced_by", "log_prob", "sample"]
 _ONE = torch.Size(())
 
 
-def _open_graph(fn: str, name: str | None) -> GraphRecord:
-    g = current_graph()
+def _open_graph(fn: str, name: str | None) -> tuple[GraphRecord, Location | str]:
+    """The open graph and the user's line that called ``scg.<fn>`` (one compile check for both:
+    this runs for every node)."""
+    compiling = torch.compiler.is_compiling()
+    g = current_graph(compiling)
+    location = caller_location(compiling)
     if g is None:
         raise SCGError(
-            f"scg.{fn}(name={name!r}) at {caller_location()} was called outside a graph; "
+            f"scg.{fn}(name={name!r}) at {location} was called outside a graph; "
             "call it inside a `with scg.Graph() as g:` block (in a worker thread: run the "
             "worker under g.wrap(fn) or `with g.in_thread():`)"
         )
-    return g
+    return g, location
 
 
 def _check_plates(plates: object, fn: str, name: str | None, location: Location | str) -> None:
@@ -97,8 +101,7 @@ def sample(
         With ``estimator=scg.estimators.Enumerate()``: every value of the support, of shape
         ``(K,) + dist.batch_shape + dist.event_shape``; costs are then weighted by p(value).
     """
-    g = _open_graph("sample", name)
-    location = caller_location()
+    g, location = _open_graph("sample", name)
     if not isinstance(dist, Distribution):
         raise SCGError(
             f"scg.sample(name={name!r}) at {location}: expected a torch.distributions."
@@ -219,13 +222,12 @@ def log_prob(value: torch.Tensor | StochasticNode) -> torch.Tensor:
             written in place since it was drawn (before the log-probability was computed).
     """
     g = current_graph()
-    location = caller_location()
     if g is None:
         raise SCGError(
-            f"scg.log_prob(value) at {location} was called outside a graph; call it inside the "
-            "`with scg.Graph() as g:` block that drew the value"
+            f"scg.log_prob(value) at {caller_location()} was called outside a graph; call it inside "
+            "the `with scg.Graph() as g:` block that drew the value"
         )
-    node = _stochastic_node(g, value, location)
+    node = _stochastic_node(g, value)
     got = node.dist_log_prob
     if got is not None:
         return got
@@ -235,7 +237,7 @@ def log_prob(value: torch.Tensor | StochasticNode) -> torch.Tensor:
         v = node.value
         if node.version is not None and v._version != node.version:
             raise SCGError(
-                f"scg.log_prob(value) at {location}: the value of {node.describe()} was written in "
+                f"scg.log_prob(value) at {caller_location()}: the value of {node.describe()} was written in "
                 "place after it was drawn, so its log-probability can no longer be computed; call "
                 "scg.log_prob before the write (or write into a copy)"
             )
@@ -244,18 +246,20 @@ def log_prob(value: torch.Tensor | StochasticNode) -> torch.Tensor:
     return got
 
 
-def _stochastic_node(g: GraphRecord, value: object, location: Location | str) -> StochasticNode:
-    """The stochastic node of the open graph whose value (or which) ``value`` is."""
+def _stochastic_node(g: GraphRecord, value: object) -> StochasticNode:
+    """The stochastic node of the open graph whose value (or which) ``value`` is (the user's
+    line is found for an error only: nothing records it)."""
     if isinstance(value, StochasticNode):
         if value.index < len(g.nodes) and g.nodes[value.index] is value:
             return value
         raise SCGError(
-            f"scg.log_prob(value) at {location}: expected a stochastic node of the open graph, "
+            f"scg.log_prob(value) at {caller_location()}: expected a stochastic node of the open graph, "
             f"found {value.describe()} of another graph"
         )
     if not isinstance(value, torch.Tensor):
         raise SCGError(
-            f"scg.log_prob(value) at {location}: expected the tensor scg.sample returned, found {type(value).__name__}"
+            f"scg.log_prob(value) at {caller_location()}: expected the tensor scg.sample returned, "
+            f"found {type(value).__name__}"
         )
     for node in reversed(g.stochastic):  # (usually the newest node)
         if node.value is value:
@@ -268,7 +272,8 @@ def _stochastic_node(g: GraphRecord, value: object, location: Location | str) ->
         "or drawn in another graph)"
     )
     raise SCGError(
-        f"scg.log_prob(value) at {location}: expected the tensor scg.sample returned in the open graph, found {found}"
+        f"scg.log_prob(value) at {caller_location()}: expected the tensor scg.sample returned in the "
+        f"open graph, found {found}"
     )
 
 
@@ -424,8 +429,7 @@ def cost(
     Returns:
         ``value`` itself, for chaining.
     """
-    g = _open_graph("cost", name)
-    location = caller_location()
+    g, location = _open_graph("cost", name)
     if not isinstance(value, torch.Tensor):
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             raise SCGError(
@@ -458,8 +462,8 @@ def cost(
         location,
         foreign=g.foreign(value) if tracked else None,
         baseline=baseline,
-        # (no version counters while dynamo traces, which only an untracked graph allows)
-        version=None if not tracked and torch.compiler.is_compiling() else value._version,
+        # (no version counters while dynamo traces: a graph opened then has no id)
+        version=None if g.id < 0 else value._version,
         reduced=reduced_mask(g, reduced, name, location) if reduced is not None else 0,
         baseline_inputs=baseline_inputs,
     )
@@ -473,8 +477,7 @@ def deterministic(value: torch.Tensor, *, name: str, step: int | None = None) ->
 
     Only for inspection and drawing: influence flows through it unchanged.
     """
-    g = _open_graph("deterministic", name)
-    location = caller_location()
+    g, location = _open_graph("deterministic", name)
     if not isinstance(value, torch.Tensor):
         raise SCGError(f"scg.deterministic(name={name!r}) at {location}: expected a tensor, got {type(value).__name__}")
     if not g.tracked:
@@ -507,8 +510,7 @@ def influenced_by(value: torch.Tensor, *sources: torch.Tensor | Node, per_elemen
     In a graph that is not tracked (``scg.Graph(structure=scg.Declared(...))``) the declared
     structure is the whole relation: ``value`` is returned unchanged.
     """
-    g = _open_graph("influenced_by", None)
-    location = caller_location()
+    g, location = _open_graph("influenced_by", None)
     if not isinstance(value, torch.Tensor):
         raise SCGError(f"scg.influenced_by at {location}: value must be a tensor, got {type(value).__name__}")
     if not g.tracked:

@@ -45,9 +45,10 @@ _IDS = itertools.count()
 _TRACED: list[GraphRecord] = []
 
 
-def current_graph() -> GraphRecord | None:
-    """The innermost open graph of this thread/context, or None."""
-    if torch.compiler.is_compiling():
+def current_graph(compiling: bool | None = None) -> GraphRecord | None:
+    """The innermost open graph of this thread/context, or None. ``compiling``:
+    ``torch.compiler.is_compiling()`` if the caller has asked already (None: ask)."""
+    if torch.compiler.is_compiling() if compiling is None else compiling:
         return _TRACED[-1] if _TRACED else None
     return _CURRENT.get()
 

@@ -111,16 +111,19 @@ def _compiled_line() -> str:
 _compiled_line._dynamo_marked_constant = True  # type: ignore[attr-defined]
 
 
-def caller_location() -> Location | str:
+def caller_location(compiling: bool | None = None) -> Location | str:
     """``file:line`` of the first frame outside the scg package (for error messages).
 
     Called from scg's own functions only, so the search starts at their caller: asking for a
     frame object makes CPython build one (and keep it until its function returns), and the scg
     frames in between need none. The line number is found when the location is first
     formatted (`Location`). Both matter inside a training loop, where this runs for
-    every node.
+    every node. ``compiling``: ``torch.compiler.is_compiling()`` if the caller has asked
+    already (None: ask).
     """
-    if torch.compiler.is_compiling():  # dynamo cannot trace frame objects
+    if compiling is None:
+        compiling = torch.compiler.is_compiling()
+    if compiling:  # dynamo cannot trace frame objects
         return _compiled_line()
     try:
         frame: FrameType | None = sys._getframe(2)
