@@ -59,6 +59,10 @@ class VIMCO(Baseline):
 
     needs_samples: ClassVar[bool] = True
     defines_cost: ClassVar[bool] = True
+    untraceable: ClassVar[str | None] = (
+        "objective() keeps each graph's log-weights in a dict keyed by the graph's id, a key that "
+        "changes every step and that a compiled step would hold as a constant"
+    )
 
     #: log-weights kept per graph (beyond this many graphs the oldest are dropped)
     _KEEP = 64

@@ -17,20 +17,26 @@ evaluated on Python lists instead of NumPy arrays. W_GH is a constant of the tra
 when the program is traced (dynamo re-traces when it changes). The value and the gradient equal
 the eager surrogate's for the same draws (``tests/scg/graph/test_compile.py``).
 
+Nodes drawn with ``n=k`` samples are laid out by the eager `scg.credit.sample_dims.SamplePlan`
+(plain Python): the node and cost groups are keyed by their sample layouts too, each cost group
+is weighted by ω = Π 1/k, and costs are aligned to nodes across sample dimensions as in eager
+mode (`align_batch_to_node`).
+
 Baselines are applied by the eager surrogate's own code (`scg.credit.signals.apply_baselines`,
 the baselines' ``__call__``): cost baselines to the stacked costs, node baselines to each node
-group's Ĉ, their regression losses added as ``l − stop_grad(l)`` (zero in value, the eager
-gradient). Their state is tensors and Python containers that dynamo follows: an ``EMA``'s
-averages are a graph input and the updated averages an output stored back on the object (the
-first call with an EMA that has not seen its nodes' keys compiles once more when it has), a
-``Learned`` module's forward is part of the graph and its parameters get the regression's
-gradient. A baseline that declares itself untraceable (`Baseline.untraceable`: ``Normalized``
-reads its statistics to the host) or needs the node's n=k samples (``LeaveOneOut``, ``VIMCO``)
-is refused naming the node, the baseline and the reason.
+group's Ĉ (with the nodes' sample layouts), their regression losses added as ``l − stop_grad(l)``
+(zero in value, the eager gradient). Their state is tensors and Python containers that dynamo
+follows: an ``EMA``'s averages are a graph input and the updated averages an output stored back
+on the object (the first call with an EMA that has not seen its nodes' keys compiles once more
+when it has), a ``Learned`` module's forward is part of the graph and its parameters get the
+regression's gradient, ``LeaveOneOut`` is tensor operations over the n=k samples. A baseline
+that declares itself untraceable (`Baseline.untraceable`: ``Normalized`` reads its statistics to
+the host, ``VIMCO`` keys its log-weights by graph) is refused naming the node, the baseline and
+the reason.
 
 What the traced surrogate covers is what a compiled training step of a declared model needs:
-score-function and pathwise nodes, per-example credit, ``discount``, ``score_scale`` and the
-baselines above. It refuses, naming the node, what needs the eager surrogate: multi-sample and
+score-function and pathwise nodes, per-example credit, ``discount``, ``score_scale``, ``n=k``
+samples and the baselines above. It refuses, naming the node, what needs the eager surrogate:
 enumerated nodes, declared ``plates=``, per-example declarations other than ``True``, control
 variates (RELAX) and DiCE. Checks that need a host read (finite costs and baseline values) or a
 version counter (writes after ``scg.cost``) are not made while tracing.
@@ -44,12 +50,12 @@ import torch
 
 from scg.baselines.base import Baseline
 from scg.credit.plan import group, has_cv, logp, score_nodes, step_weights
-from scg.credit.sample_dims import align_batch_to_node
+from scg.credit.sample_dims import SamplePlan, align_batch_to_node
 from scg.credit.signals import BaselineValues, apply_baselines, apply_weights
 from scg.credit.soundness import check_baseline_inputs
 from scg.errors import SCGError
 from scg.graph.graph import GraphRecord
-from scg.graph.nodes import CostNode, StochasticNode
+from scg.graph.nodes import CostNode, Node, StochasticNode
 from scg.graph.structure import Declared, declared_relation
 from scg.graph.tracking import closure
 
@@ -64,14 +70,20 @@ def _refuse(what: str) -> SCGError:
     )
 
 
+#: a node or cost group's key: shape, dtype, device and sample layout
+_Key = tuple[tuple[int, ...], torch.dtype, torch.device, tuple[int, ...]]
+
+
+def _no_layout(node: Node) -> tuple[int, ...]:
+    return ()
+
+
 def _check_baseline(node: StochasticNode | CostNode) -> None:
     """Refuse, naming the node, the baseline and why, a baseline the compiled step cannot apply."""
     baseline = cast("Baseline | None", node.baseline)
     if baseline is None:
         return
     why = baseline.untraceable
-    if why is None and baseline.needs_samples:
-        why = "it needs the node's n=k sample dimension, which the traced surrogate does not handle"
     if why is not None:
         raise _refuse(f"{node.describe()} has the baseline {type(baseline).__name__}, which is not traced: {why}")
 
@@ -86,8 +98,8 @@ def _check_supported(graph: GraphRecord, dice: bool, dice_lambda: float | None) 
         raise _refuse(f"{structure!r} declares per_example={structure.per_example!r}; only per_example=True is traced")
     for v in graph.stochastic:
         _check_baseline(v)
-        if v.n is not None or v.enumerated:
-            raise _refuse(f"{v.describe()} has a sample dimension (n= or Enumerate)")
+        if v.enumerated:
+            raise _refuse(f"{v.describe()} enumerates its support (Enumerate): its weights p(value) are not traced")
         if v.plates is not None:
             raise _refuse(f"{v.describe()} declares plates=")
         if has_cv(v):
@@ -115,17 +127,22 @@ def traced_surrogate_loss(
         check_baseline_inputs(graph, full)
     losses: list[torch.Tensor] = []  # the baselines' regression losses
     values: BaselineValues = []  # (their values: the finiteness check is a host read, not made here)
+    # n=k sample dimensions: each node's and cost's layout, the costs weighted by ω = Π 1/k
+    samples = SamplePlan(graph, full)
+    sizes = {i: int(cast(int, v.n)) for i, v in samples.nodes.items()}
+    lay = samples.layout if samples.active else _no_layout
     # the plan's grouping and step weights, as plain Python (no NumPy while tracing)
-    cost_groups = group(costs, lambda c: (tuple(c.value.shape), c.value.dtype, c.value.device))
-    stacks = {key: torch.stack([costs[j].value for j in cols]) for key, cols in cost_groups.items()}
-    targets = {
-        key: apply_baselines([costs[j] for j in cols], stacks[key].detach(), losses, values)
-        if baselines
-        else stacks[key].detach()
-        for key, cols in cost_groups.items()
-    }
+    cost_groups = group(costs, lambda c: (tuple(c.value.shape), c.value.dtype, c.value.device, lay(c)))
     loss: torch.Tensor | None = None
-    for stack in stacks.values():
+    targets: dict[_Key, torch.Tensor] = {}  # per cost group: ω ⊙ (c − b_c), detached
+    for key, cols in cost_groups.items():
+        members = [costs[j] for j in cols]
+        stack = torch.stack([c.value for c in members])
+        target = apply_baselines(members, stack.detach(), losses, values) if baselines else stack.detach()
+        if key[3]:
+            scale, _ = samples.weight(key[3], stack.shape[1:], members[0])  # (no enumerated node: no factor)
+            stack, target = stack * scale, (target * scale).detach()
+        targets[key] = target
         part = stack.sum()
         loss = part if loss is None else loss + part
     assert loss is not None  # (surrogate_loss refuses a graph without costs)
@@ -136,7 +153,8 @@ def traced_surrogate_loss(
         else {(i, j): x for i, j, x in step_weights(pairs, score, costs, discount)}
     )
     graph.set_credit({(score[i].index, costs[j].index): False for i, j in pairs})
-    for rows in group(score, lambda v: (tuple(logp(v).shape), logp(v).dtype, logp(v).device)).values():
+    node_groups = group(score, lambda v: (tuple(logp(v).shape), logp(v).dtype, logp(v).device, lay(v)))
+    for node_key, rows in node_groups.items():
         lp = torch.stack([logp(score[i]) for i in rows])  # (r, *shape)
         node_shape = lp.shape[1:]
         c_hat: torch.Tensor | None = None
@@ -145,7 +163,7 @@ def traced_surrogate_loss(
             if not any(x for row in weights for x in row):
                 continue
             small = align_batch_to_node(
-                targets[key], (), (), node_shape, costs[cols[0]], score[rows[0]], {}, expand=False
+                targets[key], key[3], node_key[3], node_shape, costs[cols[0]], score[rows[0]], sizes, expand=False
             )
             wt = torch.tensor(weights, dtype=small.dtype, device=small.device)  # (r, q)
             part = apply_weights(wt, small, len(cols), node_shape)
@@ -153,7 +171,9 @@ def traced_surrogate_loss(
         if c_hat is None:
             continue
         if baselines:
-            c_hat = apply_baselines([score[i] for i in rows], c_hat, losses, values)
+            nodes = [score[i] for i in rows]
+            info = [samples.info(v) for v in nodes] if samples.active else None
+            c_hat = apply_baselines(nodes, c_hat, losses, values, info)
         term = ((lp - lp.detach()) * c_hat).sum()
         loss = loss + (term if score_scale == 1.0 else score_scale * term)
     for extra in losses:  # zero in value, the baselines' regression gradient

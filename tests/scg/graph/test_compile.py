@@ -40,6 +40,7 @@ class Baselines:
     learned: scg.baselines.Learned
     ema: scg.baselines.EMA
     cost_ema: scg.baselines.EMA
+    loo: scg.baselines.LeaveOneOut
 
     @property
     def module(self) -> torch.nn.Module:
@@ -59,13 +60,15 @@ def make_baselines() -> Baselines:
         learned=scg.baselines.Learned(module),
         ema=scg.baselines.EMA(0.5, init=1.0),
         cost_ema=scg.baselines.EMA(0.3),
+        loo=scg.baselines.LeaveOneOut(),
     )
 
 
 def program(params: list[torch.Tensor], steps: int = 4, baselines: Baselines | None = None) -> Callable[[], None]:
     """Categorical and Bernoulli nodes per step (score function), a Normal (pathwise), costs of
     shape (B,), (B, 5) and () so that the node and cost groups differ in shape; ``baselines``:
-    on the ``z`` and ``k`` nodes and on the first ``c`` cost."""
+    on the ``z`` and ``k`` nodes and on the first ``c`` cost, and a last node ``u`` of n=3
+    samples (a leading sample dimension) with a leave-one-out baseline."""
     theta, w, mu = params
     enc = torch.randn(4, 5, 5, generator=torch.Generator().manual_seed(3))  # (B, M, H)
     b = baselines
@@ -82,6 +85,9 @@ def program(params: list[torch.Tensor], steps: int = 4, baselines: Baselines | N
             scg.cost(h * 0.1, name="e", step=t)  # (B, H)
         x = scg.sample(Normal(mu, 1.0), name="x", step=steps)  # (B,) pathwise
         scg.cost((x**2).sum(), name="total", step=steps)  # ()
+        if b is not None:
+            u = scg.sample(Categorical(logits=h), name="u", step=steps + 1, n=3, baseline=b.loo)  # (3, B)
+            scg.cost(h[torch.arange(4), u] * (1.0 + u), name="pick", step=steps + 1)  # (3, B)
 
     return run
 
@@ -180,37 +186,38 @@ def test_a_drop_in_bias_is_seen() -> None:
     assert max(float((a - b).abs().max()) for a, b in zip(wrong, right)) > 1e-3
 
 
-@pytest.mark.parametrize("what", ["baseline", "n", "plates", "per_example", "dice", "cost_baseline", "loo"])
+@pytest.mark.parametrize("what", ["baseline", "enumerate", "plates", "per_example", "dice", "cost_baseline", "vimco"])
 def test_unsupported_features_are_refused_by_name(what: str) -> None:
     """The refusal names the node (and its baseline and why, for a baseline), or the option."""
     theta = torch.zeros(3, 4, requires_grad=True)
     structure = scg.Declared(per_example=False) if what == "per_example" else scg.Declared()
     normalized = scg.baselines.Normalized(scg.baselines.EMA(0.9))  # (its statistics are host floats)
-    node_baseline = {"baseline": normalized, "loo": scg.baselines.LeaveOneOut()}.get(what)
+    vimco = scg.baselines.VIMCO()  # (its log-weights are kept per graph id)
     with scg.Graph(structure=structure) as g:
         z = scg.sample(
             Categorical(logits=theta),
             name="znode",
-            baseline=node_baseline,
-            n=2 if what in ("n", "loo") else None,
+            baseline={"baseline": normalized, "vimco": vimco}.get(what),
+            estimator=scg.estimators.Enumerate() if what == "enumerate" else None,
+            n=2 if what == "vimco" else None,
             plates=1 if what == "plates" else None,
         )
         scg.cost(
-            z.float(),
+            vimco.objective(z.float()) if what == "vimco" else z.float(),
             name="c",
             baseline=normalized if what == "cost_baseline" else None,
-            reduced=z if what == "n" else None,
+            reduced=z if what == "vimco" else None,
         )
     with pytest.raises(SCGError, match="inside torch.compile") as e:
         traced_surrogate_loss(g, discount=None, dice=what == "dice", dice_lambda=None, score_scale=1.0)
     expected = {
         "baseline": ["'znode'", "Normalized", "host read"],
-        "n": ["'znode'", "sample dimension"],
+        "enumerate": ["'znode'", "Enumerate"],
         "plates": ["'znode'", "plates="],
         "per_example": ["per_example=False"],
         "dice": ["DiCE"],
         "cost_baseline": ["'c'", "Normalized", "host read"],
-        "loo": ["'znode'", "LeaveOneOut", "n=k sample dimension"],
+        "vimco": ["'znode'", "VIMCO", "graph's id"],
     }[what]
     for part in expected:
         assert part in str(e.value)
