@@ -351,7 +351,10 @@ class InfluenceTracker(TorchFunctionMode):
         written = kwargs.get("out") if kwargs else None
         if flags & F_MUTATES and args and isinstance(args[0], Tensor):
             written = args[0]
-        if m & self.grad_nodes or self.breaks:
+        if self.breaks or (
+            m & self.grad_nodes
+            and (flags & F_ZERO_GRAD or written is not None or type(out) is not Tensor or not out.requires_grad)
+        ):  # (no break yet, and an output that autograd connects to its inputs: none to add)
             self._breaks(name, flags, args, out, written, tracked)
         if type(out) is Tensor and (flags & F_COPY or not out.requires_grad) and out is not written:
             self.pending.append((out, m))  # (see ``derived``)
