@@ -265,12 +265,15 @@ def _stochastic_node(g: GraphRecord, value: object) -> StochasticNode:
         if node.value is value:
             return node
     other = next((n for n in g.nodes if n.value is value), None)
-    found = (
-        f"the value of {other.describe()}"
-        if other is not None
-        else "a tensor that is not the value of a node of the open graph (computed from a sample, "
-        "or drawn in another graph)"
-    )
+    if other is None:
+        found = (
+            "a tensor that is not the value of a node of the open graph (computed from a sample, "
+            "or drawn in another graph)"
+        )
+    elif other.index in g.nested:
+        found = f"the value of {g.nested[other.index]}, drawn in a scg.Graph nested inside it"
+    else:
+        found = f"the value of {other.describe()}"
     raise SCGError(
         f"scg.log_prob(value) at {caller_location()}: expected the tensor scg.sample returned in the "
         f"open graph, found {found}"

@@ -135,3 +135,16 @@ def test_a_value_written_in_place_before_the_call(mode: str) -> None:
                 scg.log_prob(z)
         else:
             assert torch.equal(scg.log_prob(z), d.log_prob(drawn))
+
+
+def test_a_value_drawn_in_a_nested_graph_is_refused_in_the_outer_one() -> None:
+    theta = torch.zeros(3, requires_grad=True)
+    with scg.Graph(structure=scg.Declared()):  # (a tracked outer graph would see the inner draw)
+        with scg.Graph():
+            z = scg.sample(Bernoulli(logits=theta), name="z")
+            inner = scg.log_prob(z)
+        with pytest.raises(
+            scg.SCGError, match=r"found the value of stochastic node 'z'.*, drawn in a scg.Graph nested"
+        ):
+            scg.log_prob(z)
+    assert inner.shape == (3,)
