@@ -13,6 +13,9 @@ import pytest
 import torch
 from scg_summarize.models.loading import read_checkpoint
 
+from ..conftest import ShortRun
+from ..robust_support import SHORT, TINY
+
 # C2F with +MULTI2 and +ALTERNATE: sampling, the EMA baseline, dropout and the coin all matter
 SETTINGS = [
     "--set",
@@ -106,12 +109,18 @@ class _Crash(BaseException):
 
 
 def test_a_crash_after_a_periodic_checkpoint_then_resume_in_process_is_bitwise_identical(
-    synthetic_corpus: Path, tmp_path: Path, monkeypatch
+    synthetic_corpus: Path, finished_short_run: ShortRun, tmp_path: Path, monkeypatch
 ) -> None:  # type: ignore[no-untyped-def]
+    """The reference is the session's uninterrupted run of the same options without periodic
+    checkpoints (``finished_short_run``): writing them must not change the run either."""
     import json
 
     from scg_summarize.cli import main
     from scg_summarize.train.loop import Trainer
+
+    # the reference's options are this test's but train.checkpoint_every
+    assert TINY == "tiny-C2F+MULTI2" and finished_short_run.options == tuple(HALF_EPOCHS)
+    assert [kv for kv in SETTINGS[1::2] if kv != "train.checkpoint_every=1"] == SHORT[1::2]
 
     def args(out: Path, *extra: str) -> list[str]:
         return [
@@ -129,7 +138,6 @@ def test_a_crash_after_a_periodic_checkpoint_then_resume_in_process_is_bitwise_i
             *extra,
         ]
 
-    assert main(args(tmp_path / "reference")) == 0
     real_step = Trainer.train_step
 
     def crash_in_step_3(self, batch):  # type: ignore[no-untyped-def]
@@ -146,7 +154,7 @@ def test_a_crash_after_a_periodic_checkpoint_then_resume_in_process_is_bitwise_i
     (tmp_path / "victim" / ".lock").unlink(missing_ok=True)  # whatever a crash left (a lock held by this pid)
     assert main(args(tmp_path / "victim", "--resume")) == 0
 
-    ref = read_checkpoint(tmp_path / "reference" / "checkpoint.pt")
+    ref = read_checkpoint(finished_short_run.path / "checkpoint.pt")
     got = read_checkpoint(tmp_path / "victim" / "checkpoint.pt")
     assert ref["step"] == got["step"] == 8
     for name, value in ref["model"].items():
