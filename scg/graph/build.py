@@ -161,14 +161,16 @@ def sample(
         value = raw if raw is not None else _draw(g, estimator, dist, shape, name, location)
         private, log_prob = _scored(g, dist, estimator, value, shape, name, location)
     inputs = getattr(node_baseline, "inputs", None) if node_baseline is not None else None
-    node = g.record(
-        StochasticNode,
-        name,
-        step,
-        value,
-        parents,
-        location,
+    baseline_inputs = None if inputs is None else _baseline_inputs(g, inputs)
+    node = StochasticNode(
+        index=len(g.nodes),
+        name=g.node_name(name, "stochastic", step, location),
+        value=value,
+        parents=parents,
+        step=step,
+        location=location,
         foreign=foreign,
+        graph=g.id,
         dist=dist,
         estimator=estimator,
         baseline=node_baseline,
@@ -178,11 +180,9 @@ def sample(
         plates=plates if plates is not None else g.plates,
         enumerated=enumerated,
         version=None if g.id < 0 else value._version,  # (no version counters while dynamo traces)
-        baseline_inputs=None
-        if inputs is None
-        else BaselineInputs(mask=sum_masks(g, inputs), versions=_versions(inputs)),
+        baseline_inputs=baseline_inputs,
     )
-    assert isinstance(node, StochasticNode)
+    g.record(node)
     if tracked:
         track_value(g, node, dist, drawn, len(shape), fast)
         outer = g.outer
@@ -371,6 +371,14 @@ def _intervention(
     return raw
 
 
+def _baseline_inputs(g: GraphRecord, inputs: object) -> BaselineInputs:
+    """What a baseline's declared ``inputs`` are computed from, and their version counters
+    (one tensor, the common case, without the walks)."""
+    if isinstance(inputs, torch.Tensor) and not g.tracked:  # (an untracked tensor has no mask)
+        return BaselineInputs(mask=0, versions=[(inputs, inputs._version)])
+    return BaselineInputs(mask=sum_masks(g, inputs), versions=_versions(inputs))
+
+
 def _versions(values: object) -> list[tuple[torch.Tensor, int]]:
     """(tensor, version counter) for each tensor in ``values``: writes after it are detected."""
     if isinstance(values, torch.Tensor):
@@ -449,27 +457,28 @@ def cost(
     if baseline is not None:
         check_baseline(baseline, "scg.cost", name, location)
         inputs = getattr(baseline, "inputs", None)
-        baseline_inputs = (
-            None if inputs is None else BaselineInputs(mask=sum_masks(g, inputs), versions=_versions(inputs))
-        )
+        baseline_inputs = None if inputs is None else _baseline_inputs(g, inputs)
     else:
         baseline_inputs = None
     tracked = g.tracked  # (untracked: the parents come from the graph's structure)
     vmask = g.mask(value) if tracked else 0
-    node = g.record(
-        CostNode,
-        name,
-        step,
-        value,
-        vmask,
-        location,
-        foreign=g.foreign(value) if tracked else None,
+    reduced_nodes = reduced_mask(g, reduced, name, location) if reduced is not None else 0
+    node = CostNode(
+        index=len(g.nodes),
+        name=g.node_name(name, "cost", step, location),
+        value=value,
+        parents=vmask,
+        step=step,
+        location=location,
+        foreign=g.foreign(value) if tracked else {},
+        graph=g.id,
         baseline=baseline,
         # (no version counters while dynamo traces: a graph opened then has no id)
         version=None if g.id < 0 else value._version,
-        reduced=reduced_mask(g, reduced, name, location) if reduced is not None else 0,
+        reduced=reduced_nodes,
         baseline_inputs=baseline_inputs,
     )
+    g.record(node)
     if tracked:
         check_untracked(g, node, [value], vmask)
     return value
@@ -484,13 +493,34 @@ def deterministic(value: torch.Tensor, *, name: str, step: int | None = None) ->
     if not isinstance(value, torch.Tensor):
         raise SCGError(f"scg.deterministic(name={name!r}) at {location}: expected a tensor, got {type(value).__name__}")
     if not g.tracked:
-        g.record(DeterministicNode, name, step, value, 0, location)
+        g.record(_deterministic_node(g, name, step, value, 0, location, {}))
         return value
     foreign = g.foreign(value)
     alias, parents = fresh_alias(g, value)
-    node = g.record(DeterministicNode, name, step, alias, parents, location, foreign=foreign)
+    node = g.record(_deterministic_node(g, name, step, alias, parents, location, foreign))
     g.set_mask(alias, 1 << node.index)
     return alias
+
+
+def _deterministic_node(
+    g: GraphRecord,
+    name: str,
+    step: int | None,
+    value: torch.Tensor,
+    parents: int,
+    location: Location | str,
+    foreign: dict[int, int],
+) -> DeterministicNode:
+    return DeterministicNode(
+        index=len(g.nodes),
+        name=g.node_name(name, "deterministic", step, location),
+        value=value,
+        parents=parents,
+        step=step,
+        location=location,
+        foreign=foreign,
+        graph=g.id,
+    )
 
 
 def influenced_by(value: torch.Tensor, *sources: torch.Tensor | Node, per_element: bool = False) -> torch.Tensor:

@@ -366,21 +366,11 @@ class GraphRecord:
         """The default name the next node of ``kind`` gets (``"sample_3"``)."""
         return f"{_FN[kind]}_{self._counts[kind]}"
 
-    def record(
-        self,
-        node_cls: type[Node],
-        name: str | None,
-        step: int | None,
-        value: torch.Tensor,
-        parents: int,
-        location: Location | str,
-        foreign: dict[int, int] | None = None,
-        **fields: Any,
-    ) -> Node:
-        """Make a node of ``node_cls`` (its name checked, a default one for None), add it to the
-        graph's lists and record its signature entry (``signature``): every field of the node is
-        given here."""
-        kind = _KIND[node_cls]
+    def node_name(self, name: str | None, kind: str, step: int | None, location: Location | str) -> str:
+        """The name of the next node of ``kind`` (``"stochastic"``, ``"cost"``,
+        ``"deterministic"``): ``name`` itself in the common case; otherwise checked (the graph
+        open, its surrogate not built, ``(name, step)`` unused: raises naming the call) and a
+        default one for None. The node is then made with it and `record` ed."""
         if (
             self._built
             or self._state != "open"
@@ -389,36 +379,35 @@ class GraphRecord:
             or not (step is None or type(step) is int)
             or (name, step) in self._keys
         ):  # (the checks, which raise or give the default name, only off the common case)
-            name = self._name(name, kind, step, location)
-        key = (name, step)
-        index = len(self.nodes)
-        node = node_cls(
-            index=index,
-            name=key[0],
-            value=value,
-            parents=parents,
-            step=step,
-            location=location,
-            foreign=foreign or {},
-            graph=self.id,
-            **fields,
-        )
-        self._counts[kind] += 1
+            return self._name(name, kind, step, location)
+        return name
+
+    def record(self, node: Node) -> Node:
+        """Add ``node`` to the graph's lists and record its signature entry (``signature``): the
+        node was made (by ``scg.sample``, ``scg.cost``, ``scg.deterministic``) with every field
+        given, ``index=len(graph.nodes)``, ``graph=graph.id`` and its name from `node_name`."""
+        index = node.index
+        value = node.value
         self.nodes.append(node)
-        self._keys[key] = node
+        self._keys[(node.name, node.step)] = node
         self._full = None
-        if kind == "cost":
-            self.costs.append(node)  # type: ignore[arg-type]
-        elif kind == "stochastic":
-            self.stochastic.append(node)  # type: ignore[arg-type]
-        if fields.get("baseline") is not None:
+        if isinstance(node, StochasticNode):
+            self.stochastic.append(node)
+            kind, baseline = "stochastic", node.baseline
+        elif isinstance(node, CostNode):
+            self.costs.append(node)
+            kind, baseline = "cost", node.baseline
+        else:
+            kind, baseline = "deterministic", None
+        self._counts[kind] += 1
+        if baseline is not None:
             self._n_baselines += 1
         keys = self._node_keys
         if self.tracked:
             tracker = self.tracker
             with _UNTRACKED():  # scg's own metadata reads: not through the tracker (each costs a dispatch)
                 tracker.max_dim = max(tracker.max_dim, value.dim())
-                grad_fn = value.grad_fn if node_cls is not CostNode else None
+                grad_fn = value.grad_fn if kind != "cost" else None
                 if len(keys) == index:
                     keys.append(node_key(node))
             if grad_fn is not None:
@@ -555,4 +544,3 @@ class GraphRecord:
 
 
 _FN = {"stochastic": "sample", "cost": "cost", "deterministic": "deterministic"}
-_KIND = {StochasticNode: "stochastic", CostNode: "cost", DeterministicNode: "deterministic"}
