@@ -55,28 +55,40 @@ from small_workloads import (
     Chain,
     Loss,
     Model,
+    alternate,
     chain,
     clock,
     inner_calls,
+    make_attention,
     make_mixed,
     make_ram,
     make_sbn,
     make_sequence,
+    make_toy,
+    paired_ratio,
     steps,
     structure,
+    timed,
 )
 from surrogate_overhead import CPU, log, machine, warm_up
-from surrogate_overhead import measure as overhead_measure
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def measure(
     fns: dict[str, Callable[[], None]], params: list[torch.Tensor], repeats: int, inner: int, warm: int = 3
-) -> dict[str, float]:
-    """Median CPU seconds per call of each function, alternating (``surrogate_overhead.measure`` on
-    the thread's CPU clock)."""
-    return overhead_measure(fns, params, repeats, inner, CPU, clock=clock, warm=warm)
+) -> dict[str, list[float]]:
+    """Seconds per call of each function in each of ``repeats`` rounds (``small_workloads.alternate``:
+    thread CPU time, the order reversed every other round), after ``warm`` calls of each."""
+    for _ in range(warm):
+        for f in fns.values():
+            timed(f, params, 1)
+    blocks = dict.fromkeys(fns, inner)
+    times: dict[str, list[float]] = {k: [] for k in fns}
+    for r in range(repeats):
+        for k, sec in alternate(fns, params, blocks, flip=r % 2 == 1).items():
+            times[k].append(sec)
+    return times
 
 
 def _budgeted(
@@ -84,12 +96,7 @@ def _budgeted(
 ) -> int:
     """The repeats of a row: at most ``repeats``, at least 5, and about ``budget_s`` seconds of
     alternating rounds (one call of each function timed)."""
-    t0 = clock()
-    for f in fns.values():
-        f()
-        for p in params:
-            p.grad = None
-    round_s = (clock() - t0) * inner
+    round_s = sum(timed(f, params, 1) for f in fns.values()) * inner
     return max(min(repeats, 5), min(repeats, int(budget_s / max(round_s, 1e-9))))
 
 
@@ -101,33 +108,35 @@ def overhead(
     floor_s: float = 0.004,
     budget_s: float = 30.0,
 ) -> list[dict[str, Any]]:
-    """One row per (workload, hidden, batch): median ms per step and the ratio to hand-written."""
+    """One row per (workload, hidden, batch): median ms per step, and per mode the median over
+    rounds of its time ÷ the hand-written step's in the same round (``paired_ratio``). A workload
+    without a hidden size (the toy) has its rows at the first hidden size only (``hidden``: None)."""
     rows = []
     for name in names or list(WORKLOADS):
-        label, make = WORKLOADS[name]
-        for hidden in hiddens:
+        work = WORKLOADS[name]
+        for hidden in hiddens if work.hidden else hiddens[:1]:
             for b in batches:
-                model = make(b, hidden)
+                model = work.make(b, hidden)
                 hand, modes = steps(model)
                 fns = {"hand": hand, **modes}
                 inner = inner_calls(hand, model.params, floor_s)
                 reps = repeats if repeats <= 5 else _budgeted(fns, model.params, inner, repeats, budget_s)
-                med = measure(fns, model.params, reps, inner, 1 if floor_s == 0 else 3)
+                times = measure(fns, model.params, reps, inner, 1 if floor_s == 0 else 3)
                 row: dict[str, Any] = {
                     "workload": name,
-                    "label": label,
+                    "label": work.label,
                     "batch": b,
-                    "hidden": hidden,
+                    "hidden": hidden if work.hidden else None,
                     "inner": inner,
                     "repeats": reps,
-                    "hand_ms": med["hand"] * 1e3,
+                    "hand_ms": statistics.median(times["hand"]) * 1e3,
                 }
                 for m in MODES:
-                    row[f"{m}_ms"] = med[m] * 1e3
-                    row[f"{m}_ratio"] = med[m] / med["hand"]
+                    row[f"{m}_ms"] = statistics.median(times[m]) * 1e3
+                    row[f"{m}_ratio"] = paired_ratio(times, m)
                 rows.append(row)
                 log(
-                    f"{name:8s} B={b:3d} H={hidden:3d} hand {row['hand_ms']:8.3f} ms ({reps} repeats)  "
+                    f"{name:9s} B={b:3d} H={row['hidden'] or '-'!s:>3} hand {row['hand_ms']:8.3f} ms ({reps} repeats)  "
                     + "  ".join(f"{m} {row[m + '_ratio']:.3f}" for m in MODES)
                 )
     return rows
@@ -225,10 +234,17 @@ def compiled_rows(repeats: int, batch: int = 16, hidden: int = 32) -> list[dict[
         "sbn": lambda: make_sbn(batch, hidden),
         "ram": lambda: make_ram(batch, hidden),
         "mixed": lambda: make_mixed(batch, hidden),
+        "toy": lambda: make_toy(batch),
+        "attention": lambda: make_attention(batch, hidden),
     }
     for name, make in makers.items():
         backend = "inductor" if name == "sequence" else "eager"
-        row: dict[str, Any] = {"workload": name, "batch": batch, "hidden": hidden, "backend": backend}
+        row: dict[str, Any] = {
+            "workload": name,
+            "batch": batch,
+            "hidden": hidden if WORKLOADS[name].hidden else None,
+            "backend": backend,
+        }
         start = time.perf_counter()
         torch._dynamo.reset()
         try:
@@ -244,11 +260,11 @@ def compiled_rows(repeats: int, batch: int = 16, hidden: int = 32) -> list[dict[
             row["compile_s"] = warm_up([run(hand_c), run(decl_c)], CPU)
             if backend == "inductor":
                 eager_hand, eager_modes = steps(model)
-                med = measure(
+                times = measure(
                     {"hand": run(hand_c), "declared": run(decl_c), "eager_hand": eager_hand}, model.params, repeats, 1
                 )
-                row.update({k + "_ms": v * 1e3 for k, v in med.items()})
-                row["ratio"] = med["declared"] / med["hand"]
+                row.update({k + "_ms": statistics.median(v) * 1e3 for k, v in times.items()})
+                row["ratio"] = paired_ratio(times, "declared")
             else:
                 row["captured"] = True
         except Exception as e:  # a refusal or failure is the result to report

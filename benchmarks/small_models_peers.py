@@ -17,14 +17,21 @@ ratio compares the work a library does for one step of the same model, not the s
 * ``sequence``: the Categorical states in the guide, each step's emission cost as a factor of the
   model (Pyro's dense dependency graph gives each state the costs after it: reward-to-go);
   Storchastic: a cost per step.
+* ``toy``: the B examples in a data plate, a score function per node without a baseline, each
+  cost a factor (Pyro) or a cost (Storchastic) of its own.
+* ``attention``: ``estimators.py``'s own Pyro and Storchastic versions of the loop (score
+  function, no baseline; Pyro scales each step's factor by 1/B, Storchastic averages its plate).
 * ``mixed``: Storchastic only (``GumbelSoftmax`` straight-through at a fixed temperature, a score
   function with its moving-average baseline, ``Reparameterization``); Pyro: not mapped (see
   ``MAPPING``).
 
 Each library runs in its own worker process (``benchmarks/estimators.py``'s ``Worker`` and
-process set-up: ``import storch`` patches torch globally); the rounds alternate between the main
-process's hand-written step and each worker, each timed on its own thread CPU clock after one
-untimed call (the processes share the cores' caches, which the previous turn filled).
+process set-up: ``import storch`` patches torch globally). A round is the main table's round of
+the hand-written step and scg Declared (``small_workloads.alternate``: one untimed call, then
+each timed in turn, the order reversed every other round), then each worker's turn (one untimed
+call, then its block timed), all on each process's thread CPU clock. Every ratio is the median
+over rounds of the time ÷ the hand-written step's time in the same round (``paired_ratio``), as
+in the main table.
 """
 
 from __future__ import annotations
@@ -55,6 +62,10 @@ MAPPING: dict[tuple[str, str], str] = {
         "sequence",
         "storch",
     ): "a cost per step (the cross-entropy against one-hot tokens: F.cross_entropy refuses plates)",
+    ("toy", "pyro"): "the examples in a plate, a factor per cost; the dense dependency graph gives reward-to-go",
+    ("toy", "storch"): "the examples in a plate, each cost added on its own, score functions without baselines",
+    ("attention", "pyro"): "estimators.py's attention program (a factor per step, scaled by 1/B)",
+    ("attention", "storch"): "estimators.py's attention program (a cost per step, the plate averaged)",
     ("mixed", "storch"): "GumbelSoftmax straight-through at a fixed temperature, moving-average baseline",
     ("mixed", "pyro"): NOT_MAPPED
     + ": Pyro's ELBO adds log p(y) - log q(y) for every guide site, and the workload's straight-through"
@@ -96,6 +107,9 @@ def pyro_step(workload: str, batch: int, hidden: int, jit: bool) -> PeerStep:
 
     if mapping(workload, "pyro").startswith(NOT_MAPPED):
         raise NotImplementedError(mapping(workload, "pyro"))
+    if workload == "attention":
+        step_fn, tensors = estimators.pyro_step(sm.attention_problem(batch, hidden), "sf", jit=jit)
+        return PeerStep(run=step_fn, params=lambda: tensors)
     pyro.clear_param_store()
     cache: dict[str, Any] = {}  # the guide's values the model scores (the estimators.py pattern)
 
@@ -186,6 +200,30 @@ def pyro_step(workload: str, batch: int, hidden: int, jit: bool) -> PeerStep:
                     logits, h = cache[f"z{t}"]
                     pyro.sample(f"z{t}", pdist.Categorical(logits=logits))
                     pyro.factor(f"c{t}", -F.cross_entropy(h @ wx, q.tokens[t], reduction="none"))
+
+    elif workload == "toy":
+        p = sm.toy_parts()
+        params(theta=p.theta, phi=p.phi)
+
+        def guide() -> None:
+            theta, phi = pyro.param("theta"), pyro.param("phi")
+            with pyro.plate("data", batch):
+                logits = theta.expand(batch, -1)
+                z = pyro.sample("z", pdist.Categorical(logits=logits))
+                cache["z"] = logits.detach()
+                b = p.link(z)
+                for t in range(sm.TOY_LINKS):
+                    link = phi[t] + b
+                    b = pyro.sample(f"b{t}", pdist.Bernoulli(logits=link))
+                    cache[f"b{t}"] = link.detach()
+
+        def model() -> None:
+            with pyro.plate("data", batch):
+                z = pyro.sample("z", pdist.Categorical(logits=cache["z"]))
+                pyro.factor("c0", -p.first_cost(z))
+                for t in range(sm.TOY_LINKS):
+                    b = pyro.sample(f"b{t}", pdist.Bernoulli(logits=cache[f"b{t}"]))
+                    pyro.factor(f"c{t + 1}", -p.chain_cost(b, t))
 
     else:
         raise ValueError(f"unknown workload {workload!r}")
@@ -294,6 +332,26 @@ def storch_step(workload: str, batch: int, hidden: int) -> PeerStep:
 
         return PeerStep(run=sequence, params=lambda: [q.emb, q.u, q.wo, q.wx])
 
+    if workload == "toy":
+        p = sm.toy_parts()
+        mz = storch.method.ScoreFunction("z")
+        mb = [storch.method.ScoreFunction(f"b{t}") for t in range(sm.TOY_LINKS)]
+
+        def toy() -> None:
+            z = mz(Categorical(logits=storch.denote_independent(p.theta.expand(batch, -1), 0, "data")))
+            storch.add_cost(p.first_cost(z), "c0")
+            b = p.link(z)
+            for t in range(sm.TOY_LINKS):
+                b = mb[t](Bernoulli(logits=p.phi[t] + b))
+                storch.add_cost(p.chain_cost(b, t), f"c{t + 1}")
+            finish()
+
+        return PeerStep(run=toy, params=lambda: [p.theta, p.phi])
+
+    if workload == "attention":
+        prob = sm.attention_problem(batch, hidden)
+        return PeerStep(run=estimators.storch_step(prob, "sf"), params=lambda: prob.params)
+
     if workload == "mixed":
         m = sm.mixed_parts(batch, hidden)
         gumbel = storch.method.GumbelSoftmax(
@@ -329,16 +387,6 @@ def peer_step(lib: str, workload: str, batch: int, hidden: int) -> PeerStep:
 # --------------------------------------------------------------------------------------------
 
 
-def _timed(step: Callable[[], None], inner: int, params: Callable[[], list[torch.Tensor]]) -> float:
-    """Thread CPU seconds per call over ``inner`` calls (the gradients cleared after each)."""
-    t0 = sm.clock()
-    for _ in range(inner):
-        step()
-        for p in params():
-            p.grad = None
-    return (sm.clock() - t0) / inner
-
-
 def _serve(conn: Any, lib: str, threads: int) -> None:
     """The worker's loop: ``build`` (workload, batch, hidden: warms up, returns one call's
     seconds), ``time`` (inner calls: seconds per call), ``grads`` (one step: the absolute sum of
@@ -355,11 +403,10 @@ def _serve(conn: Any, lib: str, threads: int) -> None:
                 for _ in range(3):  # the JIT traces on its first calls
                     step.run()
                     step.zero_grad()
-                conn.send(("ok", _timed(step.run, 1, step.params)))
+                conn.send(("ok", sm.timed(step.run, step.params(), 1)))
             elif msg[0] == "time" and step is not None:
-                step.run()  # one untimed call: the caches were the other processes' during their turns
-                step.zero_grad()
-                conn.send(("ok", _timed(step.run, msg[1], step.params)))
+                sm.timed(step.run, step.params(), 1)  # untimed: the caches were the other processes'
+                conn.send(("ok", sm.timed(step.run, step.params(), msg[1])))
             elif msg[0] == "grads" and step is not None:  # one step's gradient sizes (a test's check)
                 step.run()
                 conn.send(("ok", [None if p.grad is None else float(p.grad.abs().sum()) for p in step.params()]))
@@ -393,20 +440,26 @@ def peer_rows(
     budget_s: float = 30.0,
 ) -> list[dict[str, Any]]:
     """Per workload and batch: median ms per step of the hand-written step and scg Declared (this
-    process) and each peer (its worker), in alternating rounds; the ratios to hand-written. A
-    row's rounds are capped at about ``budget_s`` seconds (at least 5; a slow peer's step is
-    timed one call per block)."""
+    process) and each peer (its worker), in alternating rounds (see the module's docstring); each
+    ratio the median over rounds of the time ÷ the hand-written step's in the same round. A row's
+    rounds are capped at about ``budget_s`` seconds (at least 5; a slow peer's step is timed one
+    call per block)."""
     workers = {lib: PeerWorker(lib, torch.get_num_threads(), timeout) for lib in libs}
     rows: list[dict[str, Any]] = []
     try:
         for name in names:
-            label, make = sm.WORKLOADS[name]
+            work = sm.WORKLOADS[name]
             for b in batches:
-                model = make(b, hidden)
+                model = work.make(b, hidden)
                 hand, modes = sm.steps(model)
                 inner = {"hand": sm.inner_calls(hand, model.params, floor_s)}
                 one_call = {}
-                row: dict[str, Any] = {"workload": name, "label": label, "batch": b, "hidden": hidden}
+                row: dict[str, Any] = {
+                    "workload": name,
+                    "label": work.label,
+                    "batch": b,
+                    "hidden": hidden if work.hidden else None,
+                }
                 live = {}
                 for lib, w in workers.items():
                     row[f"{lib}_mapping"] = mapping(name, lib)
@@ -422,16 +475,13 @@ def peer_rows(
                 ours: dict[str, Callable[[], None]] = {"hand": hand, "declared": modes["declared"]}
                 inner["declared"] = inner["hand"]
                 times: dict[str, list[float]] = {k: [] for k in [*ours, *live]}
-                t0 = sm.clock()
-                for f in ours.values():
-                    f()
-                round_s = (sm.clock() - t0) * inner["hand"] + sum(one_call[k] * inner[k] for k in live)
+                ours_s = sum(sm.timed(f, model.params, 1) for f in ours.values())
+                round_s = ours_s * (inner["hand"] + 0.5) + sum(one_call[k] * (inner[k] + 1) for k in live)
                 reps = max(min(repeats, 5), min(repeats, int(budget_s / max(round_s, 1e-9))))
                 row["repeats"] = reps
-                for _ in range(reps):
-                    for key, f in ours.items():
-                        _timed(f, 1, lambda m=model: m.params)  # untimed: the workers' turns took the caches
-                        times[key].append(_timed(f, inner[key], lambda m=model: m.params))
+                for r in range(reps):
+                    for key, sec in sm.alternate(ours, model.params, inner, flip=r % 2 == 1).items():
+                        times[key].append(sec)
                     for lib, w in list(live.items()):
                         status, value = w.call("time", inner[lib])
                         if status != "ok":
@@ -439,16 +489,15 @@ def peer_rows(
                             del live[lib], times[lib]
                         else:
                             times[lib].append(value)
-                med = {k: statistics.median(v) for k, v in times.items() if v}
-                for key, sec in med.items():
-                    row[f"{key}_ms"] = sec * 1e3
+                for key, secs in times.items():
+                    row[f"{key}_ms"] = statistics.median(secs) * 1e3
                     if key != "hand":
-                        row[f"{key}_ratio"] = sec / med["hand"]
+                        row[f"{key}_ratio"] = sm.paired_ratio(times, key)
                 row["inner"] = inner
                 rows.append(row)
                 log(
-                    f"peers {name:8s} B={b:3d} H={hidden} hand {row['hand_ms']:.3f} ms ({reps} repeats)  "
-                    + "  ".join(f"{k} {row[k + '_ratio']:.2f}" for k in med if k != "hand")
+                    f"peers {name:9s} B={b:3d} H={row['hidden'] or '-'} hand {row['hand_ms']:.3f} ms ({reps} repeats)  "
+                    + "  ".join(f"{k} {row[k + '_ratio']:.2f}" for k in times if k != "hand")
                 )
     finally:
         for w in workers.values():
@@ -476,7 +525,7 @@ def peer_lines(rows: list[dict[str, Any]]) -> list[str]:
             else:
                 cells.append("n/a")
         lines.append(
-            f"| {r['label']} | {r['batch']} | {r['hidden']} | {r['repeats']} | {r['hand_ms']:.3f} | "
+            f"| {r['label']} | {r['batch']} | {r['hidden'] or '-'} | {r['repeats']} | {r['hand_ms']:.3f} | "
             f"{r['declared_ratio']:.2f} | " + " | ".join(cells) + " |"
         )
     lines += ["", "How each workload maps onto each peer (n/a: not mapped; error: the message):", ""]

@@ -153,7 +153,7 @@ def _ratio_lines(rows: list[dict[str, Any]]) -> list[str]:
             miss = r["batch"] >= 32 and r[f"{m}_ratio"] > TARGETS[m]
             cells.append(f"{r[f'{m}_ratio']:.3f}{' *' if miss else ''}")
         lines.append(
-            f"| {r['label']} | {r['batch']} | {r['hidden']} | {r['hand_ms']:.3f} | " + " | ".join(cells) + " |"
+            f"| {r['label']} | {r['batch']} | {r['hidden'] or '-'} | {r['hand_ms']:.3f} | " + " | ".join(cells) + " |"
         )
     return lines
 
@@ -177,7 +177,7 @@ def _summary_lines(rows: list[dict[str, Any]]) -> list[str]:
 def _compile_lines(rows: list[dict[str, Any]]) -> list[str]:
     lines = []
     for c in rows:
-        head = f"- `{c['workload']}` (B={c['batch']}, H={c['hidden']}, {c['backend']}): "
+        head = f"- `{c['workload']}` (B={c['batch']}, H={c['hidden'] or '-'}, {c['backend']}): "
         if "error" in c:
             lines.append(head + "not compiled: `" + _reason(c["error"]) + "`")
         elif "ratio" in c:

@@ -12,14 +12,27 @@ drawing the same values in the same order, so that its gradient equals scg's in 
   per step (reward-to-go credit).
 * ``mixed``: Gumbel-softmax straight-through OneHotCategorical, a Categorical by REINFORCE with an
   EMA baseline, a reparameterised Normal, per-example costs.
+* ``toy``: ``estimators.py``'s toy (the values of its ``make_problem``): Categorical(5), then a
+  3-step Bernoulli chain, 4 costs (reward-to-go credit), for B examples sharing the logits; no
+  hidden layer.
+* ``attention``: the hard-attention loop of ``surrogate_overhead.py`` and ``estimators.py`` (the
+  values of ``estimators.make_problem``): T = 30 steps, a Categorical over M = 10 encoded chunks,
+  the chosen chunk gathered, a tanh recurrence and a per-example cost each step (reward-to-go).
 * ``chain``: N Bernoulli nodes in a chain (the per-node scan).
+
+``sequence`` and ``attention`` share their loop (``_categorical_loop``): a Categorical per step
+from the state, a recurrence and a cost per step.
 """
 
 from __future__ import annotations
 
+import statistics
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -33,6 +46,11 @@ from torch.distributions import (
 )
 
 import scg
+
+_HERE = str(Path(__file__).resolve().parent)
+if _HERE not in sys.path:  # estimators.py, when a test imports this file by path
+    sys.path.insert(0, _HERE)
+import estimators  # noqa: E402
 
 MODES = ("tracked", "cached", "declared")
 # The thread's CPU time, not the wall clock: on a machine shared by many processes a step of a
@@ -252,16 +270,22 @@ def sequence_parts(batch: int, hidden: int, steps: int = 20, states: int = 10, v
     return SequenceParts(emb=emb, u=u, wo=wo, wx=wx, tokens=tokens)
 
 
-def make_sequence(batch: int, hidden: int, steps: int = 20) -> Model:
-    q = sequence_parts(batch, hidden, steps)
-    wo, step = q.wo, q.step
-    params = [q.emb, q.u, wo, q.wx]
+def _categorical_loop(
+    batch: int,
+    hidden: int,
+    steps: int,
+    logits: Callable[[torch.Tensor], torch.Tensor],
+    step: Callable[[torch.Tensor, torch.Tensor, int], tuple[torch.Tensor, torch.Tensor]],
+) -> tuple[Loss, Callable[[Structure], Loss]]:
+    """A state h (B, hidden) from zeros, per step a Categorical(logits(h)) state z, the recurrence
+    ``step(h, z, t)`` -> (h, per-example cost): the hand-written loss (reward-to-go by a reversed
+    cumsum) and scg's loss per structure (a sample and a cost per step)."""
 
     def hand_loss() -> torch.Tensor:
         h = torch.zeros(batch, hidden)
         logps, costs = [], []
         for t in range(steps):
-            dist = Categorical(logits=h @ wo, validate_args=False)
+            dist = Categorical(logits=logits(h), validate_args=False)
             z = dist.sample()
             logps.append(dist.log_prob(z))
             h, c = step(h, z, t)
@@ -275,14 +299,126 @@ def make_sequence(batch: int, hidden: int, steps: int = 20) -> Model:
             h = torch.zeros(batch, hidden)
             with scg.Graph(structure=structure) as g:
                 for t in range(steps):
-                    z = scg.sample(Categorical(logits=h @ wo, validate_args=False), name="z", step=t)
+                    z = scg.sample(Categorical(logits=logits(h), validate_args=False), name="z", step=t)
                     h, c = step(h, z, t)
                     scg.cost(c, name="c", step=t)
             return g.surrogate_loss()
 
         return loss
 
-    return Model(hand_loss=hand_loss, scg_loss=scg_loss, params=params)
+    return hand_loss, scg_loss
+
+
+def make_sequence(batch: int, hidden: int, steps: int = 20) -> Model:
+    q = sequence_parts(batch, hidden, steps)
+    wo = q.wo
+    hand_loss, scg_loss = _categorical_loop(batch, hidden, steps, lambda h: h @ wo, q.step)
+    return Model(hand_loss=hand_loss, scg_loss=scg_loss, params=[q.emb, q.u, wo, q.wx])
+
+
+@dataclass(kw_only=True, slots=True)
+class AttentionParts:
+    """The hard-attention loop's encoded chunks enc (B, M, H), targets (T, B, H) and weights w, u,
+    q (``estimators.make_problem("attention")``'s values); its attention scores and recurrence
+    (``surrogate_overhead.py``'s ``attend`` and ``recur``)."""
+
+    enc: torch.Tensor
+    target: torch.Tensor
+    w: torch.Tensor
+    u: torch.Tensor
+    q: torch.Tensor
+    rows: torch.Tensor
+
+    def attend(self, h: torch.Tensor) -> torch.Tensor:
+        return torch.bmm(self.enc, (h @ self.q)[:, :, None]).squeeze(-1)  # (B, M)
+
+    def step(self, h: torch.Tensor, z: torch.Tensor, t: int) -> tuple[torch.Tensor, torch.Tensor]:
+        h = torch.tanh(self.enc[self.rows, z] @ self.w + h @ self.u)  # (B, H)
+        return h, ((h - self.target[t]) ** 2).sum(-1)  # (B,)
+
+
+def attention_problem(batch: int, hidden: int, steps: int = 30, chunks: int = 10) -> estimators.Problem:
+    """``estimators.py``'s attention problem at this size (its peers' versions run on it)."""
+    return estimators.make_problem("attention", {"T": steps, "B": batch, "M": chunks, "H": hidden})
+
+
+def attention_parts(batch: int, hidden: int, steps: int = 30, chunks: int = 10) -> AttentionParts:
+    prob = attention_problem(batch, hidden, steps, chunks)
+    w, u, q = prob.params
+    enc, target = prob.data["enc"], prob.data["target"]
+    return AttentionParts(enc=enc, target=target, w=w, u=u, q=q, rows=torch.arange(batch))
+
+
+def make_attention(batch: int, hidden: int, steps: int = 30, chunks: int = 10) -> Model:
+    a = attention_parts(batch, hidden, steps, chunks)
+    hand_loss, scg_loss = _categorical_loop(batch, hidden, steps, a.attend, a.step)
+    return Model(hand_loss=hand_loss, scg_loss=scg_loss, params=[a.w, a.u, a.q])
+
+
+@dataclass(kw_only=True, slots=True)
+class ToyParts:
+    """The toy's logits, shared by the B examples: theta (5,) of the Categorical, phi (3,) of the
+    Bernoulli chain (``estimators.make_problem("toy")``'s values); its costs and links."""
+
+    theta: torch.Tensor
+    phi: torch.Tensor
+
+    @staticmethod
+    def first_cost(z: torch.Tensor) -> torch.Tensor:
+        return (z.float() - 2.0) ** 2
+
+    @staticmethod
+    def link(z: torch.Tensor) -> torch.Tensor:
+        return z.float() / 4.0  # the chain's first input
+
+    @staticmethod
+    def chain_cost(b: torch.Tensor, t: int) -> torch.Tensor:
+        return b * (t + 1.0)
+
+
+TOY_LINKS = 3
+
+
+def toy_parts() -> ToyParts:
+    theta, phi = estimators.make_problem("toy", {}).params
+    return ToyParts(theta=theta, phi=phi)
+
+
+def make_toy(batch: int, hidden: int = 0) -> Model:
+    """The toy for ``batch`` examples (``hidden`` is not used: the toy has no hidden layer; it is
+    taken so that every workload is made alike)."""
+    p = toy_parts()
+    theta, phi = p.theta, p.phi
+
+    def hand_loss() -> torch.Tensor:
+        d0 = Categorical(logits=theta.expand(batch, -1), validate_args=False)
+        z = d0.sample()
+        lps, costs = [d0.log_prob(z)], [p.first_cost(z)]
+        b = p.link(z)
+        for t in range(TOY_LINKS):
+            d = Bernoulli(logits=phi[t] + b, validate_args=False)
+            b = d.sample()
+            lps.append(d.log_prob(b))
+            costs.append(p.chain_cost(b, t))
+        # z influences every cost; b_t the costs t + 1 .. (its own and the later ones)
+        c = torch.stack(costs)
+        rtg = c.detach().flip(0).cumsum(0).flip(0)
+        return c.sum() + (torch.stack(lps) * rtg).sum()
+
+    def scg_loss(structure: Structure) -> Loss:
+        def loss() -> torch.Tensor:
+            with scg.Graph(structure=structure) as g:
+                z = scg.sample(Categorical(logits=theta.expand(batch, -1), validate_args=False), name="z")
+                scg.cost(p.first_cost(z), name="c0")
+                b = p.link(z)
+                for t in range(TOY_LINKS):
+                    b = scg.sample(Bernoulli(logits=phi[t] + b, validate_args=False), name="b", step=t)
+                    scg.cost(p.chain_cost(b, t), name="c", step=t)
+            return g.surrogate_loss()
+
+        return loss
+
+    return Model(hand_loss=hand_loss, scg_loss=scg_loss, params=[theta, phi])
 
 
 MIXED_TAU, MIXED_BETA = 0.5, 0.1  # the Gumbel-softmax temperature, the EMA baseline's rate
@@ -363,11 +499,22 @@ def make_mixed(batch: int, hidden: int, tau: float = MIXED_TAU, beta: float = MI
     return Model(hand_loss=hand_loss, scg_loss=scg_loss, params=params)
 
 
-WORKLOADS: dict[str, tuple[str, Callable[..., Model]]] = {
-    "sbn": ("sigmoid belief net, 2 Bernoulli layers, learned (NVIL) baselines", make_sbn),
-    "ram": ("recurrent attention, T=6 Gaussian glimpses, learned baseline", make_ram),
-    "sequence": ("discrete latent sequence, T=20", make_sequence),
-    "mixed": ("Gumbel-ST + REINFORCE (EMA) + reparameterised Normal", make_mixed),
+class Workload(NamedTuple):
+    """A workload's label, its maker ``make(batch, hidden)``, and whether it has a hidden size
+    (the toy has none: its rows are made once, at the first hidden size, and show H as -)."""
+
+    label: str
+    make: Callable[..., Model]
+    hidden: bool = True
+
+
+WORKLOADS: dict[str, Workload] = {
+    "sbn": Workload("sigmoid belief net, 2 Bernoulli layers, learned (NVIL) baselines", make_sbn),
+    "ram": Workload("recurrent attention, T=6 Gaussian glimpses, learned baseline", make_ram),
+    "sequence": Workload("discrete latent sequence, T=20", make_sequence),
+    "mixed": Workload("Gumbel-ST + REINFORCE (EMA) + reparameterised Normal", make_mixed),
+    "toy": Workload("toy: Categorical(5), then 3 Bernoulli, 4 costs", make_toy, hidden=False),
+    "attention": Workload("hard attention, T=30 Categorical(10) glimpses", make_attention),
 }
 
 
@@ -441,8 +588,34 @@ def chain(n: int, per_node_costs: bool, batch: int = 32) -> Chain:
 def inner_calls(fn: Callable[[], None], params: list[torch.Tensor], floor_s: float = 0.004) -> int:
     """Calls per timed block so that a block lasts about ``floor_s`` (one call timed, then the
     gradients cleared)."""
+    return max(1, min(50, round(floor_s / max(timed(fn, params, 1), 1e-6))))
+
+
+def timed(fn: Callable[[], None], params: list[torch.Tensor], inner: int) -> float:
+    """Thread CPU seconds per call over ``inner`` calls (the gradients cleared after each)."""
     t0 = clock()
-    fn()
-    for p in params:
-        p.grad = None
-    return max(1, min(50, round(floor_s / max(clock() - t0, 1e-6))))
+    for _ in range(inner):
+        fn()
+        for p in params:
+            p.grad = None
+    return (clock() - t0) / inner
+
+
+def alternate(
+    fns: dict[str, Callable[[], None]], params: list[torch.Tensor], inner: dict[str, int], flip: bool
+) -> dict[str, float]:
+    """One round of the alternation, the same in the main table and the peers' rounds: one untimed
+    call of the round's first function (the caches are whatever ran before: another process, the
+    last round), then each function's block of ``inner`` calls timed in turn, in the given order
+    or, with ``flip``, reversed (so that no function always runs first). Seconds per call."""
+    order = list(fns)[::-1] if flip else list(fns)
+    timed(fns[order[0]], params, 1)
+    return {k: timed(fns[k], params, inner[k]) for k in order}
+
+
+def paired_ratio(times: dict[str, list[float]], key: str, base: str = "hand") -> float:
+    """The median over rounds of ``key``'s time ÷ ``base``'s in the same round. The machine's speed
+    drifts from round to round (other processes, a shared host: even the thread's CPU time of one
+    step varies 2x under load), and both times of a round share its speed; a ratio of the two
+    medians can pair a slow-round median with a fast-round one."""
+    return statistics.median(a / b for a, b in zip(times[key], times[base]))
