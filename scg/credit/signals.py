@@ -16,7 +16,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import cast
 
 import torch
 
@@ -89,20 +88,23 @@ def cost_groups(
     (``target``; the baselines' losses appended to ``losses``, their values to ``values``;
     ``baselines=False``: the graph has none) and weighted by ω."""
     has_baselines = baselines and any(c.baseline is not None for c in costs)
-    groups = [[costs[i] for i in cp.cols] for cp in plan.cost_groups]
-    stacks = [torch.stack([c.value for c in members]) for members in groups]
-    # one sum per group is both the finiteness check (NaN and ±inf propagate into it) and, without
-    # weights, the objective's term; one host read for all of them, before any baseline sees a cost
-    totals = [stack.sum() for stack in stacks]
-    total = totals[0]
-    for more in totals[1:]:
-        total = total + more
-    if not math.isfinite(total.item()):
-        for stack, members in zip(stacks, groups):  # names the cost (a finite sum that overflowed passes)
+    stacked: list[tuple[list[CostNode], torch.Tensor, torch.Tensor]] = []  # members, stack, sum
+    total: torch.Tensor | None = None
+    for cp in plan.cost_groups:
+        members = [costs[i] for i in cp.cols]
+        stack = torch.stack([c.value for c in members])
+        # one sum per group is both the finiteness check (NaN and ±inf propagate into it) and,
+        # without weights, the objective's term
+        part = stack.sum()
+        total = part if total is None else total + part
+        stacked.append((members, stack, part))
+    assert total is not None  # (a graph without costs is refused)
+    if not math.isfinite(total.item()):  # one host read for every group, before a baseline sees a cost
+        for members, stack, _ in stacked:  # names the cost (a finite sum that overflowed passes)
             _check_finite(stack.detach(), members)
     out = []
     samples = plan.samples
-    for cp, members, stack, total in zip(plan.cost_groups, groups, stacks, totals):
+    for cp, (members, stack, part) in zip(plan.cost_groups, stacked):
         fixed = stack.detach()
         # target and raw start as the same detached tensor (each is replaced, never written)
         cg = CostGroup(
@@ -114,7 +116,7 @@ def cost_groups(
             target=fixed,
             raw=fixed,
             live=stack,
-            total=total,
+            total=part,
         )
         if cp.layout:  # ω: sample weights
             cg.scale, cg.factor = samples.weight(cp.layout, stack.shape[1:], members[0])
@@ -134,8 +136,8 @@ def node_groups(plan: CreditPlan, nodes: Sequence[Node]) -> list[NodeGroup]:
     """The stacked log-probabilities of each of the plan's node groups."""
     out = []
     for ng in plan.node_groups:  # (score nodes: stochastic, with a log-probability)
-        members = cast("list[StochasticNode]", [nodes[i] for i in ng.nodes])
-        stack = torch.stack(cast("list[torch.Tensor]", [v.log_prob for v in members]))
+        members: list[StochasticNode] = [nodes[i] for i in ng.nodes]  # type: ignore[misc]
+        stack = torch.stack([v.log_prob for v in members])  # type: ignore[misc]
         out.append(NodeGroup(members=members, layout=ng.layout, logp=stack))
     return out
 
@@ -225,7 +227,7 @@ def apply_baselines(
     groups: dict[int, list[int]] = {}  # in the order of their first rows
     objects: dict[int, Baseline] = {}
     for i, node in enumerate(nodes):
-        b = cast("Baseline | None", node.baseline)  # type: ignore[attr-defined]
+        b: Baseline | None = node.baseline  # type: ignore[attr-defined]
         if b is not None:
             key = id(b.batch_key())
             got = groups.get(key)
