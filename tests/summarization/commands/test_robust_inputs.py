@@ -234,9 +234,15 @@ def test_an_unknown_split_name_is_reported_as_such(synthetic_corpus: Path, tmp_p
 
 
 # ----------------------------------------------------------------------------- divergence
-@pytest.mark.parametrize(("lr", "words"), [("1e30", "became non-finite "), ("1e8", "the validation loss after step 8")])
+@pytest.mark.parametrize(
+    ("lr", "steps", "words"),
+    [
+        ("1e30", 8, "became non-finite "),  # a training loss, within the first epoch
+        ("1e8", 2, "the validation loss after step 2"),  # epochs of 2 steps: the first validation has diverged
+    ],
+)
 def test_divergence_stops_naming_the_step_and_the_last_finite_loss(
-    synthetic_corpus: Path, tmp_path: Path, capsys, lr: str, words: str
+    synthetic_corpus: Path, tmp_path: Path, capsys, lr: str, steps: int, words: str
 ) -> None:
     status = main(
         train_args(
@@ -248,6 +254,8 @@ def test_divergence_stops_naming_the_step_and_the_last_finite_loss(
             "train.max_grad_norm=0.0",
             "--set",
             f"train.lr={lr}",
+            "--set",
+            f"train.max_steps_per_epoch={steps}",
             config="tiny-C2F",
         )
     )
