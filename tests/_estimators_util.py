@@ -85,8 +85,8 @@ def exact_expectation_batched(batched: Batched, theta: torch.Tensor, *, quadratu
             logw.append(lp if f is None else f + (lp - lp.detach()))
             return values[i]
 
-        try:
-            with scg.Graph(intervene=intervene, warn_on_escape=False) as g:
+        try:  # declared: values and costs are all a pass needs (tracking would double its CPU)
+            with scg.Graph(intervene=intervene, warn_on_escape=False, structure=scg.Declared()) as g:
                 batched(theta.unsqueeze(0).expand(rows, *theta.shape))
         except _Expand as e:
             values = [v.repeat_interleave(e.k, 0) for v in values] + [e.values]
