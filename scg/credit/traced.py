@@ -6,16 +6,17 @@ by dynamo. When a program that opens a ``scg.Graph(structure=scg.Declared(...))`
 (``torch.compile(step, fullgraph=True)``), the surrogate is built here instead, from the same
 declared relation, as plain Python over the nodes and torch operations on their values:
 
-    L = Σ_c sum(c) + λ Σ_G sum((log p_G − stop_grad(log p_G)) ⊙ (Ĉ_G − b_G)),
+    L = Σ_c sum(c) + s − stop_grad(s),   s = λ Σ_G sum(log p_G ⊙ (Ĉ_G − b_G)) + Σ_b loss_b,
     Ĉ_G = Σ_H  W_GH @ align(stop_grad(stack(c ∈ H) − b_H)),
 
 for each group G of score-function nodes with one log-probability shape and each group H of
-costs with one shape (b: their baselines, below), with W_GH[v, c] = 1 (or γ^(s_c − t_v) with
-``discount=γ``) when v ≺ c under the declaration and 0 otherwise: the groups and the step
-weights are the credit plan's own (`scg.credit.plan.group`, `scg.credit.plan.step_weights`),
-evaluated on Python lists instead of NumPy arrays. W_GH is a constant of the traced graph: the structure is fixed
-when the program is traced (dynamo re-traces when it changes). The value and the gradient equal
-the eager surrogate's for the same draws (``tests/scg/graph/test_compile.py``).
+costs with one shape (b: their baselines, loss_b: the baselines' regression losses, below), with
+W_GH[v, c] = 1 (or γ^(s_c − t_v) with ``discount=γ``) when v ≺ c under the declaration and 0
+otherwise: the groups and the step weights are the credit plan's own (`scg.credit.plan.group`,
+`scg.credit.plan.step_weights`), evaluated on Python lists instead of NumPy arrays. W_GH is a
+constant of the traced graph: the structure is fixed when the program is traced (dynamo
+re-traces when it changes). The value and the gradient equal the eager surrogate's for the same
+draws (``tests/scg/graph/test_compile.py``).
 
 Nodes drawn with ``n=k`` samples are laid out by the eager `scg.credit.sample_dims.SamplePlan`
 (plain Python): the node and cost groups are keyed by their sample layouts too, each cost group
@@ -153,6 +154,7 @@ def traced_surrogate_loss(
         else {(i, j): x for i, j, x in step_weights(pairs, score, costs, discount)}
     )
     graph.set_credit({(score[i].index, costs[j].index): False for i, j in pairs})
+    score_sum: torch.Tensor | None = None  # Σ λ log p · (Ĉ − b) and the baselines' losses
     node_groups = group(score, lambda v: (tuple(logp(v).shape), logp(v).dtype, logp(v).device, lay(v)))
     for node_key, rows in node_groups.items():
         lp = torch.stack([logp(score[i]) for i in rows])  # (r, *shape)
@@ -174,8 +176,10 @@ def traced_surrogate_loss(
             nodes = [score[i] for i in rows]
             info = [samples.info(v) for v in nodes] if samples.active else None
             c_hat = apply_baselines(nodes, c_hat, losses, values, info)
-        term = ((lp - lp.detach()) * c_hat).sum()
-        loss = loss + (term if score_scale == 1.0 else score_scale * term)
-    for extra in losses:  # zero in value, the baselines' regression gradient
-        loss = loss + (extra - extra.detach())
-    return loss
+        term = (lp * c_hat).sum()  # (c_hat is detached)
+        part = term if score_scale == 1.0 else score_scale * term
+        score_sum = part if score_sum is None else score_sum + part
+    for extra in losses:  # the baselines' regression losses
+        score_sum = extra if score_sum is None else score_sum + extra
+    # added as s − stop_grad(s), as the eager surrogate does: zero in value, the same gradient
+    return loss if score_sum is None else loss + (score_sum - score_sum.detach())
