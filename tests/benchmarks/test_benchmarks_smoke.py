@@ -58,7 +58,7 @@ def _config(bench: Any, libs: tuple[str, ...], **kw: Any) -> Any:
     base = dict(
         n_bias=2000,
         n_var={"toy": 500, "dvae": 250, "attention": 64},
-        warmup=5,
+        warmup=2,
         rounds=2,
         chunk_seconds=0.01,
         libs=libs,
