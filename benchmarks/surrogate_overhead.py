@@ -261,8 +261,11 @@ def machine(device: torch.device) -> dict[str, Any]:
     return out
 
 
-def overhead(repeats: int, hiddens: list[int], device: torch.device = CPU, toy: bool = True) -> list[dict[str, Any]]:
-    """One row per workload: the hand-written step and each scg mode, medians and ratios."""
+def overhead(
+    repeats: int, hiddens: list[int], device: torch.device = CPU, toy: bool = True, warm: int | None = None
+) -> list[dict[str, Any]]:
+    """One row per workload: the hand-written step and each scg mode, medians and ratios (``warm``:
+    warm-up calls of each, as ``measure``'s)."""
     work: list[
         tuple[str, Callable[[], tuple[Callable[[], None], dict[str, Callable[[], None]], list[torch.Tensor]]], int]
     ] = [(attention_label(h), lambda h=h: make_attention(h, device=device), 1 if h >= 256 else 2) for h in hiddens]
@@ -271,7 +274,7 @@ def overhead(repeats: int, hiddens: list[int], device: torch.device = CPU, toy: 
     rows = []
     for label, make, inner in work:
         hand, modes, params = make()
-        med = measure({"hand": hand, **modes}, params, repeats, inner, device)
+        med = measure({"hand": hand, **modes}, params, repeats, inner, device, warm=warm)
         row: dict[str, Any] = {"workload": label, "hand_ms": med["hand"] * 1e3, "target": TARGETS.get(label, 1.10)}
         for m in MODES:
             row[f"{m}_ms"] = med[m] * 1e3
