@@ -12,6 +12,8 @@ from scg_summarize.data.batching import Batch, SummaryLoader, collate_examples, 
 from scg_summarize.data.dataset import SummarizationDataset, available_splits
 from scg_summarize.data.sampler import BucketBatchSampler
 
+from ..conftest import SYNTHETIC_SPLITS
+
 
 def _indices(batches: list[Batch]) -> list[list[int]]:
     return [b.index.tolist() for b in batches]
@@ -20,9 +22,9 @@ def _indices(batches: list[Batch]) -> list[list[int]]:
 def test_dataset_items(synthetic_corpus: Path) -> None:
     assert available_splits(synthetic_corpus) == ["test", "train", "valid"]
     dataset = SummarizationDataset(synthetic_corpus, "valid")
-    assert len(dataset) == 40 and (dataset.num_chunks, dataset.chunk_len) == (8, 16)
+    assert len(dataset) == SYNTHETIC_SPLITS["valid"] and (dataset.num_chunks, dataset.chunk_len) == (8, 16)
     item = dataset[-1]
-    assert item.index == 39
+    assert item.index == SYNTHETIC_SPLITS["valid"] - 1
     assert item.src.dtype == torch.long and item.src.shape == (8, 16)
     assert item.src_mask.dtype == torch.bool
     assert torch.equal(item.src_mask, item.src != 0)
@@ -31,9 +33,9 @@ def test_dataset_items(synthetic_corpus: Path) -> None:
     assert 0 <= item.salient < 8
     assert isinstance(item.refs, list) and all(isinstance(r, str) for r in item.refs)
     assert len(item.src_sentences) == 8
-    assert item.id == "syn-1-39"
+    assert item.id == f"syn-1-{SYNTHETIC_SPLITS['valid'] - 1}"
     with pytest.raises(IndexError):
-        dataset[40]
+        dataset[SYNTHETIC_SPLITS["valid"]]
     with pytest.raises(KeyError, match="available"):
         SummarizationDataset(synthetic_corpus, "dev")
     with pytest.raises(ValueError, match="options hash"):

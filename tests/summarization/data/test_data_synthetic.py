@@ -16,6 +16,8 @@ from scg_summarize.data.synthetic import (
     make_synthetic_corpus,
 )
 
+from ..conftest import SYNTHETIC_SPLITS
+
 CONFIG = SyntheticConfig()
 
 
@@ -67,11 +69,7 @@ def test_the_summary_restates_the_salient_chunk() -> None:
 
 def test_corpus_in_prepared_format(synthetic_corpus: Path) -> None:
     meta = read_meta(synthetic_corpus)
-    assert {k: v["examples"] for k, v in meta["splits"].items()} == {
-        "train": 240,
-        "valid": 40,
-        "test": 30,
-    }
+    assert {k: v["examples"] for k, v in meta["splits"].items()} == SYNTHETIC_SPLITS
     assert meta["options"]["layout"] == "sentences"
     lexicon = meta["synthetic"]["lexicon"]
     dataset = SummarizationDataset(synthetic_corpus, "train")

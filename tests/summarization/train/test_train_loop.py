@@ -12,6 +12,8 @@ from scg_summarize.cli import main
 from scg_summarize.models.loading import load_model, read_checkpoint
 from scg_summarize.train import Trainer, load_config
 
+from ..conftest import SYNTHETIC_SPLITS
+
 FAST = ["train.max_steps_per_epoch=3", "train.epochs=2"]
 
 
@@ -59,7 +61,7 @@ def test_cli_train_writes_logs_checkpoints_and_results(synthetic_corpus: Path, t
     assert {"ppl", "rouge1", "rouge2", "rougeL", "coarse_accuracy", "coarse_entropy", "fraction_read"} <= set(metrics)
     assert 0.0 < metrics["fraction_read"] < 0.5  # the argmax chunk of 8 (at every step: a few chunks)
     assert 0.0 <= metrics["coarse_accuracy"] <= 1.0 and metrics["mean_length"] >= 3
-    assert results["examples"] == 30 and results["name"] == "tiny-C2F+MULTI2"
+    assert results["examples"] == SYNTHETIC_SPLITS["test"] and results["name"] == "tiny-C2F+MULTI2"
     err = capsys.readouterr().err
     for phase in ("test evaluation (perplexity): done", "test evaluation (decoding and ROUGE): done"):
         assert f"train: {phase}" in err, err  # --quiet keeps each phase's first and last line
