@@ -109,7 +109,6 @@ class GraphRecord:
         self._outer: GraphRecord | None = None
         #: the graph's id (-1 for a graph opened while ``torch.compile`` traces)
         self.id = -1 if torch.compiler.is_compiling() else next(_IDS)
-        self._attr = f"_scg_mask_{self.id}"
         self.nodes: list[Node] = []
         self.warn_on_escape = warn_on_escape
         self._keys: dict[tuple[str, int | None], Node] = {}
@@ -217,7 +216,7 @@ class GraphRecord:
     def tracker(self) -> InfluenceTracker:
         """The graph's tracking mode (made on first use: an untracked graph needs none)."""
         if self._tracker_obj is None:
-            self._tracker_obj = InfluenceTracker(self._attr, self._on_event)
+            self._tracker_obj = InfluenceTracker(f"_scg_mask_{self.id}", self._on_event)
         return self._tracker_obj
 
     @property
@@ -286,8 +285,9 @@ class GraphRecord:
 
     def set_mask(self, value: torch.Tensor, mask: int, foreign: dict[int, int] | None = None) -> None:
         """Mark ``value`` as computed from the nodes of ``mask`` (and its foreign positions)."""
-        setattr(value, self._attr, mask)
-        setattr(value, self.tracker.fattr, foreign or None)
+        tracker = self.tracker
+        setattr(value, tracker.attr, mask)
+        setattr(value, tracker.fattr, foreign or None)
 
     def _on_event(self, kind: str, what: str, mask: int, frame: FrameType) -> None:
         where = (frame.f_code.co_filename, frame.f_lineno)
@@ -427,7 +427,7 @@ class GraphRecord:
         self._keys[key] = marker
         self._full = None
         self.nested[marker.index] = node.describe()
-        setattr(value, self._attr, 1 << marker.index)
+        setattr(value, self.tracker.attr, 1 << marker.index)
 
     @property
     def stochastic_nodes(self) -> list[StochasticNode]:
