@@ -114,8 +114,8 @@ def _params(model: torch.nn.Module) -> list[torch.Tensor]:
 @functools.cache
 def _exact(family: str) -> list[torch.Tensor]:
     """∇E[−r] of one row by enumeration in one batched run: row j is forced along the j-th joint
-    value of the nodes (their values taken from one unforced run: coarse chunks and words, value
-    0 there so that no row ends early), E[−r] = Σ_j p(row j)·(−r_j) with p from the nodes'
+    value of the nodes (the nodes and their numbers of values read from a first run forced to
+    value 0, which ends no summary early), E[−r] = Σ_j p(row j)·(−r_j) with p from the nodes'
     distributions. Rows that drew ``</s>`` are forced on, at probability 0 unless the value is
     the point mass's, so every joint value is counted once."""
     model = tiny_model(family)
