@@ -26,10 +26,12 @@ ratio compares the work a library does for one step of the same model, not the s
   ``MAPPING``).
 
 Each library runs in its own worker process (``benchmarks/estimators.py``'s ``Worker`` and
-process set-up: ``import storch`` patches torch globally). A round is the main table's round of
-the hand-written step and scg Declared (``small_workloads.alternate``: one untimed call, then
-each timed in turn, the order reversed every other round), then each worker's turn (one untimed
-call, then its block timed), all on each process's thread CPU clock. Every ratio is the median
+process set-up: ``import storch`` patches torch globally). A round is the main table's round
+(``small_workloads.alternate``: the hand-written step and scg's three modes, one untimed call,
+then each timed in turn, the order reversed every other round: a small step's time depends on
+which steps ran just before it, so the peer table's rounds keep the main table's company, though
+it shows Declared only), then each worker's turn (one untimed call, then its block timed), all
+on each process's thread CPU clock. Every ratio is the median
 over rounds of the time ÷ the hand-written step's time in the same round (``paired_ratio``), as
 in the main table.
 """
@@ -445,7 +447,7 @@ def peer_rows(
     timeout: float = 600.0,
     budget_s: float = 30.0,
 ) -> list[dict[str, Any]]:
-    """Per workload and batch: median ms per step of the hand-written step and scg Declared (this
+    """Per workload and batch: median ms per step of the hand-written step and scg's modes (this
     process) and each peer (its worker), in alternating rounds (see the module's docstring); each
     ratio the median over rounds of the time ÷ the hand-written step's in the same round. A row's
     rounds are capped at about ``budget_s`` seconds (at least 5; a slow peer's step is timed one
@@ -478,8 +480,8 @@ def peer_rows(
                     live[lib] = w
                     one_call[lib] = value
                     inner[lib] = max(1, min(50, round(floor_s / max(value, 1e-6))))
-                ours: dict[str, Callable[[], None]] = {"hand": hand, "declared": modes["declared"]}
-                inner["declared"] = inner["hand"]
+                ours: dict[str, Callable[[], None]] = {"hand": hand, **modes}  # the main table's round
+                inner.update(dict.fromkeys(modes, inner["hand"]))
                 times: dict[str, list[float]] = {k: [] for k in [*ours, *live]}
                 ours_s = sum(sm.timed(f, model.params, 1) for f in ours.values())
                 round_s = ours_s * (inner["hand"] + 0.5) + sum(one_call[k] * (inner[k] + 1) for k in live)
