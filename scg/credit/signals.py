@@ -240,9 +240,7 @@ def apply_baselines(
         return targets
     n = len(nodes)
     shape = targets.shape[1:]
-    applied: list[_Applied] = []
-    at = 0  # the rows before it are covered in order by consecutive groups without a scale
-    rows_of_one = True  # and each group is one row with a value of the node's shape
+    applied: list[_Applied] = []  # in the order of their first rows
     for key, idx in groups.items():
         first, end = idx[0], idx[-1] + 1
         consecutive = end - first == len(idx)
@@ -260,16 +258,18 @@ def apply_baselines(
             scale = scale.detach()
         if result.loss is not None:
             losses.append(result.loss)
-        if at == first and consecutive and scale is None and value.dtype == targets.dtype:
-            at = end
-            rows_of_one = rows_of_one and end - first == 1 and value.shape == shape
-        else:
-            at = -1
         applied.append(
             _Applied(idx=idx, first=first, end=end, consecutive=consecutive, rows=rows, value=value, scale=scale)
         )
     if len(applied) == 1 and applied[0].end - applied[0].first == n and applied[0].consecutive:
         return applied[0].advantage()
+    at = 0  # the rows before it are covered in order by consecutive groups without a scale
+    rows_of_one = True  # and each group is one row with a value of the node's shape
+    for a in applied:
+        if at != a.first or not a.consecutive or a.scale is not None or a.value.dtype != targets.dtype:
+            break
+        at = a.end
+        rows_of_one = rows_of_one and a.end - a.first == 1 and a.value.shape == shape
     if at == n:  # every row covered in order: one join, one subtraction
         if rows_of_one:
             return targets - torch.stack([a.value for a in applied])
