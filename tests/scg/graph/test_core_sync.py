@@ -180,7 +180,7 @@ def workloads() -> Any:
     return load_benchmark("small_workloads")
 
 
-SMALL_MODELS = ("sbn", "ram", "sequence", "mixed")
+SMALL_MODELS = ("sbn", "ram", "sequence", "mixed", "toy", "attention")
 MODES = ("tracked", "cached", "declared")
 
 
