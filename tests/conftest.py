@@ -29,6 +29,12 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     gc.freeze()
 
 
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Unfrozen again before the interpreter exits, so that its last collection frees what collection
+    built (frozen objects are never freed: Triton's bindings then report them as leaked at exit)."""
+    gc.unfreeze()
+
+
 @pytest.fixture(autouse=True)
 def _grad_mode_is_restored(request: pytest.FixtureRequest) -> Iterator[None]:
     """A test (or the code it calls) that switches autograd off globally, e.g. with
