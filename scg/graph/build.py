@@ -160,8 +160,7 @@ def sample(
     else:
         value = raw if raw is not None else _draw(g, estimator, dist, shape, name, location)
         private, log_prob = _scored(g, dist, estimator, value, shape, name, location)
-    inputs = getattr(node_baseline, "inputs", None) if node_baseline is not None else None
-    baseline_inputs = None if inputs is None else _baseline_inputs(g, inputs)
+    baseline_inputs = _baseline_inputs(g, node_baseline)
     node = StochasticNode(
         index=len(g.nodes),
         name=g.node_name(name, "stochastic", step, location),
@@ -371,11 +370,12 @@ def _intervention(
     return raw
 
 
-def _baseline_inputs(g: GraphRecord, inputs: object) -> BaselineInputs:
-    """What a baseline's declared ``inputs`` are computed from, and their version counters
-    (one tensor, the common case, without the walks)."""
-    if isinstance(inputs, torch.Tensor) and not g.tracked:  # (an untracked tensor has no mask)
-        return BaselineInputs(mask=0, versions=[(inputs, inputs._version)])
+def _baseline_inputs(g: GraphRecord, baseline: object) -> BaselineInputs | None:
+    """What a baseline's declared ``inputs`` (``Learned.given(...)``) are computed from, and their
+    version counters; None for a baseline without inputs."""
+    inputs = getattr(baseline, "inputs", None)
+    if inputs is None:
+        return None
     return BaselineInputs(mask=sum_masks(g, inputs), versions=_versions(inputs))
 
 
@@ -456,10 +456,7 @@ def cost(
         )
     if baseline is not None:
         check_baseline(baseline, "scg.cost", name, location)
-        inputs = getattr(baseline, "inputs", None)
-        baseline_inputs = None if inputs is None else _baseline_inputs(g, inputs)
-    else:
-        baseline_inputs = None
+    baseline_inputs = _baseline_inputs(g, baseline)
     tracked = g.tracked  # (untracked: the parents come from the graph's structure)
     vmask = g.mask(value) if tracked else 0
     reduced_nodes = reduced_mask(g, reduced, name, location) if reduced is not None else 0
