@@ -184,28 +184,31 @@ SMALL_MODELS = ("sbn", "ram", "sequence", "mixed", "toy", "attention")
 MODES = ("tracked", "cached", "declared")
 
 
-@pytest.fixture
-def validation_default() -> Iterator[None]:
-    """torch's default argument validation (on), whatever ran before: compiling a function
-    with dynamo turns it off for the whole process."""
+@contextmanager
+def _validation(on: bool) -> Iterator[None]:
+    """torch's default argument validation for distributions set to ``on``, then restored."""
     saved = torch.distributions.Distribution._validate_args
-    torch.distributions.Distribution.set_default_validate_args(True)
+    torch.distributions.Distribution.set_default_validate_args(on)
     try:
         yield
     finally:
         torch.distributions.Distribution.set_default_validate_args(saved)
+
+
+@pytest.fixture
+def validation_default() -> Iterator[None]:
+    """torch's default argument validation (on), whatever ran before: compiling a function
+    with dynamo turns it off for the whole process."""
+    with _validation(True):
+        yield
 
 
 @pytest.fixture
 def validation_off() -> Iterator[None]:
     """torch's argument validation off for every distribution (torch's own inner Categoricals
     ignore ``validate_args=False`` and read the host while validating)."""
-    saved = torch.distributions.Distribution._validate_args
-    torch.distributions.Distribution.set_default_validate_args(False)
-    try:
+    with _validation(False):
         yield
-    finally:
-        torch.distributions.Distribution.set_default_validate_args(saved)
 
 
 @pytest.mark.parametrize("mode", MODES)
