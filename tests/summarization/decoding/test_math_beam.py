@@ -38,7 +38,7 @@ def allowed(
     decoder: PrefixTableDecoder, example: int, prefix: tuple[int, ...], options: DecodeOptions, special: SpecialIds
 ) -> dict[int, float]:
     """The next words the constraints allow after ``prefix``, with their log-probabilities."""
-    lp = [float(x) for x in decoder.log_probs(example, prefix)]
+    lp: list[float] = decoder.log_probs(example, prefix).tolist()
     n = options.no_repeat_ngram
     seen = {prefix[i : i + n] for i in range(len(prefix) - n + 1)} if n else set()
     out: dict[int, float] = {}
@@ -269,13 +269,11 @@ def test_the_textbook_beam_is_a_real_restriction() -> None:
     """Not vacuous: on these instances small beams miss the optimum and </s> is among the top k."""
     decoder = Cached(8, seed=11, temperature=0.6)
     options = DecodeOptions(beam_size=1, max_len=4, length_penalty=0.5, min_len=0, no_repeat_ngram=0, unk="allow")
-    misses = sum(
+    assert any(  # stops at the first miss
         textbook_beam(decoder, e, options, SpecialIds())[0][0] != exhaustive(decoder, e, options, SpecialIds())[0][0]
         for e in range(6)
     )
-    assert misses >= 1
-    eos_first = sum(
+    assert any(
         max(allowed(decoder, e, (), options, SpecialIds()).items(), key=lambda kv: kv[1])[0] == EOS for e in range(40)
     )
-    assert eos_first >= 1
     assert len(list(itertools.islice(exhaustive(decoder, 0, options, SpecialIds()), 5))) == 5

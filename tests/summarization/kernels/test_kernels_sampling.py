@@ -144,9 +144,9 @@ def test_draws_are_deterministic_under_a_seed(which: str) -> None:
 @pytest.mark.skipif(not HAS_TRITON, reason="triton not installed")
 @pytest.mark.parametrize(
     ("mode", "rows", "k"),
-    # 4 rows (the interpreter runs a program per row; each row draws from its own Philox offsets);
-    # 32: the chi-square's k
-    [("multinomial", 4, 3), ("distinct", 4, 3), ("greedy", 4, 3), ("multinomial", 6, 32)],
+    # 2 rows (the interpreter runs a program per row; the second row draws from its own Philox offsets);
+    # k = 3 (a masked lane of K_PAD = 4); 32: the chi-square's k
+    [("multinomial", 2, 3), ("distinct", 2, 3), ("greedy", 2, 3), ("multinomial", 2, 32)],
 )
 def test_reference_and_triton_draw_the_same_chunks(mode: str, rows: int, k: int) -> None:
     ref = draws(rows, k, mode, seed=31337, which="reference")
