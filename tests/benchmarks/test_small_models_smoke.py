@@ -104,7 +104,7 @@ def test_per_node_chain_twin(work: Any, per_node_costs: bool) -> None:
         _assert_equal(_grads(model.scg_loss(structure()), model.params, 2), ref, mode)
 
 
-def test_quick_run_writes_its_files(bench: Any, report: Any, tmp_path: Path) -> None:
+def test_quick_run_writes_its_files(bench: Any, report: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     page = tmp_path / "page.md"
     page.write_text(f"# Page\n\nbefore\n{report.BEGIN}\nold numbers\n{report.END}\nafter\n")
     data = bench.main(["--quick", "--profile", "--out", str(tmp_path), "--docs", str(page)])
@@ -130,7 +130,12 @@ def test_quick_run_writes_its_files(bench: Any, report: Any, tmp_path: Path) -> 
     assert "old numbers" not in docs and "Per-node cost" in docs and "Top entries" not in docs
     (tmp_path / "small_models.md").unlink()
     page.write_text(f"{report.BEGIN}\n{report.END}\n")
-    bench.main(["--render", "--out", str(tmp_path), "--docs", str(page)])  # the report again, from the JSON alone
+    # the report again, from the JSON alone; its figure is the one drawn above from the same points (about
+    # 1 s of CPU per drawing): here only that --render draws it again, from the saved points, to the same file
+    drawn: list[tuple[Any, Path]] = []
+    monkeypatch.setattr(bench, "plot", lambda points, path: drawn.append((points, path)))
+    bench.main(["--render", "--out", str(tmp_path), "--docs", str(page)])
+    assert drawn == [(saved["per_node"], tmp_path / "small_models.png")]
     assert (tmp_path / "small_models.md").read_text() == text
     assert report.report(saved, level="####", top=False)[0] in page.read_text()
 
