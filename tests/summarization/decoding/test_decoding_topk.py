@@ -184,8 +184,9 @@ def test_triton_beam_step_matches_the_reference() -> None:
 
     # one example (the interpreter runs a program per row): its two beams are rows of every kernel
     batch = make_batch(B=1, M=4, N=6, T=5)
-    # four steps: a repeated bigram (a b a b) can be blocked at the last; each step is three interpreted kernels
-    options = DecodeOptions(beam_size=2, max_len=4, no_repeat_ngram=2, min_len=0, unk="allow")
+    # three steps, each three interpreted kernels; bigram blocking (a repeated word: a a a) can ban a word of the
+    # fused top-k's candidates at the last (the constraints on the top-k step: test_math_beam.py)
+    options = DecodeOptions(beam_size=2, max_len=3, no_repeat_ngram=2, min_len=0, unk="allow")
     model = tiny_model("c2f")
     with backend("reference"):
         want = beam_search(ModelStepDecoder(model), batch, options, topk=False)

@@ -224,7 +224,7 @@ def test_cli_prepare_train_resume_evaluate_an_abs_run(tmp_path: Path, capsys: py
         "--quiet",
         "--no-test",
         "--set",
-        "train.max_steps_per_epoch=4",
+        "train.max_steps_per_epoch=2",
         "--set",
         "train.checkpoint_every=1",
     ]
@@ -233,10 +233,10 @@ def test_cli_prepare_train_resume_evaluate_an_abs_run(tmp_path: Path, capsys: py
     assert stored["family"] == "abs"
     assert (stored["abs_src_vocab"], stored["abs_tgt_vocab"]) == (len(fields.src_ids), len(fields.tgt_ids))
     first = read_checkpoint(run / "checkpoint.pt")
-    assert first["step"] == 4
+    assert first["step"] == 2
     assert cli(["train", "--out", str(run), "--resume", "--quiet", "--set", "train.epochs=2"]) == 0
     resumed = read_checkpoint(run / "checkpoint.pt")
-    assert resumed["step"] == 8 and torch.equal(resumed["model"]["tgt_ids"], torch.tensor(fields.tgt_ids))
+    assert resumed["step"] == 4 and torch.equal(resumed["model"]["tgt_ids"], torch.tensor(fields.tgt_ids))
     best = read_checkpoint(run / "best.pt")
     valid = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
     assert best["valid"]["ppl"] == min(x["ppl"] for x in valid if x["event"] == "valid")
@@ -250,9 +250,9 @@ def test_cli_prepare_train_resume_evaluate_an_abs_run(tmp_path: Path, capsys: py
     # training (it was inf: the corpus id of such a word has probability 0), so it equals the trainer's number
     ppl = json.loads(valid_json.read_text())["metrics"]["ppl"]
     assert math.isfinite(ppl) and ppl == pytest.approx(best["valid"]["ppl"], rel=1e-4)
-    assert cli(["evaluate", "--run", str(run), "--split", "test", "--limit", "8", "--quiet"]) == 0
+    assert cli(["evaluate", "--run", str(run), "--split", "test", "--limit", "4", "--quiet"]) == 0
     # hypothesis recombination from the command line: in the settings line and in the result's file name
-    assert cli(["evaluate", "--run", str(run), "--split", "test", "--limit", "8", "--quiet", "--recombine"]) == 0
+    assert cli(["evaluate", "--run", str(run), "--split", "test", "--limit", "4", "--quiet", "--recombine"]) == 0
     assert "hypothesis recombination" in capsys.readouterr().err
     assert any("recombine" in p.name for p in (run / "eval").glob("*.json"))
 
@@ -262,7 +262,7 @@ def test_rouge_selection_and_a_sequence_level_objective_run_on_abs(synthetic_cor
     objective (rollouts through ``forward(task="rollout")``) on an ABS model."""
     from scg_summarize.train import Trainer
 
-    fast = ["train.max_steps_per_epoch=2", "train.epochs=2", "train.log_every=1", "train.select_examples=10"]
+    fast = ["train.max_steps_per_epoch=1", "train.epochs=2", "train.log_every=1", "train.select_examples=4"]
     trainer = Trainer(
         load_config("tiny-ABS", [*fast, "train.select_metric=rougeL"]),
         synthetic_corpus,
