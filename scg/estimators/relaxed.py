@@ -95,12 +95,14 @@ class GumbelSoftmax(Estimator):
         return f"GumbelSoftmax(temperature={self.temperature!r}, hard={self.hard})"
 
 
-def _gumbel_softmax(logits: torch.Tensor, temperature: torch.Tensor, sample_shape: torch.Size) -> torch.Tensor:
-    """y = softmax((log π + g) / τ) with g i.i.d. Gumbel(0, 1), drawn as torch's
-    ``RelaxedOneHotCategorical(τ, logits=logits).rsample(sample_shape)`` draws it (the same
-    uniforms, operations and values), without building that distribution: its inner Categorical
-    validates the logits whatever ``validate_args`` says, a host read per draw."""
-    log_pi = logits - logits.logsumexp(dim=-1, keepdim=True)  # (normalized, as a Categorical does)
+def _gumbel_softmax(log_pi: torch.Tensor, temperature: torch.Tensor, sample_shape: torch.Size) -> torch.Tensor:
+    """y = softmax((log π + g) / τ) with g i.i.d. Gumbel(0, 1), for the node's log-probabilities
+    ``log_pi`` (a ``OneHotCategorical``'s ``logits``, normalized when it was built): drawn as
+    torch's ``RelaxedOneHotCategorical(τ, logits=the node's logits).rsample(sample_shape)`` draws
+    it (the same normalization, uniforms, operations and values), without building that
+    distribution: its inner Categorical validates the logits whatever ``validate_args`` says, a
+    host read per draw, and would normalize them a second time (two operations and their
+    backward, for no change: the softmax does not see a constant shift of log π)."""
     eps = torch.finfo(log_pi.dtype).eps
     u = torch.rand(sample_shape + log_pi.shape, dtype=log_pi.dtype, device=log_pi.device).clamp(min=eps, max=1 - eps)
     scores = (log_pi - (-u.log()).log()) / temperature

@@ -222,7 +222,7 @@ def test_gumbel_softmax_draws_torchs_relaxed_one_hot_sample(dtype: torch.dtype, 
     torch.manual_seed(1)
     got = scg.estimators.GumbelSoftmax(0.5).draw(dist, shape)
     torch.manual_seed(1)
-    want = RelaxedOneHotCategorical(torch.as_tensor(0.5, dtype=dtype), logits=dist.logits).rsample(shape)
+    want = RelaxedOneHotCategorical(torch.as_tensor(0.5, dtype=dtype), logits=logits).rsample(shape)
     assert torch.equal(got, want)
     g_got, g_want = (torch.autograd.grad((y * weights).sum(), logits, retain_graph=True)[0] for y in (got, want))
     assert torch.equal(g_got, g_want)
