@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 import torch
+import torch.nn.functional as F
 
 from scg.baselines.base import Baseline, BaselineResult
 from scg.errors import SCGError
@@ -67,9 +68,11 @@ class Learned(Baseline):
         copies = [getattr(n, "baseline", None) for n in nodes]
         if all(c is self for c in copies) or not all(isinstance(c, Learned) for c in copies):
             # the nodes of this copy (or of a baseline wrapping it): one prediction serves them
-            # all, broadcast against their stacked targets, as is the value
+            # all, broadcast against their stacked targets, as is the value. The loss is
+            # mean((pred − targets)²) as one operation (the same value; the same gradient bit
+            # for bit at loss_weight 1: (pred − t)·(2/n) is (1/n)·2(pred − t))
             pred = self._predict(self.inputs, nodes[0], targets.shape[1:])
-            loss = ((pred - targets) ** 2).mean()  # (targets are detached)
+            loss = F.mse_loss(pred.expand_as(targets), targets)  # (targets are detached)
             value = pred
         else:  # bound copies of one module (e.g. one per step): one prediction per copy, stacked
             first: dict[int, int] = {}  # id(copy) -> its first row
@@ -93,7 +96,11 @@ class Learned(Baseline):
     def _predict(self, inputs: tuple[torch.Tensor, ...], node: Node, shape: torch.Size) -> torch.Tensor:
         """``module(*inputs)`` of the node's shape; the inputs detached (the regression must train
         φ only, never the model that computed the inputs)."""
-        pred = self.module(*(x.detach() if isinstance(x, torch.Tensor) else x for x in inputs))
+        if len(inputs) == 1:  # (the common case: one tensor, often data that needs no detach)
+            x = inputs[0]
+            pred = self.module(x.detach() if isinstance(x, torch.Tensor) and x.requires_grad else x)
+        else:
+            pred = self.module(*(x.detach() if isinstance(x, torch.Tensor) and x.requires_grad else x for x in inputs))
         if not isinstance(pred, torch.Tensor):
             raise SCGError(
                 f"Learned baseline of {node.describe()}: module returned {type(pred).__name__}, expected a tensor"
