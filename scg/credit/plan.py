@@ -139,6 +139,9 @@ class Term:
     #: costs from its own on: reward-to-go), large enough that a reverse cumulative sum beats
     #: the product (`SUFFIX_MIN_ROWS`)
     suffix: bool
+    #: the credit is the only part's W @ the stacked costs as they are: aligned 1-D costs (one
+    #: element per example), no whole-plate weights, no shared dimensions, no suffix sum
+    direct: bool
 
 
 @dataclass(kw_only=True, slots=True)
@@ -205,15 +208,22 @@ class CreditPlan:
                 and SUFFIX_MIN_ROWS <= sub.shape[0] == sub.shape[1]
                 and bool((split[0][1] == np.triu(np.ones_like(sub))).all())
             )
+            aligned = not ng.layout and not cg.layout and like.shape[1:] == node_shape
             out.append(
                 Term(
                     group=cj,
                     row=i,
                     col=j,
-                    aligned=not ng.layout and not cg.layout and like.shape[1:] == node_shape,
+                    aligned=aligned,
                     mixed=w_mix,
                     parts=[(start, torch.as_tensor(p, dtype=like.dtype, device=like.device)) for start, p in split],
                     suffix=suffix,
+                    direct=aligned
+                    and w_mix is None
+                    and not suffix
+                    and len(split) == 1
+                    and split[0][0] is None
+                    and len(node_shape) == 1,
                 )
             )
         self.terms_of[gi] = out

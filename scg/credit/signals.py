@@ -92,7 +92,8 @@ def cost_groups(
     total: torch.Tensor | None = None
     for cp in plan.cost_groups:
         members = [costs[i] for i in cp.cols]
-        stack = torch.stack([c.value for c in members])
+        # (one member: a view with the group's leading dimension, not a copy)
+        stack = torch.stack([c.value for c in members]) if len(members) > 1 else members[0].value.unsqueeze(0)
         # one sum per group is both the finiteness check (NaN and ±inf propagate into it) and,
         # without weights, the objective's term
         part = stack.sum()
@@ -137,7 +138,10 @@ def node_groups(plan: CreditPlan, nodes: Sequence[Node]) -> list[NodeGroup]:
     out = []
     for ng in plan.node_groups:  # (score nodes: stochastic, with a log-probability)
         members: list[StochasticNode] = [nodes[i] for i in ng.nodes]  # type: ignore[misc]
-        stack = torch.stack([v.log_prob for v in members])  # type: ignore[misc]
+        if len(members) > 1:
+            stack = torch.stack([v.log_prob for v in members])  # type: ignore[misc]
+        else:  # (a view with the group's leading dimension, not a copy)
+            stack = members[0].log_prob.unsqueeze(0)  # type: ignore[union-attr]
         out.append(NodeGroup(members=members, layout=ng.layout, logp=stack))
     return out
 
@@ -166,6 +170,10 @@ def c_hat(plan: CreditPlan, gi: int, ng: NodeGroup, cgs: Sequence[CostGroup], fi
     for t in terms:
         cg = cgs[t.group]
         stack: torch.Tensor = getattr(cg, field)
+        if t.direct:  # (the common case: per-example costs, W @ them as they are)
+            part = t.parts[0][1] @ stack
+            out = part if out is None else out + part
+            continue
         q = stack.shape[0]
         if t.aligned:
             small = stack

@@ -56,7 +56,7 @@ from scg.credit.soundness import check_after_registration, check_baseline_inputs
 from scg.credit.traced import traced_surrogate_loss
 from scg.errors import SCGError
 from scg.graph.graph import GraphRecord
-from scg.graph.nodes import NO_SAMPLE_DIMS, SampleInfo
+from scg.graph.nodes import SampleInfo
 
 __all__ = ["objective", "surrogate_loss"]
 
@@ -106,7 +106,8 @@ def surrogate_loss(
     graph.set_credit(plan.credit)
     losses: list[torch.Tensor] = []  # the baselines' regression losses
     values: BaselineValues = []  # and their values (checked once, at the end)
-    cgs = cost_groups(plan, graph.costs, losses, values, graph.has_baselines)
+    has_baselines = graph.has_baselines
+    cgs = cost_groups(plan, graph.costs, losses, values, has_baselines)
     ngs = node_groups(plan, graph.nodes)
     if dice and dice_lambda is None:
         baselines = _dice_baselines(graph, plan, ngs, cgs, losses, values)
@@ -121,7 +122,7 @@ def surrogate_loss(
         target = c_hat(plan, gi, ng, cgs, "target")
         if target is None:
             continue
-        adv = apply_baselines(ng.members, target, losses, values, _info(plan, ng)) if graph.has_baselines else target
+        adv = apply_baselines(ng.members, target, losses, values, _info(plan, ng)) if has_baselines else target
         cv = plan.node_groups[gi].cv
         adv, path = control_variates(ng, plan.samples, adv) if cv else (adv, None)
         if factors is not None:  # Loaded DiCE credits the live costs (their θ-dependence meets the score there)
@@ -140,15 +141,16 @@ def surrogate_loss(
     for extra in losses:
         score = extra if score is None else score + extra
     # every node baseline's value reached the score sum; a cost baseline's need not
-    cost_baselines = graph.has_baselines and any(c.baseline is not None for c in graph.costs)
-    check_baseline_values(values, None if cost_baselines else score)
+    cost_baselines = has_baselines and any(c.baseline is not None for c in graph.costs)
+    if values:
+        check_baseline_values(values, None if cost_baselines else score)
     return loss if score is None else loss + (score - score.detach())
 
 
-def _info(plan: CreditPlan, ng: NodeGroup) -> list[SampleInfo]:
-    """The sample layout of each node of a group, for its baseline."""
+def _info(plan: CreditPlan, ng: NodeGroup) -> list[SampleInfo] | None:
+    """The sample layout of each node of a group, for its baseline (None: no sample dimensions)."""
     if not plan.samples.active:
-        return [NO_SAMPLE_DIMS] * len(ng.members)
+        return None
     return [plan.samples.info(v) for v in ng.members]
 
 
