@@ -9,6 +9,7 @@ Each subcommand is a [`Command`][scg_summarize.commands.Command] in its own modu
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from collections.abc import Sequence
 
@@ -47,9 +48,14 @@ COMMANDS: tuple[Command, ...] = (
 )
 
 
+@functools.cache
 def build_parser(selected: str | None = None) -> argparse.ArgumentParser:
     """The top-level parser, with one subparser per command; the options are added to the
-    subparser of ``selected`` only (to every subparser when ``selected`` is None)."""
+    subparser of ``selected`` only (to every subparser when ``selected`` is None).
+
+    Built once per ``selected`` and reused (parsing leaves a parser unchanged): `main` called
+    in one process many times (notebooks, the test suite) pays argparse's construction, ~5 ms
+    of CPU with its message-catalogue look-ups, once per command."""
     from . import __version__
 
     parser = argparse.ArgumentParser(

@@ -9,6 +9,8 @@ from scg_summarize.cli import main
 
 
 def test_demo_runs_end_to_end_on_a_tiny_budget(tmp_path: Path, capsys) -> None:
+    # the smallest demo that still runs every phase: 24 documents generated, 3 steps of 8 each
+    # per model, 8 documents to validate and test on
     out = tmp_path / "demo"
     status = main(
         [
@@ -16,11 +18,11 @@ def test_demo_runs_end_to_end_on_a_tiny_budget(tmp_path: Path, capsys) -> None:
             "--out",
             str(out),
             "--steps",
-            "6",
+            "3",
             "--n-train",
-            "120",
+            "24",
             "--n-eval",
-            "20",
+            "8",
             "--configs",
             "tiny-STANDARD",
             "tiny-C2F+MULTI2",
@@ -32,11 +34,11 @@ def test_demo_runs_end_to_end_on_a_tiny_budget(tmp_path: Path, capsys) -> None:
     printed = capsys.readouterr().out
     assert "| model | steps | PPL | R-1 | R-2 | R-L | coarse acc | H(chunks) | words read |" in printed
     assert "| model | steps | train CPU s | train wall s | eval CPU s | eval wall s |" in printed
-    assert "WARNING: tiny-C2F+MULTI2 has not found the salient chunk" in printed  # 6 steps: still on its plateau
+    assert "WARNING: tiny-C2F+MULTI2 has not found the salient chunk" in printed  # 3 steps: still on its plateau
     assert (out / "data" / "meta.json").is_file()  # the synthetic corpus was generated
     rows = json.loads((out / "results.json").read_text())
     assert [r["model"] for r in rows] == ["tiny-STANDARD", "tiny-C2F+MULTI2"]
-    assert [r["steps"] for r in rows] == [6, 6]  # a fixed number of steps, not a time budget
+    assert [r["steps"] for r in rows] == [3, 3]  # a fixed number of steps, not a time budget
     assert all(r["train_cpu_s"] > 0 and r["train_s"] > 0 for r in rows)
     for row in rows:
         for key in ("ppl", "rouge1", "rouge2", "rougeL", "coarse_acc", "attn_entropy", "read_frac"):
