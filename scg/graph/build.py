@@ -15,7 +15,7 @@ from scg.baselines.base import check_baseline
 from scg.errors import SCGError
 from scg.estimators.base import Estimator
 from scg.estimators.defaults import default_for
-from scg.graph.graph import GraphRecord, current_graph
+from scg.graph.graph import GraphRecord, current_graph, eager_graph
 from scg.graph.influence import (
     fresh_alias,
     is_torch_distribution,
@@ -45,18 +45,22 @@ _ONE = torch.Size(())
 
 
 def _open_graph(fn: str, name: str | None) -> tuple[GraphRecord, Location | str]:
-    """The open graph and the user's line that called ``scg.<fn>`` (one compile check for both:
-    this runs for every node)."""
+    """The open graph and the user's line that called ``scg.<fn>`` (one compile check for both).
+    ``scg.sample`` and ``scg.cost``, which run for every node, do the same inline."""
     compiling = torch.compiler.is_compiling()
-    g = current_graph(compiling)
+    g = current_graph(True) if compiling else eager_graph()
     location = caller_location(compiling)
     if g is None:
-        raise SCGError(
-            f"scg.{fn}(name={name!r}) at {location} was called outside a graph; "
-            "call it inside a `with scg.Graph() as g:` block (in a worker thread: run the "
-            "worker under g.wrap(fn) or `with g.in_thread():`)"
-        )
+        raise _outside_graph(fn, name, location)
     return g, location
+
+
+def _outside_graph(fn: str, name: str | None, location: Location | str) -> SCGError:
+    return SCGError(
+        f"scg.{fn}(name={name!r}) at {location} was called outside a graph; "
+        "call it inside a `with scg.Graph() as g:` block (in a worker thread: run the "
+        "worker under g.wrap(fn) or `with g.in_thread():`)"
+    )
 
 
 def _check_plates(plates: object, fn: str, name: str | None, location: Location | str) -> None:
@@ -101,7 +105,12 @@ def sample(
         With ``estimator=scg.estimators.Enumerate()``: every value of the support, of shape
         ``(K,) + dist.batch_shape + dist.event_shape``; costs are then weighted by p(value).
     """
-    g, location = _open_graph("sample", name)
+    # (`_open_graph` inline: this runs for every node, and the user's frame is then our caller's)
+    compiling = torch.compiler.is_compiling()
+    g = current_graph(True) if compiling else eager_graph()
+    location = caller_location(compiling)
+    if g is None:
+        raise _outside_graph("sample", name, location)
     if not isinstance(dist, Distribution):
         raise SCGError(
             f"scg.sample(name={name!r}) at {location}: expected a torch.distributions."
@@ -139,28 +148,44 @@ def sample(
         _check_plates(plates, "sample", name, location)
     shape = _ONE if n is None else torch.Size((n,))
     enumerated = estimator.enumerates
-    raw = (
-        _drawn_first(g, dist, estimator, name, step, shape, location) if enumerated or g.intervene is not None else None
-    )
-    if raw is not None and enumerated:
-        n = int(raw.shape[0])
-        shape = torch.Size((n,))
     tracked = g.tracked
     parents = 0
     foreign: dict[int, int] = {}
-    if tracked:
-        # torch's own distributions keep their parameters as tensor attributes: the sample's
-        # parents are the union of their masks, so drawing and scoring need no per-operation
-        # tracking
-        fast = is_torch_distribution(dist)
-        with g.paused() if fast else nullcontext():
-            drawn = raw if raw is not None else _draw(g, estimator, dist, shape, name, location)
-            value, parents, foreign = sample_influence(g, dist, estimator, drawn, len(shape), fast)
-            private, log_prob = _scored(g, dist, estimator, value, shape, name, location)
+    if not (tracked or enumerated or g.intervene is not None):
+        # the untracked common case (Declared, Cached between its tracked graphs): `_draw` and
+        # `_scored` inline, with nothing to pause or count
+        try:
+            value = estimator.draw(dist, shape)
+        except SCGError as e:
+            raise SCGError(f"scg.sample(name={name!r}) at {location}: {e}") from None
+        private = not value.requires_grad
+        log_prob = (
+            _log_prob(dist, estimator, value.clone() if private else value, shape, name, location)
+            if estimator.score
+            else None
+        )
     else:
-        value = raw if raw is not None else _draw(g, estimator, dist, shape, name, location)
-        private, log_prob = _scored(g, dist, estimator, value, shape, name, location)
-    baseline_inputs = _baseline_inputs(g, node_baseline)
+        raw = (
+            _drawn_first(g, dist, estimator, name, step, shape, location)
+            if enumerated or g.intervene is not None
+            else None
+        )
+        if raw is not None and enumerated:
+            n = int(raw.shape[0])
+            shape = torch.Size((n,))
+        if tracked:
+            # torch's own distributions keep their parameters as tensor attributes: the sample's
+            # parents are the union of their masks, so drawing and scoring need no per-operation
+            # tracking
+            fast = is_torch_distribution(dist)
+            with g.paused() if fast else nullcontext():
+                drawn = raw if raw is not None else _draw(g, estimator, dist, shape, name, location)
+                value, parents, foreign = sample_influence(g, dist, estimator, drawn, len(shape), fast)
+                private, log_prob = _scored(g, dist, estimator, value, shape, name, location)
+        else:
+            value = raw if raw is not None else _draw(g, estimator, dist, shape, name, location)
+            private, log_prob = _scored(g, dist, estimator, value, shape, name, location)
+    baseline_inputs = None if node_baseline is None else _baseline_inputs(g, node_baseline)
     node = StochasticNode(
         index=len(g.nodes),
         name=g.node_name(name, "stochastic", step, location),
@@ -440,7 +465,11 @@ def cost(
     Returns:
         ``value`` itself, for chaining.
     """
-    g, location = _open_graph("cost", name)
+    compiling = torch.compiler.is_compiling()  # (`_open_graph` inline, as in `sample`)
+    g = current_graph(True) if compiling else eager_graph()
+    location = caller_location(compiling)
+    if g is None:
+        raise _outside_graph("cost", name, location)
     if not isinstance(value, torch.Tensor):
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             raise SCGError(
@@ -454,9 +483,10 @@ def cost(
             f"scg.cost(name={name!r}) at {location}: a cost must be a floating-point "
             f"tensor, got dtype {value.dtype}; convert it with .float()"
         )
+    baseline_inputs = None
     if baseline is not None:
         check_baseline(baseline, "scg.cost", name, location)
-    baseline_inputs = _baseline_inputs(g, baseline)
+        baseline_inputs = _baseline_inputs(g, baseline)
     tracked = g.tracked  # (untracked: the parents come from the graph's structure)
     vmask = g.mask(value) if tracked else 0
     reduced_nodes = reduced_mask(g, reduced, name, location) if reduced is not None else 0

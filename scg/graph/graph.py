@@ -53,6 +53,11 @@ def current_graph(compiling: bool | None = None) -> GraphRecord | None:
     return _CURRENT.get()
 
 
+#: the innermost open graph of this thread/context outside ``torch.compile``: `current_graph`
+#: with ``compiling=False``, as the context variable's own (C) method, for ``scg.sample`` and
+#: ``scg.cost``, which run for every node
+eager_graph = _CURRENT.get
+
 #: torch functions and modes off: for scg's own reads of metadata in a tracked graph
 _UNTRACKED = torch._C.DisableTorchFunction
 
@@ -112,7 +117,7 @@ class GraphRecord:
         self.nodes: list[Node] = []
         self.warn_on_escape = warn_on_escape
         self._keys: dict[tuple[str, int | None], Node] = {}
-        self._counts = {"stochastic": 0, "cost": 0, "deterministic": 0}
+        self._n_deterministic = 0  # (the stochastic and cost nodes are counted by their lists)
         self._tracker_obj: InfluenceTracker | None = None  # made when first needed
         self._token: Token[GraphRecord | None] | None = None
         self._state = "new"  # new -> open -> closed
@@ -349,7 +354,7 @@ class GraphRecord:
         if self._state != "open":
             raise SCGError(f"scg.{_FN[kind]}(name={name!r}) at {location}: the graph is not open")
         if name is None:
-            name = f"{_FN[kind]}_{self._counts[kind]}"
+            name = self.next_name(kind)
         elif not isinstance(name, str) or not name:
             raise SCGError(f"scg.{_FN[kind]}(name=...) at {location}: name must be a non-empty string, got {name!r}")
         if step is not None and (isinstance(step, bool) or not isinstance(step, int)):
@@ -364,7 +369,13 @@ class GraphRecord:
 
     def next_name(self, kind: str) -> str:
         """The default name the next node of ``kind`` gets (``"sample_3"``)."""
-        return f"{_FN[kind]}_{self._counts[kind]}"
+        return f"{_FN[kind]}_{self._count(kind)}"
+
+    def _count(self, kind: str) -> int:
+        """How many nodes of ``kind`` were recorded (a nested graph's markers are not counted)."""
+        if kind == "stochastic":
+            return len(self.stochastic)
+        return len(self.costs) if kind == "cost" else self._n_deterministic
 
     def node_name(self, name: str | None, kind: str, step: int | None, location: Location | str) -> str:
         """The name of the next node of ``kind`` (``"stochastic"``, ``"cost"``,
@@ -387,33 +398,35 @@ class GraphRecord:
         node was made (by ``scg.sample``, ``scg.cost``, ``scg.deterministic``) with every field
         given, ``index=len(graph.nodes)``, ``graph=graph.id`` and its name from `node_name`."""
         index = node.index
-        value = node.value
         self.nodes.append(node)
         self._keys[(node.name, node.step)] = node
         self._full = None
+        cost = False
         if isinstance(node, StochasticNode):
             self.stochastic.append(node)
-            kind, baseline = "stochastic", node.baseline
+            if node.baseline is not None:
+                self._n_baselines += 1
         elif isinstance(node, CostNode):
             self.costs.append(node)
-            kind, baseline = "cost", node.baseline
+            cost = True
+            if node.baseline is not None:
+                self._n_baselines += 1
         else:
-            kind, baseline = "deterministic", None
-        self._counts[kind] += 1
-        if baseline is not None:
-            self._n_baselines += 1
+            self._n_deterministic += 1
         keys = self._node_keys
-        if self.tracked:
-            tracker = self.tracker
-            with _UNTRACKED():  # scg's own metadata reads: not through the tracker (each costs a dispatch)
-                tracker.max_dim = max(tracker.max_dim, value.dim())
-                grad_fn = value.grad_fn if kind != "cost" else None
-                if len(keys) == index:
-                    keys.append(node_key(node))
-            if grad_fn is not None:
-                self.grad_fns[grad_fn] = index
-        elif len(keys) == index:
-            keys.append(node_key(node))
+        if not self.tracked:
+            if len(keys) == index:
+                keys.append(node_key(node))
+            return node
+        value = node.value
+        tracker = self.tracker
+        with _UNTRACKED():  # scg's own metadata reads: not through the tracker (each costs a dispatch)
+            tracker.max_dim = max(tracker.max_dim, value.dim())
+            grad_fn = None if cost else value.grad_fn
+            if len(keys) == index:
+                keys.append(node_key(node))
+        if grad_fn is not None:
+            self.grad_fns[grad_fn] = index
         return node
 
     def foreign_sample(self, value: torch.Tensor, node: StochasticNode) -> None:
@@ -539,7 +552,7 @@ class GraphRecord:
         self._full = full
 
     def __repr__(self) -> str:
-        kinds = ", ".join(f"{v} {k}" for k, v in self._counts.items())
+        kinds = ", ".join(f"{self._count(k)} {k}" for k in _FN)
         return f"<scg.Graph {self._state}: {kinds}>"
 
 

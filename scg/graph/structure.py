@@ -54,14 +54,13 @@ class Signature(tuple):  # type: ignore[type-arg]
     """A graph's signature: a tuple whose hash is computed once (it keys several lookups per
     step)."""
 
-    _hash: int
+    _hash: int | None = None
 
     def __hash__(self) -> int:
-        try:
-            return self._hash
-        except AttributeError:
+        h = self._hash
+        if h is None:
             self._hash = h = tuple.__hash__(self)
-            return h
+        return h
 
 
 def node_key(n: Node) -> Hashable:
@@ -128,10 +127,16 @@ class Structure:
         #: each signature seen, as its first object: a graph's signature is compared entry by
         #: entry once (`_intern`), and its later lookups are identity hits
         self._interned: dict[Signature, Signature] = {}
+        #: the signature of the last graph (a training loop repeats its graph: the next one is
+        #: compared with it entry by entry, without hashing)
+        self._last: Signature | None = None
 
     def _intern(self, sig: Signature) -> Signature:
         """The first object equal to ``sig`` that this structure saw (``sig`` if none)."""
-        return self._interned.setdefault(sig, sig)
+        last = self._last
+        if last is None or sig != last:
+            self._last = last = self._interned.setdefault(sig, sig)
+        return last
 
     # -------------------------------------------------------------- called by the graph
     def _begin(self) -> bool:
@@ -158,6 +163,7 @@ class Structure:
         self.plans.clear()
         self._learned.clear()
         self._interned.clear()
+        self._last = None
 
 
 def declared_relation(nodes: Sequence[Node], influences: Influences, per_example: bool | Influences) -> Relation:
