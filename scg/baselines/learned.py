@@ -72,7 +72,8 @@ class Learned(Baseline):
             # mean((pred − targets)²) as one operation (the same value; the same gradient bit
             # for bit at loss_weight 1: (pred − t)·(2/n) is (1/n)·2(pred − t))
             pred = self._predict(self.inputs, nodes[0], targets.shape[1:])
-            loss = F.mse_loss(pred.expand_as(targets), targets)  # (targets are detached)
+            # (targets are detached; one row: its view, not an expansion of the prediction)
+            loss = F.mse_loss(pred, targets[0]) if len(targets) == 1 else F.mse_loss(pred.expand_as(targets), targets)
             value = pred
         else:  # bound copies of one module (e.g. one per step): one prediction per copy, stacked
             first: dict[int, int] = {}  # id(copy) -> its first row
