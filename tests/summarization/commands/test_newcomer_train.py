@@ -14,7 +14,7 @@ from scg_summarize.cli import main
 from scg_summarize.train import Trainer, load_config
 from scg_summarize.train.progress import format_duration, step_progress, total_steps
 
-FAST = ["train.max_steps_per_epoch=3", "train.epochs=2"]
+FAST = ["train.max_steps_per_epoch=1", "train.epochs=2"]
 
 
 def _sets(*overrides: str) -> list[str]:
@@ -70,7 +70,7 @@ def test_resume_takes_config_and_data_from_the_run(synthetic_corpus: Path, tmp_p
     config = json.loads((out / "config.json").read_text())
     assert config["name"] == "tiny-STANDARD" and config["train"]["seed"] == 5
     valid = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-    assert [x["step"] for x in valid if x["event"] == "valid"] == [3, 6, 9]  # continued, not restarted
+    assert [x["step"] for x in valid if x["event"] == "valid"] == [1, 2, 3]  # continued, not restarted
     assert main(["train", "--out", str(tmp_path / "none"), "--resume"]) == 2
     assert "no such file" in capsys.readouterr().err
 
@@ -106,13 +106,13 @@ def test_a_corpus_without_test_split_is_noted_before_training(synthetic_corpus: 
 
 def test_progress_lines_outside_a_terminal_have_total_and_eta(synthetic_corpus: Path, tmp_path: Path) -> None:
     lines: list[str] = []
-    config = load_config("tiny-STANDARD", [*FAST, "train.log_every=2"])
+    config = load_config("tiny-STANDARD", [*FAST, "train.max_steps_per_epoch=2", "train.log_every=2"])
     Trainer(config, synthetic_corpus, tmp_path / "run", quiet=False, log=lines.append).fit()  # pytest: no TTY
     steps = [line for line in lines if line.startswith("step ")]
     assert steps, lines
-    pattern = r"step (\d+)/6 \(\d+%\), epoch [12]/2, \d+s, ETA \d+s: loss"
+    pattern = r"step (\d+)/4 \(\d+%\), epoch [12]/2, \d+s, ETA \d+s: loss"
     assert all(re.match(pattern, line) for line in steps), steps
-    assert [int(re.match(pattern, line).group(1)) for line in steps] == [2, 4, 6]  # type: ignore[union-attr]
+    assert [int(re.match(pattern, line).group(1)) for line in steps] == [2, 4]  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize(
