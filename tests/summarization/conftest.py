@@ -151,14 +151,15 @@ class ShortRun:
 @pytest.fixture(scope="session")
 def finished_short_run(synthetic_corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> ShortRun:
     """The short C2F run of the fault and signal tests (``robust_support.train_args``: 2 epochs,
-    here of 4 steps, no test evaluation), finished, trained once per session. Read-only: a test
-    that changes a run copies it (``shutil.copytree``)."""
+    here of 2 steps, no test evaluation; the second epoch improves the validation perplexity),
+    finished, trained once per session. Read-only: a test that changes a run copies it
+    (``shutil.copytree``)."""
     from scg_summarize.cli import main
 
     from .robust_support import train_args
 
     finished = ShortRun(
-        path=tmp_path_factory.mktemp("finished") / "run", options=("--set", "train.max_steps_per_epoch=4")
+        path=tmp_path_factory.mktemp("finished") / "run", options=("--set", "train.max_steps_per_epoch=2")
     )
     assert main(train_args(synthetic_corpus, finished.path, *finished.options)) == 0
     return finished

@@ -45,12 +45,12 @@ def test_a_crash_between_best_and_checkpoint_keeps_them_consistent(
     synthetic_corpus: Path, finished_short_run: ShortRun, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     reference = finished_short_run.path  # the same run, not stopped
-    assert read_checkpoint(reference / "best.pt")["step"] == 8  # epoch 2 improved
+    assert read_checkpoint(reference / "best.pt")["step"] == 4  # epoch 2 improved
     real_save = loop_module.save_atomic
 
     def crash_at_the_last_checkpoint(obj: Any, path: Path) -> None:
-        if Path(path).name == "checkpoint.pt" and obj["step"] == 8:
-            raise Crash  # best.pt of step 8 is written, checkpoint.pt of step 8 is not
+        if Path(path).name == "checkpoint.pt" and obj["step"] == 4:
+            raise Crash  # best.pt of step 4 is written, checkpoint.pt of step 4 is not
         real_save(obj, path)
 
     monkeypatch.setattr(loop_module, "save_atomic", crash_at_the_last_checkpoint)
@@ -59,7 +59,7 @@ def test_a_crash_between_best_and_checkpoint_keeps_them_consistent(
         victim.fit()
     victim.close()
     monkeypatch.setattr(loop_module, "save_atomic", real_save)
-    assert read_checkpoint(tmp_path / "victim" / "checkpoint.pt")["step"] == 4
+    assert read_checkpoint(tmp_path / "victim" / "checkpoint.pt")["step"] == 2
     resumed = _trainer(synthetic_corpus, tmp_path / "victim", finished_short_run.options, resume=True)
     resumed.fit()
     resumed.close()
@@ -67,14 +67,14 @@ def test_a_crash_between_best_and_checkpoint_keeps_them_consistent(
         assert same_parameters(reference / name, tmp_path / "victim" / name), name
     best = read_checkpoint(tmp_path / "victim" / "best.pt")
     final = read_checkpoint(tmp_path / "victim" / "checkpoint.pt")
-    assert final["best_ppl"] == best["valid"]["ppl"] and final["best_step"] == best["step"] == 8
+    assert final["best_ppl"] == best["valid"]["ppl"] and final["best_step"] == best["step"] == 4
     assert len(events(tmp_path / "victim", "valid")) == 2 and len(events(tmp_path / "victim", "end")) == 1
 
 
 def test_resume_repairs_a_best_pt_older_than_the_recorded_best(
     synthetic_corpus: Path, finished_short_run: ShortRun, tmp_path: Path
 ) -> None:
-    # what runs of earlier versions could leave: checkpoint.pt says the best is step 8, best.pt is step 4
+    # what runs of earlier versions could leave: checkpoint.pt says the best is step 4, best.pt is step 2
     run, old, options = tmp_path / "run", tmp_path / "one-epoch", finished_short_run.options
     shutil.copytree(finished_short_run.path, run)
     assert main(train_args(synthetic_corpus, old, *options, "--set", "train.epochs=1")) == 0
@@ -110,7 +110,7 @@ def test_resume_after_a_torn_log_and_of_a_finished_run_writes_each_line_once(
     shutil.copytree(finished_short_run.path, run)
     complete = (run / "metrics.jsonl").read_text()
     with open(run / "metrics.jsonl", "a") as f:
-        f.write('{"event": "train", "step": 9, "lo')
+        f.write('{"event": "train", "step": 5, "lo')
     assert main(train_args(synthetic_corpus, run, *options, "--resume")) == 0  # a finished run, a torn tail
     assert "dropped a torn last line" in capsys.readouterr().err
     assert _without_times(run) == _without_times(complete)

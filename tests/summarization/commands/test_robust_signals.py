@@ -242,7 +242,7 @@ def test_sigterm_in_process_stops_after_the_step_with_a_checkpoint_and_resumes_b
     assert "Traceback" not in err
     stopped = [line for line in err.splitlines() if "stopped by SIGTERM at step" in line]
     assert len(stopped) == 1, err
-    assert int(read_checkpoint(tmp_path / "victim" / "checkpoint.pt")["step"]) == 3  # mid-epoch (4 steps)
+    assert int(read_checkpoint(tmp_path / "victim" / "checkpoint.pt")["step"]) == 3  # mid-epoch (2 steps)
     assert "at step 3;" in stopped[0]
     assert train_lines(tmp_path / "victim") == 3  # log_every=1: one line per step, none beyond
     monkeypatch.setattr(Trainer, "train_step", real_step)

@@ -100,8 +100,8 @@ def test_sigkill_mid_epoch_then_resume_is_bitwise_identical(synthetic_corpus: Pa
     assert steps == sorted(set(steps)) and steps[-1] == 16
 
 
-#: the in-process test's runs: epochs of 4 steps (the logic is the same, the runs half as long)
-HALF_EPOCHS = ["--set", "train.max_steps_per_epoch=4"]
+#: the in-process test's runs: epochs of 2 steps (the logic is the same, the runs a quarter as long)
+SHORT_EPOCHS = ["--set", "train.max_steps_per_epoch=2"]
 
 
 class _Crash(BaseException):
@@ -119,7 +119,7 @@ def test_a_crash_after_a_periodic_checkpoint_then_resume_in_process_is_bitwise_i
     from scg_summarize.train.loop import Trainer
 
     # the reference's options are this test's but train.checkpoint_every
-    assert TINY == "tiny-C2F+MULTI2" and finished_short_run.options == tuple(HALF_EPOCHS)
+    assert TINY == "tiny-C2F+MULTI2" and finished_short_run.options == tuple(SHORT_EPOCHS)
     assert [kv for kv in SETTINGS[1::2] if kv != "train.checkpoint_every=1"] == SHORT[1::2]
 
     def args(out: Path, *extra: str) -> list[str]:
@@ -134,29 +134,29 @@ def test_a_crash_after_a_periodic_checkpoint_then_resume_in_process_is_bitwise_i
             "--quiet",
             "--no-test",
             *SETTINGS,
-            *HALF_EPOCHS,
+            *SHORT_EPOCHS,
             *extra,
         ]
 
     real_step = Trainer.train_step
 
-    def crash_in_step_3(self, batch):  # type: ignore[no-untyped-def]
-        if self.counters.step == 2:  # the periodic checkpoint of step 2 is written; step 3 dies half-way
+    def crash_in_step_4(self, batch):  # type: ignore[no-untyped-def]
+        if self.counters.step == 3:  # the periodic checkpoint of step 3 is written; step 4 dies half-way
             raise _Crash
         return real_step(self, batch)
 
-    monkeypatch.setattr(Trainer, "train_step", crash_in_step_3)
+    monkeypatch.setattr(Trainer, "train_step", crash_in_step_4)
     with pytest.raises(_Crash):
         main(args(tmp_path / "victim"))
     killed_at = _step(tmp_path / "victim" / "checkpoint.pt")
-    assert killed_at == 2 and killed_at % 4 != 0  # mid-epoch (epochs are 4 steps)
+    assert killed_at == 3 and killed_at % 2 != 0  # mid-epoch (epochs are 2 steps)
     monkeypatch.setattr(Trainer, "train_step", real_step)
     (tmp_path / "victim" / ".lock").unlink(missing_ok=True)  # whatever a crash left (a lock held by this pid)
     assert main(args(tmp_path / "victim", "--resume")) == 0
 
     ref = read_checkpoint(finished_short_run.path / "checkpoint.pt")
     got = read_checkpoint(tmp_path / "victim" / "checkpoint.pt")
-    assert ref["step"] == got["step"] == 8
+    assert ref["step"] == got["step"] == 4
     for name, value in ref["model"].items():
         assert torch.equal(value, got["model"][name]), name
     assert ref["baseline"]["keys"] == got["baseline"]["keys"]
@@ -166,4 +166,4 @@ def test_a_crash_after_a_periodic_checkpoint_then_resume_in_process_is_bitwise_i
         for line in (tmp_path / "victim" / "metrics.jsonl").read_text().splitlines()
         if json.loads(line)["event"] == "train"
     ]
-    assert steps == sorted(set(steps)) and steps[-1] == 8
+    assert steps == sorted(set(steps)) and steps[-1] == 4
