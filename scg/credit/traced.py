@@ -41,26 +41,37 @@ samples and the baselines above. It refuses, naming the node, what needs the eag
 enumerated nodes, declared ``plates=``, per-example declarations other than ``True``, control
 variates (RELAX) and DiCE. Checks that need a host read (finite costs and baseline values) or a
 version counter (writes after ``scg.cost``) are not made while tracing.
+
+Before every call of a compiled step dynamo checks its guards: one per global the trace read,
+scg's functions included (tracing ``scg.sample``, ``scg.cost`` and this surrogate reads some
+fifty). On a small step they are most of what a compiled scg step costs over a compiled
+hand-written one (``docs/performance.md``), so the surrogate reads few module globals here, and
+`skip_scg_guards` (a ``guard_filter_fn``) drops the guards on scg's own modules.
 """
 
 from __future__ import annotations
 
-from typing import cast
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import torch
 
-from scg.baselines.base import Baseline
-from scg.credit.plan import group, has_cv, logp, score_nodes, step_weights
+from scg.credit.plan import has_cv, step_weights
 from scg.credit.sample_dims import SamplePlan, align_batch_to_node
 from scg.credit.signals import BaselineValues, apply_baselines, apply_weights
 from scg.credit.soundness import check_baseline_inputs
 from scg.errors import SCGError
 from scg.graph.graph import GraphRecord
-from scg.graph.nodes import CostNode, Node, StochasticNode
 from scg.graph.structure import Declared, declared_relation
 from scg.graph.tracking import closure
 
-__all__ = ["traced_surrogate_loss"]
+if TYPE_CHECKING:
+    from torch._dynamo.types import GuardFilterEntry
+
+    from scg.baselines.base import Baseline
+    from scg.graph.nodes import CostNode, StochasticNode
+
+__all__ = ["skip_scg_guards", "traced_surrogate_loss"]
 
 
 def _refuse(what: str) -> SCGError:
@@ -75,20 +86,6 @@ def _refuse(what: str) -> SCGError:
 _Key = tuple[tuple[int, ...], torch.dtype, torch.device, tuple[int, ...]]
 
 
-def _no_layout(node: Node) -> tuple[int, ...]:
-    return ()
-
-
-def _check_baseline(node: StochasticNode | CostNode) -> None:
-    """Refuse, naming the node, the baseline and why, a baseline the compiled step cannot apply."""
-    baseline = cast("Baseline | None", node.baseline)
-    if baseline is None:
-        return
-    why = baseline.untraceable
-    if why is not None:
-        raise _refuse(f"{node.describe()} has the baseline {type(baseline).__name__}, which is not traced: {why}")
-
-
 def _check_supported(graph: GraphRecord, dice: bool, dice_lambda: float | None) -> Declared:
     structure = graph.structure
     if not isinstance(structure, Declared):  # (Graph._enter_traced refuses the others first)
@@ -97,16 +94,21 @@ def _check_supported(graph: GraphRecord, dice: bool, dice_lambda: float | None) 
         raise _refuse("DiCE objectives (dice=, dice_lambda=) are not traced")
     if structure.per_example is not True:
         raise _refuse(f"{structure!r} declares per_example={structure.per_example!r}; only per_example=True is traced")
+    nodes: list[StochasticNode | CostNode] = [*graph.stochastic, *graph.costs]
+    for node in nodes:  # a baseline the compiled step cannot apply: why
+        baseline: Baseline | None = node.baseline  # type: ignore[assignment]  # (the protocol's, a Baseline)
+        if baseline is not None and baseline.untraceable is not None:
+            raise _refuse(
+                f"{node.describe()} has the baseline {type(baseline).__name__}, which is not traced: "
+                f"{baseline.untraceable}"
+            )
     for v in graph.stochastic:
-        _check_baseline(v)
         if v.enumerated:
             raise _refuse(f"{v.describe()} enumerates its support (Enumerate): its weights p(value) are not traced")
         if v.plates is not None:
             raise _refuse(f"{v.describe()} declares plates=")
         if has_cv(v):
             raise _refuse(f"{v.describe()} uses {v.estimator!r}, whose control variates are not traced")
-    for c in graph.costs:
-        _check_baseline(c)
     return structure
 
 
@@ -114,33 +116,42 @@ def traced_surrogate_loss(
     graph: GraphRecord, *, discount: float | None, dice: bool, dice_lambda: float | None, score_scale: float
 ) -> torch.Tensor:
     """The surrogate of ``graph`` (a declared graph opened inside ``torch.compile``), equal in
-    value and gradient to `scg.credit.surrogate.surrogate_loss`'s for the features above."""
+    value and gradient to `scg.credit.surrogate.surrogate_loss`'s for the features above.
+
+    Every module-level name read here becomes a guard that dynamo checks before each call of
+    the compiled step (``docs/performance.md``): the plan's helpers that only restate an
+    attribute (the score nodes, their log-probabilities, the grouping) are written inline, and
+    the sample plan is built only for a graph with ``n=k`` nodes."""
     structure = _check_supported(graph, dice, dice_lambda)
     relation = declared_relation(graph.nodes, structure.influences, True)
     for node, (parents, _) in zip(graph.nodes, relation):
         node.parents = parents
     full = closure([p for p, _ in relation])
     graph.use_relation(full)
-    costs = graph.cost_nodes
-    score = score_nodes(graph)
+    costs = graph.costs
+    score = [v for v in graph.stochastic if v.log_prob is not None and v.estimator.score]
     baselines = graph.has_baselines
     if baselines:
         check_baseline_inputs(graph, full)
     losses: list[torch.Tensor] = []  # the baselines' regression losses
     values: BaselineValues = []  # (their values: the finiteness check is a host read, not made here)
     # n=k sample dimensions: each node's and cost's layout, the costs weighted by ω = Π 1/k
-    samples = SamplePlan(graph, full)
-    sizes = {i: int(cast(int, v.n)) for i, v in samples.nodes.items()}
-    lay = samples.layout if samples.active else _no_layout
-    # the plan's grouping and step weights, as plain Python (no NumPy while tracing)
-    cost_groups = group(costs, lambda c: (tuple(c.value.shape), c.value.dtype, c.value.device, lay(c)))
+    sizes = {v.index: v.n for v in graph.stochastic if v.n is not None}
+    samples = SamplePlan(graph, full) if sizes else None
+    # the plan's grouping (`scg.credit.plan.group`) and step weights, as plain Python (no NumPy
+    # while tracing)
+    cost_groups: dict[_Key, list[int]] = {}
+    for j, c in enumerate(costs):
+        x = c.value
+        key = (tuple(x.shape), x.dtype, x.device, () if samples is None else samples.layout(c))
+        cost_groups.setdefault(key, []).append(j)
     loss: torch.Tensor | None = None
     targets: dict[_Key, torch.Tensor] = {}  # per cost group: ω ⊙ (c − b_c), detached
     for key, cols in cost_groups.items():
         members = [costs[j] for j in cols]
         stack = torch.stack([c.value for c in members])
         target = apply_baselines(members, stack.detach(), losses, values) if baselines else stack.detach()
-        if key[3]:
+        if samples is not None and key[3]:
             scale, _ = samples.weight(key[3], stack.shape[1:], members[0])  # (no enumerated node: no factor)
             stack, target = stack * scale, (target * scale).detach()
         targets[key] = target
@@ -155,18 +166,25 @@ def traced_surrogate_loss(
     )
     graph.set_credit({(score[i].index, costs[j].index): False for i, j in pairs})
     score_sum: torch.Tensor | None = None  # Σ λ log p · (Ĉ − b) and the baselines' losses
-    node_groups = group(score, lambda v: (tuple(logp(v).shape), logp(v).dtype, logp(v).device, lay(v)))
+    node_groups: dict[_Key, list[int]] = {}
+    for i, v in enumerate(score):
+        lp = v.log_prob
+        assert lp is not None
+        key = (tuple(lp.shape), lp.dtype, lp.device, () if samples is None else samples.layout(v))
+        node_groups.setdefault(key, []).append(i)
     for node_key, rows in node_groups.items():
-        lp = torch.stack([logp(score[i]) for i in rows])  # (r, *shape)
+        lp = torch.stack([score[i].log_prob for i in rows])  # type: ignore[misc]  # (r, *shape)
         node_shape = lp.shape[1:]
         c_hat: torch.Tensor | None = None
         for key, cols in cost_groups.items():
             weights = [[w.get((i, j), 0.0) for j in cols] for i in rows]
             if not any(x for row in weights for x in row):
                 continue
-            small = align_batch_to_node(
-                targets[key], key[3], node_key[3], node_shape, costs[cols[0]], score[rows[0]], sizes, expand=False
-            )
+            small = targets[key]
+            if samples is not None or small.shape[1:] != node_shape:  # (aligned already: as it is)
+                small = align_batch_to_node(
+                    small, key[3], node_key[3], node_shape, costs[cols[0]], score[rows[0]], sizes, expand=False
+                )
             wt = torch.tensor(weights, dtype=small.dtype, device=small.device)  # (r, q)
             part = apply_weights(wt, small, len(cols), node_shape)
             c_hat = part if c_hat is None else c_hat + part
@@ -174,7 +192,7 @@ def traced_surrogate_loss(
             continue
         if baselines:
             nodes = [score[i] for i in rows]
-            info = [samples.info(v) for v in nodes] if samples.active else None
+            info = None if samples is None else [samples.info(v) for v in nodes]
             c_hat = apply_baselines(nodes, c_hat, losses, values, info)
         term = (lp * c_hat).sum()  # (c_hat is detached)
         part = term if score_scale == 1.0 else score_scale * term
@@ -183,3 +201,23 @@ def traced_surrogate_loss(
         score_sum = extra if score_sum is None else score_sum + extra
     # added as s − stop_grad(s), as the eager surrogate does: zero in value, the same gradient
     return loss if score_sum is None else loss + (score_sum - score_sum.detach())
+
+
+#: where dynamo names scg's own modules in a guard: ``scg`` itself, imported by the program
+#: (``G['scg']``), and each module whose globals the traced code read (``G['__import_scg_dot_…']``)
+_SCG_SOURCES = ("G['scg']", "G['__import_scg_dot_")
+
+
+def skip_scg_guards(entries: Sequence[GuardFilterEntry]) -> list[bool]:
+    """A ``guard_filter_fn`` for ``torch.compile`` that drops the guards on scg's own modules.
+
+    Dynamo guards every global that the traced code read: tracing ``scg.sample``, ``scg.cost``
+    and the surrogate reads some fifty functions and constants of scg's modules (each a check of
+    a code object's identity before every call), which a small compiled step pays for on each
+    call (``docs/performance.md``). They can only fail if scg's own functions are replaced while
+    the program runs. The guards on the program's own values (its tensors, its declared
+    structure, the baselines' state) are kept::
+
+        step = torch.compile(step, fullgraph=True, options={"guard_filter_fn": skip_scg_guards})
+    """
+    return [not any(source in e.name for source in _SCG_SOURCES) for e in entries]
