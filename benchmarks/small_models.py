@@ -226,9 +226,38 @@ def per_node(repeats: int, sizes: list[int], floor_s: float = 0.002, boost: int 
     return out
 
 
-def compiled_rows(repeats: int, batch: int = 16, hidden: int = 32) -> list[dict[str, Any]]:
+def _guards(fn: Callable[..., Any]) -> dict[str, Any]:
+    """Dynamo's guards on ``fn``'s compiled frame: how many cache entries, how many leaf guards
+    (every check the guard manager makes before each call, in its first entry), and their
+    evaluation time with the CPU cache flushed first (``profile_guard_manager``, µs, median of
+    15), the cost they have in a step on a loaded machine, where other processes evict them."""
+    from torch._C._dynamo.guards import profile_guard_manager
+    from torch._dynamo.eval_frame import _debug_get_cache_entry_list
+
+    entries = _debug_get_cache_entry_list(fn.__code__)
+    manager = entries[0].guard_manager
+    scope = dict(zip(fn.__code__.co_freevars, (c.cell_contents for c in fn.__closure__ or ())))
+
+    def leaves(node: Any) -> int:
+        return len(node.get_leaf_guards()) + sum(leaves(c) for c in node.get_child_managers())
+
+    cold = statistics.median(profile_guard_manager(manager.root, scope, 1) for _ in range(15))
+    return {"entries": len(entries), "leaf_guards": leaves(manager.root), "guards_cold_us": cold}
+
+
+def compiled_rows(
+    repeats: int, batch: int = 16, hidden: int = 32, names: list[str] | None = None
+) -> list[dict[str, Any]]:
     """The whole step compiled with fullgraph=True, timed with inductor (sequence at T=5); the
-    T=30 attention loop only captured (dynamo's eager backend: inductor takes minutes on it)."""
+    T=30 attention loop only captured (dynamo's eager backend: inductor takes minutes on it).
+
+    Besides the ratio (compiled Declared ÷ compiled hand-written, both compiled with default
+    options), where the time goes outside the generated code: each step's guards (`_guards`),
+    the ratio with guard evaluation skipped (``skip_guard_eval_unsafe``: what the generated
+    code and its wrappers cost alone), and the ratio with scg's own guards dropped
+    (`scg.credit.traced.skip_scg_guards` as ``guard_filter_fn``, given to both compilations)."""
+    from scg.credit.traced import skip_scg_guards
+
     rows: list[dict[str, Any]] = []
     makers: dict[str, Callable[[], Model]] = {
         "sequence": lambda: make_sequence(batch, hidden, steps=5),
@@ -239,6 +268,8 @@ def compiled_rows(repeats: int, batch: int = 16, hidden: int = 32) -> list[dict[
         "attention": lambda: make_attention(batch, hidden),
     }
     for name, make in makers.items():
+        if names is not None and name not in names:
+            continue
         backend = "eager" if name == "attention" else "inductor"
         row: dict[str, Any] = {
             "workload": name,
@@ -250,33 +281,63 @@ def compiled_rows(repeats: int, batch: int = 16, hidden: int = 32) -> list[dict[
         torch._dynamo.reset()
         try:
             model = make()
-            hand_c = torch.compile(model.hand_loss, fullgraph=True, dynamic=False, backend=backend)
-            decl_c = torch.compile(
-                model.scg_loss(structure("declared")), fullgraph=True, dynamic=False, backend=backend
-            )
+            hand_loss, decl_loss = model.hand_loss, model.scg_loss(structure("declared"))
+            hand_c = torch.compile(hand_loss, fullgraph=True, dynamic=False, backend=backend)
+            decl_c = torch.compile(decl_loss, fullgraph=True, dynamic=False, backend=backend)
 
             def run(fn: Loss) -> Callable[[], None]:
                 return lambda: fn().backward()
 
             row["compile_s"] = warm_up([run(hand_c), run(decl_c)], CPU)
             if backend == "inductor":
+                row["hand_guards"], row["declared_guards"] = _guards(hand_loss), _guards(decl_loss)
                 eager_hand, eager_modes = steps(model)
+                inner = row["inner"] = inner_calls(run(hand_c), model.params, 0.01)
                 times = measure(
-                    {"hand": run(hand_c), "declared": run(decl_c), "eager_hand": eager_hand}, model.params, repeats, 1
+                    {"hand": run(hand_c), "declared": run(decl_c), "eager_hand": eager_hand},
+                    model.params,
+                    repeats,
+                    inner,
                 )
                 row.update({k + "_ms": statistics.median(v) * 1e3 for k, v in times.items()})
                 row["ratio"] = paired_ratio(times, "declared")
+                torch.compiler.set_stance("default", skip_guard_eval_unsafe=True)
+                try:
+                    times = measure({"hand": run(hand_c), "declared": run(decl_c)}, model.params, repeats, inner)
+                finally:
+                    torch.compiler.set_stance("default", skip_guard_eval_unsafe=False)
+                row["ratio_guards_skipped"] = paired_ratio(times, "declared")
+                # the same two steps compiled once more with scg's guards dropped (torch.compile
+                # takes the filter out of the options dict it is given: one dict per compilation)
+                torch._dynamo.reset()
+                hand_f, decl_f = (
+                    torch.compile(f, fullgraph=True, dynamic=False, options={"guard_filter_fn": skip_scg_guards})
+                    for f in (hand_loss, decl_loss)
+                )
+                warm_up([run(hand_f), run(decl_f)], CPU)
+                row["declared_guards_filtered"] = _guards(decl_loss)
+                times = measure({"hand": run(hand_f), "declared": run(decl_f)}, model.params, repeats, inner)
+                row["ratio_scg_guards_skipped"] = paired_ratio(times, "declared")
             else:
                 row["captured"] = True
         except Exception as e:  # a refusal or failure is the result to report
             row["error"] = f"{type(e).__name__}: {e}"[:1500]
         row["wall_s"] = time.perf_counter() - start
         rows.append(row)
-        log(
-            f"compile {name}: "
-            + (row["error"].splitlines()[0][:200] if "error" in row else f"ok ({row.get('ratio', 'captured')})")
-        )
+        log(f"compile {name}: " + (row["error"].splitlines()[0][:200] if "error" in row else _compile_summary(row)))
     return rows
+
+
+def _compile_summary(row: dict[str, Any]) -> str:
+    if "ratio" not in row:
+        return "ok (captured)"
+    hand, decl = row["hand_guards"], row["declared_guards"]
+    return (
+        f"ok ({row['ratio']:.3f}; guards skipped {row['ratio_guards_skipped']:.3f}, scg's guards skipped "
+        f"{row['ratio_scg_guards_skipped']:.3f}; leaf guards hand {hand['leaf_guards']} declared "
+        f"{decl['leaf_guards']} (filtered {row['declared_guards_filtered']['leaf_guards']}), cold evaluation "
+        f"{hand['guards_cold_us']:.0f} / {decl['guards_cold_us']:.0f} us)"
+    )
 
 
 AREAS = (
@@ -379,6 +440,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "--peer-batch", type=int, nargs="+", default=None, metavar="B", help="the peers' batch sizes (default 32 256)"
     )
     parser.add_argument("--compile", action="store_true", help="add the torch.compile rows")
+    parser.add_argument("--compile-only", action="store_true", help="only the torch.compile rows (implies --compile)")
+    parser.add_argument(
+        "--workloads", nargs="+", choices=list(WORKLOADS), default=None, metavar="NAME", help="default: all"
+    )
     parser.add_argument("--profile", action="store_true", help="add the cProfile breakdown")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument(
@@ -442,7 +507,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         render(data, md_path)
 
     floor = 0.0 if quick else 0.004
-    data["rows"] = overhead(repeats, batches, hiddens, floor_s=floor, budget_s=args.row_budget_s)
+    if args.compile_only:
+        data["compile"] = compiled_rows(max(5, repeats // 2), names=args.workloads)
+        json_path.write_text(json.dumps(data, indent=2) + "\n")
+        log(f"wrote {json_path}")
+        return data
+    data["rows"] = overhead(repeats, batches, hiddens, args.workloads, floor_s=floor, budget_s=args.row_budget_s)
     save()
     if args.peers:
         meta["peer_versions"] = {
@@ -460,7 +530,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         data["profile"] = profile(calls=5 if quick else 200)
         save()
     if args.compile:
-        data["compile"] = compiled_rows(max(5, repeats // 2))
+        data["compile"] = compiled_rows(max(5, repeats // 2), names=args.workloads)
         save()
     if args.docs:
         write_docs(data, args.docs)
