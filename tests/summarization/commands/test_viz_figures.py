@@ -46,7 +46,7 @@ def _assert_figure_files(paths: list[Path]) -> None:
         assert head.startswith(PNG_MAGIC) if path.suffix == ".png" else b"<svg" in head or b"<?xml" in head
 
 
-def test_coarse_heatmap_rows_are_chunks_and_columns_words(attention_file: Path, tmp_path: Path) -> None:
+def test_coarse_heatmap_rows_are_chunks_and_columns_words(attention_file: Path) -> None:
     att = attention_from_record(_record(attention_file), "att.jsonl:1")
     fig = coarse_heatmap(att)
     ax = fig.axes[0]
@@ -56,8 +56,8 @@ def test_coarse_heatmap_rows_are_chunks_and_columns_words(attention_file: Path, 
     assert len(chunks) == sum(1 for c in att.source if c)
     assert chunks[0].startswith(" ".join(att.source[0][:2]))
     assert len(ax.patches) == len(words)  # one outlined (read) chunk per word: argmax
-    # one format here: test_visualize_command writes this figure as PNG and SVG through the CLI
-    _assert_figure_files(save_figure(fig, tmp_path / "coarse", ["png"]))
+    # its files: test_visualize_command writes this figure as PNG and SVG (each figure is saved once
+    # per format in this module: word heatmap PNG and curves SVG here, the others through the CLI)
 
 
 def test_word_heatmap_shows_the_words_of_the_chunk_read(attention_file: Path, tmp_path: Path) -> None:
@@ -86,7 +86,8 @@ def test_training_curves_from_the_trainers_log(tmp_path: Path) -> None:
     assert series == {"train": [(0.5, 10.0), (1.0, 7.4), (2.0, 6.0)], "valid": [(1.0, 8.2), (2.0, 7.4)]}
     fig = plot_curves(series)
     assert [line.get_label() for line in fig.axes[0].lines] == ["train", "valid"]
-    _assert_figure_files(save_figure(fig, tmp_path / "curves", ["png", "svg"]))
+    # one format (test_visualize_command writes the curves as PNG), given as a list: save_figure's ``formats``
+    _assert_figure_files(save_figure(fig, tmp_path / "curves", ["svg"]))
     flat = tmp_path / "flat.jsonl"
     flat.write_text(json.dumps({"epoch": 1, "train_ppl": 9.0, "valid_ppl": 9.5}) + "\n")
     assert load_curves(flat) == {"train_ppl": [(1.0, 9.0)], "valid_ppl": [(1.0, 9.5)]}
