@@ -15,6 +15,8 @@ overrides anything; the value is parsed as TOML (``--set model.hidden=64``,
 
 from __future__ import annotations
 
+import copy
+import functools
 import sys
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -292,8 +294,17 @@ class Config:
 
 
 # ----------------------------------------------------------------------------- files
+@functools.cache
 def _config_dir() -> Path:
     return Path(str(resources.files("scg_summarize") / "configs"))
+
+
+@functools.cache
+def _read_packaged(path: Path) -> dict[str, Any]:
+    """A configuration file shipped in the package, parsed once per process (read-only: copy it)."""
+    with open(path, "rb") as f:
+        data: dict[str, Any] = tomllib.load(f)
+    return data
 
 
 def _merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
@@ -307,8 +318,12 @@ def _merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
 
 
 def _read(path: Path, seen: tuple[str, ...] = ()) -> dict[str, Any]:
-    with open(path, "rb") as f:
-        data: dict[str, Any] = tomllib.load(f)
+    data: dict[str, Any]
+    if path.parent == _config_dir():
+        data = copy.deepcopy(_read_packaged(path))
+    else:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
     parent = data.pop("extends", None)
     if parent:
         if parent in seen:

@@ -21,6 +21,7 @@ translation of its error objects.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import types
@@ -178,18 +179,25 @@ def _type_form(annotation: Any) -> tuple[str, Callable[[Any], bool]]:
     return "a value", lambda v: True  # pragma: no cover - every option today has one of the types above
 
 
+@functools.cache
+def _field_types(cls: type) -> dict[str, Any]:
+    """Each field of the dataclass ``cls`` with its type (resolved once per class: the
+    annotations are strings that `typing.get_type_hints` would evaluate on every call)."""
+    hints = typing.get_type_hints(cls)
+    return {f.name: hints[f.name] for f in fields(cls)}
+
+
 def _check_table(table: str, cls: type, values: Any, problems: list[str]) -> None:
     if not isinstance(values, dict):
         problems.append(f"{table}: expected a table of options ([{table}] in TOML), got {_describe(values)}")
         return
-    hints = typing.get_type_hints(cls)
-    known = {f.name: f for f in fields(cls)}
+    known = _field_types(cls)
     for key, value in values.items():
         where = f"{table}.{key}"
         if key not in known:
             problems.append(f"{where}: unknown option (known: {', '.join(sorted(known))})")
             continue
-        form, is_type = _type_form(hints[key])
+        form, is_type = _type_form(known[key])
         rule = RULES.get(where)
         expected = form if rule is None else rule.form if rule.full else f"{form} {rule.form}"
         if not is_type(value):
