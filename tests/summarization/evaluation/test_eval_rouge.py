@@ -99,7 +99,8 @@ def _xsum(system: str, n: int | None = None) -> tuple[list[str], list[str], dict
 
 
 def test_xsum_subset_corpus_scores_equal_rouge_score_directly() -> None:
-    pred, gold, _ = _xsum("ptgen", 400)
+    # an exact identity (the corpus score is the mean of rouge-score's per-pair F1): 100 real pairs show it
+    pred, gold, _ = _xsum("ptgen", 100)
     ours = Rouge(RougeOptions(metrics=("rouge1", "rouge2", "rougeL"))).corpus(pred, [[g] for g in gold]).scores
     scorer = direct_scorer()
     direct = {k: 0.0 for k in ours}
