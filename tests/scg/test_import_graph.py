@@ -4,6 +4,7 @@ lazy inside functions, and under ``TYPE_CHECKING``), has no cycle."""
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -19,13 +20,27 @@ def _modules(root: Path) -> dict[str, tuple[Path, bool]]:
     return out
 
 
+def _statements(tree: ast.Module) -> Iterator[ast.AST]:
+    """Every statement, nested ones included (an import is a statement, wherever it is: top level,
+    in a function, under ``if TYPE_CHECKING``, in a ``try``); expressions are not visited (most of
+    the nodes: ``ast.walk`` took about as long as parsing)."""
+    stack: list[ast.AST] = list(tree.body)
+    while stack:
+        node = stack.pop()
+        yield node
+        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+            inner = getattr(node, field, None)
+            if isinstance(inner, list):
+                stack.extend(inner)
+
+
 def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
     """module -> the scg modules it imports. ``from a.b import c`` is an edge to ``a.b.c`` when
     that is a module, else to ``a.b``; relative imports are resolved."""
     modules = _modules(root)
     edges: dict[str, set[str]] = {m: set() for m in modules}
     for name, (path, package) in modules.items():
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in _statements(ast.parse(path.read_text(encoding="utf-8"))):
             targets: list[str] = []
             if isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
