@@ -184,7 +184,7 @@ def test_cli_prepare_train_resume_evaluate_an_abs_run(tmp_path: Path, capsys: py
                 "--output",
                 str(data),
                 "--n-train",
-                "80",
+                "40",
                 "--n-valid",
                 "8",
                 "--n-test",
