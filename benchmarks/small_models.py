@@ -12,7 +12,9 @@ and Storchastic on the same workloads in the same run, each in its own process
 T = 5) compiled with ``torch.compile(fullgraph=True)`` (inductor), scg Declared against the
 hand-written step compiled the same way; ``attention`` (a T = 30 loop, which inductor takes
 minutes to compile) only captured, with dynamo's eager backend. A refusal is recorded with its
-message.
+message. Each compiled row also says where the time goes besides the generated code (dynamo's
+guards: their count and evaluation time, the ratio with guard evaluation skipped and with scg's
+guards dropped); ``--compile-only`` runs these rows alone, ``--workloads`` picks workloads.
 
 Per-node cost: a chain of N Bernoulli nodes (B = 32), each followed by a cost or with one cost at
 the end, against the same chains by hand (``chain``). Per N, many repeats (more for small N, where
