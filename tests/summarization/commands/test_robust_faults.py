@@ -172,17 +172,18 @@ def test_train_reports_a_full_disk_in_one_line(
     assert read_checkpoint(run / "checkpoint.pt")["step"] == 2 and not list(run.glob("*.tmp"))
 
 
-def test_a_replaced_corpus_is_refused_on_resume_and_before_the_test_evaluation(tmp_path: Path, capsys) -> None:
+def test_a_replaced_corpus_is_refused_on_resume_and_before_the_test_evaluation(
+    synthetic_corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from scg_summarize.commands.train import evaluate_test
 
-    data, other, run = tmp_path / "data", tmp_path / "other", tmp_path / "run"
-    make_synthetic_corpus(data, n_train=80, n_valid=16, n_test=8, seed=3)
-    make_synthetic_corpus(other, n_train=80, n_valid=16, n_test=8, seed=4)
+    data, other, run = tmp_path / "data", synthetic_corpus, tmp_path / "run"
+    make_synthetic_corpus(data, n_train=16, n_valid=4, n_test=4, seed=3)  # two steps of 8
     assert main(train_args(data, run, *TWO_STEPS, "--set", "train.epochs=1")) == 0
     evaluate_test(run, data, rouge=False)  # the same corpus: accepted
     assert main(train_args(other, run, *TWO_STEPS, "--set", "train.epochs=2", "--resume")) == 2  # another --data
     assert "not the one" in capsys.readouterr().err
-    make_synthetic_corpus(data, n_train=80, n_valid=16, n_test=8, seed=5, overwrite=True)  # prepare --overwrite
+    make_synthetic_corpus(data, n_train=16, n_valid=4, n_test=4, seed=5, overwrite=True)  # prepare --overwrite
     assert main(train_args(data, run, *TWO_STEPS, "--set", "train.epochs=2", "--resume")) == 2
     assert "refusing to resume on different data" in capsys.readouterr().err
     with pytest.raises(CorpusChangedError, match="refusing to evaluate the test split"):
