@@ -19,7 +19,6 @@ import numpy as np
 import pytest
 import torch
 from scg_summarize.cli import main
-from scg_summarize.data import make_synthetic_corpus
 from scg_summarize.data.storage import SplitWriter, read_meta, write_meta
 from scg_summarize.data.vocab import Vocab
 from scg_summarize.models.loading import read_checkpoint
@@ -322,9 +321,8 @@ def test_a_hier_checkpoint_is_not_resumed_as_c2f(synthetic_corpus: Path, tmp_pat
 
 
 # ----------------------------------------------------------------------------- summarize, evaluate
-def test_summarize_refuses_a_corpus_of_another_vocabulary(toy: ToySetup, tmp_path: Path, capsys) -> None:
-    other = tmp_path / "other"
-    make_synthetic_corpus(other, n_train=40, n_valid=8, n_test=4, seed=6)
+def test_summarize_refuses_a_corpus_of_another_vocabulary(toy: ToySetup, synthetic_corpus: Path, capsys) -> None:
+    other = synthetic_corpus  # another seed and size: another vocabulary
     assert Vocab.load(other / "vocab.txt") != Vocab.load(toy.data / "vocab.txt")
     assert main(["summarize", "--run", str(toy.run), "--data", str(other), "--greedy"]) == 2
     assert "its vocabulary" in "\n".join(_err_lines(capsys))

@@ -173,7 +173,7 @@ def test_a_run_is_self_contained_for_summarizing_new_text(tmp_path: Path, capsys
     from scg_summarize.data import make_synthetic_corpus
 
     data = tmp_path / "data"
-    make_synthetic_corpus(data, n_train=40, n_valid=8, n_test=4, seed=3)
+    make_synthetic_corpus(data, n_train=8, n_valid=2, n_test=2, seed=3)  # one step of 8
     first = (data / "test" / "text.jsonl").read_text(encoding="utf-8").splitlines()[0]
     words = " ".join(json.loads(first)["src_sentences"][:3])
     out = tmp_path / "run"
