@@ -27,7 +27,7 @@ from scg.graph import (
     influenced_by,
     sample,
 )
-from scg.graph.build import log_prob
+from scg.graph.log_prob import log_prob
 from scg.graph.positions import declare_rowwise
 from scg.graph.structure import Cached, Declared
 

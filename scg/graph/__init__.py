@@ -1,7 +1,8 @@
 """Stochastic computation graphs: nodes, influence tracking, and the record of a run (`GraphRecord`;
 the user-facing [`scg.Graph`][scg.Graph] adds the surrogate, `scg.credit.graph`)."""
 
-from scg.graph.build import cost, deterministic, influenced_by, sample
+from scg.graph.annotate import deterministic, influenced_by
+from scg.graph.build import cost, sample
 from scg.graph.graph import GraphRecord, current_graph
 from scg.graph.nodes import CostNode, DeterministicNode, Node, StochasticNode
 

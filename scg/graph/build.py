@@ -1,5 +1,6 @@
-"""Building a graph: ``scg.sample``, ``scg.cost``, ``scg.deterministic``, ``scg.influenced_by``, and
-``scg.log_prob`` (a stochastic node's log-probability, computed once)."""
+"""Building a graph: ``scg.sample`` and ``scg.cost``, which run for every node (a graph's other
+calls: ``scg.deterministic`` and ``scg.influenced_by`` in `scg.graph.annotate`, ``scg.log_prob`` in
+`scg.graph.log_prob`)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,6 @@ from scg.estimators.base import Estimator
 from scg.estimators.defaults import default_for
 from scg.graph.graph import GraphRecord, current_graph, eager_graph
 from scg.graph.influence import (
-    fresh_alias,
     is_torch_distribution,
     reduced_mask,
     sample_influence,
@@ -27,7 +27,6 @@ from scg.graph.influence import (
 from scg.graph.nodes import (
     BaselineInputs,
     CostNode,
-    DeterministicNode,
     Location,
     Node,
     StochasticNode,
@@ -38,24 +37,24 @@ from scg.graph.threads import check_untracked
 if TYPE_CHECKING:
     from scg.baselines.base import Baseline
 
-__all__ = ["cost", "deterministic", "influenced_by", "log_prob", "sample"]
+__all__ = ["cost", "open_graph", "outside_graph", "sample"]
 
 #: the sample shape of a node drawn once (no sample dimension)
 _ONE = torch.Size(())
 
 
-def _open_graph(fn: str, name: str | None) -> tuple[GraphRecord, Location | str]:
+def open_graph(fn: str, name: str | None) -> tuple[GraphRecord, Location | str]:
     """The open graph and the user's line that called ``scg.<fn>`` (one compile check for both).
     ``scg.sample`` and ``scg.cost``, which run for every node, do the same inline."""
     compiling = torch.compiler.is_compiling()
     g = current_graph(True) if compiling else eager_graph()
     location = caller_location(compiling)
     if g is None:
-        raise _outside_graph(fn, name, location)
+        raise outside_graph(fn, name, location)
     return g, location
 
 
-def _outside_graph(fn: str, name: str | None, location: Location | str) -> SCGError:
+def outside_graph(fn: str, name: str | None, location: Location | str) -> SCGError:
     return SCGError(
         f"scg.{fn}(name={name!r}) at {location} was called outside a graph; "
         "call it inside a `with scg.Graph() as g:` block (in a worker thread: run the "
@@ -105,12 +104,12 @@ def sample(
         With ``estimator=scg.estimators.Enumerate()``: every value of the support, of shape
         ``(K,) + dist.batch_shape + dist.event_shape``; costs are then weighted by p(value).
     """
-    # (`_open_graph` inline: this runs for every node, and the user's frame is then our caller's)
+    # (`open_graph` inline: this runs for every node, and the user's frame is then our caller's)
     compiling = torch.compiler.is_compiling()
     g = current_graph(True) if compiling else eager_graph()
     location = caller_location(compiling)
     if g is None:
-        raise _outside_graph("sample", name, location)
+        raise outside_graph("sample", name, location)
     if not isinstance(dist, Distribution):
         raise SCGError(
             f"scg.sample(name={name!r}) at {location}: expected a torch.distributions."
@@ -213,95 +212,6 @@ def sample(
         if outer is not None:
             outer.foreign_sample(value, node)
     return value
-
-
-def log_prob(value: torch.Tensor | StochasticNode) -> torch.Tensor:
-    """log p(v | parents(v)): the log-probability of a stochastic node's value under its
-    distribution, the tensor ``dist.log_prob(value)`` computes (the same value, differentiable in
-    the distribution's parameters in the same way), computed once per node.
-
-    Use it where the program needs the log-probability of its own sample (an ELBO's
-    log q(z | x), a KL or entropy term) instead of calling ``dist.log_prob(value)`` again::
-
-        z = scg.sample(q, name="z")
-        scg.cost(scg.log_prob(z) - p.log_prob(z), name="kl")
-
-    ``scg.sample`` already computes it for the node's score term: in an untracked graph
-    (``structure=Declared(...)`` or ``Cached(...)``) that tensor is returned. It is computed on
-    the first call (and the same tensor returned by later calls) where the node's estimator
-    needs none (``Pathwise``), scores with another tensor (``ARM``), or the graph is tracked
-    (computed under tracking there, so that the costs computed from it are seen to depend on the
-    node and on the distribution's parameters). Do not write into the tensor in place: the
-    surrogate may use it.
-
-    Args:
-        value: the tensor ``scg.sample`` returned in the open graph (or its `StochasticNode`).
-
-    Returns:
-        Shape ``sample_shape + dist.batch_shape`` (the node's ``n`` or enumeration dimension
-        first).
-
-    Raises:
-        SCGError: outside a graph; ``value`` not a stochastic node of the open graph; the value
-            written in place since it was drawn (before the log-probability was computed).
-    """
-    g = current_graph()
-    if g is None:
-        raise SCGError(
-            f"scg.log_prob(value) at {caller_location()} was called outside a graph; call it inside "
-            "the `with scg.Graph() as g:` block that drew the value"
-        )
-    node = _stochastic_node(g, value)
-    got = node.dist_log_prob
-    if got is not None:
-        return got
-    if not g.tracked and node.log_prob is not None and type(node.estimator).log_prob is Estimator.log_prob:
-        got = node.log_prob  # the score term's tensor: dist.log_prob(value), computed by scg.sample
-    else:
-        v = node.value
-        if node.version is not None and v._version != node.version:
-            raise SCGError(
-                f"scg.log_prob(value) at {caller_location()}: the value of {node.describe()} was written in "
-                "place after it was drawn, so its log-probability can no longer be computed; call "
-                "scg.log_prob before the write (or write into a copy)"
-            )
-        got = node.dist.log_prob(v.clone() if node.private else v)
-    node.dist_log_prob = got
-    return got
-
-
-def _stochastic_node(g: GraphRecord, value: object) -> StochasticNode:
-    """The stochastic node of the open graph whose value (or which) ``value`` is (the user's
-    line is found for an error only: nothing records it)."""
-    if isinstance(value, StochasticNode):
-        if value.index < len(g.nodes) and g.nodes[value.index] is value:
-            return value
-        raise SCGError(
-            f"scg.log_prob(value) at {caller_location()}: expected a stochastic node of the open graph, "
-            f"found {value.describe()} of another graph"
-        )
-    if not isinstance(value, torch.Tensor):
-        raise SCGError(
-            f"scg.log_prob(value) at {caller_location()}: expected the tensor scg.sample returned, "
-            f"found {type(value).__name__}"
-        )
-    for node in reversed(g.stochastic):  # (usually the newest node)
-        if node.value is value:
-            return node
-    other = next((n for n in g.nodes if n.value is value), None)
-    if other is None:
-        found = (
-            "a tensor that is not the value of a node of the open graph (computed from a sample, "
-            "or drawn in another graph)"
-        )
-    elif other.index in g.nested:
-        found = f"the value of {g.nested[other.index]}, drawn in a scg.Graph nested inside it"
-    else:
-        found = f"the value of {other.describe()}"
-    raise SCGError(
-        f"scg.log_prob(value) at {caller_location()}: expected the tensor scg.sample returned in the "
-        f"open graph, found {found}"
-    )
 
 
 def _drawn_first(
@@ -465,11 +375,11 @@ def cost(
     Returns:
         ``value`` itself, for chaining.
     """
-    compiling = torch.compiler.is_compiling()  # (`_open_graph` inline, as in `sample`)
+    compiling = torch.compiler.is_compiling()  # (`open_graph` inline, as in `sample`)
     g = current_graph(True) if compiling else eager_graph()
     location = caller_location(compiling)
     if g is None:
-        raise _outside_graph("cost", name, location)
+        raise outside_graph("cost", name, location)
     if not isinstance(value, torch.Tensor):
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             raise SCGError(
@@ -509,88 +419,3 @@ def cost(
     if tracked:
         check_untracked(g, node, [value], vmask)
     return value
-
-
-def deterministic(value: torch.Tensor, *, name: str, step: int | None = None) -> torch.Tensor:
-    """Record a named deterministic node (a square in the paper's drawings) and return its value.
-
-    Only for inspection and drawing: influence flows through it unchanged.
-    """
-    g, location = _open_graph("deterministic", name)
-    if not isinstance(value, torch.Tensor):
-        raise SCGError(f"scg.deterministic(name={name!r}) at {location}: expected a tensor, got {type(value).__name__}")
-    if not g.tracked:
-        g.record(_deterministic_node(g, name, step, value, 0, location, {}))
-        return value
-    foreign = g.foreign(value)
-    alias, parents = fresh_alias(g, value)
-    node = g.record(_deterministic_node(g, name, step, alias, parents, location, foreign))
-    g.set_mask(alias, 1 << node.index)
-    return alias
-
-
-def _deterministic_node(
-    g: GraphRecord,
-    name: str,
-    step: int | None,
-    value: torch.Tensor,
-    parents: int,
-    location: Location | str,
-    foreign: dict[int, int],
-) -> DeterministicNode:
-    return DeterministicNode(
-        index=len(g.nodes),
-        name=g.node_name(name, "deterministic", step, location),
-        value=value,
-        parents=parents,
-        step=step,
-        location=location,
-        foreign=foreign,
-        graph=g.id,
-    )
-
-
-def influenced_by(value: torch.Tensor, *sources: torch.Tensor | Node, per_element: bool = False) -> torch.Tensor:
-    """Declare that ``value`` depends on ``sources`` through a path scg cannot see.
-
-    Use it where a sample left tensor land (``.item()``, Python ``if``) and came back::
-
-        if bool(z == 0):                         # InfluenceLostWarning points here
-            c = loss_a(x)
-        else:
-            c = loss_b(x)
-        scg.cost(scg.influenced_by(c, z))        # c depends on z through the branch
-
-    Returns a new tensor sharing ``value``'s data whose influence includes the sources'. scg
-    cannot know which elements of the sources each element of ``value`` depends on, so the
-    sources get whole-plate credit from it (`scg.credit.plates`), unless ``per_element=True``
-    declares that ``value[i, ...]`` depends on element ``i`` of each source only (their leading
-    dimensions line up).
-
-    In a graph that is not tracked (``scg.Graph(structure=scg.Declared(...))``) the declared
-    structure is the whole relation: ``value`` is returned unchanged.
-    """
-    g, location = _open_graph("influenced_by", None)
-    if not isinstance(value, torch.Tensor):
-        raise SCGError(f"scg.influenced_by at {location}: value must be a tensor, got {type(value).__name__}")
-    if not g.tracked:
-        return value
-    extra = 0
-    for i, s in enumerate(sources):
-        if not isinstance(s, (torch.Tensor, Node)):
-            raise SCGError(
-                f"scg.influenced_by at {location}: source {i} is a {type(s).__name__}; pass the "
-                "tensor it was computed from (e.g. the sample), not a Python value"
-            )
-        m = sum_masks(g, s)
-        if m == 0:
-            raise SCGError(
-                f"scg.influenced_by at {location}: source {i} was not computed from any node of the open graph"
-            )
-        extra |= m
-    foreign = g.foreign(value)
-    if not per_element:  # a declared dependency: no per-element claim
-        foreign[0] = foreign.get(0, 0) | extra
-    alias, parents = fresh_alias(g, value)
-    g.set_mask(alias, parents | extra, foreign)
-    return alias
