@@ -96,12 +96,12 @@ def test_precedence_command_line_over_run_over_defaults() -> None:
 
 
 def test_evaluate_without_options_uses_the_documented_settings(toy: ToySetup, capsys) -> None:  # type: ignore[no-untyped-def]
-    assert cli.main(["evaluate", "--run", str(toy.run), "--limit", "3", "--quiet"]) == 0
+    assert cli.main(["evaluate", "--run", str(toy.run), "--limit", "1", "--quiet"]) == 0
     assert "decoding with beam 4, 10-40 words, no repeated 3-grams, <unk> replace" in capsys.readouterr().err
     (path,) = (toy.run / "eval").glob("*.json")
     result = json.loads(path.read_text())
     assert {k: result["decode_options"][k] for k in DOCUMENTED} == DOCUMENTED
-    assert path.name == "data-test.beam4-len10-40-ngram3-unkreplace-first3.json"
+    assert path.name == "data-test.beam4-len10-40-ngram3-unkreplace-first1.json"
 
 
 def test_recombine_on_a_model_it_is_not_exact_for_is_a_clear_error(toy: ToySetup, capsys) -> None:  # type: ignore[no-untyped-def]
@@ -112,13 +112,13 @@ def test_recombine_on_a_model_it_is_not_exact_for_is_a_clear_error(toy: ToySetup
 
 # ----------------------------------------------------------------------------- (6) twice
 def test_evaluating_twice_with_other_options_keeps_both(toy: ToySetup, capsys) -> None:  # type: ignore[no-untyped-def]
-    base = ["evaluate", "--run", str(toy.run), "--limit", "3", "--quiet", "--max-len", "8"]
+    base = ["evaluate", "--run", str(toy.run), "--limit", "1", "--quiet", "--max-len", "8"]
     assert cli.main([*base, "--beam", "2"]) == 0
     assert cli.main([*base, "--greedy"]) == 0
     files = sorted(p.name for p in (toy.run / "eval").glob("*.json"))
     assert files == [
-        "data-test.beam2-len2-8-ngram3-unkreplace-first3.json",
-        "data-test.greedy-len2-8-ngram3-unkreplace-first3.json",
+        "data-test.beam2-len2-8-ngram3-unkreplace-first1.json",
+        "data-test.greedy-len2-8-ngram3-unkreplace-first1.json",
     ]
     first = toy.run / "eval" / files[0]
     before = first.read_text()
@@ -211,7 +211,7 @@ def test_a_corpus_prepared_another_way_is_evaluated_with_a_warning(toy: ToySetup
     meta["options"]["layout"] = "sentences" if meta["options"]["layout"] != "sentences" else "grid"
     meta["options"]["lowercase"] = not meta["options"]["lowercase"]
     (other / "meta.json").write_text(json.dumps(meta))
-    assert cli.main(["evaluate", "--run", str(toy.run), "--data", str(other), "--limit", "2", "--quiet"]) == 0
+    assert cli.main(["evaluate", "--run", str(toy.run), "--data", str(other), "--limit", "1", "--quiet"]) == 0
     err = capsys.readouterr().err
     assert "warning:" in err and "layout=" in err and "lowercase=" in err
     (path,) = (toy.run / "eval").glob("other-test.*.json")
@@ -219,7 +219,7 @@ def test_a_corpus_prepared_another_way_is_evaluated_with_a_warning(toy: ToySetup
     assert any("layout=" in w for w in result["warnings"])
     assert "(!)" in markdown_report([result])
     # the corpus the run was trained on: no warning
-    assert cli.main(["evaluate", "--run", str(toy.run), "--limit", "2", "--quiet"]) == 0
+    assert cli.main(["evaluate", "--run", str(toy.run), "--limit", "1", "--quiet"]) == 0
     assert "warning" not in capsys.readouterr().err
 
 
