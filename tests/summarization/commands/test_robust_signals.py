@@ -206,7 +206,7 @@ def test_sigterm_during_the_final_test_evaluation_says_so_in_one_line(
         raise AssertionError("SIGTERM did not interrupt the evaluation")
 
     monkeypatch.setattr(train_command, "evaluate_test", evaluation_hit_by_sigterm)
-    short = ("--set", "train.max_steps_per_epoch=2")  # what is trained does not matter here
+    short = ("--set", "train.max_steps_per_epoch=1", "--set", "train.epochs=1")  # what is trained does not matter
     args = [a for a in train_args(synthetic_corpus, tmp_path / "run", *short) if a != "--no-test"]
     previous = signal.getsignal(signal.SIGTERM)
     assert main(args) == 128 + signal.SIGTERM
