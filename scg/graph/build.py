@@ -311,6 +311,17 @@ def _baseline_inputs(g: GraphRecord, baseline: object) -> BaselineInputs | None:
     inputs = getattr(baseline, "inputs", None)
     if inputs is None:
         return None
+    if type(inputs) is tuple:  # (``Learned.given``'s tuple of tensors: its tensors read in one loop)
+        mask = 0
+        versions: list[tuple[torch.Tensor, int]] = []
+        for x in inputs:
+            if isinstance(x, torch.Tensor):
+                mask |= g.mask(x)
+                versions.append((x, x._version))
+            else:
+                mask |= sum_masks(g, x)
+                versions += _versions(x)
+        return BaselineInputs(mask=mask, versions=versions)
     return BaselineInputs(mask=sum_masks(g, inputs), versions=_versions(inputs))
 
 

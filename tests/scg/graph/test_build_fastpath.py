@@ -120,3 +120,26 @@ def test_a_changed_node_after_a_repeated_graph_gets_its_own_relation() -> None:
     assert changed.signature() != same.signature()
     assert not changed.influences("x", "late")
     assert len(declared.relations) == 2
+
+
+class _Sum(torch.nn.Module):
+    def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
+        return sum((x.reshape(x.shape[0], -1).sum(-1) for x in inputs), torch.zeros(()))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_learned_inputs_are_recorded_in_every_mode(mode: str) -> None:
+    # the tuple of a Learned baseline's inputs is read in one loop: each tensor's version and
+    # mask, as the recursive walk read them
+    learned = scg.baselines.Learned(_Sum())
+    with _graph(mode) as g:
+        z0 = scg.sample(Bernoulli(logits=torch.zeros(4)), name="z0")
+        early, late = z0[:, None] * 1.0, torch.ones(4, 2)
+        z1 = scg.sample(Bernoulli(logits=torch.zeros(4)), name="z1", baseline=learned.given(early, late))
+        scg.cost(z1, name="c")
+        late.add_(1.0)  # written after z1 was drawn: the baseline saw other values
+    inputs = g.node("z1").baseline_inputs
+    assert inputs is not None and [t for t, _ in inputs.versions] == [early, late]
+    assert inputs.mask == (1 if mode == "tracked" else 0)  # (an untracked graph's inputs name no node)
+    with pytest.raises(scg.SCGError, match=r"an input of the baseline of stochastic node 'z1'.*written in place"):
+        g.surrogate_loss()
