@@ -43,8 +43,8 @@ def test_objectives_are_registered_and_validated() -> None:
 
 
 def test_paulus_ml_then_mixed_rl_from_its_checkpoint(synthetic_corpus: Path, tmp_path: Path) -> None:
-    # 2 steps per epoch, best.pt picked by decoding 8 validation examples: the path, not the learning
-    short = ("train.select_examples=8", "train.max_steps_per_epoch=2")
+    # 1 step per epoch, best.pt picked by decoding 8 validation examples: the path, not the learning
+    short = ("train.select_examples=8", "train.max_steps_per_epoch=1")
     ml = _fit("tiny-PAULUS-ML", synthetic_corpus, tmp_path / "ml", *short)
     assert isinstance(ml.model, PaulusSummarizer) and ml.model.target_vocab == 20
     valid = _lines(tmp_path / "ml", "valid")
