@@ -75,11 +75,11 @@ def test_c2f_with_self_critical_trains(synthetic_corpus: Path, tmp_path: Path) -
         load_config(
             "tiny-C2F+SCST",
             [
-                "train.max_steps_per_epoch=2",
+                "train.max_steps_per_epoch=1",
                 "train.epochs=1",
                 "train.log_every=1",
                 "train.rollout_len=6",
-                "train.select_examples=10",
+                "train.select_examples=4",
             ],
         ),
         synthetic_corpus,
