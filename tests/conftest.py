@@ -18,6 +18,13 @@ import scg
 # (not imported here: ~0.4 s of CPU that a run without figures need not pay)
 os.environ["MPLBACKEND"] = "Agg"
 
+# Without a GPU the kernel tests run Triton's CPU interpreter. Triton reads TRITON_INTERPRET when its modules
+# are first imported, and importing torch._dynamo (as any test module may) imports Triton: so it is set here,
+# before any test module is collected, not in the kernel tests' own helpers (a test module collected before
+# them that imported torch._dynamo left every interpreted kernel failing).
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("SCG_SHARED_DATA", REPO.parent / "shared" / "data"))
 

@@ -1,13 +1,11 @@
 """Helpers for the kernel tests: the interpreter switch, random cases and a chi-square test.
 
-Importing this module sets ``TRITON_INTERPRET=1`` (unless already set) when no GPU is present, so that
-the Triton kernel modules, imported lazily later, are decorated for Triton's CPU interpreter. Nothing
-else in the test suite runs Triton on CPU, so the variable changes no other test.
+Without a GPU, ``tests/conftest.py`` has set ``TRITON_INTERPRET=1`` before any test module is collected,
+so that the Triton kernel modules, imported lazily later, are decorated for Triton's CPU interpreter.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -15,10 +13,7 @@ from dataclasses import dataclass
 import pytest
 import torch
 
-if not torch.cuda.is_available():
-    os.environ.setdefault("TRITON_INTERPRET", "1")
-
-# imported after TRITON_INTERPRET is set (it imports no Triton module itself)
+# (it imports no Triton module itself)
 from scg_summarize.kernels import forced
 
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")

@@ -15,7 +15,7 @@ from scg_summarize.decoding.beam import use_topk_step
 from scg_summarize.decoding.blocking import banned_count_bound, constrain_candidates
 
 from ..eval_support import UNCONSTRAINED
-from ..kernel_support import backend, one_thread  # noqa: F401  (sets TRITON_INTERPRET before Triton loads)
+from ..kernel_support import backend, one_thread  # noqa: F401  (one_thread: a fixture)
 from ..models_helpers import make_batch, make_model
 from ..toy_decoders import PrefixTableDecoder, ToyCoarseToFine
 

@@ -13,7 +13,7 @@ from scg_summarize.data import Batch
 
 import scg
 
-from ..kernel_support import DEVICE, backend, chi_square_pvalue, one_thread  # noqa: F401  (first: TRITON_INTERPRET)
+from ..kernel_support import DEVICE, backend, chi_square_pvalue, one_thread  # noqa: F401  (one_thread: a fixture)
 from ..models_helpers import make_batch, make_model
 
 from scg_summarize.kernels import KernelDraws, ops, reference  # isort: skip
