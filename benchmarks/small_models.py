@@ -257,8 +257,8 @@ def compiled_rows(
     options), where the time goes outside the generated code: each step's guards (`_guards`),
     the ratio with guard evaluation skipped (``skip_guard_eval_unsafe``: what the generated
     code and its wrappers cost alone), and the ratio with scg's own guards dropped
-    (`scg.credit.traced.skip_scg_guards` as ``guard_filter_fn``, given to both compilations)."""
-    from scg.credit.traced import skip_scg_guards
+    (`scg.skip_scg_guards` as ``guard_filter_fn``, given to both compilations)."""
+    from scg import skip_scg_guards
 
     rows: list[dict[str, Any]] = []
     makers: dict[str, Callable[[], Model]] = {

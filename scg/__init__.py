@@ -9,6 +9,7 @@ each stochastic node credited only with the costs it influences (Algorithm 1). I
 from scg import baselines, estimators
 from scg.credit.graph import Graph
 from scg.credit.surrogate import surrogate_loss
+from scg.credit.traced import skip_scg_guards
 from scg.errors import (
     InfluenceLostError,
     InfluenceLostWarning,
@@ -57,5 +58,6 @@ __all__ = [
     "influenced_by",
     "log_prob",
     "sample",
+    "skip_scg_guards",
     "surrogate_loss",
 ]

@@ -17,7 +17,7 @@ from torch._dynamo.types import GuardFilterEntry
 from torch.distributions import Bernoulli
 
 import scg
-from scg.credit.traced import skip_scg_guards
+from scg import skip_scg_guards
 
 
 def entry(name: str, is_global: bool = True) -> GuardFilterEntry:
