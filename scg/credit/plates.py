@@ -32,9 +32,9 @@ import torch
 
 from scg.errors import SCGError
 from scg.graph.graph import GraphRecord
+from scg.graph.masks import bits
 from scg.graph.nodes import Node, StochasticNode
 from scg.graph.positions import INF, normalize
-from scg.graph.tracking import bits
 
 __all__ = ["PlateCheck", "foreign_closure", "share_beyond"]
 

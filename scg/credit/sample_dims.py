@@ -39,9 +39,9 @@ import torch
 
 from scg.errors import SCGError
 from scg.graph.graph import GraphRecord
+from scg.graph.masks import bits
 from scg.graph.nodes import CostNode, Node, SampleInfo, StochasticNode
 from scg.graph.sample_positions import check_layout
-from scg.graph.tracking import bits
 
 __all__ = ["SamplePlan", "align_batch_to_cost", "align_batch_to_node"]
 

@@ -28,8 +28,8 @@ from scg.credit.plates import PlateCheck
 from scg.errors import InfluenceLostError, NonDifferentiablePathWarning, SCGError
 from scg.estimators.pathwise import Pathwise
 from scg.graph.graph import GraphRecord
+from scg.graph.masks import bits
 from scg.graph.nodes import CostNode, Node, StochasticNode
-from scg.graph.tracking import bits
 
 __all__ = ["check_after_registration", "check_baseline_inputs", "check_enumerated", "check_pathwise"]
 

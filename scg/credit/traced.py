@@ -62,8 +62,8 @@ from scg.credit.signals import BaselineValues, apply_baselines, apply_weights
 from scg.credit.soundness import check_baseline_inputs
 from scg.errors import SCGError
 from scg.graph.graph import GraphRecord
+from scg.graph.masks import closure
 from scg.graph.structure import Declared, declared_relation
-from scg.graph.tracking import closure
 
 if TYPE_CHECKING:
     from torch._dynamo.types import GuardFilterEntry

@@ -23,10 +23,11 @@ from torch.distributions import Distribution
 from torch.overrides import _pop_mode, _push_mode
 
 from scg.errors import InfluenceLostError, InfluenceLostWarning, SCGError, UntrackedRandomnessWarning
+from scg.graph.masks import bits, closure
 from scg.graph.nodes import CostNode, DeterministicNode, Location, Node, StochasticNode
 from scg.graph.structure import Declared, Structure, node_key, signature
 from scg.graph.threads import InThread, wrap
-from scg.graph.tracking import InfluenceTracker, bits, closure
+from scg.graph.tracking import InfluenceTracker
 
 __all__ = ["GraphRecord", "Intervention", "current_graph"]
 

@@ -14,8 +14,8 @@ import networkx as nx
 import torch
 
 from scg.graph.graph import GraphRecord
+from scg.graph.masks import bits
 from scg.graph.nodes import StochasticNode
-from scg.graph.tracking import bits
 
 __all__ = ["parameter_leaves", "to_networkx"]
 

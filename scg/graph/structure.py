@@ -39,8 +39,8 @@ from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 from scg.errors import SCGError
+from scg.graph.masks import closure
 from scg.graph.nodes import CostNode, Node, StochasticNode
-from scg.graph.tracking import closure
 
 __all__ = ["Cached", "Declared", "Relation", "Structure", "node_key", "signature"]
 

@@ -42,8 +42,9 @@ from torch._C import _get_function_stack_at, _len_torch_function_stack
 from torch.overrides import _pop_mode, _push_mode
 
 from scg.errors import InfluenceLostError, InfluenceLostWarning, SCGError
+from scg.graph.masks import bits
 from scg.graph.nodes import Node
-from scg.graph.tracking import InfluenceTracker, bits
+from scg.graph.tracking import InfluenceTracker
 
 __all__ = ["InThread", "WatchedGraph", "autograd_sources", "check_untracked", "wrap"]
 

@@ -14,7 +14,7 @@ operations under ``torch.no_grad()``: influence is data flow, not differentiabil
 
 Each stochastic (or named deterministic) node *resets* the mask of its value to its own bit and
 records the mask its value was computed from as its direct parents. The full influence relation is
-the transitive closure of these direct edges (`closure`), computed once per surrogate.
+the transitive closure of these direct edges (`scg.graph.masks.closure`), computed once per surrogate.
 
 What else the mode records (each documented in ``docs/tracking.md``):
 
@@ -82,7 +82,7 @@ from scg.graph.ops import info as op_info
 from scg.graph.positions import INF
 from scg.graph.sample_positions import follow
 
-__all__ = ["ESCAPES", "InfluenceTracker", "bits", "closure"]
+__all__ = ["ESCAPES", "InfluenceTracker"]
 
 Tensor = torch.Tensor
 
@@ -93,53 +93,6 @@ def storage_key(t: Tensor) -> int:
         return int(t.untyped_storage().data_ptr())
     except (RuntimeError, NotImplementedError, TypeError):
         return 0
-
-
-#: bits of the masks of up to 64 nodes, computed once (the credit code asks for the same few
-#: masks at every step); cleared when full
-_BITS: dict[int, tuple[int, ...]] = {}
-_BITS_LIMIT = 4096
-
-
-def bits(mask: int) -> tuple[int, ...]:
-    """Indices of the set bits of ``mask``, lowest first."""
-    got = _BITS.get(mask)
-    if got is not None:
-        return got
-    found = []
-    rest = mask
-    while rest:
-        low = rest & -rest
-        found.append(low.bit_length() - 1)
-        rest ^= low
-    got = tuple(found)
-    if mask.bit_length() <= 64:
-        if len(_BITS) >= _BITS_LIMIT:
-            _BITS.clear()
-        _BITS[mask] = got
-    return got
-
-
-def closure(direct: list[int]) -> list[int]:
-    """Transitive closure of direct-influence masks.
-
-    ``direct[i]`` is the mask of nodes that node ``i`` was computed from directly; nodes are in
-    creation order, so every parent index is smaller than its child's. Returns ``full`` with
-    ``full[i]`` the mask of every node that influences node ``i``. Parents are visited from the
-    newest down, skipping those already covered by a later parent's closure, so a long chain
-    (where every value depends on all earlier ones) costs one step per node, not one per bit.
-    """
-    full: list[int] = []
-    for d in direct:
-        acc = d
-        pending = d
-        while pending:
-            j = pending.bit_length() - 1
-            reach = full[j]
-            acc |= reach
-            pending &= ~(reach | (1 << j))
-        full.append(acc)
-    return full
 
 
 Handler = Callable[[str, str, int, FrameType], None]

@@ -234,7 +234,7 @@ def test_graph_closes_tracking_mode() -> None:
 @settings(max_examples=100, deadline=None, derandomize=True)
 @given(st.lists(st.integers(0, 2**20), min_size=1, max_size=25))
 def test_closure_matches_fixpoint(raw: list[int]) -> None:
-    from scg.graph.tracking import closure
+    from scg.graph.masks import closure
 
     direct = [r & ((1 << i) - 1) for i, r in enumerate(raw)]  # parents precede children
     expected = []

@@ -1,0 +1,48 @@
+"""Influence masks: a set of a graph's nodes as a Python ``int``, bit ``i`` standing for node ``i``.
+
+The tracker (`scg.graph.tracking`) gives every tensor the mask of the nodes it was computed from,
+a declared or cached structure stores its relation as masks, and the credit code reads which nodes
+a mask holds (`bits`) and which nodes influence each node (`closure` of the direct masks).
+"""
+
+from __future__ import annotations
+
+import functools
+
+__all__ = ["bits", "closure"]
+
+
+@functools.lru_cache(maxsize=4096)
+def bits(mask: int) -> tuple[int, ...]:
+    """Indices of the set bits of ``mask``, lowest first (memoised: the credit code asks for the
+    same few masks at every step)."""
+    found = []
+    rest = mask
+    while rest:
+        low = rest & -rest
+        found.append(low.bit_length() - 1)
+        rest ^= low
+    return tuple(found)
+
+
+def closure(direct: list[int]) -> list[int]:
+    """Transitive closure of direct-influence masks.
+
+    ``direct[i]`` is the mask of nodes that node ``i`` was computed from directly; nodes are in
+    creation order, so every parent index is smaller than its child's. Returns ``full`` with
+    ``full[i]`` the mask of every node that influences node ``i``: with ``P(i)`` the direct
+    parents, ``full[i] = direct[i] ∪ ⋃_{j ∈ P(i)} full[j]``. Parents are visited from the newest
+    down, skipping those already covered by a later parent's closure, so a long chain (where every
+    value depends on all earlier ones) costs one step per node, not one per bit.
+    """
+    full: list[int] = []
+    for d in direct:
+        acc = d
+        pending = d
+        while pending:
+            j = pending.bit_length() - 1
+            reach = full[j]
+            acc |= reach
+            pending &= ~(reach | (1 << j))
+        full.append(acc)
+    return full
