@@ -29,11 +29,22 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("SCG_SHARED_DATA", REPO.parent / "shared" / "data"))
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """No cyclic garbage collection while the test modules are imported: what they build lives to the end
+    of the run, so the collector's passes over it (eleven full passes, ~2.5 s of CPU) found nothing."""
+    gc.disable()
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Everything collection built (modules, torch's and the test modules' objects) lives to the end of
-    the run: frozen, the cyclic garbage collector's full passes during the tests skip it (they cost
-    ~0.2 s each with it, a dozen times in a run)."""
+    the run: frozen, the cyclic garbage collector's full passes during the tests skip it. The youngest
+    generation is collected every 10,000 net allocations instead of 700, so the middle and full passes
+    (over everything the tests keep) come 14 times less often. Measured with gc.callbacks over the
+    default suite: 7.7 s of CPU in the collector (27 full passes) with the defaults, 2.6 s (5) with these
+    settings; peak memory 0.76 GB."""
     gc.freeze()
+    gc.set_threshold(10_000, 10, 10)
+    gc.enable()
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
