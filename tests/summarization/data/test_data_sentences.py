@@ -7,6 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scg_summarize.data.sentences import split_paragraphs, split_sentences, split_text
 
+from .unicode_text import unicode_text
+
 
 @pytest.mark.parametrize(
     ("text", "expected"),
@@ -43,7 +45,7 @@ def test_paragraph_helpers() -> None:
 @settings(max_examples=100, deadline=None, derandomize=True)
 @given(
     st.one_of(
-        st.text(max_size=100),
+        unicode_text(100),
         st.lists(st.sampled_from(["Mr.", "A", "b", ".", "!", "?", " ", "\n", '"', "U.S.", "x"]),
                  max_size=40).map("".join),
     )

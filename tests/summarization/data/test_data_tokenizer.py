@@ -16,6 +16,8 @@ from scg_summarize.data.tokenizer import (
     whitespace_tokenize,
 )
 
+from .unicode_text import unicode_text
+
 
 @pytest.mark.parametrize(
     ("text", "expected"),
@@ -110,7 +112,7 @@ _PUNCT_HEAVY = st.lists(st.sampled_from(_PIECES), max_size=40).map("".join)
 
 # the two properties of the tokenizer on each generated text (one search, one tokenization)
 @settings(max_examples=100, deadline=None, derandomize=True)
-@given(st.one_of(st.text(max_size=80), _PUNCT_HEAVY))
+@given(st.one_of(unicode_text(80), _PUNCT_HEAVY))
 def test_tokens_keep_every_non_space_character_and_the_flags_only_normalize(text: str) -> None:
     tokens = tokenize(text, lowercase=True, digits_to_hash=True)
     # every non-space character is kept, in order
