@@ -184,11 +184,24 @@ def _compile_lines(rows: list[dict[str, Any]]) -> list[str]:
             lines.append(
                 head + f"scg Declared {c['declared_ms']:.3f} ms, hand-written "
                 f"{c['hand_ms']:.3f} ms compiled: {c['ratio']:.3f}x (eager hand "
-                f"{c['eager_hand_ms']:.3f} ms; compile + warm-up {c['compile_s']:.0f} s)"
+                f"{c['eager_hand_ms']:.3f} ms; compile + warm-up {c['compile_s']:.0f} s)" + _guard_detail(c)
             )
         else:
             lines.append(head + "captured whole (eager backend, not timed)")
     return lines
+
+
+def _guard_detail(c: dict[str, Any]) -> str:
+    """Where the compiled ratio's excess goes: the ratio with both steps' guard evaluation skipped, and
+    with `scg.skip_scg_guards` given to both compilations (older runs recorded neither)."""
+    if "ratio_scg_guards_skipped" not in c:
+        return ""
+    hand, scg_, kept = c["hand_guards"], c["declared_guards"], c["declared_guards_filtered"]
+    return (
+        f"; with `scg.skip_scg_guards` on both: **{c['ratio_scg_guards_skipped']:.3f}x**; guard evaluation "
+        f"skipped on both: {c['ratio_guards_skipped']:.3f}x; leaf guards hand {hand['leaf_guards']}, scg "
+        f"{scg_['leaf_guards']} ({kept['leaf_guards']} with the filter)"
+    )
 
 
 def _per_node_lines(pts: list[dict[str, Any]]) -> list[str]:
