@@ -1,76 +1,24 @@
 """The untracked graphs' short path through ``scg.sample`` / ``scg.cost`` (Declared, and Cached
-between its tracked graphs) makes every refusal the tracked path makes, names nodes alike, and
-its signatures are the structure's first objects of each kind (issue 25)."""
+between its tracked graphs) names nodes and records inputs as the tracked path does, and its
+signatures are the structure's first objects of each kind (issue 25; its refusals, in every mode:
+``test_core_errors.py``)."""
 
 from __future__ import annotations
 
 import pytest
 import torch
-from torch.distributions import Bernoulli, Categorical, Distribution
+from _graph_modes import MODES, graph_in
+from torch.distributions import Bernoulli
 
 import scg
 
 # (a Cached graph of a new signature that is not tracked warns so: expected here)
 pytestmark = pytest.mark.filterwarnings("ignore:scg.Cached:RuntimeWarning")
 
-#: a tracked graph, a declared one, and a Cached one past its first (tracked) graph
-MODES = ["tracked", "declared", "cached"]
-
-
-def _graph(mode: str) -> scg.Graph:
-    if mode == "tracked":
-        return scg.Graph()
-    if mode == "declared":
-        return scg.Graph(structure=scg.Declared())
-    cached = scg.Cached(check_every=None)
-    with scg.Graph(structure=cached):  # (the first graph is tracked; the next one is not)
-        pass
-    return scg.Graph(structure=cached)
-
-
-class _NoLogProb(Distribution):
-    arg_constraints: dict[str, object] = {}
-
-    def __init__(self) -> None:
-        super().__init__(torch.Size([2]), validate_args=False)
-
-    def sample(self, sample_shape: torch.Size = torch.Size()) -> torch.Tensor:
-        return torch.zeros(sample_shape + torch.Size([2]))
-
-
-class _WrongLogProb(_NoLogProb):
-    def log_prob(self, value: torch.Tensor) -> torch.Tensor:
-        return value.sum()  # () instead of the batch shape (2,)
-
-
-@pytest.mark.parametrize("mode", MODES)
-def test_refusals_name_the_node_in_every_mode(mode: str) -> None:
-    with _graph(mode) as g:
-        assert g.tracked == (mode == "tracked")
-        with pytest.raises(scg.SCGError, match=r"'bad'.*does not implement log_prob"):
-            scg.sample(_NoLogProb(), name="bad")
-        with pytest.raises(scg.SCGError, match=r"'wrong'.*log_prob has shape \(\), expected .*\(2,\)"):
-            scg.sample(_WrongLogProb(), name="wrong")
-        with pytest.raises(scg.SCGError, match=r"scg.sample\(name='z'\) at .*test_build_fastpath.py:\d+.*no rsample"):
-            scg.sample(Categorical(logits=torch.zeros(2)), name="z", estimator=scg.Pathwise())
-        with pytest.raises(scg.SCGError, match=r"scg.cost\(name='c'\) at .*test_build_fastpath.py:\d+.*dtype"):
-            scg.cost(torch.zeros(2, dtype=torch.long), name="c")
-        z = scg.sample(Bernoulli(logits=torch.zeros(2)), name="z")
-        with pytest.raises(scg.SCGError, match="duplicate node name 'z'"):
-            scg.sample(Bernoulli(logits=torch.zeros(2)), name="z")
-        scg.cost(z, name="c")
-        g.surrogate_loss()
-        with pytest.raises(scg.SCGError, match=r"scg.cost\(name='late'\) at .*surrogate_loss\(\) was already built"):
-            scg.cost(z, name="late")
-    with pytest.raises(
-        scg.SCGError, match=r"scg.sample\(name='out'\) at .*test_build_fastpath.py:\d+.*outside a graph"
-    ):
-        scg.sample(Bernoulli(logits=torch.zeros(2)), name="out")
-
 
 @pytest.mark.parametrize("mode", MODES)
 def test_default_names_and_counts(mode: str) -> None:
-    with _graph(mode) as g:
+    with graph_in(mode) as g:
         a = scg.sample(Bernoulli(logits=torch.zeros(3)))
         scg.cost(a)
         b = scg.sample(Bernoulli(logits=torch.zeros(3)), step=0)
@@ -132,7 +80,7 @@ def test_learned_inputs_are_recorded_in_every_mode(mode: str) -> None:
     # the tuple of a Learned baseline's inputs is read in one loop: each tensor's version and
     # mask, as the recursive walk read them
     learned = scg.baselines.Learned(_Sum())
-    with _graph(mode) as g:
+    with graph_in(mode) as g:
         z0 = scg.sample(Bernoulli(logits=torch.zeros(4)), name="z0")
         early, late = z0[:, None] * 1.0, torch.ones(4, 2)
         z1 = scg.sample(Bernoulli(logits=torch.zeros(4)), name="z1", baseline=learned.given(early, late))

@@ -6,7 +6,8 @@ import pickle
 
 import pytest
 import torch
-from torch.distributions import Categorical, Distribution, Normal
+from _graph_modes import MODES, graph_in
+from torch.distributions import Bernoulli, Categorical, Distribution, Normal
 
 import scg
 import scg.viz
@@ -32,6 +33,11 @@ class _NoLogProb(Distribution):
 
     def sample(self, sample_shape: torch.Size = torch.Size()) -> torch.Tensor:
         return torch.zeros(sample_shape + torch.Size([2]))
+
+
+class _WrongLogProb(_NoLogProb):
+    def log_prob(self, value: torch.Tensor) -> torch.Tensor:
+        return value.sum()  # () instead of the batch shape (2,)
 
 
 def test_distribution_without_log_prob() -> None:
@@ -194,3 +200,27 @@ def test_untracked_fast_path_keeps_the_checks() -> None:
         pass
     with pytest.raises(scg.SCGError, match=r"scg.cost\(name='late'\) at here: the graph is not open"):
         closed._name("late", "cost", None, "here")
+
+
+@pytest.mark.filterwarnings("ignore:scg.Cached:RuntimeWarning")  # (a Cached graph of a new signature, untracked)
+@pytest.mark.parametrize("mode", MODES)
+def test_refusals_name_the_node_in_every_mode(mode: str) -> None:
+    with graph_in(mode) as g:
+        assert g.tracked == (mode == "tracked")
+        with pytest.raises(scg.SCGError, match=r"'bad'.*does not implement log_prob"):
+            scg.sample(_NoLogProb(), name="bad")
+        with pytest.raises(scg.SCGError, match=r"'wrong'.*log_prob has shape \(\), expected .*\(2,\)"):
+            scg.sample(_WrongLogProb(), name="wrong")
+        with pytest.raises(scg.SCGError, match=r"scg.sample\(name='z'\) at .*test_core_errors.py:\d+.*no rsample"):
+            scg.sample(Categorical(logits=torch.zeros(2)), name="z", estimator=scg.Pathwise())
+        with pytest.raises(scg.SCGError, match=r"scg.cost\(name='c'\) at .*test_core_errors.py:\d+.*dtype"):
+            scg.cost(torch.zeros(2, dtype=torch.long), name="c")
+        z = scg.sample(Bernoulli(logits=torch.zeros(2)), name="z")
+        with pytest.raises(scg.SCGError, match="duplicate node name 'z'"):
+            scg.sample(Bernoulli(logits=torch.zeros(2)), name="z")
+        scg.cost(z, name="c")
+        g.surrogate_loss()
+        with pytest.raises(scg.SCGError, match=r"scg.cost\(name='late'\) at .*surrogate_loss\(\) was already built"):
+            scg.cost(z, name="late")
+    with pytest.raises(scg.SCGError, match=r"scg.sample\(name='out'\) at .*test_core_errors.py:\d+.*outside a graph"):
+        scg.sample(Bernoulli(logits=torch.zeros(2)), name="out")
