@@ -5,8 +5,8 @@ calls: ``scg.deterministic`` and ``scg.influenced_by`` in `scg.graph.annotate`, 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from contextlib import nullcontext
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from typing import TYPE_CHECKING
 
 import torch
@@ -150,40 +150,28 @@ def sample(
     tracked = g.tracked
     parents = 0
     foreign: dict[int, int] = {}
-    if not (tracked or enumerated or g.intervene is not None):
-        # the untracked common case (Declared, Cached between its tracked graphs): `_draw` and
-        # `_scored` inline, with nothing to pause or count
-        try:
-            value = estimator.draw(dist, shape)
-        except SCGError as e:
-            raise SCGError(f"scg.sample(name={name!r}) at {location}: {e}") from None
-        private = not value.requires_grad
-        log_prob = (
-            _log_prob(dist, estimator, value.clone() if private else value, shape, name, location)
-            if estimator.score
-            else None
-        )
-    else:
-        raw = (
-            _drawn_first(g, dist, estimator, name, step, shape, location)
-            if enumerated or g.intervene is not None
-            else None
-        )
-        if raw is not None and enumerated:
-            n = int(raw.shape[0])
-            shape = torch.Size((n,))
-        if tracked:
-            # torch's own distributions keep their parameters as tensor attributes: the sample's
-            # parents are the union of their masks, so drawing and scoring need no per-operation
-            # tracking
-            fast = is_torch_distribution(dist)
-            with g.paused() if fast else nullcontext():
-                drawn = raw if raw is not None else _draw(g, estimator, dist, shape, name, location)
-                value, parents, foreign = sample_influence(g, dist, estimator, drawn, len(shape), fast)
-                private, log_prob = _scored(g, dist, estimator, value, shape, name, location)
-        else:
-            value = raw if raw is not None else _draw(g, estimator, dist, shape, name, location)
-            private, log_prob = _scored(g, dist, estimator, value, shape, name, location)
+    raw = (
+        _drawn_first(g, dist, estimator, name, step, shape, location) if enumerated or g.intervene is not None else None
+    )
+    if raw is not None and enumerated:
+        n = int(raw.shape[0])
+        shape = torch.Size((n,))
+    if tracked:
+        # torch's own distributions keep their parameters as tensor attributes: the sample's
+        # parents are the union of their masks, so drawing and scoring need no per-operation
+        # tracking
+        fast = is_torch_distribution(dist)
+        with g.paused() if fast else nullcontext():
+            if raw is None:
+                with _own_randomness(g):
+                    raw = _draw(estimator, dist, shape, name, location)
+            drawn = raw
+            value, parents, foreign = sample_influence(g, dist, estimator, drawn, len(shape), fast)
+            with _own_randomness(g):
+                private, log_prob = _scored(dist, estimator, value, shape, name, location)
+    else:  # (Declared, and Cached between its tracked graphs: nothing to pause or count)
+        value = raw if raw is not None else _draw(estimator, dist, shape, name, location)
+        private, log_prob = _scored(dist, estimator, value, shape, name, location)
     baseline_inputs = None if node_baseline is None else _baseline_inputs(g, node_baseline)
     node = StochasticNode(
         index=len(g.nodes),
@@ -226,7 +214,8 @@ def _drawn_first(
     """The value of an enumerated node (its support) or the graph's intervention, drawn before
     the node's own draw; None when the estimator draws as usual."""
     if estimator.enumerates:  # (the estimator's own draws, e.g. measure-valued points, are scg's)
-        return _draw(g, estimator, dist, shape, name, location)
+        with _own_randomness(g):
+            return _draw(estimator, dist, shape, name, location)
     if g.intervene is None:
         return None
     try:
@@ -235,29 +224,31 @@ def _drawn_first(
         raise SCGError(f"scg.sample(name={name!r}) at {location}: {e}") from None
 
 
+@contextmanager
+def _own_randomness(g: GraphRecord) -> Iterator[None]:
+    """In a tracked graph, the random calls made inside are scg's own (a draw, its scoring, an
+    intervention hook's replay): the tracker does not report them as hidden randomness."""
+    if not g.tracked:
+        yield
+        return
+    g.tracker.drawing += 1
+    try:
+        yield
+    finally:
+        g.tracker.drawing -= 1
+
+
 def _draw(
-    g: GraphRecord,
-    estimator: Estimator,
-    dist: Distribution,
-    shape: torch.Size,
-    name: str | None,
-    location: Location | str,
+    estimator: Estimator, dist: Distribution, shape: torch.Size, name: str | None, location: Location | str
 ) -> torch.Tensor:
-    """``estimator.draw`` as scg's own computation (the tracker does not report its random
-    draws); its errors name the node."""
-    if g.tracked:
-        g.tracker.drawing += 1
+    """``estimator.draw``, its errors naming the node."""
     try:
         return estimator.draw(dist, shape)
     except SCGError as e:
         raise SCGError(f"scg.sample(name={name!r}) at {location}: {e}") from None
-    finally:
-        if g.tracked:
-            g.tracker.drawing -= 1
 
 
 def _scored(
-    g: GraphRecord,
     dist: Distribution,
     estimator: Estimator,
     value: torch.Tensor,
@@ -267,18 +258,11 @@ def _scored(
 ) -> tuple[bool, torch.Tensor | None]:
     """Whether the value is scored on a private copy (it does not require grad, so the program
     may edit its sample in place, ``tok.masked_fill_(done, pad)``, without breaking backward),
-    and the node's log-probability (None when its estimator needs none), as scg's own
-    computation."""
+    and the node's log-probability (None when its estimator needs none)."""
     private = not value.requires_grad
     if not (estimator.score or estimator.enumerates):
         return private, None
-    if g.tracked:
-        g.tracker.drawing += 1
-    try:
-        return private, _log_prob(dist, estimator, value.clone() if private else value, shape, name, location)
-    finally:
-        if g.tracked:
-            g.tracker.drawing -= 1
+    return private, _log_prob(dist, estimator, value.clone() if private else value, shape, name, location)
 
 
 def _intervention(
@@ -288,13 +272,8 @@ def _intervention(
     or None to draw as usual. In a tracked graph the hook's own draws (replays, reruns) are scg's."""
     assert g.intervene is not None
     auto = name if name is not None else g.next_name("stochastic")
-    if g.tracked:
-        g.tracker.drawing += 1
-    try:
+    with _own_randomness(g):
         raw = g.intervene(auto, step, dist, shape)
-    finally:
-        if g.tracked:
-            g.tracker.drawing -= 1
     if raw is not None:
         expected_shape = shape + dist.batch_shape + dist.event_shape
         if not isinstance(raw, torch.Tensor) or raw.shape != expected_shape:
