@@ -97,11 +97,8 @@ class Learned(Baseline):
     def _predict(self, inputs: tuple[torch.Tensor, ...], node: Node, shape: torch.Size) -> torch.Tensor:
         """``module(*inputs)`` of the node's shape; the inputs detached (the regression must train
         φ only, never the model that computed the inputs)."""
-        if len(inputs) == 1:  # (the common case: one tensor, often data that needs no detach)
-            x = inputs[0]
-            pred = self.module(x.detach() if isinstance(x, torch.Tensor) and x.requires_grad else x)
-        else:
-            pred = self.module(*(x.detach() if isinstance(x, torch.Tensor) and x.requires_grad else x for x in inputs))
+        # (an input that needs no grad, often the data, is passed as it is)
+        pred = self.module(*(x.detach() if isinstance(x, torch.Tensor) and x.requires_grad else x for x in inputs))
         if not isinstance(pred, torch.Tensor):
             raise SCGError(
                 f"Learned baseline of {node.describe()}: module returned {type(pred).__name__}, expected a tensor"
