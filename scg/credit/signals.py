@@ -77,6 +77,11 @@ def _check_finite(stack: torch.Tensor, costs: Sequence[CostNode]) -> None:
             raise SCGError(f"{c.describe()} is not finite (it contains NaN or inf)")
 
 
+def _stack_rows(tensors: list[torch.Tensor]) -> torch.Tensor:
+    """``torch.stack(tensors)``, ``(r, *shape)``; for one tensor a view with the leading dimension, not a copy."""
+    return torch.stack(tensors) if len(tensors) > 1 else tensors[0].unsqueeze(0)
+
+
 def cost_groups(
     plan: CreditPlan,
     costs: Sequence[CostNode],
@@ -92,8 +97,7 @@ def cost_groups(
     total: torch.Tensor | None = None
     for cp in plan.cost_groups:
         members = [costs[i] for i in cp.cols]
-        # (one member: a view with the group's leading dimension, not a copy)
-        stack = torch.stack([c.value for c in members]) if len(members) > 1 else members[0].value.unsqueeze(0)
+        stack = _stack_rows([c.value for c in members])
         # one sum per group is both the finiteness check (NaN and ±inf propagate into it) and,
         # without weights, the objective's term
         part = stack.sum()
@@ -138,10 +142,7 @@ def node_groups(plan: CreditPlan, nodes: Sequence[Node]) -> list[NodeGroup]:
     out = []
     for ng in plan.node_groups:  # (score nodes: stochastic, with a log-probability)
         members: list[StochasticNode] = [nodes[i] for i in ng.nodes]  # type: ignore[misc]
-        if len(members) > 1:
-            stack = torch.stack([v.log_prob for v in members])  # type: ignore[misc]
-        else:  # (a view with the group's leading dimension, not a copy)
-            stack = members[0].log_prob.unsqueeze(0)  # type: ignore[union-attr]
+        stack = _stack_rows([v.log_prob for v in members])  # type: ignore[misc]
         out.append(NodeGroup(members=members, layout=ng.layout, logp=stack))
     return out
 
