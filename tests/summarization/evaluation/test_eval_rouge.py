@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -9,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scg_summarize.evaluation import Rouge, RougeOptions, truncate_bytes
+from scg_summarize.evaluation.rouge import RougeTokenizer
 
 from ..eval_support import shared_data_dir
 
@@ -33,6 +35,59 @@ def test_single_reference_agrees_with_rouge_score(prediction: str, reference: st
     )
     for name in ("rouge1", "rouge2", "rougeL"):
         assert ours[name] == pytest.approx(direct[name].fmeasure, abs=1e-12)
+
+
+# Words whose Porter stems differ from the word (suffix rules of every step, irregular forms,
+# words of 3 characters or fewer that are never stemmed) and non-ASCII/punctuated tokens.
+STEM_WORDS = WORDS + [
+    "generously",
+    "relational",
+    "hopefulness",
+    "dying",
+    "lying",
+    "skies",
+    "news",
+    "agreed",
+    "conditional",
+    "electricity",
+    "adjustable",
+    "Communism",
+    "ponies",
+    "caresses",
+    "feed",
+    "sky",
+    "USA's",
+    "naïve",
+    "e-mail",
+]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    words=st.lists(st.sampled_from(STEM_WORDS), max_size=30), case=st.sampled_from([str.lower, str.upper, str.title])
+)
+def test_memoised_tokenizer_gives_rouge_scores_default_tokens(words: list[str], case: Any) -> None:
+    from rouge_score import tokenizers
+
+    text = case(" ".join(words))
+    for stemming in (True, False):
+        # twice: the second call reads every stem from the memo
+        for _ in range(2):
+            assert RougeTokenizer(stemming=stemming).tokenize(text) == tokenizers.DefaultTokenizer(
+                use_stemmer=stemming
+            ).tokenize(text)
+
+
+def test_memoised_tokenizer_gives_rouge_scores_default_tokens_on_cnndm() -> None:
+    from rouge_score import tokenizers
+
+    rows = (shared_data_dir() / "cnndm-250" / "cnndm_test250.jsonl").read_text(encoding="utf-8").splitlines()
+    texts = []
+    for row in map(json.loads, rows[:12]):
+        texts += [row["reference"], *row["systems"].values()]
+    default = tokenizers.DefaultTokenizer(use_stemmer=True)
+    memoised = RougeTokenizer(stemming=True)
+    assert [memoised.tokenize(t) for t in texts] == [default.tokenize(t) for t in texts]
 
 
 def test_empty_prediction_scores_zero_and_missing_references_are_errors() -> None:
