@@ -31,6 +31,13 @@ def test_lexicon_is_made_up_and_sized() -> None:
     assert make_lexicon(CONFIG, seed=0) == lexicon and make_lexicon(CONFIG, seed=1) != lexicon
 
 
+def test_a_caller_changing_its_lexicon_leaves_the_memoised_one_intact() -> None:
+    lexicon = make_lexicon(CONFIG, seed=5)
+    expected = dict(lexicon.synonyms)
+    lexicon.synonyms.clear()
+    assert make_lexicon(CONFIG, seed=5).synonyms == expected
+
+
 def test_generation_is_deterministic() -> None:
     first = list(generate_examples(20, CONFIG, seed=3))
     assert first == list(generate_examples(20, CONFIG, seed=3))

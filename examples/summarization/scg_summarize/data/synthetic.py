@@ -20,8 +20,9 @@ under the seed. [`make_synthetic_corpus`][scg_summarize.data.make_synthetic_corp
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -112,7 +113,18 @@ class Lexicon:
 
 
 def make_lexicon(config: SyntheticConfig, seed: int) -> Lexicon:
-    """Generate unique made-up words for every role (deterministic in ``seed``)."""
+    """Generate unique made-up words for every role (deterministic in ``seed``).
+
+    A pure function of its arguments, memoised (a corpus's three splits, and every corpus made
+    with the same config and seed, share one lexicon); each caller gets its own ``synonyms`` dict,
+    so no caller can change another's lexicon.
+    """
+    lexicon = _make_lexicon(config, seed)
+    return replace(lexicon, synonyms=dict(lexicon.synonyms))
+
+
+@functools.lru_cache(maxsize=16)
+def _make_lexicon(config: SyntheticConfig, seed: int) -> Lexicon:
     rng = np.random.default_rng([seed, 0])
     needed = config.content_words + config.synonym_words + config.num_markers
     needed += config.filler_words

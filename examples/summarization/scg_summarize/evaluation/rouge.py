@@ -115,7 +115,7 @@ class RougeResult:
 @functools.cache
 def _porter_stemmer() -> Any:
     """One nltk Porter stemmer (imported on first use: nltk costs ~1 s of CPU to import)."""
-    from nltk.stem import porter
+    from nltk.stem import porter  # type: ignore[import-untyped]
 
     return porter.PorterStemmer()
 
