@@ -101,8 +101,11 @@ def test_logsoftmax_topk() -> None:
 
 
 #: opcheck's cheap checks; ``test_aot_dispatch_dynamic`` (tracing the op and its backward with symbolic
-#: shapes, ~0.6 s CPU a call) runs once per op and ``rows`` layout (``c2f_coarse_sample``: one mode each):
-#: its fake kernel and backward formula do not read ``mode``, so the other modes add no coverage there.
+#: shapes, ~0.6 s CPU a call) runs once per op and ``rows`` layout, except ``c2f_coarse_sample`` without
+#: ``rows``: its fake kernel and backward formula do not read ``mode`` (so one mode is traced), and its
+#: backward without ``rows`` is the ``rows`` one less the ``index_add_`` (``d_keys`` is the per-row product
+#: itself), traced with static shapes by test_compiles_with_the_reference. ``c2f_fine_attend``'s layouts
+#: trace different ops (``arange(R)`` for the identity map, ``rows`` otherwise): both are checked.
 CHEAP_OPCHECK = ("test_schema", "test_autograd_registration", "test_faketensor")
 
 
@@ -110,12 +113,11 @@ CHEAP_OPCHECK = ("test_schema", "test_autograd_registration", "test_faketensor")
 def test_opcheck(rows: bool) -> None:
     c = make_case(6, 2, 5, 3, 7, 4, 2, r=3 if rows else None)
     req = lambda t: t.clone().requires_grad_(True)  # noqa: E731
-    aot_mode = "distinct" if rows else "multinomial"
     for mode in ("multinomial", "distinct", "greedy"):
         torch.library.opcheck(
             c2f_coarse_sample,
             (req(c.keys), req(c.query_coarse), c.chunk_mask, seed_tensor(), 2, mode, c.rows),
-            test_utils=(*CHEAP_OPCHECK, "test_aot_dispatch_dynamic") if mode == aot_mode else CHEAP_OPCHECK,
+            test_utils=(*CHEAP_OPCHECK, "test_aot_dispatch_dynamic") if rows and mode == "distinct" else CHEAP_OPCHECK,
         )
     torch.library.opcheck(
         c2f_fine_attend, (req(c.words), c.word_mask, req(c.query_fine), c.idx, req(c.weights), c.rows)

@@ -20,18 +20,21 @@ from scg_summarize.kernels.philox import uniform  # noqa: E402  # isort: skip
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-#: (seed, B, M, N, H, D, k, R). The interpreter runs one program per query row (and hidden slice), so
-#: B and R stay at 2-3; what each shape covers (all: padded words, an empty chunk, non-power-of-two sizes):
-#: 0: k = 1, one tile everywhere; 1: M = 37 spans three coarse blocks of 16, k = 3 (a masked draw lane of
-#: K_PAD = 4, a repeated draw), H = 45 two backward tiles of 32; 2: H = 70 two forward slices of 64 (the
-#: partial-score sum) and three backward tiles, D = 133 two coarse hidden tiles of 128, R = 3 beam rows
-#: sharing B = 2 encoder rows; 3: N = 1 (one-word chunks).
+#: (seed, B, M, N, H, D, k, R). The interpreter runs one program per query row (and hidden slice), and each
+#: launch costs ~30 ms of CPU before its first program (it patches triton.language), so B and R stay at 1-2
+#: and each shape covers several paths (all: padded words, an empty chunk, non-power-of-two sizes):
+#: 0: k = 1, N = 1 (one-word chunks), one tile everywhere; 1: M = 37 spans three coarse blocks of 16 in
+#: each of two rows, k = 3 (a masked draw lane of K_PAD = 4, a repeated draw), H = 45 two backward tiles of
+#: 32; 2: H = 70 two forward slices of 64 (the partial-score sum) and three backward tiles, D = 133 two
+#: coarse hidden tiles of 128, R = 2 beam rows reading B = 2 encoder rows swapped (rows = [1, 0]).
 SHAPES = [
-    (0, 2, 5, 7, 19, 6, 1, None),
+    (3, 2, 6, 1, 19, 5, 1, None),
     (1, 2, 37, 13, 45, 10, 3, None),
-    (2, 2, 4, 3, 70, 133, 2, 3),
-    (3, 2, 6, 1, 33, 5, 2, None),
+    (5, 2, 4, 3, 70, 133, 2, 2),
 ]
+#: The fine kernels' grid is (R, hidden slices): shape 1 with one row (the second row of its 37 chunks
+#: only matters to the coarse blocks) still has the masked draw lane, the repeated draw and the empty chunk.
+FINE_SHAPES = [SHAPES[0], (1, 1, 37, 13, 45, 10, 3, None), SHAPES[2]]
 TOL = {"rtol": 2e-5, "atol": 2e-5}
 
 
@@ -86,7 +89,7 @@ def test_coarse_forward_and_backward(shape: tuple[int, ...]) -> None:
     close(dq32, dq)
 
 
-@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("shape", FINE_SHAPES)
 def test_fine_forward_and_backward(shape: tuple[int, ...]) -> None:
     case = make_case(*shape)
     gen = torch.Generator().manual_seed(shape[0])
@@ -120,10 +123,11 @@ def test_fine_backward_writes_only_the_chosen_chunks() -> None:
     assert bool((grad[chosen & has_words].abs().sum((-1, -2)) > 0).all())
 
 
-@pytest.mark.parametrize(("rows", "vocab", "hidden", "k", "bias"), [(5, 300, 19, 4, True), (33, 77, 70, 1, False)])
+@pytest.mark.parametrize(("rows", "vocab", "hidden", "k", "bias"), [(2, 150, 19, 4, True), (33, 77, 70, 1, False)])
 def test_logsoftmax_topk(rows: int, vocab: int, hidden: int, k: int, bias: bool) -> None:
-    # vocab 300 spans five 64-wide vocabulary blocks; 33 rows span two 32-row blocks (the second one row:
-    # the combine runs a program per row); vocab 77 two blocks; hidden 70 two 64-wide tiles.
+    # vocab 150 spans three 64-wide vocabulary blocks (the last one partial; the combine's 4 partial and
+    # 16 candidate lanes are masked); 33 rows span two 32-row blocks (the second one row: the combine runs a
+    # program per row); vocab 77 two blocks; hidden 70 two 64-wide tiles.
     gen = torch.Generator().manual_seed(rows)
     h = torch.randn(rows, hidden, generator=gen, dtype=torch.float64).to(DEVICE)
     w = (torch.randn(vocab, hidden, generator=gen, dtype=torch.float64) / hidden**0.5).to(DEVICE)
