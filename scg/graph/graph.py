@@ -3,31 +3,33 @@
 `GraphRecord` holds the nodes, the influence tracking and the relation; it knows nothing of
 inference (as Pyro's ``Trace``): the credit layer (`scg.credit`) reads a record and builds its
 surrogate, and [`scg.Graph`][scg.Graph] is the record with its ``surrogate_loss`` method
-(`scg.credit.graph`). Other modules of scg use the record through its internal API
-(`record`, `tracker`, `costs`, `stochastic`, `mark_built`, ...), never its private
-attributes.
+(`scg.credit.graph`). This module is the recording: the open graph of a context (entered,
+exited, or opened while ``torch.compile`` traces), its tracker (`scg.graph.tracking`, whose
+reports `scg.graph.escapes` turns into warnings), the nodes' names and signature entries, and
+the relation (tracked, or from a structure). What users ask of a record is `scg.graph.queries`.
+Other modules of scg use the record through its internal API (`record`, `tracker`, `costs`,
+`stochastic`, `mark_built`, ...), never its private attributes.
 """
 
 from __future__ import annotations
 
 import itertools
-import warnings
 from collections.abc import Callable
 from contextvars import ContextVar, Token
-from types import FrameType, TracebackType
+from types import TracebackType
 from typing import Any, TypeVar
 
 import torch
-from torch._C import _get_function_stack_at, _len_torch_function_stack
 from torch.distributions import Distribution
-from torch.overrides import _pop_mode, _push_mode
 
-from scg.errors import InfluenceLostError, InfluenceLostWarning, SCGError, UntrackedRandomnessWarning
-from scg.graph.masks import bits, closure
+from scg.errors import SCGError
+from scg.graph.escapes import EscapeReports
+from scg.graph.masks import closure
 from scg.graph.nodes import CostNode, DeterministicNode, Location, Node, StochasticNode
+from scg.graph.queries import GraphQueries
 from scg.graph.structure import Declared, Structure, node_key, signature
 from scg.graph.threads import InThread, wrap
-from scg.graph.tracking import InfluenceTracker
+from scg.graph.tracking import InfluenceTracker, Paused
 
 __all__ = ["GraphRecord", "Intervention", "current_graph"]
 
@@ -63,32 +65,7 @@ eager_graph = _CURRENT.get
 _UNTRACKED = torch._C.DisableTorchFunction
 
 
-class _Paused:
-    """Pops ``tracker`` off torch's function-mode stack for a block, if it is on top.
-
-    (A class, not a ``contextlib.contextmanager``: it runs for every ``scg.sample`` and ``scg.cost``,
-    where a generator-based context manager costs more than the sampling itself.)
-    """
-
-    __slots__ = ("popped", "tracker")
-
-    def __init__(self, tracker: InfluenceTracker | None) -> None:
-        self.tracker = tracker
-        self.popped = False
-
-    def __enter__(self) -> None:
-        n = _len_torch_function_stack()
-        if n and self.tracker is not None and _get_function_stack_at(n - 1) is self.tracker:
-            _pop_mode()  # type: ignore[no-untyped-call]
-            self.popped = True
-
-    def __exit__(self, *exc: object) -> None:
-        if self.popped:
-            _push_mode(self.tracker)  # type: ignore[no-untyped-call]
-            self.popped = False
-
-
-class GraphRecord:
+class GraphRecord(GraphQueries):
     """One run of a program recorded as a stochastic computation graph: its nodes, their
     influence relation and how it was found. [`scg.Graph`][scg.Graph] (the class users open)
     adds the surrogate; its docstring describes the arguments.
@@ -123,7 +100,6 @@ class GraphRecord:
         self._token: Token[GraphRecord | None] | None = None
         self._state = "new"  # new -> open -> closed
         self._built = False
-        self._escapes: set[tuple[str, int]] = set()
         #: marker node index -> the node of a nested graph whose draw it marks (`foreign_sample`)
         self.nested: dict[int, str] = {}
         self._credit: dict[tuple[int, int], bool] = {}  # (node, cost) -> mixed (whole credit)
@@ -222,7 +198,8 @@ class GraphRecord:
     def tracker(self) -> InfluenceTracker:
         """The graph's tracking mode (made on first use: an untracked graph needs none)."""
         if self._tracker_obj is None:
-            self._tracker_obj = InfluenceTracker(f"_scg_mask_{self.id}", self._on_event)
+            reports = EscapeReports(nodes=self.nodes, warn=self.warn_on_escape, strict=self.strict)
+            self._tracker_obj = InfluenceTracker(f"_scg_mask_{self.id}", reports)
         return self._tracker_obj
 
     @property
@@ -285,61 +262,15 @@ class GraphRecord:
         """The tensor's foreign positions: position -> mask (see `scg.graph.positions`)."""
         return self.tracker.foreign_of(value)
 
-    def paused(self) -> _Paused:
+    def paused(self) -> Paused:
         """Suspend tracking (when this graph's tracker is the innermost torch function mode)."""
-        return _Paused(self._tracker_obj if self.tracked else None)
+        return Paused(self._tracker_obj if self.tracked else None)
 
     def set_mask(self, value: torch.Tensor, mask: int, foreign: dict[int, int] | None = None) -> None:
         """Mark ``value`` as computed from the nodes of ``mask`` (and its foreign positions)."""
         tracker = self.tracker
         setattr(value, tracker.attr, mask)
         setattr(value, tracker.fattr, foreign or None)
-
-    def _on_event(self, kind: str, what: str, mask: int, frame: FrameType) -> None:
-        where = (frame.f_code.co_filename, frame.f_lineno)
-        if kind == "write":
-            self._on_node_write(self.nodes[mask], what, where)
-            return
-        if not (self.warn_on_escape or self.strict):
-            return
-        names = ", ".join(f"'{self.nodes[i].name}'" for i in bits(mask) if i < len(self.nodes))
-        if kind == "random":
-            source = (
-                f"values computed from node(s) {names}"
-                if names
-                else "probabilities that require grad (computed from parameters)"
-            )
-            msg = (
-                f"{what}() at {where[0]}:{where[1]} draws from {source} "
-                "outside scg.sample: the draw is not a stochastic node, so the "
-                "gradient misses its dependence on the parameters (no score term). Draw it "
-                "with scg.sample(dist) instead."
-            )
-            category: type[Warning] = UntrackedRandomnessWarning
-        else:
-            msg = (
-                f"a value computed from node(s) {names} left tensor land through {what} at "
-                f"{where[0]}:{where[1]}; scg cannot see what is computed from the resulting "
-                "Python value, so costs computed from it would lose their dependency on these "
-                "nodes. Keep the computation in torch, or declare the dependency with "
-                "scg.influenced_by(value, *nodes)."
-            )
-            category = InfluenceLostWarning
-        if self.strict:
-            raise InfluenceLostError(msg + " (scg.Graph(strict=True))")
-        if where in self._escapes:
-            return
-        self._escapes.add(where)
-        warnings.warn_explicit(msg, category, where[0], where[1])
-
-    def _on_node_write(self, node: Node, what: str, where: tuple[str, int]) -> None:
-        """A write into a node's value: safe when the node scored a private copy of it."""
-        if isinstance(node, StochasticNode) and not node.private:
-            raise SCGError(
-                f"{what}() at {where[0]}:{where[1]} writes into the value of {node.describe()} "
-                "in place; its log-probability (or pathwise gradient) was computed from that "
-                "value, so backward would fail or be wrong. Write into a copy (value.clone())"
-            )
 
     # ------------------------------------------------------------------ nodes
     def _name(self, name: str | None, kind: str, step: int | None, location: Location | str) -> str:
@@ -443,39 +374,6 @@ class GraphRecord:
         self.nested[marker.index] = node.describe()
         setattr(value, self.tracker.attr, 1 << marker.index)
 
-    @property
-    def stochastic_nodes(self) -> list[StochasticNode]:
-        """The stochastic nodes, in creation order."""
-        return list(self.stochastic)
-
-    @property
-    def cost_nodes(self) -> list[CostNode]:
-        """The cost nodes, in creation order."""
-        return list(self.costs)
-
-    def node(self, ref: str | Node | torch.Tensor, step: int | None = None) -> Node:
-        """Look a node up by name (and step), by its value tensor, or pass a node through."""
-        if isinstance(ref, Node):
-            if ref.index < len(self.nodes) and self.nodes[ref.index] is ref:
-                return ref
-            raise SCGError(f"{ref.describe()} belongs to another graph")
-        if isinstance(ref, torch.Tensor):
-            for n in self.nodes:
-                if n.value is ref:
-                    return n
-            raise SCGError("this tensor is not the value of a node of this graph")
-        if (ref, step) in self._keys:
-            return self._keys[(ref, step)]
-        matches = [n for n in self.nodes if n.name == ref]
-        if step is None and len(matches) == 1:
-            return matches[0]
-        known = ", ".join(sorted({repr(n.name) for n in self.nodes})) or "none"
-        if matches:
-            raise SCGError(f"node {ref!r} exists at several steps; pass step= (known nodes: {known})")
-        raise SCGError(
-            f"no node named {ref!r}{'' if step is None else f' at step {step}'} in this graph (known nodes: {known})"
-        )
-
     def full_influence(self) -> list[int]:
         """``full[i]``: the mask of every node that influences node ``i`` (transitive closure)."""
         if self._full is None:
@@ -503,50 +401,6 @@ class GraphRecord:
             if foreign:
                 node.foreign = dict(foreign)
         return full
-
-    def influences(self, v: str | Node | torch.Tensor, c: str | Node | torch.Tensor) -> bool:
-        """Whether node ``v`` influences node ``c`` (there is a data-flow path from v to c)."""
-        vn, cn = self.node(v), self.node(c)
-        return bool(self.full_influence()[cn.index] >> vn.index & 1)
-
-    def parents(self, ref: str | Node | torch.Tensor) -> list[Node]:
-        """The nodes that ``ref`` was directly computed from."""
-        return [self.nodes[i] for i in bits(self.node(ref).parents)]
-
-    def credit(self, v: str | Node | torch.Tensor, c: str | Node | torch.Tensor) -> str:
-        """How ``surrogate_loss`` credited node ``v`` with cost ``c``. Available after the
-        surrogate is built. The values:
-
-        * ``"per-element"``: a score-function node, each plate element credited with its own
-          cost elements;
-        * ``"whole-plate"``: a score-function node whose plate elements the cost mixes, so each
-          is credited with the whole cost (see `scg.credit.plates`);
-        * ``"pathwise"``: a reparameterized node (``Pathwise``): the cost's gradient reaches it
-          through its value, with no score term;
-        * ``"relaxed"``: a relaxed node (``GumbelSoftmax``): pathwise through a continuous
-          relaxation of the discrete sample (biased);
-        * ``"enumerated"``: an enumerated node (``Enumerate``): the cost is weighted by
-          p(value) over the node's support;
-        * ``"none"``: ``v`` does not influence ``c`` (or ``v`` is not a stochastic node).
-        """
-        vn, cn = self.node(v), self.node(c)
-        if not self._built:
-            raise SCGError("Graph.credit(): build the surrogate first (g.surrogate_loss())")
-        if not isinstance(vn, StochasticNode) or not self.full_influence()[cn.index] >> vn.index & 1:
-            return "none"
-        got = self._credit.get((vn.index, cn.index))
-        if got is not None:
-            return "whole-plate" if got else "per-element"
-        estimator = vn.estimator
-        if estimator.enumerates:
-            return "enumerated"
-        return "relaxed" if estimator.relaxed else "pathwise"
-
-    @property
-    def credit_pairs(self) -> dict[tuple[int, int], bool]:
-        """(score node index, cost index) -> whether the surrogate credited the node whole-plate
-        with the cost (per-element: False), for each pair it credited (a copy; see `credit`)."""
-        return dict(self._credit)
 
     def use_relation(self, full: list[int]) -> None:
         """Set the influence closure (the traced surrogate computes a declared one)."""

@@ -1,0 +1,181 @@
+"""Marking an operation's outputs: what each output of a tracked torch call takes from its inputs.
+
+The tracker (`scg.graph.tracking`) sees a torch call, runs it and collects its tracked inputs as
+``(argument position, tensor, mask)``; `propagate` then gives an output:
+
+* the union of the inputs' influence masks (under the graph's ``attr``);
+* its *foreign positions* (under ``fattr``): per input, the first leading position that no longer
+  lines up with the input's (`scg.graph.positions`, by the op's position rule), merged with the
+  positions the input already carried; positions at or beyond the deepest node value are dropped
+  (they can never be compared with a node's dimensions), and nodes known only through a write into
+  an input's storage (``aliased``) are foreign from position 0;
+* the sample-dimension map of its inputs, moved by the op, once the graph has sample dimensions
+  (`scg.graph.sample_positions`);
+* the mask of the nodes its *shape* depends on (under ``dattr``), for an op whose output shape
+  depends on sampled values (``nonzero``, boolean indexing) and whatever is computed from it
+  (`mark_dynamic`).
+
+``broadcast_tensors``, ``atleast_*d`` and ``meshgrid`` compute output k from argument k alone:
+`paired_inputs` says which inputs each output takes.
+
+The elementwise common case (same shapes, at most one foreign map) is handled inline by the
+tracker and never reaches this module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import torch
+
+from scg.graph import positions
+from scg.graph.ops import F_DYNAMIC, F_ELEMENTWISE, F_GETITEM, bool_index, flat_tensors
+from scg.graph.positions import INF
+from scg.graph.sample_positions import follow
+
+__all__ = ["OutputMarks", "Tracked", "mark_dynamic", "paired_inputs", "propagate"]
+
+Tensor = torch.Tensor
+
+#: the tracked inputs of a call: (argument position, -1 for a keyword; the tensor; its mask)
+Tracked = list[tuple[int, Tensor, int]]
+
+
+class OutputMarks(Protocol):
+    """What this module reads and sets of the tracker (`scg.graph.tracking.InfluenceTracker`,
+    which imports this module): the attribute names of its marks and the graph-wide switches."""
+
+    attr: str
+    fattr: str
+    dattr: str
+    sattr: str
+    storages: dict[int, tuple[int, Tensor]]
+    max_dim: int
+    any_dynamic: bool
+    sample_dims: bool
+
+    def mask_of(self, t: Tensor) -> int:
+        """The tensor's mask, including what was written into its storage through an alias."""
+        ...
+
+
+def propagate(
+    tracker: OutputMarks,
+    func: Callable[..., Any],
+    name: str,
+    rule: positions.Rule | None,
+    flags: int,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any] | None,
+    o: Tensor,
+    m: int,
+    tracked: Tracked,
+    aliased: bool,
+) -> None:
+    """Mark output ``o`` with ``m`` and its foreign positions (``aliased``: an input may carry
+    nodes known only through its storage, which are foreign from position 0)."""
+    if tracker.sample_dims:
+        follow(tracker.sattr, func, name, rule, args, kwargs, o, tracked)
+    attr, fattr = tracker.attr, tracker.fattr
+    setattr(o, attr, getattr(o, attr, 0) | m)
+    fr: dict[int, int] | None = None
+    if args and o is args[0]:
+        old = getattr(o, fattr, None)
+        fr = dict(old) if old else None
+    limit = tracker.max_dim
+    elementwise = flags & F_ELEMENTWISE
+    if fr is None and len(tracked) == 1 and not aliased:
+        # one tracked input (the common case): its foreign position once, its map carried
+        pos, a, am = tracked[0]
+        afr = getattr(a, fattr, None)
+        if elementwise and a.shape == o.shape:
+            f = INF
+        else:
+            f = positions.foreign_from(positions.rule_prefix(func, name, rule, args, kwargs, a, o, pos), a, o)
+        if f >= limit:  # positions kept: the input's map is the output's (shared, immutable)
+            if afr is not None or getattr(o, fattr, None) is not None:
+                setattr(o, fattr, afr)
+        else:
+            fr = {f: am}
+            if afr:
+                for q, qm in afr.items():
+                    q = q if q < f else f
+                    fr[q] = fr.get(q, 0) | qm
+                if len(fr) > 1:
+                    fr = positions.normalize(fr)
+            setattr(o, fattr, fr)
+        if flags & (F_DYNAMIC | F_GETITEM) or tracker.any_dynamic:
+            mark_dynamic(tracker, flags, args, o, m, tracked)
+        return
+    oshape = o.shape
+    for pos, a, am in tracked:
+        afr = getattr(a, fattr, None)
+        if elementwise and a.shape == oshape:
+            f = INF  # same shape, positions kept: nothing new
+        else:
+            p = positions.rule_prefix(func, name, rule, args, kwargs, a, o, pos)
+            f = positions.foreign_from(p, a, o)
+            if f >= limit:
+                f = INF
+        if f < INF:
+            if fr is None:
+                fr = {}
+            fr[f] = fr.get(f, 0) | am
+        if aliased:  # (whatever the rule: the layout of what an alias wrote is not known)
+            extra = am & ~getattr(a, attr, 0)  # known only through an alias of its storage
+            if extra:
+                if fr is None:
+                    fr = {}
+                q = positions.foreign_from(0, a, o)
+                fr[q] = fr.get(q, 0) | extra
+        if afr:
+            if fr is None:
+                fr = {}
+            for q, qm in afr.items():
+                q = q if q < f else f
+                fr[q] = fr.get(q, 0) | qm
+    if fr:
+        fr = {q: qm for q, qm in positions.normalize(fr).items() if q < limit}
+    if fr or getattr(o, fattr, None) is not None:
+        setattr(o, fattr, fr or None)
+    if flags & (F_DYNAMIC | F_GETITEM) or tracker.any_dynamic:
+        mark_dynamic(tracker, flags, args, o, m, tracked)
+
+
+def mark_dynamic(tracker: OutputMarks, flags: int, args: tuple[Any, ...], o: Tensor, m: int, tracked: Tracked) -> None:
+    """Mark outputs whose shape depends on sampled values (and what is computed from them)."""
+    if flags & F_DYNAMIC or (flags & F_GETITEM and bool_index(args)):
+        tracker.any_dynamic = True
+        setattr(o, tracker.dattr, m)
+    elif tracker.any_dynamic:
+        dm = 0
+        for _, a, _ in tracked:
+            dm |= getattr(a, tracker.dattr, 0)
+        if dm:
+            setattr(o, tracker.dattr, dm)
+
+
+def paired_inputs(tracker: OutputMarks, args: tuple[Any, ...], out: Any) -> list[tuple[Tensor, int, Tracked]]:
+    """``broadcast_tensors(a, b)``, ``atleast_1d(a, b)``, ``meshgrid(a, b)``: the outputs to mark,
+    each with the mask and the tracked inputs it takes. Output k is computed from tensor argument
+    k alone (with equal shapes ``broadcast_tensors`` returns the arguments themselves, which must
+    not take each other's influence, and an input returned as it is keeps its own marks)."""
+    inputs = [a for arg in args for a in (arg if isinstance(arg, (list, tuple)) else (arg,)) if isinstance(a, Tensor)]
+    outputs = flat_tensors(out)
+    if len(inputs) != len(outputs):  # (not one output per argument: every output takes every input)
+        m = 0
+        tracked: Tracked = []
+        for k, a in enumerate(inputs):
+            am = tracker.mask_of(a)
+            if am:
+                m |= am
+                tracked.append((k, a, am))
+        return [(o, m, tracked) for o in outputs]
+    marks = []
+    for k, (a, o) in enumerate(zip(inputs, outputs)):
+        if o is not a:
+            am = tracker.mask_of(a)
+            if am:
+                marks.append((o, am, [(k, a, am)]))
+    return marks
