@@ -353,55 +353,44 @@ __abs__ __and__ __rand__ __or__ __ror__ __xor__ __rxor__ __invert__ __eq__ __ne_
 __gt__ __ge__ __lshift__ __rshift__ __iand__ __ior__ __ixor__ __div__ __rdiv__ __idiv__
 """
 
-TABLE: dict[str, Rule] = {}
-for _n in _ELEMENTWISE.split():
-    TABLE[_n] = elementwise
-    TABLE[_n + "_"] = elementwise
-for _n in (
-    "sum mean prod amax amin max min argmax argmin logsumexp norm std var all any median "
-    "nansum nanmean nanmedian count_nonzero std_mean var_mean mode aminmax"
-).split():
-    TABLE[_n] = _reduction
-for _n in (
-    "cumsum cumprod cummax cummin logcumsumexp softmax log_softmax softmin sort argsort "
-    "topk kthvalue flip roll diff normalize cumsum_ cumprod_"
-).split():
-    TABLE[_n] = _along
-for _n in "view reshape view_as reshape_as flatten unflatten".split():
-    TABLE[_n] = _reshape
-TABLE["unsqueeze"] = _unsqueeze
-TABLE["unsqueeze_"] = _unsqueeze
-TABLE["squeeze"] = _squeeze
-TABLE["squeeze_"] = _squeeze
-for _n in "transpose swapaxes swapdims t T mT permute movedim".split():
-    TABLE[_n] = _permute
-for _n in "expand expand_as broadcast_to".split():
-    TABLE[_n] = _expand
-TABLE["repeat"] = _repeat
-for _n in "cat concat concatenate stack".split():
-    TABLE[_n] = _cat
-for _n in "split chunk narrow select unbind tensor_split".split():
-    TABLE[_n] = _split
-for _n in "matmul mm bmm __matmul__ __rmatmul__ linear".split():
-    TABLE[_n] = _matmul
-TABLE["einsum"] = _einsum
-TABLE["gather"] = _gather
-TABLE["take_along_dim"] = _gather
-TABLE["index_select"] = _index_select
-TABLE["embedding"] = _embedding
-TABLE["one_hot"] = _one_hot
-for _n in "scatter scatter_ scatter_add scatter_add_ scatter_reduce scatter_reduce_".split():
-    TABLE[_n] = _scatter
-TABLE["layer_norm"] = _layer_norm
-TABLE["__getitem__"] = _getitem
-TABLE["__setitem__"] = _setitem
-for _n in _LOSS_ROWS:
-    TABLE[_n] = _loss
-TABLE["cosine_similarity"] = _row_reduce
-TABLE["pairwise_distance"] = _row_reduce
-for _n in "lstm_cell gru_cell rnn_tanh_cell rnn_relu_cell".split():
-    TABLE[_n] = _rows
-for _n in "new_zeros new_ones new_full new_empty new_tensor".split():
-    TABLE[_n] = _constant
-for _n in "masked_fill_ copy_".split():
-    TABLE[_n] = elementwise
+#: rule -> the operations it covers, by the name torch reports (after the elementwise operations
+#: of ``_ELEMENTWISE``, each with its in-place ``name_``)
+_RULES: tuple[tuple[Rule, str], ...] = (
+    (
+        _reduction,
+        "sum mean prod amax amin max min argmax argmin logsumexp norm std var all any median "
+        "nansum nanmean nanmedian count_nonzero std_mean var_mean mode aminmax",
+    ),
+    (
+        _along,
+        "cumsum cumprod cummax cummin logcumsumexp softmax log_softmax softmin sort argsort "
+        "topk kthvalue flip roll diff normalize cumsum_ cumprod_",
+    ),
+    (_reshape, "view reshape view_as reshape_as flatten unflatten"),
+    (_unsqueeze, "unsqueeze unsqueeze_"),
+    (_squeeze, "squeeze squeeze_"),
+    (_permute, "transpose swapaxes swapdims t T mT permute movedim"),
+    (_expand, "expand expand_as broadcast_to"),
+    (_repeat, "repeat"),
+    (_cat, "cat concat concatenate stack"),
+    (_split, "split chunk narrow select unbind tensor_split"),
+    (_matmul, "matmul mm bmm __matmul__ __rmatmul__ linear"),
+    (_einsum, "einsum"),
+    (_gather, "gather take_along_dim"),
+    (_index_select, "index_select"),
+    (_embedding, "embedding"),
+    (_one_hot, "one_hot"),
+    (_scatter, "scatter scatter_ scatter_add scatter_add_ scatter_reduce scatter_reduce_"),
+    (_layer_norm, "layer_norm"),
+    (_getitem, "__getitem__"),
+    (_setitem, "__setitem__"),
+    (_loss, " ".join(_LOSS_ROWS)),
+    (_row_reduce, "cosine_similarity pairwise_distance"),
+    (_rows, "lstm_cell gru_cell rnn_tanh_cell rnn_relu_cell"),
+    (_constant, "new_zeros new_ones new_full new_empty new_tensor"),
+    (elementwise, "masked_fill_ copy_"),
+)
+
+#: op name -> how it maps positions (`scg.graph.positions.declare_rowwise` adds to it)
+TABLE: dict[str, Rule] = {n: elementwise for base in _ELEMENTWISE.split() for n in (base, base + "_")}
+TABLE.update((n, rule) for rule, names in _RULES for n in names.split())
