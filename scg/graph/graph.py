@@ -68,7 +68,8 @@ _UNTRACKED = torch._C.DisableTorchFunction
 class GraphRecord(GraphQueries):
     """One run of a program recorded as a stochastic computation graph: its nodes, their
     influence relation and how it was found. [`scg.Graph`][scg.Graph] (the class users open)
-    adds the surrogate; its docstring describes the arguments.
+    adds the surrogate; its docstring describes the arguments. The questions users ask of a
+    record (``g.node``, ``g.influences``, ``g.credit``, ...) are `GraphQueries`.
     """
 
     def __init__(
