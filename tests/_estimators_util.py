@@ -10,6 +10,7 @@ pass instead of a few hundred (``test_core_unbiased.py`` checks that both agree)
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from typing import Any
@@ -31,10 +32,16 @@ class _Expand(Exception):
         self.values, self.fixed, self.k = values, fixed, k
 
 
-def _choices(dist: Distribution, rows: int, hermite: tuple[np.ndarray, np.ndarray]) -> _Expand:
+@functools.cache
+def _hermite(quadrature: int) -> tuple[np.ndarray, np.ndarray]:
+    """The Gauss-Hermite points and weights (computed once per size: most programs have no Normal)."""
+    return np.polynomial.hermite.hermgauss(quadrature)
+
+
+def _choices(dist: Distribution, rows: int, quadrature: int) -> _Expand:
     """Every value of a node for each of ``rows`` runs: run r, choice j becomes row r·K + j."""
     if isinstance(dist, Normal):  # Gauss-Hermite points fixed at the current parameters
-        t, w = hermite
+        t, w = _hermite(quadrature)
         loc = dist.loc.detach().expand(rows)
         pts = torch.as_tensor(t, dtype=loc.dtype) * math.sqrt(2.0)
         values = (loc[:, None] + dist.scale.detach().expand(rows)[:, None] * pts).reshape(-1)
@@ -54,7 +61,6 @@ def exact_expectation_batched(batched: Batched, theta: torch.Tensor, *, quadratu
     once per run and stops at the first node without a forced value, whose choices multiply the
     rows. Each node's batch shape must be the rows (one element per run).
     """
-    hermite = np.polynomial.hermite.hermgauss(quadrature)
     values: list[torch.Tensor] = []  # node i's forced value in every run
     fixed: list[torch.Tensor | None] = []  # its quadrature log-weights (None: log p(value))
     while True:
@@ -79,7 +85,7 @@ def exact_expectation_batched(batched: Batched, theta: torch.Tensor, *, quadratu
                 )
             i = len(logw)
             if i == len(values):
-                raise _choices(dist, rows, hermite)
+                raise _choices(dist, rows, quadrature)
             lp = dist.log_prob(values[i].clone()).reshape(rows, -1).sum(1)
             f = fixed[i]
             logw.append(lp if f is None else f + (lp - lp.detach()))

@@ -68,7 +68,8 @@ def test_batched_enumeration_matches_scg_testing() -> None:
     ]
     for spec in specs:
         theta = spec.init_params(3)
-        want = st.exact_gradient(spec.program(theta), [theta], quadrature=12)[0]
+        # (no second, coarser quadrature: both oracles integrate with the same 12 points)
+        want = st.exact_gradient(spec.program(theta), [theta], quadrature=12, check_quadrature=False)[0]
         torch.testing.assert_close(exact_gradient_batched(spec.batched(), theta, quadrature=12), want)
         want_h = st.exact_hessian(spec.program(theta), [theta], quadrature=12)
         torch.testing.assert_close(exact_hessian_batched(spec.batched(), theta, quadrature=12), want_h)
