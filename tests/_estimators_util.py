@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch.distributions import Distribution, Normal
+from torch.distributions import Distribution, Independent, Normal
 
 import scg
 import scg.testing as st
@@ -47,6 +47,12 @@ def _choices(dist: Distribution, rows: int, quadrature: int) -> _Expand:
         values = (loc[:, None] + dist.scale.detach().expand(rows)[:, None] * pts).reshape(-1)
         lw = torch.as_tensor(np.log(w) - 0.5 * math.log(math.pi), dtype=loc.dtype)
         return _Expand(values, lw.repeat(rows), len(t))
+    if isinstance(dist, Independent):  # (rows,) vectors of independent finite elements: every joint value
+        elements = dist.base_dist.enumerate_support(expand=False).reshape(-1)  # (k,)
+        size = dist.event_shape.numel()
+        joint = torch.cartesian_prod(*[elements] * size).reshape(-1, *dist.event_shape)  # (k^size, *event)
+        k = joint.shape[0]
+        return _Expand(joint.repeat(rows, *[1] * len(dist.event_shape)), None, k)
     support = dist.enumerate_support(expand=True)  # (K, rows, *event)
     k = support.shape[0]
     return _Expand(support.movedim(0, 1).reshape(rows * k, *support.shape[2:]), None, k)

@@ -55,7 +55,8 @@ def _check_spec(
 
 def test_batched_enumeration_matches_scg_testing() -> None:
     """The fast oracle of the random-graph tests against ``scg.testing``'s (one graph per run):
-    a chain, a diamond and a tree of every node kind, gradients and Hessians."""
+    a chain, a diamond and a tree of every node kind (a vector of independent categoricals
+    enumerated jointly), gradients and Hessians."""
     specs = [
         SCGSpec(
             [NodeSpec("categorical", 3, ()), NodeSpec("onehot", 2, (0,)), NodeSpec("bernoulli", 1, (0, 1))],
@@ -65,6 +66,7 @@ def test_batched_enumeration_matches_scg_testing() -> None:
             [NodeSpec("normal", 1, ()), NodeSpec("bernoulli", 1, (0,))],
             [(1, CostSpec((0, 1), True, 0.5)), (0, CostSpec((0,), True, 1.0))],
         ),
+        SCGSpec([NodeSpec("indcat", 2, ()), NodeSpec("bernoulli", 1, (0,))], [(1, CostSpec((0, 1), True, 1.5))]),
     ]
     for spec in specs:
         theta = spec.init_params(3)

@@ -116,16 +116,11 @@ def _target(cls: type, spec: SCGSpec) -> SCGSpec:
     )
 
 
-#: node kinds the particle-batched enumeration of ``_estimators_util`` takes (one pass instead of a
-#: graph per run; checked against scg.testing's in test_core_unbiased.py)
-BATCHED_EXACT = frozenset({"categorical", "onehot", "bernoulli", "normal"})
-
-
 def _check(
     spec: SCGSpec, batched: Callable[[torch.Tensor], None], exact_program: SCGSpec, particles: int = N, **kw: Any
 ) -> st.UnbiasedReport:
     theta = spec.init_params(seed=len(spec.nodes))
-    if not kw and all(nd.kind in BATCHED_EXACT for nd in exact_program.nodes):
+    if not kw:  # every node kind: the particle-batched enumeration (checked in test_core_unbiased.py)
         exact = exact_gradient_batched(exact_program.batched(), theta, quadrature=16)
     else:
         program = exact_program.program(theta, **kw)
