@@ -151,10 +151,6 @@ class SCGSpec:
         """The program over replicated θ (P, d), for ``estimate_gradients_batched``."""
         return lambda theta: self._run(theta, baseline, n, log_mean_exp)
 
-    @property
-    def has_continuous(self) -> bool:
-        return any(n.kind == "normal" for n in self.nodes)
-
 
 def scgs(max_nodes: int = 4, max_costs: int = 4, continuous: bool = True, kinds: Sequence[str] | None = None) -> Any:
     """A hypothesis strategy of `SCGSpec` (imports hypothesis lazily).

@@ -81,11 +81,6 @@ class PrepOptions:
             if not isinstance(value, int) or value < 0:
                 raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
 
-    @property
-    def source_len(self) -> int:
-        """``M * N``: the number of source positions a model sees."""
-        return self.num_chunks * self.chunk_len
-
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serializable dict of all fields."""
         return asdict(self)

@@ -61,10 +61,6 @@ class SourceDocument(Example):
 
     words: list[list[str]]
 
-    def chunk_labels(self, n_words: int = 3) -> list[str]:
-        """A short label per chunk: its first ``n_words`` words (empty for padding chunks)."""
-        return [" ".join(chunk[:n_words]) + (" ..." if len(chunk) > n_words else "") for chunk in self.words]
-
 
 def encode_text(
     doc_id: str, paragraphs: Sequence[str], options: PrepOptions, vocab: Vocab, *, sentences_given: bool = False
