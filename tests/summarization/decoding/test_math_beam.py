@@ -269,9 +269,9 @@ def test_the_textbook_beam_is_a_real_restriction() -> None:
     """Not vacuous: on these instances small beams miss the optimum and </s> is among the top k."""
     decoder = Cached(8, seed=11, temperature=0.6)
     options = DecodeOptions(beam_size=1, max_len=4, length_penalty=0.5, min_len=0, no_repeat_ngram=0, unk="allow")
-    assert any(  # stops at the first miss
+    assert any(  # stops at the first miss (the last examples first: each enumeration costs ~0.1 s)
         textbook_beam(decoder, e, options, SpecialIds())[0][0] != exhaustive(decoder, e, options, SpecialIds())[0][0]
-        for e in range(6)
+        for e in reversed(range(6))
     )
     assert any(
         max(allowed(decoder, e, (), options, SpecialIds()).items(), key=lambda kv: kv[1])[0] == EOS for e in range(40)
