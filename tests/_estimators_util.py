@@ -145,7 +145,7 @@ def hessian_estimates(
     """(n, d, d) independent Hessian estimates (second derivatives of the surrogate)."""
     d = theta.numel()
     with torch.random.fork_rng():
-        torch.manual_seed(seed)
+        torch.default_generator.manual_seed(seed)  # (torch.manual_seed also formats the stack for lazy CUDA seeding)
         reps = theta.detach().unsqueeze(0).expand(n, d).clone().requires_grad_()
         with scg.Graph() as g:
             batched(reps)

@@ -122,7 +122,7 @@ def test_cached_check_draws_are_seeded_and_owned_by_the_object() -> None:
         out = []
         for i in range(24):
             random.seed(i)  # the global generators do not steer the draws
-            torch.manual_seed(i)
+            torch.default_generator.manual_seed(i)  # (torch.manual_seed also formats the stack for lazy CUDA seeding)
             with scg.Graph(structure=cached) as g:
                 program()
             g.surrogate_loss()

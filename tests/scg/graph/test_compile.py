@@ -101,7 +101,7 @@ def eager_and_traced(
     for traced in (False, True):
         b = None if baselines is None else baselines[traced]
         wrt = params if b is None else [*params, *b.module.parameters()]
-        torch.manual_seed(seed)
+        torch.default_generator.manual_seed(seed)  # (torch.manual_seed also formats the stack for lazy CUDA seeding)
         with scg.Graph(structure=scg.Declared()) as g:
             program(params, baselines=b)()
         if traced:

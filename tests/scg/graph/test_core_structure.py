@@ -57,7 +57,7 @@ def make_params() -> list[torch.Tensor]:
 def grads(
     program: Callable[[], None], params: list[torch.Tensor], seed: int, **kwargs: object
 ) -> tuple[list[torch.Tensor], scg.Graph]:
-    torch.manual_seed(seed)
+    torch.default_generator.manual_seed(seed)  # (torch.manual_seed also formats the stack for lazy CUDA seeding)
     with scg.Graph(**kwargs) as g:  # type: ignore[arg-type]
         program()
     loss = g.surrogate_loss()

@@ -49,7 +49,7 @@ def brute_force_per_example(f: Fn, shape: tuple[int, ...]) -> bool:
 
 
 def tracker_credit(f: Fn, shape: tuple[int, ...]) -> tuple[str, torch.Size]:
-    torch.manual_seed(0)
+    torch.default_generator.manual_seed(0)  # (torch.manual_seed also formats the stack for lazy CUDA seeding)
     with scg.Graph() as g:
         z = scg.sample(
             Normal(torch.zeros(shape, dtype=torch.float64), 1.0), name="z", plates=1, estimator=scg.ScoreFunction()
