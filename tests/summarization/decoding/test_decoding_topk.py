@@ -184,10 +184,11 @@ def test_triton_beam_step_matches_the_reference() -> None:
 
     # one example (the interpreter runs a program per row): its two beams are rows of every kernel
     batch = make_batch(B=1, M=4, N=6, T=5)
-    # two top-k steps (coarse, fine and top-k kernels, two launches each: ~0.1 s of CPU a launch in the
-    # interpreter), the second on reordered beams, then the full step at max_len; the fused top-k's candidates
-    # go through the bigram-blocking filter (what it bans there, and min_len: test_math_beam.py)
-    options = DecodeOptions(beam_size=2, max_len=2, no_repeat_ngram=2, min_len=0, unk="allow")
+    # a top-k step (coarse, fine and top-k kernels, two launches each: ~0.1 s of CPU a launch in the
+    # interpreter), then the full step at max_len on the reordered beams (the coarse and fine kernels read
+    # the encoder row through each beam's row index); both beams compared (the constraints on the top-k
+    # step: test_math_beam.py)
+    options = DecodeOptions(beam_size=2, max_len=1, n_best=2, no_repeat_ngram=0, min_len=0, unk="allow")
     model = tiny_model("c2f")
     with backend("reference"):
         want = beam_search(ModelStepDecoder(model), batch, options, topk=False)
