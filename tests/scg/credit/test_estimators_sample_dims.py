@@ -6,6 +6,7 @@ z-tests with a Bonferroni budget, alpha = 1e-3 per test, fixed seeds.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from typing import Any
 
@@ -40,6 +41,12 @@ def exact(run: Any, th: torch.Tensor) -> torch.Tensor:
     return st.exact_gradient(lambda: run(th.unsqueeze(0)), [th])[0]
 
 
+@functools.cache
+def exact_two_nodes() -> torch.Tensor:
+    """``exact(two_nodes(), theta())``, the reference of several tests here: enumerated once."""
+    return exact(two_nodes(), theta())
+
+
 # --------------------------------------------------------------------------- multi-sample
 
 
@@ -69,7 +76,7 @@ def test_exact_expectation_does_not_depend_on_n() -> None:
 @pytest.mark.parametrize("n", [1, 2, 5])
 def test_multi_sample_is_unbiased(n: int) -> None:
     th = theta()
-    report = check(estimates(two_nodes(n=n), th, 4000, seed=n), exact(two_nodes(), th))
+    report = check(estimates(two_nodes(n=n), th, 4000, seed=n), exact_two_nodes())
     assert report.passed, str(report)
 
 
@@ -209,7 +216,7 @@ def test_enumerating_every_node_gives_the_exact_value_and_gradient() -> None:
     loss = g.surrogate_loss()
     torch.testing.assert_close(loss, value)
     (grad,) = torch.autograd.grad(loss, th, create_graph=True)
-    torch.testing.assert_close(grad, exact(two_nodes(), th))
+    torch.testing.assert_close(grad, exact_two_nodes())
     hess = torch.stack([torch.autograd.grad(grad[i], th, retain_graph=True)[0] for i in range(4)])
     torch.testing.assert_close(hess, st.exact_hessian(lambda: two_nodes()(th.unsqueeze(0)), [th]))
     # scg.testing does not branch on enumerated nodes: its objective weights them by p
@@ -226,7 +233,7 @@ def test_enumerate_then_sample_is_unbiased(baseline: str | None) -> None:
         x = scg.sample(Bernoulli(logits=t[:, 3] * (z.to(t.dtype) - 1)), name="x", baseline=ema)
         scg.cost(TAB[z] * (1 + x) + t[:, 0] * x + t[:, 1] ** 2, name="c")
 
-    report = check(estimates(run, th, 4000, seed=8), exact(two_nodes(), th))
+    report = check(estimates(run, th, 4000, seed=8), exact_two_nodes())
     assert report.passed, str(report)
 
 
