@@ -8,6 +8,7 @@ describing the program is caught at the next tracked check.
 
 from __future__ import annotations
 
+import functools
 import warnings
 from collections.abc import Callable
 
@@ -141,15 +142,29 @@ def toy_program(theta: torch.Tensor, phi: torch.Tensor) -> Callable[[], None]:
     return program
 
 
+def _toy_params() -> list[torch.Tensor]:
+    return [
+        torch.tensor([0.3, -0.2, 0.1, 0.5, -0.4], requires_grad=True),
+        torch.tensor([0.2, -0.3, 0.4], requires_grad=True),
+    ]
+
+
+@functools.cache
+def _toy_exact() -> tuple[torch.Tensor, ...]:
+    """The toy's exact gradient at ``_toy_params()`` (enumerated once for the tests below)."""
+    params = _toy_params()
+    return tuple(scg.testing.exact_gradient(toy_program(*params), params))
+
+
 def _check_toy(structure: scg.Declared) -> scg.testing.UnbiasedReport:
     """The toy's declared estimator against enumeration: 4000 particles of one declared graph."""
-    theta = torch.tensor([0.3, -0.2, 0.1, 0.5, -0.4], requires_grad=True)
-    phi = torch.tensor([0.2, -0.3, 0.4], requires_grad=True)
+    params = _toy_params()
     return scg.testing.check_unbiased(
-        toy_program(theta, phi),
-        [theta, phi],
+        toy_program(*params),
+        params,
         n=4000,
         seed=0,
+        exact=_toy_exact(),
         batched=lambda th, ph: toy_program(th, ph)(),
         particles=4000,
         graph_kwargs={"structure": structure},
