@@ -9,7 +9,8 @@ with r(ŷ) from the test's own greedy rerun and r(yˢ) from the sampled words: t
 the baseline, the sign of the cost, that the baseline is the greedy (argmax) run and the 1/B.
 Averaged over many rows of one example it must point along −∇E[r], computed by exact enumeration
 of every summary of a tiny vocabulary from a program written here (cost −r, no baseline), not by
-the code under test; the tolerance is 5 standard errors of the per-row projections. The mixed
+the code under test (reward_enumeration.py, checked against ``scg.testing.exact_gradient`` in
+test_self_critical.py); the tolerance is 5 standard errors of the per-row projections. The mixed
 objective is γ L_rl + (1 − γ) L_ml with each part computed separately, and a greedy cost that
 carries a gradient gives no gradient through the baseline.
 """
@@ -34,6 +35,7 @@ import scg
 import scg.testing
 
 from ..models_helpers import tiny_c2f_config
+from .reward_enumeration import reward_gradient_by_enumeration
 
 V = 6  # <pad> <unk> <s> </s> and two words
 MAX_LEN = 2
@@ -104,15 +106,12 @@ def test_averaged_gradient_points_along_the_exact_reward_gradient() -> None:
     """E[(r(ŷ) − r(yˢ)) ∇log p(yˢ)] = −∇E[r]: the mean over 1500 rows, projected on the exact
     direction, is |∇E[r]| within 5 standard errors (a cost of +r would give −|∇E[r]|)."""
     model = _model("paulus")
-    one = _batch(1, "paulus")
-    refs1 = reference_ids(one.tgt, one.tgt_mask)
     params = _params(model)
-
-    def program() -> None:  # E[−r], written here without baseline or objective code
-        rollout = _rollout(model, one)
-        scg.cost(scg.influenced_by(-_rewards(rollout, refs1), *rollout.draws))
-
-    exact = _flat(tuple(scg.testing.exact_gradient(program, params)), params)
+    # ∇E[−r] by enumerating every summary in one batched run, without baseline or objective code
+    exact = _flat(
+        tuple(reward_gradient_by_enumeration(model, lambda rows: _batch(rows, "paulus"), params, max_len=MAX_LEN)),
+        params,
+    )
     direction = exact / exact.norm()
     rows = 1500
     batch = _batch(rows, "paulus")

@@ -8,14 +8,13 @@ The estimates are vectorised through the batch: one run on ``ROWS`` copies of th
 the sum of ``ROWS`` independent estimates (each row is credited with its own reward,
 ``per_element``), so ``GROUPS`` runs give ``GROUPS`` estimates of ``ROWS`` × the exact gradient.
 The exact gradient is vectorised the same way: one run whose rows are forced, through the
-graph's ``intervene`` hook, along every joint value of the nodes (:func:`_exact`), checked
+graph's ``intervene`` hook, along every joint value of the nodes (reward_enumeration.py), checked
 against ``scg.testing.exact_gradient``'s enumeration (one run per joint value and prefix: ~100
 times the CPU for C2F)."""
 
 from __future__ import annotations
 
 import functools
-import itertools
 import warnings
 from collections.abc import Callable
 
@@ -26,10 +25,11 @@ from scg_summarize.models import C2FConfig, PaulusConfig
 from scg_summarize.models.registry import build_model
 from scg_summarize.train.reward import lcs_length, reference_ids, rouge_f1, rouge_l_f1, rouge_n_f1
 from scg_summarize.train.self_critical import greedy_rewards, sampled_program, self_critical_objective
-from torch.distributions import Distribution
 
 import scg
 import scg.testing
+
+from .reward_enumeration import reward_gradient_by_enumeration
 
 V = 6  # <pad> <unk> <s> </s> and two words: 6 outcomes per draw
 Program = Callable[[], None]
@@ -113,41 +113,11 @@ def _params(model: torch.nn.Module) -> list[torch.Tensor]:
 
 @functools.cache
 def _exact(family: str) -> list[torch.Tensor]:
-    """∇E[−r] of one row by enumeration in one batched run: row j is forced along the j-th joint
-    value of the nodes (the nodes and their numbers of values read from a first run forced to
-    value 0, which ends no summary early), E[−r] = Σ_j p(row j)·(−r_j) with p from the nodes'
-    distributions. Rows that drew ``</s>`` are forced on, at probability 0 unless the value is
-    the point mass's, so every joint value is counted once."""
+    """∇E[−r] of one row by enumeration in one batched run (`reward_gradient_by_enumeration`)."""
     model = tiny_model(family)
-    one = tiny_batch(M=_chunks(family))
-    sizes: list[int] = []
-
-    def record(name: str, step: int | None, dist: Distribution, shape: torch.Size) -> torch.Tensor:
-        sizes.append(dist.logits.shape[-1])  # type: ignore[attr-defined]  # Categorical nodes
-        return torch.zeros(shape + dist.batch_shape, dtype=torch.long)
-
-    with scg.Graph(intervene=record, warn_on_escape=False):
-        model(one.src, one.src_mask, one.tgt, one.tgt_mask, task="rollout", max_len=2)
-    joint = torch.tensor(list(itertools.product(*(range(size) for size in sizes))))  # (R, nodes)
-    rows = len(joint)
-    batch = tiny_batch(M=_chunks(family), rows=rows)
-    log_p: list[torch.Tensor] = []
-
-    def force(name: str, step: int | None, dist: Distribution, shape: torch.Size) -> torch.Tensor:
-        value = joint[:, len(log_p)].reshape(rows, *[1] * (len(dist.batch_shape) - 1)).expand(dist.batch_shape)
-        log_p.append(dist.log_prob(value).reshape(rows, -1).sum(1))
-        return value
-
-    with scg.Graph(intervene=force, warn_on_escape=False):
-        sampled = model(batch.src, batch.src_mask, batch.tgt, batch.tgt_mask, task="rollout", max_len=2)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", scg.InfluenceLostWarning)
-            reward = rouge_f1(sampled.sequences(), reference_ids(batch.tgt, batch.tgt_mask)).to(torch.double)
-    assert len(log_p) == len(sizes), "the forced run drew other nodes than the unforced one"
-    expected = (torch.stack(log_p).sum(0).exp() * -reward).sum()
-    params = _params(model)
-    grads = torch.autograd.grad(expected, params, allow_unused=True)
-    return [torch.zeros_like(p) if g is None else g for p, g in zip(params, grads)]
+    return reward_gradient_by_enumeration(
+        model, functools.partial(tiny_batch, _chunks(family)), _params(model), max_len=2
+    )
 
 
 def _enumerated(family: str) -> list[torch.Tensor]:
