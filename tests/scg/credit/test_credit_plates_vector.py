@@ -14,6 +14,7 @@ user would test it.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Callable
 from typing import Any
@@ -72,6 +73,14 @@ def _per_example(th: torch.Tensor, keepdim: bool, plates: int | None = 1, n: int
     return run
 
 
+@functools.cache
+def _per_example_exact() -> torch.Tensor:
+    """The exact gradient of ``_per_example`` at ``_theta()`` (the cost's shape, (B,) or (B, 1),
+    and the declared plates do not change the expectation): enumerated once for the tests below."""
+    th = _theta()
+    return st.exact_gradient(_per_example(th, False), [th])[0]
+
+
 def _mixing(th: torch.Tensor) -> Callable[[], None]:
     def run() -> None:
         z = scg.sample(Bernoulli(logits=th), name="z")  # (B, D), no declared plates
@@ -88,17 +97,15 @@ def test_plates_1_with_a_per_example_cost_is_exact_in_expectation(
 ) -> None:
     th = _theta()
     program = _per_example(th, keepdim)
-    (exact,) = st.exact_gradient(program, [th])
     mean = _estimator_mean(program, th, mode[1]())
-    torch.testing.assert_close(mean, exact, rtol=1e-9, atol=1e-12)
+    torch.testing.assert_close(mean, _per_example_exact(), rtol=1e-9, atol=1e-12)
 
 
 def test_graph_level_plates_1_is_exact_in_expectation() -> None:
     th = _theta()
     program = _per_example(th, False, plates=None)
-    (exact,) = st.exact_gradient(program, [th])
     mean = _estimator_mean(program, th, {"plates": 1})
-    torch.testing.assert_close(mean, exact, rtol=1e-9, atol=1e-12)
+    torch.testing.assert_close(mean, _per_example_exact(), rtol=1e-9, atol=1e-12)
 
 
 @pytest.mark.parametrize(
@@ -127,7 +134,7 @@ def test_z_test_accepts_plates_1_and_rejects_the_old_rule(
     mode: tuple[str, Callable[[], dict[str, Any]]],
 ) -> None:
     th = _theta()
-    (exact,) = st.exact_gradient(_per_example(th, False), [th])
+    exact = _per_example_exact()
     # 50 graphs of 20 samples each (n=20: each estimate is the mean of 20 one-sample estimates)
     est = st.estimate_gradients(_per_example(th, False, n=20), [th], n=50, graph_kwargs=mode[1]())
     report = st.compare(est, exact.reshape(-1))
