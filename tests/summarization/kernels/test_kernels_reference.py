@@ -101,12 +101,13 @@ def test_logsoftmax_topk() -> None:
 
 
 #: opcheck's cheap checks; ``test_aot_dispatch_dynamic`` (tracing the op and its backward with symbolic
-#: shapes, ~0.6 s CPU a call) runs once per op and ``rows`` layout, except ``c2f_coarse_sample`` without
-#: ``rows``: its fake kernel and backward formula do not read ``mode`` (so one mode is traced), and its
-#: backward without ``rows`` is the ``rows`` one less the ``index_add_`` (``d_keys`` is the per-row product
-#: itself), traced with static shapes by test_compiles_with_the_reference. ``c2f_fine_attend``'s layouts
-#: trace different ops (``arange(R)`` for the identity map, ``rows`` otherwise): both are checked.
+#: shapes, ~0.6-0.9 s CPU a call) runs once per op, on the ``rows`` layout where the op has one: the fake
+#: kernels do not read ``rows`` or ``mode``, and the backward formulas without ``rows`` are those with it
+#: less the row map (``c2f_coarse_sample``: ``d_keys`` is the per-row product itself, not its
+#: ``index_add_``; ``c2f_fine_attend``: the gradient rows are ``arange(R)``, not ``rows``), traced with
+#: static shapes, values and gradients compared, by test_compiles_with_the_reference.
 CHEAP_OPCHECK = ("test_schema", "test_autograd_registration", "test_faketensor")
+TRACED = (*CHEAP_OPCHECK, "test_aot_dispatch_dynamic")
 
 
 @pytest.mark.parametrize("rows", [False, True])
@@ -117,10 +118,12 @@ def test_opcheck(rows: bool) -> None:
         torch.library.opcheck(
             c2f_coarse_sample,
             (req(c.keys), req(c.query_coarse), c.chunk_mask, seed_tensor(), 2, mode, c.rows),
-            test_utils=(*CHEAP_OPCHECK, "test_aot_dispatch_dynamic") if rows and mode == "distinct" else CHEAP_OPCHECK,
+            test_utils=TRACED if rows and mode == "distinct" else CHEAP_OPCHECK,
         )
     torch.library.opcheck(
-        c2f_fine_attend, (req(c.words), c.word_mask, req(c.query_fine), c.idx, req(c.weights), c.rows)
+        c2f_fine_attend,
+        (req(c.words), c.word_mask, req(c.query_fine), c.idx, req(c.weights), c.rows),
+        test_utils=TRACED if rows else CHEAP_OPCHECK,
     )
     if not rows:  # logsoftmax_topk has no rows argument: checked once
         torch.library.opcheck(logsoftmax_topk, (req(c.query_fine), req(c.words[0, 0]), None, 2))
@@ -130,15 +133,16 @@ def test_compiles_with_the_reference() -> None:
     c = make_case(7, 2, 6, 5, 8, 4, 2)
     seed = seed_tensor(11)
 
-    def step(qc: torch.Tensor, qf: torch.Tensor) -> torch.Tensor:
-        out = c2f_attention(qc, qf, c.keys, c.chunk_mask, c.words, c.word_mask, seed, k=2)
+    def step(qc: torch.Tensor, qf: torch.Tensor, keys: torch.Tensor, words: torch.Tensor) -> torch.Tensor:
+        out = c2f_attention(qc, qf, keys, c.chunk_mask, words, c.word_mask, seed, k=2)
         return (out.context**2).sum() + out.log_prob.sum()
 
     compiled = torch.compile(step, backend="aot_eager", fullgraph=True)
-    qc, qf = c.query_coarse.clone().requires_grad_(True), c.query_fine.clone().requires_grad_(True)
-    got, want = compiled(qc, qf), step(qc, qf)
+    # every differentiable input (the backward formulas without ``rows``: see CHEAP_OPCHECK)
+    leaves = [t.clone().requires_grad_(True) for t in (c.query_coarse, c.query_fine, c.keys, c.words)]
+    got, want = compiled(*leaves), step(*leaves)
     torch.testing.assert_close(got, want)
-    for a, b in zip(torch.autograd.grad(got, (qc, qf)), torch.autograd.grad(want, (qc, qf))):
+    for a, b in zip(torch.autograd.grad(got, leaves), torch.autograd.grad(want, leaves)):
         torch.testing.assert_close(a, b)
 
 
