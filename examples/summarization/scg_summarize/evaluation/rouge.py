@@ -139,12 +139,13 @@ class RougeTokenizer:
     ``rouge_score.tokenizers.DefaultTokenizer(use_stemmer=stemming)``, faster on real text."""
 
     def __init__(self, *, stemming: bool) -> None:
+        from rouge_score import tokenize
+
+        self._tokenize = tokenize.tokenize
         self._stemmer = _MemoisedPorterStemmer() if stemming else None
 
     def tokenize(self, text: str) -> list[str]:
-        from rouge_score import tokenize
-
-        return list(tokenize.tokenize(text, self._stemmer))
+        return list(self._tokenize(text, self._stemmer))
 
 
 class Rouge:
