@@ -32,8 +32,8 @@ SHAPES = [
     (1, 2, 37, 13, 45, 10, 3, None),
     (5, 2, 4, 3, 70, 133, 2, 2),
 ]
-#: The fine kernels' grid is (R, hidden slices): shape 1 with one row (the second row of its 37 chunks
-#: only matters to the coarse blocks) still has the masked draw lane, the repeated draw and the empty chunk.
+#: The fine kernels run a program per query row and hidden slice: shape 1 on one row (B = 1; the coarse test
+#: keeps two rows of three blocks each) still has the masked draw lane, the repeated draw and the empty chunk.
 FINE_SHAPES = [SHAPES[0], (1, 1, 37, 13, 45, 10, 3, None), SHAPES[2]]
 TOL = {"rtol": 2e-5, "atol": 2e-5}
 
