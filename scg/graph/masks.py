@@ -7,15 +7,13 @@ a mask holds (`bits`) and which nodes influence each node (`closure` of the dire
 
 from __future__ import annotations
 
-import functools
-
 __all__ = ["bits", "closure"]
 
 
-@functools.lru_cache(maxsize=4096)
 def bits(mask: int) -> tuple[int, ...]:
-    """Indices of the set bits of ``mask``, lowest first (memoised: the credit code asks for the
-    same few masks at every step)."""
+    """Indices of the set bits of ``mask``, lowest first: one step per set bit. Not memoised: the
+    credit code asks for them when it builds a plan (once per graph signature), not at every step,
+    and under ``torch.compile`` dynamo warns about every ``functools.lru_cache`` it traces."""
     found = []
     rest = mask
     while rest:

@@ -10,6 +10,7 @@ it does not support is refused with an error that names the node, the option or 
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -269,7 +270,8 @@ def test_torch_compile_fullgraph_of_a_declared_step_equals_eager(backend: str, c
         warm_up()
     counter = CompileCounterWithBackend(backend)
     compiled = torch.compile(uncompiled, fullgraph=True, dynamic=False, backend=counter)
-    with torch._inductor.config.patch(fallback_random=True):
+    with torch._inductor.config.patch(fallback_random=True), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         for seed in (0, 1, 2):
             torch.manual_seed(seed)
             l0 = step()
@@ -283,6 +285,10 @@ def test_torch_compile_fullgraph_of_a_declared_step_equals_eager(backend: str, c
             for a, b in zip(compiled_b.state(), eager_b.state(), strict=True):
                 torch.testing.assert_close(a, b)
     assert counter.frame_count == (2 if cold else 1)
+    # tracing scg's code warns users of nothing (dynamo warns, e.g., of each functools.lru_cache it traces)
+    assert not [str(w.message) for w in caught if "scg" in f"{w.filename} {w.message}"], [
+        str(w.message) for w in caught
+    ]
 
 
 @pytest.mark.parametrize("structure", [None, "cached"])
