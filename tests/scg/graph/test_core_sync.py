@@ -117,6 +117,12 @@ def attention(steps: int, structure: scg.Declared | scg.Cached | None = None) ->
     return run
 
 
+#: `attention`'s in-place write masks h with a comparison (h.abs() > 10), a non-differentiable path from the
+#: pathwise x to the costs, which tracked and cached graphs report: the report is part of what must not sync
+_WRITE_MASK_WARNS = pytest.mark.filterwarnings("ignore::scg.NonDifferentiablePathWarning")
+
+
+@_WRITE_MASK_WARNS
 @pytest.mark.parametrize("structure", [None, scg.Declared, scg.Cached])
 @pytest.mark.parametrize("steps", [1, 6])
 def test_graph_build_makes_no_host_sync(steps: int, structure: type | None) -> None:
@@ -131,6 +137,7 @@ def test_graph_build_makes_no_host_sync(steps: int, structure: type | None) -> N
         assert len(surrogate) <= 2, surrogate
 
 
+@_WRITE_MASK_WARNS
 def test_surrogate_syncs_do_not_grow_with_the_graph() -> None:
     """Whatever the surrogate synchronises on is per surrogate, not per node or per cost."""
     small, large = attention(2), attention(12)
