@@ -6,6 +6,7 @@ from __future__ import annotations
 import atexit
 import gc
 import os
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import pytest
 import torch
 
 import scg
+import scg.testing
 
 # headless figures, for the tests that draw and the processes they start; read when matplotlib is imported
 # (not imported here: ~0.4 s of CPU that a run without figures need not pay)
@@ -26,8 +28,28 @@ os.environ["MPLBACKEND"] = "Agg"
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
+#: the warnings that fail a test unless it expects them (`pytest_configure`)
+SCG_WARNINGS: tuple[type[Warning], ...] = (
+    scg.InfluenceLostWarning,
+    scg.UntrackedRandomnessWarning,
+    scg.NonDifferentiablePathWarning,
+    scg.testing.QuadratureWarning,
+)
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("SCG_SHARED_DATA", REPO.parent / "shared" / "data"))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """scg's own warnings (an influence lost, hidden randomness, a pathwise node behind a non-differentiable
+    path, a quadrature that has not converged) fail the test that triggers them unless the test expects them
+    (``pytest.warns``, or a ``filterwarnings`` mark that says why): a test program scg warns about may test
+    less than it claims. Set here, not as pyproject's ``filterwarnings``: pytest resolves those categories
+    before this file runs, which would import scg before `_scg_import_purity` records torch's state (and the
+    purity test would then need a fresh interpreter, ~4.5 s of CPU). Each test's warning context copies these
+    filters; its marks and ``pytest.warns`` come first."""
+    for category in SCG_WARNINGS:
+        warnings.filterwarnings("error", category=category)
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
