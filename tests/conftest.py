@@ -74,8 +74,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     """Unfrozen again when the interpreter exits (an ``atexit`` callback runs before its last collection),
     so that this collection frees what collection built: frozen objects are never freed, and Triton's
     bindings then report them as leaked at exit. Not here: pytest's own two full collections after the
-    session (its unraisable-exception check) would then each walk the whole heap again (~0.7 s of CPU
-    each); frozen, they walk only what the tests left."""
+    session (its unraisable-exception check) would then walk the whole heap again. Measured over the
+    default suite with gc.callbacks: 1.1 + 0.8 s of CPU unfrozen, 0.4 + 0.3 s frozen."""
     atexit.register(gc.unfreeze)
 
 
