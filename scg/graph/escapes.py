@@ -60,12 +60,11 @@ class Reporter(Protocol):
     """What this module reads of the tracker (`scg.graph.tracking.InfluenceTracker`, which
     imports this module)."""
 
+    #: the graph's handler of the events (`EscapeReports`)
+    on_event: Handler
+
     def mask_of(self, t: Tensor) -> int:
         """The tensor's mask, including what was written into its storage through an alias."""
-        ...
-
-    def emit(self, kind: str, what: str, mask: int, frame: FrameType) -> None:
-        """Pass the event to the graph's handler."""
         ...
 
 
@@ -82,7 +81,7 @@ def report_escape(tracker: Reporter, what: str, m: int, library_ok: bool = False
     else:
         frame, library = user_frame(sys._getframe(2))
     if frame is not None and not library:
-        tracker.emit("escape", what, m, frame)
+        tracker.on_event("escape", what, m, frame)
 
 
 def report_random(tracker: Reporter, name: str, m: int) -> None:
@@ -90,7 +89,7 @@ def report_random(tracker: Reporter, name: str, m: int) -> None:
     from probabilities that require grad)."""
     frame = outside_libraries(sys._getframe(2))
     if frame is not None:
-        tracker.emit("random", name, m, frame)
+        tracker.on_event("random", name, m, frame)
 
 
 def check_transform(tracker: Reporter, args: tuple[Any, ...], kwargs: dict[str, Any] | None) -> None:

@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from types import FrameType
 from typing import Any
 
 import torch
@@ -191,10 +190,6 @@ class InfluenceTracker(TorchFunctionMode):
             if key:
                 self.node_storages[key] = index
                 self.node_geometry[index] = geometry(value)
-
-    def emit(self, kind: str, what: str, mask: int, frame: FrameType) -> None:
-        """Pass an event to the graph's handler (`scg.graph.escapes`)."""
-        self.on_event(kind, what, mask, frame)
 
     # ------------------------------------------------------------------ the mode
     def __torch_function__(
@@ -352,7 +347,7 @@ class InfluenceTracker(TorchFunctionMode):
         if node is not None and not self.drawing:
             frame, _ = user_frame(sys._getframe(2))
             if frame is not None:
-                self.emit("write", name, node, frame)
+                self.on_event("write", name, node, frame)
         old = self.storages.get(key)
         self.storages[key] = ((old[0] if old else 0) | m, target)
         base = target._base
