@@ -1,17 +1,23 @@
-"""Helpers for the fault and bad-input tests (issue 13): the CLI in a subprocess, waiting on a
-run's progress, and reading checkpoints."""
+"""Helpers for the fault and bad-input tests (issue 13): the CLI in a subprocess or a forked child,
+waiting on a run's progress, and reading checkpoints."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import signal
 import subprocess
 import sys
+import tempfile
+import threading
 import time
+import traceback
 from pathlib import Path
 from typing import Any
 
 import torch
+from scg_summarize.cli import main
 
 #: a short C2F run: sampling, the EMA baseline, dropout and the +ALTERNATE coin all matter
 TINY = "tiny-C2F+MULTI2"
@@ -49,6 +55,80 @@ def cli(*args: str | Path, stdin: bytes | None = None, timeout: float = 240) -> 
     return subprocess.CompletedProcess(
         proc.args, proc.returncode, proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace")
     )
+
+
+def fork_cli(*args: str | Path, stdout: int, stderr: int) -> int:
+    """``scg-summarize ARGS`` in a forked child of this process, writing to the file descriptors
+    ``stdout`` and ``stderr``; returns the child's pid (wait with :func:`wait_child`).
+
+    A real process (its own exit status, file descriptors, pipes and signal dispositions) that
+    inherits this process's imports: a fresh ``python -m scg_summarize.cli`` pays ~3.5 s of CPU to
+    import torch and ~2.7 s more for ``torch._dynamo`` (which torch's optimizers import) before it
+    does anything. The child ends the way the interpreter would after ``sys.exit(main(...))``: it
+    joins the threads that are not daemons (a leftover one hangs it, and the caller's timeout
+    fails the test), flushes stdout and stderr (an error there prints its traceback and exits 120,
+    as Python does), then leaves with ``os._exit`` so that nothing of pytest runs in it."""
+    pid = os.fork()
+    if pid:
+        return pid
+    code = 1
+    try:  # the child: from here on, never back into pytest
+        os.dup2(stdout, 1)
+        os.dup2(stderr, 2)
+        os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+        os.closerange(3, os.sysconf("SC_OPEN_MAX"))  # as a new process has them: the caller's pipe ends closed
+        sys.stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)))
+        sys.stdout = io.TextIOWrapper(io.BufferedWriter(io.FileIO(1, "w", closefd=False)), encoding="utf-8")
+        sys.stderr = io.TextIOWrapper(
+            io.BufferedWriter(io.FileIO(2, "w", closefd=False)), encoding="utf-8", errors="backslashreplace"
+        )
+        torch.set_num_threads(1)  # as OMP_NUM_THREADS=1 in cli(); no OpenMP pool is used across the fork
+        try:
+            code = main([str(a) for a in args])
+        except SystemExit as stop:
+            code = stop.code if isinstance(stop.code, int) else 1
+        for thread in threading.enumerate():
+            if thread is not threading.current_thread() and not thread.daemon:
+                thread.join()
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:  # what Python prints when its exit-time flush fails
+                print(f"Exception ignored in: {stream!r}", file=sys.__stderr__)
+                traceback.print_exc(file=sys.__stderr__)
+                code = 120
+    except BaseException:
+        traceback.print_exc()
+        sys.stderr.flush()
+    finally:
+        os._exit(code)
+
+
+def wait_child(pid: int, timeout: float) -> int:
+    """The exit status of the forked child ``pid`` as ``subprocess`` reports it (``-N`` for signal
+    N); a child still running after ``timeout`` seconds is killed and fails the test."""
+    deadline = time.monotonic() + timeout
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            raise AssertionError(f"the forked child {pid} did not exit within {timeout} s")
+        time.sleep(0.02)
+
+
+def forked_cli(*args: str | Path, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    """:func:`cli` in a forked child (see :func:`fork_cli`): exit status and output of a real
+    process, without its imports."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        code = wait_child(fork_cli(*args, stdout=out.fileno(), stderr=err.fileno()), timeout)
+        texts = []
+        for handle in (out, err):
+            handle.seek(0)
+            texts.append(handle.read().decode("utf-8", "replace"))
+    return subprocess.CompletedProcess(list(map(str, args)), code, texts[0], texts[1])
 
 
 def start(*args: str | Path, out_file: Path | None = None) -> subprocess.Popen[bytes]:

@@ -14,7 +14,7 @@ from scg_summarize.evaluation.report import make_result, markdown_report
 from scg_summarize.train import Trainer, load_config
 from scg_summarize.train.checkpoint import param_digest
 
-from ..robust_support import cli
+from ..robust_support import forked_cli
 
 FAST = ["train.max_steps_per_epoch=2", "train.epochs=2", "train.select_examples=8", "eval.max_len=5"]
 TINY_BUDGET = "train.time_budget_s=1e-9"  # spent by the first step, whatever the machine's load
@@ -118,14 +118,14 @@ def test_a_released_lock_removes_its_file_and_the_folder_can_be_locked_again(tmp
 def test_train_with_a_budget_exits_after_results_json_and_leaves_no_lock(
     synthetic_corpus: Path, tmp_path: Path
 ) -> None:
-    """The one real process of this file (exiting is what it checks). Without ``--rouge``: the
-    decoding phase is checked in process by test_train_loop's
+    """The one real process of this file (exiting is what it checks), forked from this one so that
+    it does not import torch again (robust_support.fork_cli). Without ``--rouge``: the decoding
+    phase is checked in process by test_train_loop's
     test_cli_train_writes_logs_checkpoints_and_results, the decoded results.json and the report by
-    test_a_time_budget_says_what_it_covers_and_that_it_stopped_the_run (ROUGE costs a process ~2 s
-    of imports)."""
+    test_a_time_budget_says_what_it_covers_and_that_it_stopped_the_run."""
     out = tmp_path / "run"
     sets = [a for kv in [*FAST, TINY_BUDGET] for a in ("--set", kv)]
-    done = cli(
+    done = forked_cli(
         "train", "--config", "tiny-STANDARD", "--data", synthetic_corpus, "--out", out, "--quiet", *sets, timeout=180
     )  # a process that does not exit fails here
     assert done.returncode == 0, done.stderr
