@@ -15,11 +15,11 @@ from scg_summarize.decoding.beam import use_topk_step
 from scg_summarize.decoding.blocking import banned_count_bound, constrain_candidates
 
 from ..eval_support import UNCONSTRAINED
-from ..kernel_support import backend, one_thread  # noqa: F401  (one_thread: a fixture)
+from ..kernel_support import backend, builtins_scanned_once, one_thread  # noqa: F401  (one_thread: a fixture)
 from ..models_helpers import make_batch, make_model
 from ..toy_decoders import PrefixTableDecoder, ToyCoarseToFine
 
-pytestmark = pytest.mark.usefixtures("one_thread")
+pytestmark = pytest.mark.usefixtures("one_thread", "builtins_scanned_once")
 HAS_TRITON = importlib.util.find_spec("triton") is not None
 
 #: Plain options, and every constraint at once (min length, <unk> banned, bigram blocking, 2-best).

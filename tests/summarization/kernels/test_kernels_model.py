@@ -13,7 +13,7 @@ from scg_summarize.data import Batch
 
 import scg
 
-from ..kernel_support import DEVICE, backend, chi_square_pvalue, one_thread  # noqa: F401  (one_thread: a fixture)
+from ..kernel_support import DEVICE, backend, builtins_scanned_once, chi_square_pvalue, one_thread  # noqa: F401  (one_thread: a fixture)
 from ..models_helpers import make_batch, make_model
 
 from scg_summarize.kernels import KernelDraws, ops, reference  # isort: skip
@@ -21,7 +21,7 @@ from scg_summarize.models.c2f import coarse_to_fine as c2f_module  # isort: skip
 from scg_summarize.models.common.attention import Memory  # isort: skip
 from scg_summarize.models.c2f.coarse_to_fine import C2FAttention, c2f_kernel_step, c2f_read  # isort: skip
 
-pytestmark = pytest.mark.usefixtures("one_thread")
+pytestmark = pytest.mark.usefixtures("one_thread", "builtins_scanned_once")
 needs_triton = pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="no triton")
 MODES = ["sample", "greedy"]
 

@@ -10,7 +10,7 @@ import math
 import pytest
 import torch
 
-from ..kernel_support import DEVICE, backend, chi_square_pvalue, one_thread  # noqa: F401
+from ..kernel_support import DEVICE, backend, builtins_scanned_once, chi_square_pvalue, one_thread  # noqa: F401
 
 from scg_summarize.kernels import c2f_coarse_sample, draw_log_prob  # isort: skip
 from scg_summarize.kernels.philox import gumbel, philox_uint32, uniform  # isort: skip
@@ -18,7 +18,7 @@ from scg_summarize.kernels.philox import gumbel, philox_uint32, uniform  # isort
 HAS_TRITON = importlib.util.find_spec("triton") is not None
 ALPHA = 1e-3  # significance level of the seeded goodness-of-fit tests
 
-pytestmark = pytest.mark.usefixtures("one_thread")
+pytestmark = pytest.mark.usefixtures("one_thread", "builtins_scanned_once")
 
 #: One document with 6 chunks (chunk 4 padded, its score would dominate); probabilities 0.10 to 0.37.
 LOGITS = torch.tensor([0.3, -0.5, 0.8, 0.0, 5.0, -0.2], dtype=torch.float64)

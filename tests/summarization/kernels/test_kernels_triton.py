@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ..kernel_support import DEVICE, Case, backend, make_case, one_thread  # noqa: F401
+from ..kernel_support import DEVICE, Case, backend, builtins_scanned_once, make_case, one_thread  # noqa: F401
 
 triton = pytest.importorskip("triton")
 
@@ -18,7 +18,7 @@ from scg_summarize.kernels import (  # noqa: E402  # isort: skip
 )
 from scg_summarize.kernels.philox import uniform  # noqa: E402  # isort: skip
 
-pytestmark = pytest.mark.usefixtures("one_thread")
+pytestmark = pytest.mark.usefixtures("one_thread", "builtins_scanned_once")
 
 #: (seed, B, M, N, H, D, k, R). The interpreter runs one program per query row (and hidden slice), and each
 #: launch costs ~30 ms of CPU before its first program (it patches triton.language), so B and R stay at 1-2
