@@ -234,28 +234,46 @@ def test_classification_cost_credits_each_example() -> None:
 
 def test_per_example_credit_through_cross_entropy_is_unbiased() -> None:
     """The per-example credit the row-wise loss rule gives is unbiased against exact enumeration,
-    tracked, cached and declared."""
+    tracked, cached and declared. The estimates are vectorised: P particles are P copies of the two
+    examples, stacked as 2P rows of one graph (so a row's loss is still one example's); four graphs
+    of 100 particles each, so that the cached structure serves the graphs after its first."""
     logits = torch.tensor([[0.3, -0.2, 0.1], [-0.4, 0.2, 0.5]], requires_grad=True)
     emb = torch.tensor([[1.0, -1.0], [0.5, 2.0], [-1.5, 0.3]])
     head = torch.tensor([[0.7, -0.2, 0.1], [0.3, 0.9, -0.5]])
     labels = torch.tensor([2, 0])
 
+    def rows_of(lg: torch.Tensor) -> torch.Tensor:  # (2, 3), or (P, 2, 3) for P particles -> (2P,) rows
+        return scg.sample(torch.distributions.Categorical(logits=lg.reshape(-1, 3)), name="k")
+
+    def batched(lg: torch.Tensor) -> None:
+        k = rows_of(lg)
+        scg.cost(F.cross_entropy(emb[k] @ head, labels.repeat(k.shape[0] // 2), reduction="none"), name="nll")
+
     def program() -> None:
-        k = scg.sample(torch.distributions.Categorical(logits=logits), name="k")
-        scg.cost(F.cross_entropy(emb[k] @ head, labels, reduction="none"), name="nll")
+        batched(logits)
 
     exact = scg.testing.exact_gradient(program, [logits])
     for kwargs in ({}, {"structure": scg.Cached()}, {"structure": scg.Declared()}):
-        report = scg.testing.check_unbiased(program, [logits], n=100, exact=exact, graph_kwargs=kwargs)
+        report = scg.testing.check_unbiased(
+            program, [logits], n=400, exact=exact, batched=batched, particles=100, graph_kwargs=kwargs
+        )
         assert report.passed, (kwargs, str(report))
     with scg.Graph() as g:
         program()
     g.surrogate_loss()
     assert g.credit("k", "nll") == "per-element"
 
-    def swapped() -> None:  # row i's loss reads example 1 - i: per-example credit is wrong
-        k = scg.sample(torch.distributions.Categorical(logits=logits), name="k")
-        scg.cost(F.cross_entropy(emb[k.flip(0)] @ head, labels, reduction="none"), name="nll")
+    def swapped_batched(lg: torch.Tensor) -> None:  # row i's loss reads the other example of its particle
+        k = rows_of(lg)
+        other = k.reshape(-1, 2).flip(1).reshape(-1)
+        scg.cost(F.cross_entropy(emb[other] @ head, labels.repeat(k.shape[0] // 2), reduction="none"), name="nll")
 
-    twin = scg.testing.check_unbiased(swapped, [logits], n=100, graph_kwargs={"structure": scg.Declared()})
+    twin = scg.testing.check_unbiased(
+        lambda: swapped_batched(logits),
+        [logits],
+        n=400,
+        batched=swapped_batched,
+        particles=100,
+        graph_kwargs={"structure": scg.Declared()},
+    )
     assert not twin.passed, str(twin)  # the check sees the bias of a wrong per-example claim
