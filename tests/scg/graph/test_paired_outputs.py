@@ -14,13 +14,18 @@ import scg.testing
 W = torch.tensor([[0.4, -0.3], [0.1, 0.5]], requires_grad=True)
 
 
-def belief_network() -> None:
+def belief_network_of(w: torch.Tensor) -> None:
     """A two-layer sigmoid belief network: the reconstruction cost of the first layer, then a
-    later cost of the first layer alone (which the second layer does not influence)."""
-    h1 = scg.sample(Bernoulli(logits=torch.zeros(1, 2) + W[0]), name="h1")
-    h2 = scg.sample(Bernoulli(logits=h1 @ W), name="h2")
-    scg.cost(-Bernoulli(logits=h2 @ W).log_prob(h1).sum(-1), name="c2")
+    later cost of the first layer alone (which the second layer does not influence). ``w``: the
+    weights (2, 2), or (P, 2, 2) for P particles (each its own row of every node and cost)."""
+    h1 = scg.sample(Bernoulli(logits=torch.zeros(1, 2) + w[..., :1, :]), name="h1")  # (1, 2) or (P, 1, 2)
+    h2 = scg.sample(Bernoulli(logits=h1 @ w), name="h2")
+    scg.cost(-Bernoulli(logits=h2 @ w).log_prob(h1).sum(-1), name="c2")
     scg.cost((h1 * torch.tensor([1.0, -2.0])).sum(-1), name="c1")
+
+
+def belief_network() -> None:
+    belief_network_of(W)
 
 
 def h2_not_before_c1(v: scg.StochasticNode, node: scg.Node) -> bool:
@@ -58,9 +63,16 @@ def test_check_structure_accepts_the_correct_declaration() -> None:
 
 
 def test_declared_and_cached_belief_network_are_unbiased() -> None:
+    """400 estimates in 4 particle-batched graphs each (the cached structure reuses the first's credit)."""
     exact = scg.testing.exact_gradient(belief_network, [W])
     for structure in (scg.Declared(h2_not_before_c1), scg.Cached()):
         report = scg.testing.check_unbiased(
-            belief_network, [W], n=80, exact=exact, graph_kwargs={"structure": structure}
+            belief_network,
+            [W],
+            n=400,
+            exact=exact,
+            batched=belief_network_of,
+            particles=100,
+            graph_kwargs={"structure": structure},
         )
         assert report.passed, (structure, str(report))
