@@ -108,10 +108,9 @@ def test_per_node_chain_twin(work: Any, per_node_costs: bool) -> None:
 def test_quick_run_writes_its_files(
     bench: Any, work: Any, report: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    attention = work.WORKLOADS["attention"]  # its loop at T = 6, as above: the rows' code, not their timings
-    monkeypatch.setitem(
-        work.WORKLOADS, "attention", attention._replace(make=functools.partial(attention.make, steps=6))
-    )
+    for name in ("attention", "sequence"):  # their loops at T = 6, as above: the rows' code, not their timings
+        looped = work.WORKLOADS[name]
+        monkeypatch.setitem(work.WORKLOADS, name, looped._replace(make=functools.partial(looped.make, steps=6)))
     page = tmp_path / "page.md"
     page.write_text(f"# Page\n\nbefore\n{report.BEGIN}\nold numbers\n{report.END}\nafter\n")
     data = bench.main(["--quick", "--profile", "--out", str(tmp_path), "--docs", str(page)])
