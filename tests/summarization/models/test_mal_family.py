@@ -26,6 +26,8 @@ from scg_summarize.train.objective import objective_names
 
 import scg
 
+from ..conftest import ShortRun
+
 V = 40
 ROWS = {"MAL-SEQ2SEQ": (False, False), "MAL+SUATT": (True, False), "MAL+UNATT": (False, True), "MAL": (True, True)}
 SMALL = ["model.emb_dim=8", "model.hidden=6"]
@@ -245,18 +247,11 @@ def test_train_resume_select_and_evaluate_with_table4(short_documents: Path, tmp
 
 
 def test_saliency_topk_refuses_a_model_without_saliency(
-    synthetic_corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    finished_short_run: ShortRun, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    trainer = Trainer(
-        load_config("tiny-STANDARD", ["train.max_steps_per_epoch=1", "train.epochs=1"]),
-        synthetic_corpus,
-        tmp_path / "std",
-        quiet=True,
-        log=lambda line: None,
-    )
-    trainer.fit()
-    trainer.close()
-    assert (
-        cli_main(["evaluate", "--run", str(tmp_path / "std"), "--limit", "2", "--saliency-topk", "10", "--quiet"]) == 2
-    )
+    # the session's short C2F run (read-only: the refusal comes before anything is decoded or written)
+    run = finished_short_run.path
+    before = sorted((p.name, p.stat().st_mtime_ns) for p in run.iterdir())
+    assert cli_main(["evaluate", "--run", str(run), "--limit", "2", "--saliency-topk", "10", "--quiet"]) == 2
     assert "has no saliency attention" in capsys.readouterr().err
+    assert sorted((p.name, p.stat().st_mtime_ns) for p in run.iterdir()) == before
