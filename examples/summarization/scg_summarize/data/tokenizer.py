@@ -154,12 +154,14 @@ def tokenize(text: str, *, lowercase: bool = False, digits_to_hash: bool = False
         digits_to_hash: replace every digit with ``#``.
     """
     text = normalize_chars(text)
-    text = _OPEN_QUOTE_RE.sub(" `` ", text).replace('"', " '' ")
+    if '"' in text:  # (most sentences have no quotes: each rule is skipped where it cannot match)
+        text = _OPEN_QUOTE_RE.sub(" `` ", text).replace('"', " '' ")
     text = _SPLIT_OFF_RE.sub(r" \g<0> ", text)
-    text = _NT_RE.sub(r"\1 \2", text)
-    text = _CLITIC_RE.sub(r"\1 \2", text)
-    text = _TRAILING_QUOTE_RE.sub(r"\1 '", text)
-    text = _LEADING_QUOTE_RE.sub(r"\1' ", text)
+    if "'" in text:  # contractions and single quotes
+        text = _NT_RE.sub(r"\1 \2", text)
+        text = _CLITIC_RE.sub(r"\1 \2", text)
+        text = _TRAILING_QUOTE_RE.sub(r"\1 '", text)
+        text = _LEADING_QUOTE_RE.sub(r"\1' ", text)
     words = _split_periods(text.split())
     words = [_BRACKETS.get(w, w) for w in words]
     return _finish(words, lowercase, digits_to_hash)
