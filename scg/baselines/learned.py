@@ -66,14 +66,19 @@ class Learned(Baseline):
 
     def __call__(self, nodes: Sequence[Node], targets: torch.Tensor, info: Sequence[SampleInfo]) -> BaselineResult:
         copies = [getattr(n, "baseline", None) for n in nodes]
-        if all(c is self for c in copies) or not all(isinstance(c, Learned) for c in copies):
+        if (
+            (copies[0] is self or not isinstance(copies[0], Learned))
+            if len(copies) == 1
+            else (all(c is self for c in copies) or not all(isinstance(c, Learned) for c in copies))
+        ):
             # the nodes of this copy (or of a baseline wrapping it): one prediction serves them
             # all, broadcast against their stacked targets, as is the value. The loss is
             # mean((pred − targets)²) as one operation (the same value; the same gradient bit
             # for bit at loss_weight 1: (pred − t)·(2/n) is (1/n)·2(pred − t))
             pred = self._predict(self.inputs, nodes[0], targets.shape[1:])
             # (targets are detached; one row: its view, not an expansion of the prediction)
-            loss = F.mse_loss(pred, targets[0]) if len(targets) == 1 else F.mse_loss(pred.expand_as(targets), targets)
+            rows = targets.shape[0]  # (not len(targets): Tensor.__len__ is Python, with checks)
+            loss = F.mse_loss(pred, targets[0]) if rows == 1 else F.mse_loss(pred.expand_as(targets), targets)
             value = pred
         else:  # bound copies of one module (e.g. one per step): one prediction per copy, stacked
             first: dict[int, int] = {}  # id(copy) -> its first row
