@@ -39,20 +39,23 @@ TOL = {"rtol": 2e-5, "atol": 2e-5}
 
 
 @triton.jit
-def _rand_kernel(seed_ptr, offs_ptr, out_ptr, BLOCK: tl.constexpr):
+def _rand_kernel(seeds_ptr, offs_ptr, out_ptr, BLOCK: tl.constexpr):
+    """Program ``s``: ``tl.rand`` at the offsets under seed ``s``, into row ``s`` of ``out``."""
+    s = tl.program_id(0)
     offs = tl.load(offs_ptr + tl.arange(0, BLOCK))
-    tl.store(out_ptr + tl.arange(0, BLOCK), tl.rand(tl.load(seed_ptr), offs))
+    tl.store(out_ptr + s * BLOCK + tl.arange(0, BLOCK), tl.rand(tl.load(seeds_ptr + s), offs))
 
 
 def test_philox_matches_triton_rand() -> None:
-    # The reference's Philox (seeded from a device tensor) gives tl.rand's numbers bit for bit.
+    # The reference's Philox (seeded from a device tensor) gives tl.rand's numbers bit for bit (one launch:
+    # a program per seed)
     offsets = torch.cat([torch.arange(48), torch.tensor([2**31 - 1, 2**30 + 12345, 987654321])])
     offsets = torch.cat([offsets, torch.randint(0, 2**31 - 1, (64 - offsets.numel(),))]).to(torch.int32)
-    for seed in (0, 1, -3, 2**40 + 7, 2**63 - 1):
-        seed_t = torch.tensor([seed], device=DEVICE)
-        out = torch.empty(64, device=DEVICE)
-        _rand_kernel[(1,)](seed_t, offsets.to(DEVICE), out, BLOCK=64)
-        assert torch.equal(out.cpu(), uniform(seed_t.cpu(), offsets)), seed
+    seeds = torch.tensor([0, 1, -3, 2**40 + 7, 2**63 - 1])
+    out = torch.empty(len(seeds), 64, device=DEVICE)
+    _rand_kernel[(len(seeds),)](seeds.to(DEVICE), offsets.to(DEVICE), out, BLOCK=64)
+    for seed, row in zip(seeds, out.cpu()):
+        assert torch.equal(row, uniform(seed.view(1), offsets)), int(seed)
 
 
 def run_both(fn, case: Case):  # type: ignore[no-untyped-def]
