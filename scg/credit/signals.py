@@ -87,12 +87,11 @@ def cost_groups(
     costs: Sequence[CostNode],
     losses: list[torch.Tensor],
     values: BaselineValues,
-    baselines: bool = True,
+    has_baselines: bool,
 ) -> list[CostGroup]:
     """The stacked costs of each of the plan's cost groups: their cost baselines subtracted
     (``target``; the baselines' losses appended to ``losses``, their values to ``values``;
-    ``baselines=False``: the graph has none) and weighted by ω."""
-    has_baselines = baselines and any(c.baseline is not None for c in costs)
+    ``has_baselines``: a cost has one) and weighted by ω."""
     stacked: list[tuple[list[CostNode], torch.Tensor, torch.Tensor]] = []  # members, stack, sum
     total: torch.Tensor | None = None
     for cp in plan.cost_groups:

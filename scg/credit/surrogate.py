@@ -107,7 +107,8 @@ def surrogate_loss(
     losses: list[torch.Tensor] = []  # the baselines' regression losses
     values: BaselineValues = []  # and their values (checked once, at the end)
     has_baselines = graph.has_baselines
-    cgs = cost_groups(plan, graph.costs, losses, values, has_baselines)
+    cost_baselines = graph.has_cost_baselines
+    cgs = cost_groups(plan, graph.costs, losses, values, cost_baselines)
     ngs = node_groups(plan, graph.nodes)
     if dice and dice_lambda is None:
         baselines = _dice_baselines(graph, plan, ngs, cgs, losses, values)
@@ -141,7 +142,6 @@ def surrogate_loss(
     for extra in losses:
         score = extra if score is None else score + extra
     # every node baseline's value reached the score sum; a cost baseline's need not
-    cost_baselines = has_baselines and any(c.baseline is not None for c in graph.costs)
     if values:
         check_baseline_values(values, None if cost_baselines else score)
     return loss if score is None else loss + (score - score.detach())
@@ -206,7 +206,7 @@ def _dice_baselines(
             "declares plates=); DiCE's per-element weights would be biased there: use "
             "dice_lambda=1.0 (Loaded DiCE, same derivatives) or the default surrogate"
         )
-    has_cost_baselines = any(c.baseline is not None for c in graph.cost_nodes)
+    has_cost_baselines = graph.has_cost_baselines
     out: list[torch.Tensor | None] = []
     for gi, ng in enumerate(ngs):
         target = None

@@ -118,6 +118,7 @@ class GraphRecord(GraphQueries):
         self.stochastic: list[StochasticNode] = []
         self.costs: list[CostNode] = []
         self._n_baselines = 0  # nodes registered with a baseline (the surrogate skips them if 0)
+        self._n_cost_baselines = 0  # of which costs (the surrogate subtracts cost baselines if not 0)
 
     # ------------------------------------------------------------------ context manager
     def __enter__(self: G) -> G:
@@ -232,6 +233,11 @@ class GraphRecord(GraphQueries):
         return self._n_baselines > 0
 
     @property
+    def has_cost_baselines(self) -> bool:
+        """Whether any cost node was recorded with a baseline."""
+        return self._n_cost_baselines > 0
+
+    @property
     def is_open(self) -> bool:
         """True inside the ``with`` block."""
         return self._state == "open"
@@ -344,6 +350,7 @@ class GraphRecord(GraphQueries):
             cost = True
             if node.baseline is not None:
                 self._n_baselines += 1
+                self._n_cost_baselines += 1
         else:
             self._n_deterministic += 1
         keys = self._node_keys
