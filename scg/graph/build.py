@@ -169,23 +169,9 @@ def sample(
             value, parents, foreign = sample_influence(g, dist, estimator, drawn, len(shape), fast)
             with _own_randomness(g):
                 private, log_prob = _scored(dist, estimator, value, shape, name, location)
-    else:  # (Declared, and Cached between its tracked graphs: nothing to pause or count; `_draw`
-        # and `_scored` inline, as this runs for every node)
-        if raw is None:
-            try:
-                raw = estimator.draw(dist, shape)
-            except SCGError as e:
-                raise SCGError(f"scg.sample(name={name!r}) at {location}: {e}") from None
-        value = raw
-        private = not value.requires_grad
-        log_prob = None
-        if estimator.score or enumerated:  # (`_log_prob` inline)
-            try:
-                log_prob = estimator.log_prob(dist, value.clone() if private else value)
-            except (SCGError, NotImplementedError) as e:
-                raise _log_prob_error(e, dist, name, location) from None
-            if log_prob.shape != (dist.batch_shape if not shape else shape + dist.batch_shape):
-                raise _log_prob_shape_error(log_prob, dist, shape, name, location)
+    else:  # (Declared, and Cached between its tracked graphs: nothing to pause or count)
+        value = raw if raw is not None else _draw(estimator, dist, shape, name, location)
+        private, log_prob = _scored(dist, estimator, value, shape, name, location)
     baseline_inputs = None if node_baseline is None else _baseline_inputs(g, node_baseline)
     node = StochasticNode(
         index=len(g.nodes),
@@ -337,34 +323,20 @@ def _log_prob(
 ) -> torch.Tensor:
     try:
         log_prob = estimator.log_prob(dist, value)
-    except (SCGError, NotImplementedError) as e:
-        raise _log_prob_error(e, dist, name, location) from None
-    if log_prob.shape != (dist.batch_shape if not shape else shape + dist.batch_shape):
-        raise _log_prob_shape_error(log_prob, dist, shape, name, location)
-    return log_prob
-
-
-def _log_prob_error(
-    e: SCGError | NotImplementedError, dist: Distribution, name: str | None, location: Location | str
-) -> SCGError:
-    """The estimator's ``log_prob`` failed: its error naming the node."""
-    if isinstance(e, SCGError):
-        return SCGError(f"scg.sample(name={name!r}) at {location}: {e}")
-    return SCGError(
-        f"scg.sample(name={name!r}) at {location}: {type(dist).__name__} does not "
-        "implement log_prob, which the score-function estimator needs"
-    )
-
-
-def _log_prob_shape_error(
-    log_prob: torch.Tensor, dist: Distribution, shape: torch.Size, name: str | None, location: Location | str
-) -> SCGError:
-    """The log-probability has another shape than sample_shape + batch_shape."""
+    except SCGError as e:
+        raise SCGError(f"scg.sample(name={name!r}) at {location}: {e}") from None
+    except NotImplementedError:
+        raise SCGError(
+            f"scg.sample(name={name!r}) at {location}: {type(dist).__name__} does not "
+            "implement log_prob, which the score-function estimator needs"
+        ) from None
     expected = dist.batch_shape if not shape else shape + dist.batch_shape
-    return SCGError(
-        f"scg.sample(name={name!r}) at {location}: log_prob has shape "
-        f"{tuple(log_prob.shape)}, expected sample_shape + batch_shape = {tuple(expected)}"
-    )
+    if log_prob.shape != expected:
+        raise SCGError(
+            f"scg.sample(name={name!r}) at {location}: log_prob has shape "
+            f"{tuple(log_prob.shape)}, expected sample_shape + batch_shape = {tuple(expected)}"
+        )
+    return log_prob
 
 
 def cost(
