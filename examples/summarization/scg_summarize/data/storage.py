@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import os
 from array import array
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -84,8 +84,10 @@ class ExampleText:
     src_sentences: list[str]  # the source sentences as original text (for the extractive baselines)
 
     def to_json(self) -> dict[str, Any]:
-        """The JSON object written to ``text.jsonl``."""
-        return asdict(self)
+        """The JSON object written to ``text.jsonl`` (its fields in order; built directly, not with
+        ``dataclasses.asdict``, whose recursive deep copy took ~40 us per example)."""
+        sentences = list(self.src_sentences)
+        return {"id": self.id, "origin": self.origin, "refs": list(self.refs), "src_sentences": sentences}
 
     @classmethod
     def from_json(cls, record: Any, where: str) -> ExampleText:
