@@ -103,12 +103,13 @@ class Learned(Baseline):
     def _predict(self, inputs: tuple[torch.Tensor, ...], node: Node, shape: torch.Size) -> torch.Tensor:
         """``module(*inputs)`` of the node's shape; the inputs detached (the regression must train
         φ only, never the model that computed the inputs)."""
-        # (an input that needs no grad, often the data, is passed as it is; no new tuple when none does)
-        for x in inputs:
-            if isinstance(x, torch.Tensor) and x.requires_grad:
-                inputs = tuple(t.detach() if isinstance(t, torch.Tensor) and t.requires_grad else t for t in inputs)
-                break
-        pred = self.module(*inputs)
+        # (an input that needs no grad, often the data, is passed as it is; one input, the common
+        # ``given(h)``, without a generator)
+        if len(inputs) == 1:
+            x = inputs[0]
+            pred = self.module(x.detach() if isinstance(x, torch.Tensor) and x.requires_grad else x)
+        else:
+            pred = self.module(*(t.detach() if isinstance(t, torch.Tensor) and t.requires_grad else t for t in inputs))
         if not isinstance(pred, torch.Tensor):
             raise SCGError(
                 f"Learned baseline of {node.describe()}: module returned {type(pred).__name__}, expected a tensor"
