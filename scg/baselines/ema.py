@@ -56,18 +56,22 @@ class EMA(Baseline):
                 "the batch size change?). Keep the shape fixed (e.g. a DataLoader with "
                 "drop_last=True), or use EMA(per_element=False), LeaveOneOut() or Learned"
             )
-        new = [(n.name, n.step) for n in nodes if (n.name, n.step) not in self._index]
-        if new or self._values is None:
-            for key in new:
-                self._index[key] = len(self._index)
+        index = self._index
+        keys = [(n.name, n.step) for n in nodes]
+        grown = self._values is None
+        for key in keys:
+            if key not in index:
+                index[key] = len(index)
+                grown = True
+        if grown:
             shape = tuple(like.shape[1:]) if self.per_element else ()
-            fresh = torch.full((len(self._index), *shape), self.init, dtype=like.dtype)
+            fresh = torch.full((len(index), *shape), self.init, dtype=like.dtype)
             if self._values is not None:
                 fresh[: self._values.shape[0]] = self._values.to(like.dtype).cpu()
             self._values = fresh.to(like.device)
-        idx = tuple(self._index[(n.name, n.step)] for n in nodes)
-        if len(idx) == len(self._index) and idx == tuple(range(len(idx))):
+        if keys == list(index):  # (the nodes are the table's rows, in order)
             return None
+        idx = tuple([index[k] for k in keys])
         if torch.compiler.is_compiling():  # a constant of the compiled step (caching it would add a guard)
             return torch.tensor(idx, device=like.device)
         where = (idx, like.device)
