@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 import torch
+import torch.nn.functional as F
 
 from scg.baselines.base import Baseline, BaselineResult
 from scg.errors import SCGError
@@ -79,7 +80,7 @@ class Learned(Baseline):
             pred = self._predict(self.inputs, nodes[0], targets.shape[1:])
             # (targets are detached; one row: its view, not an expansion of the prediction)
             rows = targets.shape[0]  # (not len(targets): Tensor.__len__ is Python, with checks)
-            loss = _mse(pred, targets[0]) if rows == 1 else _mse(pred.expand_as(targets), targets)
+            loss = F.mse_loss(pred, targets[0]) if rows == 1 else F.mse_loss(pred.expand_as(targets), targets)
             value = pred
         else:  # bound copies of one module (e.g. one per step): one prediction per copy, stacked
             first: dict[int, int] = {}  # id(copy) -> its first row
@@ -134,11 +135,3 @@ class Learned(Baseline):
 
     def __repr__(self) -> str:
         return f"Learned({type(self.module).__name__})"
-
-
-def _mse(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    """``F.mse_loss(pred, target)`` (mean) for two tensors of one shape: the same ATen operation,
-    without the Python wrapper's size comparison and ``broadcast_tensors`` (~10 µs a call; both
-    shapes are the target's here). Reduction 1 is ATen's mean (the binding's default is none; its
-    stub types the argument as a string, the binding takes the enum's integer)."""
-    return torch._C._nn.mse_loss(pred, target, 1)  # type: ignore[arg-type]
