@@ -65,14 +65,8 @@ class Learned(Baseline):
         return self.source
 
     def __call__(self, nodes: Sequence[Node], targets: torch.Tensor, info: Sequence[SampleInfo]) -> BaselineResult:
-        if len(nodes) == 1:  # (one node: the common call)
-            copy = getattr(nodes[0], "baseline", None)
-            shared = copy is self or not isinstance(copy, Learned)
-            copies = [copy]
-        else:
-            copies = [getattr(n, "baseline", None) for n in nodes]
-            shared = all(c is self for c in copies) or not all(isinstance(c, Learned) for c in copies)
-        if shared:
+        copies = [getattr(n, "baseline", None) for n in nodes]
+        if all(c is self for c in copies) or not all(isinstance(c, Learned) for c in copies):
             # the nodes of this copy (or of a baseline wrapping it): one prediction serves them
             # all, broadcast against their stacked targets, as is the value. The loss is
             # mean((pred − targets)²) as one operation (the same value; the same gradient bit
@@ -104,13 +98,8 @@ class Learned(Baseline):
     def _predict(self, inputs: tuple[torch.Tensor, ...], node: Node, shape: torch.Size) -> torch.Tensor:
         """``module(*inputs)`` of the node's shape; the inputs detached (the regression must train
         φ only, never the model that computed the inputs)."""
-        # (an input that needs no grad, often the data, is passed as it is; one input, the common
-        # ``given(h)``, without a generator)
-        if len(inputs) == 1:
-            x = inputs[0]
-            pred = self.module(x.detach() if isinstance(x, torch.Tensor) and x.requires_grad else x)
-        else:
-            pred = self.module(*(t.detach() if isinstance(t, torch.Tensor) and t.requires_grad else t for t in inputs))
+        # (an input that needs no grad, often the data, is passed as it is)
+        pred = self.module(*(x.detach() if isinstance(x, torch.Tensor) and x.requires_grad else x for x in inputs))
         if not isinstance(pred, torch.Tensor):
             raise SCGError(
                 f"Learned baseline of {node.describe()}: module returned {type(pred).__name__}, expected a tensor"

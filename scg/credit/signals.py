@@ -201,8 +201,6 @@ def _check_shape(x: torch.Tensor, want: tuple[int, ...], baseline: Baseline, nod
     shape = tuple(x.shape)
     if shape == want or shape == want[1:]:  # (the common values: one per row, or per element)
         return
-    if len(shape) == len(want) and shape[0] == want[0] and x.numel() == want[0]:  # (n, 1, ..., 1): one per row
-        return
     ok = len(shape) <= len(want) and all(s in (1, w) for s, w in zip(shape[::-1], want[::-1]))
     if not ok:
         name = " ".join(repr(baseline).split())

@@ -86,8 +86,12 @@ class ExampleText:
     def to_json(self) -> dict[str, Any]:
         """The JSON object written to ``text.jsonl`` (its fields in order; built directly, not with
         ``dataclasses.asdict``, whose recursive deep copy took ~40 us per example)."""
-        sentences = list(self.src_sentences)
-        return {"id": self.id, "origin": self.origin, "refs": list(self.refs), "src_sentences": sentences}
+        return {
+            "id": self.id,
+            "origin": self.origin,
+            "refs": list(self.refs),
+            "src_sentences": list(self.src_sentences),
+        }
 
     @classmethod
     def from_json(cls, record: Any, where: str) -> ExampleText:
