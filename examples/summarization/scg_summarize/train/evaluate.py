@@ -48,19 +48,24 @@ class AttentionStats:
     read: float = 0.0
 
     def add(self, out: Any, salient: torch.Tensor, src_mask: torch.Tensor) -> None:
+        """Add the real steps of ``out`` (its ``attention``, one record a step, and ``step_mask``), all
+        steps at once: the records stacked along a step dimension, one device-to-host copy."""
+        if not out.attention:
+            return
         total_words = src_mask.sum((1, 2)).to(torch.float64).clamp(min=1.0)  # (B,)
-        known = salient >= 0
-        for t, att in enumerate(out.attention):
-            real = out.step_mask[:, t]
-            p = att.chunk_probs.to(torch.float64)
-            ent = -(p * torch.log(p.clamp(min=1e-30))).sum(1)  # (B,)
-            choice = att.chunk_weights.argmax(1)  # (B,)
-            self.steps += float(real.sum())
-            self.entropy += float(ent[real].sum())
-            self.read += float((att.words_read.to(torch.float64) / total_words)[real].sum())
-            both = real & known
-            self.salient_steps += float(both.sum())
-            self.correct += float((choice == salient)[both].sum())
+        real = out.step_mask[:, : len(out.attention)].T  # (T, B)
+        p = torch.stack([att.chunk_probs for att in out.attention]).to(torch.float64)  # (T, B, M)
+        ent = -(p * torch.log(p.clamp(min=1e-30))).sum(2)  # (T, B)
+        choice = torch.stack([att.chunk_weights.argmax(1) for att in out.attention])  # (T, B)
+        read = torch.stack([att.words_read for att in out.attention]).to(torch.float64) / total_words  # (T, B)
+        both = real & (salient >= 0)
+        counts = [real.sum(), ent[real].sum(), read[real].sum(), both.sum(), (choice == salient)[both].sum()]
+        sums = torch.stack([c.to(torch.float64) for c in counts]).tolist()
+        self.steps += sums[0]
+        self.entropy += sums[1]
+        self.read += sums[2]
+        self.salient_steps += sums[3]
+        self.correct += sums[4]
 
     def as_list(self) -> list[float]:
         return [self.steps, self.salient_steps, self.correct, self.entropy, self.read]
