@@ -1155,7 +1155,8 @@ def write_plot(rows: list[dict[str, Any]], path: Path) -> None:
         "rb3": "tab:olive",
     }
     problems = [p for p in PROBLEMS if any(r["problem"] == p for r in rows)]
-    fig, axes = plt.subplots(1, len(problems), figsize=(5 * len(problems), 4.2), squeeze=False)
+    width, height = 5 * len(problems), 4.2
+    fig, axes = plt.subplots(1, len(problems), figsize=(width, height), squeeze=False)
     for ax, problem in zip(axes[0], problems):
         for r in rows:
             if r["problem"] != problem or r["sec_per_1000"] is None or not r["var_trace"]:
@@ -1186,7 +1187,8 @@ def write_plot(rows: list[dict[str, Any]], path: Path) -> None:
     )
     fig.legend(handles=handles, loc="lower center", ncol=len(handles), frameon=False)
     fig.suptitle("Gradient variance vs time per 1000 estimates (lower left is better)")
-    fig.tight_layout(rect=(0, 0.08, 1, 0.95))
+    # margins in inches (tight_layout measures every tick label first: about half of the figure's CPU)
+    fig.subplots_adjust(left=0.8 / width, right=1 - 0.2 / width, bottom=1.0 / height, top=1 - 0.75 / height, wspace=0.2)
     fig.savefig(path, dpi=120)
     plt.close(fig)
 

@@ -435,7 +435,8 @@ def plot(points: list[dict[str, Any]], path: Path, where: str = "1 thread") -> N
     ax.set_ylabel("ms per gradient step (median)")
     ax.set_title(f"hard attention, B=32, M=10, H=64, {where}")
     ax.legend()
-    fig.tight_layout()
+    # margins in inches (tight_layout measures every tick label first: about a third of the figure's CPU)
+    fig.subplots_adjust(left=0.75 / 6, right=1 - 0.15 / 6, bottom=0.55 / 4, top=1 - 0.35 / 4)
     fig.savefig(path, dpi=120)
     plt.close(fig)
 
