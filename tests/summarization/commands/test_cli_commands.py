@@ -58,20 +58,25 @@ def test_every_command_module_is_listed_once() -> None:
 def test_help_and_argument_errors_import_no_torch() -> None:
     """The top-level help, ``--version``, a mistyped command, every command's ``--help``, an
     argument error of every command and ``train`` without ``--config`` answer without importing
-    torch, numpy or matplotlib (one process for all)."""
+    torch, numpy or matplotlib (one process for all); so does ``python -m scg_summarize.cli prepare
+    --help`` (the module's ``__main__`` block, run as ``-m`` runs it: `runpy.run_module`)."""
     code = (
-        "import sys\nfrom scg_summarize.cli import COMMANDS, main\n"
+        "import runpy, sys\nfrom scg_summarize.cli import COMMANDS, main\n"
         "codes = [main(['--help']), main(['--version']), main(['no-such-command'])]\n"
         "codes += [main([c.name, '--help']) for c in COMMANDS]\n"
         "codes += [main([c.name, '--no-such-option']) for c in COMMANDS]\n"
         "codes += [main(['train'])]\n"
+        "sys.argv = ['scg_summarize.cli', 'prepare', '--help']\n"
+        "try:\n    runpy.run_module('scg_summarize.cli', run_name='__main__', alter_sys=True)\n"
+        "except SystemExit as exit_:\n    codes.append(exit_.code)\n"
         "print(codes, sorted(m for m in ('torch', 'numpy', 'matplotlib') if m in sys.modules))\n"
     )
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
     n = len(cli.COMMANDS)
-    assert proc.stdout.strip().splitlines()[-1] == f"{[0, 0, 2] + [0] * n + [2] * n + [2]} []", proc.stderr[-2000:]
+    assert proc.stdout.strip().splitlines()[-1] == f"{[0, 0, 2] + [0] * n + [2] * n + [2, 0]} []", proc.stderr[-2000:]
     assert "usage: scg-summarize" in proc.stdout and "missing --config" in proc.stderr
+    assert "--skip-bad" in proc.stdout and "--source-field" in proc.stdout  # prepare's help, from the __main__ block
 
 
 def test_every_command_help_reads_as_written(capsys: pytest.CaptureFixture[str]) -> None:

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -75,18 +73,6 @@ def test_parse_input_spec() -> None:
     assert parse_input_spec("valid=dev.jsonl") == ("valid", Path("dev.jsonl"))
     assert parse_input_spec("data/x.jsonl") == (None, Path("data/x.jsonl"))
     assert parse_input_spec("dir/a=b.jsonl") == (None, Path("dir/a=b.jsonl"))
-
-
-def test_console_module_runs_out_of_process() -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "scg_summarize.cli", "prepare", "--help"],
-        capture_output=True,
-        text=True,
-        check=False,
-        cwd=Path(__file__).resolve().parents[3] / "examples" / "summarization",
-    )
-    assert result.returncode == 0, result.stderr
-    assert "--skip-bad" in result.stdout and "--source-field" in result.stdout
 
 
 def test_fractions_with_only_named_inputs_are_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
