@@ -49,10 +49,13 @@ class EqOneGRUCell(nn.Module):
     def step(self, xp: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
         """h_t from the projected input ``xp`` ``(B, 3H)`` (:meth:`project`) and h_{t-1} ``(B, H)``."""
         H = self.hidden
-        gates = torch.sigmoid(xp[:, : 2 * H] + self.h_gates(h))  # (B, 2H)
-        r, z = gates[:, :H], gates[:, H:]
-        g = torch.tanh(xp[:, 2 * H :] + self.h_cand(r * h))  # (B, H)
-        return z * h + (1.0 - z) * g
+        return self._step(xp[:, : 2 * H], xp[:, 2 * H :], h)
+
+    def _step(self, xp_gates: torch.Tensor, xp_cand: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+        """:meth:`step` from the input halves of the gates ``(B, 2H)`` and of the candidate ``(B, H)``."""
+        r, z = torch.sigmoid(xp_gates + self.h_gates(h)).chunk(2, dim=1)  # (B, H) each
+        g = torch.tanh(xp_cand + self.h_cand(r * h))  # (B, H)
+        return torch.lerp(g, h, z)  # z ⊙ h + (1 − z) ⊙ g
 
     def forward(self, x: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
         """h_t = GRU(x_t, h_{t-1}) for ``x`` ``(B, I)`` and ``h`` ``(B, H)``."""
@@ -73,13 +76,16 @@ def gru_scan(
         reverse: scan from the last position to the first (the backward direction of eq. 2).
     """
     B, L, _ = x.shape
+    H = cell.hidden
     xp = cell.project(x)  # (B, L, 3H)
-    h = x.new_zeros(B, cell.hidden) if h0 is None else h0
+    h = x.new_zeros(B, H) if h0 is None else h0
     keep = mask.unsqueeze(-1)  # (B, L, 1)
+    # each step's views taken at once (three ops, not three a step: the scan is a Python loop of small ops)
+    xp_gates, xp_cand, keeps = xp[..., : 2 * H].unbind(1), xp[..., 2 * H :].unbind(1), keep.unbind(1)
     outs: list[torch.Tensor] = [h] * L
     steps = range(L - 1, -1, -1) if reverse else range(L)
     for t in steps:
-        h = torch.where(keep[:, t], cell.step(xp[:, t], h), h)
+        h = torch.where(keeps[t], cell._step(xp_gates[t], xp_cand[t], h), h)
         outs[t] = h
     states = torch.stack(outs, dim=1)  # (B, L, H)
     return states * keep.to(states.dtype)
