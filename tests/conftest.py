@@ -3,14 +3,13 @@ that no test leaks a change of torch's global grad mode into the tests after it.
 
 from __future__ import annotations
 
-import atexit
-import gc
 import os
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import _fast_exit  # first: its atexit callback must run after every other one
+import _gc_policy  # second: no cyclic garbage collection while torch and the test modules are imported
 import _scg_import_purity  # noqa: F401  (before scg: it records torch's state before scg's first import)
 import pytest
 import torch
@@ -61,32 +60,12 @@ def pytest_configure(config: pytest.Config) -> None:
         warnings.filterwarnings("error", category=category)
 
 
-def pytest_sessionstart(session: pytest.Session) -> None:
-    """No cyclic garbage collection while the test modules are imported: what they build lives to the end
-    of the run, so the collector's passes over it (eleven full passes, ~2.5 s of CPU) found nothing."""
-    gc.disable()
-
-
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Everything collection built (modules, torch's and the test modules' objects) lives to the end of
-    the run: frozen, the cyclic garbage collector's full passes during the tests skip it. The youngest
-    generation is collected every 10,000 net allocations instead of 700, so the middle and full passes
-    (over everything the tests keep) come 14 times less often. Measured with gc.callbacks over the
-    default suite: 7.7 s of CPU in the collector (27 full passes) with the defaults, 2.6 s (5) with these
-    settings; peak memory 0.76 GB."""
-    gc.freeze()
-    gc.set_threshold(10_000, 10, 10)
-    gc.enable()
+    _gc_policy.after_collection()
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    """Unfrozen again when the interpreter exits (an ``atexit`` callback runs before its last collection),
-    so that this collection frees what collection built: frozen objects are never freed, and Triton's
-    bindings then report them as leaked at exit. Not here: pytest's own two full collections after the
-    session (its unraisable-exception check) would then walk the whole heap again. Measured over the
-    default suite with gc.callbacks: 1.1 + 0.8 s of CPU unfrozen, 0.4 + 0.3 s frozen. Where the process
-    ends by ``_fast_exit`` (the usual case), that last collection does not run at all."""
-    atexit.register(gc.unfreeze)
+    _gc_policy.at_session_finish()
     _fast_exit.arm(session.exitstatus)
 
 
