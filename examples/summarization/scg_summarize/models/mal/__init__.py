@@ -22,7 +22,7 @@ adapter of every family (:class:`scg_summarize.decoding.ModelStepDecoder`).
 from .cgru import ConditionalGRU, DecoderMemory
 from .config import ABLATIONS, PAGERANK_GUARDS, MALConfig
 from .encoder import BiGRUEncoder, SelfAttention
-from .gru import EqOneGRUCell, gru_scan
+from .gru import EqOneGRUCell, bigru_scan, gru_scan
 from .model import MALEncoded, MALSummarizer, MALTeacherOutput
 from .pagerank import PageRankError, UnsupervisedAttention, closed_form_pagerank, pagerank_system, word_graph
 from .saliency import SupervisedAttention, normalized_entropy, saliency_loss
@@ -42,6 +42,7 @@ __all__ = [
     "SelfAttention",
     "SupervisedAttention",
     "UnsupervisedAttention",
+    "bigru_scan",
     "closed_form_pagerank",
     "gru_scan",
     "normalized_entropy",

@@ -9,7 +9,7 @@ Li et al., Section 2.2::
     h̄^e_t = tanh(W^e_hh̄ h^e_t + W^e_ch̄ c^e_t + b^e_h̄)                          (6)
 
 The source is a flat, right-padded sequence ``(B, L)``; padding never affects a real state
-(:func:`~.gru.gru_scan`) and gets no self-attention weight. The self-attention scores are
+(:func:`~.gru.bigru_scan`) and gets no self-attention weight. The self-attention scores are
 ``(B, L, L, k_h)``: quadratic in the source length (``MALConfig.max_src_len``).
 """
 
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .gru import EqOneGRUCell, gru_scan
+from .gru import EqOneGRUCell, bigru_scan
 
 __all__ = ["BiGRUEncoder", "SelfAttention", "SelfAttentionOut", "masked_softmax"]
 
@@ -48,9 +48,7 @@ class BiGRUEncoder(nn.Module):
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """The states h^e ``(B, L, 2k_h)`` (zero at padding) of embeddings ``x`` ``(B, L, k_e)``."""
-        fwd = gru_scan(self.forward_cell, x, mask)  # (B, L, k_h)
-        bwd = gru_scan(self.backward_cell, x, mask, reverse=True)  # (B, L, k_h)
-        return torch.cat([fwd, bwd], dim=-1)
+        return bigru_scan(self.forward_cell, self.backward_cell, x, mask)  # →h ∥ ←h, each (B, L, k_h)
 
 
 @dataclass

@@ -15,7 +15,8 @@ product (:meth:`EqOneGRUCell.project`); the scan only does the recurrent product
 :func:`gru_scan` runs a cell over ``(B, L, ·)`` inputs with a mask: at padding the state is
 carried unchanged and the output is zero, so a real state never depends on padding, in either
 direction (the backward scan starts at the last position and keeps ``h0`` through the trailing
-padding).
+padding). :func:`bigru_scan` runs a forward and a backward cell in one loop (the encoder of eq. 2):
+the same states as two :func:`gru_scan` calls, half the steps.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-__all__ = ["EqOneGRUCell", "gru_scan"]
+__all__ = ["EqOneGRUCell", "bigru_scan", "gru_scan"]
 
 
 class EqOneGRUCell(nn.Module):
@@ -89,3 +90,32 @@ def gru_scan(
         outs[t] = h
     states = torch.stack(outs, dim=1)  # (B, L, H)
     return states * keep.to(states.dtype)
+
+
+def bigru_scan(
+    forward_cell: EqOneGRUCell, backward_cell: EqOneGRUCell, x: torch.Tensor, mask: torch.Tensor
+) -> torch.Tensor:
+    """``gru_scan(forward_cell, x, mask)`` ∥ ``gru_scan(backward_cell, x, mask, reverse=True)``
+    ``(B, L, 2H)`` (zero initial states, zero at padding) in one loop of L steps: step i moves the
+    forward direction to position i and the backward one to position L − 1 − i, the two directions
+    stacked as ``(2, B, ·)`` with their recurrent weights (one batched product per gate)."""
+    B, L, _ = x.shape
+    H = forward_cell.hidden
+    if backward_cell.hidden != H:
+        raise ValueError(f"bigru_scan: the cells' hidden sizes differ ({H} and {backward_cell.hidden})")
+    # (2, B, L, ·): the backward direction's inputs and mask in scan order (flipped along L)
+    xp = torch.stack([forward_cell.project(x), backward_cell.project(x).flip(1)])
+    keep = torch.stack([mask, mask.flip(1)]).unsqueeze(-1)  # (2, B, L, 1)
+    w_gates = torch.stack([forward_cell.h_gates.weight.T, backward_cell.h_gates.weight.T])  # (2, H, 2H)
+    w_cand = torch.stack([forward_cell.h_cand.weight.T, backward_cell.h_cand.weight.T])  # (2, H, H)
+    xp_gates, xp_cand, keeps = xp[..., : 2 * H].unbind(2), xp[..., 2 * H :].unbind(2), keep.unbind(2)
+    h = x.new_zeros(2, B, H)
+    outs: list[torch.Tensor] = []
+    for i in range(L):  # the same step as EqOneGRUCell.step, both directions at once
+        r, z = torch.sigmoid(xp_gates[i] + torch.bmm(h, w_gates)).chunk(2, dim=2)  # (2, B, H) each
+        g = torch.tanh(xp_cand[i] + torch.bmm(r * h, w_cand))  # (2, B, H)
+        h = torch.where(keeps[i], torch.lerp(g, h, z), h)
+        outs.append(h)
+    states = torch.stack(outs, dim=2)  # (2, B, L, H), the backward direction in scan order
+    both = torch.cat([states[0], states[1].flip(1)], dim=-1)  # (B, L, 2H)
+    return both * mask.unsqueeze(-1).to(both.dtype)
