@@ -11,13 +11,14 @@ pass instead of a few hundred (``test_core_unbiased.py`` checks that both agree)
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import torch
-from torch.distributions import Distribution, Independent, Normal
+from torch.distributions import Bernoulli, Distribution, Independent, Normal
 
 import scg
 import scg.testing as st
@@ -128,6 +129,31 @@ def exact_hessian_batched(batched: Batched, theta: torch.Tensor, *, quadrature: 
         (h,) = torch.autograd.grad(grad[j], theta, retain_graph=True, allow_unused=True)
         rows.append(torch.zeros_like(theta) if h is None else h)
     return torch.stack(rows).detach()
+
+
+def estimator_mean(program: Callable[[], object], th: torch.Tensor, **graph_kwargs: Any) -> torch.Tensor:
+    """E[∇θ surrogate] exactly, for a program whose only stochastic node is one Bernoulli with an
+    element per element of θ (one draw): the surrogate gradient of every joint value of the node (2^θ.numel() graphs,
+    intervened), weighted by its probability. Equal to the exact gradient to rounding when the
+    estimator is unbiased, so a credit rule's bias shows without sampling noise (and without the
+    hundreds of graphs a z-test of one-graph estimates needs)."""
+    total = torch.zeros_like(th)
+    for bits in itertools.product((0.0, 1.0), repeat=th.numel()):
+        value = torch.tensor(bits, dtype=th.dtype).reshape(th.shape)
+        p = Bernoulli(logits=th.detach()).log_prob(value).sum().exp()
+
+        def intervene(
+            name: str, step: int | None, dist: Distribution, shape: torch.Size, value: torch.Tensor = value
+        ) -> torch.Tensor:
+            return value.reshape(shape + dist.batch_shape)  # (θ's elements in the node's shape)
+
+        with scg.Graph(intervene=intervene, **graph_kwargs) as g:
+            program()
+        loss = g.surrogate_loss()
+        if loss.requires_grad:  # (else nothing differentiable reached it: a zero estimate)
+            (grad,) = torch.autograd.grad(loss, [th], allow_unused=True)
+            total += p * (torch.zeros_like(th) if grad is None else grad)
+    return total
 
 
 def estimates(

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 import torch
+from _estimators_util import estimator_mean
 from torch.distributions import Bernoulli
 
 import scg
@@ -43,26 +44,6 @@ def _modes() -> list[tuple[str, Callable[[], dict[str, Any]]]]:
 
 
 MODES = _modes()
-
-
-def _estimator_mean(program: Callable[[], None], th: torch.Tensor, graph_kwargs: dict[str, Any]) -> torch.Tensor:
-    """E[∇ surrogate] exactly: the surrogate gradient of every joint value of the single
-    Bernoulli node, weighted by its probability (the node's shape is ``th``'s)."""
-    total = torch.zeros_like(th)
-    for bits in itertools.product((0.0, 1.0), repeat=th.numel()):
-        value = torch.tensor(bits, dtype=th.dtype).reshape(th.shape)
-        p = Bernoulli(logits=th.detach()).log_prob(value).sum().exp()
-
-        def intervene(
-            name: str, step: int | None, dist: object, shape: torch.Size, value: torch.Tensor = value
-        ) -> torch.Tensor:
-            return value.reshape(shape + value.shape)
-
-        with scg.Graph(intervene=intervene, **graph_kwargs) as g:
-            program()
-        (grad,) = torch.autograd.grad(g.surrogate_loss(), [th])
-        total += p * grad
-    return total
 
 
 def _per_example(th: torch.Tensor, keepdim: bool, plates: int | None = 1, n: int | None = None) -> Callable[[], None]:
@@ -97,14 +78,14 @@ def test_plates_1_with_a_per_example_cost_is_exact_in_expectation(
 ) -> None:
     th = _theta()
     program = _per_example(th, keepdim)
-    mean = _estimator_mean(program, th, mode[1]())
+    mean = estimator_mean(program, th, **mode[1]())
     torch.testing.assert_close(mean, _per_example_exact(), rtol=1e-9, atol=1e-12)
 
 
 def test_graph_level_plates_1_is_exact_in_expectation() -> None:
     th = _theta()
     program = _per_example(th, False, plates=None)
-    mean = _estimator_mean(program, th, {"plates": 1})
+    mean = estimator_mean(program, th, plates=1)
     torch.testing.assert_close(mean, _per_example_exact(), rtol=1e-9, atol=1e-12)
 
 
@@ -121,7 +102,7 @@ def test_whole_plate_fallback_of_a_vector_node_is_exact_in_expectation(
     program = _mixing(th)
     (exact,) = st.exact_gradient(program, [th])
     kwargs = mode[1]()
-    mean = _estimator_mean(program, th, kwargs)
+    mean = estimator_mean(program, th, **kwargs)
     torch.testing.assert_close(mean, exact, rtol=1e-9, atol=1e-12)
     with scg.Graph(**kwargs) as g:
         program()
