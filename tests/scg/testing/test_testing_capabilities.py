@@ -69,13 +69,21 @@ def _arg(name: str, kind: str) -> Any:
 SHARPER = {"beta": 0.5, "per_element": True}
 
 
-def _make(cls: type, kind: str = "bernoulli") -> Any:
+@functools.cache
+def _parameters(cls: type) -> tuple[list[str], dict[str, Any]]:
+    """The required constructor arguments of ``cls`` and the SHARPER ones it takes (a class's
+    signature is read once: ``inspect.signature`` of a class costs ~0.5 ms and _make runs ~550 times)."""
+    parameters = inspect.signature(cls).parameters
     required = [
         p.name
-        for p in inspect.signature(cls).parameters.values()
+        for p in parameters.values()
         if p.default is p.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
     ]
-    optional = {name: value for name, value in SHARPER.items() if name in inspect.signature(cls).parameters}
+    return required, {name: value for name, value in SHARPER.items() if name in parameters}
+
+
+def _make(cls: type, kind: str = "bernoulli") -> Any:
+    required, optional = _parameters(cls)
     obj = cls(**{name: _arg(name, kind) for name in required}, **optional)
     return obj.given(torch.ones(N, 1, dtype=torch.float64)) if hasattr(obj, "given") else obj
 
