@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from scg_summarize.models.mal.cgru import ConditionalGRU, mean_state
 from scg_summarize.models.mal.encoder import BiGRUEncoder, SelfAttention
-from scg_summarize.models.mal.gru import EqOneGRUCell, gru_scan
+from scg_summarize.models.mal.gru import EqOneGRUCell, bigru_scan, gru_scan
 
 
 def _ref_gru(cell: EqOneGRUCell, x: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
@@ -79,6 +79,20 @@ def test_bigru_encoder_against_a_step_by_step_reference() -> None:
         ref = torch.stack([torch.cat([f, g]) for f, g in zip(fwd, bwd)])
         assert torch.allclose(out[b, :m], ref, atol=1e-12)
         assert bool((out[b, m:] == 0).all())
+
+
+def test_bigru_scan_is_the_two_directions_scanned_apart() -> None:
+    # padding anywhere (a gap inside a row, a row without real words); states and gradients
+    torch.manual_seed(4)
+    fwd, bwd = EqOneGRUCell(3, 4).double(), EqOneGRUCell(3, 4).double()
+    x = torch.randn(3, 6, 3, dtype=torch.float64)
+    mask = torch.tensor([[1, 1, 0, 1, 1, 0], [1, 1, 1, 1, 1, 1], [0, 0, 0, 0, 0, 0]], dtype=torch.bool)
+    got = bigru_scan(fwd, bwd, x, mask)
+    want = torch.cat([gru_scan(fwd, x, mask), gru_scan(bwd, x, mask, reverse=True)], dim=-1)
+    torch.testing.assert_close(got, want, rtol=0, atol=1e-12)
+    params = [*fwd.parameters(), *bwd.parameters()]
+    for a, b in zip(torch.autograd.grad(got.square().sum(), params), torch.autograd.grad(want.square().sum(), params)):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-12)
 
 
 def test_padding_never_changes_real_states() -> None:
