@@ -14,6 +14,9 @@ from scg_summarize.cli import main
 from scg_summarize.train import Trainer, load_config
 from scg_summarize.train.progress import format_duration, step_progress, total_steps
 
+from ..conftest import ShortRun
+from ..robust_support import TINY
+
 FAST = ["train.max_steps_per_epoch=1", "train.epochs=2"]
 
 
@@ -39,20 +42,22 @@ def _train(data: Path, out: Path, *extra: str, config: str = "tiny-STANDARD") ->
     )
 
 
-def test_a_new_run_never_replaces_an_existing_one(synthetic_corpus: Path, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_a_new_run_never_replaces_an_existing_one(  # type: ignore[no-untyped-def]
+    synthetic_corpus: Path, finished_short_run: ShortRun, tmp_path: Path, capsys
+) -> None:
     out = tmp_path / "run"
+    shutil.copytree(finished_short_run.path, out)  # a finished tiny C2F+MULTI2 run
     one_step = _sets("train.max_steps_per_epoch=1", "train.epochs=1")  # a run, however short
-    assert _train(synthetic_corpus, out, *one_step) == 0
     kept = {name: (out / name).read_bytes() for name in ("config.json", "metrics.jsonl", "best.pt")}
     (out / "eval").mkdir()
     (out / "eval" / "old.json").write_text("{}")
     capsys.readouterr()
-    assert _train(synthetic_corpus, out, *one_step, config="tiny-C2F") == 2  # refused: bad input
+    assert _train(synthetic_corpus, out, *one_step) == 2  # a tiny-STANDARD run into it: refused, bad input
     err = capsys.readouterr().err
     assert "already holds a run" in err and "--resume" in err and "--overwrite" in err
     assert {name: (out / name).read_bytes() for name in kept} == kept  # nothing touched
-    assert _train(synthetic_corpus, out, "--overwrite", *one_step, config="tiny-C2F") == 0
-    assert json.loads((out / "config.json").read_text())["name"] == "tiny-C2F"
+    assert _train(synthetic_corpus, out, "--overwrite", *one_step) == 0
+    assert json.loads((out / "config.json").read_text())["name"] == "tiny-STANDARD"
     assert not (out / "eval").exists()  # the old run's evaluations cannot pass for the new run's
     assert main(["train", "--out", str(out), "--resume", "--overwrite"]) == 2
     assert "give one of them" in capsys.readouterr().err
@@ -61,16 +66,19 @@ def test_a_new_run_never_replaces_an_existing_one(synthetic_corpus: Path, tmp_pa
     assert "an existing file" in capsys.readouterr().err
 
 
-def test_resume_takes_config_and_data_from_the_run(synthetic_corpus: Path, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_resume_takes_config_and_data_from_the_run(  # type: ignore[no-untyped-def]
+    finished_short_run: ShortRun, tmp_path: Path, capsys
+) -> None:
     out = tmp_path / "run"
-    assert _train(synthetic_corpus, out, *_sets("train.seed=5")) == 0
+    shutil.copytree(finished_short_run.path, out)  # 2 epochs of 2 steps, trained with --set overrides
     capsys.readouterr()
     # only --out: the configuration (with its overrides) and the corpus come from the run; --set adds epochs
     assert main(["train", "--out", str(out), "--resume", "--quiet", "--no-test", "--set", "train.epochs=3"]) == 0
     config = json.loads((out / "config.json").read_text())
-    assert config["name"] == "tiny-STANDARD" and config["train"]["seed"] == 5
+    assert config["name"] == TINY and config["train"]["epochs"] == 3
+    assert (config["train"]["max_steps_per_epoch"], config["train"]["alternate"]) == (2, 0.5)  # the run's --set
     valid = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-    assert [x["step"] for x in valid if x["event"] == "valid"] == [1, 2, 3]  # continued, not restarted
+    assert [x["step"] for x in valid if x["event"] == "valid"] == [2, 4, 6]  # continued, not restarted
     assert main(["train", "--out", str(tmp_path / "none"), "--resume"]) == 2
     assert "no such file" in capsys.readouterr().err
 

@@ -22,6 +22,7 @@ from scg_summarize.data.storage import SplitWriter, read_meta, write_meta
 from scg_summarize.data.vocab import Vocab
 from scg_summarize.models.loading import read_checkpoint
 
+from ..conftest import ShortRun
 from ..eval_support import ToySetup, make_toy_setup, write_run
 from ..robust_support import fork_cli, train_args, wait_child
 
@@ -29,14 +30,6 @@ pytestmark = pytest.mark.usefixtures("single_thread")
 
 #: the runs these tests make: one epoch of 2 steps (what is checked is the refusal, not the training)
 ONE_EPOCH = ["--set", "train.epochs=1", "--set", "train.max_steps_per_epoch=2"]
-
-
-@pytest.fixture(scope="module")
-def trained(synthetic_corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A finished one-epoch tiny C2F run (read-only: tests corrupt copies)."""
-    run = tmp_path_factory.mktemp("trained") / "run"
-    assert main(train_args(synthetic_corpus, run, *ONE_EPOCH, config="tiny-C2F")) == 0
-    return run
 
 
 @pytest.fixture(scope="module")
@@ -278,35 +271,35 @@ def _corrupt(path: Path, how: str) -> None:
 
 @pytest.mark.parametrize("how", ["empty", "truncated", "random", "foreign"])
 def test_a_bad_checkpoint_is_named_by_summarize_evaluate_and_resume(
-    trained: Path, synthetic_corpus: Path, tmp_path: Path, capsys, how: str
+    finished_short_run: ShortRun, synthetic_corpus: Path, tmp_path: Path, capsys, how: str
 ) -> None:
-    run = tmp_path / "run"
-    shutil.copytree(trained, run, ignore=shutil.ignore_patterns(".lock"))
+    run = tmp_path / "run"  # a copy of the session's finished run (tiny C2F+MULTI2, 2 epochs of 2 steps)
+    shutil.copytree(finished_short_run.path, run, ignore=shutil.ignore_patterns(".lock"))
     _corrupt(run / "best.pt", how)
     assert main(["summarize", "--run", str(run), "--data", str(synthetic_corpus), "--limit", "2", "--greedy"]) == 2
     assert f"{run / 'best.pt'}:" in "\n".join(_err_lines(capsys))
     assert main(["evaluate", "--run", str(run), "--limit", "2", "--greedy", "--quiet"]) == 2
     assert f"{run / 'best.pt'}:" in "\n".join(_err_lines(capsys))
     _corrupt(run / "checkpoint.pt", how)
-    assert main(train_args(synthetic_corpus, run, *ONE_EPOCH, "--resume", config="tiny-C2F")) == 2
+    assert main(train_args(synthetic_corpus, run, *finished_short_run.options, "--resume")) == 2
     text = "\n".join(_err_lines(capsys))
     assert f"{run / 'checkpoint.pt'}:" in text and "checkpoint" in text
 
 
 def test_resume_refuses_changed_options_by_name_and_applies_harmless_ones(
-    trained: Path, synthetic_corpus: Path, tmp_path: Path, capsys
+    finished_short_run: ShortRun, synthetic_corpus: Path, tmp_path: Path, capsys
 ) -> None:
-    run = tmp_path / "run"
-    shutil.copytree(trained, run, ignore=shutil.ignore_patterns(".lock"))
-    resume = train_args(synthetic_corpus, run, *ONE_EPOCH, "--resume", config="tiny-C2F")
+    run = tmp_path / "run"  # a copy of the session's finished run (2 epochs)
+    shutil.copytree(finished_short_run.path, run, ignore=shutil.ignore_patterns(".lock"))
+    resume = train_args(synthetic_corpus, run, *finished_short_run.options, "--resume")
     assert main([*resume, "--set", "train.lr=0.1"]) == 2
     assert "train.lr: saved 0.01, given 0.1" in "\n".join(_err_lines(capsys))
     assert main([*resume, "--set", "model.hidden=32"]) == 2  # a checkpoint of another model size
     assert "model.hidden: saved 16, given 32" in "\n".join(_err_lines(capsys))
     assert read_checkpoint(run / "checkpoint.pt")["config"]["train"]["lr"] == 0.01
-    assert main([*resume, "--set", "train.epochs=2"]) == 0
-    assert "resume: applying train.epochs = 2 (saved 1)" in "\n".join(_err_lines(capsys))
-    assert read_checkpoint(run / "checkpoint.pt")["config"]["train"]["epochs"] == 2
+    assert main([*resume, "--set", "train.epochs=3"]) == 0
+    assert "resume: applying train.epochs = 3 (saved 2)" in "\n".join(_err_lines(capsys))
+    assert read_checkpoint(run / "checkpoint.pt")["config"]["train"]["epochs"] == 3
 
 
 def test_a_hier_checkpoint_is_not_resumed_as_c2f(synthetic_corpus: Path, tmp_path: Path, capsys) -> None:
