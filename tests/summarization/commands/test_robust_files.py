@@ -15,37 +15,19 @@ from scg_summarize.cli import main
 from scg_summarize.data.dataset import SummarizationDataset
 from scg_summarize.models.mal.pagerank import PageRankError, closed_form_pagerank
 
+from ..conftest import ShortRun
+
 TINY = ["--quiet", "--set", "train.epochs=1", "--set", "train.max_steps_per_epoch=1"]
-
-
-@pytest.fixture(scope="module")
-def tiny_run(tmp_path_factory: pytest.TempPathFactory, synthetic_corpus: Path) -> Path:
-    run = tmp_path_factory.mktemp("robust") / "run"
-    assert (
-        main(
-            [
-                "train",
-                "--config",
-                "tiny-STANDARD",
-                "--data",
-                str(synthetic_corpus),
-                "--out",
-                str(run),
-                "--no-test",
-                *TINY,
-            ]
-        )
-        == 0
-    )
-    return run
 
 
 def _copy(corpus: Path, tmp_path: Path) -> Path:
     return Path(shutil.copytree(corpus, tmp_path / "corpus"))
 
 
-def test_a_corrupt_config_json_is_named(tiny_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    run = Path(shutil.copytree(tiny_run, tmp_path / "run"))
+def test_a_corrupt_config_json_is_named(
+    finished_short_run: ShortRun, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = Path(shutil.copytree(finished_short_run.path, tmp_path / "run"))
     (run / "config.json").write_text('{"name": "tiny-STANDARD", ')
     assert main(["evaluate", "--run", str(run), "--quiet", "--limit", "2"]) == 2
     err = capsys.readouterr().err
