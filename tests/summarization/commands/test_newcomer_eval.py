@@ -19,7 +19,7 @@ import torch
 from scg_summarize import cli
 from scg_summarize.commands._decoding_args import add_decode_arguments, decode_options, describe_sources, given_options
 from scg_summarize.decoding import DecodeOptions
-from scg_summarize.evaluation import AttentionMetrics, fraction_read, fraction_read_per_step
+from scg_summarize.evaluation import AttentionMetrics, fraction_read, fraction_read_per_step, runner
 from scg_summarize.evaluation.report import make_result, markdown_report, select_results
 from scg_summarize.train.config import EvalConfig, load_config
 
@@ -111,7 +111,11 @@ def test_recombine_on_a_model_it_is_not_exact_for_is_a_clear_error(toy: ToySetup
 
 
 # ----------------------------------------------------------------------------- (6) twice
-def test_evaluating_twice_with_other_options_keeps_both(toy: ToySetup, capsys) -> None:  # type: ignore[no-untyped-def]
+def _not_called(*args: object, **kwargs: object) -> None:
+    raise AssertionError("evaluate decoded a split whose result it cannot write")
+
+
+def test_evaluating_twice_with_other_options_keeps_both(toy: ToySetup, capsys, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     base = ["evaluate", "--run", str(toy.run), "--limit", "1", "--quiet", "--max-len", "8"]
     assert cli.main([*base, "--beam", "2"]) == 0
     assert cli.main([*base, "--greedy"]) == 0
@@ -122,8 +126,11 @@ def test_evaluating_twice_with_other_options_keeps_both(toy: ToySetup, capsys) -
     ]
     first = toy.run / "eval" / files[0]
     before = first.read_text()
-    # the same file name for other settings (an explicit --output) is refused, the file kept
-    assert cli.main([*base, "--greedy", "--output", str(first)]) == 2
+    # the same file name for other settings (an explicit --output) is refused before anything is decoded, the
+    # file kept
+    with monkeypatch.context() as patched:
+        patched.setattr(runner, "evaluate_model", _not_called)
+        assert cli.main([*base, "--greedy", "--output", str(first)]) == 2
     assert "holds a result with other settings" in capsys.readouterr().err
     assert first.read_text() == before
     assert cli.main([*base, "--beam", "2"]) == 0  # the same settings again: a re-run replaces it

@@ -72,9 +72,9 @@ def run(args: argparse.Namespace) -> int:
     from ..data.progress import Progress, progress_enabled
     from ..decode_options import describe_options
     from ..decoding.loading import input_mismatch, load_run
-    from ..evaluation.naming import decode_tag, model_stem, write_result_safely
+    from ..evaluation.naming import check_result_path, decode_tag, model_stem, write_result_safely
     from ..evaluation.report import markdown_report
-    from ..evaluation.runner import evaluate_model
+    from ..evaluation.runner import evaluate_model, model_result
     from ..evaluation.saliency_topk import run_saliency_top_k, saliency_model
     from ._decoding_args import check_recombine, decode_options, describe_sources, given_options
 
@@ -105,6 +105,10 @@ def run(args: argparse.Namespace) -> int:
         stem = model_stem(Path(data_dir).name, args.split, tag, rouge)
         output = args.output or Path(args.run) / "eval" / f"{stem}.json"
         total = len(dataset) if args.limit is None else min(args.limit, len(dataset))
+        # a file of other settings at --output is refused now, not after decoding the whole split
+        check_result_path(
+            model_result(loaded, dataset, decode, rouge, {}, examples=total), output, overwrite=args.overwrite
+        )
         with Progress(f"evaluate {args.split}", total, enabled=progress_enabled(args.quiet)) as bar:
             result, outputs = evaluate_model(
                 loaded,

@@ -29,7 +29,7 @@ from .baselines import Baseline, get_baseline
 from .report import result_settings, write_result
 from .rouge import RougeOptions
 
-__all__ = ["baseline_stem", "decode_tag", "model_stem", "rouge_tag", "write_result_safely"]
+__all__ = ["baseline_stem", "check_result_path", "decode_tag", "model_stem", "rouge_tag", "write_result_safely"]
 
 
 def _number(value: float) -> str:
@@ -98,11 +98,19 @@ def baseline_stem(baseline: Baseline, data_name: str, split: str, rouge: RougeOp
 def write_result_safely(
     result: Mapping[str, Any], path: str | Path, *, overwrite: bool = False, option: str = "--output"
 ) -> Path:
-    """Write ``result`` to ``path`` unless ``path`` holds a result with other settings.
+    """Write ``result`` to ``path`` unless ``path`` holds a result with other settings
+    (`check_result_path`)."""
+    check_result_path(result, path, overwrite=overwrite, option=option)
+    return write_result(result, path)
 
-    Raises ``FileExistsError`` naming the file and the settings that differ (unless
-    ``overwrite``), and the command's ``option`` that writes elsewhere. A file that is not a
-    result JSON is never replaced without ``overwrite``.
+
+def check_result_path(
+    result: Mapping[str, Any], path: str | Path, *, overwrite: bool = False, option: str = "--output"
+) -> None:
+    """Raise ``FileExistsError`` when ``path`` holds a result with other settings than ``result``
+    (unless ``overwrite``), naming the file, the settings that differ and the command's ``option``
+    that writes elsewhere; a file that is not a result JSON is never replaced without ``overwrite``.
+    ``evaluate`` asks before it decodes a split, `write_result_safely` before it writes.
     """
     path = Path(path)
     if path.exists() and not overwrite:
@@ -120,4 +128,3 @@ def write_result_safely(
                 f"{path}: holds a result with other settings ({detail}); write to another "
                 f"{option} to keep both, or pass --overwrite to replace it"
             )
-    return write_result(result, path)

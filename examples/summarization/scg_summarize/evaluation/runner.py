@@ -12,7 +12,7 @@ and the per-example outputs (id, summary, per-example ROUGE) for inspection.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -29,7 +29,7 @@ from .perplexity import Perplexity, teacher_forced
 from .report import make_result, read_training_record
 from .rouge import Rouge, RougeOptions
 
-__all__ = ["evaluate_baseline", "evaluate_model", "select_indices"]
+__all__ = ["evaluate_baseline", "evaluate_model", "model_result", "select_indices"]
 
 ATTENTION_EXTRAS: tuple[str, ...] = ("coarse_attn", "chunk_read")
 
@@ -45,6 +45,36 @@ def _check_refs(docs: Sequence[SourceDocument], where: str) -> None:
     for doc in docs:
         if not doc.refs:
             raise ValueError(f"{where}: example {doc.id} has no reference summary")
+
+
+def model_result(
+    run: LoadedRun,
+    dataset: SummarizationDataset,
+    decode: DecodeOptions,
+    rouge: RougeOptions,
+    metrics: Mapping[str, Any],
+    *,
+    examples: int,
+    seconds: float = 0.0,
+) -> dict[str, Any]:
+    """`evaluate_model`'s result record of ``run`` on ``examples`` examples of ``dataset``. Its settings
+    (`report.result_settings`) are known before evaluating: ``evaluate`` checks its output file with the
+    record of empty ``metrics`` before it decodes a whole split."""
+    topk = run.decoder.coarse_topk
+    name = run.model if topk <= 1 or "MULTI" in run.model.upper() else f"{run.model}+MULTI"
+    return make_result(
+        "model",
+        name,
+        metrics,
+        data=str(dataset.root),
+        split=dataset.split,
+        examples=examples,
+        run=str(run.run_dir),
+        run_info=run.info,
+        decode_options=decode.to_dict(),
+        rouge_options=rouge.to_dict(),
+        seconds=round(seconds, 3),
+    )
 
 
 def evaluate_model(
@@ -109,20 +139,8 @@ def evaluate_model(
     }
     metrics["coarse_accuracy_tf"] = tf_metrics.result()["coarse_accuracy"]
     metrics["mean_length"] = sum(len(o["summary"].split()) for o in outputs) / max(len(outputs), 1)
-    topk = run.decoder.coarse_topk
-    name = run.model if topk <= 1 or "MULTI" in run.model.upper() else f"{run.model}+MULTI"
-    result = make_result(
-        "model",
-        name,
-        metrics,
-        data=str(dataset.root),
-        split=dataset.split,
-        examples=len(outputs),
-        run=str(run.run_dir),
-        run_info=run.info,
-        decode_options=decode.to_dict(),
-        rouge_options=rouge.to_dict(),
-        seconds=round(time.perf_counter() - start, 3),
+    result = model_result(
+        run, dataset, decode, rouge, metrics, examples=len(outputs), seconds=time.perf_counter() - start
     )
     training = read_training_record(run.run_dir)  # what the training did (and whether a time budget stopped it)
     if training is not None:
