@@ -151,28 +151,53 @@ def chunk_attention(run_dir: Path, data: Path, index: int = 0) -> tuple[torch.Te
 
 
 def draw_heatmap(panels: Sequence[tuple[str, torch.Tensor, list[str]]], salient: int, path: Path) -> None:
-    """One panel per model: decoder steps (rows) x chunks (columns), the salient chunk outlined."""
-    import matplotlib
+    """One panel per model: decoder steps (rows) x chunks (columns), the salient chunk outlined.
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    The margins are set in inches from the widths of the texts (the words of each panel's rows,
+    the titles) as the saving renderer sets them, without drawing: the figure is drawn once, when
+    saved (``bbox_inches="tight"`` draws it twice, once to find the extent and once to save)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
     from matplotlib.patches import Rectangle
+    from matplotlib.text import Text
 
-    fig, axes = plt.subplots(1, len(panels), figsize=(5.0 * len(panels), 4.5), squeeze=False)
-    fig.subplots_adjust(wspace=0.45)
-    for ax, (title, weights, words) in zip(axes[0], panels):
+    dpi = 120
+    fig = Figure(dpi=dpi)  # no pyplot (no figure manager, the caller's backend untouched); its size is set below
+    FigureCanvasAgg(fig)  # the saving canvas: texts are measured as it sets them (hinted: ~5 % above the outlines)
+
+    def width_in(text: str, size: float) -> float:
+        label = Text(text=text, fontsize=size, parse_math=False)
+        label.set_figure(fig)
+        return float(label.get_window_extent().width) / dpi
+
+    suptitle = "attention over chunks per decoder step (salient chunk in red)"
+    rows = max(weights.shape[0] for _, weights, _ in panels)
+    # inches: each panel's left margin fits its widest row word (7 pt) beside the ticks; the axes are at least
+    # 3 in wide (and as wide as their title) and 0.13 in a row; the colorbar, its ticks and label on the right
+    lefts = [max((width_in(w, 7) for w in words), default=0.0) + 0.25 for _, _, words in panels]
+    axes_w = max(3.0, *(width_in(title, 10) + 0.1 for title, _, _ in panels))
+    axes_h = max(3.2, 0.13 * rows)
+    bottom, top, right = 0.6, 0.65, 1.2
+    width = max(sum(lefts) + len(panels) * axes_w + right, width_in(suptitle, 10) + 0.4)
+    height = bottom + axes_h + top
+    fig.set_size_inches(width, height)
+    x = 0.0
+    for left, (title, weights, words) in zip(lefts, panels):
+        x += left
+        ax = fig.add_axes((x / width, bottom / height, axes_w / width, axes_h / height))
+        x += axes_w
         image = ax.imshow(weights.numpy(), aspect="auto", cmap="viridis", vmin=0.0, vmax=1.0)
         ax.set_title(title, fontsize=10)
         ax.set_xlabel("chunk")
         ax.set_xticks(range(weights.shape[1]))
         ax.set_yticks(range(len(words)))
-        ax.set_yticklabels(words, fontsize=7)
+        ax.set_yticklabels(words, fontsize=7, parse_math=False)  # a word is text, as measured above
         if salient >= 0:
             ax.add_patch(Rectangle((salient - 0.5, -0.5), 1, weights.shape[0], fill=False, edgecolor="red", lw=2))
-    fig.colorbar(image, ax=axes[0].tolist(), shrink=0.8, label="attention on chunk")
-    fig.suptitle("attention over chunks per decoder step (salient chunk in red)", fontsize=10)
-    fig.savefig(path, dpi=120, bbox_inches="tight")
-    plt.close(fig)
+    bar = fig.add_axes(((x + 0.3) / width, (bottom + 0.1 * axes_h) / height, 0.15 / width, 0.8 * axes_h / height))
+    fig.colorbar(image, cax=bar, label="attention on chunk")
+    fig.suptitle(suptitle, fontsize=10, y=1 - 0.1 / height, va="top")
+    fig.savefig(path, dpi=dpi)
 
 
 def schedule(steps: int) -> tuple[int, int]:
