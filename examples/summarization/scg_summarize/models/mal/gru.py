@@ -50,17 +50,29 @@ class EqOneGRUCell(nn.Module):
     def step(self, xp: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
         """h_t from the projected input ``xp`` ``(B, 3H)`` (:meth:`project`) and h_{t-1} ``(B, H)``."""
         H = self.hidden
-        return self._step(xp[:, : 2 * H], xp[:, 2 * H :], h)
+        return self.step_halves(xp[:, : 2 * H], xp[:, 2 * H :], h)
 
-    def _step(self, xp_gates: torch.Tensor, xp_cand: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
-        """:meth:`step` from the input halves of the gates ``(B, 2H)`` and of the candidate ``(B, H)``."""
-        r, z = torch.sigmoid(xp_gates + self.h_gates(h)).chunk(2, dim=1)  # (B, H) each
-        g = torch.tanh(xp_cand + self.h_cand(r * h))  # (B, H)
-        return torch.lerp(g, h, z)  # z ⊙ h + (1 − z) ⊙ g
+    def step_halves(self, xp_gates: torch.Tensor, xp_cand: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+        """:meth:`step` from the input halves of the gates ``(B, 2H)`` and of the candidate ``(B, H)``. The
+        weights' transposes are views taken at each step (`gru_scan` calls this per step): taken once per
+        scan, their gradients would be summed in another order, and MAL's documented runs would move in
+        their last digits."""
+        return _update(xp_gates, xp_cand, h, self.h_gates.weight.T, self.h_cand.weight.T)
 
     def forward(self, x: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
         """h_t = GRU(x_t, h_{t-1}) for ``x`` ``(B, I)`` and ``h`` ``(B, H)``."""
         return self.step(self.project(x), h)
+
+
+def _update(
+    xp_gates: torch.Tensor, xp_cand: torch.Tensor, h: torch.Tensor, w_gates: torch.Tensor, w_cand: torch.Tensor
+) -> torch.Tensor:
+    """Eq. (1)'s h_t from the input halves of the gates ``(..., B, 2H)`` and of the candidate ``(..., B, H)``,
+    h_{t-1} ``(..., B, H)`` and the recurrent weights, transposed: ``w_gates`` ``(..., H, 2H)`` = [W_hr; W_hz]ᵀ,
+    ``w_cand`` ``(..., H, H)`` = W_hhᵀ (a leading dimension: several cells stepped at once, `bigru_scan`)."""
+    r, z = torch.sigmoid(xp_gates + h @ w_gates).chunk(2, dim=-1)  # (..., B, H) each
+    g = torch.tanh(xp_cand + (r * h) @ w_cand)  # (..., B, H)
+    return torch.lerp(g, h, z)  # z ⊙ h + (1 − z) ⊙ g
 
 
 def gru_scan(
@@ -86,7 +98,7 @@ def gru_scan(
     outs: list[torch.Tensor] = [h] * L
     steps = range(L - 1, -1, -1) if reverse else range(L)
     for t in steps:
-        h = torch.where(keeps[t], cell._step(xp_gates[t], xp_cand[t], h), h)
+        h = torch.where(keeps[t], cell.step_halves(xp_gates[t], xp_cand[t], h), h)
         outs[t] = h
     states = torch.stack(outs, dim=1)  # (B, L, H)
     return states * keep.to(states.dtype)
@@ -111,10 +123,8 @@ def bigru_scan(
     xp_gates, xp_cand, keeps = xp[..., : 2 * H].unbind(2), xp[..., 2 * H :].unbind(2), keep.unbind(2)
     h = x.new_zeros(2, B, H)
     outs: list[torch.Tensor] = []
-    for i in range(L):  # the same step as EqOneGRUCell.step, both directions at once
-        r, z = torch.sigmoid(xp_gates[i] + torch.bmm(h, w_gates)).chunk(2, dim=2)  # (2, B, H) each
-        g = torch.tanh(xp_cand[i] + torch.bmm(r * h, w_cand))  # (2, B, H)
-        h = torch.where(keeps[i], torch.lerp(g, h, z), h)
+    for i in range(L):  # both directions' step at once
+        h = torch.where(keeps[i], _update(xp_gates[i], xp_cand[i], h, w_gates, w_cand), h)
         outs.append(h)
     states = torch.stack(outs, dim=2)  # (2, B, L, H), the backward direction in scan order
     both = torch.cat([states[0], states[1].flip(1)], dim=-1)  # (B, L, 2H)
