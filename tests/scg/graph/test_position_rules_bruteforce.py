@@ -86,6 +86,12 @@ def shapes(draw: st.DrawFn, min_dims: int = 2) -> tuple[int, ...]:
     return (batch, *rest)
 
 
+def _cases(check: Callable[[tuple[int, ...], st.DataObject], None], data: st.DataObject, min_dims: int = 2) -> None:
+    """``check`` on CASES shapes drawn from `shapes` (one hypothesis example holds CASES cases)."""
+    for _ in range(CASES):
+        check(data.draw(shapes(min_dims)), data)
+
+
 def _reduction_broadcast_back_matches_brute_force(shape: tuple[int, ...], data: st.DataObject) -> None:
     """``z * z.sum(k, keepdim=True)``: the reduced (size-1) dimension is expanded again; per
     example unless k is the batch dimension."""
@@ -102,8 +108,7 @@ def _reduction_broadcast_back_matches_brute_force(shape: tuple[int, ...], data: 
 @SETTINGS
 @given(data=st.data())
 def test_reduction_broadcast_back_matches_brute_force(data: st.DataObject) -> None:
-    for _ in range(CASES):
-        _reduction_broadcast_back_matches_brute_force(data.draw(shapes()), data)
+    _cases(_reduction_broadcast_back_matches_brute_force, data)
 
 
 def _reduction_rule_matches_brute_force(shape: tuple[int, ...], data: st.DataObject) -> None:
@@ -119,8 +124,7 @@ def _reduction_rule_matches_brute_force(shape: tuple[int, ...], data: st.DataObj
 @SETTINGS
 @given(data=st.data())
 def test_reduction_rule_matches_brute_force(data: st.DataObject) -> None:
-    for _ in range(CASES):
-        _reduction_rule_matches_brute_force(data.draw(shapes(3)), data)
+    _cases(_reduction_rule_matches_brute_force, data, 3)
 
 
 def _transpose_rule_matches_brute_force(shape: tuple[int, ...], data: st.DataObject) -> None:
@@ -136,8 +140,7 @@ def _transpose_rule_matches_brute_force(shape: tuple[int, ...], data: st.DataObj
 @SETTINGS
 @given(data=st.data())
 def test_transpose_rule_matches_brute_force(data: st.DataObject) -> None:
-    for _ in range(CASES):
-        _transpose_rule_matches_brute_force(data.draw(shapes(3)), data)
+    _cases(_transpose_rule_matches_brute_force, data, 3)
 
 
 def _cat_and_stack_rules_match_brute_force(shape: tuple[int, ...], data: st.DataObject) -> None:
@@ -161,8 +164,7 @@ def _cat_and_stack_rules_match_brute_force(shape: tuple[int, ...], data: st.Data
 @SETTINGS
 @given(data=st.data())
 def test_cat_and_stack_rules_match_brute_force(data: st.DataObject) -> None:
-    for _ in range(CASES):
-        _cat_and_stack_rules_match_brute_force(data.draw(shapes()), data)
+    _cases(_cat_and_stack_rules_match_brute_force, data)
 
 
 def _gather_rule_matches_brute_force(shape: tuple[int, ...], data: st.DataObject) -> None:
@@ -184,8 +186,7 @@ def _gather_rule_matches_brute_force(shape: tuple[int, ...], data: st.DataObject
 @SETTINGS
 @given(data=st.data())
 def test_gather_rule_matches_brute_force(data: st.DataObject) -> None:
-    for _ in range(CASES):
-        _gather_rule_matches_brute_force(data.draw(shapes()), data)
+    _cases(_gather_rule_matches_brute_force, data)
 
 
 def _row_wise_losses_match_brute_force(shape: tuple[int, ...], data: st.DataObject) -> None:
@@ -244,8 +245,7 @@ def _row_wise_losses_match_brute_force(shape: tuple[int, ...], data: st.DataObje
 @SETTINGS
 @given(data=st.data())
 def test_row_wise_losses_match_brute_force(data: st.DataObject) -> None:
-    for _ in range(CASES):
-        _row_wise_losses_match_brute_force(data.draw(shapes()), data)
+    _cases(_row_wise_losses_match_brute_force, data)
 
 
 def test_classification_cost_credits_each_example() -> None:
