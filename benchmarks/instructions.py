@@ -4,8 +4,9 @@
 machine a step's time moves by 2x from round to round, and a ratio by about a tenth between two
 runs. This benchmark counts the instructions the CPU executes instead (valgrind's callgrind):
 the work of a step, which does not depend on the load. The same command gives the same ratios to
-about 0.002 (two runs: each count within 0.3%, from where the memory allocator places objects
-and so how Python's dictionaries keyed by object ids collide). It is not the time: scg's extra
+about 0.002 for Cached and Declared and 0.006 for tracked (three runs: each count within 0.3%,
+from where the memory allocator places objects and so how Python's dictionaries keyed by object
+ids collide). It is not the time: scg's extra
 instructions (interpreted Python) each take longer than the step's average one, which the
 timed ratios show (``docs/performance.md``, "Instructions per step").
 
