@@ -303,8 +303,10 @@ def main() -> None:
         args.workload, args.batch, args.hidden = args.child[0], int(args.child[1]), int(args.child[2])
         child(args)
         return
-    if args.long <= args.short:
-        p.error(f"--long ({args.long}) must be larger than --short ({args.short})")
+    if args.short < 0 or args.long <= args.short:
+        p.error(f"expected 0 <= --short < --long, got --short {args.short} and --long {args.long}")
+    if args.jobs < 1:
+        p.error(f"--jobs: expected at least 1, got {args.jobs}")
     missing = [tool for tool in ("valgrind", "callgrind_control") if shutil.which(tool) is None]
     if missing:
         raise SystemExit(f"instructions.py: needs {' and '.join(missing)} on the PATH (valgrind's callgrind)")

@@ -124,3 +124,22 @@ def test_chain_split_forward_rest_and_slopes(ins: Any) -> None:
     )
     assert "| toy | 32 | - | 2.000 | 1.500 | 1.250 | 1.125 |" in rendered
     assert "| per node | 10.0 | 40.0 | 20.0 | 80.0 | 30.0 | 120.0 |" in rendered
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--jobs", "0"], "--jobs: expected at least 1, got 0"),
+        (["--short", "5", "--long", "5"], "expected 0 <= --short < --long, got --short 5 and --long 5"),
+        (["--short", "-1"], "expected 0 <= --short < --long, got --short -1 and --long 30"),
+    ],
+)
+def test_bad_arguments_are_refused_before_any_child(
+    ins: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    monkeypatch.setattr(sys, "argv", ["instructions.py", *argv])
+    monkeypatch.setattr(ins, "run_child", lambda *a, **k: pytest.fail("a child was started"))
+    with pytest.raises(SystemExit) as exc:
+        ins.main()
+    assert exc.value.code == 2
+    assert message in capsys.readouterr().err
