@@ -53,16 +53,22 @@ def test_child_dumps_three_parts_per_implementation(ins: Any, monkeypatch: pytes
 
 def test_totals_and_per_step(ins: Any, tmp_path: Path) -> None:
     out = tmp_path / "cg.out"
-    irs = [7, 1000, 3000, 5, 2000, 8000]  # two functions: start, short (10 steps), long (30)
-    for i, n in enumerate(irs, start=1):  # (callgrind numbers its dumps from 1; 10 sorts after 9)
+    # four functions: start, short (10 steps), long (30); dumps 10-12 sort after 9 only numerically
+    irs = [7, 1000, 3000, 5, 2000, 8000, 1, 100, 300, 2, 4000, 12000]
+    for i, n in enumerate(irs, start=1):  # (callgrind numbers its dumps from 1)
         (tmp_path / f"cg.out.{i}").write_text(f"version: 1\ncmd: python\nevents: Ir Bcm\nsummary: {n} {n // 10}\n")
     (tmp_path / "cg.out").write_text("events: Ir\nsummary: 99\n")  # the final dump at exit: not a part
     counts = ins._totals(out)
     assert counts == [{"Ir": n, "Bcm": n // 10} for n in irs]
-    assert ins.per_step(counts, 10, 30) == [{"Ir": 100.0, "Bcm": 10.0}, {"Ir": 300.0, "Bcm": 30.0}]
+    assert ins.per_step(counts, 10, 30) == [
+        {"Ir": 100.0, "Bcm": 10.0},
+        {"Ir": 300.0, "Bcm": 30.0},
+        {"Ir": 10.0, "Bcm": 1.0},
+        {"Ir": 400.0, "Bcm": 40.0},
+    ]
     with pytest.raises(SystemExit, match="5 callgrind dumps, expected 3 per measured function"):
         ins.per_step(counts[:5], 10, 30)
-    (tmp_path / "cg.out.7").write_text("events: Ir\n")
+    (tmp_path / "cg.out.13").write_text("events: Ir\n")
     with pytest.raises(SystemExit, match="no events or totals in callgrind dump"):
         ins._totals(out)
 
