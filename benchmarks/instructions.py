@@ -50,7 +50,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from small_workloads import MODES, WORKLOADS, Chain, Structure, chain, steps, structure
+from small_workloads import MODES, WORKLOADS, Chain, Structure, chain, steps, structure, timed
 
 RESULTS = Path(__file__).resolve().parent / "results"
 IMPLS = ("hand", *MODES)
@@ -67,19 +67,14 @@ def _control(*args: str) -> None:
 def _count(fn: Callable[[], None], params: list[torch.Tensor], short: int, long: int, warm: int = 5) -> None:
     """Warm up uninstrumented, then two dumped parts of ``short`` and ``long`` calls."""
 
-    def run(n: int) -> None:
-        torch.manual_seed(0)
-        for _ in range(n):
-            fn()
-            for p in params:
-                p.grad = None
-
-    run(warm)
+    torch.manual_seed(0)
+    timed(fn, params, warm)  # (``small_workloads``' timed block: its clock reads cancel in the difference)
     gc.collect()
     _control("--instr=on")
     _control("--dump=start")
     for n in (short, long):
-        run(n)
+        torch.manual_seed(0)
+        timed(fn, params, n)
         _control(f"--dump=n{n}")
     _control("--instr=off")
 
@@ -89,26 +84,20 @@ def child(args: argparse.Namespace) -> None:
     if args.workload == "chain":  # per N: each side's forward, then its whole step
         for n in CHAIN_NS:
             c = chain(n, per_node_costs=True)
+            hand, modes = steps(c.model)
 
             def hand_forward(c: Chain = c) -> None:
                 c.hand_forward()
 
-            def hand_step(c: Chain = c) -> None:
-                c.hand_assemble(*c.hand_forward()).backward()
-
             _count(hand_forward, c.model.params, args.short, args.long)
-            _count(hand_step, c.model.params, args.short, args.long)
+            _count(hand, c.model.params, args.short, args.long)
             for mode in CHAIN_MODES:
-                s = structure(mode)
 
-                def forward(c: Chain = c, s: Structure = s) -> None:
+                def forward(c: Chain = c, s: Structure = structure(mode)) -> None:
                     c.forward(s)
 
-                def step(c: Chain = c, s: Structure = s) -> None:
-                    c.forward(s).surrogate_loss().backward()
-
                 _count(forward, c.model.params, args.short, args.long)
-                _count(step, c.model.params, args.short, args.long)
+                _count(modes[mode], c.model.params, args.short, args.long)
         return
     model = WORKLOADS[args.workload].make(args.batch, args.hidden)
     hand, modes = steps(model)
