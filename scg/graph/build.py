@@ -42,6 +42,8 @@ __all__ = ["cost", "open_graph", "outside_graph", "sample"]
 #: the sample shape of a node drawn once (no sample dimension)
 _ONE = torch.Size(())
 
+_new = object.__new__
+
 
 def open_graph(fn: str, name: str | None) -> tuple[GraphRecord, Location | str]:
     """The open graph and the user's line that called ``scg.<fn>`` (one compile check for both).
@@ -173,26 +175,28 @@ def sample(
         value = raw if raw is not None else _draw(estimator, dist, shape, name, location)
         private, log_prob = _scored(dist, estimator, value, shape, name, location)
     baseline_inputs = None if node_baseline is None else _baseline_inputs(g, node_baseline)
-    node = StochasticNode(
-        index=len(g.nodes),
-        name=g.node_name(name, "stochastic", step, location),
-        value=value,
-        parents=parents,
-        step=step,
-        location=location,
-        foreign=foreign,
-        graph=g.id,
-        dist=dist,
-        estimator=estimator,
-        baseline=node_baseline,
-        log_prob=log_prob,
-        n=n,
-        private=private,
-        plates=plates if plates is not None else g.plates,
-        enumerated=enumerated,
-        version=None if g.id < 0 else value._version,  # (no version counters while dynamo traces)
-        baseline_inputs=baseline_inputs,
-    )
+    # (made field by field: a class called with keywords packs them into a dict and unpacks it
+    # again, about five times the work of the node's own stores; every field is set, tested)
+    node = _new(StochasticNode)
+    node.index = len(g.nodes)
+    node.name = g.node_name(name, "stochastic", step, location)
+    node.value = value
+    node.parents = parents
+    node.step = step
+    node.location = location
+    node.foreign = foreign
+    node.graph = g.id
+    node.dist = dist
+    node.estimator = estimator
+    node.baseline = node_baseline
+    node.log_prob = log_prob
+    node.dist_log_prob = None
+    node.version = None if g.id < 0 else value._version  # (no version counters while dynamo traces)
+    node.n = n
+    node.private = private
+    node.plates = plates if plates is not None else g.plates
+    node.enumerated = enumerated
+    node.baseline_inputs = baseline_inputs
     g.record(node)
     if tracked:
         track_value(g, node, dist, drawn, len(shape), fast)
@@ -262,7 +266,22 @@ def _scored(
     private = not value.requires_grad
     if not (estimator.score or estimator.enumerates):
         return private, None
-    return private, _log_prob(dist, estimator, value.clone() if private else value, shape, name, location)
+    try:
+        log_prob = estimator.log_prob(dist, value.clone() if private else value)
+    except SCGError as e:
+        raise SCGError(f"scg.sample(name={name!r}) at {location}: {e}") from None
+    except NotImplementedError:
+        raise SCGError(
+            f"scg.sample(name={name!r}) at {location}: {type(dist).__name__} does not "
+            "implement log_prob, which the score-function estimator needs"
+        ) from None
+    expected = dist.batch_shape if not shape else shape + dist.batch_shape
+    if log_prob.shape != expected:
+        raise SCGError(
+            f"scg.sample(name={name!r}) at {location}: log_prob has shape "
+            f"{tuple(log_prob.shape)}, expected sample_shape + batch_shape = {tuple(expected)}"
+        )
+    return private, log_prob
 
 
 def _intervention(
@@ -311,32 +330,6 @@ def _versions(values: object) -> list[tuple[torch.Tensor, int]]:
     if isinstance(values, (list, tuple)):
         return [x for v in values for x in _versions(v)]
     return []
-
-
-def _log_prob(
-    dist: Distribution,
-    estimator: Estimator,
-    value: torch.Tensor,
-    shape: torch.Size,
-    name: str | None,
-    location: Location | str,
-) -> torch.Tensor:
-    try:
-        log_prob = estimator.log_prob(dist, value)
-    except SCGError as e:
-        raise SCGError(f"scg.sample(name={name!r}) at {location}: {e}") from None
-    except NotImplementedError:
-        raise SCGError(
-            f"scg.sample(name={name!r}) at {location}: {type(dist).__name__} does not "
-            "implement log_prob, which the score-function estimator needs"
-        ) from None
-    expected = dist.batch_shape if not shape else shape + dist.batch_shape
-    if log_prob.shape != expected:
-        raise SCGError(
-            f"scg.sample(name={name!r}) at {location}: log_prob has shape "
-            f"{tuple(log_prob.shape)}, expected sample_shape + batch_shape = {tuple(expected)}"
-        )
-    return log_prob
 
 
 def cost(
@@ -390,21 +383,20 @@ def cost(
     tracked = g.tracked  # (untracked: the parents come from the graph's structure)
     vmask = g.mask(value) if tracked else 0
     reduced_nodes = reduced_mask(g, reduced, name, location) if reduced is not None else 0
-    node = CostNode(
-        index=len(g.nodes),
-        name=g.node_name(name, "cost", step, location),
-        value=value,
-        parents=vmask,
-        step=step,
-        location=location,
-        foreign=g.foreign(value) if tracked else {},
-        graph=g.id,
-        baseline=baseline,
-        # (no version counters while dynamo traces: a graph opened then has no id)
-        version=None if g.id < 0 else value._version,
-        reduced=reduced_nodes,
-        baseline_inputs=baseline_inputs,
-    )
+    node = _new(CostNode)  # (field by field, as in `sample`)
+    node.index = len(g.nodes)
+    node.name = g.node_name(name, "cost", step, location)
+    node.value = value
+    node.parents = vmask
+    node.step = step
+    node.location = location
+    node.foreign = g.foreign(value) if tracked else {}
+    node.graph = g.id
+    node.baseline = baseline
+    # (no version counters while dynamo traces: a graph opened then has no id)
+    node.version = None if g.id < 0 else value._version
+    node.reduced = reduced_nodes
+    node.baseline_inputs = baseline_inputs
     g.record(node)
     if tracked:
         check_untracked(g, node, [value], vmask)

@@ -5,6 +5,8 @@ signatures are the structure's first objects of each kind (issue 25; its refusal
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 from _graph_modes import MODES, graph_in
@@ -27,6 +29,20 @@ def test_default_names_and_counts(mode: str) -> None:
     assert [n.name for n in g.nodes] == ["sample_0", "cost_0", "sample_1", "twice", "cost_1"]
     assert repr(g) == "<scg.Graph closed: 2 stochastic, 2 cost, 1 deterministic>"
     assert g.surrogate_loss().requires_grad is False  # (no parameters: the value is the costs' sum)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_every_field_of_the_records_is_set(mode: str) -> None:
+    # scg.sample and scg.cost store the slots of their records one by one (not through the
+    # dataclass's __init__): a field they missed would be unset, and reading it would raise
+    with graph_in(mode) as g:
+        z = scg.sample(Bernoulli(logits=torch.zeros(3)), name="z", baseline=scg.baselines.EMA(0.9))
+        scg.cost(z * 2.0, name="c", baseline=scg.baselines.EMA(0.9))
+    for node, cls in ((g.node("z"), scg.StochasticNode), (g.node("c"), scg.CostNode)):
+        assert type(node) is cls
+        unset = [f.name for f in dataclasses.fields(cls) if not hasattr(node, f.name)]
+        assert unset == [], f"{cls.__name__} fields never set: {unset}"
+    assert str(g.node("z").location).startswith(__file__)
 
 
 def _step(structure: scg.Declared, length: int) -> scg.Graph:
