@@ -109,7 +109,7 @@ def cost_groups(
     out = []
     samples = plan.samples
     for cp, (members, stack, part) in zip(plan.cost_groups, stacked):
-        fixed = stack.detach()
+        fixed = stack.detach() if stack.requires_grad else stack  # (costs of discrete draws need no detach)
         # target and raw start as the same detached tensor (each is replaced, never written)
         cg = CostGroup(
             members=members,
