@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, nullcontext
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import torch
 from torch.distributions import Distribution
@@ -175,23 +175,12 @@ def sample(
         value = raw if raw is not None else _draw(estimator, dist, shape, name, location)
         private, log_prob = _scored(dist, estimator, value, shape, name, location)
     baseline_inputs = None if node_baseline is None else _baseline_inputs(g, node_baseline)
-    # (made field by field: a class called with keywords packs them into a dict and unpacks it
-    # again, about five times the work of the node's own stores; every field is set, tested)
-    node = _new(StochasticNode)
-    node.index = len(g.nodes)
-    node.name = g.node_name(name, "stochastic", step, location)
-    node.value = value
-    node.parents = parents
-    node.step = step
-    node.location = location
-    node.foreign = foreign
-    node.graph = g.id
+    node = _node(StochasticNode, g, name, "stochastic", step, location, value, parents, foreign)
     node.dist = dist
     node.estimator = estimator
     node.baseline = node_baseline
     node.log_prob = log_prob
     node.dist_log_prob = None
-    node.version = None if g.id < 0 else value._version  # (no version counters while dynamo traces)
     node.n = n
     node.private = private
     node.plates = plates if plates is not None else g.plates
@@ -204,6 +193,39 @@ def sample(
         if outer is not None:
             outer.foreign_sample(value, node)
     return value
+
+
+_Record = TypeVar("_Record", StochasticNode, CostNode)
+
+
+def _node(
+    cls: type[_Record],
+    g: GraphRecord,
+    name: str | None,
+    kind: str,
+    step: int | None,
+    location: Location | str,
+    value: torch.Tensor,
+    parents: int,
+    foreign: dict[int, int],
+) -> _Record:
+    """The next record of ``g`` with the fields every node has (its name checked, `node_name`)
+    and its value's version counter; the caller stores the fields of its kind.
+
+    Made field by field: a class called with keywords packs them into a dictionary and unpacks it
+    again, about five times the work of the stores (13k instructions for a `StochasticNode`);
+    a test checks that every field of both records is set."""
+    node = _new(cls)
+    node.index = len(g.nodes)
+    node.name = g.node_name(name, kind, step, location)
+    node.value = value
+    node.parents = parents
+    node.step = step
+    node.location = location
+    node.foreign = foreign
+    node.graph = g.id
+    node.version = None if g.id < 0 else value._version  # (no version counters while dynamo traces)
+    return node
 
 
 def _drawn_first(
@@ -383,18 +405,8 @@ def cost(
     tracked = g.tracked  # (untracked: the parents come from the graph's structure)
     vmask = g.mask(value) if tracked else 0
     reduced_nodes = reduced_mask(g, reduced, name, location) if reduced is not None else 0
-    node = _new(CostNode)  # (field by field, as in `sample`)
-    node.index = len(g.nodes)
-    node.name = g.node_name(name, "cost", step, location)
-    node.value = value
-    node.parents = vmask
-    node.step = step
-    node.location = location
-    node.foreign = g.foreign(value) if tracked else {}
-    node.graph = g.id
+    node = _node(CostNode, g, name, "cost", step, location, value, vmask, g.foreign(value) if tracked else {})
     node.baseline = baseline
-    # (no version counters while dynamo traces: a graph opened then has no id)
-    node.version = None if g.id < 0 else value._version
     node.reduced = reduced_nodes
     node.baseline_inputs = baseline_inputs
     g.record(node)
