@@ -110,7 +110,8 @@ def cost_groups(
     samples = plan.samples
     for cp, (members, stack, part) in zip(plan.cost_groups, stacked):
         fixed = stack.detach() if stack.requires_grad else stack  # (costs of discrete draws need no detach)
-        # target and raw start as the same detached tensor (each is replaced, never written)
+        # target and raw start as the same detached tensor, the stack itself when it needs no
+        # grad (each is replaced, never written)
         cg = CostGroup(
             members=members,
             layout=cp.layout,
