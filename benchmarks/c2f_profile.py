@@ -7,12 +7,13 @@ gives each Triton kernel's achieved bandwidth from the bytes it must read:
 
 * ``_coarse_blocks``: the chunk vectors, ``B * M * D`` elements (+ the mask); ``_coarse_combine`` reads
   only the blocks' partial results (no bytes counted);
-* ``_fine_scores``: ``k * N`` word states of ``H`` elements per row (``_fine_context`` reads them again,
-  mostly from L2, and is not counted).
+* ``_fine_read``: ``k * N`` word states of ``H`` elements per row (the programs of a row's other hidden
+  slices read them again, mostly from L2; not counted). It also makes the coarse choice from
+  ``_coarse_blocks``' partials: the step is these two launches.
 
-Then, when Nsight Compute (``ncu``) is on the PATH, it profiles the fine and coarse kernels at the
-largest M and reports the hardware's own DRAM throughput (% of peak) and achieved occupancy, which
-separates "too few bytes in flight" (latency-bound) from "bandwidth-bound".
+Then, when Nsight Compute (``ncu``) is on the PATH (and ``--no-ncu`` is not given), it profiles the
+fine and coarse kernels at the largest M and reports the hardware's own DRAM throughput (% of peak) and
+achieved occupancy, which separates "too few bytes in flight" (latency-bound) from "bandwidth-bound".
 
     python benchmarks/c2f_profile.py [--chunks 100 1000] [--dtype bf16] [--out DIR]
 
@@ -50,7 +51,7 @@ def step(x: dict[str, torch.Tensor], k: int) -> torch.Tensor:
 def kernel_bytes(name: str, m: int, k: int, elt: int) -> int | None:
     if "_coarse_blocks" in name:
         return B * m * (H * elt + 1)
-    if "_fine_scores" in name or "_fine_forward" in name:
+    if "_fine_read" in name:
         return B * k * N * (H * elt + 1)
     return None
 
@@ -181,6 +182,7 @@ def main() -> None:
     parser.add_argument("--results", type=Path, default=RESULTS)
     parser.add_argument("--target", type=int, default=0, help=argparse.SUPPRESS)  # ncu's child: run steps at M
     parser.add_argument("--k", type=int, default=1, help=argparse.SUPPRESS)
+    parser.add_argument("--no-ncu", action="store_true", help="skip Nsight Compute (about a minute)")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         parser.error("needs a CUDA GPU (this profiles the Triton kernels on the device)")
@@ -204,7 +206,7 @@ def main() -> None:
         "torch": torch.__version__,
         "copy_gb_per_s": copy_gbs,
         "runs": runs,
-        "ncu": ncu_metrics(max(args.chunks), 1, args.dtype, args.out),
+        "ncu": "not run (--no-ncu)" if args.no_ncu else ncu_metrics(max(args.chunks), 1, args.dtype, args.out),
     }
     command = " ".join(["python benchmarks/c2f_profile.py", *sys.argv[1:]])
     args.results.mkdir(parents=True, exist_ok=True)

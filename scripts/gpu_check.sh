@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Everything issue 17 checks and measures on a GPU, in one command, for a session with a lent GPU.
+# Everything the GPU issues (17, 29) check and measure on a GPU, in one command, for a session with a lent GPU.
 #
-#   bash scripts/gpu_check.sh [PART ...]        # default: env tests c2f overhead train profile
+#   bash scripts/gpu_check.sh [PART ...]        # default: env c2f tests profile overhead train
 #
 # Parts (each has its own time limit, logs to $LOGS/<part>.log, and a failing part does not stop the rest):
 #   env       nvidia-smi, torch / triton versions, the measured copy bandwidth
-#   tests     the kernel tests on the real Triton backend (fp32 and bf16; tests/summarization/test_kernels_*)
-#             and the no-host-sync test of the scg core (tests/test_core_sync.py), junit XML in $LOGS
+#   tests     the kernel tests on the real Triton backend (fp32 and bf16; tests/summarization/kernels/
+#             test_kernels_{cuda,triton,model}.py) and the no-host-sync test of the scg core
+#             (tests/scg/graph/test_core_sync.py), junit XML in $LOGS
 #   c2f       benchmarks/c2f_attention.py at B=64, N=40, H=512, M = 10, 100, 1000, k = 1, 2, bf16 and fp32
 #   overhead  benchmarks/surrogate_overhead.py --device cuda at hidden 512 and 1024
 #   train     benchmarks/train_throughput.py: STANDARD, HIER, C2F, C2F+MULTI2 at the paper's sizes on cnndm-250
@@ -14,15 +15,16 @@
 #               for m in 10 100; do scg-summarize prepare --format cnndm --chunks $m --chunk-len 40 \
 #                 --input train=../shared/data/cnndm-250/stories --output .gpu/cnndm250-${m}x40 --quiet; done
 #             (and `carry: [".gpu", ".whl"]` in the device call)
-#   profile   torch.profiler table of one C2F step at M = 1000 (where the time goes), and Nsight Compute's
-#             memory throughput of the fine kernel when `ncu` is installed
+#   profile   torch.profiler table of one C2F step at M = 100 and 1000 (where the time goes)
+#   ncu       the same with Nsight Compute's memory throughput of the kernels (when `ncu` is installed)
 #
 # Environment: OUT (where gpu_results.tgz and summary.txt go; the device tool sets it), LOGS (default
 # runs/gpu_check: the per-part logs, junit XML and ncu CSV), GPU_DATA (default .gpu: the prepared
 # corpora cnndm250-10x40 and cnndm250-100x40, see benchmarks/train_throughput.py), WHEELS (default .whl:
 # pure-Python wheels the GPU image lacks, installed to /tmp/site when the folder exists).
 # The benchmark files (benchmarks/results/*_gpu*.{json,md,png}) are written in the checkout and packed
-# with the logs into $OUT/gpu_results.tgz.
+# with the logs into $OUT/gpu_results.tgz after every part (so a call stopped at its time limit still
+# returns what the finished parts measured).
 set -u
 cd "$(dirname "$0")/.."
 LOGS=${LOGS:-runs/gpu_check}
@@ -37,7 +39,7 @@ if [ -d "$WHEELS" ] && ls "$WHEELS"/*.whl >/dev/null 2>&1; then
     $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
         "$WHEELS"/*.whl && export PYTHONPATH="$PYTHONPATH:/tmp/site"
 fi
-PARTS=${*:-env tests c2f overhead train profile}
+PARTS=${*:-env c2f tests profile overhead train}
 SUMMARY="$LOGS/summary.txt"
 
 part() {  # part NAME LIMIT_S COMMAND...
@@ -58,11 +60,9 @@ for p in $PARTS; do
 torch.version.cuda, triton.__version__, numpy.__version__, torch.cuda.get_device_name(), \
 torch.cuda.get_device_properties(0))'; which ncu || true" ;;
     tests)
-        part tests 300 $PY -m pytest -q -p no:cacheprovider -rfEs -m "slow or not slow" --junitxml="$LOGS/tests.xml" \
-            tests/summarization/test_kernels_cuda.py tests/summarization/test_kernels_triton.py \
-            tests/summarization/test_kernels_model.py tests/summarization/test_kernels_sampling.py \
-            tests/summarization/test_kernels_reference.py tests/summarization/test_kernels_compile.py \
-            tests/test_core_sync.py
+        part tests 240 $PY -m pytest -q -p no:cacheprovider -rfEs --junitxml="$LOGS/tests.xml" \
+            tests/summarization/kernels/test_kernels_cuda.py tests/summarization/kernels/test_kernels_triton.py \
+            tests/summarization/kernels/test_kernels_model.py tests/scg/graph/test_core_sync.py
         $PY scripts/junit_to_results.py "$LOGS/tests.xml" kernel_tests_gpu --command "bash scripts/gpu_check.sh tests" \
             --device "$($PY -c 'import torch, triton; print(torch.cuda.get_device_name(), "(torch", torch.__version__ + ", triton", triton.__version__ + ")")')" ;;
     c2f)
@@ -77,10 +77,12 @@ torch.cuda.get_device_properties(0))'; which ncu || true" ;;
             --configs STANDARD HIER C2F C2F+MULTI2 --also "$GPU_DATA/cnndm250-100x40" STANDARD C2F \
             --steps 200 --warmup 10 --device cuda --amp bf16 --max-seconds 35 --budget-s 300 --tag gpu ;;
     profile)
-        part profile 120 $PY benchmarks/c2f_profile.py --out "$LOGS" ;;
+        part profile 90 $PY benchmarks/c2f_profile.py --out "$LOGS" --no-ncu ;;
+    ncu)
+        part ncu 150 $PY benchmarks/c2f_profile.py --out "$LOGS" ;;
     *) echo "unknown part $p" | tee -a "$SUMMARY" ;;
     esac
+    tar czf "$OUT/gpu_results.tgz" benchmarks/results/*_gpu* "$LOGS" 2>/dev/null
+    [ "$OUT" = "$LOGS" ] || cp "$SUMMARY" "$OUT/summary.txt"
 done
-tar czf "$OUT/gpu_results.tgz" benchmarks/results/*_gpu* "$LOGS" 2>/dev/null
-[ "$OUT" = "$LOGS" ] || cp "$SUMMARY" "$OUT/summary.txt"
 echo "packed $OUT/gpu_results.tgz"

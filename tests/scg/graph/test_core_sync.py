@@ -153,6 +153,7 @@ def test_surrogate_syncs_do_not_grow_with_the_graph() -> None:
     assert n_small <= 2
 
 
+@_WRITE_MASK_WARNS  # its write mask (h.abs() > 10) is reported, as in `attention`'s graphs
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_no_sync_on_cuda_while_tracking() -> None:
     """On device: building a graph (draws, gathers, in-place writes, costs) never synchronises.

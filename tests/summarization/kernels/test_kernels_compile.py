@@ -26,8 +26,7 @@ _PROBE = "from triton.backends.compiler import GPUTarget; from triton.compiler i
 KERNELS = {
     "_coarse_blocks",
     "_coarse_combine",
-    "_fine_scores",
-    "_fine_context",
+    "_fine_read",
     "_fine_backward",
     "_topk_blocks",
     "_topk_combine",

@@ -31,7 +31,12 @@ pytestmark = [
     pytest.mark.usefixtures("one_thread"),
 ]
 
-from scg_summarize.kernels import c2f_coarse_sample, c2f_fine_attend, logsoftmax_topk  # noqa: E402  # isort: skip
+from scg_summarize.kernels import (  # noqa: E402  # isort: skip
+    c2f_attention,
+    c2f_coarse_sample,
+    c2f_fine_attend,
+    logsoftmax_topk,
+)
 
 U32 = 2.0**-24
 UNIT_ROUNDOFF = {torch.bfloat16: 2.0**-8, torch.float16: 2.0**-11, torch.float32: U32}
@@ -119,6 +124,49 @@ def test_fine_on_cuda(shape: tuple[int, ...], dtype: torch.dtype) -> None:
     check(d_words, want[2], h + n, rounds=2 * repeats - 1)
     check(d_query, want[3], h + n)
     check(d_weights, want[4], h + n)
+
+
+@pytest.mark.parametrize("mode", ["multinomial", "greedy"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s[1:6])))
+def test_step_on_cuda(shape: tuple[int, ...], dtype: torch.dtype, mode: str) -> None:
+    # scg::c2f_attend: the coarse blocks, then the fine read choosing the chunks from their partials
+    k = shape[6]
+    low, exact = rounded(make_case(*shape), dtype)
+    gen = torch.Generator().manual_seed(shape[0])
+    g_ctx = torch.randn(low.query_fine.shape, generator=gen).to("cuda", dtype)  # cotangents, already rounded
+    g_attn = torch.randn(low.query_fine.shape[0], k, low.words.shape[2], generator=gen).to("cuda")
+
+    def run(c: Case) -> tuple[torch.Tensor, ...]:
+        leaves = [t.clone().requires_grad_(True) for t in (c.keys, c.query_coarse, c.words, c.query_fine)]
+        keys, q_coarse, words, q_fine = leaves
+        seed = torch.tensor([shape[0]], device="cuda")
+        out = c2f_attention(q_coarse, q_fine, keys, c.chunk_mask, words, c.word_mask, seed, k, mode, c.rows)
+        loss = (out.context * g_ctx.to(out.context.dtype)).sum() + (out.word_attn * g_attn).sum()
+        loss = loss + out.log_alpha.gather(1, out.idx).sum()
+        grads = torch.autograd.grad(loss, leaves)
+        return out.idx, out.log_alpha.detach(), out.weights, out.context.detach(), out.word_attn.detach(), *grads
+
+    with backend("reference"):
+        want = run(exact)
+    with backend("triton"):
+        got = run(low)
+    idx, log_alpha, weights, ctx, attn, d_keys, d_qc, d_words, d_qf = got
+    assert ctx.dtype == dtype and weights.dtype == torch.float32 and attn.dtype == torch.float32
+    assert torch.equal(idx, want[0])
+    finite = torch.isfinite(want[1])
+    assert torch.equal(finite, torch.isfinite(log_alpha))
+    h, n, d = shape[4], shape[3], shape[5]
+    enc_rows = torch.arange(idx.shape[0]) if low.rows is None else low.rows.cpu()
+    repeats = int(torch.bincount((enc_rows[:, None] * shape[2] + idx.cpu()).flatten()).max())
+    check(log_alpha[finite], want[1][finite], d)
+    check(weights, want[2], d)
+    check(ctx, want[3], h + n + d)
+    check(attn, want[4], h)
+    check(d_keys, want[5], d)
+    check(d_qc, want[6], d)
+    check(d_words, want[7], h + n, rounds=2 * repeats - 1)
+    check(d_qf, want[8], h + n)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)

@@ -15,6 +15,7 @@ from ..kernel_support import DEVICE, Case, backend, make_case, one_thread  # noq
 
 from scg_summarize.kernels import (  # isort: skip
     KernelDraws,
+    c2f_attend,
     c2f_attention,
     c2f_coarse_sample,
     c2f_fine_attend,
@@ -125,6 +126,12 @@ def test_opcheck(rows: bool) -> None:
         (req(c.words), c.word_mask, req(c.query_fine), c.idx, req(c.weights), c.rows),
         test_utils=TRACED if rows else CHEAP_OPCHECK,
     )
+    torch.library.opcheck(
+        c2f_attend,
+        (req(c.keys), req(c.query_coarse), c.chunk_mask, req(c.words), c.word_mask, req(c.query_fine))
+        + (seed_tensor(), 2, "greedy" if rows else "multinomial", c.rows),
+        test_utils=TRACED if rows else CHEAP_OPCHECK,
+    )
     if not rows:  # logsoftmax_topk has no rows argument: checked once
         torch.library.opcheck(logsoftmax_topk, (req(c.query_fine), req(c.words[0, 0]), None, 2))
 
@@ -230,3 +237,10 @@ def test_bad_arguments_are_rejected() -> None:
         c2f_coarse_sample(c.keys, c.query_coarse, c.chunk_mask, seed_tensor(), 6, "distinct")
     with pytest.raises(ValueError, match="word_mask"):
         c2f_fine_attend(c.words, c.word_mask[:, :, :2], c.query_fine, c.idx, c.weights)
+    step = (c.keys, c.query_coarse, c.chunk_mask, c.words, c.word_mask, c.query_fine, seed_tensor())
+    with pytest.raises(ValueError, match=r"agree on \(B, M\), got \(2, 5, 4\) and \(2, 4, 3, 6\)"):
+        c2f_attend(*step[:3], c.words[:, :4], c.word_mask[:, :4], *step[5:], 1)
+    with pytest.raises(ValueError, match="same rows R"):
+        c2f_attend(*step[:5], c.query_fine[:1], step[6], 1)
+    with pytest.raises(ValueError, match="mode='sometimes'"):
+        c2f_attend(*step, 1, "sometimes")

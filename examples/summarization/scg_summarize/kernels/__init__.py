@@ -10,6 +10,7 @@ call runs Triton kernels on CUDA tensors and the PyTorch reference on CPU tensor
 * :mod:`.reference` -- the PyTorch reference (CPU path and test oracle); :mod:`.philox` -- Triton's
   Philox generator in torch, so both backends draw the same samples for a seed.
 * :mod:`.ops` -- the ``torch.library`` custom ops (``scg::c2f_coarse_sample``, ``scg::c2f_fine_attend``,
+  ``scg::c2f_attend``,
   ``scg::c2f_fine_backward``, ``scg::logsoftmax_topk``) with fake kernels and autograd.
 * :mod:`.step` -- the per-step API (and :class:`KernelDraws`, which makes the kernel's draws an scg
   node); :mod:`.backend` -- backend choice.
@@ -18,13 +19,14 @@ call runs Triton kernels on CUDA tensors and the PyTorch reference on CPU tensor
 """
 
 from .backend import ENV_VAR, choose, forced, triton_available
-from .ops import c2f_coarse_sample, c2f_fine_attend, c2f_fine_backward, logsoftmax_topk
+from .ops import c2f_attend, c2f_coarse_sample, c2f_fine_attend, c2f_fine_backward, logsoftmax_topk
 from .step import FusedC2FStep, KernelDraws, c2f_attention, draw_log_prob, fused_c2f_read
 
 __all__ = [
     "ENV_VAR",
     "FusedC2FStep",
     "KernelDraws",
+    "c2f_attend",
     "c2f_attention",
     "c2f_coarse_sample",
     "c2f_fine_attend",

@@ -61,8 +61,12 @@ def specs(
     from . import triton_topk as tt
 
     out: list[Spec] = []
-    for mode in ("multinomial", "distinct"):
-        blocks, combine = tc.launch_meta(m, hidden, k, mode)
+    coarse_stats = {"stats_ptr": "fp32", "cand_idx_ptr": "i32"}
+    forward, _ = tf.forward_meta(k, n, hidden)
+    fine_io = {"words_ptr": dtype, "wmask_ptr": "u8", "query_ptr": dtype, "rows_ptr": "i64", "idx_ptr": "i64"}
+    fine_io |= {"weights_ptr": dtype, "scores_ptr": "fp32", **coarse_stats, "context_ptr": dtype, "attn_ptr": "fp32"}
+    for mode in ("multinomial", "distinct", "greedy"):
+        blocks, choice = tc.launch_meta(m, hidden, k, mode)
         out.append(
             Spec(
                 tc._coarse_blocks,
@@ -74,10 +78,7 @@ def specs(
                     "rows_ptr": "i64",
                     "seed_ptr": "i64",
                     "scores_ptr": "fp32",
-                    "part_max_ptr": "fp32",
-                    "part_sum_ptr": "fp32",
-                    "cand_val_ptr": "fp32",
-                    "cand_idx_ptr": "i32",
+                    **coarse_stats,
                 },
                 {**blocks, "HAS_ROWS": True},
                 tc.OPTIONS,
@@ -87,47 +88,33 @@ def specs(
             Spec(
                 tc._coarse_combine,
                 mode,
-                {
-                    "scores_ptr": "fp32",
-                    "part_max_ptr": "fp32",
-                    "part_sum_ptr": "fp32",
-                    "cand_val_ptr": "fp32",
-                    "cand_idx_ptr": "i32",
-                    "idx_ptr": "i64",
-                },
-                combine,
+                {"scores_ptr": "fp32", **coarse_stats, "idx_ptr": "i64"},
+                choice,
                 tc.OPTIONS,
             )
         )
-    scores, context, _ = tf.forward_meta(k, n, hidden)
-    bwd = tf.launch_meta(k, n, hidden, backward=True)
-    out.append(
-        Spec(
-            tf._fine_scores,
-            f"k={k}",
-            {"words_ptr": dtype, "query_ptr": dtype, "idx_ptr": "i64", "rows_ptr": "i64", "part_ptr": "fp32"},
-            {**scores, "HAS_ROWS": True},
-            tf.FORWARD_OPTIONS,
+        chosen = {key: choice[key] for key in ("MODE", "BLOCK_P", "BLOCK_C", "BLOCK_M")}
+        out.append(
+            Spec(
+                tf._fine_read,
+                f"k={k}, {mode} choice",
+                fine_io,
+                {**forward, **chosen, "HAS_ROWS": True, "CHOOSE": True},
+                tf.FORWARD_OPTIONS,
+            )
         )
-    )
-    out.append(
-        Spec(
-            tf._fine_context,
-            f"k={k}",
-            {
-                "words_ptr": dtype,
-                "wmask_ptr": "u8",
-                "part_ptr": "fp32",
-                "idx_ptr": "i64",
-                "weights_ptr": dtype,
-                "rows_ptr": "i64",
-                "context_ptr": dtype,
-                "attn_ptr": "fp32",
-            },
-            {**context, "HAS_ROWS": True},
-            tf.FORWARD_OPTIONS,
+    given = {"MODE": 0, "BLOCK_P": 1, "BLOCK_C": 1, "BLOCK_M": 16, "HAS_ROWS": True, "CHOOSE": False}
+    for draws in sorted({2, k}):  # the hidden slice is wider for k <= 2 (``forward_meta``)
+        out.append(
+            Spec(
+                tf._fine_read,
+                f"k={draws}, given chunks",
+                fine_io,
+                {**tf.forward_meta(draws, n, hidden)[0], **given},
+                tf.FORWARD_OPTIONS,
+            )
         )
-    )
+    bwd = tf.launch_meta(k, n, hidden)
     out.append(
         Spec(
             tf._fine_backward,

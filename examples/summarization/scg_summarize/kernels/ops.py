@@ -10,6 +10,13 @@ Ops (namespace ``scg``; shapes and math in :mod:`.reference`):
   backward runs ``scg::c2f_fine_backward`` (a Triton kernel or the reference), which yields the
   ``(R, k, N, H)`` gradients of the selected rows only; they are placed into the gradient of
   ``words`` by ``index_put_``.
+* ``scg::c2f_attend(keys, query_coarse, chunk_mask, words, word_mask, query_fine, seed, k, mode="multinomial",
+  rows=None)`` -> ``(log_alpha, idx, weights, context, attn)``: the two ops above as one step, the weights
+  chosen by :func:`.reference.choice_weights`; on Triton two launches (the chunks are chosen inside the
+  fine read). Differentiable in ``keys`` and ``query_coarse`` through ``log_alpha`` and in ``words`` and
+  ``query_fine`` through ``context`` and ``attn`` (the two ops' backward formulas); ``weights`` carry no
+  gradient. For a model that must see the chunks before the read (an scg node between them), the two
+  ops.
 * ``scg::logsoftmax_topk(hidden, weight, bias, k)`` -> ``(values (R, k), indices (R, k) int64)``;
   differentiable in ``hidden``, ``weight`` and ``bias`` (backward in torch; decoding does not need it).
 
@@ -20,6 +27,7 @@ the ops are opaque nodes with the fake kernels giving the output shapes.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any, cast
 
@@ -31,6 +39,7 @@ from . import reference
 from .backend import choose, triton_module
 
 __all__ = [
+    "c2f_attend",
     "c2f_coarse_sample",
     "c2f_fine_attend",
     "c2f_fine_backward",
@@ -40,11 +49,14 @@ __all__ = [
 
 Pair = tuple[torch.Tensor, torch.Tensor]
 Triple = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+Step = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
 
 
-def _check(cond: bool, msg: str) -> None:
+def _check(cond: bool, msg: str | Callable[[], str]) -> None:
+    """Raise ``ValueError(msg)`` unless ``cond``; a message that formats shapes is a function, called
+    only on failure (these checks run at every decoder step)."""
     if not cond:
-        raise ValueError(msg)
+        raise ValueError(msg if isinstance(msg, str) else msg())
 
 
 def _same_device(op: str, **tensors: torch.Tensor | None) -> None:
@@ -79,13 +91,7 @@ def c2f_coarse_sample(
     rows: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Chunk log-probabilities and ``k`` chosen chunks; see :func:`.reference.coarse_sample`."""
-    _check(
-        keys.dim() == 3 and query.dim() == 2 and keys.shape[2] == query.shape[1],
-        f"keys (B, M, D) and query (R, D) expected, got {tuple(keys.shape)} and {tuple(query.shape)}",
-    )
-    _check(tuple(chunk_mask.shape) == tuple(keys.shape[:2]), "chunk_mask must have shape (B, M)")
-    _check(mode in reference.COARSE_MODES, f"mode={mode!r}: expected one of {reference.COARSE_MODES}")
-    _check(k >= 1 and (mode == "multinomial" or k <= keys.shape[1]), f"k={k}: need 1 <= k (<= M unless multinomial)")
+    _check_coarse(keys, query, chunk_mask, k, mode)
     _same_device("c2f_coarse_sample", keys=keys, query=query, chunk_mask=chunk_mask, seed=seed, rows=rows)
     with _no_autocast(query.device):
         if choose(query.device) == "triton":
@@ -106,6 +112,19 @@ def _(
     n_rows = query.shape[0]
     log_alpha = query.new_empty((n_rows, keys.shape[1]), dtype=reference.acc_dtype(query.dtype))
     return log_alpha, query.new_empty((n_rows, k), dtype=torch.int64)
+
+
+def _check_coarse(keys: torch.Tensor, query: torch.Tensor, chunk_mask: torch.Tensor, k: int, mode: str) -> None:
+    _check(
+        keys.dim() == 3 and query.dim() == 2 and keys.shape[2] == query.shape[1],
+        lambda: f"keys (B, M, D) and query (R, D) expected, got {tuple(keys.shape)} and {tuple(query.shape)}",
+    )
+    _check(tuple(chunk_mask.shape) == tuple(keys.shape[:2]), "chunk_mask must have shape (B, M)")
+    _check(mode in reference.COARSE_MODES, lambda: f"mode={mode!r}: expected one of {reference.COARSE_MODES}")
+    _check(
+        k >= 1 and (mode == "multinomial" or k <= keys.shape[1]),
+        lambda: f"k={k}: need 1 <= k (<= M unless multinomial)",
+    )
 
 
 def _coarse_setup(ctx: Any, inputs: tuple[Any, ...], output: tuple[torch.Tensor, torch.Tensor]) -> None:
@@ -135,11 +154,7 @@ def c2f_fine_attend(
     rows: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Context over the words of the selected chunks; see :func:`.reference.fine_attend`."""
-    _check(
-        words.dim() == 4 and query.dim() == 2 and words.shape[3] == query.shape[1],
-        f"words (B, M, N, H) and query (R, H) expected, got {tuple(words.shape)} and {tuple(query.shape)}",
-    )
-    _check(tuple(word_mask.shape) == tuple(words.shape[:3]), "word_mask must have shape (B, M, N)")
+    _check_fine(words, word_mask, query)
     _check(
         idx.dim() == 2 and idx.shape[0] == query.shape[0] and tuple(weights.shape) == tuple(idx.shape),
         "idx and weights must have shape (R, k)",
@@ -200,6 +215,14 @@ def _(
     return d_sel, torch.empty_like(query), torch.empty_like(weights)
 
 
+def _check_fine(words: torch.Tensor, word_mask: torch.Tensor, query: torch.Tensor) -> None:
+    _check(
+        words.dim() == 4 and query.dim() == 2 and words.shape[3] == query.shape[1],
+        lambda: f"words (B, M, N, H) and query (R, H) expected, got {tuple(words.shape)} and {tuple(query.shape)}",
+    )
+    _check(tuple(word_mask.shape) == tuple(words.shape[:3]), "word_mask must have shape (B, M, N)")
+
+
 def _fine_setup(ctx: Any, inputs: tuple[Any, ...], output: tuple[torch.Tensor, torch.Tensor]) -> None:
     words, _, query, idx, weights, rows = inputs
     ctx.save_for_backward(words, query, idx, weights, output[1], rows)
@@ -215,6 +238,101 @@ def _fine_backward(ctx: Any, grad_context: torch.Tensor, grad_attn: torch.Tensor
 c2f_fine_attend.register_autograd(_fine_backward, setup_context=_fine_setup)
 
 
+# ------------------------------------------------------------------------------------------------ step
+
+
+@torch.library.custom_op("scg::c2f_attend", mutates_args=())
+def c2f_attend(
+    keys: torch.Tensor,
+    query_coarse: torch.Tensor,
+    chunk_mask: torch.Tensor,
+    words: torch.Tensor,
+    word_mask: torch.Tensor,
+    query_fine: torch.Tensor,
+    seed: torch.Tensor,
+    k: int,
+    mode: str = "multinomial",
+    rows: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The whole coarse-to-fine step; see :func:`.reference.c2f_attend`."""
+    _check_coarse(keys, query_coarse, chunk_mask, k, mode)
+    _check_fine(words, word_mask, query_fine)
+    _check(
+        tuple(words.shape[:2]) == tuple(keys.shape[:2]),
+        lambda: (
+            f"keys (B, M, D) and words (B, M, N, H) must agree on (B, M), got {tuple(keys.shape)} and "
+            f"{tuple(words.shape)}"
+        ),
+    )
+    _check(query_fine.shape[0] == query_coarse.shape[0], "query_coarse and query_fine must have the same rows R")
+    _same_device(
+        "c2f_attend",
+        keys=keys,
+        query_coarse=query_coarse,
+        chunk_mask=chunk_mask,
+        words=words,
+        word_mask=word_mask,
+        query_fine=query_fine,
+        seed=seed,
+        rows=rows,
+    )
+    args = (keys, query_coarse, chunk_mask, words, word_mask, query_fine, seed, k, mode, rows)
+    with _no_autocast(query_fine.device):
+        if choose(query_fine.device) == "triton":
+            return cast(Step, triton_module("fine").c2f_forward(*args))
+        return reference.c2f_attend(*args)
+
+
+@c2f_attend.register_fake
+def _(
+    keys: torch.Tensor,
+    query_coarse: torch.Tensor,
+    chunk_mask: torch.Tensor,
+    words: torch.Tensor,
+    word_mask: torch.Tensor,
+    query_fine: torch.Tensor,
+    seed: torch.Tensor,
+    k: int,
+    mode: str = "multinomial",
+    rows: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    n_rows = query_coarse.shape[0]
+    log_alpha = query_coarse.new_empty((n_rows, keys.shape[1]), dtype=reference.acc_dtype(query_coarse.dtype))
+    idx = query_coarse.new_empty((n_rows, k), dtype=torch.int64)
+    weights = query_fine.new_empty((n_rows, k), dtype=reference.acc_dtype(query_coarse.dtype))
+    attn = query_fine.new_empty((n_rows, k, words.shape[2]), dtype=reference.acc_dtype(query_fine.dtype))
+    return log_alpha, idx, weights, torch.empty_like(query_fine), attn
+
+
+def _step_setup(ctx: Any, inputs: tuple[Any, ...], output: Step) -> None:
+    keys, query_coarse, _, words, _, query_fine, _, _, _, rows = inputs
+    log_alpha, idx, weights, _, attn = output
+    ctx.mark_non_differentiable(weights)
+    ctx.save_for_backward(keys, query_coarse, log_alpha, words, query_fine, idx, weights, attn, rows)
+
+
+def _step_backward(
+    ctx: Any,
+    grad_log_alpha: torch.Tensor | None,
+    grad_idx: torch.Tensor | None,
+    grad_weights: torch.Tensor | None,
+    grad_context: torch.Tensor | None,
+    grad_attn: torch.Tensor | None,
+) -> tuple[Any, ...]:
+    keys, query_coarse, log_alpha, words, query_fine, idx, weights, attn, rows = ctx.saved_tensors
+    d_keys = d_query_coarse = d_words = d_query_fine = None
+    if grad_log_alpha is not None:
+        d_keys, d_query_coarse = reference.coarse_backward(grad_log_alpha, log_alpha, keys, query_coarse, rows)
+    if grad_context is not None or grad_attn is not None:
+        dc = grad_context if grad_context is not None else torch.zeros_like(query_fine)
+        d_sel, d_query_fine, _ = c2f_fine_backward(dc, grad_attn, words, query_fine, idx, weights, attn, rows)
+        d_words = reference.scatter_word_grad(d_sel, idx, rows, words)
+    return d_keys, d_query_coarse, None, d_words, None, d_query_fine, None, None, None, None
+
+
+c2f_attend.register_autograd(_step_backward, setup_context=_step_setup)
+
+
 # ------------------------------------------------------------------------------------------------ beam
 
 
@@ -225,9 +343,9 @@ def logsoftmax_topk(
     """The ``k`` best log-probabilities of ``softmax(hidden @ weight.T + bias)`` per row and their indices."""
     _check(
         hidden.dim() == 2 and weight.dim() == 2 and hidden.shape[1] == weight.shape[1],
-        f"hidden (R, H) and weight (V, H) expected, got {tuple(hidden.shape)} and {tuple(weight.shape)}",
+        lambda: f"hidden (R, H) and weight (V, H) expected, got {tuple(hidden.shape)} and {tuple(weight.shape)}",
     )
-    _check(1 <= k <= weight.shape[0], f"k={k}: need 1 <= k <= V={weight.shape[0]}")
+    _check(1 <= k <= weight.shape[0], lambda: f"k={k}: need 1 <= k <= V={weight.shape[0]}")
     _same_device("logsoftmax_topk", hidden=hidden, weight=weight, bias=bias)
     with _no_autocast(hidden.device):
         if choose(hidden.device) == "triton":
@@ -262,4 +380,5 @@ logsoftmax_topk.register_autograd(_topk_backward, setup_context=_topk_setup)
 # these ops compute output row r from row r of their query / index arguments only.
 scg.declare_rowwise(c2f_coarse_sample, args=(1,))
 scg.declare_rowwise(c2f_fine_attend, args=(2, 3, 4))
+scg.declare_rowwise(c2f_attend, args=(1, 5))
 scg.declare_rowwise(logsoftmax_topk, args=(0,))

@@ -20,6 +20,7 @@ where ``rows[r]`` names the encoder row of query row ``r``; ``rows=None`` means 
   selected chunk (all zero for a chunk without real words), and ``context (R, H) = sum_d weights_d
   sum_j attn_dj h_{idx_d, j}``. With ``weights = 1/k`` this is the paper's ``sum_i (mu_i / k) sum_j
   alpha^w_ij h_ij``.
+* step: :func:`c2f_attend` is coarse then fine in one call, with :func:`choice_weights` between them.
 * beam: ``hidden (R, H)``, ``weight (V, H)``, ``bias (V,)`` -> the ``k`` largest entries of
   ``log_softmax(hidden @ weight.T + bias)`` per row and their vocabulary indices.
 
@@ -35,6 +36,8 @@ from .philox import gumbel
 __all__ = [
     "COARSE_MODES",
     "acc_dtype",
+    "c2f_attend",
+    "choice_weights",
     "coarse_backward",
     "coarse_sample",
     "fine_attend",
@@ -203,6 +206,36 @@ def scatter_word_grad(
     values = d_selected.reshape(n_rows * k, *words.shape[2:]).to(words.dtype)
     out = torch.zeros_like(words)
     return out.index_put_((r, c), values, accumulate=True)
+
+
+def choice_weights(log_alpha: torch.Tensor, idx: torch.Tensor, mode: str, dtype: torch.dtype) -> torch.Tensor:
+    """The weight of each choice in the context: ``1/k`` per draw (a chunk drawn twice weighs ``mu_i / k``),
+    or in ``greedy`` mode ``alpha`` renormalised over the ``k`` chosen chunks. No gradient."""
+    if mode == "greedy":
+        return torch.softmax(log_alpha.detach().gather(1, idx), dim=1).to(dtype)
+    return torch.full(idx.shape, 1.0 / idx.shape[1], dtype=dtype, device=idx.device)
+
+
+def c2f_attend(
+    keys: torch.Tensor,
+    query_coarse: torch.Tensor,
+    chunk_mask: torch.Tensor,
+    words: torch.Tensor,
+    word_mask: torch.Tensor,
+    query_fine: torch.Tensor,
+    seed: torch.Tensor,
+    k: int,
+    mode: str,
+    rows: torch.Tensor | None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The whole step: :func:`coarse_sample`, :func:`choice_weights` and :func:`fine_attend`:
+    ``(log_alpha (R, M), idx (R, k), weights (R, k), context (R, H), attn (R, k, N))``; the weights in the
+    accumulation dtype, so that the backward reads the weights the context was made with (a bfloat16 copy
+    would put its rounding, times ``h . dc``, into the words' gradient)."""
+    log_alpha, idx = coarse_sample(keys, query_coarse, chunk_mask, seed, k, mode, rows)
+    weights = choice_weights(log_alpha, idx, mode, log_alpha.dtype)
+    context, attn = fine_attend(words, word_mask, query_fine, idx, weights, rows)
+    return log_alpha, idx, weights, context, attn
 
 
 # ------------------------------------------------------------------------------------------------ beam

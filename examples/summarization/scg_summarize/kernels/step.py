@@ -1,8 +1,7 @@
 """The per-decoder-step entry points the model calls, and the bridge to scg's stochastic nodes.
 
-* :func:`c2f_attention`: one coarse-to-fine step in one call (``scg::c2f_coarse_sample`` then
-  ``scg::c2f_fine_attend``; on CUDA three Triton kernels plus a few small torch ops), with the
-  log-probability of the draws.
+* :func:`c2f_attention`: one coarse-to-fine step in one call (``scg::c2f_attend``: on CUDA two Triton
+  kernels and nothing else), with the log-probability of the draws computed when it is read.
 * :func:`fused_c2f_read`: a drop-in for ``scg_summarize.models.common.attention.c2f_read`` (same arguments, same
   results), for a model that makes its own selection.
 * :class:`KernelDraws`: a score-function estimator whose "draw" is the kernel's ``idx``, so the draws
@@ -27,7 +26,7 @@ from torch.distributions import Distribution
 from scg import SCGError
 from scg.estimators import ScoreFunction
 
-from .ops import c2f_coarse_sample, c2f_fine_attend
+from .ops import c2f_attend, c2f_fine_attend
 
 if TYPE_CHECKING:
     from scg.baselines import Baseline
@@ -35,7 +34,7 @@ if TYPE_CHECKING:
 __all__ = ["FusedC2FStep", "KernelDraws", "c2f_attention", "draw_log_prob", "fused_c2f_read"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class FusedC2FStep:
     """The result of :func:`c2f_attention` (``R`` query rows)."""
 
@@ -44,13 +43,20 @@ class FusedC2FStep:
     idx: torch.Tensor
     """``(R, k)`` int64: the chosen chunks (with repeats in ``multinomial`` mode)."""
     weights: torch.Tensor
-    """``(R, k)``: each choice's weight (``1/k``, or the renormalised ``alpha`` in ``greedy`` mode)."""
+    """``(R, k)`` in ``log_alpha``'s dtype: each choice's weight (``1/k``, or the renormalised ``alpha`` in
+    ``greedy`` mode); no gradient."""
     log_alpha: torch.Tensor
     """``(R, M)``: the masked log-softmax over chunks (``-inf`` at padded chunks), differentiable."""
-    log_prob: torch.Tensor
-    """``(R,)``: ``log p(idx)`` for the score-function term (:func:`draw_log_prob`); 0 in greedy mode."""
     word_attn: torch.Tensor
     """``(R, k, N)``: ``alpha^w`` of each chosen chunk (zero at padded words)."""
+    mode: str
+    """How the chunks were chosen (``multinomial``, ``distinct`` or ``greedy``)."""
+
+    @property
+    def log_prob(self) -> torch.Tensor:
+        """``(R,)``: ``log p(idx)`` for the score-function term (:func:`draw_log_prob`, computed at each
+        read, differentiable through ``log_alpha``); 0 in greedy mode."""
+        return draw_log_prob(self.log_alpha, self.idx, self.mode)
 
 
 def draw_log_prob(log_alpha: torch.Tensor, idx: torch.Tensor, mode: str = "multinomial") -> torch.Tensor:
@@ -102,20 +108,10 @@ def c2f_attention(
         rows: ``(R,)`` encoder row of each query row (beam search: ``R = B * beam``, no copies of the
             memory); None = ``arange(R)``.
     """
-    log_alpha, idx = c2f_coarse_sample(keys, query_coarse, chunk_mask, seed, k, mode, rows)
-    if mode == "greedy":
-        weights = torch.softmax(log_alpha.gather(1, idx), dim=1).to(query_fine.dtype).detach()
-    else:
-        weights = torch.full(idx.shape, 1.0 / k, dtype=query_fine.dtype, device=idx.device)
-    context, word_attn = c2f_fine_attend(words, word_mask, query_fine, idx, weights, rows)
-    return FusedC2FStep(
-        context=context,
-        idx=idx,
-        weights=weights,
-        log_alpha=log_alpha,
-        log_prob=draw_log_prob(log_alpha, idx, mode),
-        word_attn=word_attn,
+    log_alpha, idx, weights, context, word_attn = c2f_attend(
+        keys, query_coarse, chunk_mask, words, word_mask, query_fine, seed, k, mode, rows
     )
+    return FusedC2FStep(context=context, idx=idx, weights=weights, log_alpha=log_alpha, word_attn=word_attn, mode=mode)
 
 
 def fused_c2f_read(

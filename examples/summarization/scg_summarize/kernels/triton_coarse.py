@@ -20,18 +20,30 @@ resamples, and the reference draws the same chunks for the same seed.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import triton
 import triton.language as tl
 
-from .triton_common import encoder_row, kernel_float, next_best, pow2
+from .triton_common import cdiv, encoder_row, kernel_float, next_best, pow2
 
-__all__ = ["OPTIONS", "coarse_sample", "launch_meta"]
+__all__ = [
+    "MODES",
+    "OPTIONS",
+    "CoarsePartials",
+    "coarse_blocks",
+    "coarse_sample",
+    "launch_meta",
+    "normalize_row",
+    "row_choice",
+]
 
 #: Launch options of both kernels (the compile check uses the same).
 OPTIONS: dict[str, int] = {"num_warps": 4, "num_stages": 2}
 
-_MODES = ("multinomial", "distinct", "greedy")  # MODE = index; same names as reference.COARSE_MODES
+#: The ``MODE`` constexpr is the index of the mode here (the same names as ``reference.COARSE_MODES``).
+MODES = ("multinomial", "distinct", "greedy")
 
 
 @triton.jit
@@ -42,9 +54,7 @@ def _coarse_blocks(
     rows_ptr,
     seed_ptr,
     scores_ptr,
-    part_max_ptr,
-    part_sum_ptr,
-    cand_val_ptr,
+    stats_ptr,
     cand_idx_ptr,
     M,
     H,
@@ -81,8 +91,9 @@ def _coarse_blocks(
     top = tl.max(s, axis=0)
     total = tl.sum(tl.where(valid, tl.exp(s - top), 0.0), axis=0)
     part = r * n_blocks + blk
-    tl.store(part_max_ptr + part, top)
-    tl.store(part_sum_ptr + part, total)
+    stats = stats_ptr + part * (K + 2)  # [max, sum, K candidate values]
+    tl.store(stats, top)
+    tl.store(stats + 1, total)
 
     if MODE == 0:  # multinomial: all k draws at once on a K_PAD x BLOCK_M tile
         offs_d = tl.arange(0, K_PAD)
@@ -91,7 +102,7 @@ def _coarse_blocks(
         v = tl.where(valid[None, :] & in_d[:, None], s[None, :] - tl.log(-tl.log(u)), float("-inf"))
         best = tl.max(v, axis=1)
         pick = tl.min(tl.where(v == best[:, None], offs_m[None, :], 2147483647), axis=1)
-        tl.store(cand_val_ptr + part * K + offs_d, best, mask=in_d)
+        tl.store(stats + 2 + offs_d, best, mask=in_d)
         tl.store(cand_idx_ptr + part * K + offs_d, pick, mask=in_d)
     else:
         if MODE == 1:  # distinct: Gumbel-top-k
@@ -104,16 +115,73 @@ def _coarse_blocks(
         prev_i = tl.full([1], -1, tl.int32)
         for d in tl.static_range(K):
             prev_v, prev_i = next_best(v, ids, in_m[None, :], prev_v, prev_i)
-            tl.store(cand_val_ptr + part * K + d + tl.arange(0, 1), prev_v)
+            tl.store(stats + 2 + d + tl.arange(0, 1), prev_v)
             tl.store(cand_idx_ptr + part * K + d + tl.arange(0, 1), prev_i)
+
+
+@triton.jit
+def row_choice(
+    stats_ptr,
+    cand_idx_ptr,
+    r,
+    n_blocks,
+    K: tl.constexpr,
+    K_PAD: tl.constexpr,
+    MODE: tl.constexpr,
+    BLOCK_P: tl.constexpr,
+    BLOCK_C: tl.constexpr,
+):
+    """Row ``r``'s choice from the ``n_blocks`` block partials of :func:`_coarse_blocks`:
+    ``(lse, picks, values)`` with ``lse = log sum_m exp(s_m)``, ``picks (K_PAD,)`` the chosen chunks (lanes
+    ``d >= K`` unused) and ``values`` their candidate values (``s_m`` in greedy mode)."""
+    offs_p = tl.arange(0, BLOCK_P)
+    in_p = offs_p < n_blocks
+    stats = stats_ptr + (r * n_blocks + offs_p) * (K + 2)
+    pmax = tl.load(stats, mask=in_p, other=float("-inf"))
+    psum = tl.load(stats + 1, mask=in_p, other=0.0)
+    top = tl.max(pmax, axis=0)
+    lse = top + tl.log(tl.sum(tl.where(in_p, psum * tl.exp(pmax - top), 0.0), axis=0))
+
+    offs_d = tl.arange(0, K_PAD)
+    if MODE == 0:  # per draw, the best block candidate (the first block among equal values)
+        in_pd = in_p[:, None] & (offs_d < K)[None, :]
+        vals = tl.load(stats[:, None] + 2 + offs_d[None, :], mask=in_pd, other=float("-inf"))
+        ids = tl.load(
+            cand_idx_ptr + (r * n_blocks + offs_p[:, None]) * K + offs_d[None, :], mask=in_pd, other=2147483647
+        )
+        values = tl.max(vals, axis=0)
+        picks = tl.min(tl.where(in_pd & (vals == values[None, :]), ids, 2147483647), axis=0)
+    else:  # the k best of the n_blocks * k candidates, one after another
+        offs_c = tl.arange(0, BLOCK_C)
+        in_c = offs_c < n_blocks * K
+        at = (r * n_blocks + offs_c // K) * (K + 2) + 2 + offs_c % K
+        vals = tl.load(stats_ptr + at, mask=in_c, other=float("-inf"))[None, :]
+        ids = tl.load(cand_idx_ptr + r * n_blocks * K + offs_c, mask=in_c, other=2147483647)[None, :]
+        prev_v = tl.full([1], float("inf"), tl.float32)
+        prev_i = tl.full([1], -1, tl.int32)
+        values = tl.full([K_PAD], float("-inf"), tl.float32)
+        picks = tl.full([K_PAD], 2147483647, tl.int32)
+        for d in tl.static_range(K):
+            prev_v, prev_i = next_best(vals, ids, in_c[None, :], prev_v, prev_i)
+            values = tl.where(offs_d == d, tl.sum(prev_v, axis=0), values)
+            picks = tl.where(offs_d == d, tl.sum(prev_i, axis=0), picks)
+    return lse, picks, values
+
+
+@triton.jit
+def normalize_row(scores_ptr, r, M, lse, BLOCK_M: tl.constexpr):
+    """``log_alpha = s - lse`` over row ``r`` of the ``(R, M)`` scores, in place."""
+    for m0 in range(0, M, BLOCK_M):
+        offs_m = m0 + tl.arange(0, BLOCK_M)
+        in_m = offs_m < M
+        s = tl.load(scores_ptr + r * M + offs_m, mask=in_m, other=0.0)
+        tl.store(scores_ptr + r * M + offs_m, s - lse, mask=in_m)
 
 
 @triton.jit
 def _coarse_combine(
     scores_ptr,
-    part_max_ptr,
-    part_sum_ptr,
-    cand_val_ptr,
+    stats_ptr,
     cand_idx_ptr,
     idx_ptr,
     M,
@@ -126,45 +194,18 @@ def _coarse_combine(
     BLOCK_M: tl.constexpr,
 ):
     r = tl.program_id(0)
-    offs_p = tl.arange(0, BLOCK_P)
-    in_p = offs_p < n_blocks
-    pmax = tl.load(part_max_ptr + r * n_blocks + offs_p, mask=in_p, other=float("-inf"))
-    psum = tl.load(part_sum_ptr + r * n_blocks + offs_p, mask=in_p, other=0.0)
-    top = tl.max(pmax, axis=0)
-    lse = top + tl.log(tl.sum(tl.where(in_p, psum * tl.exp(pmax - top), 0.0), axis=0))
-
-    if MODE == 0:  # per draw, the best block candidate (the first block among equal values)
-        offs_d = tl.arange(0, K_PAD)
-        in_pd = in_p[:, None] & (offs_d < K)[None, :]
-        at = (r * n_blocks + offs_p[:, None]) * K + offs_d[None, :]
-        vals = tl.load(cand_val_ptr + at, mask=in_pd, other=float("-inf"))
-        ids = tl.load(cand_idx_ptr + at, mask=in_pd, other=2147483647)
-        best = tl.max(vals, axis=0)
-        pick = tl.min(tl.where(in_pd & (vals == best[None, :]), ids, 2147483647), axis=0)
-        tl.store(idx_ptr + r * K + offs_d, pick.to(tl.int64), mask=offs_d < K)
-    else:
-        offs_c = tl.arange(0, BLOCK_C)
-        in_c = offs_c < n_blocks * K
-        vals = tl.load(cand_val_ptr + r * n_blocks * K + offs_c, mask=in_c, other=float("-inf"))[None, :]
-        ids = tl.load(cand_idx_ptr + r * n_blocks * K + offs_c, mask=in_c, other=2147483647)[None, :]
-        prev_v = tl.full([1], float("inf"), tl.float32)
-        prev_i = tl.full([1], -1, tl.int32)
-        for d in tl.static_range(K):
-            prev_v, prev_i = next_best(vals, ids, in_c[None, :], prev_v, prev_i)
-            tl.store(idx_ptr + r * K + d + tl.arange(0, 1), prev_i.to(tl.int64))
-
-    for m0 in range(0, M, BLOCK_M):
-        offs_m = m0 + tl.arange(0, BLOCK_M)
-        in_m = offs_m < M
-        s = tl.load(scores_ptr + r * M + offs_m, mask=in_m, other=0.0)
-        tl.store(scores_ptr + r * M + offs_m, s - lse, mask=in_m)
+    lse, picks, _ = row_choice(stats_ptr, cand_idx_ptr, r, n_blocks, K, K_PAD, MODE, BLOCK_P, BLOCK_C)
+    offs_d = tl.arange(0, K_PAD)
+    tl.store(idx_ptr + r * K + offs_d, picks.to(tl.int64), mask=offs_d < K)
+    normalize_row(scores_ptr, r, M, lse, BLOCK_M)
 
 
 def launch_meta(m: int, hidden: int, k: int, mode: str) -> tuple[dict[str, int], dict[str, int]]:
-    """The constexpr arguments of ``_coarse_blocks`` (less ``HAS_ROWS``) and of ``_coarse_combine``."""
+    """The constexpr arguments of ``_coarse_blocks`` (less ``HAS_ROWS``) and of ``_coarse_combine`` (the
+    choice's constexprs, which the fused fine read takes too)."""
     block_m = 16  # a 16 x 128 tile: 16 values per thread at 4 warps (larger tiles take > 200 registers)
-    n_blocks = triton.cdiv(m, block_m)
-    code = _MODES.index(mode)
+    n_blocks = cdiv(m, block_m)
+    code = MODES.index(mode)
     blocks = {"K": k, "K_PAD": pow2(k), "MODE": code, "BLOCK_M": block_m, "BLOCK_H": pow2(hidden, lo=16, hi=128)}
     combine = {
         "K": k,
@@ -175,6 +216,67 @@ def launch_meta(m: int, hidden: int, k: int, mode: str) -> tuple[dict[str, int],
         "BLOCK_M": pow2(m, lo=16, hi=1024),
     }
     return blocks, combine
+
+
+@dataclass(kw_only=True, slots=True)
+class CoarsePartials:
+    """What :func:`coarse_blocks` leaves for a choice (``_coarse_combine`` or the fused fine read)."""
+
+    scores: torch.Tensor
+    """``(R, M)`` fp32: the masked scores ``s`` (``-inf`` at padded chunks); the choice makes them
+    ``log_alpha`` in place."""
+    stats: torch.Tensor
+    """``(R, n_blocks, k + 2)`` fp32: per block its max, its sum of ``exp(s - max)`` and ``k`` candidate values."""
+    cand_idx: torch.Tensor
+    """``(R, n_blocks, k)`` int32: the candidates' chunks."""
+    n_blocks: int
+    choice_meta: dict[str, int]
+    """The constexprs of the choice (``launch_meta``'s second dict)."""
+
+
+def coarse_blocks(
+    keys: torch.Tensor,
+    query: torch.Tensor,
+    chunk_mask: torch.Tensor,
+    seed: torch.Tensor,
+    k: int,
+    mode: str,
+    rows: torch.Tensor | None,
+) -> CoarsePartials:
+    """Launch ``_coarse_blocks`` (the first half of :func:`coarse_sample`)."""
+    keys, query = kernel_float(keys), kernel_float(query).contiguous()
+    if keys.stride(-1) != 1:
+        keys = keys.contiguous()
+    n_rows, hidden = query.shape
+    m = keys.shape[1]
+    blocks_meta, choice_meta = launch_meta(m, hidden, k, mode)
+    n_blocks = cdiv(m, blocks_meta["BLOCK_M"])
+    dev = query.device
+    scores = torch.empty(n_rows, m, device=dev, dtype=torch.float32)
+    stats = torch.empty(n_rows, n_blocks, k + 2, device=dev, dtype=torch.float32)
+    cand_idx = torch.empty(n_rows, n_blocks, k, device=dev, dtype=torch.int32)
+    mask = chunk_mask.to(torch.bool).contiguous().view(torch.uint8)
+    rows_arg = rows.contiguous() if rows is not None else cand_idx  # any pointer when HAS_ROWS is False
+    seed_arg = seed.reshape(1).to(device=dev, dtype=torch.int64)
+    _coarse_blocks[(n_rows, n_blocks)](
+        keys,
+        query,
+        mask,
+        rows_arg,
+        seed_arg,
+        scores,
+        stats,
+        cand_idx,
+        m,
+        hidden,
+        keys.stride(0),
+        keys.stride(1),
+        n_blocks,
+        HAS_ROWS=rows is not None,
+        **blocks_meta,
+        **OPTIONS,
+    )
+    return CoarsePartials(scores=scores, stats=stats, cand_idx=cand_idx, n_blocks=n_blocks, choice_meta=choice_meta)
 
 
 def coarse_sample(
@@ -188,53 +290,17 @@ def coarse_sample(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Triton version of :func:`.reference.coarse_sample` (same arguments, same results)."""
     out_dtype = torch.float64 if query.dtype == torch.float64 else torch.float32
-    keys, query = kernel_float(keys), kernel_float(query).contiguous()
-    if keys.stride(-1) != 1:
-        keys = keys.contiguous()
-    n_rows, hidden = query.shape
-    m = keys.shape[1]
-    blocks_meta, combine_meta = launch_meta(m, hidden, k, mode)
-    n_blocks = triton.cdiv(m, blocks_meta["BLOCK_M"])
-    dev = query.device
-    scores = torch.empty(n_rows, m, device=dev, dtype=torch.float32)
-    part_max = torch.empty(n_rows, n_blocks, device=dev, dtype=torch.float32)
-    part_sum = torch.empty_like(part_max)
-    cand_val = torch.empty(n_rows, n_blocks, k, device=dev, dtype=torch.float32)
-    cand_idx = torch.empty(n_rows, n_blocks, k, device=dev, dtype=torch.int32)
-    idx = torch.empty(n_rows, k, device=dev, dtype=torch.int64)
-    mask = chunk_mask.to(torch.bool).contiguous().view(torch.uint8)
-    rows_arg = rows.contiguous() if rows is not None else idx  # any pointer when HAS_ROWS is False
-    seed_arg = seed.reshape(1).to(device=dev, dtype=torch.int64)
-    _coarse_blocks[(n_rows, n_blocks)](
-        keys,
-        query,
-        mask,
-        rows_arg,
-        seed_arg,
-        scores,
-        part_max,
-        part_sum,
-        cand_val,
-        cand_idx,
-        m,
-        hidden,
-        keys.stride(0),
-        keys.stride(1),
-        n_blocks,
-        HAS_ROWS=rows is not None,
-        **blocks_meta,
-        **OPTIONS,
-    )
+    part = coarse_blocks(keys, query, chunk_mask, seed, k, mode, rows)
+    n_rows, m = part.scores.shape
+    idx = torch.empty(n_rows, k, device=part.scores.device, dtype=torch.int64)
     _coarse_combine[(n_rows,)](
-        scores,
-        part_max,
-        part_sum,
-        cand_val,
-        cand_idx,
+        part.scores,
+        part.stats,
+        part.cand_idx,
         idx,
         m,
-        n_blocks,
-        **combine_meta,
+        part.n_blocks,
+        **part.choice_meta,
         **OPTIONS,
     )
-    return scores.to(out_dtype), idx
+    return part.scores.to(out_dtype), idx

@@ -14,16 +14,22 @@ import torch
 import triton
 import triton.language as tl
 
-__all__ = ["BIG_INDEX", "encoder_row", "kernel_float", "next_best", "pow2"]
+__all__ = ["BIG_INDEX", "cdiv", "encoder_row", "kernel_float", "next_best", "pow2"]
 
 #: The index given to "no candidate left"; larger than any real index.
 BIG_INDEX = 2**31 - 1
 
 
 def pow2(n: int, lo: int = 1, hi: int | None = None) -> int:
-    """``triton.next_power_of_2(n)`` clamped to ``[lo, hi]``."""
-    p = max(lo, int(triton.next_power_of_2(max(int(n), 1))))
+    """The least power of two ``>= n`` clamped to ``[lo, hi]`` (plain integers: ``triton.next_power_of_2``
+    is a constexpr function whose call costs ~10 us, and the launchers ask several times per step)."""
+    p = max(lo, 1 << (max(int(n), 1) - 1).bit_length())
     return p if hi is None else min(p, hi)
+
+
+def cdiv(a: int, b: int) -> int:
+    """``ceil(a / b)`` for positive integers (``triton.cdiv`` without its constexpr-function call)."""
+    return -(-a // b)
 
 
 def kernel_float(t: torch.Tensor) -> torch.Tensor:

@@ -3,12 +3,13 @@
 The kernels read only the ``k`` selected chunks of each query row's encoder row, straight from ``words``
 (no gathered copy), tiling the hidden size so that an ``N_PAD x BLOCK_H`` tile stays in registers:
 
-* forward, two launches on a ``(R, H / 64)`` grid (one program per query row and hidden slice):
-  ``_fine_scores`` writes each slice's partial scores ``sum_{h in slice} h_dnh q_h`` to an
-  ``(R, S, k, N)`` fp32 buffer; ``_fine_context`` sums them into the scores, takes the masked softmax
-  over the chunk's real words and writes its hidden slice of ``sum_d w_d sum_n p_dn h_dn``. One program
-  per row (the first design) kept only 64 programs busy at B = 64 and ran at 5% of the copy bandwidth
-  on an H100 (``benchmarks/results/c2f_profile_gpu.md``); the split gives ``R * H / 64`` programs.
+* forward, one launch of ``_fine_read`` on a ``(R, H / 64)`` grid (one program per query row and hidden
+  slice): per draw, the scores over the whole hidden size (the slices' programs of one row read the same
+  chunk, the repeats mostly from L2), the masked softmax over the chunk's real words, and the program's
+  hidden slice of ``sum_d w_d sum_n p_dn h_dn``. One program per row (the first design) kept only 64
+  programs busy at B = 64 and ran at 5% of the copy bandwidth on an H100; the split gives ``R * H / 64``
+  programs. With ``CHOOSE`` the same launch also makes the coarse choice from ``_coarse_blocks``' partials
+  (:func:`c2f_forward`: the whole C2F step in two launches).
 * backward, one program per row: pass 1 per draw gives ``u_dj = dc . h_dj`` and from it ``ds`` and
   ``dw``; pass 2 per hidden tile gives ``dq`` and the per-draw word gradients ``w_d p_dj dc + ds_dj q``,
   written to an ``(R, k, N, H)`` buffer (``k N H`` per row, independent of M).
@@ -27,12 +28,15 @@ import torch
 import triton
 import triton.language as tl
 
+from .triton_coarse import CoarsePartials, coarse_blocks, normalize_row, row_choice
 from .triton_common import encoder_row, kernel_float, pow2
 
 __all__ = [
     "BACKWARD_OPTIONS",
     "FORWARD_BLOCK_H",
     "FORWARD_OPTIONS",
+    "FORWARD_TILE_H",
+    "c2f_forward",
     "fine_backward",
     "fine_forward",
     "forward_meta",
@@ -40,58 +44,25 @@ __all__ = [
 ]
 
 #: Launch options (the compile check uses the same).
-FORWARD_OPTIONS: dict[str, int] = {"num_warps": 4, "num_stages": 2}
-#: Hidden slice of one forward program (see :func:`forward_meta`).
-FORWARD_BLOCK_H = 64
+FORWARD_OPTIONS: dict[str, int] = {"num_warps": 8, "num_stages": 2}
+#: Hidden slice of one forward program for k <= 2 draws (half of it from k = 3 on; :func:`forward_meta`).
+FORWARD_BLOCK_H = 128
+#: Hidden tile of the forward's score loop (each program reads its chunk's whole hidden size in these tiles).
+FORWARD_TILE_H = 64
 BACKWARD_OPTIONS: dict[str, int] = {"num_warps": 8, "num_stages": 2}
 
 
 @triton.jit
-def _fine_scores(
-    words_ptr,
-    query_ptr,
-    idx_ptr,
-    rows_ptr,
-    part_ptr,
-    N,
-    H,
-    stride_wb,
-    stride_wm,
-    stride_wn,
-    K: tl.constexpr,
-    N_PAD: tl.constexpr,
-    BLOCK_H: tl.constexpr,
-    HAS_ROWS: tl.constexpr,
-):
-    """Program ``(r, j)``: the partial scores ``sum_{h in slice j} h_dnh q_h`` of each draw ``d`` of row
-    ``r`` over the ``j``-th hidden slice, into ``part[r, j, d, :N]`` (fp32)."""
-    r = tl.program_id(0)
-    j = tl.program_id(1)
-    n_split = tl.num_programs(1)
-    b = encoder_row(rows_ptr, r, HAS_ROWS)
-    offs_n = tl.arange(0, N_PAD)
-    in_n = offs_n < N
-    offs_h = j * BLOCK_H + tl.arange(0, BLOCK_H)
-    in_h = offs_h < H
-    q = tl.load(query_ptr + r * H + offs_h, mask=in_h, other=0.0).to(tl.float32)
-    for d in tl.static_range(K):
-        c = tl.load(idx_ptr + r * K + d)
-        e = tl.load(
-            words_ptr + b * stride_wb + c * stride_wm + offs_n[:, None] * stride_wn + offs_h[None, :],
-            mask=in_n[:, None] & in_h[None, :],
-            other=0.0,
-        ).to(tl.float32)  # (N_PAD, BLOCK_H)
-        tl.store(part_ptr + ((r * n_split + j) * K + d) * N + offs_n, tl.sum(e * q[None, :], axis=1), mask=in_n)
-
-
-@triton.jit
-def _fine_context(
+def _fine_read(
     words_ptr,
     wmask_ptr,
-    part_ptr,
+    query_ptr,
+    rows_ptr,
     idx_ptr,
     weights_ptr,
-    rows_ptr,
+    scores_ptr,
+    stats_ptr,
+    cand_idx_ptr,
     context_ptr,
     attn_ptr,
     M,
@@ -100,34 +71,67 @@ def _fine_context(
     stride_wb,
     stride_wm,
     stride_wn,
+    n_blocks,
     K: tl.constexpr,
+    K_PAD: tl.constexpr,
     N_PAD: tl.constexpr,
-    S_PAD: tl.constexpr,
     BLOCK_H: tl.constexpr,
+    TILE_H: tl.constexpr,
     HAS_ROWS: tl.constexpr,
+    CHOOSE: tl.constexpr,
+    MODE: tl.constexpr,
+    BLOCK_P: tl.constexpr,
+    BLOCK_C: tl.constexpr,
+    BLOCK_M: tl.constexpr,
 ):
-    """Program ``(r, j)``: the scores of each draw (the partial scores summed over the slices), the
-    masked softmax over its chunk's real words (written to ``attn`` by the slice-0 program), and the
-    ``j``-th hidden slice of ``sum_d w_d sum_n p_dn h_dn``."""
+    """Program ``(r, j)``: per draw ``d`` of row ``r``, the scores over the whole hidden size (in tiles of
+    ``TILE_H``; the other slices' programs read the same chunk, mostly from L2), the masked softmax over the
+    chunk's real words (written to ``attn`` by the slice-0 program), and the ``j``-th hidden slice of
+    ``sum_d w_d sum_n p_dn h_dn``.
+
+    ``CHOOSE``: the chunks and weights are not given but chosen here from the coarse block partials
+    (:func:`.triton_coarse.row_choice`, redone by every slice's program); the slice-0 program writes them to
+    ``idx`` and ``weights`` and turns the row's scores into ``log_alpha`` in place. Otherwise ``idx`` and
+    ``weights`` are read, and ``scores``, ``stats``, ``cand_idx`` are not used.
+    """
     r = tl.program_id(0)
     j = tl.program_id(1)
-    n_split = tl.num_programs(1)
     b = encoder_row(rows_ptr, r, HAS_ROWS)
+    offs_d = tl.arange(0, K_PAD)
+    in_d = offs_d < K
+    if CHOOSE:
+        lse, picks, values = row_choice(stats_ptr, cand_idx_ptr, r, n_blocks, K, K_PAD, MODE, BLOCK_P, BLOCK_C)
+        if MODE == 2:  # greedy: alpha renormalised over the chosen chunks
+            top = tl.max(tl.where(in_d, values, float("-inf")), axis=0)
+            ex = tl.where(in_d, tl.exp(values - top), 0.0)
+            wts = ex / tl.sum(ex, axis=0)
+        else:  # each draw weighs 1/k (a chunk drawn twice: mu_i / k)
+            wts = tl.where(in_d, 1.0 / K, 0.0)
+        if j == 0:
+            tl.store(idx_ptr + r * K + offs_d, picks.to(tl.int64), mask=in_d)
+            tl.store(weights_ptr + r * K + offs_d, wts.to(weights_ptr.dtype.element_ty), mask=in_d)
+            normalize_row(scores_ptr, r, M, lse, BLOCK_M)
+        chunks = picks.to(tl.int64)
+    else:
+        chunks = tl.load(idx_ptr + r * K + offs_d, mask=in_d, other=0).to(tl.int64)
+        wts = tl.load(weights_ptr + r * K + offs_d, mask=in_d, other=0.0).to(tl.float32)
+
     offs_n = tl.arange(0, N_PAD)
     in_n = offs_n < N
-    offs_s = tl.arange(0, S_PAD)
-    in_s = offs_s < n_split
     offs_h = j * BLOCK_H + tl.arange(0, BLOCK_H)
     in_h = offs_h < H
     acc = tl.zeros([BLOCK_H], dtype=tl.float32)
     for d in tl.static_range(K):
-        c = tl.load(idx_ptr + r * K + d)
-        parts = tl.load(
-            part_ptr + ((r * n_split + offs_s[:, None]) * K + d) * N + offs_n[None, :],
-            mask=in_s[:, None] & in_n[None, :],
-            other=0.0,
-        )  # (S_PAD, N_PAD)
-        s = tl.sum(parts, axis=0)
+        c = tl.sum(tl.where(offs_d == d, chunks, 0), axis=0)
+        w = tl.sum(tl.where(offs_d == d, wts, 0.0), axis=0)
+        base = words_ptr + b * stride_wb + c * stride_wm + offs_n[:, None] * stride_wn
+        s = tl.zeros([N_PAD], dtype=tl.float32)
+        for h0 in range(0, H, TILE_H):
+            offs_t = h0 + tl.arange(0, TILE_H)
+            in_t = offs_t < H
+            tile = tl.load(base + offs_t[None, :], mask=in_n[:, None] & in_t[None, :], other=0.0).to(tl.float32)
+            q = tl.load(query_ptr + r * H + offs_t, mask=in_t, other=0.0).to(tl.float32)
+            s += tl.sum(tile * q[None, :], axis=1)
         real = in_n & (tl.load(wmask_ptr + (b * M + c) * N + offs_n, mask=in_n, other=0) != 0)
         s = tl.where(real, s, float("-inf"))
         top = tl.max(s, axis=0)
@@ -137,12 +141,7 @@ def _fine_context(
         p = ex / tl.where(total > 0, total, 1.0)
         if j == 0:
             tl.store(attn_ptr + (r * K + d) * N + offs_n, p, mask=in_n)
-        w = tl.load(weights_ptr + r * K + d).to(tl.float32)
-        e = tl.load(
-            words_ptr + b * stride_wb + c * stride_wm + offs_n[:, None] * stride_wn + offs_h[None, :],
-            mask=in_n[:, None] & in_h[None, :],
-            other=0.0,
-        ).to(tl.float32)  # (N_PAD, BLOCK_H)
+        e = tl.load(base + offs_h[None, :], mask=in_n[:, None] & in_h[None, :], other=0.0).to(tl.float32)
         acc += w * tl.sum(p[:, None] * e, axis=0)
     tl.store(context_ptr + r * H + offs_h, acc.to(context_ptr.dtype.element_ty), mask=in_h)
 
@@ -231,32 +230,91 @@ def _words_arg(words: torch.Tensor) -> torch.Tensor:
     return words if words.stride(-1) == 1 else words.contiguous()
 
 
-def launch_meta(k: int, n: int, hidden: int, backward: bool = False) -> dict[str, int]:
-    """The constexpr arguments of the backward kernel (less the ``HAS_*`` flags); ``backward=False``
-    gives the hidden tile of the first, one-program-per-row forward, kept for the compile check's table.
+def launch_meta(k: int, n: int, hidden: int) -> dict[str, int]:
+    """The constexpr arguments of ``_fine_backward`` (less the ``HAS_*`` flags).
 
-    Sized with :mod:`.compile_check` for N=40 (padded to 64), k <= 3 and 8 warps: a 64 x 32 tile in the
-    backward (which keeps several tiles live), no spills on sm_90.
+    Sized with :mod:`.compile_check` for N=40 (padded to 64), k <= 3 and 8 warps: a 64 x 32 tile (the
+    backward keeps several tiles live), no spills on sm_90.
     """
-    block_h = pow2(hidden, lo=16, hi=32 if backward else 64)
-    return {"K": k, "K_PAD": pow2(k), "N_PAD": pow2(n, lo=16), "BLOCK_H": block_h}
+    return {"K": k, "K_PAD": pow2(k), "N_PAD": pow2(n, lo=16), "BLOCK_H": pow2(hidden, lo=16, hi=32)}
 
 
-def forward_meta(k: int, n: int, hidden: int) -> tuple[dict[str, int], dict[str, int], int]:
-    """``(scores constexprs, context constexprs, number of hidden slices)`` of the forward kernels.
+def forward_meta(k: int, n: int, hidden: int) -> tuple[dict[str, int], int]:
+    """``(constexprs of _fine_read less HAS_ROWS and the choice's, number of hidden slices)``.
 
-    Both kernels run one program per (query row, hidden slice of ``FORWARD_BLOCK_H``): at B = 64 rows and
-    H = 512 that is 512 programs instead of 64, each loading one ``N_PAD x 64`` tile per draw, so the
-    whole GPU keeps loads in flight (one program per row was latency-bound: 5% of the copy bandwidth).
+    One program per (query row, hidden slice of ``FORWARD_BLOCK_H``): at B = 64 rows and H = 512 that is 256
+    programs, so the whole GPU keeps loads in flight (one program per row was latency-bound: 5% of the copy
+    bandwidth). Each program reads its chunk's whole ``N_PAD x H`` for the scores in tiles of ``TILE_H``.
+    Chosen on an H100 among eight (slice, tile, warps) settings by the summed time of the graphed step at
+    M = 10 and 1000, k = 1 and 2 (closing note of issue 29); registers on sm_90 (:mod:`.compile_check`,
+    N = 40): the draws' loops are unrolled, so from k = 3 on the slice is halved, the 128 slice taking all
+    255 registers and spilling there (a 64 x 128 score tile, or 4 warps, spill too).
     """
-    block_h = pow2(hidden, lo=16, hi=FORWARD_BLOCK_H)
-    n_split = -(-hidden // block_h)
-    n_pad = pow2(n, lo=16)
-    return (
-        {"K": k, "N_PAD": n_pad, "BLOCK_H": block_h},
-        {"K": k, "N_PAD": n_pad, "S_PAD": pow2(n_split), "BLOCK_H": block_h},
-        n_split,
+    block_h = pow2(hidden, lo=16, hi=FORWARD_BLOCK_H if k <= 2 else FORWARD_BLOCK_H // 2)
+    meta = {
+        "K": k,
+        "K_PAD": pow2(k),
+        "N_PAD": pow2(n, lo=16),
+        "BLOCK_H": block_h,
+        "TILE_H": pow2(hidden, lo=16, hi=FORWARD_TILE_H),
+    }
+    return meta, -(-hidden // block_h)
+
+
+#: The choice's constexprs when ``_fine_read`` is given the chunks (``CHOOSE=False``: unused).
+_GIVEN = {"CHOOSE": False, "MODE": 0, "BLOCK_P": 1, "BLOCK_C": 1, "BLOCK_M": 16}
+
+
+def _read(
+    words: torch.Tensor,
+    word_mask: torch.Tensor,
+    query: torch.Tensor,
+    idx: torch.Tensor,
+    weights: torch.Tensor,
+    rows: torch.Tensor | None,
+    part: CoarsePartials | None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Launch ``_fine_read``: with ``part``, it chooses the chunks and fills ``idx`` and ``weights``."""
+    acc = torch.float64 if query.dtype == torch.float64 else torch.float32
+    w_arg, q_arg = _words_arg(words), kernel_float(query).contiguous()
+    n_rows, k = idx.shape
+    _, m, n, hidden = words.shape
+    dev = query.device
+    meta, n_split = forward_meta(k, n, hidden)
+    context = torch.empty(n_rows, hidden, device=dev, dtype=q_arg.dtype)
+    attn = torch.empty(n_rows, k, n, device=dev, dtype=torch.float32)
+    if part is None:
+        choice, scores, stats, cand_idx, n_blocks = _GIVEN, attn, attn, idx, 0  # the unused pointers: any
+    else:
+        cm = part.choice_meta
+        choice = {"CHOOSE": True, "MODE": cm["MODE"], "BLOCK_P": cm["BLOCK_P"], "BLOCK_C": cm["BLOCK_C"]}
+        choice["BLOCK_M"] = cm["BLOCK_M"]
+        scores, stats, cand_idx, n_blocks = part.scores, part.stats, part.cand_idx, part.n_blocks
+    _fine_read[(n_rows, n_split)](
+        w_arg,
+        word_mask.to(torch.bool).contiguous().view(torch.uint8),
+        q_arg,
+        rows.contiguous() if rows is not None else idx,
+        idx,
+        weights,
+        scores,
+        stats,
+        cand_idx,
+        context,
+        attn,
+        m,
+        n,
+        hidden,
+        w_arg.stride(0),
+        w_arg.stride(1),
+        w_arg.stride(2),
+        n_blocks,
+        HAS_ROWS=rows is not None,
+        **meta,
+        **choice,
+        **FORWARD_OPTIONS,
     )
+    return context.to(query.dtype), attn.to(acc)
 
 
 def fine_forward(
@@ -267,50 +325,31 @@ def fine_forward(
     weights: torch.Tensor,
     rows: torch.Tensor | None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Triton version of :func:`.reference.fine_attend` (two launches: partial scores, then context)."""
-    acc = torch.float64 if query.dtype == torch.float64 else torch.float32
-    w_arg, q_arg = _words_arg(words), kernel_float(query).contiguous()
-    n_rows, k = idx.shape
-    _, m, n, hidden = words.shape
-    dev = query.device
-    scores_meta, context_meta, n_split = forward_meta(k, n, hidden)
-    part = torch.empty(n_rows, n_split, k, n, device=dev, dtype=torch.float32)  # (R, S, k, N)
-    context = torch.empty(n_rows, hidden, device=dev, dtype=q_arg.dtype)
-    attn = torch.empty(n_rows, k, n, device=dev, dtype=torch.float32)
-    rows_arg = rows.contiguous() if rows is not None else idx
-    idx_arg = idx.contiguous()
-    strides = (w_arg.stride(0), w_arg.stride(1), w_arg.stride(2))
-    _fine_scores[(n_rows, n_split)](
-        w_arg,
-        q_arg,
-        idx_arg,
-        rows_arg,
-        part,
-        n,
-        hidden,
-        *strides,
-        HAS_ROWS=rows is not None,
-        **scores_meta,
-        **FORWARD_OPTIONS,
-    )
-    _fine_context[(n_rows, n_split)](
-        w_arg,
-        word_mask.to(torch.bool).contiguous().view(torch.uint8),
-        part,
-        idx_arg,
-        kernel_float(weights).contiguous(),
-        rows_arg,
-        context,
-        attn,
-        m,
-        n,
-        hidden,
-        *strides,
-        HAS_ROWS=rows is not None,
-        **context_meta,
-        **FORWARD_OPTIONS,
-    )
-    return context.to(query.dtype), attn.to(acc)
+    """Triton version of :func:`.reference.fine_attend` (one launch)."""
+    return _read(words, word_mask, query, idx.contiguous(), kernel_float(weights).contiguous(), rows, None)
+
+
+def c2f_forward(
+    keys: torch.Tensor,
+    query_coarse: torch.Tensor,
+    chunk_mask: torch.Tensor,
+    words: torch.Tensor,
+    word_mask: torch.Tensor,
+    query_fine: torch.Tensor,
+    seed: torch.Tensor,
+    k: int,
+    mode: str,
+    rows: torch.Tensor | None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Triton version of :func:`.reference.c2f_attend` in two launches: ``_coarse_blocks``, then
+    ``_fine_read`` choosing the chunks from the block partials."""
+    out_dtype = torch.float64 if query_coarse.dtype == torch.float64 else torch.float32
+    part = coarse_blocks(keys, query_coarse, chunk_mask, seed, k, mode, rows)
+    n_rows = part.scores.shape[0]
+    idx = torch.empty(n_rows, k, device=part.scores.device, dtype=torch.int64)
+    weights = torch.empty(n_rows, k, device=part.scores.device, dtype=out_dtype)
+    context, attn = _read(words, word_mask, query_fine, idx, weights, rows, part)
+    return part.scores.to(out_dtype), idx, weights, context, attn
 
 
 def fine_backward(
@@ -352,7 +391,7 @@ def fine_backward(
         w_arg.stride(2),
         HAS_ROWS=rows is not None,
         HAS_DATTN=grad_attn is not None,
-        **launch_meta(k, n, hidden, backward=True),
+        **launch_meta(k, n, hidden),
         **BACKWARD_OPTIONS,
     )
     acc = attn.dtype

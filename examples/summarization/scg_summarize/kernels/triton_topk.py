@@ -19,7 +19,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .triton_common import kernel_float, next_best, pow2
+from .triton_common import cdiv, kernel_float, next_best, pow2
 
 __all__ = ["OPTIONS", "launch_meta", "logsoftmax_topk"]
 
@@ -123,7 +123,7 @@ def _topk_combine(
 def launch_meta(n_rows: int, vocab: int, hidden: int, k: int, ieee: bool) -> tuple[dict[str, int], dict[str, int]]:
     """The constexpr arguments of ``_topk_blocks`` (less ``HAS_BIAS``) and of ``_topk_combine``."""
     block_v = pow2(vocab, lo=16, hi=64)  # 32 x 64 logits at 8 warps: ~130 registers, no spills on sm_90
-    n_blocks = triton.cdiv(vocab, block_v)
+    n_blocks = cdiv(vocab, block_v)
     blocks = {
         "K": k,
         "IEEE": int(ieee),
@@ -144,7 +144,7 @@ def logsoftmax_topk(
     n_rows, n_hidden = h_arg.shape
     vocab = w_arg.shape[0]
     blocks_meta, combine_meta = launch_meta(n_rows, vocab, n_hidden, k, h_arg.dtype == torch.float32)
-    n_blocks = triton.cdiv(vocab, blocks_meta["BLOCK_V"])
+    n_blocks = cdiv(vocab, blocks_meta["BLOCK_V"])
     dev = h_arg.device
     part_max = torch.empty(n_rows, n_blocks, device=dev, dtype=torch.float32)
     part_sum = torch.empty_like(part_max)
@@ -153,7 +153,7 @@ def logsoftmax_topk(
     values = torch.empty(n_rows, k, device=dev, dtype=torch.float32)
     indices = torch.empty(n_rows, k, device=dev, dtype=torch.int64)
     bias_arg = kernel_float(bias).contiguous() if bias is not None else part_max
-    _topk_blocks[(triton.cdiv(n_rows, blocks_meta["BLOCK_R"]), n_blocks)](
+    _topk_blocks[(cdiv(n_rows, blocks_meta["BLOCK_R"]), n_blocks)](
         h_arg,
         w_arg,
         bias_arg,
