@@ -42,9 +42,6 @@ __all__ = ["cost", "open_graph", "outside_graph", "sample"]
 #: the sample shape of a node drawn once (no sample dimension)
 _ONE = torch.Size(())
 
-_new = object.__new__
-
-
 def open_graph(fn: str, name: str | None) -> tuple[GraphRecord, Location | str]:
     """The open graph and the user's line that called ``scg.<fn>`` (one compile check for both).
     ``scg.sample`` and ``scg.cost``, which run for every node, do the same inline."""
@@ -215,7 +212,9 @@ def _node(
     Made field by field: a class called with keywords packs them into a dictionary and unpacks it
     again, about five times the work of the stores (13k instructions for a `StochasticNode`);
     a test checks that every field of both records is set."""
-    node = _new(cls)
+    # spelled out: dynamo traces ``object.__new__(cls)`` as making a user object, but refuses the
+    # builtin called through an alias (torch 2.11: "Attempted to call function marked as skipped")
+    node = object.__new__(cls)
     node.index = len(g.nodes)
     node.name = g.node_name(name, kind, step, location)
     node.value = value
