@@ -42,6 +42,7 @@ __all__ = ["cost", "open_graph", "outside_graph", "sample"]
 #: the sample shape of a node drawn once (no sample dimension)
 _ONE = torch.Size(())
 
+
 def open_graph(fn: str, name: str | None) -> tuple[GraphRecord, Location | str]:
     """The open graph and the user's line that called ``scg.<fn>`` (one compile check for both).
     ``scg.sample`` and ``scg.cost``, which run for every node, do the same inline."""
