@@ -26,7 +26,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .triton_common import cdiv, encoder_row, kernel_float, next_best, pow2
+from .triton_common import cdiv, encoder_row, in_dtype, kernel_float, next_best, pow2
 
 __all__ = [
     "MODES",
@@ -255,9 +255,9 @@ def coarse_blocks(
     scores = torch.empty(n_rows, m, device=dev, dtype=torch.float32)
     stats = torch.empty(n_rows, n_blocks, k + 2, device=dev, dtype=torch.float32)
     cand_idx = torch.empty(n_rows, n_blocks, k, device=dev, dtype=torch.int32)
-    mask = chunk_mask.to(torch.bool).contiguous().view(torch.uint8)
+    mask = in_dtype(chunk_mask, torch.bool).contiguous().view(torch.uint8)
     rows_arg = rows.contiguous() if rows is not None else cand_idx  # any pointer when HAS_ROWS is False
-    seed_arg = seed.reshape(1).to(device=dev, dtype=torch.int64)
+    seed_arg = in_dtype(seed.reshape(1), torch.int64)  # (on the device: the op checked)
     _coarse_blocks[(n_rows, n_blocks)](
         keys,
         query,
@@ -303,4 +303,4 @@ def coarse_sample(
         **part.choice_meta,
         **OPTIONS,
     )
-    return part.scores.to(out_dtype), idx
+    return in_dtype(part.scores, out_dtype), idx

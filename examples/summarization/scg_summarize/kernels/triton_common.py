@@ -14,7 +14,7 @@ import torch
 import triton
 import triton.language as tl
 
-__all__ = ["BIG_INDEX", "cdiv", "encoder_row", "kernel_float", "next_best", "pow2"]
+__all__ = ["BIG_INDEX", "cdiv", "encoder_row", "in_dtype", "kernel_float", "next_best", "pow2"]
 
 #: The index given to "no candidate left"; larger than any real index.
 BIG_INDEX = 2**31 - 1
@@ -30,6 +30,12 @@ def pow2(n: int, lo: int = 1, hi: int | None = None) -> int:
 def cdiv(a: int, b: int) -> int:
     """``ceil(a / b)`` for positive integers (``triton.cdiv`` without its constexpr-function call)."""
     return -(-a // b)
+
+
+def in_dtype(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``t`` as ``dtype``: ``t`` itself when it is one already (``Tensor.to`` costs ~2.5 µs of host time even
+    then, and a launcher converts several tensors a step)."""
+    return t if t.dtype == dtype else t.to(dtype)
 
 
 def kernel_float(t: torch.Tensor) -> torch.Tensor:

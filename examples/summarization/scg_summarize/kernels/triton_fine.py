@@ -29,7 +29,7 @@ import triton
 import triton.language as tl
 
 from .triton_coarse import CoarsePartials, coarse_blocks, normalize_row, row_choice
-from .triton_common import encoder_row, kernel_float, pow2
+from .triton_common import encoder_row, in_dtype, kernel_float, pow2
 
 __all__ = [
     "BACKWARD_OPTIONS",
@@ -292,7 +292,7 @@ def _read(
         scores, stats, cand_idx, n_blocks = part.scores, part.stats, part.cand_idx, part.n_blocks
     _fine_read[(n_rows, n_split)](
         w_arg,
-        word_mask.to(torch.bool).contiguous().view(torch.uint8),
+        in_dtype(word_mask, torch.bool).contiguous().view(torch.uint8),
         q_arg,
         rows.contiguous() if rows is not None else idx,
         idx,
@@ -314,7 +314,7 @@ def _read(
         **choice,
         **FORWARD_OPTIONS,
     )
-    return context.to(query.dtype), attn.to(acc)
+    return in_dtype(context, query.dtype), in_dtype(attn, acc)
 
 
 def fine_forward(
@@ -349,7 +349,7 @@ def c2f_forward(
     idx = torch.empty(n_rows, k, device=part.scores.device, dtype=torch.int64)
     weights = torch.empty(n_rows, k, device=part.scores.device, dtype=out_dtype)
     context, attn = _read(words, word_mask, query_fine, idx, weights, rows, part)
-    return part.scores.to(out_dtype), idx, weights, context, attn
+    return in_dtype(part.scores, out_dtype), idx, weights, context, attn
 
 
 def fine_backward(
@@ -395,4 +395,4 @@ def fine_backward(
         **BACKWARD_OPTIONS,
     )
     acc = attn.dtype
-    return d_sel.to(acc), d_query.to(query.dtype), d_weights.to(weights.dtype)
+    return in_dtype(d_sel, acc), in_dtype(d_query, query.dtype), in_dtype(d_weights, weights.dtype)

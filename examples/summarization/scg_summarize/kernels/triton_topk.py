@@ -19,7 +19,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .triton_common import cdiv, kernel_float, next_best, pow2
+from .triton_common import cdiv, in_dtype, kernel_float, next_best, pow2
 
 __all__ = ["OPTIONS", "launch_meta", "logsoftmax_topk"]
 
@@ -180,4 +180,4 @@ def logsoftmax_topk(
         **combine_meta,
         **OPTIONS,
     )
-    return values.to(out_dtype), indices
+    return in_dtype(values, out_dtype), indices
