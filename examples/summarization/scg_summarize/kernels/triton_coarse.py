@@ -7,8 +7,10 @@ Split over M in two launches:
    ``exp(s - max)``; and the block's candidates: ``multinomial``, for each draw ``d`` the block's argmax
    of ``s_m + g[d, m]``; ``distinct``, the block's ``k`` best ``s_m + g[0, m]``; ``greedy``, its ``k`` best
    ``s_m``.
-2. ``_coarse_combine`` (grid ``(R,)``): the log-normaliser from the block partials, the draws from the
-   block candidates, and ``log_alpha = s - lse`` in place.
+2. ``_coarse_combine`` (grid ``(R,)``): the choice (:func:`row_choice`: the log-normaliser from the block
+   partials, the draws from the block candidates) and ``log_alpha = s - lse`` in place
+   (:func:`normalize_row`). The fused step (``triton_fine.c2f_forward``) makes the same choice inside its
+   fine read instead: the blocks and the read, two launches.
 
 Gumbel-max needs no normaliser (``argmax_m s_m + g_m`` is ``argmax_m log alpha_m + g_m``), so sampling
 splits over blocks exactly. The noise is ``tl.rand(seed, (r * k + d) * M + m)`` with the seed read from

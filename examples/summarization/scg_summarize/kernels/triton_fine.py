@@ -286,9 +286,7 @@ def _read(
     if part is None:
         choice, scores, stats, cand_idx, n_blocks = _GIVEN, attn, attn, idx, 0  # the unused pointers: any
     else:
-        cm = part.choice_meta
-        choice = {"CHOOSE": True, "MODE": cm["MODE"], "BLOCK_P": cm["BLOCK_P"], "BLOCK_C": cm["BLOCK_C"]}
-        choice["BLOCK_M"] = cm["BLOCK_M"]
+        choice = {"CHOOSE": True, **{key: part.choice_meta[key] for key in ("MODE", "BLOCK_P", "BLOCK_C", "BLOCK_M")}}
         scores, stats, cand_idx, n_blocks = part.scores, part.stats, part.cand_idx, part.n_blocks
     _fine_read[(n_rows, n_split)](
         w_arg,
