@@ -86,7 +86,8 @@ def test_c2f_batch_graph_has_one_coarse_node_per_step_and_trains_the_chunk_score
     coarse = [n for n in g.stochastic_nodes if n.name == "coarse"]
     assert [n.step for n in coarse] == list(range(steps))
     assert [c.step for c in g.cost_nodes] == list(range(steps))
-    # a draw influences its own step's cost and every later one, never an earlier one
+    # a draw influences its own step's cost and every later one, never an earlier one (the objective
+    # declares it; test_c2f_structure.py checks the declaration against tracking)
     for t in range(steps):
         for s in range(steps):
             assert g.influences(coarse[t], g.cost_nodes[s]) == (s >= t)

@@ -30,9 +30,15 @@ whose stochastic nodes are the coarse draws ℓ_t (``name="coarse", step=t``, on
     L = Σ_t c_t  +  λ Σ_t log p(ℓ_t | ·) · stop_grad(A_t),   A_t = (c_t − b_t) + γ A_{t+1},
 
 so one cost per step does both jobs: its pathwise gradient trains the decoder, encoder and the
-fine attention (the NLL), and, through scg's influence tracking (ℓ_t influences every later
-step through the context, the LSTM state and input feeding), it is the reward-to-go of the draws,
-minus the EMA baseline b_t of step t (β = 0.1, subtracted before discounting as in the paper).
+fine attention (the NLL), and, since ℓ_t influences every later step (through the context, the LSTM
+state and input feeding) and no earlier one, it is the reward-to-go of the draws, minus the EMA
+baseline b_t of step t (β = 0.1, subtracted before discounting as in the paper).
+
+That relation is declared, not tracked: the graph's structure is ``scg.Declared()``, whose causal rule
+(a node at step t influences the costs of steps ≥ t, each example its own) is exactly it, so no
+operation of the model is watched (a tracked graph makes a small model's minibatch 1.44x as long:
+``benchmarks/c2f_objective_structure.py``). ``tests/summarization/train/test_c2f_structure.py`` checks the declaration
+against tracking with ``scg.testing.check_structure`` (one and several draws per step, padded steps).
 λ = ``train.reward_scale`` is passed as scg's ``score_scale``; the NLL is not scaled.
 
 Padding: beyond an example's last target word its cost is set to the baseline's current value
@@ -63,6 +69,7 @@ __all__ = [
     "StepResult",
     "build_objective",
     "c2f_objective",
+    "c2f_program",
     "mle_objective",
     "objective_names",
     "register_objective",
@@ -107,6 +114,17 @@ def mle_objective(model: nn.Module, batch: Batch, normalizer: float, mode: str =
     return StepResult(total / normalizer, float(total.detach()), out.tokens(), out, None, True)
 
 
+def c2f_program(model: nn.Module, batch: Batch, baseline: scg.baselines.EMA) -> SummarizerOutput:
+    """The C2F graph's nodes, to run inside an open ``scg.Graph``: the model's sampled forward (its
+    ``coarse`` nodes) and one ``nll`` cost per step, padded steps at the baseline's value."""
+    out = _call(model, batch, "sample")
+    for t, nll_t in enumerate(out.step_nll):  # (B,) each
+        real = out.step_mask[:, t]
+        fill = torch.as_tensor(baseline.value(COST, t), dtype=nll_t.dtype, device=nll_t.device)
+        scg.cost(torch.where(real, nll_t, fill), name=COST, step=t, baseline=baseline)
+    return out
+
+
 def c2f_objective(
     model: nn.Module,
     batch: Batch,
@@ -114,14 +132,15 @@ def c2f_objective(
     baseline: scg.baselines.EMA,
     discount: float,
     reward_scale: float,
+    structure: scg.Declared | None = None,
 ) -> StepResult:
-    """The C2F surrogate (see the module docstring), divided by ``normalizer``."""
-    with scg.Graph() as graph:
-        out = _call(model, batch, "sample")
-        for t, nll_t in enumerate(out.step_nll):  # (B,) each
-            real = out.step_mask[:, t]
-            fill = torch.as_tensor(baseline.value(COST, t), dtype=nll_t.dtype, device=nll_t.device)
-            scg.cost(torch.where(real, nll_t, fill), name=COST, step=t, baseline=baseline)
+    """The C2F surrogate (see the module docstring), divided by ``normalizer``.
+
+    ``structure``: the declared structure to build the graph with (a trainer passes the same one at
+    every step, so that its credit plans are made once per step count); None: a new ``scg.Declared()``.
+    """
+    with scg.Graph(structure=scg.Declared() if structure is None else structure) as graph:
+        out = c2f_program(model, batch, baseline)
     surrogate = graph.surrogate_loss(discount=discount, score_scale=reward_scale)
     total = out.total_nll().detach()
     return StepResult(surrogate / normalizer, float(total), out.tokens(), out, graph, False)
@@ -178,12 +197,15 @@ def _c2f(trainer: Any) -> Objective:
         raise ValueError("train.objective = 'c2f_reinforce' needs hard attention (model.attention = 'c2f')")
     tc = trainer.config.train
 
+    structure = scg.Declared()  # the trainer's: its plans are reused from step to step
+
     def run(batch: Batch, normalizer: float) -> StepResult:
         if trainer._soft_minibatch():  # +ALTERNATE
             return _with_terms(mle_objective(trainer.net, batch, normalizer, mode="soft"), "ml")
-        return _with_terms(
-            c2f_objective(trainer.net, batch, normalizer, trainer.baseline, tc.discount, tc.reward_scale), "ml"
+        result = c2f_objective(
+            trainer.net, batch, normalizer, trainer.baseline, tc.discount, tc.reward_scale, structure
         )
+        return _with_terms(result, "ml")
 
     return run
 
