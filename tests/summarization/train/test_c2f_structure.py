@@ -1,11 +1,13 @@
-"""The C2F objective declares its graph's structure (``scg.Declared()``, the causal rule) instead of
-tracking it: the declaration must credit every (coarse draw, step cost) pair as tracking does.
+"""The C2F and self-critical objectives declare their graphs' structure (``scg.Declared()``, the causal
+rule) instead of tracking it: the declaration must credit every (draw, cost) pair as tracking does.
 
 ``scg.testing.check_structure`` compares the two on the objective's own graph body
 (``c2f_program``): one draw per step and two (+MULTI2), targets of different lengths (padded steps),
 on the PyTorch reference and (one case) on the Triton kernels under the interpreter. It reports a
 declaration that credits less than tracking (a biased one), as the twin at the end shows, and the
-surrogates of the two graphs have the same gradient.
+surrogates of the two graphs have the same gradient. The self-critical program (word draws, C2F's
+chunk draws, one terminal reward declared with ``scg.influenced_by(per_element=True)``) is checked on
+two rows of different documents, for both families it trains.
 """
 
 from __future__ import annotations
@@ -18,10 +20,13 @@ import pytest
 import torch
 from scg_summarize.kernels import forced
 from scg_summarize.train.objective import c2f_objective, c2f_program
+from scg_summarize.train.reward import reference_ids
+from scg_summarize.train.self_critical import greedy_rewards, sampled_program
 
 import scg
 
 from ..models_helpers import make_batch, make_model
+from .test_self_critical import tiny_batch, tiny_model
 
 
 def _program(multi: int, seed: int = 0) -> Any:
@@ -69,3 +74,15 @@ def test_the_declared_and_tracked_surrogates_have_one_gradient() -> None:
     want = grads(by_tracking)
     torch.testing.assert_close(grads(declared), want, rtol=1e-12, atol=1e-12)
     assert float(want.abs().max()) > 0
+
+
+@pytest.mark.parametrize("family", ["paulus", "c2f"])
+def test_the_self_critical_declaration_is_what_tracking_finds(family: str) -> None:
+    model = tiny_model(family)
+    batch = tiny_batch(M=2, rows=2)
+    batch.src[1, 0, 0] = 5  # two different documents: the rows' rewards differ
+    refs = reference_ids(batch.tgt, batch.tgt_mask)
+    with forced("reference"):
+        greedy_cost = -greedy_rewards(model, batch, refs, max_len=3)
+        program = lambda: sampled_program(model, batch, refs, greedy_cost, max_len=3)  # noqa: E731
+        scg.testing.check_structure(program, scg.Declared(), runs=3)

@@ -15,6 +15,11 @@ scg what it depends on with ``scg.influenced_by(cost, *draws, per_element=True)`
 depends on row b's words only); without that declaration scg would see no path from the draws to
 the cost and give no score term.
 
+Both graphs are built with ``scg.Declared()`` (nothing the model computes is tracked): its causal rule
+credits every draw with the terminal cost (a cost without a step is influenced by every node) and each
+row with its own row's reward, which is what tracking finds with ``influenced_by(..., per_element=True)``
+(``tests/summarization/train/test_c2f_structure.py`` checks it, C2F's chunk draws included).
+
 With hard attention (C2F, ``model.attention = "c2f"``) the chunk choices of every step are
 stochastic nodes of the same graph: two kinds of node, chunks and words, credited with the same
 terminal reward and the same self-critical baseline (the greedy rerun takes the argmax chunk too,
@@ -51,7 +56,7 @@ def greedy_rewards(
     net: Any, batch: Batch, refs: list[list[int]], max_len: int = 0, metric: str = "rougeL"
 ) -> torch.Tensor:
     """r(ŷ) ``(B,)``: the reward of the greedy rerun (every node at its mode, no gradient)."""
-    with torch.no_grad(), scg.Graph(intervene=scg.estimators.greedy):
+    with torch.no_grad(), scg.Graph(structure=scg.Declared(), intervene=scg.estimators.greedy):
         greedy = _rollout(net, batch, max_len)
     return rouge_f1(greedy.sequences(), refs, metric)
 
@@ -82,7 +87,13 @@ def sampled_program(
 
 
 def self_critical_objective(
-    net: Any, batch: Batch, normalizer: float, *, max_len: int = 0, metric: str = "rougeL"
+    net: Any,
+    batch: Batch,
+    normalizer: float,
+    *,
+    max_len: int = 0,
+    metric: str = "rougeL",
+    structure: scg.Declared | None = None,
 ) -> StepResult:
     """The self-critical surrogate of the module docstring, divided by ``normalizer``.
 
@@ -92,10 +103,12 @@ def self_critical_objective(
         normalizer: the loss divisor (the batch size).
         max_len: words generated at most (0: the batch's longest reference, ``</s>`` included).
         metric: the reward, ``rougeL`` (the paper), ``rouge1`` or ``rouge2``.
+        structure: the sampled graph's declared structure (a trainer passes the same one at every
+            step, so that its credit plans are reused); None: a new ``scg.Declared()``.
     """
     refs = reference_ids(batch.tgt, batch.tgt_mask)
     greedy_reward = greedy_rewards(net, batch, refs, max_len, metric)  # (B,)
-    with scg.Graph() as graph:
+    with scg.Graph(structure=scg.Declared() if structure is None else structure) as graph:
         sampled, reward = sampled_program(net, batch, refs, -greedy_reward, max_len, metric)
     surrogate = graph.surrogate_loss()
     terms = {
@@ -109,10 +122,13 @@ def self_critical_objective(
 @register_objective("self_critical")
 def _self_critical(trainer: Any) -> Objective:
     tc = trainer.config.train
+    structure = scg.Declared()  # the trainer's: its plans are reused from step to step
 
     def run(batch: Batch, normalizer: float) -> StepResult:
         batch_size = float(batch.src.shape[0])
-        result = self_critical_objective(trainer.net, batch, batch_size, max_len=tc.rollout_len, metric=tc.reward)
+        result = self_critical_objective(
+            trainer.net, batch, batch_size, max_len=tc.rollout_len, metric=tc.reward, structure=structure
+        )
         result.terms["rl_loss"] = float(result.loss.detach())
         return result
 

@@ -94,9 +94,9 @@ def rollout(
     point_mass: torch.Tensor | None = None
     for t in range(max_len):
         log_probs, state, att = model.step(state, prev, memory, t, mode)  # (B, V')
-        if point_mass is None:
+        if point_mass is None:  # (made from the shape alone: a copy of row 0 would carry row 0's draws to all)
             floor = torch.finfo(log_probs.dtype).min
-            point_mass = torch.full_like(log_probs[:1], floor)
+            point_mass = torch.full((1, log_probs.shape[1]), floor, dtype=log_probs.dtype, device=device)
             point_mass[0, pad] = 0.0  # (1, V')
         logits = torch.where(done.unsqueeze(1), point_mass, log_probs)  # (B, V')
         y = scg.sample(Categorical(logits=logits), name=name, step=t)  # (B,)
