@@ -1,11 +1,14 @@
-"""The C2F training objective with its graph tracked, cached or declared: time per step, one process.
+"""The C2F model's scg objectives with their graph tracked, cached or declared: time per minibatch.
 
-``train.objective.c2f_objective`` builds its graph with ``scg.Declared()`` (the causal rule is exactly
-the model's structure; ``tests/summarization/train/test_c2f_structure.py`` checks it against tracking).
-This times one minibatch's objective and backward (the real ``c2f_program``: the model's sampled
-forward and one cost per step, then the surrogate) with the graph tracked (``scg.Graph()``),
-``scg.Cached()`` and ``scg.Declared()`` (the last two one instance each, reused from step to step as a
-trainer does), alternating, median of ``--repeats``, one thread, on the reference kernels (CPU).
+``train.objective.c2f_objective`` and ``train.self_critical.self_critical_objective`` build their graphs
+with ``scg.Declared()`` (the causal rule is exactly the model's structure;
+``tests/summarization/train/test_c2f_structure.py`` checks it against tracking). This times one
+minibatch's objective and backward with the graph tracked (``scg.Graph()``), ``scg.Cached()`` and
+``scg.Declared()`` (one instance each, reused from step to step as a trainer does): ``c2f`` is the
+teacher-forced surrogate (``c2f_program``: the sampled forward, one cost per step), ``self-critical``
+the sampled rollout of T words with its chunk and word draws and one reward (``sampled_program``; the
+greedy rerun, declared, included in every row). The implementations alternate, each repeat seeded
+alike (the same draws), median of ``--repeats``, one thread, on the reference kernels (CPU).
 
     OMP_NUM_THREADS=1 python benchmarks/c2f_objective_structure.py [--repeats 9]
 
@@ -30,6 +33,8 @@ from scg_summarize.data.batching import Batch
 from scg_summarize.models.c2f.config import C2FConfig
 from scg_summarize.models.registry import build_model
 from scg_summarize.train.objective import c2f_program
+from scg_summarize.train.reward import reference_ids
+from scg_summarize.train.self_critical import greedy_rewards, sampled_program
 
 import scg
 
@@ -77,23 +82,50 @@ def make_step(structure: scg.Cached | scg.Declared | None, model: torch.nn.Modul
     return step
 
 
+def make_self_critical_step(
+    structure: scg.Cached | scg.Declared | None, model: torch.nn.Module, batch: Batch
+) -> Callable[[], None]:
+    """One self-critical minibatch: the greedy rerun's reward, ``sampled_program`` in a graph of
+    ``structure`` (None: tracked), surrogate, backward."""
+    refs = reference_ids(batch.tgt, batch.tgt_mask)
+    max_len = SIZES["T"]
+
+    def step() -> None:
+        greedy_cost = -greedy_rewards(model, batch, refs, max_len)
+        with scg.Graph(structure=structure) as graph:
+            sampled_program(model, batch, refs, greedy_cost, max_len)
+        graph.surrogate_loss().backward()
+
+    return step
+
+
+STRUCTURES: dict[str, Callable[[], scg.Cached | scg.Declared | None]] = {
+    "tracked": lambda: None,
+    "Cached": scg.Cached,
+    "Declared": scg.Declared,
+}
+
+
 def run(repeats: int) -> dict[str, Any]:
     model, batch = make_model_and_batch()
     steps = {
-        "tracked": make_step(None, model, batch),
-        "Cached": make_step(scg.Cached(), model, batch),
-        "Declared": make_step(scg.Declared(), model, batch),
+        (objective, name): make(structure(), model, batch)
+        for objective, make in (("c2f", make_step), ("self-critical", make_self_critical_step))
+        for name, structure in STRUCTURES.items()
     }
     for step in steps.values():  # warm-up: the structures' plans, the allocator
         step()
         step()
-    times: dict[str, list[float]] = {name: [] for name in steps}
-    for _ in range(repeats):
-        for name, step in steps.items():
+    times: dict[tuple[str, str], list[float]] = {key: [] for key in steps}
+    for i in range(repeats):
+        for key, step in steps.items():
+            torch.manual_seed(i)  # the same draws for every graph in this repeat
             t0 = time.perf_counter()
             step()
-            times[name].append(time.perf_counter() - t0)
-    ms = {name: 1e3 * statistics.median(t) for name, t in times.items()}
+            times[key].append(time.perf_counter() - t0)
+    ms: dict[str, dict[str, float]] = {}
+    for (objective, name), t in times.items():
+        ms.setdefault(objective, {})[name] = 1e3 * statistics.median(t)
     return {
         "machine": f"{platform.processor() or platform.machine()} CPU ({os.cpu_count()} cores)",
         "torch": torch.__version__,
@@ -101,25 +133,26 @@ def run(repeats: int) -> dict[str, Any]:
         "repeats": repeats,
         "sizes": SIZES,
         "ms": ms,
-        "over_declared": {name: value / ms["Declared"] for name, value in ms.items()},
+        "over_declared": {obj: {name: v / row["Declared"] for name, v in row.items()} for obj, row in ms.items()},
     }
 
 
 def to_markdown(result: dict[str, Any], command: str) -> str:
     s = result["sizes"]
     lines = [
-        "# The C2F objective's graph: tracked, Cached, Declared (time per minibatch)",
+        "# The C2F model's scg objectives: the graph tracked, Cached or Declared (time per minibatch)",
         "",
         f"{result['machine']}, torch {result['torch']}, {result['threads']} thread(s); B = {s['B']} documents of "
         f"M = {s['M']} chunks x N = {s['N']} words, T = {s['T']} target tokens, vocabulary {s['V']}, hidden "
         f"{s['H']}; forward, surrogate and backward; median of {result['repeats']} alternating repeats. "
         f"Command: `{command}`.",
         "",
-        "| graph | ms per minibatch | / Declared |",
-        "|---|---:|---:|",
+        "| objective | graph | ms per minibatch | / Declared |",
+        "|---|---|---:|---:|",
     ]
-    for name, ms in result["ms"].items():
-        lines.append(f"| {name} | {ms:.1f} | {result['over_declared'][name]:.3f} |")
+    for objective, row in result["ms"].items():
+        for name, ms in row.items():
+            lines.append(f"| {objective} | {name} | {ms:.1f} | {result['over_declared'][objective][name]:.3f} |")
     return "\n".join(lines) + "\n"
 
 

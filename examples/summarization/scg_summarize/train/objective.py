@@ -36,7 +36,7 @@ baseline b_t of step t (β = 0.1, subtracted before discounting as in the paper)
 
 That relation is declared, not tracked: the graph's structure is ``scg.Declared()``, whose causal rule
 (a node at step t influences the costs of steps ≥ t, each example its own) is exactly it, so no
-operation of the model is watched (a tracked graph makes a small model's minibatch 1.44x as long:
+operation of the model is watched (a tracked graph made a small model's minibatch 1.37x as long:
 ``benchmarks/c2f_objective_structure.py``). ``tests/summarization/train/test_c2f_structure.py`` checks the declaration
 against tracking with ``scg.testing.check_structure`` (one and several draws per step, padded steps).
 λ = ``train.reward_scale`` is passed as scg's ``score_scale``; the NLL is not scaled.
