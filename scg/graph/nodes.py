@@ -90,7 +90,6 @@ class Location:
 
 
 _UNKNOWN = Location(text="<unknown>")
-_new = object.__new__
 
 
 def _compiled_line() -> str:
@@ -134,7 +133,7 @@ def caller_location(compiling: bool | None = None) -> Location | str:
         frame = frame.f_back
     if frame is None:
         return _UNKNOWN
-    loc = _new(Location)  # (its slots stored here: a call of the class costs about three times as much)
+    loc = object.__new__(Location)  # (its slots stored here: a call of the class costs about three times as much)
     loc._code = frame.f_code
     loc._lasti = frame.f_lasti
     loc._text = None

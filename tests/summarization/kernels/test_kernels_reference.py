@@ -185,6 +185,19 @@ def test_kernel_draws_make_an_scg_node() -> None:
         scg.sample(dist, estimator=KernelDraws(idx[:, :1]))
 
 
+def test_a_step_output_left_unused_costs_no_backward() -> None:
+    # scg::c2f_attend does not materialise the gradients of unused outputs: backpropagating the context
+    # alone runs no coarse backward (keys and the chunk query get no gradient), the score term does
+    c = make_case(6, 2, 5, 3, 7, 4, 2)
+    leaves = [t.clone().requires_grad_(True) for t in (c.keys, c.query_coarse, c.words, c.query_fine)]
+    out = c2f_attention(leaves[1], leaves[3], leaves[0], c.chunk_mask, leaves[2], c.word_mask, seed_tensor(), k=2)
+    out.context.sum().backward(retain_graph=True)
+    assert leaves[0].grad is None and leaves[1].grad is None
+    assert leaves[2].grad is not None and leaves[3].grad is not None
+    out.log_prob.sum().backward()
+    assert leaves[0].grad is not None and bool(leaves[1].grad.abs().sum() > 0)
+
+
 def test_greedy_step_weights_are_renormalised_alpha() -> None:
     c = make_case(10, 2, 7, 3, 6, 4, 3)
     out = c2f_attention(

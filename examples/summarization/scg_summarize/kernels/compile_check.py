@@ -93,17 +93,16 @@ def specs(
                 tc.OPTIONS,
             )
         )
-        chosen = {key: choice[key] for key in ("MODE", "BLOCK_P", "BLOCK_C", "BLOCK_M")}
         out.append(
             Spec(
                 tf._fine_read,
                 f"k={k}, {mode} choice",
                 fine_io,
-                {**forward, **chosen, "HAS_ROWS": True, "CHOOSE": True},
+                {**forward, **tf.read_choice(choice), "HAS_ROWS": True},
                 tf.FORWARD_OPTIONS,
             )
         )
-    given = {"MODE": 0, "BLOCK_P": 1, "BLOCK_C": 1, "BLOCK_M": 16, "HAS_ROWS": True, "CHOOSE": False}
+    given = {**tf.read_choice(None), "HAS_ROWS": True}
     for draws in sorted({2, k}):  # the hidden slice is wider for k <= 2 (``forward_meta``)
         out.append(
             Spec(

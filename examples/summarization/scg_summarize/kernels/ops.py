@@ -14,9 +14,9 @@ Ops (namespace ``scg``; shapes and math in :mod:`.reference`):
   rows=None)`` -> ``(log_alpha, idx, weights, context, attn)``: the two ops above as one step, the weights
   chosen by :func:`.reference.choice_weights`; on Triton two launches (the chunks are chosen inside the
   fine read). Differentiable in ``keys`` and ``query_coarse`` through ``log_alpha`` and in ``words`` and
-  ``query_fine`` through ``context`` and ``attn`` (the two ops' backward formulas); ``weights`` carry no
-  gradient. For a model that must see the chunks before the read (an scg node between them), the two
-  ops.
+  ``query_fine`` through ``context`` and ``attn`` (the two ops' backward formulas; the half whose outputs
+  the loss does not use is skipped); ``weights`` carry no gradient. For a model that must see the chunks
+  before the read (an scg node between them), the two ops.
 * ``scg::logsoftmax_topk(hidden, weight, bias, k)`` -> ``(values (R, k), indices (R, k) int64)``;
   differentiable in ``hidden``, ``weight`` and ``bias`` (backward in torch; decoding does not need it).
 
@@ -228,10 +228,24 @@ def _fine_setup(ctx: Any, inputs: tuple[Any, ...], output: tuple[torch.Tensor, t
     ctx.save_for_backward(words, query, idx, weights, output[1], rows)
 
 
-def _fine_backward(ctx: Any, grad_context: torch.Tensor, grad_attn: torch.Tensor | None) -> tuple[Any, ...]:
-    words, query, idx, weights, attn, rows = ctx.saved_tensors
+def _fine_grads(
+    grad_context: torch.Tensor,
+    grad_attn: torch.Tensor | None,
+    words: torch.Tensor,
+    query: torch.Tensor,
+    idx: torch.Tensor,
+    weights: torch.Tensor,
+    attn: torch.Tensor,
+    rows: torch.Tensor | None,
+) -> Triple:
+    """``(d_words, d_query, d_weights)`` of the fine read: ``scg::c2f_fine_backward``, then the selected
+    rows' gradients placed into the gradient of ``words``."""
     d_sel, d_query, d_weights = c2f_fine_backward(grad_context, grad_attn, words, query, idx, weights, attn, rows)
-    d_words = reference.scatter_word_grad(d_sel, idx, rows, words)
+    return reference.scatter_word_grad(d_sel, idx, rows, words), d_query, d_weights
+
+
+def _fine_backward(ctx: Any, grad_context: torch.Tensor, grad_attn: torch.Tensor | None) -> tuple[Any, ...]:
+    d_words, d_query, d_weights = _fine_grads(grad_context, grad_attn, *ctx.saved_tensors)
     return d_words, None, d_query, None, d_weights, None
 
 
@@ -308,6 +322,7 @@ def _step_setup(ctx: Any, inputs: tuple[Any, ...], output: Step) -> None:
     keys, query_coarse, _, words, _, query_fine, _, _, _, rows = inputs
     log_alpha, idx, weights, _, attn = output
     ctx.mark_non_differentiable(weights)
+    ctx.set_materialize_grads(False)  # an unused output (log_alpha, attn) gets None: its backward is skipped
     ctx.save_for_backward(keys, query_coarse, log_alpha, words, query_fine, idx, weights, attn, rows)
 
 
@@ -325,8 +340,7 @@ def _step_backward(
         d_keys, d_query_coarse = reference.coarse_backward(grad_log_alpha, log_alpha, keys, query_coarse, rows)
     if grad_context is not None or grad_attn is not None:
         dc = grad_context if grad_context is not None else torch.zeros_like(query_fine)
-        d_sel, d_query_fine, _ = c2f_fine_backward(dc, grad_attn, words, query_fine, idx, weights, attn, rows)
-        d_words = reference.scatter_word_grad(d_sel, idx, rows, words)
+        d_words, d_query_fine, _ = _fine_grads(dc, grad_attn, words, query_fine, idx, weights, attn, rows)
     return d_keys, d_query_coarse, None, d_words, None, d_query_fine, None, None, None, None
 
 

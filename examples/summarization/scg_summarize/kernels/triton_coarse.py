@@ -231,9 +231,13 @@ class CoarsePartials:
     """``(R, n_blocks, k + 2)`` fp32: per block its max, its sum of ``exp(s - max)`` and ``k`` candidate values."""
     cand_idx: torch.Tensor
     """``(R, n_blocks, k)`` int32: the candidates' chunks."""
-    n_blocks: int
     choice_meta: dict[str, int]
     """The constexprs of the choice (``launch_meta``'s second dict)."""
+
+    @property
+    def n_blocks(self) -> int:
+        """The number of chunk blocks (partials per row)."""
+        return int(self.stats.shape[1])
 
 
 def coarse_blocks(
@@ -278,7 +282,7 @@ def coarse_blocks(
         **blocks_meta,
         **OPTIONS,
     )
-    return CoarsePartials(scores=scores, stats=stats, cand_idx=cand_idx, n_blocks=n_blocks, choice_meta=choice_meta)
+    return CoarsePartials(scores=scores, stats=stats, cand_idx=cand_idx, choice_meta=choice_meta)
 
 
 def coarse_sample(

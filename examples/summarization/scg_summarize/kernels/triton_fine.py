@@ -29,7 +29,7 @@ import triton
 import triton.language as tl
 
 from .triton_coarse import CoarsePartials, coarse_blocks, normalize_row, row_choice
-from .triton_common import encoder_row, in_dtype, kernel_float, pow2
+from .triton_common import cdiv, encoder_row, in_dtype, kernel_float, pow2
 
 __all__ = [
     "BACKWARD_OPTIONS",
@@ -41,6 +41,7 @@ __all__ = [
     "fine_forward",
     "forward_meta",
     "launch_meta",
+    "read_choice",
 ]
 
 #: Launch options (the compile check uses the same).
@@ -258,11 +259,15 @@ def forward_meta(k: int, n: int, hidden: int) -> tuple[dict[str, int], int]:
         "BLOCK_H": block_h,
         "TILE_H": pow2(hidden, lo=16, hi=FORWARD_TILE_H),
     }
-    return meta, -(-hidden // block_h)
+    return meta, cdiv(hidden, block_h)
 
 
-#: The choice's constexprs when ``_fine_read`` is given the chunks (``CHOOSE=False``: unused).
-_GIVEN = {"CHOOSE": False, "MODE": 0, "BLOCK_P": 1, "BLOCK_C": 1, "BLOCK_M": 16}
+def read_choice(choice_meta: dict[str, int] | None) -> dict[str, int]:
+    """The choice's constexprs of ``_fine_read``: from the coarse ``launch_meta``'s second dict
+    (``CHOOSE``), or, for given chunks (``None``), placeholders the kernel does not read."""
+    if choice_meta is None:
+        return {"CHOOSE": False, "MODE": 0, "BLOCK_P": 1, "BLOCK_C": 1, "BLOCK_M": 16}
+    return {"CHOOSE": True, **{key: choice_meta[key] for key in ("MODE", "BLOCK_P", "BLOCK_C", "BLOCK_M")}}
 
 
 def _read(
@@ -284,9 +289,9 @@ def _read(
     context = torch.empty(n_rows, hidden, device=dev, dtype=q_arg.dtype)
     attn = torch.empty(n_rows, k, n, device=dev, dtype=torch.float32)
     if part is None:
-        choice, scores, stats, cand_idx, n_blocks = _GIVEN, attn, attn, idx, 0  # the unused pointers: any
+        choice, scores, stats, cand_idx, n_blocks = read_choice(None), attn, attn, idx, 0  # (unused pointers: any)
     else:
-        choice = {"CHOOSE": True, **{key: part.choice_meta[key] for key in ("MODE", "BLOCK_P", "BLOCK_C", "BLOCK_M")}}
+        choice = read_choice(part.choice_meta)
         scores, stats, cand_idx, n_blocks = part.scores, part.stats, part.cand_idx, part.n_blocks
     _fine_read[(n_rows, n_split)](
         w_arg,
