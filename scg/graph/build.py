@@ -18,10 +18,10 @@ from scg.estimators.base import Estimator
 from scg.estimators.defaults import default_for
 from scg.graph.graph import GraphRecord, current_graph, eager_graph
 from scg.graph.influence import (
-    is_torch_distribution,
     reduced_mask,
     sample_influence,
     sum_masks,
+    torch_dist_tensors,
     track_value,
 )
 from scg.graph.nodes import (
@@ -41,6 +41,8 @@ __all__ = ["cost", "open_graph", "outside_graph", "sample"]
 
 #: the sample shape of a node drawn once (no sample dimension)
 _ONE = torch.Size(())
+#: the draw of a distribution that is not torch's own: tracked (a reusable no-op context)
+_NOT_PAUSED = nullcontext()
 
 
 def open_graph(fn: str, name: str | None) -> tuple[GraphRecord, Location | str]:
@@ -159,16 +161,19 @@ def sample(
     if tracked:
         # torch's own distributions keep their parameters as tensor attributes: the sample's
         # parents are the union of their masks, so drawing and scoring need no per-operation
-        # tracking
-        fast = is_torch_distribution(dist)
-        with g.paused() if fast else nullcontext():
-            if raw is None:
-                with _own_randomness(g):
+        # tracking (``tensors`` None: another library's distribution, drawn under tracking)
+        tensors = torch_dist_tensors(dist)
+        tracker = g.tracker
+        tracker.drawing += 1  # (the random calls in here are scg's own: the draw, its scoring)
+        try:
+            with g.paused() if tensors is not None else _NOT_PAUSED:
+                if raw is None:
                     raw = _draw(estimator, dist, shape, name, location)
-            drawn = raw
-            value, parents, foreign = sample_influence(g, dist, estimator, drawn, len(shape), fast)
-            with _own_randomness(g):
+                drawn = raw
+                value, parents, foreign = sample_influence(g, dist, estimator, drawn, len(shape), tensors)
                 private, log_prob = _scored(dist, estimator, value, shape, name, location)
+        finally:
+            tracker.drawing -= 1
     else:  # (Declared, and Cached between its tracked graphs: nothing to pause or count)
         value = raw if raw is not None else _draw(estimator, dist, shape, name, location)
         private, log_prob = _scored(dist, estimator, value, shape, name, location)
@@ -186,7 +191,7 @@ def sample(
     node.baseline_inputs = baseline_inputs
     g.record(node)
     if tracked:
-        track_value(g, node, dist, drawn, len(shape), fast)
+        track_value(g, node, dist, drawn, len(shape), tensors)
         outer = g.outer
         if outer is not None:
             outer.foreign_sample(value, node)
@@ -224,7 +229,13 @@ def _node(
     node.location = location
     node.foreign = foreign
     node.graph = g.id
-    node.version = None if g.id < 0 else value._version  # (no version counters while dynamo traces)
+    if g.id < 0:  # (no version counters while dynamo traces)
+        node.version = None
+    elif g.tracked:  # (a property read: through the tracker's mode unless disabled)
+        with torch._C.DisableTorchFunction():
+            node.version = value._version
+    else:
+        node.version = value._version
     return node
 
 

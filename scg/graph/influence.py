@@ -10,6 +10,8 @@ shifted past the sample dimensions are the sample's.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import torch
 from torch.distributions import Distribution
 from torch.distributions.transforms import Transform
@@ -23,12 +25,11 @@ from scg.graph.threads import check_untracked
 
 __all__ = [
     "dist_foreign",
-    "dist_tensors",
     "fresh_alias",
-    "is_torch_distribution",
     "reduced_mask",
     "sample_influence",
     "sum_masks",
+    "torch_dist_tensors",
     "track_value",
 ]
 
@@ -40,14 +41,22 @@ def fresh_alias(g: GraphRecord, value: torch.Tensor) -> tuple[torch.Tensor, int]
 
 
 def sample_influence(
-    g: GraphRecord, dist: Distribution, estimator: Estimator, raw: torch.Tensor, n_sample_dims: int, fast: bool
+    g: GraphRecord,
+    dist: Distribution,
+    estimator: Estimator,
+    raw: torch.Tensor,
+    n_sample_dims: int,
+    tensors: list[torch.Tensor] | None,
 ) -> tuple[torch.Tensor, int, dict[int, int]]:
-    """A tracked sample's alias, parents and foreign positions (see `scg.graph.positions`)."""
-    foreign = g.foreign(raw)
+    """A tracked sample's alias, parents and foreign positions (see `scg.graph.positions`).
+    ``tensors``: the distribution's tensors (`torch_dist_tensors`), whose masks are the
+    sample's parents; None when the draw was tracked (the parents are then the draw's mask)."""
     value, parents = fresh_alias(g, raw)
-    if fast:
-        dmask, foreign = dist_foreign(g, dist, n_sample_dims)
+    if tensors is not None:
+        dmask, foreign = dist_foreign(g, tensors, len(dist.batch_shape), n_sample_dims)
         parents |= dmask
+    else:
+        foreign = g.foreign(raw)
     if estimator.enumerates:
         # the support is not computed from the parameters: take the influence from them
         extra = sum_masks(g, [t for t in vars(dist).values() if isinstance(t, torch.Tensor)])
@@ -58,19 +67,31 @@ def sample_influence(
 
 
 def track_value(
-    g: GraphRecord, node: StochasticNode, dist: Distribution, raw: torch.Tensor, n_sample_dims: int, fast: bool
+    g: GraphRecord,
+    node: StochasticNode,
+    dist: Distribution,
+    raw: torch.Tensor,
+    n_sample_dims: int,
+    tensors: list[torch.Tensor] | None,
 ) -> None:
-    """Mark a tracked node's value with the node, and where its sample dimensions are."""
+    """Mark a tracked node's value with the node, and where its sample dimensions are
+    (``tensors`` as for `sample_influence`)."""
     with torch._C.DisableTorchFunction():  # (scg's own reads: not through the tracker, each a dispatch)
-        _track_value(g, node, dist, raw, n_sample_dims, fast)
+        _track_value(g, node, dist, raw, n_sample_dims, tensors)
 
 
 def _track_value(
-    g: GraphRecord, node: StochasticNode, dist: Distribution, raw: torch.Tensor, n_sample_dims: int, fast: bool
+    g: GraphRecord,
+    node: StochasticNode,
+    dist: Distribution,
+    raw: torch.Tensor,
+    n_sample_dims: int,
+    tensors: list[torch.Tensor] | None,
 ) -> None:
     value = node.value
+    sources = tensors if tensors is not None else [raw]
     if not node.parents and g.grad_fns:  # parameters computed from a node outside the tracker?
-        check_untracked(g, node, dist_tensors(dist) if fast else [raw], node.parents)
+        check_untracked(g, node, sources, node.parents)
     g.set_mask(value, 1 << node.index)
     base = value._base  # the draw (value is a fresh alias of it): an alias of the value made
     if base is not None and not g.mask(base):  # without a torch call, z.as_subclass(Tensor), is
@@ -82,25 +103,26 @@ def _track_value(
             tracker.sattr,
             node.index if node.n is not None else None,
             n_sample_dims,
-            dist_tensors(dist) if fast else [raw],
-            len(dist.batch_shape) if fast else 0,
+            sources,
+            len(dist.batch_shape) if tensors is not None else 0,
         )
         if smap:
             setattr(value, tracker.sattr, smap)
             tracker.sample_dims = True
 
 
-def dist_foreign(g: GraphRecord, dist: Distribution, n_sample_dims: int) -> tuple[int, dict[int, int]]:
-    """The union of the masks of a torch distribution's tensors (parameters, nested
-    distributions and transforms: the nodes its samples are computed from), and the foreign
-    positions of its samples w.r.t. those nodes: the parameters' own, shifted past the sample
-    dimensions; a parameter with fewer dimensions than the batch shape is broadcast, so its
-    nodes are foreign from 0."""
+def dist_foreign(
+    g: GraphRecord, tensors: list[torch.Tensor], batch: int, n_sample_dims: int
+) -> tuple[int, dict[int, int]]:
+    """The union of the masks of a torch distribution's tensors (`torch_dist_tensors`: its
+    parameters and those of nested distributions and transforms, the nodes its samples are
+    computed from), and the foreign positions of its samples w.r.t. those nodes: the
+    parameters' own, shifted past the sample dimensions; a parameter with fewer dimensions than
+    the batch shape (``batch`` dimensions) is broadcast, so its nodes are foreign from 0."""
     out: dict[int, int] = {}
     mask = 0
-    batch = len(dist.batch_shape)
     tracker = g.tracker
-    for t in dist_tensors(dist):
+    for t in tensors:
         m = tracker.mask_of(t)
         if not m:
             continue
@@ -116,56 +138,45 @@ def dist_foreign(g: GraphRecord, dist: Distribution, n_sample_dims: int) -> tupl
 
 #: attribute values that hold no tensor (``torch.Size`` is a tuple of ints: not walked)
 _LEAVES = (torch.Size, int, float, str, type(None))
+_TORCH_DISTRIBUTIONS = "torch.distributions."
 
 
-def dist_tensors(obj: object) -> list[torch.Tensor]:
-    """The tensors a distribution holds, each once: its tensor attributes, and those of the
-    distributions, transforms and sequences nested in it (to depth 6)."""
-    if isinstance(obj, torch.Tensor):
-        return [obj]
+def torch_dist_tensors(dist: object) -> list[torch.Tensor] | None:
+    """The tensors a distribution holds, each once (its tensor attributes, and those of the
+    distributions, transforms and sequences nested in it, to depth 6), when ``dist`` and every
+    distribution and transform nested in it are torch's own classes, whose parameters are
+    tensor attributes (so a sample's parents are their masks); None for anything else (a user
+    Transform with parameters in a closure or a dict), which is drawn under tracking, where the
+    operations that use them are seen. One walk of the attributes for both questions."""
+    if isinstance(dist, torch.Tensor):
+        return [dist]
     out: list[torch.Tensor] = []
-    _collect(obj, 0, out)
-    return out
+    return out if _walk(dist, 0, out) else None
 
 
-def _collect(obj: object, depth: int, out: list[torch.Tensor]) -> None:
-    if depth > 6:
-        return
-    if isinstance(obj, (list, tuple)):
-        for v in obj:
-            if isinstance(v, torch.Tensor):
-                _add(out, v)
-            elif not isinstance(v, _LEAVES):
-                _collect(v, depth + 1, out)
-        return
-    for v in vars(obj).values() if hasattr(obj, "__dict__") else ():
+def _walk(obj: object, depth: int, out: list[torch.Tensor]) -> bool:
+    """Collect the tensors of a distribution or transform ``obj`` into ``out``; False when it or
+    one nested in it is not torch's own (or the nesting is deeper than 6)."""
+    if depth > 6 or not type(obj).__module__.startswith(_TORCH_DISTRIBUTIONS):
+        return False
+    return _walk_values(vars(obj).values() if hasattr(obj, "__dict__") else (), depth, out)
+
+
+def _walk_values(values: Iterable[object], depth: int, out: list[torch.Tensor]) -> bool:
+    for v in values:
         if isinstance(v, torch.Tensor):
-            _add(out, v)
-        elif isinstance(v, (Distribution, Transform, list, tuple)) and not isinstance(v, torch.Size):
-            _collect(v, depth + 1, out)
-
-
-def _add(out: list[torch.Tensor], t: torch.Tensor) -> None:
-    for seen in out:  # (a parameter is often held twice: ``logits`` and ``_param``)
-        if seen is t:
-            return
-    out.append(t)
-
-
-def is_torch_distribution(dist: object, depth: int = 0) -> bool:
-    """True when ``dist`` and every distribution and transform nested in it are torch's own
-    classes, whose parameters are tensor attributes (so a sample's parents are their masks).
-    Anything else (a user Transform with parameters in a closure or a dict) is drawn under
-    tracking, which sees the operations that use them."""
-    if not type(dist).__module__.startswith("torch.distributions."):
-        return False
-    if depth > 6:
-        return False
-    for v in vars(dist).values() if hasattr(dist, "__dict__") else ():
-        if isinstance(v, (torch.Tensor, _LEAVES)):
+            for seen in out:  # (a parameter is often held twice: ``logits`` and ``_param``)
+                if seen is v:
+                    break
+            else:
+                out.append(v)
+        elif isinstance(v, _LEAVES):
             continue
-        for item in v if isinstance(v, (list, tuple)) else (v,):
-            if isinstance(item, (Distribution, Transform)) and not is_torch_distribution(item, depth + 1):
+        elif isinstance(v, (Distribution, Transform)):
+            if not _walk(v, depth + 1, out):
+                return False
+        elif isinstance(v, (list, tuple)):
+            if depth >= 6 or not _walk_values(v, depth + 1, out):
                 return False
     return True
 

@@ -6,10 +6,19 @@ distribution's tensors, each once."""
 from __future__ import annotations
 
 import torch
-from torch.distributions import Bernoulli, Independent, Normal
+from torch.distributions import (
+    AffineTransform,
+    Bernoulli,
+    Distribution,
+    Independent,
+    Normal,
+    Transform,
+    TransformedDistribution,
+    constraints,
+)
 
 import scg
-from scg.graph.influence import dist_tensors
+from scg.graph.influence import torch_dist_tensors
 
 
 def _node_and_cost(replace: bool) -> scg.Graph:
@@ -55,7 +64,40 @@ def test_exact_alias_of_a_transposed_value_is_not_credited_per_element() -> None
 def test_dist_tensors_lists_each_tensor_once_through_nested_distributions() -> None:
     loc = torch.zeros(2, 3)
     d = Independent(Normal(loc, 1.0), 1)
-    got = dist_tensors(d)
+    got = torch_dist_tensors(d)
+    assert got is not None
     assert [id(t) for t in got] == [id(d.base_dist.loc), id(d.base_dist.scale)]
     b = Bernoulli(logits=loc)  # logits and _param are one tensor
-    assert [id(t) for t in dist_tensors(b)] == [id(b.logits)]
+    assert [id(t) for t in torch_dist_tensors(b) or []] == [id(b.logits)]
+    t = TransformedDistribution(Normal(loc, 1.0), [AffineTransform(loc, 2.0 * torch.ones(2, 3))])
+    got_t = [id(x) for x in torch_dist_tensors(t) or []]  # (the transform's, as well as the base's)
+    assert sorted(got_t) == sorted(
+        {id(t.base_dist.loc), id(t.base_dist.scale), id(t.transforms[0].loc), id(t.transforms[0].scale)}
+    )
+
+
+class _Shift(Transform):
+    """A user transform: its parameter is not one of torch's attributes."""
+
+    bijective = True
+    domain = constraints.real
+    codomain = constraints.real
+
+    def __init__(self, shift: torch.Tensor) -> None:
+        super().__init__()
+        self.shift = shift
+
+    def _call(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.shift
+
+
+def test_a_distribution_with_a_user_transform_is_not_read_from_its_attributes() -> None:
+    """None (drawn under tracking) when a transform nested in the distribution, even in a list,
+    is not torch's own, and when the nesting is deeper than the walk goes."""
+    loc = torch.zeros(3)
+    assert torch_dist_tensors(TransformedDistribution(Normal(loc, 1.0), [_Shift(loc)])) is None
+    deep: Distribution = Normal(loc, 1.0)
+    for _ in range(8):
+        deep = Independent(deep, 0)
+    assert torch_dist_tensors(deep) is None
+    assert torch_dist_tensors(Independent(Normal(loc, 1.0), 0)) is not None
