@@ -18,6 +18,7 @@ from torch.distributions.transforms import Transform
 
 from scg.errors import SCGError
 from scg.estimators.base import Estimator
+from scg.graph import positions
 from scg.graph.graph import GraphRecord
 from scg.graph.nodes import Location, Node, StochasticNode
 from scg.graph.sample_positions import node_value_map
@@ -28,6 +29,7 @@ __all__ = [
     "fresh_alias",
     "reduced_mask",
     "sample_influence",
+    "scored_log_prob",
     "sum_masks",
     "torch_dist_tensors",
     "track_value",
@@ -64,6 +66,48 @@ def sample_influence(
             parents |= extra
             foreign[0] = foreign.get(0, 0) | extra
     return value, parents, foreign
+
+
+def scored_log_prob(g: GraphRecord, node: StochasticNode) -> torch.Tensor | None:
+    """In a tracked graph, the node's log-probability as ``scg.sample`` computed it (with
+    tracking paused), marked as tracking marks ``dist.log_prob(value)`` computed under it: the
+    node's own bit, lined up with its value, and the masks of the distribution's tensors at
+    their positions (`dist_foreign`: a torch distribution's log-probability is computed per batch
+    element, the contract the sample's own parents rest on). None where the marks are not read
+    from the attributes: an estimator that scores with another tensor, a distribution that is
+    not torch's own, sample dimensions, data-dependent shapes or gradient breaks in the graph
+    (the log-probability is then computed under tracking)."""
+    lp = node.log_prob
+    tracker = g.tracker
+    if (
+        lp is None
+        or type(node.estimator).log_prob is not Estimator.log_prob
+        or node.n is not None
+        or tracker.sample_dims
+        or tracker.any_dynamic
+        or tracker.breaks
+    ):
+        return None
+    tensors = torch_dist_tensors(node.dist)
+    if tensors is None:
+        return None
+    with torch._C.DisableTorchFunction():  # (scg's own reads: not through the tracker)
+        mask, foreign = dist_foreign(g, tensors, len(node.dist.batch_shape), 0)
+        shape = lp.shape
+        n = len(shape)
+        fr: dict[int, int] = {}
+        for p, pm in foreign.items():  # (as `positions.foreign_from`: the first position of size > 1)
+            q = next((i for i in range(p, n) if shape[i] != 1), min(p, n))
+            if q < tracker.max_dim:
+                positions.merge(fr, q, pm)
+        own = 1 << node.index
+        if n < tracker.max_dim:  # (the node's value beyond its batch dims, an event or a class index,
+            positions.merge(fr, n, own)  # is reduced: a dimension added later does not line up)
+        m = mask | own
+        g.set_mask(lp, m, positions.normalize(fr) if len(fr) > 1 else fr)
+        if not lp.requires_grad:  # (a tracked value that does not require grad: see ``derived``)
+            tracker.pending.append((lp, m))
+    return lp
 
 
 def track_value(

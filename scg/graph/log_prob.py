@@ -7,6 +7,7 @@ import torch
 from scg.errors import SCGError
 from scg.estimators.base import Estimator
 from scg.graph.graph import GraphRecord, current_graph
+from scg.graph.influence import scored_log_prob
 from scg.graph.nodes import StochasticNode, caller_location
 
 __all__ = ["log_prob"]
@@ -23,13 +24,14 @@ def log_prob(value: torch.Tensor | StochasticNode) -> torch.Tensor:
         z = scg.sample(q, name="z")
         scg.cost(scg.log_prob(z) - p.log_prob(z), name="kl")
 
-    ``scg.sample`` already computes it for the node's score term: in an untracked graph
-    (``structure=Declared(...)`` or ``Cached(...)``) that tensor is returned. It is computed on
-    the first call (and the same tensor returned by later calls) where the node's estimator
-    needs none (``Pathwise``), scores with another tensor (``ARM``), or the graph is tracked
-    (computed under tracking there, so that the costs computed from it are seen to depend on the
-    node and on the distribution's parameters). Do not write into the tensor in place: the
-    surrogate may use it.
+    ``scg.sample`` already computes it for the node's score term, and that tensor is returned.
+    In a tracked graph it is marked as if computed under tracking (costs computed from it
+    depend on the node and on the distribution's parameters, at their positions:
+    `scg.graph.influence.scored_log_prob`). It is computed on the first call (and the same
+    tensor returned by later calls) where the node's estimator needs none (``Pathwise``), scores
+    with another tensor (``ARM``), or, tracked, where the marks are not read from the
+    distribution's attributes (a distribution of another library, sample dimensions). Do not
+    write into the tensor in place: the surrogate may use it.
 
     Args:
         value: the tensor ``scg.sample`` returned in the open graph (or its `StochasticNode`).
@@ -40,7 +42,8 @@ def log_prob(value: torch.Tensor | StochasticNode) -> torch.Tensor:
 
     Raises:
         SCGError: outside a graph; ``value`` not a stochastic node of the open graph; the value
-            written in place since it was drawn (before the log-probability was computed).
+            written in place since it was drawn, where the log-probability is computed on
+            demand.
     """
     g = current_graph()
     if g is None:
@@ -54,6 +57,8 @@ def log_prob(value: torch.Tensor | StochasticNode) -> torch.Tensor:
         return got
     if not g.tracked and node.log_prob is not None and type(node.estimator).log_prob is Estimator.log_prob:
         got = node.log_prob  # the score term's tensor: dist.log_prob(value), computed by scg.sample
+    elif g.tracked and (got := scored_log_prob(g, node)) is not None:
+        pass  # the same tensor, marked as tracking would have marked it
     else:
         v = node.value
         if node.version is not None and v._version != node.version:

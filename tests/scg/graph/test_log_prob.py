@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import pytest
 import torch
-from torch.distributions import Bernoulli, Distribution, Normal
+from torch.distributions import Bernoulli, Categorical, Distribution, Independent, Normal
 
 import scg
 from scg.estimators import ARM
@@ -121,20 +121,26 @@ def test_refusals_name_the_argument_and_what_was_found() -> None:
 
 @pytest.mark.parametrize("mode", ["tracked", "declared"])
 def test_a_value_written_in_place_before_the_call(mode: str) -> None:
-    """Untracked, a score node's log-probability was computed when it was drawn (from a private
-    copy): the write does not change it. Otherwise it would be computed from the written value:
-    refused."""
+    """A score node's log-probability was computed when it was drawn (from a private copy),
+    tracked or not: the write does not change it. One computed on demand (a pathwise node's)
+    would be computed from the written value: refused (tracked, the write itself is)."""
     theta = torch.zeros(3, requires_grad=True)
     with scg.Graph(structure=MODES[mode]()) as g:
         d = Bernoulli(logits=theta)
         z = scg.sample(d, name="z")
         drawn = z.clone()
         z.fill_(1.0 - z[0])  # (allowed: the node scored a private copy)
-        if g.tracked:
-            with pytest.raises(scg.SCGError, match=r"stochastic node 'z'.* was written in place"):
-                scg.log_prob(z)
+        lp = scg.log_prob(z)
+        y = scg.sample(Normal(theta, 1.0), name="y")
+        if g.tracked:  # (tracking refuses the write itself)
+            with pytest.raises(scg.SCGError, match=r"writes into the value of stochastic node 'y'"), torch.no_grad():
+                y.add_(1.0)
         else:
-            assert torch.equal(scg.log_prob(z), d.log_prob(drawn))
+            with torch.no_grad():
+                y.add_(1.0)
+            with pytest.raises(scg.SCGError, match=r"stochastic node 'y'.* was written in place"):
+                scg.log_prob(y)
+    assert torch.equal(lp, d.log_prob(drawn))
 
 
 def test_a_value_drawn_in_a_nested_graph_is_refused_in_the_outer_one() -> None:
@@ -148,3 +154,53 @@ def test_a_value_drawn_in_a_nested_graph_is_refused_in_the_outer_one() -> None:
         ):
             scg.log_prob(z)
     assert inner.shape == (3,)
+
+
+def _tracked_marks(g: scg.Graph, t: torch.Tensor) -> tuple[int, dict[int, int]]:
+    """What tracking recorded for ``t``: its mask, and its foreign positions that can be compared
+    with a node's dimensions (for each node, those before its value's rank: the credit of a pair
+    is decided up to the node's plate rank)."""
+    out: dict[int, int] = {}
+    for p, pm in g.foreign(t).items():
+        for node in g.nodes:
+            if pm >> node.index & 1 and p < node.value.dim():
+                out[p] = out.get(p, 0) | 1 << node.index
+    return g.mask(t), out
+
+
+_CASES: dict[str, Callable[[torch.Tensor, torch.Tensor], Distribution]] = {
+    "bernoulli, params per example": lambda h, w: Bernoulli(logits=h @ w),
+    "independent normal, event dims summed": lambda h, w: Independent(Normal(h @ w, 1.0), 1),
+    "categorical, the classes contracted": lambda h, w: Categorical(logits=h @ w),
+    "params mixing the examples": lambda h, w: Bernoulli(logits=(h @ w).sum(0) + torch.zeros(4, 3)),
+    "a broadcast parameter": lambda h, w: Bernoulli(logits=(h @ w)[:, :1].expand(4, 3).contiguous()),
+    "an untracked parameter": lambda h, w: Bernoulli(logits=torch.zeros(4, 3) + w.sum()),
+    "one example": lambda h, w: Independent(Bernoulli(logits=h[:1] @ w), 1),
+}
+
+
+@pytest.mark.parametrize("case", list(_CASES))
+def test_tracked_marks_are_those_of_the_log_prob_computed_under_tracking(case: str) -> None:
+    """A tracked graph returns the score term's tensor (no second log_prob under tracking),
+    marked as the same log-probability computed under tracking is: the node's bit, the
+    distribution's parameters at their positions; the costs computed from it get the credit
+    they got from the recomputation."""
+    torch.manual_seed(0)
+    w = torch.randn(2, 3, requires_grad=True)
+    with scg.Graph() as g:
+        h = scg.sample(Bernoulli(logits=torch.zeros(4, 2)), name="h")
+        z = scg.sample(_CASES[case](h, w), name="z", estimator=scg.ScoreFunction())
+        node = g.node("z")
+        assert isinstance(node, scg.StochasticNode)
+        lp = scg.log_prob(z)
+        recomputed = node.dist.log_prob(z.clone())  # (the path taken before: under tracking)
+        scg.cost(lp.reshape(lp.shape[0], -1).sum(-1), name="c_lp")
+        scg.cost(recomputed.reshape(recomputed.shape[0], -1).sum(-1), name="c_recomputed")
+    assert lp is node.log_prob  # the score term's tensor: not computed twice
+    assert torch.equal(lp, recomputed)
+    assert _tracked_marks(g, lp) == _tracked_marks(g, recomputed)
+    g.surrogate_loss()
+    for n in ("h", "z"):
+        assert g.influences(n, "c_lp") == g.influences(n, "c_recomputed")
+        if g.influences(n, "c_lp"):
+            assert g.credit(n, "c_lp") == g.credit(n, "c_recomputed"), n
