@@ -342,6 +342,13 @@ def _baseline_inputs(g: GraphRecord, baseline: object) -> BaselineInputs | None:
     inputs = getattr(baseline, "inputs", None)
     if inputs is None:
         return None
+    if g.tracked:  # (version counters are properties: read with the tracker's mode off)
+        with torch._C.DisableTorchFunction():
+            return _inputs_record(g, inputs)
+    return _inputs_record(g, inputs)
+
+
+def _inputs_record(g: GraphRecord, inputs: object) -> BaselineInputs:
     if type(inputs) is tuple:  # (``Learned.given``'s tuple of tensors: its tensors read in one loop)
         mask = 0
         versions: list[tuple[torch.Tensor, int]] = []
@@ -404,7 +411,13 @@ def cost(
                 + (" (it is not finite)" if not math.isfinite(value) else "")
             )
         raise SCGError(f"scg.cost(name={name!r}) at {location}: expected a tensor, got {type(value).__name__}")
-    if not value.is_floating_point():
+    tracked = g.tracked  # (untracked: the parents come from the graph's structure)
+    if tracked:  # (scg's own read of the value: not through the tracker's mode)
+        with torch._C.DisableTorchFunction():
+            floating = value.is_floating_point()
+    else:
+        floating = value.is_floating_point()
+    if not floating:
         raise SCGError(
             f"scg.cost(name={name!r}) at {location}: a cost must be a floating-point "
             f"tensor, got dtype {value.dtype}; convert it with .float()"
@@ -413,7 +426,6 @@ def cost(
     if baseline is not None:
         check_baseline(baseline, "scg.cost", name, location)
         baseline_inputs = _baseline_inputs(g, baseline)
-    tracked = g.tracked  # (untracked: the parents come from the graph's structure)
     vmask = g.mask(value) if tracked else 0
     reduced_nodes = reduced_mask(g, reduced, name, location) if reduced is not None else 0
     node = _node(CostNode, g, name, "cost", step, location, value, vmask, g.foreign(value) if tracked else {})
