@@ -100,6 +100,19 @@ _COMPILED = (
 )
 
 
+def _returned_as_given(args: tuple[Any, ...], out: Any) -> bool:
+    """Whether a one-output-per-argument call (``broadcast_tensors``, ``atleast_1d``) returned
+    its tensor arguments themselves, in order (inside ``torch.distributions``' constructors, the
+    common case): nothing to mark."""
+    inputs = args[0] if len(args) == 1 and isinstance(args[0], (list, tuple)) else args
+    if not isinstance(out, (list, tuple)) or len(out) != len(inputs):
+        return False
+    for a, o in zip(inputs, out):
+        if a is not o:
+            return False
+    return True
+
+
 class InfluenceTracker(TorchFunctionMode):
     """Propagates influence masks (and positions) through every torch operation of a graph.
 
@@ -211,6 +224,8 @@ class InfluenceTracker(TorchFunctionMode):
         out = func(*args, **kwargs) if kwargs else func(*args)
         if flags & F_METADATA and not (flags & F_SHAPE and self.any_dynamic):
             return out  # t.shape, t.dim(), t.dtype, ...: not data flow
+        if flags & F_PAIRED and _returned_as_given(args, out) and not _transforms_active():
+            return out  # broadcast_tensors(x) of tensors of one shape: each keeps its own marks
         attr = self.attr
         storages = self.storages
         node_storages = self.node_storages
