@@ -43,10 +43,11 @@ from typing import Any
 
 import torch
 from torch._C import _are_functorch_transforms_active as _transforms_active
-from torch._C import _get_function_stack_at, _len_torch_function_stack
+from torch._C import _get_function_stack_at, _len_torch_function_stack, _pop_torch_function_stack
 from torch._C import _is_torch_function_mode_enabled as _modes_on
+from torch._C import _push_on_torch_function_stack as _push_function_mode
 from torch.compiler import is_dynamo_compiling as _dynamo_compiling
-from torch.overrides import TorchFunctionMode, _pop_mode, _push_mode
+from torch.overrides import TorchFunctionMode
 
 from scg.errors import SCGError
 from scg.graph import positions
@@ -386,10 +387,10 @@ class Paused:
     def __enter__(self) -> None:
         n = _len_torch_function_stack()
         if n and self.tracker is not None and _get_function_stack_at(n - 1) is self.tracker:
-            _pop_mode()  # type: ignore[no-untyped-call]
+            _pop_torch_function_stack()  # (torch.overrides._pop_mode without its Python frame)
             self.popped = True
 
     def __exit__(self, *exc: object) -> None:
         if self.popped:
-            _push_mode(self.tracker)  # type: ignore[no-untyped-call]
+            _push_function_mode(self.tracker)
             self.popped = False
