@@ -9,10 +9,14 @@ from collections.abc import Callable
 
 import pytest
 import torch
-from torch.distributions import Bernoulli, Categorical, Distribution, Independent, Normal
+from torch.distributions import Bernoulli, Categorical, Distribution, Independent, MultivariateNormal, Normal
 
 import scg
+import scg.graph.log_prob
+import scg.testing
 from scg.estimators import ARM
+from scg.graph.graph import GraphRecord
+from scg.graph.influence import scored_log_prob
 
 MODES: dict[str, Callable[[], scg.Declared | scg.Cached | None]] = {
     "tracked": lambda: None,
@@ -176,6 +180,12 @@ _CASES: dict[str, Callable[[torch.Tensor, torch.Tensor], Distribution]] = {
     "a broadcast parameter": lambda h, w: Bernoulli(logits=(h @ w)[:, :1].expand(4, 3).contiguous()),
     "an untracked parameter": lambda h, w: Bernoulli(logits=torch.zeros(4, 3) + w.sum()),
     "one example": lambda h, w: Independent(Bernoulli(logits=h[:1] @ w), 1),
+    "multivariate normal, a scale per example": lambda h, w: MultivariateNormal(
+        h @ w, scale_tril=torch.diag_embed((h @ w).exp())
+    ),
+    "multivariate normal, one scale from three rows": lambda h, w: MultivariateNormal(
+        h @ w, scale_tril=torch.eye(3) * (h[:3] @ w)[:, :1].exp()
+    ),
 }
 
 
@@ -184,7 +194,9 @@ def test_tracked_marks_are_those_of_the_log_prob_computed_under_tracking(case: s
     """A tracked graph returns the score term's tensor (no second log_prob under tracking),
     marked as the same log-probability computed under tracking is: the node's bit, the
     distribution's parameters at their positions; the costs computed from it get the credit
-    they got from the recomputation."""
+    they got from the recomputation. (The multivariate normal's log_prob runs operations without
+    a position rule, so tracking keeps none of the node's own positions there; the mark keeps
+    them, by the batch contract of torch's distributions: log p(z)[b] depends on z[b] alone.)"""
     torch.manual_seed(0)
     w = torch.randn(2, 3, requires_grad=True)
     with scg.Graph() as g:
@@ -198,9 +210,59 @@ def test_tracked_marks_are_those_of_the_log_prob_computed_under_tracking(case: s
         scg.cost(recomputed.reshape(recomputed.shape[0], -1).sum(-1), name="c_recomputed")
     assert lp is node.log_prob  # the score term's tensor: not computed twice
     assert torch.equal(lp, recomputed)
-    assert _tracked_marks(g, lp) == _tracked_marks(g, recomputed)
+    rules = not case.startswith("multivariate")
+    if rules:
+        assert _tracked_marks(g, lp) == _tracked_marks(g, recomputed)
+    else:
+        assert g.mask(lp) == g.mask(recomputed)
     g.surrogate_loss()
     for n in ("h", "z"):
         assert g.influences(n, "c_lp") == g.influences(n, "c_recomputed")
-        if g.influences(n, "c_lp"):
+        if rules or n == "h":
             assert g.credit(n, "c_lp") == g.credit(n, "c_recomputed"), n
+    if not rules:
+        assert (g.credit("z", "c_lp"), g.credit("z", "c_recomputed")) == ("per-element", "whole-plate")
+
+
+W1 = torch.tensor([[0.3, -0.6], [0.8, 0.1]], requires_grad=True)
+W2 = torch.tensor([[0.5, -0.4], [-0.2, 0.7]], requires_grad=True)
+
+
+def _two_layers_of(w1: torch.Tensor, w2: torch.Tensor) -> None:
+    """Two examples, a second layer computed from each example's first, a cost per example from
+    the second layer's log-probability alone. ``w1, w2``: (2, 2), or (P, 2, 2) for P particles
+    (each its own leading row of every node and cost)."""
+    h = scg.sample(Bernoulli(logits=w1), name="h")  # (..., 2, 2)
+    z = scg.sample(Independent(Bernoulli(logits=h @ w2), 1), name="z")  # batch (..., 2)
+    scg.cost(scg.log_prob(z) * torch.tensor([1.0, -3.0]), name="c")
+
+
+def _two_layers() -> None:
+    _two_layers_of(W1, W2)
+
+
+def test_costs_from_a_tracked_log_prob_are_unbiased_and_a_mismarked_twin_is_not(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The z-test of ``scg.testing.check_unbiased`` against the exact gradient, tracked: the
+    marked log-probability credits both layers with their example's cost; a twin whose mark
+    drops the node's own bit (as if the log-probability did not depend on the sample) leaves
+    the second layer's score term without that cost, and fails."""
+    exact = scg.testing.exact_gradient(_two_layers, [W1, W2])
+    report = scg.testing.check_unbiased(
+        _two_layers, [W1, W2], n=2000, exact=exact, batched=_two_layers_of, particles=500
+    )
+    assert report.passed, str(report)
+    real = scored_log_prob
+
+    def mismarked(g: GraphRecord, node: scg.StochasticNode) -> torch.Tensor | None:
+        lp = real(g, node)
+        if lp is not None:
+            g.set_mask(lp, g.mask(lp) & ~(1 << node.index), g.foreign(lp))
+        return lp
+
+    monkeypatch.setattr(scg.graph.log_prob, "scored_log_prob", mismarked)
+    biased = scg.testing.check_unbiased(
+        _two_layers, [W1, W2], n=2000, exact=exact, batched=_two_layers_of, particles=500
+    )
+    assert not biased.passed, str(biased)
