@@ -121,38 +121,27 @@ def track_value(
     """Mark a tracked node's value with the node, and where its sample dimensions are
     (``tensors`` as for `sample_influence`)."""
     with torch._C.DisableTorchFunction():  # (scg's own reads: not through the tracker, each a dispatch)
-        _track_value(g, node, dist, raw, n_sample_dims, tensors)
-
-
-def _track_value(
-    g: GraphRecord,
-    node: StochasticNode,
-    dist: Distribution,
-    raw: torch.Tensor,
-    n_sample_dims: int,
-    tensors: list[torch.Tensor] | None,
-) -> None:
-    value = node.value
-    sources = tensors if tensors is not None else [raw]
-    if not node.parents and g.grad_fns:  # parameters computed from a node outside the tracker?
-        check_untracked(g, node, sources, node.parents)
-    g.set_mask(value, 1 << node.index)
-    base = value._base  # the draw (value is a fresh alias of it): an alias of the value made
-    if base is not None and not g.mask(base):  # without a torch call, z.as_subclass(Tensor), is
-        g.set_mask(base, 1 << node.index)  # a view of it and adopts its mask (scg.graph.aliases)
-    tracker = g.tracker
-    tracker.register_node_value(value, node.index)
-    if node.n is not None or tracker.sample_dims:  # where each sample dimension is
-        smap = node_value_map(
-            tracker.sattr,
-            node.index if node.n is not None else None,
-            n_sample_dims,
-            sources,
-            len(dist.batch_shape) if tensors is not None else 0,
-        )
-        if smap:
-            setattr(value, tracker.sattr, smap)
-            tracker.sample_dims = True
+        value = node.value
+        sources = tensors if tensors is not None else [raw]
+        if not node.parents and g.grad_fns:  # parameters computed from a node outside the tracker?
+            check_untracked(g, node, sources, node.parents)
+        g.set_mask(value, 1 << node.index)
+        base = value._base  # the draw (value is a fresh alias of it): an alias of the value made
+        if base is not None and not g.mask(base):  # without a torch call, z.as_subclass(Tensor), is
+            g.set_mask(base, 1 << node.index)  # a view of it and adopts its mask (scg.graph.aliases)
+        tracker = g.tracker
+        tracker.register_node_value(value, node.index)
+        if node.n is not None or tracker.sample_dims:  # where each sample dimension is
+            smap = node_value_map(
+                tracker.sattr,
+                node.index if node.n is not None else None,
+                n_sample_dims,
+                sources,
+                len(dist.batch_shape) if tensors is not None else 0,
+            )
+            if smap:
+                setattr(value, tracker.sattr, smap)
+                tracker.sample_dims = True
 
 
 def dist_foreign(
