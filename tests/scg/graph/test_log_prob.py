@@ -1,7 +1,7 @@
 """``scg.log_prob``: a stochastic node's log-probability, equal in value and gradient to
-``dist.log_prob(value)``, computed once per node (the score term's tensor in an untracked
-graph), seen by tracking in a tracked graph, and refused for anything but a node of the open
-graph."""
+``dist.log_prob(value)``, computed once per node (the score term's tensor where the node has
+one; in a tracked graph marked as tracking would mark it, checked against tracking's own
+recomputation and for unbiasedness), and refused for anything but a node of the open graph."""
 
 from __future__ import annotations
 
@@ -67,8 +67,8 @@ def test_equals_dist_log_prob_in_value_and_gradient(
         assert again[0] is lp and again[1] is lp  # computed once
         node = g.node("z")
         assert isinstance(node, scg.StochasticNode)
-        if not g.tracked and estimator is None and node.log_prob is not None:
-            assert lp is node.log_prob  # not computed again: scg.sample's own
+        if estimator is None and node.log_prob is not None:
+            assert lp is node.log_prob  # not computed again: scg.sample's own (tracked too)
         g.surrogate_loss()
 
 
