@@ -93,11 +93,10 @@ def scored_log_prob(g: GraphRecord, node: StochasticNode) -> torch.Tensor | None
         return None
     with torch._C.DisableTorchFunction():  # (scg's own reads: not through the tracker)
         mask, foreign = dist_foreign(g, tensors, len(node.dist.batch_shape), 0)
-        shape = lp.shape
-        n = len(shape)
+        n = lp.dim()
         fr: dict[int, int] = {}
-        for p, pm in foreign.items():  # (as `positions.foreign_from`: the first position of size > 1)
-            q = next((i for i in range(p, n) if shape[i] != 1), min(p, n))
+        for p, pm in foreign.items():  # (the first position of size > 1: lp against itself, so no
+            q = positions.foreign_from(p, lp, lp)  # size-1 dimension of an input is expanded)
             if q < tracker.max_dim:
                 positions.merge(fr, q, pm)
         own = 1 << node.index
