@@ -334,28 +334,42 @@ def plan_for(
     graph: GraphRecord, full: list[int], discount: float | None, dice: bool, dice_lambda: float | None
 ) -> CreditPlan:
     """The graph's plan: a structure's plan of an earlier graph with this signature, or a new
-    one (learned by a [`Cached`][scg.Cached] structure from a tracked graph, and kept)."""
+    one (learned by a [`Cached`][scg.Cached] structure from a tracked graph, and kept).
+
+    A plan is a function of the signature, the relation (each node's parents and foreign
+    positions) and the options; a cacheable one (no sample dimensions) does not read the values.
+    So a tracked graph whose relation is one the plan was built from gets that plan: the
+    ``Cached`` check that finds the relation it has cached, and the tracked graphs (no
+    structure) of a training loop."""
     structure = graph.structure
     plan: CreditPlan | None = None
+    relation: Relation | None = None
     if structure is not None:
         sig = graph.signature()
         key = (sig, discount, dice, dice_lambda)
-        if not graph.tracked and sig in structure.relations:
-            plan = structure.plans.get(key)
-    elif graph.tracked:  # the plan of an earlier tracked graph with this signature and relation
+        known = structure.relations.get(sig)
+        if known is not None:
+            if graph.tracked:  # (a Cached check: its plan if the relation did not change)
+                relation = _relation_of(graph)
+                if known[0] == relation:
+                    plan = structure.plans.get(key)
+            else:
+                plan = structure.plans.get(key)
+    elif graph.tracked:
         tracked_key = (graph.signature(), _relation_of(graph), discount, dice, dice_lambda)
         plan = _TRACKED_PLANS.get(tracked_key)
+    built = plan is None
     if plan is None:
         plan = build_plan(graph, full, discount, dice or dice_lambda is not None)
-        if structure is not None:
-            if graph.tracked:
-                structure._learn(graph.nodes, sig, _relation_of(graph), full, plan.credit)
-            if plan.cacheable and sig in structure.relations:
-                structure.plans[key] = plan
-        elif graph.tracked and plan.cacheable:
-            if len(_TRACKED_PLANS) >= _TRACKED_PLANS_LIMIT:
-                _TRACKED_PLANS.clear()
-            _TRACKED_PLANS[tracked_key] = plan
+    if structure is not None:
+        if graph.tracked:
+            structure._learn(graph.nodes, sig, _relation_of(graph) if relation is None else relation, full, plan.credit)
+        if built and plan.cacheable and sig in structure.relations:
+            structure.plans[key] = plan
+    elif built and graph.tracked and plan.cacheable:
+        if len(_TRACKED_PLANS) >= _TRACKED_PLANS_LIMIT:
+            _TRACKED_PLANS.clear()
+        _TRACKED_PLANS[tracked_key] = plan
     if graph.tracked:
         # (a declared edge need not be a path, so a declaration cannot tell "no differentiable
         # path" from "no path": the check needs tracked data flow. A Cached structure makes it

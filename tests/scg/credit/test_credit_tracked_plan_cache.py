@@ -1,7 +1,8 @@
 """Tracked graphs reuse the credit plan of an earlier graph only when the signature *and* the
 relation (each node's parents and foreign positions) are the same: two graphs whose nodes have
 the same names, shapes and estimators but whose costs depend on different nodes must not share
-one (the second would credit a node with a cost it does not influence)."""
+one (the second would credit a node with a cost it does not influence). A ``Cached`` check (a
+tracked graph) reuses its structure's plan when it finds the relation that plan was built from."""
 
 from __future__ import annotations
 
@@ -56,3 +57,53 @@ def test_a_plan_keyed_by_signature_alone_would_credit_z_wrongly(
     monkeypatch.setattr(plan_module, "_relation_of", lambda graph: ())
     _theta_grad(cost_uses_z=True)
     assert not torch.equal(_theta_grad(cost_uses_z=False), torch.ones(3))
+
+
+def _cached_run(structure: scg.Cached, cost_uses_z: bool = True) -> torch.Tensor:
+    theta = torch.zeros(3, requires_grad=True)
+    with scg.Graph(structure=structure) as g:
+        z = scg.sample(Bernoulli(logits=theta), name="z")
+        scg.cost(theta + (z * 2.0 if cost_uses_z else torch.ones(3)), name="c")
+    g.surrogate_loss().backward()
+    assert theta.grad is not None
+    return theta.grad
+
+
+def test_a_cached_check_that_finds_its_relation_reuses_the_plan(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``Cached``'s checks (tracked graphs) build no plan when the tracked relation is the cached
+    one: the untracked graphs keep the plan object (and the terms it computed on first use)."""
+    built: list[object] = []
+    build = plan_module.build_plan
+
+    def counted(*args: object, **kwargs: object) -> plan_module.CreditPlan:
+        plan = build(*args, **kwargs)  # type: ignore[arg-type]
+        built.append(plan)
+        return plan
+
+    monkeypatch.setattr(plan_module, "build_plan", counted)
+    structure = scg.Cached(check_every=None)
+    torch.manual_seed(0)
+    first = _cached_run(structure)  # tracked: learns the relation
+    _cached_run(structure)  # untracked: the plan the tracked graph built and kept
+    assert structure.stats == {"tracked": 1, "reused": 1, "fallback": 0}
+    ((key, plan),) = structure.plans.items()
+    assert built == [plan]
+    structure.check_every = 1  # every graph from now on is a check
+    for _ in range(3):
+        torch.manual_seed(0)
+        assert torch.equal(_cached_run(structure), first)
+    assert structure.stats == {"tracked": 4, "reused": 1, "fallback": 0}
+    assert built == [plan]  # the checks found the cached relation: no plan built
+    assert structure.plans == {key: plan} and structure.plans[key] is plan
+
+
+def test_a_cached_check_with_another_relation_is_refused_not_served(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same signature with a relation the structure has not seen: the check does not reuse
+    the plan (its relation differs) and refuses the changed structure."""
+    structure = scg.Cached(check_every=None)
+    _cached_run(structure)
+    _cached_run(structure)
+    structure.check_every = 1
+    with pytest.raises(scg.SCGError, match="the structure changed"):
+        _cached_run(structure, cost_uses_z=False)
+    assert structure.plans == {}
