@@ -107,3 +107,36 @@ def test_a_cached_check_with_another_relation_is_refused_not_served(monkeypatch:
     with pytest.raises(scg.SCGError, match="the structure changed"):
         _cached_run(structure, cost_uses_z=False)
     assert structure.plans == {}
+
+
+def _mixing_run(structure: scg.Cached, mixes: bool) -> None:
+    """z (3,) and a cost of the same shape whose elements are z's own (per-example credit) or
+    the mean over the examples (whole-plate credit): the same signature and influence."""
+    theta = torch.zeros(3, requires_grad=True)
+    with scg.Graph(structure=structure) as g:
+        z = scg.sample(Bernoulli(logits=theta), name="z")
+        scg.cost(theta + (z.mean().expand(3) if mixes else z), name="c")
+    g.surrogate_loss()
+
+
+def test_a_cached_check_whose_credit_changed_is_refused() -> None:
+    """A check whose relation differs only in its foreign positions (a cost that now mixes the
+    examples) gets its own plan, and the credit comparison refuses the change."""
+    structure = scg.Cached(check_every=None)
+    _mixing_run(structure, mixes=False)
+    _mixing_run(structure, mixes=False)
+    structure.check_every = 1
+    with pytest.raises(scg.SCGError, match="structure changed"):
+        _mixing_run(structure, mixes=True)
+
+
+def test_a_plan_reused_across_relations_would_hide_the_change(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The biased twin: if a check reused the cached plan whatever its relation (the relation
+    left out of the comparison), the stale plan's credit would be compared with itself, and the
+    mixing cost would be credited per example (check above)."""
+    monkeypatch.setattr(plan_module, "_relation_of", lambda graph: ())
+    structure = scg.Cached(check_every=None)
+    _mixing_run(structure, mixes=False)
+    _mixing_run(structure, mixes=False)
+    structure.check_every = 1
+    _mixing_run(structure, mixes=True)  # not refused
