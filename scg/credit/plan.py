@@ -343,30 +343,26 @@ def plan_for(
     structure) of a training loop."""
     structure = graph.structure
     plan: CreditPlan | None = None
-    relation: Relation | None = None
+    relation = _relation_of(graph) if graph.tracked else None
     if structure is not None:
         sig = graph.signature()
         key = (sig, discount, dice, dice_lambda)
         known = structure.relations.get(sig)
-        if known is not None:
-            if graph.tracked:  # (a Cached check: its plan if the relation did not change)
-                relation = _relation_of(graph)
-                if known[0] == relation:
-                    plan = structure.plans.get(key)
-            else:
-                plan = structure.plans.get(key)
-    elif graph.tracked:
-        tracked_key = (graph.signature(), _relation_of(graph), discount, dice, dice_lambda)
+        # (a Cached check, a tracked graph: the cached plan if the relation did not change)
+        if known is not None and (relation is None or known[0] == relation):
+            plan = structure.plans.get(key)
+    elif relation is not None:
+        tracked_key = (graph.signature(), relation, discount, dice, dice_lambda)
         plan = _TRACKED_PLANS.get(tracked_key)
     built = plan is None
     if plan is None:
         plan = build_plan(graph, full, discount, dice or dice_lambda is not None)
     if structure is not None:
-        if graph.tracked:
-            structure._learn(graph.nodes, sig, _relation_of(graph) if relation is None else relation, full, plan.credit)
+        if relation is not None:
+            structure._learn(graph.nodes, sig, relation, full, plan.credit)
         if built and plan.cacheable and sig in structure.relations:
             structure.plans[key] = plan
-    elif built and graph.tracked and plan.cacheable:
+    elif built and relation is not None and plan.cacheable:
         if len(_TRACKED_PLANS) >= _TRACKED_PLANS_LIMIT:
             _TRACKED_PLANS.clear()
         _TRACKED_PLANS[tracked_key] = plan
