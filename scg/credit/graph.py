@@ -56,6 +56,14 @@ class Graph(GraphRecord):
         dice: bool = False,
         dice_lambda: float | None = None,
         score_scale: float = 1.0,
+        check_finite: bool = True,
     ) -> torch.Tensor:
         """The surrogate loss of Algorithm 1 (see [`scg.surrogate_loss`][scg.surrogate_loss])."""
-        return surrogate_loss(self, discount=discount, dice=dice, dice_lambda=dice_lambda, score_scale=score_scale)
+        return surrogate_loss(
+            self,
+            discount=discount,
+            dice=dice,
+            dice_lambda=dice_lambda,
+            score_scale=score_scale,
+            check_finite=check_finite,
+        )

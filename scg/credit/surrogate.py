@@ -68,6 +68,7 @@ def surrogate_loss(
     dice: bool = False,
     dice_lambda: float | None = None,
     score_scale: float = 1.0,
+    check_finite: bool = True,
 ) -> torch.Tensor:
     """Build the surrogate loss of ``graph`` (Algorithm 1; see the module docstring).
 
@@ -86,13 +87,19 @@ def surrogate_loss(
             factor, as the C2F paper's λ weight on REINFORCE. A reweighting: unbiased only
             for 1 (for a graph with no pathwise terms the expectation is ``score_scale`` times
             the gradient, the same direction).
+        check_finite: refuse a non-finite cost or baseline value with an `SCGError` naming it,
+            the costs checked before any baseline sees them: two host reads per surrogate (one
+            for all the costs, one for all the baselines' values), which on a GPU wait for the
+            device to finish the step so far. ``False``: no host read at all (a NaN or ±inf then
+            reaches the loss, the gradients and the baselines' state unnoticed, as in a
+            hand-written step; a step compiled with ``torch.compile`` never makes the reads).
 
     Returns:
         A scalar equal in value to the objective Σ_c Σ ω_c ⊙ c (the sum of the costs when no
         node has a sample dimension), whose gradient is an unbiased estimate of ∇_θ of its
         expectation for unbiased estimators.
     """
-    _check_options(graph, discount, dice, dice_lambda, score_scale)
+    _check_options(graph, discount, dice, dice_lambda, score_scale, check_finite)
     if torch.compiler.is_compiling():  # dynamo traces the program: no NumPy, no host reads
         graph.mark_built()
         return traced_surrogate_loss(
@@ -108,11 +115,12 @@ def surrogate_loss(
     values: BaselineValues = []  # and their values (checked once, at the end)
     has_baselines = graph.has_baselines
     cost_baselines = graph.has_cost_baselines
-    cgs = cost_groups(plan, graph.costs, losses, values, cost_baselines)
+    cgs = cost_groups(plan, graph.costs, losses, values, cost_baselines, check_finite)
     ngs = node_groups(plan, graph.nodes)
     if dice and dice_lambda is None:
         baselines = _dice_baselines(graph, plan, ngs, cgs, losses, values)
-        check_baseline_values(values)
+        if check_finite:
+            check_baseline_values(values)
         return dice_mod.dice_objective(plan, cgs, ngs, baselines, score_scale, losses)
     loss = _costs_sum(cgs)  # Σ_c ω ⊙ c
     factors = None if dice_lambda is None else _loaded(graph, plan, ngs, dice_lambda)
@@ -142,7 +150,7 @@ def surrogate_loss(
     for extra in losses:
         score = extra if score is None else score + extra
     # every node baseline's value reached the score sum; a cost baseline's need not
-    if values:
+    if values and check_finite:
         check_baseline_values(values, None if cost_baselines else score)
     return loss if score is None else loss + (score - score.detach())
 
@@ -164,7 +172,12 @@ def _costs_sum(cgs: list[CostGroup]) -> torch.Tensor:
 
 
 def _check_options(
-    graph: GraphRecord, discount: float | None, dice: bool, dice_lambda: float | None, score_scale: float
+    graph: GraphRecord,
+    discount: float | None,
+    dice: bool,
+    dice_lambda: float | None,
+    score_scale: float,
+    check_finite: bool,
 ) -> None:
     if graph.built:
         raise SCGError(
@@ -175,6 +188,8 @@ def _check_options(
         raise SCGError("surrogate_loss() on a graph with no cost nodes: add costs with scg.cost()")
     if not isinstance(score_scale, (int, float)) or not math.isfinite(score_scale):
         raise SCGError(f"surrogate_loss(score_scale=...): expected a finite number, got {score_scale!r}")
+    if type(check_finite) is not bool:
+        raise SCGError(f"surrogate_loss(check_finite=...): expected True or False, got {check_finite!r}")
     if dice and discount is not None and dice_lambda is None:
         raise SCGError(
             "surrogate_loss(dice=True, discount=...): the DiCE objective has no "

@@ -124,6 +124,19 @@ def test_non_finite_baseline_value_is_refused_naming_the_baseline_and_node() -> 
         g.surrogate_loss()
 
 
+@pytest.mark.parametrize("dice", [False, True])
+def test_without_the_finiteness_check_a_non_finite_baseline_reaches_the_gradient(dice: bool) -> None:
+    """``check_finite=False`` (the default surrogate and DiCE's): the NaN baseline value is not
+    refused; it reaches θ's gradient through the score term of its node."""
+    th = torch.zeros(3, requires_grad=True)
+    with scg.Graph() as g:
+        for t in range(3):
+            z = scg.sample(Categorical(logits=th), name="z", step=t, baseline=_Fixed(float("nan") if t == 1 else 0.5))
+            scg.cost(z.float(), name="c", step=t)
+    (grad,) = torch.autograd.grad(g.surrogate_loss(check_finite=False, dice=dice), [th])
+    assert torch.isnan(grad).all()
+
+
 def test_baselines_shared_by_rows_that_are_not_consecutive_equal_separate_ones() -> None:
     """Rows of a node group whose baselines interleave (gathered, not sliced) get the same
     learning signals as the per-row result."""

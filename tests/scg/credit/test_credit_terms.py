@@ -101,3 +101,21 @@ def test_a_non_finite_cost_in_a_later_group_is_named() -> None:
     g = _two_groups(bad=True)
     with pytest.raises(scg.SCGError, match=r"cost node 'per_element' .* is not finite"):
         g.surrogate_loss()
+
+
+def test_without_the_finiteness_check_a_non_finite_cost_reaches_the_loss() -> None:
+    """``check_finite=False``: no host read, and the cost's inf reaches the loss and the
+    gradient (what a hand-written step does) instead of an error."""
+    g = _two_groups(bad=True)
+    with _Items() as seen:
+        loss = g.surrogate_loss(check_finite=False)
+    assert seen.calls["item"] == 0
+    assert not torch.isfinite(loss)
+    good = _two_groups(bad=False)
+    torch.testing.assert_close(good.surrogate_loss(check_finite=False), _two_groups(bad=False).surrogate_loss())
+
+
+@pytest.mark.parametrize("bad", [None, 0, 1, "yes"])
+def test_check_finite_must_be_a_bool(bad: object) -> None:
+    with pytest.raises(scg.SCGError, match=rf"surrogate_loss\(check_finite=...\): expected True or False, got {bad!r}"):
+        _two_groups(bad=False).surrogate_loss(check_finite=bad)  # type: ignore[arg-type]

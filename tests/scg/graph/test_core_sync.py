@@ -251,6 +251,29 @@ def test_small_model_steps_make_no_host_sync(workloads: Any, name: str, validati
             assert set(calls) <= {"item"} and len(calls) <= 2, f"{name} {mode} step {step}: {calls}"
 
 
+@pytest.mark.parametrize("name", SMALL_MODELS)
+def test_small_model_steps_without_the_finiteness_checks_make_no_host_sync(
+    workloads: Any, name: str, validation_off: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``surrogate_loss(check_finite=False)``: a whole scg step (graph, surrogate with its learned
+    and EMA baselines, backward) makes no synchronising call in any mode, on the first step and
+    on a later one. With the checks (the default) the same steps are seen making their reads, so
+    the zero is not the counter missing them."""
+    make = _make(workloads, name)
+    surrogate = scg.Graph.surrogate_loss
+    for check in (True, False):
+        monkeypatch.setattr(scg.Graph, "surrogate_loss", functools.partialmethod(surrogate, check_finite=check))
+        for mode in MODES:
+            loss = make(4, 8).scg_loss(workloads.structure(mode))
+            for step in range(2):
+                with count_syncs() as calls:
+                    loss().backward()
+                if check:
+                    assert "item" in calls, f"{name} {mode} step {step}: the checks' reads not seen: {calls}"
+                else:
+                    assert calls == [], f"{name} {mode} step {step}, check_finite=False: {calls}"
+
+
 # A workload where scg itself synchronises under torch's default validation: the cause.
 # (none left: GumbelSoftmax.draw's RelaxedOneHotCategorical validated the logits, a host read per
 # draw, whatever validate_args said; the draw now writes the Gumbel noise itself)
