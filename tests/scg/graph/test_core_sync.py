@@ -181,6 +181,43 @@ def test_no_sync_on_cuda_while_tracking() -> None:
     assert len(calls) <= 2, calls
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("structure", [scg.Declared, functools.partial(scg.Cached, check_every=None)])
+def test_no_sync_on_cuda_in_a_whole_step_without_the_finiteness_checks(structure: Callable[[], Any]) -> None:
+    """On device, once a signature's plan is built (its credit weights copied to the device):
+    a whole untracked step (draws, learned and EMA baselines, costs, ``surrogate_loss(
+    check_finite=False)``, backward) never synchronises (``Cached`` without checks: a check is a
+    tracked graph)."""
+    gen = torch.Generator().manual_seed(0)
+    enc = torch.randn(4, 8, generator=gen).cuda()
+    mu = torch.zeros(4, 8, device="cuda", requires_grad=True)
+    one = torch.ones(4, 8, device="cuda")  # (a tensor scale: a Python 1.0 is copied to the device)
+    learned = scg.baselines.Learned(torch.nn.Linear(8, 1).cuda())
+    ema = scg.baselines.EMA(0.1)
+    struct = structure()
+
+    def step() -> None:
+        h = enc
+        with scg.Graph(structure=struct) as g:
+            for t in range(3):
+                x = scg.sample(Normal(mu + h, one, validate_args=False), name="x", step=t)  # (B, H)
+                keep = scg.sample(
+                    Bernoulli(logits=h.sum(-1), validate_args=False), name="k", step=t, baseline=learned.given(h)
+                )
+                h = torch.tanh(x) * keep[:, None]
+                scg.cost((h**2).sum(-1), name="c", step=t, baseline=ema)
+        g.surrogate_loss(check_finite=False).backward()
+
+    for _ in range(2):  # (the plan built, the baselines' state allocated)
+        step()
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        step()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+
+
 @pytest.fixture(scope="module")
 def workloads() -> Any:
     """``benchmarks/small_workloads.py``: issue 25's small models and their hand-written twins."""
