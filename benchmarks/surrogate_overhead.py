@@ -25,7 +25,8 @@ against the number of steps T (hidden 64), for the plot ``surrogate_overhead.png
 CPU from the same seeded generator, then moved), the clock read after ``torch.cuda.synchronize()``
 at start and stop for every implementation alike, hidden 512 and 1024 by default, and a time
 budget (``--budget-s``, 90 s) past which the remaining compile rows are skipped (recorded as
-such). The results go to ``surrogate_overhead_gpu.{json,md}`` with the device name, torch
+such), and one more scg step per row: Declared with ``surrogate_loss(check_finite=False)``, which
+makes none of the surrogate's two host reads (each waits for the device). The results go to ``surrogate_overhead_gpu.{json,md}`` with the device name, torch
 version and command line; the CPU results are never overwritten.
 
     python benchmarks/surrogate_overhead.py [--repeats 40] [--compile] [--scan]
@@ -65,6 +66,7 @@ def make_attention(
     compiled: bool = False,
     device: torch.device = CPU,
     whole: bool = False,
+    unchecked: bool = False,
 ) -> tuple[Callable[[], None], dict[str, Callable[[], None]], list[torch.Tensor]]:
     """The hand-written step, scg's steps per mode, and the parameters (all on ``device``).
 
@@ -72,7 +74,8 @@ def make_attention(
     and every call with the same sizes starts from the same numbers. ``compiled``: the model's
     functions compiled; ``whole``: the whole forward pass and surrogate of a step compiled
     (``fullgraph=True``; for scg a ``Declared`` graph opened inside the compiled function), the
-    backward pass run by autograd on the compiled graph.
+    backward pass run by autograd on the compiled graph. ``unchecked``: one more step,
+    ``declared_unchecked``, Declared with ``surrogate_loss(check_finite=False)`` (no host read).
     """
     gen = torch.Generator().manual_seed(0)
 
@@ -111,7 +114,7 @@ def make_attention(
         rtg = c.detach().flip(0).cumsum(0).flip(0)
         return (torch.stack(logps) * rtg).sum() + c.sum()
 
-    def scg_loss(structure: scg.Declared | scg.Cached | None) -> Callable[[], torch.Tensor]:
+    def scg_loss(structure: scg.Declared | scg.Cached | None, check_finite: bool = True) -> Callable[[], torch.Tensor]:
         def loss() -> torch.Tensor:
             h = torch.zeros(batch, hidden, device=device)
             with scg.Graph(structure=structure) as g:
@@ -119,7 +122,7 @@ def make_attention(
                     z = scg.sample(Categorical(logits=attend(h), validate_args=False), name="z", step=t)
                     h, c = recur(h, z, target[t])
                     scg.cost(c, name="c", step=t)
-            return g.surrogate_loss()
+            return g.surrogate_loss(check_finite=check_finite)
 
         return loss
 
@@ -139,6 +142,8 @@ def make_attention(
         "cached": backward(scg_loss(scg.Cached(check_every=100))),
         "declared": backward(scg_loss(scg.Declared())),
     }
+    if unchecked:
+        modes[UNCHECKED] = backward(scg_loss(scg.Declared(), check_finite=False))
     if compiled:
         del modes["tracked"], modes["cached"]  # a compiled function inside a tracked graph:
         # dynamo would trace through the tracking mode (docs/tracking.md)
@@ -146,8 +151,10 @@ def make_attention(
 
 
 def make_toy(
-    device: torch.device = CPU,
+    device: torch.device = CPU, unchecked: bool = False
 ) -> tuple[Callable[[], None], dict[str, Callable[[], None]], list[torch.Tensor]]:
+    """The toy's hand-written step, scg's steps per mode (``unchecked``: and ``declared_unchecked``,
+    as in `make_attention`), and the parameters."""
     theta = torch.nn.Parameter(torch.zeros(5, device=device))
     phi = torch.nn.Parameter(torch.zeros(3, device=device))
 
@@ -166,7 +173,7 @@ def make_toy(
         loss = sum(lp * r for lp, r in zip(lps, rtg)) + sum(costs)
         loss.backward()  # type: ignore[union-attr]
 
-    def with_scg(structure: scg.Declared | scg.Cached | None) -> Callable[[], None]:
+    def with_scg(structure: scg.Declared | scg.Cached | None, check_finite: bool = True) -> Callable[[], None]:
         def step() -> None:
             with scg.Graph(structure=structure) as g:
                 z = scg.sample(Categorical(logits=theta, validate_args=False), name="z")
@@ -175,7 +182,7 @@ def make_toy(
                 for t in range(3):
                     b = scg.sample(Bernoulli(logits=phi[t] + b, validate_args=False), name="b", step=t)
                     scg.cost(b * (t + 1.0), name="c", step=t)
-            g.surrogate_loss().backward()
+            g.surrogate_loss(check_finite=check_finite).backward()
 
         return step
 
@@ -184,6 +191,8 @@ def make_toy(
         "cached": with_scg(scg.Cached(check_every=100)),
         "declared": with_scg(scg.Declared()),
     }
+    if unchecked:
+        modes[UNCHECKED] = with_scg(scg.Declared(), check_finite=False)
     return hand, modes, [theta, phi]
 
 
@@ -229,6 +238,9 @@ def measure(
 
 
 MODES = ("tracked", "cached", "declared")
+#: on a device (``--device cuda``): Declared without the surrogate's two finiteness checks, each a
+#: host read that waits for the device (on the CPU a read costs about a microsecond)
+UNCHECKED = "declared_unchecked"
 TOY = "toy Categorical(5)+3 Bernoulli, 4 costs"
 TARGETS = {"hard_attention T=30 B=32 H=256": 1.10, "hard_attention T=30 B=32 H=64": 1.10, TOY: 1.3}
 T0 = time.perf_counter()
@@ -262,21 +274,31 @@ def machine(device: torch.device) -> dict[str, Any]:
 
 
 def overhead(
-    repeats: int, hiddens: list[int], device: torch.device = CPU, toy: bool = True, warm: int | None = None
+    repeats: int,
+    hiddens: list[int],
+    device: torch.device = CPU,
+    toy: bool = True,
+    warm: int | None = None,
+    unchecked: bool | None = None,
 ) -> list[dict[str, Any]]:
     """One row per workload: the hand-written step and each scg mode, medians and ratios (``warm``:
-    warm-up calls of each, as ``measure``'s)."""
+    warm-up calls of each, as ``measure``'s; ``unchecked``: the `UNCHECKED` step too, by default on
+    a device only)."""
+    unchecked = device.type == "cuda" if unchecked is None else unchecked
     work: list[
         tuple[str, Callable[[], tuple[Callable[[], None], dict[str, Callable[[], None]], list[torch.Tensor]]], int]
-    ] = [(attention_label(h), lambda h=h: make_attention(h, device=device), 1 if h >= 256 else 2) for h in hiddens]
+    ] = [
+        (attention_label(h), lambda h=h: make_attention(h, device=device, unchecked=unchecked), 1 if h >= 256 else 2)
+        for h in hiddens
+    ]
     if toy:
-        work.append((TOY, lambda: make_toy(device), 5 if device.type == "cuda" else 20))
+        work.append((TOY, lambda: make_toy(device, unchecked), 5 if device.type == "cuda" else 20))
     rows = []
     for label, make, inner in work:
         hand, modes, params = make()
         med = measure({"hand": hand, **modes}, params, repeats, inner, device, warm=warm)
         row: dict[str, Any] = {"workload": label, "hand_ms": med["hand"] * 1e3, "target": TARGETS.get(label, 1.10)}
-        for m in MODES:
+        for m in (*MODES, UNCHECKED) if unchecked else MODES:
             row[f"{m}_ms"] = med[m] * 1e3
             row[f"{m}_ratio"] = med[m] / med["hand"]
         rows.append(row)
@@ -510,21 +532,33 @@ def _compile_lines(c: dict[str, Any]) -> list[str]:
 
 def render(data: dict[str, Any], path: Path) -> None:
     meta = data["meta"]
+    unchecked = bool(data["rows"]) and all(f"{UNCHECKED}_ms" in r for r in data["rows"])
     lines = [
         "# Surrogate overhead: scg vs hand-written (median time per gradient step)",
         "",
         _header(meta),
         "",
         "| workload | hand-written (ms) | tracked (ms) | Cached (ms) | Declared (ms) | "
-        "tracked / hand | Cached / hand | Declared / hand | target |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "tracked / hand | Cached / hand | Declared / hand | "
+        + ("Declared, `check_finite=False` / hand | " if unchecked else "")
+        + "target |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if unchecked else "") + "---:|",
     ]
     for r in data["rows"]:
         lines.append(
             f"| {r['workload']} | {r['hand_ms']:.3f} | {r['tracked_ms']:.3f} | "
             f"{r['cached_ms']:.3f} | {r['declared_ms']:.3f} | {r['tracked_ratio']:.3f} | "
-            f"{r['cached_ratio']:.3f} | {r['declared_ratio']:.3f} | <= {r['target']} |"
+            f"{r['cached_ratio']:.3f} | {r['declared_ratio']:.3f} | "
+            + (f"{r[UNCHECKED + '_ratio']:.3f} | " if unchecked else "")
+            + f"<= {r['target']} |"
         )
+    if unchecked:
+        lines += [
+            "",
+            "*Declared, `check_finite=False`*: the same Declared step without the surrogate's two "
+            "finiteness checks, the step's only host reads (each waits for the device to finish "
+            "the step so far).",
+        ]
     comp = data.get("compile") or []
     for c in [comp] if isinstance(comp, dict) else comp:  # a dict: a file from before the list
         lines += _compile_lines(c)

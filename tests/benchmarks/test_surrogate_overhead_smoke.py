@@ -29,14 +29,17 @@ def _grads(step: Any, params: list[torch.Tensor], seed: int) -> list[torch.Tenso
 
 
 def test_every_mode_computes_the_hand_written_gradient(bench: Any) -> None:
-    """The modes time the same estimator: with the same draws their gradients are equal."""
-    hand, modes, params = bench.make_attention(8, batch=4, chunks=3, steps=5)
+    """The modes time the same estimator: with the same draws their gradients are equal (the
+    Declared step without the finiteness checks too, which ``--device cuda`` adds)."""
+    hand, modes, params = bench.make_attention(8, batch=4, chunks=3, steps=5, unchecked=True)
+    assert set(modes) == {*bench.MODES, bench.UNCHECKED}
     ref = _grads(hand, params, 0)
     assert any(float(g.abs().sum()) > 0 for g in ref)
     for name, step in modes.items():
         for a, b in zip(_grads(step, params, 0), ref):
             torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6, msg=name)
-    hand_toy, modes_toy, params_toy = bench.make_toy()
+    hand_toy, modes_toy, params_toy = bench.make_toy(unchecked=True)
+    assert set(modes_toy) == {*bench.MODES, bench.UNCHECKED}
     ref = _grads(hand_toy, params_toy, 1)
     for name, step in modes_toy.items():
         for a, b in zip(_grads(step, params_toy, 1), ref):
@@ -47,10 +50,10 @@ def test_rows_scan_and_report(bench: Any, tmp_path: Path, monkeypatch: pytest.Mo
     # the rows' code, not their timings: the attention row's model at T=5, B=4 (its T=30, B=32 step
     # cost most of this test's CPU; the test above checks that model's modes at this size)
     monkeypatch.setattr(bench, "make_attention", functools.partial(bench.make_attention, batch=4, steps=5))
-    rows = bench.overhead(1, [8], toy=True, warm=0)
+    rows = bench.overhead(1, [8], toy=True, warm=0, unchecked=True)  # (the column --device cuda adds)
     assert [r["workload"] for r in rows] == [bench.attention_label(8), bench.TOY]
     for r in rows:
-        for m in bench.MODES:
+        for m in (*bench.MODES, bench.UNCHECKED):
             assert math.isfinite(r[f"{m}_ratio"]) and r[f"{m}_ms"] > 0
     pts = bench.scan(1, steps=(2, 3))
     assert [p["T"] for p in pts] == [2, 3] and "declared_ms" in pts[0]
@@ -58,7 +61,10 @@ def test_rows_scan_and_report(bench: Any, tmp_path: Path, monkeypatch: pytest.Mo
     (tmp_path / "s.json").write_text(json.dumps(data))
     bench.render(json.loads((tmp_path / "s.json").read_text()), tmp_path / "s.md")
     text = (tmp_path / "s.md").read_text()
-    assert bench.TOY in text and "| 3 |" in text
+    assert bench.TOY in text and "| 3 |" in text and "Declared, `check_finite=False` / hand" in text
+    cpu_rows = [{k: v for k, v in r.items() if not k.startswith(bench.UNCHECKED)} for r in rows]
+    bench.render({**data, "rows": cpu_rows}, tmp_path / "cpu.md")
+    assert "check_finite" not in (tmp_path / "cpu.md").read_text()
     bench.plot(pts, tmp_path / "s.png")
     assert (tmp_path / "s.png").stat().st_size > 0
 
