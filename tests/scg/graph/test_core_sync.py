@@ -311,6 +311,30 @@ def test_small_model_steps_without_the_finiteness_checks_make_no_host_sync(
                     assert calls == [], f"{name} {mode} step {step}, check_finite=False: {calls}"
 
 
+@pytest.mark.parametrize("options", [{}, {"discount": 0.9}, {"dice": True}, {"dice_lambda": 0.5}])
+@pytest.mark.parametrize("structure", [None, scg.Declared])
+def test_surrogate_options_without_the_finiteness_checks_make_no_host_sync(
+    options: dict[str, Any], structure: type | None
+) -> None:
+    """Discounted credit, DiCE and Loaded DiCE with an EMA baseline, tracked and declared: with
+    ``check_finite=False`` the surrogate and backward make no synchronising call (on the third
+    graph, the plan cached); with the checks they are seen making their reads."""
+    theta = torch.zeros(3, requires_grad=True)
+    ema = scg.baselines.EMA(0.1)
+    struct = None if structure is None else structure()
+    for check in (True, False):
+        for _ in range(3):
+            with scg.Graph(structure=struct) as g:
+                for t in range(3):
+                    z = scg.sample(
+                        Categorical(logits=theta.expand(4, 3), validate_args=False), name="z", step=t, baseline=ema
+                    )
+                    scg.cost(z.float(), name="c", step=t)
+            with count_syncs() as calls:
+                g.surrogate_loss(check_finite=check, **options).backward()
+        assert (calls == []) != check, (options, check, calls)
+
+
 # A workload where scg itself synchronises under torch's default validation: the cause.
 # (none left: GumbelSoftmax.draw's RelaxedOneHotCategorical validated the logits, a host read per
 # draw, whatever validate_args said; the draw now writes the Gumbel noise itself)
