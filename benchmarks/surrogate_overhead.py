@@ -26,8 +26,9 @@ CPU from the same seeded generator, then moved), the clock read after ``torch.cu
 at start and stop for every implementation alike, hidden 512 and 1024 by default, and a time
 budget (``--budget-s``, 90 s) past which the remaining compile rows are skipped (recorded as
 such), and one more scg step per row: Declared with ``surrogate_loss(check_finite=False)``, which
-makes none of the surrogate's two host reads (each waits for the device). The results go to ``surrogate_overhead_gpu.{json,md}`` with the device name, torch
-version and command line; the CPU results are never overwritten.
+makes none of the surrogate's two host reads (each waits for the device). The results go to
+``surrogate_overhead_gpu.{json,md}`` with the device name, torch version and command line; the CPU
+results are never overwritten.
 
     python benchmarks/surrogate_overhead.py [--repeats 40] [--compile] [--scan]
     python benchmarks/surrogate_overhead.py --device cuda --hidden 512 1024 --compile
