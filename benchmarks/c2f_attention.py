@@ -7,7 +7,12 @@ Methods (forward only, one decoder step, word states precomputed by the encoder)
 * ``c2f_reference``: ``scg_summarize.kernels.c2f_attention`` on the PyTorch reference (coarse scores over
   M chunk vectors, k Gumbel-max draws, fine attention in the k drawn chunks).
 * ``c2f_triton``: the same call on the Triton kernels (CUDA only).
-* ``*_graph`` (CUDA only): each of the above captured once in a CUDA graph and replayed.
+* ``*_graph`` (CUDA only): each of the above captured once in a CUDA graph and replayed; the time of one
+  replay, from an event before it to an event after it, launch latency included.
+* ``*_graph_b2b`` (CUDA only; ``dense_eager`` and ``c2f_triton``): the per-step time of ``--b2b`` (20)
+  replays issued back to back, as a decoder issues its steps, over four input sets in turn (each its own
+  graph) so that no step reads what the step before left in L2: the steady-state throughput, without the
+  fixed cost of one replay's launch and events.
 
 Reported per (M, k): median ms per step (the methods take turns, step by step, so that they share the
 machine's noise); achieved GB/s = the bytes the step must read (dense:
@@ -64,8 +69,10 @@ NO_KERNEL = {
 }
 
 
-def make_inputs(b: int, m: int, n: int, h: int, dtype: torch.dtype, device: torch.device) -> dict[str, torch.Tensor]:
-    gen = torch.Generator(device=device).manual_seed(m)  # on the device: M = 1000 is 1.3e9 states
+def make_inputs(
+    b: int, m: int, n: int, h: int, dtype: torch.dtype, device: torch.device, salt: int = 0
+) -> dict[str, torch.Tensor]:
+    gen = torch.Generator(device=device).manual_seed(m + 7919 * salt)  # on the device: M = 1000 is 1.3e9 states
     words = (torch.randn(b, m, n, h, generator=gen, device=device) / h**0.5).to(dtype)
     word_mask = torch.rand(b, m, n, generator=gen, device=device) < 0.9
     word_mask[:, :, 0] = True
@@ -204,10 +211,30 @@ def bytes_read(method: str, b: int, m: int, n: int, h: int, k: int, elt: int) ->
     return b * m * (h * elt + 1) + b * k * n * (h * elt + 1)
 
 
+#: Input sets the back-to-back replays rotate over.
+ROTATE = 4
+
+
+def back_to_back(steps: list[Step], n: int) -> Step:
+    """``n`` calls issued back to back, ``steps`` taking turns."""
+
+    def run() -> None:
+        for i in range(n):
+            steps[i % len(steps)]()
+
+    return run
+
+
 def methods_for(
-    x: dict[str, torch.Tensor], device: torch.device, ks: list[int], graphs: bool
+    x: dict[str, torch.Tensor],
+    device: torch.device,
+    ks: list[int],
+    graphs: bool,
+    rotate: list[dict[str, torch.Tensor]] | None = None,
+    b2b: int = 0,
 ) -> list[tuple[str, int, Step]]:
-    """``(method, k, step)`` for every method that runs on ``device`` (k = 0 for dense)."""
+    """``(method, k, step)`` for every method that runs on ``device`` (k = 0 for dense); with ``b2b``, the
+    ``*_graph_b2b`` steps (``b2b`` replays over ``[x, *rotate]``; their time is divided by ``b2b``)."""
     out: list[tuple[str, int, Step]] = [
         ("dense_eager", 0, lambda: dense_eager(x)),
         ("dense_sdpa", 0, lambda: dense_sdpa(x)),
@@ -217,8 +244,22 @@ def methods_for(
         for k in ks:
             out.append((f"c2f_{name}", k, lambda name=name, k=k: _with_backend(name, x, k)))
     if graphs and device.type == "cuda":
-        out += [(f"{method}_graph", k, graphed(fn)) for method, k, fn in list(out)]
+        eager = list(out)
+        out += [(f"{method}_graph", k, graphed(fn)) for method, k, fn in eager]
+        if b2b:
+            sets = [x, *(rotate or [])]
+            for method, k, _ in eager:
+                if method in ("dense_eager", "c2f_triton"):
+                    each = methods_for_one(method, k, sets)
+                    out.append((f"{method}_graph_b2b", k, back_to_back([graphed(fn) for fn in each], b2b)))
     return out
+
+
+def methods_for_one(method: str, k: int, sets: list[dict[str, torch.Tensor]]) -> list[Step]:
+    """``method``'s step on each input set."""
+    if method == "dense_eager":
+        return [lambda x=x: dense_eager(x) for x in sets]
+    return [lambda x=x: _with_backend("triton", x, k) for x in sets]
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -233,12 +274,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             median_ms(fn, device, 3)
     for m in args.chunks:
         x = make_inputs(b, m, n, h, dtype, device)
+        b2b = 0 if args.no_graphs or device.type != "cuda" else args.b2b
+        rotate = [make_inputs(b, m, n, h, dtype, device, salt) for salt in range(1, ROTATE)] if b2b else []
         with torch.no_grad():
-            methods = methods_for(x, device, args.ks, not args.no_graphs)
+            methods = methods_for(x, device, args.ks, not args.no_graphs, rotate, b2b)
             medians = interleaved_medians([fn for _, _, fn in methods], device, args.repeats)
             for (method, k, fn), ms in zip(methods, medians):
                 need = bytes_read(method, b, m, n, h, k, elt)
-                graph = method.endswith("_graph")
+                graph = "_graph" in method
+                ms = ms / b2b if method.endswith("_b2b") else ms
                 rows.append(
                     {
                         "M": m,
@@ -252,7 +296,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     }
                 )
                 print(f"M={m:5d} {method:22s} k={k} {ms:9.3f} ms {rows[-1]['gb_per_s']:8.2f} GB/s", flush=True)
-        del x
+        del x, rotate
     return {
         "device": _device_name(device),
         "torch": torch.__version__,
@@ -307,7 +351,7 @@ def to_markdown(result: dict[str, Any], command: str) -> str:
     lines += ["", "Dense over C2F at each M (time ratio, and the ratio of the bytes each must read):", ""]
     for r in result["rows"]:
         if r["method"].startswith("c2f_"):
-            graph = "_graph" if r["method"].endswith("_graph") else ""
+            graph = r["method"][r["method"].find("_graph") :] if "_graph" in r["method"] else ""
             dense = next((d for d in result["rows"] if d["M"] == r["M"] and d["method"] == f"dense_eager{graph}"), None)
             if dense is not None:
                 lines.append(
@@ -366,6 +410,9 @@ def main() -> None:
         help="element type of the states (default: fp32 on CPU, bf16 on CUDA)",
     )
     parser.add_argument("--no-graphs", action="store_true", help="skip the CUDA-graph timings")
+    parser.add_argument(
+        "--b2b", type=int, default=20, help="replays per *_graph_b2b step (CUDA; 0: no back-to-back rows)"
+    )
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
     if args.threads:

@@ -169,6 +169,38 @@ def test_step_on_cuda(shape: tuple[int, ...], dtype: torch.dtype, mode: str) -> 
     check(d_qf, want[8], h + n)
 
 
+@pytest.mark.parametrize("mode", ["multinomial", "distinct", "greedy"])
+def test_one_launch_step_under_load_agrees_with_the_two_ops(mode: str) -> None:
+    """The one-launch step (``_c2f_step``: a row's read waits on its coarse blocks through counters) at a
+    load where many rows' blocks and reads are in flight at once: 320 beam rows over 64 documents of 1000
+    chunks, bf16, 12 seeds. Each step must equal the model's two ops (``c2f_coarse_sample``, then
+    ``c2f_fine_attend`` on its draws), which share no counters: a read that ran before its blocks were
+    written would choose from stale partials, and the draws would differ."""
+    b, m, n, h, d, k, r = 64, 1000, 40, 512, 512, 2, 320
+    gen = torch.Generator(device="cuda").manual_seed(21)
+    keys = torch.randn(b, m, d, generator=gen, device="cuda").to(torch.bfloat16)
+    words = (torch.randn(b, m, n, h, generator=gen, device="cuda") / h**0.5).to(torch.bfloat16)
+    query_coarse = torch.randn(r, d, generator=gen, device="cuda").to(torch.bfloat16)
+    query_fine = torch.randn(r, h, generator=gen, device="cuda").to(torch.bfloat16)
+    chunk_mask = torch.rand(b, m, generator=gen, device="cuda") < 0.9
+    word_mask = torch.rand(b, m, n, generator=gen, device="cuda") < 0.8
+    chunk_mask[:, 0] = word_mask[:, :, 0] = True
+    rows = torch.randint(0, b, (r,), generator=gen, device="cuda")
+    with backend("triton"), torch.no_grad():
+        for s in range(12):
+            seed = torch.tensor([9000 + s], device="cuda")
+            step = c2f_attention(query_coarse, query_fine, keys, chunk_mask, words, word_mask, seed, k, mode, rows)
+            log_alpha, idx = c2f_coarse_sample(keys, query_coarse, chunk_mask, seed, k, mode, rows)
+            ctx, attn = c2f_fine_attend(words, word_mask, query_fine, idx, step.weights, rows)
+            assert torch.equal(step.idx, idx), f"seed {s}: the step's draws differ from the two ops'"
+            finite = torch.isfinite(log_alpha)
+            assert torch.equal(torch.isfinite(step.log_alpha), finite)
+            # the same sums in another order (another num_warps): twice the bound of one against exact
+            check(step.log_alpha[finite], log_alpha[finite], 2 * d)
+            check(step.context, ctx, 2 * (h + n), rounds=2)
+            check(step.word_attn, attn, 2 * h)
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_logsoftmax_topk_on_cuda(dtype: torch.dtype) -> None:
     gen = torch.Generator().manual_seed(3)
