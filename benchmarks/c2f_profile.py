@@ -5,12 +5,14 @@
 each M it records, with ``torch.profiler``, every CUDA kernel the step launches and its device time, and
 gives each Triton kernel's achieved bandwidth from the bytes it must read:
 
-* ``_c2f_step``, the whole step in one launch (after the memset of its counters): the chunk vectors,
-  ``B * M * D`` elements (+ the mask), and ``k * N`` word states of ``H`` elements per row (the programs of
-  a row's other hidden slices read them again, mostly from L2; not counted).
+* ``_coarse_blocks``: the chunk vectors, ``B * M * D`` elements (+ the mask); ``_coarse_combine`` reads
+  only the blocks' partial results (no bytes counted);
+* ``_fine_read``: ``k * N`` word states of ``H`` elements per row (the programs of a row's other hidden
+  slices read them again, mostly from L2; not counted). It also makes the coarse choice from
+  ``_coarse_blocks``' partials: the step is these two launches.
 
 Then, when Nsight Compute (``ncu``) is on the PATH (and ``--no-ncu`` is not given), it profiles the
-step kernel at the largest M and reports the hardware's own DRAM throughput (% of peak) and
+fine and coarse kernels at the largest M and reports the hardware's own DRAM throughput (% of peak) and
 achieved occupancy, which separates "too few bytes in flight" (latency-bound) from "bandwidth-bound".
 
     python benchmarks/c2f_profile.py [--chunks 100 1000] [--dtype bf16] [--out DIR]
@@ -47,8 +49,10 @@ def step(x: dict[str, torch.Tensor], k: int) -> torch.Tensor:
 
 
 def kernel_bytes(name: str, m: int, k: int, elt: int) -> int | None:
-    if "_c2f_step" in name:
-        return B * m * (H * elt + 1) + B * k * N * (H * elt + 1)
+    if "_coarse_blocks" in name:
+        return B * m * (H * elt + 1)
+    if "_fine_read" in name:
+        return B * k * N * (H * elt + 1)
     return None
 
 
@@ -104,7 +108,7 @@ def ncu_metrics(m: int, k: int, dtype_name: str, out: Path) -> list[dict[str, st
         ncu,
         "--csv",
         "--kernel-name",
-        "regex:_c2f_step",
+        "regex:_(fine|coarse)",
         "--launch-skip",
         "8",
         "--launch-count",

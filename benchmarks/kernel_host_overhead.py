@@ -6,7 +6,7 @@ host). Everything but Triton's launcher runs the same on a CPU: this script runs
 Python on CPU tensors (``SCG_KERNELS=triton``, ``TRITON_INTERPRET=1``) with each kernel replaced by a
 launch that does nothing, and times, alternating, in one process and one thread:
 
-* ``step``: ``c2f_attention`` (``scg::c2f_attend``: the counters' memset and one launch, stubbed);
+* ``step``: ``c2f_attention`` (``scg::c2f_attend``: two launches stubbed);
 * ``model pair``: ``c2f_coarse_sample`` then ``fused_c2f_read``, the model's two ops (three launches);
 * ``torch op``: one ``torch.add`` of a small tensor, the unit the ratios are given in;
 * ``launch sizes``: the twelve power-of-two and ceiling divisions the launchers of one step compute, with
@@ -41,7 +41,7 @@ os.environ.setdefault("TRITON_INTERPRET", "1")  # before the kernel modules are 
 import torch
 
 RESULTS = Path(__file__).resolve().parent / "results"
-STUBBED = {"coarse": ("_coarse_blocks", "_coarse_combine"), "fine": ("_fine_read",), "step": ("_c2f_step",)}
+STUBBED = {"coarse": ("_coarse_blocks", "_coarse_combine"), "fine": ("_fine_read",)}
 
 
 class _NoLaunch:

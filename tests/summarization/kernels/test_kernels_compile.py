@@ -26,7 +26,6 @@ _PROBE = "from triton.backends.compiler import GPUTarget; from triton.compiler i
 KERNELS = {
     "_coarse_blocks",
     "_coarse_combine",
-    "_c2f_step",
     "_fine_read",
     "_fine_backward",
     "_topk_blocks",

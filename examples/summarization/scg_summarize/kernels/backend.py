@@ -87,6 +87,6 @@ def forced(mode: str | None) -> Iterator[None]:
             os.environ[ENV_VAR] = old
 
 
-def triton_module(name: Literal["coarse", "fine", "step", "topk"]) -> ModuleType:
+def triton_module(name: Literal["coarse", "fine", "topk"]) -> ModuleType:
     """Import (once) and return ``scg_summarize.kernels.triton_<name>``."""
     return importlib.import_module(f"{__package__}.triton_{name}")

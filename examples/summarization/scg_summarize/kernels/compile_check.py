@@ -25,21 +25,7 @@ from typing import Any
 
 __all__ = ["Usage", "check_all", "compile_kernel", "specs"]
 
-_INT = {
-    "M",
-    "N",
-    "H",
-    "D",
-    "R",
-    "V",
-    "n_blocks",
-    "n_split",
-    "stride_kb",
-    "stride_km",
-    "stride_wb",
-    "stride_wm",
-    "stride_wn",
-}
+_INT = {"M", "N", "H", "R", "V", "n_blocks", "stride_kb", "stride_km", "stride_wb", "stride_wm", "stride_wn"}
 
 
 @dataclass(frozen=True)
@@ -72,21 +58,32 @@ def specs(
     """The instantiations to check (``dtype`` is the storage type of the big tensors)."""
     from . import triton_coarse as tc
     from . import triton_fine as tf
-    from . import triton_step as ts
     from . import triton_topk as tt
 
     out: list[Spec] = []
     coarse_stats = {"stats_ptr": "fp32", "cand_idx_ptr": "i32"}
-    coarse_io = {"keys_ptr": dtype, "query_ptr": dtype, "mask_ptr": "u8", "rows_ptr": "i64", "seed_ptr": "i64"}
-    coarse_io |= {"scores_ptr": "fp32", **coarse_stats}
+    forward, _ = tf.forward_meta(k, n, hidden)
     fine_io = {"words_ptr": dtype, "wmask_ptr": "u8", "query_ptr": dtype, "rows_ptr": "i64", "idx_ptr": "i64"}
-    fine_io |= {"weights_ptr": dtype, "context_ptr": dtype, "attn_ptr": "fp32"}
-    step_io = {"keys_ptr": dtype, "query_c_ptr": dtype, "cmask_ptr": "u8", "rows_ptr": "i64", "seed_ptr": "i64"}
-    step_io |= {"scores_ptr": "fp32", **coarse_stats, "count_ptr": "i32", "words_ptr": dtype, "wmask_ptr": "u8"}
-    step_io |= {"query_f_ptr": dtype, "idx_ptr": "i64", "weights_ptr": "fp32", "context_ptr": dtype, "attn_ptr": "fp32"}
+    fine_io |= {"weights_ptr": dtype, "scores_ptr": "fp32", **coarse_stats, "context_ptr": dtype, "attn_ptr": "fp32"}
     for mode in ("multinomial", "distinct", "greedy"):
         blocks, choice = tc.launch_meta(m, hidden, k, mode)
-        out.append(Spec(tc._coarse_blocks, mode, coarse_io, {**blocks, "HAS_ROWS": True}, tc.OPTIONS))
+        out.append(
+            Spec(
+                tc._coarse_blocks,
+                mode,
+                {
+                    "keys_ptr": dtype,
+                    "query_ptr": dtype,
+                    "mask_ptr": "u8",
+                    "rows_ptr": "i64",
+                    "seed_ptr": "i64",
+                    "scores_ptr": "fp32",
+                    **coarse_stats,
+                },
+                {**blocks, "HAS_ROWS": True},
+                tc.OPTIONS,
+            )
+        )
         out.append(
             Spec(
                 tc._coarse_combine,
@@ -96,21 +93,23 @@ def specs(
                 tc.OPTIONS,
             )
         )
-    # the step: every mode at k, and k = 2 (the read's tiles are larger for k <= 2, ``step_meta``)
-    for draws, mode in [(k, "multinomial"), (k, "distinct"), (k, "greedy"), (2, "multinomial")]:
-        blocks, choice = tc.launch_meta(m, hidden, draws, mode)
-        read, _, step_options = ts.step_meta(draws, n, hidden)
-        step = {key: choice[key] for key in ("K", "K_PAD", "MODE", "BLOCK_P", "BLOCK_C")}
-        step |= {"BLOCK_M": blocks["BLOCK_M"], "BLOCK_D": blocks["BLOCK_H"], "BLOCK_ROW": choice["BLOCK_M"]}
-        step |= {**read, "HAS_ROWS": True}
-        out.append(Spec(ts._c2f_step, f"k={draws}, {mode}", step_io, step, step_options))
+        out.append(
+            Spec(
+                tf._fine_read,
+                f"k={k}, {mode} choice",
+                fine_io,
+                {**forward, **tf.read_choice(choice), "HAS_ROWS": True},
+                tf.FORWARD_OPTIONS,
+            )
+        )
+    given = {**tf.read_choice(None), "HAS_ROWS": True}
     for draws in sorted({2, k}):  # the hidden slice is wider for k <= 2 (``forward_meta``)
         out.append(
             Spec(
                 tf._fine_read,
-                f"k={draws}",
+                f"k={draws}, given chunks",
                 fine_io,
-                {**tf.forward_meta(draws, n, hidden)[0], "HAS_ROWS": True},
+                {**tf.forward_meta(draws, n, hidden)[0], **given},
                 tf.FORWARD_OPTIONS,
             )
         )

@@ -293,7 +293,7 @@ def c2f_attend(
     args = (keys, query_coarse, chunk_mask, words, word_mask, query_fine, seed, k, mode, rows)
     with _no_autocast(query_fine.device):
         if choose(query_fine.device) == "triton":
-            return cast(Step, triton_module("step").c2f_forward(*args))
+            return cast(Step, triton_module("fine").c2f_forward(*args))
         return reference.c2f_attend(*args)
 
 

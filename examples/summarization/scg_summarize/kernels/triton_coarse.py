@@ -9,8 +9,8 @@ Split over M in two launches:
    ``s_m``.
 2. ``_coarse_combine`` (grid ``(R,)``): the choice (:func:`row_choice`: the log-normaliser from the block
    partials, the draws from the block candidates) and ``log_alpha = s - lse`` in place
-   (:func:`normalize_row`). The one-launch step (``triton_step._c2f_step``) runs the same block
-   (:func:`coarse_block`) and the same choice in one launch with the fine read.
+   (:func:`normalize_row`). The fused step (``triton_fine.c2f_forward``) makes the same choice inside its
+   fine read instead: the blocks and the read, two launches.
 
 Gumbel-max needs no normaliser (``argmax_m s_m + g_m`` is ``argmax_m log alpha_m + g_m``), so sampling
 splits over blocks exactly. The noise is ``tl.rand(seed, (r * k + d) * M + m)`` with the seed read from
@@ -33,9 +33,8 @@ from .triton_common import cdiv, encoder_row, in_dtype, kernel_float, next_best,
 __all__ = [
     "MODES",
     "OPTIONS",
-    "CoarseLaunch",
-    "coarse_block",
-    "coarse_launch",
+    "CoarsePartials",
+    "coarse_blocks",
     "coarse_sample",
     "launch_meta",
     "normalize_row",
@@ -50,17 +49,15 @@ MODES = ("multinomial", "distinct", "greedy")
 
 
 @triton.jit
-def coarse_block(
+def _coarse_blocks(
     keys_ptr,
     query_ptr,
     mask_ptr,
+    rows_ptr,
     seed_ptr,
     scores_ptr,
     stats_ptr,
     cand_idx_ptr,
-    r,
-    b,
-    blk,
     M,
     H,
     stride_kb,
@@ -69,11 +66,13 @@ def coarse_block(
     K: tl.constexpr,
     K_PAD: tl.constexpr,
     MODE: tl.constexpr,
+    HAS_ROWS: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_H: tl.constexpr,
 ):
-    """Block ``blk`` of query row ``r`` (encoder row ``b``): its ``BLOCK_M`` chunk scores into ``scores``,
-    and its partials (max, sum of ``exp(s - max)``, ``K`` candidates) into ``stats`` / ``cand_idx``."""
+    r = tl.program_id(0)
+    blk = tl.program_id(1)
+    b = encoder_row(rows_ptr, r, HAS_ROWS)
     offs_m = blk * BLOCK_M + tl.arange(0, BLOCK_M)
     in_m = offs_m < M
     acc = tl.zeros([BLOCK_M], dtype=tl.float32)
@@ -123,55 +122,6 @@ def coarse_block(
 
 
 @triton.jit
-def _coarse_blocks(
-    keys_ptr,
-    query_ptr,
-    mask_ptr,
-    rows_ptr,
-    seed_ptr,
-    scores_ptr,
-    stats_ptr,
-    cand_idx_ptr,
-    M,
-    H,
-    stride_kb,
-    stride_km,
-    n_blocks,
-    K: tl.constexpr,
-    K_PAD: tl.constexpr,
-    MODE: tl.constexpr,
-    HAS_ROWS: tl.constexpr,
-    BLOCK_M: tl.constexpr,
-    BLOCK_H: tl.constexpr,
-):
-    r = tl.program_id(0)
-    blk = tl.program_id(1)
-    b = encoder_row(rows_ptr, r, HAS_ROWS)
-    coarse_block(
-        keys_ptr,
-        query_ptr,
-        mask_ptr,
-        seed_ptr,
-        scores_ptr,
-        stats_ptr,
-        cand_idx_ptr,
-        r,
-        b,
-        blk,
-        M,
-        H,
-        stride_kb,
-        stride_km,
-        n_blocks,
-        K,
-        K_PAD,
-        MODE,
-        BLOCK_M,
-        BLOCK_H,
-    )
-
-
-@triton.jit
 def row_choice(
     stats_ptr,
     cand_idx_ptr,
@@ -185,27 +135,21 @@ def row_choice(
 ):
     """Row ``r``'s choice from the ``n_blocks`` block partials of :func:`_coarse_blocks`:
     ``(lse, picks, values)`` with ``lse = log sum_m exp(s_m)``, ``picks (K_PAD,)`` the chosen chunks (lanes
-    ``d >= K`` unused) and ``values`` their candidate values (``s_m`` in greedy mode).
-
-    The partials may come from other programs of the same launch (``triton_step._c2f_step``), so they are
-    loaded from L2 (``.cg``), never from a line of this SM's L1 that another program's store made stale."""
+    ``d >= K`` unused) and ``values`` their candidate values (``s_m`` in greedy mode)."""
     offs_p = tl.arange(0, BLOCK_P)
     in_p = offs_p < n_blocks
     stats = stats_ptr + (r * n_blocks + offs_p) * (K + 2)
-    pmax = tl.load(stats, mask=in_p, other=float("-inf"), cache_modifier=".cg")
-    psum = tl.load(stats + 1, mask=in_p, other=0.0, cache_modifier=".cg")
+    pmax = tl.load(stats, mask=in_p, other=float("-inf"))
+    psum = tl.load(stats + 1, mask=in_p, other=0.0)
     top = tl.max(pmax, axis=0)
     lse = top + tl.log(tl.sum(tl.where(in_p, psum * tl.exp(pmax - top), 0.0), axis=0))
 
     offs_d = tl.arange(0, K_PAD)
     if MODE == 0:  # per draw, the best block candidate (the first block among equal values)
         in_pd = in_p[:, None] & (offs_d < K)[None, :]
-        vals = tl.load(stats[:, None] + 2 + offs_d[None, :], mask=in_pd, other=float("-inf"), cache_modifier=".cg")
+        vals = tl.load(stats[:, None] + 2 + offs_d[None, :], mask=in_pd, other=float("-inf"))
         ids = tl.load(
-            cand_idx_ptr + (r * n_blocks + offs_p[:, None]) * K + offs_d[None, :],
-            mask=in_pd,
-            other=2147483647,
-            cache_modifier=".cg",
+            cand_idx_ptr + (r * n_blocks + offs_p[:, None]) * K + offs_d[None, :], mask=in_pd, other=2147483647
         )
         values = tl.max(vals, axis=0)
         picks = tl.min(tl.where(in_pd & (vals == values[None, :]), ids, 2147483647), axis=0)
@@ -213,10 +157,8 @@ def row_choice(
         offs_c = tl.arange(0, BLOCK_C)
         in_c = offs_c < n_blocks * K
         at = (r * n_blocks + offs_c // K) * (K + 2) + 2 + offs_c % K
-        vals = tl.load(stats_ptr + at, mask=in_c, other=float("-inf"), cache_modifier=".cg")[None, :]
-        ids = tl.load(cand_idx_ptr + r * n_blocks * K + offs_c, mask=in_c, other=2147483647, cache_modifier=".cg")[
-            None, :
-        ]
+        vals = tl.load(stats_ptr + at, mask=in_c, other=float("-inf"))[None, :]
+        ids = tl.load(cand_idx_ptr + r * n_blocks * K + offs_c, mask=in_c, other=2147483647)[None, :]
         prev_v = tl.full([1], float("inf"), tl.float32)
         prev_i = tl.full([1], -1, tl.int32)
         values = tl.full([K_PAD], float("-inf"), tl.float32)
@@ -234,7 +176,7 @@ def normalize_row(scores_ptr, r, M, lse, BLOCK_M: tl.constexpr):
     for m0 in range(0, M, BLOCK_M):
         offs_m = m0 + tl.arange(0, BLOCK_M)
         in_m = offs_m < M
-        s = tl.load(scores_ptr + r * M + offs_m, mask=in_m, other=0.0, cache_modifier=".cg")
+        s = tl.load(scores_ptr + r * M + offs_m, mask=in_m, other=0.0)
         tl.store(scores_ptr + r * M + offs_m, s - lse, mask=in_m)
 
 
@@ -279,18 +221,9 @@ def launch_meta(m: int, hidden: int, k: int, mode: str) -> tuple[dict[str, int],
 
 
 @dataclass(kw_only=True, slots=True)
-class CoarseLaunch:
-    """The arguments of a coarse pass (``_coarse_blocks`` or the one-launch step), prepared by
-    :func:`coarse_launch`: the inputs as the kernels read them, the buffers they write, the constexprs."""
+class CoarsePartials:
+    """What :func:`coarse_blocks` leaves for a choice (``_coarse_combine`` or the fused fine read)."""
 
-    keys: torch.Tensor
-    """``(B, M, D)``, unit stride in ``D``; float32 for float64 input, half types as they are."""
-    query: torch.Tensor
-    """``(R, D)`` contiguous."""
-    mask: torch.Tensor
-    """``(B, M)`` uint8 (the chunk mask's bytes)."""
-    seed: torch.Tensor
-    """``(1,)`` int64 on the device."""
     scores: torch.Tensor
     """``(R, M)`` fp32: the masked scores ``s`` (``-inf`` at padded chunks); the choice makes them
     ``log_alpha`` in place."""
@@ -298,8 +231,6 @@ class CoarseLaunch:
     """``(R, n_blocks, k + 2)`` fp32: per block its max, its sum of ``exp(s - max)`` and ``k`` candidate values."""
     cand_idx: torch.Tensor
     """``(R, n_blocks, k)`` int32: the candidates' chunks."""
-    blocks_meta: dict[str, int]
-    """The constexprs of a block (``launch_meta``'s first dict)."""
     choice_meta: dict[str, int]
     """The constexprs of the choice (``launch_meta``'s second dict)."""
 
@@ -309,10 +240,16 @@ class CoarseLaunch:
         return int(self.stats.shape[1])
 
 
-def coarse_launch(
-    keys: torch.Tensor, query: torch.Tensor, chunk_mask: torch.Tensor, seed: torch.Tensor, k: int, mode: str
-) -> CoarseLaunch:
-    """Prepare the inputs and allocate the outputs and partials of a coarse pass over ``keys``."""
+def coarse_blocks(
+    keys: torch.Tensor,
+    query: torch.Tensor,
+    chunk_mask: torch.Tensor,
+    seed: torch.Tensor,
+    k: int,
+    mode: str,
+    rows: torch.Tensor | None,
+) -> CoarsePartials:
+    """Launch ``_coarse_blocks`` (the first half of :func:`coarse_sample`)."""
     keys, query = kernel_float(keys), kernel_float(query).contiguous()
     if keys.stride(-1) != 1:
         keys = keys.contiguous()
@@ -321,17 +258,31 @@ def coarse_launch(
     blocks_meta, choice_meta = launch_meta(m, hidden, k, mode)
     n_blocks = cdiv(m, blocks_meta["BLOCK_M"])
     dev = query.device
-    return CoarseLaunch(
-        keys=keys,
-        query=query,
-        mask=in_dtype(chunk_mask, torch.bool).contiguous().view(torch.uint8),
-        seed=in_dtype(seed.reshape(1), torch.int64),  # (on the device: the op checked)
-        scores=torch.empty(n_rows, m, device=dev, dtype=torch.float32),
-        stats=torch.empty(n_rows, n_blocks, k + 2, device=dev, dtype=torch.float32),
-        cand_idx=torch.empty(n_rows, n_blocks, k, device=dev, dtype=torch.int32),
-        blocks_meta=blocks_meta,
-        choice_meta=choice_meta,
+    scores = torch.empty(n_rows, m, device=dev, dtype=torch.float32)
+    stats = torch.empty(n_rows, n_blocks, k + 2, device=dev, dtype=torch.float32)
+    cand_idx = torch.empty(n_rows, n_blocks, k, device=dev, dtype=torch.int32)
+    mask = in_dtype(chunk_mask, torch.bool).contiguous().view(torch.uint8)
+    rows_arg = rows.contiguous() if rows is not None else cand_idx  # any pointer when HAS_ROWS is False
+    seed_arg = in_dtype(seed.reshape(1), torch.int64)  # (on the device: the op checked)
+    _coarse_blocks[(n_rows, n_blocks)](
+        keys,
+        query,
+        mask,
+        rows_arg,
+        seed_arg,
+        scores,
+        stats,
+        cand_idx,
+        m,
+        hidden,
+        keys.stride(0),
+        keys.stride(1),
+        n_blocks,
+        HAS_ROWS=rows is not None,
+        **blocks_meta,
+        **OPTIONS,
     )
+    return CoarsePartials(scores=scores, stats=stats, cand_idx=cand_idx, choice_meta=choice_meta)
 
 
 def coarse_sample(
@@ -343,38 +294,19 @@ def coarse_sample(
     mode: str,
     rows: torch.Tensor | None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Triton version of :func:`.reference.coarse_sample` (same arguments, same results): ``_coarse_blocks``,
-    then ``_coarse_combine``."""
+    """Triton version of :func:`.reference.coarse_sample` (same arguments, same results)."""
     out_dtype = torch.float64 if query.dtype == torch.float64 else torch.float32
-    c = coarse_launch(keys, query, chunk_mask, seed, k, mode)
-    n_rows, m = c.scores.shape
-    idx = torch.empty(n_rows, k, device=c.scores.device, dtype=torch.int64)
-    _coarse_blocks[(n_rows, c.n_blocks)](
-        c.keys,
-        c.query,
-        c.mask,
-        rows.contiguous() if rows is not None else idx,  # any pointer when HAS_ROWS is False
-        c.seed,
-        c.scores,
-        c.stats,
-        c.cand_idx,
-        m,
-        c.query.shape[1],
-        c.keys.stride(0),
-        c.keys.stride(1),
-        c.n_blocks,
-        HAS_ROWS=rows is not None,
-        **c.blocks_meta,
-        **OPTIONS,
-    )
+    part = coarse_blocks(keys, query, chunk_mask, seed, k, mode, rows)
+    n_rows, m = part.scores.shape
+    idx = torch.empty(n_rows, k, device=part.scores.device, dtype=torch.int64)
     _coarse_combine[(n_rows,)](
-        c.scores,
-        c.stats,
-        c.cand_idx,
+        part.scores,
+        part.stats,
+        part.cand_idx,
         idx,
         m,
-        c.n_blocks,
-        **c.choice_meta,
+        part.n_blocks,
+        **part.choice_meta,
         **OPTIONS,
     )
-    return in_dtype(c.scores, out_dtype), idx
+    return in_dtype(part.scores, out_dtype), idx

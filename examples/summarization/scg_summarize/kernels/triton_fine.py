@@ -8,8 +8,8 @@ The kernels read only the ``k`` selected chunks of each query row's encoder row,
   chunk, the repeats mostly from L2), the masked softmax over the chunk's real words, and the program's
   hidden slice of ``sum_d w_d sum_n p_dn h_dn``. One program per row (the first design) kept only 64
   programs busy at B = 64 and ran at 5% of the copy bandwidth on an H100; the split gives ``R * H / 64``
-  programs. The slice's work is :func:`read_slice`, which the one-launch step (``triton_step._c2f_step``)
-  runs too, after choosing the chunks.
+  programs. With ``CHOOSE`` the same launch also makes the coarse choice from ``_coarse_blocks``' partials
+  (:func:`c2f_forward`: the whole C2F step in two launches).
 * backward, one program per row: pass 1 per draw gives ``u_dj = dc . h_dj`` and from it ``ds`` and
   ``dw``; pass 2 per hidden tile gives ``dq`` and the per-draw word gradients ``w_d p_dj dc + ds_dj q``,
   written to an ``(R, k, N, H)`` buffer (``k N H`` per row, independent of M).
@@ -28,6 +28,7 @@ import torch
 import triton
 import triton.language as tl
 
+from .triton_coarse import CoarsePartials, coarse_blocks, normalize_row, row_choice
 from .triton_common import cdiv, encoder_row, in_dtype, kernel_float, pow2
 
 __all__ = [
@@ -35,12 +36,12 @@ __all__ = [
     "FORWARD_BLOCK_H",
     "FORWARD_OPTIONS",
     "FORWARD_TILE_H",
+    "c2f_forward",
     "fine_backward",
     "fine_forward",
     "forward_meta",
     "launch_meta",
-    "read_slice",
-    "words_arg",
+    "read_choice",
 ]
 
 #: Launch options (the compile check uses the same).
@@ -53,34 +54,69 @@ BACKWARD_OPTIONS: dict[str, int] = {"num_warps": 8, "num_stages": 2}
 
 
 @triton.jit
-def read_slice(
+def _fine_read(
     words_ptr,
     wmask_ptr,
     query_ptr,
+    rows_ptr,
+    idx_ptr,
+    weights_ptr,
+    scores_ptr,
+    stats_ptr,
+    cand_idx_ptr,
     context_ptr,
     attn_ptr,
-    r,
-    b,
-    j,
-    chunks,
-    wts,
     M,
     N,
     H,
     stride_wb,
     stride_wm,
     stride_wn,
+    n_blocks,
     K: tl.constexpr,
     K_PAD: tl.constexpr,
     N_PAD: tl.constexpr,
     BLOCK_H: tl.constexpr,
     TILE_H: tl.constexpr,
+    HAS_ROWS: tl.constexpr,
+    CHOOSE: tl.constexpr,
+    MODE: tl.constexpr,
+    BLOCK_P: tl.constexpr,
+    BLOCK_C: tl.constexpr,
+    BLOCK_M: tl.constexpr,
 ):
-    """Slice ``j`` of query row ``r``'s read (encoder row ``b``, chunks ``chunks (K_PAD,)`` weighted
-    ``wts``): per draw ``d``, the scores over the whole hidden size (in tiles of ``TILE_H``; the other
-    slices' programs read the same chunk, mostly from L2), the masked softmax over the chunk's real words
-    (written to ``attn`` by slice 0), and the ``j``-th hidden slice of ``sum_d w_d sum_n p_dn h_dn``."""
+    """Program ``(r, j)``: per draw ``d`` of row ``r``, the scores over the whole hidden size (in tiles of
+    ``TILE_H``; the other slices' programs read the same chunk, mostly from L2), the masked softmax over the
+    chunk's real words (written to ``attn`` by the slice-0 program), and the ``j``-th hidden slice of
+    ``sum_d w_d sum_n p_dn h_dn``.
+
+    ``CHOOSE``: the chunks and weights are not given but chosen here from the coarse block partials
+    (:func:`.triton_coarse.row_choice`, redone by every slice's program); the slice-0 program writes them to
+    ``idx`` and ``weights`` and turns the row's scores into ``log_alpha`` in place. Otherwise ``idx`` and
+    ``weights`` are read, and ``scores``, ``stats``, ``cand_idx`` are not used.
+    """
+    r = tl.program_id(0)
+    j = tl.program_id(1)
+    b = encoder_row(rows_ptr, r, HAS_ROWS)
     offs_d = tl.arange(0, K_PAD)
+    in_d = offs_d < K
+    if CHOOSE:
+        lse, picks, values = row_choice(stats_ptr, cand_idx_ptr, r, n_blocks, K, K_PAD, MODE, BLOCK_P, BLOCK_C)
+        if MODE == 2:  # greedy: alpha renormalised over the chosen chunks
+            top = tl.max(tl.where(in_d, values, float("-inf")), axis=0)
+            ex = tl.where(in_d, tl.exp(values - top), 0.0)
+            wts = ex / tl.sum(ex, axis=0)
+        else:  # each draw weighs 1/k (a chunk drawn twice: mu_i / k)
+            wts = tl.where(in_d, 1.0 / K, 0.0)
+        if j == 0:
+            tl.store(idx_ptr + r * K + offs_d, picks.to(tl.int64), mask=in_d)
+            tl.store(weights_ptr + r * K + offs_d, wts.to(weights_ptr.dtype.element_ty), mask=in_d)
+            normalize_row(scores_ptr, r, M, lse, BLOCK_M)
+        chunks = picks.to(tl.int64)
+    else:
+        chunks = tl.load(idx_ptr + r * K + offs_d, mask=in_d, other=0).to(tl.int64)
+        wts = tl.load(weights_ptr + r * K + offs_d, mask=in_d, other=0.0).to(tl.float32)
+
     offs_n = tl.arange(0, N_PAD)
     in_n = offs_n < N
     offs_h = j * BLOCK_H + tl.arange(0, BLOCK_H)
@@ -109,62 +145,6 @@ def read_slice(
         e = tl.load(base + offs_h[None, :], mask=in_n[:, None] & in_h[None, :], other=0.0).to(tl.float32)
         acc += w * tl.sum(p[:, None] * e, axis=0)
     tl.store(context_ptr + r * H + offs_h, acc.to(context_ptr.dtype.element_ty), mask=in_h)
-
-
-@triton.jit
-def _fine_read(
-    words_ptr,
-    wmask_ptr,
-    query_ptr,
-    rows_ptr,
-    idx_ptr,
-    weights_ptr,
-    context_ptr,
-    attn_ptr,
-    M,
-    N,
-    H,
-    stride_wb,
-    stride_wm,
-    stride_wn,
-    K: tl.constexpr,
-    K_PAD: tl.constexpr,
-    N_PAD: tl.constexpr,
-    BLOCK_H: tl.constexpr,
-    TILE_H: tl.constexpr,
-    HAS_ROWS: tl.constexpr,
-):
-    """Program ``(r, j)``: slice ``j`` of row ``r``'s read of the given chunks ``idx`` (:func:`read_slice`)."""
-    r = tl.program_id(0)
-    j = tl.program_id(1)
-    b = encoder_row(rows_ptr, r, HAS_ROWS)
-    offs_d = tl.arange(0, K_PAD)
-    in_d = offs_d < K
-    chunks = tl.load(idx_ptr + r * K + offs_d, mask=in_d, other=0).to(tl.int64)
-    wts = tl.load(weights_ptr + r * K + offs_d, mask=in_d, other=0.0).to(tl.float32)
-    read_slice(
-        words_ptr,
-        wmask_ptr,
-        query_ptr,
-        context_ptr,
-        attn_ptr,
-        r,
-        b,
-        j,
-        chunks,
-        wts,
-        M,
-        N,
-        H,
-        stride_wb,
-        stride_wm,
-        stride_wn,
-        K,
-        K_PAD,
-        N_PAD,
-        BLOCK_H,
-        TILE_H,
-    )
 
 
 @triton.jit
@@ -246,6 +226,11 @@ def _fine_backward(
         tl.store(dquery_ptr + r * H + offs_h, dq, mask=in_h)
 
 
+def _words_arg(words: torch.Tensor) -> torch.Tensor:
+    words = kernel_float(words)
+    return words if words.stride(-1) == 1 else words.contiguous()
+
+
 def launch_meta(k: int, n: int, hidden: int) -> dict[str, int]:
     """The constexpr arguments of ``_fine_backward`` (less the ``HAS_*`` flags).
 
@@ -277,10 +262,62 @@ def forward_meta(k: int, n: int, hidden: int) -> tuple[dict[str, int], int]:
     return meta, cdiv(hidden, block_h)
 
 
-def words_arg(words: torch.Tensor) -> torch.Tensor:
-    """``words`` as the kernels read it: float32 for float64, unit stride in the hidden dimension."""
-    words = kernel_float(words)
-    return words if words.stride(-1) == 1 else words.contiguous()
+def read_choice(choice_meta: dict[str, int] | None) -> dict[str, int]:
+    """The choice's constexprs of ``_fine_read``: from the coarse ``launch_meta``'s second dict
+    (``CHOOSE``), or, for given chunks (``None``), placeholders the kernel does not read."""
+    if choice_meta is None:
+        return {"CHOOSE": False, "MODE": 0, "BLOCK_P": 1, "BLOCK_C": 1, "BLOCK_M": 16}
+    return {"CHOOSE": True, **{key: choice_meta[key] for key in ("MODE", "BLOCK_P", "BLOCK_C", "BLOCK_M")}}
+
+
+def _read(
+    words: torch.Tensor,
+    word_mask: torch.Tensor,
+    query: torch.Tensor,
+    idx: torch.Tensor,
+    weights: torch.Tensor,
+    rows: torch.Tensor | None,
+    part: CoarsePartials | None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Launch ``_fine_read``: with ``part``, it chooses the chunks and fills ``idx`` and ``weights``."""
+    acc = torch.float64 if query.dtype == torch.float64 else torch.float32
+    w_arg, q_arg = _words_arg(words), kernel_float(query).contiguous()
+    n_rows, k = idx.shape
+    _, m, n, hidden = words.shape
+    dev = query.device
+    meta, n_split = forward_meta(k, n, hidden)
+    context = torch.empty(n_rows, hidden, device=dev, dtype=q_arg.dtype)
+    attn = torch.empty(n_rows, k, n, device=dev, dtype=torch.float32)
+    if part is None:
+        choice, scores, stats, cand_idx, n_blocks = read_choice(None), attn, attn, idx, 0  # (unused pointers: any)
+    else:
+        choice = read_choice(part.choice_meta)
+        scores, stats, cand_idx, n_blocks = part.scores, part.stats, part.cand_idx, part.n_blocks
+    _fine_read[(n_rows, n_split)](
+        w_arg,
+        in_dtype(word_mask, torch.bool).contiguous().view(torch.uint8),
+        q_arg,
+        rows.contiguous() if rows is not None else idx,
+        idx,
+        weights,
+        scores,
+        stats,
+        cand_idx,
+        context,
+        attn,
+        m,
+        n,
+        hidden,
+        w_arg.stride(0),
+        w_arg.stride(1),
+        w_arg.stride(2),
+        n_blocks,
+        HAS_ROWS=rows is not None,
+        **meta,
+        **choice,
+        **FORWARD_OPTIONS,
+    )
+    return in_dtype(context, query.dtype), in_dtype(attn, acc)
 
 
 def fine_forward(
@@ -291,36 +328,31 @@ def fine_forward(
     weights: torch.Tensor,
     rows: torch.Tensor | None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Triton version of :func:`.reference.fine_attend` (one launch of ``_fine_read``)."""
-    acc = torch.float64 if query.dtype == torch.float64 else torch.float32
-    w_arg, q_arg = words_arg(words), kernel_float(query).contiguous()
-    idx = idx.contiguous()
-    n_rows, k = idx.shape
-    _, m, n, hidden = words.shape
-    dev = query.device
-    meta, n_split = forward_meta(k, n, hidden)
-    context = torch.empty(n_rows, hidden, device=dev, dtype=q_arg.dtype)
-    attn = torch.empty(n_rows, k, n, device=dev, dtype=torch.float32)
-    _fine_read[(n_rows, n_split)](
-        w_arg,
-        in_dtype(word_mask, torch.bool).contiguous().view(torch.uint8),
-        q_arg,
-        rows.contiguous() if rows is not None else idx,
-        idx,
-        kernel_float(weights).contiguous(),
-        context,
-        attn,
-        m,
-        n,
-        hidden,
-        w_arg.stride(0),
-        w_arg.stride(1),
-        w_arg.stride(2),
-        HAS_ROWS=rows is not None,
-        **meta,
-        **FORWARD_OPTIONS,
-    )
-    return in_dtype(context, query.dtype), in_dtype(attn, acc)
+    """Triton version of :func:`.reference.fine_attend` (one launch)."""
+    return _read(words, word_mask, query, idx.contiguous(), kernel_float(weights).contiguous(), rows, None)
+
+
+def c2f_forward(
+    keys: torch.Tensor,
+    query_coarse: torch.Tensor,
+    chunk_mask: torch.Tensor,
+    words: torch.Tensor,
+    word_mask: torch.Tensor,
+    query_fine: torch.Tensor,
+    seed: torch.Tensor,
+    k: int,
+    mode: str,
+    rows: torch.Tensor | None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Triton version of :func:`.reference.c2f_attend` in two launches: ``_coarse_blocks``, then
+    ``_fine_read`` choosing the chunks from the block partials."""
+    out_dtype = torch.float64 if query_coarse.dtype == torch.float64 else torch.float32
+    part = coarse_blocks(keys, query_coarse, chunk_mask, seed, k, mode, rows)
+    n_rows = part.scores.shape[0]
+    idx = torch.empty(n_rows, k, device=part.scores.device, dtype=torch.int64)
+    weights = torch.empty(n_rows, k, device=part.scores.device, dtype=out_dtype)
+    context, attn = _read(words, word_mask, query_fine, idx, weights, rows, part)
+    return in_dtype(part.scores, out_dtype), idx, weights, context, attn
 
 
 def fine_backward(
@@ -334,7 +366,7 @@ def fine_backward(
     rows: torch.Tensor | None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Triton version of :func:`.reference.fine_backward`."""
-    w_arg = words_arg(words)
+    w_arg = _words_arg(words)
     n_rows, k = idx.shape
     _, _, n, hidden = words.shape
     dev = query.device
