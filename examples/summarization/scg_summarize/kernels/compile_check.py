@@ -80,7 +80,7 @@ def specs(
                     "scores_ptr": "fp32",
                     **coarse_stats,
                 },
-                {**blocks, "HAS_ROWS": True, "PDL": True},
+                {**blocks, "HAS_ROWS": True},
                 tc.OPTIONS,
             )
         )
@@ -89,8 +89,8 @@ def specs(
                 tc._coarse_combine,
                 mode,
                 {"scores_ptr": "fp32", **coarse_stats, "idx_ptr": "i64"},
-                {**choice, "PDL": True},
-                {**tc.OPTIONS, "launch_pdl": True},
+                choice,
+                tc.OPTIONS,
             )
         )
         out.append(
@@ -98,11 +98,11 @@ def specs(
                 tf._fine_read,
                 f"k={k}, {mode} choice",
                 fine_io,
-                {**forward, **tf.read_choice(choice), "HAS_ROWS": True, "PDL": True},
-                {**tf.FORWARD_OPTIONS, "launch_pdl": True},
+                {**forward, **tf.read_choice(choice), "HAS_ROWS": True},
+                tf.FORWARD_OPTIONS,
             )
         )
-    given = {**tf.read_choice(None), "HAS_ROWS": True, "PDL": True}
+    given = {**tf.read_choice(None), "HAS_ROWS": True}
     for draws in sorted({2, k}):  # the hidden slice is wider for k <= 2 (``forward_meta``)
         out.append(
             Spec(
@@ -110,7 +110,7 @@ def specs(
                 f"k={draws}, given chunks",
                 fine_io,
                 {**tf.forward_meta(draws, n, hidden)[0], **given},
-                {**tf.FORWARD_OPTIONS, "launch_pdl": True},
+                tf.FORWARD_OPTIONS,
             )
         )
     bwd = tf.launch_meta(k, n, hidden)

@@ -27,9 +27,8 @@ from dataclasses import dataclass
 import torch
 import triton
 import triton.language as tl
-from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
-from .triton_common import cdiv, encoder_row, grid_dependency, in_dtype, kernel_float, next_best, pow2
+from .triton_common import cdiv, encoder_row, in_dtype, kernel_float, next_best, pow2
 
 __all__ = [
     "MODES",
@@ -70,10 +69,7 @@ def _coarse_blocks(
     HAS_ROWS: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_H: tl.constexpr,
-    PDL: tl.constexpr,
 ):
-    if PDL:  # the next launch (the combine or the fine read) may be scheduled once every block has started
-        gdc_launch_dependents()
     r = tl.program_id(0)
     blk = tl.program_id(1)
     b = encoder_row(rows_ptr, r, HAS_ROWS)
@@ -198,10 +194,7 @@ def _coarse_combine(
     BLOCK_P: tl.constexpr,
     BLOCK_C: tl.constexpr,
     BLOCK_M: tl.constexpr,
-    PDL: tl.constexpr,
 ):
-    if PDL:  # launched dependent on _coarse_blocks: its partials are complete and visible after this
-        gdc_wait()
     r = tl.program_id(0)
     lse, picks, _ = row_choice(stats_ptr, cand_idx_ptr, r, n_blocks, K, K_PAD, MODE, BLOCK_P, BLOCK_C)
     offs_d = tl.arange(0, K_PAD)
@@ -240,9 +233,6 @@ class CoarsePartials:
     """``(R, n_blocks, k)`` int32: the candidates' chunks."""
     choice_meta: dict[str, int]
     """The constexprs of the choice (``launch_meta``'s second dict)."""
-    pdl: bool
-    """Whether the launch that reads the partials is a programmatic dependent launch
-    (:func:`.triton_common.grid_dependency`)."""
 
     @property
     def n_blocks(self) -> int:
@@ -274,7 +264,6 @@ def coarse_blocks(
     mask = in_dtype(chunk_mask, torch.bool).contiguous().view(torch.uint8)
     rows_arg = rows.contiguous() if rows is not None else cand_idx  # any pointer when HAS_ROWS is False
     seed_arg = in_dtype(seed.reshape(1), torch.int64)  # (on the device: the op checked)
-    pdl = grid_dependency(dev)
     _coarse_blocks[(n_rows, n_blocks)](
         keys,
         query,
@@ -290,11 +279,10 @@ def coarse_blocks(
         keys.stride(1),
         n_blocks,
         HAS_ROWS=rows is not None,
-        PDL=pdl,
         **blocks_meta,
         **OPTIONS,
     )
-    return CoarsePartials(scores=scores, stats=stats, cand_idx=cand_idx, choice_meta=choice_meta, pdl=pdl)
+    return CoarsePartials(scores=scores, stats=stats, cand_idx=cand_idx, choice_meta=choice_meta)
 
 
 def coarse_sample(
@@ -318,9 +306,7 @@ def coarse_sample(
         idx,
         m,
         part.n_blocks,
-        PDL=part.pdl,
         **part.choice_meta,
         **OPTIONS,
-        launch_pdl=part.pdl,
     )
     return in_dtype(part.scores, out_dtype), idx

@@ -10,49 +10,14 @@ that order, so ``k`` calls give the ``k`` best elements without marking anything
 
 from __future__ import annotations
 
-import functools
-import os
-
 import torch
 import triton
 import triton.language as tl
 
-__all__ = [
-    "BIG_INDEX",
-    "GRID_DEPENDENCY",
-    "cdiv",
-    "encoder_row",
-    "grid_dependency",
-    "in_dtype",
-    "kernel_float",
-    "next_best",
-    "pow2",
-]
+__all__ = ["BIG_INDEX", "cdiv", "encoder_row", "in_dtype", "kernel_float", "next_best", "pow2"]
 
 #: The index given to "no candidate left"; larger than any real index.
 BIG_INDEX = 2**31 - 1
-
-#: Whether a launch that reads what the launch before it wrote is made a programmatic dependent launch
-#: where the device allows it (:func:`grid_dependency`).
-GRID_DEPENDENCY = True
-
-#: Triton's interpreter (read, as Triton reads it, when the kernel modules are imported) has no grid
-#: dependency control.
-_INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") == "1"
-
-
-def grid_dependency(device: torch.device) -> bool:
-    """Whether to launch with programmatic dependent launch (``launch_pdl``; Hopper and later, not under the
-    interpreter): the dependent grid's programs are scheduled while the last programs of the grid before it
-    run, and wait in ``gdc_wait`` (the PTX ``griddepcontrol.wait``) until that grid has finished and its
-    writes are visible, instead of the launch starting after it. The kernel takes the same flag as its
-    ``PDL`` constexpr (the interpreter cannot run ``gdc_wait``, even unreached)."""
-    return GRID_DEPENDENCY and not _INTERPRETED and device.type == "cuda" and _sm_major(device.index) >= 9
-
-
-@functools.cache
-def _sm_major(index: int | None) -> int:
-    return torch.cuda.get_device_capability(index)[0]
 
 
 def pow2(n: int, lo: int = 1, hi: int | None = None) -> int:

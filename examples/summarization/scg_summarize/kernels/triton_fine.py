@@ -27,10 +27,9 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
-from triton.language.extra.cuda import gdc_wait
 
 from .triton_coarse import CoarsePartials, coarse_blocks, normalize_row, row_choice
-from .triton_common import cdiv, encoder_row, grid_dependency, in_dtype, kernel_float, pow2
+from .triton_common import cdiv, encoder_row, in_dtype, kernel_float, pow2
 
 __all__ = [
     "BACKWARD_OPTIONS",
@@ -85,7 +84,6 @@ def _fine_read(
     BLOCK_P: tl.constexpr,
     BLOCK_C: tl.constexpr,
     BLOCK_M: tl.constexpr,
-    PDL: tl.constexpr,
 ):
     """Program ``(r, j)``: per draw ``d`` of row ``r``, the scores over the whole hidden size (in tiles of
     ``TILE_H``; the other slices' programs read the same chunk, mostly from L2), the masked softmax over the
@@ -97,8 +95,6 @@ def _fine_read(
     ``idx`` and ``weights`` and turns the row's scores into ``log_alpha`` in place. Otherwise ``idx`` and
     ``weights`` are read, and ``scores``, ``stats``, ``cand_idx`` are not used.
     """
-    if PDL:  # a programmatic dependent launch: what the launch before wrote is complete and visible after this
-        gdc_wait()
     r = tl.program_id(0)
     j = tl.program_id(1)
     b = encoder_row(rows_ptr, r, HAS_ROWS)
@@ -292,7 +288,6 @@ def _read(
     meta, n_split = forward_meta(k, n, hidden)
     context = torch.empty(n_rows, hidden, device=dev, dtype=q_arg.dtype)
     attn = torch.empty(n_rows, k, n, device=dev, dtype=torch.float32)
-    pdl = grid_dependency(dev)
     if part is None:
         choice, scores, stats, cand_idx, n_blocks = read_choice(None), attn, attn, idx, 0  # (unused pointers: any)
     else:
@@ -318,11 +313,9 @@ def _read(
         w_arg.stride(2),
         n_blocks,
         HAS_ROWS=rows is not None,
-        PDL=pdl,
         **meta,
         **choice,
         **FORWARD_OPTIONS,
-        launch_pdl=pdl,
     )
     return in_dtype(context, query.dtype), in_dtype(attn, acc)
 
