@@ -16,6 +16,8 @@
 #                 --input train=../shared/data/cnndm-250/stories --output .gpu/cnndm250-${m}x40 --quiet; done
 #             (and `carry: [".gpu", ".whl"]` in the device call)
 #   profile   torch.profiler table of one C2F step at M = 100 and 1000 (where the time goes)
+#   sweep     benchmarks/c2f_launch_sweep.py: the read's and the coarse blocks' (tile, warps, stages) at
+#             M = 1000, k = 1, 2, bf16, back-to-back graph replays (about 32 compiles per part; not default)
 #   ncu       the same with Nsight Compute's memory throughput of the kernels (when `ncu` is installed)
 #
 # Environment: OUT (where gpu_results.tgz and summary.txt go; the device tool sets it), LOGS (default
@@ -78,6 +80,8 @@ torch.cuda.get_device_properties(0))'; which ncu || true" ;;
             --steps 200 --warmup 10 --device cuda --amp bf16 --max-seconds 35 --budget-s 300 --tag gpu ;;
     profile)
         part profile 90 $PY benchmarks/c2f_profile.py --out "$LOGS" --no-ncu ;;
+    sweep)
+        part sweep 240 $PY benchmarks/c2f_launch_sweep.py --dtype bf16 ;;
     ncu)
         part ncu 150 $PY benchmarks/c2f_profile.py --out "$LOGS" ;;
     *) echo "unknown part $p" | tee -a "$SUMMARY" ;;

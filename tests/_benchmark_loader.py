@@ -15,7 +15,10 @@ BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
 def load_benchmark(name: str) -> ModuleType:
-    """``benchmarks/<name>.py`` imported as the module ``name``."""
+    """``benchmarks/<name>.py`` imported as the module ``name``, with ``benchmarks/`` on ``sys.path`` (as
+    when the script runs: the scripts import their neighbours by name, and spawned workers import them)."""
+    if str(BENCHMARKS) not in sys.path:
+        sys.path.insert(0, str(BENCHMARKS))
     spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

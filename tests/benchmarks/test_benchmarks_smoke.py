@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 import torch
-from _benchmark_loader import BENCHMARKS, load_benchmark
+from _benchmark_loader import load_benchmark
 from _estimators_util import exact_gradient_batched
 
 SMALL = {
@@ -28,8 +28,6 @@ SMALL = {
 
 @pytest.fixture(scope="module")
 def bench() -> Any:
-    if str(BENCHMARKS) not in sys.path:  # a plain module name, so that spawned workers can import it
-        sys.path.insert(0, str(BENCHMARKS))
     module = load_benchmark("estimators")
     # every run_benchmark call enumerates its problems' exact gradient; a problem is a function of its
     # name and size (seed 0), so the tests of this module share them. The toy's 40 runs, one graph each

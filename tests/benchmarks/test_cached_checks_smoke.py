@@ -5,18 +5,15 @@ asserted."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from _benchmark_loader import BENCHMARKS, load_benchmark
+from _benchmark_loader import load_benchmark
 
 
 @pytest.fixture(scope="module")
 def bench() -> Any:
-    if str(BENCHMARKS) not in sys.path:  # cached_checks imports its neighbours by name
-        sys.path.insert(0, str(BENCHMARKS))
     return load_benchmark("cached_checks")
 
 

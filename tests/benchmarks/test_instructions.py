@@ -10,13 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _benchmark_loader import BENCHMARKS, load_benchmark
+from _benchmark_loader import load_benchmark
 
 
 @pytest.fixture(scope="module")
 def ins() -> Any:
-    if str(BENCHMARKS) not in sys.path:  # instructions imports small_workloads by name
-        sys.path.insert(0, str(BENCHMARKS))
     return load_benchmark("instructions")
 
 

@@ -31,6 +31,8 @@ import triton.language as tl
 from .triton_common import cdiv, encoder_row, in_dtype, kernel_float, next_best, pow2
 
 __all__ = [
+    "BLOCK_H",
+    "BLOCK_M",
     "MODES",
     "OPTIONS",
     "CoarsePartials",
@@ -43,6 +45,11 @@ __all__ = [
 
 #: Launch options of both kernels (the compile check uses the same).
 OPTIONS: dict[str, int] = {"num_warps": 4, "num_stages": 2}
+#: Chunks per block of ``_coarse_blocks`` and the hidden tile of its scores: a 16 x 128 tile, 16 values per
+#: thread at 4 warps (larger tiles take > 200 registers). ``benchmarks/c2f_launch_sweep.py`` varies these
+#: and ``OPTIONS`` on a GPU.
+BLOCK_M = 16
+BLOCK_H = 128
 
 #: The ``MODE`` constexpr is the index of the mode here (the same names as ``reference.COARSE_MODES``).
 MODES = ("multinomial", "distinct", "greedy")
@@ -205,10 +212,9 @@ def _coarse_combine(
 def launch_meta(m: int, hidden: int, k: int, mode: str) -> tuple[dict[str, int], dict[str, int]]:
     """The constexpr arguments of ``_coarse_blocks`` (less ``HAS_ROWS``) and of ``_coarse_combine`` (the
     choice's constexprs, which the fused fine read takes too)."""
-    block_m = 16  # a 16 x 128 tile: 16 values per thread at 4 warps (larger tiles take > 200 registers)
-    n_blocks = cdiv(m, block_m)
+    n_blocks = cdiv(m, BLOCK_M)
     code = MODES.index(mode)
-    blocks = {"K": k, "K_PAD": pow2(k), "MODE": code, "BLOCK_M": block_m, "BLOCK_H": pow2(hidden, lo=16, hi=128)}
+    blocks = {"K": k, "K_PAD": pow2(k), "MODE": code, "BLOCK_M": BLOCK_M, "BLOCK_H": pow2(hidden, lo=16, hi=BLOCK_H)}
     combine = {
         "K": k,
         "K_PAD": pow2(k),
