@@ -7,11 +7,21 @@ dataclasses and pickling inside it resolve.
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from pathlib import Path
 from types import ModuleType
 
+import pytest
+
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+#: The marks of a test that runs the Triton kernels' code on CPU tensors (Triton's interpreter, which
+#: ``tests/conftest.py`` turns on without a GPU).
+NEEDS_TRITON_INTERPRETER = [
+    pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="needs triton"),
+    pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1", reason="runs the Triton kernels' interpreter"),
+]
 
 
 def load_benchmark(name: str) -> ModuleType:

@@ -6,19 +6,14 @@ asserted.)"""
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import os
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import torch
-from _benchmark_loader import load_benchmark
+from _benchmark_loader import NEEDS_TRITON_INTERPRETER, load_benchmark
 
-pytestmark = [
-    pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="needs triton"),
-    pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1", reason="runs the Triton kernels' interpreter"),
-]
+pytestmark = NEEDS_TRITON_INTERPRETER
 
 
 @pytest.fixture(scope="module")

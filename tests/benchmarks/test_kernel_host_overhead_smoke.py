@@ -4,17 +4,12 @@ two launch-size functions compute the same sizes. (Timings are never asserted.)"
 
 from __future__ import annotations
 
-import importlib.util
-import os
 from typing import Any
 
 import pytest
-from _benchmark_loader import load_benchmark
+from _benchmark_loader import NEEDS_TRITON_INTERPRETER, load_benchmark
 
-pytestmark = [
-    pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="needs triton"),
-    pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1", reason="runs the Triton backend's Python on CPU"),
-]
+pytestmark = NEEDS_TRITON_INTERPRETER
 
 
 @pytest.fixture(scope="module")
