@@ -101,9 +101,13 @@ def dense_sdpa(x: dict[str, torch.Tensor]) -> torch.Tensor:
     return F.scaled_dot_product_attention(x["q"].view(b, 1, 1, h), flat, flat, attn_mask=mask, scale=1.0)
 
 
+def c2f_step(x: dict[str, torch.Tensor], k: int) -> Any:
+    """The whole step's outputs (``FusedC2FStep``)."""
+    return c2f_attention(x["q"], x["q"], x["keys"], x["chunk_mask"], x["words"], x["word_mask"], x["seed"], k=k)
+
+
 def c2f(x: dict[str, torch.Tensor], k: int) -> torch.Tensor:
-    out = c2f_attention(x["q"], x["q"], x["keys"], x["chunk_mask"], x["words"], x["word_mask"], x["seed"], k=k)
-    return out.context
+    return c2f_step(x, k).context
 
 
 def sync(device: torch.device) -> None:
@@ -235,31 +239,27 @@ def methods_for(
 ) -> list[tuple[str, int, Step]]:
     """``(method, k, step)`` for every method that runs on ``device`` (k = 0 for dense); with ``b2b``, the
     ``*_graph_b2b`` steps (``b2b`` replays over ``[x, *rotate]``; their time is divided by ``b2b``)."""
-    out: list[tuple[str, int, Step]] = [
-        ("dense_eager", 0, lambda: dense_eager(x)),
-        ("dense_sdpa", 0, lambda: dense_sdpa(x)),
-    ]
     backends = ["reference", "triton"] if device.type == "cuda" else ["reference"]
-    for name in backends:
-        for k in ks:
-            out.append((f"c2f_{name}", k, lambda name=name, k=k: _with_backend(name, x, k)))
+    names = [("dense_eager", 0), ("dense_sdpa", 0)] + [(f"c2f_{name}", k) for name in backends for k in ks]
+    out: list[tuple[str, int, Step]] = [(method, k, step_for(method, k, x)) for method, k in names]
     if graphs and device.type == "cuda":
-        eager = list(out)
-        out += [(f"{method}_graph", k, graphed(fn)) for method, k, fn in eager]
+        out += [(f"{method}_graph", k, graphed(fn)) for method, k, fn in list(out)]
         if b2b:
             sets = [x, *(rotate or [])]
-            for method, k, _ in eager:
+            for method, k in names:
                 if method in ("dense_eager", "c2f_triton"):
-                    each = methods_for_one(method, k, sets)
-                    out.append((f"{method}_graph_b2b", k, back_to_back([graphed(fn) for fn in each], b2b)))
+                    replays = [graphed(step_for(method, k, each)) for each in sets]
+                    out.append((f"{method}_graph_b2b", k, back_to_back(replays, b2b)))
     return out
 
 
-def methods_for_one(method: str, k: int, sets: list[dict[str, torch.Tensor]]) -> list[Step]:
-    """``method``'s step on each input set."""
+def step_for(method: str, k: int, x: dict[str, torch.Tensor]) -> Step:
+    """``method``'s step (``dense_eager``, ``dense_sdpa`` or ``c2f_<backend>``) on the inputs ``x``."""
     if method == "dense_eager":
-        return [lambda x=x: dense_eager(x) for x in sets]
-    return [lambda x=x: _with_backend("triton", x, k) for x in sets]
+        return lambda: dense_eager(x)
+    if method == "dense_sdpa":
+        return lambda: dense_sdpa(x)
+    return lambda: _with_backend(method.removeprefix("c2f_"), x, k)
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:

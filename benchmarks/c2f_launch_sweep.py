@@ -38,8 +38,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from c2f_attention import DTYPES, ROTATE, Step, back_to_back, c2f, graphed, interleaved_medians, make_inputs
-from scg_summarize.kernels import c2f_attention, forced
+from c2f_attention import DTYPES, ROTATE, Step, back_to_back, c2f, c2f_step, graphed, interleaved_medians, make_inputs
+from scg_summarize.kernels import forced
 from scg_summarize.kernels.backend import triton_module
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -84,7 +84,8 @@ def grid(part: str) -> list[Setting]:
     else:
         axes = ((16, 32), (64, 128), (4, 8), (2, 3))
     out = [Setting(part=part, block=b, tile=t, warps=w, stages=s) for b, t, w, s in itertools.product(*axes)]
-    return out if current(part) in out else [current(part), *out]
+    now = current(part)
+    return out if now in out else [now, *out]
 
 
 @contextmanager
@@ -123,17 +124,13 @@ def sweep_cell(
 ) -> list[dict[str, Any]]:
     """Every setting at one (M, k): its agreement with the current setting and its per-step time."""
     sets = [make_inputs(sizes["B"], m, sizes["N"], sizes["H"], dtype, device, salt) for salt in range(ROTATE)]
-
-    def step(x: dict[str, torch.Tensor]) -> Any:
-        return c2f_attention_step(x, k)
-
     with torch.no_grad():
-        want = step(sets[0])
+        want = c2f_step(sets[0], k)
         fns: list[Step] = []
         same: list[bool] = []
         for setting in settings:
             with applied(setting):
-                same.append(agrees(step(sets[0]), want, dtype))
+                same.append(agrees(c2f_step(sets[0], k), want, dtype))
                 if device.type == "cuda":
                     fns.append(back_to_back([graphed(lambda x=x: c2f(x, k)) for x in sets], args.b2b))
                 else:
@@ -144,11 +141,6 @@ def sweep_cell(
         {"M": m, "k": k, "setting": asdict(s), "agrees": ok, "us": 1000 * ms / args.b2b}
         for s, ok, ms in zip(settings, same, medians)
     ]
-
-
-def c2f_attention_step(x: dict[str, torch.Tensor], k: int) -> Any:
-    """The whole step's outputs (``c2f_attention.c2f`` keeps only the context)."""
-    return c2f_attention(x["q"], x["q"], x["keys"], x["chunk_mask"], x["words"], x["word_mask"], x["seed"], k=k)
 
 
 def run(args: Any) -> dict[str, Any]:
