@@ -63,12 +63,12 @@ class EMA(Baseline):
             if key not in index:
                 index[key] = len(index)
                 grown = True
-        if grown:
+        if grown:  # (new rows made on the targets' device: no round trip through the host)
             shape = tuple(like.shape[1:]) if self.per_element else ()
-            fresh = torch.full((len(index), *shape), self.init, dtype=like.dtype)
+            fresh = torch.full((len(index), *shape), self.init, dtype=like.dtype, device=like.device)
             if self._values is not None:
-                fresh[: self._values.shape[0]] = self._values.to(like.dtype).cpu()
-            self._values = fresh.to(like.device)
+                fresh[: self._values.shape[0]] = self._values.to(device=like.device, dtype=like.dtype)
+            self._values = fresh
         if keys == list(index):  # (the nodes are the table's rows, in order)
             return None
         idx = tuple([index[k] for k in keys])
@@ -99,13 +99,17 @@ class EMA(Baseline):
             return BaselineResult(old)
         return BaselineResult(old.reshape((old.shape[0],) + (1,) * (targets.dim() - 1)))
 
-    def value(self, name: str, step: int | None = None) -> float | torch.Tensor:
-        """The current running average for ``(name, step)`` (``init`` if never updated)."""
+    def value(self, name: str, step: int | None = None) -> torch.Tensor:
+        """The current running average for ``(name, step)``: a tensor (0-dim, or the element
+        shape with ``per_element``) on the device of the averages, a copy; ``init`` (0-dim) if
+        never updated. No host read: ``float(ema.value(...))`` makes one where a number is wanted,
+        and a training step that uses the value as a tensor (the C2F summarizer's padded costs)
+        does not wait for the device."""
         i = self._index.get((name, step))
-        if i is None or self._values is None:
-            return self.init
-        v = self._values[i]
-        return float(v) if v.dim() == 0 else v.clone()
+        values = self._values
+        if i is None or values is None:
+            return torch.tensor(self.init) if values is None else values.new_full((), self.init)
+        return values[i].clone()
 
     def state_dict(self) -> dict[str, Any]:
         return {

@@ -5,6 +5,7 @@ pre-update value returned), as a dictionary of scalars updated by hand does."""
 from __future__ import annotations
 
 import torch
+from _host_reads import count_syncs
 
 import scg
 from scg.graph.nodes import NO_SAMPLE_DIMS
@@ -37,3 +38,20 @@ def test_ema_reads_and_updates_each_keys_row_in_any_order_and_subset() -> None:
             want[key] = old + beta * (targets[row].mean().item() - old)
     for (name, step), value in want.items():
         assert abs(float(ema.value(name, step)) - value) < 1e-6
+
+
+def test_ema_grows_its_table_and_gives_its_values_without_a_host_read() -> None:
+    """New keys add rows on the targets' device and ``value`` returns a tensor: neither waits for
+    the device (on a GPU each host read does; the C2F trainer asks for a value per decoder step)."""
+    ema = scg.baselines.EMA(0.5, init=1.0)
+    gen = torch.Generator().manual_seed(0)
+    seen = []
+    with count_syncs() as calls:
+        for k in (1, 2, 4):  # a longer sequence each time: new (name, step) keys
+            nodes = [_Node("r", t) for t in range(k)]
+            seen.append([ema.value("r", t) for t in range(k)])
+            ema(nodes, torch.randn(k, 3, generator=gen), [NO_SAMPLE_DIMS] * k)
+    assert calls == []
+    assert all(isinstance(v, torch.Tensor) and v.dim() == 0 for row in seen for v in row)
+    assert [float(v) for v in seen[0]] == [1.0]  # init before the first update
+    assert float(seen[2][3]) == 1.0 and float(seen[2][0]) != 1.0  # a new key at init, an updated one moved

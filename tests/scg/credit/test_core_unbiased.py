@@ -234,4 +234,4 @@ def test_cost_baseline_is_subtracted_before_discount() -> None:
     torch.testing.assert_close(grad, torch.autograd.grad(manual, t2)[0])  # type: ignore[arg-type]
     # After the update, each step's average moved by beta toward its reward.
     for t in range(3):
-        assert ema.value("r", t) == pytest.approx(0.5 + 0.1 * (float(cs[t]) - 0.5))
+        assert float(ema.value("r", t)) == pytest.approx(0.5 + 0.1 * (float(cs[t]) - 0.5))
