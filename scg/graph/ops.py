@@ -21,9 +21,11 @@ __all__ = [
     "F_ELEMENTWISE",
     "F_GETITEM",
     "F_METADATA",
+    "F_META_ARGS",
     "F_MUTATES",
     "F_PAIRED",
     "F_RANDOM",
+    "F_SELF_META",
     "F_SHAPE",
     "F_ZERO_GRAD",
     "INFO",
@@ -130,6 +132,18 @@ _ZERO_GRAD = frozenset(
 F_METADATA, F_SHAPE, F_RANDOM, F_MUTATES, F_ELEMENTWISE, F_DYNAMIC, F_GETITEM, F_PAIRED = (1, 2, 4, 8, 16, 32, 64, 128)
 F_ZERO_GRAD = 256
 F_COPY = 512
+F_SELF_META = 1024
+F_META_ARGS = 2048
+
+#: Operations that read only the metadata (dtype, device, shape) of a tensor argument, not its
+#: values: ``x.new_full(size, v)`` of ``x`` (``new_tensor(data)`` copies ``data``, which is
+#: data flow), and ``x.to(y)``, ``x.type_as(y)``, ``x.view_as(y)``, ``x.reshape_as(y)``,
+#: ``x.expand_as(y)`` of every argument after ``x``. Their output does not take the influence of
+#: those arguments: a batched node's influence on a constant ``b.to(cost)`` would make it
+#: influence every element of what it is broadcast into (whole-plate credit where the credit is
+#: per element).
+_SELF_META = frozenset("new_zeros new_ones new_full new_empty new_tensor".split())
+_OTHERS_META = frozenset("to type_as view_as reshape_as expand_as".split())
 
 #: Casts and copies: their outputs are what ``nn.Parameter(z.float())`` and ``z.float()
 #: .as_subclass(C)`` alias without a torch call, so the tracker records their storages.
@@ -155,6 +169,8 @@ def info(func: Callable[..., Any]) -> tuple[str, positions.Rule | None, int]:
         | (F_PAIRED if name in _PAIRED else 0)
         | (F_ZERO_GRAD if name in _ZERO_GRAD else 0)
         | (F_COPY if name in _COPIES else 0)
+        | (F_SELF_META if name in _SELF_META else 0)
+        | (F_META_ARGS if name in _OTHERS_META else 0)
     )
     got = (name, rule, flags)
     INFO[func] = got
