@@ -59,8 +59,8 @@ def _train_step(config: Any, dataset: Any, batch: Batch, device: torch.device) -
     return {
         "seconds": seconds,
         "cpu_seconds": cpu,
-        "target_words": out.tokens(),
-        "ms_per_target_word": 1000 * seconds / out.tokens(),
+        "target_words": int(out.tokens()),
+        "ms_per_target_word": 1000 * seconds / int(out.tokens()),
         "decoder_steps": len(out.step_nll),
         "parameters": sum(p.numel() for p in model.parameters()),
     }

@@ -231,8 +231,8 @@ def measure(
                 result = trainer.train_step(batch)
                 _sync(device)
                 times.append(time.perf_counter() - t0)
-                tgt_tokens += int(result.tokens)
-                nll += float(result.nll)
+                tgt_tokens += result.tokens
+                nll += result.nll
                 if device.type == "cpu":
                     rss_peak = max(rss_peak, _rss_bytes())
                 now = time.perf_counter()

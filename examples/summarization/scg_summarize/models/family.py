@@ -67,9 +67,9 @@ class SummarizerOutput:
         """Σ_t Σ_b nll_t (a scalar)."""
         return torch.stack(self.step_nll).sum()
 
-    def tokens(self) -> int:
-        """The number of predicted target tokens."""
-        return int(self.step_mask.sum())
+    def tokens(self) -> torch.Tensor:
+        """The number of predicted target tokens (0-dim, on the step's device: no host read)."""
+        return self.step_mask.sum()
 
 
 class SummarizerFamily(nn.Module, Generic[ConfigT, StateT], metaclass=ABCMeta):

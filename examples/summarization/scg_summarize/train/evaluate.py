@@ -102,7 +102,7 @@ def evaluate_nll(
         batch = batch_to(batch, device, config)
         out = model(batch.src, batch.src_mask, batch.tgt, batch.tgt_mask, mode=mode)
         nll += float(out.total_nll())
-        tokens += out.tokens()
+        tokens += int(out.tokens())
         unknown = torch.full_like(batch.tgt_lengths, -1)
         stats.add(out, batch.salient if batch.salient is not None else unknown, batch.src_mask)
     sums = dist.all_reduce([nll, tokens, *stats.as_list()], device)

@@ -33,7 +33,7 @@ from .ddp import DistContext, resolve_device
 from .evaluate import validation_metrics
 from .metrics_log import LogWindow, append_record
 from .model_init import initial_model
-from .objective import StepResult, build_objective
+from .objective import StepValues, build_objective
 from .optim import PlateauDecay, build_optimizer, clip_gradients
 from .progress import (
     PhaseProgress,
@@ -156,7 +156,11 @@ class Trainer:
         coin = torch.Generator().manual_seed(self.config.train.seed * 1_000_003 + self.counters.step)
         return bool(torch.rand((), generator=coin) < p)
 
-    def train_step(self, batch: Batch) -> StepResult:
+    def train_step(self, batch: Batch) -> StepValues:
+        """One optimizer step on ``batch``; its values (loss, NLL, tokens, gradient norm, the
+        objective's terms) come to the host in one read, after the backward pass and before the
+        optimizer step, which a non-finite loss or gradient norm stops (`TrainingDiverged`): one
+        wait for the device per step (C2F's sampled steps made one per decoder step before)."""
         tc = self.config.train
         global_batch = int(batch.src.shape[0])
         batch = batch_to(self.dist.shard(batch), self.device, self.config)
@@ -174,17 +178,18 @@ class Trainer:
             if all(bool(torch.isfinite(p).all()) for p in self.model.parameters()):
                 raise
             self._diverged(f"the parameters became non-finite before step {self.counters.step + 1}")
-        if not math.isfinite(result.nll) or not bool(torch.isfinite(result.loss.detach())):
-            self._diverged(f"the training loss became non-finite at step {self.counters.step + 1}")
         self.optimizer.zero_grad(set_to_none=True)
         result.loss.backward()  # type: ignore[no-untyped-call]
-        norm = clip_gradients(self.model.parameters(), tc.max_grad_norm)
-        if not math.isfinite(norm):
+        # (a non-finite loss backpropagates non-finite gradients; nothing is stepped with them)
+        values = result.read(clip_gradients(self.model.parameters(), tc.max_grad_norm))
+        if not (math.isfinite(values.nll) and math.isfinite(values.loss)):
+            self._diverged(f"the training loss became non-finite at step {self.counters.step + 1}")
+        if values.norm is not None and not math.isfinite(values.norm):
             self._diverged(f"the gradient norm became non-finite at step {self.counters.step + 1}")
         self.optimizer.step()
         self.counters.step += 1
-        self.last_finite = (self.counters.step, result.nll / max(result.tokens, 1))
-        return result
+        self.last_finite = (self.counters.step, values.nll / max(values.tokens, 1))
+        return values
 
     def _diverged(self, what: str) -> None:
         last = (

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
+
 from ..data.batching import Batch
 from ..models.mal.model import MALTeacherOutput
 from .objective import Objective, StepResult, register_objective
@@ -38,11 +40,11 @@ def mal_objective(net: Any, batch: Batch, normalizer: float) -> StepResult:
     total = out.total_nll()
     docs = float(loss_s.shape[0])
     loss = (loss_s.sum() + total) / normalizer
-    terms = {"loss_s": float(loss_s.detach().mean()), "nll_loss": float(total.detach()) / max(docs, 1.0)}
+    terms = {"loss_s": loss_s.detach().mean(), "nll_loss": total.detach() / max(docs, 1.0)}
     for name, value in (("entropy_s", out.entropy_s), ("entropy_u", out.entropy_u), ("label_rate", out.label_rate)):
         if value is not None:
-            terms[name] = float(value)
-    return StepResult(loss, float(total.detach()), out.tokens(), out, None, True, terms)
+            terms[name] = torch.as_tensor(value).detach()
+    return StepResult(loss, total.detach(), out.tokens(), out, None, True, terms)
 
 
 @register_objective("mal")

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .objective import StepResult
+    from .objective import StepValues
 
 __all__ = ["LogWindow", "append_record", "repair_log"]
 
@@ -43,12 +43,12 @@ class LogWindow:
     terms: dict[str, float] = field(default_factory=dict)
     start: float = field(default_factory=time.perf_counter)
 
-    def add(self, result: StepResult) -> None:
-        self.nll += result.nll
-        self.tokens += result.tokens
-        self.soft += int(result.soft)
+    def add(self, step: StepValues) -> None:
+        self.nll += step.nll
+        self.tokens += step.tokens
+        self.soft += int(step.soft)
         self.steps += 1
-        for key, value in result.terms.items():  # per-term losses and rewards of the objective
+        for key, value in step.terms.items():  # per-term losses and rewards of the objective
             self.terms[key] = self.terms.get(key, 0.0) + value
 
     def values(self, lr: float) -> dict[str, float]:

@@ -81,25 +81,57 @@ COST = "nll"  #: the name of the per-step cost nodes
 
 @dataclass
 class StepResult:
-    """A minibatch's loss (to backpropagate) and what to log.
+    """A minibatch's loss (to backpropagate) and what to log, as tensors on the step's device:
+    the trainer reads them to the host once per step, with the gradient norm (`read`).
 
     Attributes:
         loss: the scaled surrogate (C2F) or NLL (soft), divided by the normalizer.
-        nll: Σ NLL over real target tokens (a float).
-        tokens: the number of real target tokens.
+        nll: Σ NLL over real target tokens (0-dim, detached).
+        tokens: the number of real target tokens (0-dim).
         output: the model's teacher-forced output.
         graph: the scg graph (C2F sample minibatches) or None.
         soft: whether the minibatch used soft attention.
-        terms: per-term values to report (floats), e.g. ``ml_loss`` and ``rl_loss`` of a mixture.
+        terms: per-term values to report (0-dim, detached), e.g. ``ml_loss`` and ``rl_loss`` of a
+            mixture.
     """
 
     loss: torch.Tensor
-    nll: float
-    tokens: int
+    nll: torch.Tensor
+    tokens: torch.Tensor
     output: Any
     graph: Any = None
     soft: bool = True
-    terms: dict[str, float] = field(default_factory=dict)
+    terms: dict[str, torch.Tensor] = field(default_factory=dict)
+
+    def read(self, norm: torch.Tensor | None = None) -> StepValues:
+        """The loss, the NLL, the token count, the gradient norm (None: not clipped) and the terms
+        as numbers, in one host read (one wait for the device per step, not one per value)."""
+        names = list(self.terms)
+        parts = [self.loss.detach(), self.nll, self.tokens, *(self.terms[k] for k in names)]
+        if norm is not None:
+            parts.append(norm)
+        device = self.loss.device
+        numbers = torch.stack([p.detach().to(device=device, dtype=torch.float64).reshape(()) for p in parts]).tolist()
+        return StepValues(
+            loss=numbers[0],
+            nll=numbers[1],
+            tokens=int(numbers[2]),
+            soft=self.soft,
+            terms=dict(zip(names, numbers[3 : 3 + len(names)])),
+            norm=numbers[-1] if norm is not None else None,
+        )
+
+
+@dataclass(kw_only=True, slots=True)
+class StepValues:
+    """A training step's logged values, on the host (`StepResult.read`)."""
+
+    loss: float
+    nll: float  # Σ NLL over real target tokens
+    tokens: int
+    soft: bool
+    terms: dict[str, float]
+    norm: float | None  # the gradient norm before clipping (None: not clipped)
 
 
 def _call(model: nn.Module, batch: Batch, mode: str) -> SummarizerOutput:
@@ -111,7 +143,7 @@ def mle_objective(model: nn.Module, batch: Batch, normalizer: float, mode: str =
     """Σ_t nll_t / normalizer (soft attention: plain backpropagation)."""
     out = _call(model, batch, mode)
     total = out.total_nll()
-    return StepResult(total / normalizer, float(total.detach()), out.tokens(), out, None, True)
+    return StepResult(total / normalizer, total.detach(), out.tokens(), out, None, True)
 
 
 def c2f_program(model: nn.Module, batch: Batch, baseline: scg.baselines.EMA) -> SummarizerOutput:
@@ -120,7 +152,7 @@ def c2f_program(model: nn.Module, batch: Batch, baseline: scg.baselines.EMA) -> 
     out = _call(model, batch, "sample")
     for t, nll_t in enumerate(out.step_nll):  # (B,) each
         real = out.step_mask[:, t]
-        fill = torch.as_tensor(baseline.value(COST, t), dtype=nll_t.dtype, device=nll_t.device)
+        fill = baseline.value(COST, t).to(dtype=nll_t.dtype, device=nll_t.device)  # b_t: no host read
         scg.cost(torch.where(real, nll_t, fill), name=COST, step=t, baseline=baseline)
     return out
 
@@ -133,17 +165,20 @@ def c2f_objective(
     discount: float,
     reward_scale: float,
     structure: scg.Declared | None = None,
+    check_finite: bool = True,
 ) -> StepResult:
     """The C2F surrogate (see the module docstring), divided by ``normalizer``.
 
     ``structure``: the declared structure to build the graph with (a trainer passes the same one at
     every step, so that its credit plans are made once per step count); None: a new ``scg.Declared()``.
+    ``check_finite``: scg's refusal of a non-finite cost (`scg.Graph.surrogate_loss`, two host
+    reads); the trainer, which checks the loss in its one read per step, passes False.
     """
     with scg.Graph(structure=scg.Declared() if structure is None else structure) as graph:
         out = c2f_program(model, batch, baseline)
-    surrogate = graph.surrogate_loss(discount=discount, score_scale=reward_scale)
+    surrogate = graph.surrogate_loss(discount=discount, score_scale=reward_scale, check_finite=check_finite)
     total = out.total_nll().detach()
-    return StepResult(surrogate / normalizer, float(total), out.tokens(), out, graph, False)
+    return StepResult(surrogate / normalizer, total, out.tokens(), out, graph, False)
 
 
 # ----------------------------------------------------------------------------- the registry
@@ -182,7 +217,7 @@ def build_objective(name: str, trainer: Any) -> Objective:
 
 
 def _with_terms(result: StepResult, prefix: str) -> StepResult:
-    result.terms.setdefault(f"{prefix}_loss", float(result.loss.detach()))
+    result.terms.setdefault(f"{prefix}_loss", result.loss.detach())
     return result
 
 
@@ -203,8 +238,8 @@ def _c2f(trainer: Any) -> Objective:
         if trainer._soft_minibatch():  # +ALTERNATE
             return _with_terms(mle_objective(trainer.net, batch, normalizer, mode="soft"), "ml")
         result = c2f_objective(
-            trainer.net, batch, normalizer, trainer.baseline, tc.discount, tc.reward_scale, structure
-        )
+            trainer.net, batch, normalizer, trainer.baseline, tc.discount, tc.reward_scale, structure, False
+        )  # (the trainer refuses a non-finite loss in its one host read per step)
         return _with_terms(result, "ml")
 
     return run

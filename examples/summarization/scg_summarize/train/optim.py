@@ -41,12 +41,14 @@ def build_optimizer(model: nn.Module, chunk_params: list[nn.Parameter], config: 
     return torch.optim.Adam(groups, lr=config.lr)
 
 
-def clip_gradients(parameters: Iterable[nn.Parameter], max_norm: float) -> float:
-    """Renormalize the gradients to norm ``max_norm`` if larger; returns the norm before (0 if ``max_norm`` ≤ 0)."""
+def clip_gradients(parameters: Iterable[nn.Parameter], max_norm: float) -> torch.Tensor | None:
+    """Renormalize the gradients to norm ``max_norm`` if larger; returns the norm before, a 0-dim
+    tensor on the gradients' device (no host read), or None when nothing is clipped
+    (``max_norm`` ≤ 0, or no gradients)."""
     params = [p for p in parameters if p.grad is not None]
     if max_norm <= 0 or not params:
-        return 0.0
-    return float(torch.nn.utils.clip_grad_norm_(params, max_norm))
+        return None
+    return torch.nn.utils.clip_grad_norm_(params, max_norm)
 
 
 class PlateauDecay:

@@ -112,11 +112,12 @@ def self_critical_objective(
         sampled, reward = sampled_program(net, batch, refs, -greedy_reward, max_len, metric)
     surrogate = graph.surrogate_loss()
     terms = {
-        "reward": float(reward.mean()),
-        "greedy_reward": float(greedy_reward.mean()),
-        "sample_len": float(sampled.lengths.float().mean()),
+        "reward": reward.mean().detach(),
+        "greedy_reward": greedy_reward.mean().detach(),
+        "sample_len": sampled.lengths.float().mean(),
     }
-    return StepResult(surrogate / normalizer, 0.0, 0, sampled, graph, False, terms)
+    none = surrogate.new_zeros(())
+    return StepResult(surrogate / normalizer, none, none, sampled, graph, False, terms)
 
 
 @register_objective("self_critical")
@@ -129,7 +130,7 @@ def _self_critical(trainer: Any) -> Objective:
         result = self_critical_objective(
             trainer.net, batch, batch_size, max_len=tc.rollout_len, metric=tc.reward, structure=structure
         )
-        result.terms["rl_loss"] = float(result.loss.detach())
+        result.terms["rl_loss"] = result.loss.detach()
         return result
 
     return run
@@ -146,7 +147,7 @@ def _mixed(trainer: Any) -> Objective:
         m = ml(batch, batch_size)  # per-sequence sums / B, as the paper's L_ml
         r = rl(batch, batch_size)
         loss = gamma * r.loss + (1.0 - gamma) * m.loss
-        terms = {**m.terms, **r.terms, "ml_loss": float(m.loss.detach()), "rl_loss": float(r.loss.detach())}
+        terms = {**m.terms, **r.terms, "ml_loss": m.loss.detach(), "rl_loss": r.loss.detach()}
         return StepResult(loss, m.nll, m.tokens, m.output, r.graph, m.soft, terms)
 
     return run
