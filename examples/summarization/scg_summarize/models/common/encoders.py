@@ -59,6 +59,16 @@ def last_states(states: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     return states.gather(1, index).squeeze(1) * (lengths > 0).unsqueeze(1).to(states.dtype)
 
 
+def _steps(lengths: torch.Tensor, width: int) -> int:
+    """The LSTM steps to run over sequences of ``lengths`` padded to ``width``: the longest length
+    (at least 1), which skips the all-padding tail, or ``width`` inside ``torch.compile`` or a CUDA
+    graph capture, where reading the longest length (a host read) cannot be made. The states are
+    the same either way: a step after a sequence's end changes none of its real states."""
+    if torch.compiler.is_compiling() or (lengths.is_cuda and torch.cuda.is_current_stream_capturing()):
+        return width
+    return max(int(lengths.max()), 1)
+
+
 def reverse_index(lengths: torch.Tensor, L: int) -> torch.Tensor:
     """``(S, L)`` indices reversing each sequence's first ``lengths`` steps (padding stays put).
 
@@ -131,7 +141,7 @@ class FlatWordEncoder(WordEncoder):
         order = torch.sort((~flat_mask).to(torch.int8), dim=1, stable=True).indices  # (B, MN)
         x = emb.reshape(B, M * N, E).gather(1, order.unsqueeze(-1).expand(B, M * N, E))  # (B, MN, E)
         lengths = flat_mask.sum(1)  # (B,)
-        L = max(int(lengths.max()), 1)  # no LSTM steps over the all-padding tail
+        L = _steps(lengths, M * N)  # no LSTM steps over the all-padding tail
         states, final = self.run(x[:, :L], lengths)  # (B, L, H), (layers, B, H)
         H = states.shape[-1]
         grid = states.new_zeros(B, M * N, H).scatter(1, order[:, :L].unsqueeze(-1).expand(B, L, H), states)
@@ -144,7 +154,7 @@ class ChunkedWordEncoder(WordEncoder):
     def forward(self, emb: torch.Tensor, mask: torch.Tensor) -> EncodedWords:
         B, M, N, E = emb.shape
         lengths = mask.reshape(B * M, N).sum(1)  # (BM,)
-        L = max(int(lengths.max()), 1)
+        L = _steps(lengths, N)
         states, h = self.run(emb.reshape(B * M, N, E)[:, :L], lengths)  # (BM, L, H), (layers, BM, H)
         H = states.shape[-1]
         if L < N:
