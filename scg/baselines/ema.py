@@ -27,6 +27,10 @@ Key = tuple[str, "int | None"]
 class EMA(Baseline):
     """b ← b + β (mean(target) − b), keyed by node name and step; returns the pre-update b.
 
+    The averages are one tensor on the targets' device, updated in place once every key has been
+    seen (a new key adds a row: a new tensor), so a training step captured in a CUDA graph after
+    a warm-up that saw its keys updates them on every replay, without a host read.
+
     Args:
         beta: the update rate β in (0, 1] (the paper uses 0.1).
         init: the value before the first update.
@@ -85,8 +89,9 @@ class EMA(Baseline):
         values = self._values
         assert values is not None
         if values.dtype != targets.dtype or values.device != targets.device:
-            values = values.to(device=targets.device, dtype=targets.dtype)
-        old = values if rows is None else values[rows]  # (n,) or (n, *shape): the value from before the update
+            values = self._values = values.to(device=targets.device, dtype=targets.dtype)
+        # (n,) or (n, *shape): the value from before the update, a copy (the table is written below)
+        old = values.clone() if rows is None else values[rows]
         if self.per_element:
             observed = targets
         else:
@@ -94,7 +99,12 @@ class EMA(Baseline):
         if observed.requires_grad:
             observed = observed.detach()
         new = old + self.beta * (observed - old)
-        self._values = new if rows is None else values.index_copy(0, rows, new)
+        # written in place once the keys are known: a step captured in a CUDA graph replays the
+        # update into the table the next step reads (a new tensor would be the capture's own)
+        if rows is None:
+            values.copy_(new)
+        else:
+            values.index_copy_(0, rows, new)
         if self.per_element:
             return BaselineResult(old)
         return BaselineResult(old.reshape((old.shape[0],) + (1,) * (targets.dim() - 1)))

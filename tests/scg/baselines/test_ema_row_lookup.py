@@ -55,3 +55,21 @@ def test_ema_grows_its_table_and_gives_its_values_without_a_host_read() -> None:
     assert all(isinstance(v, torch.Tensor) and v.dim() == 0 for row in seen for v in row)
     assert [float(v) for v in seen[0]] == [1.0]  # init before the first update
     assert float(seen[2][3]) == 1.0 and float(seen[2][0]) != 1.0  # a new key at init, an updated one moved
+
+
+def test_ema_updates_its_table_in_place_once_its_keys_are_known() -> None:
+    """A step captured in a CUDA graph replays the update into the tensor the next step reads:
+    after the keys are known, every call (all rows in order, a subset, another order) writes the
+    same tensor, and each call still returns the values from before its update."""
+    ema = scg.baselines.EMA(0.5)
+    gen = torch.Generator().manual_seed(1)
+    nodes = [_Node("r", t) for t in range(3)]
+    ema(nodes, torch.randn(3, 2, generator=gen), [NO_SAMPLE_DIMS] * 3)  # (makes the table)
+    table = ema._values  # (private: the tensor a captured step reads and writes)
+    assert table is not None
+    for group in (nodes, nodes[1:], [nodes[2], nodes[0]]):
+        before = [float(ema.value("r", n.step)) for n in group]
+        got = ema(group, torch.randn(len(group), 2, generator=gen), [NO_SAMPLE_DIMS] * len(group))
+        assert got.value.flatten().tolist() == before
+        assert ema._values is table
+        assert [float(ema.value("r", n.step)) for n in group] != before
