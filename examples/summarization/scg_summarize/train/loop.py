@@ -33,7 +33,7 @@ from .ddp import DistContext, resolve_device
 from .evaluate import validation_metrics
 from .metrics_log import LogWindow, append_record
 from .model_init import initial_model
-from .objective import StepValues, build_objective
+from .objective import StepResult, StepValues, build_objective
 from .optim import PlateauDecay, build_optimizer, clip_gradients
 from .progress import (
     PhaseProgress,
@@ -161,16 +161,38 @@ class Trainer:
         objective's terms) come to the host in one read, after the backward pass and before the
         optimizer step, which a non-finite loss or gradient norm stops (`TrainingDiverged`): one
         wait for the device per step (C2F's sampled steps made one per decoder step before)."""
+        result, norm = self.forward_backward(*self.step_inputs(batch))
+        # (a non-finite loss backpropagates non-finite gradients; nothing is stepped with them)
+        values = result.read(norm)
+        if not (math.isfinite(values.nll) and math.isfinite(values.loss)):
+            self._diverged(f"the training loss became non-finite at step {self.counters.step + 1}")
+        if values.norm is not None and not math.isfinite(values.norm):
+            self._diverged(f"the gradient norm became non-finite at step {self.counters.step + 1}")
+        self.optimizer.step()
+        self.counters.step += 1
+        self.last_finite = (self.counters.step, values.nll / max(values.tokens, 1))
+        return values
+
+    def step_inputs(self, batch: Batch) -> tuple[Batch, float]:
+        """This rank's share of a global batch on the device, and the loss normalizer (counted on
+        the host copy: no host read)."""
         tc = self.config.train
         global_batch = int(batch.src.shape[0])
-        batch = batch_to(self.dist.shard(batch), self.device, self.config)
+        shard = self.dist.shard(batch)
         # DDP averages the ranks' gradients, so each rank divides by (global count) / world: the
         # update is then the one-process update on the global batch, in either mode
         if tc.normalize == "batch":
             normalizer = global_batch / self.dist.world
         else:
-            local = float(batch.tgt_mask[:, 1:].sum())
+            local = float(shard.tgt_mask[:, 1:].sum())
             normalizer = max(self.dist.all_reduce([local], self.device)[0], 1.0) / self.dist.world
+        return batch_to(shard, self.device, self.config), normalizer
+
+    def forward_backward(self, batch: Batch, normalizer: float) -> tuple[StepResult, torch.Tensor | None]:
+        """The objective on a batch of `step_inputs`, its backward pass and the gradients'
+        renormalization (`clip_gradients`: the norm before it, or None): the device's part of a
+        step, with no host read unless the objective fails (a CUDA graph can capture it with the
+        optimizer step, ``benchmarks/train_throughput.py --cuda-graph``)."""
         self.net.train()
         try:
             result = self.objective(batch, normalizer)
@@ -180,16 +202,7 @@ class Trainer:
             self._diverged(f"the parameters became non-finite before step {self.counters.step + 1}")
         self.optimizer.zero_grad(set_to_none=True)
         result.loss.backward()  # type: ignore[no-untyped-call]
-        # (a non-finite loss backpropagates non-finite gradients; nothing is stepped with them)
-        values = result.read(clip_gradients(self.model.parameters(), tc.max_grad_norm))
-        if not (math.isfinite(values.nll) and math.isfinite(values.loss)):
-            self._diverged(f"the training loss became non-finite at step {self.counters.step + 1}")
-        if values.norm is not None and not math.isfinite(values.norm):
-            self._diverged(f"the gradient norm became non-finite at step {self.counters.step + 1}")
-        self.optimizer.step()
-        self.counters.step += 1
-        self.last_finite = (self.counters.step, values.nll / max(values.tokens, 1))
-        return values
+        return result, clip_gradients(self.model.parameters(), self.config.train.max_grad_norm)
 
     def _diverged(self, what: str) -> None:
         last = (
