@@ -51,6 +51,11 @@ The GPU run (issue 17, item 4)::
         --configs STANDARD HIER C2F C2F+MULTI2 --also runs/cnndm250-100x40 STANDARD C2F \\
         --steps 200 --warmup 10 --device cuda --amp bf16 --tag gpu
 
+``--cuda-graph`` (CUDA only; issue 29's captured step; written without a GPU and not yet run) captures
+each run's step, `Trainer.forward_backward` and the SGD step, in one CUDA graph after three steps on the
+first batch and replays it for every batch, its targets padded to the corpus's longest
+(`CapturedStep`); ``bash scripts/gpu_check.sh graph`` runs STANDARD and C2F that way (``--tag gpu_graph``).
+
 Writes ``benchmarks/results/train_throughput_<tag or device>.{json,md}``; the md states, per
 configuration, the ratio of its ms per step to STANDARD's at the same grid, and the ratio between
 grids (M = 100 vs M = 10) of each configuration run on both.
@@ -73,6 +78,7 @@ import tempfile
 import time
 import traceback
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -149,14 +155,91 @@ def cycle(loader: Any) -> Iterator[Batch]:
             raise RuntimeError("the training loader yields no batches (fewer examples than --batch?)")
 
 
-def with_autocast(objective: Callable[..., Any], device: torch.device) -> Callable[..., Any]:
-    """The objective (forward + loss) under bf16 autocast; the trainer backpropagates outside it."""
+def with_autocast(objective: Callable[..., Any], device: torch.device, cache: bool = True) -> Callable[..., Any]:
+    """The objective (forward + loss) under bf16 autocast; the trainer backpropagates outside it.
+    ``cache=False`` for a CUDA graph capture (autocast's cache of cast weights is not capturable)."""
 
     def run(batch: Batch, normalizer: float) -> Any:
-        with torch.autocast(device_type=device.type, dtype=torch.bfloat16):
+        with torch.autocast(device_type=device.type, dtype=torch.bfloat16, cache_enabled=cache):
             return objective(batch, normalizer)
 
     return run
+
+
+def pad_targets_to(batch: Batch, length: int) -> Batch:
+    """``batch`` with its targets right-padded to ``length`` positions (the same examples: the
+    padding is masked out of the NLL, C2F's padded steps cost their baseline); ``ValueError`` for
+    a batch whose targets are longer."""
+    T = int(batch.tgt.shape[1])
+    if T > length:
+        raise ValueError(f"a batch has targets of {T} positions, more than the captured {length}")
+    if T == length:
+        return batch
+    extra = length - T
+    return replace(
+        batch,
+        tgt=torch.cat([batch.tgt, batch.tgt.new_zeros(batch.tgt.shape[0], extra)], 1),
+        tgt_mask=torch.cat([batch.tgt_mask, batch.tgt_mask.new_zeros(batch.tgt_mask.shape[0], extra)], 1),
+    )
+
+
+class CapturedStep:
+    """The trainer's step in one CUDA graph (``--cuda-graph``): `Trainer.forward_backward` and the
+    optimizer step, captured after ``warmup`` steps on the first batch (the EMA's rows, the credit
+    plans, cuDNN's and Triton's first calls; the word encoders run over the whole width inside the
+    capture) and replayed for every batch, its targets padded to ``length`` and copied into the
+    captured inputs. The step's values are read after the replay, so unlike `Trainer.train_step`
+    the divergence check follows the optimizer step. The learning rate and the normalizer are the
+    capture's (constants of the graph).
+
+    Written without a GPU (session 22): not yet run."""
+
+    def __init__(self, trainer: Any, length: int, warmup: int) -> None:
+        config = trainer.config.train
+        if config.normalize != "batch" or config.alternate > 0 or config.optimizer != "sgd":
+            raise ValueError(
+                "--cuda-graph needs train.normalize = 'batch', no +ALTERNATE and train.optimizer = 'sgd' "
+                "(a captured step replays one normalizer and one objective; Adam and Adadelta count their "
+                f"steps on the host), got {config.normalize!r}, {config.alternate} and {config.optimizer!r}"
+            )
+        self.trainer = trainer
+        self.length = length
+        self.warmup = max(warmup, 1)
+        self.graph: Any = None
+        self.inputs: Batch | None = None
+        self.result: Any = None
+        self.norm: torch.Tensor | None = None
+
+    def __call__(self, batch: Batch) -> Any:
+        trainer = self.trainer
+        inputs, normalizer = trainer.step_inputs(pad_targets_to(batch, self.length))
+        if self.graph is None:
+            self._capture(inputs, normalizer)
+        else:
+            assert self.inputs is not None
+            for name in ("src", "src_mask", "tgt", "tgt_mask", "salient", "index"):
+                static = getattr(self.inputs, name)
+                if static is not None:
+                    static.copy_(getattr(inputs, name), non_blocking=True)
+        self.graph.replay()
+        values = self.result.read(self.norm)
+        trainer.counters.step += 1
+        return values
+
+    def _capture(self, inputs: Batch, normalizer: float) -> None:
+        trainer = self.trainer
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            for _ in range(self.warmup):
+                trainer.forward_backward(inputs, normalizer)
+                trainer.optimizer.step()
+        torch.cuda.current_stream().wait_stream(stream)
+        self.inputs = inputs
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            self.result, self.norm = trainer.forward_backward(inputs, normalizer)
+            trainer.optimizer.step()
 
 
 def _error(err: BaseException) -> str:
@@ -199,7 +282,12 @@ def measure(
             # a constant batch size: drop the epoch's last partial batch
             trainer.loader = make_loader(trainer.train_set, config, train=True, drop_last=True)
             if amp == "bf16":
-                trainer.objective = with_autocast(trainer.objective, device)
+                trainer.objective = with_autocast(trainer.objective, device, cache=not args.cuda_graph)
+            step: Callable[[Batch], Any] = trainer.train_step
+            length = 0
+            if args.cuda_graph:  # one graph: every batch's targets padded to the corpus's longest
+                length = max(int(batch.tgt.shape[1]) for batch in trainer.loader)
+                step = CapturedStep(trainer, length, warmup=3)
             kernels = choose(device) if config.model.attention == "c2f" else "-"
             params = sum(p.numel() for p in trainer.model.parameters())
             batches = cycle(trainer.loader)
@@ -208,7 +296,7 @@ def measure(
             rss_peak = _rss_bytes()
             warmup_done = 0
             for _ in range(args.warmup):
-                trainer.train_step(next(batches))
+                step(next(batches))
                 warmup_done += 1
                 if time.perf_counter() >= deadline:  # (Triton compilation can be slow: keep the budget)
                     break
@@ -228,7 +316,7 @@ def measure(
                 load_s += time.perf_counter() - t_load
                 _sync(device)
                 t0 = time.perf_counter()
-                result = trainer.train_step(batch)
+                result = step(batch)
                 _sync(device)
                 times.append(time.perf_counter() - t0)
                 tgt_tokens += result.tokens
@@ -250,6 +338,8 @@ def measure(
                 "vocab": config.model.vocab_size,
                 "hidden": config.model.hidden,
                 "amp": amp,
+                "cuda_graph": args.cuda_graph,
+                "padded_target_length": length,
                 "kernels": kernels,
                 "params": params,
                 "warmup": warmup_done,
@@ -442,6 +532,16 @@ def write_report(path: Path, payload: dict[str, Any]) -> None:
             if env["device_type"] == "cuda"
             else "the process's resident set sampled at step ends (monotone across runs in one process)."
         ),
+        *(
+            [
+                "",
+                "`--cuda-graph`: each run's step (`Trainer.forward_backward` and the optimizer step) captured in one "
+                "CUDA graph after 3 steps on the first batch and replayed, every batch's targets padded to the "
+                f"corpus's longest ({rows[0].get('padded_target_length')} positions in the first run).",
+            ]
+            if payload["args"].get("cuda_graph")
+            else []
+        ),
         "",
         "| config | M x N | batch | amp | kernels | steps | ms/step median | ms/step mean | tgt tok/s | "
         "src tok/s | real src % | peak MiB | params (M) | loss/token |",
@@ -535,9 +635,17 @@ def main(argv: list[str] | None = None) -> int:
         default=150.0,
         help="the script's time budget (s): no run starts, and warm-up and timed loops stop, once it is spent",
     )
+    parser.add_argument(
+        "--cuda-graph",
+        action="store_true",
+        help="capture each run's training step in a CUDA graph and replay it (targets padded to the "
+        "corpus's longest; CUDA only; not yet run on a GPU)",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS, help="results folder")
     parser.add_argument("--tag", default="", help="results file suffix (default: the device type)")
     args = parser.parse_args(argv)
+    if args.cuda_graph and not str(args.device).startswith("cuda"):
+        parser.error(f"--cuda-graph needs a CUDA device, got --device {args.device}")
     start = time.perf_counter()
     deadline = start + args.budget_s
     if args.steps < 1 or args.warmup < 0 or args.batch < 0 or args.vocab_size < 0:

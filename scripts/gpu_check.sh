@@ -15,6 +15,8 @@
 #               for m in 10 100; do scg-summarize prepare --format cnndm --chunks $m --chunk-len 40 \
 #                 --input train=../shared/data/cnndm-250/stories --output .gpu/cnndm250-${m}x40 --quiet; done
 #             (and `carry: [".gpu", ".whl"]` in the device call)
+#   graph     the same STANDARD and C2F runs (M = 10, 100) with each step captured in a CUDA graph
+#             (train_throughput.py --cuda-graph, results *_gpu_graph*; written without a GPU, not yet run)
 #   profile   torch.profiler table of one C2F step at M = 100 and 1000 (where the time goes)
 #   sweep     benchmarks/c2f_launch_sweep.py: the read's and the coarse blocks' (tile, warps, stages) at
 #             M = 1000, k = 1, 2, bf16, back-to-back graph replays (about 32 compiles per part; not default)
@@ -78,6 +80,11 @@ torch.cuda.get_device_properties(0))'; which ncu || true" ;;
         part train 330 $PY benchmarks/train_throughput.py --data "$GPU_DATA/cnndm250-10x40" \
             --configs STANDARD HIER C2F C2F+MULTI2 --also "$GPU_DATA/cnndm250-100x40" STANDARD C2F \
             --steps 200 --warmup 10 --device cuda --amp bf16 --max-seconds 35 --budget-s 300 --tag gpu ;;
+    graph)
+        part graph 240 $PY benchmarks/train_throughput.py --data "$GPU_DATA/cnndm250-10x40" \
+            --configs STANDARD C2F --also "$GPU_DATA/cnndm250-100x40" STANDARD C2F \
+            --steps 200 --warmup 10 --device cuda --amp bf16 --max-seconds 25 --budget-s 220 --cuda-graph \
+            --tag gpu_graph ;;
     profile)
         part profile 90 $PY benchmarks/c2f_profile.py --out "$LOGS" --no-ncu ;;
     sweep)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -105,3 +106,45 @@ def test_a_missing_split_is_named(bench: Any, synthetic_corpus: Path) -> None:
     assert bench.pick_split(synthetic_corpus, "auto") == "train"
     with pytest.raises(SystemExit, match="--split nope"):
         bench.pick_split(synthetic_corpus, "nope")
+
+
+def test_cuda_graph_needs_a_cuda_device(bench: Any, synthetic_corpus: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        bench.main(["--data", str(synthetic_corpus), "--device", "cpu", "--cuda-graph"])
+    assert "--cuda-graph needs a CUDA device, got --device cpu" in capsys.readouterr().err
+
+
+def test_a_captured_step_refuses_what_one_graph_cannot_replay(bench: Any) -> None:
+    for normalize, alternate, optimizer in (("tokens", 0.0, "sgd"), ("batch", 0.5, "sgd"), ("batch", 0.0, "adam")):
+        train = SimpleNamespace(normalize=normalize, alternate=alternate, optimizer=optimizer)
+        with pytest.raises(ValueError, match="--cuda-graph needs train.normalize = 'batch', no \\+ALTERNATE"):
+            bench.CapturedStep(SimpleNamespace(config=SimpleNamespace(train=train)), 10, 1)
+    train = SimpleNamespace(normalize="batch", alternate=0.0, optimizer="sgd")
+    assert bench.CapturedStep(SimpleNamespace(config=SimpleNamespace(train=train)), 10, 1).graph is None
+
+
+def test_padded_targets_leave_a_soft_step_unchanged(bench: Any, synthetic_corpus: Path, tmp_path: Path) -> None:
+    """The captured step pads every batch's targets to one length: on a deterministic (soft,
+    dropout-free) model the padded positions change neither the NLL, the token count nor any
+    gradient; a length shorter than the batch's targets is refused."""
+    from scg_summarize.train import Trainer, load_config
+
+    config = load_config("tiny-STANDARD", ["model.dropout=0.0", "train.max_steps_per_epoch=1", "train.epochs=1"])
+    trainer = Trainer(config, synthetic_corpus, tmp_path / "run", quiet=True, log=lambda line: None)
+    try:
+        batch = next(iter(trainer.loader))
+        T = int(batch.tgt.shape[1])
+        params = [p for p in trainer.model.parameters() if p.requires_grad]
+        got = []
+        for b in (batch, bench.pad_targets_to(batch, T + 5)):
+            result, _ = trainer.forward_backward(*trainer.step_inputs(b))
+            grads = [torch.zeros_like(p) if p.grad is None else p.grad.clone() for p in params]
+            got.append((result.read(), grads))
+        (plain, g0), (padded, g1) = got
+        assert padded.tokens == plain.tokens and abs(padded.nll - plain.nll) <= 1e-5 * abs(plain.nll)
+        assert all(torch.allclose(a, b, rtol=1e-5, atol=1e-7) for a, b in zip(g0, g1))
+        assert any(bool(g.abs().sum() > 0) for g in g0)
+        with pytest.raises(ValueError, match=f"a batch has targets of {T} positions, more than the captured {T - 1}"):
+            bench.pad_targets_to(batch, T - 1)
+    finally:
+        trainer.close()
