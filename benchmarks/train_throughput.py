@@ -54,7 +54,8 @@ The GPU run (issue 17, item 4)::
 ``--cuda-graph`` (CUDA only; issue 29's captured step; written without a GPU and not yet run) captures
 each run's step, `Trainer.forward_backward` and the SGD step, in one CUDA graph after three steps on the
 first batch and replays it for every batch, its targets padded to the corpus's longest
-(`CapturedStep`); ``bash scripts/gpu_check.sh graph`` runs STANDARD and C2F that way (``--tag gpu_graph``).
+(`CapturedStep`, `Batch.with_target_length`); ``bash scripts/gpu_check.sh graph`` runs STANDARD and
+C2F that way (``--tag gpu_graph``).
 
 Writes ``benchmarks/results/train_throughput_<tag or device>.{json,md}``; the md states, per
 configuration, the ratio of its ms per step to STANDARD's at the same grid, and the ratio between
@@ -78,7 +79,6 @@ import tempfile
 import time
 import traceback
 from collections.abc import Callable, Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -166,23 +166,6 @@ def with_autocast(objective: Callable[..., Any], device: torch.device, cache: bo
     return run
 
 
-def pad_targets_to(batch: Batch, length: int) -> Batch:
-    """``batch`` with its targets right-padded to ``length`` positions (the same examples: the
-    padding is masked out of the NLL, C2F's padded steps cost their baseline); ``ValueError`` for
-    a batch whose targets are longer."""
-    T = int(batch.tgt.shape[1])
-    if T > length:
-        raise ValueError(f"a batch has targets of {T} positions, more than the captured {length}")
-    if T == length:
-        return batch
-    extra = length - T
-    return replace(
-        batch,
-        tgt=torch.cat([batch.tgt, batch.tgt.new_zeros(batch.tgt.shape[0], extra)], 1),
-        tgt_mask=torch.cat([batch.tgt_mask, batch.tgt_mask.new_zeros(batch.tgt_mask.shape[0], extra)], 1),
-    )
-
-
 class CapturedStep:
     """The trainer's step in one CUDA graph (``--cuda-graph``): `Trainer.forward_backward` and the
     optimizer step, captured after ``warmup`` steps on the first batch (the EMA's rows, the credit
@@ -212,7 +195,7 @@ class CapturedStep:
 
     def __call__(self, batch: Batch) -> Any:
         trainer = self.trainer
-        inputs, normalizer = trainer.step_inputs(pad_targets_to(batch, self.length))
+        inputs, normalizer = trainer.step_inputs(batch.with_target_length(self.length))
         if self.graph is None:
             self._capture(inputs, normalizer)
         else:

@@ -136,7 +136,7 @@ def test_padded_targets_leave_a_soft_step_unchanged(bench: Any, synthetic_corpus
         T = int(batch.tgt.shape[1])
         params = [p for p in trainer.model.parameters() if p.requires_grad]
         got = []
-        for b in (batch, bench.pad_targets_to(batch, T + 5)):
+        for b in (batch, batch.with_target_length(T + 5)):
             result, _ = trainer.forward_backward(*trainer.step_inputs(b))
             grads = [torch.zeros_like(p) if p.grad is None else p.grad.clone() for p in params]
             got.append((result.read(), grads))
@@ -144,7 +144,7 @@ def test_padded_targets_leave_a_soft_step_unchanged(bench: Any, synthetic_corpus
         assert padded.tokens == plain.tokens and abs(padded.nll - plain.nll) <= 1e-5 * abs(plain.nll)
         assert all(torch.allclose(a, b, rtol=1e-5, atol=1e-7) for a, b in zip(g0, g1))
         assert any(bool(g.abs().sum() > 0) for g in g0)
-        with pytest.raises(ValueError, match=f"a batch has targets of {T} positions, more than the captured {T - 1}"):
-            bench.pad_targets_to(batch, T - 1)
+        with pytest.raises(ValueError, match=f"a batch has targets of {T} positions, more than the {T - 1} it is"):
+            batch.with_target_length(T - 1)
     finally:
         trainer.close()

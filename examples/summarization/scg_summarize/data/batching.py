@@ -88,6 +88,22 @@ class Batch(SourceBatch):
         """(B,) long target lengths including ``<s>`` and ``</s>``."""
         return self.tgt_mask.sum(1)
 
+    def with_target_length(self, length: int) -> Batch:
+        """This batch with its targets right-padded to ``length`` positions (the same examples: the
+        padding is masked out of every loss; a compiled or captured step then sees one shape);
+        ``ValueError`` if the targets are longer."""
+        T = int(self.tgt.shape[1])
+        if T > length:
+            raise ValueError(f"a batch has targets of {T} positions, more than the {length} it is padded to")
+        if T == length:
+            return self
+        B = self.tgt.shape[0]
+        return replace(
+            self,
+            tgt=torch.cat([self.tgt, self.tgt.new_zeros(B, length - T)], 1),
+            tgt_mask=torch.cat([self.tgt_mask, self.tgt_mask.new_zeros(B, length - T)], 1),
+        )
+
 
 def pad_targets(targets: Sequence[torch.Tensor], pad_id: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     """``(tgt (B, T), tgt_mask (B, T))`` of right-padded target id sequences."""
