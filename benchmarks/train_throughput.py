@@ -85,6 +85,7 @@ from typing import Any
 import torch
 from scg_summarize.data.batching import Batch
 from scg_summarize.kernels import ENV_VAR, forced
+from torch._dynamo.utils import counters
 
 RESULTS = Path(__file__).resolve().parent / "results"
 PAPER_VOCAB = 50004  # 50000 words (Ling & Rush 2017, Section 5) + <pad>, <unk>, <s>, </s>
@@ -234,9 +235,10 @@ def _error(err: BaseException) -> str:
 
 # ----------------------------------------------------------------------------- one run
 def measure(
-    config_name: str, data: Path, split: str, args: argparse.Namespace, amp: str, deadline: float
+    config_name: str, data: Path, split: str, args: argparse.Namespace, amp: str, deadline: float, backend: str = ""
 ) -> dict[str, Any]:
-    """Train ``config_name`` on ``data`` for ``args.steps`` timed steps; raises on any failure."""
+    """Train ``config_name`` on ``data`` for ``args.steps`` timed steps (``backend``: the objective
+    compiled with it, ``train.compile``); raises on any failure."""
     from scg_summarize.kernels import choose
     from scg_summarize.train.config import load_config
     from scg_summarize.train.data import make_loader
@@ -255,6 +257,10 @@ def measure(
         overrides.append(f"model.vocab_size={args.vocab_size}")
     if args.threads:
         overrides.append(f"train.threads={args.threads}")
+    if args.compile:  # (the eager and the compiled runs alike: the same padded work)
+        overrides.append(f"data.pad_targets={args.pad_targets}")
+    if backend:
+        overrides.append(f"train.compile={json.dumps(backend)}")
     overrides += args.set
     config = load_config(config_name, overrides)
     M, N, _ = corpus_grid(data)
@@ -289,6 +295,7 @@ def measure(
             nll = 0.0
             load_s = 0.0
             cpu0 = time.process_time()
+            graphs_before = counters["stats"]["unique_graphs"]
             timed_start = time.perf_counter()
             for _ in range(args.steps):
                 t_load = time.perf_counter()
@@ -321,6 +328,9 @@ def measure(
                 "vocab": config.model.vocab_size,
                 "hidden": config.model.hidden,
                 "amp": amp,
+                "compile": backend,
+                # (graphs dynamo compiled during the timed steps: a new target length each)
+                "graphs_compiled_timed": counters["stats"]["unique_graphs"] - graphs_before,
                 "cuda_graph": args.cuda_graph,
                 "padded_target_length": length,
                 "kernels": kernels,
@@ -372,7 +382,7 @@ def attempts(amp: str, device: str) -> list[tuple[str, str | None]]:
 
 
 def run_config(
-    config_name: str, data: Path, split: str, amp: str, args: argparse.Namespace, deadline: float
+    config_name: str, data: Path, split: str, amp: str, args: argparse.Namespace, deadline: float, backend: str = ""
 ) -> dict[str, Any]:
     """One row: the first attempt that works, with the errors of the failed ones."""
     M, N, _ = corpus_grid(data)
@@ -380,12 +390,16 @@ def run_config(
     for try_amp, kernels in attempts(amp, args.device):
         if time.perf_counter() >= deadline:
             break
-        label = f"{config_name} M={M} amp={try_amp}" + (f" {KERNEL_ENV}={kernels}" if kernels else "")
+        label = (
+            f"{config_name} M={M} amp={try_amp}"
+            + (f" compiled ({backend})" if backend else "")
+            + (f" {KERNEL_ENV}={kernels}" if kernels else "")
+        )
         log(f"  {label}: {args.warmup} warm-up + up to {args.steps} timed steps")
         t0 = time.perf_counter()
         try:
             with forced(kernels):
-                row = measure(config_name, data, split, args, try_amp, deadline)
+                row = measure(config_name, data, split, args, try_amp, deadline, backend)
         except Exception as err:  # one shot on the GPU: record it and go on
             message = _error(err)
             log(f"  {label}: FAILED {message}")
@@ -418,6 +432,7 @@ def run_config(
         "M": M,
         "N": N,
         "amp_requested": amp,
+        "compile": backend,
         "amp": None,
         "errors": errors,
         "failed": True,
@@ -462,21 +477,31 @@ def ratios(rows: list[dict[str, Any]]) -> list[str]:
     """Lines comparing ms per step: each config vs STANDARD on the same grid and amp, and each
     config between grids (the largest M vs the smallest)."""
     ok = [r for r in rows if not r.get("failed")]
-    key = {(r["config"], r["M"], r["amp"]): r for r in ok}
+    key = {(r["config"], r["M"], r["amp"], r.get("compile", "")): r for r in ok}
     lines = []
-    for (config, M, amp), row in sorted(key.items(), key=lambda kv: (kv[0][1], kv[0][2], kv[0][0])):
+    for (config, M, amp, backend), row in sorted(key.items(), key=lambda kv: (kv[0][3], kv[0][1], kv[0][2], kv[0][0])):
         standard = re.sub(r"^(tiny-|small-)?.*$", r"\1STANDARD", config)  # the same size variant
-        ref = key.get((standard, M, amp))
+        ref = key.get((standard, M, amp, backend))
+        how = f", compiled ({backend})" if backend else ""
         if ref is not None and config != standard:
             lines.append(
-                f"- M = {M}, amp {amp}: {config} / {standard} = "
+                f"- M = {M}, amp {amp}{how}: {config} / {standard} = "
                 f"{row['ms_per_step_median'] / ref['ms_per_step_median']:.2f}x ms per step "
                 f"(target tokens/s {row['tgt_tokens_per_s'] / ref['tgt_tokens_per_s']:.2f}x; peak memory "
                 f"{row['peak_mem_mib'] / ref['peak_mem_mib']:.2f}x)"
             )
+    for (config, M, amp, backend), row in sorted(key.items(), key=lambda kv: (kv[0][1], kv[0][2], kv[0][0])):
+        eager = key.get((config, M, amp, ""))
+        if backend and eager is not None:
+            lines.append(
+                f"- {config}, M = {M}, amp {amp}: compiled ({backend}) / eager = "
+                f"{row['ms_per_step_median'] / eager['ms_per_step_median']:.2f}x ms per step "
+                f"({row['graphs_compiled_timed']} graphs compiled during its timed steps)"
+            )
     by_config: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for row in ok:
-        by_config.setdefault((row["config"], row["amp"]), []).append(row)
+        if not row.get("compile"):
+            by_config.setdefault((row["config"], row["amp"]), []).append(row)
     for (config, amp), group in sorted(by_config.items()):
         if len({r["M"] for r in group}) < 2:
             continue
@@ -488,6 +513,11 @@ def ratios(rows: list[dict[str, Any]]) -> list[str]:
             f"step; peak memory {large['peak_mem_mib'] / small['peak_mem_mib']:.2f}x)"
         )
     return lines
+
+
+def compiled(row: dict[str, Any]) -> str:
+    """A row's compilation, for its configuration cell."""
+    return f" (compiled, {row['compile']})" if row.get("compile") else ""
 
 
 def write_report(path: Path, payload: dict[str, Any]) -> None:
@@ -525,6 +555,19 @@ def write_report(path: Path, payload: dict[str, Any]) -> None:
             if payload["args"].get("cuda_graph")
             else []
         ),
+        *(
+            [
+                "",
+                f"`--compile {payload['args']['compile']}`: every configuration also ran with its objective compiled "
+                f"(`train.compile = '{payload['args']['compile']}'`: forward and backward traced whole, "
+                "`scg_summarize/train/compiled.py`); the eager and the compiled runs both padded their targets to "
+                f"multiples of {payload['args']['pad_targets']} positions (`data.pad_targets`). A compiled row's "
+                "warm-up includes its first compilations; `graphs_compiled_timed` in the JSON counts those made "
+                "during its timed steps (a new target length each), which its median ms per step mostly skips.",
+            ]
+            if payload["args"].get("compile")
+            else []
+        ),
         "",
         "| config | M x N | batch | amp | kernels | steps | ms/step median | ms/step mean | tgt tok/s | "
         "src tok/s | real src % | peak MiB | params (M) | loss/token |",
@@ -538,13 +581,13 @@ def write_report(path: Path, payload: dict[str, Any]) -> None:
                 else "failed: " + "; ".join(e["error"][:200] for e in r["errors"])
             )
             out.append(
-                f"| {r['config']} | {r['M']} x {r['N']} | | {r['amp_requested']} | | - | "
+                f"| {r['config']}{compiled(r)} | {r['M']} x {r['N']} | | {r['amp_requested']} | | - | "
                 f"{reason.replace('|', '/')} | | | | | | | |"
             )
             continue
         amp = r["amp"] if r["amp"] == r["amp_requested"] else f"{r['amp']} (asked {r['amp_requested']})"
         out.append(
-            f"| {r['config']} | {r['M']} x {r['N']} | {r['batch']} | {amp} | {r['kernels']} | "
+            f"| {r['config']}{compiled(r)} | {r['M']} x {r['N']} | {r['batch']} | {amp} | {r['kernels']} | "
             f"{r['steps']}{' (capped)' if r['truncated'] else ''} | {r['ms_per_step_median']:.1f} | "
             f"{r['ms_per_step_mean']:.1f} | {r['tgt_tokens_per_s']:.0f} | {r['src_tokens_per_s']:.0f} | "
             f"{100 * r['src_real_fraction']:.0f} | "
@@ -624,9 +667,19 @@ def main(argv: list[str] | None = None) -> int:
         help="capture each run's training step in a CUDA graph and replay it (targets padded to the "
         "corpus's longest; CUDA only; not yet run on a GPU)",
     )
+    parser.add_argument(
+        "--compile",
+        default="",
+        choices=("", "inductor", "aot_eager", "eager"),
+        help="also run every configuration with its objective compiled by this torch.compile backend "
+        "(train.compile); the eager and compiled runs then pad targets to multiples of --pad-targets",
+    )
+    parser.add_argument("--pad-targets", type=int, default=8, help="with --compile: data.pad_targets (default 8)")
     parser.add_argument("--out", type=Path, default=RESULTS, help="results folder")
     parser.add_argument("--tag", default="", help="results file suffix (default: the device type)")
     args = parser.parse_args(argv)
+    if args.pad_targets < 0:
+        parser.error(f"--pad-targets must be >= 0, got {args.pad_targets}")
     if args.cuda_graph and not str(args.device).startswith("cuda"):
         parser.error(f"--cuda-graph needs a CUDA device, got --device {args.device}")
     start = time.perf_counter()
@@ -668,7 +721,8 @@ def main(argv: list[str] | None = None) -> int:
     for data, names in plan:
         for name in names:
             for amp in args.amp:
-                rows.append(run_config(name, data, splits[data], amp, args, deadline))
+                for backend in ("", args.compile) if args.compile else ("",):
+                    rows.append(run_config(name, data, splits[data], amp, args, deadline, backend))
     payload = {
         "tag": tag,
         "command": shlex.join([sys.executable, *sys.argv])

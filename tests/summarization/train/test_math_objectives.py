@@ -130,7 +130,7 @@ def _step(
     module.theta = theta
     train = SimpleNamespace(normalize=normalize, max_grad_norm=max_grad_norm)
     stub = SimpleNamespace(
-        config=SimpleNamespace(train=train, data=SimpleNamespace(regrid=None)),
+        config=SimpleNamespace(train=train, data=SimpleNamespace(regrid=None, pad_targets=0)),
         dist=_Ranks(rank, world, {} if book is None else book),
         device=torch.device("cpu"),
         net=module,

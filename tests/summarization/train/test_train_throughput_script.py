@@ -83,15 +83,30 @@ def test_rows(bench: Any, synthetic_corpus: Path, tmp_path: Path) -> None:
     assert payload["ratios"][0].startswith(f"- M = {rows[0]['M']}, amp none: tiny-C2F / tiny-STANDARD = {ratio:.2f}x")
 
 
+def test_compiled_rows_beside_the_eager_ones(bench: Any, synthetic_corpus: Path, tmp_path: Path) -> None:
+    """``--compile eager``: each configuration runs eagerly and compiled (targets padded alike),
+    and the report gives the compiled / eager ratio of each."""
+    payload = _run(bench, synthetic_corpus, tmp_path, "--amp", "none", "--compile", "eager", configs=("tiny-C2F",))
+    eager, compiled = payload["rows"]
+    assert (eager["compile"], compiled["compile"]) == ("", "eager") and not eager["errors"] and not compiled["errors"]
+    assert compiled["steps"] == 2 and compiled["graphs_compiled_timed"] >= 0
+    ratio = compiled["ms_per_step_median"] / eager["ms_per_step_median"]
+    assert f"- tiny-C2F, M = {eager['M']}, amp none: compiled (eager) / eager = {ratio:.2f}x" in "\n".join(
+        payload["ratios"]
+    )
+    assert "| tiny-C2F (compiled, eager) |" in (tmp_path / "train_throughput_test.md").read_text()
+    torch._dynamo.reset()
+
+
 def test_a_failing_autocast_run_falls_back_to_fp32(
     bench: Any, synthetic_corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     real = bench.measure
 
-    def measure(config_name: str, data: Path, split: str, args: Any, amp: str, deadline: float) -> Any:
+    def measure(config_name: str, data: Path, split: str, args: Any, amp: str, deadline: float, backend: str) -> Any:
         if amp == "bf16" and config_name == "tiny-C2F":
             raise RuntimeError("a dtype mismatch in a custom op")
-        return real(config_name, data, split, args, amp, deadline)
+        return real(config_name, data, split, args, amp, deadline, backend)
 
     monkeypatch.setattr(bench, "measure", measure)
     payload = _run(bench, synthetic_corpus, tmp_path, "--amp", "bf16", configs=("tiny-C2F",))

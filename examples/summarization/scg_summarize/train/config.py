@@ -27,7 +27,7 @@ from typing import Any
 from ..decode_options import EVAL_TABLE_OTHER_KEYS, DecodeOptions, option_problems
 from ..models.c2f.config import C2FConfig
 from ..models.config import ModelConfig
-from .schema import ConfigError, check_config
+from .schema import COMPILE_BACKENDS, ConfigError, check_config
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -53,6 +53,8 @@ SUFFIXES: dict[str, dict[str, dict[str, Any]]] = {"+COPY": {"model": {"copy": Tr
 OPTIMIZERS: tuple[str, ...] = ("sgd", "adam", "adadelta")
 LR_SCHEDULES: tuple[str, ...] = ("after_plateau", "on_plateau")
 ROUGE_METRICS: tuple[str, ...] = ("rouge1", "rouge2", "rougeL")
+#: the objectives whose step has no host read, so ``train.compile`` can trace it whole
+COMPILABLE_OBJECTIVES: tuple[str, ...] = ("auto", "mle", "c2f_reinforce")
 
 
 @dataclass
@@ -104,6 +106,10 @@ class TrainConfig:
             perplexity, lower is better) or ``rouge1`` / ``rouge2`` / ``rougeL`` (greedy
             decoding of the first ``select_examples`` validation examples, higher is better).
         select_examples: validation examples decoded for a ROUGE ``select_metric``.
+        compile: ``torch.compile`` the objective whole with this backend (``inductor``,
+            ``aot_eager``, ``eager``; "" runs it eagerly): `.compiled`. Needs the ``mle`` or
+            ``c2f_reinforce`` objective, no +ALTERNATE and one process; compiles once per target
+            length (``data.pad_targets``).
     """
 
     optimizer: str = "sgd"
@@ -140,6 +146,7 @@ class TrainConfig:
     reward: str = "rougeL"
     select_metric: str = "ppl"
     select_examples: int = 200
+    compile: str = ""
 
     def validate(self) -> None:
         if self.optimizer not in OPTIMIZERS:
@@ -171,6 +178,13 @@ class TrainConfig:
             )
         if self.rollout_len < 0 or self.select_examples < 1:
             raise ValueError("train.rollout_len must be >= 0 and train.select_examples positive")
+        if self.compile not in COMPILE_BACKENDS:
+            raise ValueError(f"train.compile must be one of {COMPILE_BACKENDS}, got {self.compile!r}")
+        if self.compile and (self.objective not in COMPILABLE_OBJECTIVES or self.alternate > 0):
+            raise ValueError(
+                f"train.compile needs train.objective in {COMPILABLE_OBJECTIVES} and no +ALTERNATE (the others "
+                f"read values to the host each step), got {self.objective!r} and alternate = {self.alternate}"
+            )
 
 
 @dataclass
@@ -183,6 +197,8 @@ class DataConfig:
         regrid: ``[M, N]``: re-cut the first M·N words into M chunks of N (HIER-5x80,
             HIER-2x200 on a corpus prepared with the grid layout; ``[]``: as prepared).
         bucket_by: the length batches share (``tgt``, ``src``, ``both``, ``none``).
+        pad_targets: pad every training batch's targets to a multiple of this many positions
+            (0: the batch's longest): a compiled step (``train.compile``) compiles once per length.
     """
 
     train_split: str = "train"
@@ -191,6 +207,7 @@ class DataConfig:
     max_target_len: int = 0
     regrid: list[int] = field(default_factory=list)
     bucket_by: str = "both"
+    pad_targets: int = 0
 
     def validate(self) -> None:
         if self.regrid and (len(self.regrid) != 2 or min(self.regrid) < 1):

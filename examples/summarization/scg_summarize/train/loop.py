@@ -27,6 +27,7 @@ import scg
 from ..data.batching import Batch
 from ..dirlock import DirLock
 from .checkpoint import TrainingParts, save_atomic, seed_all, write_param_digest
+from .compiled import check_compilable, compiled_objective
 from .config import Config
 from .data import batch_to, load_training_splits, make_loader
 from .ddp import DistContext, resolve_device
@@ -101,6 +102,9 @@ class Trainer:
         self.schedule = PlateauDecay(self.optimizer, tc.lr_decay, tc.decay_patience, tc.lr_schedule)
         self.baseline = scg.baselines.EMA(tc.baseline_beta)
         self.objective = build_objective(tc.objective, self)  # train.objective (registered objectives)
+        if tc.compile:  # train.compile: the objective traced whole (`.compiled`)
+            check_compilable(self)
+            self.objective = compiled_objective(self.objective, tc.compile)
         self.loader = make_loader(self.train_set, config, train=True, drop_last=self.dist.enabled)
         self.parts = TrainingParts(
             model=self.model,
@@ -179,6 +183,9 @@ class Trainer:
         tc = self.config.train
         global_batch = int(batch.src.shape[0])
         shard = self.dist.shard(batch)
+        multiple = self.config.data.pad_targets
+        if multiple:  # (data.pad_targets: few target lengths, for a compiled step)
+            shard = shard.with_target_length(-(-int(shard.tgt.shape[1]) // multiple) * multiple)
         # DDP averages the ranks' gradients, so each rank divides by (global count) / world: the
         # update is then the one-process update on the global batch, in either mode
         if tc.normalize == "batch":

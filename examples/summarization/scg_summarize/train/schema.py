@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any
 
-__all__ = ["RULES", "ConfigError", "Rule", "check_config"]
+__all__ = ["COMPILE_BACKENDS", "RULES", "ConfigError", "Rule", "check_config"]
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 _DEVICE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
@@ -72,6 +72,9 @@ def _within(low: float, high: float, *, open_low: bool = False, open_high: bool 
 def _one_of(*choices: str) -> Rule:
     return Rule("one of " + ", ".join(repr(c) for c in choices), lambda v: v in choices, full=True)
 
+
+#: ``train.compile``: off ("") or a ``torch.compile`` backend (`.compiled`)
+COMPILE_BACKENDS: tuple[str, ...] = ("", "inductor", "aot_eager", "eager")
 
 _POSITIVE, _NON_NEGATIVE = _at_least(1), _at_least(0)
 _SPLIT = Rule("a split name (letters, digits, _ and -)", lambda v: bool(_NAME.match(v)), full=True)
@@ -120,6 +123,7 @@ RULES: dict[str, Rule] = {
     "train.select_metric": _one_of("ppl", "rouge1", "rouge2", "rougeL"),
     "train.rollout_len": _NON_NEGATIVE,
     "train.select_examples": _POSITIVE,
+    "train.compile": _one_of(*COMPILE_BACKENDS),
     "train.device": Rule("'auto', 'cpu', 'cuda', 'cuda:N' or 'mps'", lambda v: bool(_DEVICE.match(v)), True),
     **{
         f"train.{k}": _NON_NEGATIVE
@@ -142,6 +146,7 @@ RULES: dict[str, Rule] = {
     },
     **{f"data.{k}_split": _SPLIT for k in ("train", "valid", "test")},
     "data.max_target_len": _NON_NEGATIVE,
+    "data.pad_targets": _NON_NEGATIVE,
     "data.regrid": Rule("[] or [M, N] with M, N >= 1", lambda v: v == [] or (len(v) == 2 and min(v) >= 1), True),
     "data.bucket_by": _one_of("tgt", "src", "both", "none"),
 }
