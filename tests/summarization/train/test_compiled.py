@@ -114,3 +114,12 @@ def _first_batches(name: str, corpus: Path, tmp_path: Path, n: int) -> list:  # 
         return [next(batches) for _ in range(n)]
     finally:
         trainer.close()
+
+
+def test_a_family_with_its_own_objective_is_refused_when_the_trainer_is_built(
+    synthetic_corpus: Path, tmp_path: Path
+) -> None:
+    options = ["train.compile='eager'", "train.objective='auto'", "train.epochs=1", "train.max_steps_per_epoch=1"]
+    config = load_config("tiny-MAL", options)
+    with pytest.raises(ValueError, match="train.compile: the 'mal' family trains with its own objective 'mal'"):
+        Trainer(config, synthetic_corpus, tmp_path / "run", quiet=True)

@@ -6,6 +6,7 @@ loop, checkpoints, DDP.
 ``schema``        every key's type and range, all problems reported at once
 ``data``          splits, loaders and the HIER-5x80 / 2x200 re-gridding
 ``objective``     NLL for soft attention; the scg surrogate for C2F; the registry of objectives
+``compiled``      ``train.compile``: the objective traced whole by ``torch.compile``
 ``self_critical`` Paulus et al.'s self-critical and mixed objectives
 ``mal_objective`` L_s + L_NLL of MAL (Li et al.)
 ``optim``         SGD/Adam/Adadelta parameter groups, gradient renormalization, the lr schedules
