@@ -187,7 +187,8 @@ class CapturedStep:
                 f"steps on the host), got {config.normalize!r}, {config.alternate} and {config.optimizer!r}"
             )
         self.trainer = trainer
-        self.length = length
+        multiple = trainer.config.data.pad_targets  # (step_inputs pads to its multiple after this)
+        self.length = -(-length // multiple) * multiple if multiple else length
         self.warmup = max(warmup, 1)
         self.graph: Any = None
         self.inputs: Batch | None = None
@@ -682,6 +683,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--pad-targets must be >= 0, got {args.pad_targets}")
     if args.cuda_graph and not str(args.device).startswith("cuda"):
         parser.error(f"--cuda-graph needs a CUDA device, got --device {args.device}")
+    if args.cuda_graph and args.compile:
+        parser.error("--cuda-graph and --compile: one way of running the step at a time")
     start = time.perf_counter()
     deadline = start + args.budget_s
     if args.steps < 1 or args.warmup < 0 or args.batch < 0 or args.vocab_size < 0:

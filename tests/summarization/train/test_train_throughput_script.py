@@ -132,10 +132,14 @@ def test_cuda_graph_needs_a_cuda_device(bench: Any, synthetic_corpus: Path, caps
 def test_a_captured_step_refuses_what_one_graph_cannot_replay(bench: Any) -> None:
     for normalize, alternate, optimizer in (("tokens", 0.0, "sgd"), ("batch", 0.5, "sgd"), ("batch", 0.0, "adam")):
         train = SimpleNamespace(normalize=normalize, alternate=alternate, optimizer=optimizer)
+        config = SimpleNamespace(train=train, data=SimpleNamespace(pad_targets=0))
         with pytest.raises(ValueError, match="--cuda-graph needs train.normalize = 'batch', no \\+ALTERNATE"):
-            bench.CapturedStep(SimpleNamespace(config=SimpleNamespace(train=train)), 10, 1)
+            bench.CapturedStep(SimpleNamespace(config=config), 10, 1)
     train = SimpleNamespace(normalize="batch", alternate=0.0, optimizer="sgd")
-    assert bench.CapturedStep(SimpleNamespace(config=SimpleNamespace(train=train)), 10, 1).graph is None
+    for multiple, length in ((0, 10), (8, 16)):  # (rounded up to data.pad_targets' multiple)
+        config = SimpleNamespace(train=train, data=SimpleNamespace(pad_targets=multiple))
+        step = bench.CapturedStep(SimpleNamespace(config=config), 10, 1)
+        assert step.graph is None and step.length == length
 
 
 def test_padded_targets_leave_a_soft_step_unchanged(bench: Any, synthetic_corpus: Path, tmp_path: Path) -> None:
