@@ -167,3 +167,43 @@ def test_padded_targets_leave_a_soft_step_unchanged(bench: Any, synthetic_corpus
             batch.with_target_length(T - 1)
     finally:
         trainer.close()
+
+
+def test_a_captured_step_fills_its_static_inputs_and_reads_its_values(
+    bench: Any, synthetic_corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The plumbing of ``--cuda-graph`` on the CPU, with torch.cuda's stream and graph calls made
+    inert (the "capture" runs the step eagerly once; a replay does nothing): the first call warms
+    up and captures on its padded batch; a later call copies its batch into the same input
+    tensors; each returns the step's values and counts a step. (What a real capture does on a
+    device is not tested here: it has not run yet.)"""
+    from contextlib import nullcontext
+
+    from scg_summarize.train import Trainer, load_config
+
+    class Inert:
+        def wait_stream(self, other: object) -> None: ...
+
+        def replay(self) -> None: ...
+
+    monkeypatch.setattr(torch.cuda, "Stream", Inert)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda: Inert())
+    monkeypatch.setattr(torch.cuda, "stream", lambda stream: nullcontext())
+    monkeypatch.setattr(torch.cuda, "CUDAGraph", Inert)
+    monkeypatch.setattr(torch.cuda, "graph", lambda graph: nullcontext())
+    options = ["train.optimizer='sgd'", "train.epochs=1", "train.max_steps_per_epoch=2"]
+    trainer = Trainer(load_config("tiny-C2F", options), synthetic_corpus, tmp_path / "run", quiet=True)
+    try:
+        first, second = (b for b, _ in zip(trainer.loader, range(2)))
+        length = max(int(first.tgt.shape[1]), int(second.tgt.shape[1])) + 3
+        step = bench.CapturedStep(trainer, length, warmup=2)
+        values = step(first)
+        inputs = step.inputs
+        assert inputs is not None and inputs.tgt.shape[1] == length and trainer.counters.step == 1
+        assert values.tokens == int(first.tgt_mask[:, 1:].sum()) and values.norm is not None
+        step(second)
+        assert step.inputs is inputs and trainer.counters.step == 2  # the same tensors, refilled
+        padded = second.with_target_length(length)
+        assert torch.equal(inputs.tgt, padded.tgt) and torch.equal(inputs.src, padded.src)
+    finally:
+        trainer.close()
