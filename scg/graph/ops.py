@@ -21,8 +21,8 @@ __all__ = [
     "F_ELEMENTWISE",
     "F_GETITEM",
     "F_METADATA",
-    "F_META_ARGS",
     "F_MUTATES",
+    "F_OTHERS_META",
     "F_PAIRED",
     "F_RANDOM",
     "F_SELF_META",
@@ -133,7 +133,7 @@ F_METADATA, F_SHAPE, F_RANDOM, F_MUTATES, F_ELEMENTWISE, F_DYNAMIC, F_GETITEM, F
 F_ZERO_GRAD = 256
 F_COPY = 512
 F_SELF_META = 1024
-F_META_ARGS = 2048
+F_OTHERS_META = 2048
 
 #: Operations that read only the metadata (dtype, device, shape) of a tensor argument, not its
 #: values: ``x.new_full(size, v)`` of ``x`` (``new_tensor(data)`` copies ``data``, which is
@@ -170,7 +170,7 @@ def info(func: Callable[..., Any]) -> tuple[str, positions.Rule | None, int]:
         | (F_ZERO_GRAD if name in _ZERO_GRAD else 0)
         | (F_COPY if name in _COPIES else 0)
         | (F_SELF_META if name in _SELF_META else 0)
-        | (F_META_ARGS if name in _OTHERS_META else 0)
+        | (F_OTHERS_META if name in _OTHERS_META else 0)
     )
     got = (name, rule, flags)
     INFO[func] = got

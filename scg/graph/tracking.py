@@ -65,9 +65,9 @@ from scg.graph.ops import (
     ESCAPES,
     F_COPY,
     F_ELEMENTWISE,
-    F_META_ARGS,
     F_METADATA,
     F_MUTATES,
+    F_OTHERS_META,
     F_PAIRED,
     F_RANDOM,
     F_SELF_META,
@@ -235,16 +235,17 @@ class InfluenceTracker(TorchFunctionMode):
         m = 0
         tracked: list[tuple[int, Tensor, int]] = []
         aliased = False  # an input carries nodes known only through its storage (an alias was written)
-        # (arguments whose values the operation does not read, ``ops._SELF_META`` and ``_OTHERS_META``:
-        # the first, or every one after it; read all the same once a shape depends on sampled
-        # values, which such an argument's shape can carry to the output: ``x.view_as(y)``)
-        meta = flags & (F_SELF_META | F_META_ARGS) and not self.any_dynamic
-        first = 1 if meta and flags & F_SELF_META else 0
-        last = 1 if meta and flags & F_META_ARGS else len(args)
-        for i, a in enumerate(args):
+        read, start, read_kwargs = args, 0, True  # the arguments whose values the operation reads
+        if flags & (F_SELF_META | F_OTHERS_META) and not self.any_dynamic:
+            # (``ops._SELF_META`` and ``_OTHERS_META``: the first argument, or every one after it,
+            # is read for its metadata only; all are read once a shape depends on sampled values,
+            # which such an argument's shape can carry to the output: ``x.view_as(y)``)
+            if flags & F_SELF_META:
+                read, start = args[1:], 1
+            else:
+                read, read_kwargs = args[:1], False
+        for i, a in enumerate(read, start):
             if isinstance(a, Tensor):
-                if i < first or i >= last:
-                    continue
                 am = getattr(a, attr, 0)
                 if storages:
                     got = storages.get(storage_key(a))
@@ -265,7 +266,7 @@ class InfluenceTracker(TorchFunctionMode):
                             m |= bm
                             tracked.append((i, b, bm))
                             aliased = aliased or bool(storages)  # (not told apart here)
-        if kwargs and not (meta and flags & F_META_ARGS):
+        if kwargs and read_kwargs:
             for a in kwargs.values():
                 if isinstance(a, Tensor):
                     am = self.mask_of(a)

@@ -43,7 +43,7 @@ def mal_objective(net: Any, batch: Batch, normalizer: float) -> StepResult:
     terms = {"loss_s": loss_s.detach().mean(), "nll_loss": total.detach() / max(docs, 1.0)}
     for name, value in (("entropy_s", out.entropy_s), ("entropy_u", out.entropy_u), ("label_rate", out.label_rate)):
         if value is not None:
-            terms[name] = torch.as_tensor(value).detach()
+            terms[name] = torch.as_tensor(value)
     return StepResult(loss, total.detach(), out.tokens(), out, None, True, terms)
 
 

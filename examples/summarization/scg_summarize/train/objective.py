@@ -107,7 +107,7 @@ class StepResult:
         """The loss, the NLL, the token count, the gradient norm (None: not clipped) and the terms
         as numbers, in one host read (one wait for the device per step, not one per value)."""
         names = list(self.terms)
-        parts = [self.loss.detach(), self.nll, self.tokens, *(self.terms[k] for k in names)]
+        parts = [self.loss, self.nll, self.tokens, *(self.terms[k] for k in names)]
         if norm is not None:
             parts.append(norm)
         device = self.loss.device

@@ -116,8 +116,8 @@ def self_critical_objective(
         "greedy_reward": greedy_reward.mean().detach(),
         "sample_len": sampled.lengths.float().mean(),
     }
-    none = surrogate.new_zeros(())
-    return StepResult(surrogate / normalizer, none, none, sampled, graph, False, terms)
+    zero = surrogate.new_zeros(())  # (no NLL, no tokens: the reward is the objective's)
+    return StepResult(surrogate / normalizer, zero, zero, sampled, graph, False, terms)
 
 
 @register_objective("self_critical")
