@@ -51,10 +51,10 @@ The GPU run (issue 17, item 4)::
         --configs STANDARD HIER C2F C2F+MULTI2 --also runs/cnndm250-100x40 STANDARD C2F \\
         --steps 200 --warmup 10 --device cuda --amp bf16 --tag gpu
 
-``--cuda-graph`` (CUDA only; issue 29's captured step; written without a GPU and not yet run) captures
-each run's step, `Trainer.forward_backward` and the SGD step, in one CUDA graph after three steps on the
-first batch and replays it for every batch, its targets padded to the corpus's longest
-(`CapturedStep`, `Batch.with_target_length`); ``bash scripts/gpu_check.sh graph`` runs STANDARD and
+``--cuda-graph`` (CUDA only; issue 29's captured step; written without a GPU and not yet run) trains
+each run with ``train.cuda_graph`` (`scg_summarize.train.captured`: the forward and backward passes
+replayed from a CUDA graph, the first batch eager, the second captured), every batch's targets padded
+to the corpus's longest (``data.pad_targets``); ``bash scripts/gpu_check.sh graph`` runs STANDARD and
 C2F that way (``--tag gpu_graph``).
 
 Writes ``benchmarks/results/train_throughput_<tag or device>.{json,md}``; the md states, per
@@ -167,66 +167,6 @@ def with_autocast(objective: Callable[..., Any], device: torch.device, cache: bo
     return run
 
 
-class CapturedStep:
-    """The trainer's step in one CUDA graph (``--cuda-graph``): `Trainer.forward_backward` and the
-    optimizer step, captured after ``warmup`` steps on the first batch (the EMA's rows, the credit
-    plans, cuDNN's and Triton's first calls; the word encoders run over the whole width inside the
-    capture) and replayed for every batch, its targets padded to ``length`` and copied into the
-    captured inputs. The step's values are read after the replay, so unlike `Trainer.train_step`
-    the divergence check follows the optimizer step. The learning rate and the normalizer are the
-    capture's (constants of the graph).
-
-    Written without a GPU (session 22): not yet run."""
-
-    def __init__(self, trainer: Any, length: int, warmup: int) -> None:
-        config = trainer.config.train
-        if config.normalize != "batch" or config.alternate > 0 or config.optimizer != "sgd":
-            raise ValueError(
-                "--cuda-graph needs train.normalize = 'batch', no +ALTERNATE and train.optimizer = 'sgd' "
-                "(a captured step replays one normalizer and one objective; Adam and Adadelta count their "
-                f"steps on the host), got {config.normalize!r}, {config.alternate} and {config.optimizer!r}"
-            )
-        self.trainer = trainer
-        multiple = trainer.config.data.pad_targets  # (step_inputs pads to its multiple after this)
-        self.length = -(-length // multiple) * multiple if multiple else length
-        self.warmup = max(warmup, 1)
-        self.graph: Any = None
-        self.inputs: Batch | None = None
-        self.result: Any = None
-        self.norm: torch.Tensor | None = None
-
-    def __call__(self, batch: Batch) -> Any:
-        trainer = self.trainer
-        inputs, normalizer = trainer.step_inputs(batch.with_target_length(self.length))
-        if self.graph is None:
-            self._capture(inputs, normalizer)
-        else:
-            assert self.inputs is not None
-            for name in ("src", "src_mask", "tgt", "tgt_mask", "salient", "index"):
-                static = getattr(self.inputs, name)
-                if static is not None:
-                    static.copy_(getattr(inputs, name), non_blocking=True)
-        self.graph.replay()
-        values = self.result.read(self.norm)
-        trainer.counters.step += 1
-        return values
-
-    def _capture(self, inputs: Batch, normalizer: float) -> None:
-        trainer = self.trainer
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            for _ in range(self.warmup):
-                trainer.forward_backward(inputs, normalizer)
-                trainer.optimizer.step()
-        torch.cuda.current_stream().wait_stream(stream)
-        self.inputs = inputs
-        self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph):
-            self.result, self.norm = trainer.forward_backward(inputs, normalizer)
-            trainer.optimizer.step()
-
-
 def _error(err: BaseException) -> str:
     """The exception and where it came from (its last frames), short enough for the JSON."""
     frames = traceback.extract_tb(err.__traceback__)[-3:]
@@ -240,6 +180,7 @@ def measure(
 ) -> dict[str, Any]:
     """Train ``config_name`` on ``data`` for ``args.steps`` timed steps (``backend``: the objective
     compiled with it, ``train.compile``); raises on any failure."""
+    from scg_summarize.data.dataset import SummarizationDataset
     from scg_summarize.kernels import choose
     from scg_summarize.train.config import load_config
     from scg_summarize.train.data import make_loader
@@ -260,6 +201,10 @@ def measure(
         overrides.append(f"train.threads={args.threads}")
     if args.compile:  # (the eager and the compiled runs alike: the same padded work)
         overrides.append(f"data.pad_targets={args.pad_targets}")
+    length = 0
+    if args.cuda_graph:  # train.cuda_graph, one graph: every batch's targets padded to the corpus's longest
+        length = int(SummarizationDataset(data, split, with_text=False).target_lengths().max())
+        overrides += ["train.cuda_graph=true", f"data.pad_targets={length}"]
     if backend:
         overrides.append(f"train.compile={json.dumps(backend)}")
     overrides += args.set
@@ -274,10 +219,6 @@ def measure(
             if amp == "bf16":
                 trainer.objective = with_autocast(trainer.objective, device, cache=not args.cuda_graph)
             step: Callable[[Batch], Any] = trainer.train_step
-            length = 0
-            if args.cuda_graph:  # one graph: every batch's targets padded to the corpus's longest
-                length = max(int(batch.tgt.shape[1]) for batch in trainer.loader)
-                step = CapturedStep(trainer, length, warmup=3)
             kernels = choose(device) if config.model.attention == "c2f" else "-"
             params = sum(p.numel() for p in trainer.model.parameters())
             batches = cycle(trainer.loader)
@@ -549,9 +490,10 @@ def write_report(path: Path, payload: dict[str, Any]) -> None:
         *(
             [
                 "",
-                "`--cuda-graph`: each run's step (`Trainer.forward_backward` and the optimizer step) captured in one "
-                "CUDA graph after 3 steps on the first batch and replayed, every batch's targets padded to the "
-                f"corpus's longest ({rows[0].get('padded_target_length')} positions in the first run).",
+                "`--cuda-graph`: each run with `train.cuda_graph` (the forward and backward passes replayed from "
+                "a CUDA graph: the first batch eager, the second captured; the optimizer steps eagerly), every "
+                f"batch's targets padded to the corpus's longest ({rows[0].get('padded_target_length')} positions "
+                "in the first run).",
             ]
             if payload["args"].get("cuda_graph")
             else []
@@ -665,8 +607,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--cuda-graph",
         action="store_true",
-        help="capture each run's training step in a CUDA graph and replay it (targets padded to the "
-        "corpus's longest; CUDA only; not yet run on a GPU)",
+        help="train with train.cuda_graph: each step's forward and backward passes replayed from a CUDA "
+        "graph (targets padded to the corpus's longest; CUDA only; not yet run on a GPU)",
     )
     parser.add_argument(
         "--compile",

@@ -15,8 +15,9 @@
 #               for m in 10 100; do scg-summarize prepare --format cnndm --chunks $m --chunk-len 40 \
 #                 --input train=../shared/data/cnndm-250/stories --output .gpu/cnndm250-${m}x40 --quiet; done
 #             (and `carry: [".gpu", ".whl"]` in the device call)
-#   graph     the same STANDARD and C2F runs (M = 10, 100) with each step captured in a CUDA graph
-#             (train_throughput.py --cuda-graph, results *_gpu_graph*; written without a GPU, not yet run)
+#   graph     the same STANDARD and C2F runs (M = 10, 100) with train.cuda_graph: each step's forward and
+#             backward replayed from a CUDA graph (train_throughput.py --cuda-graph, results *_gpu_graph*;
+#             written without a GPU, not yet run)
 #   profile   torch.profiler table of one C2F step at M = 100 and 1000 (where the time goes)
 #   sweep     benchmarks/c2f_launch_sweep.py: the read's and the coarse blocks' (tile, warps, stages) at
 #             M = 1000, k = 1, 2, bf16, back-to-back graph replays (about 32 compiles per part; not default)

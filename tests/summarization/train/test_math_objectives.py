@@ -139,6 +139,7 @@ def _step(
         counters=RunCounters(),
         last_finite=None,
         optimizer=torch.optim.SGD([theta], lr=1.0),
+        captured=None,
     )
     stub.step_inputs = lambda b: Trainer.step_inputs(stub, b)  # type: ignore[arg-type]
     stub.forward_backward = lambda b, n: Trainer.forward_backward(stub, b, n)  # type: ignore[arg-type]

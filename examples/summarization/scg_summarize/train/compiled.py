@@ -27,7 +27,7 @@ import torch
 from ..data.batching import Batch
 from .objective import Objective, StepResult
 
-__all__ = ["check_compilable", "compiled_objective"]
+__all__ = ["check_whole_step", "compiled_objective"]
 
 #: how many target lengths (graphs) one run may compile before dynamo runs new ones eagerly
 RECOMPILE_LIMIT = 64
@@ -66,14 +66,15 @@ def compiled_objective(objective: Objective, backend: str) -> Objective:
     return run
 
 
-def check_compilable(trainer: Any) -> None:
-    """Refuse, naming the option, what a compiled objective cannot run (the model's own
-    objective, several processes)."""
+def check_whole_step(trainer: Any, option: str) -> None:
+    """Refuse, naming ``option`` (``train.compile``, ``train.cuda_graph``), what a step traced or
+    captured whole cannot run: the model's own objective, several processes."""
     own = trainer.model.default_objective
+    off = "''" if option == "train.compile" else "false"
     if trainer.config.train.objective == "auto" and own is not None:
         raise ValueError(
-            f"train.compile: the {trainer.config.model.family!r} family trains with its own objective {own!r}, "
-            "which reads values to the host and cannot be compiled whole; set train.compile = ''"
+            f"{option}: the {trainer.config.model.family!r} family trains with its own objective {own!r}, "
+            f"which reads values to the host and cannot run as one traced or captured step; set {option} = {off}"
         )
     if trainer.dist.enabled:
-        raise ValueError("train.compile: not with several processes (DDP); set train.compile = ''")
+        raise ValueError(f"{option}: not with several processes (DDP); set {option} = {off}")

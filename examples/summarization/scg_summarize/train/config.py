@@ -110,6 +110,11 @@ class TrainConfig:
             ``aot_eager``, ``eager``; "" runs it eagerly): `.compiled`. Needs the ``mle`` or
             ``c2f_reinforce`` objective, no +ALTERNATE and one process; compiles once per target
             length (``data.pad_targets``).
+        cuda_graph: replay the forward and backward passes of each step from a CUDA graph, one
+            per batch shape (`.captured`): the first batch of a shape runs eagerly, the second
+            is captured; the optimizer steps eagerly after the step's one host read. Needs a
+            CUDA device, ``data.pad_targets`` > 0 (it bounds the graphs), ``normalize = 'batch'``,
+            the ``mle`` or ``c2f_reinforce`` objective, no +ALTERNATE, no ``compile`` and one process.
     """
 
     optimizer: str = "sgd"
@@ -147,6 +152,7 @@ class TrainConfig:
     select_metric: str = "ppl"
     select_examples: int = 200
     compile: str = ""
+    cuda_graph: bool = False
 
     def validate(self) -> None:
         if self.optimizer not in OPTIMIZERS:
@@ -185,6 +191,18 @@ class TrainConfig:
                 f"train.compile needs train.objective in {COMPILABLE_OBJECTIVES} and no +ALTERNATE (the others "
                 f"read values to the host each step), got {self.objective!r} and alternate = {self.alternate}"
             )
+        if self.cuda_graph and (
+            self.objective not in COMPILABLE_OBJECTIVES
+            or self.alternate > 0
+            or self.normalize != "batch"
+            or self.compile
+        ):
+            raise ValueError(
+                f"train.cuda_graph needs train.objective in {COMPILABLE_OBJECTIVES}, no +ALTERNATE, "
+                "train.normalize = 'batch' and train.compile = '' (a graph replays one objective with one "
+                f"normalizer, and reads nothing on the host), got {self.objective!r}, alternate = "
+                f"{self.alternate}, {self.normalize!r} and {self.compile!r}"
+            )
 
 
 @dataclass
@@ -198,7 +216,8 @@ class DataConfig:
             HIER-2x200 on a corpus prepared with the grid layout; ``[]``: as prepared).
         bucket_by: the length batches share (``tgt``, ``src``, ``both``, ``none``).
         pad_targets: pad every training batch's targets to a multiple of this many positions
-            (0: the batch's longest): a compiled step (``train.compile``) compiles once per length.
+            (0: the batch's longest): a compiled step (``train.compile``) compiles once per length,
+            a captured one (``train.cuda_graph``) captures a graph per length.
     """
 
     train_split: str = "train"
@@ -281,6 +300,11 @@ class Config:
         self.eval.validate()
         if self.train.alternate > 0 and not (isinstance(self.model, C2FConfig) and self.model.attention == "c2f"):
             raise ValueError("train.alternate (+ALTERNATE) needs model.attention = 'c2f'")
+        if self.train.cuda_graph and self.data.pad_targets < 1:
+            raise ValueError(
+                "train.cuda_graph needs data.pad_targets > 0: a graph is captured per padded target length "
+                "(the longest summary's positions, <s> and </s> included, give one graph)"
+            )
 
     def to_dict(self) -> dict[str, Any]:
         """The configuration as plain data (``config.json``; the ``[eval]`` table flat)."""

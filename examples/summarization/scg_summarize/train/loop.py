@@ -12,6 +12,7 @@ Exact resumption (``checkpoint.pt``, at epoch ends and every ``train.checkpoint_
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import sys
@@ -26,8 +27,9 @@ import scg
 
 from ..data.batching import Batch
 from ..dirlock import DirLock
+from .captured import CapturedStep, DevicePart, check_capturable
 from .checkpoint import TrainingParts, save_atomic, seed_all, write_param_digest
-from .compiled import check_compilable, compiled_objective
+from .compiled import check_whole_step, compiled_objective
 from .config import Config
 from .data import batch_to, load_training_splits, make_loader
 from .ddp import DistContext, resolve_device
@@ -103,8 +105,12 @@ class Trainer:
         self.baseline = scg.baselines.EMA(tc.baseline_beta)
         self.objective = build_objective(tc.objective, self)  # train.objective (registered objectives)
         if tc.compile:  # train.compile: the objective traced whole (`.compiled`)
-            check_compilable(self)
+            check_whole_step(self, "train.compile")
             self.objective = compiled_objective(self.objective, tc.compile)
+        self.captured: CapturedStep | None = None  # train.cuda_graph: the device's part replayed (`.captured`)
+        if tc.cuda_graph:
+            check_capturable(self)
+            self.captured = CapturedStep(functools.partial(self.forward_backward, keep_grads=True))
         self.loader = make_loader(self.train_set, config, train=True, drop_last=self.dist.enabled)
         self.parts = TrainingParts(
             model=self.model,
@@ -164,8 +170,11 @@ class Trainer:
         """One optimizer step on ``batch``; its values (loss, NLL, tokens, gradient norm, the
         objective's terms) come to the host in one read, after the backward pass and before the
         optimizer step, which a non-finite loss or gradient norm stops (`TrainingDiverged`): one
-        wait for the device per step (C2F's sampled steps made one per decoder step before)."""
-        result, norm = self.forward_backward(*self.step_inputs(batch))
+        wait for the device per step (C2F's sampled steps made one per decoder step before).
+        With ``train.cuda_graph`` the forward and backward passes are a graph's replay (`.captured`)."""
+        inputs, normalizer = self.step_inputs(batch)
+        device_part: DevicePart = self.forward_backward if self.captured is None else self.captured
+        result, norm = device_part(inputs, normalizer)
         # (a non-finite loss backpropagates non-finite gradients; nothing is stepped with them)
         values = result.read(norm)
         if not (math.isfinite(values.nll) and math.isfinite(values.loss)):
@@ -195,11 +204,14 @@ class Trainer:
             normalizer = max(self.dist.all_reduce([local], self.device)[0], 1.0) / self.dist.world
         return batch_to(shard, self.device, self.config), normalizer
 
-    def forward_backward(self, batch: Batch, normalizer: float) -> tuple[StepResult, torch.Tensor | None]:
+    def forward_backward(
+        self, batch: Batch, normalizer: float, *, keep_grads: bool = False
+    ) -> tuple[StepResult, torch.Tensor | None]:
         """The objective on a batch of `step_inputs`, its backward pass and the gradients'
         renormalization (`clip_gradients`: the norm before it, or None): the device's part of a
-        step, with no host read unless the objective fails (a CUDA graph can capture it with the
-        optimizer step, ``benchmarks/train_throughput.py --cuda-graph``)."""
+        step, with no host read unless the objective fails, which ``train.cuda_graph`` captures
+        (`.captured`). ``keep_grads``: zero the gradients in place instead of freeing them, so a
+        captured graph writes the tensors the optimizer reads."""
         self.net.train()
         try:
             result = self.objective(batch, normalizer)
@@ -207,7 +219,7 @@ class Trainer:
             if all(bool(torch.isfinite(p).all()) for p in self.model.parameters()):
                 raise
             self._diverged(f"the parameters became non-finite before step {self.counters.step + 1}")
-        self.optimizer.zero_grad(set_to_none=True)
+        self.optimizer.zero_grad(set_to_none=not keep_grads)
         result.loss.backward()  # type: ignore[no-untyped-call]
         return result, clip_gradients(self.model.parameters(), self.config.train.max_grad_norm)
 

@@ -1,0 +1,167 @@
+"""``train.cuda_graph`` (`scg_summarize.train.captured`): what a captured step refuses, and its
+plumbing on the CPU with torch.cuda's stream and graph calls made inert (a "capture" then runs the
+step once, eagerly, and a replay does nothing). What a real capture does on a device is not tested
+here: it needs a GPU (``bash scripts/gpu_check.sh graph``)."""
+
+from __future__ import annotations
+
+import functools
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from scg_summarize.train import Trainer, load_config
+from scg_summarize.train.captured import CapturedStep, batch_shape
+
+GRAPHED = ["train.cuda_graph=true", "data.pad_targets=64", "train.epochs=1", "train.max_steps_per_epoch=3"]
+
+
+@pytest.mark.parametrize(
+    ("override", "named"),
+    [
+        ("train.normalize='tokens'", "'tokens'"),
+        ("train.alternate=0.5", "alternate = 0.5"),
+        ("train.objective='self_critical'", "'self_critical'"),
+        ("train.compile='eager'", "'eager'"),
+    ],
+)
+def test_what_one_graph_cannot_replay_is_refused_when_the_configuration_is_read(override: str, named: str) -> None:
+    with pytest.raises(ValueError, match="train.cuda_graph needs train.objective in") as err:
+        load_config("tiny-C2F", [*GRAPHED, override])
+    assert named in str(err.value)
+
+
+def test_unpadded_targets_are_refused() -> None:
+    with pytest.raises(ValueError, match=r"train.cuda_graph needs data.pad_targets > 0"):
+        load_config("tiny-C2F", ["train.cuda_graph=true"])
+
+
+def test_a_trainer_on_the_cpu_refuses_a_captured_step(synthetic_corpus: Path, tmp_path: Path) -> None:
+    config = load_config("tiny-C2F", GRAPHED)
+    with pytest.raises(
+        ValueError, match=r"train.cuda_graph needs a CUDA device, got train.device = 'auto' \(resolved to cpu\)"
+    ):
+        Trainer(config, synthetic_corpus, tmp_path / "run", quiet=True, log=lambda line: None)
+
+
+def test_the_family_s_own_objective_is_refused(synthetic_corpus: Path, tmp_path: Path) -> None:
+    config = load_config("tiny-MAL", [*GRAPHED, "train.objective='auto'"])
+    with pytest.raises(ValueError, match="train.cuda_graph: the 'mal' family trains with its own objective 'mal'"):
+        Trainer(config, synthetic_corpus, tmp_path / "run", quiet=True, log=lambda line: None)
+
+
+@pytest.fixture
+def inert_cuda(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """torch.cuda's stream and graph calls as no-ops, recording what was asked: a capture runs its
+    block eagerly once, a replay does nothing."""
+    calls: list[str] = []
+
+    class Inert:
+        def wait_stream(self, other: object) -> None: ...
+
+        def replay(self) -> None:
+            calls.append("replay")
+
+    def graph(g: object) -> Any:
+        calls.append("capture")
+        return nullcontext()
+
+    def stream(s: object) -> Any:
+        calls.append("side stream")
+        return nullcontext()
+
+    monkeypatch.setattr(torch.cuda, "Stream", Inert)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda: Inert())
+    monkeypatch.setattr(torch.cuda, "stream", stream)
+    monkeypatch.setattr(torch.cuda, "CUDAGraph", Inert)
+    monkeypatch.setattr(torch.cuda, "graph", graph)
+    return calls
+
+
+def _trainer(corpus: Path, out: Path) -> Trainer:
+    # (the CPU trainer refuses train.cuda_graph: the same padding, the step captured by hand)
+    config = load_config("tiny-C2F", [o for o in GRAPHED if o != "train.cuda_graph=true"])
+    return Trainer(config, corpus, out, quiet=True, log=lambda line: None)
+
+
+def test_a_shape_runs_eagerly_then_is_captured_and_its_steps_are_the_eager_steps(
+    synthetic_corpus: Path, tmp_path: Path, inert_cuda: list[str]
+) -> None:
+    """The first batch of a shape runs on a side stream, the second is captured and replayed
+    (with inert calls: run once), with the gradients zeroed in place: both steps give the eager
+    trainer's values and parameters bit for bit (the same seeds, the same batches). A third batch
+    is copied into the captured inputs, and the gradient tensors are the same throughout."""
+    eager = _trainer(synthetic_corpus, tmp_path / "eager")
+    try:
+        batches = [b for b, _ in zip(eager.loader, range(3))]
+        want = []
+        for b in batches[:2]:
+            values = eager.train_step(b)
+            want.append((values, [p.detach().clone() for p in eager.model.parameters()]))
+    finally:
+        eager.close()
+    trainer = _trainer(synthetic_corpus, tmp_path / "graphed")
+    try:
+        step = trainer.captured = CapturedStep(functools.partial(trainer.forward_backward, keep_grads=True))
+        grads = None
+        for i, b in enumerate(batches[:2]):
+            values = trainer.train_step(b)
+            assert values == want[i][0]
+            assert all(torch.equal(a, p) for a, p in zip(want[i][1], trainer.model.parameters()))
+            ids = [id(p.grad) for p in trainer.model.parameters()]
+            assert grads is None or ids == grads  # (zeroed in place, never freed)
+            grads = ids
+        assert inert_cuda == ["side stream", "capture", "replay"]
+        (captured,) = step.graphs.values()
+        assert step.warm == {batch_shape(captured.inputs)}
+        inputs = captured.inputs
+        trainer.train_step(batches[2])
+        assert inert_cuda[-1] == "replay" and inert_cuda.count("capture") == 1
+        padded, _ = trainer.step_inputs(batches[2])
+        assert captured.inputs is inputs and torch.equal(inputs.tgt, padded.tgt) and torch.equal(inputs.src, padded.src)
+        assert trainer.counters.step == 3
+    finally:
+        trainer.close()
+
+
+def test_a_new_shape_warms_up_and_gets_a_graph_of_its_own(
+    synthetic_corpus: Path, tmp_path: Path, inert_cuda: list[str]
+) -> None:
+    trainer = _trainer(synthetic_corpus, tmp_path / "run")
+    try:
+        step = trainer.captured = CapturedStep(functools.partial(trainer.forward_backward, keep_grads=True))
+        batch = next(iter(trainer.loader))
+        smaller = batch.rows(slice(0, batch.size - 1))  # (an epoch's last, smaller batch)
+        for b in (batch, batch, smaller, smaller, batch):
+            trainer.train_step(b)
+        assert len(step.graphs) == 2 and len(step.warm) == 2
+        assert inert_cuda == ["side stream", "capture", "replay", "side stream", "capture", "replay", "replay"]
+    finally:
+        trainer.close()
+
+
+def test_padded_targets_leave_a_soft_step_unchanged(synthetic_corpus: Path, tmp_path: Path) -> None:
+    """A captured step pads every batch's targets to one length: on a deterministic (soft,
+    dropout-free) model the padded positions change neither the NLL, the token count nor any
+    gradient; a length shorter than the batch's targets is refused."""
+    config = load_config("tiny-STANDARD", ["model.dropout=0.0", "train.max_steps_per_epoch=1", "train.epochs=1"])
+    trainer = Trainer(config, synthetic_corpus, tmp_path / "run", quiet=True, log=lambda line: None)
+    try:
+        batch = next(iter(trainer.loader))
+        T = int(batch.tgt.shape[1])
+        params = [p for p in trainer.model.parameters() if p.requires_grad]
+        got = []
+        for b in (batch, batch.with_target_length(T + 5)):
+            result, _ = trainer.forward_backward(*trainer.step_inputs(b))
+            grads = [torch.zeros_like(p) if p.grad is None else p.grad.clone() for p in params]
+            got.append((result.read(), grads))
+        (plain, g0), (padded, g1) = got
+        assert padded.tokens == plain.tokens and abs(padded.nll - plain.nll) <= 1e-5 * abs(plain.nll)
+        assert all(torch.allclose(a, b, rtol=1e-5, atol=1e-7) for a, b in zip(g0, g1))
+        assert any(bool(g.abs().sum() > 0) for g in g0)
+        with pytest.raises(ValueError, match=f"a batch has targets of {T} positions, more than the {T - 1} it is"):
+            batch.with_target_length(T - 1)
+    finally:
+        trainer.close()
