@@ -12,8 +12,10 @@ from typing import Any
 
 import pytest
 import torch
+from scg_summarize.models.common import encoders
 from scg_summarize.train import Trainer, load_config
 from scg_summarize.train.captured import CapturedStep, batch_shape
+from torch.utils._python_dispatch import TorchDispatchMode
 
 GRAPHED = ["train.cuda_graph=true", "data.pad_targets=64", "train.epochs=1", "train.max_steps_per_epoch=3"]
 
@@ -138,6 +140,52 @@ def test_a_new_shape_warms_up_and_gets_a_graph_of_its_own(
             trainer.train_step(b)
         assert len(step.graphs) == 2 and len(step.warm) == 2
         assert inert_cuda == ["side stream", "capture", "replay", "side stream", "capture", "replay", "replay"]
+    finally:
+        trainer.close()
+
+
+#: aten ops that wait for the device on CUDA (their result's size or value goes to the host), which
+#: a capture refuses; boolean-mask indexing is one too (`_WaitsForTheDevice`)
+_WAITING = {"_local_scalar_dense", "nonzero", "masked_select", "unique", "_unique2", "unique_dim", "repeat_interleave"}
+
+
+class _WaitsForTheDevice(TorchDispatchMode):
+    """Records the aten ops that would make the host wait for a CUDA device."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[str] = []
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        name = func.overloadpacket.__name__
+        masks = args[1] if name in ("index", "index_put", "index_put_") else ()
+        if name in _WAITING or any(isinstance(m, torch.Tensor) and m.dtype == torch.bool for m in masks):
+            self.seen.append(name)
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("name", ["tiny-C2F", "tiny-STANDARD"])
+def test_the_captured_part_of_a_step_makes_no_op_that_waits_for_the_device(
+    synthetic_corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    """What a capture records, `Trainer.forward_backward` on a warm shape, runs no aten op that
+    reads a value or a size back to the host on CUDA (on the CPU they run, and are seen here). The
+    word encoders' trim reads the longest length, which they skip in a capture (``_steps``): it is
+    made to run over the whole width, as in a capture. (The Triton kernels' launchers are not on
+    this path on the CPU; the GPU run of ``gpu_check.sh graph`` captures them.)"""
+    config = load_config(name, ["data.pad_targets=64", "train.epochs=1", "train.max_steps_per_epoch=2"])
+    trainer = Trainer(config, synthetic_corpus, tmp_path / "run", quiet=True, log=lambda line: None)
+    try:
+        first, second = (b for b, _ in zip(trainer.loader, range(2)))
+        trainer.train_step(first)  # (the warm-up a shape gets: the EMA's rows, the credit plan)
+        monkeypatch.setattr(encoders, "_steps", lambda lengths, width: width)
+        inputs, normalizer = trainer.step_inputs(second)
+        with _WaitsForTheDevice() as mode:
+            trainer.forward_backward(inputs, normalizer, keep_grads=True)
+        assert mode.seen == []
+        with _WaitsForTheDevice() as mode:  # (the check sees what it looks for)
+            _ = inputs.tgt[inputs.tgt_mask], int(inputs.tgt.max())
+        assert mode.seen == ["index", "_local_scalar_dense"]
     finally:
         trainer.close()
 
