@@ -21,8 +21,8 @@ target tokens/s (real target words / timed seconds), source tokens/s (real sourc
 memory (``torch.cuda.max_memory_allocated`` reset per run; on CPU the peak of the process's
 resident set sampled at step ends, and ``ru_maxrss``), parameters, the mean training loss.
 
-``--amp bf16`` wraps the objective (forward and loss) in ``torch.autocast(device, bfloat16)``;
-backward, clipping and the optimizer step run outside it, as usual. If a run fails under
+``--amp bf16`` trains with ``train.precision = 'bf16'``: the objective (forward and loss) under
+``torch.autocast(device, bfloat16)``; backward, clipping and the optimizer step run outside it. If a run fails under
 autocast, its error is recorded and the configuration is rerun in fp32; if a run fails on CUDA
 with the Triton kernels (``SCG_KERNELS=auto``), it is rerun with ``SCG_KERNELS=reference``. No
 failure stops the script. ``--max-seconds`` caps the timed part of a run (18 s: fewer than
@@ -156,17 +156,6 @@ def cycle(loader: Any) -> Iterator[Batch]:
             raise RuntimeError("the training loader yields no batches (fewer examples than --batch?)")
 
 
-def with_autocast(objective: Callable[..., Any], device: torch.device, cache: bool = True) -> Callable[..., Any]:
-    """The objective (forward + loss) under bf16 autocast; the trainer backpropagates outside it.
-    ``cache=False`` for a CUDA graph capture (autocast's cache of cast weights is not capturable)."""
-
-    def run(batch: Batch, normalizer: float) -> Any:
-        with torch.autocast(device_type=device.type, dtype=torch.bfloat16, cache_enabled=cache):
-            return objective(batch, normalizer)
-
-    return run
-
-
 def _error(err: BaseException) -> str:
     """The exception and where it came from (its last frames), short enough for the JSON."""
     frames = traceback.extract_tb(err.__traceback__)[-3:]
@@ -199,6 +188,8 @@ def measure(
         overrides.append(f"model.vocab_size={args.vocab_size}")
     if args.threads:
         overrides.append(f"train.threads={args.threads}")
+    if amp == "bf16":
+        overrides.append("train.precision='bf16'")
     if args.compile:  # (the eager and the compiled runs alike: the same padded work)
         overrides.append(f"data.pad_targets={args.pad_targets}")
     length = 0
@@ -216,8 +207,6 @@ def measure(
             device = trainer.device
             # a constant batch size: drop the epoch's last partial batch
             trainer.loader = make_loader(trainer.train_set, config, train=True, drop_last=True)
-            if amp == "bf16":
-                trainer.objective = with_autocast(trainer.objective, device, cache=not args.cuda_graph)
             step: Callable[[Batch], Any] = trainer.train_step
             kernels = choose(device) if config.model.attention == "c2f" else "-"
             params = sum(p.numel() for p in trainer.model.parameters())

@@ -27,7 +27,7 @@ from typing import Any
 from ..decode_options import EVAL_TABLE_OTHER_KEYS, DecodeOptions, option_problems
 from ..models.c2f.config import C2FConfig
 from ..models.config import ModelConfig
-from .schema import COMPILE_BACKENDS, ConfigError, check_config
+from .schema import COMPILE_BACKENDS, PRECISIONS, ConfigError, check_config
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -110,6 +110,8 @@ class TrainConfig:
             ``aot_eager``, ``eager``; "" runs it eagerly): `.compiled`. Needs the ``mle`` or
             ``c2f_reinforce`` objective, no +ALTERNATE and one process; compiles once per target
             length (``data.pad_targets``).
+        precision: ``fp32``, or ``bf16``: the objective (forward pass and loss) under bf16
+            autocast (`.precision`); backward, clipping, the optimizer step and validation in fp32.
         cuda_graph: replay the forward and backward passes of each step from a CUDA graph, one
             per batch shape (`.captured`): the first batch of a shape runs eagerly, the second
             is captured; the optimizer steps eagerly after the step's one host read. Needs a
@@ -152,6 +154,7 @@ class TrainConfig:
     select_metric: str = "ppl"
     select_examples: int = 200
     compile: str = ""
+    precision: str = "fp32"
     cuda_graph: bool = False
 
     def validate(self) -> None:
@@ -191,6 +194,8 @@ class TrainConfig:
                 f"train.compile needs train.objective in {COMPILABLE_OBJECTIVES} and no +ALTERNATE (the others "
                 f"read values to the host each step), got {self.objective!r} and alternate = {self.alternate}"
             )
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"train.precision must be one of {PRECISIONS}, got {self.precision!r}")
         if self.cuda_graph and (
             self.objective not in COMPILABLE_OBJECTIVES
             or self.alternate > 0

@@ -38,6 +38,7 @@ from .metrics_log import LogWindow, append_record
 from .model_init import initial_model
 from .objective import StepResult, StepValues, build_objective
 from .optim import PlateauDecay, build_optimizer, clip_gradients
+from .precision import autocast_objective, check_precision
 from .progress import (
     PhaseProgress,
     TrainingRecord,
@@ -104,6 +105,9 @@ class Trainer:
         self.schedule = PlateauDecay(self.optimizer, tc.lr_decay, tc.decay_patience, tc.lr_schedule)
         self.baseline = scg.baselines.EMA(tc.baseline_beta)
         self.objective = build_objective(tc.objective, self)  # train.objective (registered objectives)
+        if tc.precision == "bf16":  # train.precision: the objective under autocast (`.precision`)
+            check_precision(tc.precision, self.device)
+            self.objective = autocast_objective(self.objective, self.device, cache=not tc.cuda_graph)
         if tc.compile:  # train.compile: the objective traced whole (`.compiled`)
             check_whole_step(self, "train.compile")
             self.objective = compiled_objective(self.objective, tc.compile)

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any
 
-__all__ = ["COMPILE_BACKENDS", "RULES", "ConfigError", "Rule", "check_config"]
+__all__ = ["COMPILE_BACKENDS", "PRECISIONS", "RULES", "ConfigError", "Rule", "check_config"]
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 _DEVICE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
@@ -75,6 +75,8 @@ def _one_of(*choices: str) -> Rule:
 
 #: ``train.compile``: off ("") or a ``torch.compile`` backend (`.compiled`)
 COMPILE_BACKENDS: tuple[str, ...] = ("", "inductor", "aot_eager", "eager")
+#: ``train.precision``: fp32 (no autocast) or the objective under bf16 autocast (`.precision`)
+PRECISIONS: tuple[str, ...] = ("fp32", "bf16")
 
 _POSITIVE, _NON_NEGATIVE = _at_least(1), _at_least(0)
 _SPLIT = Rule("a split name (letters, digits, _ and -)", lambda v: bool(_NAME.match(v)), full=True)
@@ -124,6 +126,7 @@ RULES: dict[str, Rule] = {
     "train.rollout_len": _NON_NEGATIVE,
     "train.select_examples": _POSITIVE,
     "train.compile": _one_of(*COMPILE_BACKENDS),
+    "train.precision": _one_of(*PRECISIONS),
     "train.device": Rule("'auto', 'cpu', 'cuda', 'cuda:N' or 'mps'", lambda v: bool(_DEVICE.match(v)), True),
     **{
         f"train.{k}": _NON_NEGATIVE
