@@ -220,7 +220,9 @@ class Trainer:
         try:
             result = self.objective(batch, normalizer)
         except RuntimeError:  # e.g. torch.multinomial on NaN probabilities from non-finite parameters
-            if all(bool(torch.isfinite(p).all()) for p in self.model.parameters()):
+            # (inside a CUDA graph capture no value can be read: the error is raised as it is)
+            capturing = self.device.type == "cuda" and torch.cuda.is_current_stream_capturing()
+            if capturing or all(bool(torch.isfinite(p).all()) for p in self.model.parameters()):
                 raise
             self._diverged(f"the parameters became non-finite before step {self.counters.step + 1}")
         self.optimizer.zero_grad(set_to_none=not keep_grads)
