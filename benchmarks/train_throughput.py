@@ -59,7 +59,9 @@ C2F that way (``--tag gpu_graph``).
 
 Writes ``benchmarks/results/train_throughput_<tag or device>.{json,md}``; the md states, per
 configuration, the ratio of its ms per step to STANDARD's at the same grid, and the ratio between
-grids (M = 100 vs M = 10) of each configuration run on both.
+grids (M = 100 vs M = 10) of each configuration run on both. Configurations run at two grids or more
+also get their curve, ms per step and peak memory against M (``.png``): ``bash scripts/gpu_check.sh
+curve`` runs STANDARD and C2F at M = 10, 100, 300 and 1000 with ``--cuda-graph`` (issue 29).
 """
 
 from __future__ import annotations
@@ -451,6 +453,46 @@ def compiled(row: dict[str, Any]) -> str:
     return f" (compiled, {row['compile']})" if row.get("compile") else ""
 
 
+def curves(rows: list[dict[str, Any]]) -> dict[tuple[str, str, str], dict[int, dict[str, Any]]]:
+    """The successful rows by (config, amp, compile backend) and M, for the configurations run at
+    two grids or more (issue 29's curve of time and peak memory against the document's length)."""
+    by: dict[tuple[str, str, str], dict[int, dict[str, Any]]] = {}
+    for r in rows:
+        if not r.get("failed"):
+            by.setdefault((r["config"], r["amp"], r.get("compile", "")), {})[int(r["M"])] = r
+    return {key: grids for key, grids in by.items() if len(grids) > 1}
+
+
+def write_plot(path: Path, payload: dict[str, Any]) -> bool:
+    """ms per step (median) and peak memory against M, one line per configuration run at two grids
+    or more (log-log); False, and no file, when there is none."""
+    lines = curves(payload["rows"])
+    if not lines:
+        return False
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (time_ax, mem_ax) = plt.subplots(1, 2, figsize=(10, 4.2))
+    for (config, amp, backend), grids in sorted(lines.items()):
+        ms = sorted(grids)
+        label = f"{config} ({amp}{', ' + backend if backend else ''})"
+        time_ax.plot(ms, [grids[m]["ms_per_step_median"] for m in ms], marker="o", label=label)
+        mem_ax.plot(ms, [grids[m]["peak_mem_mib"] for m in ms], marker="o", label=label)
+    env = payload["environment"]
+    graphed = ", steps replayed from CUDA graphs" if payload["args"].get("cuda_graph") else ""
+    for ax, what in ((time_ax, "ms per training step (median)"), (mem_ax, "peak memory (MiB)")):
+        ax.set(xscale="log", yscale="log", xlabel="chunks M (the grid's N words each)", ylabel=what)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle(f"Training step against document length: {env.get('device')}{graphed}", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True
+
+
 def write_report(path: Path, payload: dict[str, Any]) -> None:
     env, rows = payload["environment"], payload["rows"]
     out = [
@@ -528,6 +570,8 @@ def write_report(path: Path, payload: dict[str, Any]) -> None:
     lines = ratios(rows)
     if lines:
         out += ["", "Ratios (medians of ms per step):", "", *lines]
+    if curves(rows):
+        out += ["", f"Curves of ms per step and peak memory against M: `{path.with_suffix('.png').name}`."]
     failures = [(r["config"], r["M"], e) for r in rows for e in r.get("errors", [])]
     if failures:
         out += ["", "Failed attempts (the row above then used the next attempt: fp32, then the reference kernels):", ""]
@@ -672,7 +716,9 @@ def main(argv: list[str] | None = None) -> int:
     stem = args.out / f"train_throughput_{tag}"
     stem.with_suffix(".json").write_text(json.dumps(payload, indent=2) + "\n")
     write_report(stem.with_suffix(".md"), payload)
-    log(f"wrote {stem}.json and {stem}.md ({payload['wall_s']:.1f} s)")
+    plotted = write_plot(stem.with_suffix(".png"), payload)
+    curve = f" and {stem}.png" if plotted else ""
+    log(f"wrote {stem}.json, {stem}.md{curve} ({payload['wall_s']:.1f} s)")
     return 1 if all(r.get("failed") for r in rows) else 0
 
 

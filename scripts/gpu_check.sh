@@ -18,6 +18,10 @@
 #   graph     the same STANDARD and C2F runs (M = 10, 100) with train.cuda_graph: each step's forward and
 #             backward replayed from a CUDA graph (train_throughput.py --cuda-graph, results *_gpu_graph*;
 #             written without a GPU, not yet run)
+#   curve     STANDARD and C2F with train.cuda_graph at M = 10, 100, 300, 1000 (x 40 words), bf16: ms per step
+#             and peak memory against M (results *_gpu_curve*, with the plot); prepares the grids it lacks
+#             in $GPU_DATA from the stories carried in $GPU_DATA/stories (cp -r ../shared/data/cnndm-250/stories
+#             .gpu/: 1.4 MB; the 1000 x 40 grid is 40 MB, too large to carry beside the others)
 #   profile   torch.profiler table of one C2F step at M = 100 and 1000 (where the time goes)
 #   sweep     benchmarks/c2f_launch_sweep.py: the read's and the coarse blocks' (tile, warps, stages) at
 #             M = 1000, k = 1, 2, bf16, back-to-back graph replays (about 32 compiles per part; not default)
@@ -86,6 +90,16 @@ torch.cuda.get_device_properties(0))'; which ncu || true" ;;
             --configs STANDARD C2F --also "$GPU_DATA/cnndm250-100x40" STANDARD C2F \
             --steps 200 --warmup 10 --device cuda --amp bf16 --max-seconds 25 --budget-s 220 --cuda-graph \
             --tag gpu_graph ;;
+    curve)
+        for m in 10 100 300 1000; do
+            [ -d "$GPU_DATA/cnndm250-${m}x40" ] || $PY -m scg_summarize.cli prepare --format cnndm --chunks "$m" \
+                --chunk-len 40 --input train="$GPU_DATA/stories" --output "$GPU_DATA/cnndm250-${m}x40" --quiet \
+                >>"$LOGS/curve.log" 2>&1
+        done
+        part curve 420 $PY benchmarks/train_throughput.py --data "$GPU_DATA/cnndm250-10x40" --configs STANDARD C2F \
+            --also "$GPU_DATA/cnndm250-100x40" STANDARD C2F --also "$GPU_DATA/cnndm250-300x40" STANDARD C2F \
+            --also "$GPU_DATA/cnndm250-1000x40" STANDARD C2F --steps 100 --warmup 4 --device cuda --amp bf16 \
+            --max-seconds 20 --budget-s 400 --cuda-graph --tag gpu_curve ;;
     profile)
         part profile 90 $PY benchmarks/c2f_profile.py --out "$LOGS" --no-ncu ;;
     sweep)

@@ -126,3 +126,17 @@ def test_cuda_graph_needs_a_cuda_device(bench: Any, synthetic_corpus: Path, caps
     with pytest.raises(SystemExit):
         bench.main(["--data", str(synthetic_corpus), "--device", "cpu", "--cuda-graph"])
     assert "--cuda-graph needs a CUDA device, got --device cpu" in capsys.readouterr().err
+
+
+def test_configurations_run_at_two_grids_get_their_curve(bench: Any, tmp_path: Path) -> None:
+    def row(config: str, M: int, ms: float) -> dict[str, Any]:
+        return {"config": config, "M": M, "amp": "bf16", "ms_per_step_median": ms, "peak_mem_mib": 10.0 * M}
+
+    one_grid = [row("STANDARD", 10, 5.0), row("C2F", 10, 6.0)]
+    payload = {"rows": one_grid, "environment": {"device": "cpu"}, "args": {}}
+    assert not bench.write_plot(tmp_path / "one.png", payload) and not (tmp_path / "one.png").exists()
+    two = [*one_grid, row("C2F", 100, 7.0), {"config": "STANDARD", "M": 100, "failed": True}]
+    assert set(bench.curves(two)) == {("C2F", "bf16", "")}  # (STANDARD's second grid failed)
+    payload["rows"] = two
+    assert bench.write_plot(tmp_path / "two.png", payload)
+    assert (tmp_path / "two.png").read_bytes().startswith(b"\x89PNG")
