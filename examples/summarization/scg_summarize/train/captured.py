@@ -3,8 +3,8 @@
 `Trainer.forward_backward` (the objective, the backward pass, the gradients' renormalization) is
 captured in a ``torch.cuda.CUDAGraph`` once per batch shape and replayed for every later batch of
 that shape, its tensors copied into the captured inputs. The host then issues one replay instead
-of the step's launches one by one (a C2F step at paper size makes several hundred, each ~5-10 µs of
-host time on a GPU that would finish them sooner). The step's values are read after the replay
+of the step's launches one by one (a C2F step makes several per decoder step, each paying the
+host's dispatch, where a launch-bound GPU waits for them). The step's values are read after the replay
 (`StepResult.read`, the step's one host read) and the trainer checks them and steps the optimizer
 eagerly, as in an eager step: the divergence check still comes before the update, and the learning
 rate, its schedule and the optimizer's state stay on the host, as they are.
@@ -17,6 +17,10 @@ Per shape (batch size, target positions: the source grid is the corpus's):
   that outlives the graph, nor read the host;
 * the second is captured (a capture records the launches without running them), then replayed;
 * later ones are copied into the captured inputs and replayed.
+
+Inside a capture the word encoders run their LSTMs over the whole source width: trimming them to
+the batch's longest source is a host read (``models.common.encoders._steps``), so a captured step
+pays for the padding that an eager one skips.
 
 The gradients are zeroed in place, not freed (``forward_backward(keep_grads=True)``), so every
 graph and every eager step writes the same gradient tensors, which the optimizer reads. Random
