@@ -59,10 +59,12 @@ class SourceBatch:
         """This batch with its tensors in pinned memory (``DataLoader(pin_memory=True)`` calls it)."""
         return self._map_tensors(torch.Tensor.pin_memory)
 
+    def tensors(self) -> dict[str, torch.Tensor]:
+        """The batch's tensor fields by name, in field order (absent optional ones and text left out)."""
+        return {f.name: value for f in fields(self) if isinstance(value := getattr(self, f.name), torch.Tensor)}
+
     def _map_tensors(self: _B, fn: Callable[[torch.Tensor], torch.Tensor]) -> _B:
-        mapped: dict[str, Any] = {
-            f.name: fn(value) for f in fields(self) if isinstance(value := getattr(self, f.name), torch.Tensor)
-        }
+        mapped: dict[str, Any] = {name: fn(value) for name, value in self.tensors().items()}
         return replace(self, **mapped)
 
     def rows(self: _B, which: slice) -> _B:

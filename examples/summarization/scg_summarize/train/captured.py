@@ -50,11 +50,8 @@ from .objective import StepResult
 
 __all__ = ["CapturedStep", "check_capturable"]
 
-#: the tensor fields of `Batch` a step reads (its text fields stay on the host)
-_TENSORS = ("src", "src_mask", "salient", "tgt", "tgt_mask", "index")
-
-#: the shapes of a batch's tensors (None for an absent optional one): what one graph replays
-Shape = tuple[tuple[int, ...] | None, ...]
+#: the names and shapes of a batch's tensors (`Batch.tensors`): what one graph replays
+Shape = tuple[tuple[str, tuple[int, ...]], ...]
 
 #: `Trainer.forward_backward` with the gradients zeroed in place: (batch, normalizer) ->
 #: (the step's result, the gradient norm before renormalization)
@@ -62,8 +59,8 @@ DevicePart = Callable[[Batch, float], tuple[StepResult, torch.Tensor | None]]
 
 
 def batch_shape(batch: Batch) -> Shape:
-    """The shapes of ``batch``'s tensors that a step reads (None where one is absent)."""
-    return tuple(None if (t := getattr(batch, name)) is None else tuple(t.shape) for name in _TENSORS)
+    """The names and shapes of ``batch``'s tensors (an absent optional one is left out)."""
+    return tuple((name, tuple(t.shape)) for name, t in batch.tensors().items())
 
 
 @dataclass(kw_only=True, slots=True)
@@ -77,10 +74,8 @@ class Captured:
 
     def refill(self, batch: Batch) -> None:
         """Copy ``batch``'s tensors into the captured inputs (of the same shapes)."""
-        for name in _TENSORS:
-            static = getattr(self.inputs, name)
-            if static is not None:
-                static.copy_(getattr(batch, name), non_blocking=True)
+        for name, t in batch.tensors().items():  # (the same names: the shape key has them)
+            getattr(self.inputs, name).copy_(t, non_blocking=True)
 
 
 def check_capturable(trainer: Any) -> None:

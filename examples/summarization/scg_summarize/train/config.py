@@ -53,7 +53,8 @@ SUFFIXES: dict[str, dict[str, dict[str, Any]]] = {"+COPY": {"model": {"copy": Tr
 OPTIMIZERS: tuple[str, ...] = ("sgd", "adam", "adadelta")
 LR_SCHEDULES: tuple[str, ...] = ("after_plateau", "on_plateau")
 ROUGE_METRICS: tuple[str, ...] = ("rouge1", "rouge2", "rougeL")
-#: the objectives whose step has no host read, so ``train.compile`` can trace it whole
+#: the objectives whose step has no host read, so ``train.compile`` can trace it whole and
+#: ``train.cuda_graph`` capture it
 COMPILABLE_OBJECTIVES: tuple[str, ...] = ("auto", "mle", "c2f_reinforce")
 
 

@@ -38,7 +38,7 @@ from .metrics_log import LogWindow, append_record
 from .model_init import initial_model
 from .objective import StepResult, StepValues, build_objective
 from .optim import PlateauDecay, build_optimizer, clip_gradients
-from .precision import autocast_objective, check_precision
+from .precision import autocast_objective
 from .progress import (
     PhaseProgress,
     TrainingRecord,
@@ -106,7 +106,6 @@ class Trainer:
         self.baseline = scg.baselines.EMA(tc.baseline_beta)
         self.objective = build_objective(tc.objective, self)  # train.objective (registered objectives)
         if tc.precision == "bf16":  # train.precision: the objective under autocast (`.precision`)
-            check_precision(tc.precision, self.device)
             self.objective = autocast_objective(self.objective, self.device, cache=not tc.cuda_graph)
         if tc.compile:  # train.compile: the objective traced whole (`.compiled`)
             check_whole_step(self, "train.compile")
@@ -197,7 +196,7 @@ class Trainer:
         global_batch = int(batch.src.shape[0])
         shard = self.dist.shard(batch)
         multiple = self.config.data.pad_targets
-        if multiple:  # (data.pad_targets: few target lengths, for a compiled step)
+        if multiple:  # (data.pad_targets: few target lengths, for a compiled or captured step)
             shard = shard.with_target_length(-(-int(shard.tgt.shape[1]) // multiple) * multiple)
         # DDP averages the ranks' gradients, so each rank divides by (global count) / world: the
         # update is then the one-process update on the global batch, in either mode

@@ -17,23 +17,20 @@ import torch
 from ..data.batching import Batch
 from .objective import Objective, StepResult
 
-__all__ = ["autocast_objective", "check_precision"]
+__all__ = ["autocast_objective"]
 
 
 def autocast_objective(objective: Objective, device: torch.device, *, cache: bool = True) -> Objective:
-    """``objective`` under bf16 autocast on ``device`` (``cache``: autocast's weight cache)."""
+    """``objective`` under bf16 autocast on ``device`` (``cache``: autocast's weight cache); refuses
+    a CUDA device without bf16, naming the option."""
+    if device.type == "cuda" and not torch.cuda.is_bf16_supported():
+        raise ValueError(
+            f"train.precision = 'bf16': the CUDA device {torch.cuda.get_device_name(device)!r} does not "
+            "support bf16; set train.precision = 'fp32'"
+        )
 
     def run(batch: Batch, normalizer: float) -> StepResult:
         with torch.autocast(device_type=device.type, dtype=torch.bfloat16, cache_enabled=cache):
             return objective(batch, normalizer)
 
     return run
-
-
-def check_precision(precision: str, device: torch.device) -> None:
-    """Refuse bf16 on a CUDA device without it, naming the option."""
-    if precision == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
-        raise ValueError(
-            f"train.precision = 'bf16': the CUDA device {torch.cuda.get_device_name(device)!r} does not "
-            "support bf16; set train.precision = 'fp32'"
-        )
