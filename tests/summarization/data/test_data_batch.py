@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from scg_summarize.data import Batch, Example, SourceBatch, collate_examples, collate_sources
+from scg_summarize.data import Batch, Example, SourceBatch, SourceLengths, collate_examples, collate_sources
 from scg_summarize.data.errors import DataError
 from scg_summarize.data.readers import parse_json_record
 
@@ -41,6 +41,30 @@ def test_rows_and_to_keep_the_record_type() -> None:
     assert torch.equal(odd.tgt, batch.tgt[1::2]) and torch.equal(odd.src, batch.src[1::2])
     moved = batch.to("cpu")
     assert type(moved) is Batch and moved.refs == batch.refs and torch.equal(moved.tgt_mask, batch.tgt_mask)
+
+
+def test_source_lengths_are_the_longest_document_and_chunk_and_round_up_within_the_grid() -> None:
+    mask = torch.zeros(2, 4, 5, dtype=torch.bool)  # (B, M, N)
+    mask[0, 0, :5] = mask[0, 1, :2] = True  # 7 words, chunks of 5 and 2
+    mask[1, 0, :3] = mask[1, 1, :3] = mask[1, 2, :3] = True  # 9 words, chunks of 3
+    got = SourceLengths.of(mask)
+    assert got == SourceLengths(document=9, chunk=5)
+    assert got.rounded_up(4, 5) == SourceLengths(document=16, chunk=5)  # (8 → capped at the width N = 5)
+    assert got.rounded_up(2, 5) == SourceLengths(document=10, chunk=5)  # (16 → capped at M·N = 10)
+    assert SourceLengths(document=8, chunk=1).rounded_up(4, 5) == SourceLengths(document=8, chunk=1)
+    assert SourceLengths(document=0, chunk=0).rounded_up(4, 5) == SourceLengths(document=1, chunk=1)
+    assert SourceLengths.of(torch.zeros(0, 4, 5, dtype=torch.bool)) == SourceLengths(document=0, chunk=0)
+
+
+def test_collate_counts_the_source_lengths_and_rows_keep_them_as_bounds() -> None:
+    examples = [_example(i, 2 + i) for i in range(3)]
+    examples[1].src_mask[1] = False  # (a document of one chunk)
+    batch = collate_examples(examples)
+    assert batch.lengths == SourceLengths(document=6, chunk=3) == SourceLengths.of(batch.src_mask)
+    assert collate_sources(examples).lengths == batch.lengths
+    one = batch.rows(slice(1, 2))
+    assert one.lengths == batch.lengths and SourceLengths.of(one.src_mask) == SourceLengths(document=3, chunk=3)
+    assert batch.to("cpu").lengths == batch.lengths and batch.with_target_length(9).lengths == batch.lengths
 
 
 def test_the_record_parser_serves_prepare_and_summarize() -> None:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from scg_summarize.models import ConvChunkEncoder
+from scg_summarize.data import SourceLengths
+from scg_summarize.models import ConvChunkEncoder, FlatWordEncoder, PaulusConfig, build_model
 from scg_summarize.models.common.attention import masked_softmax
 
-from ..models_helpers import make_batch, make_model, pad_batch
+from ..models_helpers import V, make_batch, make_model, pad_batch
 
 CASES = [
     ("standard", {}),
@@ -39,6 +40,50 @@ def test_extra_source_padding_changes_nothing(attention: str, options: dict) -> 
                 M = a.chunk_probs.shape[1]
                 torch.testing.assert_close(b.chunk_probs[:, :M], a.chunk_probs, rtol=1e-5, atol=1e-6)
                 assert torch.all(b.chunk_probs[:, M:] == 0)
+
+
+@pytest.mark.parametrize(("attention", "options"), CASES)
+def test_the_word_encoders_run_the_steps_the_source_lengths_bound_and_give_the_same_outputs(
+    attention: str, options: dict
+) -> None:
+    """Given the batch's `SourceLengths` (any bound at least the longest source, at most the
+    width), the word encoder's LSTMs run that many steps, and every output is the one of the
+    encoder that reads the lengths from the mask (None)."""
+    model = make_model(attention, **options).eval()
+    batch = pad_batch(make_batch(B=3, M=4, N=6), extra_chunks=3, extra_words=5)  # (B, 7, 11)
+    _, M, N = batch.src.shape
+    flat = isinstance(model.word_encoder, FlatWordEncoder)
+    steps: list[int] = []
+    model.word_encoder.layers[0].register_forward_pre_hook(lambda module, args: steps.append(args[0].shape[1]))
+    exact = SourceLengths.of(batch.src_mask)
+    bounds = [exact, exact.rounded_up(M, N), SourceLengths(document=M * N, chunk=N)]
+    assert len({b.document if flat else b.chunk for b in bounds}) == 3  # (three different step counts)
+    with torch.no_grad():
+        base, out = _nll(model, batch)
+        assert steps == [exact.document if flat else exact.chunk]  # (read from the mask)
+        for bound in bounds:
+            steps.clear()
+            got = model(batch.src, batch.src_mask, batch.tgt, batch.tgt_mask, mode="greedy", lengths=bound)
+            assert steps == [bound.document if flat else bound.chunk]
+            torch.testing.assert_close(torch.stack(got.step_nll, 1), base, rtol=1e-5, atol=1e-6)
+            for a, b in zip(out.attention, got.attention):
+                torch.testing.assert_close(b.chunk_probs, a.chunk_probs, rtol=1e-5, atol=1e-6)
+        short = SourceLengths(document=exact.document - 1, chunk=exact.chunk - 1)  # (not a bound: cuts a source)
+        with pytest.raises(
+            ValueError, match=r"the batch.s lengths SourceLengths\(document=\d+, chunk=\d+\) do not bound"
+        ):
+            model(batch.src, batch.src_mask, batch.tgt, batch.tgt_mask, mode="greedy", lengths=short)
+
+
+def test_the_paulus_encoder_takes_the_source_lengths_too() -> None:
+    """The bidirectional flat encoder of Paulus et al.: the same outputs under a bound."""
+    model = build_model(PaulusConfig(vocab_size=V, emb_dim=8, hidden=8, dropout=0.0)).eval()
+    batch = pad_batch(make_batch(B=3, M=4, N=6), extra_chunks=2)
+    with torch.no_grad():
+        base = model(batch.src, batch.src_mask, batch.tgt, batch.tgt_mask)
+        for bound in (SourceLengths.of(batch.src_mask), SourceLengths(document=48, chunk=6)):
+            got = model(batch.src, batch.src_mask, batch.tgt, batch.tgt_mask, lengths=bound)
+            torch.testing.assert_close(torch.stack(got.step_nll, 1), torch.stack(base.step_nll, 1))
 
 
 @pytest.mark.parametrize("attention", ["standard", "hier", "c2f"])

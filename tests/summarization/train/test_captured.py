@@ -7,14 +7,15 @@ from __future__ import annotations
 
 import functools
 from contextlib import nullcontext
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
-from scg_summarize.models.common import encoders
+from scg_summarize.data import SourceLengths
 from scg_summarize.train import Trainer, load_config
-from scg_summarize.train.captured import CapturedStep, batch_shape
+from scg_summarize.train.captured import CapturedStep, batch_shape, rounded
 from torch.utils._python_dispatch import TorchDispatchMode
 
 GRAPHED = ["train.cuda_graph=true", "data.pad_targets=64", "train.epochs=1", "train.max_steps_per_epoch=3"]
@@ -57,8 +58,9 @@ def test_the_family_s_own_objective_is_refused(synthetic_corpus: Path, tmp_path:
 @pytest.fixture
 def inert_cuda(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """torch.cuda's stream and graph calls as no-ops, recording what was asked: a capture runs its
-    block eagerly once, a replay does nothing."""
+    block eagerly once (recorded with the memory pool it was given), a replay does nothing."""
     calls: list[str] = []
+    pools: list[object] = []
 
     class Inert:
         def wait_stream(self, other: object) -> None: ...
@@ -66,9 +68,13 @@ def inert_cuda(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         def replay(self) -> None:
             calls.append("replay")
 
-    def graph(g: object) -> Any:
-        calls.append("capture")
+    def graph(g: object, pool: object = None) -> Any:
+        calls.append("capture" if pool is None else f"capture in pool {pools.index(pool)}")
         return nullcontext()
+
+    def pool_handle() -> object:
+        pools.append(object())
+        return pools[-1]
 
     def stream(s: object) -> Any:
         calls.append("side stream")
@@ -79,6 +85,7 @@ def inert_cuda(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     monkeypatch.setattr(torch.cuda, "stream", stream)
     monkeypatch.setattr(torch.cuda, "CUDAGraph", Inert)
     monkeypatch.setattr(torch.cuda, "graph", graph)
+    monkeypatch.setattr(torch.cuda, "graph_pool_handle", pool_handle)
     return calls
 
 
@@ -115,12 +122,12 @@ def test_a_shape_runs_eagerly_then_is_captured_and_its_steps_are_the_eager_steps
             ids = [id(p.grad) for p in trainer.model.parameters()]
             assert grads is None or ids == grads  # (zeroed in place, never freed)
             grads = ids
-        assert inert_cuda == ["side stream", "capture", "replay"]
+        assert inert_cuda == ["side stream", "capture in pool 0", "replay"]
         (captured,) = step.graphs.values()
         assert step.warm == {batch_shape(captured.inputs)}
         inputs = captured.inputs
         trainer.train_step(batches[2])
-        assert inert_cuda[-1] == "replay" and inert_cuda.count("capture") == 1
+        assert inert_cuda[-1] == "replay" and inert_cuda.count("capture in pool 0") == 1
         padded, _ = trainer.step_inputs(batches[2])
         assert captured.inputs is inputs and torch.equal(inputs.tgt, padded.tgt) and torch.equal(inputs.src, padded.src)
         assert trainer.counters.step == 3
@@ -139,7 +146,34 @@ def test_a_new_shape_warms_up_and_gets_a_graph_of_its_own(
         for b in (batch, batch, smaller, smaller, batch):
             trainer.train_step(b)
         assert len(step.graphs) == 2 and len(step.warm) == 2
-        assert inert_cuda == ["side stream", "capture", "replay", "side stream", "capture", "replay", "replay"]
+        pooled = "capture in pool 0"  # (every graph in the one pool: the memory of the largest step)
+        assert inert_cuda == ["side stream", pooled, "replay", "side stream", pooled, "replay", "replay"]
+    finally:
+        trainer.close()
+
+
+def test_source_lengths_in_one_power_of_two_share_a_graph(
+    synthetic_corpus: Path, tmp_path: Path, inert_cuda: list[str]
+) -> None:
+    """The word encoders' steps are part of a graph's shape: batches whose `SourceLengths` round
+    up to the same powers of two replay one graph (run for the rounded steps); a longer bound is a
+    shape of its own."""
+    trainer = _trainer(synthetic_corpus, tmp_path / "run")
+    try:
+        step = trainer.captured = CapturedStep(functools.partial(trainer.forward_backward, keep_grads=True))
+        full = next(iter(trainer.loader))
+        _, M, N = full.src.shape
+        words = torch.arange(N) < 3  # (the synthetic chunks are full: every chunk cut to 3 words)
+        batch = replace(full, src=full.src * words, src_mask=full.src_mask & words)
+        batch.lengths = SourceLengths.of(batch.src_mask)
+        assert batch.lengths.chunk == 3
+        same = replace(batch, lengths=replace(batch.lengths, chunk=4))  # (a bound in the same power of two)
+        longer = replace(batch, lengths=replace(batch.lengths, chunk=5))
+        for b in (batch, same, longer, longer):
+            trainer.train_step(b)
+        pooled = "capture in pool 0"
+        assert inert_cuda == ["side stream", pooled, "replay", "side stream", pooled, "replay"]
+        assert [key[1].chunk for key in step.graphs if key[1] is not None] == [4, 8]
     finally:
         trainer.close()
 
@@ -166,26 +200,29 @@ class _WaitsForTheDevice(TorchDispatchMode):
 
 @pytest.mark.parametrize("name", ["tiny-C2F", "tiny-STANDARD"])
 def test_the_captured_part_of_a_step_makes_no_op_that_waits_for_the_device(
-    synthetic_corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+    synthetic_corpus: Path, tmp_path: Path, name: str
 ) -> None:
-    """What a capture records, `Trainer.forward_backward` on a warm shape, runs no aten op that
-    reads a value or a size back to the host on CUDA (on the CPU they run, and are seen here). The
-    word encoders' trim reads the longest length, which they skip in a capture (``_steps``): it is
-    made to run over the whole width, as in a capture. (The Triton kernels' launchers are not on
-    this path on the CPU; the GPU run of ``gpu_check.sh graph`` captures them.)"""
+    """What a capture records, `Trainer.forward_backward` on a warm shape's batch with its source
+    lengths rounded (`rounded`), runs no aten op that reads a value or a size back to the host on
+    CUDA (on the CPU they run, and are seen here): the word encoders trim their LSTMs to the
+    batch's `SourceLengths`, counted on the host; without them they read the mask. (The Triton
+    kernels' launchers are not on this path on the CPU; the GPU run of ``gpu_check.sh graph``
+    captures them.)"""
     config = load_config(name, ["data.pad_targets=64", "train.epochs=1", "train.max_steps_per_epoch=2"])
     trainer = Trainer(config, synthetic_corpus, tmp_path / "run", quiet=True, log=lambda line: None)
     try:
         first, second = (b for b, _ in zip(trainer.loader, range(2)))
         trainer.train_step(first)  # (the warm-up a shape gets: the EMA's rows, the credit plan)
-        monkeypatch.setattr(encoders, "_steps", lambda lengths, width: width)
         inputs, normalizer = trainer.step_inputs(second)
+        inputs = rounded(inputs)
+        assert inputs.lengths is not None
         with _WaitsForTheDevice() as mode:
             trainer.forward_backward(inputs, normalizer, keep_grads=True)
         assert mode.seen == []
-        with _WaitsForTheDevice() as mode:  # (the check sees what it looks for)
-            _ = inputs.tgt[inputs.tgt_mask], int(inputs.tgt.max())
-        assert mode.seen == ["index", "_local_scalar_dense"]
+        with _WaitsForTheDevice() as mode:  # (the check sees what it looks for: the encoder's own read)
+            trainer.forward_backward(replace(inputs, lengths=None), normalizer, keep_grads=True)
+            _ = inputs.tgt[inputs.tgt_mask]
+        assert mode.seen == ["_local_scalar_dense", "index"]
     finally:
         trainer.close()
 

@@ -25,7 +25,15 @@ Modules, one concept each:
 See ``docs/data.md`` for the user guide and the batch format.
 """
 
-from .batching import Batch, SourceBatch, SummaryLoader, collate_examples, collate_sources, make_dataloader
+from .batching import (
+    Batch,
+    SourceBatch,
+    SourceLengths,
+    SummaryLoader,
+    collate_examples,
+    collate_sources,
+    make_dataloader,
+)
 from .chunking import flat_view, layout_chunks, pack_chunks, pack_flat, regrid
 from .dataset import Example, SummarizationDataset, available_splits
 from .errors import BadInputReport, DataError
@@ -61,6 +69,7 @@ __all__ = [
     "RawExample",
     "ReaderConfig",
     "SourceBatch",
+    "SourceLengths",
     "SummarizationDataset",
     "SummaryLoader",
     "SyntheticConfig",

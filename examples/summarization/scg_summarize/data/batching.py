@@ -23,6 +23,7 @@ __all__ = [
     "BUCKET_KEYS",
     "Batch",
     "SourceBatch",
+    "SourceLengths",
     "SummaryLoader",
     "collate_examples",
     "collate_sources",
@@ -35,9 +36,50 @@ BUCKET_KEYS: tuple[str, ...] = ("tgt", "src", "both", "none")
 _B = TypeVar("_B", bound="SourceBatch")
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SourceLengths:
+    """Upper bounds on the real words of a batch's sources, counted on the host when the batch is
+    collated: the word encoders run their LSTMs for that many steps, not over the whole padded
+    width, without reading the lengths back from the device (a wait on a GPU, and a read that a
+    CUDA graph capture refuses). Any bound at least the longest length gives the same states."""
+
+    document: int  # the real words of the longest document: a flat encoder's steps (≤ M·N)
+    chunk: int  # the real words of the longest chunk: a chunked encoder's steps (≤ N)
+
+    @classmethod
+    def of(cls, src_mask: torch.Tensor) -> SourceLengths:
+        """The exact longest lengths of ``src_mask`` ``(B, M, N)`` (a read of its values: made on
+        the host copy)."""
+        B, M, N = src_mask.shape
+        if B * M == 0:
+            return cls(document=0, chunk=0)
+        per_chunk = src_mask.sum(-1)  # (B, M)
+        return cls(document=int(per_chunk.sum(-1).max()), chunk=int(per_chunk.max()))
+
+    def rounded_up(self, chunks: int, chunk_len: int) -> SourceLengths:
+        """Each bound rounded up to a power of two, at most its width (``chunks`` × ``chunk_len``
+        words, ``chunk_len``): few distinct values, so that a captured step needs few graphs."""
+        return SourceLengths(
+            document=min(_power_of_two(self.document), chunks * chunk_len),
+            chunk=min(_power_of_two(self.chunk), chunk_len),
+        )
+
+
+def _power_of_two(n: int) -> int:
+    """The least power of two ≥ ``n`` (1 for n ≤ 1)."""
+    return 1 << max(n - 1, 0).bit_length()
+
+
 @dataclass(kw_only=True, slots=True)
 class SourceBatch:
-    """The decoder input: a batch of source grids, with the text of the examples when loaded."""
+    """The decoder input: a batch of source grids, with the text of the examples when loaded.
+
+    ``lengths`` bounds the real words of every document and chunk of the batch: counted by
+    :func:`collate_sources` from the host copy and kept by `rows` (a bound still) and `to`; a
+    batch made otherwise leaves it None, and the encoders then read the lengths from the mask. It
+    is not checked (that would be the read it saves): a bound below the longest source fails in the
+    encoder, which finds no state at that source's last word (on the CPU a `ValueError` naming the
+    lengths; on a GPU a device-side index assertion)."""
 
     src: torch.Tensor  # (B, M, N) long source ids, 0 = <pad>
     src_mask: torch.Tensor  # (B, M, N) bool, True at real source words
@@ -45,6 +87,7 @@ class SourceBatch:
     refs: list[list[str]] | None = None  # the reference summaries of each example
     src_sentences: list[list[str]] | None = None  # the source sentences of each example
     ids: list[str] | None = None  # the example ids
+    lengths: SourceLengths | None = None  # bounds on the real words (`SourceLengths`), counted on the host
 
     @property
     def size(self) -> int:
@@ -120,13 +163,15 @@ def collate_sources(examples: Sequence[Example]) -> SourceBatch:
     """Stack the sources (and text) of examples into a :class:`SourceBatch` (the decoder input)."""
     if not examples:
         raise ValueError("cannot collate an empty batch")
+    src_mask = torch.stack([ex.src_mask for ex in examples])
     return SourceBatch(
         src=torch.stack([ex.src for ex in examples]),
-        src_mask=torch.stack([ex.src_mask for ex in examples]),
+        src_mask=src_mask,
         salient=torch.tensor([ex.salient for ex in examples], dtype=torch.long),
         refs=[ex.refs for ex in examples],
         src_sentences=[ex.src_sentences for ex in examples],
         ids=[ex.id for ex in examples],
+        lengths=SourceLengths.of(src_mask),
     )
 
 

@@ -107,7 +107,7 @@ class ModelStepDecoder:
 
     @torch.no_grad()
     def init_state(self, batch: SourceBatch) -> ModelState:
-        memory, final = self.model.encode(batch.src, batch.src_mask)
+        memory, final = self.model.encode(batch.src, batch.src_mask, batch.lengths)
         dec = self.model.init_state(memory, final)
         example = torch.arange(batch.src.shape[0], device=batch.src.device)
         return ModelState(dec=dec, example=example, base=memory, memory=memory)

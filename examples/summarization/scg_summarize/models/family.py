@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 import torch
 from torch import nn
 
+from ..data.batching import SourceLengths
 from .common.attention import AttentionOut, Memory
 from .common.decoder import DecoderState
 from .common.generator import Generator
@@ -150,9 +151,13 @@ class SummarizerFamily(nn.Module, Generic[ConfigT, StateT], metaclass=ABCMeta):
 
     # ------------------------------------------------------------------ one step at a time
     @abstractmethod
-    def encode(self, src: torch.Tensor, src_mask: torch.Tensor) -> tuple[Memory, Any]:
+    def encode(
+        self, src: torch.Tensor, src_mask: torch.Tensor, lengths: SourceLengths | None = None
+    ) -> tuple[Memory, Any]:
         """The memory of ``src`` ``(B, M, N)`` (word states ``(B, M, N, H_e)``; per-example extras
-        in ``memory.extra``, reordered by beam search) and what `init_state` needs."""
+        in ``memory.extra``, reordered by beam search) and what `init_state` needs. ``lengths``:
+        the batch's bounds on its real words, counted on the host (`SourceLengths`), for encoders
+        that skip the padding (None: they read the mask)."""
 
     @abstractmethod
     def init_state(self, memory: Memory, final: Any) -> StateT:
@@ -206,6 +211,8 @@ class SummarizerFamily(nn.Module, Generic[ConfigT, StateT], metaclass=ABCMeta):
         mode: str = "soft",
         task: str = "teacher",
         max_len: int = 0,
+        *,
+        lengths: SourceLengths | None = None,
     ) -> Any:
         """Teacher forcing or a free-running summary of a batch.
 
@@ -216,17 +223,24 @@ class SummarizerFamily(nn.Module, Generic[ConfigT, StateT], metaclass=ABCMeta):
                 top-k) or ``soft``; soft families ignore it.
             task: ``teacher`` (`teacher_forcing`: a `SummarizerOutput`) or ``rollout`` (`rollout`:
                 a `Rollout` of at most ``max_len`` words, default T − 1).
+            lengths: the batch's `SourceLengths` (`encode`).
         """
         if task == "rollout":
-            memory, final = self.encode(src, src_mask)
+            memory, final = self.encode(src, src_mask, lengths)
             return self.rollout(memory, self.init_state(memory, final), max_len or tgt.shape[1] - 1, mode)
         if task != "teacher":
             raise ValueError(f"{type(self).__name__}.forward: task must be 'teacher' or 'rollout', got {task!r}")
-        return self.teacher_forcing(src, src_mask, tgt, tgt_mask, mode)
+        return self.teacher_forcing(src, src_mask, tgt, tgt_mask, mode, lengths)
 
     @abstractmethod
     def teacher_forcing(
-        self, src: torch.Tensor, src_mask: torch.Tensor, tgt: torch.Tensor, tgt_mask: torch.Tensor, mode: str
+        self,
+        src: torch.Tensor,
+        src_mask: torch.Tensor,
+        tgt: torch.Tensor,
+        tgt_mask: torch.Tensor,
+        mode: str,
+        lengths: SourceLengths | None = None,
     ) -> SummarizerOutput:
         """nll_t = −log p(y_{t+1} | y_≤t, x) ``(B,)`` for t = 0 .. T−2 (0 at padding), the reference
         ``tgt`` ``(B, T)`` fed at every step."""

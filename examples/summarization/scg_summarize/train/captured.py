@@ -9,7 +9,8 @@ host's dispatch, where a launch-bound GPU waits for them). The step's values are
 eagerly, as in an eager step: the divergence check still comes before the update, and the learning
 rate, its schedule and the optimizer's state stay on the host, as they are.
 
-Per shape (batch size, target positions: the source grid is the corpus's):
+Per shape (batch size, target positions: the source grid is the corpus's; the bounds on the
+sources' real words, `SourceLengths`, each rounded up to a power of two):
 
 * the first batch runs eagerly, on a side stream: it makes the state a replay must find in place
   (the EMA baseline's rows for its decoder steps, scg's credit plan for the graph's signature,
@@ -18,16 +19,20 @@ Per shape (batch size, target positions: the source grid is the corpus's):
 * the second is captured (a capture records the launches without running them), then replayed;
 * later ones are copied into the captured inputs and replayed.
 
-Inside a capture the word encoders run their LSTMs over the whole source width: trimming them to
-the batch's longest source is a host read (``models.common.encoders._steps``), so a captured step
-pays for the padding that an eager one skips.
+The word encoders run their LSTMs for the steps the batch's `SourceLengths` give (counted on the
+host when the batch was collated), rounded up to a power of two so that few graphs are made: a
+replay runs at most twice the steps of the batch's longest source, and makes no host read to
+trim them. A batch without lengths (made by hand) runs over the whole source width in a capture.
 
 The gradients are zeroed in place, not freed (``forward_backward(keep_grads=True)``), so every
 graph and every eager step writes the same gradient tensors, which the optimizer reads. Random
 draws stay random: torch's generator gives each replay a new Philox offset, and the C2F kernels'
-seed is drawn from it on the device. Each graph keeps its own memory pool (the step's
-activations), so ``data.pad_targets`` (required) bounds how many graphs a run holds: one per
-padded target length and batch size (the epoch's last, smaller batch is a shape of its own).
+seed is drawn from it on the device. ``data.pad_targets`` (required) bounds how many graphs a run
+holds: one per padded target length, batch size (the epoch's last, smaller batch is a shape of its
+own) and rounded source lengths. The graphs share one memory pool, so a run holds the memory of its
+largest step, not the sum of its graphs': a graph's replay may write over memory where another
+graph's outputs were, and every graph's outputs are read (and the optimizer stepped) right after its
+own replay, before another graph replays.
 
 What a graph cannot replay is refused when the configuration is read (`Config.validate`): a
 normalizer counted per batch (``train.normalize = 'tokens'``: a constant of the graph), +ALTERNATE's
@@ -39,19 +44,20 @@ targets and ``train.compile`` (which has CUDA graphs of its own); and when the t
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
 
-from ..data.batching import Batch
+from ..data.batching import Batch, SourceLengths
 from .compiled import check_whole_step
 from .objective import StepResult
 
 __all__ = ["CapturedStep", "check_capturable"]
 
-#: the names and shapes of a batch's tensors (`Batch.tensors`): what one graph replays
-Shape = tuple[tuple[str, tuple[int, ...]], ...]
+#: the names and shapes of a batch's tensors (`Batch.tensors`) and its rounded source lengths:
+#: what one graph replays
+Shape = tuple[tuple[tuple[str, tuple[int, ...]], ...], SourceLengths | None]
 
 #: `Trainer.forward_backward` with the gradients zeroed in place: (batch, normalizer) ->
 #: (the step's result, the gradient norm before renormalization)
@@ -59,8 +65,18 @@ DevicePart = Callable[[Batch, float], tuple[StepResult, torch.Tensor | None]]
 
 
 def batch_shape(batch: Batch) -> Shape:
-    """The names and shapes of ``batch``'s tensors (an absent optional one is left out)."""
-    return tuple((name, tuple(t.shape)) for name, t in batch.tensors().items())
+    """The names and shapes of ``batch``'s tensors (an absent optional one is left out) and its
+    `SourceLengths`."""
+    return tuple((name, tuple(t.shape)) for name, t in batch.tensors().items()), batch.lengths
+
+
+def rounded(batch: Batch) -> Batch:
+    """``batch`` with its `SourceLengths` rounded up to powers of two (`SourceLengths.rounded_up`):
+    the steps its graph's word encoders run."""
+    if batch.lengths is None:
+        return batch
+    _, M, N = batch.src.shape
+    return replace(batch, lengths=batch.lengths.rounded_up(M, N))
 
 
 @dataclass(kw_only=True, slots=True)
@@ -99,8 +115,10 @@ class CapturedStep:
         self.run = run
         self.warm: set[Shape] = set()  # shapes whose first batch has run eagerly
         self.graphs: dict[Shape, Captured] = {}
+        self.pool: Any = None  # the graphs' shared memory pool (made at the first capture)
 
     def __call__(self, inputs: Batch, normalizer: float) -> tuple[StepResult, torch.Tensor | None]:
+        inputs = rounded(inputs)
         key = batch_shape(inputs)
         captured = self.graphs.get(key)
         if captured is None:
@@ -125,6 +143,8 @@ class CapturedStep:
     def _capture(self, inputs: Batch, normalizer: float) -> Captured:
         """A shape's second step, captured (not yet run): ``inputs`` become the graph's inputs."""
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
+        if self.pool is None:
+            self.pool = torch.cuda.graph_pool_handle()
+        with torch.cuda.graph(graph, pool=self.pool):
             result, norm = self.run(inputs, normalizer)
         return Captured(graph=graph, inputs=inputs, result=result, norm=norm)

@@ -5,9 +5,11 @@ traced with ``fullgraph=True``: one graph per step for the forward pass and, thr
 one for its backward, so a step runs a few fused kernels instead of one Python-dispatched operation
 at a time. scg's ``Declared`` surrogate is built inside the trace (`scg.credit.traced`), the EMA
 baseline's averages are a mutated input of the graph, and the word encoders run over the whole
-width (their trim reads a length to the host). The compiled objective gives the eager one's loss,
-gradients and EMA state bit for bit with ``backend="eager"`` and the same draws
-(``tests/summarization/train/test_compiled.py``); inductor draws its own random numbers.
+width (the batch's `SourceLengths` are not passed: dynamo would compile once per distinct bound,
+a minute each on a CPU; a captured step, ``train.cuda_graph``, takes them rounded). The compiled
+objective gives the eager one's loss, gradients and EMA state bit for bit with ``backend="eager"``
+and the same draws (``tests/summarization/train/test_compiled.py``); inductor draws its own random
+numbers.
 
 What it costs: a compilation per target length (the decoder loop is unrolled), a minute or more on
 a CPU for a small model, so ``data.pad_targets`` pads every training batch's targets to a multiple

@@ -9,19 +9,24 @@ from typing import Any
 import torch
 
 from ..data import SummarizationDataset, SummaryLoader, make_dataloader, regrid
-from ..data.batching import Batch
+from ..data.batching import Batch, SourceLengths
 from .config import Config
 
 __all__ = ["batch_to", "load_split", "load_training_splits", "make_loader"]
 
 
 def batch_to(batch: Batch, device: torch.device, config: Config) -> Batch:
-    """Move the tensors of ``batch`` to ``device`` and apply ``data.regrid``."""
+    """Move the tensors of ``batch`` to ``device`` and apply ``data.regrid``, which keeps each
+    document's first m·n words and cuts them into chunks of n: its `SourceLengths` follow (exact
+    when they were: the longest chunk is then the longest document's first n words)."""
     out = batch.to(device, non_blocking=True)
     if config.data.regrid:
         m, n = config.data.regrid
         out.src, out.src_mask = regrid(out.src, out.src_mask, m, n)
         out.salient = None if out.salient is None else torch.full_like(out.salient, -1)  # chunk indices no longer apply
+        if out.lengths is not None:
+            words = min(out.lengths.document, m * n)
+            out.lengths = SourceLengths(document=words, chunk=min(words, n))
     return out
 
 

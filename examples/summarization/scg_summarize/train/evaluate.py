@@ -100,7 +100,7 @@ def evaluate_nll(
         if i % dist.world != dist.rank:
             continue
         batch = batch_to(batch, device, config)
-        out = model(batch.src, batch.src_mask, batch.tgt, batch.tgt_mask, mode=mode)
+        out = model(batch.src, batch.src_mask, batch.tgt, batch.tgt_mask, mode=mode, lengths=batch.lengths)
         nll += float(out.total_nll())
         tokens += int(out.tokens())
         unknown = torch.full_like(batch.tgt_lengths, -1)

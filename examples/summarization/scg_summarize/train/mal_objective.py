@@ -30,7 +30,7 @@ __all__ = ["mal_objective"]
 
 def mal_objective(net: Any, batch: Batch, normalizer: float) -> StepResult:
     """(Σ_b L_s(b) + Σ L_NLL) / ``normalizer`` with every term in ``terms``."""
-    out = net(batch.src, batch.src_mask, batch.tgt, batch.tgt_mask, mode="soft")
+    out = net(batch.src, batch.src_mask, batch.tgt, batch.tgt_mask, mode="soft", lengths=batch.lengths)
     if not isinstance(out, MALTeacherOutput) or out.loss_s is None:
         raise ValueError(
             f"train.objective = 'mal' needs a model of the 'mal' family (model.family = 'mal'); "

@@ -135,7 +135,9 @@ class StepValues:
 
 
 def _call(model: nn.Module, batch: Batch, mode: str) -> SummarizerOutput:
-    out: SummarizerOutput = model(batch.src, batch.src_mask, batch.tgt, batch.tgt_mask, mode=mode)
+    out: SummarizerOutput = model(
+        batch.src, batch.src_mask, batch.tgt, batch.tgt_mask, mode=mode, lengths=batch.lengths
+    )
     return out
 
 

@@ -49,7 +49,9 @@ REWARD = "reward"  #: the name of the terminal cost node
 
 
 def _rollout(net: Any, batch: Batch, max_len: int) -> Any:
-    return net(batch.src, batch.src_mask, batch.tgt, batch.tgt_mask, task="rollout", max_len=max_len)
+    return net(
+        batch.src, batch.src_mask, batch.tgt, batch.tgt_mask, task="rollout", max_len=max_len, lengths=batch.lengths
+    )
 
 
 def greedy_rewards(

@@ -33,6 +33,7 @@ from typing import Any
 
 import torch
 
+from ...data.batching import SourceLengths
 from ...data.chunking import pack_words
 from ..common.attention import AttentionOut, Memory
 from ..common.decoder import DecoderState
@@ -158,9 +159,12 @@ class AbsSummarizer(SummarizerFamily[AbsFamilyConfig, AbsFamilyState]):
             return 0
         return self.abs.renormalize_embeddings(self.config.abs_max_norm)
 
-    def encode(self, src: torch.Tensor, src_mask: torch.Tensor) -> tuple[Memory, None]:
+    def encode(
+        self, src: torch.Tensor, src_mask: torch.Tensor, lengths: SourceLengths | None = None
+    ) -> tuple[Memory, None]:
         """The memory: the grid's mask and ids, and in ``extra`` the packed input (``abs_mask``,
-        ``abs_positions``) and the encoder's tensors (``enc_*``)."""
+        ``abs_positions``) and the encoder's tensors (``enc_*``). (ABS's encoders have no steps to
+        skip: ``lengths`` is not used.)"""
         words, mask, positions = pack_words(src, src_mask)  # (B, L) corpus ids
         x = self.src_map[words].masked_fill(~mask, 0)
         enc = self.abs.encode(x, mask)
@@ -233,7 +237,13 @@ class AbsSummarizer(SummarizerFamily[AbsFamilyConfig, AbsFamilyState]):
         return full.index_copy(1, self.tgt_ids, log_probs)
 
     def teacher_forcing(
-        self, src: torch.Tensor, src_mask: torch.Tensor, tgt: torch.Tensor, tgt_mask: torch.Tensor, mode: str
+        self,
+        src: torch.Tensor,
+        src_mask: torch.Tensor,
+        tgt: torch.Tensor,
+        tgt_mask: torch.Tensor,
+        mode: str,
+        lengths: SourceLengths | None = None,
     ) -> SummarizerOutput:
         """Every position at once: NLL per step over the title vocabulary (a title's words outside
         it are ``<unk>``)."""

@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ...data.batching import SourceLengths
 from ..common.attention import AttentionOut, FlatAttention, HierAttention, Memory, SourceAttention
 from ..common.decoder import Decoder, DecoderState
 from ..common.encoders import ChunkedWordEncoder, FlatWordEncoder, WordEncoder
@@ -151,11 +152,11 @@ class Summarizer(SummarizerFamily[C2FConfig, DecoderState]):
 
     # ------------------------------------------------------------------ encoding
     def encode(
-        self, src: torch.Tensor, src_mask: torch.Tensor
+        self, src: torch.Tensor, src_mask: torch.Tensor, lengths: SourceLengths | None = None
     ) -> tuple[Memory, tuple[torch.Tensor, torch.Tensor] | None]:
         """Encode ``src`` ``(B, M, N)``; returns the memory and the decoder's initial state."""
         emb = self.src_embedding(src) * src_mask.unsqueeze(-1).to(self.src_embedding.weight.dtype)  # (B, M, N, E)
-        enc = self.word_encoder(emb, src_mask)  # states (B, M, N, H)
+        enc = self.word_encoder(emb, src_mask, lengths)  # states (B, M, N, H)
         chunks = None if self.chunk_encoder is None else self.chunk_encoder(src, src_mask, emb)  # (B, M, D)
         memory = Memory.build(enc.states, src_mask, chunks, src if self.copies else None)
         final = enc.final if self.config.decoder_init == "encoder" else None
@@ -191,14 +192,22 @@ class Summarizer(SummarizerFamily[C2FConfig, DecoderState]):
         mode: str = "sample",
         task: str = "teacher",
         max_len: int = 0,
+        *,
+        lengths: SourceLengths | None = None,
     ) -> Any:
         """`SummarizerFamily.forward`, sampling C2F's chunks (``mode="sample"``) unless told otherwise."""
-        return super().forward(src, src_mask, tgt, tgt_mask, mode, task, max_len)
+        return super().forward(src, src_mask, tgt, tgt_mask, mode, task, max_len, lengths=lengths)
 
     def teacher_forcing(
-        self, src: torch.Tensor, src_mask: torch.Tensor, tgt: torch.Tensor, tgt_mask: torch.Tensor, mode: str
+        self,
+        src: torch.Tensor,
+        src_mask: torch.Tensor,
+        tgt: torch.Tensor,
+        tgt_mask: torch.Tensor,
+        mode: str,
+        lengths: SourceLengths | None = None,
     ) -> SummarizerOutput:
-        memory, final = self.encode(src, src_mask)
+        memory, final = self.encode(src, src_mask, lengths)
         state = self.init_state(memory, final)
         y_out, out_mask = tgt[:, 1:], tgt_mask[:, 1:]  # (B, T-1)
         hard = self.hard and mode == "sample"

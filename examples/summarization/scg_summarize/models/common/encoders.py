@@ -1,9 +1,11 @@
 """Word encoders: LSTM states h_ij for every source word, on the (B, M, N) chunk grid.
 
-Two encoders, one interface (:class:`WordEncoder`): ``forward(emb, mask) -> EncodedWords`` with
-``emb`` the embedded source ``(B, M, N, E)`` (padding embeddings are zero) and ``mask``
-``(B, M, N)``. Both return states on the grid, ``(B, M, N, H)``, zero at padding, so that every
-attention can address word j of chunk i as ``words[:, i, j]`` whatever the encoder:
+Two encoders, one interface (:class:`WordEncoder`): ``forward(emb, mask, lengths=None) ->
+EncodedWords`` with ``emb`` the embedded source ``(B, M, N, E)`` (padding embeddings are zero),
+``mask`` ``(B, M, N)`` and the batch's `SourceLengths` (bounds counted on the host, so that the
+LSTMs skip the all-padding tail without reading the mask; None: read it). Both return states on
+the grid, ``(B, M, N, H)``, zero at padding, so that every attention can address word j of chunk
+i as ``words[:, i, j]`` whatever the encoder:
 
 * :class:`FlatWordEncoder` (Model 0, STANDARD): one LSTM over the whole document. The real
   words are packed to the front in document order (the grid layout's flat view is already in
@@ -26,6 +28,8 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
+
+from ...data.batching import SourceLengths
 
 __all__ = [
     "ChunkedWordEncoder",
@@ -59,11 +63,14 @@ def last_states(states: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     return states.gather(1, index).squeeze(1) * (lengths > 0).unsqueeze(1).to(states.dtype)
 
 
-def _steps(lengths: torch.Tensor, width: int) -> int:
-    """The LSTM steps to run over sequences of ``lengths`` padded to ``width``: the longest length
-    (at least 1), which skips the all-padding tail, or ``width`` inside ``torch.compile`` or a CUDA
-    graph capture, where reading the longest length (a host read) cannot be made. The states are
-    the same either way: a step after a sequence's end changes none of its real states."""
+def _steps(lengths: torch.Tensor, width: int, bound: int | None) -> int:
+    """The LSTM steps to run over sequences of ``lengths`` padded to ``width``, which skip the
+    all-padding tail: ``bound`` (a bound on ``lengths`` counted on the host: `SourceLengths`) when
+    given; else the longest length, read from ``lengths``, or ``width`` inside ``torch.compile``
+    or a CUDA graph capture, where that read cannot be made. At least 1, at most ``width``. The
+    states are the same either way: a step after a sequence's end changes none of its real states."""
+    if bound is not None:
+        return max(min(bound, width), 1)
     if torch.compiler.is_compiling() or (lengths.is_cuda and torch.cuda.is_current_stream_capturing()):
         return width
     return max(int(lengths.max()), 1)
@@ -127,22 +134,39 @@ class WordEncoder(nn.Module):
             finals.append(final)
         return x, torch.stack(finals)
 
-    def forward(self, emb: torch.Tensor, mask: torch.Tensor) -> EncodedWords:  # pragma: no cover - abstract
+    def forward(
+        self, emb: torch.Tensor, mask: torch.Tensor, lengths: SourceLengths | None = None
+    ) -> EncodedWords:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    def _run(
+        self, x: torch.Tensor, words: torch.Tensor, lengths: SourceLengths | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """`run`, its failure under ``lengths`` that do not bound the sources (the last state of
+        the longest is beyond the steps run: an index out of range) named as such."""
+        try:
+            return self.run(x, words)
+        except (RuntimeError, IndexError) as e:
+            if lengths is None or "out of bounds" not in str(e):
+                raise
+            raise ValueError(
+                f"{type(self).__name__}: the batch's lengths {lengths} do not bound its sources' real "
+                f"words (the encoder ran {x.shape[1]} steps); count them with SourceLengths.of(src_mask)"
+            ) from e
 
 
 class FlatWordEncoder(WordEncoder):
     """Model 0: one LSTM over the document's (at most M·N) words, states put back on the grid."""
 
-    def forward(self, emb: torch.Tensor, mask: torch.Tensor) -> EncodedWords:
+    def forward(self, emb: torch.Tensor, mask: torch.Tensor, lengths: SourceLengths | None = None) -> EncodedWords:
         B, M, N, E = emb.shape
         flat_mask = mask.reshape(B, M * N)  # (B, MN)
         # real words first, in document order (a stable sort of "is padding")
         order = torch.sort((~flat_mask).to(torch.int8), dim=1, stable=True).indices  # (B, MN)
         x = emb.reshape(B, M * N, E).gather(1, order.unsqueeze(-1).expand(B, M * N, E))  # (B, MN, E)
-        lengths = flat_mask.sum(1)  # (B,)
-        L = _steps(lengths, M * N)  # no LSTM steps over the all-padding tail
-        states, final = self.run(x[:, :L], lengths)  # (B, L, H), (layers, B, H)
+        words = flat_mask.sum(1)  # (B,)
+        L = _steps(words, M * N, None if lengths is None else lengths.document)  # no steps over the padding tail
+        states, final = self._run(x[:, :L], words, lengths)  # (B, L, H), (layers, B, H)
         H = states.shape[-1]
         grid = states.new_zeros(B, M * N, H).scatter(1, order[:, :L].unsqueeze(-1).expand(B, L, H), states)
         return EncodedWords(grid.reshape(B, M, N, H), (final, torch.zeros_like(final)))
@@ -151,15 +175,15 @@ class FlatWordEncoder(WordEncoder):
 class ChunkedWordEncoder(WordEncoder):
     """Models 1-3: the LSTM over every chunk separately (all B·M chunks in one call)."""
 
-    def forward(self, emb: torch.Tensor, mask: torch.Tensor) -> EncodedWords:
+    def forward(self, emb: torch.Tensor, mask: torch.Tensor, lengths: SourceLengths | None = None) -> EncodedWords:
         B, M, N, E = emb.shape
-        lengths = mask.reshape(B * M, N).sum(1)  # (BM,)
-        L = _steps(lengths, N)
-        states, h = self.run(emb.reshape(B * M, N, E)[:, :L], lengths)  # (BM, L, H), (layers, BM, H)
+        words = mask.reshape(B * M, N).sum(1)  # (BM,)
+        L = _steps(words, N, None if lengths is None else lengths.chunk)
+        states, h = self._run(emb.reshape(B * M, N, E)[:, :L], words, lengths)  # (BM, L, H), (layers, BM, H)
         H = states.shape[-1]
         if L < N:
             states = torch.cat([states, states.new_zeros(B * M, N - L, H)], 1)
-        real = (lengths > 0).reshape(1, B, M, 1).to(h.dtype)  # real chunks
+        real = (words > 0).reshape(1, B, M, 1).to(h.dtype)  # real chunks
         count = real.sum(2).clamp(min=1.0)  # (1, B, 1)
         h0 = (h.reshape(h.shape[0], B, M, H) * real).sum(2) / count  # (layers, B, H)
         return EncodedWords(states.reshape(B, M, N, H), (h0, torch.zeros_like(h0)))

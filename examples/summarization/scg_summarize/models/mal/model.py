@@ -43,7 +43,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ...data.batching import SourceBatch
+from ...data.batching import SourceBatch, SourceLengths
 from ...data.chunking import pack_words
 from ...data.saliency_labels import ContentWords, load_stopwords
 from ...data.vocab import Vocab
@@ -235,8 +235,11 @@ class MALSummarizer(SummarizerFamily[MALConfig, DecoderState]):
         return SaliencyMaps(enc.src, enc.mask, maps)
 
     # ------------------------------------------------------------------ the family interface
-    def encode(self, src: torch.Tensor, src_mask: torch.Tensor) -> tuple[Memory, torch.Tensor]:
-        """The memory (h^e as one chunk, with the keys and eq. 17's constant part) and h0."""
+    def encode(
+        self, src: torch.Tensor, src_mask: torch.Tensor, lengths: SourceLengths | None = None
+    ) -> tuple[Memory, torch.Tensor]:
+        """The memory (h^e as one chunk, with the keys and eq. 17's constant part) and h0. (MAL's
+        encoder reads the packed words whole: ``lengths`` is not used.)"""
         self._check_bound()
         enc = self.encode_source(src, src_mask)
         states, mask = enc.memory.states, enc.memory.mask  # (B, L, S), (B, L)
@@ -264,7 +267,13 @@ class MALSummarizer(SummarizerFamily[MALConfig, DecoderState]):
         return log_probs
 
     def teacher_forcing(
-        self, src: torch.Tensor, src_mask: torch.Tensor, tgt: torch.Tensor, tgt_mask: torch.Tensor, mode: str
+        self,
+        src: torch.Tensor,
+        src_mask: torch.Tensor,
+        tgt: torch.Tensor,
+        tgt_mask: torch.Tensor,
+        mode: str,
+        lengths: SourceLengths | None = None,
     ) -> MALTeacherOutput:
         """Every term of eq. (19-21) of a batch (``tgt`` ``(B, T)`` starts with ``<s>``): the
         per-step NLL with L_s and the saliency statistics."""

@@ -44,6 +44,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ...data.batching import SourceLengths
 from ..common.attention import AttentionOut, Memory
 from ..common.decoder import DecoderState
 from ..common.encoders import FlatWordEncoder
@@ -260,10 +261,12 @@ class PaulusSummarizer(SummarizerFamily[PaulusConfig, PaulusState]):
         uniform_init(self, self.config, self.src_embedding, self.tgt_embedding)
 
     # ------------------------------------------------------------------ the family interface
-    def encode(self, src: torch.Tensor, src_mask: torch.Tensor) -> tuple[Memory, tuple[torch.Tensor, torch.Tensor]]:
+    def encode(
+        self, src: torch.Tensor, src_mask: torch.Tensor, lengths: SourceLengths | None = None
+    ) -> tuple[Memory, tuple[torch.Tensor, torch.Tensor]]:
         """Memory (word states on the ``(B, M, N)`` grid, extended ids) and the initial ``(h, c)``."""
         emb = self.src_embedding(src) * src_mask.unsqueeze(-1).to(self.src_embedding.weight.dtype)  # (B, M, N, E)
-        enc = self.word_encoder(self.dropout(emb), src_mask)  # (B, M, N, H)
+        enc = self.word_encoder(self.dropout(emb), src_mask, lengths)  # (B, M, N, H)
         ext, oov = extend_source(src, src_mask, self.target_vocab)
         B = src.shape[0]
         extra = {"ext_ids": ext, "oov": oov.unsqueeze(0).expand(B, -1)}  # (B, M, N), (B, K)
@@ -318,17 +321,25 @@ class PaulusSummarizer(SummarizerFamily[PaulusConfig, PaulusState]):
         mode: str = "soft",
         task: str = "teacher",
         max_len: int = 0,
+        *,
+        lengths: SourceLengths | None = None,
     ) -> Any:
         """`SummarizerFamily.forward` with the tied W_out = tanh(W_emb W_proj) computed once."""
         with self.generator.fixed_output():
-            return super().forward(src, src_mask, tgt, tgt_mask, mode, task, max_len)
+            return super().forward(src, src_mask, tgt, tgt_mask, mode, task, max_len, lengths=lengths)
 
     def teacher_forcing(
-        self, src: torch.Tensor, src_mask: torch.Tensor, tgt: torch.Tensor, tgt_mask: torch.Tensor, mode: str
+        self,
+        src: torch.Tensor,
+        src_mask: torch.Tensor,
+        tgt: torch.Tensor,
+        tgt_mask: torch.Tensor,
+        mode: str,
+        lengths: SourceLengths | None = None,
     ) -> SummarizerOutput:
         """NLL per step over the extended vocabulary; in training each step after the first is fed,
         with probability ``feed_sample_prob``, a word sampled from the previous step's distribution."""
-        memory, final = self.encode(src, src_mask)
+        memory, final = self.encode(src, src_mask, lengths)
         state = self.init_state(memory, final)
         oov = memory.extra["oov"][0] if memory.extra["oov"].shape[0] else memory.extra["oov"].new_zeros(0)
         y_out = extend_targets(tgt[:, 1:], src, src_mask, oov, self.target_vocab)  # (B, T-1)
