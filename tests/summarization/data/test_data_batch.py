@@ -44,26 +44,30 @@ def test_rows_and_to_keep_the_record_type() -> None:
 
 
 def test_source_lengths_are_the_longest_document_and_chunk_and_round_up_within_the_grid() -> None:
-    mask = torch.zeros(2, 4, 5, dtype=torch.bool)  # (B, M, N)
+    mask = torch.zeros(2, 6, 5, dtype=torch.bool)  # (B, M, N)
     mask[0, 0, :5] = mask[0, 1, :2] = True  # 7 words, chunks of 5 and 2
-    mask[1, 0, :3] = mask[1, 1, :3] = mask[1, 2, :3] = True  # 9 words, chunks of 3
+    mask[1, 0, :3] = mask[1, 2, :3] = mask[1, 4, :3] = True  # 9 words, chunks of 3 (sentences: empty ones between)
     got = SourceLengths.of(mask)
-    assert got == SourceLengths(document=9, chunk=5)
-    assert got.rounded_up(4, 5) == SourceLengths(document=16, chunk=5)  # (8 → capped at the width N = 5)
-    assert got.rounded_up(2, 5) == SourceLengths(document=10, chunk=5)  # (16 → capped at M·N = 10)
-    assert SourceLengths(document=8, chunk=1).rounded_up(4, 5) == SourceLengths(document=8, chunk=1)
-    assert SourceLengths(document=0, chunk=0).rounded_up(4, 5) == SourceLengths(document=1, chunk=1)
-    assert SourceLengths.of(torch.zeros(0, 4, 5, dtype=torch.bool)) == SourceLengths(document=0, chunk=0)
+    assert got == SourceLengths(document=9, chunk=5, chunks=5)  # (chunk 4 holds document 1's last words)
+    assert got.rounded_up(6, 5) == SourceLengths(document=16, chunk=5, chunks=6)  # (8 → capped at N = 5, M = 6)
+    assert got.rounded_up(2, 5) == SourceLengths(document=10, chunk=5, chunks=2)  # (16 → capped at M·N = 10)
+    assert SourceLengths(document=8, chunk=1, chunks=3).rounded_up(6, 5) == SourceLengths(document=8, chunk=1, chunks=4)
+    zero = SourceLengths(document=0, chunk=0, chunks=0)
+    assert zero.rounded_up(4, 5) == SourceLengths(document=1, chunk=1, chunks=1)
+    assert SourceLengths.of(torch.zeros(0, 4, 5, dtype=torch.bool)) == zero
+    assert SourceLengths.of(torch.zeros(2, 4, 5, dtype=torch.bool)) == zero
 
 
 def test_collate_counts_the_source_lengths_and_rows_keep_them_as_bounds() -> None:
     examples = [_example(i, 2 + i) for i in range(3)]
     examples[1].src_mask[1] = False  # (a document of one chunk)
     batch = collate_examples(examples)
-    assert batch.lengths == SourceLengths(document=6, chunk=3) == SourceLengths.of(batch.src_mask)
+    assert batch.lengths == SourceLengths(document=6, chunk=3, chunks=2) == SourceLengths.of(batch.src_mask)
     assert collate_sources(examples).lengths == batch.lengths
     one = batch.rows(slice(1, 2))
-    assert one.lengths == batch.lengths and SourceLengths.of(one.src_mask) == SourceLengths(document=3, chunk=3)
+    assert one.lengths == batch.lengths and SourceLengths.of(one.src_mask) == SourceLengths(
+        document=3, chunk=3, chunks=1
+    )
     assert batch.to("cpu").lengths == batch.lengths and batch.with_target_length(9).lengths == batch.lengths
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 from scg_summarize.data import SourceLengths
@@ -46,33 +48,41 @@ def test_extra_source_padding_changes_nothing(attention: str, options: dict) -> 
 def test_the_word_encoders_run_the_steps_the_source_lengths_bound_and_give_the_same_outputs(
     attention: str, options: dict
 ) -> None:
-    """Given the batch's `SourceLengths` (any bound at least the longest source, at most the
-    width), the word encoder's LSTMs run that many steps, and every output is the one of the
-    encoder that reads the lengths from the mask (None)."""
+    """Given the batch's `SourceLengths` (any bounds at least the longest source, at most the
+    width), the word encoder's LSTMs run that many steps over the chunks up to the last one
+    holding words (all of them at once for a flat encoder), and every output is the one of the
+    encoders that read the lengths from the mask (None) over every chunk."""
     model = make_model(attention, **options).eval()
     batch = pad_batch(make_batch(B=3, M=4, N=6), extra_chunks=3, extra_words=5)  # (B, 7, 11)
     _, M, N = batch.src.shape
+    B = batch.size
     flat = isinstance(model.word_encoder, FlatWordEncoder)
-    steps: list[int] = []
-    model.word_encoder.layers[0].register_forward_pre_hook(lambda module, args: steps.append(args[0].shape[1]))
+    runs: list[tuple[int, int]] = []  # (sequences, steps) of each LSTM call
+    model.word_encoder.layers[0].register_forward_pre_hook(lambda module, args: runs.append(args[0].shape[:2]))
     exact = SourceLengths.of(batch.src_mask)
-    bounds = [exact, exact.rounded_up(M, N), SourceLengths(document=M * N, chunk=N)]
+    bounds = [exact, exact.rounded_up(M, N), SourceLengths(document=M * N, chunk=N, chunks=M)]
     assert len({b.document if flat else b.chunk for b in bounds}) == 3  # (three different step counts)
+    assert exact.chunks < M  # (the padding chunks are skipped)
+
+    def run(b: SourceLengths) -> tuple[int, int]:
+        return (B, b.document) if flat else (B * b.chunks, b.chunk)
+
     with torch.no_grad():
         base, out = _nll(model, batch)
-        assert steps == [exact.document if flat else exact.chunk]  # (read from the mask)
+        assert runs == [(B, exact.document) if flat else (B * M, exact.chunk)]  # (read from the mask)
         for bound in bounds:
-            steps.clear()
+            runs.clear()
             got = model(batch.src, batch.src_mask, batch.tgt, batch.tgt_mask, mode="greedy", lengths=bound)
-            assert steps == [bound.document if flat else bound.chunk]
+            assert runs == [run(bound)]
             torch.testing.assert_close(torch.stack(got.step_nll, 1), base, rtol=1e-5, atol=1e-6)
             for a, b in zip(out.attention, got.attention):
                 torch.testing.assert_close(b.chunk_probs, a.chunk_probs, rtol=1e-5, atol=1e-6)
-        short = SourceLengths(document=exact.document - 1, chunk=exact.chunk - 1)  # (not a bound: cuts a source)
-        with pytest.raises(
-            ValueError, match=r"the batch.s lengths SourceLengths\(document=\d+, chunk=\d+\) do not bound"
-        ):
+        short = replace(exact, document=exact.document - 1, chunk=exact.chunk - 1)  # (not a bound: cuts a source)
+        with pytest.raises(ValueError, match=r"the batch.s lengths SourceLengths\(document=\d+, .* do not bound its"):
             model(batch.src, batch.src_mask, batch.tgt, batch.tgt_mask, mode="greedy", lengths=short)
+        fewer = replace(exact, chunks=exact.chunks - 1)  # (a chunk with words left out)
+        with pytest.raises(RuntimeError, match=r"the batch.s lengths .* do not bound its chunks: a later one holds"):
+            model(batch.src, batch.src_mask, batch.tgt, batch.tgt_mask, mode="greedy", lengths=fewer)
 
 
 def test_the_paulus_encoder_takes_the_source_lengths_too() -> None:
@@ -81,7 +91,7 @@ def test_the_paulus_encoder_takes_the_source_lengths_too() -> None:
     batch = pad_batch(make_batch(B=3, M=4, N=6), extra_chunks=2)
     with torch.no_grad():
         base = model(batch.src, batch.src_mask, batch.tgt, batch.tgt_mask)
-        for bound in (SourceLengths.of(batch.src_mask), SourceLengths(document=48, chunk=6)):
+        for bound in (SourceLengths.of(batch.src_mask), SourceLengths(document=48, chunk=6, chunks=6)):
             got = model(batch.src, batch.src_mask, batch.tgt, batch.tgt_mask, lengths=bound)
             torch.testing.assert_close(torch.stack(got.step_nll, 1), torch.stack(base.step_nll, 1))
 

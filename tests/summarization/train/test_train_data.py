@@ -23,16 +23,18 @@ def _batch() -> tuple[torch.Tensor, list[Example]]:
 def test_regrid_gives_the_regridded_sources_exact_lengths() -> None:
     mask, examples = _batch()
     batch = collate_examples(examples)
-    assert batch.lengths == SourceLengths(document=12, chunk=5)
+    assert batch.lengths == SourceLengths(document=12, chunk=5, chunks=3)
     plain = batch_to(batch, torch.device("cpu"), load_config("tiny-C2F", []))
     assert plain.lengths == batch.lengths and torch.equal(plain.src_mask, mask)
-    for m, n, want in ((4, 4, (12, 4)), (2, 4, (8, 4)), (1, 20, (12, 12))):
+    for m, n, want in ((4, 4, (12, 4, 3)), (2, 4, (8, 4, 2)), (1, 20, (12, 12, 1)), (8, 5, (12, 5, 3))):
         moved = batch_to(batch, torch.device("cpu"), load_config("tiny-C2F", [f"data.regrid=[{m}, {n}]"]))
         assert moved.src_mask.shape == (2, m, n)
-        assert moved.lengths == SourceLengths(document=want[0], chunk=want[1]) == SourceLengths.of(moved.src_mask)
+        document, chunk, chunks = want
+        exact = SourceLengths(document=document, chunk=chunk, chunks=chunks)
+        assert moved.lengths == exact == SourceLengths.of(moved.src_mask)
     looser = batch_to(
-        replace(batch, lengths=SourceLengths(document=14, chunk=5)),
+        replace(batch, lengths=SourceLengths(document=14, chunk=5, chunks=3)),
         torch.device("cpu"),
         load_config("tiny-C2F", ["data.regrid=[1, 20]"]),
     )
-    assert looser.lengths == SourceLengths(document=14, chunk=14)  # (a bound stays a bound)
+    assert looser.lengths == SourceLengths(document=14, chunk=14, chunks=1)  # (a bound stays a bound)

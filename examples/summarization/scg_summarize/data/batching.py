@@ -39,12 +39,13 @@ _B = TypeVar("_B", bound="SourceBatch")
 @dataclass(frozen=True, kw_only=True, slots=True)
 class SourceLengths:
     """Upper bounds on the real words of a batch's sources, counted on the host when the batch is
-    collated: the word encoders run their LSTMs for that many steps, not over the whole padded
-    width, without reading the lengths back from the device (a wait on a GPU, and a read that a
-    CUDA graph capture refuses). Any bound at least the longest length gives the same states."""
+    collated: the encoders run over that much of the grid, not over its whole padded width,
+    without reading the lengths back from the device (a wait on a GPU, and a read that a CUDA
+    graph capture refuses). Any bounds at least the longest lengths give the same states."""
 
     document: int  # the real words of the longest document: a flat encoder's steps (≤ M·N)
     chunk: int  # the real words of the longest chunk: a chunked encoder's steps (≤ N)
+    chunks: int  # the chunks up to the last one holding a word, in any document (≤ M)
 
     @classmethod
     def of(cls, src_mask: torch.Tensor) -> SourceLengths:
@@ -52,16 +53,20 @@ class SourceLengths:
         the host copy)."""
         B, M, N = src_mask.shape
         if B * M == 0:
-            return cls(document=0, chunk=0)
+            return cls(document=0, chunk=0, chunks=0)
         per_chunk = src_mask.sum(-1)  # (B, M)
-        return cls(document=int(per_chunk.sum(-1).max()), chunk=int(per_chunk.max()))
+        used = per_chunk.amax(0) > 0  # (M,): chunks holding a word in some document
+        chunks = int(torch.arange(1, M + 1)[used].max()) if bool(used.any()) else 0
+        return cls(document=int(per_chunk.sum(-1).max()), chunk=int(per_chunk.max()), chunks=chunks)
 
     def rounded_up(self, chunks: int, chunk_len: int) -> SourceLengths:
         """Each bound rounded up to a power of two, at most its width (``chunks`` × ``chunk_len``
-        words, ``chunk_len``): few distinct values, so that a captured step needs few graphs."""
+        words, ``chunk_len`` words, ``chunks``): few distinct values, so that a captured step needs
+        few graphs."""
         return SourceLengths(
             document=min(_power_of_two(self.document), chunks * chunk_len),
             chunk=min(_power_of_two(self.chunk), chunk_len),
+            chunks=min(_power_of_two(self.chunks), chunks),
         )
 
 

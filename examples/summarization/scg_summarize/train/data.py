@@ -18,7 +18,8 @@ __all__ = ["batch_to", "load_split", "load_training_splits", "make_loader"]
 def batch_to(batch: Batch, device: torch.device, config: Config) -> Batch:
     """Move the tensors of ``batch`` to ``device`` and apply ``data.regrid``, which keeps each
     document's first m·n words and cuts them into chunks of n: its `SourceLengths` follow (exact
-    when they were: the longest chunk is then the longest document's first n words)."""
+    when they were: the longest document's first n words are the longest chunk, and its chunks
+    are the last to hold a word)."""
     out = batch.to(device, non_blocking=True)
     if config.data.regrid:
         m, n = config.data.regrid
@@ -26,7 +27,7 @@ def batch_to(batch: Batch, device: torch.device, config: Config) -> Batch:
         out.salient = None if out.salient is None else torch.full_like(out.salient, -1)  # chunk indices no longer apply
         if out.lengths is not None:
             words = min(out.lengths.document, m * n)
-            out.lengths = SourceLengths(document=words, chunk=min(words, n))
+            out.lengths = SourceLengths(document=words, chunk=min(words, n), chunks=-(-words // n))
     return out
 
 

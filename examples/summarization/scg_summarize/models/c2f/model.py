@@ -154,11 +154,27 @@ class Summarizer(SummarizerFamily[C2FConfig, DecoderState]):
     def encode(
         self, src: torch.Tensor, src_mask: torch.Tensor, lengths: SourceLengths | None = None
     ) -> tuple[Memory, tuple[torch.Tensor, torch.Tensor] | None]:
-        """Encode ``src`` ``(B, M, N)``; returns the memory and the decoder's initial state."""
-        emb = self.src_embedding(src) * src_mask.unsqueeze(-1).to(self.src_embedding.weight.dtype)  # (B, M, N, E)
-        enc = self.word_encoder(emb, src_mask, lengths)  # states (B, M, N, H)
-        chunks = None if self.chunk_encoder is None else self.chunk_encoder(src, src_mask, emb)  # (B, M, D)
-        memory = Memory.build(enc.states, src_mask, chunks, src if self.copies else None)
+        """Encode ``src`` ``(B, M, N)``; returns the memory and the decoder's initial state.
+
+        With ``lengths``, the encoders read the first ``lengths.chunks`` chunks only: the chunks
+        after them hold no word in any document, and get zero states (chunk vectors too: the
+        attentions mask them). That they hold none is asserted on the device, without a host read
+        (on a GPU a failed assertion is a device-side error)."""
+        M = src.shape[1]
+        used = M if lengths is None else max(min(lengths.chunks, M), 1)
+        part, part_mask = (src, src_mask) if used == M else (src[:, :used], src_mask[:, :used])  # (B, used, N)
+        emb = self.src_embedding(part) * part_mask.unsqueeze(-1).to(self.src_embedding.weight.dtype)  # (B, used, N, E)
+        enc = self.word_encoder(emb, part_mask, lengths)  # states (B, used, N, H)
+        chunks = None if self.chunk_encoder is None else self.chunk_encoder(part, part_mask, emb)  # (B, used, D)
+        states = enc.states
+        if used < M:  # (B, M, N, H), (B, M, D)
+            torch._assert_async(
+                ~src_mask[:, used:].any(),
+                f"the batch's lengths {lengths} do not bound its chunks: a later one holds words",
+            )
+            states = F.pad(states, (0, 0, 0, 0, 0, M - used))
+            chunks = None if chunks is None else F.pad(chunks, (0, 0, 0, M - used))
+        memory = Memory.build(states, src_mask, chunks, src if self.copies else None)
         final = enc.final if self.config.decoder_init == "encoder" else None
         return memory, final
 
