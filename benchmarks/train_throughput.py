@@ -42,8 +42,16 @@ split, since this measures cost, not quality; the first highlight is the target)
 the git-ignored ``runs/``, so a device call must carry both folders.) The 10x40 grid is the paper's
 (first 400 words); the 100x40 grid keeps the whole article (up to 4000 words; 250 articles average
 677 words, so ~17-18 % of that grid is real words), where STANDARD's word LSTM and its attention grow
-with the document and C2F's read stays one chunk per step, while C2F's chunk encoder runs over all
-M x N positions, padding included (on the CPU that makes C2F at M = 100 slower than STANDARD).
+with the document and C2F's read stays one chunk per step. Every model's encoders stop at the batch's
+`SourceLengths` (the longest document's words, the chunks holding words), so the padding chunks cost
+only the attentions over them. On the CPU, one thread, the small configurations::
+
+    OMP_NUM_THREADS=1 python benchmarks/train_throughput.py --data runs/cnndm250-10x40 \
+        --configs small-STANDARD small-HIER small-C2F --also runs/cnndm250-100x40 small-STANDARD \
+        small-HIER small-C2F --also runs/cnndm250-1000x40 small-STANDARD small-C2F --steps 10 --warmup 2 \
+        --device cpu --threads 1 --vocab-size 0 --budget-s 1200 --max-seconds 120 --tag cpu_small
+
+(``train_throughput_cpu_small.*``; the 1000x40 grid prepared as the others, 40 MB.)
 
 The GPU run (issue 17, item 4)::
 
