@@ -13,7 +13,8 @@ call runs Triton kernels on CUDA tensors and the PyTorch reference on CPU tensor
   ``scg::c2f_attend``,
   ``scg::c2f_fine_backward``, ``scg::logsoftmax_topk``) with fake kernels and autograd.
 * :mod:`.step` -- the per-step API (and :class:`KernelDraws`, which makes the kernel's draws an scg
-  node); :mod:`.backend` -- backend choice.
+  node); :mod:`.backend` -- backend choice; :mod:`.word_grads` -- the fine reads' gradients of the
+  word states collected in one buffer per backward pass (:func:`collect_word_grads`).
 * ``triton_coarse``, ``triton_fine``, ``triton_topk``, ``triton_common`` -- the Triton kernels,
   imported only when a Triton backend runs; :mod:`.compile_check` -- sm_90 compilation without a GPU.
 """
@@ -21,6 +22,7 @@ call runs Triton kernels on CUDA tensors and the PyTorch reference on CPU tensor
 from .backend import ENV_VAR, choose, forced, triton_available
 from .ops import c2f_attend, c2f_coarse_sample, c2f_fine_attend, c2f_fine_backward, logsoftmax_topk
 from .step import FusedC2FStep, KernelDraws, c2f_attention, draw_log_prob, fused_c2f_read
+from .word_grads import collect_word_grads
 
 __all__ = [
     "ENV_VAR",
@@ -32,6 +34,7 @@ __all__ = [
     "c2f_fine_attend",
     "c2f_fine_backward",
     "choose",
+    "collect_word_grads",
     "draw_log_prob",
     "forced",
     "fused_c2f_read",

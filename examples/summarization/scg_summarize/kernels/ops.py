@@ -8,8 +8,9 @@ Ops (namespace ``scg``; shapes and math in :mod:`.reference`):
 * ``scg::c2f_fine_attend(words, word_mask, query, idx, weights, rows=None)``
   -> ``(context (R, H), attn (R, k, N))``; differentiable in ``words``, ``query`` and ``weights``. Its
   backward runs ``scg::c2f_fine_backward`` (a Triton kernel or the reference), which yields the
-  ``(R, k, N, H)`` gradients of the selected rows only; they are placed into the gradient of
-  ``words`` by ``index_put_``.
+  ``(R, k, N, H)`` gradients of the selected rows only; they are placed by ``index_put_`` into the
+  buffer of the collecting node behind ``words`` (:mod:`.word_grads`), or into a gradient of
+  ``words``' shape when there is none.
 * ``scg::c2f_attend(keys, query_coarse, chunk_mask, words, word_mask, query_fine, seed, k, mode="multinomial",
   rows=None)`` -> ``(log_alpha, idx, weights, context, attn)``: the two ops above as one step, the weights
   chosen by :func:`.reference.choice_weights`; on Triton two launches (the chunks are chosen inside the
@@ -37,6 +38,7 @@ import scg
 
 from . import reference
 from .backend import choose, triton_module
+from .word_grads import collector_of, place_word_grad
 
 __all__ = [
     "c2f_attend",
@@ -225,6 +227,7 @@ def _check_fine(words: torch.Tensor, word_mask: torch.Tensor, query: torch.Tenso
 
 def _fine_setup(ctx: Any, inputs: tuple[Any, ...], output: tuple[torch.Tensor, torch.Tensor]) -> None:
     words, _, query, idx, weights, rows = inputs
+    ctx.collector = collector_of(words)
     ctx.save_for_backward(words, query, idx, weights, output[1], rows)
 
 
@@ -237,15 +240,19 @@ def _fine_grads(
     weights: torch.Tensor,
     attn: torch.Tensor,
     rows: torch.Tensor | None,
-) -> Triple:
+    collector: Any | None,
+) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor]:
     """``(d_words, d_query, d_weights)`` of the fine read: ``scg::c2f_fine_backward``, then the selected
-    rows' gradients placed into the gradient of ``words``."""
+    rows' gradients placed (`place_word_grad`: into the ``collector``'s buffer, ``d_words`` None)."""
     d_sel, d_query, d_weights = c2f_fine_backward(grad_context, grad_attn, words, query, idx, weights, attn, rows)
-    return reference.scatter_word_grad(d_sel, idx, rows, words), d_query, d_weights
+    return place_word_grad(d_sel, idx, rows, words, collector), d_query, d_weights
 
 
 def _fine_backward(ctx: Any, grad_context: torch.Tensor, grad_attn: torch.Tensor | None) -> tuple[Any, ...]:
-    d_words, d_query, d_weights = _fine_grads(grad_context, grad_attn, *ctx.saved_tensors)
+    words, query, idx, weights, attn, rows = ctx.saved_tensors
+    d_words, d_query, d_weights = _fine_grads(
+        grad_context, grad_attn, words, query, idx, weights, attn, rows, ctx.collector
+    )
     return d_words, None, d_query, None, d_weights, None
 
 
@@ -323,6 +330,7 @@ def _step_setup(ctx: Any, inputs: tuple[Any, ...], output: Step) -> None:
     log_alpha, idx, weights, _, attn = output
     ctx.mark_non_differentiable(weights)
     ctx.set_materialize_grads(False)  # an unused output (log_alpha, attn) gets None: its backward is skipped
+    ctx.collector = collector_of(words)
     ctx.save_for_backward(keys, query_coarse, log_alpha, words, query_fine, idx, weights, attn, rows)
 
 
@@ -340,7 +348,9 @@ def _step_backward(
         d_keys, d_query_coarse = reference.coarse_backward(grad_log_alpha, log_alpha, keys, query_coarse, rows)
     if grad_context is not None or grad_attn is not None:
         dc = grad_context if grad_context is not None else torch.zeros_like(query_fine)
-        d_words, d_query_fine, _ = _fine_grads(dc, grad_attn, words, query_fine, idx, weights, attn, rows)
+        d_words, d_query_fine, _ = _fine_grads(
+            dc, grad_attn, words, query_fine, idx, weights, attn, rows, ctx.collector
+        )
     return d_keys, d_query_coarse, None, d_words, None, d_query_fine, None, None, None, None
 
 

@@ -46,6 +46,7 @@ __all__ = [
     "logsoftmax_topk",
     "logsoftmax_topk_backward",
     "scatter_word_grad",
+    "scatter_word_grad_into",
 ]
 
 
@@ -200,12 +201,39 @@ def scatter_word_grad(
     A zero tensor of ``words``' shape filled with ``index_put_(accumulate=True)`` (torch's CUDA kernel
     sorts the ``(row, chunk)`` keys and sums each group: the MoE-style grouping).
     """
+    return scatter_word_grad_into(torch.zeros_like(words), d_selected, idx, rows)
+
+
+def scatter_word_grad_into(
+    out: torch.Tensor, d_selected: torch.Tensor, idx: torch.Tensor, rows: torch.Tensor | None
+) -> torch.Tensor:
+    """:func:`scatter_word_grad` added into ``out`` (of ``words``' shape) in place; returns ``out``.
+
+    A row's repeated draws of one chunk are summed first, in draw order (`_combine_repeats`), so
+    that ``out`` receives one sum per chunk read: added into zeros and then to a running gradient,
+    or into the running gradient directly (`word_grads`), the result is the same to the bit."""
     n_rows, k = idx.shape
     r = _rows(rows, n_rows, idx.device).unsqueeze(1).expand(n_rows, k).reshape(-1)
     c = idx.reshape(-1).to(torch.int64)
-    values = d_selected.reshape(n_rows * k, *words.shape[2:]).to(words.dtype)
-    out = torch.zeros_like(words)
+    values = _combine_repeats(d_selected.to(out.dtype), idx).reshape(n_rows * k, *out.shape[2:])
     return out.index_put_((r, c), values, accumulate=True)
+
+
+def _combine_repeats(values: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    """``values`` ``(R, k, ...)`` of the draws ``idx`` ``(R, k)`` with each draw that repeats an
+    earlier one of its row moved onto that earlier one's slot (added in draw order) and zeroed."""
+    k = idx.shape[1]
+    if k == 1:
+        return values
+    out = values.clone()
+    row = torch.arange(idx.shape[0], device=idx.device)  # (R,)
+    for j in range(1, k):
+        first = (idx[:, : j + 1] == idx[:, j : j + 1]).to(torch.int8).argmax(1)  # (R,) the first draw of idx[:, j]
+        repeat = (first != j).view(-1, *([1] * (values.dim() - 2)))  # (R, 1, ...)
+        moved = torch.where(repeat, out[:, j], torch.zeros_like(out[:, j]))
+        out[row, first] = out[row, first] + moved
+        out[:, j] = torch.where(repeat, torch.zeros_like(out[:, j]), out[:, j])
+    return out
 
 
 def choice_weights(log_alpha: torch.Tensor, idx: torch.Tensor, mode: str, dtype: torch.dtype) -> torch.Tensor:

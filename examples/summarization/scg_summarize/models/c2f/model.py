@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ...data.batching import SourceLengths
+from ...kernels import collect_word_grads
 from ..common.attention import AttentionOut, FlatAttention, HierAttention, Memory, SourceAttention
 from ..common.decoder import Decoder, DecoderState
 from ..common.encoders import ChunkedWordEncoder, FlatWordEncoder, WordEncoder
@@ -174,6 +175,8 @@ class Summarizer(SummarizerFamily[C2FConfig, DecoderState]):
             )
             states = F.pad(states, (0, 0, 0, 0, 0, M - used))
             chunks = None if chunks is None else F.pad(chunks, (0, 0, 0, M - used))
+        if self.hard:  # the fine reads' gradients of the states in one buffer (`kernels.word_grads`)
+            states = collect_word_grads(states)
         memory = Memory.build(states, src_mask, chunks, src if self.copies else None)
         final = enc.final if self.config.decoder_init == "encoder" else None
         return memory, final
