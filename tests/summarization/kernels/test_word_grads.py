@@ -6,27 +6,41 @@ leaves the buffer alone; a differentiable backward falls back to whole-shape gra
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import pytest
 import torch
-from scg_summarize.kernels import collect_word_grads, ops
+from scg_summarize.kernels import collect_word_grads, forced, ops, triton_available
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from ..kernel_support import DEVICE, builtins_scanned_once, one_thread  # noqa: F401  (fixtures)
+
 B, M, N, H, K, STEPS = 3, 5, 4, 6, 3, 4
+
+
+pytestmark = pytest.mark.usefixtures("one_thread", "builtins_scanned_once")
+
+
+@pytest.fixture(params=["reference", "triton"], autouse=True)
+def kernels(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Every test on both backends of the fine read (Triton: on the GPU, or in its CPU interpreter)."""
+    if request.param == "triton" and not triton_available():
+        pytest.skip("triton is not installed")
+    with forced(request.param):
+        yield request.param
 
 
 def _problem(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor], list[torch.Tensor]]:
     """Word states (a leaf), their mask, per-step queries and chunk draws ``(B, K)`` with repeats."""
     g = torch.Generator().manual_seed(seed)
-    leaf = torch.randn(B, M, N, H, generator=g, dtype=torch.float64, requires_grad=True)
+    leaf = torch.randn(B, M, N, H, generator=g).to(DEVICE).requires_grad_()
     mask = torch.rand(B, M, N, generator=g) < 0.8
     mask[:, :, 0] = True
-    queries = [torch.randn(B, H, generator=g, dtype=torch.float64, requires_grad=True) for _ in range(STEPS)]
+    queries = [torch.randn(B, H, generator=g).to(DEVICE).requires_grad_() for _ in range(STEPS)]
     draws = [torch.randint(0, M, (B, K), generator=g) for _ in range(STEPS)]
     draws[0][0] = torch.tensor([2, 2, 2])  # (a row drawing one chunk K times, and one drawing it twice)
     draws[1][1] = torch.tensor([1, 3, 1])
-    return leaf, mask, queries, draws
+    return leaf, mask.to(DEVICE), queries, [d.to(DEVICE) for d in draws]
 
 
 def _loss(
@@ -34,7 +48,7 @@ def _loss(
 ) -> torch.Tensor:
     total = words.new_zeros(())
     for t, (q, idx) in enumerate(zip(queries, draws)):
-        weights = torch.full((B, K), 1.0 / K, dtype=words.dtype)
+        weights = torch.full((B, K), 1.0 / K, dtype=words.dtype, device=words.device)
         context, attn = ops.c2f_fine_attend(words, mask, q, idx, weights)
         total = total + (t + 1.0) * context.pow(2).sum() + attn.sum()
     return total
@@ -124,9 +138,33 @@ def test_a_differentiable_backward_falls_back_to_whole_shape_gradients() -> None
     assert all(torch.equal(a, b) for a, b in zip(plain, _grads(False, _grad)))
 
 
+def test_the_whole_step_op_collects_too() -> None:
+    """``scg::c2f_attend`` (coarse choice and fine read in one op: the model's Triton path) draws
+    its chunks (multinomial, with repeats) and places its words' gradients in the buffer: the
+    gradients equal the whole-shape ones to the bit."""
+    g = torch.Generator().manual_seed(1)
+    keys = torch.randn(B, M, 4, generator=g).to(DEVICE).requires_grad_()
+    q_coarse = [torch.randn(B, 4, generator=g).to(DEVICE) for _ in range(STEPS)]
+
+    def grads(collect: bool) -> list[torch.Tensor]:
+        leaf, mask, queries, _ = _problem()
+        words = leaf * 1.0
+        read = collect_word_grads(words) if collect else words
+        total = words.new_zeros(())
+        for t, (qc, qf) in enumerate(zip(q_coarse, queries)):
+            seed = torch.tensor([100 + t], device=DEVICE)
+            log_alpha, idx, weights, context, attn = ops.c2f_attend(keys, qc, mask.any(-1), read, mask, qf, seed, K)
+            total = total + (t + 1.0) * context.pow(2).sum() + attn.sum() + log_alpha.logsumexp(-1).sum()
+        return list(torch.autograd.grad(total, [leaf, keys, *queries]))
+
+    plain, collected = grads(False), grads(True)
+    assert all(torch.equal(a, b) for a, b in zip(plain, collected))
+    assert bool(plain[0].abs().sum() > 0)
+
+
 def test_without_a_gradient_the_words_are_not_wrapped() -> None:
-    words = torch.randn(B, M, N, H)
+    words = torch.randn(B, M, N, H, device=DEVICE)
     assert collect_word_grads(words) is words
     with torch.no_grad():
-        grad_words = torch.randn(B, M, N, H, requires_grad=True)
+        grad_words = torch.randn(B, M, N, H, device=DEVICE, requires_grad=True)
         assert collect_word_grads(grad_words) is grad_words
