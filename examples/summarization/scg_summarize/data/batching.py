@@ -56,17 +56,16 @@ class SourceLengths:
             return cls(document=0, chunk=0, chunks=0)
         per_chunk = src_mask.sum(-1)  # (B, M)
         used = per_chunk.amax(0) > 0  # (M,): chunks holding a word in some document
-        chunks = int(torch.arange(1, M + 1)[used].max()) if bool(used.any()) else 0
+        chunks = int((used * torch.arange(1, M + 1)).max())  # (the last such chunk's number; 0 for none)
         return cls(document=int(per_chunk.sum(-1).max()), chunk=int(per_chunk.max()), chunks=chunks)
 
-    def rounded_up(self, chunks: int, chunk_len: int) -> SourceLengths:
-        """Each bound rounded up to a power of two, at most its width (``chunks`` × ``chunk_len``
-        words, ``chunk_len`` words, ``chunks``): few distinct values, so that a captured step needs
-        few graphs."""
+    def rounded_up(self, num_chunks: int, chunk_len: int) -> SourceLengths:
+        """Each bound rounded up to a power of two, at most its width on a grid of ``num_chunks``
+        chunks of ``chunk_len`` words: few distinct values, so that a captured step needs few graphs."""
         return SourceLengths(
-            document=min(_power_of_two(self.document), chunks * chunk_len),
+            document=min(_power_of_two(self.document), num_chunks * chunk_len),
             chunk=min(_power_of_two(self.chunk), chunk_len),
-            chunks=min(_power_of_two(self.chunks), chunks),
+            chunks=min(_power_of_two(self.chunks), num_chunks),
         )
 
 
