@@ -6,8 +6,9 @@
 # Parts (each has its own time limit, logs to $LOGS/<part>.log, and a failing part does not stop the rest):
 #   env       nvidia-smi, torch / triton versions, the measured copy bandwidth
 #   tests     the kernel tests on the real Triton backend (fp32 and bf16; tests/summarization/kernels/
-#             test_kernels_{cuda,triton,model}.py) and the no-host-sync test of the scg core
-#             (tests/scg/graph/test_core_sync.py), junit XML in $LOGS
+#             test_kernels_{cuda,triton,model}.py, test_word_grads.py), the no-host-sync test of the scg
+#             core (tests/scg/graph/test_core_sync.py) and train.cuda_graph's replays against eager steps
+#             (tests/summarization/train/test_captured_cuda.py), junit XML in $LOGS
 #   c2f       benchmarks/c2f_attention.py at B=64, N=40, H=512, M = 10, 100, 1000, k = 1, 2, bf16 and fp32
 #   overhead  benchmarks/surrogate_overhead.py --device cuda at hidden 512 and 1024
 #   train     benchmarks/train_throughput.py: STANDARD, HIER, C2F, C2F+MULTI2 at the paper's sizes on cnndm-250
@@ -71,7 +72,8 @@ torch.cuda.get_device_properties(0))'; which ncu || true" ;;
     tests)
         part tests 240 $PY -m pytest -q -p no:cacheprovider -rfEs --junitxml="$LOGS/tests.xml" \
             tests/summarization/kernels/test_kernels_cuda.py tests/summarization/kernels/test_kernels_triton.py \
-            tests/summarization/kernels/test_kernels_model.py tests/scg/graph/test_core_sync.py
+            tests/summarization/kernels/test_kernels_model.py tests/summarization/kernels/test_word_grads.py \
+            tests/scg/graph/test_core_sync.py tests/summarization/train/test_captured_cuda.py
         $PY scripts/junit_to_results.py "$LOGS/tests.xml" kernel_tests_gpu --command "bash scripts/gpu_check.sh tests" \
             --device "$($PY -c 'import torch, triton; print(torch.cuda.get_device_name(), "(torch", torch.__version__ + ", triton", triton.__version__ + ")")')" ;;
     c2f)
