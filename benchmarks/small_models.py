@@ -6,7 +6,9 @@ with a hand-written twin that draws the same values and computes scg's gradient.
 tracked (``scg.Graph()``), ``scg.Cached()`` and ``scg.Declared()``; the step is forward +
 surrogate + backward, the implementations alternate in one process (``measure`` of
 ``surrogate_overhead.py``), one thread, per batch size and hidden size (the repeats of a row
-capped by ``--row-budget-s``). ``--peers``: Pyro (``TraceGraph_ELBO``, ``JitTraceGraph_ELBO``)
+capped by ``--row-budget-s``). Beside them, the hand-written step under a function mode that only
+calls each function (``small_workloads.EmptyMode``): the floor of any tracker written as a Python
+``TorchFunctionMode``, as scg's tracked graphs are. ``--peers``: Pyro (``TraceGraph_ELBO``, ``JitTraceGraph_ELBO``)
 and Storchastic on the same workloads in the same run, each in its own process
 (``small_models_peers.py``). ``--compile``: the whole step of every workload (``sequence`` at
 T = 5) compiled with ``torch.compile(fullgraph=True)`` (inductor), scg Declared against the
@@ -72,6 +74,7 @@ from small_workloads import (
     steps,
     structure,
     timed,
+    under_empty_mode,
 )
 from surrogate_overhead import CPU, log, machine, warm_up
 
@@ -121,7 +124,7 @@ def overhead(
             for b in batches:
                 model = work.make(b, hidden)
                 hand, modes = steps(model)
-                fns = {"hand": hand, **modes}
+                fns = {"hand": hand, "empty_mode": under_empty_mode(hand), **modes}
                 inner = inner_calls(hand, model.params, floor_s)
                 reps = repeats if repeats <= 5 else _budgeted(fns, model.params, inner, repeats, budget_s)
                 times = measure(fns, model.params, reps, inner, 1 if floor_s == 0 else 3)
@@ -134,13 +137,14 @@ def overhead(
                     "repeats": reps,
                     "hand_ms": statistics.median(times["hand"]) * 1e3,
                 }
-                for m in MODES:
+                for m in (*MODES, "empty_mode"):
                     row[f"{m}_ms"] = statistics.median(times[m]) * 1e3
                     row[f"{m}_ratio"] = paired_ratio(times, m)
+                row["tracked_over_empty_mode"] = paired_ratio(times, "tracked", "empty_mode")
                 rows.append(row)
                 log(
                     f"{name:9s} B={b:3d} H={row['hidden'] or '-'!s:>3} hand {row['hand_ms']:8.3f} ms ({reps} repeats)  "
-                    + "  ".join(f"{m} {row[m + '_ratio']:.3f}" for m in MODES)
+                    + "  ".join(f"{m} {row[m + '_ratio']:.3f}" for m in (*MODES, "empty_mode"))
                 )
     return rows
 

@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -44,6 +44,7 @@ from torch.distributions import (
     OneHotCategorical,
     RelaxedOneHotCategorical,
 )
+from torch.overrides import TorchFunctionMode
 
 import scg
 
@@ -516,6 +517,27 @@ WORKLOADS: dict[str, Workload] = {
     "toy": Workload("toy: Categorical(5), then 3 Bernoulli, 4 costs", make_toy, hidden=False),
     "attention": Workload("hard attention, T=30 Categorical(10) glimpses", make_attention),
 }
+
+
+class EmptyMode(TorchFunctionMode):
+    """A ``TorchFunctionMode`` that only calls each function: what torch charges any tracker
+    written as a Python function mode (scg's tracked graphs are one), before the tracker does any
+    work. The hand-written step run under it is the floor of a tracked step's time."""
+
+    def __torch_function__(
+        self, func: Callable[..., Any], types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
+    ) -> Any:
+        return func(*args, **kwargs) if kwargs else func(*args)
+
+
+def under_empty_mode(step: Callable[[], None]) -> Callable[[], None]:
+    """``step`` (forward and backward) with an `EmptyMode` pushed around it, as a tracked graph pushes its tracker."""
+
+    def run() -> None:
+        with EmptyMode():
+            step()
+
+    return run
 
 
 def steps(model: Model) -> tuple[Callable[[], None], dict[str, Callable[[], None]]]:

@@ -96,6 +96,29 @@ def test_the_equality_check_catches_a_different_estimator(work: Any) -> None:
         )
 
 
+def test_the_empty_mode_sees_every_call_and_changes_nothing(work: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The floor column's step (``under_empty_mode``) is the hand-written step with its torch calls
+    routed through a Python function mode: the mode is entered for the step's calls, and the
+    gradient is the hand-written one to the bit."""
+    model = work.make_sbn(4, 8)
+    hand, _ = work.steps(model)
+    ref = _grads(model.hand_loss, model.params, 3)
+    seen: list[object] = []
+    plain = work.EmptyMode.__torch_function__
+
+    def counting(self: Any, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        seen.append(func)
+        return plain(self, func, types, args, kwargs)
+
+    monkeypatch.setattr(work.EmptyMode, "__torch_function__", counting)
+    for p in model.params:
+        p.grad = None
+    torch.default_generator.manual_seed(3)
+    work.under_empty_mode(hand)()  # (forward and backward, as `_grads` runs them)
+    assert len(seen) > 20 and torch.Tensor.backward in seen
+    assert all(torch.equal(p.grad, r) for p, r in zip(model.params, ref))
+
+
 @pytest.mark.parametrize("per_node_costs", [True, False])
 def test_per_node_chain_twin(work: Any, per_node_costs: bool) -> None:
     """The per-node scan compares like with like: the chain's twin has scg's gradient."""
@@ -121,8 +144,9 @@ def test_quick_run_writes_its_files(
     assert {r["workload"] for r in saved["rows"]} == set(bench.WORKLOADS)
     assert all(r["repeats"] == 1 for r in saved["rows"])
     for r in saved["rows"]:
-        for m in bench.MODES:
+        for m in (*bench.MODES, "empty_mode"):
             assert r[f"{m}_ms"] > 0 and r[f"{m}_ratio"] > 0
+        assert r["tracked_over_empty_mode"] > 0
     assert [p["N"] for p in saved["per_node"]] == [1, 2, 4]
     fits = report.slopes(saved["per_node"])
     assert set(fits) == set(bench.MODES) and all(len(f) == 9 for f in fits.values())
