@@ -252,7 +252,7 @@ def run(args: argparse.Namespace) -> int:
         trainer = Trainer(config, args.data, args.out, resume=args.resume, quiet=args.quiet)
         trainer.fit()
         main = trainer.dist.is_main
-        trainer.dist.close()
+        trainer.leave_process_group()
         if main and not args.no_test:
             with interrupt_on_signals():
                 summary = evaluate_test(args.out, args.data, rouge=args.rouge)

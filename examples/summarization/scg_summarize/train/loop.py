@@ -137,8 +137,14 @@ class Trainer:
             self.close()
             raise
 
+    def leave_process_group(self) -> None:
+        """After `fit`: drop the DistributedDataParallel wrapper, then leave the process group
+        (`DistContext.close`, which collects the wrapper: its reducer holds the group)."""
+        self.net = self.model
+        self.dist.close()
+
     def close(self) -> None:
-        """Release the run directory's lock (the process group is left to `DistContext.close`)."""
+        """Release the run directory's lock (the process group is left by `leave_process_group`)."""
         if self.lock is not None:
             self.lock.release()
             self.lock = None

@@ -1,0 +1,45 @@
+"""`DistContext` with a real (one-process) gloo group: what ``close`` leaves behind. (Two ranks
+end to end: ``test_train_ddp.py``, slow.)"""
+
+from __future__ import annotations
+
+import gc
+import weakref
+from collections.abc import Iterator
+
+import pytest
+import torch
+import torch.distributed as dist
+from scg_summarize.train.ddp import DistContext
+from torch import nn
+
+
+@pytest.fixture
+def one_process_group() -> Iterator[None]:
+    """A gloo group of one rank in this process (an in-memory store), destroyed afterwards; the
+    garbage collector paused, so that only an explicit collection frees a reference cycle."""
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def test_close_collects_a_dropped_wrapper_before_it_destroys_the_group(one_process_group: None) -> None:
+    """A DistributedDataParallel wrapper outlives ``del`` (its reference cycles), and its reducer
+    holds the group; a group still held at the interpreter's exit aborts a finished torchrun
+    process. ``close`` collects it, then destroys the group."""
+    ctx = DistContext(rank=0, world=2)  # (enabled: a group to leave; the group itself has one rank)
+    net = ctx.wrap(nn.Linear(3, 3), torch.device("cpu"))
+    net(torch.randn(2, 3)).sum().backward()
+    alive = weakref.ref(net)
+    del net
+    assert alive() is not None  # (deleting the last name is not enough)
+    ctx.close()
+    assert alive() is None
+    assert not dist.is_initialized()
