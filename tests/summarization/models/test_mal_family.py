@@ -203,6 +203,7 @@ def test_train_resume_select_and_evaluate_with_table4(short_documents: Path, tmp
     assert all({"loss_s", "nll_loss", "entropy_s", "entropy_u", "label_rate"} <= set(x) for x in train)
     assert all(0.0 < x["loss_s"] < 5.0 and 0.0 < x["entropy_s"] <= 1.0 + 1e-6 for x in train)
     valid = _lines(tmp_path / "full", "valid")
+    assert all({"loss_s", "entropy_s", "entropy_u", "label_rate"} <= set(x) for x in valid)  # (output_terms)
     best = read_checkpoint(tmp_path / "full" / "best.pt")
     assert best["valid"]["ppl"] == min(v["ppl"] for v in valid)
 
@@ -244,6 +245,33 @@ def test_train_resume_select_and_evaluate_with_table4(short_documents: Path, tmp
     direct = saliency_top_k(run.decoder.model, [batch], run.vocab.id_to_token, k=5)
     assert direct["rouge1"] == pytest.approx(table4["rouge1"])
     assert all(0.0 <= v <= 100.0 for v in table4["rouge1"].values()) and table4["rouge1"]["Lead"] > 0.0
+
+
+def test_validation_averages_the_family_terms_over_documents(short_documents: Path, tmp_path: Path) -> None:
+    """Validation reports MAL's terms per document (`SummarizerFamily.output_terms`): over
+    batches of 3, 3 and 2 documents, L_s and the two entropies equal those of all 8 documents in
+    one batch (each a per-document value, so the batching cannot change them); a row without
+    +UnAtt leaves entropy_u out; a C2F model reports none."""
+    from scg_summarize.train.evaluate import evaluate_nll
+
+    for name, terms in (("MAL", ("loss_s", "entropy_s", "entropy_u")), ("MAL+SUATT", ("loss_s", "entropy_s"))):
+        config = load_config(name, [*FAST, "eval.batch_size=3"])
+        trainer = Trainer(config, short_documents, tmp_path / name, quiet=True, log=lambda line: None)
+        try:
+            model, valid = trainer.model.eval(), trainer.valid_set
+            got = evaluate_nll(model, valid, config, torch.device("cpu"))
+            batch = collate_examples(list(documents_from_split(valid, range(len(valid)))))
+            with torch.no_grad():
+                whole = model(batch.src, batch.src_mask, batch.tgt, batch.tgt_mask, mode="greedy")
+            assert isinstance(whole, MALTeacherOutput) and whole.loss_s is not None
+            want = {"loss_s": float(whole.loss_s.mean()), "entropy_s": whole.entropy_s, "entropy_u": whole.entropy_u}
+            for term in terms:
+                assert got[term] == pytest.approx(want[term], rel=1e-5), term
+            assert ("entropy_u" in got) == ("entropy_u" in terms)
+            assert 0.0 < got["label_rate"] < 1.0 and got["loss_s"] > 0.0
+        finally:
+            trainer.close()
+    assert FAMILIES.get("c2f").output_terms == ()
 
 
 def test_saliency_topk_refuses_a_model_without_saliency(

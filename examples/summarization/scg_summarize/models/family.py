@@ -72,6 +72,11 @@ class SummarizerOutput:
         """The number of predicted target tokens (0-dim, on the step's device: no host read)."""
         return self.step_mask.sum()
 
+    def document_terms(self) -> dict[str, torch.Tensor]:
+        """The family's own terms of this batch (`SummarizerFamily.output_terms`), each summed over
+        the batch's documents (0-dim tensors); validation reports them per document. None here."""
+        return {}
+
 
 class SummarizerFamily(nn.Module, Generic[ConfigT, StateT], metaclass=ABCMeta):
     """A summarizer of one family: built from its configuration, decoded one step at a time.
@@ -93,6 +98,9 @@ class SummarizerFamily(nn.Module, Generic[ConfigT, StateT], metaclass=ABCMeta):
     has_own_output_space: ClassVar[bool] = False
     #: the objective ``train.objective = "auto"`` picks (None: C2F's surrogate when `hard`, else MLE)
     default_objective: ClassVar[str | None] = None
+    #: the names of the terms its teacher-forced output reports (`SummarizerOutput.document_terms`),
+    #: which validation averages over the documents and logs beside the perplexity
+    output_terms: ClassVar[tuple[str, ...]] = ()
 
     # ------------------------------------------------------------------ capabilities
     @property

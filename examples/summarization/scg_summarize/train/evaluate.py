@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch import nn
 
 from ..data import SummarizationDataset
 from ..models.family import SummarizerFamily
@@ -78,7 +77,7 @@ class AttentionStats:
 
 @torch.no_grad()
 def evaluate_nll(
-    model: nn.Module,
+    model: SummarizerFamily[Any, Any],
     dataset: SummarizationDataset,
     config: Config,
     device: torch.device,
@@ -86,13 +85,17 @@ def evaluate_nll(
     mode: str = "greedy",
     progress: Callable[[int], None] | None = None,
 ) -> dict[str, Any]:
-    """Perplexity and attention statistics of ``dataset`` (sharded over ranks, sums all-reduced;
-    ``progress`` is called with the examples of every batch, this rank's or not)."""
+    """Perplexity and attention statistics of ``dataset``, and the family's own terms per document
+    (`SummarizerFamily.output_terms`; a term no batch reported is left out), sharded over ranks,
+    sums all-reduced; ``progress`` is called with the examples of every batch, this rank's or not."""
     dist = dist or DistContext()
     was_training = model.training
     model.eval()
     nll, tokens = 0.0, 0.0
     stats = AttentionStats()
+    names = model.output_terms
+    term_sums = dict.fromkeys(names, 0.0)  # Σ over documents
+    term_docs = dict.fromkeys(names, 0.0)  # the documents of the batches that reported it
     loader = make_loader(dataset, config, train=False)
     for i, batch in enumerate(loader):
         if progress is not None:
@@ -105,15 +108,24 @@ def evaluate_nll(
         tokens += int(out.tokens())
         unknown = torch.full_like(batch.tgt_lengths, -1)
         stats.add(out, batch.salient if batch.salient is not None else unknown, batch.src_mask)
-    sums = dist.all_reduce([nll, tokens, *stats.as_list()], device)
+        if names:
+            terms = out.document_terms()
+            for name, value in zip(terms, torch.stack([v.to(torch.float64) for v in terms.values()]).tolist()):
+                term_sums[name] += value
+                term_docs[name] += int(batch.src.shape[0])
+    head = [nll, tokens, *stats.as_list()]
+    sums = dist.all_reduce([*head, *term_sums.values(), *term_docs.values()], device)
     nll, tokens = sums[0], sums[1]
-    stats = AttentionStats(*sums[2:])
+    stats = AttentionStats(*sums[2 : len(head)])
+    totals, docs_seen = sums[len(head) : len(head) + len(names)], sums[len(head) + len(names) :]
+    reported = dict(zip(names, zip(totals, docs_seen)))
     model.train(was_training)
     return {
         "nll": nll / max(tokens, 1.0),
         "ppl": math.exp(min(nll / max(tokens, 1.0), 50.0)),
         "tokens": int(tokens),
         **stats.summary(),
+        **{name: total / docs for name, (total, docs) in reported.items() if docs},
     }
 
 

@@ -417,7 +417,13 @@ class Trainer:
         self.record("valid", **metrics, lr=self.schedule.lr, decayed=decayed)
         self.info(
             epoch_line(
-                epoch, metrics, self.config.train.select_metric, self.schedule.lr, decayed, self.last_validation_s
+                epoch,
+                metrics,
+                self.config.train.select_metric,
+                self.schedule.lr,
+                decayed,
+                self.last_validation_s,
+                self.model.output_terms,
             )
         )
         if improved and self.dist.is_main:  # best.pt first: see resume._check_best

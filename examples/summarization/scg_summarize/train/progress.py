@@ -159,15 +159,23 @@ class TrainingRecord:
 
 
 def epoch_line(
-    epoch: int, metrics: dict[str, Any], select_metric: str, lr: float, decayed: bool, seconds: float
+    epoch: int,
+    metrics: dict[str, Any],
+    select_metric: str,
+    lr: float,
+    decayed: bool,
+    seconds: float,
+    terms: tuple[str, ...] = (),
 ) -> str:
     """The line after epoch ``epoch`` (0-based): validation perplexity, coarse accuracy (C2F), the
-    selection metric, the fraction read, the learning rate and the validation's duration."""
+    selection metric, the family's own ``terms`` (those measured), the fraction read, the
+    learning rate and the validation's duration."""
     acc = metrics.get("coarse_acc")
     return (
         f"epoch {epoch + 1}: valid ppl {metrics['ppl']:.3f}"
         + (f", coarse acc {acc:.3f}" if acc is not None else "")
         + (f", {select_metric} {metrics[select_metric]:.2f}" if select_metric != "ppl" else "")
+        + "".join(f", {name} {metrics[name]:.3f}" for name in terms if name in metrics)
         + f", read {metrics['read_frac']:.3f}, lr {lr:g}"
         + (" (decayed)" if decayed else "")
         + f" ({format_duration(seconds)})"

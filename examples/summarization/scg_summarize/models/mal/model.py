@@ -101,6 +101,23 @@ class MALTeacherOutput(SummarizerOutput):
     entropy_u: float | None = None
     label_rate: float | None = None
 
+    def document_terms(self) -> dict[str, torch.Tensor]:
+        """L_s summed over the documents; the batch means (the entropies, the label rate) times
+        its documents (the label rate is a rate over words: weighted by documents, as the
+        ``train`` lines average it over steps); a term that is off is left out."""
+        docs = self.step_mask.shape[0]
+        out: dict[str, torch.Tensor] = {}
+        if self.loss_s is not None:
+            out["loss_s"] = self.loss_s.detach().sum()
+        for name, mean in (
+            ("entropy_s", self.entropy_s),
+            ("entropy_u", self.entropy_u),
+            ("label_rate", self.label_rate),
+        ):
+            if mean is not None:
+                out[name] = torch.tensor(mean * docs, dtype=torch.float64)
+        return out
+
 
 class _OutputLayer(Generator):
     """Eq. (18) as a generator: softmax(W^d_hy h^a + b^d_hy) over the model's ``out`` layer
@@ -128,6 +145,7 @@ class MALSummarizer(SummarizerFamily[MALConfig, DecoderState]):
     """
 
     default_objective = "mal"  # L = L_s + L_NLL
+    output_terms = ("loss_s", "entropy_s", "entropy_u", "label_rate")  # (`MALTeacherOutput.document_terms`)
     content: torch.Tensor  #: bool ``(V,)``: the vocabulary's content words (labels and graph vertices)
 
     def __init__(self, config: MALConfig) -> None:
