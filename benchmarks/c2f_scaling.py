@@ -44,7 +44,7 @@ class AllocationCounter(TorchFunctionMode):
         self.bytes = 0
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        if func is torch.ops.scg.c2f_fine_attend.default:
+        if func is torch.ops.scg_summarize.c2f_fine_attend.default:
             # the model's fine read is a custom op (scg_summarize.kernels): count what its reference
             # implementation allocates inside (the gathered (B, k, N, H) block), which the mode does not see
             words, word_mask, query, idx, weights, *rest = args

@@ -6,7 +6,7 @@ host). Everything but Triton's launcher runs the same on a CPU: this script runs
 Python on CPU tensors (``SCG_KERNELS=triton``, ``TRITON_INTERPRET=1``) with each kernel replaced by a
 launch that does nothing, and times, alternating, in one process and one thread:
 
-* ``step``: ``c2f_attention`` (``scg::c2f_attend``: two launches stubbed);
+* ``step``: ``c2f_attention`` (``scg_summarize::c2f_attend``: two launches stubbed);
 * ``model pair``: ``c2f_coarse_sample`` then ``fused_c2f_read``, the model's two ops (three launches);
 * ``torch op``: one ``torch.add`` of a small tensor, the unit the ratios are given in;
 * ``launch sizes``: the twelve power-of-two and ceiling divisions the launchers of one step compute, with

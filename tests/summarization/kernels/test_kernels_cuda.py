@@ -130,7 +130,7 @@ def test_fine_on_cuda(shape: tuple[int, ...], dtype: torch.dtype) -> None:
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s[1:6])))
 def test_step_on_cuda(shape: tuple[int, ...], dtype: torch.dtype, mode: str) -> None:
-    # scg::c2f_attend: the coarse blocks, then the fine read choosing the chunks from their partials
+    # scg_summarize::c2f_attend: the coarse blocks, then the fine read choosing the chunks from their partials
     k = shape[6]
     low, exact = rounded(make_case(*shape), dtype)
     gen = torch.Generator().manual_seed(shape[0])

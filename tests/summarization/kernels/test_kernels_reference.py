@@ -186,7 +186,7 @@ def test_kernel_draws_make_an_scg_node() -> None:
 
 
 def test_a_step_output_left_unused_costs_no_backward() -> None:
-    # scg::c2f_attend does not materialise the gradients of unused outputs: backpropagating the context
+    # scg_summarize::c2f_attend does not materialise the gradients of unused outputs: backpropagating the context
     # alone runs no coarse backward (keys and the chunk query get no gradient), the score term does
     c = make_case(6, 2, 5, 3, 7, 4, 2)
     leaves = [t.clone().requires_grad_(True) for t in (c.keys, c.query_coarse, c.words, c.query_fine)]

@@ -142,7 +142,7 @@ def test_logsoftmax_topk(rows: int, vocab: int, hidden: int, k: int, bias: bool)
 
 @pytest.mark.parametrize(("mode", "k", "rows"), [("multinomial", 2, None), ("distinct", 3, None), ("greedy", 2, 2)])
 def test_one_step_through_both_backends(mode: str, k: int, rows: int | None) -> None:
-    # c2f_attention (scg::c2f_attend: on Triton the coarse blocks, then the fine read choosing the chunks
+    # c2f_attention (scg_summarize::c2f_attend: on Triton the coarse blocks, then the fine read choosing the chunks
     # itself) against the reference, values and gradients. 20 chunks in two coarse blocks, 70 hidden units
     # in two forward slices; the greedy case has two beam rows reading the two encoder rows swapped.
     c = make_case(6, 1 if rows is None else 2, 20, 9, 70, 8, k, r=rows)

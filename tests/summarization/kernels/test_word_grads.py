@@ -139,7 +139,7 @@ def test_a_differentiable_backward_falls_back_to_whole_shape_gradients() -> None
 
 
 def test_the_whole_step_op_collects_too() -> None:
-    """``scg::c2f_attend`` (coarse choice and fine read in one op: the model's Triton path) draws
+    """``scg_summarize::c2f_attend`` (coarse choice and fine read in one op: the model's Triton path) draws
     its chunks (multinomial, with repeats) and places its words' gradients in the buffer: the
     gradients equal the whole-shape ones to the bit."""
     g = torch.Generator().manual_seed(1)

@@ -9,9 +9,10 @@ call runs Triton kernels on CUDA tensors and the PyTorch reference on CPU tensor
 
 * :mod:`.reference` -- the PyTorch reference (CPU path and test oracle); :mod:`.philox` -- Triton's
   Philox generator in torch, so both backends draw the same samples for a seed.
-* :mod:`.ops` -- the ``torch.library`` custom ops (``scg::c2f_coarse_sample``, ``scg::c2f_fine_attend``,
-  ``scg::c2f_attend``,
-  ``scg::c2f_fine_backward``, ``scg::logsoftmax_topk``) with fake kernels and autograd.
+* :mod:`.ops` -- the ``torch.library`` custom ops, in the example's own namespace
+  (``scg_summarize::c2f_coarse_sample``, ``scg_summarize::c2f_fine_attend``,
+  ``scg_summarize::c2f_attend``, ``scg_summarize::c2f_fine_backward``,
+  ``scg_summarize::logsoftmax_topk``) with fake kernels and autograd.
 * :mod:`.step` -- the per-step API (and :class:`KernelDraws`, which makes the kernel's draws an scg
   node); :mod:`.backend` -- backend choice; :mod:`.word_grads` -- the fine reads' gradients of the
   word states collected in one buffer per backward pass (:func:`collect_word_grads`).

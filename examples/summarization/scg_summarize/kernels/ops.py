@@ -2,23 +2,23 @@
 
 Ops (namespace ``scg``; shapes and math in :mod:`.reference`):
 
-* ``scg::c2f_coarse_sample(keys, query, chunk_mask, seed, k, mode="multinomial", rows=None)``
+* ``scg_summarize::c2f_coarse_sample(keys, query, chunk_mask, seed, k, mode="multinomial", rows=None)``
   -> ``(log_alpha (R, M), idx (R, k) int64)``; differentiable in ``keys`` and ``query`` through
   ``log_alpha`` (the backward is a log-softmax backward in torch on every backend).
-* ``scg::c2f_fine_attend(words, word_mask, query, idx, weights, rows=None)``
+* ``scg_summarize::c2f_fine_attend(words, word_mask, query, idx, weights, rows=None)``
   -> ``(context (R, H), attn (R, k, N))``; differentiable in ``words``, ``query`` and ``weights``. Its
-  backward runs ``scg::c2f_fine_backward`` (a Triton kernel or the reference), which yields the
+  backward runs ``scg_summarize::c2f_fine_backward`` (a Triton kernel or the reference), which yields the
   ``(R, k, N, H)`` gradients of the selected rows only; they are placed by ``index_put_`` into the
   buffer of the collecting node behind ``words`` (:mod:`.word_grads`), or into a gradient of
   ``words``' shape when there is none.
-* ``scg::c2f_attend(keys, query_coarse, chunk_mask, words, word_mask, query_fine, seed, k, mode="multinomial",
+* ``scg_summarize::c2f_attend(keys, query_coarse, chunk_mask, words, word_mask, query_fine, seed, k, mode="multinomial",
   rows=None)`` -> ``(log_alpha, idx, weights, context, attn)``: the two ops above as one step, the weights
   chosen by :func:`.reference.choice_weights`; on Triton two launches (the chunks are chosen inside the
   fine read). Differentiable in ``keys`` and ``query_coarse`` through ``log_alpha`` and in ``words`` and
   ``query_fine`` through ``context`` and ``attn`` (the two ops' backward formulas; the half whose outputs
   the loss does not use is skipped); ``weights`` carry no gradient. For a model that must see the chunks
   before the read (an scg node between them), the two ops.
-* ``scg::logsoftmax_topk(hidden, weight, bias, k)`` -> ``(values (R, k), indices (R, k) int64)``;
+* ``scg_summarize::logsoftmax_topk(hidden, weight, bias, k)`` -> ``(values (R, k), indices (R, k) int64)``;
   differentiable in ``hidden``, ``weight`` and ``bias`` (backward in torch; decoding does not need it).
 
 Each op's implementation asks :func:`.backend.choose` for a backend at call time, so CUDA tensors run
@@ -82,7 +82,7 @@ def _no_autocast(device: torch.device) -> AbstractContextManager[Any]:
 # ---------------------------------------------------------------------------------------------- coarse
 
 
-@torch.library.custom_op("scg::c2f_coarse_sample", mutates_args=())
+@torch.library.custom_op("scg_summarize::c2f_coarse_sample", mutates_args=())
 def c2f_coarse_sample(
     keys: torch.Tensor,
     query: torch.Tensor,
@@ -146,7 +146,7 @@ c2f_coarse_sample.register_autograd(_coarse_backward, setup_context=_coarse_setu
 # ------------------------------------------------------------------------------------------------ fine
 
 
-@torch.library.custom_op("scg::c2f_fine_attend", mutates_args=())
+@torch.library.custom_op("scg_summarize::c2f_fine_attend", mutates_args=())
 def c2f_fine_attend(
     words: torch.Tensor,
     word_mask: torch.Tensor,
@@ -182,7 +182,7 @@ def _(
     return torch.empty_like(query), attn
 
 
-@torch.library.custom_op("scg::c2f_fine_backward", mutates_args=())
+@torch.library.custom_op("scg_summarize::c2f_fine_backward", mutates_args=())
 def c2f_fine_backward(
     grad_context: torch.Tensor,
     grad_attn: torch.Tensor | None,
@@ -242,7 +242,7 @@ def _fine_grads(
     rows: torch.Tensor | None,
     collector: Any | None,
 ) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor]:
-    """``(d_words, d_query, d_weights)`` of the fine read: ``scg::c2f_fine_backward``, then the selected
+    """``(d_words, d_query, d_weights)`` of the fine read: ``scg_summarize::c2f_fine_backward``, then the selected
     rows' gradients placed (`place_word_grad`: into the ``collector``'s buffer, ``d_words`` None)."""
     d_sel, d_query, d_weights = c2f_fine_backward(grad_context, grad_attn, words, query, idx, weights, attn, rows)
     return place_word_grad(d_sel, idx, rows, words, collector), d_query, d_weights
@@ -262,7 +262,7 @@ c2f_fine_attend.register_autograd(_fine_backward, setup_context=_fine_setup)
 # ------------------------------------------------------------------------------------------------ step
 
 
-@torch.library.custom_op("scg::c2f_attend", mutates_args=())
+@torch.library.custom_op("scg_summarize::c2f_attend", mutates_args=())
 def c2f_attend(
     keys: torch.Tensor,
     query_coarse: torch.Tensor,
@@ -360,7 +360,7 @@ c2f_attend.register_autograd(_step_backward, setup_context=_step_setup)
 # ------------------------------------------------------------------------------------------------ beam
 
 
-@torch.library.custom_op("scg::logsoftmax_topk", mutates_args=())
+@torch.library.custom_op("scg_summarize::logsoftmax_topk", mutates_args=())
 def logsoftmax_topk(
     hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, k: int
 ) -> tuple[torch.Tensor, torch.Tensor]:

@@ -1,6 +1,6 @@
 """The per-decoder-step entry points the model calls, and the bridge to scg's stochastic nodes.
 
-* :func:`c2f_attention`: one coarse-to-fine step in one call (``scg::c2f_attend``: on CUDA two Triton
+* :func:`c2f_attention`: one coarse-to-fine step in one call (``scg_summarize::c2f_attend``: on CUDA two Triton
   kernels and nothing else), with the log-probability of the draws computed when it is read.
 * :func:`fused_c2f_read`: a drop-in for ``scg_summarize.models.common.attention.c2f_read`` (same arguments, same
   results), for a model that makes its own selection.

@@ -8,7 +8,7 @@ memory per decoder step, most of a training step at large M (on the CPU at M = 1
 ``small-C2F``'s forward and backward).
 
 :func:`collect_word_grads` gives the model an alias of ``words`` whose autograd node owns one buffer.
-The fine reads (``scg::c2f_fine_attend``, ``scg::c2f_attend``) find that node behind their ``words``
+The fine reads (``scg_summarize::c2f_fine_attend``, ``scg_summarize::c2f_attend``) find that node behind their ``words``
 argument (:func:`collector_of`). Their backward places the selected rows' gradients into the buffer
 with ``index_put_`` (accumulate), the same sums in the same order as before, and returns no gradient
 for ``words`` (:func:`place_word_grad`). The node's backward runs after every read's, since they

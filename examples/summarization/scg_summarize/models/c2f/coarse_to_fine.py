@@ -13,9 +13,9 @@ C2F reads the argmax chunk (or the top-``test_k``, weighted by their renormalize
 Cost per step: O(B·M·D) for the coarse scores plus O(B·k·N·H) for the fine read, independent of
 the M·N word states that soft attention touches. The step goes through
 :mod:`scg_summarize.kernels` (imported lazily): the fine read is ``kernels.fused_c2f_read`` (the
-``scg::c2f_fine_attend`` op: Triton on CUDA tensors, the PyTorch reference otherwise;
+``scg_summarize::c2f_fine_attend`` op: Triton on CUDA tensors, the PyTorch reference otherwise;
 ``SCG_KERNELS`` forces either), and on the Triton backend the coarse scores and the choice are one
-``scg::c2f_coarse_sample`` kernel too (:func:`c2f_kernel_step`), whose draws enter the graph as the
+``scg_summarize::c2f_coarse_sample`` kernel too (:func:`c2f_kernel_step`), whose draws enter the graph as the
 same ``"coarse"`` node through ``kernels.KernelDraws``. On the reference backend the draws are
 ``Categorical(α^s).sample()``, so CPU runs are those of :func:`c2f_read` in plain torch.
 """
@@ -141,7 +141,7 @@ def c2f_kernel_step(
     step: int,
     rows: torch.Tensor | None = None,
 ) -> C2FStep:
-    """:func:`c2f_step` with the coarse half in one kernel as well (``scg::c2f_coarse_sample``).
+    """:func:`c2f_step` with the coarse half in one kernel as well (``scg_summarize::c2f_coarse_sample``).
 
     The kernel computes log α^s = log softmax_i β^s_i over the real chunks and chooses:
 
