@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 from scg_summarize.data import Batch
-from scg_summarize.models import C2FConfig, Summarizer
+from scg_summarize.models import C2FConfig, C2FSummarizer
 
 V = 40
 
@@ -46,7 +46,7 @@ def tiny_c2f_config(vocab_size: int, emb_dim: int, hidden: int) -> C2FConfig:
     )
 
 
-def make_model(attention: str = "c2f", seed: int = 0, **options: Any) -> Summarizer:
+def make_model(attention: str = "c2f", seed: int = 0, **options: Any) -> C2FSummarizer:
     torch.manual_seed(seed)
     config = C2FConfig(
         vocab_size=V,
@@ -61,7 +61,7 @@ def make_model(attention: str = "c2f", seed: int = 0, **options: Any) -> Summari
         attention=attention,
         **options,
     )
-    return Summarizer(config)
+    return C2FSummarizer(config)
 
 
 def pad_batch(batch: Batch, extra_chunks: int = 0, extra_words: int = 0) -> Batch:

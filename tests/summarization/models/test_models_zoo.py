@@ -11,7 +11,7 @@ import torch
 from scg_summarize.data import Batch, SourceBatch
 from scg_summarize.decoding.adapters import ModelStepDecoder
 from scg_summarize.models.c2f.config import C2FConfig
-from scg_summarize.models.c2f.model import Summarizer
+from scg_summarize.models.c2f.model import C2FSummarizer
 from scg_summarize.models.common.attention import Memory
 from scg_summarize.models.common.decoder import DecoderState
 from scg_summarize.models.common.extended_vocab import extend_source, extend_targets, to_corpus, to_input
@@ -75,18 +75,18 @@ FAMILY_CONFIGS = {
 # ----------------------------------------------------------------------------- registry
 def test_registry_builds_every_family_and_names_unknown_ones() -> None:
     assert {"c2f", "paulus"} <= set(FAMILIES.names())
-    assert isinstance(build_model(FAMILY_CONFIGS["c2f-standard"]), Summarizer)
+    assert isinstance(build_model(FAMILY_CONFIGS["c2f-standard"]), C2FSummarizer)
     assert isinstance(build_model(FAMILY_CONFIGS["paulus"]), PaulusSummarizer)
     with pytest.raises(ValueError, match=r"model.family must be one of .*'nope'"):
         ModelConfig(vocab_size=V, family="nope")
     assert FAMILIES.config_class("paulus") is PaulusConfig
     reg = FamilyRegistry()
-    reg.register("a", Summarizer, config=C2FConfig)
-    reg.register("a", Summarizer, config=C2FConfig)  # the same entry again: a re-import
+    reg.register("a", C2FSummarizer, config=C2FConfig)
+    reg.register("a", C2FSummarizer, config=C2FConfig)  # the same entry again: a re-import
     with pytest.raises(ValueError, match="already registered"):
         reg.register("a", PaulusSummarizer, config=PaulusConfig)
     with pytest.raises(ValueError, match="config must be a ModelConfig subclass"):
-        reg.register("b", Summarizer, config=dict)  # type: ignore[arg-type]
+        reg.register("b", C2FSummarizer, config=dict)  # type: ignore[arg-type]
 
 
 def test_old_configs_without_family_are_c2f() -> None:

@@ -30,16 +30,26 @@ def one_process_group() -> Iterator[None]:
             dist.destroy_process_group()
 
 
+class _Owner:
+    """Holds a wrapper inside a reference cycle, as a trainer does (its objective's closures
+    refer back to it), and as the wrapper's own cycles may."""
+
+    def __init__(self, net: nn.Module) -> None:
+        self.net = net
+        self.me = self
+
+
 def test_close_collects_a_dropped_wrapper_before_it_destroys_the_group(one_process_group: None) -> None:
-    """A DistributedDataParallel wrapper outlives ``del`` (its reference cycles), and its reducer
-    holds the group; a group still held at the interpreter's exit aborts a finished torchrun
-    process. ``close`` collects it, then destroys the group."""
+    """A DistributedDataParallel wrapper left in a reference cycle outlives ``del``, and its
+    reducer holds the group; a group still held at the interpreter's exit aborts a finished
+    torchrun process. ``close`` collects it, then destroys the group."""
     ctx = DistContext(rank=0, world=2)  # (enabled: a group to leave; the group itself has one rank)
     net = ctx.wrap(nn.Linear(3, 3), torch.device("cpu"))
     net(torch.randn(2, 3)).sum().backward()
     alive = weakref.ref(net)
-    del net
-    assert alive() is not None  # (deleting the last name is not enough)
+    owner = _Owner(net)
+    del net, owner
+    assert alive() is not None  # (deleting the names is not enough)
     ctx.close()
     assert alive() is None
     assert not dist.is_initialized()

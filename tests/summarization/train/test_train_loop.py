@@ -166,6 +166,36 @@ def test_word2vec_initialization(synthetic_corpus: Path, tmp_path: Path) -> None
         )
 
 
+def test_word2vec_fills_each_family_s_tables_or_is_refused(synthetic_corpus: Path, tmp_path: Path) -> None:
+    """Paulus with its own target vocabulary: the target table covers the first
+    ``tgt_vocab_size`` corpus words and gets their vectors, the source table every word's. ABS
+    embeds its words in its NNLM's tables, which word2vec does not fill: refused by the option's
+    name (it was an AttributeError from the model, and Paulus's an IndexError)."""
+    from scg_summarize.data import Vocab
+
+    vocab = Vocab.load(synthetic_corpus / "vocab.txt")
+    path = tmp_path / "vec.txt"  # word i's vector: eight times i
+    path.write_text("".join(f"{w} " + " ".join([str(i)] * 8) + "\n" for i, w in enumerate(vocab.tokens) if i))
+    paulus = ["model.tgt_vocab_size=20", "model.emb_dim=8", "model.hidden=8", "model.share_embeddings=false"]
+    trainer = Trainer(
+        load_config("PAULUS-ML", [*paulus, f"train.word2vec='{path}'"]),
+        synthetic_corpus,
+        tmp_path / "paulus",
+        quiet=True,
+        log=lambda line: None,
+    )
+    try:
+        src, tgt = trainer.model.src_embedding.weight, trainer.model.tgt_embedding.weight
+        assert tgt.shape[0] == 20 < src.shape[0] == len(vocab)
+        rows = torch.arange(1, len(vocab), dtype=src.dtype)
+        assert torch.equal(src[1:], rows[:, None].expand(-1, 8))
+        assert torch.equal(tgt[1:], rows[:19, None].expand(-1, 8))
+    finally:
+        trainer.close()
+    with pytest.raises(ValueError, match=r"train.word2vec: the 'abs' family has no word embedding tables"):
+        Trainer(load_config("ABS", [f"train.word2vec='{path}'"]), synthetic_corpus, tmp_path / "abs", quiet=True)
+
+
 def test_a_run_is_self_contained_for_summarizing_new_text(tmp_path: Path, capsys) -> None:
     """The run keeps its vocabulary and preprocessing options: `summarize --run` needs no corpus."""
     import shutil

@@ -5,7 +5,7 @@
                             family implements, its defaults and capabilities; `SummarizerOutput`
 ``config``                  [`ModelConfig`][scg_summarize.models.ModelConfig]: the options every family shares
 ``registry``                ``FAMILIES`` (name -> family class and configuration dataclass), `build_model`
-``c2f/``                    Ling & Rush (2017), Models 0-3: [`Summarizer`][scg_summarize.models.Summarizer],
+``c2f/``                    Ling & Rush (2017), Models 0-3: [`C2FSummarizer`][scg_summarize.models.C2FSummarizer],
                             `C2FConfig`, the chunk encoders, the coarse-to-fine attention
 ``paulus/``                 Paulus, Xiong & Socher (2018): `PaulusSummarizer`, `PaulusConfig`
 ``abs/``                    Rush, Chopra & Weston (2015): ``AbsSummarizer``, ``AbsFamilyConfig``, the NNLM
@@ -24,7 +24,7 @@ Decoding (beam search, ``<unk>`` replacement) and ROUGE live in `scg_summarize.d
 from .c2f.chunk_encoders import BowChunkEncoder, ChunkEncoder, ConvChunkEncoder, WithPosition
 from .c2f.coarse_to_fine import C2FAttention, c2f_read, c2f_step
 from .c2f.config import ATTENTIONS, CHUNK_ENCODERS, C2FConfig
-from .c2f.model import Summarizer
+from .c2f.model import C2FSummarizer
 from .common.attention import AttentionOut, FlatAttention, HierAttention, Memory, SourceAttention, flat_step, hier_step
 from .common.decoder import Decoder, DecoderState
 from .common.encoders import ChunkedWordEncoder, EncodedWords, FlatWordEncoder, WordEncoder
@@ -46,6 +46,7 @@ __all__ = [
     "BowChunkEncoder",
     "C2FAttention",
     "C2FConfig",
+    "C2FSummarizer",
     "ChunkEncoder",
     "ChunkedWordEncoder",
     "ConvChunkEncoder",
@@ -63,7 +64,6 @@ __all__ = [
     "PaulusSummarizer",
     "Rollout",
     "SourceAttention",
-    "Summarizer",
     "SummarizerFamily",
     "SummarizerOutput",
     "WithPosition",

@@ -1,6 +1,6 @@
 """`ModelConfig`: the options every model family shares; each family extends it with its own.
 
-A family registers with its configuration dataclass (`FAMILIES.register("c2f", Summarizer,
+A family registers with its configuration dataclass (`FAMILIES.register("c2f", C2FSummarizer,
 config=C2FConfig)`, `.registry`), a subclass of `ModelConfig` in the family's folder:
 
 ==========  ======================================  ===========================================

@@ -44,7 +44,7 @@ from .config import ModelConfig
 if TYPE_CHECKING:
     from ..data.vocab import Vocab
 
-__all__ = ["SummarizerFamily", "SummarizerOutput", "uniform_init"]
+__all__ = ["SummarizerFamily", "SummarizerOutput", "embedding_tables", "uniform_init"]
 
 ConfigT = TypeVar("ConfigT", bound=ModelConfig)
 StateT = TypeVar("StateT", bound=DecoderState)
@@ -150,6 +150,12 @@ class SummarizerFamily(nn.Module, Generic[ConfigT, StateT], metaclass=ABCMeta):
 
     def chunk_encoder_parameters(self) -> list[nn.Parameter]:
         """The parameters trained with ``train.chunk_encoder_lr_scale`` × lr (C2F's chunk encoder)."""
+        return []
+
+    def word_embeddings(self) -> list[nn.Embedding]:
+        """The tables that embed corpus words, each once (`embedding_tables`): what
+        ``train.word2vec`` initializes. None by default (ABS, whose NNLM embeds its words in
+        tables of its own); ``train.word2vec`` is then refused."""
         return []
 
     def end_of_epoch(self) -> int:
@@ -260,16 +266,18 @@ class SummarizerFamily(nn.Module, Generic[ConfigT, StateT], metaclass=ABCMeta):
         return rollout(self, memory, state, max_len, mode=mode if self.hard else "soft")
 
 
-def uniform_init(
-    model: nn.Module, config: ModelConfig, src_embedding: nn.Embedding, tgt_embedding: nn.Embedding
-) -> None:
+def embedding_tables(src_embedding: nn.Embedding, tgt_embedding: nn.Embedding) -> list[nn.Embedding]:
+    """The source and target embeddings, the target's left out when it is the source's (shared)."""
+    return [src_embedding] + ([] if tgt_embedding is src_embedding else [tgt_embedding])
+
+
+def uniform_init(model: nn.Module, config: ModelConfig, tables: list[nn.Embedding]) -> None:
     """Every parameter uniform in [−r, r] (r = ``config.init_range``; frozen ones included), the word
-    embeddings N(0, ``emb_init_std``²) instead when it is set, padding embeddings zero (C2F, Paulus)."""
+    embedding ``tables`` N(0, ``emb_init_std``²) instead when it is set, padding embeddings zero (C2F, Paulus)."""
     r = config.init_range
     for p in model.parameters():
         nn.init.uniform_(p, -r, r)
     if config.emb_init_std > 0:
-        tables = [src_embedding] + ([] if tgt_embedding is src_embedding else [tgt_embedding])
         for table in tables:  # a list, not a set: a fixed order of random draws
             nn.init.normal_(table.weight, 0.0, config.emb_init_std)
     with torch.no_grad():

@@ -5,12 +5,12 @@ A **family** (``model.family``) is a `SummarizerFamily` subclass that builds its
 registers once, with the configuration dataclass of its ``[model]`` table (a `ModelConfig`
 subclass in the family's folder), as fairseq's ``register_model(name, dataclass=...)``:
 
-    FAMILIES.register("c2f", Summarizer, config=C2FConfig)
+    FAMILIES.register("c2f", C2FSummarizer, config=C2FConfig)
 
 =============  ===================================  ==============================================
 ``family``     class                                configuration
 =============  ===================================  ==============================================
-``c2f``        `Summarizer` (``c2f/model.py``)      `C2FConfig`
+``c2f``        `C2FSummarizer` (``c2f/model.py``)   `C2FConfig`
 ``paulus``     `PaulusSummarizer`                   ``PaulusConfig``
 ``abs``        ``AbsSummarizer``                    ``AbsFamilyConfig``
 ``mal``        ``MALSummarizer``                    ``MALConfig``

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from ..data.vocab import Vocab
-from ..models.c2f.model import Summarizer
+from ..models.family import SummarizerFamily
 from ..models.loading import check_same_model, read_checkpoint
 from ..models.registry import FAMILIES
 from ..models.registry import build_model as build_family
@@ -18,16 +19,18 @@ from .config import Config
 __all__ = ["build_model", "initial_model"]
 
 
-def build_model(config: Config, vocab_size: int, num_chunks: int, data_dir: str | Path | None = None) -> Summarizer:
-    """A `Summarizer` for a corpus with ``vocab_size`` words and ``num_chunks`` chunks
+def build_model(
+    config: Config, vocab_size: int, num_chunks: int, data_dir: str | Path | None = None
+) -> SummarizerFamily[Any, Any]:
+    """The model of the configured family (`FAMILIES`) for a corpus with ``vocab_size`` words and ``num_chunks`` chunks
     (the family's ``for_corpus(config, data_dir)`` when it has one and ``data_dir`` is given)."""
     if config.model.vocab_size == 0:
         config.model.vocab_size = vocab_size
     if config.model.num_chunks == 0:
         config.model.num_chunks = config.data.regrid[0] if config.data.regrid else num_chunks
     if data_dir is not None:
-        return FAMILIES.get(config.model.family).for_corpus(config.model, data_dir)  # type: ignore[return-value]
-    return build_family(config.model)  # type: ignore[return-value]  # any registered family
+        return FAMILIES.get(config.model.family).for_corpus(config.model, data_dir)
+    return build_family(config.model)
 
 
 def initial_model(
@@ -39,7 +42,7 @@ def initial_model(
     *,
     resume: bool,
     info: Callable[[str], None],
-) -> Summarizer:
+) -> SummarizerFamily[Any, Any]:
     """The family's model for the corpus, on ``device``, with ``train.word2vec`` embeddings or the
     weights of ``train.init_from`` (+PRETRAIN) when a new run (not ``resume``) asks for them."""
     tc = config.train
@@ -48,7 +51,12 @@ def initial_model(
     if tc.word2vec:
         from ..models.common.pretrained import load_word2vec
 
-        tables = [model.src_embedding] + ([] if config.model.share_embeddings else [model.tgt_embedding])
+        tables = model.word_embeddings()
+        if not tables:
+            raise ValueError(
+                f"train.word2vec: the {config.model.family!r} family has no word embedding tables for it "
+                f"({type(model).__name__}.word_embeddings() is empty); leave train.word2vec empty"
+            )
         found = load_word2vec(tc.word2vec, vocab.tokens, tables)
         info(f"word2vec: {found}/{len(vocab)} vocabulary words initialized from {tc.word2vec}")
     if tc.pretrain and not tc.init_from and not resume:

@@ -29,7 +29,7 @@ DECODER_INITS: tuple[str, ...] = ("encoder", "zero")
 
 @dataclass(kw_only=True, slots=True)
 class C2FConfig(ModelConfig):
-    """Hyperparameters of the ``c2f`` family's `Summarizer` (with those of `ModelConfig`).
+    """Hyperparameters of the ``c2f`` family's `C2FSummarizer` (with those of `ModelConfig`).
 
     Defaults are the paper's sizes (Section 5: 2-layer LSTMs of 500 units, CONV of width 6 with
     600 filters, 25-d position embeddings, dropout 0.3, uniform init in [-0.1, 0.1]).

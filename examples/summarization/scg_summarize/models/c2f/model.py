@@ -1,8 +1,8 @@
 """The summarizer: embeddings + word encoder + chunk encoder + attentional decoder + generator.
 
-[`Summarizer`][scg_summarize.models.Summarizer] composes the parts of ``common/encoders``, `.chunk_encoders`,
+[`C2FSummarizer`][scg_summarize.models.C2FSummarizer] composes the parts of ``common/encoders``, `.chunk_encoders`,
 ``common/attention`` / `.coarse_to_fine` and ``common/decoder`` according to a `C2FConfig`. Its
-[`forward`][scg_summarize.models.Summarizer.forward] runs teacher forcing over a batch and returns the negative
+[`forward`][scg_summarize.models.C2FSummarizer.forward] runs teacher forcing over a batch and returns the negative
 log-likelihood of every target step separately (``task="teacher"``),
 
     nll_t = −log p(y_{t+1} | y_≤t, x)     (B,) for t = 0 .. T−2,
@@ -30,13 +30,13 @@ from ..common.attention import AttentionOut, FlatAttention, HierAttention, Memor
 from ..common.decoder import Decoder, DecoderState
 from ..common.encoders import ChunkedWordEncoder, FlatWordEncoder, WordEncoder
 from ..common.generator import CopyGenerator, Generator, SoftmaxGenerator
-from ..family import SummarizerFamily, SummarizerOutput, uniform_init
+from ..family import SummarizerFamily, SummarizerOutput, embedding_tables, uniform_init
 from ..registry import FAMILIES
 from .chunk_encoders import ChunkEncoder, build_chunk_encoder
 from .coarse_to_fine import C2FAttention
 from .config import C2FConfig
 
-__all__ = ["Summarizer"]
+__all__ = ["C2FSummarizer"]
 
 
 ModuleT = TypeVar("ModuleT", bound=nn.Module)
@@ -59,7 +59,7 @@ def _rename_old_generator_keys(state: dict[str, Any], prefix: str, *args: Any) -
             state[new] = state.pop(old)
 
 
-class Summarizer(SummarizerFamily[C2FConfig, DecoderState]):
+class C2FSummarizer(SummarizerFamily[C2FConfig, DecoderState]):
     """Models 0-3 of Ling & Rush (2017) with every Table 1 option (see `C2FConfig`)."""
 
     def __init__(self, config: C2FConfig) -> None:
@@ -103,7 +103,11 @@ class Summarizer(SummarizerFamily[C2FConfig, DecoderState]):
     def reset_parameters(self) -> None:
         """Uniform in [−r, r] (r = ``init_range``; word embeddings N(0, ``emb_init_std``²) if set),
         padding embeddings zero (`uniform_init`)."""
-        uniform_init(self, self.config, self.src_embedding, self.tgt_embedding)
+        uniform_init(self, self.config, self.word_embeddings())
+
+    def word_embeddings(self) -> list[nn.Embedding]:
+        """The source and target embeddings (once when shared)."""
+        return embedding_tables(self.src_embedding, self.tgt_embedding)
 
     def chunk_encoder_parameters(self) -> list[nn.Parameter]:
         """Trainable parameters of the chunk encoder (the paper trains them with lr × 0.1)."""
@@ -138,7 +142,7 @@ class Summarizer(SummarizerFamily[C2FConfig, DecoderState]):
         weighted: torch.Tensor = within * att.chunk_weights.unsqueeze(-1)  # α^s_i α^w_ij
         return weighted
 
-    def with_coarse_topk(self, k: int) -> Summarizer:
+    def with_coarse_topk(self, k: int) -> C2FSummarizer:
         """A view of this model (the same parameters) whose C2F attention reads the top ``k`` chunks
         per step at test time (``model.test_k`` = ``k``); soft models are returned as they are."""
         attention = self.decoder.attention
@@ -248,4 +252,4 @@ class Summarizer(SummarizerFamily[C2FConfig, DecoderState]):
         return SummarizerOutput(nll, out_mask, atts)
 
 
-FAMILIES.register("c2f", Summarizer, config=C2FConfig)
+FAMILIES.register("c2f", C2FSummarizer, config=C2FConfig)

@@ -16,7 +16,9 @@ __all__ = ["load_word2vec"]
 
 
 def load_word2vec(path: str | Path, tokens: list[str], embeddings: list[nn.Embedding]) -> int:
-    """Copy the vectors of ``path`` into every table of ``embeddings`` (rows by ``tokens``).
+    """Copy the vectors of ``path`` into every table of ``embeddings`` (rows by ``tokens``; a table
+    smaller than the vocabulary covers its first words, as Paulus's target table covers the first
+    ``tgt_vocab_size``, and gets the vectors of those).
 
     Returns the number of vocabulary words found. Raises ``ValueError`` when the vector size
     differs from the tables' or a line is malformed.
@@ -44,6 +46,7 @@ def load_word2vec(path: str | Path, tokens: list[str], embeddings: list[nn.Embed
             vector = torch.tensor([float(v) for v in parts[1:]])
             with torch.no_grad():
                 for e in embeddings:
-                    e.weight[row] = vector.to(e.weight.dtype)
+                    if row < e.num_embeddings:
+                        e.weight[row] = vector.to(e.weight.dtype)
             found += 1
     return found

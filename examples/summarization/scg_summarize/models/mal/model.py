@@ -51,7 +51,7 @@ from ..common.attention import AttentionOut, Memory
 from ..common.decoder import DecoderState
 from ..common.generator import Generator
 from ..common.saliency_maps import SaliencyMaps
-from ..family import SummarizerFamily, SummarizerOutput
+from ..family import SummarizerFamily, SummarizerOutput, embedding_tables
 from ..registry import FAMILIES
 from .cgru import ConditionalGRU, DecoderMemory, mean_state
 from .config import MALConfig
@@ -191,6 +191,10 @@ class MALSummarizer(SummarizerFamily[MALConfig, DecoderState]):
             for m in self.modules():
                 if isinstance(m, nn.Embedding) and m.padding_idx is not None:
                     m.weight[m.padding_idx].zero_()
+
+    def word_embeddings(self) -> list[nn.Embedding]:
+        """The source and target embeddings (once when shared)."""
+        return embedding_tables(self.src_embedding, self.tgt_embedding)
 
     def bind_vocab(self, vocab: Vocab) -> None:
         """Mark the content words of ``vocab`` (stopwords from ``model.stopwords``)."""

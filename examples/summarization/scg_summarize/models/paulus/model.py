@@ -50,7 +50,7 @@ from ..common.decoder import DecoderState
 from ..common.encoders import FlatWordEncoder
 from ..common.extended_vocab import extend_source, extend_targets, to_corpus, to_input
 from ..common.generator import Generator
-from ..family import SummarizerFamily, SummarizerOutput, uniform_init
+from ..family import SummarizerFamily, SummarizerOutput, embedding_tables, uniform_init
 from ..registry import FAMILIES
 from .config import PaulusConfig
 
@@ -258,7 +258,12 @@ class PaulusSummarizer(SummarizerFamily[PaulusConfig, PaulusState]):
     def reset_parameters(self) -> None:
         """Uniform in [−r, r] (r = ``init_range``; word embeddings N(0, ``emb_init_std``²) if set),
         padding embeddings zero (`uniform_init`)."""
-        uniform_init(self, self.config, self.src_embedding, self.tgt_embedding)
+        uniform_init(self, self.config, self.word_embeddings())
+
+    def word_embeddings(self) -> list[nn.Embedding]:
+        """The source and target embeddings (once when shared; the target's covers the first
+        ``tgt_vocab_size`` corpus words)."""
+        return embedding_tables(self.src_embedding, self.tgt_embedding)
 
     # ------------------------------------------------------------------ the family interface
     def encode(
