@@ -18,8 +18,13 @@ FAST = ["train.max_steps_per_epoch=2", "train.epochs=2"]
 ONE_STEP = ["train.max_steps_per_epoch=1", "train.epochs=1"]  # for the tests that need a run, not its length
 
 
+def _trainer(name: str, overrides: list[str], data: Path, out: Path) -> Trainer:
+    """A quiet trainer of configuration ``name`` with ``overrides``."""
+    return Trainer(load_config(name, overrides), data, out, quiet=True, log=lambda line: None)
+
+
 def _fit(name: str, data: Path, out: Path, *overrides: str) -> Trainer:
-    trainer = Trainer(load_config(name, [*FAST, *overrides]), data, out, quiet=True, log=lambda line: None)
+    trainer = _trainer(name, [*FAST, *overrides], data, out)
     trainer.fit()
     return trainer
 
@@ -88,13 +93,8 @@ def test_cli_train_lists_configs_and_reports_errors(synthetic_corpus: Path, tmp_
 
 def test_pretrain_starts_c2f_from_a_hier_checkpoint(synthetic_corpus: Path, tmp_path: Path) -> None:
     hier = _fit("tiny-HIER", synthetic_corpus, tmp_path / "hier", *ONE_STEP)
-    c2f = Trainer(
-        load_config("tiny-C2F+PRETRAIN", [*FAST, f"train.init_from='{tmp_path / 'hier' / 'best.pt'}'"]),
-        synthetic_corpus,
-        tmp_path / "c2f",
-        quiet=True,
-        log=lambda line: None,
-    )
+    init = f"train.init_from='{tmp_path / 'hier' / 'best.pt'}'"
+    c2f = _trainer("tiny-C2F+PRETRAIN", [*FAST, init], synthetic_corpus, tmp_path / "c2f")
     best = read_checkpoint(tmp_path / "hier" / "best.pt")["model"]
     for name, value in c2f.model.state_dict().items():
         assert torch.equal(value, best[name]), name
@@ -144,26 +144,14 @@ def test_word2vec_initialization(synthetic_corpus: Path, tmp_path: Path) -> None
     word = vocab.tokens[10]
     path = tmp_path / "vec.txt"
     path.write_text(f"2 16\n{word} " + " ".join(["0.5"] * 16) + "\nnotaword " + " ".join(["1"] * 16) + "\n")
-    trainer = Trainer(
-        load_config("tiny-STANDARD", [*FAST, f"train.word2vec='{path}'"]),
-        synthetic_corpus,
-        tmp_path / "w2v",
-        quiet=True,
-        log=lambda line: None,
-    )
+    trainer = _trainer("tiny-STANDARD", [*FAST, f"train.word2vec='{path}'"], synthetic_corpus, tmp_path / "w2v")
     row = trainer.model.src_embedding.weight[10]
     assert torch.all(row == 0.5)
     assert torch.all(trainer.model.tgt_embedding.weight[10] == 0.5)
     bad = tmp_path / "bad.txt"
     bad.write_text(f"{word} 1 2 3\n")
     with pytest.raises(ValueError, match="expected a word and 16 numbers"):
-        Trainer(
-            load_config("tiny-STANDARD", [f"train.word2vec='{bad}'"]),
-            synthetic_corpus,
-            tmp_path / "b",
-            quiet=True,
-            log=lambda line: None,
-        )
+        _trainer("tiny-STANDARD", [f"train.word2vec='{bad}'"], synthetic_corpus, tmp_path / "b")
 
 
 def test_word2vec_fills_each_family_s_tables_or_is_refused(synthetic_corpus: Path, tmp_path: Path) -> None:
@@ -177,13 +165,7 @@ def test_word2vec_fills_each_family_s_tables_or_is_refused(synthetic_corpus: Pat
     path = tmp_path / "vec.txt"  # word i's vector: eight times i
     path.write_text("".join(f"{w} " + " ".join([str(i)] * 8) + "\n" for i, w in enumerate(vocab.tokens) if i))
     paulus = ["model.tgt_vocab_size=20", "model.emb_dim=8", "model.hidden=8", "model.share_embeddings=false"]
-    trainer = Trainer(
-        load_config("PAULUS-ML", [*paulus, f"train.word2vec='{path}'"]),
-        synthetic_corpus,
-        tmp_path / "paulus",
-        quiet=True,
-        log=lambda line: None,
-    )
+    trainer = _trainer("PAULUS-ML", [*paulus, f"train.word2vec='{path}'"], synthetic_corpus, tmp_path / "paulus")
     try:
         src, tgt = trainer.model.src_embedding.weight, trainer.model.tgt_embedding.weight
         assert tgt.shape[0] == 20 < src.shape[0] == len(vocab)
@@ -193,7 +175,7 @@ def test_word2vec_fills_each_family_s_tables_or_is_refused(synthetic_corpus: Pat
     finally:
         trainer.close()
     with pytest.raises(ValueError, match=r"train.word2vec: the 'abs' family has no word embedding tables"):
-        Trainer(load_config("ABS", [f"train.word2vec='{path}'"]), synthetic_corpus, tmp_path / "abs", quiet=True)
+        _trainer("ABS", [f"train.word2vec='{path}'"], synthetic_corpus, tmp_path / "abs")
 
 
 def test_a_run_is_self_contained_for_summarizing_new_text(tmp_path: Path, capsys) -> None:
