@@ -35,7 +35,7 @@ import torch
 from torch import nn
 
 from ..data.batching import SourceLengths
-from .common.attention import AttentionOut, Memory
+from .common.attention import AttentionOut, Memory, Mode
 from .common.decoder import DecoderState
 from .common.generator import Generator
 from .common.rollout import Rollout, rollout
@@ -179,7 +179,7 @@ class SummarizerFamily(nn.Module, Generic[ConfigT, StateT], metaclass=ABCMeta):
 
     @abstractmethod
     def advance(
-        self, state: StateT, prev_tokens: torch.Tensor, memory: Memory, t: int, mode: str
+        self, state: StateT, prev_tokens: torch.Tensor, memory: Memory, t: int, mode: Mode
     ) -> tuple[torch.Tensor, StateT, AttentionOut]:
         """One decoder step from the previous words ``(B,)``: the output ``(B, H)``, the new state
         and the step's attention. ``mode``: ``sample`` / ``greedy`` / ``soft`` (C2F's chunk choice)."""
@@ -189,7 +189,7 @@ class SummarizerFamily(nn.Module, Generic[ConfigT, StateT], metaclass=ABCMeta):
         """log p(y_t | y_<t, x) ``(B, V')`` from a step's output (copying families read ``att``)."""
 
     def step(
-        self, state: StateT, prev_tokens: torch.Tensor, memory: Memory, t: int, mode: str
+        self, state: StateT, prev_tokens: torch.Tensor, memory: Memory, t: int, mode: Mode
     ) -> tuple[torch.Tensor, StateT, AttentionOut]:
         """`advance` then `step_log_probs`: log p(y_t) ``(B, V')``, the state, the attention."""
         out, state, att = self.advance(state, prev_tokens, memory, t, mode)
@@ -222,7 +222,7 @@ class SummarizerFamily(nn.Module, Generic[ConfigT, StateT], metaclass=ABCMeta):
         src_mask: torch.Tensor,
         tgt: torch.Tensor,
         tgt_mask: torch.Tensor,
-        mode: str = "soft",
+        mode: Mode = "soft",
         task: str = "teacher",
         max_len: int = 0,
         *,
@@ -253,13 +253,13 @@ class SummarizerFamily(nn.Module, Generic[ConfigT, StateT], metaclass=ABCMeta):
         src_mask: torch.Tensor,
         tgt: torch.Tensor,
         tgt_mask: torch.Tensor,
-        mode: str,
+        mode: Mode,
         lengths: SourceLengths | None = None,
     ) -> SummarizerOutput:
         """nll_t = −log p(y_{t+1} | y_≤t, x) ``(B,)`` for t = 0 .. T−2 (0 at padding), the reference
         ``tgt`` ``(B, T)`` fed at every step."""
 
-    def rollout(self, memory: Memory, state: StateT, max_len: int, mode: str = "soft") -> Rollout:
+    def rollout(self, memory: Memory, state: StateT, max_len: int, mode: Mode = "soft") -> Rollout:
         """A free-running summary drawn as one scg word node per step (self-critical training; run it
         under ``scg.Graph(intervene=scg.estimators.greedy)`` for greedy decoding). Soft families
         ignore ``mode``."""

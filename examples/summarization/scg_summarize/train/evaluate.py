@@ -26,6 +26,7 @@ from typing import Any
 import torch
 
 from ..data import SummarizationDataset
+from ..models.common.attention import Mode
 from ..models.family import SummarizerFamily
 from .config import Config
 from .data import batch_to, make_loader
@@ -82,7 +83,7 @@ def evaluate_nll(
     config: Config,
     device: torch.device,
     dist: DistContext | None = None,
-    mode: str = "greedy",
+    mode: Mode = "greedy",
     progress: Callable[[int], None] | None = None,
 ) -> dict[str, Any]:
     """Perplexity and attention statistics of ``dataset``, and the family's own terms per document

@@ -59,6 +59,7 @@ from torch import nn
 import scg
 
 from ..data.batching import Batch
+from ..models.common.attention import Mode
 from ..models.family import SummarizerOutput
 
 __all__ = [
@@ -134,14 +135,14 @@ class StepValues:
     norm: float | None  # the gradient norm before clipping (None: not clipped)
 
 
-def _call(model: nn.Module, batch: Batch, mode: str) -> SummarizerOutput:
+def _call(model: nn.Module, batch: Batch, mode: Mode) -> SummarizerOutput:
     out: SummarizerOutput = model(
         batch.src, batch.src_mask, batch.tgt, batch.tgt_mask, mode=mode, lengths=batch.lengths
     )
     return out
 
 
-def mle_objective(model: nn.Module, batch: Batch, normalizer: float, mode: str = "soft") -> StepResult:
+def mle_objective(model: nn.Module, batch: Batch, normalizer: float, mode: Mode = "soft") -> StepResult:
     """Σ_t nll_t / normalizer (soft attention: plain backpropagation)."""
     out = _call(model, batch, mode)
     total = out.total_nll()

@@ -35,7 +35,7 @@ import torch
 
 from ...data.batching import SourceLengths
 from ...data.chunking import pack_words
-from ..common.attention import AttentionOut, Memory
+from ..common.attention import AttentionOut, Memory, Mode
 from ..common.decoder import DecoderState
 from ..common.generator import Generator
 from ..family import SummarizerFamily, SummarizerOutput
@@ -199,7 +199,7 @@ class AbsSummarizer(SummarizerFamily[AbsFamilyConfig, AbsFamilyState]):
         return AttentionOut(context, chunks, chunks, memory.chunk_sizes.sum(1), read_weights=word, word_probs=word)
 
     def advance(
-        self, state: AbsFamilyState, prev_tokens: torch.Tensor, memory: Memory, t: int, mode: str
+        self, state: AbsFamilyState, prev_tokens: torch.Tensor, memory: Memory, t: int, mode: Mode
     ) -> tuple[torch.Tensor, AbsFamilyState, AttentionOut]:
         """Shift the previous word (corpus id) into the window; ``[h; enc]`` ``(R, 2H)``."""
         assert state.window is not None
@@ -242,7 +242,7 @@ class AbsSummarizer(SummarizerFamily[AbsFamilyConfig, AbsFamilyState]):
         src_mask: torch.Tensor,
         tgt: torch.Tensor,
         tgt_mask: torch.Tensor,
-        mode: str,
+        mode: Mode,
         lengths: SourceLengths | None = None,
     ) -> SummarizerOutput:
         """Every position at once: NLL per step over the title vocabulary (a title's words outside

@@ -32,7 +32,16 @@ from torch.distributions import Categorical
 import scg
 
 from ...kernels import KernelDraws, c2f_coarse_sample, choose, fused_c2f_read
-from ..common.attention import MODES, AttentionOut, HierAttention, Memory, masked_logits, masked_softmax, per_query_row
+from ..common.attention import (
+    MODES,
+    AttentionOut,
+    HierAttention,
+    Memory,
+    Mode,
+    masked_logits,
+    masked_softmax,
+    per_query_row,
+)
 
 __all__ = ["C2FAttention", "C2FStep", "c2f_kernel_step", "c2f_read", "c2f_step", "fine_read"]
 
@@ -137,7 +146,7 @@ def c2f_kernel_step(
     q_word: torch.Tensor,
     *,
     k: int,
-    mode: str,
+    mode: Mode,
     step: int,
     rows: torch.Tensor | None = None,
 ) -> C2FStep:
@@ -223,7 +232,7 @@ class C2FAttention(HierAttention):
         weights = torch.softmax(top.values, dim=1)  # α^s renormalized over the top k
         return top.indices, weights
 
-    def forward(self, memory: Memory, h: torch.Tensor, step: int, mode: str) -> AttentionOut:
+    def forward(self, memory: Memory, h: torch.Tensor, step: int, mode: Mode) -> AttentionOut:
         """One step. A ``memory`` with ``rows`` ``(R,)`` (beam search, see
         ``decoding.adapters``) keeps one row per example; query row r reads example ``rows[r]``
         (hard modes only; the word states are indexed, never copied)."""

@@ -26,7 +26,7 @@ from torch import nn
 
 from ...data.batching import SourceLengths
 from ...kernels import collect_word_grads
-from ..common.attention import AttentionOut, FlatAttention, HierAttention, Memory, SourceAttention
+from ..common.attention import AttentionOut, FlatAttention, HierAttention, Memory, Mode, SourceAttention
 from ..common.decoder import Decoder, DecoderState
 from ..common.encoders import ChunkedWordEncoder, FlatWordEncoder, WordEncoder
 from ..common.generator import CopyGenerator, Generator, SoftmaxGenerator
@@ -200,7 +200,7 @@ class C2FSummarizer(SummarizerFamily[C2FConfig, DecoderState]):
 
     # ------------------------------------------------------------------ the family interface
     def advance(
-        self, state: DecoderState, prev_tokens: torch.Tensor, memory: Memory, t: int, mode: str
+        self, state: DecoderState, prev_tokens: torch.Tensor, memory: Memory, t: int, mode: Mode
     ) -> tuple[torch.Tensor, DecoderState, AttentionOut]:
         """One decoder step from the previous words ``(B,)``: c_t ``(B, H)``, the state, the attention."""
         return self.decoder.step(state, self.tgt_embedding(prev_tokens), memory, t, mode)
@@ -212,7 +212,7 @@ class C2FSummarizer(SummarizerFamily[C2FConfig, DecoderState]):
         src_mask: torch.Tensor,
         tgt: torch.Tensor,
         tgt_mask: torch.Tensor,
-        mode: str = "sample",
+        mode: Mode = "sample",
         task: str = "teacher",
         max_len: int = 0,
         *,
@@ -227,7 +227,7 @@ class C2FSummarizer(SummarizerFamily[C2FConfig, DecoderState]):
         src_mask: torch.Tensor,
         tgt: torch.Tensor,
         tgt_mask: torch.Tensor,
-        mode: str,
+        mode: Mode,
         lengths: SourceLengths | None = None,
     ) -> SummarizerOutput:
         memory, final = self.encode(src, src_mask, lengths)

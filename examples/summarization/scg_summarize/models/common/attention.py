@@ -27,6 +27,7 @@ per-step computations are plain functions (:func:`flat_step`, :func:`hier_step`,
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Literal, get_args
 
 import torch
 from torch import nn
@@ -39,6 +40,7 @@ __all__ = [
     "FlatAttention",
     "HierAttention",
     "Memory",
+    "Mode",
     "SourceAttention",
     "flat_step",
     "hier_step",
@@ -47,8 +49,10 @@ __all__ = [
 ]
 
 #: How a C2F attention chooses chunks: draw (training, an scg node), argmax/top-k (test), or
-#: soft HIER attention (the +ALTERNATE soft minibatches).
-MODES: tuple[str, ...] = ("sample", "greedy", "soft")
+#: soft HIER attention (the +ALTERNATE soft minibatches); the soft attentions read every chunk in
+#: every mode. The ``mode`` of the family interface (`SummarizerFamily.advance`, ...).
+Mode = Literal["sample", "greedy", "soft"]
+MODES: tuple[Mode, ...] = get_args(Mode)
 
 
 @dataclass
@@ -206,7 +210,7 @@ class SourceAttention(nn.Module):
 
     hard: bool = False
 
-    def forward(self, memory: Memory, h: torch.Tensor, step: int, mode: str) -> AttentionOut:  # pragma: no cover
+    def forward(self, memory: Memory, h: torch.Tensor, step: int, mode: Mode) -> AttentionOut:  # pragma: no cover
         raise NotImplementedError
 
 
@@ -217,7 +221,7 @@ class FlatAttention(SourceAttention):
         super().__init__()
         self.w_word = nn.Linear(dec_hidden, enc_hidden, bias=False)  # W_a
 
-    def forward(self, memory: Memory, h: torch.Tensor, step: int, mode: str) -> AttentionOut:
+    def forward(self, memory: Memory, h: torch.Tensor, step: int, mode: Mode) -> AttentionOut:
         context, alpha = flat_step(memory.words, memory.word_mask, self.w_word(h))
         per_chunk = alpha.sum(-1)  # (B, M)
         read = memory.chunk_sizes.sum(1)
@@ -244,5 +248,5 @@ class HierAttention(SourceAttention):
         read = memory.chunk_sizes.sum(1)
         return AttentionOut(context, probs, probs, read, read_weights=probs.unsqueeze(-1) * alpha_w)
 
-    def forward(self, memory: Memory, h: torch.Tensor, step: int, mode: str) -> AttentionOut:
+    def forward(self, memory: Memory, h: torch.Tensor, step: int, mode: Mode) -> AttentionOut:
         return self.soft(memory, h)

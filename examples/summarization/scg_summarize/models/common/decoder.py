@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 import torch
 from torch import nn
 
-from .attention import AttentionOut, Memory, SourceAttention
+from .attention import AttentionOut, Memory, Mode, SourceAttention
 from .rows import select_rows
 
 __all__ = ["Decoder", "DecoderState"]
@@ -87,7 +87,7 @@ class Decoder(nn.Module):
         return DecoderState(list(h.unbind(0)), list(c.unbind(0)), zero)
 
     def step(
-        self, state: DecoderState, y_emb: torch.Tensor, memory: Memory, t: int, mode: str
+        self, state: DecoderState, y_emb: torch.Tensor, memory: Memory, t: int, mode: Mode
     ) -> tuple[torch.Tensor, DecoderState, AttentionOut]:
         """One step: ``y_emb`` ``(B, E)`` is E y_{t-1}. Returns c_t ``(B, H)``, the new state, the attention."""
         x = torch.cat([y_emb, state.feed], dim=1) if self.input_feed else y_emb  # (B, E + H)

@@ -30,6 +30,8 @@ from torch.distributions import Categorical
 
 import scg
 
+from .attention import Mode
+
 __all__ = ["TOKEN", "Rollout", "rollout"]
 
 TOKEN = "token"  #: the name of the word nodes
@@ -70,7 +72,7 @@ def rollout(
     eos: int = 3,
     pad: int = 0,
     name: str = TOKEN,
-    mode: str = "sample",
+    mode: Mode = "sample",
 ) -> Rollout:
     """Generate up to ``max_len`` words per example from ``state`` (see the module docstring).
 

@@ -47,7 +47,7 @@ from ...data.batching import SourceBatch, SourceLengths
 from ...data.chunking import pack_words
 from ...data.saliency_labels import ContentWords, load_stopwords
 from ...data.vocab import Vocab
-from ..common.attention import AttentionOut, Memory
+from ..common.attention import AttentionOut, Memory, Mode
 from ..common.decoder import DecoderState
 from ..common.generator import Generator
 from ..common.saliency_maps import SaliencyMaps
@@ -274,7 +274,7 @@ class MALSummarizer(SummarizerFamily[MALConfig, DecoderState]):
         return DecoderState([final, final], [], final)
 
     def advance(
-        self, state: DecoderState, prev_tokens: torch.Tensor, memory: Memory, t: int, mode: str
+        self, state: DecoderState, prev_tokens: torch.Tensor, memory: Memory, t: int, mode: Mode
     ) -> tuple[torch.Tensor, DecoderState, AttentionOut]:
         """Eq. (14-17) for every row: returns h^a_t ``(B, k_h)``."""
         dec_memory = DecoderMemory(memory.words[:, 0], memory.word_mask[:, 0], memory.extra["keys"])
@@ -294,7 +294,7 @@ class MALSummarizer(SummarizerFamily[MALConfig, DecoderState]):
         src_mask: torch.Tensor,
         tgt: torch.Tensor,
         tgt_mask: torch.Tensor,
-        mode: str,
+        mode: Mode,
         lengths: SourceLengths | None = None,
     ) -> MALTeacherOutput:
         """Every term of eq. (19-21) of a batch (``tgt`` ``(B, T)`` starts with ``<s>``): the

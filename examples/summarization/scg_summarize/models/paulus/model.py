@@ -45,7 +45,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ...data.batching import SourceLengths
-from ..common.attention import AttentionOut, Memory
+from ..common.attention import AttentionOut, Memory, Mode
 from ..common.decoder import DecoderState
 from ..common.encoders import FlatWordEncoder
 from ..common.extended_vocab import extend_source, extend_targets, to_corpus, to_input
@@ -284,7 +284,7 @@ class PaulusSummarizer(SummarizerFamily[PaulusConfig, PaulusState]):
         return PaulusState([h], [c], h, {}, None, memory.words.new_zeros(B, 0, H))
 
     def advance(
-        self, state: PaulusState, prev_tokens: torch.Tensor, memory: Memory, t: int, mode: str
+        self, state: PaulusState, prev_tokens: torch.Tensor, memory: Memory, t: int, mode: Mode
     ) -> tuple[torch.Tensor, PaulusState, AttentionOut]:
         """One step from the previous words (corpus or extended ids; unknown ones read as ``<unk>``)."""
         y_emb = self.dropout(self.tgt_embedding(to_input(prev_tokens, self.target_vocab)))
@@ -323,7 +323,7 @@ class PaulusSummarizer(SummarizerFamily[PaulusConfig, PaulusState]):
         src_mask: torch.Tensor,
         tgt: torch.Tensor,
         tgt_mask: torch.Tensor,
-        mode: str = "soft",
+        mode: Mode = "soft",
         task: str = "teacher",
         max_len: int = 0,
         *,
@@ -339,7 +339,7 @@ class PaulusSummarizer(SummarizerFamily[PaulusConfig, PaulusState]):
         src_mask: torch.Tensor,
         tgt: torch.Tensor,
         tgt_mask: torch.Tensor,
-        mode: str,
+        mode: Mode,
         lengths: SourceLengths | None = None,
     ) -> SummarizerOutput:
         """NLL per step over the extended vocabulary; in training each step after the first is fed,
