@@ -35,7 +35,7 @@ from scg_summarize.decode_options import DecodeOptions
 from scg_summarize.decoding.adapters import ModelStepDecoder
 from scg_summarize.decoding.beam import beam_search
 from scg_summarize.train.config import load_config
-from scg_summarize.train.data import batch_to, load_split, make_loader
+from scg_summarize.train.data import batch_to, load_dataset, make_loader
 from scg_summarize.train.model_init import build_model
 
 
@@ -79,7 +79,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     config = load_config("PAULUS-ML", ["data.regrid=[1, 800]"])
-    dataset = load_split(args.data, args.split, config, train=True)
+    dataset = load_dataset(args.data, args.split, config, train=True)
     loader = make_loader(dataset, config, train=False, batch_size=args.batch)
     batch = batch_to(next(iter(loader)), device, config)
     lengths = batch.src_mask.sum((1, 2)).float()

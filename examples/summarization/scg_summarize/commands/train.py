@@ -67,7 +67,7 @@ def evaluate_test(run_dir: Path, data: Path, *, rouge: bool) -> dict[str, Any]:
     from ..evaluation.runs import evaluate_run
     from ..models.loading import load_model
     from ..train.config import Config
-    from ..train.data import load_split
+    from ..train.data import load_dataset
     from ..train.evaluate import evaluate_nll
     from ..train.fingerprint import check_fingerprint
     from ..train.progress import PhaseProgress
@@ -81,7 +81,7 @@ def evaluate_test(run_dir: Path, data: Path, *, rouge: bool) -> dict[str, Any]:
     config = Config.from_dict(raw)
     dc = config.data
     check_fingerprint(run_dir, data, [dc.train_split, dc.valid_split, dc.test_split], "evaluate the test split")
-    test = load_split(data, config.data.test_split, config)
+    test = load_dataset(data, config.data.test_split, config)
     if len(test) == 0:
         raise ValueError(
             f"{data}: the test split {config.data.test_split!r} has no examples (skip the test "
@@ -246,9 +246,9 @@ def run(args: argparse.Namespace) -> int:
             print(f"train: note: {note}", file=sys.stderr)
             args.no_test = True
         if not args.no_test:  # a damaged test split is found now, not after the training
-            from ..data.storage import load_split as open_split
+            from ..data.storage import load_split
 
-            open_split(args.data, config.data.test_split)
+            load_split(args.data, config.data.test_split)
         trainer = Trainer(config, args.data, args.out, resume=args.resume, quiet=args.quiet)
         trainer.fit()
         main = trainer.dist.is_main

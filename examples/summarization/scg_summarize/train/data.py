@@ -12,7 +12,7 @@ from ..data import SummarizationDataset, SummaryLoader, make_dataloader, regrid
 from ..data.batching import Batch, SourceLengths
 from .config import Config
 
-__all__ = ["batch_to", "load_split", "load_training_splits", "make_loader"]
+__all__ = ["batch_to", "load_dataset", "load_training_splits", "make_loader"]
 
 
 def batch_to(batch: Batch, device: torch.device, config: Config) -> Batch:
@@ -31,10 +31,11 @@ def batch_to(batch: Batch, device: torch.device, config: Config) -> Batch:
     return out
 
 
-def load_split(
+def load_dataset(
     root: str | Path, split: str, config: Config, *, train: bool = False, with_text: bool = False, vocab: Any = None
 ) -> SummarizationDataset:
-    """A split of the prepared corpus at ``root`` (training targets truncated to ``data.max_target_len``)."""
+    """A split of the prepared corpus at ``root`` as a dataset (training targets truncated to
+    ``data.max_target_len``); its storage alone is `scg_summarize.data.load_split`."""
     max_len = config.data.max_target_len if train and config.data.max_target_len > 0 else None
     return SummarizationDataset(root, split, vocab=vocab, max_target_len=max_len, with_text=with_text)
 
@@ -71,8 +72,8 @@ def make_loader(
 def load_training_splits(data_dir: Path, config: Config) -> tuple[SummarizationDataset, SummarizationDataset]:
     """The training and validation splits of ``data_dir`` (``data.train_split``, ``data.valid_split``;
     neither may be empty: validation picks ``best.pt`` and drives the lr decay)."""
-    train_set = load_split(data_dir, config.data.train_split, config, train=True)
-    valid_set = load_split(data_dir, config.data.valid_split, config, vocab=train_set.vocab)
+    train_set = load_dataset(data_dir, config.data.train_split, config, train=True)
+    valid_set = load_dataset(data_dir, config.data.valid_split, config, vocab=train_set.vocab)
     for role, dataset in (("training", train_set), ("validation", valid_set)):
         if len(dataset) == 0:
             raise ValueError(
