@@ -32,12 +32,12 @@ from ._common import USER_ERRORS, error, positive_int, write_json
 
 if TYPE_CHECKING:
     from ..data.batching import SourceBatch
-    from ..train.abs.examples import Example
+    from ..train.abs.examples import FlatPair
 
 __all__ = ["COMMAND"]
 
 
-def _batches(examples: Sequence[Example], index: Sequence[int], size: int = 16) -> list[tuple[SourceBatch, list[int]]]:
+def _batches(examples: Sequence[FlatPair], index: Sequence[int], size: int = 16) -> list[tuple[SourceBatch, list[int]]]:
     from ..data.batching import SourceBatch
     from ..train.abs.examples import example_tensors
 

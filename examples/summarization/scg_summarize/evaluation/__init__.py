@@ -14,7 +14,7 @@
 See ``docs/evaluation.md``.
 """
 
-from .baselines import BASELINES, Baseline, first_sentence, get_baseline, lead, prefix_bytes, textrank
+from .baselines import BASELINES, ExtractiveBaseline, first_sentence, get_baseline, lead, prefix_bytes, textrank
 from .metrics import AttentionMetrics, coarse_entropy, fraction_read, fraction_read_per_step
 from .perplexity import Perplexity, TeacherForced, teacher_forced
 from .report import collect_results, make_result, markdown_report, markdown_table, read_result, write_result
@@ -26,7 +26,7 @@ __all__ = [
     "BASELINES",
     "METRICS",
     "AttentionMetrics",
-    "Baseline",
+    "ExtractiveBaseline",
     "Perplexity",
     "Rouge",
     "RougeOptions",

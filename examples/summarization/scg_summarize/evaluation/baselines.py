@@ -34,7 +34,7 @@ if TYPE_CHECKING:  # imported by the TextRank functions: a training process does
 
 __all__ = [
     "BASELINES",
-    "Baseline",
+    "ExtractiveBaseline",
     "first_sentence",
     "get_baseline",
     "lead",
@@ -121,8 +121,9 @@ def textrank(sentences: Sequence[str], k: int = 3, damping: float = 0.85) -> lis
 
 
 @dataclass(frozen=True)
-class Baseline:
-    """A named baseline with its parameter (``k`` sentences or a byte limit)."""
+class ExtractiveBaseline:
+    """A named extractive baseline system with its parameter (``k`` sentences or a byte limit);
+    not to be confused with `scg.baselines.Baseline`, the variance-reduction term."""
 
     method: str
     param: int
@@ -150,11 +151,11 @@ _FUNCTIONS: dict[str, Callable[[Sequence[str], int], list[str]]] = {
 _DEFAULT_PARAM = {"first": 1, "lead3": 3, "prefix": 75, "textrank": 3}
 
 
-def get_baseline(method: str, param: int | None = None) -> Baseline:
+def get_baseline(method: str, param: int | None = None) -> ExtractiveBaseline:
     """The baseline ``method`` (one of :data:`BASELINES`) with its default or given parameter."""
     if method not in _FUNCTIONS:
         raise ValueError(f"unknown baseline {method!r} (choose from {', '.join(BASELINES)})")
     value = _DEFAULT_PARAM[method] if param is None else param
     if value < 1:
         raise ValueError(f"the parameter of {method} must be positive, got {value}")
-    return Baseline(method, value)
+    return ExtractiveBaseline(method, value)

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..decode_options import DecodeOptions
-from .baselines import Baseline, get_baseline
+from .baselines import ExtractiveBaseline, get_baseline
 from .report import result_settings, write_result
 from .rouge import RougeOptions
 
@@ -86,7 +86,7 @@ def model_stem(data_name: str, split: str, decode: str, rouge: RougeOptions) -> 
     return f"{data_name}-{split}.{decode}" + (f".{extra}" if extra else "")
 
 
-def baseline_stem(baseline: Baseline, data_name: str, split: str, rouge: RougeOptions) -> str:
+def baseline_stem(baseline: ExtractiveBaseline, data_name: str, split: str, rouge: RougeOptions) -> str:
     """``<method>[-<param>]-<data>-<split>[.<rouge>]``; the method as given on the command line."""
     method = baseline.method
     if baseline.param != get_baseline(method).param:

@@ -23,7 +23,7 @@ from ..decode_options import DecodeOptions
 from ..decoding.inputs import SourceDocument, documents_from_split
 from ..decoding.loading import LoadedRun
 from ..decoding.summarizer import Summarizer
-from .baselines import Baseline
+from .baselines import ExtractiveBaseline
 from .metrics import AttentionMetrics
 from .perplexity import Perplexity, teacher_forced
 from .report import make_result, read_training_record
@@ -149,7 +149,7 @@ def evaluate_model(
 
 
 def evaluate_baseline(
-    baseline: Baseline,
+    baseline: ExtractiveBaseline,
     dataset: SummarizationDataset,
     rouge: RougeOptions,
     *,

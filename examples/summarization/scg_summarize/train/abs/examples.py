@@ -17,18 +17,18 @@ import torch
 from ...data.chunking import pack_words
 from ...data.dataset import SummarizationDataset
 
-__all__ = ["Example", "example_tensors", "load_examples"]
+__all__ = ["FlatPair", "example_tensors", "load_examples"]
 
 
 @dataclass(kw_only=True, slots=True)
-class Example:
+class FlatPair:
     """One pair as corpus ids: the flattened input and ``<s> title </s>``."""
 
     src: list[int]
     tgt: list[int]
 
 
-def load_examples(root: str | Path, split: str) -> tuple[list[Example], SummarizationDataset]:
+def load_examples(root: str | Path, split: str) -> tuple[list[FlatPair], SummarizationDataset]:
     """Every example of a prepared split, inputs flattened to one sentence, and the split."""
     data = SummarizationDataset(root, split, with_text=True)
     out = []
@@ -38,12 +38,12 @@ def load_examples(root: str | Path, split: str) -> tuple[list[Example], Summariz
         src = words[0][mask[0]].tolist()
         if not src:
             raise ValueError(f"{root}: {split} example {i} ({item.id}) has an empty input")
-        out.append(Example(src=src, tgt=[int(w) for w in data.target_ids(i)]))
+        out.append(FlatPair(src=src, tgt=[int(w) for w in data.target_ids(i)]))
     return out, data
 
 
 def example_tensors(
-    examples: Sequence[Example], index: Sequence[int], device: torch.device | None = None
+    examples: Sequence[FlatPair], index: Sequence[int], device: torch.device | None = None
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The inputs ``(B, L)``, their mask and the titles ``(B, T)`` of ``examples[index]`` (0-padded)."""
     chosen = [examples[i] for i in index]
