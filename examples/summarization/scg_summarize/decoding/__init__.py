@@ -23,7 +23,7 @@ from .blocking import SpecialIds, apply_constraints, banned_ngram_mask, block_re
 from .greedy import greedy_search
 from .inputs import SourceDocument, documents_from_split, encode_text, read_documents
 from .loading import LoadedRun, RunLoadError, load_run
-from .protocol import StepDecoder, check_step_result
+from .protocol import StepDecoder, check_step_output
 from .summarizer import Summarizer, Summary, decode_batch
 from .wrapped import looks_wrapped, read_document
 
@@ -42,7 +42,7 @@ __all__ = [
     "banned_ngram_mask",
     "beam_search",
     "block_repeated_ngrams",
-    "check_step_result",
+    "check_step_output",
     "decode_batch",
     "documents_from_split",
     "encode_text",

@@ -39,7 +39,7 @@ import torch
 from ..data.batching import SourceBatch
 from ..data.chunking import pack_words
 from .blocking import SpecialIds
-from .protocol import StepDecoder, check_step_result, request_extras
+from .protocol import StepDecoder, check_step_output, request_extras
 
 __all__ = ["FEATURES", "LogLinearDecoder", "LogLinearState", "feature_totals", "input_indicators", "word_features"]
 
@@ -135,7 +135,7 @@ class LogLinearDecoder:
         self, state: LogLinearState, prev_tokens: torch.Tensor
     ) -> tuple[torch.Tensor, LogLinearState, Mapping[str, torch.Tensor]]:
         rows = prev_tokens.shape[0]
-        log_probs, inner, extras = check_step_result(self.inner.step(state.inner, prev_tokens), rows, "inner.step()")
+        log_probs, inner, extras = check_step_output(self.inner.step(state.inner, prev_tokens), rows, "inner.step()")
         vocab = log_probs.shape[1]
         last = torch.cat([state.last[:, 1:], prev_tokens.unsqueeze(1)], dim=1)
         words = state.words[state.example]  # (R, L) corpus ids, -1 at padding
@@ -197,7 +197,7 @@ def feature_totals(
         longest = max(len(s) for s in seqs)
         prev = torch.full((len(seqs),), special.bos, dtype=torch.long, device=device)
         for t in range(longest + 1):
-            log_probs, state, _ = check_step_result(inner.step(state, prev), len(seqs), "inner.step()")
+            log_probs, state, _ = check_step_output(inner.step(state, prev), len(seqs), "inner.step()")
             target = [s[t] if t < len(s) else special.eos for s in seqs]
             picked = log_probs.gather(1, torch.tensor(target, device=device).unsqueeze(1)).squeeze(1).double().cpu()
             live = torch.tensor([t <= len(s) for s in seqs])

@@ -42,7 +42,7 @@ import torch
 from ..data.batching import SourceBatch
 from ..decode_options import DecodeOptions, Hypothesis
 from .blocking import SpecialIds, apply_constraints, banned_count_bound, constrain_candidates
-from .protocol import StepDecoder, check_step_result, check_topk_result, offers_topk, request_extras
+from .protocol import StepDecoder, check_step_output, check_topk_result, offers_topk, request_extras
 
 __all__ = ["MAX_TOPK", "batch_size_of", "beam_search", "markov_window", "use_topk_step"]
 
@@ -151,7 +151,7 @@ def _candidates(
             if not bool(torch.isneginf(values).all(dim=1).any()):
                 return values, top.indices, new_state, extras
             # a row with no allowed candidate: redo the step in full (</s> fallback of apply_constraints)
-    log_probs, new_state, extras = check_step_result(decoder.step(state, prev), rows, "decoder.step()")
+    log_probs, new_state, extras = check_step_output(decoder.step(state, prev), rows, "decoder.step()")
     return apply_constraints(log_probs.float(), history, options, special), None, new_state, extras
 
 

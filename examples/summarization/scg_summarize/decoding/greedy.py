@@ -15,7 +15,7 @@ from ..data.batching import SourceBatch
 from ..decode_options import DecodeOptions, Hypothesis
 from .beam import batch_size_of
 from .blocking import SpecialIds, apply_constraints
-from .protocol import StepDecoder, check_step_result, request_extras
+from .protocol import StepDecoder, check_step_output, request_extras
 
 __all__ = ["greedy_search"]
 
@@ -42,7 +42,7 @@ def greedy_search(
 
     for length in range(options.max_len + 1):
         rows = len(alive)
-        log_probs, state, extras = check_step_result(decoder.step(state, prev), rows, "decoder.step()")
+        log_probs, state, extras = check_step_output(decoder.step(state, prev), rows, "decoder.step()")
         if options.extras and extras_hist is None:
             extras_hist = {
                 key: value.new_zeros((rows, 0, *value.shape[1:])) for key, value in extras.items() if options.wants(key)

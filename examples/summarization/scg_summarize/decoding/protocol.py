@@ -77,10 +77,10 @@ from ..data.batching import SourceBatch
 __all__ = [
     "Extras",
     "StepDecoder",
-    "StepResult",
+    "StepOutput",
     "TopK",
     "TopKStepDecoder",
-    "check_step_result",
+    "check_step_output",
     "check_topk_result",
     "offers_topk",
     "request_extras",
@@ -90,7 +90,7 @@ __all__ = [
 S = TypeVar("S")
 
 Extras = Mapping[str, torch.Tensor]
-StepResult = tuple[torch.Tensor, Any, Extras]
+StepOutput = tuple[torch.Tensor, Any, Extras]
 
 
 @runtime_checkable
@@ -155,7 +155,7 @@ def topk_of(log_probs: torch.Tensor, k: int) -> TopK:
 
 
 def check_topk_result(result: Any, rows: int, k: int, where: str = "step_topk()") -> tuple[TopK, Any, Extras]:
-    """Validate what a decoder's ``step_topk`` returned (as :func:`check_step_result`)."""
+    """Validate what a decoder's ``step_topk`` returned (as :func:`check_step_output`)."""
     if not isinstance(result, tuple) or len(result) != 3 or not isinstance(result[0], TopK):
         raise TypeError(f"{where} must return (TopK, state, extras), got {type(result).__name__}")
     top, state, extras = result
@@ -167,11 +167,11 @@ def check_topk_result(result: Any, rows: int, k: int, where: str = "step_topk()"
             f"{where}: TopK values {tuple(top.values.shape)} and indices {tuple(top.indices.shape)} "
             f"must have the same shape with 1..{k} columns"
         )
-    _, _, extras = check_step_result((top.values, state, extras), rows, where)
+    _, _, extras = check_step_output((top.values, state, extras), rows, where)
     return top, state, extras
 
 
-def check_step_result(result: Any, rows: int, where: str = "step()") -> StepResult:
+def check_step_output(result: Any, rows: int, where: str = "step()") -> StepOutput:
     """Validate what a decoder's ``step`` returned; raises ``TypeError``/``ValueError`` naming
     the problem (so a broken model fails with a clear message, not deep inside the search)."""
     if not isinstance(result, tuple) or len(result) != 3:

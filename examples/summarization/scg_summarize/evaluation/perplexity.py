@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from ..data.batching import Batch, SourceBatch
-from ..decoding.protocol import StepDecoder, check_step_result, request_extras
+from ..decoding.protocol import StepDecoder, check_step_output, request_extras
 
 __all__ = ["Perplexity", "TeacherForced", "teacher_forced"]
 
@@ -65,7 +65,7 @@ def teacher_forced(
     nll = torch.zeros(rows, dtype=torch.float64, device=tgt.device)
     steps: dict[str, list[torch.Tensor]] = {}
     for t in range(tgt.shape[1] - 1):
-        log_probs, state, extras = check_step_result(decoder.step(state, tgt[:, t]), rows, "decoder.step()")
+        log_probs, state, extras = check_step_output(decoder.step(state, tgt[:, t]), rows, "decoder.step()")
         gold = log_probs.gather(1, gold_ids[:, t + 1 : t + 2]).squeeze(1).double()
         live = mask[:, t + 1]
         nll -= torch.where(live, gold, torch.zeros_like(gold))
