@@ -31,11 +31,19 @@ def test_an_unknown_precision_is_refused() -> None:
         load_config("tiny-C2F", ["train.precision='fp16'"])
 
 
-@pytest.mark.parametrize("name", ["tiny-C2F", "tiny-STANDARD"])
+SMALL = ["model.emb_dim=8", "model.hidden=8"]
+
+
+@pytest.mark.parametrize(
+    ("name", "sizes"),
+    [("tiny-C2F", []), ("tiny-STANDARD", []), ("MAL", SMALL), ("PAULUS-ML", SMALL), ("ABS", SMALL)],
+)
 def test_bf16_runs_the_objective_s_products_in_bf16_and_keeps_the_parameters_fp32(
-    synthetic_corpus: Path, tmp_path: Path, name: str
+    synthetic_corpus: Path, tmp_path: Path, name: str, sizes: list[str]
 ) -> None:
-    options = ["train.epochs=1", "train.max_steps_per_epoch=1"]
+    """Every family (MAL's GRU scan and closed-form PageRank were a dtype error under autocast: the
+    carried state stays float32, the linear solve runs in float32)."""
+    options = [*sizes, "train.epochs=1", "train.max_steps_per_epoch=1"]
     seen = {}
     for precision in ("fp32", "bf16"):
         config = load_config(name, [*options, f"train.precision='{precision}'"])
@@ -44,7 +52,9 @@ def test_bf16_runs_the_objective_s_products_in_bf16_and_keeps_the_parameters_fp3
             batch = next(iter(trainer.loader))
             with _MatmulDtypes() as mode:
                 values = trainer.train_step(batch)
-            assert math.isfinite(values.loss) and values.norm is not None and math.isfinite(values.norm)
+            assert math.isfinite(values.loss)
+            clips = config.train.max_grad_norm > 0  # (ABS renormalizes after each epoch instead)
+            assert (values.norm is not None and math.isfinite(values.norm)) if clips else values.norm is None
             assert all(p.dtype == torch.float32 for p in trainer.model.parameters())
             assert all(p.grad is None or p.grad.dtype == torch.float32 for p in trainer.model.parameters())
             seen[precision] = mode.dtypes, values.nll

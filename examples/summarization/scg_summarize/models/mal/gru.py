@@ -72,7 +72,10 @@ def _update(
     ``w_cand`` ``(..., H, H)`` = W_hhᵀ (a leading dimension: several cells stepped at once, `bigru_scan`)."""
     r, z = torch.sigmoid(xp_gates + h @ w_gates).chunk(2, dim=-1)  # (..., B, H) each
     g = torch.tanh(xp_cand + (r * h) @ w_cand)  # (..., B, H)
-    return torch.lerp(g, h, z)  # z ⊙ h + (1 − z) ⊙ g
+    # (under bf16 autocast the products are bf16 and the carried state float32; lerp does not
+    # promote, so all three go to the wider type: a no-op in float32)
+    dtype = torch.promote_types(g.dtype, h.dtype)
+    return torch.lerp(g.to(dtype), h.to(dtype), z.to(dtype))  # z ⊙ h + (1 − z) ⊙ g
 
 
 def gru_scan(

@@ -115,8 +115,11 @@ def closed_form_pagerank(
         guard: the guard ``M`` was built with (named by the error).
     """
     A, q = pagerank_system(M, nodes, damping)
-    solution, info = torch.linalg.solve_ex(A, q.unsqueeze(-1))  # (B, L, 1), (B,)
-    p: torch.Tensor = (1.0 - damping) * solution.squeeze(-1) * nodes.to(M.dtype)
+    # (solved in float32 at least: the CPU's LU has no bf16 kernel, as M has under bf16 autocast;
+    # in float32 and float64 the casts are no-ops)
+    work = torch.promote_types(M.dtype, torch.float32)
+    solution, info = torch.linalg.solve_ex(A.to(work), q.unsqueeze(-1).to(work))  # (B, L, 1), (B,)
+    p: torch.Tensor = ((1.0 - damping) * solution.squeeze(-1) * nodes.to(work)).to(M.dtype)
     if check:
         bad = (info != 0) | ~torch.isfinite(p).all(dim=-1)
         if bool(bad.any()):
