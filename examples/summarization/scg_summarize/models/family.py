@@ -101,6 +101,9 @@ class SummarizerFamily(nn.Module, Generic[ConfigT, StateT], metaclass=ABCMeta):
     #: the names of the terms its teacher-forced output reports (`SummarizerOutput.document_terms`),
     #: which validation averages over the documents and logs beside the perplexity
     output_terms: ClassVar[tuple[str, ...]] = ()
+    #: why its training step cannot be traced (``train.compile``) or captured (``train.cuda_graph``)
+    #: whole: it reads a value or a size from the device (None: it reads none)
+    untraceable: ClassVar[str | None] = None
 
     # ------------------------------------------------------------------ capabilities
     @property

@@ -70,13 +70,20 @@ def compiled_objective(objective: Objective, backend: str) -> Objective:
 
 def check_whole_step(trainer: Any, option: str) -> None:
     """Refuse, naming ``option`` (``train.compile``, ``train.cuda_graph``), what a step traced or
-    captured whole cannot run: the model's own objective, several processes."""
+    captured whole cannot run: the model's own objective, a family whose step reads from the device
+    (`SummarizerFamily.untraceable`), several processes."""
     own = trainer.model.default_objective
     off = "''" if option == "train.compile" else "false"
     if trainer.config.train.objective == "auto" and own is not None:
         raise ValueError(
             f"{option}: the {trainer.config.model.family!r} family trains with its own objective {own!r}, "
             f"which reads values to the host and cannot run as one traced or captured step; set {option} = {off}"
+        )
+    reason = trainer.model.untraceable
+    if reason is not None:
+        raise ValueError(
+            f"{option}: the {trainer.config.model.family!r} family's step cannot be traced or captured whole: "
+            f"{reason}; set {option} = {off}"
         )
     if trainer.dist.enabled:
         raise ValueError(f"{option}: not with several processes (DDP); set {option} = {off}")

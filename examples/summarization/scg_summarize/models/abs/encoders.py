@@ -63,7 +63,10 @@ class EncoderMemory:
 def _check_input(src: torch.Tensor, mask: torch.Tensor) -> None:
     if src.dim() != 2 or mask.shape != src.shape:
         raise ValueError(f"ABS encoders take src and mask (B, M), got {tuple(src.shape)} and {tuple(mask.shape)}")
-    if bool((mask.sum(1) == 0).any()):
+    empty = (mask.sum(1) == 0).any()
+    if torch.compiler.is_compiling():  # (no host read in a traced step: checked on the device)
+        torch._assert_async(~empty, "an input has no real word (every example needs at least one)")
+    elif bool(empty):
         raise ValueError("an input has no real word (every example needs at least one)")
 
 

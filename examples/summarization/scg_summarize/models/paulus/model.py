@@ -238,6 +238,10 @@ class PaulusSummarizer(SummarizerFamily[PaulusConfig, PaulusState]):
     ``vocab_size`` (input, 150k) and ``tgt_vocab_size`` (output, 50k)."""
 
     has_own_output_space = True
+    untraceable = (
+        "its pointer's extended vocabulary is the batch's own out-of-vocabulary source words "
+        "(extend_source: torch.unique, a size read from the device)"
+    )
     generator: PointerSwitchGenerator
 
     def __init__(self, config: PaulusConfig) -> None:
