@@ -41,6 +41,19 @@ def test_prepare_stories_with_bad_input(
     assert meta["source_format"] == "cnndm" and meta["options"]["chunk_len"] == 6
 
 
+def test_an_input_that_is_not_a_file_is_named_without_the_skip_bad_hint(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A directory given for a JSON Lines file, and a missing file: said as such, and no hint to
+    ``--skip-bad``, which skips bad records, not inputs."""
+    (tmp_path / "folder").mkdir()
+    for given, said in (("folder", "is a directory, not a file"), ("missing.jsonl", "no such file")):
+        args = ["prepare", "--format", "jsonl", "--input", f"train={tmp_path / given}", "--quiet"]
+        assert cli.main([*args, "--output", str(tmp_path / f"out-{given}")]) == 2
+        err = capsys.readouterr().err
+        assert f"{given}: {said}" in err and "--skip-bad" not in err, err
+
+
 def test_prepare_jsonl_fields_and_reused_vocab(tmp_path: Path) -> None:
     rows = [{"doc": ["First sentence.", "Second one."], "refs": ["r one", "r two"]}] * 3
     data = tmp_path / "d.jsonl"

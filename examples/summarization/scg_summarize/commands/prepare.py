@@ -324,7 +324,7 @@ def _run_locked(args: argparse.Namespace) -> int:
         _field_vocabs(args)
     except DataError as err:
         print(f"prepare: error: {err}", file=sys.stderr)
-        if not args.skip_bad:
+        if not args.skip_bad and err.skippable:
             print("prepare: (use --skip-bad to skip and count bad records)", file=sys.stderr)
         return 2
     except (FileExistsError, FileNotFoundError, ValueError) as err:

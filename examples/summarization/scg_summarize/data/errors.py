@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["BadInputReport", "DataError"]
+__all__ = ["BadInputReport", "DataError", "require_file"]
 
 
 class DataError(ValueError):
@@ -54,6 +54,19 @@ class DataError(ValueError):
     def __reduce__(self) -> tuple[Any, ...]:
         # Keep the keyword fields when pickled (e.g. across DataLoader workers).
         return (type(self), (self.message, self.path, self.line, self.reason))
+
+    @property
+    def skippable(self) -> bool:
+        """Whether ``skip_bad`` could skip it: a bad record, not a missing input."""
+        return self.reason != "missing_input"
+
+
+def require_file(path: str | Path) -> None:
+    """Refuse an input path that is not a file, saying whether it is missing or a directory."""
+    path = Path(path)
+    if not path.is_file():
+        what = "is a directory, not a file" if path.is_dir() else "no such file"
+        raise DataError(what, path, reason="missing_input")
 
 
 @dataclass

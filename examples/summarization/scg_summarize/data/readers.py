@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..choices import CORPUS_FORMATS as FORMATS
-from .errors import BadInputReport, DataError
+from .errors import BadInputReport, DataError, require_file
 from .gigaword_filters import GigawordFilter
 from .rawtext import RawExample, iter_lines
 from .stories import read_stories
@@ -169,8 +169,7 @@ def read_jsonl(
     report = report if report is not None else BadInputReport()
     source = config.source_field or default_source
     target = config.target_field or default_target
-    if not path.is_file():
-        raise DataError("no such file", path, reason="missing_input")
+    require_file(path)
     for lineno, text in iter_lines(path, config.max_line_chars):
         try:
             if isinstance(text, DataError):
@@ -227,8 +226,7 @@ def read_parallel(
     src, tgt = Path(source_path), Path(target_path)
     report = report if report is not None else BadInputReport()
     for file in (src, tgt):
-        if not file.is_file():
-            raise DataError("no such file", file, reason="missing_input")
+        require_file(file)
     src_lines = iter_lines(src, max_line_chars)
     tgt_lines = iter_lines(tgt, max_line_chars)
     while True:

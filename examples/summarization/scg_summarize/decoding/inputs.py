@@ -24,14 +24,13 @@ import io
 import sys
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, fields, replace
-from pathlib import Path
 
 import torch
 
 from ..choices import INPUT_FORMATS
 from ..data.chunking import layout_chunks, pack_chunks, regrid
 from ..data.dataset import Example, SummarizationDataset
-from ..data.errors import DataError
+from ..data.errors import DataError, require_file
 from ..data.options import PrepOptions
 from ..data.rawtext import RawExample, iter_lines, iter_stream_lines
 from ..data.readers import parse_json_record
@@ -94,8 +93,7 @@ def text_lines(path: str) -> Iterator[tuple[str, int, str]]:
                 raise item
             yield "<stdin>", lineno, item
         return
-    if not Path(path).is_file():
-        raise DataError("no such file", path, reason="missing_input")
+    require_file(path)
     for lineno, item in iter_lines(path):
         if isinstance(item, DataError):
             raise item
