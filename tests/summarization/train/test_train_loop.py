@@ -178,6 +178,19 @@ def test_word2vec_fills_each_family_s_tables_or_is_refused(synthetic_corpus: Pat
         _trainer("ABS", [f"train.word2vec='{path}'"], synthetic_corpus, tmp_path / "abs")
 
 
+def test_model_sizes_that_contradict_the_corpus_are_refused_by_name(synthetic_corpus: Path, tmp_path: Path) -> None:
+    """A vocabulary size other than the corpus's (it was an IndexError from the embedding), and +POS
+    built for fewer chunks than the batches have: each error names the option."""
+    with pytest.raises(ValueError, match=r"model.vocab_size = 5, but the corpus vocabulary has \d+ words"):
+        _trainer("tiny-C2F", ["model.vocab_size=5"], synthetic_corpus, tmp_path / "vocab")
+    trainer = _trainer("tiny-C2F+POS", [*FAST, "model.num_chunks=2"], synthetic_corpus, tmp_path / "pos")
+    try:
+        with pytest.raises(ValueError, match=r"\+POS was built for 2 chunks \(model.num_chunks\)"):
+            trainer.fit()
+    finally:
+        trainer.close()
+
+
 def test_a_run_is_self_contained_for_summarizing_new_text(tmp_path: Path, capsys) -> None:
     """The run keeps its vocabulary and preprocessing options: `summarize --run` needs no corpus."""
     import shutil

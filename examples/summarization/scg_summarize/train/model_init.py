@@ -26,6 +26,11 @@ def build_model(
     (the family's ``for_corpus(config, data_dir)`` when it has one and ``data_dir`` is given)."""
     if config.model.vocab_size == 0:
         config.model.vocab_size = vocab_size
+    elif config.model.vocab_size != vocab_size:  # (the ids index the embeddings: a smaller table fails inside)
+        raise ValueError(
+            f"model.vocab_size = {config.model.vocab_size}, but the corpus vocabulary has {vocab_size} words; "
+            "leave model.vocab_size at 0 (it is read from the corpus)"
+        )
     if config.model.num_chunks == 0:
         config.model.num_chunks = config.data.regrid[0] if config.data.regrid else num_chunks
     if data_dir is not None:

@@ -86,7 +86,10 @@ class WithPosition(ChunkEncoder):
         u = self.inner(src, mask, emb)  # (B, M, D)
         B, M, _ = u.shape
         if M > self.position.num_embeddings:
-            raise ValueError(f"+POS was built for {self.position.num_embeddings} chunks, got a batch with {M}")
+            raise ValueError(
+                f"+POS was built for {self.position.num_embeddings} chunks (model.num_chunks), got a batch "
+                f"with {M}; leave model.num_chunks at 0 (it is read from the corpus, or data.regrid)"
+            )
         p = self.position.weight[:M].unsqueeze(0).expand(B, M, -1)  # (B, M, P)
         real = mask.any(-1, keepdim=True).to(u.dtype)  # (B, M, 1)
         return torch.cat([u, p * real], dim=-1)
