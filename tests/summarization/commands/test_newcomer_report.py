@@ -72,3 +72,6 @@ def test_compare_offers_the_shared_examples(tmp_path: Path, capsys: pytest.Captu
     c = _scores(tmp_path / "c.jsonl", ["x1", "x2"], 0.3)
     assert main(["compare", str(a), str(c), "--shared"]) == 2
     assert "none in common" in capsys.readouterr().err
+    missing = tmp_path / "missing.jsonl"  # (an OSError said as the file and what is wrong, not "[Errno 2] ...")
+    assert main(["compare", str(a), str(missing)]) == 2
+    assert capsys.readouterr().err.strip() == f"scg-summarize compare: error: {missing}: no such file or directory"

@@ -48,6 +48,8 @@ def error(command: str, err: BaseException | str, status: int = 2) -> int:
     """Print ``scg-summarize COMMAND: error: ...`` to stderr; returns ``status`` (2: the commands
     catch bad input here, which exits with 2 in every subcommand, like argparse's usage errors)."""
     message = err.args[0] if isinstance(err, KeyError) and err.args else err
+    if isinstance(err, OSError) and err.filename is not None and err.strerror:  # not "[Errno 2] ..."
+        message = f"{err.filename}: {err.strerror.lower()}"
     print(f"scg-summarize {command}: error: {message}", file=sys.stderr)
     return status
 
