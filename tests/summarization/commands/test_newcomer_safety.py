@@ -36,13 +36,13 @@ def _unchanged(folder: Path, files: dict[str, bytes]) -> bool:
 def test_demo_refuses_to_train_over_a_run_or_results(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "demo"
     files = _fake_run(out / DEFAULT_CONFIGS[0])
-    assert main(["demo", "--out", str(out)]) == 1
+    assert main(["demo", "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert "--overwrite" in err and DEFAULT_CONFIGS[0] in err
     assert _unchanged(out / DEFAULT_CONFIGS[0], files) and not (out / "data").exists()  # nothing generated either
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "results.json").write_text("[]\n")
-    assert main(["demo", "--out", str(tmp_path / "other")]) == 1
+    assert main(["demo", "--out", str(tmp_path / "other")]) == 2
     assert "already holds the results of a demo" in capsys.readouterr().err
 
 

@@ -141,10 +141,22 @@ def test_durations_and_totals() -> None:
     assert total_steps(3, 625) == 1875 and total_steps(3, 625, max_steps_per_epoch=10) == 30
 
 
+def test_the_demo_s_bad_arguments_are_usage_errors(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """An --out that is a file, and a count below one: status 2 and one line naming the argument
+    (they were '[Errno 17] File exists' and 'steps must be positive' with status 1)."""
+    (tmp_path / "afile").write_text("")
+    assert main(["demo", "--out", str(tmp_path / "afile")]) == 2
+    assert f"--out {tmp_path / 'afile'}: an existing file; expected a directory" in capsys.readouterr().err
+    for flag in ("--steps", "--n-train", "--n-eval"):
+        assert main(["demo", "--out", str(tmp_path / "d"), flag, "0"]) == 2
+        assert f"argument {flag}: expected a positive integer, got 0" in capsys.readouterr().err
+    assert not (tmp_path / "d").exists()
+
+
 def test_the_demo_does_not_train_over_its_earlier_results(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     out = tmp_path / "demo"
     out.mkdir()
     (out / "results.json").write_text("[]")
-    assert main(["demo", "--out", str(out)]) == 1
+    assert main(["demo", "--out", str(out)]) == 2
     assert "already holds the results of a demo" in capsys.readouterr().err
     assert (out / "results.json").read_text() == "[]"

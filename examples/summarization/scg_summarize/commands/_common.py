@@ -23,7 +23,7 @@ __all__ = [
     "write_jsonl",
 ]
 
-#: Exceptions that mean bad input or usage (reported in one line, exit status 1).
+#: Exceptions that mean bad input or usage (reported in one line by `error`, exit status 2).
 USER_ERRORS: tuple[type[BaseException], ...] = (
     ValueError,  # (the data pipeline's, the run loader's and the checkpoint reader's errors are ones)
     KeyError,

@@ -17,10 +17,10 @@ holds the results of a demo, or a run in ``OUT/CONFIG``, is not trained over aga
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from . import Command
+from ._common import USER_ERRORS, error, positive_int
 
 __all__ = ["COMMAND"]
 
@@ -32,7 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, default=Path("demo-run"), help="output directory (default: demo-run)")
     parser.add_argument(
         "--steps",
-        type=int,
+        type=positive_int,
         default=450,  # demo.DEFAULT_STEPS (not imported: --help stays light)
         help="training steps per model (default 450; above 150 a multiple of 150)",
     )
@@ -44,8 +44,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="TABLE.KEY=VALUE",
         help="override a configuration value of every model",
     )
-    parser.add_argument("--n-train", type=int, default=10000, help="synthetic training documents (default 10000)")
-    parser.add_argument("--n-eval", type=int, default=200, help="synthetic validation/test documents")
+    parser.add_argument(
+        "--n-train", type=positive_int, default=10000, help="synthetic training documents (default 10000)"
+    )
+    parser.add_argument("--n-eval", type=positive_int, default=200, help="synthetic validation/test documents")
     parser.add_argument("--seed", type=int, default=0, help="synthetic corpus seed")
     parser.add_argument("--verbose", action="store_true", help="show training progress")
     parser.add_argument(
@@ -56,6 +58,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..demo import DEFAULT_CONFIGS, run_demo
 
+    if args.out.exists() and not args.out.is_dir():
+        return error("demo", f"--out {args.out}: an existing file; expected a directory (new, or a demo's)")
     try:
         run_demo(
             args.out,
@@ -70,10 +74,8 @@ def run(args: argparse.Namespace) -> int:
             quiet=not args.verbose,
             log=lambda line: print(line, flush=True),
         )
-    except (ValueError, FileNotFoundError, FileExistsError, KeyError) as err:
-        message = err.args[0] if isinstance(err, KeyError) and err.args else err
-        print(f"demo: error: {message}", file=sys.stderr)
-        return 1
+    except USER_ERRORS as err:
+        return error("demo", err)
     return 0
 
 
