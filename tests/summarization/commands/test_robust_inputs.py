@@ -440,6 +440,17 @@ def test_compare_refuses_a_binary_file(tmp_path: Path, capsys) -> None:
 
 
 # ----------------------------------------------------------------------------- the table commands
+def test_abs_variants_refuses_another_family_s_run_and_a_fraction_outside_0_1(
+    finished_short_run: ShortRun, synthetic_corpus: Path, tmp_path: Path, capsys
+) -> None:
+    """(A C2F run was a TypeError from deep in beam search; --tune-fraction 2 an IndexError.)"""
+    base = ["abs-variants", "--run", str(finished_short_run.path), "--data", str(synthetic_corpus)]
+    assert main([*base, "--out", str(tmp_path / "a.json")]) == 2
+    assert "abs-variants needs an ABS run (model.family = 'abs'), got 'c2f'" in capsys.readouterr().err
+    assert main([*base, "--tune-fraction", "2", "--out", str(tmp_path / "b.json")]) == 2
+    assert "--tune-fraction: expected a number between 0 and 1 (exclusive), got 2.0" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("argv", [["abs-baselines"], ["abs-variants", "--run", "RUN"], ["mal-conditioning"]])
 def test_table_commands_name_a_missing_corpus_in_one_line(argv: list[str], tmp_path: Path, capsys) -> None:
     assert main([*argv, "--data", str(tmp_path / "none"), "--out", str(tmp_path / "out.json")]) == 2

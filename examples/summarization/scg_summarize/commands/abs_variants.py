@@ -90,8 +90,15 @@ def _run(args: argparse.Namespace) -> int:
     from ..evaluation.rouge import Rouge, RougeOptions
     from ..train.abs.examples import load_examples
 
+    if not args.tune_split and not 0.0 < args.tune_fraction < 1.0:
+        raise ValueError(f"--tune-fraction: expected a number between 0 and 1 (exclusive), got {args.tune_fraction}")
     examples, data = load_examples(args.data, args.split)
-    inner = load_run(args.run, data_dir=args.data).decoder
+    loaded = load_run(args.run, data_dir=args.data)
+    if loaded.family != "abs":  # (the variants' features and recombination are ABS's: a Markov window)
+        raise ValueError(
+            f"--run {args.run}: abs-variants needs an ABS run (model.family = 'abs'), got {loaded.family!r}"
+        )
+    inner = loaded.decoder
     vocab = data.vocab
     stored = [data.text(i) for i in range(len(examples))]
     refs, ids = [text.refs for text in stored], [text.id for text in stored]
