@@ -19,6 +19,8 @@ from scg_summarize.decoding.summarizer import Summarizer, replace_unks
 from scg_summarize.demo import DEFAULT_CONFIGS
 from scg_summarize.train.config import load_config
 
+from ..conftest import ShortRun
+
 
 def _fake_run(folder: Path) -> dict[str, bytes]:
     """A folder with the files of a training run; returns their contents."""
@@ -56,6 +58,38 @@ def test_summarize_refuses_to_write_over_its_input(tmp_path: Path, capsys: pytes
         )
         err = capsys.readouterr().err
         assert "is the --input file" in err and docs.read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    ("argv", "option"),
+    [
+        (["summarize", "--run", "RUN", "--input", "DOCS", "--output", "MINE"], "--output"),
+        (["report", "RUN", "--output", "MINE"], "--output"),
+        (["report", "RUN", "--json", "MINE"], "--json"),
+        (["visualize", "curves", "--run", "RUN", "--output", "MINE"], "--output"),
+        (["abs-baselines", "--data", "DATA", "--out", "MINE"], "--out"),
+        (["abs-variants", "--run", "RUN", "--data", "DATA", "--out", "MINE"], "--out"),
+        (["mal-conditioning", "--data", "DATA", "--out", "MINE"], "--out"),
+    ],
+)
+def test_outputs_a_user_has_are_not_replaced_without_overwrite(
+    argv: list[str], option: str, finished_short_run: ShortRun, synthetic_corpus: Path, tmp_path: Path, capsys
+) -> None:
+    """Every command's output file that exists is refused before any work, unless --overwrite
+    (these commands replaced it silently); with --overwrite the command runs (checked for
+    summarize, the cheapest)."""
+    mine = tmp_path / ("mine.png" if argv[0] == "visualize" else "mine.txt")
+    mine.write_text("mine\n")
+    docs = tmp_path / "docs.txt"
+    docs.write_text("a first document .\n")
+    names = {"RUN": str(finished_short_run.path), "DOCS": str(docs), "DATA": str(synthetic_corpus), "MINE": str(mine)}
+    args = [names.get(a, a) for a in argv]
+    assert main(args) == 2
+    assert f"{option} {mine}: it exists; pass --overwrite to replace it" in capsys.readouterr().err
+    assert mine.read_text() == "mine\n"
+    if argv[0] == "summarize":  # (the cheapest to run through)
+        assert main([*args, "--overwrite"]) == 0
+        assert mine.read_text() != "mine\n"
 
 
 def test_prepare_refuses_a_run_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -15,9 +15,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "USER_ERRORS",
+    "add_overwrite_argument",
     "add_rouge_arguments",
     "error",
     "positive_int",
+    "refuse_existing",
     "rouge_options",
     "set_threads",
     "write_jsonl",
@@ -110,6 +112,21 @@ def rouge_options(args: argparse.Namespace, digits_mapped: bool = False) -> Roug
         )
     except ValueError as err:
         raise ValueError(f"bad ROUGE option: {err}") from None
+
+
+def add_overwrite_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup, what: str) -> None:
+    """``--overwrite``: replace ``what`` when it exists (`refuse_existing` otherwise refuses)."""
+    parser.add_argument("--overwrite", action="store_true", help=f"replace {what} when it exists")
+
+
+def refuse_existing(option: str, paths: Iterable[str | Path | None], overwrite: bool) -> None:
+    """Refuse, before any work, output paths of ``option`` that already exist (a file the user may
+    have made), unless ``--overwrite`` was given; ``None`` entries (an option not given) pass."""
+    if overwrite:
+        return
+    for path in paths:
+        if path is not None and Path(path).exists():
+            raise ValueError(f"{option} {path}: it exists; pass --overwrite to replace it")
 
 
 def write_json(value: Any, path: str | Path) -> str:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from . import Command
-from ._common import USER_ERRORS, error, positive_int, write_json
+from ._common import USER_ERRORS, add_overwrite_argument, error, positive_int, refuse_existing, write_json
 
 __all__ = ["COMMAND", "count_baselines"]
 
@@ -77,11 +77,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--eval-split", default="valid", help="the split scored (default valid)")
     p.add_argument("--order", type=positive_int, default=5, help="the KN n-gram order (default 5)")
     p.add_argument("--out", default=None, help="also write the JSON here")
+    add_overwrite_argument(p, "--out")
 
 
 def run(args: argparse.Namespace) -> int:
     """Execute ``abs-baselines``; returns 0, or 2 on bad input."""
     try:
+        refuse_existing("--out", [args.out], args.overwrite)
         result = count_baselines(args.data, args.train_split, args.eval_split, args.order)
         text = write_json(result, args.out) if args.out else json.dumps(result, indent=2)
     except USER_ERRORS as err:

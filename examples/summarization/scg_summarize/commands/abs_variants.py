@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import Command
-from ._common import USER_ERRORS, error, positive_int, write_json
+from ._common import USER_ERRORS, add_overwrite_argument, error, positive_int, refuse_existing, write_json
 
 if TYPE_CHECKING:
     from ..data.batching import SourceBatch
@@ -66,6 +66,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ir", action="store_true", help="also score the IR baseline (BM25 over the training inputs)")
     p.add_argument("--summaries", default=None, metavar="DIR", help="write per-example summaries and ROUGE here")
     p.add_argument("--out", default=None, help="also write the JSON here")
+    add_overwrite_argument(p, "--out and the --summaries files")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -92,6 +93,9 @@ def _run(args: argparse.Namespace) -> int:
 
     if not args.tune_split and not 0.0 < args.tune_fraction < 1.0:
         raise ValueError(f"--tune-fraction: expected a number between 0 and 1 (exclusive), got {args.tune_fraction}")
+    refuse_existing("--out", [args.out], args.overwrite)
+    written = sorted(Path(args.summaries).glob("*.summaries.jsonl")) if args.summaries else []
+    refuse_existing("--summaries", written, args.overwrite)
     examples, data = load_examples(args.data, args.split)
     loaded = load_run(args.run, data_dir=args.data)
     if loaded.family != "abs":  # (the variants' features and recombination are ABS's: a Markov window)

@@ -14,7 +14,7 @@ import argparse
 import json
 
 from . import Command
-from ._common import USER_ERRORS, error, positive_int, write_json
+from ._common import USER_ERRORS, add_overwrite_argument, error, positive_int, refuse_existing, write_json
 
 __all__ = ["COMMAND"]
 
@@ -28,6 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="the initialization seed (default 0)")
     parser.add_argument("--emb-dim", type=positive_int, default=64, help="embedding size of a fresh model (default 64)")
     parser.add_argument("--out", default=None, help="also write the JSON here")
+    add_overwrite_argument(parser, "--out")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -41,6 +42,7 @@ def run(args: argparse.Namespace) -> int:
     from ..models.mal.model import MALSummarizer
 
     try:
+        refuse_existing("--out", [args.out], args.overwrite)
         dataset = SummarizationDataset(args.data, args.split, with_text=False)
         torch.manual_seed(args.seed)
         model: MALSummarizer

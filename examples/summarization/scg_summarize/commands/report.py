@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 from . import Command
-from ._common import USER_ERRORS, error, write_json
+from ._common import USER_ERRORS, add_overwrite_argument, error, refuse_existing, write_json
 
 __all__ = ["COMMAND"]
 
@@ -32,6 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--split", default=None, help="only results on this split")
     parser.add_argument("--output", type=Path, default=None, help="also write the markdown here")
     parser.add_argument("--json", type=Path, default=None, help="write all collected results as one JSON list")
+    add_overwrite_argument(parser, "--output and --json")
     parser.add_argument("--title", default="Results", help="the report's heading")
     parser.add_argument(
         "--columns",
@@ -47,6 +48,8 @@ def run(args: argparse.Namespace) -> int:
     from ..evaluation.report import collect_results, columns_table, markdown_report, select_results
 
     try:
+        refuse_existing("--output", [args.output], args.overwrite)
+        refuse_existing("--json", [args.json], args.overwrite)
         results = collect_results(args.runs_dir)
         if args.split is not None:
             results = [r for r in results if r.get("split") == args.split]

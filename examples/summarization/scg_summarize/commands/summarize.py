@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from . import Command
-from ._common import USER_ERRORS, error, positive_int, set_threads
+from ._common import USER_ERRORS, add_overwrite_argument, error, positive_int, refuse_existing, set_threads
 
 if TYPE_CHECKING:
     from ..decoding.inputs import SourceDocument
@@ -77,6 +77,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     out = parser.add_argument_group("output")
     out.add_argument("--output", type=Path, default=None, help="write here instead of stdout")
+    add_overwrite_argument(out, "--output")
     out.add_argument("--jsonl", action="store_true", help="one JSON object per document")
     out.add_argument("--attention", action="store_true", help="include attention in the JSON (implies --jsonl)")
     out.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -254,6 +255,7 @@ def run(args: argparse.Namespace) -> int:
             "erase the documents before they are read; choose another --output",
         )
     try:
+        refuse_existing("--output", [args.output], args.overwrite)
         loaded = load_run(
             args.run, checkpoint=args.checkpoint, coarse_topk=args.coarse_topk, device=args.device, data_dir=args.data
         )

@@ -23,7 +23,7 @@ from typing import Any
 
 from ..jsonlines import json_objects
 from . import Command
-from ._common import USER_ERRORS, error
+from ._common import USER_ERRORS, add_overwrite_argument, error, refuse_existing
 
 __all__ = ["COMMAND", "read_record"]
 
@@ -35,6 +35,7 @@ def _add_output(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--format", default=None, help=f"comma-separated formats written next to --output ({','.join(FIGURE_FORMATS)})"
     )
+    add_overwrite_argument(parser, "the figure files")
 
 
 def _add_record(parser: argparse.ArgumentParser) -> None:
@@ -89,9 +90,10 @@ def run(args: argparse.Namespace) -> int:
     """Execute ``visualize``; returns 0 on success, 1 on an error."""
     from ..viz.curves import find_log, load_curves, plot_curves
     from ..viz.heatmaps import attention_from_record, coarse_heatmap, word_heatmap
-    from ..viz.output import save_figure
+    from ..viz.output import figure_paths, save_figure
 
     try:
+        refuse_existing("--output", figure_paths(args.output, _formats(args)), args.overwrite)
         if args.figure == "curves":
             log = find_log(args.run) if args.run is not None else args.log
             if not Path(log).is_file():
