@@ -92,6 +92,19 @@ def test_outputs_a_user_has_are_not_replaced_without_overwrite(
         assert mine.read_text() != "mine\n"
 
 
+@pytest.mark.parametrize(
+    ("device", "said"),
+    [("meta", "expected cpu, cuda or cuda:N, got 'meta'"), ("nope", "expected cpu, cuda or cuda:N, got 'nope'")]
+    + ([] if torch.cuda.is_available() else [("cuda", "'cuda', but no CUDA GPU is available here")]),
+)
+def test_a_decoding_device_this_machine_lacks_is_a_usage_error(device: str, said: str, tmp_path: Path, capsys) -> None:
+    """(``--device cuda`` without a GPU was reported as an unreadable checkpoint.)"""
+    docs = tmp_path / "docs.txt"
+    docs.write_text("a document .\n")
+    assert main(["summarize", "--run", str(tmp_path / "run"), "--input", str(docs), "--device", device]) == 2
+    assert f"argument --device: {said}" in capsys.readouterr().err
+
+
 def test_prepare_refuses_a_run_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run = tmp_path / "run"
     files = _fake_run(run)

@@ -86,8 +86,28 @@ def add_decode_arguments(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument("--batch-size", type=positive_int, default=32)
     group.add_argument("--checkpoint", default=None, help="a specific checkpoint of the run (default: the best)")
-    group.add_argument("--device", default="cpu")
+    group.add_argument("--device", type=available_device, default="cpu", help="cpu, cuda or cuda:N (default cpu)")
     group.add_argument("--threads", type=int, default=0, help="torch CPU threads (default 0: torch's choice)")
+
+
+def available_device(text: str) -> str:
+    """``argparse`` type: a device torch knows that this machine has (``cuda`` without a GPU was
+    an error about the checkpoint, which torch could not load onto it)."""
+    if text == "cpu":  # (the default, converted by argparse too: --help and usage errors import no torch)
+        return text
+    import torch
+
+    try:
+        device = torch.device(text)
+    except RuntimeError:
+        device = None
+    if device is None or device.type not in ("cpu", "cuda"):
+        raise argparse.ArgumentTypeError(f"expected cpu, cuda or cuda:N, got {text!r}")
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise argparse.ArgumentTypeError(f"{text!r}, but no CUDA GPU is available here; expected 'cpu'")
+    if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
+        raise argparse.ArgumentTypeError(f"{text!r}, but this machine has {torch.cuda.device_count()} CUDA GPU(s)")
+    return text
 
 
 def given_options(args: argparse.Namespace) -> dict[str, Any]:
