@@ -17,7 +17,7 @@ from dataclasses import fields
 from typing import Any
 
 from ..decode_options import DecodeOptions, Setting, default_min_len, setting_of
-from ._common import positive_int
+from ._common import missing_cuda, positive_int
 
 __all__ = [
     "add_decode_arguments",
@@ -103,10 +103,9 @@ def available_device(text: str) -> str:
         device = None
     if device is None or device.type not in ("cpu", "cuda"):
         raise argparse.ArgumentTypeError(f"expected cpu, cuda or cuda:N, got {text!r}")
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise argparse.ArgumentTypeError(f"{text!r}, but no CUDA GPU is available here; expected 'cpu'")
-    if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
-        raise argparse.ArgumentTypeError(f"{text!r}, but this machine has {torch.cuda.device_count()} CUDA GPU(s)")
+    missing = missing_cuda(text)
+    if missing is not None:
+        raise argparse.ArgumentTypeError(f"{missing}; expected 'cpu'")
     return text
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from . import Command
+from ._common import missing_cuda
 
 __all__ = ["COMMAND", "add_arguments", "evaluate_test", "run", "test_table"]
 
@@ -165,13 +166,9 @@ def _problems(args: argparse.Namespace, saved: dict[str, Any] | None) -> tuple[A
             f"--data {args.data}: not a prepared corpus (no {META_FILE}); expected a directory "
             f"written by scg-summarize prepare"
         )
-    if config is not None and config.train.device.startswith("cuda"):
-        import torch
-
-        if not torch.cuda.is_available():
-            problems.append(
-                f"train.device: {config.train.device!r}, but no CUDA GPU is available here; expected 'auto' or 'cpu'"
-            )
+    missing = None if config is None else missing_cuda(config.train.device)
+    if missing is not None:
+        problems.append(f"train.device: {missing}; expected 'auto' or 'cpu'")
     if config is not None and args.resume and (args.out / "config.json").is_file():
         saved = json.loads((args.out / "config.json").read_text())
         if saved.get("name") != config.name:
