@@ -109,8 +109,8 @@ def evaluate_nll(
         tokens += int(out.tokens())
         unknown = torch.full_like(batch.tgt_lengths, -1)
         stats.add(out, batch.salient if batch.salient is not None else unknown, batch.src_mask)
-        if names:
-            terms = out.document_terms()
+        terms = out.document_terms() if names else {}
+        if terms:
             for name, value in zip(terms, torch.stack([v.to(torch.float64) for v in terms.values()]).tolist()):
                 term_sums[name] += value
                 term_docs[name] += int(batch.src.shape[0])
