@@ -125,7 +125,9 @@ class DecodeOptions:
             corpora prepared with digit mapping) and number punctuation (``##.#``, ``#,###``).
         n_best: finished hypotheses returned per example (at most ``beam_size``).
         extras: names of the model's ``extras`` (attention) to record for every generated word
-            (``"*"`` records all of them; names the model does not return are ignored).
+            (``"*"`` records all of them). A name the decoder does not return is refused
+            when it declares its ``offered_extras`` (the project's decoders do; see
+            ``scg_summarize.decoding.protocol``), and recorded nowhere otherwise.
         recombine: hypothesis recombination in beam search (Rush et al. 2015, Algorithm 1): of
             the live hypotheses of an example that end in the same ``C`` words, only the best is
             kept. Exact for a decoder whose state is its last ``C`` words (it must say so with a
@@ -201,8 +203,8 @@ class DecodeOptions:
     extras: tuple[str, ...] = _setting(
         (),
         flag="--extras",
-        help="model outputs recorded per generated word, comma-separated (* = all; summarize --attention "
-        "records the attention)",
+        help="model outputs recorded per generated word and written to the JSON lines, comma-separated: "
+        "coarse_attn, chunk_read, word_attn (* = all; --attention records all the attention)",
         expected="a list of names",
         test=lambda v: isinstance(v, (tuple, list)) and all(isinstance(e, str) for e in v),
         parse=_names,

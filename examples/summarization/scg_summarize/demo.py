@@ -140,11 +140,13 @@ def chunk_attention(run_dir: Path, data: Path, index: int = 0) -> tuple[torch.Te
     """Greedy-decode test document ``index`` with the shared decoder; returns the coarse attention
     ``(steps, M)`` (the words, then ``</s>``), the step labels and the salient chunk."""
     from .decoding import Summarizer, documents_from_split, load_run
+    from .decoding.protocol import offered_extras
 
     run = load_run(run_dir, data_dir=data)
     dataset = SummarizationDataset(data, "test", vocab=run.vocab)
     doc = next(iter(run.prepare(documents_from_split(dataset, [index]))))
-    options = (run.run_options or DecodeOptions()).updated({"extras": ("coarse_attn", "chunk_read")})
+    wanted = offered_extras(run.decoder, ("coarse_attn", "chunk_read"))
+    options = (run.run_options or DecodeOptions()).updated({"extras": wanted})
     summary = Summarizer(run.decoder, run.vocab, options).summarize_batch([doc])[0][0]
     weights = summary.extras["coarse_attn"].float().cpu()
     return weights, [*summary.tokens, "</s>"][: weights.shape[0]], doc.salient

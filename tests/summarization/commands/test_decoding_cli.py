@@ -78,6 +78,26 @@ def test_jsonl_with_attention(toy: ToySetup, tmp_path: Path) -> None:
         assert record["refs"]
 
 
+def test_extras_on_the_command_line(toy: ToySetup, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """``--jsonl --extras NAMES`` writes the named attention only; a name the model does not return
+    and ``--extras`` without JSON output are usage errors; ``evaluate`` has no ``--extras``."""
+    args = ["summarize", "--run", str(toy.run), "--data", str(toy.data), "--limit", "2", "--max-len", "5"]
+    out = tmp_path / "coarse.jsonl"
+    assert cli.main([*args, "--jsonl", "--extras", "coarse_attn", "--output", str(out)]) == 0
+    for line in out.read_text(encoding="utf-8").splitlines():
+        att = json.loads(line)["attention"]
+        assert set(att) == {"steps", "source", "coarse"}  # not the word attention <unk> replacement records
+    capsys.readouterr()
+    assert cli.main([*args, "--jsonl", "--extras", "coarse_attn,coarse"]) == 2
+    err = capsys.readouterr().err
+    assert "asks for 'coarse'" in err and "coarse_attn, chunk_read, word_attn" in err and "Traceback" not in err
+    assert cli.main([*args, "--extras", "coarse_attn"]) == 2
+    err = capsys.readouterr().err
+    assert "--extras records model outputs" in err and "add --jsonl" in err
+    status = cli.main(["evaluate", "--run", str(toy.run), "--data", str(toy.data), "--extras", "coarse_attn"])
+    assert status == 2 and "unrecognized arguments: --extras" in capsys.readouterr().err
+
+
 def test_unk_replacement_copies_the_most_attended_source_word() -> None:
     attn = torch.zeros(3, 2, 2)
     attn[1, 1, 0] = 0.9  # step 1 attends to chunk 1, word 0

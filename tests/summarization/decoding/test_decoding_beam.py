@@ -8,11 +8,13 @@ from scg_summarize.data import SummarizationDataset
 from scg_summarize.data.batching import collate_examples
 from scg_summarize.decoding import (
     DecodeOptions,
+    Summarizer,
     beam_search,
     documents_from_split,
     greedy_search,
     load_run,
 )
+from scg_summarize.evaluation import teacher_forced
 
 from ..eval_support import UNCONSTRAINED, ToySetup, dummy_batch, enumerate_sequences, make_toy_setup
 from ..toy_decoders import PrefixTableDecoder
@@ -106,6 +108,31 @@ def test_extras_are_recorded_per_generated_word(toy: ToySetup) -> None:
         assert hyp.extras["chunk_read"].dtype == torch.bool
         assert hyp.extras["chunk_read"].sum(-1).tolist() == [1] * steps  # argmax: one chunk per step
         assert hyp.extras["word_attn"].shape == (steps, m, n)
+
+
+def test_an_extra_the_model_does_not_return_is_refused_before_decoding(toy: ToySetup) -> None:
+    """A misspelt or unsupported name is refused, naming it and what the model returns (it was
+    recorded nowhere, without a word); a decoder that declares no ``offered_extras`` keeps the
+    protocol's leniency (it returns what it has)."""
+    run = load_run(toy.run)
+    batch = collate_examples(list(documents_from_split(SummarizationDataset(toy.data, "test"), range(2))))
+    expected = r"DecodeOptions.extras \(--extras\) asks for 'coarse', .*they return: coarse_attn, chunk_read, word_attn"
+    for search, greedy in ((beam_search, False), (greedy_search, True)):
+        options = DecodeOptions(greedy=greedy, max_len=3, extras=("coarse_attn", "coarse"), **UNCONSTRAINED)
+        with pytest.raises(ValueError, match=expected):
+            search(run.decoder, batch, options)
+    with pytest.raises(ValueError, match=r"teacher_forced\(keep_extras=...\) asks for 'attn'"):
+        teacher_forced(run.decoder, batch, keep_extras=("attn",))
+    with pytest.raises(ValueError, match="asks for 'word'"):
+        Summarizer(run.decoder, run.vocab, DecodeOptions(extras=("word",))).summarize_batch(
+            list(documents_from_split(SummarizationDataset(toy.data, "test"), range(1)))
+        )
+    undeclared = PrefixTableDecoder(V)
+    assert not hasattr(undeclared, "offered_extras")
+    hyps = beam_search(
+        undeclared, dummy_batch(2), DecodeOptions(beam_size=2, max_len=3, extras=("coarse",), **UNCONSTRAINED)
+    )
+    assert all(h[0].extras == {} for h in hyps)
 
 
 def test_batching_does_not_change_results(toy: ToySetup) -> None:

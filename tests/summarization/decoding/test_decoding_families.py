@@ -18,6 +18,7 @@ from scg_summarize.decoding import (
     greedy_search,
     load_run,
 )
+from scg_summarize.decoding.protocol import request_extras
 from scg_summarize.evaluation import teacher_forced
 
 from ..eval_support import UNCONSTRAINED, write_run
@@ -73,6 +74,22 @@ def test_every_family_loads_and_decodes_through_the_one_adapter(name: str, runs:
     with torch.no_grad():
         out = loaded.decoder.model(batch.src, batch.src_mask, batch.tgt, batch.tgt_mask, mode="greedy")
     assert sum(scored.nll) == pytest.approx(float(out.total_nll()), rel=1e-4)
+
+
+@pytest.mark.parametrize("name", list(FAMILIES))
+def test_every_family_offers_exactly_the_extras_its_steps_return(
+    name: str, runs: dict[str, Path], corpus: Path
+) -> None:
+    """``offered_extras`` is what a step returns when asked for all (so that a request for a name it
+    lacks is refused, and evaluation's optional attention is asked for where it exists)."""
+    decoder = load_run(runs[name]).decoder
+    assert isinstance(decoder, ModelStepDecoder)
+    batch = collate_examples(list(documents_from_split(SummarizationDataset(corpus, "test"), range(2))))
+    request_extras(decoder, ("*",))
+    state = decoder.init_state(batch)
+    _, _, extras = decoder.step(state, torch.full((2,), 2))
+    assert sorted(extras) == sorted(decoder.offered_extras)
+    assert ("chunk_read" in decoder.offered_extras) == (name == "tiny-C2F")  # the one family reading chosen chunks
 
 
 def test_a_run_loads_its_best_checkpoint_else_the_latest(runs: dict[str, Path], tmp_path: Path) -> None:

@@ -56,8 +56,9 @@ def _shown(value: Any) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
-def add_decode_arguments(parser: argparse.ArgumentParser) -> None:
-    """One flag per `DecodeOptions` field, then the batching/placement options of decoding."""
+def add_decode_arguments(parser: argparse.ArgumentParser, skip: tuple[str, ...] = ()) -> None:
+    """One flag per `DecodeOptions` field (but the fields ``skip``, which the command would not
+    use), then the batching/placement options of decoding."""
 
     group = parser.add_argument_group(
         "decoding (each flag defaults to the run's [eval] table, else to the default shown; "
@@ -65,6 +66,8 @@ def add_decode_arguments(parser: argparse.ArgumentParser) -> None:
     )
     defaults = DecodeOptions()
     for item in fields(DecodeOptions):
+        if item.name in skip:
+            continue
         setting: Setting = item.metadata["setting"]
         shown = "" if item.name == "min_len" else f" (default {_shown(getattr(defaults, item.name))})"
         kwargs: dict[str, Any] = {"dest": _DEST + item.name, "default": None, "help": setting.help + shown}

@@ -62,7 +62,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="also score the top-K source words of each saliency attention with ROUGE-1 "
         "(Li et al.'s Table 4, k = 10; MAL runs)",
     )
-    add_decode_arguments(parser)
+    add_decode_arguments(parser, skip=("extras",))  # (it records the attention its metrics read, and writes no extras)
     add_rouge_arguments(parser)
 
 

@@ -17,7 +17,9 @@ wrapped at a fixed width) is summarized line by line with a warning that points 
 ``--format document`` (the whole input is one document, blank lines separate paragraphs).
 ``--attention`` adds ``attention``: ``steps`` (the generated words then
 ``</s>``), ``source`` (the source words per chunk), ``coarse`` (steps x M), ``chunk_read``
-(steps x M) and ``word`` (steps x M x N) when the model returns them.
+(steps x M) and ``word`` (steps x M x N) when the model returns them; ``--jsonl --extras NAMES``
+adds the named ones only (``coarse_attn``, ``chunk_read``, ``word_attn``; a name the model does
+not return is refused).
 """
 
 from __future__ import annotations
@@ -92,18 +94,20 @@ def _round(value: Any, digits: int = 4) -> Any:
     return round(float(value), digits)
 
 
-def attention_record(doc: SourceDocument, summary: Summary) -> dict[str, Any]:
-    """The ``attention`` object of a JSON line (see the module docstring)."""
+def attention_record(doc: SourceDocument, summary: Summary, names: tuple[str, ...] = ATTENTION_KEYS) -> dict[str, Any]:
+    """The ``attention`` object of a JSON line (see the module docstring): the extras ``names``
+    that ``summary`` recorded."""
     record: dict[str, Any] = {"steps": [*summary.tokens, "</s>"], "source": doc.words}
     for key in ATTENTION_KEYS:
-        if key in summary.extras:
+        if key in names and key in summary.extras:
             value = summary.extras[key]
             record[_JSON_NAMES[key]] = value.tolist() if key == "chunk_read" else _round(value.tolist())
     return record
 
 
-def summary_record(doc: SourceDocument, summaries: list[Summary], attention: bool) -> dict[str, Any]:
-    """One JSON line: the best summary (and the n-best list when there are several)."""
+def summary_record(doc: SourceDocument, summaries: list[Summary], attention: tuple[str, ...] = ()) -> dict[str, Any]:
+    """One JSON line: the best summary (and the n-best list when there are several), with the
+    ``attention`` extras named (none: no ``attention`` object)."""
     best = summaries[0]
     record: dict[str, Any] = {
         "id": doc.id,
@@ -120,7 +124,7 @@ def summary_record(doc: SourceDocument, summaries: list[Summary], attention: boo
     if doc.refs:
         record["refs"] = doc.refs
     if attention:
-        record["attention"] = attention_record(doc, best)
+        record["attention"] = attention_record(doc, best, attention)
     return record
 
 
@@ -189,9 +193,11 @@ def _write(
     summarizer: Summarizer,
     docs: Iterator[SourceDocument],
     progress: Any = None,
+    attention: tuple[str, ...] = (),
 ) -> int:
     """Write one output line per input document, in input order; an empty document (a blank
-    input line) gets an empty summary and a warning, so output line i answers input line i."""
+    input line) gets an empty summary and a warning, so output line i answers input line i.
+    ``attention``: the extras the JSON lines get (``--attention``: all; ``--extras``: the named)."""
 
     count = 0
     as_json = args.jsonl or args.attention
@@ -217,7 +223,7 @@ def _write(
         for doc_id in empties_before.popleft():
             empty(doc_id)
         if as_json:
-            handle.write(json.dumps(summary_record(doc, summaries, args.attention), ensure_ascii=False) + "\n")
+            handle.write(json.dumps(summary_record(doc, summaries, attention), ensure_ascii=False) + "\n")
         else:
             handle.write(summaries[0].text + "\n")
         handle.flush()
@@ -244,10 +250,16 @@ def run(args: argparse.Namespace) -> int:
     from ..data.progress import Progress, progress_enabled
     from ..decode_options import DecodeOptions
     from ..decoding.loading import load_run
+    from ..decoding.protocol import offered_extras
     from ..decoding.summarizer import Summarizer
-    from ._decoding_args import check_recombine, decode_options
+    from ._decoding_args import check_recombine, decode_options, given_options
 
     set_threads(args)
+    if "extras" in given_options(args) and not (args.jsonl or args.attention):
+        return error(
+            "summarize",
+            "--extras records model outputs per generated word, which only the JSON lines write: add --jsonl",
+        )
     if args.output is not None and args.input not in (None, "-") and _same_file(Path(args.input), args.output):
         return error(
             "summarize",
@@ -261,19 +273,22 @@ def run(args: argparse.Namespace) -> int:
         )
         options = decode_options(args, loaded.run_options or DecodeOptions())
         if args.attention:
-            options = options.updated({"extras": tuple(dict.fromkeys((*options.extras, *ATTENTION_KEYS)))})
+            wanted = offered_extras(loaded.decoder, ATTENTION_KEYS)
+            options = options.updated({"extras": tuple(dict.fromkeys((*options.extras, *wanted)))})
         check_recombine(options, loaded.decoder, args.run)
+        named = given_options(args).get("extras", ())
+        attention = ATTENTION_KEYS if args.attention or "*" in named else tuple(named)
         summarizer = Summarizer(loaded.decoder, loaded.vocab, options, batch_size=args.batch_size, device=args.device)
         docs = loaded.prepare(_documents(args, loaded))
         # a bar on stderr only when the summaries do not go to the same terminal
         show = progress_enabled(args.quiet) and (args.output is not None or not sys.stdout.isatty())
         with Progress("summarize", _total(args, loaded) if show else None, enabled=show) as bar:
             if args.output is None:
-                count = _write(args, sys.stdout, summarizer, docs, bar.update)
+                count = _write(args, sys.stdout, summarizer, docs, bar.update, attention)
             else:
                 args.output.parent.mkdir(parents=True, exist_ok=True)
                 with args.output.open("w", encoding="utf-8") as handle:
-                    count = _write(args, handle, summarizer, docs, bar.update)
+                    count = _write(args, handle, summarizer, docs, bar.update, attention)
         if args.output is not None:
             print(f"summarize: wrote {count} summaries to {args.output}", file=sys.stderr)
     except BrokenPipeError:  # `summarize ... | head -1`: the reader has gone; stop quietly

@@ -120,6 +120,12 @@ class LogLinearDecoder:
         if vocab is not None:
             self.vocab_size = int(vocab)
 
+    @property
+    def offered_extras(self) -> tuple[str, ...] | None:
+        """The wrapped model's (the protocol's optional attribute; None when it declares none)."""
+        offered: tuple[str, ...] | None = getattr(self.inner, "offered_extras", None)
+        return offered
+
     def request_extras(self, names: Iterable[str]) -> None:
         """The protocol's optional hook, passed on to the wrapped model."""
         request_extras(self.inner, names)

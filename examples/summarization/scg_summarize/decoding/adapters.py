@@ -100,6 +100,12 @@ class ModelStepDecoder:
             return False
         return choose(proj[0].device) == "triton"
 
+    @property
+    def offered_extras(self) -> tuple[str, ...]:
+        """The extras the steps return: ``coarse_attn`` and ``word_attn`` for every family, and
+        ``chunk_read`` when the model reads chosen chunks (C2F)."""
+        return ("coarse_attn", "chunk_read", "word_attn") if self.model.reads_rows else ("coarse_attn", "word_attn")
+
     def request_extras(self, names: Iterable[str]) -> None:
         """Optional protocol hook: compute ``word_attn`` only when someone records it."""
         names = set(names)

@@ -50,6 +50,12 @@ Optional: ``request_extras(names)``
     asked). Beam search, greedy search and teacher forcing call it (:func:`request_extras`) with
     the extras they record before their first step.
 
+Optional: ``offered_extras``
+    The names of the extras the steps return (a tuple attribute or property). A request for
+    another name is then refused before the first step, where a decoder that declares none has
+    it recorded nowhere; and a caller can ask for the ones a model has (:func:`offered_extras`:
+    evaluation's attention metrics, ``summarize --attention``). The project's decoders declare it.
+
 Optional: the top-k step (:class:`TopKStepDecoder`)
     ``step_topk(state, prev_tokens, k) -> (TopK, new_state, extras)`` is ``step`` that returns
     only the ``k`` most probable next words of every row, best first: ``values`` ``(R, k')``
@@ -75,6 +81,7 @@ import torch
 from ..data.batching import SourceBatch
 
 __all__ = [
+    "EXTRAS_OPTION",
     "Extras",
     "StepDecoder",
     "StepOutput",
@@ -82,6 +89,7 @@ __all__ = [
     "TopKStepDecoder",
     "check_step_output",
     "check_topk_result",
+    "offered_extras",
     "offers_topk",
     "request_extras",
     "topk_of",
@@ -90,6 +98,8 @@ __all__ = [
 S = TypeVar("S")
 
 Extras = Mapping[str, torch.Tensor]
+#: how the searches' messages name the extras they were asked to record
+EXTRAS_OPTION = "DecodeOptions.extras (--extras)"
 StepOutput = tuple[torch.Tensor, Any, Extras]
 
 
@@ -134,13 +144,36 @@ class TopKStepDecoder(StepDecoder[S], Protocol[S]):
         ...
 
 
-def request_extras(decoder: object, names: Iterable[str]) -> None:
+def request_extras(decoder: object, names: Iterable[str], where: str = EXTRAS_OPTION) -> None:
     """Tell ``decoder`` which extras will be recorded, through its optional ``request_extras(names)``
     hook (``"*"``: all; a model may skip computing the others, e.g. ``word_attn``); nothing for a
-    decoder without the hook. The searches and teacher forcing call it before their first step."""
+    decoder without the hook. The searches and teacher forcing call it before their first step.
+
+    Raises ``ValueError`` naming ``where`` (the request, for the message) when ``decoder`` declares
+    ``offered_extras`` and a name (``"*"`` aside) is not among them: a misspelt or unsupported name
+    would otherwise be recorded nowhere, without a word."""
+    names = tuple(names)
+    offered = getattr(decoder, "offered_extras", None)
+    if offered is not None:
+        missing = [name for name in names if name != "*" and name not in offered]
+        if missing:
+            raise ValueError(
+                f"{where} asks for {', '.join(map(repr, missing))}, which the model's steps do not return "
+                f"(they return: {', '.join(offered) or 'no extras'})"
+            )
     hook = getattr(decoder, "request_extras", None)
     if callable(hook):
-        hook(tuple(names))
+        hook(names)
+
+
+def offered_extras(decoder: object, wanted: Iterable[str]) -> tuple[str, ...]:
+    """The names of ``wanted`` that ``decoder`` declares in its optional ``offered_extras`` (all
+    of ``wanted`` for a decoder that declares none: it returns the ones it has), for a caller that
+    records extras where a model has them (evaluation's attention metrics, ``summarize --attention``)."""
+    offered = getattr(decoder, "offered_extras", None)
+    if offered is None:
+        return tuple(wanted)
+    return tuple(name for name in wanted if name in offered)
 
 
 def offers_topk(decoder: object) -> bool:

@@ -25,7 +25,7 @@ from .beam import beam_search
 from .blocking import SpecialIds, number_token_ids
 from .greedy import greedy_search
 from .inputs import SourceDocument
-from .protocol import StepDecoder
+from .protocol import StepDecoder, offered_extras
 
 __all__ = ["Summarizer", "Summary", "decode_batch", "replace_unks", "split_token_sentences"]
 
@@ -135,8 +135,8 @@ class Summarizer:
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
-        if options.unk == "replace" and not options.wants("word_attn"):
-            options = replace(options, extras=(*options.extras, "word_attn"))
+        if options.unk == "replace" and not options.wants("word_attn"):  # (where the model has it)
+            options = replace(options, extras=(*options.extras, *offered_extras(decoder, ("word_attn",))))
         self.decoder, self.vocab, self.options = decoder, vocab, options
         self.batch_size, self.device = batch_size, torch.device(device)
         blocked = number_token_ids(vocab.tokens) if options.block_digits else ()

@@ -60,7 +60,7 @@ def teacher_forced(
     mapping = getattr(decoder, "scored_targets", None)  # e.g. Paulus, ABS: words it cannot produce -> <unk>
     gold_ids = mapping(tgt, batch.src, batch.src_mask) if callable(mapping) else tgt
     unk_scored = ((gold_ids[:, 1:] != tgt[:, 1:]) & mask[:, 1:]).sum(1).tolist()
-    request_extras(decoder, keep_extras)
+    request_extras(decoder, keep_extras, "teacher_forced(keep_extras=...)")
     state = decoder.init_state(batch)
     nll = torch.zeros(rows, dtype=torch.float64, device=tgt.device)
     steps: dict[str, list[torch.Tensor]] = {}

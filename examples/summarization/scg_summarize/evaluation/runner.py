@@ -22,6 +22,7 @@ from ..data.vocab import require_same_vocab
 from ..decode_options import DecodeOptions
 from ..decoding.inputs import SourceDocument, documents_from_split
 from ..decoding.loading import LoadedRun
+from ..decoding.protocol import offered_extras
 from ..decoding.summarizer import Summarizer
 from .baselines import ExtractiveBaseline
 from .metrics import AttentionMetrics
@@ -102,7 +103,10 @@ def evaluate_model(
     """
     require_same_vocab(run.vocab, dataset.vocab, dataset.root, run.run_dir)
     start = time.perf_counter()
-    decode = replace(decode, extras=tuple(dict.fromkeys((*decode.extras, *ATTENTION_EXTRAS))))
+    # (the attention the metrics read, where the model has it; the options' own names are checked)
+    decode = replace(
+        decode, extras=tuple(dict.fromkeys((*decode.extras, *offered_extras(run.decoder, ATTENTION_EXTRAS))))
+    )
     summarizer = Summarizer(run.decoder, run.vocab, decode, batch_size=batch_size, device=device)
     scorer = Rouge(rouge)
     ppl, gen_metrics, tf_metrics = Perplexity(), AttentionMetrics(), AttentionMetrics()
@@ -115,7 +119,7 @@ def evaluate_model(
     for first in range(0, len(docs), batch_size):
         chunk = docs[first : first + batch_size]
         batch = collate_examples(chunk, run.vocab.pad_id).to(device)
-        scored = teacher_forced(run.decoder, batch, keep_extras=("coarse_attn",))
+        scored = teacher_forced(run.decoder, batch, keep_extras=offered_extras(run.decoder, ("coarse_attn",)))
         ppl.add(scored)
         for doc, extras, count in zip(chunk, scored.extras, scored.tokens):
             tf_metrics.add(extras, count - 1, doc.src_mask, doc.salient)
