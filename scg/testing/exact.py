@@ -31,7 +31,7 @@ from __future__ import annotations
 import itertools
 import math
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -48,6 +48,7 @@ from torch.distributions import (
 from scg.credit.graph import Graph
 from scg.credit.surrogate import objective
 from scg.errors import SCGError
+from scg.testing.arguments import Params, at_least, parameters, unused_parameters
 
 __all__ = ["QuadratureWarning", "exact_expectation", "exact_gradient", "exact_hessian"]
 
@@ -222,6 +223,7 @@ def exact_expectation(program: Program, *, quadrature: int = 48, max_runs: int =
             polynomial in x of degree < 2K − 2, approximate otherwise: see the module docstring).
         max_runs: refuse to enumerate more runs than this (counted before enumerating).
     """
+    _checked(quadrature, max_runs, "exact_expectation")
     return _expectation(program, quadrature, max_runs)[0]
 
 
@@ -229,14 +231,21 @@ def exact_expectation(program: Program, *, quadrature: int = 48, max_runs: int =
 QUADRATURE_RTOL = 1e-2
 
 
-def _grad(value: torch.Tensor, params: list[torch.Tensor]) -> list[torch.Tensor]:
-    grads = torch.autograd.grad(value, params, allow_unused=True)
+def _grad(value: torch.Tensor, params: list[torch.Tensor], where: str) -> list[torch.Tensor]:
+    """∇ ``value`` for each of ``params`` (zeros where it has no influence; refused when none has)."""
+    grads = torch.autograd.grad(value, params, allow_unused=True) if value.requires_grad else [None] * len(params)
+    unused_parameters(grads, where)
     return [torch.zeros_like(p) if g is None else g for p, g in zip(params, grads)]
+
+
+def _checked(quadrature: object, max_runs: object, where: str) -> None:
+    at_least(quadrature, 1, "quadrature", where)
+    at_least(max_runs, 1, "max_runs", where)
 
 
 def exact_gradient(
     program: Program,
-    params: Sequence[torch.Tensor],
+    params: Params,
     *,
     quadrature: int = 48,
     max_runs: int = 200_000,
@@ -250,11 +259,12 @@ def exact_gradient(
     by more than 1% of the gradient's largest entry: the cost is then probably not smooth in a
     Normal node's value (a step function, rounding, indexing), where the result is approximate.
     """
-    params = list(params)
+    params = parameters(params, "exact_gradient")
+    _checked(quadrature, max_runs, "exact_gradient")
     value, quadrature_used = _expectation(program, quadrature, max_runs)
-    grads = _grad(value, params)
+    grads = _grad(value, params, "exact_gradient")
     if check_quadrature and quadrature_used and quadrature >= 4:
-        coarse = _grad(_expectation(program, quadrature // 2, max_runs)[0], params)
+        coarse = _grad(_expectation(program, quadrature // 2, max_runs)[0], params, "exact_gradient")
         fine_flat = torch.cat([g.detach().reshape(-1) for g in grads])
         coarse_flat = torch.cat([g.detach().reshape(-1) for g in coarse])
         diff = (fine_flat - coarse_flat).abs()
@@ -273,13 +283,17 @@ def exact_gradient(
     return grads
 
 
-def exact_hessian(
-    program: Program, params: Sequence[torch.Tensor], *, quadrature: int = 48, max_runs: int = 200_000
-) -> torch.Tensor:
+def exact_hessian(program: Program, params: Params, *, quadrature: int = 48, max_runs: int = 200_000) -> torch.Tensor:
     """Exact Hessian of E[Σ costs] w.r.t. the flattened, concatenated ``params`` (d, d)."""
-    params = list(params)
+    params = parameters(params, "exact_hessian")
+    _checked(quadrature, max_runs, "exact_hessian")
     value = _expectation(program, quadrature, max_runs)[0]
-    grads = torch.autograd.grad(value, params, create_graph=True, allow_unused=True)
+    grads = (
+        torch.autograd.grad(value, params, create_graph=True, allow_unused=True)
+        if value.requires_grad
+        else (None,) * len(params)
+    )
+    unused_parameters(grads, "exact_hessian")
     flat = torch.cat([(torch.zeros_like(p) if g is None else g).reshape(-1) for p, g in zip(params, grads)])
     rows = []
     for i in range(flat.shape[0]):

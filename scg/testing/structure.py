@@ -19,6 +19,7 @@ import torch
 
 from scg.credit.graph import Graph
 from scg.graph.structure import Declared, signature
+from scg.testing.arguments import at_least
 
 __all__ = ["check_structure"]
 
@@ -61,6 +62,7 @@ def check_structure(
     """
     if not isinstance(structure, Declared):
         raise TypeError(f"check_structure: expected a scg.Declared, got {type(structure).__name__}")
+    at_least(runs, 1, "runs", "check_structure")
     kwargs = dict(graph_kwargs or {})
     for r in range(runs):
         tracked = _run(program, seed + r, **kwargs)

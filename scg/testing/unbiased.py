@@ -27,6 +27,7 @@ import torch
 
 from scg.credit.graph import Graph
 from scg.errors import SCGError
+from scg.testing.arguments import Params, at_least, non_negative, open_unit, parameters
 from scg.testing.exact import exact_gradient
 
 __all__ = [
@@ -47,7 +48,7 @@ def _flat(grads: Sequence[torch.Tensor | None], params: Sequence[torch.Tensor]) 
 
 def estimate_gradients(
     program: Program,
-    params: Sequence[torch.Tensor],
+    params: Params,
     n: int,
     *,
     seed: int = 0,
@@ -60,7 +61,8 @@ def estimate_gradients(
     ``g.surrogate_loss(**surrogate_kwargs)``. The global RNG is seeded with ``seed`` inside
     ``torch.random.fork_rng``, so the caller's RNG state is left as it was.
     """
-    params = list(params)
+    params = parameters(params, "estimate_gradients")
+    at_least(n, 1, "n", "estimate_gradients")
     kwargs = dict(surrogate_kwargs or {})
     out = []
     with torch.random.fork_rng():
@@ -78,7 +80,7 @@ def estimate_gradients(
 
 def estimate_gradients_batched(
     program: Callable[..., object],
-    params: Sequence[torch.Tensor],
+    params: Params,
     n: int,
     *,
     particles: int = 256,
@@ -95,7 +97,9 @@ def estimate_gradients_batched(
     estimate: one forward and one backward give ``particles`` estimates. ``graph_kwargs`` are
     passed to each run's ``scg.Graph``.
     """
-    params = list(params)
+    params = parameters(params, "estimate_gradients_batched")
+    at_least(n, 1, "n", "estimate_gradients_batched")
+    at_least(particles, 1, "particles", "estimate_gradients_batched")
     kwargs = dict(surrogate_kwargs or {})
     out: list[torch.Tensor] = []
     with torch.random.fork_rng():
@@ -172,6 +176,17 @@ def compare(estimates: torch.Tensor, exact: torch.Tensor, *, alpha: float = 1e-3
     order eps times the costs, whatever its own size). A coordinate whose estimates spread
     (max − min) by at most r is deterministic and must match g_j to ``atol · (1 + |g_j|) + r``.
     """
+    alpha = open_unit(alpha, "alpha", "compare")
+    atol = non_negative(atol, "atol", "compare")
+    if not isinstance(estimates, torch.Tensor) or estimates.dim() != 2 or estimates.shape[0] < 1:
+        found = tuple(estimates.shape) if isinstance(estimates, torch.Tensor) else type(estimates).__name__
+        raise SCGError(f"compare: estimates must be a tensor (n, d) with n >= 1, got {found}")
+    if not isinstance(exact, torch.Tensor) or exact.numel() != estimates.shape[1]:
+        found = tuple(exact.shape) if isinstance(exact, torch.Tensor) else type(exact).__name__
+        raise SCGError(
+            f"compare: exact must be a tensor of {estimates.shape[1]} entries, one per column of the "
+            f"estimates {tuple(estimates.shape)}, got {found}"
+        )
     eps = torch.finfo(estimates.dtype if estimates.is_floating_point() else torch.double).eps
     est = estimates.double()
     ex = exact.double().reshape(-1)
@@ -195,7 +210,7 @@ def compare(estimates: torch.Tensor, exact: torch.Tensor, *, alpha: float = 1e-3
 
 def check_unbiased(
     program: Program,
-    params: Sequence[torch.Tensor],
+    params: Params,
     n: int = 1000,
     *,
     seed: int = 0,
@@ -226,8 +241,16 @@ def check_unbiased(
         graph_kwargs: passed to each estimate's ``scg.Graph`` (e.g. ``{"structure":
             scg.Declared()}``; not to the enumeration of the exact gradient, which is tracked).
     """
-    params = list(params)
-    g_exact = _flat(list(exact) if exact is not None else exact_gradient(program, params), params)
+    params = parameters(params, "check_unbiased")
+    if exact is not None:
+        exact = list(exact)
+        shapes = [tuple(p.shape) for p in params]
+        found = [tuple(e.shape) if isinstance(e, torch.Tensor) else type(e).__name__ for e in exact]
+        if found != shapes:
+            raise SCGError(
+                f"check_unbiased: exact must hold one gradient per parameter, of shapes {shapes}, got {found}"
+            )
+    g_exact = _flat(exact if exact is not None else exact_gradient(program, params), params)
     if batched is not None:
         estimates = estimate_gradients_batched(
             batched,
@@ -247,7 +270,7 @@ def check_unbiased(
 
 def assert_unbiased(
     program: Program,
-    params: Sequence[torch.Tensor],
+    params: Params,
     n: int = 1000,
     *,
     seed: int = 0,
