@@ -177,12 +177,18 @@ def declared_relation(nodes: Sequence[Node], influences: Influences, per_example
         whole = 0
         for v in stochastic:
             try:
-                hit = bool(influences(v, node))
-                per = per_example if isinstance(per_example, bool) else bool(per_example(v, node))
+                hit = influences(v, node)
+                per = per_example if isinstance(per_example, bool) else per_example(v, node)
             except Exception as e:  # the user's declaration: name the pair
                 raise SCGError(
                     f"the declared structure raised {type(e).__name__}: {e} for ({v.describe()}, {node.describe()})"
                 ) from e
+            for what, answer in (("influences", hit), ("per_example", per)):
+                if type(answer) is not bool:  # (None from a function that falls off its end would drop the pair)
+                    raise SCGError(
+                        f"scg.Declared({what}=...) returned {answer!r} for ({v.describe()}, {node.describe()}): "
+                        "expected True or False"
+                    )
             if hit:
                 parents |= 1 << v.index
                 if not per:

@@ -9,6 +9,7 @@ describing the program is caught at the next tracked check.
 from __future__ import annotations
 
 import functools
+import re
 import warnings
 from collections.abc import Callable
 
@@ -392,3 +393,30 @@ def test_signature_of_a_graph_with_a_nested_marker_is_computed_afresh() -> None:
     assert len(sig) == len(outer.nodes)
     assert list(sig) == [node_key(n) for n in outer.nodes]
     assert list(inner.signature()) == [node_key(n) for n in inner.nodes]
+
+
+def test_a_declaration_that_returns_no_bool_is_refused_naming_the_pair() -> None:
+    """``influences`` that falls off its end returns None: taken as False, it dropped the node's
+    score term without a word (the gradient kept only its pathwise part)."""
+    theta = torch.zeros(3, requires_grad=True)
+
+    def forgot_return(v: scg.StochasticNode, node: scg.Node) -> bool:
+        if node.name == "never":
+            return False
+        return None  # type: ignore[return-value]
+
+    def per_tensor(v: scg.StochasticNode, node: scg.Node) -> bool:
+        return torch.tensor(True)  # type: ignore[return-value]
+
+    for structure, what, found in (
+        (scg.Declared(forgot_return), "influences", "None"),
+        (scg.Declared(per_example=per_tensor), "per_example", "tensor(True)"),
+    ):
+        with scg.Graph(structure=structure) as g:
+            z = scg.sample(torch.distributions.Bernoulli(logits=theta), name="z")
+            scg.cost(z * 1.0, name="c")
+        with pytest.raises(
+            scg.SCGError,
+            match=rf"Declared\({what}=...\) returned {re.escape(found)} for \(stochastic node 'z'.*cost node 'c'",
+        ):
+            g.surrogate_loss()
