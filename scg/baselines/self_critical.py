@@ -9,8 +9,9 @@ In scg the greedy decoding is the same program rerun under
 ``scg.Graph(intervene=scg.estimators.greedy)`` (every sample replaced by its distribution's mode),
 typically under ``torch.no_grad()``. Its cost does not depend on the sampled run's random choices,
 so b_v is independent of v and the estimate is unbiased (Theorem 2 of Schulman et al. 2015). scg
-checks the part it can see: a greedy cost computed *in the same graph* from the node itself is an
-error.
+checks the part it can see in a tracked graph: a greedy cost computed *in the same graph* from the
+node itself (given as a tensor, or returned by the callable; for the callable, also from a node
+drawn after it) is an error.
 
 The greedy cost is lined up with each node's learning signal Ĉ_v like a cost: leading (batch)
 dimensions align, extra trailing dimensions are summed (so a per-position cost becomes the
@@ -28,6 +29,7 @@ import torch
 
 from scg.baselines.base import Baseline, BaselineResult
 from scg.errors import SCGError
+from scg.graph.tracking import mask_attribute
 
 if TYPE_CHECKING:
     from scg.graph.nodes import Node, SampleInfo
@@ -60,6 +62,17 @@ class SelfCritical(Baseline):
             raise SCGError(
                 f"SelfCritical baseline of {node.describe()}: the callable returned "
                 f"{type(v).__name__}, expected a tensor"
+            )
+        # (a tracked graph's value carries the nodes it was computed from: bit i for node i; the
+        # node's own bit or a later node's means the value was not known before the node's draw)
+        later = getattr(v, mask_attribute(node.graph), 0) >> node.index
+        if later and not isinstance(self.greedy, torch.Tensor):
+            raise SCGError(
+                f"SelfCritical baseline of {node.describe()}: the callable returned a greedy cost "
+                "computed from the node's own sample (or from a node drawn after it); a baseline may "
+                "only use information from before the sample (Theorem 2), otherwise the estimate is "
+                "biased. Compute the greedy cost in its own run, e.g. under "
+                "scg.Graph(intervene=scg.estimators.greedy)"
             )
         v = v.detach().to(target.dtype)
         lead = tuple(info.sizes)

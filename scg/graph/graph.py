@@ -29,7 +29,7 @@ from scg.graph.nodes import CostNode, DeterministicNode, Location, Node, Stochas
 from scg.graph.queries import GraphQueries
 from scg.graph.structure import Declared, Structure, node_key, signature
 from scg.graph.threads import InThread, wrap
-from scg.graph.tracking import InfluenceTracker, Paused
+from scg.graph.tracking import InfluenceTracker, Paused, mask_attribute
 
 __all__ = ["GraphRecord", "Intervention", "current_graph"]
 
@@ -201,7 +201,7 @@ class GraphRecord(GraphQueries):
         """The graph's tracking mode (made on first use: an untracked graph needs none)."""
         if self._tracker_obj is None:
             reports = EscapeReports(nodes=self.nodes, warn=self.warn_on_escape, strict=self.strict)
-            self._tracker_obj = InfluenceTracker(f"_scg_mask_{self.id}", reports)
+            self._tracker_obj = InfluenceTracker(mask_attribute(self.id), reports)
         return self._tracker_obj
 
     @property

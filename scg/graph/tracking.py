@@ -81,9 +81,15 @@ from scg.graph.ops import (
 from scg.graph.ops import info as op_info
 from scg.graph.propagate import paired_inputs, propagate
 
-__all__ = ["InfluenceTracker", "Paused"]
+__all__ = ["InfluenceTracker", "Paused", "mask_attribute"]
 
 Tensor = torch.Tensor
+
+
+def mask_attribute(graph: int) -> str:
+    """The tensor attribute under which the tracker of graph ``graph`` (its id) stores a value's
+    mask: the stochastic nodes of that graph the value was computed from, one bit per node index."""
+    return f"_scg_mask_{graph}"
 
 
 def storage_key(t: Tensor) -> int:

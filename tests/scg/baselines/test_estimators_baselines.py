@@ -261,6 +261,27 @@ def test_self_critical_inputs_and_errors() -> None:
         scg.baselines.SelfCritical(torch.tensor([float("nan")]))
 
 
+def test_a_callable_self_critical_value_computed_from_the_node_is_refused() -> None:
+    """The callable form was not checked: a "greedy" cost computed from the node itself in the same
+    graph is b_v = c(v), which zeroed the node's score term without a word. From an earlier node it
+    is allowed (that node precedes the draw)."""
+    th = theta()
+    box: dict[str, torch.Tensor] = {}
+    sc = scg.baselines.SelfCritical(lambda node: box[node.name])
+    with scg.Graph() as g:
+        z0 = scg.sample(Categorical(logits=th[:3]), name="z0")
+        box["z1"] = TAB[z0]  # from the node before z1: allowed
+        z1 = scg.sample(Categorical(logits=th[:3] + z0), name="z1", baseline=sc)
+        scg.cost(TAB[z1] + TAB[z0], name="c")
+    assert g.surrogate_loss().requires_grad
+    with scg.Graph() as g:
+        z = scg.sample(Bernoulli(logits=th[:3]), name="z", baseline=sc)
+        box["z"] = z * 1.0
+        scg.cost(z * 1.0, name="c")
+    with pytest.raises(scg.SCGError, match=r"SelfCritical baseline of stochastic node 'z'.*own sample.*Theorem 2"):
+        g.surrogate_loss()
+
+
 # --------------------------------------------------------------------------- normalization
 
 
