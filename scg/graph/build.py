@@ -165,6 +165,8 @@ def sample(
         tensors = torch_dist_tensors(dist)
         tracker = g.tracker
         tracker.drawing += 1  # (the random calls in here are scg's own: the draw, its scoring)
+        if g.outer is not None:  # (and not hidden randomness to the graphs this one is nested in)
+            _outer_drawing(g, 1)
         try:
             with g.paused() if tensors is not None else _NOT_PAUSED:
                 if raw is None:
@@ -174,9 +176,18 @@ def sample(
                 private, log_prob = _scored(dist, estimator, value, shape, name, location)
         finally:
             tracker.drawing -= 1
-    else:  # (Declared, and Cached between its tracked graphs: nothing to pause or count)
+            if g.outer is not None:
+                _outer_drawing(g, -1)
+    elif g.outer is None:  # (Declared, and Cached between its tracked graphs: nothing to pause or count)
         value = raw if raw is not None else _draw(estimator, dist, shape, name, location)
         private, log_prob = _scored(dist, estimator, value, shape, name, location)
+    else:  # (nested in a graph that may be tracked: its tracker sees the draw)
+        _outer_drawing(g, 1)
+        try:
+            value = raw if raw is not None else _draw(estimator, dist, shape, name, location)
+            private, log_prob = _scored(dist, estimator, value, shape, name, location)
+        finally:
+            _outer_drawing(g, -1)
     baseline_inputs = None if node_baseline is None else _baseline_inputs(g, node_baseline)
     node = _node(StochasticNode, g, name, "stochastic", step, location, value, parents, foreign)
     node.dist = dist
@@ -261,18 +272,30 @@ def _drawn_first(
         raise SCGError(f"scg.sample(name={name!r}) at {location}: {e}") from None
 
 
+def _outer_drawing(g: GraphRecord, step: int) -> None:
+    """Count a draw of ``g`` (``step`` 1 on entry, -1 on exit) in the trackers of the tracked
+    graphs ``g`` is nested in: their modes see its random calls too, which are scg's own."""
+    outer = g.outer
+    while outer is not None:
+        if outer.tracked:
+            outer.tracker.drawing += step
+        outer = outer.outer
+
+
 @contextmanager
 def _own_randomness(g: GraphRecord) -> Iterator[None]:
     """In a tracked graph, the random calls made inside are scg's own (a draw, its scoring, an
-    intervention hook's replay): the tracker does not report them as hidden randomness."""
-    if not g.tracked:
-        yield
-        return
-    g.tracker.drawing += 1
+    intervention hook's replay): the tracker (nor those of the graphs it is nested in) does not
+    report them as hidden randomness."""
+    if g.tracked:
+        g.tracker.drawing += 1
+    _outer_drawing(g, 1)
     try:
         yield
     finally:
-        g.tracker.drawing -= 1
+        if g.tracked:
+            g.tracker.drawing -= 1
+        _outer_drawing(g, -1)
 
 
 def _draw(

@@ -30,6 +30,7 @@ from typing import Any, Protocol
 
 import torch
 from torch._C import _functorch
+from torch.distributions import Distribution
 
 from scg.errors import InfluenceLostError, InfluenceLostWarning, SCGError, UntrackedRandomnessWarning
 from scg.graph.masks import bits
@@ -105,16 +106,55 @@ def check_transform(tracker: Reporter, args: tuple[Any, ...], kwargs: dict[str, 
         report_escape(tracker, TRANSFORM, m, library_ok=True)
 
 
+#: draws whose gradient with respect to their probabilities is defined as zero: a result that
+#: requires grad still carries none of its dependence on them
+ZERO_GRADIENT_DRAWS = frozenset({"bernoulli", "bernoulli_", "poisson", "binomial"})
+
+
 def draw_loses_grad(name: str, args: tuple[Any, ...], out: Any) -> bool:
     """A random draw from probabilities that require grad (``torch.multinomial(softmax(θ))``,
-    ``Categorical(logits=θ).sample()``, which expands θ under ``no_grad``) whose result does not:
-    its dependence on θ has no gradient. (``randn_like(x)`` reads only ``x``'s shape.)"""
-    if name.endswith("_like") or (isinstance(out, Tensor) and out.requires_grad):
+    ``Categorical(logits=θ).sample()``, which expands θ under ``no_grad``) whose result does not,
+    or whose gradient is zero by definition (``torch.bernoulli(sigmoid(θ))``,
+    `ZERO_GRADIENT_DRAWS`): its dependence on θ has no gradient. (``randn_like(x)`` reads only
+    ``x``'s shape.)"""
+    if name.endswith("_like"):
+        return False
+    if isinstance(out, Tensor) and out.requires_grad and name not in ZERO_GRADIENT_DRAWS:
         return False
     for a in args:
         if isinstance(a, Tensor) and (a.requires_grad or (a._base is not None and a._base.requires_grad)):
             return True
     return False
+
+
+#: how many frames above a random call `hidden_sample` looks for a ``Distribution.sample``
+_SAMPLE_DEPTH = 8
+
+
+def hidden_sample(tracker: Reporter) -> tuple[str, int] | None:
+    """``("Exponential.sample", mask)`` when the random call being handled (no argument of which
+    requires grad or was computed from a node) is made inside ``Distribution.sample`` of a
+    distribution whose parameters require grad (mask 0) or were computed from nodes (their mask):
+    the noise comes from a fresh tensor and the parameters enter afterwards under ``no_grad``
+    (``Exponential``, ``Uniform``, ``ContinuousBernoulli``, ...), so the draw alone shows no
+    dependence on them. The outermost such ``sample`` names the draw (``NegativeBinomial``, not
+    the ``Gamma`` it samples through). None otherwise. Called only on random calls, so the
+    frame walk costs nothing per operation."""
+    frame: FrameType | None = sys._getframe(2)
+    name, grad, mask = None, False, 0
+    for _ in range(_SAMPLE_DEPTH):
+        if frame is None:
+            break
+        if frame.f_code.co_name == "sample":
+            dist = frame.f_locals.get("self")
+            if isinstance(dist, Distribution):
+                name = f"{type(dist).__name__}.sample"
+                for value in vars(dist).values():
+                    if isinstance(value, Tensor):
+                        grad = grad or value.requires_grad
+                        mask |= tracker.mask_of(value)
+        frame = frame.f_back
+    return (name, mask) if name is not None and (grad or mask) else None
 
 
 @dataclass(kw_only=True, slots=True)

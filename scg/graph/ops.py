@@ -83,7 +83,7 @@ repeat_interleave nonzero_static""".split()
 _RANDOM = frozenset(
     """bernoulli bernoulli_ multinomial normal normal_ poisson binomial
 _standard_gamma _sample_dirichlet exponential_ geometric_ uniform_ cauchy_ log_normal_ random_
-rand_like randn_like randint_like""".split()
+rand randn randint rand_like randn_like randint_like""".split()
 )
 
 #: Frames in these modules are wrappers between the user's call and the mode.

@@ -58,6 +58,7 @@ from scg.graph.escapes import (
     Handler,
     check_transform,
     draw_loses_grad,
+    hidden_sample,
     report_escape,
     report_random,
 )
@@ -281,8 +282,13 @@ class InfluenceTracker(TorchFunctionMode):
                         tracked.append((-1, a, am))
                         aliased = aliased or bool(storages)
         if not m:
-            if flags & F_RANDOM and not self.drawing and draw_loses_grad(name, args, out):
-                report_random(self, name, 0)  # Categorical(logits=theta).sample(): no score term
+            if flags & F_RANDOM and not self.drawing:
+                if draw_loses_grad(name, args, out):
+                    report_random(self, name, 0)  # Categorical(logits=theta).sample(): no score term
+                else:
+                    hidden = hidden_sample(self)  # Exponential(rate=theta).sample(): noise, then theta
+                    if hidden is not None:
+                        report_random(self, hidden[0], hidden[1])
             if _transforms_active():
                 check_transform(self, args, kwargs)
             return out

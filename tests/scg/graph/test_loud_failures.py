@@ -7,6 +7,7 @@ import warnings
 
 import pytest
 import torch
+import torch.distributions as D
 from torch.distributions import Categorical, Normal
 
 import scg
@@ -52,6 +53,52 @@ def test_untracked_draw_from_parameter_probabilities_warns(how: str) -> None:
             k = Normal(THETA, 1.0).sample().sum()  # .sample(), not rsample: no gradient
         scg.cost(z.sum() + k, name="c")
     g.surrogate_loss()
+
+
+DRAWS = {  # a hidden draw from θ's distribution, and the name the warning gives it
+    "torch.bernoulli": (lambda: torch.bernoulli(torch.sigmoid(THETA)), r"bernoulli\(\)"),
+    "torch.poisson": (lambda: torch.poisson(THETA.exp()), r"poisson\(\)"),
+    "Exponential": (lambda: D.Exponential(THETA.exp()).sample(), r"Exponential.sample\(\)"),
+    "Uniform": (lambda: D.Uniform(THETA, THETA + 1).sample(), r"Uniform.sample\(\)"),
+    "Laplace": (lambda: D.Laplace(THETA, 1.0).sample(), r"Laplace.sample\(\)"),
+    "ContinuousBernoulli": (lambda: D.ContinuousBernoulli(logits=THETA).sample(), r"ContinuousBernoulli.sample"),
+    "Kumaraswamy": (lambda: D.Kumaraswamy(THETA.exp(), 1.0).sample(), r"Kumaraswamy.sample\(\)"),
+    "RelaxedBernoulli": (lambda: D.RelaxedBernoulli(0.5, logits=THETA).sample(), r"RelaxedBernoulli.sample"),
+    "NegativeBinomial": (lambda: D.NegativeBinomial(3, logits=THETA).sample(), r"NegativeBinomial.sample"),
+}
+
+
+@pytest.mark.parametrize("how", list(DRAWS))
+def test_a_draw_whose_gradient_is_lost_warns_however_torch_draws_it(how: str) -> None:
+    """``torch.bernoulli`` and ``torch.poisson`` return a result that requires grad (a zero
+    gradient by definition), and ``Exponential`` & co. draw noise from a fresh tensor, then apply
+    θ under ``no_grad``: none of them warned, and the gradient silently lost the draw's
+    dependence on θ (0 where d/dθ E was 0.25 for the Bernoulli)."""
+    draw, name = DRAWS[how]
+    with scg.Graph() as g, pytest.warns(scg.UntrackedRandomnessWarning, match=name + ".*require grad"):
+        z = scg.sample(Normal(torch.zeros(3), 1.0), name="z")
+        scg.cost(z.sum() + draw().float().sum(), name="c")
+    g.surrogate_loss()
+
+
+def test_a_distribution_sampled_from_a_nodes_value_warns_naming_the_node() -> None:
+    with scg.Graph() as g, pytest.warns(scg.UntrackedRandomnessWarning, match=r"Uniform.sample\(\).*node\(s\) 'k'"):
+        k = scg.sample(D.Bernoulli(logits=THETA), name="k")
+        scg.cost(D.Uniform(k, k + 1).sample().sum(), name="c")
+    g.surrogate_loss()
+
+
+@pytest.mark.parametrize("inner", [None, scg.Declared()])
+def test_a_graph_nested_in_a_tracked_graph_draws_without_warning(inner: scg.Declared | None) -> None:
+    """The outer graph's tracker sees the inner graph's draws too: they are scg's own, not
+    hidden randomness (it warned "bernoulli() ... outside scg.sample" on the inner scg.sample)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", scg.UntrackedRandomnessWarning)
+        with scg.Graph():
+            with scg.Graph(structure=inner) as h:
+                y = scg.sample(D.Bernoulli(logits=THETA), name="y")
+                scg.cost(y * 1.0, name="c")
+            h.surrogate_loss()
 
 
 def test_noise_shaped_like_a_parameter_and_rsample_do_not_warn() -> None:
