@@ -82,7 +82,14 @@ class SelfCritical(Baseline):
             v = v.expand(*lead, *v.shape[len(lead) :])
         layout = tuple(range(len(lead)))
         sizes = dict(enumerate(lead))
-        return align_batch_to_node(v.unsqueeze(0), layout, layout, target.shape, node, node, sizes)[0]
+        try:
+            return align_batch_to_node(v.unsqueeze(0), layout, layout, target.shape, node, node, sizes)[0]
+        except SCGError:  # (its message would name the node twice, as the cost and the node)
+            raise SCGError(
+                f"SelfCritical baseline of {node.describe()}: the greedy cost has shape {tuple(v.shape)}, "
+                f"which does not line up with the node's batch shape {tuple(target.shape)} (its leading "
+                "dimensions must match the node's; trailing ones are summed)"
+            ) from None
 
     def __call__(self, nodes: Sequence[Node], targets: torch.Tensor, info: Sequence[SampleInfo]) -> BaselineResult:
         values = [self._value(node, t, inf) for node, t, inf in zip(nodes, targets, info, strict=True)]

@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from numbers import Real
 from typing import TypeVar, cast
 
 import numpy as np
@@ -84,6 +85,8 @@ def step_weights(
 ) -> Iterator[tuple[int, int, float]]:
     """γ^(s_c − t_v) for each influencing pair (i, j) of ``rows`` × ``cols``; errors name nodes
     with missing or inverted steps. Plain Python, so the traced surrogate uses it as is."""
+    if not isinstance(gamma, (int, float)) and isinstance(gamma, Real):  # (a numpy scalar)
+        gamma = float(gamma)
     if isinstance(gamma, bool) or not isinstance(gamma, (int, float)) or not 0.0 <= gamma <= 1.0:
         raise SCGError(f"surrogate_loss({what}=...): expected a number in [0, 1], got {gamma!r}")
     for i, j in pairs:

@@ -34,6 +34,7 @@ equally shaped nodes and costs instead of a Python loop over (node, cost) pairs.
 from __future__ import annotations
 
 import math
+from numbers import Real
 
 import numpy as np
 import torch
@@ -186,8 +187,13 @@ def _check_options(
         )
     if not graph.costs:
         raise SCGError("surrogate_loss() on a graph with no cost nodes: add costs with scg.cost()")
-    if not isinstance(score_scale, (int, float)) or not math.isfinite(score_scale):
-        raise SCGError(f"surrogate_loss(score_scale=...): expected a finite number, got {score_scale!r}")
+    if (
+        isinstance(score_scale, bool)
+        or not isinstance(score_scale, Real)
+        or not math.isfinite(score_scale)
+        or score_scale < 0
+    ):  # (a negative λ would turn the score terms' descent into ascent)
+        raise SCGError(f"surrogate_loss(score_scale=...): expected a finite number >= 0, got {score_scale!r}")
     if type(check_finite) is not bool:
         raise SCGError(f"surrogate_loss(check_finite=...): expected True or False, got {check_finite!r}")
     if dice and discount is not None and dice_lambda is None:
@@ -197,7 +203,7 @@ def _check_options(
             "discounted costs-to-go"
         )
     if dice_lambda is not None and (
-        isinstance(dice_lambda, bool) or not isinstance(dice_lambda, (int, float)) or not 0.0 <= dice_lambda <= 1.0
+        isinstance(dice_lambda, bool) or not isinstance(dice_lambda, Real) or not 0.0 <= dice_lambda <= 1.0
     ):
         raise SCGError(f"surrogate_loss(dice_lambda=...): expected a number in [0, 1], got {dice_lambda!r}")
 

@@ -294,6 +294,10 @@ class GraphRecord(GraphQueries):
             raise SCGError(f"scg.{_FN[kind]}(name={name!r}) at {location}: the graph is not open")
         if name is None:
             name = self.next_name(kind)
+            count = self._count(kind)
+            while (name, step) in self._keys:  # (a node named like a default one: the next free default)
+                count += 1
+                name = f"{_FN[kind]}_{count}"
         elif not isinstance(name, str) or not name:
             raise SCGError(f"scg.{_FN[kind]}(name=...) at {location}: name must be a non-empty string, got {name!r}")
         if step is not None and (isinstance(step, bool) or not isinstance(step, int)):

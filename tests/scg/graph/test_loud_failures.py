@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import warnings
 
+import numpy as np
 import pytest
 import torch
 import torch.distributions as D
@@ -151,3 +152,39 @@ def test_alias_of_a_cast_of_a_sample_keeps_its_influence(alias: str) -> None:
     g.surrogate_loss()
     assert g.influences("z", "c")
     assert g.credit("z", "c") == "per-element"
+
+
+def test_an_unnamed_node_skips_a_default_name_already_given() -> None:
+    """``name="sample_1"`` then two unnamed nodes: the second was refused as a duplicate
+    'sample_1' at the line of a call that gave no name."""
+    with scg.Graph() as g:
+        scg.sample(D.Bernoulli(logits=THETA), name="sample_1")
+        a = scg.sample(D.Bernoulli(logits=THETA))
+        b = scg.sample(D.Bernoulli(logits=THETA))
+        scg.cost(a + b, name="c")
+    assert [n.name for n in g.stochastic_nodes] == ["sample_1", "sample_2", "sample_3"]
+
+
+def test_surrogate_options_numpy_scalars_and_a_negative_score_scale() -> None:
+    def graph() -> scg.Graph:
+        with scg.Graph() as g:
+            z = scg.sample(D.Bernoulli(logits=THETA), name="z", step=0)
+            scg.cost(z * 1.0, name="c", step=1)
+        return g
+
+    torch.manual_seed(0)
+    a = graph().surrogate_loss(discount=np.float32(0.5), score_scale=np.float64(2.0))
+    torch.manual_seed(0)
+    torch.testing.assert_close(a, graph().surrogate_loss(discount=0.5, score_scale=2.0))
+    with pytest.raises(scg.SCGError, match=r"score_scale=...\): expected a finite number >= 0, got -1"):
+        graph().surrogate_loss(score_scale=-1)
+
+
+def test_a_self_critical_value_of_the_wrong_shape_names_the_baseline() -> None:
+    with scg.Graph() as g:
+        z = scg.sample(D.Bernoulli(logits=THETA), name="z", baseline=scg.baselines.SelfCritical(torch.ones(2)))
+        scg.cost(z * 1.0, name="c")
+    with pytest.raises(
+        scg.SCGError, match=r"SelfCritical baseline of stochastic node 'z'.*greedy cost has shape \(2,\).*\(3,\)"
+    ):
+        g.surrogate_loss()
