@@ -101,6 +101,29 @@ def test_pretrain_starts_c2f_from_a_hier_checkpoint(synthetic_corpus: Path, tmp_
     assert hier.model.state_dict().keys() == c2f.model.state_dict().keys()
 
 
+def test_weights_of_another_vocabulary_are_refused(synthetic_corpus: Path, tmp_path: Path) -> None:
+    """A checkpoint records its vocabulary's digest: weights trained on another corpus whose
+    vocabulary has the same size passed every shape check and were read with other words (by
+    ``summarize --checkpoint`` and ``train.init_from``), without a word."""
+    from scg_summarize.data import SummarizationDataset
+    from scg_summarize.decoding import RunLoadError, load_run
+
+    _fit("tiny-HIER", synthetic_corpus, tmp_path / "hier", *ONE_STEP)
+    state = read_checkpoint(tmp_path / "hier" / "best.pt")
+    assert state["vocab"] == SummarizationDataset(synthetic_corpus, "train").vocab.digest()
+    foreign = tmp_path / "foreign.pt"
+    torch.save({**state, "vocab": "0" * 16}, foreign)  # the same weights, another vocabulary's record
+    assert load_run(tmp_path / "hier", checkpoint=tmp_path / "hier" / "best.pt").model == "tiny-HIER"
+    with pytest.raises(
+        RunLoadError,
+        match=r"foreign.pt: the weights were trained with another vocabulary than .*vocab.txt \((\d+) words each",
+    ):
+        load_run(tmp_path / "hier", checkpoint=foreign)
+    init = f"train.init_from='{foreign}'"
+    with pytest.raises(ValueError, match=r"train.init_from: .*foreign.pt: .*another vocabulary than the corpus"):
+        _trainer("tiny-C2F+PRETRAIN", [*FAST, init], synthetic_corpus, tmp_path / "c2f")
+
+
 def test_alternate_mixes_soft_and_sampled_minibatches(synthetic_corpus: Path, tmp_path: Path) -> None:
     trainer = _fit(
         "tiny-C2F+ALTERNATE",

@@ -7,6 +7,7 @@ by :meth:`Vocab.save` has one ``token<TAB>count`` line per id.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -86,6 +87,11 @@ class Vocab:
 
     def __repr__(self) -> str:
         return f"Vocab(size={len(self)})"
+
+    def digest(self) -> str:
+        """A short fingerprint of the tokens in id order (SHA-256, 16 hex digits): checkpoints
+        record it, so that weights are never read with another vocabulary of the same size."""
+        return hashlib.sha256("\n".join(self._itos).encode("utf-8")).hexdigest()[:16]
 
     @property
     def tokens(self) -> list[str]:

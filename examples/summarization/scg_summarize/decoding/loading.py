@@ -129,9 +129,9 @@ def _data_dir_of(config: Mapping[str, Any], record: Mapping[str, Any]) -> Path |
 
 def _vocab_and_options(
     run_dir: Path, data_dir: Path | None, prep: Mapping[str, Any] | None
-) -> tuple[Vocab, PrepOptions]:
-    """The vocabulary (the run's own ``vocab.txt`` or the data's) and the preprocessing options
-    (recorded in ``data.json``, or the data's ``meta.json``)."""
+) -> tuple[Vocab, PrepOptions, Path]:
+    """The vocabulary (the run's own ``vocab.txt`` or the data's), the preprocessing options
+    (recorded in ``data.json``, or the data's ``meta.json``) and the vocabulary's file."""
     vocab_path = run_dir / VOCAB_FILE
     if not vocab_path.is_file() and data_dir is not None:
         vocab_path = data_dir / VOCAB_FILE
@@ -146,7 +146,7 @@ def _vocab_and_options(
             )
         prep = read_meta(data_dir)["options"]
     try:
-        return Vocab.load(vocab_path), PrepOptions.from_dict(dict(prep))
+        return Vocab.load(vocab_path), PrepOptions.from_dict(dict(prep)), vocab_path
     except (ValueError, TypeError) as err:
         raise RunLoadError(f"{vocab_path}: {err}") from err
 
@@ -190,18 +190,18 @@ def load_run(
         weights = run_checkpoint(path) if checkpoint is None else Path(checkpoint)
     except CheckpointError as err:
         raise RunLoadError(str(err)) from None
-    try:
-        model, stored = load_model(weights, device)
-    except (CheckpointError, KeyError, RuntimeError, ValueError) as err:  # the message names the file
-        message = str(err)
-        raise RunLoadError(message if str(weights) in message else f"{weights}: {message}") from None
     record = _data_record(path)
     data = Path(data_dir) if data_dir is not None else _data_dir_of(raw, record)
     prep = record.get("prep_options")
-    vocab, options = _vocab_and_options(path, data, prep if isinstance(prep, dict) else None)
+    vocab, options, vocab_path = _vocab_and_options(path, data, prep if isinstance(prep, dict) else None)
+    try:
+        model, stored = load_model(weights, device, vocab=(vocab, str(vocab_path)))
+    except (CheckpointError, KeyError, RuntimeError, ValueError) as err:  # the message names the file
+        message = str(err)
+        raise RunLoadError(message if str(weights) in message else f"{weights}: {message}") from None
     size = int(stored["model"].get("vocab_size", 0))
     if len(vocab) != size:
-        raise RunLoadError(f"{weights}: the model has {size} words, the vocabulary of {data} {len(vocab)}")
+        raise RunLoadError(f"{weights}: the model has {size} words, the vocabulary {vocab_path} {len(vocab)}")
     grid = (stored.get("data") or {}).get("regrid") or []
     table = raw.get("eval")
     try:

@@ -18,6 +18,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from ..data.vocab import Vocab
 from .config import ModelConfig
 from .family import SummarizerFamily
 from .registry import build_model
@@ -111,15 +112,36 @@ def check_same_model(model: nn.Module, state: dict[str, Any], path: str | Path) 
     model.load_state_dict(state)
 
 
+def check_vocabulary(state: dict[str, Any], vocab: Vocab, path: str | Path, source: str) -> None:
+    """Refuse weights trained with another vocabulary than ``vocab`` (read from ``source``): the
+    checkpoint's recorded `Vocab.digest` differs (a vocabulary of the same size passes every shape
+    check, and the embedding rows would belong to other words). A checkpoint that records none
+    (written before the digest was) is not checked."""
+    recorded = state.get("vocab")
+    if recorded is None or recorded == vocab.digest():
+        return
+    size = int((state.get("config") or {}).get("model", {}).get("vocab_size", 0))
+    sizes = f"{size} words each" if size == len(vocab) else f"{size} words, not {len(vocab)}"
+    raise ValueError(
+        f"{path}: the weights were trained with another vocabulary than {source} ({sizes}, other words); "
+        "use the checkpoint with the corpus and run it was trained on"
+    )
+
+
 def load_model(
-    path: str | Path, device: str | torch.device = "cpu"
+    path: str | Path, device: str | torch.device = "cpu", *, vocab: tuple[Vocab, str] | None = None
 ) -> tuple[SummarizerFamily[Any, Any], dict[str, Any]]:
     """The model stored in a checkpoint and the run configuration as a plain dict.
 
+    ``vocab``: the vocabulary the weights will be read with and where it was read from; weights
+    trained with another one are refused (`check_vocabulary`).
+
     Raises ``ValueError`` naming the file when it is not a model checkpoint, when the ``model``
-    table is invalid, or when the weights do not fit the configured model.
+    table is invalid, when the weights do not fit the configured model or ``vocab``.
     """
     state = read_checkpoint(path, device)
+    if vocab is not None:
+        check_vocabulary(state, vocab[0], path, vocab[1])
     raw = state["config"]
     if not isinstance(raw, dict) or not isinstance(raw.get("model"), dict):
         raise ValueError(f"{path}: the stored configuration has no [model] table")

@@ -87,12 +87,14 @@ class TrainingParts:
     schedule: PlateauDecay
     baseline: scg.baselines.EMA
     loader: SummaryLoader
+    vocab: str  #: the corpus vocabulary's `Vocab.digest`, recorded beside the weights
 
     def checkpoint(self, config: Config, counters: RunCounters) -> dict[str, Any]:
         """The checkpoint of the run now (with every RNG state and the `RunCounters`)."""
         return {
             "config": config.to_dict(),
             "model": self.model.state_dict(),
+            "vocab": self.vocab,
             "optimizer": self.optimizer.state_dict(),
             "schedule": self.schedule.state_dict(),
             "baseline": self.baseline.state_dict(),

@@ -121,6 +121,7 @@ class Trainer:
             schedule=self.schedule,
             baseline=self.baseline,
             loader=self.loader,
+            vocab=self.vocab.digest(),
         )
         self.last_validation_s = 0.0  # wall seconds of the last validation
         self.stopped_by = "epochs"
@@ -427,7 +428,15 @@ class Trainer:
             )
         )
         if improved and self.dist.is_main:  # best.pt first: see resume._check_best
-            save_best(self.out_dir, self.config, self.model, step=self.counters.step, epoch=epoch, metrics=metrics)
+            save_best(
+                self.out_dir,
+                self.config,
+                self.model,
+                self.parts.vocab,
+                step=self.counters.step,
+                epoch=epoch,
+                metrics=metrics,
+            )
         self.save()
         return metrics
 

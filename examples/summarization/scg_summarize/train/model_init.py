@@ -11,7 +11,7 @@ import torch
 
 from ..data.vocab import Vocab
 from ..models.family import SummarizerFamily
-from ..models.loading import check_same_model, read_checkpoint
+from ..models.loading import check_same_model, check_vocabulary, read_checkpoint
 from ..models.registry import FAMILIES
 from ..models.registry import build_model as build_family
 from .config import Config
@@ -71,6 +71,10 @@ def initial_model(
         )
     if tc.init_from and not resume:
         state = read_checkpoint(tc.init_from, map_location=device)
+        try:
+            check_vocabulary(state, vocab, tc.init_from, f"the corpus {data_dir}")
+        except ValueError as err:
+            raise ValueError(f"train.init_from: {err}") from None
         check_same_model(model, state["model"], tc.init_from)
         info(f"initialized from {tc.init_from}")
     return model

@@ -122,11 +122,19 @@ def check_best(
 
 
 def save_best(
-    out_dir: Path, config: Config, model: nn.Module, *, step: int, epoch: int, metrics: dict[str, Any]
+    out_dir: Path, config: Config, model: nn.Module, vocab: str, *, step: int, epoch: int, metrics: dict[str, Any]
 ) -> None:
-    """Write ``out_dir/best.pt``: the configuration, the weights, and the step, epoch and validation
-    metrics that selected them (`check_best` reads them back on resume)."""
+    """Write ``out_dir/best.pt``: the configuration, the weights, the vocabulary's `Vocab.digest`,
+    and the step, epoch and validation metrics that selected them (`check_best` reads them back on
+    resume)."""
     save_atomic(
-        {"config": config.to_dict(), "model": model.state_dict(), "step": step, "epoch": epoch, "valid": metrics},
+        {
+            "config": config.to_dict(),
+            "model": model.state_dict(),
+            "vocab": vocab,
+            "step": step,
+            "epoch": epoch,
+            "valid": metrics,
+        },
         out_dir / BEST,
     )
