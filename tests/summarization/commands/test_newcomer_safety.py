@@ -90,6 +90,12 @@ def test_outputs_a_user_has_are_not_replaced_without_overwrite(
     if argv[0] == "summarize":  # (the cheapest to run through)
         assert main([*args, "--overwrite"]) == 0
         assert mine.read_text() != "mine\n"
+    folder = tmp_path / "folder.png"  # a directory: refused, --overwrite or not (it crashed with one)
+    folder.mkdir()
+    at_folder = [str(folder) if a == str(mine) else a for a in args]
+    for extra in ([], ["--overwrite"]):
+        assert main([*at_folder, *extra]) == 2
+        assert f"{option} {folder}: a directory; expected the path of a file" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

@@ -137,11 +137,14 @@ def add_overwrite_argument(parser: argparse.ArgumentParser | argparse._ArgumentG
 
 def refuse_existing(option: str, paths: Iterable[str | Path | None], overwrite: bool) -> None:
     """Refuse, before any work, output paths of ``option`` that already exist (a file the user may
-    have made), unless ``--overwrite`` was given; ``None`` entries (an option not given) pass."""
-    if overwrite:
-        return
+    have made), unless ``--overwrite`` was given, and directories (``--overwrite`` would not make
+    them a file); ``None`` entries (an option not given) pass."""
     for path in paths:
-        if path is not None and Path(path).exists():
+        if path is None:
+            continue
+        if Path(path).is_dir():
+            raise ValueError(f"{option} {path}: a directory; expected the path of a file to write")
+        if not overwrite and Path(path).exists():
             raise ValueError(f"{option} {path}: it exists; pass --overwrite to replace it")
 
 
