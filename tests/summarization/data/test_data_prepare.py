@@ -19,7 +19,7 @@ from scg_summarize.data.preprocess import Preprocessor
 from scg_summarize.data.progress import Progress, progress_enabled
 from scg_summarize.data.rawtext import RawExample
 from scg_summarize.data.readers import read_input
-from scg_summarize.data.storage import ExampleText, TextStore, load_split, read_meta
+from scg_summarize.data.storage import SPLIT_FILES, ExampleText, TextStore, load_split, read_meta
 from scg_summarize.data.vocab import Vocab
 
 from ..conftest import TOY_STORIES, StoryWriter
@@ -179,6 +179,23 @@ def test_existing_output_needs_overwrite(toy_story_dir: Path, tmp_path: Path) ->
     meta = prepare_corpus([_stories(toy_story_dir)], out, SMALL, overwrite=True, limit=2)
     assert meta["splits"]["train"]["examples"] == 2
     assert (out / "notes.txt").read_text() == "keep me"  # only our own files are replaced
+
+
+def test_a_users_files_in_a_folder_without_a_corpus_need_overwrite(toy_story_dir: Path, tmp_path: Path) -> None:
+    """Only vocab.txt was protected: a split's files of a folder that holds no meta.json were
+    replaced without --overwrite."""
+    out = tmp_path / "u"
+    (out / "train").mkdir(parents=True)
+    mine = out / "train" / SPLIT_FILES[0]
+    mine.write_text("mine\n")
+    with pytest.raises(FileExistsError, match=rf"{mine} exists \(and {out} holds no prepared corpus\)"):
+        prepare_corpus([_stories(toy_story_dir)], out, SMALL)
+    assert mine.read_text() == "mine\n"
+    (out / "other").mkdir()  # a file prepare would not write is no obstacle
+    (out / "other" / SPLIT_FILES[0]).write_text("mine too\n")
+    mine.unlink()
+    prepare_corpus([_stories(toy_story_dir)], out, SMALL)
+    assert (out / "other" / SPLIT_FILES[0]).read_text() == "mine too\n"
 
 
 def test_hash_split_assignment(tmp_path: Path) -> None:

@@ -91,7 +91,11 @@ def _close(stream: Iterator[Any]) -> None:
 _RUN_FILES: tuple[str, ...] = ("config.json", "checkpoint.pt", "best.pt")
 
 
-def _prepare_output(out_dir: Path, overwrite: bool) -> None:
+def _prepare_output(out_dir: Path, overwrite: bool, splits: Iterable[str]) -> None:
+    """Make room for a corpus in ``out_dir``: a training run's folder is refused; a prepared corpus
+    (``meta.json``) is replaced with ``overwrite``; without one, a file prepare would write
+    (``vocab.txt``, a split's files, ``splits`` the names it may write) is the user's and is
+    replaced only with ``overwrite``."""
     run_files = [name for name in _RUN_FILES if (out_dir / name).exists()]
     if run_files:
         raise FileExistsError(
@@ -99,11 +103,14 @@ def _prepare_output(out_dir: Path, overwrite: bool) -> None:
             f"there would replace the {VOCAB_FILE} the run needs to summarize; choose another "
             f"output folder"
         )
-    if (out_dir / VOCAB_FILE).exists() and not (out_dir / META_FILE).exists() and not overwrite:
-        raise FileExistsError(
-            f"{out_dir / VOCAB_FILE} exists (and {out_dir} holds no prepared corpus); pass "
-            f"overwrite=True (--overwrite) to replace it, or choose another output folder"
-        )
+    if not (out_dir / META_FILE).exists() and not overwrite:
+        written = [out_dir / VOCAB_FILE] + [out_dir / split / name for split in sorted(splits) for name in SPLIT_FILES]
+        mine = next((path for path in written if path.exists()), None)
+        if mine is not None:
+            raise FileExistsError(
+                f"{mine} exists (and {out_dir} holds no prepared corpus); pass "
+                f"overwrite=True (--overwrite) to replace it, or choose another output folder"
+            )
     if (out_dir / META_FILE).exists():
         if not overwrite:
             raise FileExistsError(f"{out_dir} already holds a prepared corpus; pass overwrite=True (--overwrite)")
@@ -154,7 +161,7 @@ def prepare_corpus(
     fractions = dict(split_fractions or {})
     _check_fractions(fractions)
     out_dir = Path(out_dir)
-    _prepare_output(out_dir, overwrite)
+    _prepare_output(out_dir, overwrite, {"train", *(s.split for s in inputs if s.split), *fractions})
     preprocessor = Preprocessor(options)
     writers: dict[str, SplitWriter] = {}
     counters: dict[str, Counter[str]] = {}
