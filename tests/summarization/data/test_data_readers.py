@@ -166,6 +166,8 @@ def test_cnndm_jsonl_export_splits_highlights(tmp_path: Path) -> None:
         ('{"source": ["a", 1], "target": "t"}', "wrong_type", "must be a string or a list"),
         ('{"source": " \\n ", "target": "t"}', "empty_source", "empty source"),
         ('{"source": "s", "target": []}', "empty_target", "empty target"),
+        ('{"source": "s", "target": "x \\udc80"}', "invalid_text", r"field 'target' holds an unpaired surrogate"),
+        ('{"source": ["ok \\ud83d\\ude00", "\\uD800"], "target": "t"}', "invalid_text", "field 'source' holds"),
     ],
 )
 def test_jsonl_bad_records(tmp_path: Path, line: str, reason: str, message: str) -> None:

@@ -93,6 +93,21 @@ def _as_references(value: Any, name: str, sep: str | None, path: Path, lineno: i
     return [" ".join(p.split()) for p in parts if p.strip()]
 
 
+def _check_surrogates(record: dict[str, Any], path: Path, lineno: int) -> None:
+    """Refuse a field holding an unpaired surrogate (JSON allows the escape ``"\\udc80"``; no UTF-8
+    text holds it, so writing the corpus would fail later, naming no line)."""
+    for name, value in record.items():
+        for text in value if isinstance(value, list) else [value]:
+            if isinstance(text, str):
+                try:
+                    text.encode("utf-8")
+                except UnicodeEncodeError as err:
+                    bad = text[err.start]
+                    raise DataError(
+                        f"field {name!r} holds an unpaired surrogate {bad!r} (not text)", path, lineno, "invalid_text"
+                    ) from None
+
+
 def parse_json_record(
     text: str,
     path: str | Path,
@@ -119,6 +134,8 @@ def parse_json_record(
         raise DataError(message, path, lineno, reason="bad_json") from None
     if not isinstance(record, dict):
         raise DataError(f"expected a JSON object, got {type(record).__name__}", path, lineno, "bad_json")
+    if "\\ud" in text or "\\uD" in text:  # a \uXXXX escape of a surrogate: paired, or not text
+        _check_surrogates(record, path, lineno)
     for name in (source, target) if target_required else (source,):
         if name not in record:
             have = ", ".join(sorted(record)) or "none"
