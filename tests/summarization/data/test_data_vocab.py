@@ -60,3 +60,25 @@ def test_save_and_load_round_trip(tmp_path: Path) -> None:
     (tmp_path / "bad.txt").write_text("<unk>\n<pad>\n", encoding="utf-8")
     with pytest.raises(ValueError, match="expected special token"):
         Vocab.load(tmp_path / "bad.txt")
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"", r"no words \(an empty vocabulary file"),
+        (b"<pad>\n<unk>\n<s>\n</s>\n", r"no words"),
+        (b"\xff\xfe", r"not UTF-8 text \(byte 0xff at offset 0\)"),
+        (b"<pad>\n<unk>\n<s>\n</s>\nword\tmany\n", r":5: the count 'many' of 'word' is not an integer"),
+    ],
+)
+def test_a_vocabulary_file_without_words_or_text_is_refused_naming_it(
+    tmp_path: Path, content: bytes, message: str
+) -> None:
+    """An empty vocabulary file was accepted (4 specials, every word <unk>); bad bytes and counts
+    raised Python's own errors, naming no file."""
+    path = tmp_path / "v.txt"
+    path.write_bytes(content)
+    with pytest.raises(
+        ValueError, match=rf"{path}.*{message}" if message.startswith(":") is False else rf"{path}{message}"
+    ):
+        Vocab.load(path)

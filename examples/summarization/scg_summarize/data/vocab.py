@@ -166,7 +166,11 @@ class Vocab:
         path = Path(path)
         tokens: list[str] = []
         counts: dict[str, int] = {}
-        for lineno, line in enumerate(path.read_text(encoding="utf-8").split("\n"), 1):
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as err:
+            raise ValueError(f"{path}: not UTF-8 text (byte {err.object[err.start]:#x} at offset {err.start})") from None
+        for lineno, line in enumerate(text.split("\n"), 1):
             if not line:
                 continue
             token, _, count = line.partition("\t")
@@ -176,7 +180,14 @@ class Vocab:
                 continue
             tokens.append(token)
             if count:
-                counts[token] = int(count)
+                try:
+                    counts[token] = int(count)
+                except ValueError:
+                    raise ValueError(f"{path}:{lineno}: the count {count!r} of {token!r} is not an integer") from None
+        if not tokens:
+            raise ValueError(
+                f"{path}: no words (an empty vocabulary file, or the special tokens {', '.join(SPECIALS)} alone)"
+            )
         return cls(tokens, counts=counts)
 
 
