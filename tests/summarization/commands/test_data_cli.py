@@ -54,6 +54,53 @@ def test_an_input_that_is_not_a_file_is_named_without_the_skip_bad_hint(
         assert f"{given}: {said}" in err and "--skip-bad" not in err, err
 
 
+@pytest.mark.parametrize(
+    ("fmt", "given", "said"),
+    [
+        (
+            "synthetic",
+            ["--vocab", "v.txt"],
+            "--vocab does not apply to --format synthetic (only to cnndm, jsonl, parallel)",
+        ),
+        ("synthetic", ["--limit", "3"], "--limit does not apply to --format synthetic"),
+        ("synthetic", ["--no-lowercase"], "--no-lowercase does not apply to --format synthetic"),
+        ("jsonl", ["--n-train", "5"], "--n-train does not apply to --format jsonl (only to synthetic)"),
+        (
+            "parallel",
+            ["--source-field", "doc"],
+            "--source-field does not apply to --format parallel (only to cnndm, jsonl)",
+        ),
+        (
+            "jsonl",
+            ["--gigaword-filter", "all"],
+            "--gigaword-filter does not apply to --format jsonl (only to parallel)",
+        ),
+    ],
+)
+def test_an_option_the_format_does_not_read_is_refused(
+    fmt: str, given: list[str], said: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--format synthetic --vocab FILE`` wrote a corpus with its own vocabulary and a meta.json
+    saying ``vocab_from: train``: every option only some formats read was accepted by the others."""
+    inputs = [] if fmt == "synthetic" else ["--input", f"train={tmp_path / 'in.txt'}"]
+    out = tmp_path / "out"
+    assert cli.main(["prepare", "--format", fmt, *inputs, *given, "--output", str(out), "--quiet"]) == 2
+    assert said in capsys.readouterr().err and not out.exists()
+
+
+def test_a_failed_prepare_leaves_nothing_behind(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A bad record stopped prepare with its split half written, which the next prepare (with
+    --skip-bad) then refused as the user's file."""
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"source": "fine words .", "target": "ok"}\n{"source": 3, "target": "t"}\n', encoding="utf-8")
+    args = ["prepare", "--format", "jsonl", "--input", f"train={data}", "--output", str(tmp_path / "o"), "--quiet"]
+    assert cli.main(args) == 2 and not list((tmp_path / "o").iterdir())  # (the folder its lock made, empty)
+    (tmp_path / "o" / "notes.txt").write_text("mine")  # a file of the user's stays
+    assert cli.main(args) == 2 and sorted(p.name for p in (tmp_path / "o").iterdir()) == ["notes.txt"]
+    assert cli.main([*args, "--skip-bad"]) == 0
+    assert read_meta(tmp_path / "o")["splits"]["train"]["examples"] == 1
+
+
 def test_prepare_jsonl_fields_and_reused_vocab(tmp_path: Path) -> None:
     rows = [{"doc": ["First sentence.", "Second one."], "refs": ["r one", "r two"]}] * 3
     data = tmp_path / "d.jsonl"

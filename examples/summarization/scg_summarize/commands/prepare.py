@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..choices import CORPUS_FORMATS
 from ..dirlock import DirLock, LockedError
 from . import Command
 
@@ -152,14 +153,56 @@ _MINIMUMS: tuple[tuple[str, str, int], ...] = (
 )
 
 
+#: (destination, the formats that read it) of the options that only some formats read: one
+#: given to another format would be accepted and do nothing (``--vocab`` with ``synthetic``)
+_APPLIES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    *((dest, ("synthetic",)) for dest in ("n_train", "n_valid", "n_test", "seed")),
+    *(
+        (dest, CORPUS_FORMATS)
+        for dest in (
+            "limit",
+            "valid_fraction",
+            "test_fraction",
+            "vocab",
+            "layout",
+            "vocab_size",
+            "min_freq",
+            "field_vocab_min_freq",
+            "max_target_len",
+            "target_mode",
+            "tokenizer",
+            "no_lowercase",
+            "no_digit_map",
+            "no_sentence_split",
+            "max_stored_sentences",
+            "max_line_chars",
+        )
+    ),
+    *((dest, ("cnndm", "jsonl")) for dest in ("source_field", "target_field", "id_field", "target_sep")),
+    ("gigaword_filter", ("parallel",)),
+)
+
+
+def _unread_options(args: argparse.Namespace) -> list[str]:
+    """The options given a value of their own that ``--format`` does not read (one line each)."""
+    parser = argparse.ArgumentParser(add_help=False)
+    add_arguments(parser)
+    return [
+        f"--{dest.replace('_', '-')} does not apply to --format {args.format} (only to {', '.join(formats)})"
+        for dest, formats in _APPLIES
+        if args.format not in formats and getattr(args, dest, None) != parser.get_default(dest)
+    ]
+
+
 def _usage_problems(args: argparse.Namespace) -> list[str]:
     """Every bad option value (one line each; ``--chunks 0`` must not silently mean the default)."""
     if args.format == "synthetic" and args.input:
         return ["--format synthetic takes no --input"]
     if args.format != "synthetic" and not args.input:
         return [f"--format {args.format} needs at least one --input"]
-    if getattr(args, "gigaword_filter", None) and args.format != "parallel":
-        return ["--gigaword-filter applies to --format parallel only"]
+    unread = _unread_options(args)
+    if unread:
+        return unread
     problems = [
         f"{flag}: expected an integer >= {low}, got {getattr(args, attr)}"
         for flag, attr, low in _MINIMUMS

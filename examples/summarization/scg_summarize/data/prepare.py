@@ -161,7 +161,9 @@ def prepare_corpus(
     fractions = dict(split_fractions or {})
     _check_fractions(fractions)
     out_dir = Path(out_dir)
+    created = not out_dir.exists()
     _prepare_output(out_dir, overwrite, {"train", *(s.split for s in inputs if s.split), *fractions})
+    vocab_written = False
     preprocessor = Preprocessor(options)
     writers: dict[str, SplitWriter] = {}
     counters: dict[str, Counter[str]] = {}
@@ -236,14 +238,22 @@ def prepare_corpus(
             vocab = Vocab.from_counter(counts, options.vocab_size, options.min_freq)
         counters.clear()
         vocab.save(out_dir / VOCAB_FILE)
+        vocab_written = True
         split_meta: dict[str, Any] = {}
         total = sum(w.count for w in writers.values())
         with Progress("pass 2/2 (encode)", total, enabled=show_progress) as bar:
             for name in sorted(writers):
                 split_meta[name] = writers[name].finish(vocab, bar)
-    except BaseException:
+    except BaseException:  # (leave nothing half-written: the next prepare would take it for the user's)
         for writer in writers.values():
             writer.abort()
+        if vocab_written:
+            (out_dir / VOCAB_FILE).unlink(missing_ok=True)
+        if created:
+            try:
+                out_dir.rmdir()
+            except OSError:
+                pass
         raise
     meta: dict[str, Any] = {
         "format": FORMAT_NAME,

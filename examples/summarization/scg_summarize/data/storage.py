@@ -218,12 +218,19 @@ class SplitWriter:
         }
 
     def abort(self) -> None:
-        """Close files and remove the temporary word file (after an error)."""
+        """Close files and remove what this writer wrote (after an error): its temporary word file,
+        its split's files and its split folder when that is left empty, so that a failed prepare
+        leaves no half-written split behind (which the next prepare would take for the user's)."""
         for handle in (self._text, self._words):
             if handle is not None:
                 handle.close()
         self._text = self._words = None
-        (self.dir / _TMP_NAME).unlink(missing_ok=True)
+        for name in (_TMP_NAME, *SPLIT_FILES):
+            (self.dir / name).unlink(missing_ok=True)
+        try:
+            self.dir.rmdir()
+        except OSError:  # (not empty: files of the user's, or of a finished split)
+            pass
 
 
 class TextStore:

@@ -169,7 +169,9 @@ class Vocab:
         try:
             text = path.read_text(encoding="utf-8")
         except UnicodeDecodeError as err:
-            raise ValueError(f"{path}: not UTF-8 text (byte {err.object[err.start]:#x} at offset {err.start})") from None
+            raise ValueError(
+                f"{path}: not UTF-8 text (byte {err.object[err.start]:#x} at offset {err.start})"
+            ) from None
         for lineno, line in enumerate(text.split("\n"), 1):
             if not line:
                 continue
