@@ -21,9 +21,16 @@ class Constant(Baseline):
 
     def __init__(self, value: float | torch.Tensor) -> None:
         if isinstance(value, torch.Tensor):
+            if value.is_complex() or value.dtype == torch.bool:
+                raise SCGError(f"Constant(value): expected a real tensor, got one of dtype {value.dtype}")
             if not torch.isfinite(value).all():
                 raise SCGError("Constant(value): value must be finite")
-        elif not isinstance(value, (int, float)) or value != value or abs(value) == float("inf"):
+        elif (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or value != value
+            or abs(value) == float("inf")
+        ):
             raise SCGError(f"Constant(value): expected a finite number or tensor, got {value!r}")
         self.value = value
 

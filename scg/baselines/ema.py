@@ -8,6 +8,7 @@ biases the estimate (updating first scales every gradient by (1 − β), 0.5x at
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -40,10 +41,12 @@ class EMA(Baseline):
     """
 
     def __init__(self, beta: float = 0.1, *, init: float = 0.0, per_element: bool = False) -> None:
-        if not 0.0 < beta <= 1.0:
+        if isinstance(beta, bool) or not isinstance(beta, (int, float)) or not 0.0 < beta <= 1.0:
             raise SCGError(f"EMA(beta): beta must be in (0, 1], got {beta!r}")
-        self.beta = float(beta)
-        self.init = float(init)
+        if isinstance(init, bool) or not isinstance(init, (int, float)) or not math.isfinite(float(init)):
+            raise SCGError(f"EMA(init=...): expected a finite number (the average before any cost), got {init!r}")
+        self.beta: float = float(beta)
+        self.init: float = float(init)
         self.per_element = per_element
         self._index: dict[Key, int] = {}
         self._values: torch.Tensor | None = None  # (n_keys, *element_shape)
@@ -130,6 +133,12 @@ class EMA(Baseline):
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        missing = [key for key in ("beta", "init", "keys", "values") if key not in state]
+        if missing:
+            raise SCGError(
+                f"EMA.load_state_dict: the state lacks {', '.join(map(repr, missing))} (expected what "
+                "EMA.state_dict() returns)"
+            )
         self.beta = float(state["beta"])
         self.init = float(state["init"])
         self._index = {tuple(k): i for i, k in enumerate(state["keys"])}

@@ -14,6 +14,7 @@ loss on purpose, add that loss yourself.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
@@ -47,8 +48,14 @@ class Learned(Baseline):
     def __init__(self, module: torch.nn.Module, *, loss_weight: float = 1.0) -> None:
         if not callable(module):
             raise SCGError(f"Learned(module): module must be callable, got {type(module).__name__}")
-        self.module = module
-        self.loss_weight = float(loss_weight)
+        if (
+            isinstance(loss_weight, bool)
+            or not isinstance(loss_weight, (int, float))
+            or not (math.isfinite(float(loss_weight)) and float(loss_weight) > 0)
+        ):
+            raise SCGError(f"Learned(loss_weight=...): expected a finite number > 0, got {loss_weight!r}")
+        self.module: torch.nn.Module = module
+        self.loss_weight: float = float(loss_weight)
         self.inputs: tuple[torch.Tensor, ...] = ()
         self.source: Learned = self  # the baseline ``given`` copied (its bound copies share it)
 
@@ -99,7 +106,14 @@ class Learned(Baseline):
         """``module(*inputs)`` of the node's shape; the inputs detached (the regression must train
         φ only, never the model that computed the inputs)."""
         # (an input that needs no grad, often the data, is passed as it is)
-        pred = self.module(*(x.detach() if isinstance(x, torch.Tensor) and x.requires_grad else x for x in inputs))
+        try:
+            pred = self.module(*(x.detach() if isinstance(x, torch.Tensor) and x.requires_grad else x for x in inputs))
+        except TypeError as e:  # (most often: no .given(h), so the module was called with no inputs)
+            hint = " (its inputs are bound with .given(h): none were)" if not inputs else ""
+            raise SCGError(
+                f"Learned baseline of {node.describe()}: calling its module with {len(inputs)} input(s) failed"
+                f"{hint}: {e}"
+            ) from None
         if not isinstance(pred, torch.Tensor):
             raise SCGError(
                 f"Learned baseline of {node.describe()}: module returned {type(pred).__name__}, expected a tensor"

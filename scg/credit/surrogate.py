@@ -180,6 +180,12 @@ def _check_options(
     score_scale: float,
     check_finite: bool,
 ) -> None:
+    if not isinstance(graph, GraphRecord):
+        raise SCGError(f"scg.surrogate_loss(graph): expected a scg.Graph, got {type(graph).__name__}")
+    if discount is not None and (
+        isinstance(discount, bool) or not isinstance(discount, Real) or not 0.0 <= discount <= 1.0
+    ):
+        raise SCGError(f"surrogate_loss(discount=...): expected None or a number in [0, 1], got {discount!r}")
     if graph.built:
         raise SCGError(
             "surrogate_loss() was already called on this graph; a graph records one "

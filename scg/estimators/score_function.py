@@ -40,7 +40,7 @@ class ScoreFunction(Estimator):
     def draw(self, dist: Distribution, sample_shape: torch.Size) -> torch.Tensor:
         # ``Distribution.sample`` already runs under no_grad; detach() guards custom ones.
         x = dist.sample(sample_shape)
-        return x.detach() if x.requires_grad else x
+        return x.detach() if isinstance(x, torch.Tensor) and x.requires_grad else x  # (scg.sample checks the type)
 
     def __repr__(self) -> str:
         return f"ScoreFunction(baseline={self.baseline!r})"

@@ -76,6 +76,10 @@ def influenced_by(value: torch.Tensor, *sources: torch.Tensor | Node, per_elemen
     g, location = open_graph("influenced_by", None)
     if not isinstance(value, torch.Tensor):
         raise SCGError(f"scg.influenced_by at {location}: value must be a tensor, got {type(value).__name__}")
+    if not sources:
+        raise SCGError(f"scg.influenced_by at {location}: no sources; pass the samples (or nodes) value depends on")
+    if type(per_element) is not bool:
+        raise SCGError(f"scg.influenced_by(per_element=...) at {location}: expected True or False, got {per_element!r}")
     if not g.tracked:
         return value
     extra = 0
@@ -84,6 +88,11 @@ def influenced_by(value: torch.Tensor, *sources: torch.Tensor | Node, per_elemen
             raise SCGError(
                 f"scg.influenced_by at {location}: source {i} is a {type(s).__name__}; pass the "
                 "tensor it was computed from (e.g. the sample), not a Python value"
+            )
+        if per_element and isinstance(s, torch.Tensor) and s.dim() and value.dim() and s.shape[0] != value.shape[0]:
+            raise SCGError(
+                f"scg.influenced_by(per_element=True) at {location}: source {i} has {s.shape[0]} rows and the "
+                f"value {value.shape[0]}; per-element influence needs their leading dimensions to line up"
             )
         m = sum_masks(g, s)
         if m == 0:

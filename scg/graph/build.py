@@ -148,6 +148,11 @@ def sample(
     if plates is not None:
         _check_plates(plates, "sample", name, location)
     shape = _ONE if n is None else torch.Size((n,))
+    if plates is not None and plates > len(dist.batch_shape):
+        raise SCGError(
+            f"scg.sample(name={name!r}, plates={plates}) at {location}: the node has "
+            f"{len(dist.batch_shape)} batch dimension(s) (batch shape {tuple(dist.batch_shape)}), fewer than its plates"
+        )
     enumerated = estimator.enumerates
     tracked = g.tracked
     parents = 0
@@ -303,9 +308,15 @@ def _draw(
 ) -> torch.Tensor:
     """``estimator.draw``, its errors naming the node."""
     try:
-        return estimator.draw(dist, shape)
+        value = estimator.draw(dist, shape)
     except SCGError as e:
         raise SCGError(f"scg.sample(name={name!r}) at {location}: {e}") from None
+    if not isinstance(value, torch.Tensor):
+        raise SCGError(
+            f"scg.sample(name={name!r}) at {location}: the draw of {type(dist).__name__} by {estimator!r} "
+            f"returned {type(value).__name__}, expected a tensor"
+        )
+    return value
 
 
 def _scored(
@@ -331,6 +342,16 @@ def _scored(
             f"scg.sample(name={name!r}) at {location}: {type(dist).__name__} does not "
             "implement log_prob, which the score-function estimator needs"
         ) from None
+    except (RuntimeError, ValueError, TypeError) as e:  # (a value of another dtype, outside the support...)
+        raise SCGError(
+            f"scg.sample(name={name!r}) at {location}: {type(dist).__name__}.log_prob of the node's value "
+            f"(dtype {value.dtype}, shape {tuple(value.shape)}) failed: {type(e).__name__}: {e}"
+        ) from None
+    if not isinstance(log_prob, torch.Tensor):
+        raise SCGError(
+            f"scg.sample(name={name!r}) at {location}: {type(dist).__name__}.log_prob returned "
+            f"{type(log_prob).__name__}, expected a tensor"
+        )
     expected = dist.batch_shape if not shape else shape + dist.batch_shape
     if log_prob.shape != expected:
         raise SCGError(

@@ -87,8 +87,16 @@ class GraphRecord(GraphQueries):
             )
         if plates is not None and (isinstance(plates, bool) or not isinstance(plates, int) or plates < 0):
             raise SCGError(f"scg.Graph(plates=...): expected None or an int >= 0, got {plates!r}")
+        if intervene is not None and not callable(intervene):
+            raise SCGError(
+                f"scg.Graph(intervene=...): expected None or a function (name, step, dist, sample_shape) -> "
+                f"value or None, got {type(intervene).__name__}"
+            )
+        for option, flag in (("strict", strict), ("warn_on_escape", warn_on_escape)):
+            if type(flag) is not bool:
+                raise SCGError(f"scg.Graph({option}=...): expected True or False, got {flag!r}")
         self.intervene = intervene
-        self.strict = bool(strict)
+        self.strict = strict
         self.plates = plates
         self._outer: GraphRecord | None = None
         #: the graph's id (-1 for a graph opened while ``torch.compile`` traces)

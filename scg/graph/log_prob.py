@@ -55,6 +55,13 @@ def log_prob(value: torch.Tensor | StochasticNode) -> torch.Tensor:
     got = node.dist_log_prob
     if got is not None:
         return got
+    if node.estimator.relaxed and not getattr(node.estimator, "hard", False):  # (straight-through: a discrete value)
+        raise SCGError(
+            f"scg.log_prob(value) at {caller_location()}: {node.describe()} is drawn by {node.estimator!r}, "
+            f"whose value is a relaxation outside the support of {type(node.dist).__name__}: the distribution "
+            "has no log-probability for it (score its discrete value, or use the relaxed distribution's own "
+            "log_prob, e.g. RelaxedOneHotCategorical)"
+        )
     if not g.tracked and node.log_prob is not None and type(node.estimator).log_prob is Estimator.log_prob:
         got = node.log_prob  # the score term's tensor: dist.log_prob(value), computed by scg.sample
     elif g.tracked and (got := scored_log_prob(g, node)) is not None:

@@ -24,7 +24,7 @@ credit holds for a pair (node, cost) is decided when the surrogate is built (`sc
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import torch
@@ -56,6 +56,19 @@ def declare_rowwise(op: Callable[..., Any] | str, dims: int = 1, args: Sequence[
     """
     if isinstance(dims, bool) or not isinstance(dims, int) or dims < 0:
         raise ValueError(f"declare_rowwise(dims=...): expected an int >= 0, got {dims!r}")
+    if args is not None and (
+        isinstance(args, (str, bytes))
+        or not isinstance(args, Iterable)
+        or not all(isinstance(a, int) and not isinstance(a, bool) and a >= 0 for a in args)
+    ):
+        raise ValueError(f"declare_rowwise(args=...): expected None or argument positions (ints >= 0), got {args!r}")
+    if not isinstance(op, str) and not callable(op):
+        raise ValueError(f"declare_rowwise(op): expected a function, a custom op or its name, got {type(op).__name__}")
+    if getattr(op, "__name__", None) == "<lambda>":
+        raise ValueError(
+            "declare_rowwise(op): a lambda has no name torch reports its calls by, so the declaration "
+            "would never apply; declare a named function or custom op"
+        )
     aligned = None if args is None else frozenset(int(a) for a in args)
     names = [op] if isinstance(op, str) else [getattr(op, "__name__", "")]
     default = getattr(op, "default", None)  # a custom op's OpOverload

@@ -359,3 +359,29 @@ def test_baseline_result_scale_multiplies_the_learning_signal() -> None:
             scg.cost(TAB[z], name="c")
         grads.append(torch.autograd.grad(g.surrogate_loss(), logits)[0])
     torch.testing.assert_close(grads[1], 0.25 * grads[0])
+
+
+def _learned_without_inputs() -> None:
+    th = theta()
+    with scg.Graph() as g:
+        z = scg.sample(Bernoulli(logits=th[0]), name="z", baseline=scg.baselines.Learned(torch.nn.Linear(3, 1)))
+        scg.cost(z * 1.0, name="c")
+    g.surrogate_loss()
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: scg.baselines.EMA(init=torch.ones(3)), r"EMA\(init=...\): expected a finite number"),
+        (lambda: scg.baselines.EMA(beta=True), r"EMA\(beta\): beta must be in \(0, 1\]"),
+        (lambda: scg.baselines.EMA().load_state_dict({}), r"EMA.load_state_dict: the state lacks 'beta'"),
+        (lambda: scg.baselines.Constant(True), r"Constant\(value\): expected a finite number or tensor, got True"),
+        (lambda: scg.baselines.Constant(torch.tensor(1 + 2j)), r"expected a real tensor, got one of dtype"),
+        (lambda: scg.baselines.Learned(torch.nn.Linear(3, 1), loss_weight=-1), r"loss_weight=...\): expected a finite"),
+        (lambda: scg.baselines.Learned(torch.nn.Linear(3, 1), loss_weight=float("nan")), r"loss_weight"),
+        (_learned_without_inputs, r"Learned baseline of stochastic node 'z'.*0 input\(s\) failed.*\.given\(h\)"),
+    ],
+)
+def test_a_bad_baseline_argument_is_refused_naming_it(call, message) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(scg.SCGError, match=message):
+        call()

@@ -4,6 +4,7 @@ the line, instead of silently losing influence or failing deep inside torch."""
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -188,3 +189,75 @@ def test_a_self_critical_value_of_the_wrong_shape_names_the_baseline() -> None:
         scg.SCGError, match=r"SelfCritical baseline of stochastic node 'z'.*greedy cost has shape \(2,\).*\(3,\)"
     ):
         g.surrogate_loss()
+
+
+def _graph_with(
+    sample: dict[str, object] | None = None, cost: Callable[[torch.Tensor], torch.Tensor] | None = None
+) -> scg.Graph:
+    with scg.Graph() as g:
+        z = scg.sample(D.Bernoulli(logits=THETA), name="z", **(sample or {}))  # type: ignore[arg-type]
+        scg.cost(cost(z) if cost is not None else z * 1.0, name="c")
+    return g
+
+
+def _relaxed_log_prob() -> None:
+    with scg.Graph():
+        z = scg.sample(D.OneHotCategorical(logits=THETA), name="z", estimator=scg.estimators.GumbelSoftmax(1.0))
+        scg.log_prob(z)
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: scg.Graph(intervene=5), r"Graph\(intervene=...\): expected None or a function"),
+        (lambda: scg.Graph(strict="yes"), r"Graph\(strict=...\): expected True or False, got 'yes'"),
+        (lambda: scg.surrogate_loss(None), r"surrogate_loss\(graph\): expected a scg.Graph, got NoneType"),
+        (lambda: _graph_with().surrogate_loss(discount=True), r"discount=...\): expected None or a number in \[0, 1\]"),
+        (lambda: _graph_with({"plates": 5}), r"plates=5\) .*1 batch dimension\(s\).*fewer than its plates"),
+        (lambda: _graph_with(cost=lambda z: scg.influenced_by(z * 1.0)), r"influenced_by at .*no sources"),
+        (
+            lambda: _graph_with(cost=lambda z: scg.influenced_by(torch.ones(5), z, per_element=True).sum()),
+            r"per_element=True\) .*source 0 has 3 rows and the value 5",
+        ),
+        (_relaxed_log_prob, r"log_prob\(value\) .*GumbelSoftmax.*relaxation outside the support"),
+        (lambda: scg.declare_rowwise(torch.tanh, args="x"), r"declare_rowwise\(args=...\): expected None or argument"),
+        (lambda: scg.declare_rowwise(lambda x: x), r"a lambda has no name torch reports its calls by"),
+        (lambda: scg.declare_rowwise(5), r"declare_rowwise\(op\): expected a function"),  # type: ignore[arg-type]
+    ],
+)
+def test_a_bad_argument_is_refused_naming_it(call: Callable[[], object], message: str) -> None:
+    """Each of these was accepted silently (and did nothing, or something else) or failed inside
+    torch / Python naming no argument."""
+    with pytest.raises((scg.SCGError, ValueError), match=message):
+        call()
+
+
+class _ListSample(D.Bernoulli):
+    def sample(self, sample_shape: torch.Size = torch.Size()) -> torch.Tensor:
+        return [0.0, 1.0, 0.0]  # type: ignore[return-value]
+
+
+class _FloatLogProb(D.Bernoulli):
+    def log_prob(self, value: torch.Tensor) -> torch.Tensor:
+        return 0.5  # type: ignore[return-value]
+
+
+@pytest.mark.parametrize(
+    ("graph", "dist", "message"),
+    [
+        ({}, lambda: _ListSample(logits=THETA), r"sample\(name='z'\) .*the draw of _ListSample .*returned list"),
+        ({}, lambda: _FloatLogProb(logits=THETA), r"sample\(name='z'\) .*_FloatLogProb.log_prob returned float"),
+        (
+            {"intervene": lambda name, step, dist, shape: torch.ones(3, dtype=torch.long)},
+            lambda: D.Bernoulli(logits=THETA),
+            r"sample\(name='z'\) .*Bernoulli.log_prob of the node's value \(dtype torch.int64, shape \(3,\)\) failed",
+        ),
+    ],
+)
+def test_a_draw_or_score_of_the_wrong_kind_names_the_node(
+    graph: dict[str, object], dist: Callable[[], D.Distribution], message: str
+) -> None:
+    """A custom distribution's sample or log_prob of the wrong type, and an intervention of the
+    wrong dtype, failed inside scg or torch (AttributeError, a cast error) naming no node."""
+    with pytest.raises(scg.SCGError, match=message), scg.Graph(**graph):  # type: ignore[arg-type]
+        scg.sample(dist(), name="z")
