@@ -122,3 +122,22 @@ def test_a_toml_file_can_extend_a_named_config(tmp_path) -> None:
     path.write_text('extends = "C2F-NOPE"\n')
     with pytest.raises(ValueError, match="extends"):
         load_config(str(path))
+
+
+def test_a_toml_file_extends_any_name_load_config_takes_and_its_errors_name_it(tmp_path) -> None:
+    """``extends = "tiny-C2F"`` was refused ("no named configuration 'tiny-C2F'") though --list and
+    --config take it; ``extends = "x.toml"`` looked for x.toml.toml; a TOML error and an unknown
+    table named no file (or left the eval table out of the known ones)."""
+    (tmp_path / "x.toml").write_text('extends = "tiny-C2F+MULTI2"\n[model]\nhidden = 32\n')
+    x = load_config(str(tmp_path / "x.toml"))
+    tiny = load_config("tiny-C2F+MULTI2")
+    assert (x.model.hidden, x.model.multi, x.model.emb_dim) == (32, 2, tiny.model.emb_dim)
+    (tmp_path / "y.toml").write_text('extends = "x.toml"\n[train]\nlr = 0.5\n')
+    y = load_config(str(tmp_path / "y.toml"))
+    assert (y.model.hidden, y.train.lr) == (32, 0.5)
+    (tmp_path / "dup.toml").write_text("[model]\nhidden = 3\nhidden = 4\n")
+    with pytest.raises(ValueError, match=r"dup.toml: Cannot overwrite a value \(at line 3"):
+        load_config(str(tmp_path / "dup.toml"))
+    (tmp_path / "tab.toml").write_text("[bogus]\na = 1\n")
+    with pytest.raises(ValueError, match=r"bogus: unknown configuration table \(known: data, eval, model, train\)"):
+        load_config(str(tmp_path / "tab.toml"))

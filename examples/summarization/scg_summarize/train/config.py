@@ -4,7 +4,8 @@ A configuration has four tables, each a dataclass: ``[model]`` ([`ModelConfig`][
 ``[train]`` (`TrainConfig`), ``[data]`` (`DataConfig`) and ``[eval]``
 (`EvalConfig`). Named configurations live in ``scg_summarize/configs/NAME.toml``; one per
 row of the paper's Table 1 (``STANDARD``, ``C2F+MULTI2``...). A file may say ``extends = "base"``
-to start from another file (tables are merged key by key). Size variants are prefixes:
+to start from another file beside it (``"mine"`` or ``"mine.toml"``) or from any name ``--config``
+takes (``"C2F"``, ``"tiny-C2F+MULTI2"``); tables are merged key by key. Size variants are prefixes:
 ``small-NAME`` applies ``configs/_small.toml`` on top of ``NAME`` (laptop-CPU sizes) and
 ``tiny-NAME`` applies ``configs/_tiny.toml`` (tests). Option suffixes that are not rows of the
 paper's Table 1 apply to any name: ``NAME+COPY`` adds the copying generator (``model.copy``;
@@ -329,7 +330,7 @@ class Config:
             except ValueError as err:
                 raise ConfigError([str(err)]) from None
         tables: dict[str, type] = {"model": family, "train": TrainConfig, "data": DataConfig}
-        problems = check_config({k: v for k, v in data.items() if k != "eval"}, tables)
+        problems = check_config({k: v for k, v in data.items() if k != "eval"}, tables, ("eval",))
         problems += eval_problems(data.get("eval", {}))
         if problems:
             raise ConfigError(problems)
@@ -364,24 +365,75 @@ def _merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _read(path: Path, seen: tuple[str, ...] = ()) -> dict[str, Any]:
-    data: dict[str, Any]
-    if path.parent == _config_dir():
-        data = copy.deepcopy(_read_packaged(path))
-    else:
+def _toml(path: Path) -> dict[str, Any]:
+    """A configuration file's table; a TOML error names the file."""
+    try:
         with open(path, "rb") as f:
-            data = tomllib.load(f)
+            data: dict[str, Any] = tomllib.load(f)
+    except tomllib.TOMLDecodeError as err:
+        raise ValueError(f"{path}: {err}") from None
+    return data
+
+
+def _read(path: Path, seen: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A configuration file with what it ``extends``: a file beside it (``"mine"`` or
+    ``"mine.toml"``) or a named configuration (``"C2F"``, ``"tiny-C2F+MULTI2"``), merged below it."""
+    data = copy.deepcopy(_read_packaged(path)) if path.parent == _config_dir() else _toml(path)
     parent = data.pop("extends", None)
     if parent:
+        if not isinstance(parent, str):
+            raise ValueError(f"{path}: extends must be a configuration name or file, got {parent!r}")
         if parent in seen:
             raise ValueError(f"configuration inheritance loop: {' -> '.join((*seen, parent))}")
-        local = path.parent / f"{parent}.toml"
-        base = local if local.is_file() else _config_dir() / f"{parent}.toml"  # a named configuration
-        if not base.is_file():
-            raise ValueError(
-                f"{path}: extends {parent!r}, but there is no {local} nor a named configuration {parent!r}"
-            )
-        data = _merge(_read(base, (*seen, str(parent))), data)
+        local = path.parent / (parent if parent.endswith(".toml") else f"{parent}.toml")
+        if local.is_file():
+            base = _read(local, (*seen, parent))
+        else:
+            try:
+                base = _named(parent, (*seen, parent))
+            except UnknownConfigError:
+                raise ValueError(
+                    f"{path}: extends {parent!r}, but there is no {local} nor a named configuration {parent!r} "
+                    f"(scg-summarize train --list names them)"
+                ) from None
+        data = _merge(base, data)
+    return data
+
+
+class UnknownConfigError(ValueError):
+    """A configuration name that is neither a named configuration (with its prefixes and
+    suffixes) nor a file."""
+
+
+def _named(name: str, seen: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The table of a named configuration: ``[tiny-|small-]BASE[+SUFFIX...]``, its size overlay and
+    option suffixes merged over the packaged ``BASE.toml``."""
+    base, overlay = name, None
+    extras: list[dict[str, Any]] = []
+    while True:  # NAME+COPY...: strip the option suffixes
+        suffix = next((x for x in SUFFIXES if base.endswith(x) and len(base) > len(x)), None)
+        if suffix is None:
+            break
+        base, extras = base[: -len(suffix)], [SUFFIXES[suffix], *extras]
+    for prefix, file in VARIANTS.items():
+        if name.startswith(prefix):
+            base, overlay = base[len(prefix) :], file
+            break
+    file_path = _config_dir() / f"{base}.toml"
+    if base.startswith("_") or not file_path.is_file():
+        raise UnknownConfigError(
+            f"unknown configuration {name!r}; available: {', '.join(available_configs())} "
+            f"(prefix with {' or '.join(VARIANTS)} for the smaller sizes; "
+            f"suffixes: {', '.join(SUFFIXES)}), or a path to a .toml file"
+        )
+    data = _read(file_path, seen)
+    if overlay is not None:  # sizes for every family: the options of this one's
+        sizes = _read(_config_dir() / overlay)
+        table = ModelConfig.family_table(data.get("model", {}))[0].option_names()
+        sizes["model"] = {k: v for k, v in sizes.get("model", {}).items() if k in table}
+        data = _merge(data, sizes)
+    for extra in extras:
+        data = _merge(data, extra)
     return data
 
 
@@ -413,32 +465,7 @@ def load_config(name: str, overrides: list[str] | tuple[str, ...] = ()) -> Confi
         data = _read(path)
         data.setdefault("name", path.stem)
     else:
-        base, overlay = name, None
-        extras: list[dict[str, Any]] = []
-        while True:  # NAME+COPY...: strip the option suffixes
-            suffix = next((x for x in SUFFIXES if base.endswith(x) and len(base) > len(x)), None)
-            if suffix is None:
-                break
-            base, extras = base[: -len(suffix)], [SUFFIXES[suffix], *extras]
-        for prefix, file in VARIANTS.items():
-            if name.startswith(prefix):
-                base, overlay = base[len(prefix) :], file
-                break
-        file_path = _config_dir() / f"{base}.toml"
-        if base.startswith("_") or not file_path.is_file():
-            raise ValueError(
-                f"unknown configuration {name!r}; available: {', '.join(available_configs())} "
-                f"(prefix with {' or '.join(VARIANTS)} for the smaller sizes; "
-                f"suffixes: {', '.join(SUFFIXES)}), or a path to a .toml file"
-            )
-        data = _read(file_path)
-        if overlay is not None:  # sizes for every family: the options of this one's
-            sizes = _read(_config_dir() / overlay)
-            table = ModelConfig.family_table(data.get("model", {}))[0].option_names()
-            sizes["model"] = {k: v for k, v in sizes.get("model", {}).items() if k in table}
-            data = _merge(data, sizes)
-        for extra in extras:
-            data = _merge(data, extra)
+        data = _named(name)
         data["name"] = name
     problems: list[str] = []
     for text in overrides:

@@ -214,8 +214,9 @@ def _check_table(table: str, cls: type, values: Any, problems: list[str]) -> Non
             problems.append(f"{where}: expected {expected}, got {_describe(value)}")
 
 
-def check_config(data: dict[str, Any], tables: dict[str, type]) -> list[str]:
-    """Every problem of a raw configuration ``data`` (``tables``: table name -> dataclass)."""
+def check_config(data: dict[str, Any], tables: dict[str, type], checked_apart: tuple[str, ...] = ()) -> list[str]:
+    """Every problem of a raw configuration ``data`` (``tables``: table name -> dataclass;
+    ``checked_apart``: the names of tables the caller checks itself, left out of ``data``)."""
     problems: list[str] = []
     for key, value in data.items():
         if key in tables:
@@ -224,7 +225,8 @@ def check_config(data: dict[str, Any], tables: dict[str, type]) -> list[str]:
             if not isinstance(value, str):
                 problems.append(f"{key}: expected a string, got {_describe(value)}")
         elif key != "extends":
-            problems.append(f"{key}: unknown configuration table (known: {', '.join(sorted(tables))})")
+            known = ", ".join(sorted((*tables, *checked_apart)))
+            problems.append(f"{key}: unknown configuration table (known: {known})")
     if problems:
         return problems
     model, train = data.get("model", {}), data.get("train", {})
