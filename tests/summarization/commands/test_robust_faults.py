@@ -16,6 +16,7 @@ import pytest
 import torch
 from scg_summarize.cli import main
 from scg_summarize.data import make_synthetic_corpus
+from scg_summarize.data.synthetic import SyntheticConfig
 from scg_summarize.models.loading import CheckpointError, read_checkpoint
 from scg_summarize.train import Trainer, load_config
 from scg_summarize.train import checkpoint as checkpoint_module
@@ -183,6 +184,11 @@ def test_a_replaced_corpus_is_refused_on_resume_and_before_the_test_evaluation(
     evaluate_test(run, data, rouge=False)  # the same corpus: accepted
     assert main(train_args(other, run, *TWO_STEPS, "--set", "train.epochs=2", "--resume")) == 2  # another --data
     assert "not the one" in capsys.readouterr().err
+    smaller = tmp_path / "smaller"  # another vocabulary size: said as another corpus, not as model.vocab_size
+    make_synthetic_corpus(smaller, n_train=16, n_valid=4, n_test=4, seed=3, config=SyntheticConfig(content_words=150))
+    assert main(train_args(smaller, run, *TWO_STEPS, "--set", "train.epochs=2", "--resume")) == 2
+    err = capsys.readouterr().err
+    assert "is not the one" in err and "model.vocab_size" not in err, err
     make_synthetic_corpus(data, n_train=16, n_valid=4, n_test=4, seed=5, overwrite=True)  # prepare --overwrite
     assert main(train_args(data, run, *TWO_STEPS, "--set", "train.epochs=2", "--resume")) == 2
     assert "refusing to resume on different data" in capsys.readouterr().err

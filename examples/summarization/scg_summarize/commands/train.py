@@ -81,7 +81,7 @@ def evaluate_test(run_dir: Path, data: Path, *, rouge: bool) -> dict[str, Any]:
     model, raw = load_model(run_dir / BEST, device)
     config = Config.from_dict(raw)
     dc = config.data
-    check_fingerprint(run_dir, data, [dc.train_split, dc.valid_split, dc.test_split], "evaluate the test split")
+    check_fingerprint(run_dir, data, dc.splits, "evaluate the test split")
     test = load_dataset(data, config.data.test_split, config)
     if len(test) == 0:
         raise ValueError(

@@ -235,6 +235,11 @@ class DataConfig:
     bucket_by: str = "both"
     pad_targets: int = 0
 
+    @property
+    def splits(self) -> list[str]:
+        """The run's splits: training, validation and test (the corpus fingerprint covers them)."""
+        return [self.train_split, self.valid_split, self.test_split]
+
     def validate(self) -> None:
         if self.regrid and (len(self.regrid) != 2 or min(self.regrid) < 1):
             raise ValueError(f"data.regrid must be [M, N] with positive M, N, got {self.regrid}")

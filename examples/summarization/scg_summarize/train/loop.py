@@ -34,6 +34,7 @@ from .config import Config
 from .data import batch_to, load_training_splits, make_loader
 from .ddp import DistContext, resolve_device
 from .evaluate import validation_metrics
+from .fingerprint import check_fingerprint
 from .metrics_log import LogWindow, append_record
 from .model_init import initial_model
 from .objective import StepResult, StepValues, build_objective
@@ -94,6 +95,8 @@ class Trainer:
         if tc.threads > 0:
             torch.set_num_threads(tc.threads)
         seed_all(tc.seed)  # identical initialization on every rank, then per-rank streams for dropout and sampling
+        if resume:  # (another corpus is named as such, before its vocabulary size is compared with the model's)
+            check_fingerprint(self.out_dir, self.data_dir, config.data.splits, "resume")
         self.train_set, self.valid_set = load_training_splits(self.data_dir, config)
         self.vocab = self.train_set.vocab
         self.model = initial_model(

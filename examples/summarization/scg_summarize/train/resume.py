@@ -23,7 +23,6 @@ import torch
 from ..models.loading import check_same_model, read_checkpoint
 from .checkpoint import RESUME_KEYS, TrainingParts, save_atomic
 from .config import Config, EvalConfig
-from .fingerprint import check_fingerprint
 from .metrics_log import repair_log
 from .run_dir import CHECKPOINT, METRICS, BestModel, check_best, remove_torn_files, start_run_dir, write_config
 from .run_state import RunCounters
@@ -88,11 +87,9 @@ def open_run(
     returns the run's counters (fresh ones for a new run)."""
     if rank == 0:
         remove_torn_files(out_dir)  # left by a process killed while writing
-    splits = [config.data.train_split, config.data.valid_split, config.data.test_split]
+    splits = config.data.splits
     if resume:
-        return resume_run(
-            parts, config=config, out_dir=out_dir, data_dir=data_dir, splits=splits, device=device, rank=rank, info=info
-        )
+        return resume_run(parts, config=config, out_dir=out_dir, device=device, rank=rank, info=info)
     if rank == 0:
         start_run_dir(out_dir, config, data_dir, splits)
     return RunCounters()
@@ -103,20 +100,17 @@ def resume_run(
     *,
     config: Config,
     out_dir: Path,
-    data_dir: Path,
-    splits: list[str],
     device: torch.device,
     rank: int,
     info: Callable[[str], None],
 ) -> RunCounters:
-    """Continue the run in ``out_dir`` from its ``checkpoint.pt``: check the corpus, the
-    configuration and the model, restore ``parts`` and the RNGs, and (rank 0) cut the metrics log
-    back to the checkpoint's step, reconcile ``best.pt`` and rewrite ``config.toml``. Returns the
-    restored counters."""
+    """Continue the run in ``out_dir`` from its ``checkpoint.pt`` (the trainer has checked its
+    corpus before building the model: `check_fingerprint`): check the configuration and the model,
+    restore ``parts`` and the RNGs, and (rank 0) cut the metrics log back to the checkpoint's step,
+    reconcile ``best.pt`` and rewrite ``config.toml``. Returns the restored counters."""
     path = out_dir / CHECKPOINT
     if not path.is_file():
         raise FileNotFoundError(f"--resume: no checkpoint at {path}")
-    check_fingerprint(out_dir, data_dir, splits, "resume")
     state = read_checkpoint(path, map_location=device, required=RESUME_KEYS)
     for line in check_resume_config(state["config"], config, path):
         info(line)
