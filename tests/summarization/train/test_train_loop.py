@@ -89,6 +89,12 @@ def test_cli_train_lists_configs_and_reports_errors(synthetic_corpus: Path, tmp_
         == 2
     )
     assert "init_from" in capsys.readouterr().err
+    rl = ["train", "--config", "tiny-PAULUS-RL", "--data", str(synthetic_corpus), "--out", str(tmp_path / "rl")]
+    assert main(rl) == 2  # its description says "from an ML checkpoint": it trained from scratch without a word
+    assert (
+        "tiny-PAULUS-RL starts from a trained model (train.pretrain): pass --set train.init_from"
+        in capsys.readouterr().err
+    )
 
 
 def test_pretrain_starts_c2f_from_a_hier_checkpoint(synthetic_corpus: Path, tmp_path: Path) -> None:
@@ -206,12 +212,31 @@ def test_model_sizes_that_contradict_the_corpus_are_refused_by_name(synthetic_co
     built for fewer chunks than the batches have: each error names the option."""
     with pytest.raises(ValueError, match=r"model.vocab_size = 5, but the corpus vocabulary has \d+ words"):
         _trainer("tiny-C2F", ["model.vocab_size=5"], synthetic_corpus, tmp_path / "vocab")
-    trainer = _trainer("tiny-C2F+POS", [*FAST, "model.num_chunks=2"], synthetic_corpus, tmp_path / "pos")
-    try:
-        with pytest.raises(ValueError, match=r"\+POS was built for 2 chunks \(model.num_chunks\)"):
-            trainer.fit()
-    finally:
-        trainer.close()
+    with pytest.raises(ValueError, match=r"model.num_chunks = 2, but the corpus has 8 chunks per document"):
+        _trainer("tiny-C2F+POS", [*FAST, "model.num_chunks=2"], synthetic_corpus, tmp_path / "pos")
+    with pytest.raises(
+        ValueError, match=r"model.num_chunks = 9, but the corpus has 8"
+    ):  # (no part read it: it was kept)
+        _trainer("tiny-C2F", [*FAST, "model.num_chunks=9"], synthetic_corpus, tmp_path / "unused")
+    from scg_summarize.models.c2f.chunk_encoders import ConvChunkEncoder, WithPosition
+
+    pos = WithPosition(ConvChunkEncoder(4, filters=3, width=2), num_chunks=2, pos_dim=2)  # a model fed wider documents
+    with pytest.raises(ValueError, match=r"\+POS was built for 2 chunks \(model.num_chunks\), got a batch with 3"):
+        pos(torch.ones(1, 3, 5, dtype=torch.long), torch.ones(1, 3, 5, dtype=torch.bool), torch.zeros(1, 3, 5, 4))
+
+
+def test_an_option_the_runs_objective_does_not_read_is_refused(synthetic_corpus: Path, tmp_path: Path) -> None:
+    """HIER trains by maximum likelihood: train.reward_scale and train.discount (C2F's REINFORCE)
+    were accepted and changed nothing; model.test_k > 1 likewise for soft attention."""
+    for option in ("train.reward_scale=5", "train.discount=0.9"):
+        key = option.split("=")[0]
+        with pytest.raises(ValueError, match=rf"{key} = .* is read by the c2f_reinforce objective only.*'mle'"):
+            _trainer("tiny-HIER", [*FAST, option], synthetic_corpus, tmp_path / key)
+    _trainer("tiny-C2F", [*FAST, "train.reward_scale=5"], synthetic_corpus, tmp_path / "c2f").close()
+    with pytest.raises(
+        ValueError, match=r"model.test_k: reading the top k > 1 chunks .* needs model.attention = 'c2f'"
+    ):
+        load_config("tiny-HIER", ["model.test_k=3"])
 
 
 def test_a_run_is_self_contained_for_summarizing_new_text(tmp_path: Path, capsys) -> None:

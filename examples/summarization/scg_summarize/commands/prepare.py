@@ -167,7 +167,6 @@ _APPLIES: tuple[tuple[str, tuple[str, ...]], ...] = (
             "layout",
             "vocab_size",
             "min_freq",
-            "field_vocab_min_freq",
             "max_target_len",
             "target_mode",
             "tokenizer",

@@ -85,7 +85,8 @@ class TrainConfig:
         baseline_beta: β of the per-step EMA baseline (0.1).
         reward_scale: λ, the weight of the score-function (REINFORCE) terms (0.3).
         alternate: +ALTERNATE: probability that a minibatch uses soft (HIER) attention (0.5).
-        pretrain / init_from: +PRETRAIN: start from the weights of a trained HIER checkpoint.
+        pretrain / init_from: start from the weights of a trained checkpoint (``init_from``), which
+            ``pretrain`` requires: +PRETRAIN (a HIER run's), PAULUS-RL (an ML run's).
         word2vec: a word2vec text file to initialize the embeddings from ("" for none).
         log_every: steps between progress/metrics lines.
         checkpoint_every: steps between mid-epoch checkpoints (0: epoch ends only).

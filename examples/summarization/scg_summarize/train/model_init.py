@@ -31,8 +31,15 @@ def build_model(
             f"model.vocab_size = {config.model.vocab_size}, but the corpus vocabulary has {vocab_size} words; "
             "leave model.vocab_size at 0 (it is read from the corpus)"
         )
+    chunks = config.data.regrid[0] if config.data.regrid else num_chunks
     if config.model.num_chunks == 0:
-        config.model.num_chunks = config.data.regrid[0] if config.data.regrid else num_chunks
+        config.model.num_chunks = chunks
+    elif config.model.num_chunks != chunks:  # (the +POS table's size; a number no part of the model reads else)
+        where = "data.regrid gives" if config.data.regrid else "the corpus has"
+        raise ValueError(
+            f"model.num_chunks = {config.model.num_chunks}, but {where} {chunks} chunks per document; "
+            "leave model.num_chunks at 0 (it is read from the corpus, or data.regrid)"
+        )
     if data_dir is not None:
         return FAMILIES.get(config.model.family).for_corpus(config.model, data_dir)
     return build_family(config.model)
@@ -66,8 +73,8 @@ def initial_model(
         info(f"word2vec: {found}/{len(vocab)} vocabulary words initialized from {tc.word2vec}")
     if tc.pretrain and not tc.init_from and not resume:
         raise ValueError(
-            "+PRETRAIN starts from a trained HIER model: pass --set train.init_from=RUN/best.pt "
-            "(a HIER run with the same model sizes)"
+            f"{config.name} starts from a trained model (train.pretrain): pass --set train.init_from=RUN/best.pt "
+            "(a run of the same family and model sizes: HIER for +PRETRAIN, PAULUS-ML for PAULUS-RL)"
         )
     if tc.init_from and not resume:
         state = read_checkpoint(tc.init_from, map_location=device)

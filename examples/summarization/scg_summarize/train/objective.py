@@ -248,9 +248,35 @@ def _c2f(trainer: Any) -> Objective:
     return run
 
 
+def resolved_objective(name: str, model: Any) -> str:
+    """The objective ``train.objective = name`` trains ``model`` with: ``auto`` is the family's
+    ``default_objective`` when it names one (MAL: ``mal``), else ``c2f_reinforce`` for hard
+    attention and ``mle`` for soft."""
+    if name != "auto":
+        return name
+    own: str | None = model.default_objective  # a family's own loss (MAL: L_s + L_NLL)
+    if own is not None:
+        return own
+    return "c2f_reinforce" if model.hard else "mle"
+
+
+#: the training options only some objectives read: one given another value for a run whose
+#: objective does not read it would change nothing, without a word
+READ_ONLY_BY: dict[str, tuple[str, ...]] = {"reward_scale": ("c2f_reinforce",), "discount": ("c2f_reinforce",)}
+
+
+def unread_options(train: Any, objective: str) -> list[str]:
+    """The `READ_ONLY_BY` options of ``train`` (a `TrainConfig`) away from their defaults that
+    ``objective`` (resolved: `resolved_objective`) does not read, one line each."""
+    defaults = type(train)()
+    return [
+        f"train.{key} = {getattr(train, key)!r} is read by the {' or '.join(readers)} objective only, and this "
+        f"run trains with {objective!r}; leave it out"
+        for key, readers in READ_ONLY_BY.items()
+        if objective not in readers and getattr(train, key) != getattr(defaults, key)
+    ]
+
+
 @register_objective("auto")
 def _auto(trainer: Any) -> Objective:
-    own = trainer.model.default_objective  # a family's own loss (MAL: L_s + L_NLL)
-    if own is not None:
-        return build_objective(own, trainer)
-    return _c2f(trainer) if trainer.model.hard else _mle(trainer)
+    return build_objective(resolved_objective("auto", trainer.model), trainer)

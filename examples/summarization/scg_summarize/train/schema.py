@@ -235,4 +235,6 @@ def check_config(data: dict[str, Any], tables: dict[str, type], checked_apart: t
         problems.append("train.alternate: +ALTERNATE (> 0) needs model.attention = 'c2f'")
     if model.get("multi", 1) > 1 and attention != "c2f":
         problems.append("model.multi: +MULTI (> 1) needs model.attention = 'c2f'")
+    if model.get("test_k", 1) > 1 and attention != "c2f":  # (soft attention reads every chunk)
+        problems.append("model.test_k: reading the top k > 1 chunks at test time needs model.attention = 'c2f'")
     return problems
