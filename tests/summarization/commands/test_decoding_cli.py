@@ -152,6 +152,50 @@ def test_missing_run_and_conflicting_inputs_are_clear_errors(toy: ToySetup, tmp_
     assert "min_len" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [
+        (["--input", "DOCS", "--split", "valid"], "--split selects a split of --data; with --input it reads nothing"),
+        (["--data", "DATA", "--format", "jsonl"], "--format describes --input; a --data split is read as prepared"),
+        (["--data", "DATA", "--source-field", "doc"], "--source-field describes --input"),
+        (["--input", "DOCS", "--source-field", "doc"], "--source-field names a field of --format jsonl, not of text"),
+        (["--input", "DOCS", "--data", "OTHER"], "vocabulary"),  # the run's own vocab.txt is read: --data must agree
+        (["--input", "DOCS", "--coarse-topk", "9"], "coarse_topk = 9, but the model reads documents of 8 chunks"),
+    ],
+)
+def test_an_input_option_that_would_be_ignored_is_refused(  # type: ignore[no-untyped-def]
+    given: list[str], said: str, toy: ToySetup, tmp_path: Path, capsys
+) -> None:
+    """Each of these was accepted and did nothing (--data OTHER with --input: the run's own
+    vocabulary was read, never compared; --coarse-topk beyond the chunks read them all)."""
+    from scg_summarize.data import make_synthetic_corpus
+    from scg_summarize.data.synthetic import SyntheticConfig
+
+    docs = tmp_path / "docs.txt"
+    docs.write_text("\n".join(_raw_docs(toy, 1)) + "\n", encoding="utf-8")
+    other = tmp_path / "other"
+    if "OTHER" in given:
+        make_synthetic_corpus(other, n_train=4, n_valid=0, n_test=1, seed=1, config=SyntheticConfig(content_words=150))
+    names = {"DOCS": str(docs), "DATA": str(toy.data), "OTHER": str(other)}
+    assert cli.main(["summarize", "--run", str(toy.run), *(names.get(a, a) for a in given)]) == 2
+    err = capsys.readouterr().err
+    assert said in err and "Traceback" not in err, err
+
+
+def test_coarse_topk_on_a_model_that_chooses_no_chunks_is_refused(tmp_path: Path) -> None:
+    """HIER reads every chunk: --coarse-topk 2 was ignored (returned the model as it was)."""
+    from scg_summarize.data import make_synthetic_corpus
+
+    from ..eval_support import write_run
+
+    data = tmp_path / "data"
+    make_synthetic_corpus(data, n_train=4, n_valid=0, n_test=1, seed=1)
+    run = write_run(tmp_path / "hier", data, "tiny-HIER", ["model.hidden=8", "model.emb_dim=8"], seed=1)
+    assert load_run(run, coarse_topk=1).decoder.coarse_topk == 1  # type: ignore[attr-defined]
+    with pytest.raises(ValueError, match=r"coarse_topk = 2: this C2FSummarizer chooses no chunks"):
+        load_run(run, coarse_topk=2)
+
+
 def test_read_documents_skips_blank_lines_and_numbers_ids(toy: ToySetup, tmp_path: Path) -> None:
     run = load_run(toy.run)
     source = tmp_path / "d.txt"

@@ -59,18 +59,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     source.add_argument(
         "--format",
         choices=(*INPUT_FORMATS, "document"),
-        default="text",
-        help="text: one document per line; jsonl: JSON objects; document: the whole input is one document",
+        default=None,
+        help="of --input: text (default): one document per line; jsonl: JSON objects; document: the whole "
+        "input is one document",
     )
-    source.add_argument("--source-field", default="source", help="jsonl: the document field (string or sentences)")
+    source.add_argument(
+        "--source-field", default=None, help="--format jsonl: the document field (string or sentences; default source)"
+    )
     source.add_argument(
         "--data",
         type=Path,
         default=None,
         metavar="DIR",
-        help="a prepared corpus: summarize its --split, or (with --input) take the vocabulary from it",
+        help="a prepared corpus: summarize its --split, or (with --input, for a run without its own "
+        "vocab.txt) take the vocabulary from it",
     )
-    source.add_argument("--split", default="test", help="the split of --data (default test)")
+    source.add_argument("--split", default=None, help="the split of --data (default test)")
     source.add_argument(
         "--limit",
         type=positive_int,
@@ -128,27 +132,44 @@ def summary_record(doc: SourceDocument, summaries: list[Summary], attention: tup
     return record
 
 
+def _unread_input_options(args: argparse.Namespace) -> str | None:
+    """An input option that the input given does not read (it would be ignored), said as such."""
+    if args.input is not None and args.split is not None:
+        return "--split selects a split of --data; with --input it reads nothing (leave it out)"
+    if args.input is None and args.data is not None:
+        for flag, value in (("--format", args.format), ("--source-field", args.source_field)):
+            if value is not None:
+                return f"{flag} describes --input; a --data split is read as prepared (leave it out)"
+    if args.source_field is not None and (args.format or "text") != "jsonl":
+        return f"--source-field names a field of --format jsonl, not of {args.format or 'text'} input"
+    return None
+
+
 def _documents(args: argparse.Namespace, run: Any) -> Iterator[SourceDocument]:
     from ..data.dataset import SummarizationDataset
-    from ..data.vocab import require_same_vocab
+    from ..data.storage import VOCAB_FILE
+    from ..data.vocab import Vocab, require_same_vocab
     from ..decoding.inputs import documents_from_split, read_documents
     from ..decoding.wrapped import read_document
 
     if args.input is None and args.data is None:
         raise ValueError("give --input FILE (raw documents) or --data DIR (a prepared split)")
     if args.input is None:
-        dataset = SummarizationDataset(args.data, args.split)
+        dataset = SummarizationDataset(args.data, args.split or "test")
         require_same_vocab(run.vocab, dataset.vocab, args.data, run.run_dir)
         n = len(dataset) if args.limit is None else min(args.limit, len(dataset))
         yield from documents_from_split(dataset, range(n))
         return
-    if args.format == "document":
+    if args.data is not None:  # (the run's own vocabulary is read: --data must agree with it)
+        require_same_vocab(run.vocab, Vocab.load(Path(args.data) / VOCAB_FILE), args.data, run.run_dir)
+    fmt = args.format or "text"
+    if fmt == "document":
         yield read_document(args.input, run.prep_options, run.vocab)
         return
-    if args.format == "text":
+    if fmt == "text":
         _warn_if_wrapped(args.input)
     docs = read_documents(
-        args.input, run.prep_options, run.vocab, fmt=args.format, source_field=args.source_field, keep_empty=True
+        args.input, run.prep_options, run.vocab, fmt=fmt, source_field=args.source_field or "source", keep_empty=True
     )
     for i, doc in enumerate(docs):
         if args.limit is not None and i >= args.limit:
@@ -182,7 +203,7 @@ def _total(args: argparse.Namespace, run: Any) -> int | None:
         return 1
     limit: int | None = args.limit
     if args.input is None and args.data is not None:
-        n = len(SummarizationDataset(args.data, args.split, vocab=run.vocab))
+        n = len(SummarizationDataset(args.data, args.split or "test", vocab=run.vocab))
         return n if limit is None else min(limit, n)
     return limit
 
@@ -255,6 +276,9 @@ def run(args: argparse.Namespace) -> int:
     from ._decoding_args import check_recombine, decode_options, given_options
 
     set_threads(args)
+    unread = _unread_input_options(args)
+    if unread:
+        return error("summarize", unread)
     if "extras" in given_options(args) and not (args.jsonl or args.attention):
         return error(
             "summarize",

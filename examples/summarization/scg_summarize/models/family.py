@@ -124,7 +124,13 @@ class SummarizerFamily(nn.Module, Generic[ConfigT, StateT], metaclass=ABCMeta):
 
     def with_coarse_topk(self, k: int) -> SummarizerFamily[ConfigT, StateT]:
         """This model reading the top ``k`` chunks per step at test time: a view sharing every
-        parameter (C2F), or the model itself where chunks are not chosen. Never changes ``self``."""
+        parameter (C2F). Never changes ``self``. A model that chooses no chunks has no other k:
+        ``k`` other than its `coarse_topk` (1) is refused (it would be ignored)."""
+        if k != self.coarse_topk:
+            raise ValueError(
+                f"coarse_topk = {k}: this {type(self).__name__} chooses no chunks (its attention reads every "
+                "word), so there is no top k to read; leave --coarse-topk out"
+            )
         return self
 
     @property

@@ -144,12 +144,20 @@ class C2FSummarizer(SummarizerFamily[C2FConfig, DecoderState]):
 
     def with_coarse_topk(self, k: int) -> C2FSummarizer:
         """A view of this model (the same parameters) whose C2F attention reads the top ``k`` chunks
-        per step at test time (``model.test_k`` = ``k``); soft models are returned as they are."""
+        per step at test time (``model.test_k`` = ``k``); a soft model is refused unless ``k`` is 1."""
         attention = self.decoder.attention
-        if not isinstance(attention, C2FAttention) or k == self.config.test_k:
+        if not isinstance(attention, C2FAttention):
+            super().with_coarse_topk(k)  # (soft attention: refused unless k is its 1)
+            return self
+        if k == self.config.test_k:
             return self
         if k < 1:
             raise ValueError(f"coarse_topk must be >= 1, got {k}")
+        if 0 < self.config.num_chunks < k:
+            raise ValueError(
+                f"coarse_topk = {k}, but the model reads documents of {self.config.num_chunks} chunks "
+                "(model.num_chunks): at most that many can be read per step"
+            )
         decoder = _with_child(self.decoder, "attention", attention.with_test_k(k))
         view = _with_child(self, "decoder", decoder)
         view.config = replace(self.config, test_k=k)
