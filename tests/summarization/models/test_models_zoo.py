@@ -283,7 +283,9 @@ def test_coarse_topk_is_a_view_not_a_mutation() -> None:
     _, _, att = model.advance(state, b.tgt[:, 0], memory, 0, "greedy")
     assert att.selected is not None and att.selected.shape == (3, 1)
     paulus = build_model(FAMILY_CONFIGS["paulus"])
-    assert paulus.with_coarse_topk(3) is paulus and paulus.coarse_topk == 1  # no chunks to choose
+    assert paulus.with_coarse_topk(1) is paulus and paulus.coarse_topk == 1
+    with pytest.raises(ValueError, match=r"coarse_topk = 3: this PaulusSummarizer chooses no chunks"):
+        paulus.with_coarse_topk(3)  # (it was ignored)
 
 
 def test_switching_the_family_of_a_configuration_names_the_options_it_would_drop() -> None:
