@@ -15,7 +15,7 @@ layers before it (``tests/summarization/test_layers.py`` checks every import):
 * [`scg_summarize.demo`][scg_summarize.demo], [`scg_summarize.commands`][scg_summarize.commands],
   [`scg_summarize.cli`][scg_summarize.cli] -- the demo and the ``scg-summarize`` command line.
 
-``jsonlines`` and ``dirlock`` are small helpers below all layers.
+``jsonlines``, ``dirlock`` and ``devices`` are small helpers below all layers.
 """
 
 __version__ = "0.1.0"

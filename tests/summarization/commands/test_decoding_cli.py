@@ -202,3 +202,22 @@ def test_read_documents_skips_blank_lines_and_numbers_ids(toy: ToySetup, tmp_pat
     source.write_text("\n" + _raw_docs(toy, 1)[0] + "\n   \n", encoding="utf-8")
     docs = list(read_documents(str(source), run.prep_options, run.vocab))
     assert [d.id for d in docs] == [f"{source}:2"]
+
+
+def test_python_api_arguments_of_the_wrong_kind_are_named(toy: ToySetup) -> None:
+    """``load_run(device="cuda")`` without a GPU blamed the checkpoint ("not a readable
+    checkpoint"); a dict of options and strings for documents failed with AttributeError."""
+    from scg_summarize.decoding import RunLoadError
+
+    with pytest.raises(RunLoadError, match=r"load_run\(device='gpu'\): expected 'cpu', 'cuda' or 'cuda:N'"):
+        load_run(toy.run, device="gpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(RunLoadError, match=r"load_run\(device=...\): 'cuda', but no CUDA GPU is available"):
+            load_run(toy.run, device="cuda")
+    with pytest.raises(RunLoadError, match=r"load_run\(run_dir\): expected a path, got NoneType"):
+        load_run(None)  # type: ignore[arg-type]
+    run = load_run(toy.run)
+    with pytest.raises(TypeError, match=r"Summarizer\(options=...\): expected a DecodeOptions, got dict"):
+        Summarizer(run.decoder, run.vocab, {"beam_size": 2})  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"expected SourceDocument objects .*got str"):
+        list(Summarizer(run.decoder, run.vocab, DecodeOptions()).summarize(["alpha1 alpha2"]))  # type: ignore[list-item]

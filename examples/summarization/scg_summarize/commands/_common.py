@@ -18,7 +18,6 @@ __all__ = [
     "add_overwrite_argument",
     "add_rouge_arguments",
     "error",
-    "missing_cuda",
     "positive_int",
     "refuse_existing",
     "rouge_options",
@@ -113,21 +112,6 @@ def rouge_options(args: argparse.Namespace, digits_mapped: bool = False) -> Roug
         )
     except ValueError as err:
         raise ValueError(f"bad ROUGE option: {err}") from None
-
-
-def missing_cuda(device: str) -> str | None:
-    """Why the CUDA device named ``device`` (``cuda``, ``cuda:N``) is not on this machine, or None
-    (it is, or ``device`` names no CUDA device). Imports torch only for a CUDA name."""
-    if not device.startswith("cuda"):
-        return None
-    import torch
-
-    if not torch.cuda.is_available():
-        return f"{device!r}, but no CUDA GPU is available here"
-    index = device.partition(":")[2]
-    if index.isdigit() and int(index) >= torch.cuda.device_count():
-        return f"{device!r}, but this machine has {torch.cuda.device_count()} CUDA GPU(s)"
-    return None
 
 
 def add_overwrite_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup, what: str) -> None:

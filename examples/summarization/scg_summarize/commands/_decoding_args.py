@@ -17,7 +17,8 @@ from dataclasses import fields
 from typing import Any
 
 from ..decode_options import DecodeOptions, Setting, default_min_len, setting_of
-from ._common import missing_cuda, positive_int
+from ..devices import missing_cuda
+from ._common import positive_int
 
 __all__ = [
     "add_decode_arguments",

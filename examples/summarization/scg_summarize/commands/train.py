@@ -26,8 +26,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..devices import missing_cuda
 from . import Command
-from ._common import missing_cuda
 
 __all__ = ["COMMAND", "add_arguments", "evaluate_test", "run", "test_table"]
 

@@ -133,6 +133,11 @@ class Summarizer:
         batch_size: int = 32,
         device: str | torch.device = "cpu",
     ) -> None:
+        if not isinstance(options, DecodeOptions):
+            raise TypeError(
+                f"Summarizer(options=...): expected a DecodeOptions, got {type(options).__name__} "
+                "(DecodeOptions(**settings) builds one and checks the settings)"
+            )
         if batch_size < 1:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
         if options.unk == "replace" and not options.wants("word_attn"):  # (where the model has it)
@@ -154,6 +159,12 @@ class Summarizer:
 
     def summarize_batch(self, docs: list[SourceDocument]) -> list[list[Summary]]:
         """The ``n_best`` summaries of each document of one batch."""
+        for doc in docs:
+            if not isinstance(doc, SourceDocument):
+                raise TypeError(
+                    f"Summarizer: expected SourceDocument objects (read_documents, encode_text or "
+                    f"documents_from_split make them from text or a prepared split), got {type(doc).__name__}"
+                )
         batch = collate_sources(docs).to(self.device)
         hyps = decode_batch(self.decoder, batch, self.options, self.special)
         return [[self.to_summary(doc, h) for h in doc_hyps] for doc, doc_hyps in zip(docs, hyps)]
