@@ -75,3 +75,45 @@ def test_compare_offers_the_shared_examples(tmp_path: Path, capsys: pytest.Captu
     missing = tmp_path / "missing.jsonl"  # (an OSError said as the file and what is wrong, not "[Errno 2] ...")
     assert main(["compare", str(a), str(missing)]) == 2
     assert capsys.readouterr().err.strip() == f"scg-summarize compare: error: {missing}: no such file or directory"
+
+
+def test_compare_report_and_baseline_arguments_that_would_mislead_are_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], synthetic_corpus: Path
+) -> None:
+    """An unknown metric was reported as a malformed line; a result .json as invalid JSON; one
+    resample gave an interval; report FILE said "no such folder"; a split no result is on said "no
+    result files found"; a misspelt column was a column of dashes; baseline took --bytes for a
+    method that reads none, and a file for --output-dir."""
+    a = _scores(tmp_path / "a.jsonl", [f"d{i}" for i in range(5)], 0.4)
+    cases: list[tuple[list[str], str]] = [
+        (
+            ["compare", str(a), str(a), "--metrics", "bogus"],
+            "no metric 'bogus' in 'rouge' (it has rouge1, rouge2, rougeL",
+        ),
+        (["compare", str(tmp_path / "r.json"), str(a)], "r.json: a result file (.json) holds the averages"),
+        (["compare", str(a), str(a), "--samples", "1"], "--samples: expected at least 100 resamples, got 1"),
+        (["report", str(a)], "a.jsonl: a file; report reads a folder"),
+        (["baseline", "--method", "first", "--data", str(synthetic_corpus), "--bytes", "10"], "--bytes sets prefix"),
+        (
+            ["baseline", "--method", "first", "--data", str(synthetic_corpus), "--output-dir", str(a)],
+            "a file; expected",
+        ),
+    ]
+    (tmp_path / "r.json").write_text("{}\n")
+    for argv, said in cases:
+        assert main(argv) == 2, argv
+        assert said in capsys.readouterr().err, argv
+    runs = tmp_path / "runs"
+    assert main(["baseline", "--method", "first", "--data", str(synthetic_corpus), "--output-dir", str(runs)]) == 0
+    capsys.readouterr()
+    assert main(["report", str(runs), "--split", "nope"]) == 2
+    assert "--split nope: no result is on it (the results' splits: test)" in capsys.readouterr().err
+    assert main(["report", str(runs), "--columns", "metrics.rouge1,metrics.rogue1"]) == 2
+    assert "--columns: no result has 'metrics.rogue1'" in capsys.readouterr().err
+
+
+def test_visualize_label_words_must_not_be_negative(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """``--label-words -3`` drew a broken figure after a matplotlib warning."""
+    argv = ["visualize", "coarse", "--input", str(tmp_path / "x.jsonl"), "--output", str(tmp_path / "f.png")]
+    assert main([*argv, "--label-words", "-3"]) == 2
+    assert "--label-words: expected an integer >= 0, got -3" in capsys.readouterr().err

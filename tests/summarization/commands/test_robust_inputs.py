@@ -423,7 +423,7 @@ def test_compare_refuses_scores_that_are_not_fractions(tmp_path: Path, capsys, s
     )
     assert (
         main(
-            ["compare", str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl"), "--metrics", "rouge1", "--samples", "50"]
+            ["compare", str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl"), "--metrics", "rouge1", "--samples", "100"]
         )
         == 2
     )

@@ -18,6 +18,7 @@ __all__ = [
     "add_overwrite_argument",
     "add_rouge_arguments",
     "error",
+    "non_negative_int",
     "positive_int",
     "refuse_existing",
     "rouge_options",
@@ -33,6 +34,17 @@ USER_ERRORS: tuple[type[BaseException], ...] = (
     FileExistsError,
     NotADirectoryError,
 )
+
+
+def non_negative_int(text: str) -> int:
+    """``argparse`` type: an integer >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
+    return value
 
 
 def positive_int(text: str) -> int:

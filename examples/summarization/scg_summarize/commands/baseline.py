@@ -72,6 +72,13 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.summaries and args.output_dir is None:
             raise ValueError("--summaries needs --output-dir")
+        if args.output_dir is not None and args.output_dir.exists() and not args.output_dir.is_dir():
+            raise ValueError(f"--output-dir {args.output_dir}: a file; expected a directory for the result files")
+        for flag, value, readers in (("--bytes", args.bytes, ("prefix",)), ("--k", args.k, ("lead3", "textrank"))):
+            if value is not None and not set(methods) & set(readers):
+                raise ValueError(
+                    f"{flag} sets {' and '.join(readers)}, which --method {' '.join(methods)} does not run"
+                )
         dataset = SummarizationDataset(args.data, args.split)
         rouge = rouge_options(args, digits_mapped=False)
         for method in methods:

@@ -23,12 +23,23 @@ from ._common import USER_ERRORS, error, positive_int, write_json
 __all__ = ["COMMAND"]
 
 
+def _resamples(text: str) -> int:
+    """``argparse`` type: at least 100 resamples (fewer give an interval that means nothing: one
+    resample reported an interval and p = 1.0)."""
+    value = positive_int(text)
+    if value < 100:
+        raise argparse.ArgumentTypeError(f"expected at least 100 resamples, got {value}")
+    return value
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``compare``."""
     parser.add_argument("a", type=Path, metavar="A.summaries.jsonl", help="the system under test")
     parser.add_argument("b", type=Path, metavar="B.summaries.jsonl", help="the reference system")
     parser.add_argument("--metrics", default="rouge1,rouge2,rougeL", help="comma-separated (default %(default)s)")
-    parser.add_argument("--samples", type=positive_int, default=10_000, help="bootstrap resamples")
+    parser.add_argument(
+        "--samples", type=_resamples, default=10_000, help="bootstrap resamples (at least 100; default %(default)s)"
+    )
     parser.add_argument("--level", type=float, default=0.95, help="interval coverage (default 0.95)")
     parser.add_argument("--seed", type=int, default=0, help="resampling seed")
     parser.add_argument("--json", type=Path, default=None, help="also write the comparison as JSON")

@@ -51,10 +51,13 @@ def run(args: argparse.Namespace) -> int:
         refuse_existing("--output", [args.output], args.overwrite)
         refuse_existing("--json", [args.json], args.overwrite)
         results = collect_results(args.runs_dir)
-        if args.split is not None:
-            results = [r for r in results if r.get("split") == args.split]
         if not results:
             raise ValueError(f"{args.runs_dir}: no result files found (run evaluate or baseline --output-dir first)")
+        if args.split is not None:
+            splits = sorted({str(r.get("split")) for r in results})
+            results = [r for r in results if r.get("split") == args.split]
+            if not results:
+                raise ValueError(f"--split {args.split}: no result is on it (the results' splits: {', '.join(splits)})")
         if args.columns is not None:
             text = columns_table(results, [c.strip() for c in args.columns.split(",") if c.strip()])
         else:

@@ -23,7 +23,7 @@ from typing import Any
 
 from ..jsonlines import json_objects
 from . import Command
-from ._common import USER_ERRORS, add_overwrite_argument, error, refuse_existing
+from ._common import USER_ERRORS, add_overwrite_argument, error, non_negative_int, refuse_existing
 
 __all__ = ["COMMAND", "read_record"]
 
@@ -50,7 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     figures = parser.add_subparsers(dest="figure", metavar="FIGURE", required=True)
     coarse = figures.add_parser("coarse", help="coarse-attention heatmap (chunks x generated words)")
     _add_record(coarse)
-    coarse.add_argument("--label-words", type=int, default=4, help="words per chunk label (default 4)")
+    coarse.add_argument("--label-words", type=non_negative_int, default=4, help="words per chunk label (default 4)")
     coarse.add_argument("--eos", action="store_true", help="include the </s> step")
     _add_output(coarse)
     words = figures.add_parser("words", help="word attention of one generated word")

@@ -136,6 +136,8 @@ def read_result(path: str | Path) -> dict[str, Any] | None:
 def collect_results(root: str | Path, max_depth: int = 4) -> list[dict[str, Any]]:
     """All result files under ``root`` (at most ``max_depth`` folders deep), sorted by path."""
     root = Path(root)
+    if root.is_file():
+        raise ValueError(f"{root}: a file; report reads a folder of runs and result files (e.g. runs/)")
     if not root.is_dir():
         raise FileNotFoundError(f"{root}: no such folder")
     found: list[dict[str, Any]] = []
@@ -296,6 +298,12 @@ def columns_table(records: Sequence[dict[str, Any]], columns: Sequence[str]) -> 
     kept, _ = select_results(records)
     kept.sort(key=lambda r: (str(r.get("data")), str(r.get("split")), _row_key(r)))
     rows = []
+    unknown = [path for path, _, _ in specs if all(_lookup(r, path) is None for r in kept)]
+    if unknown:  # (a misspelt path was a column of dashes)
+        raise ValueError(
+            f"--columns: no result has {', '.join(map(repr, unknown))} (paths look like metrics.rouge1, "
+            f"training.steps; the results' top-level keys: {', '.join(sorted({k for r in kept for k in r}))})"
+        )
     for label, record in _label_rows(kept):
         values = {path: _lookup(record, path) for path, _, _ in specs}
         numeric = {k: v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)) for k, v in values.items()}

@@ -122,14 +122,23 @@ def read_per_example(path: str | Path, metrics: Sequence[str]) -> dict[str, dict
     path = Path(path)
     out: dict[str, dict[str, float]] = {metric: {} for metric in metrics}
     seen: set[str] = set()
+    if path.suffix == ".json":  # (the result file beside the per-example one)
+        raise ValueError(
+            f"{path}: a result file (.json) holds the averages; compare reads the per-example scores of "
+            f"its .summaries.jsonl (written by evaluate, or baseline --summaries)"
+        )
     for lineno, record in json_objects(path):
         rouge = record.get("rouge")
-        missing = [m for m in metrics if not isinstance(rouge, Mapping) or m not in rouge]
-        if missing or "id" not in record:
-            wanted = ", ".join(f"'rouge'.{m}" for m in (missing or metrics))
+        if "id" not in record or not isinstance(rouge, Mapping):
             raise ValueError(
-                f"{path}:{lineno}: expected an object with 'id' and {wanted} "
+                f"{path}:{lineno}: expected an object with 'id' and 'rouge' "
                 "(write per-example scores with evaluate, or baseline --summaries)"
+            )
+        missing = [m for m in metrics if m not in rouge]
+        if missing:
+            raise ValueError(
+                f"{path}:{lineno}: no metric {', '.join(map(repr, missing))} in 'rouge' "
+                f"(it has {', '.join(sorted(rouge)) or 'none'}; --metrics names them)"
             )
         key = str(record["id"])
         if key in seen:
