@@ -313,7 +313,10 @@ def option_problems(values: Mapping[str, Any], prefix: str = "", also_known: tup
         problems.append(f"{prefix}min_len: expected at most max_len={max_len}, got {min_len}")
     width = 1 if values["greedy"] else values["beam_size"]
     if values["n_best"] > width:
-        problems.append(f"{prefix}n_best: expected at most the beam size {width}, got {values['n_best']}")
+        search = "greedy search keeps 1 summary" if values["greedy"] else f"the beam size is {width}"
+        problems.append(
+            f"{prefix}n_best: expected at most the summaries the search keeps ({search}), got {values['n_best']}"
+        )
     return problems
 
 

@@ -161,8 +161,14 @@ def test_bad_values_are_refused_naming_the_flag(argv: list[str], message: str) -
 
 
 def test_flags_that_do_not_fit_together_are_refused_naming_them() -> None:
-    with pytest.raises(ValueError, match="decoding flags --n-best: n_best: expected at most the beam size 4, got 5"):
+    with pytest.raises(
+        ValueError, match=r"--n-best: n_best: expected at most the summaries .* \(the beam size is 4\), got 5"
+    ):
         decode_options(_parser().parse_args(["--n-best", "5"]))
+    with pytest.raises(
+        ValueError, match=r"n_best: .*\(greedy search keeps 1 summary\), got 3"
+    ):  # (no beam size was set)
+        decode_options(_parser().parse_args(["--n-best", "3", "--greedy"]))
     with pytest.raises(ValueError, match="min_len: expected at most max_len=8, got 9"):
         decode_options(_parser().parse_args(["--max-len", "8", "--min-len", "9"]))
 

@@ -221,3 +221,17 @@ def test_python_api_arguments_of_the_wrong_kind_are_named(toy: ToySetup) -> None
         Summarizer(run.decoder, run.vocab, {"beam_size": 2})  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"expected SourceDocument objects .*got str"):
         list(Summarizer(run.decoder, run.vocab, DecodeOptions()).summarize(["alpha1 alpha2"]))  # type: ignore[list-item]
+
+
+def test_a_document_longer_than_the_model_reads_is_noted(toy: ToySetup, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """The words beyond the model's M x N grid were left out without a word."""
+    long = tmp_path / "long.txt"
+    long.write_text(" ".join(f"w{i % 40}" + (" ." if i % 9 == 8 else "") for i in range(600)) + "\n")
+    args = ["summarize", "--run", str(toy.run), "--max-len", "4", "--beam", "1"]
+    assert cli.main([*args, "--input", str(long), "--format", "document"]) == 0
+    err = capsys.readouterr().err
+    assert "1 document(s) are longer than the 8 chunks of 16 words the model reads" in err, err
+    short = tmp_path / "short.txt"
+    short.write_text("a short document .\n")
+    assert cli.main([*args, "--input", str(short)]) == 0
+    assert "longer than" not in capsys.readouterr().err

@@ -198,6 +198,16 @@ def test_a_users_files_in_a_folder_without_a_corpus_need_overwrite(toy_story_dir
     assert (out / "other" / SPLIT_FILES[0]).read_text() == "mine too\n"
 
 
+def test_a_fraction_that_gets_no_example_is_noted(tmp_path: Path) -> None:
+    """--valid-fraction 0.001 on a small corpus gave no valid split without a word."""
+    examples = [_raw(i, f"word{i % 7} text.") for i in range(30)]
+    logged: list[str] = []
+    source = InputSource("mem", None, lambda report: iter(examples))
+    meta = prepare_corpus([source], tmp_path / "n", SMALL, split_fractions={"valid": 0.001}, log=logged.append)
+    assert set(meta["splits"]) == {"train"}
+    assert any("no example fell in split 'valid' (a fraction 0.001 of 30 examples" in line for line in logged)
+
+
 def test_hash_split_assignment(tmp_path: Path) -> None:
     fractions = {"valid": 0.2, "test": 0.1}
     names = [assign_split(f"doc{i}", fractions) for i in range(5000)]

@@ -224,10 +224,13 @@ def _write(
     as_json = args.jsonl or args.attention
     empties_before: deque[list[str]] = deque()  # ids of the empty documents before each real one
     trailing: list[str] = []
+    longer: list[SourceDocument] = []  # documents with words beyond the model's grid
 
     def real(documents: Iterator[SourceDocument]) -> Iterator[SourceDocument]:
         empties: list[str] = []
         for doc in documents:
+            if doc.words_left_out:
+                longer.append(doc)
             if not bool(doc.src_mask.any()):
                 print(f"summarize: warning: {doc.id}: empty document, writing an empty summary", file=sys.stderr)
                 empties.append(doc.id)
@@ -254,6 +257,14 @@ def _write(
     for doc_id in trailing:
         empty(doc_id)
     handle.flush()
+    if longer:  # (not silent: the model reads the first M x N words, as in training)
+        m, n = longer[0].src.shape
+        first = longer[0]
+        print(
+            f"summarize: note: {len(longer)} document(s) are longer than the {m} chunks of {n} words the model "
+            f"reads (as in training); the rest is left out (e.g. {first.id}: {first.words_left_out} words)",
+            file=sys.stderr,
+        )
     return count
 
 

@@ -226,7 +226,14 @@ def prepare_corpus(
                     for line in report.summary_lines(source.name):
                         log(line)
         if not writers:
-            raise ValueError("no usable examples in the input(s)")
+            raise ValueError(f"no usable examples in {', '.join(source.name for source in inputs) or 'the inputs'}")
+        for name, fraction in sorted(fractions.items()):
+            if name not in writers and log is not None:  # (a fraction too small for the corpus: not silent)
+                kept_total = sum(w.count for w in writers.values())
+                log(
+                    f"note: no example fell in split {name!r} (a fraction {fraction} of {kept_total} examples, "
+                    "assigned by a hash of the id); raise the fraction or add examples"
+                )
         if vocab is not None:
             vocab_from = "given"
         else:

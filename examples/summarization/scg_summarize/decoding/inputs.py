@@ -56,9 +56,12 @@ class SourceDocument(Example):
 
     Attributes:
         words: the source words in the same grid (``words[m][n]`` is the word at ``src[m, n]``).
+        words_left_out: the words of raw text beyond the grid (the model reads the first M·N, as
+            in training); 0 for a prepared example.
     """
 
     words: list[list[str]]
+    words_left_out: int = 0
 
 
 def encode_text(
@@ -75,12 +78,14 @@ def encode_text(
     chunks = layout_chunks(tokens, options.layout, options.num_chunks, options.chunk_len, EOS)
     ids, mask = pack_chunks([vocab.encode(c) for c in chunks], options.num_chunks, options.chunk_len, vocab.pad_id)
     words = [list(c) for c in chunks] + [[] for _ in range(options.num_chunks - len(chunks))]
+    kept = sum(1 for chunk in chunks for word in chunk if word != EOS)
     return SourceDocument(
         id=doc_id,
         src=torch.from_numpy(ids).long(),
         src_mask=torch.from_numpy(mask),
         words=words,
         src_sentences=sentences,
+        words_left_out=max(0, sum(map(len, tokens)) - kept),
     )
 
 

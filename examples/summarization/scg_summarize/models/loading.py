@@ -62,9 +62,10 @@ def read_checkpoint(
         obj = torch.load(path, map_location=map_location, weights_only=False)
     except Exception as err:  # torch raises EOFError, UnpicklingError, RuntimeError, ... for bad bytes
         first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        first = first if len(first) <= 200 else first[:200].rsplit(" ", 1)[0] + " ..."
         raise CheckpointError(
             f"{path}: not a readable checkpoint ({size} bytes; truncated or not written by "
-            f"scg-summarize train: {first[:200]})"
+            f"scg-summarize train: {first})"
         ) from None
     if not isinstance(obj, dict) or any(key not in obj for key in required):
         have = ", ".join(sorted(map(str, obj))) if isinstance(obj, dict) else type(obj).__name__
