@@ -36,26 +36,24 @@ USER_ERRORS: tuple[type[BaseException], ...] = (
 )
 
 
-def non_negative_int(text: str) -> int:
-    """``argparse`` type: an integer >= 0."""
+def _int_at_least(text: str, low: int, expected: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+    if value < low:
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {value}")
     return value
+
+
+def non_negative_int(text: str) -> int:
+    """``argparse`` type: an integer >= 0."""
+    return _int_at_least(text, 0, "an integer >= 0")
 
 
 def positive_int(text: str) -> int:
     """``argparse`` type: an integer >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
+    return _int_at_least(text, 1, "a positive integer")
 
 
 def error(command: str, err: BaseException | str, status: int = 2) -> int:
