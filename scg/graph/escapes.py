@@ -149,7 +149,7 @@ def hidden_sample(tracker: Reporter) -> tuple[str, int] | None:
             dist = frame.f_locals.get("self")
             if isinstance(dist, Distribution):
                 name = f"{type(dist).__name__}.sample"
-                for value in vars(dist).values():
+                for value in getattr(dist, "__dict__", {}).values():  # (a class with __slots__ has none)
                     if isinstance(value, Tensor):
                         grad = grad or value.requires_grad
                         mask |= tracker.mask_of(value)
