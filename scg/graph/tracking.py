@@ -82,7 +82,7 @@ from scg.graph.ops import (
 from scg.graph.ops import info as op_info
 from scg.graph.propagate import paired_inputs, propagate
 
-__all__ = ["InfluenceTracker", "Paused", "mask_attribute"]
+__all__ = ["InfluenceTracker", "Paused", "mask_attribute", "shared_leading_dims"]
 
 Tensor = torch.Tensor
 
@@ -91,6 +91,22 @@ def mask_attribute(graph: int) -> str:
     """The tensor attribute under which the tracker of graph ``graph`` (its id) stores a value's
     mask: the stochastic nodes of that graph the value was computed from, one bit per node index."""
     return f"_scg_mask_{graph}"
+
+
+def shared_leading_dims(view: Tensor, base: Tensor) -> int:
+    """How many leading dimensions of ``view`` are the base's own (the same sizes and strides, and
+    the view's start within one step of the last of them): element ``(i_0 .. i_k-1, ...)`` of the
+    view is then in row ``(i_0 .. i_k-1)`` of the base. 0 when the view slices, selects, flattens or
+    reorders its leading dimension (``o[0:1]``, ``o[0]``, ``o.unsqueeze(0)``), or where it cannot
+    tell (a conservative answer: the write is then credited as mixing from there)."""
+    n = min(view.dim(), base.dim())
+    k = 0
+    while k < n and view.shape[k] == base.shape[k] and view.stride(k) == base.stride(k):
+        k += 1
+    offset = view.storage_offset() - base.storage_offset()
+    while k > 0 and not 0 <= offset < base.stride(k - 1):
+        k -= 1
+    return k
 
 
 def storage_key(t: Tensor) -> int:
@@ -232,6 +248,9 @@ class InfluenceTracker(TorchFunctionMode):
         if self.pending and (flags & F_MUTATES or name == "__set__"):
             self._record_derived()  # (before the operation can move a value to another storage)
         out = func(*args, **kwargs) if kwargs else func(*args)
+        if name == "__set__" and getattr(getattr(func, "__self__", None), "__name__", "") == "data":
+            self._assign_data(args[0], args[1])  # ``t.data = v``: t is now v's data, with its marks
+            return out
         if flags & F_METADATA and not (flags & F_SHAPE and self.any_dynamic):
             return out  # t.shape, t.dim(), t.dtype, ...: not data flow
         if flags & F_PAIRED and _returned_as_given(args, out) and not _transforms_active():
@@ -356,6 +375,28 @@ class InfluenceTracker(TorchFunctionMode):
             self._written(written, m, name)
         return out
 
+    def _assign_data(self, target: Tensor, value: object) -> None:
+        """``target.data = value``: ``target`` now holds ``value``'s data (and storage), so it takes
+        ``value``'s marks (influence, positions, breaks, sample dimensions, data-dependent shape)
+        in place of its own; the influence of a value read through its storage included."""
+        for name in (self.attr, self.fattr, self.dattr, self.battr, self.sattr):
+            if hasattr(target, name):
+                delattr(target, name)
+        if not isinstance(value, Tensor):
+            return
+        for name in (self.fattr, self.dattr, self.battr, self.sattr):
+            got = getattr(value, name, None)
+            if got is not None:
+                setattr(target, name, got)
+        m = self.mask_of(value)
+        if m:
+            setattr(target, self.attr, m)
+            extra = m & ~getattr(value, self.attr, 0)  # (known through its storage only: mixing)
+            if extra:
+                fr = dict(getattr(target, self.fattr, None) or {})
+                positions.merge(fr, 0, extra)
+                setattr(target, self.fattr, positions.normalize(fr))
+
     def derived_at(self, key: int) -> Derived | None:
         """The tracked values recorded in the storage ``key`` (see ``derived``)."""
         if self.pending:
@@ -390,8 +431,18 @@ class InfluenceTracker(TorchFunctionMode):
         old = self.storages.get(key)
         self.storages[key] = ((old[0] if old else 0) | m, target)
         base = target._base
-        if base is not None:
+        if base is not None:  # a write through a view: the base's positions, through the view's
             setattr(base, self.attr, getattr(base, self.attr, 0) | m)
+            shared = shared_leading_dims(target, base)
+            fr = dict(getattr(base, self.fattr, None) or {})
+            mixed = 0
+            for pos, bits in (getattr(target, self.fattr, None) or {}).items():
+                positions.merge(fr, min(pos, shared), bits & m)  # (the view's positions past the shared)
+                mixed |= bits
+            if shared < base.dim():  # aligned in the view: along the dims it shares with the base only
+                positions.merge(fr, shared, m & ~mixed)
+            if fr:
+                setattr(base, self.fattr, positions.normalize(fr))
 
 
 class Paused:
