@@ -157,9 +157,13 @@ def sample(
     tracked = g.tracked
     parents = 0
     foreign: dict[int, int] = {}
-    raw = (
-        _drawn_first(g, dist, estimator, name, step, shape, location) if enumerated or g.intervene is not None else None
+    raw, intervened = (
+        _drawn_first(g, dist, estimator, name, step, shape, location)
+        if enumerated or g.intervene is not None
+        else _NOT_DRAWN
     )
+    if intervened and enumerated:  # (the intervention's value replaces the draw: nothing to enumerate)
+        estimator, enumerated, node_baseline = default_for(dist), False, baseline
     if raw is not None and enumerated:
         n = int(raw.shape[0])
         shape = torch.Size((n,))
@@ -255,6 +259,10 @@ def _node(
     return node
 
 
+#: `_drawn_first`'s answer for a node drawn as usual
+_NOT_DRAWN: tuple[None, bool] = (None, False)
+
+
 def _drawn_first(
     g: GraphRecord,
     dist: Distribution,
@@ -263,18 +271,23 @@ def _drawn_first(
     step: int | None,
     shape: torch.Size,
     location: Location | str,
-) -> torch.Tensor | None:
-    """The value of an enumerated node (its support) or the graph's intervention, drawn before
-    the node's own draw; None when the estimator draws as usual."""
+) -> tuple[torch.Tensor | None, bool]:
+    """The value drawn before the node's own draw, and whether the graph's intervention gave it:
+    the intervention's value when it returns one (it takes precedence over every estimator: an
+    exact enumeration or a greedy rerun sets each node's value, whichever estimator the program
+    gave it), else an enumerating estimator's own draw (its support, measure-valued points...),
+    else None (the estimator draws as usual)."""
+    if g.intervene is not None:
+        try:
+            value = _intervention(g, name, step, dist, shape)
+        except SCGError as e:
+            raise SCGError(f"scg.sample(name={name!r}) at {location}: {e}") from None
+        if value is not None:
+            return value, True
     if estimator.enumerates:  # (the estimator's own draws, e.g. measure-valued points, are scg's)
         with _own_randomness(g):
-            return _draw(estimator, dist, shape, name, location)
-    if g.intervene is None:
-        return None
-    try:
-        return _intervention(g, name, step, dist, shape)
-    except SCGError as e:
-        raise SCGError(f"scg.sample(name={name!r}) at {location}: {e}") from None
+            return _draw(estimator, dist, shape, name, location), False
+    return _NOT_DRAWN
 
 
 def _outer_drawing(g: GraphRecord, step: int) -> None:

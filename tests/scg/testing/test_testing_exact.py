@@ -59,3 +59,43 @@ def test_quadrature_of_a_polynomial_cost_is_exact_and_silent() -> None:
         warnings.simplefilter("error", st.QuadratureWarning)
         (g,) = st.exact_gradient(program, [mu], quadrature=8)
     torch.testing.assert_close(g, torch.tensor(3 * 0.04 + 3 - 0.8, dtype=torch.float64))
+
+
+_TABLE = torch.tensor([1.0, -2.0, 3.0], dtype=torch.float64)
+
+
+@pytest.mark.parametrize(
+    ("estimator", "n"),
+    [
+        (lambda: scg.estimators.RaoBlackwellized(1), None),
+        (lambda: scg.estimators.UnorderedSet(), 2),
+        (lambda: scg.estimators.IndeCateR(), None),
+        (lambda: scg.estimators.Enumerate(), None),
+    ],
+)
+def test_the_exact_gradient_does_not_depend_on_the_programs_estimators(estimator, n) -> None:  # type: ignore[no-untyped-def]
+    """Estimators that draw their own values (a set, the support, points) drew them before the
+    enumeration's intervention was asked: the "exact" gradient was one random estimate (a
+    different one per seed), and check_unbiased rejected correct estimators (max |z| = 70.7)."""
+    th = torch.tensor([0.3, -0.2, 0.5], dtype=torch.float64, requires_grad=True)
+
+    def program(est: scg.estimators.Estimator | None, k: int | None) -> st.Program:
+        def run() -> None:
+            z = scg.sample(Categorical(logits=th), name="z", estimator=est, n=k)
+            scg.cost(_TABLE[z] ** 2, name="c")
+
+        return run
+
+    reference = st.exact_gradient(program(None, None), th)[0]
+    for seed in (0, 1):
+        torch.manual_seed(seed)
+        torch.testing.assert_close(st.exact_gradient(program(estimator(), n), th)[0], reference)
+
+
+def test_an_intervention_replaces_an_enumerating_estimators_draw() -> None:
+    """A greedy rerun of a node drawn by Enumerate got the whole support, not the mode."""
+    logits = torch.tensor([0.1, 2.0, -1.0])
+    with scg.Graph(intervene=scg.estimators.greedy) as g:
+        z = scg.sample(Categorical(logits=logits), name="z", estimator=scg.estimators.Enumerate())
+        scg.cost(_TABLE[z], name="c")
+    assert z.shape == () and int(z) == 1 and not g.node("z").enumerated  # type: ignore[attr-defined]
