@@ -57,9 +57,10 @@ def _along(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor, 
     if pos != 0:
         return 0
     if name in ("flip", "roll"):
-        dims = kwargs.get("dims", args[1] if len(args) > 1 else None)
-        if name == "roll" and len(args) > 2:
-            dims = args[2]
+        if name == "flip":  # flip(dims) or flip(d0, d1, ...)
+            dims = kwargs.get("dims", args[1] if len(args) == 2 else (args[1:] or None))
+        else:  # roll(shifts, dims): without dims the tensor is rolled flattened, every row moving
+            dims = kwargs.get("dims", args[2] if len(args) > 2 else None)
         if dims is None:
             return 0
         seq = dims if isinstance(dims, (list, tuple)) else [dims]
@@ -108,7 +109,9 @@ def _permute(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor
         a = args[1] if len(args) > 1 else kwargs.get("dim0", 0)
         b = args[2] if len(args) > 2 else kwargs.get("dim1", 1)
         return min(int(a) % max(n, 1), int(b) % max(n, 1)) if a != b else INF
-    if name in ("t", "T", "mT", "numpy_T"):
+    if name in ("t", "T", "numpy_T"):  # every dimension reversed (t, T of a matrix: the two swapped)
+        return INF if n < 2 else 0
+    if name == "mT":  # the last two swapped
         return max(n - 2, 0)
     if name == "permute":
         order = args[1:] if len(args) > 2 or not isinstance(args[1], (list, tuple)) else args[1]
@@ -155,6 +158,8 @@ def _split(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor, 
 
 def _matmul(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor, out: Tensor, pos: int) -> int:
     n = t.dim()
+    if name == "__rmatmul__":  # x.__rmatmul__(m) is m @ x: the receiver is the right operand
+        pos = 1 - pos if pos in (0, 1) else pos
     if name == "linear":
         return n - 1 if pos == 0 and n >= 1 else 0
     if pos == 0 and n >= 2 and out.dim() in (n, n - 1):
@@ -170,6 +175,8 @@ def _einsum(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor,
         return 0
     ins, o = eq.replace(" ", "").split("->")
     subs = ins.split(",")
+    if len(args) == 2 and isinstance(args[1], (list, tuple)):  # einsum(eq, [a, b]): its place in the list
+        pos = next((i + 1 for i, x in enumerate(args[1]) if x is t), 0)
     if not 1 <= pos <= len(subs):
         return 0
     s = subs[pos - 1]
@@ -204,7 +211,8 @@ def _embedding(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tens
 
 
 def _one_hot(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor, out: Tensor, pos: int) -> int:
-    return INF
+    classes = kwargs.get("num_classes", args[1] if len(args) > 1 else -1)
+    return INF if isinstance(classes, int) and classes > 0 else 0  # (else its width is the batch's max + 1)
 
 
 def _scatter(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor, out: Tensor, pos: int) -> int:
@@ -242,6 +250,8 @@ def _loss(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor, o
     Reduced (``"mean"``, ``"sum"``): no position (the 0-dimensional result mixes every row)."""
     if kwargs.get("reduction", "mean") != "none" and kwargs.get("reduce") is not False:
         return 0
+    if kwargs.get("distance_function") is not None:  # (the user's function runs unseen by the tracker)
+        return 0
     if pos not in _LOSS_ROWS.get(name, ()) or out.dim() == 0 or t.dim() == 0:
         return 0
     if t.dim() == out.dim() and t.shape == out.shape:
@@ -278,8 +288,12 @@ def _getitem(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor
     p = 0
     consumed = 0
     for k, it in enumerate(items):
-        if it is Ellipsis:
-            rest = sum(1 for x in items[k + 1 :] if x is not None)
+        if it is Ellipsis:  # (a boolean mask indexes as many dimensions as it has)
+            rest = sum(
+                x.dim() if isinstance(x, Tensor) and x.dtype == torch.bool else 1
+                for x in items[k + 1 :]
+                if x is not None
+            )
             span = t.dim() - consumed - rest
             p += span
             consumed += span

@@ -154,8 +154,10 @@ def _moved(
         return d if o.dim() == n else d - sum(1 for i in dims if i < d)
     if rule is _along and pos == 0 and o.dim() == n:
         if name in ("flip", "roll"):
-            which = 2 if name == "roll" else 1
-            flips = kwargs.get("dims", args[which] if len(args) > which else None)
+            if name == "flip":  # flip(dims) or flip(d0, d1, ...)
+                flips = kwargs.get("dims", args[1] if len(args) == 2 else (args[1:] or None))
+            else:
+                flips = kwargs.get("dims", args[2] if len(args) > 2 else None)
             if flips is None:
                 return MIXED  # roll without dims: the flattened tensor
             along = {_norm(x, n) for x in (flips if isinstance(flips, (list, tuple)) else [flips])}
