@@ -275,6 +275,34 @@ def _rows(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor, o
     return 1 if pos in (0, 1) and t.dim() >= 1 else 0
 
 
+#: ops that compute each example of a batched input ``(N, C, *spatial)`` alone, with their number
+#: of spatial dimensions (None: any)
+_PER_EXAMPLE: dict[str, int | None] = {
+    **{f"{kind}{n}d": n for kind in ("conv", "conv_transpose", "max_pool", "avg_pool") for n in (1, 2, 3)},
+    **{f"adaptive_{kind}_pool{n}d": n for kind in ("avg", "max") for n in (1, 2, 3)},
+    "group_norm": None,
+    "instance_norm": None,
+}
+
+
+def _per_example(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor, out: Tensor, pos: int) -> int:
+    """Convolutions, pooling, group and instance normalization of a batched input: example ``i``
+    of the output from example ``i`` of the input alone (its channels and positions mixed). An
+    unbatched input ``(C, *spatial)``, and the weights, keep no position."""
+    spatial = _PER_EXAMPLE[name]
+    if pos != 0 or (spatial is not None and t.dim() != spatial + 2) or out.dim() == 0:
+        return 0
+    return 1 if out.shape[0] == t.shape[0] else 0
+
+
+def _pad(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor, out: Tensor, pos: int) -> int:
+    """``F.pad(x, pad)`` pads the last ``len(pad) // 2`` dimensions: the ones before stay."""
+    widths = kwargs.get("pad", args[1] if len(args) > 1 else None)
+    if pos != 0 or not isinstance(widths, (list, tuple)):
+        return 0
+    return max(t.dim() - len(widths) // 2, 0)
+
+
 def _constant(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor, out: Tensor, pos: int) -> int:
     """``x.new_zeros(shape)``: the values do not depend on the input's."""
     return INF
@@ -401,6 +429,8 @@ _RULES: tuple[tuple[Rule, str], ...] = (
     (_loss, " ".join(_LOSS_ROWS)),
     (_row_reduce, "cosine_similarity pairwise_distance"),
     (_rows, "lstm_cell gru_cell rnn_tanh_cell rnn_relu_cell"),
+    (_per_example, " ".join(_PER_EXAMPLE)),
+    (_pad, "pad"),
     (_constant, "new_zeros new_ones new_full new_empty new_tensor"),
     (elementwise, "masked_fill_ copy_"),
 )

@@ -421,3 +421,35 @@ def test_flip_of_the_samples_as_separate_arguments_is_refused() -> None:
         scg.cost(_E[z].sum(-1).flip(1, 0), name="c")
     with pytest.raises(scg.SCGError, match="mixes the samples"):
         g.surrogate_loss()
+
+
+_PER_EXAMPLE_OPS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {  # x: (B, C, L); 2-d ops see (B, C, L, L)
+    "conv1d": lambda x: torch.nn.functional.conv1d(x, x.new_ones(4, 3, 2)),
+    "conv2d": lambda x: torch.nn.functional.conv2d(x[..., None] * x[:, :, None], x.new_ones(2, 3, 2, 2)),
+    "conv_transpose1d": lambda x: torch.nn.functional.conv_transpose1d(x, x.new_ones(3, 2, 2)),
+    "max_pool1d": lambda x: torch.nn.functional.max_pool1d(x, 2),
+    "avg_pool2d": lambda x: torch.nn.functional.avg_pool2d(x[..., None] * x[:, :, None], 2),
+    "adaptive_avg_pool1d": lambda x: torch.nn.functional.adaptive_avg_pool1d(x, 1),
+    "group_norm": lambda x: torch.nn.functional.group_norm(x, 3),
+    "instance_norm": lambda x: torch.nn.functional.instance_norm(x),
+    "pad": lambda x: torch.nn.functional.pad(x, (1, 2)),
+}
+
+
+@pytest.mark.parametrize("op", list(_PER_EXAMPLE_OPS))
+def test_ops_that_compute_each_example_alone_keep_per_element_credit(op: str) -> None:
+    """Convolutions, pooling, group/instance norms and pad of a batched input were credited
+    whole-plate (no rule: a variance cost). Each keeps rows by brute force (the Jacobian has no
+    entry between different examples), and now per-element credit."""
+    f = _PER_EXAMPLE_OPS[op]
+    u = torch.randn(3, 3, 4, dtype=torch.float64)
+    jac = torch.autograd.functional.jacobian(lambda v: f(v).flatten(1).sum(1), u)  # (B, B, C, L)
+    off_diagonal = jac.abs().sum((2, 3)) * (1 - torch.eye(3, dtype=torch.float64))
+    assert float(off_diagonal.max()) == 0.0 and float(jac.abs().sum()) > 0
+    table = torch.randn(3, 3, 4, dtype=torch.float64)
+    theta = torch.zeros(3, 3, dtype=torch.float64, requires_grad=True)
+    with scg.Graph() as g:
+        z = scg.sample(Categorical(logits=theta), name="z")  # (B,)
+        scg.cost(f(table[z]).flatten(1).sum(1), name="c")
+    g.surrogate_loss()
+    assert g.credit("z", "c") == "per-element"
