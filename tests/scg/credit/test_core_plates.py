@@ -402,6 +402,7 @@ _MISREAD: dict[str, tuple[Callable[[torch.Tensor, torch.Tensor], torch.Tensor], 
 }
 
 
+@pytest.mark.filterwarnings("ignore:The use of `x.T` on tensors:UserWarning")  # (torch's, for the 3-d case)
 @pytest.mark.parametrize("case", list(_MISREAD))
 def test_an_op_whose_arguments_were_misread_is_credited_whole_plate(case: str) -> None:
     mixing, keeping = _MISREAD[case]

@@ -113,16 +113,17 @@ def test_nested_multi_sample_nodes_swap_is_caught() -> None:
 
 
 def test_unfollowed_op_on_equal_size_dims_is_reported() -> None:
-    def pad(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        return torch.nn.functional.pad(a[None] * (1 + b[:, None]), (0, 0))  # no position rule
+    def unruled(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        x = a[None] * (1 + b[:, None])
+        return torch.nn.functional.prelu(x, x.new_ones(1))  # no position rule
 
     th = theta().unsqueeze(0).expand(3, 4)
     with scg.Graph() as g:
-        program(pad)(th)
+        program(unruled)(th)
     with pytest.warns(scg.InfluenceLostWarning, match=r"cost node 'c'.*cannot verify.*'[uv]'"):
         g.surrogate_loss()
     with scg.Graph(strict=True) as g:
-        program(pad)(th)
+        program(unruled)(th)
     with pytest.raises(scg.InfluenceLostError, match="cannot verify"):
         g.surrogate_loss()
 
