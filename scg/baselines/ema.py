@@ -102,9 +102,14 @@ class EMA(Baseline):
         if observed.requires_grad:
             observed = observed.detach()
         new = old + self.beta * (observed - old)
-        # written in place once the keys are known: a step captured in a CUDA graph replays the
-        # update into the table the next step reads (a new tensor would be the capture's own)
-        if rows is None:
+        if torch.compiler.is_compiling():
+            # a new table, not a write: AOTAutograd's partitioner recomputes what the backward
+            # needs (``old``) from the step's inputs, after the step wrote them (torch 2.13: the
+            # baseline of a compiled step read this step's own update, a biased gradient)
+            self._values = new if rows is None else values.index_copy(0, rows, new)
+        elif rows is None:
+            # written in place once the keys are known: a step captured in a CUDA graph replays the
+            # update into the table the next step reads (a new tensor would be the capture's own)
             values.copy_(new)
         else:
             values.index_copy_(0, rows, new)

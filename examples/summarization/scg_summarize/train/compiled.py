@@ -4,9 +4,10 @@ The objective (the C2F surrogate through scg's declared graph, or the NLL of sof
 traced with ``fullgraph=True``: one graph per step for the forward pass and, through AOTAutograd,
 one for its backward, so a step runs a few fused kernels instead of one Python-dispatched operation
 at a time. scg's ``Declared`` surrogate is built inside the trace (`scg.credit.traced`), the EMA
-baseline's averages are a mutated input of the graph, and the word encoders run over the whole
-width (the batch's `SourceLengths` are not passed: dynamo would compile once per distinct bound,
-a minute each on a CPU; a captured step, ``train.cuda_graph``, takes them rounded). The compiled
+baseline's averages are an input of the graph and a new table its output (`scg.baselines.EMA`),
+and the word encoders run over the whole width (the batch's `SourceLengths` are not passed:
+dynamo would compile once per distinct bound, a minute each on a CPU; a captured step,
+``train.cuda_graph``, takes them rounded). The compiled
 objective gives the eager one's loss, gradients and EMA state bit for bit with ``backend="eager"``
 and the same draws (``tests/summarization/train/test_compiled.py``); inductor draws its own random
 numbers.
