@@ -57,6 +57,12 @@ def open_graph(fn: str, name: str | None) -> tuple[GraphRecord, Location | str]:
 
 
 def outside_graph(fn: str, name: str | None, location: Location | str) -> SCGError:
+    if torch._C._current_graph_task_id() != -1:  # (inside the autograd engine's backward pass)
+        return SCGError(
+            f"scg.{fn}(name={name!r}) at {location} was called during the backward pass, outside any "
+            "graph: torch.utils.checkpoint recomputing a function that calls scg? Checkpoint only the "
+            "deterministic parts (the networks), and call scg.sample / scg.cost outside them"
+        )
     return SCGError(
         f"scg.{fn}(name={name!r}) at {location} was called outside a graph; "
         "call it inside a `with scg.Graph() as g:` block (in a worker thread: run the "
@@ -253,10 +259,20 @@ def _node(
         node.version = None
     elif g.tracked:  # (a property read: through the tracker's mode unless disabled)
         with torch._C.DisableTorchFunction():
-            node.version = value._version
+            node.version = _version(value)
     else:
-        node.version = value._version
+        node.version = _version(value)
     return node
+
+
+def _version(value: torch.Tensor) -> int | None:
+    """The tensor's version counter (writes after the node is recorded are detected by it); None
+    for a tensor made under ``torch.inference_mode``, which keeps none (and cannot be written
+    outside inference mode anyway)."""
+    try:
+        return value._version
+    except RuntimeError:
+        return None
 
 
 #: `_drawn_first`'s answer for a node drawn as usual
@@ -412,7 +428,9 @@ def _inputs_record(g: GraphRecord, inputs: object) -> BaselineInputs:
         for x in inputs:
             if isinstance(x, torch.Tensor):
                 mask |= g.mask(x)
-                versions.append((x, x._version))
+                version = _version(x)
+                if version is not None:
+                    versions.append((x, version))
             else:
                 mask |= sum_masks(g, x)
                 versions += _versions(x)
@@ -423,7 +441,8 @@ def _inputs_record(g: GraphRecord, inputs: object) -> BaselineInputs:
 def _versions(values: object) -> list[tuple[torch.Tensor, int]]:
     """(tensor, version counter) for each tensor in ``values``: writes after it are detected."""
     if isinstance(values, torch.Tensor):
-        return [(values, values._version)]
+        version = _version(values)
+        return [] if version is None else [(values, version)]
     if isinstance(values, (list, tuple)):
         return [x for v in values for x in _versions(v)]
     return []

@@ -261,3 +261,33 @@ def test_a_draw_or_score_of_the_wrong_kind_names_the_node(
     wrong dtype, failed inside scg or torch (AttributeError, a cast error) naming no node."""
     with pytest.raises(scg.SCGError, match=message), scg.Graph(**graph):  # type: ignore[arg-type]
         scg.sample(dist(), name="z")
+
+
+def test_a_graph_runs_under_inference_mode() -> None:
+    """An evaluation pass under torch.inference_mode crashed inside scg (inference tensors keep no
+    version counter), in every mode."""
+    net = torch.nn.Linear(4, 3)
+    x = torch.randn(8, 4)
+    for structure in (None, scg.Declared()):
+        with torch.inference_mode(), scg.Graph(intervene=scg.estimators.greedy, structure=structure) as g:
+            z = scg.sample(Categorical(logits=net(x)), name="z")
+            scg.cost((z == 0).float(), name="err")
+        assert g.node("z").version is None  # type: ignore[attr-defined]
+        assert torch.equal(z, net(x).argmax(-1).detach())
+
+
+def test_a_checkpointed_function_that_samples_is_named_as_such() -> None:
+    """Its recomputation in backward called scg.sample outside any graph, and the message spoke
+    of worker threads."""
+    from torch.utils.checkpoint import checkpoint
+
+    lin = torch.nn.Linear(4, 4)
+
+    def block(x: torch.Tensor) -> torch.Tensor:
+        return scg.sample(D.Bernoulli(logits=lin(x)), name="h")
+
+    with scg.Graph() as g:
+        h = checkpoint(block, torch.randn(8, 4), use_reentrant=False)
+        scg.cost(h.sum(-1), name="c")
+    with pytest.raises(scg.SCGError, match=r"during the backward pass.*torch.utils.checkpoint"):
+        g.surrogate_loss().backward()
