@@ -102,6 +102,31 @@ def check_baseline_inputs(graph: GraphRecord, full: Sequence[int]) -> None:
                     "baseline that does not depend on it (e.g. an EMA) or attach it "
                     "to a later node"
                 )
+    for index, escaped in graph.escaped_before.items():
+        _check_conditional_cost(graph, full, graph.nodes[index], escaped)
+
+
+def _check_conditional_cost(graph: GraphRecord, full: Sequence[int], cost: Node, escaped: int) -> None:
+    """A cost of a step, with a baseline, made after the values of ``escaped`` left tensor land:
+    the step loop may have branched on them (``if done.all(): break``), so whether the cost exists
+    can depend on them and on what they were drawn from. Its baseline then enters as
+    1{c exists}·b_c, a function of those nodes: subtracted from the credit of one of them, a
+    biased gradient. (A cost made without a step is taken to exist on every draw: the check is
+    for the per-step costs of an episode that ends early.)"""
+    reach = escaped
+    for j in bits(escaped):
+        reach |= full[j]
+    for j in bits(reach & full[cost.index]):
+        v = graph.nodes[j]
+        if isinstance(v, StochasticNode) and v.estimator.score:
+            raise SCGError(
+                f"{cost.describe()} has a baseline, and it was made after the value of {v.describe()} (or of a "
+                "node drawn from it) left tensor land, where the step loop may branch on it (e.g. "
+                "`if done.all(): break`): whether the cost exists may depend on that node, so subtracting the "
+                "baseline from its credit biases its gradient (Theorem 2). Put the baseline on the node "
+                "(scg.sample(..., baseline=...)), or make the cost on every draw (a zero cost where it does "
+                "not apply)"
+            )
 
 
 def check_enumerated(graph: GraphRecord, plates: PlateCheck, costs: Sequence[CostNode]) -> None:

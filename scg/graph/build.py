@@ -511,4 +511,9 @@ def cost(
     g.record(node)
     if tracked:
         check_untracked(g, node, [value], vmask)
+        if baseline is not None and step is not None and g.escaped:
+            # (a cost of a step, made after values left tensor land: the step loop may have
+            # branched on them, `if done.all(): break`; a cost made once, after the loop, exists
+            # whatever the draws, as self-critical training's terminal reward)
+            g.escaped_before[node.index] = g.escaped
     return value

@@ -168,12 +168,16 @@ class EscapeReports:
     strict: bool
     #: the (file, line) of each escape warned about already
     seen: set[tuple[str, int]] = field(default_factory=set)
+    #: the nodes whose values have left tensor land so far: what the program may have branched on
+    escaped: int = 0
 
     def __call__(self, kind: str, what: str, mask: int, frame: FrameType) -> None:
         where = (frame.f_code.co_filename, frame.f_lineno)
         if kind == "write":
             _check_write(self.nodes[mask], what, where)
             return
+        if kind == "escape":
+            self.escaped |= mask
         if not (self.warn or self.strict):
             return
         names = ", ".join(f"'{self.nodes[i].name}'" for i in bits(mask) if i < len(self.nodes))

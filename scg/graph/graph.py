@@ -106,6 +106,11 @@ class GraphRecord(GraphQueries):
         self._keys: dict[tuple[str, int | None], Node] = {}
         self._n_deterministic = 0  # (the stochastic and cost nodes are counted by their lists)
         self._tracker_obj: InfluenceTracker | None = None  # made when first needed
+        self._reports: EscapeReports | None = None  # its handler of escapes, writes and draws
+        #: cost index -> the nodes whose values had left tensor land when the cost of a step, which
+        #: has a baseline, was made: whether it exists may depend on them
+        #: (`scg.credit.soundness.check_baseline_inputs`)
+        self.escaped_before: dict[int, int] = {}
         self._token: Token[GraphRecord | None] | None = None
         self._state = "new"  # new -> open -> closed
         self._built = False
@@ -208,8 +213,8 @@ class GraphRecord(GraphQueries):
     def tracker(self) -> InfluenceTracker:
         """The graph's tracking mode (made on first use: an untracked graph needs none)."""
         if self._tracker_obj is None:
-            reports = EscapeReports(nodes=self.nodes, warn=self.warn_on_escape, strict=self.strict)
-            self._tracker_obj = InfluenceTracker(mask_attribute(self.id), reports)
+            self._reports = EscapeReports(nodes=self.nodes, warn=self.warn_on_escape, strict=self.strict)
+            self._tracker_obj = InfluenceTracker(mask_attribute(self.id), self._reports)
         return self._tracker_obj
 
     @property
@@ -266,6 +271,11 @@ class GraphRecord(GraphQueries):
         return wrap(self, _CURRENT, fn)
 
     # ------------------------------------------------------------------ masks
+    @property
+    def escaped(self) -> int:
+        """The mask of the nodes whose values have left tensor land so far (0 untracked)."""
+        return 0 if self._reports is None else self._reports.escaped
+
     def mask(self, value: object) -> int:
         """The direct-influence mask of a tensor computed in this graph (0 if untracked),
         including what was written into its storage through another alias."""

@@ -291,3 +291,36 @@ def test_a_checkpointed_function_that_samples_is_named_as_such() -> None:
         scg.cost(h.sum(-1), name="c")
     with pytest.raises(scg.SCGError, match=r"during the backward pass.*torch.utils.checkpoint"):
         g.surrogate_loss().backward()
+
+
+def test_a_cost_baseline_of_an_episode_that_ends_early_is_refused() -> None:
+    """The step-1 cost exists only when the episode goes on (`if not z.all()`): its baseline enters
+    as 1{c exists}·b, a function of z, and was subtracted from z's credit (max |z| = 25.8 against
+    the exact gradient). Refused; the same baseline on the node, or a terminal cost made on every
+    draw (self-critical training's reward), is accepted."""
+    theta = torch.zeros(2, requires_grad=True)
+
+    def program(cost_baseline: bool, per_step: bool = True) -> None:
+        node_baseline = None if cost_baseline else scg.baselines.Constant(1.0)
+        z = scg.sample(D.Bernoulli(logits=theta), name="z", baseline=node_baseline)
+        scg.cost(1.0 - z, name="c", step=0 if per_step else None)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", scg.InfluenceLostWarning)
+            go_on = not bool(z.bool().all())
+        if go_on or not per_step:
+            later = scg.influenced_by(torch.zeros(2), z)
+            baseline = scg.baselines.Constant(1.0) if cost_baseline else None
+            scg.cost(later, name="c" if per_step else "end", step=1 if per_step else None, baseline=baseline)
+
+    torch.manual_seed(0)  # (z = (0, 0) or another draw that goes on)
+    for _ in range(20):
+        with scg.Graph() as g:
+            program(cost_baseline=True)
+        if len(g.cost_nodes) == 2:
+            break
+    with pytest.raises(scg.SCGError, match=r"cost node 'c' \(step 1.*has a baseline.*`if done.all\(\): break`"):
+        g.surrogate_loss()
+    for kwargs in ({"cost_baseline": False}, {"cost_baseline": True, "per_step": False}):
+        with scg.Graph() as g:
+            program(**kwargs)
+        assert g.surrogate_loss().requires_grad
