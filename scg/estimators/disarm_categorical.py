@@ -73,18 +73,25 @@ def stick_weights(alpha: torch.Tensor, z1: torch.Tensor, z2: torch.Tensor) -> to
 
 
 def categorical_logits(estimator: Estimator, dist: Distribution) -> tuple[torch.Tensor, bool, int]:
-    """(category logits ``(*batch, *event_batch, K)``, one-hot?, event dims of ``Independent``)."""
+    """(category logits ``(*batch, *event_batch, K)``, one-hot?, event dims of ``Independent``).
+
+    A category masked out with a logit of −inf (padding) gets a finite floor instead, a quarter of
+    the dtype's lowest value: its probability is still exactly 0 (``exp`` underflows), while the
+    estimators' arithmetic on logits (differences, log Σ_{j>k} p_j) stays finite: −inf − (−inf)
+    was NaN, in the loss and the gradient."""
     base, event = dist, 0
     if isinstance(dist, Independent):
         base, event = dist.base_dist, dist.reinterpreted_batch_ndims
     if isinstance(base, OneHotCategorical):
-        return base.logits.expand(base.batch_shape + base.event_shape), True, event
-    if isinstance(base, Categorical):
-        return base.logits.expand(base.batch_shape + base.logits.shape[-1:]), False, event
-    raise SCGError(
-        f"{type(estimator).__name__}() supports Categorical and OneHotCategorical nodes (or Independent of "
-        f"them), not {type(dist).__name__}"
-    )
+        logits, onehot = base.logits.expand(base.batch_shape + base.event_shape), True
+    elif isinstance(base, Categorical):
+        logits, onehot = base.logits.expand(base.batch_shape + base.logits.shape[-1:]), False
+    else:
+        raise SCGError(
+            f"{type(estimator).__name__}() supports Categorical and OneHotCategorical nodes (or Independent of "
+            f"them), not {type(dist).__name__}"
+        )
+    return logits.clamp(min=torch.finfo(logits.dtype).min / 4), onehot, event
 
 
 class CategoricalDisARM(Estimator):

@@ -70,6 +70,9 @@ class RaoBlackwellized(Estimator):
         with torch.no_grad():
             top = probs.topk(self.k, dim=-1).indices  # (*batch, k)
             rest = probs.scatter(-1, top, 0.0)
+            # (a row whose top k hold all its mass, the rest masked out: j is drawn from the row
+            # itself, and its weight 1 − P_T is 0, its gradient ∇p_j (1 − P_T) / p_j too)
+            rest = torch.where(rest.sum(-1, keepdim=True) > 0, rest, probs)
             j = Categorical(probs=rest).sample()  # type: ignore[no-untyped-call]
             idx = torch.cat([top.movedim(-1, 0), j.unsqueeze(0)])
             return category_values(idx, onehot, n_cat, probs)

@@ -95,7 +95,11 @@ class UnorderedSet(Estimator):
             p_set = set_probability(q)
             others = [[j for j in range(k) if j != i] for i in range(k)]
             p_loo = torch.stack([set_probability(q[others[i]], q[i]) for i in range(k)])  # p^{D∖s}(S∖{s})
-            ratio = p_loo / p_set
+            # a row with fewer than k categories of nonzero probability (the others masked out with
+            # −inf logits): its set holds them all, E f = Σ_{s∈S} p(s) f(s) exactly (ω_s = p(s)),
+            # where the set probabilities below are 0 / 0
+            whole = (q == 0).any(0)  # (*batch)
+            ratio = torch.where(whole, torch.zeros_like(p_loo), p_loo / p_set)
         w = q * ratio + ratio * dp
         if self.builtin_baseline and k > 1:
             with torch.no_grad():
@@ -103,8 +107,9 @@ class UnorderedSet(Estimator):
                 for u, s in itertools.permutations(range(k), 2):
                     rest = [j for j in range(k) if j not in (u, s)]
                     second[u, s] = set_probability(q[rest], q[u] + q[s]) / p_loo[u]
+                second = torch.where(whole, torch.zeros_like(second), second)
             w = w - q * (ratio.unsqueeze(1) * second * dp.unsqueeze(1)).sum(0)
-        return w
+        return torch.where(whole, p, w)
 
     def __repr__(self) -> str:
         return f"UnorderedSet(baseline={self.builtin_baseline})"

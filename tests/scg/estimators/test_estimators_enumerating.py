@@ -221,3 +221,37 @@ def test_declared_and_cached_structure_give_the_same_estimate(
             program(estimator, 3 if isinstance(estimator, UnorderedSet) else None)(t)
 
     assert_same_gradient_in_every_structure(run, [th])
+
+
+_PAD_X = torch.randn(2, 5, 3, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+_PAD_LENGTHS = torch.tensor([5, 2])  # the second row: 2 valid categories, 3 padded with -inf
+
+
+@pytest.mark.parametrize(
+    ("estimator", "n"),
+    [
+        (lambda: scg.estimators.CategoricalDisARM(), 2),
+        (lambda: scg.estimators.ARSM(), 11),
+        (lambda: scg.estimators.RaoBlackwellized(2), None),
+        (lambda: scg.estimators.UnorderedSet(), 3),
+    ],
+)
+def test_padding_with_minus_inf_logits_keeps_estimates_finite_and_unbiased(estimator, n) -> None:  # type: ignore[no-untyped-def]
+    """The standard padding mask (masked_fill(~mask, -inf)): −inf − (−inf) made the loss and the
+    gradient NaN (CategoricalDisARM, ARSM), and a row with no more than k valid categories crashed
+    inside torch (RaoBlackwellized) or gave NaN (UnorderedSet: sets of k from fewer categories)."""
+    v = torch.tensor([0.3, -0.4, 0.2], dtype=torch.float64, requires_grad=True)
+
+    def program(est: scg.estimators.Estimator | None, k: int | None) -> None:
+        logits = (_PAD_X @ v).masked_fill(torch.arange(5) >= _PAD_LENGTHS[:, None], float("-inf"))
+        z = scg.sample(Categorical(logits=logits), name="z", estimator=est, n=k)
+        scg.cost(_PAD_X[torch.arange(2), z].sum(-1) ** 2, name="c")
+
+    with scg.Graph() as g:
+        program(estimator(), n)
+    loss = g.surrogate_loss()
+    (grad,) = torch.autograd.grad(loss, v)
+    assert torch.isfinite(loss) and bool(torch.isfinite(grad).all())
+    exact = st.exact_gradient(lambda: program(None, None), v)
+    report = st.check_unbiased(lambda: program(estimator(), n), v, n=600, seed=3, exact=exact)
+    assert report.passed, str(report)
