@@ -124,10 +124,13 @@ class PlateCheck:
             node = self.graph.nodes[u]
             raise SCGError(
                 f"{c.describe()} mixes the samples of {node.describe()} along its sample "
-                "dimension (e.g. centring over the samples, or a reduction broadcast back), but "
-                "keeps that dimension: each sample would be credited with a cost that depends "
-                "on the others. Reduce it and declare it with scg.cost(..., reduced=node) (a "
-                "multi-sample objective), or keep the samples apart"
+                "dimension (e.g. centring over the samples, or a reduction broadcast back), or goes "
+                "through an operation scg cannot follow along it (a flatten of the samples into the "
+                "batch, as before F.cross_entropy: write the loss on the unflattened tensor, "
+                "-logits.log_softmax(-1).gather(-1, y[..., None]).squeeze(-1)), but keeps that "
+                "dimension: each sample would be credited with a cost that depends on the others. "
+                "If it truly mixes them, reduce it and declare it with scg.cost(..., reduced=node) "
+                "(a multi-sample objective), or keep the samples apart"
             )
 
     def matrix(self, rows: Sequence[StochasticNode], cols: Sequence[Node], a: np.ndarray) -> np.ndarray:
