@@ -106,15 +106,10 @@ class SamplePlan:
     def _check_prefix(self, graph: GraphRecord, node: Node, shape: torch.Size, lay: tuple[int, ...], what: str) -> None:
         want = self.sizes(lay)
         if tuple(shape[: len(want)]) == want:
-            if lay:  # and each dimension where the layout puts it (not only of that size)
+            if lay and graph.tracked:  # and each dimension where the layout puts it (not only of that size;
+                # an untracked graph's values carry no sample maps: its structure is declared)
                 check_layout(
-                    node,
-                    lay,
-                    want,
-                    # (an untracked graph's values carry no sample maps: no tracker is made)
-                    getattr(node.value, graph.tracker.sattr, None) if graph.tracked else None,
-                    lambda u: self.nodes[u].describe(),
-                    graph.strict,
+                    node, lay, getattr(node.value, graph.tracker.sattr, None), lambda u: self.nodes[u].describe()
                 )
             return
         srcs = [self.nodes[i] for i in lay if i != node.index]

@@ -20,20 +20,22 @@ other graphs pay nothing). Each torch call maps an input's dimension ``d`` to th
 * anything else, or a reduction over the sample dimension itself, loses it (`LOST`).
 
 When the surrogate is built (`check_layout`), a dimension found at a place other than the
-layout's is an error (a swap); one that was lost on the way, when the layout has another sample
-dimension of the same size (so the size check cannot tell them apart), is reported as
-unverifiable (a warning; an error in strict mode).
+layout's is an error (a swap); so is one whose slices were combined (`MIXED`: a reduction over it
+broadcast back, two inputs holding it at different places, a write of some of its samples into a
+slice of a tensor that holds it) and, when the layout has two or more sample dimensions, one lost
+on the way (an index, a reshape or an op without a rule across it could have permuted or mixed the
+samples: a silently biased gradient before). With one sample dimension, the positional check of
+`scg.credit.plates` refuses a cost that mixes its slices.
 """
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 
-from scg.errors import InfluenceLostError, InfluenceLostWarning, SCGError
+from scg.errors import SCGError
 from scg.graph.nodes import Node
 from scg.graph.position_rules import _along, _reduction, elementwise
 from scg.graph.positions import rule_prefix
@@ -169,8 +171,8 @@ def _moved(
         return d + 1 if d >= k else d
     if (rule is elementwise or name in _EXPAND) and a.dim() < o.dim():
         return d + o.dim() - n  # broadcasting aligns dimensions from the right
-    if name in _MATMUL and n >= 3 and d < n - 2:
-        return d + o.dim() - n  # a batch dimension of a batched matmul
+    if name in _MATMUL and n >= 3 and d < n - 2 and o.dim() >= n:
+        return d + o.dim() - n  # a batch dimension of a batched matmul (a matrix @ vector: the rule's prefix)
     return None
 
 
@@ -206,7 +208,9 @@ def follow(
                 if got == MIXED or (0 <= got < o.dim() and o.shape[got] == a.shape[d]):
                     nd = got
             prev = out.get(u)
-            out[u] = nd if prev is None or prev == nd else (MIXED if MIXED in (prev, nd) else LOST)
+            # two inputs holding u's samples at different places (one of them lost: a single
+            # sample, a subset, a permutation) combine samples: output sample i depends on others
+            out[u] = nd if prev is None or prev == nd or (prev == LOST and nd == LOST) else MIXED
     if out is not None:
         setattr(o, sattr, out)
 
@@ -231,15 +235,13 @@ def node_value_map(
 def check_layout(
     node: Node,
     layout: Sequence[int],
-    sizes: Sequence[int],
     smap: dict[int, int] | None,
     names: Callable[[int], str],
-    strict: bool,
 ) -> None:
     """Check that each sample dimension of ``layout`` is where the layout puts it (see the
-    module docstring); ``sizes`` are the dimensions' sizes (already checked)."""
+    module docstring). With one sample dimension, a lost one is left to the positional check of
+    `scg.credit.plates` (which refuses a cost that mixes its slices)."""
     smap = smap or {}
-    unknown = []
     for i, u in enumerate(layout):
         d = smap.get(u, LOST)
         if d == i:
@@ -247,10 +249,10 @@ def check_layout(
         if d == MIXED:
             raise SCGError(
                 f"{node.describe()} mixes the samples of {names(u)} along its sample dimension "
-                "(a reduction over it broadcast back, a cumsum/softmax/sort/flip along it) but "
-                "keeps that dimension: each sample would be credited with a cost that depends "
-                "on the others. Reduce it and declare it with scg.cost(..., reduced=node), or "
-                "keep the samples apart"
+                "(a reduction over it broadcast back, a cumsum/softmax/sort/flip along it, or two "
+                "of its samples combined) but keeps that dimension: each sample would be credited "
+                "with a cost that depends on the others. Reduce it and declare it with "
+                "scg.cost(..., reduced=node), or keep the samples apart"
             )
         if d != LOST:
             raise SCGError(
@@ -260,17 +262,12 @@ def check_layout(
                 "v[None]) instead of f(u[None], v[:, None]), or a transpose), so each sample "
                 "would be credited with another node's samples' costs. Keep them in that order"
             )
-        if any(sizes[j] == sizes[i] for j in range(len(layout)) if j != i):
-            unknown.append(names(u))
-    if unknown:
-        msg = (
-            f"{node.describe()}: scg cannot verify where the sample dimension(s) of "
-            f"{', '.join(unknown)} are (they went through an operation scg does not follow), "
-            "and another sample dimension has the same size, so a swap could not be told "
-            "from the shape. Keep the sample dimensions in front with ops scg follows "
-            "(broadcasting, indexing, unsqueeze, permute/transpose, reductions and reshapes "
-            "of the trailing dimensions), or give the nodes different n"
-        )
-        if strict:
-            raise InfluenceLostError(msg + " (scg.Graph(strict=True))")
-        warnings.warn(msg, InfluenceLostWarning, stacklevel=4)
+        if len(layout) > 1:  # (lost: it may have been indexed, permuted or mixed on the way)
+            raise SCGError(
+                f"{node.describe()} keeps the sample dimension of {names(u)}, but scg lost it on the way "
+                "(an index, a reshape or another operation scg does not follow across it: a permutation "
+                "or a single sample broadcast back would credit each sample with others' costs). Keep "
+                "the sample dimensions in front and apply to them only ops scg follows (broadcasting, "
+                "basic indexing, unsqueeze, permute/transpose, reductions and reshapes of the trailing "
+                "dimensions), or reduce them and declare it with scg.cost(..., reduced=node)"
+            )

@@ -81,6 +81,7 @@ from scg.graph.ops import (
 )
 from scg.graph.ops import info as op_info
 from scg.graph.propagate import paired_inputs, propagate
+from scg.graph.sample_positions import MIXED
 
 __all__ = ["InfluenceTracker", "Paused", "mask_attribute", "shared_leading_dims"]
 
@@ -443,6 +444,14 @@ class InfluenceTracker(TorchFunctionMode):
                 positions.merge(fr, shared, m & ~mixed)
             if fr:
                 setattr(base, self.fattr, positions.normalize(fr))
+            tmap = getattr(target, self.sattr, None) if self.sample_dims else None
+            if tmap:  # the written samples land in the base at the view's places: unless the view is
+                # the whole base holding them where the base does, they meet others there (mixed)
+                smap = dict(getattr(base, self.sattr, None) or {})
+                for u, d in tmap.items():
+                    if not (shared == base.dim() and smap.get(u) == d):
+                        smap[u] = MIXED
+                setattr(base, self.sattr, smap)
 
 
 class Paused:
