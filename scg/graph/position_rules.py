@@ -25,7 +25,10 @@ Rule = Callable[[str, tuple[Any, ...], dict[str, Any], Tensor, Tensor, int], int
 
 
 def _dim(args: tuple[Any, ...], kwargs: dict[str, Any], i: int, ndim: int, default: int | None = None) -> int | None:
-    d = kwargs.get("dim", args[i] if len(args) > i else default) if kwargs else args[i] if len(args) > i else default
+    if kwargs:  # (numpy's name ``axis=`` is accepted by torch's ops too)
+        d = kwargs.get("dim", kwargs.get("axis", args[i] if len(args) > i else default))
+    else:
+        d = args[i] if len(args) > i else default
     if type(d) is int:
         return d % ndim if ndim > 1 else 0
     if isinstance(d, (list, tuple)):
@@ -94,6 +97,8 @@ def _unsqueeze(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tens
 
 
 def _squeeze(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor, out: Tensor, pos: int) -> int:
+    if t is out:  # squeeze_: the tensor is already squeezed, its old shape unknown here
+        return 0
     d = _dim(args, kwargs, 1, t.dim())
     if d is None:
         d = next((i for i, s in enumerate(t.shape) if s == 1), None)
@@ -200,14 +205,18 @@ def _index_select(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: T
     if not isinstance(d, int):
         return 0
     d %= max(out.dim(), 1)
-    if pos == 0:
+    if pos == 0 or (pos < 0 and t is kwargs.get("input")):
         return d
-    return INF if d == 0 and t.dim() == 1 else 0
+    if pos == 2 or (pos < 0 and t is kwargs.get("index")):
+        return INF if d == 0 and t.dim() == 1 else 0
+    return 0
 
 
 def _embedding(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor, out: Tensor, pos: int) -> int:
-    # F.embedding(input, weight): out = input.shape + (H,)
-    return INF if pos == 0 else 0
+    """The indices keep their positions (out = indices.shape + (H,)), the table mixes: told apart by
+    dtype, since ``F.embedding(input, weight)`` and ``torch.embedding(weight, indices)`` take them in
+    opposite orders."""
+    return 0 if t.is_floating_point() else INF
 
 
 def _one_hot(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor, out: Tensor, pos: int) -> int:
@@ -266,7 +275,7 @@ def _row_reduce(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Ten
         return 0
     if name == "pairwise_distance":
         return t.dim() - 1
-    d = kwargs.get("dim", args[2] if len(args) > 2 else 1)
+    d = kwargs.get("dim", kwargs.get("axis", args[2] if len(args) > 2 else 1))
     return int(d) % max(t.dim(), 1) if isinstance(d, int) else 0
 
 
@@ -313,6 +322,9 @@ def _getitem(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor
     items = idx if isinstance(idx, tuple) else (idx,)
     if pos != 0:  # t is (in) an index
         return _advanced_index_rule(items, t, out)
+    advanced = [k for k, it in enumerate(items) if isinstance(it, (Tensor, list))]
+    if advanced and advanced[-1] - advanced[0] + 1 != len(advanced):  # (non-adjacent: their dims go first)
+        return 0
     p = 0
     consumed = 0
     for k, it in enumerate(items):

@@ -51,12 +51,18 @@ class OutputMarks(Protocol):
     dattr: str
     sattr: str
     storages: dict[int, tuple[int, Tensor]]
+    mixed_storages: dict[int, tuple[int, int]]
+    wattr: str
     max_dim: int
     any_dynamic: bool
     sample_dims: bool
 
     def mask_of(self, t: Tensor) -> int:
         """The tensor's mask, including what was written into its storage through an alias."""
+        ...
+
+    def stale_mixed(self, t: Tensor, key: int | None = None) -> int:
+        """The nodes written out of line into ``t``'s storage by a write ``t``'s marks predate."""
         ...
 
 
@@ -77,6 +83,10 @@ def propagate(
     nodes known only through its storage, which are foreign from position 0)."""
     if tracker.sample_dims:
         follow(tracker.sattr, func, name, rule, args, kwargs, o, tracked)
+    if tracker.mixed_storages:  # (a view made now accounts for the writes its input accounts for)
+        written = max((getattr(a, tracker.wattr, 0) for _, a, _ in tracked), default=0)
+        if written and o is not (args[0] if args else None):
+            setattr(o, tracker.wattr, written)
     attr, fattr = tracker.attr, tracker.fattr
     setattr(o, attr, getattr(o, attr, 0) | m)
     fr: dict[int, int] | None = None
@@ -123,7 +133,8 @@ def propagate(
                 fr = {}
             fr[f] = fr.get(f, 0) | am
         if aliased:  # (whatever the rule: the layout of what an alias wrote is not known)
-            extra = am & ~getattr(a, attr, 0)  # known only through an alias of its storage
+            # known only through an alias of its storage, or written there out of line since
+            extra = am & ~getattr(a, attr, 0) | tracker.stale_mixed(a)
             if extra:
                 if fr is None:
                     fr = {}

@@ -160,6 +160,12 @@ class InfluenceTracker(TorchFunctionMode):
         self.dattr = attr + "_d"  # data-dependent shape: mask of the nodes it depends on
         #: storage key -> (mask written into it, a reference keeping the storage alive)
         self.storages: dict[int, tuple[int, Tensor]] = {}
+        #: storage key -> (the nodes written into it at positions that do not line up, the write's
+        #: number): an alias made before that write (its ``wattr`` older) still reads them as
+        #: aligned, so they are foreign from 0 for it (``x.cumsum_(0)`` seen through ``v = x[:]``)
+        self.mixed_storages: dict[int, tuple[int, int]] = {}
+        self.writes = 0  # in-place writes so far (their numbers)
+        self.wattr = attr + "_w"  # the number of the last write a tensor's marks account for
         #: storage key -> node index, for node values
         self.node_storages: dict[int, int] = {}
         #: storage key -> (mask, the first value, kept alive so that the storage's address is not
@@ -205,15 +211,25 @@ class InfluenceTracker(TorchFunctionMode):
         return m
 
     def foreign_of(self, t: Tensor) -> dict[int, int]:
-        """The tensor's foreign positions (bits only known through its storage: from 0)."""
+        """The tensor's foreign positions (bits only known through its storage, or written into it
+        out of line after this alias was made: from 0)."""
         fr: dict[int, int] = dict(getattr(t, self.fattr, None) or {})
         if self.storages:
-            got = self.storages.get(storage_key(t))
+            key = storage_key(t)
+            got = self.storages.get(key)
             if got is not None:
-                extra = got[0] & ~getattr(t, self.attr, 0)
+                extra = got[0] & ~getattr(t, self.attr, 0) | self.stale_mixed(t, key)
                 if extra:
                     positions.merge(fr, 0, extra)
         return fr
+
+    def stale_mixed(self, t: Tensor, key: int | None = None) -> int:
+        """The nodes written out of line into ``t``'s storage (``key``, when known) by a write
+        ``t``'s marks predate."""
+        if not self.mixed_storages:
+            return 0
+        got = self.mixed_storages.get(storage_key(t) if key is None else key)
+        return 0 if got is None or getattr(t, self.wattr, 0) == got[1] else got[0]
 
     def broken(self, t: Tensor) -> int:
         """The mask of the pathwise nodes whose influence reached ``t`` through at least one
@@ -275,9 +291,10 @@ class InfluenceTracker(TorchFunctionMode):
             if isinstance(a, Tensor):
                 am = getattr(a, attr, 0)
                 if storages:
-                    got = storages.get(storage_key(a))
+                    key = storage_key(a)
+                    got = storages.get(key)
                     if got is not None:
-                        if got[0] & ~am:
+                        if got[0] & ~am or self.stale_mixed(a, key):
                             aliased = True
                         am |= got[0]
                 if not am and node_storages and (type(a) is not Tensor or a._base is not None):
@@ -431,7 +448,19 @@ class InfluenceTracker(TorchFunctionMode):
                 self.on_event("write", name, node, frame)
         old = self.storages.get(key)
         self.storages[key] = ((old[0] if old else 0) | m, target)
+        self.writes += 1
+        out_of_line = 0  # the nodes this write puts at positions that do not line up
+        for bits in (getattr(target, self.fattr, None) or {}).values():
+            out_of_line |= bits & m
         base = target._base
+        if base is not None and shared_leading_dims(target, base) < base.dim():
+            out_of_line = m  # (through a view of part of it: other aliases cannot tell where)
+        if out_of_line:
+            before = self.mixed_storages.get(key)
+            self.mixed_storages[key] = ((before[0] if before else 0) | out_of_line, self.writes)
+            setattr(target, self.wattr, self.writes)  # (its marks, and its base's below, account for it)
+            if base is not None:
+                setattr(base, self.wattr, self.writes)
         if base is not None:  # a write through a view: the base's positions, through the view's
             setattr(base, self.attr, getattr(base, self.attr, 0) | m)
             shared = shared_leading_dims(target, base)
