@@ -5,6 +5,7 @@ calls: ``scg.deterministic`` and ``scg.influenced_by`` in `scg.graph.annotate`, 
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from typing import TYPE_CHECKING, TypeVar
@@ -13,7 +14,7 @@ import torch
 from torch.distributions import Distribution
 
 from scg.baselines.base import check_baseline
-from scg.errors import SCGError
+from scg.errors import InfluenceLostWarning, SCGError
 from scg.estimators.base import Estimator
 from scg.estimators.defaults import default_for
 from scg.graph.graph import GraphRecord, current_graph, eager_graph
@@ -203,6 +204,15 @@ def sample(
             private, log_prob = _scored(dist, estimator, value, shape, name, location)
         finally:
             _outer_drawing(g, -1)
+    if g.grad_at_open and not torch.is_grad_enabled() and not compiling and estimator.score:
+        warnings.warn(  # (a no_grad block inside a training graph, a reentrant checkpoint's forward)
+            f"scg.sample(name={name!r}) at {location} drew under torch.no_grad() in a graph opened with "
+            "gradients on: its score term has no gradient, so the node's effect on the costs is missing "
+            "from the gradient. Draw it with gradients on (a greedy rerun goes in its own graph, opened "
+            "under no_grad; torch.utils.checkpoint: use_reentrant=False, around the networks only)",
+            InfluenceLostWarning,
+            stacklevel=2,
+        )
     baseline_inputs = None if node_baseline is None else _baseline_inputs(g, node_baseline)
     node = _node(StochasticNode, g, name, "stochastic", step, location, value, parents, foreign)
     node.dist = dist

@@ -130,6 +130,7 @@ class GraphRecord(GraphQueries):
         #: `stochastic_nodes` and `cost_nodes` are copies for users)
         self.stochastic: list[StochasticNode] = []
         self.costs: list[CostNode] = []
+        self.grad_at_open = True
         self._n_baselines = 0  # nodes registered with a baseline (the surrogate skips them if 0)
         self._n_cost_baselines = 0  # of which costs (the surrogate subtracts cost baselines if not 0)
 
@@ -145,6 +146,9 @@ class GraphRecord(GraphQueries):
                 "its own cost rows), and apply the transform to model functions only"
             )
         self._state = "open"
+        #: whether gradients were on when the graph was opened (a node drawn with them off in it
+        #: has a score term without a gradient: `scg.graph.build.sample` warns)
+        self.grad_at_open = torch.is_grad_enabled()
         if torch.compiler.is_compiling():
             return self._enter_traced()
         outer = _CURRENT.get()

@@ -324,3 +324,18 @@ def test_a_cost_baseline_of_an_episode_that_ends_early_is_refused() -> None:
         with scg.Graph() as g:
             program(**kwargs)
         assert g.surrogate_loss().requires_grad
+
+
+def test_a_node_drawn_under_no_grad_in_a_training_graph_warns() -> None:
+    """Its score term had no gradient: torch's own error at backward, or a gradient missing the node
+    (a reentrant checkpoint runs its function under no_grad). A greedy rerun in its own graph opened
+    under no_grad draws without a warning."""
+    theta = torch.zeros(3, requires_grad=True)
+    with scg.Graph(), pytest.warns(scg.InfluenceLostWarning, match=r"'h'.*drew under torch.no_grad\(\)"):
+        with torch.no_grad():
+            h = scg.sample(D.Bernoulli(logits=theta), name="h")
+        scg.cost(h * 1.0, name="c")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", scg.InfluenceLostWarning)
+        with torch.no_grad(), scg.Graph(intervene=scg.estimators.greedy):
+            scg.cost(scg.sample(D.Bernoulli(logits=theta), name="h") * 1.0, name="c")
