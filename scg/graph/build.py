@@ -162,6 +162,7 @@ def sample(
         )
     enumerated = estimator.enumerates
     tracked = g.tracked
+    nested = g.outer is not None
     parents = 0
     foreign: dict[int, int] = {}
     raw, intervened = (
@@ -181,7 +182,7 @@ def sample(
         tensors = torch_dist_tensors(dist)
         tracker = g.tracker
         tracker.drawing += 1  # (the random calls in here are scg's own: the draw, its scoring)
-        if g.outer is not None:  # (and not hidden randomness to the graphs this one is nested in)
+        if nested:  # (and not hidden randomness to the graphs this one is nested in)
             _outer_drawing(g, 1)
         try:
             with g.paused() if tensors is not None else _NOT_PAUSED:
@@ -192,18 +193,18 @@ def sample(
                 private, log_prob = _scored(dist, estimator, value, shape, name, location)
         finally:
             tracker.drawing -= 1
-            if g.outer is not None:
+            if nested:
                 _outer_drawing(g, -1)
-    elif g.outer is None:  # (Declared, and Cached between its tracked graphs: nothing to pause or count)
-        value = raw if raw is not None else _draw(estimator, dist, shape, name, location)
-        private, log_prob = _scored(dist, estimator, value, shape, name, location)
-    else:  # (nested in a graph that may be tracked: its tracker sees the draw)
-        _outer_drawing(g, 1)
+    else:  # (Declared, and Cached between its tracked graphs: nothing to pause; nested, the draw is
+        # counted in the trackers of the graphs it is nested in, which see it)
+        if nested:
+            _outer_drawing(g, 1)
         try:
             value = raw if raw is not None else _draw(estimator, dist, shape, name, location)
             private, log_prob = _scored(dist, estimator, value, shape, name, location)
         finally:
-            _outer_drawing(g, -1)
+            if nested:
+                _outer_drawing(g, -1)
     if g.grad_at_open and not torch.is_grad_enabled() and not compiling and estimator.score:
         warnings.warn(  # (a no_grad block inside a training graph, a reentrant checkpoint's forward)
             f"scg.sample(name={name!r}) at {location} drew under torch.no_grad() in a graph opened with "

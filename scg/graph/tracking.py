@@ -449,38 +449,39 @@ class InfluenceTracker(TorchFunctionMode):
         old = self.storages.get(key)
         self.storages[key] = ((old[0] if old else 0) | m, target)
         self.writes += 1
-        out_of_line = 0  # the nodes this write puts at positions that do not line up
-        for bits in (getattr(target, self.fattr, None) or {}).values():
-            out_of_line |= bits & m
+        tfr: dict[int, int] = getattr(target, self.fattr, None) or {}  # (the write's positions, in the target)
         base = target._base
-        if base is not None and shared_leading_dims(target, base) < base.dim():
-            out_of_line = m  # (through a view of part of it: other aliases cannot tell where)
+        shared = 0 if base is None else shared_leading_dims(target, base)
+        whole = base is None or shared == base.dim()  # (the target is, or lines up with, its whole base)
+        placed = 0  # the nodes at out-of-line positions of the target
+        for bits in tfr.values():
+            placed |= bits
+        out_of_line = placed & m if whole else m  # (through a view of part of it: other aliases cannot tell where)
         if out_of_line:
             before = self.mixed_storages.get(key)
             self.mixed_storages[key] = ((before[0] if before else 0) | out_of_line, self.writes)
             setattr(target, self.wattr, self.writes)  # (its marks, and its base's below, account for it)
             if base is not None:
                 setattr(base, self.wattr, self.writes)
-        if base is not None:  # a write through a view: the base's positions, through the view's
-            setattr(base, self.attr, getattr(base, self.attr, 0) | m)
-            shared = shared_leading_dims(target, base)
-            fr = dict(getattr(base, self.fattr, None) or {})
-            mixed = 0
-            for pos, bits in (getattr(target, self.fattr, None) or {}).items():
-                positions.merge(fr, min(pos, shared), bits & m)  # (the view's positions past the shared)
-                mixed |= bits
-            if shared < base.dim():  # aligned in the view: along the dims it shares with the base only
-                positions.merge(fr, shared, m & ~mixed)
-            if fr:
-                setattr(base, self.fattr, positions.normalize(fr))
-            tmap = getattr(target, self.sattr, None) if self.sample_dims else None
-            if tmap:  # the written samples land in the base at the view's places: unless the view is
-                # the whole base holding them where the base does, they meet others there (mixed)
-                smap = dict(getattr(base, self.sattr, None) or {})
-                for u, d in tmap.items():
-                    if not (shared == base.dim() and smap.get(u) == d):
-                        smap[u] = MIXED
-                setattr(base, self.sattr, smap)
+        if base is None:
+            return
+        # a write through a view: the base's positions, through the view's
+        setattr(base, self.attr, getattr(base, self.attr, 0) | m)
+        fr = dict(getattr(base, self.fattr, None) or {})
+        for pos, bits in tfr.items():
+            positions.merge(fr, min(pos, shared), bits & m)  # (the view's positions past the shared)
+        if not whole:  # aligned in the view: along the dims it shares with the base only
+            positions.merge(fr, shared, m & ~placed)
+        if fr:
+            setattr(base, self.fattr, positions.normalize(fr))
+        tmap = getattr(target, self.sattr, None) if self.sample_dims else None
+        if tmap:  # the written samples land in the base at the view's places: unless the view is
+            # the whole base holding them where the base does, they meet others there (mixed)
+            smap = dict(getattr(base, self.sattr, None) or {})
+            for u, d in tmap.items():
+                if not (whole and smap.get(u) == d):
+                    smap[u] = MIXED
+            setattr(base, self.sattr, smap)
 
 
 class Paused:

@@ -290,7 +290,9 @@ def run(args: argparse.Namespace) -> int:
     unread = _unread_input_options(args)
     if unread:
         return error("summarize", unread)
-    if "extras" in given_options(args) and not (args.jsonl or args.attention):
+    given = given_options(args)
+    named: tuple[str, ...] = given.get("extras", ())  # (the extras the command line asks for)
+    if "extras" in given and not (args.jsonl or args.attention):
         return error(
             "summarize",
             "--extras records model outputs per generated word, which only the JSON lines write: add --jsonl",
@@ -311,7 +313,6 @@ def run(args: argparse.Namespace) -> int:
             wanted = offered_extras(loaded.decoder, ATTENTION_KEYS)
             options = options.updated({"extras": tuple(dict.fromkeys((*options.extras, *wanted)))})
         check_recombine(options, loaded.decoder, args.run)
-        named = given_options(args).get("extras", ())
         attention = ATTENTION_KEYS if args.attention or "*" in named else tuple(named)
         summarizer = Summarizer(loaded.decoder, loaded.vocab, options, batch_size=args.batch_size, device=args.device)
         docs = loaded.prepare(_documents(args, loaded))
