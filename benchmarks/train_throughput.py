@@ -10,9 +10,12 @@ from the trainer's bucketed loader (constant batch size: the last partial batch 
 dropped), cycled over epochs. Validation and checkpoints are not run (they are not per step).
 
 The vocabulary is the paper's by default (``--vocab-size 50004``: the 50000 most frequent words,
-Ling & Rush 2017 Section 5, plus the 4 specials), so the output softmax has its paper size even
-though the 250-article corpus has only ~14.5k distinct words; the extra rows are never targets
-(``--vocab-size 0``: the corpus's vocabulary).
+Ling & Rush 2017 Section 5, plus the 4 specials), so that the output softmax has its paper size. The
+250-article corpus has only 14456 distinct words, so its grids are prepared with a vocabulary of
+50004 entries: the counted one followed by unused filler words, which are never a source or target
+word (``scripts/gpu_check.sh`` makes it; the word ids are those of the counted vocabulary). A corpus
+whose vocabulary has another size is refused before any run (``--vocab-size 0``: the corpus's
+vocabulary, whatever its size).
 
 Per run: ``--warmup`` untimed steps (CUDA/Triton compilation, allocator warm-up), then up to
 ``--steps`` timed steps, each bracketed by ``torch.cuda.synchronize()`` on CUDA; the data loading
@@ -38,8 +41,9 @@ split, since this measures cost, not quality; the first highlight is the target)
     scg-summarize prepare --format cnndm --input train=../shared/data/cnndm-250/stories \\
         --chunks 100 --chunk-len 40 --output runs/cnndm250-100x40 --quiet
 
-(``python -m scg_summarize.cli prepare`` is the same command; 5 s each, 1.6 MB and 5.0 MB, under
-the git-ignored ``runs/``, so a device call must carry both folders.) The 10x40 grid is the paper's
+(``python -m scg_summarize.cli prepare`` is the same command; 2 s each, 1.6 MB and 5.0 MB, under
+the git-ignored ``runs/``; for the paper's vocabulary add ``--vocab`` the padded one described above.
+``scripts/gpu_check.sh`` prepares its grids on the device from the stories it carries.) The 10x40 grid is the paper's
 (first 400 words); the 100x40 grid keeps the whole article (up to 4000 words; 250 articles average
 677 words, so ~17-18 % of that grid is real words), where STANDARD's word LSTM and its attention grow
 with the document and C2F's read stays one chunk per step. Every model's encoders stop at the batch's
@@ -95,6 +99,8 @@ from typing import Any
 import torch
 from scg_summarize.data.batching import Batch
 from scg_summarize.kernels import ENV_VAR, forced
+from step_memory import LineAllocations
+from step_memory import to_markdown as memory_markdown
 from torch._dynamo.utils import counters
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -115,6 +121,13 @@ def corpus_grid(data: Path) -> tuple[int, int, dict[str, int]]:
     options = meta.get("options", {})
     splits = {str(name): int(info.get("examples", 0)) for name, info in meta.get("splits", {}).items()}
     return int(options["num_chunks"]), int(options["chunk_len"]), splits
+
+
+def corpus_vocabulary(data: Path) -> int:
+    """The number of entries of a prepared corpus's ``vocab.txt`` (the model's vocabulary size)."""
+    from scg_summarize.data.vocab import Vocab
+
+    return len(Vocab.load(data / "vocab.txt"))
 
 
 def pick_split(data: Path, requested: str) -> str:
@@ -258,6 +271,14 @@ def measure(
                 if now - timed_start >= args.max_seconds or now >= deadline:
                     break
             cpu_s = time.process_time() - cpu0
+            by_line = []
+            if args.memory_by_line:  # (one more step, untimed: where its memory goes)
+                with LineAllocations(device, int(args.memory_min_mib * 2**20)) as allocations:
+                    step(next(batches))
+                by_line = [
+                    {"line": r.line, "op": r.op, "dtype": r.dtype, "calls": r.calls, "mib": r.mib}
+                    for r in allocations.top(args.memory_by_line)
+                ]
             total = sum(times)
             row: dict[str, Any] = {
                 "config": config_name,
@@ -291,6 +312,7 @@ def measure(
                 "loss_per_token": nll / max(tgt_tokens, 1),
                 "data_loading_ms_per_step": 1000 * load_s / len(times),
                 "timed_wall_s": total,
+                "memory_by_line": by_line,
                 "cpu_s": cpu_s,
             }
             if device.type == "cuda":
@@ -304,11 +326,16 @@ def measure(
                 raise FloatingPointError(f"non-finite training loss ({row['loss_per_token']})")
             return row
         finally:
-            trainer.close()
-            del trainer
-            gc.collect()
-            if torch.cuda.is_available():
-                torch.cuda.empty_cache()
+            trainer.close()  # (its memory is returned by `release`, once this frame no longer holds it)
+
+
+def release() -> None:
+    """Collect what the last run left (its trainer, model and optimizer state, the frames of its
+    error) and return the device memory it held to the device, so that the next run's peak and
+    headroom are its own."""
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
 
 
 def attempts(amp: str, device: str) -> list[tuple[str, str | None]]:
@@ -347,10 +374,10 @@ def run_config(
             errors.append(
                 {"amp": try_amp, "kernels_env": kernels or os.environ.get(KERNEL_ENV, "auto"), "error": message}
             )
-            gc.collect()
-            if torch.cuda.is_available():
-                torch.cuda.empty_cache()
+            del err
+            release()
             continue
+        release()
         row.update(
             amp_requested=amp,
             errors=errors,
@@ -462,18 +489,22 @@ def compiled(row: dict[str, Any]) -> str:
 
 
 def curves(rows: list[dict[str, Any]]) -> dict[tuple[str, str, str], dict[int, dict[str, Any]]]:
-    """The successful rows by (config, amp, compile backend) and M, for the configurations run at
-    two grids or more (issue 29's curve of time and peak memory against the document's length)."""
+    """The successful rows by (config, amp, compile backend) and M, for the configurations that ran
+    at two grids or more (issue 29's curve of time and peak memory against the document's length);
+    a grid that ran only in another precision (a bf16 run that fell back to fp32) is a line of its own."""
     by: dict[tuple[str, str, str], dict[int, dict[str, Any]]] = {}
     for r in rows:
         if not r.get("failed"):
             by.setdefault((r["config"], r["amp"], r.get("compile", "")), {})[int(r["M"])] = r
-    return {key: grids for key, grids in by.items() if len(grids) > 1}
+    grids_run: dict[str, set[int]] = {}
+    for (config, _, _), grids in by.items():
+        grids_run.setdefault(config, set()).update(grids)
+    return {key: grids for key, grids in by.items() if len(grids_run[key[0]]) > 1}
 
 
 def write_plot(path: Path, payload: dict[str, Any]) -> bool:
-    """ms per step (median) and peak memory against M, one line per configuration run at two grids
-    or more (log-log); False, and no file, when there is none."""
+    """ms per step (median) and peak memory against M, one line per configuration and precision of
+    `curves` (log-log; a line of one grid is its marker); False, and no file, when there is none."""
     lines = curves(payload["rows"])
     if not lines:
         return False
@@ -485,7 +516,7 @@ def write_plot(path: Path, payload: dict[str, Any]) -> bool:
     fig, (time_ax, mem_ax) = plt.subplots(1, 2, figsize=(10, 4.2))
     for (config, amp, backend), grids in sorted(lines.items()):
         ms = sorted(grids)
-        label = f"{config} ({amp}{', ' + backend if backend else ''})"
+        label = f"{config} ({'fp32' if amp == 'none' else amp}{', ' + backend if backend else ''})"
         time_ax.plot(ms, [grids[m]["ms_per_step_median"] for m in ms], marker="o", label=label)
         mem_ax.plot(ms, [grids[m]["peak_mem_mib"] for m in ms], marker="o", label=label)
     env = payload["environment"]
@@ -587,6 +618,7 @@ def write_report(path: Path, payload: dict[str, Any]) -> None:
             f"- {c} M = {M}, amp {e['amp']}, {KERNEL_ENV}={e['kernels_env']}: `{e['error'][:600]}`"
             for c, M, e in failures
         ]
+    out += memory_markdown(rows)
     out += ["", f"Wall time of the whole script: {payload['wall_s']:.1f} s.", ""]
     path.write_text("\n".join(out))
 
@@ -659,6 +691,16 @@ def main(argv: list[str] | None = None) -> int:
         "(train.compile); the eager and compiled runs then pad targets to multiples of --pad-targets",
     )
     parser.add_argument("--pad-targets", type=int, default=8, help="with --compile: data.pad_targets (default 8)")
+    parser.add_argument(
+        "--memory-by-line",
+        type=int,
+        default=0,
+        metavar="N",
+        help="one more step per run: the N source lines that allocated the most (benchmarks/step_memory.py)",
+    )
+    parser.add_argument(
+        "--memory-min-mib", type=float, default=1.0, help="with --memory-by-line: ops below this are not charged"
+    )
     parser.add_argument("--out", type=Path, default=RESULTS, help="results folder")
     parser.add_argument("--tag", default="", help="results file suffix (default: the device type)")
     args = parser.parse_args(argv)
@@ -666,6 +708,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--pad-targets must be >= 0, got {args.pad_targets}")
     if args.cuda_graph and not str(args.device).startswith("cuda"):
         parser.error(f"--cuda-graph needs a CUDA device, got --device {args.device}")
+    if args.memory_by_line < 0 or args.memory_min_mib < 0:
+        parser.error("--memory-by-line and --memory-min-mib must be >= 0")
+    if args.memory_by_line and (args.cuda_graph or args.compile):
+        parser.error("--memory-by-line records an eager step's ops: not with --cuda-graph or --compile")
     if args.cuda_graph and args.compile:
         parser.error("--cuda-graph and --compile: one way of running the step at a time")
     start = time.perf_counter()
@@ -689,6 +735,13 @@ def main(argv: list[str] | None = None) -> int:
         if not data.is_dir():
             parser.error(f"--data/--also {data}: not a folder (prepare it first, see this script's docstring)")
         splits[data] = pick_split(data, args.split)
+        words = corpus_vocabulary(data)
+        if args.vocab_size and words != args.vocab_size:
+            parser.error(
+                f"--vocab-size {args.vocab_size}, but {data} has a vocabulary of {words} words: prepare it with "
+                f"`scg-summarize prepare --vocab` a vocabulary of {args.vocab_size} entries (as scripts/gpu_check.sh "
+                "does), or pass --vocab-size 0 (the corpus's vocabulary)"
+            )
     from scg_summarize.train.config import load_config
 
     for _, names in plan:  # fail fast on a misspelt configuration, before any run

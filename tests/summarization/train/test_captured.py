@@ -6,6 +6,8 @@ here: it needs a GPU (``bash scripts/gpu_check.sh graph``)."""
 from __future__ import annotations
 
 import functools
+import gc
+import weakref
 from contextlib import nullcontext
 from dataclasses import replace
 from pathlib import Path
@@ -150,6 +152,26 @@ def test_a_new_shape_warms_up_and_gets_a_graph_of_its_own(
         assert inert_cuda == ["side stream", pooled, "replay", "side stream", pooled, "replay", "replay"]
     finally:
         trainer.close()
+
+
+def test_closing_the_trainer_frees_its_graphs_without_a_garbage_collection(
+    synthetic_corpus: Path, tmp_path: Path, inert_cuda: list[str]
+) -> None:
+    """The captured step and the trainer refer to each other; `Trainer.close` drops the step, so its
+    graphs (and their memory pool) go with the last reference, not at a later collection."""
+    trainer = _trainer(synthetic_corpus, tmp_path / "run")
+    trainer.captured = CapturedStep(functools.partial(trainer.forward_backward, keep_grads=True))
+    batch = next(iter(trainer.loader))
+    for b in (batch, batch):
+        trainer.train_step(b)
+    assert len(trainer.captured.graphs) == 1
+    captured = weakref.ref(trainer.captured)
+    gc.disable()
+    try:
+        trainer.close()
+        assert captured() is None
+    finally:
+        gc.enable()
 
 
 def test_source_lengths_in_one_power_of_two_share_a_graph(

@@ -97,6 +97,44 @@ def test_compiled_rows_beside_the_eager_ones(bench: Any, synthetic_corpus: Path,
     torch._dynamo.reset()
 
 
+def test_memory_by_line_names_the_lines_of_one_more_step(bench: Any, synthetic_corpus: Path, tmp_path: Path) -> None:
+    payload = _run(
+        bench,
+        synthetic_corpus,
+        tmp_path,
+        "--amp",
+        "none",
+        "--memory-by-line",
+        "4",
+        "--memory-min-mib",
+        "0",
+        configs=("tiny-STANDARD",),
+    )
+    (row,) = payload["rows"]
+    lines = row["memory_by_line"]
+    assert len(lines) == 4 and [m["mib"] for m in lines] == sorted((m["mib"] for m in lines), reverse=True)
+    assert all(m["calls"] >= 1 and m["mib"] > 0 for m in lines)
+    assert any(m["line"].startswith("scg_summarize/") for m in lines)
+    md = (tmp_path / "train_throughput_test.md").read_text()
+    assert "## Where a step's memory goes" in md and f"| `{lines[0]['line']}` | `{lines[0]['op']}` |" in md
+
+
+def test_memory_by_line_is_refused_with_a_captured_step(bench: Any, synthetic_corpus: Path, capsys: Any) -> None:
+    with pytest.raises(SystemExit):
+        bench.main(["--data", str(synthetic_corpus), "--device", "cpu", "--compile", "eager", "--memory-by-line", "3"])
+    assert "--memory-by-line records an eager step's ops: not with --cuda-graph or --compile" in capsys.readouterr().err
+
+
+def test_a_corpus_of_another_vocabulary_size_is_refused_before_any_run(
+    bench: Any, synthetic_corpus: Path, capsys: Any
+) -> None:
+    with pytest.raises(SystemExit):
+        bench.main(["--data", str(synthetic_corpus), "--device", "cpu", "--vocab-size", "50004"])
+    err = capsys.readouterr().err
+    assert f"--vocab-size 50004, but {synthetic_corpus} has a vocabulary of" in err
+    assert "prepare it with `scg-summarize prepare --vocab`" in err
+
+
 def test_a_failing_autocast_run_falls_back_to_fp32(
     bench: Any, synthetic_corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -137,6 +175,12 @@ def test_configurations_run_at_two_grids_get_their_curve(bench: Any, tmp_path: P
     assert not bench.write_plot(tmp_path / "one.png", payload) and not (tmp_path / "one.png").exists()
     two = [*one_grid, row("C2F", 100, 7.0), {"config": "STANDARD", "M": 100, "failed": True}]
     assert set(bench.curves(two)) == {("C2F", "bf16", "")}  # (STANDARD's second grid failed)
+    fallback = {**row("STANDARD", 100, 9.0), "amp": "none"}  # (a bf16 run redone in fp32)
+    assert set(bench.curves([*two, fallback])) == {
+        ("C2F", "bf16", ""),
+        ("STANDARD", "bf16", ""),
+        ("STANDARD", "none", ""),
+    }
     payload["rows"] = two
     assert bench.write_plot(tmp_path / "two.png", payload)
     assert (tmp_path / "two.png").read_bytes().startswith(b"\x89PNG")

@@ -151,7 +151,13 @@ class Trainer:
         self.dist.close()
 
     def close(self) -> None:
-        """Release the run directory's lock (the process group is left by `leave_process_group`)."""
+        """Release the run directory's lock and the captured step's CUDA graphs (the process group is
+        left by `leave_process_group`).
+
+        The captured step runs this trainer's `forward_backward`, so the two refer to each other: left
+        to the garbage collector, every graph's memory pool would outlive the trainer until a
+        collection ran (a process training one model after another ran out of GPU memory)."""
+        self.captured = None
         if self.lock is not None:
             self.lock.release()
             self.lock = None
