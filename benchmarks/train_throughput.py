@@ -63,7 +63,7 @@ The GPU run (issue 17, item 4)::
         --configs STANDARD HIER C2F C2F+MULTI2 --also runs/cnndm250-100x40 STANDARD C2F \\
         --steps 200 --warmup 10 --device cuda --amp bf16 --tag gpu
 
-``--cuda-graph`` (CUDA only; issue 29's captured step; written without a GPU and not yet run) trains
+``--cuda-graph`` (CUDA only; issue 29's captured step; first run on an H100 in session 27) trains
 each run with ``train.cuda_graph`` (`scg_summarize.train.captured`: the forward and backward passes
 replayed from a CUDA graph, the first batch eager, the second captured), every batch's targets padded
 to the corpus's longest (``data.pad_targets``); ``bash scripts/gpu_check.sh graph`` runs STANDARD and
@@ -681,7 +681,7 @@ def main(argv: list[str] | None = None) -> int:
         "--cuda-graph",
         action="store_true",
         help="train with train.cuda_graph: each step's forward and backward passes replayed from a CUDA "
-        "graph (targets padded to the corpus's longest; CUDA only; not yet run on a GPU)",
+        "graph (targets padded to the corpus's longest; CUDA only)",
     )
     parser.add_argument(
         "--compile",
