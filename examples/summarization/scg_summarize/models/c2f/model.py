@@ -26,7 +26,15 @@ from torch import nn
 
 from ...data.batching import SourceLengths
 from ...kernels import collect_word_grads
-from ..common.attention import AttentionOut, FlatAttention, HierAttention, Memory, Mode, SourceAttention
+from ..common.attention import (
+    AttentionOut,
+    FlatAttention,
+    HierAttention,
+    Memory,
+    Mode,
+    SourceAttention,
+    autocast_states,
+)
 from ..common.decoder import Decoder, DecoderState
 from ..common.encoders import ChunkedWordEncoder, FlatWordEncoder, WordEncoder
 from ..common.generator import CopyGenerator, Generator, SoftmaxGenerator
@@ -187,6 +195,9 @@ class C2FSummarizer(SummarizerFamily[C2FConfig, DecoderState]):
             )
             states = F.pad(states, (0, 0, 0, 0, 0, M - used))
             chunks = None if chunks is None else F.pad(chunks, (0, 0, 0, M - used))
+        # (cast to autocast's dtype before the collector, not by `Memory.build` after it: the fine reads
+        # find the collector's node behind the states they are given)
+        states = autocast_states(states)
         if self.hard:  # the fine reads' gradients of the states in one buffer (`kernels.word_grads`)
             states = collect_word_grads(states)
         memory = Memory.build(states, src_mask, chunks, src if self.copies else None)

@@ -42,6 +42,7 @@ __all__ = [
     "Memory",
     "Mode",
     "SourceAttention",
+    "autocast_states",
     "flat_step",
     "hier_step",
     "masked_softmax",
@@ -95,10 +96,17 @@ class Memory:
         ids: torch.Tensor | None = None,
         extra: dict[str, torch.Tensor] | None = None,
     ) -> Memory:
-        """A memory from word states, their mask, (optional) chunk vectors, source ids, extras."""
-        return cls(
-            words, word_mask, chunks, word_mask.any(-1), word_mask.sum(-1).to(words.dtype), ids, dict(extra or {})
-        )
+        """A memory from word states, their mask, (optional) chunk vectors, source ids, extras.
+
+        Under ``torch.autocast`` the word states and chunk vectors are cast to autocast's dtype here,
+        once (`autocast_states`): every decoder step's products read them, and autocast would cast
+        any other floating dtype at each product, keeping every copy for the backward pass. On CUDA
+        the states come in float16 whatever autocast's dtype: cuDNN's LSTM under autocast runs in
+        float16. A bf16 STANDARD step kept two copies of the states per decoder step that way, and
+        ran out of an H100's 80 GB at M = 1000."""
+        sizes = word_mask.sum(-1).to(words.dtype)  # (B, M) real words per chunk, in the incoming dtype
+        chunks = None if chunks is None else autocast_states(chunks)
+        return cls(autocast_states(words), word_mask, chunks, word_mask.any(-1), sizes, ids, dict(extra or {}))
 
     def index_select(self, index: torch.Tensor) -> Memory:
         """Rows ``index`` of every tensor (beam search: one row per hypothesis); a memory read
@@ -148,6 +156,18 @@ class AttentionOut:
     selected: torch.Tensor | None = None
     read_weights: torch.Tensor | None = None
     word_probs: torch.Tensor | None = None
+
+
+def autocast_states(x: torch.Tensor) -> torch.Tensor:
+    """``x`` in ``torch.autocast``'s dtype when autocast is on for its device and ``x`` is of another
+    floating dtype (float32, or float16 from cuDNN's LSTM), as its matrix products would cast it;
+    else ``x`` itself."""
+    device = x.device.type
+    if torch.is_autocast_enabled(device) and x.is_floating_point():
+        dtype = torch.get_autocast_dtype(device)
+        if x.dtype != dtype and x.dtype != torch.float64:  # (autocast leaves float64 alone)
+            return x.to(dtype)
+    return x
 
 
 def per_query_row(x: torch.Tensor, rows: torch.Tensor | None) -> torch.Tensor:
