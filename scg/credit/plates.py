@@ -101,9 +101,11 @@ class PlateCheck:
         lv, lc = self.layout_len.get(v.index, 0), self.layout_len.get(c.index, 0)
         vshape = (v.log_prob if v.log_prob is not None else v.value).shape
         cshape = c.value.shape
-        if f < max(lv, lc):
-            # inside the sample dimensions, which are rearranged by design (newest first,
-            # reduced by declared reductions) and checked by identity and size (SamplePlan)
+        if f < lc:
+            # inside the cost's sample dimensions, which are rearranged by design (newest first)
+            # and checked by identity and size (SamplePlan). (Not the node's: a cost that reduced
+            # them holds its examples there; a reduction over sample dimensions marks no position,
+            # `scg.graph.sample_positions.samples_combined`.)
             return False
         rank = plate_rank(v, lv)
         fb = f - lc

@@ -55,27 +55,45 @@ def _reduction(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tens
     return 0 if d is None else d
 
 
-def _along(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor, out: Tensor, pos: int) -> int:
-    """Shape-preserving ops that mix along one dimension (cumsum, softmax, sort, flip, ...)."""
-    if pos != 0:
-        return 0
+def reduced_dims(args: tuple[Any, ...], kwargs: dict[str, Any], ndim: int) -> set[int] | None:
+    """The dimensions a reduction ``x.sum(dim)`` (``dim=``, ``axis=``, an int or a list) reduces;
+    None when it reduces them all or they cannot be read."""
+    d = kwargs.get("dim", kwargs.get("axis", args[1] if len(args) > 1 else None))
+    if isinstance(d, int) and not isinstance(d, bool):
+        return {d % max(ndim, 1)}
+    if isinstance(d, (list, tuple)) and d and all(isinstance(x, int) for x in d):
+        return {int(x) % max(ndim, 1) for x in d}
+    return None
+
+
+def along_dims(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], ndim: int) -> set[int] | None:
+    """The dimensions a shape-preserving op mixes along (cumsum, softmax, sort, flip, roll, ...);
+    None when it mixes the flattened tensor (``roll`` without dims) or they cannot be read."""
     if name in ("flip", "roll"):
         if name == "flip":  # flip(dims) or flip(d0, d1, ...)
             dims = kwargs.get("dims", args[1] if len(args) == 2 else (args[1:] or None))
         else:  # roll(shifts, dims): without dims the tensor is rolled flattened, every row moving
             dims = kwargs.get("dims", args[2] if len(args) > 2 else None)
         if dims is None:
-            return 0
+            return None
         seq = dims if isinstance(dims, (list, tuple)) else [dims]
-        return min((int(x) % max(t.dim(), 1) for x in seq), default=INF)
+        return {int(x) % max(ndim, 1) for x in seq}
     d = _dim(
         args,
         kwargs,
         2 if name in ("topk", "kthvalue", "normalize", "diff") else 1,
-        t.dim(),
+        ndim,
         default=1 if name == "normalize" else -1,
     )
-    return 0 if d is None else d
+    return None if d is None else {d}
+
+
+def _along(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor, out: Tensor, pos: int) -> int:
+    """Shape-preserving ops that mix along one dimension (cumsum, softmax, sort, flip, ...)."""
+    if pos != 0:
+        return 0
+    dims = along_dims(name, args, kwargs, t.dim())
+    return 0 if dims is None else min(dims, default=INF)
 
 
 def _reshape(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor, out: Tensor, pos: int) -> int:

@@ -32,7 +32,7 @@ import torch
 from scg.graph import positions
 from scg.graph.ops import F_DYNAMIC, F_ELEMENTWISE, F_GETITEM, bool_index, flat_tensors
 from scg.graph.positions import INF
-from scg.graph.sample_positions import follow
+from scg.graph.sample_positions import follow, samples_combined
 
 __all__ = ["OutputMarks", "Tracked", "mark_dynamic", "paired_inputs", "propagate"]
 
@@ -99,33 +99,35 @@ def propagate(
         # one tracked input (the common case): its foreign position once, its map carried
         pos, a, am = tracked[0]
         afr = getattr(a, fattr, None)
+        dropped: tuple[int, ...] = ()
         if elementwise and a.shape == o.shape:
             f = INF
         else:
-            f = positions.foreign_from(positions.rule_prefix(func, name, rule, args, kwargs, a, o, pos), a, o)
-        if f >= limit:  # positions kept: the input's map is the output's (shared, immutable)
+            f, dropped = _foreign(tracker, func, name, rule, args, kwargs, a, o, pos)
+        if f >= limit and not (dropped and afr):  # positions kept: the input's map is the output's (shared)
             if afr is not None or getattr(o, fattr, None) is not None:
                 setattr(o, fattr, afr)
         else:
-            fr = {f: am}
+            fr = {f: am} if f < limit else {}
             if afr:
                 for q, qm in afr.items():
+                    q = _moved_down(q, dropped)
                     q = q if q < f else f
                     fr[q] = fr.get(q, 0) | qm
                 if len(fr) > 1:
                     fr = positions.normalize(fr)
-            setattr(o, fattr, fr)
+            setattr(o, fattr, fr or None)
         if flags & (F_DYNAMIC | F_GETITEM) or tracker.any_dynamic:
             mark_dynamic(tracker, flags, args, o, m, tracked)
         return
     oshape = o.shape
     for pos, a, am in tracked:
         afr = getattr(a, fattr, None)
+        dropped = ()
         if elementwise and a.shape == oshape:
             f = INF  # same shape, positions kept: nothing new
         else:
-            p = positions.rule_prefix(func, name, rule, args, kwargs, a, o, pos)
-            f = positions.foreign_from(p, a, o)
+            f, dropped = _foreign(tracker, func, name, rule, args, kwargs, a, o, pos)
             if f >= limit:
                 f = INF
         if f < INF:
@@ -144,6 +146,7 @@ def propagate(
             if fr is None:
                 fr = {}
             for q, qm in afr.items():
+                q = _moved_down(q, dropped)
                 q = q if q < f else f
                 fr[q] = fr.get(q, 0) | qm
     if fr:
@@ -152,6 +155,32 @@ def propagate(
         setattr(o, fattr, fr or None)
     if flags & (F_DYNAMIC | F_GETITEM) or tracker.any_dynamic:
         mark_dynamic(tracker, flags, args, o, m, tracked)
+
+
+def _foreign(
+    tracker: OutputMarks,
+    func: Callable[..., Any],
+    name: str,
+    rule: positions.Rule | None,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any] | None,
+    a: Tensor,
+    o: Tensor,
+    pos: int,
+) -> tuple[int, tuple[int, ...]]:
+    """The first position of ``o`` that no longer lines up with input ``a``'s (by the op's position
+    rule), and the dimensions of ``a`` the output dropped without mixing its examples: a reduction
+    over sample dimensions (`samples_combined`, which ``a``'s foreign positions move past)."""
+    if tracker.sample_dims:
+        dropped = samples_combined(tracker.sattr, name, rule, args, kwargs, a, o, pos)
+        if dropped is not None:
+            return INF, dropped
+    return positions.foreign_from(positions.rule_prefix(func, name, rule, args, kwargs, a, o, pos), a, o), ()
+
+
+def _moved_down(q: int, dropped: tuple[int, ...]) -> int:
+    """Foreign position ``q`` of an input in the output that dropped its dimensions ``dropped``."""
+    return q - sum(1 for d in dropped if d < q) if dropped else q
 
 
 def mark_dynamic(tracker: OutputMarks, flags: int, args: tuple[Any, ...], o: Tensor, m: int, tracked: Tracked) -> None:

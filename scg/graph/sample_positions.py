@@ -37,10 +37,10 @@ import torch
 
 from scg.errors import SCGError
 from scg.graph.nodes import Node
-from scg.graph.position_rules import _along, _reduction, elementwise
+from scg.graph.position_rules import _along, _reduction, along_dims, elementwise, reduced_dims
 from scg.graph.positions import rule_prefix
 
-__all__ = ["LOST", "MIXED", "check_layout", "follow", "node_value_map"]
+__all__ = ["LOST", "MIXED", "check_layout", "follow", "node_value_map", "samples_combined"]
 
 Tensor = torch.Tensor
 
@@ -145,27 +145,18 @@ def _moved(
         w = where[d]
         return LOST if w is None else w
     if rule is _reduction and pos == 0 and not (len(args) > 1 and isinstance(args[1], Tensor)):
-        dim = kwargs.get("dim", args[1] if len(args) > 1 else None)
-        if dim is None or (isinstance(dim, (list, tuple)) and not dim):
-            return MIXED if o.dim() < n or n == 0 else d
-        if not isinstance(dim, (int, list, tuple)):
+        dims = reduced_dims(args, kwargs, n)
+        if dims is None:
+            dim = kwargs.get("dim", kwargs.get("axis", args[1] if len(args) > 1 else None))
+            if dim is None or (isinstance(dim, (list, tuple)) and not dim):  # (all of them)
+                return MIXED if o.dim() < n or n == 0 else d
             return None
-        dims = {_norm(x, n) for x in (dim if isinstance(dim, (list, tuple)) else [dim])}
         if d in dims:
             return MIXED
         return d if o.dim() == n else d - sum(1 for i in dims if i < d)
     if rule is _along and pos == 0 and o.dim() == n:
-        if name in ("flip", "roll"):
-            if name == "flip":  # flip(dims) or flip(d0, d1, ...)
-                flips = kwargs.get("dims", args[1] if len(args) == 2 else (args[1:] or None))
-            else:
-                flips = kwargs.get("dims", args[2] if len(args) > 2 else None)
-            if flips is None:
-                return MIXED  # roll without dims: the flattened tensor
-            along = {_norm(x, n) for x in (flips if isinstance(flips, (list, tuple)) else [flips])}
-        else:
-            along = {rule(name, args, kwargs, a, o, pos)}
-        return MIXED if d in along else d
+        along = along_dims(name, args, kwargs, n)  # (None: roll without dims, the flattened tensor)
+        return MIXED if along is None or d in along else d
     if name == "stack":
         k = _norm(kwargs.get("dim", args[1] if len(args) > 1 else 0), o.dim())
         return d + 1 if d >= k else d
@@ -173,6 +164,39 @@ def _moved(
         return d + o.dim() - n  # broadcasting aligns dimensions from the right
     if name in _MATMUL and n >= 3 and d < n - 2 and o.dim() >= n:
         return d + o.dim() - n  # a batch dimension of a batched matmul (a matrix @ vector: the rule's prefix)
+    return None
+
+
+def samples_combined(
+    sattr: str,
+    name: str,
+    rule: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any] | None,
+    a: Tensor,
+    o: Tensor,
+    pos: int,
+) -> tuple[int, ...] | None:
+    """When the op reduces, or mixes along, dimensions of input ``a`` that all hold sample dimensions
+    (``a``'s map): the dimensions the output dropped (sorted; ``()`` when it kept them: ``keepdim``,
+    a softmax along the samples). Such an op combines samples, which the map records (`MIXED`: a cost
+    must declare the reduction), not the batch's examples, so it adds no foreign position: the
+    examples' positions after the dropped dimensions move down. None for any other op (its position
+    rule decides)."""
+    amap: dict[int, int] | None = getattr(a, sattr, None)
+    if not amap or pos != 0:
+        return None
+    held = {d for d in amap.values() if d >= 0}
+    n = a.dim()
+    kwargs = kwargs or {}
+    if rule is _reduction and not (len(args) > 1 and isinstance(args[1], Tensor)):
+        dims = reduced_dims(args, kwargs, n)
+        if dims is None or not dims <= held:
+            return None
+        return tuple(sorted(dims)) if o.dim() == n - len(dims) else () if o.dim() == n else None
+    if rule is _along and o.dim() == n:
+        dims = along_dims(name, args, kwargs, n)
+        return () if dims is not None and dims <= held else None
     return None
 
 

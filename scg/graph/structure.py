@@ -105,6 +105,13 @@ def causal(v: StochasticNode, node: Node) -> bool:
     return v.step is None or node.step is None or v.step <= node.step
 
 
+def every_earlier(v: StochasticNode, node: Node) -> bool:
+    """The conservative relation of an untracked graph with no known structure (`Cached`'s
+    fallback): every earlier stochastic node influences ``node``, whatever their steps (a cost
+    labelled with an earlier step than a node's may still be computed from it)."""
+    return True
+
+
 class Structure:
     """Base class of [`Declared`][scg.Declared] and [`Cached`][scg.Cached]: an object the user holds across
     graphs (``scg.Graph(structure=s)``); it keeps the relations and surrogate plans per graph
@@ -336,7 +343,7 @@ class Cached(Structure):
                     RuntimeWarning,
                     stacklevel=4,
                 )
-        rel = declared_relation(nodes, causal, False)
+        rel = declared_relation(nodes, every_earlier, False)
         return rel, closure([p for p, _ in rel])
 
     def _learn(

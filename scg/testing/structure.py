@@ -7,7 +7,8 @@ cost a node does not influence adds a zero-mean term to its score) and when it i
 (whole-plate credit where per-element would do); it is biased when it misses a pair, or claims
 per-element credit for a cost that mixes the examples. This check runs the program once
 tracked and once under the declaration, with the same seed (so the same nodes are drawn), and
-compares the credit of every (score-function node, cost) pair.
+compares the credit of every (score-function node, cost) pair, and whether each enumerated node
+influences each cost.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 import torch
 
 from scg.credit.graph import Graph
+from scg.graph.nodes import CostNode, StochasticNode
 from scg.graph.structure import Declared, signature
 from scg.testing.arguments import at_least
 
@@ -88,4 +90,31 @@ def check_structure(
             raise AssertionError(
                 f"check_structure (seed {seed + r}): {structure!r} gives {v.describe()} "
                 f"{_NAMES[d]} from {c.describe()}; tracking finds {_NAMES[w]}: {effect}"
+            )
+        _check_enumerated(tracked, declared, structure, seed + r, exact)
+
+
+def _check_enumerated(tracked: Graph, declared: Graph, structure: Declared, seed: int, exact: bool) -> None:
+    """An enumerated node gets no credit (its support is summed exactly, weighted by its
+    probabilities), so the pairs above miss it: compare whether it influences each cost. A cost
+    declared free of it, which holds its support dimension, is summed over the support without the
+    weights: the value and the gradient are wrong."""
+    for v in tracked.nodes:
+        if not (isinstance(v, StochasticNode) and v.enumerated):
+            continue
+        for c in tracked.nodes:
+            if not isinstance(c, CostNode):
+                continue
+            w, d = tracked.influences(v, c), declared.influences(declared.nodes[v.index], declared.nodes[c.index])
+            if w == d or (not w and not exact):
+                continue
+            effect = (
+                "the declared surrogate is BIASED (the cost is summed over the support without its probabilities)"
+                if w
+                else "unbiased, but the cost is enumerated over a support it does not depend on"
+            )
+            raise AssertionError(
+                f"check_structure (seed {seed}): {structure!r} declares that the enumerated {v.describe()} "
+                f"{'influences' if d else 'does not influence'} {c.describe()}; tracking finds it "
+                f"{'does' if w else 'does not'}: {effect}"
             )

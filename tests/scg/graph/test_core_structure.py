@@ -203,6 +203,31 @@ def test_check_structure_catches_an_under_declaration_and_its_bias() -> None:
     assert abs(float(report.z[report.worst])) > 2 * report.critical, str(report)
 
 
+def test_check_structure_compares_what_an_enumerated_node_influences() -> None:
+    """An enumerated node gets no credit pair, so a declaration that misses it passed the check. Its
+    surrogate then summed the cost over the support without the probabilities: 15.0 against the
+    exact 4.99, and no gradient for θ against the exact (-0.89, -0.44)."""
+    theta = torch.tensor([0.3, -0.4], requires_grad=True)
+    w = torch.tensor(1.5, requires_grad=True)
+
+    def program() -> None:
+        logits = torch.stack([theta[0], theta[1], torch.tensor(0.0)]).expand(2, 3)
+        e = scg.sample(Categorical(logits=logits), name="e", estimator=scg.estimators.Enumerate())
+        scg.cost(w * ((e.float() - 1.0) ** 2 + e.float()), name="c")
+
+    with pytest.raises(
+        AssertionError, match=r"enumerated stochastic node 'e'.*does not influence cost node 'c'.*BIASED"
+    ):
+        scg.testing.check_structure(program, scg.Declared(lambda v, node: False))
+    scg.testing.check_structure(program, scg.Declared())  # (the causal default: e influences c)
+    with scg.Graph(structure=scg.Declared(lambda v, node: False)) as g:  # the biased twin the check names
+        program()
+    wrong = g.surrogate_loss()
+    assert float(wrong) == pytest.approx(15.0) and float(scg.testing.exact_expectation(program)) == pytest.approx(
+        4.9866, abs=1e-4
+    )
+
+
 def test_check_structure_reports_over_declaration_only_when_exact() -> None:
     params = make_params()
     prog = attention_program(params)
