@@ -34,7 +34,7 @@ from scg.errors import SCGError
 from scg.graph.graph import GraphRecord
 from scg.graph.masks import bits
 from scg.graph.nodes import Node, StochasticNode
-from scg.graph.positions import INF, normalize
+from scg.graph.positions import BATCH, INF, normalize
 
 __all__ = ["PlateCheck", "foreign_closure", "share_beyond"]
 
@@ -50,7 +50,7 @@ def foreign_closure(graph: GraphRecord, full: Sequence[int]) -> list[dict[int, i
         shift = 1 if isinstance(node, StochasticNode) and node.n is not None else 0
         for j in bits(node.parents):
             for q, qm in out[j].items():
-                p = q + shift if q < INF else q
+                p = q + shift if 0 <= q < INF else q  # (BATCH stays: after the new sample dimension)
                 acc[p] = acc.get(p, 0) | qm
         for p, pm in node.foreign.items():
             if p >= limit:
@@ -101,6 +101,8 @@ class PlateCheck:
         lv, lc = self.layout_len.get(v.index, 0), self.layout_len.get(c.index, 0)
         vshape = (v.log_prob if v.log_prob is not None else v.value).shape
         cshape = c.value.shape
+        if f == BATCH:  # (a pair declared whole-plate: from the cost's first batch position on)
+            f = lc
         if f < lc:
             # inside the cost's sample dimensions, which are rearranged by design (newest first)
             # and checked by identity and size (SamplePlan). (Not the node's: a cost that reduced

@@ -31,9 +31,14 @@ import torch
 
 from scg.graph.position_rules import INF, TABLE, Rule, elementwise
 
-__all__ = ["INF", "Rule", "declare_rowwise", "foreign_from", "merge", "normalize", "prefix", "shift"]
+__all__ = ["BATCH", "INF", "Rule", "declare_rowwise", "foreign_from", "merge", "normalize", "prefix", "shift"]
 
 Tensor = torch.Tensor
+
+#: "foreign from the first batch position on", after however many sample dimensions a node holds:
+#: the position of a pair declared whole-plate (`scg.graph.structure.declared_relation`), which is
+#: not known to mix samples
+BATCH = -1
 
 #: called after declare_rowwise changes the rules (the tracker clears its per-function cache)
 ON_CHANGE: list[Callable[[], None]] = []

@@ -41,6 +41,7 @@ from typing import Any
 from scg.errors import SCGError
 from scg.graph.masks import closure
 from scg.graph.nodes import CostNode, Node, StochasticNode
+from scg.graph.positions import BATCH
 
 __all__ = ["Cached", "Declared", "Relation", "Structure", "node_key", "signature"]
 
@@ -176,7 +177,7 @@ class Structure:
 def declared_relation(nodes: Sequence[Node], influences: Influences, per_example: bool | Influences) -> Relation:
     """Direct parents and foreign positions of each node under a declaration: a node's parents
     are the earlier stochastic nodes that influence it; a pair without per-example credit is
-    foreign from position 0 (whole-plate credit, `scg.credit.plates`)."""
+    foreign from the first batch position (`BATCH`: whole-plate credit, `scg.credit.plates`)."""
     out: list[tuple[int, tuple[tuple[int, int], ...]]] = []
     stochastic: list[StochasticNode] = []
     for node in nodes:
@@ -200,7 +201,7 @@ def declared_relation(nodes: Sequence[Node], influences: Influences, per_example
                 parents |= 1 << v.index
                 if not per:
                     whole |= 1 << v.index
-        out.append((parents, ((0, whole),) if whole else ()))
+        out.append((parents, ((BATCH, whole),) if whole else ()))
         if isinstance(node, StochasticNode):
             stochastic.append(node)
     return tuple(out)

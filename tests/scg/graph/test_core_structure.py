@@ -228,6 +228,29 @@ def test_check_structure_compares_what_an_enumerated_node_influences() -> None:
     )
 
 
+def test_a_whole_plate_declaration_of_a_multi_sample_node_credits_its_samples_apart() -> None:
+    """``Declared(per_example=False)`` (and Cached's conservative relation) with an ``n=3`` node whose
+    cost keeps the sample dimension: whole-plate credit over the examples, each sample with its own
+    cost. The declared pair was marked at position 0, the sample dimension, and refused as a cost
+    that "mixes the samples"."""
+    theta = torch.tensor([0.4, -0.3], requires_grad=True)
+    x = torch.tensor([[1.0, 0.5], [-0.5, 2.0]])
+
+    def program() -> None:
+        z = scg.sample(Bernoulli(logits=x @ theta), name="z", n=3)  # (3 samples, 2 examples)
+        scg.cost((z - 0.3) ** 2 * x[:, 0] ** 2, name="c")
+
+    whole = scg.Declared(per_example=False)
+    with scg.Graph(structure=whole) as g:
+        program()
+    g.surrogate_loss()
+    assert g.credit("z", "c") == "whole-plate"
+    exact = scg.testing.exact_gradient(program, [theta])[0]
+    estimates = scg.testing.estimate_gradients(program, [theta], 600, seed=2, graph_kwargs={"structure": whole})
+    report = scg.testing.compare(estimates, exact)
+    assert report.passed, str(report)
+
+
 def test_check_structure_reports_over_declaration_only_when_exact() -> None:
     params = make_params()
     prog = attention_program(params)
