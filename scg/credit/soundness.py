@@ -139,12 +139,12 @@ def check_enumerated(graph: GraphRecord, plates: PlateCheck, costs: Sequence[Cos
             continue
         for c in costs:
             if plates.mixed(v, c):
+                name = type(v.estimator).__name__ if v.estimator is not None else "its estimator"
                 raise SCGError(
                     f"{c.describe()} mixes the batch elements of the enumerated "
-                    f"{v.describe()}: Enumerate() enumerates every example's support "
-                    "in lockstep, which is exact only when each example's cost depends "
-                    "on its own element. Use a score-function estimator, or enumerate "
-                    "one example per node"
+                    f"{v.describe()}: {name}() weights every example's values by their "
+                    "probabilities in lockstep, which is exact only when each example's cost depends "
+                    "on its own element. Use a score-function estimator, or one example per node"
                 )
 
 

@@ -62,7 +62,10 @@ def refuse_leave_one_out(estimator: Estimator, node: StochasticNode) -> None:
     other's baseline (biased); a baseline equal on both members cancels and is allowed."""
     from scg.baselines.loo import LeaveOneOut
 
-    if isinstance(node.baseline, LeaveOneOut):
+    baseline = node.baseline
+    while baseline is not None and not isinstance(baseline, LeaveOneOut):
+        baseline = getattr(baseline, "inner", None)  # (a wrapper's baseline: Normalized(LeaveOneOut()))
+    if baseline is not None:
         raise SCGError(
             f"{type(estimator).__name__}() on {node.describe()}: LeaveOneOut would use "
             "one member of an antithetic pair as the other's baseline (biased); "
@@ -90,6 +93,7 @@ class ARM(Estimator):
     """Augment-REINFORCE-merge for Bernoulli nodes drawn with ``n=2`` (unbiased, no baseline)."""
 
     score: ClassVar[bool] = True
+    reducible: ClassVar[bool] = False  # (coupled slices: a cost reduced over them cancels)
 
     def draw(self, dist: Distribution, sample_shape: torch.Size) -> torch.Tensor:
         logits, _ = _logits(self, dist)

@@ -98,6 +98,7 @@ class ARSM(Estimator):
     (unbiased, no baseline needed)."""
 
     score: ClassVar[bool] = True
+    reducible: ClassVar[bool] = False  # (coupled slices: a cost reduced over them cancels)
 
     def __init__(self) -> None:
         self._drawn: _Draw | None = None

@@ -29,6 +29,10 @@ class Estimator:
       costs are weighted by p(value) (an exact expectation over the node; no score term).
     * ``relaxed``: the node's value is a continuous relaxation of a discrete sample,
       differentiated pathwise (biased).
+    * ``reducible``: a cost may reduce the node's ``n`` samples itself (``scg.cost(...,
+      reduced=node)``, a VIMCO/IWAE objective): they are draws each credited with the reduced
+      cost. False for coupled evaluations whose weights sum to zero (an antithetic pair): the
+      same cost on every slice would cancel in each draw.
     """
 
     unbiased: ClassVar[bool] = True
@@ -38,6 +42,7 @@ class Estimator:
     multi_sample: ClassVar[bool] = True
     enumerates: ClassVar[bool] = False
     relaxed: ClassVar[bool] = False
+    reducible: ClassVar[bool] = True
 
     baseline: Baseline | None = None
 
@@ -85,6 +90,7 @@ class Estimator:
             "multi_sample": self.multi_sample,
             "enumerates": self.enumerates,
             "relaxed": self.relaxed,
+            "reducible": self.reducible,
         }
 
     def __repr__(self) -> str:

@@ -9,7 +9,7 @@ from torch.distributions import Categorical, Distribution, OneHotCategorical
 from scg.errors import SCGError
 from scg.estimators.base import Estimator
 
-__all__ = ["categorical_probs", "category_indices", "category_values"]
+__all__ = ["categorical_probs", "category_indices", "category_values", "finite_logits"]
 
 
 def categorical_probs(estimator: Estimator, dist: Distribution) -> tuple[torch.Tensor, bool]:
@@ -32,3 +32,11 @@ def category_values(idx: torch.Tensor, onehot: bool, k: int, like: torch.Tensor)
 def category_indices(value: torch.Tensor, onehot: bool) -> torch.Tensor:
     """The category indices of the node's values."""
     return value.argmax(-1) if onehot else value.long()
+
+
+def finite_logits(logits: torch.Tensor) -> torch.Tensor:
+    """``logits`` with a category masked out by −inf (padding) at a finite floor, a quarter of the
+    dtype's lowest value: its probability is still exactly 0 (``exp`` underflows), while an
+    estimator's arithmetic on logits (differences, logs of sums) stays finite: −inf − (−inf) was NaN,
+    in the loss and the gradient."""
+    return logits.clamp(min=torch.finfo(logits.dtype).min / 4)

@@ -46,7 +46,7 @@ from torch.distributions import Categorical, Distribution, Independent, OneHotCa
 from scg.errors import SCGError
 from scg.estimators.arm import pair_count, refuse_leave_one_out
 from scg.estimators.base import Estimator
-from scg.estimators.categorical import category_indices, category_values
+from scg.estimators.categorical import category_indices, category_values, finite_logits
 
 if TYPE_CHECKING:
     from scg.graph.nodes import StochasticNode
@@ -75,10 +75,8 @@ def stick_weights(alpha: torch.Tensor, z1: torch.Tensor, z2: torch.Tensor) -> to
 def categorical_logits(estimator: Estimator, dist: Distribution) -> tuple[torch.Tensor, bool, int]:
     """(category logits ``(*batch, *event_batch, K)``, one-hot?, event dims of ``Independent``).
 
-    A category masked out with a logit of −inf (padding) gets a finite floor instead, a quarter of
-    the dtype's lowest value: its probability is still exactly 0 (``exp`` underflows), while the
-    estimators' arithmetic on logits (differences, log Σ_{j>k} p_j) stays finite: −inf − (−inf)
-    was NaN, in the loss and the gradient."""
+    A category masked out with a logit of −inf (padding) gets a finite floor instead
+    (`finite_logits`), so that log Σ_{j>k} p_j and the differences stay finite."""
     base, event = dist, 0
     if isinstance(dist, Independent):
         base, event = dist.base_dist, dist.reinterpreted_batch_ndims
@@ -91,13 +89,14 @@ def categorical_logits(estimator: Estimator, dist: Distribution) -> tuple[torch.
             f"{type(estimator).__name__}() supports Categorical and OneHotCategorical nodes (or Independent of "
             f"them), not {type(dist).__name__}"
         )
-    return logits.clamp(min=torch.finfo(logits.dtype).min / 4), onehot, event
+    return finite_logits(logits), onehot, event
 
 
 class CategoricalDisARM(Estimator):
     """DisARM's stick-breaking form for categorical nodes drawn with ``n=2`` (unbiased, no baseline)."""
 
     score: ClassVar[bool] = True
+    reducible: ClassVar[bool] = False  # (coupled slices: a cost reduced over them cancels)
 
     def draw(self, dist: Distribution, sample_shape: torch.Size) -> torch.Tensor:
         """m antithetic pairs of categories ``(2m, *batch)`` (one-hot: ``(2m, *batch, K)``)."""
@@ -106,7 +105,7 @@ class CategoricalDisARM(Estimator):
         with torch.no_grad():
             alpha = stick_logits(logits)
             u = torch.rand((m, *alpha.shape), dtype=alpha.dtype, device=alpha.device)
-            stop = torch.ones_like(u[..., :1], dtype=torch.bool)
+            stop = torch.ones((*u.shape[:-1], 1), dtype=torch.bool, device=u.device)  # (K = 1: no sticks)
             b1 = torch.cat([u < torch.sigmoid(alpha), stop], -1)  # the last category ends every run
             b2 = torch.cat([u > torch.sigmoid(-alpha), stop], -1)
             z = torch.cat([b1.to(torch.uint8).argmax(-1), b2.to(torch.uint8).argmax(-1)])  # first success

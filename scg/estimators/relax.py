@@ -34,6 +34,7 @@ import torch
 from torch.distributions import Bernoulli, Categorical, Distribution, Independent, OneHotCategorical
 
 from scg.errors import SCGError
+from scg.estimators.categorical import finite_logits
 from scg.estimators.control import LearnedControl
 
 if TYPE_CHECKING:
@@ -103,7 +104,7 @@ class RELAX(LearnedControl):
             z = logits + (z0 - logits).detach()
             return z, bernoulli_given(logits, b, uniform(b.shape, logits))
         idx = b.argmax(-1) if isinstance(dist, OneHotCategorical) else b.long()
-        logp = dist.logits  # type: ignore[attr-defined]
+        logp = finite_logits(dist.logits)  # type: ignore[attr-defined]  # (a −inf category: a NaN otherwise)
         logp = logp.expand(*idx.shape, logp.shape[-1])
         with torch.no_grad():
             z0 = categorical_given(logp, idx, uniform(logp.shape, logp))

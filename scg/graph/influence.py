@@ -257,5 +257,14 @@ def reduced_mask(g: GraphRecord, reduced: object, name: str | None, location: Lo
                 f"{node.describe()} is enumerated; its dimension is weighted by "
                 "p(value) and cannot be reduced by the cost"
             )
+        estimator = node.estimator
+        if estimator is not None and not estimator.reducible:
+            raise SCGError(
+                f"scg.cost(name={name!r}, reduced=...) at {location}: {node.describe()} is drawn with "
+                f"{type(estimator).__name__}(), whose {node.n} slices are coupled evaluations whose weights sum "
+                "to zero: a cost reduced over them is the same on every slice and cancels, so its gradient "
+                "would be zero. Keep the slices in the cost, or draw the node with an estimator of "
+                "independent samples (ScoreFunction, n=k)"
+            )
         mask |= 1 << node.index
     return mask

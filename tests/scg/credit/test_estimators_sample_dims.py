@@ -365,6 +365,7 @@ def test_enumerate_capabilities() -> None:
         "multi_sample": False,
         "enumerates": True,
         "relaxed": False,
+        "reducible": True,
     }
 
 

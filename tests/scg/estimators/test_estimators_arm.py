@@ -123,6 +123,30 @@ def test_errors_name_the_node() -> None:
         g.surrogate_loss(dice=True)
 
 
+@pytest.mark.parametrize("cls", [ARM, DisARM])
+def test_a_cost_reduced_over_a_pair_is_refused(cls: type[ARM]) -> None:
+    """The pair's weights sum to zero, so a cost reduced over its slices (the same on both) cancels:
+    the gradient was exactly 0 against an exact (0.20, 0.17, 0.16), with no error."""
+    logits = torch.tensor([0.4, -0.7, 1.2], requires_grad=True)
+    with scg.Graph():
+        b = scg.sample(Bernoulli(logits=logits), name="b", n=2, estimator=cls())
+        with pytest.raises(scg.SCGError, match=rf"reduced=.*'b'.*{cls.__name__}\(\), whose 2 slices are coupled"):
+            scg.cost(-torch.logsumexp(-2.0 * (b - 0.3) ** 2, 0), name="c", reduced=b)
+
+
+@pytest.mark.parametrize("cls", [ARM, DisARM])
+def test_leave_one_out_inside_a_wrapper_is_refused_too(cls: type[ARM]) -> None:
+    """``Normalized(LeaveOneOut(), scale=False)`` (centring only, documented unbiased) made one member
+    of a pair the other's baseline: twice the exact gradient (z of 47-61)."""
+    logits = torch.zeros(3, requires_grad=True)
+    wrapped = scg.baselines.Normalized(scg.baselines.LeaveOneOut(), scale=False)
+    with scg.Graph() as g:
+        b = scg.sample(Bernoulli(logits=logits), name="b", n=2, estimator=cls(), baseline=wrapped)
+        scg.cost(b.sum(-1), name="c")
+    with pytest.raises(scg.SCGError, match=rf"{cls.__name__}\(\) on .*'b'.*LeaveOneOut"):
+        g.surrogate_loss()
+
+
 def test_declared_and_cached_structure_give_the_same_estimate(assert_same_gradient_in_every_structure: Any) -> None:
     th = theta()
 

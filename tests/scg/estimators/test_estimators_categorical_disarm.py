@@ -145,6 +145,29 @@ def test_errors_name_the_node() -> None:
         g.surrogate_loss(dice=True)
 
 
+def test_one_category_draws_it_and_gives_no_gradient() -> None:
+    """K = 1 (no sticks) crashed inside torch (argmax over an empty dimension)."""
+    logits = torch.zeros(2, 1, requires_grad=True)
+    with scg.Graph() as g:
+        z = scg.sample(Categorical(logits=logits), name="z", n=2, estimator=CategoricalDisARM())
+        scg.cost(z.double() + 1.0, name="c")
+    assert z.shape == (2, 2) and not z.any()
+    (grad,) = torch.autograd.grad(g.surrogate_loss(), logits, allow_unused=True, materialize_grads=True)
+    assert not grad.any()
+
+
+@pytest.mark.parametrize("estimator", [lambda: CategoricalDisARM(), lambda: scg.estimators.ARSM()])
+def test_a_cost_reduced_over_the_coupled_slices_is_refused(estimator: Any) -> None:
+    logits = torch.tensor([0.3, -0.5, 0.9], requires_grad=True)
+    est = estimator()
+    with scg.Graph():
+        z = scg.sample(
+            Categorical(logits=logits), name="z", n=2 if isinstance(est, CategoricalDisARM) else 4, estimator=est
+        )
+        with pytest.raises(scg.SCGError, match=rf"reduced=.*'z'.*{type(est).__name__}\(\), whose \d+ slices"):
+            scg.cost(z.double().mean(0), name="c", reduced=z)
+
+
 def test_declared_and_cached_structure_give_the_same_estimate(assert_same_gradient_in_every_structure: Any) -> None:
     th = theta()
 
