@@ -55,7 +55,7 @@ def sample_influence(
     sample's parents; None when the draw was tracked (the parents are then the draw's mask)."""
     value, parents = fresh_alias(g, raw)
     if tensors is not None:
-        dmask, foreign = dist_foreign(g, tensors, len(dist.batch_shape), n_sample_dims)
+        dmask, foreign = dist_foreign(g, tensors, dist.batch_shape, n_sample_dims)
         parents |= dmask
     else:
         foreign = g.foreign(raw)
@@ -92,7 +92,7 @@ def scored_log_prob(g: GraphRecord, node: StochasticNode) -> torch.Tensor | None
     if tensors is None:
         return None
     with torch._C.DisableTorchFunction():  # (scg's own reads: not through the tracker)
-        mask, foreign = dist_foreign(g, tensors, len(node.dist.batch_shape), 0)
+        mask, foreign = dist_foreign(g, tensors, node.dist.batch_shape, 0)
         n = lp.dim()
         fr: dict[int, int] = {}
         for p, pm in foreign.items():  # (the first position of size > 1: lp against itself, so no
@@ -144,16 +144,19 @@ def track_value(
 
 
 def dist_foreign(
-    g: GraphRecord, tensors: list[torch.Tensor], batch: int, n_sample_dims: int
+    g: GraphRecord, tensors: list[torch.Tensor], batch_shape: torch.Size, n_sample_dims: int
 ) -> tuple[int, dict[int, int]]:
     """The union of the masks of a torch distribution's tensors (`torch_dist_tensors`: its
     parameters and those of nested distributions and transforms, the nodes its samples are
     computed from), and the foreign positions of its samples w.r.t. those nodes: the
-    parameters' own, shifted past the sample dimensions; a parameter with fewer dimensions than
-    the batch shape (``batch`` dimensions) is broadcast, so its nodes are foreign from 0."""
+    parameters' own, shifted past the sample dimensions. A parameter broadcast to the batch shape
+    is foreign from its first broadcast dimension: from 0 when it has fewer dimensions than the
+    batch, else from its first size-1 dimension where the batch's is larger (a ``loc`` of shape
+    ``(1, B)`` that a transform keeps unexpanded: each row of the samples reads every row of it)."""
     out: dict[int, int] = {}
     mask = 0
     tracker = g.tracker
+    batch = len(batch_shape)
     for t in tensors:
         m = tracker.mask_of(t)
         if not m:
@@ -162,6 +165,10 @@ def dist_foreign(
         if t.dim() < batch:
             out[0] = out.get(0, 0) | m
             continue
+        spread = next((i for i in range(batch) if t.shape[i] == 1 and batch_shape[i] > 1), None)
+        if spread is not None:
+            q = spread + n_sample_dims
+            out[q] = out.get(q, 0) | m
         for p, pm in tracker.foreign_of(t).items():
             q = p + n_sample_dims
             out[q] = out.get(q, 0) | pm

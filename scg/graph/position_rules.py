@@ -198,11 +198,16 @@ def _einsum(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor,
         return 0
     ins, o = eq.replace(" ", "").split("->")
     subs = ins.split(",")
-    if len(args) == 2 and isinstance(args[1], (list, tuple)):  # einsum(eq, [a, b]): its place in the list
-        pos = next((i + 1 for i, x in enumerate(args[1]) if x is t), 0)
-    if not 1 <= pos <= len(subs):
+    places = [pos]
+    if len(args) == 2 and isinstance(args[1], (list, tuple)):  # einsum(eq, [a, b]): its places in the list
+        places = [i + 1 for i, x in enumerate(args[1]) if x is t]  # (all of them: einsum(eq, [z, z]))
+    if not places or not all(1 <= q <= len(subs) for q in places):
         return 0
-    s = subs[pos - 1]
+    return min(_subscripts_kept(subs[q - 1], o) for q in places)
+
+
+def _subscripts_kept(s: str, o: str) -> int:
+    """How many leading subscripts of an operand ``s`` the output ``o`` keeps in place."""
     p = 0
     for a, b in zip(s, o):
         if a != b:
@@ -233,8 +238,12 @@ def _index_select(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: T
 def _embedding(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor, out: Tensor, pos: int) -> int:
     """The indices keep their positions (out = indices.shape + (H,)), the table mixes: told apart by
     dtype, since ``F.embedding(input, weight)`` and ``torch.embedding(weight, indices)`` take them in
-    opposite orders."""
-    return 0 if t.is_floating_point() else INF
+    opposite orders. A table that is not floating (``F.embedding(idx, z.long())``) cannot be told
+    from the indices: neither keeps its positions then."""
+    if t.is_floating_point():
+        return 0
+    pair = [a for a in args[:2] if isinstance(a, Tensor)]
+    return INF if len(pair) == 2 and any(a.is_floating_point() for a in pair) else 0
 
 
 def _one_hot(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor, out: Tensor, pos: int) -> int:
@@ -380,8 +389,41 @@ def _setitem(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor
             k += 1
         else:
             break
-    ints = sum(1 for it in items if isinstance(it, int))
-    return k if t.dim() == out.dim() - ints else 0
+    region = _region_rank(items, out.dim())
+    # (the value is broadcast to the indexed region from the right: its rows are out's only when
+    # it has the region's rank, e.g. not z (B, D) into o[:, idx] with a 2-D idx, a (B, n1, n2) region)
+    return k if region is not None and t.dim() == region else 0
+
+
+def _list_rank(x: Any) -> int:
+    """The rank of a (nested) list used as an index."""
+    rank = 0
+    while isinstance(x, (list, tuple)):
+        rank += 1
+        x = x[0] if x else None
+    return rank
+
+
+def _region_rank(items: tuple[Any, ...], ndim: int) -> int | None:
+    """The rank of ``out[items]`` for ``out`` of rank ``ndim``: None when its advanced indices are
+    not adjacent (their dimensions then go first)."""
+    advanced = [k for k, it in enumerate(items) if isinstance(it, (Tensor, list))]
+    if advanced and advanced[-1] - advanced[0] + 1 != len(advanced):
+        return None
+    consumed = sum(
+        it.dim() if isinstance(it, Tensor) and it.dtype == torch.bool else 1
+        for it in items
+        if isinstance(it, (int, Tensor, list)) and not isinstance(it, bool)
+    )
+    rank = max(
+        (
+            1 if it.dtype == torch.bool else it.dim() if isinstance(it, Tensor) else _list_rank(it)
+            for it in (items[k] for k in advanced)
+        ),
+        default=0,
+    )
+    nones = sum(1 for it in items if it is None)
+    return ndim - consumed + rank + nones
 
 
 def _advanced_index_rule(items: tuple[Any, ...], t: Tensor, out: Tensor) -> int:

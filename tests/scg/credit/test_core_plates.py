@@ -369,9 +369,29 @@ _E = torch.tensor([[1.0, -2.0], [3.0, 0.5]])
 _M = torch.tensor([[1.0, 2.0], [-1.0, 3.0]])
 _MASK = torch.tensor([[False, False], [True, True]])
 
+
+def _assigned(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    """``o[:, idx] = x`` into zeros (B, 4), summed per row."""
+    o = x.new_zeros(2, 4)
+    o[:, idx] = x
+    return o.sum(1)
+
+
 #: ops whose position rule read the call wrongly (max |z| 6-99 against the exact gradient), and a
 #: twin of each that keeps the rows (per-element credit must stay)
 _MISREAD: dict[str, tuple[Callable[[torch.Tensor, torch.Tensor], torch.Tensor], ...]] = {
+    "einsum(eq, [x, x]) (one operand twice)": (
+        lambda z, x: torch.einsum("bi,ci->bc", [x, x]).sum(1),
+        lambda z, x: torch.einsum("bi,bi->b", [x, x]),
+    ),
+    "o[:, 2-d idx] = x (x broadcast over o's rows)": (
+        lambda z, x: _assigned(x, torch.tensor([[0, 1], [2, 3]])),
+        lambda z, x: _assigned(x, torch.tensor([0, 2])),
+    ),
+    "F.embedding(idx, an integer table)": (
+        lambda z, x: torch.nn.functional.embedding(torch.tensor([1, 0]), (x > 0).long()).sum(1).double(),
+        lambda z, x: torch.nn.functional.embedding(z, _E).sum(1),
+    ),
     "roll without dims (the flattened tensor)": (lambda z, x: x.roll(1).sum(1), lambda z, x: x.roll(1, 1).sum(1)),
     "flip(d0, d1) as separate arguments": (lambda z, x: (x * _E[0]).flip(1, 0).sum(1), lambda z, x: x.flip(1).sum(1)),
     "einsum(eq, [a, b])": (
@@ -413,6 +433,25 @@ def test_an_op_whose_arguments_were_misread_is_credited_whole_plate(case: str) -
             scg.cost(cost(z, _E[z]), name="c")
         g.surrogate_loss()
         assert g.credit("z", "c") == credit, (case, credit)
+
+
+@pytest.mark.parametrize(("loc", "credit"), [(lambda x: x[None], "whole-plate"), (lambda x: x[:, None], "per-element")])
+def test_a_distribution_parameter_broadcast_along_the_batch_is_credited_whole_plate(
+    loc: Callable[[torch.Tensor], torch.Tensor], credit: str
+) -> None:
+    """A transform that keeps its ``loc`` unexpanded, of shape (1, B), for a (B, B) base: each row of
+    the samples reads every row of it (z2[i, j] = ε + x[j]). It was credited per example: the gradient
+    about a third of the exact one (z of 50-58). ``loc`` of shape (B, 1) keeps the rows."""
+    theta = torch.tensor([[0.3, -0.2], [-0.5, 0.4]], requires_grad=True)
+    with scg.Graph() as g:
+        z1 = scg.sample(Categorical(logits=theta), name="z1")  # (B,) = (2,)
+        x = _E[z1][:, 0]
+        affine = torch.distributions.AffineTransform(loc=loc(x), scale=1.0)
+        base = torch.distributions.Normal(torch.zeros(2, 2), 1.0)
+        z2 = scg.sample(torch.distributions.TransformedDistribution(base, [affine]), name="z2")
+        scg.cost(z2.sum(1), name="c")
+    g.surrogate_loss()
+    assert g.credit("z1", "c") == credit
 
 
 def test_flip_of_the_samples_as_separate_arguments_is_refused() -> None:
