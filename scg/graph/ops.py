@@ -29,14 +29,19 @@ __all__ = [
     "F_SHAPE",
     "F_ZERO_GRAD",
     "INFO",
+    "NORMALIZATIONS",
     "bool_index",
     "flat_tensors",
     "func_name",
     "info",
     "is_tensor_result",
     "outside_libraries",
+    "running_statistics",
     "user_frame",
 ]
+
+#: the op names whose calls may update running statistics (`running_statistics`)
+NORMALIZATIONS = frozenset({"batch_norm", "instance_norm"})
 
 Tensor = torch.Tensor
 
@@ -238,3 +243,28 @@ def bool_index(args: tuple[Any, ...]) -> bool:
             if isinstance(i, Tensor) and i.dtype == torch.bool:
                 return True
     return False
+
+
+def running_statistics(
+    func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any] | None
+) -> tuple[Tensor, ...]:
+    """The running-statistics buffers that a normalization call updates in place: ``batch_norm``
+    in training, ``instance_norm`` from its input's statistics with running buffers given. torch
+    writes them inside its kernel, where no in-place op is seen."""
+    functional = torch.nn.functional
+    kw = kwargs or {}
+
+    def arg(i: int, key: str, default: Any = None) -> Any:
+        return kw.get(key, args[i] if len(args) > i else default)
+
+    if func is functional.batch_norm or func is functional.instance_norm:
+        buffers, first = (arg(1, "running_mean"), arg(2, "running_var")), 5
+    elif func is torch.batch_norm or func is torch.instance_norm:
+        buffers, first = (arg(3, "running_mean"), arg(4, "running_var")), 5
+    else:
+        return ()
+    if func is functional.batch_norm or func is torch.batch_norm:
+        updates = bool(arg(first, "training", False))
+    else:
+        updates = bool(arg(first, "use_input_stats", True))
+    return tuple(b for b in buffers if isinstance(b, Tensor)) if updates else ()

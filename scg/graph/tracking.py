@@ -75,8 +75,10 @@ from scg.graph.ops import (
     F_SHAPE,
     F_ZERO_GRAD,
     INFO,
+    NORMALIZATIONS,
     flat_tensors,
     is_tensor_result,
+    running_statistics,
     user_frame,
 )
 from scg.graph.ops import info as op_info
@@ -346,6 +348,9 @@ class InfluenceTracker(TorchFunctionMode):
             return out
         if flags & F_RANDOM and not self.drawing:
             report_random(self, name, m)
+        if name in NORMALIZATIONS:  # (running statistics updated inside torch's kernel: no write is seen)
+            for buffer in running_statistics(func, args, kwargs):
+                self._mark_running(buffer, m)
         written = kwargs.get("out") if kwargs else None
         if flags & F_MUTATES and args and isinstance(args[0], Tensor):
             written = args[0]
@@ -435,6 +440,15 @@ class InfluenceTracker(TorchFunctionMode):
                     elif m & ~got.mask:
                         derived[key] = Derived(got.mask | m, got.value, False)
         self.pending.clear()
+
+    def _mark_running(self, buffer: Tensor, m: int) -> None:
+        """A normalization's running statistics, updated from every row of a batch carrying ``m``:
+        a write into ``buffer`` that mixes the rows (foreign from position 0)."""
+        setattr(buffer, self.attr, getattr(buffer, self.attr, 0) | m)
+        fr = dict(getattr(buffer, self.fattr, None) or {})
+        fr[0] = fr.get(0, 0) | m
+        setattr(buffer, self.fattr, fr)
+        self._written(buffer, m, "running statistics")
 
     def _written(self, target: Tensor, m: int, name: str) -> None:
         """An in-place write: the storage, and every alias of it, now carries ``m``."""

@@ -91,6 +91,36 @@ def test_alias_write_gradient_is_unbiased() -> None:
     assert float((missed - exact).abs().min()) > 0.1
 
 
+@pytest.mark.parametrize("norm", ["batch", "instance"])
+def test_running_statistics_updated_from_a_sample_carry_its_influence(norm: str) -> None:
+    """A normalization in training updates its running statistics inside torch's kernel (no write
+    is seen); a later call in eval mode reads them. The cost of that call depends on every example
+    of z through them: it had no influence (a zero gradient). Checked exactly against enumeration,
+    with the influence declared away (what the missed update gave) as the biased twin."""
+    th = _theta()
+    x = torch.tensor([[0.5, -1.0, 0.3], [1.0, 0.2, -0.4]], dtype=torch.float64)
+
+    def program() -> None:
+        z = scg.sample(Bernoulli(logits=th), name="z")  # (3,) = three channels of one example
+        if norm == "batch":
+            layer: torch.nn.Module = torch.nn.BatchNorm1d(3, momentum=1.0, eps=1.0).double()
+            layer.train()(torch.stack([z, 2.0 * z + 1.0]))  # running statistics from z
+        else:
+            layer = torch.nn.InstanceNorm1d(3, momentum=1.0, eps=1.0, track_running_stats=True).double()
+            layer.train()(torch.stack([z, 1.0 - z, 2.0 * z], -1)[None])
+        scg.cost((layer.eval()(x[..., None] if norm == "instance" else x) ** 2).sum() * 0.1, name="c")
+
+    with scg.Graph() as g:
+        program()
+    g.surrogate_loss()
+    assert g.influences("z", "c")  # (a scalar cost: every element of z credited with all of it)
+    (exact,) = st.exact_gradient(program, [th])
+    assert float(exact.abs().max()) > 0.01
+    torch.testing.assert_close(estimator_mean(program, th), exact, rtol=1e-9, atol=1e-12)
+    missed = estimator_mean(program, th, structure=scg.Declared(lambda v, n: False))
+    assert float((missed - exact).abs().max()) > 0.01
+
+
 def test_stale_view_of_a_distribution_parameter() -> None:
     th = _theta()
     with scg.Graph() as g:
