@@ -147,7 +147,8 @@ class EMA(Baseline):
         self.beta = float(state["beta"])
         self.init = float(state["init"])
         self._index = {tuple(k): i for i, k in enumerate(state["keys"])}
-        self._values = state["values"]
+        values = state["values"]  # (a copy: the table is updated in place, and the state is the caller's)
+        self._values = None if values is None else torch.as_tensor(values).clone()
         self._row_tensors.clear()
 
     def __repr__(self) -> str:

@@ -10,6 +10,11 @@ x = h(θ) of the model (a hidden state) may be passed as it is; without the deta
 loss would backpropagate into θ and add ∇_θ mean((f_φ(h(θ)) − Ĉ_v)²) to the model's gradient, a
 bias (the baseline's fit is not part of E[Σ costs]). To train a shared encoder from the baseline's
 loss on purpose, add that loss yourself.
+
+The module's own parameters are φ, whatever else uses them: a module that contains part of the model
+(an actor-critic's shared encoder inside ``Sequential(encoder, head)``) trains that part by the
+regression too, and the model's gradient is then ∇E[Σ costs] plus the regression loss's gradient
+(not detected). Keep the shared part out of the module and pass its output, ``.given(encoder(x))``.
 """
 
 from __future__ import annotations
@@ -29,6 +34,22 @@ if TYPE_CHECKING:
     from scg.graph.nodes import Node, SampleInfo
 
 __all__ = ["Learned"]
+
+
+def _snapshot(x: Any) -> Any:
+    """``x`` with its lists, tuples and dicts copied (the tensors in them shared): the module reads
+    the inputs as they were when the baseline was bound, before the draw. It reads them when the
+    surrogate is built, and a list the program appends to after the draw (an RNN's ``hs``, read as
+    ``hs[-1]``) would hand it the node's own sample (a biased baseline, not seen: the checks see the
+    tensors recorded at the draw). Writes into the tensors themselves are caught by their versions."""
+    if isinstance(x, list):
+        return [_snapshot(v) for v in x]
+    if isinstance(x, tuple):
+        items = [_snapshot(v) for v in x]
+        return type(x)(*items) if hasattr(x, "_fields") else tuple(items)  # (a namedtuple keeps its type)
+    if isinstance(x, dict):
+        return {k: _snapshot(v) for k, v in x.items()}
+    return x
 
 
 class Learned(Baseline):
@@ -64,7 +85,7 @@ class Learned(Baseline):
         bound = Learned.__new__(Learned)
         bound.module = self.module
         bound.loss_weight = self.loss_weight
-        bound.inputs = tuple(inputs)
+        bound.inputs = tuple(_snapshot(x) for x in inputs)  # (containers as they are now: see _snapshot)
         bound.source = self.source
         return bound
 

@@ -23,9 +23,11 @@ callable ``node -> tensor``.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._pytree import tree_leaves
 
 from scg.baselines.base import Baseline, BaselineResult
 from scg.errors import SCGError
@@ -35,6 +37,30 @@ if TYPE_CHECKING:
     from scg.graph.nodes import Node, SampleInfo
 
 __all__ = ["SelfCritical"]
+
+
+class _NodesRead(TorchFunctionMode):
+    """Which of a graph's nodes a callable's result is computed from: each torch call's tensor
+    outputs get the union of its tensor inputs' masks (the graph's attribute ``attr``), as the
+    tracker's masks do (without positions)."""
+
+    def __init__(self, attr: str) -> None:
+        super().__init__()
+        self.attr = attr
+
+    def __torch_function__(
+        self, func: Callable[..., Any], types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
+    ) -> Any:
+        out = func(*args, **(kwargs or {}))
+        m = 0
+        for a in tree_leaves((args, kwargs)):
+            if isinstance(a, torch.Tensor):
+                m |= getattr(a, self.attr, 0)
+        if m:
+            for o in tree_leaves(out):
+                if isinstance(o, torch.Tensor):
+                    setattr(o, self.attr, getattr(o, self.attr, 0) | m)
+        return out
 
 
 class SelfCritical(Baseline):
@@ -57,7 +83,12 @@ class SelfCritical(Baseline):
     def _value(self, node: Node, target: torch.Tensor, info: SampleInfo) -> torch.Tensor:
         from scg.credit.sample_dims import align_batch_to_node
 
-        v = self.greedy if isinstance(self.greedy, torch.Tensor) else self.greedy(node)
+        attr = mask_attribute(node.graph)
+        if isinstance(self.greedy, torch.Tensor):
+            v = self.greedy
+        else:
+            with _NodesRead(attr):  # (called as the surrogate is built: the graph's tracking is over)
+                v = self.greedy(node)
         if not isinstance(v, torch.Tensor):
             raise SCGError(
                 f"SelfCritical baseline of {node.describe()}: the callable returned "
@@ -65,15 +96,24 @@ class SelfCritical(Baseline):
             )
         # (a tracked graph's value carries the nodes it was computed from: bit i for node i; the
         # node's own bit or a later node's means the value was not known before the node's draw)
-        later = getattr(v, mask_attribute(node.graph), 0) >> node.index
-        if later and not isinstance(self.greedy, torch.Tensor):
-            raise SCGError(
-                f"SelfCritical baseline of {node.describe()}: the callable returned a greedy cost "
-                "computed from the node's own sample (or from a node drawn after it); a baseline may "
-                "only use information from before the sample (Theorem 2), otherwise the estimate is "
-                "biased. Compute the greedy cost in its own run, e.g. under "
-                "scg.Graph(intervene=scg.estimators.greedy)"
-            )
+        mask = getattr(v, attr, 0)
+        if mask and not isinstance(self.greedy, torch.Tensor):
+            if node.kind == "stochastic" and mask >> node.index:
+                raise SCGError(
+                    f"SelfCritical baseline of {node.describe()}: the callable returned a greedy cost "
+                    "computed from the node's own sample (or from a node drawn after it); a baseline may "
+                    "only use information from before the sample (Theorem 2), otherwise the estimate is "
+                    "biased. Compute the greedy cost in its own run, e.g. under "
+                    "scg.Graph(intervene=scg.estimators.greedy)"
+                )
+            if node.kind == "cost":  # (any node of this graph may influence the cost, through others)
+                raise SCGError(
+                    f"SelfCritical baseline of {node.describe()}: the callable returned a greedy cost "
+                    "computed from this graph's stochastic nodes; subtracted from the cost, it would "
+                    "bias the gradient of every node it depends on that influences the cost (Theorem 2). "
+                    "Compute the greedy cost in its own run, e.g. under "
+                    "scg.Graph(intervene=scg.estimators.greedy), or attach the baseline to a node"
+                )
         v = v.detach().to(target.dtype)
         lead = tuple(info.sizes)
         if lead and tuple(v.shape[: len(lead)]) != lead:

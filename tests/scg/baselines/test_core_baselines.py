@@ -36,8 +36,16 @@ def test_ema_state_dict_round_trip_and_per_step_keys() -> None:
     values = [float(ema.value("r", t)) for t in range(3)]
     assert values == pytest.approx([0.15, 0.3, 0.45])
     other = scg.baselines.EMA(0.5)
-    other.load_state_dict(ema.state_dict())
+    state = ema.state_dict()
+    other.load_state_dict(state)
     assert [float(other.value("r", t)) for t in range(3)] == values and other.beta == 0.1
+    twin = scg.baselines.EMA(0.5)
+    twin.load_state_dict(state)
+    with scg.Graph() as g:  # (the loaded table is updated in place: the state, and the twin, stay)
+        scg.cost(torch.tensor([9.0, 9.0]), name="r", step=0, baseline=other)
+    g.surrogate_loss()
+    assert float(other.value("r", 0)) != values[0]
+    assert float(twin.value("r", 0)) == values[0] and float(state["values"][0]) == values[0]
 
 
 def test_learned_baseline_is_trained_by_regression_and_unbiased() -> None:

@@ -282,6 +282,23 @@ def test_a_callable_self_critical_value_computed_from_the_node_is_refused() -> N
         g.surrogate_loss()
 
 
+@pytest.mark.parametrize("node_baseline", [True, False])
+def test_a_callable_self_critical_value_computed_when_the_surrogate_is_built_is_seen(node_baseline: bool) -> None:
+    """The callable runs as the surrogate is built, after the graph's tracking: what it computed from
+    the graph's nodes carried no mark. As a cost's baseline, ``lambda node: 5 * z`` biased z's
+    gradient (z of 70-136) with no error. It is refused, on a node (its own sample) and on a cost (a
+    cost's baseline may depend on no node of the graph: any may influence the cost)."""
+    th = theta()
+    box: dict[str, torch.Tensor] = {}
+    sc = scg.baselines.SelfCritical(lambda node: 5.0 * box["z"].double())  # (5 z: computed at the call)
+    with scg.Graph() as g:
+        z = box["z"] = scg.sample(Categorical(logits=th[:3]), name="z", baseline=sc if node_baseline else None)
+        scg.cost(TAB[z], name="c", baseline=None if node_baseline else sc)
+    kind = "stochastic node 'z'.*own sample" if node_baseline else "cost node 'c'.*this graph's stochastic nodes"
+    with pytest.raises(scg.SCGError, match=rf"SelfCritical baseline of {kind}"):
+        g.surrogate_loss()
+
+
 # --------------------------------------------------------------------------- normalization
 
 
