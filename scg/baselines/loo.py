@@ -42,6 +42,13 @@ __all__ = ["LeaveOneOut", "leading_sample_size"]
 def leading_sample_size(node: Node, info: SampleInfo, who: str) -> int:
     """k of the node's leading sample dimension (``info``: its sample layout); SCGError (naming
     the node) if it has none."""
+    if node.kind == "cost":  # (subtracted from a cost, the other samples' costs would be a baseline
+        # that depends on every node upstream of them that has no sample dimension: biased)
+        raise SCGError(
+            f"{who} on {node.describe()}: a leave-one-out baseline is a baseline of a node drawn with n=k "
+            "(it uses the node's other samples); attach it to that node, scg.sample(..., n=k, "
+            f"baseline={who})"
+        )
     if not info.layout:
         raise SCGError(
             f"{who} of {node.describe()}: the node has no sample dimension; draw it "

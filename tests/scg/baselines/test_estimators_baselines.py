@@ -402,3 +402,15 @@ def _learned_without_inputs() -> None:
 def test_a_bad_baseline_argument_is_refused_naming_it(call, message) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(scg.SCGError, match=message):
         call()
+
+
+def test_leave_one_out_on_a_cost_is_refused_naming_where_it_belongs() -> None:
+    """Subtracted from a cost, the other samples' costs depend on every upstream node without a
+    sample dimension (a biased baseline for those). It was refused as "the node has no sample
+    dimension", although the cost held one."""
+    logits = torch.zeros(3, requires_grad=True)
+    with scg.Graph() as g:
+        z = scg.sample(Categorical(logits=logits), name="z", n=4)
+        scg.cost(z * 1.0, name="c", baseline=scg.baselines.LeaveOneOut())
+    with pytest.raises(scg.SCGError, match=r"LeaveOneOut\(\) on cost node 'c'.*attach it to that node"):
+        g.surrogate_loss()
