@@ -62,8 +62,9 @@ FINITE = (Bernoulli, Binomial, Categorical, OneHotCategorical)
 Choice = tuple[torch.Tensor, "torch.Tensor | None", bool]
 
 
-class _Branch(Exception):
-    """Raised inside a run to stop it at the first node whose value is not forced yet."""
+class _Branch(BaseException):
+    """Raised inside a run to stop it at the first node whose value is not forced yet (not an
+    ``Exception``: a program's ``try/except Exception`` around a draw must not swallow it)."""
 
     def __init__(self, choices: list[Choice], runs: int, path: tuple[str, ...]) -> None:
         self.choices = choices
@@ -71,7 +72,7 @@ class _Branch(Exception):
         self.path = path
 
 
-class _TooMany(Exception):
+class _TooMany(BaseException):
     """Raised inside a run when the runs counted along its path exceed ``max_runs``."""
 
     def __init__(self, runs: int, path: tuple[str, ...]) -> None:
@@ -87,6 +88,16 @@ def _joint_values(dist: Distribution, shape: torch.Size, quadrature: int) -> tup
     """How many joint values (or quadrature points) a node has, and how, e.g. ``3^2``."""
     full = shape + dist.batch_shape
     elements = int(np.prod(full)) if len(full) else 1
+    if (
+        isinstance(dist, Binomial)
+        and dist.total_count.numel() > 1
+        and bool((dist.total_count != dist.total_count.flatten()[0]).any())
+    ):
+        raise SCGError(
+            "exact enumeration: a Binomial whose total_count differs between elements has no common "
+            f"support to enumerate (total_count {dist.total_count.tolist()}); use one total_count, or "
+            "one node per count"
+        )
     k = quadrature if isinstance(dist, Normal) else int(dist.enumerate_support(expand=False).shape[0])
     return k**elements, f"{k}^{elements}"
 
@@ -156,7 +167,7 @@ def _runs(program: Program, quadrature: int, max_runs: int) -> tuple[list[tuple[
                     logw.append(lw + (lp - lp.detach()))
                 else:
                     logw.append(lw)
-                return value
+                return value.clone()  # (each run its own: the program may edit its sample in place)
             base = dist
             while isinstance(base, Independent):  # the same elements, scored jointly
                 base = base.base_dist
@@ -206,6 +217,8 @@ def _expectation(program: Program, quadrature: int, max_runs: int) -> tuple[torc
     total: torch.Tensor | None = None
     runs, quadrature_used = _runs(program, quadrature, max_runs)
     for g, logw in runs:
+        if bool(torch.isneginf(logw.detach())):  # (a value of probability 0: an infinite cost there is not 0 · inf)
+            continue
         term = torch.exp(logw) * objective(g)
         total = term if total is None else total + term
     assert total is not None

@@ -27,7 +27,7 @@ import torch
 
 from scg.credit.graph import Graph
 from scg.errors import SCGError
-from scg.testing.arguments import Params, at_least, non_negative, open_unit, parameters
+from scg.testing.arguments import Params, at_least, non_negative, open_unit, parameters, unused_parameters
 from scg.testing.exact import exact_gradient
 
 __all__ = [
@@ -174,7 +174,9 @@ def compare(estimates: torch.Tensor, exact: torch.Tensor, *, alpha: float = 1e-3
     r = 64 · eps(dtype) · (1 + max_j (max |ĝ_j| + |g_j|)): the problem's scale, with quantities
     of order 1 as the floor (a gradient that is zero in exact arithmetic comes out as noise of
     order eps times the costs, whatever its own size). A coordinate whose estimates spread
-    (max − min) by at most r is deterministic and must match g_j to ``atol · (1 + |g_j|) + r``.
+    (max − min) by at most r is deterministic and must match g_j to ``atol · (1 + |g_j|)`` plus its
+    own rounding: its spread and 64 · eps(dtype) · (1 + max |ĝ_j| + |g_j|). A coordinate with a
+    non-finite estimate or exact value passes only when every estimate equals the exact value.
     """
     alpha = open_unit(alpha, "alpha", "compare")
     atol = non_negative(atol, "atol", "compare")
@@ -191,16 +193,30 @@ def compare(estimates: torch.Tensor, exact: torch.Tensor, *, alpha: float = 1e-3
     est = estimates.double()
     ex = exact.double().reshape(-1)
     n, d = est.shape
+    finite = torch.isfinite(est).all(0) & torch.isfinite(ex)  # (d,)
+    safe = torch.where(finite, est, torch.zeros_like(est))  # (a non-finite value is judged apart, below)
+    safe_ex = torch.where(finite, ex, torch.zeros_like(ex))
     mean = est.mean(0)
     std = est.std(0, unbiased=True) if n > 1 else torch.zeros(d, dtype=torch.double)
     se = std / math.sqrt(n)
-    roundoff = _ROUNDOFF_EPS * eps * (1.0 + float((est.abs().amax(0) + ex.abs()).max()))
-    degenerate = (est.amax(0) - est.amin(0)) <= roundoff
+    # the problem's scale over the finite coordinates (an infinite one made every coordinate
+    # "deterministic" and passed it: one ±inf certified any bias)
+    roundoff = _ROUNDOFF_EPS * eps * (1.0 + float((safe.abs().amax(0) + safe_ex.abs()).max()))
+    spread = safe.amax(0) - safe.amin(0)
+    degenerate = spread <= roundoff
     diff = mean - ex
     z = torch.where(degenerate, torch.zeros_like(diff), diff / torch.where(degenerate, torch.ones_like(se), se))
-    critical = float(torch.special.ndtri(torch.tensor(1.0 - alpha / (2.0 * d), dtype=torch.double)))
-    bad_degenerate = degenerate & (diff.abs() > atol * (1.0 + ex.abs()) + roundoff)
+    # (from the upper tail: 1 − alpha/(2d) rounds to 1 for a small alpha/(2d), an infinite critical value)
+    critical = -float(torch.special.ndtri(torch.tensor(alpha / (2.0 * d), dtype=torch.double)))
+    # a deterministic coordinate matches to its own rounding, not the largest coordinate's: the
+    # spread its estimates show and eps at its own scale (a float32 coordinate missing its whole
+    # gradient of 0.005 passed beside one of 1000)
+    own = _ROUNDOFF_EPS * eps * (1.0 + safe.abs().amax(0) + safe_ex.abs())
+    bad_degenerate = degenerate & (diff.abs() > atol * (1.0 + ex.abs()) + own + spread)
     z = torch.where(bad_degenerate, torch.full_like(z, math.inf) * diff.sign(), z)
+    # a non-finite coordinate passes only when every estimate equals the exact value (inf == inf)
+    same = (est == ex).all(0)
+    z = torch.where(finite, z, torch.where(same, torch.zeros_like(z), torch.full_like(z, math.inf)))
     worst = int(z.abs().argmax())
     max_z = float(z.abs().max())
     p = 1.0 if math.isnan(max_z) else min(1.0, 2.0 * d * _normal_sf(max_z))
@@ -250,6 +266,20 @@ def check_unbiased(
             raise SCGError(
                 f"check_unbiased: exact must hold one gradient per parameter, of shapes {shapes}, got {found}"
             )
+    if exact is not None and not any(bool(e.any()) for e in exact):
+        # (the enumeration refuses params the program does not use; with a zero exact gradient
+        # given, one run does: else all-zero estimates would match it whatever the estimator)
+        probe = {k: v for k, v in (graph_kwargs or {}).items() if k != "structure"}  # (the caller's
+        # structure object is not touched: a Cached one would learn this run's signature)
+        with torch.random.fork_rng():
+            torch.manual_seed(seed)
+            with Graph(**probe) as g:
+                program()
+            loss = g.surrogate_loss(**dict(surrogate_kwargs or {}))
+        unused_parameters(
+            torch.autograd.grad(loss, params, allow_unused=True) if loss.requires_grad else [None] * len(params),
+            "check_unbiased",
+        )
     g_exact = _flat(exact if exact is not None else exact_gradient(program, params), params)
     if batched is not None:
         estimates = estimate_gradients_batched(

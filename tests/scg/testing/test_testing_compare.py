@@ -66,3 +66,28 @@ def test_score_function_with_tiny_costs_is_tested_not_waved_through() -> None:
     report = st.compare(est, exact)
     assert report.passed and bool(torch.isfinite(report.z).all()) and float(report.z.abs().max()) > 0.1, str(report)
     assert not st.compare(est, 1.3 * exact).passed
+
+
+def test_one_infinite_value_fails_its_coordinate_and_lets_the_others_be_tested() -> None:
+    """An inf made the rounding scale infinite: every coordinate was "deterministic" and passed, a
+    bias of 5 included."""
+    est = torch.stack([_column(5.0, 0.03), _column(1.0, 0.03)], 1)
+    est[0, 1] = math.inf
+    report = st.compare(est, torch.tensor([0.0, 1.0]))
+    assert not report.passed and math.isinf(float(report.z[1])) and abs(float(report.z[0])) > 100
+    same = torch.full((N, 1), math.inf, dtype=torch.float64)  # (every estimate the exact inf: a match)
+    assert st.compare(same, torch.tensor([math.inf])).passed
+
+
+def test_the_critical_value_of_a_tiny_alpha_is_finite() -> None:
+    """1 − alpha/(2d) rounded to 1 for alpha/(2d) below 1e-16: an infinite critical value passed anything."""
+    report = st.compare(_column(5.0, 0.0).reshape(N, 1) + 0.0, torch.tensor([0.0]), alpha=1e-17)
+    assert math.isfinite(report.critical) and abs(report.critical - 8.5739) < 1e-3 and not report.passed
+
+
+def test_a_deterministic_coordinate_matches_to_its_own_rounding() -> None:
+    """float32: a coordinate missing its whole gradient (always 0 against 0.005) passed beside one of
+    1000, whose rounding set the tolerance of both."""
+    est = torch.stack([torch.full((N,), 1000.0), torch.zeros(N)], 1).float()
+    assert not st.compare(est, torch.tensor([1000.0, 0.005])).passed
+    assert st.compare(est, torch.tensor([1000.0, 0.0])).passed
