@@ -91,8 +91,10 @@ class PlateCheck:
         self.foreign = foreign_closure(graph, full)
         self.any = [sum(f.values()) for f in self.foreign]  # nodes with a foreign position
 
-    def mixed(self, v: StochasticNode, c: Node) -> bool:
-        """Whether cost ``c`` mixes the plate elements of ``v`` (see the module docstring)."""
+    def mixed(self, v: StochasticNode, c: Node, every_batch_dim: bool = False) -> bool:
+        """Whether cost ``c`` mixes the plate elements of ``v`` (see the module docstring);
+        ``every_batch_dim``: along any of v's batch dimensions, its declared plates or not (an
+        enumeration in lockstep is exact only when no element's cost reads another's)."""
         if not self.any[c.index] >> v.index & 1:
             return False
         f = _position(self.foreign[c.index], v.index)
@@ -109,7 +111,7 @@ class PlateCheck:
             # them holds its examples there; a reduction over sample dimensions marks no position,
             # `scg.graph.sample_positions.samples_combined`.)
             return False
-        rank = plate_rank(v, lv)
+        rank = len(vshape) - lv if every_batch_dim else plate_rank(v, lv)
         fb = f - lc
         for q in range(fb, min(rank, len(cshape) - lc, len(vshape) - lv)):
             if cshape[lc + q] > 1 and vshape[lv + q] > 1:

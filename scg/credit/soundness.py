@@ -138,7 +138,7 @@ def check_enumerated(graph: GraphRecord, plates: PlateCheck, costs: Sequence[Cos
         if not v.enumerated:
             continue
         for c in costs:
-            if plates.mixed(v, c):
+            if plates.mixed(v, c, every_batch_dim=True):  # (its plates or not: lockstep values)
                 name = type(v.estimator).__name__ if v.estimator is not None else "its estimator"
                 raise SCGError(
                     f"{c.describe()} mixes the batch elements of the enumerated "

@@ -11,7 +11,10 @@ whose value is 0 and whose gradient in θ is
 
     ĝ = [f(b) − c_φ(z̃)] ∇_θ log p(b | θ) + ∇_θ c_φ(z) − ∇_θ c_φ(z̃),
 
-unbiased for ∇_θ E[f(b)] for any c_φ (Grathwohl, Choi, Wu, Roeder & Duvenaud 2018). The last
+unbiased for ∇_θ E[f(b)] for any c_φ (Grathwohl, Choi, Wu, Roeder & Duvenaud 2018) of the node's
+element: with several elements (a batch), element e's control must read element e of the
+relaxation only, since it is subtracted against that element's score (`LearnedControl._check_local`
+refuses one that does not, once per estimator). The last
 bracket is absent when z̃ does not depend on θ (LAX: z̃ = b). Its gradient in φ is zero too, so
 ``surrogate.backward()`` does not train φ. Since E[ĝ] does not depend on φ,
 ∇_φ Var(ĝ) = ∇_φ E[‖ĝ‖²], and ĝ keeps its dependence on φ when computed with
@@ -91,10 +94,37 @@ class LearnedControl(Estimator):
     def control_variate(self, node: StochasticNode) -> tuple[torch.Tensor, torch.Tensor]:
         z, zt = self.relaxations(node)
         c_zt = self._c(zt, node)
+        if not getattr(self, "_local", False):
+            self._check_local(zt.detach(), c_zt.detach(), node)
         path = self._c(z, node) - self._c(z.detach(), node)
         if zt.requires_grad:
             path = path - (c_zt - self._c(zt.detach(), node))
         return c_zt, path
+
+    def _check_local(self, zt: torch.Tensor, c_zt: torch.Tensor, node: StochasticNode) -> None:
+        """Refuse a control whose element e reads other elements of the relaxation (checked once
+        per estimator, by moving the relaxation of the node's first element): each element's
+        control is subtracted against that element's score only, which is unbiased only for a
+        control of its own element. (A control of a whole example: draw the node as
+        ``Independent(...)``, one element per example.)"""
+        if c_zt.numel() <= 1:
+            self._local = True
+            return
+        first = (0,) * c_zt.dim()  # (the relaxation's entries of the node's first element)
+        with torch.no_grad():
+            moved = zt.clone()
+            moved[first] = moved[first] + 1.0
+            change = (self.evaluate(moved, node) - c_zt).abs().flatten()
+        change[0] = 0.0
+        if bool((change > 1e-6 * (1.0 + c_zt.abs().flatten())).any()):
+            raise SCGError(
+                f"{type(self).__name__} control of {node.describe()}: element 0 of the relaxation changes "
+                "the control of other elements; each element's control is subtracted against that "
+                "element's score alone, which is unbiased only when it reads its own element. Make the "
+                "control elementwise, or draw the node as Independent(...) so that one element is a whole "
+                "example (e.g. Independent(Bernoulli(logits), 1) for a bit vector)"
+            )
+        self._local = True
 
     @staticmethod
     def variance_loss(grads: Sequence[torch.Tensor | None]) -> torch.Tensor:

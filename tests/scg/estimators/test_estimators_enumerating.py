@@ -279,3 +279,19 @@ def test_unordered_set_stays_exact_on_a_peaked_float32_distribution(gap: float, 
             lambda: scg.cost(table[scg.sample(Categorical(logits=logits), name="z")] + w, name="c"), [logits, w]
         )
         torch.testing.assert_close(dlogits, exact[0], rtol=1e-3, atol=1e-6)
+
+
+@pytest.mark.parametrize("plates", [0, 1])
+@pytest.mark.parametrize(
+    ("estimator", "n"), [(lambda: scg.estimators.Enumerate(), None), (lambda: scg.estimators.MeasureValued(), None)]
+)
+def test_an_enumerated_node_refuses_mixing_beyond_its_declared_plates(estimator: Any, n: Any, plates: int) -> None:
+    """Lockstep enumeration gives every element of an example the same value: exact only when no
+    element's cost reads another's, plates or not. Mixing beyond ``plates=`` was accepted, and the
+    gradient was wrong (deterministically)."""
+    th = torch.tensor([[0.3, -0.2], [0.5, 0.1]], dtype=torch.float64, requires_grad=True)
+    with scg.Graph() as g:
+        v = scg.sample(Bernoulli(logits=th), name="v", estimator=estimator(), plates=plates)  # (B, T) = (2, 2)
+        scg.cost(3.0 * v * v.flip(-1) + v, name="c")  # (mixes along T)
+    with pytest.raises(scg.SCGError, match=r"mixes the batch elements of the enumerated"):
+        g.surrogate_loss()

@@ -121,6 +121,41 @@ def test_a_category_masked_with_minus_inf_keeps_the_estimate_finite_and_unbiased
     assert report.passed, str(report)
 
 
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: REBAR(lambda s: ((s * W).sum(-1) ** 2)[:, None].expand(-1, 3)),  # (a per-example cost, expanded)
+        lambda: scg.estimators.RELAX(lambda z: 3.0 * torch.sigmoid(z).flip(0)),  # (across the batch)
+        lambda: LAX(lambda x: torch.sigmoid(x).flip(0)),
+    ],
+)
+def test_a_control_that_reads_other_elements_is_refused(make: Any) -> None:
+    """Each element's control is subtracted against that element's score alone: a control of other
+    elements was silently biased (z of 29-63); as an Independent node the same relaxed cost is fine."""
+    th = theta()
+    with scg.Graph() as g:
+        est = make()
+        if isinstance(est, LAX):
+            v = scg.sample(Normal(th[:2], 1.0), name="v", estimator=est)
+            scg.cost((v > 0).to(th.dtype), name="c")
+        else:
+            shape = (2, 3) if isinstance(est, REBAR) else (2,)
+            v = scg.sample(
+                Bernoulli(logits=th[:3].expand(shape) if len(shape) == 2 else th[:2]), name="v", estimator=est
+            )
+            scg.cost((v * W[: v.shape[-1]]).sum(-1) ** 2, name="c")
+    with pytest.raises(scg.SCGError, match=r"control of stochastic node 'v'.*: element 0 of the relaxation changes"):
+        g.surrogate_loss()
+    with scg.Graph() as g:  # (the bit vector as one element per example: the joint control is its own)
+        v = scg.sample(
+            torch.distributions.Independent(Bernoulli(logits=th[:3].expand(2, 3)), 1),
+            name="v",
+            estimator=REBAR(lambda s: (s * W).sum(-1) ** 2),
+        )
+        scg.cost((v * W).sum(-1) ** 2, name="c")
+    assert torch.isfinite(g.surrogate_loss())
+
+
 def test_rebar_twin_without_the_conditional_term_is_caught() -> None:
     th = theta()
     rebar = REBARWithoutConditional(relaxed_cost("categorical"), temperature=0.7, eta=0.8)
