@@ -191,6 +191,7 @@ def _runs(program: Program, quadrature: int, max_runs: int) -> tuple[list[tuple[
             raise _Branch(choices, total, here)
 
         g = Graph(intervene=intervene, warn_on_escape=False)
+        rng = torch.random.get_rng_state()
         try:
             with g:
                 program()
@@ -208,6 +209,13 @@ def _runs(program: Program, quadrature: int, max_runs: int) -> tuple[list[tuple[
                 "E batch elements has K^E joint values); use a smaller batch or fewer nodes, or "
                 "raise max_runs"
             ) from None
+        if not torch.equal(rng, torch.random.get_rng_state()):  # (every node's value was forced)
+            raise SCGError(
+                "exact enumeration: the program drew random numbers outside scg.sample (torch's "
+                "generator moved during a run whose every node was given its value: dropout, "
+                "torch.rand, a distribution's .sample()); the enumeration would differ from call to "
+                "call. Make the program deterministic given its nodes (model.eval(), or draw with scg.sample)"
+            )
         total = torch.stack(logw).sum() if logw else torch.zeros(())
         done.append((g, total))
     return done, quadrature_used

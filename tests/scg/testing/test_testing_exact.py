@@ -150,3 +150,17 @@ def test_a_binomial_of_several_total_counts_is_refused_by_name() -> None:
 
     with pytest.raises(scg.SCGError, match=r"Binomial whose total_count differs"):
         st.exact_expectation(program)
+
+
+def test_randomness_outside_scg_sample_is_refused() -> None:
+    """A draw scg does not force (a hidden torch.bernoulli, dropout) made the "exact" values differ
+    from call to call (0.58, 0.60, 0.29), or dropped a parameter's whole gradient."""
+    th = torch.tensor([0.3, 0.2], dtype=torch.float64, requires_grad=True)
+
+    def program() -> None:
+        z = scg.sample(Bernoulli(logits=th[:1]), name="z")
+        hidden = torch.bernoulli(torch.sigmoid(th[1:]).detach())
+        scg.cost((z + hidden).sum(), name="c")
+
+    with pytest.raises(scg.SCGError, match=r"drew random numbers outside scg.sample"):
+        st.exact_expectation(program)
