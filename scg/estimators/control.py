@@ -52,6 +52,9 @@ class LearnedControl(Estimator):
 
     score: ClassVar[bool] = True
 
+    #: whether the control was found elementwise (`_check_local`, once per estimator)
+    _local: bool = False
+
     def __init__(
         self,
         control: Callable[[torch.Tensor], torch.Tensor],
@@ -94,7 +97,7 @@ class LearnedControl(Estimator):
     def control_variate(self, node: StochasticNode) -> tuple[torch.Tensor, torch.Tensor]:
         z, zt = self.relaxations(node)
         c_zt = self._c(zt, node)
-        if not getattr(self, "_local", False):
+        if not self._local:
             self._check_local(zt.detach(), c_zt.detach(), node)
         path = self._c(z, node) - self._c(z.detach(), node)
         if zt.requires_grad:
