@@ -98,10 +98,12 @@ class SamplePlan:
         return tuple(int(self.nodes[i].n) for i in layout)  # type: ignore[arg-type]
 
     def info(self, v: StochasticNode) -> SampleInfo:
-        lay = self.layout(v) if self.active else ()
-        return SampleInfo(
-            lay, self.sizes(lay), tuple(self.is_enumerated(self.nodes[i]) for i in lay), v.index in self._joint
-        )
+        return self.layout_info(self.layout(v) if self.active else (), v.index in self._joint)
+
+    def layout_info(self, lay: tuple[int, ...], joint: bool = False) -> SampleInfo:
+        """The `SampleInfo` of a value whose leading dimensions are the sample dimensions ``lay``
+        (a node's, or a cost group's: what its baseline is given)."""
+        return SampleInfo(lay, self.sizes(lay), tuple(self.is_enumerated(self.nodes[i]) for i in lay), joint)
 
     def _check_prefix(self, graph: GraphRecord, node: Node, shape: torch.Size, lay: tuple[int, ...], what: str) -> None:
         want = self.sizes(lay)

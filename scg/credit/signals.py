@@ -130,8 +130,9 @@ def cost_groups(
             cg.live = cg.weighted(stack)
             if cg.live is not stack:
                 cg.total = None
-        if has_baselines:
-            cg.target = apply_baselines(members, fixed, losses, values)
+        if has_baselines:  # (with the group's sample layout: SelfCritical broadcasts over it)
+            info = [samples.layout_info(tuple(cp.layout))] * len(members) if cp.layout else None
+            cg.target = apply_baselines(members, fixed, losses, values, info)
         if cp.layout:
             cg.target = cg.weighted(cg.target).detach()
             cg.raw = cg.weighted(fixed).detach()

@@ -150,7 +150,8 @@ def traced_surrogate_loss(
     for key, cols in cost_groups.items():
         members = [costs[j] for j in cols]
         stack = torch.stack([c.value for c in members])
-        target = apply_baselines(members, stack.detach(), losses, values) if baselines else stack.detach()
+        info = [samples.layout_info(key[3])] * len(members) if samples is not None and key[3] else None
+        target = apply_baselines(members, stack.detach(), losses, values, info) if baselines else stack.detach()
         if samples is not None and key[3]:
             scale, _ = samples.weight(key[3], stack.shape[1:], members[0])  # (no enumerated node: no factor)
             stack, target = stack * scale, (target * scale).detach()

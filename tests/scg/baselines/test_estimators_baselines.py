@@ -414,3 +414,19 @@ def test_leave_one_out_on_a_cost_is_refused_naming_where_it_belongs() -> None:
         scg.cost(z * 1.0, name="c", baseline=scg.baselines.LeaveOneOut())
     with pytest.raises(scg.SCGError, match=r"LeaveOneOut\(\) on cost node 'c'.*attach it to that node"):
         g.surrogate_loss()
+
+
+def test_a_self_critical_cost_baseline_is_broadcast_over_the_cost_s_samples() -> None:
+    """A greedy cost per example (B,) for a cost of an ``n=k`` node (k, B), as on the node itself: it
+    was refused ("does not line up with the node's batch shape (k, B)"), since a cost's baseline was
+    given no sample layout. Unbiased against enumeration."""
+    th = torch.tensor([0.3, -0.5, 0.9], dtype=torch.float64, requires_grad=True)
+
+    def run(t: torch.Tensor) -> None:  # t: (P, 3), one example per particle
+        z = scg.sample(Categorical(logits=t), name="z", n=2)  # (2, P)
+        greedy = torch.full((t.shape[0],), 1.5, dtype=t.dtype)  # (P,): per example
+        scg.cost(TAB[z] ** 2, name="c", baseline=scg.baselines.SelfCritical(greedy))
+
+    want = st.exact_gradient(lambda: run(th.unsqueeze(0)), [th])[0]
+    report = check(estimates(run, th, 4000, seed=21, particles=2000), want)
+    assert report.passed, str(report)
