@@ -28,7 +28,8 @@ higher derivatives, as in DiCE; only the baseline b_v is detached. Since the fac
 *sequential* program (every score node that influences a cost and precedes v also influences
 v, e.g. a decoder or an RL rollout) the sum telescopes to DiCE exactly; for λ < 1 higher-order
 credit to distant ancestors is damped (bias for lower variance), and λ = 0 keeps only each node's
-own ⊡(log p_v) − 1. In a DAG with independent branches that meet in a cost, use ``dice=True``
+own ⊡(log p_v) − 1. In a DAG with independent branches that meet in a cost (among them the
+elements of one batched node meeting in a cost: their cross terms come out as 0), use ``dice=True``
 for exact higher derivatives.
 """
 

@@ -230,8 +230,11 @@ def _dice_baselines(
         raise SCGError(
             f"surrogate_loss(dice=True): {graph.cost_nodes[j].describe()} mixes the "
             f"batch elements of {graph.nodes[plan.score[i]].describe()} (or a node "
-            "declares plates=); DiCE's per-element weights would be biased there: use "
-            "dice_lambda=1.0 (Loaded DiCE, same derivatives) or the default surrogate"
+            "declares plates=); DiCE's per-element weights would be biased there, and no surrogate "
+            "gives exact higher derivatives for it (Loaded DiCE, dice_lambda, misses the cross terms "
+            "between the node's elements: zero, not the exact ones). Draw the elements as one node "
+            "(Independent(..., reinterpreted_batch_ndims)) for dice=True, or use the default "
+            "surrogate (first derivatives)"
         )
     has_cost_baselines = graph.has_cost_baselines
     out: list[torch.Tensor | None] = []

@@ -162,6 +162,33 @@ def test_loaded_dice_is_not_exact_on_independent_branches() -> None:
     assert not check(hessian_estimates(run, th, 20000, seed=11, dice_lambda=1.0), exact).passed
 
 
+def test_dice_refuses_a_cost_mixing_a_node_s_elements_without_sending_to_loaded_dice() -> None:
+    """The refusal recommended dice_lambda=1.0 as "the same derivatives"; its second derivative
+    across the node's elements is exactly 0 there (the exact ∂²/∂θ0∂θ1 is 0.363). It now says so
+    and names the way to exact higher derivatives: the elements as one node."""
+    th = torch.tensor([0.3, -0.2], dtype=torch.float64, requires_grad=True)
+    with scg.Graph() as g:
+        z = scg.sample(Bernoulli(logits=th), name="z")
+        scg.cost(3.0 * z.flip(0) * z, name="c")
+    with pytest.raises(scg.SCGError, match=r"no surrogate gives exact higher derivatives.*Independent") as err:
+        g.surrogate_loss(dice=True)
+    assert "same derivatives" not in str(err.value)
+    with scg.Graph() as g:  # (lambda = 1 on it: the cross term is 0)
+        z = scg.sample(Bernoulli(logits=th), name="z")
+        scg.cost(3.0 * z.flip(0) * z, name="c")
+    (grad,) = torch.autograd.grad(g.surrogate_loss(dice_lambda=1.0), th, create_graph=True)
+    (row,) = torch.autograd.grad(grad[0], th, allow_unused=True, materialize_grads=True)
+    assert float(row[1]) == 0.0 and float(st.exact_hessian(_flip_program(th), [th])[0, 1]) > 0.1
+
+
+def _flip_program(th: torch.Tensor) -> Any:
+    def program() -> None:
+        z = scg.sample(Bernoulli(logits=th), name="z")
+        scg.cost(3.0 * z.flip(0) * z, name="c")
+
+    return program
+
+
 def test_dice_forward_value_and_errors() -> None:
     th = theta()
     for kwargs in ({"dice": True}, {"dice_lambda": 0.5}, {"dice": True, "score_scale": 0.2}):
