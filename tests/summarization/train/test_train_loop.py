@@ -233,6 +233,9 @@ def test_an_option_the_runs_objective_does_not_read_is_refused(synthetic_corpus:
         with pytest.raises(ValueError, match=rf"{key} = .* is read by the c2f_reinforce objective only.*'mle'"):
             _trainer("tiny-HIER", [*FAST, option], synthetic_corpus, tmp_path / key)
     _trainer("tiny-C2F", [*FAST, "train.reward_scale=5"], synthetic_corpus, tmp_path / "c2f").close()
+    # C2F+SCST's mixed objective reads them in its maximum-likelihood term (C2F's surrogate): refused before
+    scst = ["train.discount=0.9", "train.reward_scale=0.5"]
+    _trainer("tiny-C2F+SCST", [*FAST, *scst], synthetic_corpus, tmp_path / "scst").close()
     with pytest.raises(
         ValueError, match=r"model.test_k: reading the top k > 1 chunks .* needs model.attention = 'c2f'"
     ):

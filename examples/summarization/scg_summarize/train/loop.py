@@ -37,7 +37,7 @@ from .evaluate import validation_metrics
 from .fingerprint import check_fingerprint
 from .metrics_log import LogWindow, append_record
 from .model_init import initial_model
-from .objective import StepResult, StepValues, build_objective, resolved_objective, unread_options
+from .objective import StepResult, StepValues, build_objective, trained_objectives, unread_options
 from .optim import PlateauDecay, build_optimizer, clip_gradients
 from .precision import autocast_objective
 from .progress import (
@@ -107,7 +107,7 @@ class Trainer:
         self.optimizer = build_optimizer(self.model, self.model.chunk_encoder_parameters(), tc)
         self.schedule = PlateauDecay(self.optimizer, tc.lr_decay, tc.decay_patience, tc.lr_schedule)
         self.baseline = scg.baselines.EMA(tc.baseline_beta)
-        unread = unread_options(tc, resolved_objective(tc.objective, self.model))
+        unread = unread_options(tc, trained_objectives(tc.objective, self.model))
         if unread:
             raise ValueError("; ".join(unread))
         self.objective = build_objective(tc.objective, self)  # train.objective (registered objectives)

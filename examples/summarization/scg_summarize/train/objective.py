@@ -265,15 +265,23 @@ def resolved_objective(name: str, model: Any) -> str:
 READ_ONLY_BY: dict[str, tuple[str, ...]] = {"reward_scale": ("c2f_reinforce",), "discount": ("c2f_reinforce",)}
 
 
-def unread_options(train: Any, objective: str) -> list[str]:
-    """The `READ_ONLY_BY` options of ``train`` (a `TrainConfig`) away from their defaults that
-    ``objective`` (resolved: `resolved_objective`) does not read, one line each."""
+def trained_objectives(name: str, model: Any) -> tuple[str, ...]:
+    """The objectives a run with ``train.objective = name`` trains ``model`` with: the resolved one
+    (`resolved_objective`), and for ``mixed`` its maximum-likelihood term's too (``auto``'s: the C2F
+    surrogate for hard attention, which reads ``discount`` and ``reward_scale``)."""
+    resolved = resolved_objective(name, model)
+    return (resolved, resolved_objective("auto", model)) if resolved == "mixed" else (resolved,)
+
+
+def unread_options(train: Any, objectives: tuple[str, ...]) -> list[str]:
+    """The `READ_ONLY_BY` options of ``train`` (a `TrainConfig`) away from their defaults that none
+    of ``objectives`` (`trained_objectives`) reads, one line each."""
     defaults = type(train)()
     return [
         f"train.{key} = {getattr(train, key)!r} is read by the {' or '.join(readers)} objective only, and this "
-        f"run trains with {objective!r}; leave it out"
+        f"run trains with {' and '.join(map(repr, objectives))}; leave it out"
         for key, readers in READ_ONLY_BY.items()
-        if objective not in readers and getattr(train, key) != getattr(defaults, key)
+        if not set(objectives) & set(readers) and getattr(train, key) != getattr(defaults, key)
     ]
 
 
