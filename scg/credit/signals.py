@@ -131,7 +131,7 @@ def cost_groups(
             if cg.live is not stack:
                 cg.total = None
         if has_baselines:  # (with the group's sample layout: SelfCritical broadcasts over it)
-            info = [samples.layout_info(tuple(cp.layout))] * len(members) if cp.layout else None
+            info = [samples.layout_info(cp.layout)] * len(members) if cp.layout else None
             cg.target = apply_baselines(members, fixed, losses, values, info)
         if cp.layout:
             cg.target = cg.weighted(cg.target).detach()

@@ -25,11 +25,11 @@ __all__ = [
     "F_OTHERS_META",
     "F_PAIRED",
     "F_RANDOM",
+    "F_RUNNING_STATS",
     "F_SELF_META",
     "F_SHAPE",
     "F_ZERO_GRAD",
     "INFO",
-    "NORMALIZATIONS",
     "bool_index",
     "flat_tensors",
     "func_name",
@@ -39,9 +39,6 @@ __all__ = [
     "running_statistics",
     "user_frame",
 ]
-
-#: the op names whose calls may update running statistics (`running_statistics`)
-NORMALIZATIONS = frozenset({"batch_norm", "instance_norm"})
 
 Tensor = torch.Tensor
 
@@ -139,6 +136,11 @@ F_ZERO_GRAD = 256
 F_COPY = 512
 F_SELF_META = 1024
 F_OTHERS_META = 2048
+#: a normalization that may update running statistics inside its kernel (`running_statistics`)
+F_RUNNING_STATS = 4096
+
+#: the op names of `F_RUNNING_STATS`
+_NORMALIZATIONS = frozenset({"batch_norm", "instance_norm"})
 
 #: Operations that read only the metadata (dtype, device, shape) of a tensor argument, not its
 #: values: ``x.new_full(size, v)`` of ``x`` (``new_tensor(data)`` copies ``data``, which is
@@ -176,6 +178,7 @@ def info(func: Callable[..., Any]) -> tuple[str, positions.Rule | None, int]:
         | (F_COPY if name in _COPIES else 0)
         | (F_SELF_META if name in _SELF_META else 0)
         | (F_OTHERS_META if name in _OTHERS_META else 0)
+        | (F_RUNNING_STATS if name in _NORMALIZATIONS else 0)
     )
     got = (name, rule, flags)
     INFO[func] = got
@@ -258,13 +261,13 @@ def running_statistics(
         return kw.get(key, args[i] if len(args) > i else default)
 
     if func is functional.batch_norm or func is functional.instance_norm:
-        buffers, first = (arg(1, "running_mean"), arg(2, "running_var")), 5
+        buffers = (arg(1, "running_mean"), arg(2, "running_var"))
     elif func is torch.batch_norm or func is torch.instance_norm:
-        buffers, first = (arg(3, "running_mean"), arg(4, "running_var")), 5
+        buffers = (arg(3, "running_mean"), arg(4, "running_var"))
     else:
         return ()
     if func is functional.batch_norm or func is torch.batch_norm:
-        updates = bool(arg(first, "training", False))
+        updates = bool(arg(5, "training", False))
     else:
-        updates = bool(arg(first, "use_input_stats", True))
+        updates = bool(arg(5, "use_input_stats", True))
     return tuple(b for b in buffers if isinstance(b, Tensor)) if updates else ()

@@ -71,11 +71,11 @@ from scg.graph.ops import (
     F_OTHERS_META,
     F_PAIRED,
     F_RANDOM,
+    F_RUNNING_STATS,
     F_SELF_META,
     F_SHAPE,
     F_ZERO_GRAD,
     INFO,
-    NORMALIZATIONS,
     flat_tensors,
     is_tensor_result,
     running_statistics,
@@ -348,7 +348,7 @@ class InfluenceTracker(TorchFunctionMode):
             return out
         if flags & F_RANDOM and not self.drawing:
             report_random(self, name, m)
-        if name in NORMALIZATIONS:  # (running statistics updated inside torch's kernel: no write is seen)
+        if flags & F_RUNNING_STATS:  # (running statistics updated inside torch's kernel: no write is seen)
             for buffer in running_statistics(func, args, kwargs):
                 self._mark_running(buffer, m)
         written = kwargs.get("out") if kwargs else None
