@@ -26,9 +26,11 @@ median of the paired differences (scg − hand in the same repeat). A weighted l
 extra(N) = fixed + slope · N (weights 1/N², so that each N counts by its relative error) gives µs
 per ``scg.sample`` (one final cost), per ``scg.cost`` (the per-node-cost chain's slope minus
 that) and the surrogate's build per node, and the fixed part per graph (``small_models.png``:
-each against N). ``--profile``: cProfile's breakdown of one ``sbn`` step in Declared and tracked
-mode. ``--docs``: the measured tables into ``docs/performance.md`` (between its markers). The report:
-``small_models_report.py``. Results: ``benchmarks/results/small_models.{json,md,png}``.
+each against N); and the surrogate of a graph whose signature its ``Declared`` structure has not
+seen (the relation and the credit plan built first: a loop of a new length). ``--profile``:
+cProfile's breakdown of one ``sbn`` step in Declared and tracked mode. ``--docs``: the measured
+tables into ``docs/performance.md`` (between its markers). The report: ``small_models_report.py``.
+Results: ``benchmarks/results/small_models.{json,md,png}``.
 
     OMP_NUM_THREADS=1 python benchmarks/small_models.py [--quick] [--peers] [--compile] [--profile] [--docs]
 """
@@ -185,6 +187,24 @@ def _phases(chains: dict[str, Chain], mode: str, repeats: int, inner: int) -> di
     return out
 
 
+def _new_signature(c: Chain, repeats: int) -> float:
+    """µs of the surrogate of a graph of ``c`` whose ``Declared`` structure is new (its relation
+    and credit plan built, then the surrogate that reused plans make): the median over
+    ``repeats`` graphs, each with a fresh structure, thread CPU time, the garbage collector
+    paused (two warm-up graphs dropped)."""
+    times = []
+    for r in range(repeats + 2):
+        g = c.forward(structure("declared"))
+        gc.disable()
+        t0 = clock()
+        g.surrogate_loss()
+        t1 = clock()
+        gc.enable()
+        if r >= 2:
+            times.append(t1 - t0)
+    return statistics.median(times) * 1e6
+
+
 def per_node(repeats: int, sizes: list[int], floor_s: float = 0.002, boost: int = 5) -> list[dict[str, Any]]:
     """Per N and mode (µs per graph, medians of the paired differences within a repeat): scg's
     forward over the hand-written forward (the same draws, log-probabilities and costs), per chain
@@ -220,6 +240,7 @@ def per_node(repeats: int, sizes: list[int], floor_s: float = 0.002, boost: int 
             row[f"{m}_hand_forward_us"] = statistics.median(res["pair"]["hand_forward"]) * 1e6
             row[f"{m}_hand_assemble_us"] = statistics.median(res["pair"]["hand_assemble"]) * 1e6
         row["repeats"] = reps
+        row["new_signature_us"] = _new_signature(chain(n, True), reps)
         out.append(row)
         log(
             f"N={n:4d} ({reps} repeats) "

@@ -248,6 +248,21 @@ def _per_node_lines(pts: list[dict[str, Any]]) -> list[str]:
             )
             + " |"
         )
+    if all("new_signature_us" in p for p in pts):
+        lines += [
+            "",
+            "A graph of a new signature (µs; Declared, a fresh structure per graph: the relation and the "
+            "credit plan built, then the surrogate; the pair chain; *reused*: the surrogate above, with its "
+            "plan reused):",
+            "",
+            "| N | reused | new signature | new − reused | (new − reused) / N |",
+            "|---:|---:|---:|---:|---:|",
+        ]
+        for p in pts:
+            new, reused = p["new_signature_us"], p["declared_surrogate_us"]
+            lines.append(
+                f"| {p['N']} | {reused:.0f} | {new:.0f} | {new - reused:.0f} | {(new - reused) / p['N']:.1f} |"
+            )
     lines += [
         "",
         "Per call (µs; the per-graph values / N, so a fixed part per graph inflates small N):",

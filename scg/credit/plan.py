@@ -178,10 +178,25 @@ class CreditPlan:
     influence: np.ndarray  # (score, costs): A[v, c] = v ≺ c
     weights: np.ndarray  # W: A, or the step weights γ^(s_c − t_v)
     mixed: np.ndarray  # whole-plate pairs
-    credit: dict[tuple[int, int], bool]  # (node, cost) -> whole-plate (Graph.credit)
+    costs: list[int]  # node indices of the costs (the columns of the matrices)
     cacheable: bool  # no sample dimensions (their weights depend on the values)
     #: per node group, its `Term`s (the cost groups that credit it), made on first use
     terms_of: dict[int, list[Term]] = field(default_factory=dict)
+    #: `credit_pairs`, made on first use
+    pairs: dict[tuple[int, int], bool] | None = None
+
+    def credit_pairs(self) -> dict[tuple[int, int], bool]:
+        """(score node index, cost index) -> whether the pair is credited whole-plate, for each
+        pair the plan credits (`Graph.credit`, `Cached`'s checks). Made when first asked, not
+        when the plan is built: it has an entry per influencing pair, O(nodes²) for a loop, and
+        a training step never reads it."""
+        got = self.pairs
+        if got is None:
+            ii, jj = np.nonzero(self.influence)
+            rows = np.array(self.score, dtype=np.int64)[ii].tolist()
+            cols = np.array(self.costs, dtype=np.int64)[jj].tolist()
+            got = self.pairs = dict(zip(zip(rows, cols), self.mixed[ii, jj].tolist()))
+        return got
 
     def terms(self, gi: int, node_shape: torch.Size, stacks: Sequence[torch.Tensor]) -> list[Term]:
         """The cost groups that credit node group ``gi``, with their weight matrices (in the
@@ -304,10 +319,6 @@ def build_plan(graph: GraphRecord, full: Sequence[int], discount: float | None, 
         )
     a = influence_matrix(full, score, costs) if score else np.zeros((0, len(costs)), dtype=bool)
     mixed = plates.matrix(score, costs, a)
-    ii, jj = np.nonzero(a)
-    score_ids = np.array([v.index for v in score], dtype=np.int64)
-    cost_ids = np.array([c.index for c in costs], dtype=np.int64)
-    credit = dict(zip(zip(score_ids[ii].tolist(), cost_ids[jj].tolist()), mixed[ii, jj].tolist()))
     return CreditPlan(
         samples=samples,
         sizes=sizes,
@@ -317,7 +328,7 @@ def build_plan(graph: GraphRecord, full: Sequence[int], discount: float | None, 
         influence=a,
         weights=weight_matrix(a, score, costs, discount),
         mixed=mixed,
-        credit=credit,
+        costs=[c.index for c in costs],
         cacheable=not samples.active,
     )
 
@@ -362,7 +373,7 @@ def plan_for(
         plan = build_plan(graph, full, discount, dice or dice_lambda is not None)
     if structure is not None:
         if relation is not None:
-            structure._learn(graph.nodes, sig, relation, full, plan.credit)
+            structure._learn(graph.nodes, sig, relation, full, plan.credit_pairs())
         if built and plan.cacheable and sig in structure.relations:
             structure.plans[key] = plan
     elif built and relation is not None and plan.cacheable:

@@ -45,10 +45,11 @@ def foreign_closure(graph: GraphRecord, full: Sequence[int]) -> list[dict[int, i
     out: list[dict[int, int]] = []
     # positions at or beyond every node's rank can never be compared (pruned to keep F small)
     limit = max((n.value.dim() for n in graph.nodes), default=0)
+    some = 0  # the nodes whose F is not empty: only those parents pass anything on
     for node in graph.nodes:
         acc: dict[int, int] = {}
         shift = 1 if isinstance(node, StochasticNode) and node.n is not None else 0
-        for j in bits(node.parents):
+        for j in bits(node.parents & some):
             for q, qm in out[j].items():
                 p = q + shift if 0 <= q < INF else q  # (BATCH stays: after the new sample dimension)
                 acc[p] = acc.get(p, 0) | qm
@@ -61,6 +62,8 @@ def foreign_closure(graph: GraphRecord, full: Sequence[int]) -> list[dict[int, i
             acc[p] = acc.get(p, 0) | reach
         if acc:
             acc = {p: m for p, m in normalize(acc).items() if p < limit}
+            if acc:
+                some |= 1 << len(out)
         out.append(acc)
     return out
 

@@ -111,7 +111,7 @@ def surrogate_loss(
     check_baseline_inputs(graph, full)
     graph.mark_built()
     plan = plan_for(graph, full, discount, dice, dice_lambda)
-    graph.set_credit(plan.credit)
+    graph.set_credit(plan.credit_pairs)
     losses: list[torch.Tensor] = []  # the baselines' regression losses
     values: BaselineValues = []  # and their values (checked once, at the end)
     has_baselines = graph.has_baselines

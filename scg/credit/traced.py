@@ -165,7 +165,8 @@ def traced_surrogate_loss(
         if discount is None
         else {(i, j): x for i, j, x in step_weights(pairs, score, costs, discount)}
     )
-    graph.set_credit({(score[i].index, costs[j].index): False for i, j in pairs})
+    credit = {(score[i].index, costs[j].index): False for i, j in pairs}
+    graph.set_credit(lambda: credit)
     score_sum: torch.Tensor | None = None  # Σ λ log p · (Ĉ − b) and the baselines' losses
     node_groups: dict[_Key, list[int]] = {}
     for i, v in enumerate(score):

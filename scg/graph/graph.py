@@ -116,7 +116,7 @@ class GraphRecord(GraphQueries):
         self._built = False
         #: marker node index -> the node of a nested graph whose draw it marks (`foreign_sample`)
         self.nested: dict[int, str] = {}
-        self._credit: dict[tuple[int, int], bool] = {}  # (node, cost) -> mixed (whole credit)
+        self._credit: Callable[[], dict[tuple[int, int], bool]] = dict  # (node, cost) -> mixed (whole credit)
         self._full: list[int] | None = None
         #: grad_fn of each node value that has one -> node index (scg.graph.threads)
         self.grad_fns: dict[Any, int] = {}
@@ -240,8 +240,9 @@ class GraphRecord(GraphQueries):
         """The credit layer is building the surrogate: no node may be added from now on."""
         self._built = True
 
-    def set_credit(self, credit: dict[tuple[int, int], bool]) -> None:
-        """The credit the surrogate gave: (node, cost) -> whole-plate (read by `credit`)."""
+    def set_credit(self, credit: Callable[[], dict[tuple[int, int], bool]]) -> None:
+        """The credit the surrogate gave, made when first asked: (node, cost) -> whole-plate
+        (read by `credit` and `credit_pairs`)."""
         self._credit = credit
 
     @property

@@ -36,6 +36,7 @@ __all__ = [
     "SampleInfo",
     "StochasticNode",
     "caller_location",
+    "user_stacklevel",
 ]
 
 _SCG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -138,6 +139,17 @@ def caller_location(compiling: bool | None = None) -> Location | str:
     loc._lasti = frame.f_lasti
     loc._text = None
     return loc
+
+
+def user_stacklevel() -> int:
+    """``warnings.warn``'s ``stacklevel`` for a warning raised in scg's caller of this function:
+    the user's frame, the first outside the scg package, whichever of scg's paths led there."""
+    level = 2
+    frame = sys._getframe(2)
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(_SCG_DIR):
+        frame = frame.f_back
+        level += 1
+    return level
 
 
 class NodeEstimator(Protocol):

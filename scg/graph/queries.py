@@ -10,6 +10,7 @@ the record (`Recorded`: its nodes, its influence closure and the credit its surr
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 import torch
@@ -29,7 +30,7 @@ class Recorded(Protocol):
     stochastic: list[StochasticNode]
     costs: list[CostNode]
     _keys: dict[tuple[str, int | None], Node]
-    _credit: dict[tuple[int, int], bool]
+    _credit: Callable[[], dict[tuple[int, int], bool]]
 
     @property
     def built(self) -> bool: ...
@@ -105,7 +106,7 @@ class GraphQueries:
             raise SCGError("Graph.credit(): build the surrogate first (g.surrogate_loss())")
         if not isinstance(vn, StochasticNode) or not self.full_influence()[cn.index] >> vn.index & 1:
             return "none"
-        got = self._credit.get((vn.index, cn.index))
+        got = self._credit().get((vn.index, cn.index))
         if got is not None:
             return "whole-plate" if got else "per-element"
         estimator = vn.estimator
@@ -117,4 +118,4 @@ class GraphQueries:
     def credit_pairs(self: Recorded) -> dict[tuple[int, int], bool]:
         """(score node index, cost index) -> whether the surrogate credited the node whole-plate
         with the cost (per-element: False), for each pair it credited (a copy; see `credit`)."""
-        return dict(self._credit)
+        return dict(self._credit())

@@ -40,7 +40,7 @@ from typing import Any
 
 from scg.errors import SCGError
 from scg.graph.masks import closure
-from scg.graph.nodes import CostNode, Node, StochasticNode
+from scg.graph.nodes import CostNode, Node, StochasticNode, user_stacklevel
 from scg.graph.positions import BATCH
 
 __all__ = ["Cached", "Declared", "Relation", "Structure", "node_key", "signature"]
@@ -120,15 +120,25 @@ class Structure:
     ([`Cached`][scg.Cached]), not a declaration that may be a superset of it ([`Declared`][scg.Declared]).
     Counts in `stats`: ``tracked`` (graphs run under tracking), ``reused``
     (graphs that used a cached or declared relation) and ``fallback`` ([`Cached`][scg.Cached] only:
-    untracked graphs whose signature had no cached relation)."""
+    untracked graphs whose signature had no cached relation).
+
+    It keeps at most ``max_signatures`` signatures: a graph with a new one past that drops the
+    least recently used one's relation and plans (a warning the first time), rebuilt if it
+    comes back. A loop whose lengths or batch sizes vary would otherwise keep a plan for every
+    shape it ever saw; a plan of a T-step loop holds O(T²) weights."""
 
     learned = True
 
-    def __init__(self) -> None:
+    def __init__(self, max_signatures: int = 64) -> None:
+        if isinstance(max_signatures, bool) or not isinstance(max_signatures, int) or max_signatures < 1:
+            raise SCGError(
+                f"scg.{type(self).__name__}(max_signatures=...): expected an int >= 1, got {max_signatures!r}"
+            )
+        self.max_signatures = max_signatures
         #: signature -> (relation, its transitive closure)
         self.relations: dict[tuple[Hashable, ...], tuple[Relation, list[int]]] = {}
         #: (signature, surrogate options) -> plan (built by `scg.credit.surrogate`)
-        self.plans: dict[Hashable, Any] = {}
+        self.plans: dict[tuple[Hashable, ...], Any] = {}
         self.stats = {"tracked": 0, "reused": 0, "fallback": 0}
         #: signature -> (influence closure, credit) of the last tracked graph (``Cached``)
         self._learned: dict[tuple[Hashable, ...], tuple[list[int], dict[tuple[int, int], bool]]] = {}
@@ -138,13 +148,46 @@ class Structure:
         #: the signature of the last graph (a training loop repeats its graph: the next one is
         #: compared with it entry by entry, without hashing)
         self._last: Signature | None = None
+        self._warned_evicting = False
 
     def _intern(self, sig: Signature) -> Signature:
-        """The first object equal to ``sig`` that this structure saw (``sig`` if none)."""
+        """The first object equal to ``sig`` that this structure saw (``sig`` if none), now the
+        most recently used signature (``_interned`` is in the order of use: a graph with a new
+        signature past ``max_signatures`` drops the first, `_evict`)."""
         last = self._last
         if last is None or sig != last:
-            self._last = last = self._interned.setdefault(sig, sig)
+            interned = self._interned
+            got = interned.pop(sig, None)
+            if got is None:
+                got = sig
+                if len(interned) >= self.max_signatures:
+                    self._evict(next(iter(interned)))
+            interned[got] = got
+            self._last = last = got
         return last
+
+    def _evict(self, sig: Signature) -> None:
+        """Drop the least recently used signature: its relation and plans (`max_signatures`)."""
+        if not self._warned_evicting:
+            self._warned_evicting = True
+            warnings.warn(
+                f"{self!r}: more than max_signatures={self.max_signatures} graph signatures (a graph's "
+                "node names, steps, shapes, dtypes and estimators) were seen, so the least recently "
+                "used one's relation and surrogate plan are dropped, and rebuilt if it comes back: a "
+                "plan build per graph once the signatures keep changing. Pad the batches to fewer "
+                "shapes, or raise max_signatures",
+                RuntimeWarning,
+                stacklevel=user_stacklevel(),
+            )
+        del self._interned[sig]
+        self._drop(sig)
+
+    def _drop(self, sig: tuple[Hashable, ...]) -> None:
+        """Forget the relation and plans of ``sig``."""
+        self.relations.pop(sig, None)
+        self._learned.pop(sig, None)
+        for key in [k for k in self.plans if k[0] == sig]:  # (keys: (signature, options...))
+            del self.plans[key]
 
     # -------------------------------------------------------------- called by the graph
     def _begin(self) -> bool:
@@ -177,7 +220,13 @@ class Structure:
 def declared_relation(nodes: Sequence[Node], influences: Influences, per_example: bool | Influences) -> Relation:
     """Direct parents and foreign positions of each node under a declaration: a node's parents
     are the earlier stochastic nodes that influence it; a pair without per-example credit is
-    foreign from the first batch position (`BATCH`: whole-plate credit, `scg.credit.plates`)."""
+    foreign from the first batch position (`BATCH`: whole-plate credit, `scg.credit.plates`).
+
+    The built-in rules (`causal`, `every_earlier`) with a bool ``per_example`` take one pass
+    over the nodes (`_rule_relation`), not a call per pair: a new signature of a long loop (a
+    sequence of a new length) would otherwise spend O(nodes²) Python calls on it."""
+    if (influences is causal or influences is every_earlier) and isinstance(per_example, bool):
+        return _rule_relation(nodes, influences is causal, per_example)
     out: list[tuple[int, tuple[tuple[int, int], ...]]] = []
     stochastic: list[StochasticNode] = []
     for node in nodes:
@@ -207,6 +256,37 @@ def declared_relation(nodes: Sequence[Node], influences: Influences, per_example
     return tuple(out)
 
 
+def _rule_relation(nodes: Sequence[Node], by_step: bool, per_example: bool) -> Relation:
+    """`declared_relation` of `causal` (``by_step``) or `every_earlier`, the same masks in one
+    pass: a node's parents are every earlier stochastic node, or, for a node at step s under the
+    causal rule, those without a step or at a step ≤ s (all of them while steps do not decrease,
+    the common case: a loop's nodes are made in step order)."""
+    out: list[tuple[int, tuple[tuple[int, int], ...]]] = []
+    earlier = 0  # every earlier stochastic node
+    unstepped = 0  # those without a step
+    at_step: dict[int, int] = {}  # step -> those at it
+    top: int | None = None  # their largest step
+    for node in nodes:
+        s = node.step
+        if not by_step or s is None or top is None or s >= top:
+            parents = earlier
+        else:
+            parents = unstepped
+            for t, m in at_step.items():
+                if t <= s:
+                    parents |= m
+        out.append((parents, ((BATCH, parents),) if parents and not per_example else ()))
+        if isinstance(node, StochasticNode):
+            bit = 1 << node.index
+            earlier |= bit
+            if s is None:
+                unstepped |= bit
+            else:
+                at_step[s] = at_step.get(s, 0) | bit
+                top = s if top is None or s > top else top
+    return tuple(out)
+
+
 class Declared(Structure):
     """A declared dependency structure: graphs using it are not tracked at all.
 
@@ -220,6 +300,8 @@ class Declared(Structure):
             elements of the costs it influences (the costs' leading dimensions are its
             examples, `scg.credit.plates`); ``False``: whole-plate credit; or a function
             ``per_example(v, node) -> bool`` per pair.
+        max_signatures: how many graph signatures' relations and plans are kept (the least
+            recently used one is dropped past that, `Structure`).
 
     Over-declaring (v influences c when it does not, whole-plate credit where per-example would
     do) is unbiased with a higher variance; under-declaring biases the gradient. Check a
@@ -231,8 +313,10 @@ class Declared(Structure):
 
     learned = False
 
-    def __init__(self, influences: Influences | None = None, *, per_example: bool | Influences = True) -> None:
-        super().__init__()
+    def __init__(
+        self, influences: Influences | None = None, *, per_example: bool | Influences = True, max_signatures: int = 64
+    ) -> None:
+        super().__init__(max_signatures)
         if influences is not None and not callable(influences):
             raise SCGError(
                 f"scg.Declared(influences=...): expected a function (v, node) -> bool "
@@ -290,10 +374,15 @@ class Cached(Structure):
             graph of each signature, never re-checked; ``1``: every graph, tracked and compared).
         seed: seed of the generator that draws the checked graphs.
         patience: how many tracked graphs a pending signature waits for before it is dropped.
+        max_signatures: how many graph signatures' relations and plans are kept (the least
+            recently used one is dropped past that, `Structure`; a dropped signature is learned
+            again, from its next graph on, as a new one is).
     """
 
-    def __init__(self, check_every: int | None = 100, *, seed: int = 0, patience: int = 16) -> None:
-        super().__init__()
+    def __init__(
+        self, check_every: int | None = 100, *, seed: int = 0, patience: int = 16, max_signatures: int = 64
+    ) -> None:
+        super().__init__(max_signatures)
         if check_every is not None and (
             isinstance(check_every, bool) or not isinstance(check_every, int) or check_every < 1
         ):
@@ -342,7 +431,7 @@ class Cached(Structure):
                     "the next graphs are tracked until one has these nodes. For a program whose "
                     "structure changes from step to step, use scg.Declared or plain tracking",
                     RuntimeWarning,
-                    stacklevel=4,
+                    stacklevel=user_stacklevel(),
                 )
         rel = declared_relation(nodes, every_earlier, False)
         return rel, closure([p for p, _ in rel])
@@ -366,15 +455,12 @@ class Cached(Structure):
                 self._forget(sig)
                 raise
         self.relations[sig] = (relation, list(full))
-        self._learned[sig] = (list(full), dict(credit))
+        self._learned[sig] = (list(full), credit)  # (the plan's own table: never written)
 
     def _forget(self, sig: tuple[Hashable, ...]) -> None:
         """A failed check: drop the signature's relation and plans, for good."""
         self.unstable.add(sig)
-        self.relations.pop(sig, None)
-        self._learned.pop(sig, None)
-        for key in [k for k in self.plans if isinstance(k, tuple) and k and k[0] == sig]:
-            del self.plans[key]
+        self._drop(sig)
 
     def clear(self) -> None:
         super().clear()

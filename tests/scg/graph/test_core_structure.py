@@ -351,6 +351,10 @@ def test_structure_argument_errors() -> None:
         scg.Declared(3)  # type: ignore[arg-type]
     with pytest.raises(scg.SCGError, match="per_example"):
         scg.Declared(per_example="yes")  # type: ignore[arg-type]
+    for make in (scg.Declared, scg.Cached):
+        for bad in (0, True, 2.0):
+            with pytest.raises(scg.SCGError, match=rf"scg.{make.__name__}\(max_signatures=...\): expected an int >= 1"):
+                make(max_signatures=bad)
     with pytest.raises(scg.SCGError, match="strict=True"):
         with scg.Graph(structure=scg.Declared(), strict=True):
             pass
@@ -468,3 +472,82 @@ def test_a_declaration_that_returns_no_bool_is_refused_naming_the_pair() -> None
             match=rf"Declared\({what}=...\) returned {re.escape(found)} for \(stochastic node 'z'.*cost node 'c'",
         ):
             g.surrogate_loss()
+
+
+def _random_nodes(seed: int) -> list[scg.Node]:
+    """The nodes of a graph of 2-12 stochastic, cost and deterministic nodes whose steps are None
+    or drawn from 0..3 in any order (decreasing included)."""
+    rng = torch.Generator().manual_seed(seed)
+    x = torch.zeros(2)
+    with scg.Graph(structure=scg.Declared()) as g:
+        for i in range(int(torch.randint(2, 13, (), generator=rng))):
+            kind = int(torch.randint(3, (), generator=rng))
+            step = int(torch.randint(-1, 4, (), generator=rng))
+            step_or_none = None if step < 0 else step
+            if kind == 0:
+                scg.sample(Bernoulli(logits=x), name=f"n{i}", step=step_or_none)
+            elif kind == 1:
+                scg.cost(x + 1.0, name=f"n{i}", step=step_or_none)
+            else:
+                scg.deterministic(x * 2.0, name=f"n{i}", step=step_or_none)
+    return g.nodes
+
+
+@pytest.mark.parametrize("per_example", [True, False])
+def test_the_built_in_rules_take_one_pass_with_the_per_pair_answers(per_example: bool) -> None:
+    """`causal` and `every_earlier` (Cached's fallback) get their relation in one pass over the
+    nodes; it must be the relation of asking the rule pair by pair (a wrapper, which the fast
+    path does not recognise), on random kinds and step orders."""
+    from scg.graph.structure import causal, declared_relation, every_earlier
+
+    differ = 0
+    for seed in range(200):
+        nodes = _random_nodes(seed)
+        for rule in (causal, every_earlier):
+            fast = declared_relation(nodes, rule, per_example)
+            per_pair = declared_relation(nodes, lambda v, n, rule=rule: rule(v, n), per_example)
+            assert fast == per_pair, (seed, rule.__name__)
+        differ += declared_relation(nodes, causal, per_example) != declared_relation(nodes, every_earlier, per_example)
+    assert differ > 50  # the steps matter in many of the graphs: the comparison can fail
+
+
+def _lengths_program(params: list[torch.Tensor], steps: int) -> Callable[[], None]:
+    w, q = params
+
+    def program() -> None:
+        h = torch.zeros(B, H)
+        for t in range(steps):
+            z = scg.sample(Categorical(logits=(h @ q)[:, :M]), name="z", step=t)
+            h = torch.tanh(h + w[z])
+            scg.cost(h.sum(-1), name="c", step=t)
+
+    return program
+
+
+@pytest.mark.parametrize("make", [scg.Declared, scg.Cached])
+def test_a_structure_keeps_at_most_max_signatures(make: type) -> None:
+    """Past ``max_signatures`` the least recently used signature is dropped (a warning the first
+    time) and rebuilt when it comes back: declared, with the gradient of a tracked graph;
+    cached, learned again (the conservative credit meanwhile, never the dropped relation)."""
+    params = make_params()
+    structure = make(max_signatures=2)
+    lengths = [1, 2, 1, 3, 1, 2, 3, 3, 1]  # 3 drops 2, 2 drops 3, 3 drops 1, 1 drops 2
+    caught: list[warnings.WarningMessage] = []
+    for seed, steps in enumerate(lengths):
+        prog = _lengths_program(params, steps)
+        known = 2 * steps in {len(sig) for sig in structure.relations}
+        fallback = structure.stats["fallback"]
+        want, _ = grads(prog, params, seed)
+        with warnings.catch_warnings(record=True) as got_warnings:
+            warnings.simplefilter("always")
+            got, g = grads(prog, params, seed, structure=structure)
+        caught += [w for w in got_warnings if "max_signatures=2" in str(w.message)]
+        if make is scg.Declared or g.tracked or known:
+            for a, b in zip(want, got):
+                torch.testing.assert_close(a, b)
+        else:  # a signature the cache does not hold (new, or dropped): the conservative credit
+            assert structure.stats["fallback"] == fallback + 1
+        assert len(structure.relations) <= 2 and len({k[0] for k in structure.plans}) <= 2
+    kept = {len(sig) for sig in structure.relations}  # the last two used: 1 and 3 steps (Cached: those learned)
+    assert kept == {2, 6} if make is scg.Declared else kept <= {2, 6}
+    assert len(caught) == 1 and caught[0].filename == __file__  # once, at the user's line
