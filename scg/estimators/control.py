@@ -24,6 +24,7 @@ takes both steps. Subclasses implement ``draw`` and `LearnedControl.relaxations`
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, ClassVar
 
@@ -54,6 +55,8 @@ class LearnedControl(Estimator):
 
     #: whether the control was found elementwise (`_check_local`, once per estimator)
     _local: bool = False
+    #: whether `backward` looked for trainable tensors outside its params and φ (once per estimator)
+    _reach_checked: bool = False
 
     def __init__(
         self,
@@ -143,6 +146,8 @@ class LearnedControl(Estimator):
         ``params`` are the model parameters θ (not φ). One call replaces ``loss.backward()``.
         """
         params = list(params)
+        if not self._reach_checked:
+            self._warn_unlisted(loss, params)
         grads = torch.autograd.grad(loss, params, create_graph=True, allow_unused=True)
         var = self.variance_loss(grads)
         if self.parameters and var.requires_grad:
@@ -150,6 +155,37 @@ class LearnedControl(Estimator):
             _accumulate(self.parameters, gphi)
         _accumulate(params, grads)
         return var.detach()
+
+    def _warn_unlisted(self, loss: torch.Tensor, params: Sequence[torch.Tensor]) -> None:
+        """Warn (once per estimator) when ``loss`` reaches trainable leaves that are neither
+        ``params`` nor φ: `backward` computes no gradient for them, where ``loss.backward()``
+        would have (a `Learned` baseline's module, trained by its regression term in the
+        surrogate, would silently stop learning)."""
+        self._reach_checked = True
+        listed = {id(p) for p in params} | {id(p) for p in self.parameters}
+        missed: list[torch.Tensor] = []
+        seen: set[int] = set()
+        stack = [loss.grad_fn] if loss.grad_fn is not None else []
+        while stack:
+            fn = stack.pop()
+            if id(fn) in seen:
+                continue
+            seen.add(id(fn))
+            leaf = getattr(fn, "variable", None)  # (an AccumulateGrad: a leaf that requires grad)
+            if isinstance(leaf, torch.Tensor) and id(leaf) not in listed:
+                missed.append(leaf)
+            stack.extend(f for f, _ in fn.next_functions if f is not None)
+        if missed:
+            shapes = ", ".join(str(tuple(p.shape)) for p in missed[:5]) + (", ..." if len(missed) > 5 else "")
+            warnings.warn(
+                f"{type(self).__name__}.backward(loss, params): the loss reaches {len(missed)} tensor(s) that "
+                f"require grad but are neither in params nor the control's parameters (shapes {shapes}), and "
+                "this call computes no gradient for them (loss.backward() would have): for example a Learned "
+                "baseline's module, trained by its regression term in the loss. Add them to params to train "
+                "them (their squared gradient then enters ‖ĝ‖² as a term without φ, so φ's gradient is unchanged)",
+                UserWarning,
+                stacklevel=2,
+            )
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(control={self.control!r})"

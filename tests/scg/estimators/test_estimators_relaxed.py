@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import pytest
@@ -165,6 +166,48 @@ def test_relax_surrogate_value_and_control_gradients() -> None:
     var = relax.backward(loss, [th])  # ... RELAX.backward does, by ∇_φ ‖ĝ‖²
     assert th.grad is not None and float(var) > 0
     assert any(p.grad is not None and float(p.grad.abs().max()) > 0 for p in control.parameters())
+
+
+def test_relax_backward_warns_once_about_a_learned_baseline_outside_params() -> None:
+    """``RELAX.backward(loss, params)`` differentiates only ``params`` and φ: a Learned baseline's
+    module, which ``loss.backward()`` trains through its regression term, would stop learning
+    without a word. It warns once per estimator; with the module in ``params`` it trains as under
+    ``loss.backward()``, and φ's gradient is unchanged (its squared gradient has no φ in it)."""
+    th = theta()
+    net = torch.nn.Linear(4, 1).double()
+    bl = scg.baselines.Learned(net)
+
+    def run(relax: Any) -> tuple[torch.Tensor, scg.Graph]:
+        torch.manual_seed(4)
+        with scg.Graph() as g:
+            v = scg.sample(Categorical(logits=th[:3]), name="v", estimator=relax, baseline=bl.given(th.detach()))
+            scg.cost((TAB[v] + th[3]) ** 2, name="c")
+        return g.surrogate_loss(), g
+
+    def grads_of(relax: Any, params: list[torch.Tensor]) -> list[torch.Tensor]:
+        for p in [th, *net.parameters(), *relax.parameters]:
+            p.grad = None
+        relax.backward(run(relax)[0], params)
+        return [p.grad.clone() for p in relax.parameters]
+
+    relax = scg.estimators.RELAX(Control(False))
+    with pytest.warns(UserWarning, match=r"reaches 2 tensor\(s\).*\(1, 4\), \(1,\).*Learned baseline"):
+        phi_theta_only = grads_of(relax, [th])
+    assert all(p.grad is None for p in net.parameters())  # what the warning is about
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        grads_of(relax, [th])  # (once per estimator)
+    listed = scg.estimators.RELAX(relax.control)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # everything the loss reaches is listed: no warning
+        phi_listed = grads_of(listed, [th, *net.parameters()])
+    loss, _ = run(scg.estimators.RELAX(relax.control))
+    want = torch.autograd.grad(loss, list(net.parameters()))
+    for p, w in zip(net.parameters(), want):
+        assert p.grad is not None and bool((p.grad != 0).any())
+        torch.testing.assert_close(p.grad, w)  # as loss.backward() trains it
+    for a, b in zip(phi_theta_only, phi_listed):
+        torch.testing.assert_close(a, b)
 
 
 def test_relax_training_the_control_reduces_the_variance() -> None:
