@@ -36,7 +36,7 @@ from scg.errors import SCGError
 from scg.estimators.base import Estimator
 from scg.graph.graph import GraphRecord
 from scg.graph.nodes import CostNode, Node, StochasticNode
-from scg.graph.structure import Relation
+from scg.graph.structure import Cached, Relation
 
 __all__ = ["CreditPlan", "Term", "build_plan", "group", "influence_matrix", "plan_for", "score_nodes", "step_weights"]
 
@@ -370,7 +370,12 @@ def plan_for(
         plan = _TRACKED_PLANS.get(tracked_key)
     built = plan is None
     if plan is None:
-        plan = build_plan(graph, full, discount, dice or dice_lambda is not None)
+        try:
+            plan = build_plan(graph, full, discount, dice or dice_lambda is not None)
+        except SCGError as e:  # (a Cached graph on its conservative relation: say so)
+            if isinstance(structure, Cached) and relation is None and sig not in structure.relations:
+                raise structure.refused_fallback(sig, e) from None
+            raise
     if structure is not None:
         if relation is not None:
             structure._learn(graph.nodes, sig, relation, full, plan.credit_pairs())

@@ -436,6 +436,24 @@ class Cached(Structure):
         rel = declared_relation(nodes, every_earlier, False)
         return rel, closure([p for p, _ in rel])
 
+    def refused_fallback(self, sig: tuple[Hashable, ...], error: SCGError) -> SCGError:
+        """The error for an untracked graph of ``sig`` whose conservative relation the surrogate
+        refused (``error``): the every-earlier relation makes every later node carry the sample
+        dimension of a node drawn with ``n=`` or enumerated, which its shape may not have."""
+        why = (
+            "its relation changed between two tracked graphs, so it is never served from the cache"
+            if sig in self.unstable
+            else f"it is new, or was dropped past max_signatures={self.max_signatures}; the next graphs "
+            "are tracked until one has it"
+        )
+        return SCGError(
+            "scg.Cached: this graph was not tracked and its signature (its nodes' names, steps and shapes) "
+            f"has no cached relation: {why}. The conservative credit such a graph gets (every earlier "
+            f"stochastic node influences every later node) was refused: {error}. Keep the signatures fixed "
+            "(pad the lengths and batches), raise max_signatures, track every graph (scg.Cached(check_every=1) "
+            "or no structure), or declare the structure (scg.Declared)"
+        )
+
     def _learn(
         self,
         nodes: Sequence[Node],

@@ -551,3 +551,38 @@ def test_a_structure_keeps_at_most_max_signatures(make: type) -> None:
     kept = {len(sig) for sig in structure.relations}  # the last two used: 1 and 3 steps (Cached: those learned)
     assert kept == {2, 6} if make is scg.Declared else kept <= {2, 6}
     assert len(caught) == 1 and caught[0].filename == __file__  # once, at the user's line
+
+
+def test_cached_names_its_fallback_when_a_sample_dimension_refuses_it() -> None:
+    """An untracked graph of a signature Cached does not hold gets the every-earlier relation; with
+    an enumerated node, that makes later nodes carry its dimension, which they do not: the
+    refusal says the graph fell back, why, and what to do; the next graph of it is tracked and
+    learned, and the one after reuses it."""
+    theta = torch.zeros(3, requires_grad=True)
+
+    def loop(steps: int) -> Callable[[], None]:
+        def program() -> None:
+            for t in range(steps):
+                z = scg.sample(
+                    Categorical(logits=theta.expand(2, 3)), name="z", step=t, estimator=scg.estimators.Enumerate()
+                )
+                scg.cost(theta[z] ** 2, name="c", step=t)
+
+        return program
+
+    cached = scg.Cached(check_every=None)
+    _, g = grads(loop(1), [theta], 0, structure=cached)
+    assert g.tracked
+    with pytest.raises(
+        scg.SCGError,
+        match=r"scg\.Cached: this graph was not tracked .* it is new, or was dropped past "
+        r"max_signatures=64.*was refused: stochastic node 'z' \(step 1.*Keep the signatures fixed",
+    ):
+        grads(loop(2), [theta], 1, structure=cached)
+    want, _ = grads(loop(2), [theta], 2)
+    got, g = grads(loop(2), [theta], 2, structure=cached)
+    assert g.tracked  # (pending: learned from this one)
+    got, g = grads(loop(2), [theta], 2, structure=cached)
+    assert not g.tracked
+    for a, b in zip(want, got):
+        torch.testing.assert_close(a, b)
