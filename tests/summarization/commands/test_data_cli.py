@@ -101,6 +101,22 @@ def test_a_failed_prepare_leaves_nothing_behind(tmp_path: Path, capsys: pytest.C
     assert read_meta(tmp_path / "o")["splits"]["train"]["examples"] == 1
 
 
+def test_a_vocabulary_without_words_and_a_missing_vocab_file_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--min-freq`` above every count wrote a corpus of special tokens that no later command
+    could use (exit 0); a missing ``--vocab`` was a bare ``[Errno 2]``."""
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"source": "fine words .", "target": "ok"}\n' * 3, encoding="utf-8")
+    args = ["prepare", "--format", "jsonl", "--input", f"train={data}", "--output", str(tmp_path / "o"), "--quiet"]
+    assert cli.main([*args, "--min-freq", "100"]) == 2
+    err = capsys.readouterr().err
+    assert "--min-freq 100: no word of train occurs that often (the most frequent occurs 3 times)" in err
+    assert not (tmp_path / "o" / "meta.json").exists()
+    assert cli.main([*args, "--vocab", str(tmp_path / "nope.txt")]) == 2
+    assert f"--vocab {tmp_path / 'nope.txt'}: no such file" in capsys.readouterr().err
+
+
 def test_prepare_jsonl_fields_and_reused_vocab(tmp_path: Path) -> None:
     rows = [{"doc": ["First sentence.", "Second one."], "refs": ["r one", "r two"]}] * 3
     data = tmp_path / "d.jsonl"

@@ -138,6 +138,45 @@ def test_evaluating_twice_with_other_options_keeps_both(toy: ToySetup, capsys, m
     assert json.loads(first.read_text())["decode_options"]["greedy"] is True
 
 
+def test_evaluate_never_writes_over_a_folder_or_the_user_s_summaries(  # type: ignore[no-untyped-def]
+    toy: ToySetup, tmp_path: Path, capsys
+) -> None:
+    """--output DIR (a traceback before), a path under a file, and X.json beside a
+    X.summaries.jsonl the result does not own (silently replaced before) are refused up front."""
+    base = ["evaluate", "--run", str(toy.run), "--limit", "1", "--quiet", "--max-len", "8", "--greedy"]
+    (tmp_path / "d").mkdir()
+    for extra in ((), ("--overwrite",)):
+        assert cli.main([*base, "--output", str(tmp_path / "d"), *extra]) == 2
+        assert f"{tmp_path / 'd'}: a directory; expected the path of a result file" in capsys.readouterr().err
+    (tmp_path / "f").write_text("x")
+    assert cli.main([*base, "--output", str(tmp_path / "f" / "x.json")]) == 2
+    assert f"{tmp_path / 'f'} is a file, not a folder" in capsys.readouterr().err
+    mine = tmp_path / "mine.summaries.jsonl"
+    mine.write_text("my summaries\n")
+    assert cli.main([*base, "--output", str(tmp_path / "mine.json")]) == 2
+    assert f"--output {mine}: it exists; pass --overwrite" in capsys.readouterr().err
+    assert mine.read_text() == "my summaries\n" and not (tmp_path / "mine.json").exists()
+    assert cli.main([*base, "--output", str(tmp_path / "mine.json"), "--overwrite"]) == 0
+    assert mine.read_text() != "my summaries\n"
+    assert cli.main([*base, "--output", str(tmp_path / "mine.json")]) == 0  # its own summaries: a re-run
+
+
+def test_a_checkpoint_of_another_run_is_refused(toy: ToySetup, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """The result of ``--checkpoint`` is filed under ``--run`` with its training record and decoding
+    defaults: a checkpoint of another configuration was used silently."""
+    other = shutil.copytree(toy.run, tmp_path / "other")
+    stored = torch.load(other / "best.pt", weights_only=False)
+    stored["config"]["name"] = "another-config"
+    stored["config"]["model"]["dropout"] = 0.5
+    torch.save(stored, other / "best.pt")
+    base = ["evaluate", "--run", str(toy.run), "--limit", "1", "--quiet", "--max-len", "8"]
+    assert cli.main([*base, "--checkpoint", str(other / "best.pt")]) == 2
+    err = capsys.readouterr().err
+    assert f"{other / 'best.pt'}: a checkpoint of another configuration than the run {toy.run}" in err
+    assert "'another-config' against" in err and "name and model differ" in err
+    assert cli.main([*base, "--checkpoint", str(toy.run / "best.pt")]) == 0  # its own
+
+
 # ----------------------------------------------------------------------------- (7) lead3
 def test_baseline_file_names_are_the_method_names(toy: ToySetup, tmp_path: Path) -> None:
     out = tmp_path / "baselines"

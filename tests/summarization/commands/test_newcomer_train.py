@@ -66,6 +66,40 @@ def test_a_new_run_never_replaces_an_existing_one(  # type: ignore[no-untyped-de
     assert "an existing file" in capsys.readouterr().err
 
 
+def test_a_new_run_never_replaces_a_corpus_or_the_user_s_files(  # type: ignore[no-untyped-def]
+    synthetic_corpus: Path, tmp_path: Path, capsys
+) -> None:
+    """A run writes vocab.txt, data.json, training.json and results.json besides its own files: a
+    prepared corpus as --out (its vocab.txt) is refused even with --overwrite, a folder holding
+    any of those files without it; a corpus whose vocab.txt was replaced is refused when read."""
+    corpus = tmp_path / "corpus"
+    shutil.copytree(synthetic_corpus, corpus)
+    vocab = (corpus / "vocab.txt").read_bytes()
+    capsys.readouterr()
+    for extra in ((), ("--overwrite",)):
+        assert _train(synthetic_corpus, corpus, *extra) == 2
+        assert "is a prepared corpus (meta.json)" in capsys.readouterr().err
+    assert (corpus / "vocab.txt").read_bytes() == vocab
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "vocab.txt").write_text("my notes\n")
+    assert _train(synthetic_corpus, mine) == 2
+    assert "already holds files a run writes (vocab.txt)" in capsys.readouterr().err
+    assert (mine / "vocab.txt").read_text() == "my notes\n"
+    with (corpus / "vocab.txt").open("a") as handle:
+        handle.write("extraword\t1\n")
+    assert _train(corpus, tmp_path / "run") == 2
+    assert re.search(r"vocab.txt: \d+ words, but .*meta.json records vocab_size \d+", capsys.readouterr().err)
+    assert _train(tmp_path / "nope", tmp_path / "run2") == 2
+    assert "--data " + str(tmp_path / "nope") + ": no such directory" in capsys.readouterr().err
+    for bad, message in (
+        ("train.epochs=0", "train.epochs must be at least 1, got 0"),
+        ("model.test_k=99", "model.test_k = 99, but the documents have"),
+    ):
+        assert _train(synthetic_corpus, tmp_path / "run3", "--set", bad, config="tiny-C2F") == 2
+        assert message in capsys.readouterr().err
+
+
 def test_resume_takes_config_and_data_from_the_run(  # type: ignore[no-untyped-def]
     finished_short_run: ShortRun, tmp_path: Path, capsys
 ) -> None:

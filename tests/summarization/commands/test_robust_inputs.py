@@ -432,6 +432,33 @@ def test_compare_refuses_scores_that_are_not_fractions(tmp_path: Path, capsys, s
     assert capsys.readouterr().out == ""
 
 
+def test_compare_json_never_writes_over_an_input_a_folder_or_a_file(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """``--json`` replaced its own input A without asking, and a folder or a path under a file
+    ended in a traceback."""
+    lines = "".join(json.dumps({"id": f"x{i}", "rouge": {"rouge1": 0.1 * i}}) + "\n" for i in range(5))
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    a.write_text(lines)
+    b.write_text(lines)
+    base = ["compare", str(a), str(b), "--metrics", "rouge1", "--samples", "100"]
+    for extra in ((), ("--overwrite",)):
+        assert main([*base, "--json", str(a), *extra]) == 2
+        assert f"--json {a}: it is the A file, which writing would erase" in "\n".join(_err_lines(capsys))
+    assert a.read_text() == lines
+    (tmp_path / "d").mkdir()
+    (tmp_path / "f").write_text("x")
+    assert main([*base, "--json", str(tmp_path / "d")]) == 2
+    assert "a directory; expected the path of a file to write" in "\n".join(_err_lines(capsys))
+    assert main([*base, "--json", str(tmp_path / "f" / "x.json")]) == 2
+    assert f"{tmp_path / 'f'} is a file, not a folder" in "\n".join(_err_lines(capsys))
+    out = tmp_path / "c.json"
+    assert main([*base, "--json", str(out)]) == 0
+    assert main([*base, "--json", str(out)]) == 2
+    assert "it exists; pass --overwrite" in "\n".join(_err_lines(capsys))
+    assert main([*base, "--json", str(out), "--overwrite", "--level", "0.9"]) == 0
+    assert main([*base, "--level", "1.5"]) == 2
+    assert "argument --level: expected a number between 0 and 1" in "\n".join(_err_lines(capsys))
+
+
 def test_compare_refuses_a_binary_file(tmp_path: Path, capsys) -> None:
     (tmp_path / "a.jsonl").write_text(json.dumps({"id": "x", "rouge": {"rouge1": 0.3}}) + "\n")
     (tmp_path / "b.bin").write_bytes(b"\x00\xff\xfe\x89binary\n")

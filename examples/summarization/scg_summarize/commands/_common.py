@@ -22,6 +22,7 @@ __all__ = [
     "positive_int",
     "refuse_existing",
     "rouge_options",
+    "same_file",
     "set_threads",
     "write_jsonl",
 ]
@@ -129,16 +130,41 @@ def add_overwrite_argument(parser: argparse.ArgumentParser | argparse._ArgumentG
     parser.add_argument("--overwrite", action="store_true", help=f"replace {what} when it exists")
 
 
-def refuse_existing(option: str, paths: Iterable[str | Path | None], overwrite: bool) -> None:
+def same_file(a: str | Path, b: str | Path) -> bool:
+    """Whether ``a`` and ``b`` name the same file (through links, relative paths)."""
+    a, b = Path(a), Path(b)
+    try:
+        return a.exists() and b.exists() and a.samefile(b)
+    except OSError:
+        return a.resolve() == b.resolve()
+
+
+def refuse_existing(
+    option: str,
+    paths: Iterable[str | Path | None],
+    overwrite: bool,
+    inputs: Mapping[str, str | Path | None] | None = None,
+) -> None:
     """Refuse, before any work, output paths of ``option`` that already exist (a file the user may
-    have made), unless ``--overwrite`` was given, and directories (``--overwrite`` would not make
-    them a file); ``None`` entries (an option not given) pass."""
+    have made), unless ``--overwrite`` was given; directories, and paths under a file
+    (``--overwrite`` would not make them writable); and any of the command's ``inputs`` (what
+    names each: ``{"A": path}``), which writing would erase before they are read. ``None``
+    entries (an option not given) pass."""
     for path in paths:
         if path is None:
             continue
-        if Path(path).is_dir():
+        path = Path(path)
+        if path.is_dir():
             raise ValueError(f"{option} {path}: a directory; expected the path of a file to write")
-        if not overwrite and Path(path).exists():
+        for name, given in (inputs or {}).items():
+            if given is not None and same_file(given, path):
+                raise ValueError(
+                    f"{option} {path}: it is the {name} file, which writing would erase; choose another path"
+                )
+        parent = next((p for p in path.parents if p.exists()), None)
+        if parent is not None and not parent.is_dir():
+            raise ValueError(f"{option} {path}: {parent} is a file, not a folder")
+        if not overwrite and path.exists():
             raise ValueError(f"{option} {path}: it exists; pass --overwrite to replace it")
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from ..decode_options import DecodeOptions, Setting, default_min_len, setting_of
 from ..devices import missing_cuda
-from ._common import positive_int
+from ._common import non_negative_int, positive_int
 
 __all__ = [
     "add_decode_arguments",
@@ -91,7 +91,9 @@ def add_decode_arguments(parser: argparse.ArgumentParser, skip: tuple[str, ...] 
     group.add_argument("--batch-size", type=positive_int, default=32)
     group.add_argument("--checkpoint", default=None, help="a specific checkpoint of the run (default: the best)")
     group.add_argument("--device", type=available_device, default="cpu", help="cpu, cuda or cuda:N (default cpu)")
-    group.add_argument("--threads", type=int, default=0, help="torch CPU threads (default 0: torch's choice)")
+    group.add_argument(
+        "--threads", type=non_negative_int, default=0, help="torch CPU threads (default 0: torch's choice)"
+    )
 
 
 def available_device(text: str) -> str:

@@ -20,15 +20,26 @@ from pathlib import Path
 from typing import Any
 
 from ..data.dataset import available_splits
+from ..data.storage import META_FILE, VOCAB_FILE
 from ..jsonlines import json_object
 from ..train.config import parse_override
 
 __all__ = ["RUN_FILES", "check_run_folder", "missing_test_split", "resume_settings"]
 
-#: What a run folder holds: any of these means the folder is a run.
-RUN_FILES: tuple[str, ...] = ("config.json", "checkpoint.pt", "best.pt", "metrics.jsonl")
+#: The files a run writes into its folder: a new run refuses a folder holding any of them
+#: (without ``--overwrite``), whether a run or the user's own files of those names.
+RUN_FILES: tuple[str, ...] = (
+    "config.json",
+    "checkpoint.pt",
+    "best.pt",
+    "metrics.jsonl",
+    "data.json",
+    "vocab.txt",
+    "training.json",
+    "results.json",
+)
 #: Removed by ``--overwrite`` before the new run starts.
-_STALE = ("checkpoint.pt", "best.pt", "metrics.jsonl", "results.json", "data.json", "config.json")
+_STALE = RUN_FILES
 
 
 def check_run_folder(out: Path, *, resume: bool, overwrite: bool) -> None:
@@ -41,19 +52,26 @@ def check_run_folder(out: Path, *, resume: bool, overwrite: bool) -> None:
         if overwrite:
             raise ValueError("--resume continues a run and --overwrite starts it again: give one of them")
         return
+    if (out / META_FILE).is_file():  # (--overwrite restarts a run; it does not replace a corpus)
+        raise FileExistsError(
+            f"{out}: is a prepared corpus ({META_FILE}); a run there would replace its {VOCAB_FILE}. "
+            "Choose another --out"
+        )
     found = [name for name in RUN_FILES if (out / name).exists()]
     if not found:
         return
     if not overwrite:
+        what = "a run" if (out / "config.json").is_file() else "files a run writes"
         raise FileExistsError(
-            f"{out}: already holds a run ({', '.join(found)}); pass --resume to continue it, --overwrite to "
-            "start it again from scratch (its checkpoints, metrics and evaluations are deleted), or choose "
-            "another --out"
+            f"{out}: already holds {what} ({', '.join(found)}); pass --resume to continue a run, --overwrite "
+            "to start it again from scratch (its checkpoints, metrics and evaluations are deleted, and these "
+            "files replaced), or choose another --out"
         )
     for name in _STALE:
         (out / name).unlink(missing_ok=True)
-    for path in out.glob("*.summaries.jsonl"):
-        path.unlink()
+    for pattern in ("*.summaries.jsonl", "digest-rank*.txt"):
+        for path in out.glob(pattern):
+            path.unlink()
     if (out / "eval").is_dir():
         shutil.rmtree(out / "eval")
 

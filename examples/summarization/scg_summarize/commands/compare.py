@@ -18,7 +18,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from . import Command
-from ._common import USER_ERRORS, error, positive_int, write_json
+from ._common import USER_ERRORS, add_overwrite_argument, error, positive_int, refuse_existing, write_json
 
 __all__ = ["COMMAND"]
 
@@ -32,6 +32,17 @@ def _resamples(text: str) -> int:
     return value
 
 
+def _level(text: str) -> float:
+    """``argparse`` type: an interval coverage strictly between 0 and 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number between 0 and 1, got {text!r}") from None
+    if not 0.0 < value < 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number between 0 and 1 (e.g. 0.95), got {text}")
+    return value
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``compare``."""
     parser.add_argument("a", type=Path, metavar="A.summaries.jsonl", help="the system under test")
@@ -40,9 +51,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--samples", type=_resamples, default=10_000, help="bootstrap resamples (at least 100; default %(default)s)"
     )
-    parser.add_argument("--level", type=float, default=0.95, help="interval coverage (default 0.95)")
+    parser.add_argument("--level", type=_level, default=0.95, help="interval coverage (default 0.95)")
     parser.add_argument("--seed", type=int, default=0, help="resampling seed")
     parser.add_argument("--json", type=Path, default=None, help="also write the comparison as JSON")
+    add_overwrite_argument(parser, "--json")
     parser.add_argument(
         "--shared",
         action="store_true",
@@ -55,6 +67,7 @@ def run(args: argparse.Namespace) -> int:
     from ..evaluation.significance import paired_bootstrap, read_per_example
 
     try:
+        refuse_existing("--json", [args.json], args.overwrite, inputs={"A": args.a, "B": args.b})
         rows = []
         metrics = [m.strip() for m in args.metrics.split(",") if m.strip()]
         if not metrics:

@@ -29,7 +29,16 @@ import sys
 from pathlib import Path
 
 from . import Command
-from ._common import USER_ERRORS, add_rouge_arguments, error, positive_int, rouge_options, set_threads, write_jsonl
+from ._common import (
+    USER_ERRORS,
+    add_rouge_arguments,
+    error,
+    positive_int,
+    refuse_existing,
+    rouge_options,
+    set_threads,
+    write_jsonl,
+)
 
 __all__ = ["COMMAND"]
 
@@ -109,6 +118,9 @@ def run(args: argparse.Namespace) -> int:
         check_result_path(
             model_result(loaded, dataset, decode, rouge, {}, examples=total), output, overwrite=args.overwrite
         )
+        summaries = output.with_suffix(".summaries.jsonl")
+        # (beside a result of these settings: that result's own summaries, rewritten with it)
+        refuse_existing("--output", [summaries], args.overwrite or output.is_file())
         with Progress(f"evaluate {args.split}", total, enabled=progress_enabled(args.quiet)) as bar:
             result, outputs = evaluate_model(
                 loaded,
@@ -129,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
         if warnings:
             result["warnings"] = warnings
         write_result_safely(result, output, overwrite=args.overwrite)
-        write_jsonl(outputs, output.with_suffix(".summaries.jsonl"))
+        write_jsonl(outputs, summaries)
     except USER_ERRORS as err:
         return error("evaluate", err)
     print(markdown_report([result], title=f"{loaded.model} on {Path(data_dir).name}/{args.split}"))

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from ..data.options import PrepOptions
     from ..data.prepare import InputSource
     from ..data.readers import ReaderConfig
+    from ..data.vocab import Vocab
 
 
 __all__ = ["COMMAND", "add_arguments", "parse_input_spec", "run"]
@@ -308,6 +309,17 @@ def _run_synthetic(args: argparse.Namespace, show: bool) -> dict[str, Any]:
     )
 
 
+def _given_vocab(path: str | None) -> Vocab | None:
+    """``--vocab``'s vocabulary (None: built from the corpus); a missing file named as the option's."""
+    from ..data.vocab import Vocab
+
+    if not path:
+        return None
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"--vocab {path}: no such file")
+    return Vocab.load(path)
+
+
 def run(args: argparse.Namespace) -> int:
     """Execute ``prepare``; returns 0 on success, 1 on an error, 2 on bad usage (or an output
     directory that another process is writing: the lock names its pid)."""
@@ -333,7 +345,6 @@ def _run_locked(args: argparse.Namespace) -> int:
     from ..data.progress import progress_enabled
     from ..data.readers import ReaderConfig
     from ..data.storage import META_FILE
-    from ..data.vocab import Vocab
 
     show = progress_enabled(args.quiet)
     try:
@@ -354,7 +365,7 @@ def _run_locked(args: argparse.Namespace) -> int:
             _inputs(args, config),
             args.output,
             _options(args),
-            vocab=Vocab.load(args.vocab) if args.vocab else None,
+            vocab=_given_vocab(args.vocab),
             split_fractions={k: v for k, v in fractions.items() if v > 0},
             skip_bad=args.skip_bad,
             overwrite=args.overwrite,

@@ -35,7 +35,15 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from . import Command
-from ._common import USER_ERRORS, add_overwrite_argument, error, positive_int, refuse_existing, set_threads
+from ._common import (
+    USER_ERRORS,
+    add_overwrite_argument,
+    error,
+    positive_int,
+    refuse_existing,
+    same_file,
+    set_threads,
+)
 
 if TYPE_CHECKING:
     from ..decoding.inputs import SourceDocument
@@ -268,14 +276,6 @@ def _write(
     return count
 
 
-def _same_file(a: Path, b: Path) -> bool:
-    """Whether ``a`` and ``b`` name the same file (through links, relative paths)."""
-    try:
-        return a.exists() and b.exists() and a.samefile(b)
-    except OSError:
-        return a.resolve() == b.resolve()
-
-
 def run(args: argparse.Namespace) -> int:
     """Execute ``summarize``; returns 0 on success, 1 on an error."""
     from ..data.errors import DataError
@@ -297,7 +297,7 @@ def run(args: argparse.Namespace) -> int:
             "summarize",
             "--extras records model outputs per generated word, which only the JSON lines write: add --jsonl",
         )
-    if args.output is not None and args.input not in (None, "-") and _same_file(Path(args.input), args.output):
+    if args.output is not None and args.input not in (None, "-") and same_file(args.input, args.output):
         return error(
             "summarize",
             f"--output {args.output} is the --input file: writing the summaries there would "
@@ -327,6 +327,8 @@ def run(args: argparse.Namespace) -> int:
                     count = _write(args, handle, summarizer, docs, bar.update, attention)
         if args.output is not None:
             print(f"summarize: wrote {count} summaries to {args.output}", file=sys.stderr)
+        elif count == 0:  # (an empty --input: say so, rather than print nothing)
+            print("summarize: note: no documents in the input; nothing to summarize", file=sys.stderr)
     except BrokenPipeError:  # `summarize ... | head -1`: the reader has gone; stop quietly
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # no second error when Python flushes stdout at exit

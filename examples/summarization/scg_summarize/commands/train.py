@@ -161,6 +161,8 @@ def _problems(args: argparse.Namespace, saved: dict[str, Any] | None) -> tuple[A
             f"--out {args.out} and --data {args.data} overlap: a run folder must be outside the corpus "
             "(its checkpoints and metrics would be written among the corpus files); choose another --out"
         )
+    elif not args.data.exists():
+        problems.append(f"--data {args.data}: no such directory; expected a corpus written by scg-summarize prepare")
     elif not (args.data / META_FILE).is_file():
         problems.append(
             f"--data {args.data}: not a prepared corpus (no {META_FILE}); expected a directory "

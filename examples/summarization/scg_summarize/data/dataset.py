@@ -14,7 +14,7 @@ import torch
 from torch.utils.data import Dataset
 
 from .options import PrepOptions
-from .storage import VOCAB_FILE, ExampleText, PreparedSplit, load_split, read_meta
+from .storage import META_FILE, VOCAB_FILE, ExampleText, PreparedSplit, load_split, read_meta
 from .vocab import Vocab
 
 __all__ = ["Example", "SummarizationDataset", "available_splits"]
@@ -79,6 +79,12 @@ class SummarizationDataset(Dataset[Example]):
         self.split = split
         self.options = PrepOptions.from_dict(self.meta["options"])
         self.vocab = vocab if vocab is not None else Vocab.load(self.root / VOCAB_FILE)
+        recorded = self.meta.get("vocab_size")
+        if vocab is None and isinstance(recorded, int) and recorded != len(self.vocab):
+            raise ValueError(
+                f"{self.root / VOCAB_FILE}: {len(self.vocab)} words, but {self.root / META_FILE} records "
+                f"vocab_size {recorded}: the file was replaced after the corpus was prepared; prepare it again"
+            )
         self.max_target_len = max_target_len
         self.with_text = with_text
         self.mmap = mmap

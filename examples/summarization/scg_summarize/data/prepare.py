@@ -37,7 +37,7 @@ from .storage import (
     SplitWriter,
     write_meta,
 )
-from .vocab import Vocab
+from .vocab import SPECIALS, Vocab
 
 __all__ = ["InputSource", "assign_split", "prepare_corpus"]
 
@@ -243,6 +243,13 @@ def prepare_corpus(
                 if vocab_from != "train" or name == "train":
                     counts.update(counter)
             vocab = Vocab.from_counter(counts, options.vocab_size, options.min_freq)
+            if len(vocab) == len(SPECIALS):  # (every later command refuses a corpus without words)
+                most = max(counts.values(), default=0)
+                raise ValueError(
+                    f"--min-freq {options.min_freq}: no word of {vocab_from} occurs that often (the most "
+                    f"frequent occurs {most} times), so the vocabulary would hold the special tokens alone; "
+                    "lower --min-freq"
+                )
         counters.clear()
         vocab.save(out_dir / VOCAB_FILE)
         vocab_written = True

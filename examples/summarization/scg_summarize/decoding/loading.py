@@ -216,6 +216,17 @@ def load_run(
     except (CheckpointError, KeyError, RuntimeError, ValueError) as err:  # the message names the file
         message = str(err)
         raise RunLoadError(message if str(weights) in message else f"{weights}: {message}") from None
+    if checkpoint is not None and Path(weights).resolve().parent != path.resolve():
+        # (a checkpoint from elsewhere: the result is filed under this run, with its training record
+        # and decoding defaults, so it must be this run's model)
+        differs = [key for key in ("name", "model") if stored.get(key) != raw.get(key)]
+        if differs:
+            raise RunLoadError(
+                f"{weights}: a checkpoint of another configuration than the run {path} "
+                f"({stored.get('name')!r} against {raw.get('name')!r}; its {' and '.join(differs)} differ): "
+                "the result would be filed under this run, with its training record and decoding defaults. "
+                "Give --run the folder the checkpoint was trained in"
+            )
     size = int(stored["model"].get("vocab_size", 0))
     if len(vocab) != size:
         raise RunLoadError(f"{weights}: the model has {size} words, the vocabulary {vocab_path} {len(vocab)}")

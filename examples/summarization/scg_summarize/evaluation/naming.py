@@ -113,6 +113,11 @@ def check_result_path(
     ``evaluate`` asks before it decodes a split, `write_result_safely` before it writes.
     """
     path = Path(path)
+    if path.is_dir():
+        raise FileExistsError(f"{path}: a directory; expected the path of a result file ({option})")
+    parent = next((p for p in path.parents if p.exists()), None)
+    if parent is not None and not parent.is_dir():
+        raise NotADirectoryError(f"{path}: {parent} is a file, not a folder ({option})")
     if path.exists() and not overwrite:
         try:
             old = json.loads(path.read_text(encoding="utf-8"))

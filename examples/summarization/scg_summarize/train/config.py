@@ -175,8 +175,11 @@ class TrainConfig:
             raise ValueError(f"train.baseline_beta must be in (0, 1], got {self.baseline_beta}")
         if not 0.0 <= self.alternate <= 1.0:
             raise ValueError(f"train.alternate must be in [0, 1], got {self.alternate}")
-        if self.batch_size < 1 or self.epochs < 0 or self.lr <= 0:
-            raise ValueError("train.batch_size and train.lr must be positive, train.epochs non-negative")
+        for key in ("batch_size", "epochs"):  # (epochs = 0 trains nothing and writes no checkpoint)
+            if getattr(self, key) < 1:
+                raise ValueError(f"train.{key} must be at least 1, got {getattr(self, key)}")
+        if self.lr <= 0:
+            raise ValueError(f"train.lr must be positive, got {self.lr}")
         from .objective import objective_names  # lazy: the registry imports the models
 
         if self.objective not in objective_names():

@@ -74,6 +74,12 @@ class C2FSummarizer(SummarizerFamily[C2FConfig, DecoderState]):
         super().__init__()
         if config.vocab_size < 5:
             raise ValueError("model.vocab_size must be set (the corpus vocabulary size)")
+        for key in ("test_k", "multi"):  # (chunks read per step: at most the document's)
+            if config.attention == "c2f" and 0 < config.num_chunks < getattr(config, key):
+                raise ValueError(
+                    f"model.{key} = {getattr(config, key)}, but the documents have {config.num_chunks} chunks "
+                    "(model.num_chunks): at most that many can be read per step"
+                )
         self.config = config
         V, E, H = config.vocab_size, config.emb_dim, config.hidden
         self.src_embedding = nn.Embedding(V, E, padding_idx=0)
