@@ -178,13 +178,28 @@ class GraphRecord(GraphQueries):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        if self._state != "open":  # (closed already: by the graph it is nested in, exited first)
+            return
         if self._token is None:  # entered while torch.compile traced the program
             _TRACED.pop()
         else:
+            still_open = []  # graphs nested in this one and not exited (an ExitStack unwound out of order)
+            inner = _CURRENT.get()
+            while inner is not None and inner is not self:
+                still_open.append(inner)
+                inner = inner._outer
+            for g in still_open:  # (closed innermost first: their trackers are above this one's)
+                g.__exit__(exc_type, exc, tb)
             if self.tracked:
                 self.tracker.__exit__(exc_type, exc, tb)  # type: ignore[no-untyped-call]
             _CURRENT.reset(self._token)
             self._token = None
+            if still_open and exc_type is None:
+                self._state, self._outer = "closed", None
+                raise SCGError(
+                    f"a scg.Graph was exited while {len(still_open)} graph(s) nested in it (opened after it, "
+                    "not exited) were still open; they are closed too. Exit nested graphs first (with-blocks do)"
+                )
         self._state = "closed"
         self._outer = None
 

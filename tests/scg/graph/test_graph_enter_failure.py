@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import itertools
+import warnings
 
 import pytest
 import torch
@@ -42,3 +43,27 @@ def test_the_suites_error_tests_pass_in_both_orders() -> None:
         for test in order:
             test()
         assert current_graph() is None
+
+
+@pytest.mark.parametrize("structure", [None, scg.Declared()])
+def test_exiting_a_graph_before_the_one_nested_in_it_closes_both_and_says_so(structure: scg.Declared | None) -> None:
+    """``outer.__exit__`` with ``inner`` still open (an ExitStack unwound out of order) left the
+    inner graph current and its tracker on torch's mode stack: every later graph then warned of
+    randomness outside scg.sample. It closes both and raises; the inner graph's own exit, later,
+    does nothing; the next graph is clean."""
+    depth = torch._C._len_torch_function_stack()
+    outer, inner = scg.Graph(structure=structure), scg.Graph()
+    outer.__enter__()
+    inner.__enter__()
+    with pytest.raises(scg.SCGError, match=r"exited while 1 graph\(s\) nested in it .* were still open"):
+        outer.__exit__(None, None, None)
+    assert not outer.is_open and not inner.is_open and current_graph() is None
+    assert torch._C._len_torch_function_stack() == depth
+    inner.__exit__(None, None, None)  # (already closed: nothing to do)
+    theta = torch.zeros(3, requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with scg.Graph() as g:
+            scg.cost(scg.sample(Categorical(logits=theta), name="z").float(), name="c")
+        g.surrogate_loss().backward()
+    assert theta.grad is not None
