@@ -12,11 +12,21 @@ __all__ = [
     "NonDifferentiablePathWarning",
     "SCGError",
     "UntrackedRandomnessWarning",
+    "expect_bool",
 ]
 
 
 class SCGError(ValueError):
     """Misuse of a stochastic computation graph: bad input, a call outside a graph, a bad shape."""
+
+
+def expect_bool(value: object, what: str) -> bool:
+    """``value`` if it is ``True`` or ``False``; else `SCGError` naming ``what`` (an argument, as
+    ``"GumbelSoftmax(hard=...)"``): ``"no"`` or a baseline object passed for a flag would be
+    taken as ``True``."""
+    if type(value) is not bool:
+        raise SCGError(f"{what}: expected True or False, got {value!r}")
+    return value
 
 
 class InfluenceLostWarning(UserWarning):

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from scg.baselines.base import Baseline, BaselineResult
-from scg.errors import SCGError
+from scg.errors import SCGError, expect_bool
 
 if TYPE_CHECKING:
     from scg.graph.nodes import Node, SampleInfo
@@ -47,7 +47,7 @@ class EMA(Baseline):
             raise SCGError(f"EMA(init=...): expected a finite number (the average before any cost), got {init!r}")
         self.beta: float = float(beta)
         self.init: float = float(init)
-        self.per_element = per_element
+        self.per_element = expect_bool(per_element, "EMA(per_element=...)")
         self._index: dict[Key, int] = {}
         self._values: torch.Tensor | None = None  # (n_keys, *element_shape)
         #: the row-index tensor of each tuple of rows, per device (made once, not every step)
@@ -138,6 +138,10 @@ class EMA(Baseline):
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        if not isinstance(state, dict):
+            raise SCGError(
+                f"EMA.load_state_dict: expected the dict EMA.state_dict() returns, got {type(state).__name__}"
+            )
         missing = [key for key in ("beta", "init", "keys", "values") if key not in state]
         if missing:
             raise SCGError(

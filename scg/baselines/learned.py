@@ -129,11 +129,12 @@ class Learned(Baseline):
         # (an input that needs no grad, often the data, is passed as it is)
         try:
             pred = self.module(*(x.detach() if isinstance(x, torch.Tensor) and x.requires_grad else x for x in inputs))
-        except TypeError as e:  # (most often: no .given(h), so the module was called with no inputs)
+        except (TypeError, RuntimeError) as e:  # (no .given(h): no inputs; inputs of the wrong shape)
             hint = " (its inputs are bound with .given(h): none were)" if not inputs else ""
+            shapes = ", ".join(str(tuple(x.shape)) if isinstance(x, torch.Tensor) else type(x).__name__ for x in inputs)
             raise SCGError(
-                f"Learned baseline of {node.describe()}: calling its module with {len(inputs)} input(s) failed"
-                f"{hint}: {e}"
+                f"Learned baseline of {node.describe()}: calling its module {type(self.module).__name__} with "
+                f"{len(inputs)} input(s) failed{hint}{f' (shapes {shapes})' if inputs else ''}: {e}"
             ) from None
         if not isinstance(pred, torch.Tensor):
             raise SCGError(

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import torch
 
 from scg.baselines.base import Baseline, BaselineResult
-from scg.errors import SCGError
+from scg.errors import SCGError, expect_bool
 
 if TYPE_CHECKING:
     from scg.graph.nodes import Node, SampleInfo
@@ -56,7 +56,7 @@ class Normalized(Baseline):
             raise SCGError(f"Normalized(baseline): expected an scg Baseline, got {type(baseline).__name__}")
         self.inner = baseline
         self.beta = float(beta)
-        self.scale = bool(scale)
+        self.scale = expect_bool(scale, "Normalized(scale=...)")
         # the centring is a baseline; the division rescales the score term (biased in scale)
         self.unbiased = not self.scale and (baseline is None or baseline.unbiased)
         self.stats: dict[Key, tuple[float, float]] = {}

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
-from scg.baselines.base import Baseline
+from scg.baselines.base import Baseline, BaselineResult
 from scg.credit.plan import CreditPlan
 from scg.credit.plates import share_beyond
 from scg.credit.sample_dims import SamplePlan, align_batch_to_node
@@ -260,6 +260,12 @@ def apply_baselines(
         baseline = objects[key]
         members = [nodes[i] for i in idx]
         result = baseline(members, rows, [NO_SAMPLE_DIMS] * len(idx) if info is None else [info[i] for i in idx])
+        if not isinstance(result, BaselineResult) or not isinstance(result.value, torch.Tensor):
+            got = type(result.value if isinstance(result, BaselineResult) else result).__name__
+            raise SCGError(
+                f"the baseline {baseline!r} of {members[0].describe()} returned {got}; a Baseline's __call__ "
+                "returns a BaselineResult(value=tensor, loss=None, scale=None)"
+            )
         value = result.value.detach() if result.value.requires_grad else result.value
         want = (len(idx), *shape)
         _check_shape(value, want, baseline, members[0], "value")

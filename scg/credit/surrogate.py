@@ -34,6 +34,7 @@ equally shaped nodes and costs instead of a Python loop over (node, cost) pairs.
 from __future__ import annotations
 
 import math
+import warnings
 from numbers import Real
 
 import numpy as np
@@ -55,9 +56,9 @@ from scg.credit.signals import (
 )
 from scg.credit.soundness import check_after_registration, check_baseline_inputs
 from scg.credit.traced import traced_surrogate_loss
-from scg.errors import SCGError
+from scg.errors import SCGError, expect_bool
 from scg.graph.graph import GraphRecord
-from scg.graph.nodes import SampleInfo
+from scg.graph.nodes import SampleInfo, user_stacklevel
 
 __all__ = ["objective", "surrogate_loss"]
 
@@ -101,6 +102,14 @@ def surrogate_loss(
         expectation for unbiased estimators.
     """
     _check_options(graph, discount, dice, dice_lambda, score_scale, check_finite)
+    if not torch.is_grad_enabled() and not torch.compiler.is_compiling():
+        warnings.warn(
+            "surrogate_loss() under torch.no_grad(): the loss has no gradient (its value is the objective) "
+            "and the graph is spent; build it with gradients on to train, or compute the objective from "
+            "the costs for logging",
+            UserWarning,
+            stacklevel=user_stacklevel(),
+        )
     if torch.compiler.is_compiling():  # dynamo traces the program: no NumPy, no host reads
         graph.mark_built()
         return traced_surrogate_loss(
@@ -200,8 +209,8 @@ def _check_options(
         or score_scale < 0
     ):  # (a negative λ would turn the score terms' descent into ascent)
         raise SCGError(f"surrogate_loss(score_scale=...): expected a finite number >= 0, got {score_scale!r}")
-    if type(check_finite) is not bool:
-        raise SCGError(f"surrogate_loss(check_finite=...): expected True or False, got {check_finite!r}")
+    for what, flag in (("check_finite", check_finite), ("dice", dice)):
+        expect_bool(flag, f"surrogate_loss({what}=...)")
     if dice and discount is not None and dice_lambda is None:
         raise SCGError(
             "surrogate_loss(dice=True, discount=...): the DiCE objective has no "

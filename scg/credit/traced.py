@@ -104,7 +104,10 @@ def _check_supported(graph: GraphRecord, dice: bool, dice_lambda: float | None) 
             )
     for v in graph.stochastic:
         if v.enumerated:
-            raise _refuse(f"{v.describe()} enumerates its support (Enumerate): its weights p(value) are not traced")
+            raise _refuse(
+                f"{v.describe()} uses {v.estimator!r}, which enumerates values of its support: their weights "
+                "are not traced"
+            )
         if v.plates is not None:
             raise _refuse(f"{v.describe()} declares plates=")
         if has_cv(v):

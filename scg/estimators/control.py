@@ -71,9 +71,19 @@ class LearnedControl(Estimator):
                 f"got {type(control).__name__}"
             )
         self.control = control
-        if parameters is None:
-            parameters = control.parameters() if isinstance(control, torch.nn.Module) else ()
-        self.parameters = [p for p in parameters if p.requires_grad]
+        if parameters is None:  # (a module's frozen parameters are not φ)
+            given: list[torch.Tensor] = (
+                [p for p in control.parameters() if p.requires_grad] if isinstance(control, torch.nn.Module) else []
+            )
+        else:
+            given = _tensors(parameters, f"{type(self).__name__}(parameters=...)")
+            frozen = [tuple(p.shape) for p in given if not p.requires_grad]
+            if frozen:
+                raise SCGError(
+                    f"{type(self).__name__}(parameters=...): {len(frozen)} of them do not require grad (shapes "
+                    f"{frozen[:3]}), so backward would never train them; call requires_grad_() on them"
+                )
+        self.parameters = given
         self.baseline = baseline
 
     def relaxations(self, node: StochasticNode) -> tuple[torch.Tensor, torch.Tensor]:
@@ -145,7 +155,10 @@ class LearnedControl(Estimator):
 
         ``params`` are the model parameters θ (not φ). One call replaces ``loss.backward()``.
         """
-        params = list(params)
+        if not isinstance(loss, torch.Tensor) or loss.grad_fn is None:
+            got = type(loss).__name__ if not isinstance(loss, torch.Tensor) else "a tensor without a gradient"
+            raise SCGError(f"{type(self).__name__}.backward(loss, params): expected the surrogate loss, got {got}")
+        params = _tensors(params, f"{type(self).__name__}.backward(loss, params)")
         if not self._reach_checked:
             self._warn_unlisted(loss, params)
         grads = torch.autograd.grad(loss, params, create_graph=True, allow_unused=True)
@@ -189,6 +202,18 @@ class LearnedControl(Estimator):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(control={self.control!r})"
+
+
+def _tensors(values: object, what: str) -> list[torch.Tensor]:
+    """``values`` as a list of tensors (a list, a tuple, ``module.parameters()``); a single
+    tensor, whose rows iterating it would give, or anything else is refused naming ``what``."""
+    if isinstance(values, torch.Tensor) or isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+        raise SCGError(f"{what}: expected a list of tensors (e.g. [w] or module.parameters()), got {values!r}")
+    out = list(values)
+    for v in out:
+        if not isinstance(v, torch.Tensor):
+            raise SCGError(f"{what}: expected a list of tensors, got an element {type(v).__name__}")
+    return out
 
 
 def _accumulate(params: Sequence[torch.Tensor], grads: Sequence[torch.Tensor | None]) -> None:

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, ClassVar
 import torch
 from torch.distributions import Categorical, Distribution
 
-from scg.errors import SCGError
+from scg.errors import SCGError, expect_bool
 from scg.estimators.base import Estimator
 from scg.estimators.categorical import categorical_probs, category_indices, category_values
 
@@ -57,7 +57,7 @@ class RaoBlackwellized(Estimator):
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise SCGError(f"RaoBlackwellized(k=...): expected a positive int, got {k!r}")
         self.k = k
-        self.builtin_baseline = bool(baseline)
+        self.builtin_baseline = expect_bool(baseline, "RaoBlackwellized(baseline=...)")
 
     def draw(self, dist: Distribution, sample_shape: torch.Size) -> torch.Tensor:
         """The top-k categories, then one draw from the others: ``(k + 1, *batch)`` values."""

@@ -75,7 +75,13 @@ class REBAR(RELAX):
         temp = self.log_temperature.to(z).exp()
         dist = node.dist.base_dist if isinstance(node.dist, Independent) else node.dist
         soft = torch.sigmoid(z / temp) if isinstance(dist, Bernoulli) else torch.softmax(z / temp, -1)
-        return self.eta.to(z) * self.relaxed_cost(soft)
+        cost = self.relaxed_cost(soft)
+        if not isinstance(cost, torch.Tensor):
+            raise SCGError(
+                f"REBAR relaxed_cost of {node.describe()}: returned {type(cost).__name__}, expected a tensor "
+                "of the node's log-probability shape"
+            )
+        return self.eta.to(z) * cost
 
     def __repr__(self) -> str:
         return f"REBAR(temperature={self.temperature:.3g}, eta={float(self.eta.detach()):.3g})"

@@ -35,7 +35,7 @@ from torch.distributions import (
     RelaxedBernoulli,
 )
 
-from scg.errors import SCGError
+from scg.errors import SCGError, expect_bool
 from scg.estimators.base import Estimator
 
 __all__ = ["GumbelSoftmax"]
@@ -65,7 +65,7 @@ class GumbelSoftmax(Estimator):
         ):
             raise SCGError(f"GumbelSoftmax(temperature): expected a positive number, got {temperature!r}")
         self.temperature = temperature
-        self.hard = bool(hard)
+        self.hard = expect_bool(hard, f"{type(self).__name__}(hard=...)")
 
     def draw(self, dist: Distribution, sample_shape: torch.Size) -> torch.Tensor:
         temp = torch.as_tensor(self.temperature, dtype=dist.logits.dtype if hasattr(dist, "logits") else None)

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, ClassVar
 import torch
 from torch.distributions import Distribution
 
-from scg.errors import SCGError
+from scg.errors import SCGError, expect_bool
 from scg.estimators.base import Estimator
 from scg.estimators.categorical import categorical_probs, category_indices, category_values
 
@@ -72,7 +72,7 @@ class UnorderedSet(Estimator):
     enumerates: ClassVar[bool] = True
 
     def __init__(self, *, baseline: bool = True) -> None:
-        self.builtin_baseline = bool(baseline)
+        self.builtin_baseline = expect_bool(baseline, "UnorderedSet(baseline=...)")
 
     def draw(self, dist: Distribution, sample_shape: torch.Size) -> torch.Tensor:
         """k distinct categories by Gumbel-top-k: ``(k, *batch)`` values."""

@@ -351,6 +351,16 @@ def _draw(
         value = estimator.draw(dist, shape)
     except SCGError as e:
         raise SCGError(f"scg.sample(name={name!r}) at {location}: {e}") from None
+    except NotImplementedError:  # (a Distribution subclass without sample/rsample)
+        raise SCGError(
+            f"scg.sample(name={name!r}) at {location}: {type(dist).__name__} does not implement the draw "
+            f"{estimator!r} makes (sample() or rsample())"
+        ) from None
+    except (RuntimeError, ValueError, TypeError) as e:  # (an estimator's setting that does not fit the node)
+        raise SCGError(
+            f"scg.sample(name={name!r}) at {location}: the draw of {type(dist).__name__} "
+            f"(batch shape {tuple(dist.batch_shape)}) by {estimator!r} failed: {type(e).__name__}: {e}"
+        ) from None
     if not isinstance(value, torch.Tensor):
         raise SCGError(
             f"scg.sample(name={name!r}) at {location}: the draw of {type(dist).__name__} by {estimator!r} "
@@ -409,7 +419,13 @@ def _intervention(
     assert g.intervene is not None
     auto = name if name is not None else g.next_name("stochastic")
     with _own_randomness(g):
-        raw = g.intervene(auto, step, dist, shape)
+        try:
+            raw = g.intervene(auto, step, dist, shape)
+        except TypeError as e:  # (most often a function of other arguments)
+            raise SCGError(
+                f"scg.Graph(intervene=...): calling it as intervene(name, step, dist, sample_shape) for the "
+                f"node {auto!r} failed: {e}"
+            ) from None
     if raw is not None:
         expected_shape = shape + dist.batch_shape + dist.event_shape
         if not isinstance(raw, torch.Tensor) or raw.shape != expected_shape:

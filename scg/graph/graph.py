@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 import torch
 from torch.distributions import Distribution
 
-from scg.errors import SCGError
+from scg.errors import SCGError, expect_bool
 from scg.graph.escapes import EscapeReports
 from scg.graph.masks import closure
 from scg.graph.nodes import CostNode, DeterministicNode, Location, Node, StochasticNode
@@ -93,8 +93,7 @@ class GraphRecord(GraphQueries):
                 f"value or None, got {type(intervene).__name__}"
             )
         for option, flag in (("strict", strict), ("warn_on_escape", warn_on_escape)):
-            if type(flag) is not bool:
-                raise SCGError(f"scg.Graph({option}=...): expected True or False, got {flag!r}")
+            expect_bool(flag, f"scg.Graph({option}=...)")
         self.intervene = intervene
         self.strict = strict
         self.plates = plates

@@ -13,6 +13,7 @@ from typing import Any
 import networkx as nx
 import torch
 
+from scg.errors import SCGError
 from scg.graph.graph import GraphRecord
 from scg.graph.masks import bits
 from scg.graph.nodes import StochasticNode
@@ -62,6 +63,8 @@ def to_networkx(graph: GraphRecord, *, parameters: bool = True, names: dict[int,
     Node attributes: ``kind``, ``step``, ``shape`` and, for stochastic nodes, ``distribution``
     and ``estimator``.
     """
+    if not isinstance(graph, GraphRecord):
+        raise SCGError(f"to_networkx(graph): expected a scg.Graph, got {type(graph).__name__}")
     g = nx.DiGraph()
     for n in graph.nodes:
         attrs: dict[str, Any] = {

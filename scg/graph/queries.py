@@ -71,7 +71,10 @@ class GraphQueries:
             return matches[0]
         known = ", ".join(sorted({repr(n.name) for n in self.nodes})) or "none"
         if matches:
-            raise SCGError(f"node {ref!r} exists at several steps; pass step= (known nodes: {known})")
+            steps = ", ".join(repr(n.step) for n in matches)
+            if step is None:
+                raise SCGError(f"node {ref!r} exists at several steps ({steps}); pass step=")
+            raise SCGError(f"node {ref!r} has no step {step!r}; its steps: {steps}")
         raise SCGError(
             f"no node named {ref!r}{'' if step is None else f' at step {step}'} in this graph (known nodes: {known})"
         )

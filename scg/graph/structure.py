@@ -391,6 +391,8 @@ class Cached(Structure):
             raise SCGError(f"scg.Cached(patience=...): expected an int >= 1, got {patience!r}")
         self.check_every = check_every
         self.patience = patience
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise SCGError(f"scg.Cached(seed=...): expected an int, got {seed!r}")
         self._rng = random.Random(seed)
         self._retrace = True
         self._warned = False

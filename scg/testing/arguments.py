@@ -8,15 +8,27 @@ argument, what it expects and what it found.
 
 from __future__ import annotations
 
+import inspect
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from numbers import Integral, Real
+from typing import Any
 
 import torch
 
 from scg.errors import SCGError
 
-__all__ = ["Params", "at_least", "non_negative", "open_unit", "parameters", "unused_parameters"]
+__all__ = [
+    "Params",
+    "at_least",
+    "keyword_options",
+    "non_negative",
+    "open_unit",
+    "parameters",
+    "program_without_arguments",
+    "seed_of",
+    "unused_parameters",
+]
 
 #: what the helpers take as ``params``: one tensor, or several (a list, a tuple, ``model.parameters()``)
 Params = torch.Tensor | Iterable[torch.Tensor]
@@ -80,3 +92,43 @@ def non_negative(value: object, name: str, where: str) -> float:
     ):
         raise SCGError(f"{where}: {name} must be a finite number >= 0, got {value!r}")
     return float(value)
+
+
+def program_without_arguments(program: object, where: str) -> None:
+    """``program`` must be a callable the helper can call with no arguments."""
+    if not callable(program):
+        raise SCGError(f"{where}: program must be a function of no arguments, got {type(program).__name__}")
+    try:
+        inspect.signature(program).bind()
+    except TypeError:
+        raise SCGError(
+            f"{where}: program must be callable with no arguments (it calls scg.sample and scg.cost; "
+            f"bind its inputs with a closure or functools.partial), got {program!r}"
+        ) from None
+    except ValueError:  # (a builtin without a signature: called as it is)
+        pass
+
+
+def seed_of(value: object, where: str) -> int:
+    """``value`` as a seed: an int (a float would be truncated, a string refused by torch)."""
+    if isinstance(value, bool) or not isinstance(value, Integral):
+        raise SCGError(f"{where}: seed must be an int, got {value!r}")
+    return int(value)
+
+
+def keyword_options(options: object, accepting: Callable[..., Any], name: str, where: str) -> dict[str, Any]:
+    """``options`` (None or a dict) as the keyword arguments of ``accepting``, checked before any
+    work: a misspelt key failed inside the first estimate, after the exact gradient was computed."""
+    if options is None:
+        return {}
+    if not isinstance(options, dict):
+        raise SCGError(f"{where}: {name} must be a dict of keyword arguments, got {type(options).__name__}")
+    known = [
+        k
+        for k, p in inspect.signature(accepting).parameters.items()
+        if p.kind is p.KEYWORD_ONLY or (p.kind is p.POSITIONAL_OR_KEYWORD and k != "self")
+    ]
+    unknown = [k for k in options if k not in known]
+    if unknown:
+        raise SCGError(f"{where}: {name} has unknown key(s) {unknown}; expected some of {known}")
+    return dict(options)

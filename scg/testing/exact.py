@@ -47,8 +47,8 @@ from torch.distributions import (
 
 from scg.credit.graph import Graph
 from scg.credit.surrogate import objective
-from scg.errors import SCGError
-from scg.testing.arguments import Params, at_least, parameters, unused_parameters
+from scg.errors import SCGError, expect_bool
+from scg.testing.arguments import Params, at_least, parameters, program_without_arguments, unused_parameters
 
 __all__ = ["QuadratureWarning", "exact_expectation", "exact_gradient", "exact_hessian"]
 
@@ -209,6 +209,11 @@ def _runs(program: Program, quadrature: int, max_runs: int) -> tuple[list[tuple[
                 "E batch elements has K^E joint values); use a smaller batch or fewer nodes, or "
                 "raise max_runs"
             ) from None
+        if g.nested:  # (its draws are not forced: the enumeration opens the program's graph)
+            raise SCGError(
+                "exact enumeration: the program opened its own scg.Graph; the helpers open the graph "
+                "themselves, so the program calls scg.sample and scg.cost without one"
+            )
         if not torch.equal(rng, torch.random.get_rng_state()):  # (every node's value was forced)
             raise SCGError(
                 "exact enumeration: the program drew random numbers outside scg.sample (torch's "
@@ -244,7 +249,7 @@ def exact_expectation(program: Program, *, quadrature: int = 48, max_runs: int =
             polynomial in x of degree < 2K − 2, approximate otherwise: see the module docstring).
         max_runs: refuse to enumerate more runs than this (counted before enumerating).
     """
-    _checked(quadrature, max_runs, "exact_expectation")
+    _checked(program, quadrature, max_runs, "exact_expectation")
     return _expectation(program, quadrature, max_runs)[0]
 
 
@@ -259,7 +264,8 @@ def _grad(value: torch.Tensor, params: list[torch.Tensor], where: str) -> list[t
     return [torch.zeros_like(p) if g is None else g for p, g in zip(params, grads)]
 
 
-def _checked(quadrature: object, max_runs: object, where: str) -> None:
+def _checked(program: object, quadrature: object, max_runs: object, where: str) -> None:
+    program_without_arguments(program, where)
     at_least(quadrature, 1, "quadrature", where)
     at_least(max_runs, 1, "max_runs", where)
 
@@ -281,7 +287,8 @@ def exact_gradient(
     Normal node's value (a step function, rounding, indexing), where the result is approximate.
     """
     params = parameters(params, "exact_gradient")
-    _checked(quadrature, max_runs, "exact_gradient")
+    _checked(program, quadrature, max_runs, "exact_gradient")
+    expect_bool(check_quadrature, "exact_gradient(check_quadrature=...)")
     value, quadrature_used = _expectation(program, quadrature, max_runs)
     grads = _grad(value, params, "exact_gradient")
     if check_quadrature and quadrature_used and quadrature >= 4:
@@ -307,7 +314,7 @@ def exact_gradient(
 def exact_hessian(program: Program, params: Params, *, quadrature: int = 48, max_runs: int = 200_000) -> torch.Tensor:
     """Exact Hessian of E[Σ costs] w.r.t. the flattened, concatenated ``params`` (d, d)."""
     params = parameters(params, "exact_hessian")
-    _checked(quadrature, max_runs, "exact_hessian")
+    _checked(program, quadrature, max_runs, "exact_hessian")
     value = _expectation(program, quadrature, max_runs)[0]
     grads = (
         torch.autograd.grad(value, params, create_graph=True, allow_unused=True)

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from scg.credit.graph import Graph
+from scg.errors import SCGError
 from scg.graph.nodes import CostNode, StochasticNode
 from scg.graph.structure import Declared, signature
 from scg.testing.arguments import at_least
@@ -63,7 +64,7 @@ def check_structure(
     difference biases the gradient.
     """
     if not isinstance(structure, Declared):
-        raise TypeError(f"check_structure: expected a scg.Declared, got {type(structure).__name__}")
+        raise SCGError(f"check_structure: expected a scg.Declared, got {type(structure).__name__}")
     at_least(runs, 1, "runs", "check_structure")
     kwargs = dict(graph_kwargs or {})
     for r in range(runs):

@@ -27,7 +27,17 @@ import torch
 
 from scg.credit.graph import Graph
 from scg.errors import SCGError
-from scg.testing.arguments import Params, at_least, non_negative, open_unit, parameters, unused_parameters
+from scg.testing.arguments import (
+    Params,
+    at_least,
+    keyword_options,
+    non_negative,
+    open_unit,
+    parameters,
+    program_without_arguments,
+    seed_of,
+    unused_parameters,
+)
 from scg.testing.exact import exact_gradient
 
 __all__ = [
@@ -62,13 +72,16 @@ def estimate_gradients(
     ``torch.random.fork_rng``, so the caller's RNG state is left as it was.
     """
     params = parameters(params, "estimate_gradients")
+    program_without_arguments(program, "estimate_gradients")
     at_least(n, 1, "n", "estimate_gradients")
-    kwargs = dict(surrogate_kwargs or {})
+    seed = seed_of(seed, "estimate_gradients")
+    kwargs = keyword_options(surrogate_kwargs, Graph.surrogate_loss, "surrogate_kwargs", "estimate_gradients")
+    graph_kwargs = keyword_options(graph_kwargs, Graph.__init__, "graph_kwargs", "estimate_gradients")
     out = []
     with torch.random.fork_rng():
         torch.manual_seed(seed)
         for _ in range(n):
-            with Graph(**(graph_kwargs or {})) as g:
+            with Graph(**graph_kwargs) as g:
                 program()
             loss = g.surrogate_loss(**kwargs)
             grads: Sequence[torch.Tensor | None] = (
@@ -98,9 +111,13 @@ def estimate_gradients_batched(
     passed to each run's ``scg.Graph``.
     """
     params = parameters(params, "estimate_gradients_batched")
+    if not callable(program):
+        raise SCGError(f"estimate_gradients_batched: program must be callable, got {type(program).__name__}")
     at_least(n, 1, "n", "estimate_gradients_batched")
     at_least(particles, 1, "particles", "estimate_gradients_batched")
-    kwargs = dict(surrogate_kwargs or {})
+    seed = seed_of(seed, "estimate_gradients_batched")
+    kwargs = keyword_options(surrogate_kwargs, Graph.surrogate_loss, "surrogate_kwargs", "estimate_gradients_batched")
+    graph_kwargs = keyword_options(graph_kwargs, Graph.__init__, "graph_kwargs", "estimate_gradients_batched")
     out: list[torch.Tensor] = []
     with torch.random.fork_rng():
         torch.manual_seed(seed)
@@ -108,7 +125,7 @@ def estimate_gradients_batched(
         while remaining > 0:
             p = min(particles, remaining)
             reps = [q.detach().unsqueeze(0).expand(p, *q.shape).clone().requires_grad_() for q in params]
-            with Graph(**(graph_kwargs or {})) as g:
+            with Graph(**graph_kwargs) as g:
                 program(*reps)
             loss = g.surrogate_loss(**kwargs)
             mixed = [k for k, whole in g.credit_pairs.items() if whole]
@@ -189,6 +206,8 @@ def compare(estimates: torch.Tensor, exact: torch.Tensor, *, alpha: float = 1e-3
             f"compare: exact must be a tensor of {estimates.shape[1]} entries, one per column of the "
             f"estimates {tuple(estimates.shape)}, got {found}"
         )
+    if estimates.shape[1] == 0:
+        raise SCGError("compare: the estimates have no coordinates (shape (n, 0)): nothing would be tested")
     eps = torch.finfo(estimates.dtype if estimates.is_floating_point() else torch.double).eps
     est = estimates.double()
     ex = exact.double().reshape(-1)
@@ -258,6 +277,11 @@ def check_unbiased(
             scg.Declared()}``; not to the enumeration of the exact gradient, which is tracked).
     """
     params = parameters(params, "check_unbiased")
+    program_without_arguments(program, "check_unbiased")
+    at_least(n, 2, "n", "check_unbiased")  # (one estimate has no spread: it would be judged deterministic)
+    seed = seed_of(seed, "check_unbiased")
+    surrogate_kwargs = keyword_options(surrogate_kwargs, Graph.surrogate_loss, "surrogate_kwargs", "check_unbiased")
+    graph_kwargs = keyword_options(graph_kwargs, Graph.__init__, "graph_kwargs", "check_unbiased")
     if exact is not None:
         exact = list(exact)
         shapes = [tuple(p.shape) for p in params]

@@ -386,6 +386,28 @@ def _learned_without_inputs() -> None:
     g.surrogate_loss()
 
 
+def _learned_of_the_wrong_shape() -> None:
+    th = theta()
+    bl = scg.baselines.Learned(torch.nn.Linear(2, 1)).given(torch.randn(4, 5))
+    with scg.Graph() as g:
+        z = scg.sample(Bernoulli(logits=th[0].expand(4)), name="z", baseline=bl)
+        scg.cost(z * 1.0, name="c")
+    g.surrogate_loss()
+
+
+class _ReturnsATensor(scg.baselines.Baseline):
+    def __call__(self, nodes, targets, info):  # type: ignore[no-untyped-def, override]
+        return torch.zeros(())
+
+
+def _a_baseline_returning_a_tensor() -> None:
+    th = theta()
+    with scg.Graph() as g:
+        z = scg.sample(Bernoulli(logits=th[0]), name="z", baseline=_ReturnsATensor())
+        scg.cost(z * 1.0, name="c")
+    g.surrogate_loss()
+
+
 @pytest.mark.parametrize(
     ("call", "message"),
     [
@@ -397,6 +419,17 @@ def _learned_without_inputs() -> None:
         (lambda: scg.baselines.Learned(torch.nn.Linear(3, 1), loss_weight=-1), r"loss_weight=...\): expected a finite"),
         (lambda: scg.baselines.Learned(torch.nn.Linear(3, 1), loss_weight=float("nan")), r"loss_weight"),
         (_learned_without_inputs, r"Learned baseline of stochastic node 'z'.*0 input\(s\) failed.*\.given\(h\)"),
+        (
+            _learned_of_the_wrong_shape,
+            r"Learned baseline of stochastic node 'z'.*Linear with 1 input\(s\) failed \(shapes",
+        ),
+        (lambda: scg.baselines.EMA().load_state_dict(3), r"EMA.load_state_dict: expected the dict .* got int"),  # type: ignore[arg-type]
+        (lambda: scg.baselines.EMA(per_element="no"), r"EMA\(per_element=...\): expected True or False, got 'no'"),
+        (lambda: scg.baselines.Normalized(scale="no"), r"Normalized\(scale=...\): expected True or False"),  # type: ignore[arg-type]
+        (
+            _a_baseline_returning_a_tensor,
+            r"the baseline .* of stochastic node 'z'.* returned Tensor; a Baseline's __call__",
+        ),
     ],
 )
 def test_a_bad_baseline_argument_is_refused_naming_it(call, message) -> None:  # type: ignore[no-untyped-def]

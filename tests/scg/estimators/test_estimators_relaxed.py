@@ -248,6 +248,46 @@ def test_relax_errors_name_the_node() -> None:
         g.surrogate_loss()
     with pytest.raises(scg.SCGError, match="callable"):
         scg.estimators.RELAX(3)  # type: ignore[arg-type]
+    w = torch.zeros(3)
+    for bad, found in (
+        ("abc", "expected a list of tensors.*got 'abc'"),
+        (w.requires_grad_(), "expected a list of tensors.*got tensor"),
+    ):
+        with pytest.raises(scg.SCGError, match=rf"RELAX\(parameters=...\): {found}"):
+            scg.estimators.RELAX(lambda z: z, parameters=bad)  # type: ignore[arg-type]
+    with pytest.raises(scg.SCGError, match=r"RELAX\(parameters=...\): 1 of them do not require grad"):
+        scg.estimators.RELAX(lambda z: z, parameters=[torch.zeros(3)])  # (never trained)
+    relax = scg.estimators.RELAX(Control(False))
+    with scg.Graph() as g:
+        scg.cost((TAB[scg.sample(Categorical(logits=th[:3]), name="v", estimator=relax)] + th[3]) ** 2, name="c")
+    loss = g.surrogate_loss()
+    for args, found in (
+        ((3.0, [th]), "expected the surrogate loss, got float"),
+        ((loss, th), "expected a list of tensors.*got tensor"),
+    ):
+        with pytest.raises(scg.SCGError, match=rf"RELAX.backward\(loss, params\): {found}"):
+            relax.backward(*args)  # type: ignore[arg-type]
+    for cost, kind in ((lambda s: None, "NoneType"), (lambda s: "x", "str")):
+        with scg.Graph() as g:
+            scg.cost(
+                TAB[scg.sample(Categorical(logits=th[:3]), name="v", estimator=scg.estimators.REBAR(cost))], name="c"
+            )
+        with pytest.raises(scg.SCGError, match=rf"REBAR relaxed_cost of stochastic node 'v'.*returned {kind}"):
+            g.surrogate_loss()
+    for make in (
+        lambda: scg.estimators.GumbelSoftmax(0.5, hard="no"),
+        lambda: scg.estimators.RaoBlackwellized(2, baseline=scg.baselines.EMA()),
+        lambda: scg.estimators.UnorderedSet(baseline="no"),
+    ):
+        with pytest.raises(scg.SCGError, match=r"\((hard|baseline)=...\): expected True or False"):
+            make()
+    with scg.Graph():  # (a draw that does not fit the node: named, not torch's broadcast error)
+        with pytest.raises(scg.SCGError, match=r"name='y'.*the draw of OneHotCategorical \(batch shape \(2,\)\)"):
+            scg.sample(
+                OneHotCategorical(logits=torch.zeros(2, 3)),
+                name="y",
+                estimator=scg.estimators.GumbelSoftmax(torch.ones(5)),
+            )
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])

@@ -194,7 +194,9 @@ def test_a_drop_in_bias_is_seen() -> None:
     assert max(float((a - b).abs().max()) for a, b in zip(wrong, right)) > 1e-3
 
 
-@pytest.mark.parametrize("what", ["baseline", "enumerate", "plates", "per_example", "dice", "cost_baseline", "vimco"])
+@pytest.mark.parametrize(
+    "what", ["baseline", "enumerate", "unordered_set", "plates", "per_example", "dice", "cost_baseline", "vimco"]
+)
 def test_unsupported_features_are_refused_by_name(what: str) -> None:
     """The refusal names the node (and its baseline and why, for a baseline), or the option."""
     theta = torch.zeros(3, 4, requires_grad=True)
@@ -206,8 +208,10 @@ def test_unsupported_features_are_refused_by_name(what: str) -> None:
             Categorical(logits=theta),
             name="znode",
             baseline={"baseline": normalized, "vimco": vimco}.get(what),
-            estimator=scg.estimators.Enumerate() if what == "enumerate" else None,
-            n=2 if what == "vimco" else None,
+            estimator={"enumerate": scg.estimators.Enumerate(), "unordered_set": scg.estimators.UnorderedSet()}.get(
+                what
+            ),
+            n={"vimco": 2, "unordered_set": 2}.get(what),
             plates=1 if what == "plates" else None,
         )
         scg.cost(
@@ -220,7 +224,8 @@ def test_unsupported_features_are_refused_by_name(what: str) -> None:
         traced_surrogate_loss(g, discount=None, dice=what == "dice", dice_lambda=None, score_scale=1.0)
     expected = {
         "baseline": ["'znode'", "Normalized", "host read"],
-        "enumerate": ["'znode'", "Enumerate"],
+        "enumerate": ["'znode'", "Enumerate", "enumerates values of its support"],
+        "unordered_set": ["'znode'", "UnorderedSet", "enumerates values of its support"],
         "plates": ["'znode'", "plates="],
         "per_example": ["per_example=False"],
         "dice": ["DiCE"],

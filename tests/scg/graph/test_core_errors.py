@@ -121,6 +121,31 @@ def test_bad_arguments() -> None:
         scg.baselines.EMA(0.0)
     with pytest.raises(scg.SCGError, match="finite"):
         scg.baselines.Constant(float("nan"))
+    with pytest.raises(scg.SCGError, match=r"scg.Cached\(seed=...\): expected an int, got \[1\]"):
+        scg.Cached(seed=[1])  # type: ignore[arg-type]
+    with pytest.raises(scg.SCGError, match=r"to_networkx\(graph\): expected a scg.Graph, got str"):
+        scg.viz.to_networkx("g")  # type: ignore[arg-type]
+    with scg.Graph(intervene=lambda name: None):  # type: ignore[arg-type, misc]
+        with pytest.raises(scg.SCGError, match=r"intervene=...\): calling it as intervene\(name, step, dist"):
+            scg.sample(Categorical(logits=torch.zeros(2)), name="z")
+
+    class NoSample(Distribution):
+        arg_constraints: dict[str, object] = {}
+
+        def __init__(self) -> None:
+            super().__init__(torch.Size(), validate_args=False)
+
+    with scg.Graph():
+        with pytest.raises(scg.SCGError, match=r"name='w'.*NoSample does not implement the draw"):
+            scg.sample(NoSample(), name="w")
+    theta = torch.zeros(2, requires_grad=True)
+    with scg.Graph() as g:
+        scg.cost(scg.sample(Categorical(logits=theta), name="z").float(), name="c")
+    with pytest.raises(scg.SCGError, match=r"surrogate_loss\(dice=...\): expected True or False, got 'no'"):
+        g.surrogate_loss(dice="no")  # type: ignore[arg-type]
+    with pytest.warns(UserWarning, match=r"surrogate_loss\(\) under torch.no_grad\(\): the loss has no gradient"):
+        with torch.no_grad():
+            g.surrogate_loss()
 
 
 def test_discount_needs_steps_in_order() -> None:

@@ -36,7 +36,10 @@ def test_a_name_at_several_steps_needs_its_step() -> None:
         for t in range(2):
             scg.cost(torch.ones(()) * t, name="c", step=t)
     assert g.node("c", step=1).step == 1
-    with pytest.raises(scg.SCGError, match=r"node 'c' exists at several steps; pass step= \(known nodes: 'c'\)"):
+    with pytest.raises(scg.SCGError, match=r"node 'c' exists at several steps \(0, 1\); pass step="):
         g.node("c")
+    for step in (5, "0"):  # (a step it does not have: said so, not "pass step=")
+        with pytest.raises(scg.SCGError, match=rf"node 'c' has no step {step!r}; its steps: 0, 1"):
+            g.node("c", step=step)  # type: ignore[arg-type]
     with pytest.raises(scg.SCGError, match=r"no node named 'd' in this graph \(known nodes: 'c'\)"):
         g.node("d")

@@ -51,7 +51,22 @@ def test_parameters_the_program_does_not_use_are_refused() -> None:
     ("call", "message"),
     [
         (lambda p, t: st.estimate_gradients(p, t, 0), r"estimate_gradients: n must be an int >= 1, got 0"),
-        (lambda p, t: st.check_unbiased(p, t, n=-1), r"n must be an int >= 1, got -1"),
+        (lambda p, t: st.check_unbiased(p, t, n=-1), r"n must be an int >= 2, got -1"),
+        (lambda p, t: st.check_unbiased(p, t, n=1), r"n must be an int >= 2, got 1"),
+        (
+            lambda p, t: st.check_unbiased(p, t, n=4, surrogate_kwargs={"discout": 0.5}),
+            r"surrogate_kwargs has unknown key\(s\) \[.discout.\]",
+        ),
+        (
+            lambda p, t: st.check_unbiased(p, t, n=4, graph_kwargs={"stric": True}),
+            r"graph_kwargs has unknown key\(s\) \[.stric.\]",
+        ),
+        (lambda p, t: st.estimate_gradients(p, t, 3, seed=1.5), r"estimate_gradients: seed must be an int, got 1.5"),
+        (
+            lambda p, t: st.exact_gradient(lambda x: None, t),
+            r"exact_gradient: program must be callable with no arguments",
+        ),
+        (lambda p, t: st.compare(torch.zeros(10, 0), torch.zeros(0)), r"compare: the estimates have no coordinates"),
         (lambda p, t: st.estimate_gradients_batched(p, t, 4, particles=0), r"particles must be an int >= 1"),
         (lambda p, t: st.exact_expectation(p, quadrature=0), r"exact_expectation: quadrature must be an int >= 1"),
         (lambda p, t: st.exact_gradient(p, t, max_runs=True), r"max_runs must be an int >= 1, got True"),

@@ -164,3 +164,15 @@ def test_randomness_outside_scg_sample_is_refused() -> None:
 
     with pytest.raises(scg.SCGError, match=r"drew random numbers outside scg.sample"):
         st.exact_expectation(program)
+
+
+def test_a_program_opening_its_own_graph_is_told_the_helpers_open_it() -> None:
+    """Its draws were not forced, and the refusal blamed randomness outside scg.sample."""
+    th = torch.zeros(3, requires_grad=True)
+
+    def program() -> None:
+        with scg.Graph():
+            scg.cost(scg.sample(Categorical(logits=th), name="z").float(), name="c")
+
+    with pytest.raises(scg.SCGError, match=r"the program opened its own scg.Graph; the helpers open the graph"):
+        st.exact_gradient(program, th)
