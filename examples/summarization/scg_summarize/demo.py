@@ -327,11 +327,15 @@ def run_demo(
     heatmap = out / "heatmap.png"
     draw_heatmap(panels, salient, heatmap)
     (out / "results.json").write_text(json.dumps(rows, indent=2) + "\n")
-    (out / "results.md").write_text(table + "\n" + "".join(f"\nWARNING: {w}\n" for w in warnings))
+    # (the table depends on torch's version and the CPU's vector instructions, which change the
+    # order of floating-point sums in torch's kernels; not on the load or the environment's threads)
+    made = f"torch {torch.__version__}, CPU capability {torch.backends.cpu.get_cpu_capability()}, 1 thread"
+    (out / "results.md").write_text(table + f"\n\n({made})\n" + "".join(f"\nWARNING: {w}\n" for w in warnings))
     (out / "timings.md").write_text(timings + "\n")
     log(table)
+    log(f"({made}: the table depends on these, not on the machine's load)")
     log("")
-    log(f"seconds (these depend on the machine; the table above does not: {torch.get_num_threads()} thread):")
+    log(f"seconds (these depend on the machine and its load: {torch.get_num_threads()} thread):")
     log(timings)
     for warning in warnings:
         log(f"WARNING: {warning}")
