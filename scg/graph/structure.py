@@ -53,7 +53,8 @@ Influences = Callable[[StochasticNode, Node], bool]
 
 class Signature(tuple):  # type: ignore[type-arg]
     """A graph's signature: a tuple whose hash is computed once (it keys several lookups per
-    step)."""
+    step), and whose comparison with one of another length is one step (a tuple compares the
+    entries first: the signatures of a loop at two lengths share every entry of the shorter)."""
 
     _hash: int | None = None
 
@@ -62,6 +63,16 @@ class Signature(tuple):  # type: ignore[type-arg]
         if h is None:
             self._hash = h = tuple.__hash__(self)
         return h
+
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        if isinstance(other, tuple) and len(other) != len(self):
+            return False
+        return tuple.__eq__(self, other)  # type: ignore[no-any-return]
+
+    def __ne__(self, other: object) -> bool:
+        return not self.__eq__(other)
 
 
 def node_key(n: Node) -> Hashable:
@@ -186,7 +197,7 @@ class Structure:
         """Forget the relation and plans of ``sig``."""
         self.relations.pop(sig, None)
         self._learned.pop(sig, None)
-        for key in [k for k in self.plans if k[0] == sig]:  # (keys: (signature, options...))
+        for key in [k for k in self.plans if k[0] == sig]:  # (keys: (signature, options...); the interned one)
             del self.plans[key]
 
     # -------------------------------------------------------------- called by the graph
