@@ -53,8 +53,7 @@ Influences = Callable[[StochasticNode, Node], bool]
 
 class Signature(tuple):  # type: ignore[type-arg]
     """A graph's signature: a tuple whose hash is computed once (it keys several lookups per
-    step), and whose comparison with one of another length is one step (a tuple compares the
-    entries first: the signatures of a loop at two lengths share every entry of the shorter)."""
+    step)."""
 
     _hash: int | None = None
 
@@ -63,16 +62,6 @@ class Signature(tuple):  # type: ignore[type-arg]
         if h is None:
             self._hash = h = tuple.__hash__(self)
         return h
-
-    def __eq__(self, other: object) -> bool:
-        if self is other:
-            return True
-        if isinstance(other, tuple) and len(other) != len(self):
-            return False
-        return tuple.__eq__(self, other)  # type: ignore[no-any-return]
-
-    def __ne__(self, other: object) -> bool:
-        return not self.__eq__(other)
 
 
 def node_key(n: Node) -> Hashable:
@@ -194,10 +183,12 @@ class Structure:
         self._drop(sig)
 
     def _drop(self, sig: tuple[Hashable, ...]) -> None:
-        """Forget the relation and plans of ``sig``."""
+        """Forget the relation and plans of ``sig`` (the interned signature, `_intern`)."""
         self.relations.pop(sig, None)
         self._learned.pop(sig, None)
-        for key in [k for k in self.plans if k[0] == sig]:  # (keys: (signature, options...); the interned one)
+        # (keys: (the interned signature, options...): told apart by identity, since tuples compare
+        # entry by entry, and a loop's signatures at two lengths share every entry of the shorter)
+        for key in [k for k in self.plans if k[0] is sig]:
             del self.plans[key]
 
     # -------------------------------------------------------------- called by the graph
