@@ -168,6 +168,7 @@ def test_cnndm_jsonl_export_splits_highlights(tmp_path: Path) -> None:
         ('{"source": "s", "target": []}', "empty_target", "empty target"),
         ('{"source": "s", "target": "x \\udc80"}', "invalid_text", r"field 'target' holds an unpaired surrogate"),
         ('{"source": ["ok \\ud83d\\ude00", "\\uD800"], "target": "t"}', "invalid_text", "field 'source' holds"),
+        ('{"source": "a", "target": "t", "source": "b"}', "bad_json", "the field 'source' appears twice"),
     ],
 )
 def test_jsonl_bad_records(tmp_path: Path, line: str, reason: str, message: str) -> None:

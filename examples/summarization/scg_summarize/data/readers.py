@@ -93,6 +93,20 @@ def _as_references(value: Any, name: str, sep: str | None, path: Path, lineno: i
     return [" ".join(p.split()) for p in parts if p.strip()]
 
 
+class _DuplicateField(Exception):
+    """A JSON object with a field given twice (the field's name)."""
+
+
+def _unique_fields(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``json.loads``' ``object_pairs_hook``: the object, refusing a field given twice."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateField(key)
+        out[key] = value
+    return out
+
+
 def _check_surrogates(record: dict[str, Any], path: Path, lineno: int) -> None:
     """Refuse a field holding an unpaired surrogate (JSON allows the escape ``"\\udc80"``; no UTF-8
     text holds it, so writing the corpus would fail later, naming no line)."""
@@ -128,10 +142,12 @@ def parse_json_record(
     """
     path = Path(path)
     try:
-        record = json.loads(text)
+        record = json.loads(text, object_pairs_hook=_unique_fields)
     except json.JSONDecodeError as err:
         message = f"invalid JSON ({err.msg} at column {err.colno})"
         raise DataError(message, path, lineno, reason="bad_json") from None
+    except _DuplicateField as err:  # (json keeps the last value of a repeated field, silently)
+        raise DataError(f"the field {err.args[0]!r} appears twice in the record", path, lineno, "bad_json") from None
     if not isinstance(record, dict):
         raise DataError(f"expected a JSON object, got {type(record).__name__}", path, lineno, "bad_json")
     if "\\ud" in text or "\\uD" in text:  # a \uXXXX escape of a surrogate: paired, or not text
