@@ -81,3 +81,22 @@ def test_a_vocabulary_file_without_words_or_text_is_refused_naming_it(
     path.write_bytes(content)
     with pytest.raises(ValueError, match=re.escape(str(path)) + ".*" + message):
         Vocab.load(path)
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (lambda: Vocab("abc"), TypeError, r"expected a list of words, got a string 'abc'"),  # (its characters)
+        (lambda: Vocab(["a", 1]), TypeError, r"expected words \(strings\), got int 1"),
+        (lambda: Vocab(["a", "b"]).encode("a b"), TypeError, r"expected a list of words \(split the text\)"),
+        (lambda: Vocab(["a", "b"]).decode([4.9]), TypeError, r"id 0 is 4.9, not an integer"),  # (was cut to 4)
+        (lambda: Vocab(["a", "b"]).decode([99]), IndexError, r"token id 99 is not in the vocabulary \(ids 0-5\)"),
+        (lambda: Vocab.from_counter(Counter(a=2, b=1), -1), ValueError, r"max_size=...\): expected an int >= 0"),
+    ],
+)
+def test_a_wrong_argument_is_named_not_taken_apart(call, error, message) -> None:  # type: ignore[no-untyped-def]
+    """A string for a list of words was split into characters, a float id cut, a negative size
+    dropped the last word through slicing: each is refused naming what it got."""
+    with pytest.raises(error, match=message):
+        call()
+    assert Vocab(["a", "b"]).decode([4, torch.tensor(5)]) == ["a", "b"]  # (integer ids of any kind)

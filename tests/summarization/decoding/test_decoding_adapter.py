@@ -109,3 +109,27 @@ def test_regrid_keeps_words_and_ids_aligned(corpus: Path) -> None:
     flat_words = [w for chunk in new.words for w in chunk]
     assert flat_words == [w for chunk in doc.words for w in chunk][:60]
     assert new.src[new.src_mask].tolist() == doc.src[doc.src_mask].tolist()[:60]
+
+
+def test_the_python_api_names_input_it_cannot_use(tmp_path: Path, corpus: Path) -> None:
+    """A document of padding only was summarized with invented words; a string of text for the
+    list of paragraphs became one-character chunks; a missing ``data_dir`` was recorded as the
+    run's corpus; ``max_target_len=-1`` cut the target to ``</s>``."""
+    from dataclasses import replace
+
+    from scg_summarize.decoding.inputs import encode_text
+
+    run = _write_run(tmp_path, corpus, "tiny-C2F")
+    loaded = load_run(run, data_dir=corpus)
+    with pytest.raises(ValueError, match=r"load_run\(data_dir='.*nope'\): no such directory"):
+        load_run(run, data_dir=tmp_path / "nope")
+    with pytest.raises(TypeError, match=r"encode_text\('d', paragraphs\): expected a list of strings .* got a string"):
+        encode_text("d", "hello world", loaded.prep_options, loaded.vocab)  # type: ignore[arg-type]
+    doc = next(iter(documents_from_split(SummarizationDataset(corpus, "test"))))
+    empty = replace(doc, id="empty", src_mask=torch.zeros_like(doc.src_mask))
+    summarizer = Summarizer(loaded.decoder, loaded.vocab, DecodeOptions(greedy=True, min_len=1, max_len=3))
+    with pytest.raises(ValueError, match=r"Summarizer: empty: the document has no words"):
+        summarizer.summarize_batch([empty])
+    assert len(summarizer.summarize_batch([doc])[0]) == 1
+    with pytest.raises(ValueError, match=r"max_target_len: expected None or an int >= 2, got -1"):
+        SummarizationDataset(corpus, "train", max_target_len=-1)

@@ -182,3 +182,17 @@ def test_xsum_full_set_is_close_to_perl_rouge(system: str) -> None:
 def test_rouge_options_are_serializable() -> None:
     options = RougeOptions(limit_bytes=75, measure="recall")
     assert options.to_dict()["limit_bytes"] == 75 and options.to_dict()["metrics"][0] == "rouge1"
+
+
+def test_a_string_for_a_list_is_refused_not_scored_per_character() -> None:
+    """``Rouge.corpus("ab", ...)`` scored each character as a prediction (ROUGE-1 100); a
+    non-string reference or prediction failed inside the tokenizer."""
+    rouge = Rouge()
+    with pytest.raises(TypeError, match=r"Rouge.corpus\(predictions\): expected a list of strings, got str"):
+        rouge.corpus("ab", [["a"], ["b"]])  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"the prediction must be a string, got NoneType"):
+        rouge.score(None, ["a b"])  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"references must be strings, got int 3"):
+        rouge.score("a b", [3])  # type: ignore[list-item]
+    with pytest.raises(ValueError, match=r"1 ids for 2 predictions"):
+        rouge.corpus(["a", "b"], [["a"], ["b"]], ids=["x"])

@@ -299,3 +299,26 @@ def test_switching_the_family_of_a_configuration_names_the_options_it_would_drop
     assert "configuration 'C2F'" in text and "not an option of the 'abs' family" in text
     assert "model.attention" in text and "model.chunk_encoder" in text
     assert type(load_config("tiny-ABS").model).__name__ == "AbsFamilyConfig"  # the overlay's C2F sizes left out
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"input_feed": "false"}, r"model.input_feed must be true or false, got 'false'"),  # (was taken as true)
+        ({"bidirectional": "no"}, r"model.bidirectional must be true or false"),
+        ({"emb_init_std": float("inf")}, r"model.emb_init_std must be a finite number"),
+        ({"emb_init_std": -1.0}, r"model.emb_init_std must be >= 0"),
+        ({"num_chunks": -1}, r"model.num_chunks must be >= 0"),
+        ({"init_range": -1.0}, r"model.init_range must be > 0"),
+        ({"vocab_size": "50"}, r"model.vocab_size must be an integer, got '50'"),
+        ({"test_k": 3}, r"model.test_k > 1 \(chunks read per step\) needs model.attention = 'c2f'"),
+    ],
+)
+def test_a_config_built_in_python_is_checked_like_a_toml_table(options: dict[str, object], message: str) -> None:
+    """The dataclasses took what `load_config` refuses: ``input_feed="false"`` built the input
+    feeding, an infinite embedding scale gave non-finite embeddings, ``test_k`` of a soft
+    attention was reported but ignored."""
+    with pytest.raises(ValueError, match=message):
+        C2FConfig(**{"vocab_size": V, **options})  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"build_model\(config\): expected a ModelConfig"):
+        build_model({"family": "c2f"})  # type: ignore[arg-type]

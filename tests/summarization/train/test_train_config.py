@@ -141,3 +141,13 @@ def test_a_toml_file_extends_any_name_load_config_takes_and_its_errors_name_it(t
     (tmp_path / "tab.toml").write_text("[bogus]\na = 1\n")
     with pytest.raises(ValueError, match=r"bogus: unknown configuration table \(known: data, eval, model, train\)"):
         load_config(str(tmp_path / "tab.toml"))
+
+
+def test_load_config_takes_a_path_and_refuses_a_string_of_overrides(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A ``Path`` failed with ``'PosixPath' object has no attribute 'endswith'``; a string of
+    overrides was read one character at a time."""
+    path = tmp_path / "mine.toml"
+    path.write_text('extends = "tiny-C2F"\n[model]\nhidden = 12\n')
+    assert load_config(path).model.hidden == 12
+    with pytest.raises(TypeError, match=r"overrides=...\): expected a list of TABLE.KEY=VALUE strings"):
+        load_config("tiny-C2F", "model.hidden=32")  # type: ignore[arg-type]

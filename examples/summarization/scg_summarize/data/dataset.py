@@ -85,6 +85,10 @@ class SummarizationDataset(Dataset[Example]):
                 f"{self.root / VOCAB_FILE}: {len(self.vocab)} words, but {self.root / META_FILE} records "
                 f"vocab_size {recorded}: the file was replaced after the corpus was prepared; prepare it again"
             )
+        if max_target_len is not None and (
+            isinstance(max_target_len, bool) or not isinstance(max_target_len, int) or max_target_len < 2
+        ):  # (a target keeps <s> and </s>)
+            raise ValueError(f"max_target_len: expected None or an int >= 2, got {max_target_len!r}")
         self.max_target_len = max_target_len
         self.with_text = with_text
         self.mmap = mmap

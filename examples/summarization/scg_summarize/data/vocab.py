@@ -8,6 +8,7 @@ by :meth:`Vocab.save` has one ``token<TAB>count`` line per id.
 from __future__ import annotations
 
 import hashlib
+import operator
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -37,7 +38,12 @@ class Vocab:
     eos_id = 3
 
     def __init__(self, tokens: Iterable[str], counts: Mapping[str, int] | None = None) -> None:
+        if isinstance(tokens, str):  # (its characters would become the words)
+            raise TypeError(f"Vocab(tokens): expected a list of words, got a string {tokens[:40]!r}")
         words = list(tokens)
+        bad = next((t for t in words if not isinstance(t, str)), None)
+        if bad is not None:
+            raise TypeError(f"Vocab(tokens): expected words (strings), got {type(bad).__name__} {bad!r}")
         self._itos: list[str] = [*SPECIALS, *words]
         self._stoi: dict[str, int] = {tok: i for i, tok in enumerate(self._itos)}
         # checked for the whole list at once (a vocabulary of 50,000 words loads in a few ms); only a
@@ -59,6 +65,8 @@ class Vocab:
         Specials in ``counter`` are ignored (they always have their fixed ids). Ties are
         broken alphabetically.
         """
+        if isinstance(max_size, bool) or not isinstance(max_size, int) or max_size < 0:
+            raise ValueError(f"Vocab.from_counter(max_size=...): expected an int >= 0, got {max_size!r}")
         candidates = [(w, c) for w, c in counter.items() if c >= min_freq and w not in SPECIALS]
         candidates.sort(key=lambda item: (-item[1], item[0]))
         kept = candidates[:max_size]
@@ -104,12 +112,16 @@ class Vocab:
 
     def id_to_token(self, index: int) -> str:
         """The token with id ``index`` (raises ``IndexError`` for an invalid id)."""
-        if index < 0:
-            raise IndexError(f"negative token id {index}")
+        if not 0 <= index < len(self._itos):
+            raise IndexError(f"token id {index} is not in the vocabulary (ids 0-{len(self._itos) - 1})")
         return self._itos[index]
 
     def encode(self, tokens: Iterable[str], *, bos: bool = False, eos: bool = False) -> list[int]:
         """Ids of ``tokens`` (unknown -> ``<unk>``), optionally wrapped in ``<s>``/``</s>``."""
+        if isinstance(tokens, str):  # (its characters would be looked up as words)
+            raise TypeError(
+                f"Vocab.encode(tokens): expected a list of words (split the text), got a string {tokens[:40]!r}"
+            )
         ids = [self._stoi.get(t, self.unk_id) for t in tokens]
         if bos:
             ids.insert(0, self.bos_id)
@@ -136,7 +148,10 @@ class Vocab:
         """
         out: list[str] = []
         for position, raw in enumerate(ids):
-            index = int(raw)
+            try:
+                index = operator.index(raw)  # (an int, a NumPy or 0-d tensor integer; a float is refused, not cut)
+            except TypeError:
+                raise TypeError(f"Vocab.decode: id {position} is {raw!r}, not an integer") from None
             if stop_at_eos and index == self.eos_id and position > 0:
                 break
             if strip_specials and index in (self.pad_id, self.bos_id, self.eos_id):

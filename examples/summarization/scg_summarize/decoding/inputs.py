@@ -68,6 +68,9 @@ def encode_text(
     doc_id: str, paragraphs: Sequence[str], options: PrepOptions, vocab: Vocab, *, sentences_given: bool = False
 ) -> SourceDocument:
     """Preprocess raw text with a run's options; raises ``ValueError`` when it has no words."""
+    if isinstance(paragraphs, str) or not all(isinstance(p, str) for p in paragraphs):
+        got = "a string" if isinstance(paragraphs, str) else f"{type(paragraphs).__name__} of other items"
+        raise TypeError(f"encode_text({doc_id!r}, paragraphs): expected a list of strings (paragraphs), got {got}")
     sentences = [s.strip() for s in paragraphs if s.strip()] if sentences_given else []
     if not sentences_given:
         sentences = split_text(paragraphs, split=options.split_sentences)

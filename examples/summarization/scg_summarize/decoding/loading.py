@@ -208,6 +208,8 @@ def load_run(
     except CheckpointError as err:
         raise RunLoadError(str(err)) from None
     record = _data_record(path)
+    if data_dir is not None and not Path(data_dir).is_dir():  # (it would be recorded as the run's corpus)
+        raise RunLoadError(f"load_run(data_dir={str(data_dir)!r}): no such directory")
     data = Path(data_dir) if data_dir is not None else _data_dir_of(raw, record)
     prep = record.get("prep_options")
     vocab, options, vocab_path = _vocab_and_options(path, data, prep if isinstance(prep, dict) else None)

@@ -165,6 +165,8 @@ class Summarizer:
                     f"Summarizer: expected SourceDocument objects (read_documents, encode_text or "
                     f"documents_from_split make them from text or a prepared split), got {type(doc).__name__}"
                 )
+            if not bool(doc.src_mask.any()):  # (a model decodes a summary of nothing: invented words)
+                raise ValueError(f"Summarizer: {doc.id}: the document has no words (its every position is padding)")
         batch = collate_sources(docs).to(self.device)
         hyps = decode_batch(self.decoder, batch, self.options, self.special)
         return [[self.to_summary(doc, h) for h in doc_hyps] for doc, doc_hyps in zip(docs, hyps)]

@@ -171,6 +171,9 @@ class Rouge:
         """The references actually scored against, after the ``refs`` option."""
         if isinstance(refs, str):
             raise TypeError("references must be a sequence of strings, not a single string")
+        bad = next((r for r in refs if not isinstance(r, str)), None)
+        if bad is not None:
+            raise TypeError(f"references must be strings, got {type(bad).__name__} {bad!r}")
         if self.options.refs == "first":
             return list(refs[:1])
         if self.options.refs == "concat":
@@ -182,6 +185,8 @@ class Rouge:
 
         Raises ``ValueError`` when there is no reference.
         """
+        if not isinstance(prediction, str):
+            raise TypeError(f"the prediction must be a string, got {type(prediction).__name__} {prediction!r}")
         refs = self.references(references)
         if not refs:
             raise ValueError("no reference summary to score against")
@@ -243,8 +248,12 @@ class Rouge:
             ids: example ids, used in error messages.
             keep_per_example: also return every example's scores.
         """
+        if isinstance(predictions, str) or not hasattr(predictions, "__len__"):  # (a string: one per character)
+            raise TypeError(f"Rouge.corpus(predictions): expected a list of strings, got {type(predictions).__name__}")
         if len(predictions) != len(references):
             raise ValueError(f"{len(predictions)} predictions but {len(references)} reference lists")
+        if ids is not None and len(ids) != len(predictions):
+            raise ValueError(f"Rouge.corpus(ids=...): {len(ids)} ids for {len(predictions)} predictions")
         totals = dict.fromkeys(self.options.metrics, 0.0)
         per: dict[str, list[float]] = {name: [] for name in self.options.metrics}
         for i, (pred, refs) in enumerate(zip(predictions, references)):

@@ -112,5 +112,10 @@ FAMILIES = FamilyRegistry()
 
 def build_model(config: ModelConfig) -> SummarizerFamily[Any, Any]:
     """The model of ``config``: ``FAMILIES.get(config.family)(config)``."""
+    if not isinstance(config, ModelConfig):
+        raise TypeError(
+            f"build_model(config): expected a ModelConfig (ModelConfig.from_dict builds one from a [model] "
+            f"table), got {type(config).__name__}"
+        )
     build: Callable[[ModelConfig], SummarizerFamily[Any, Any]] = FAMILIES.get(config.family)
     return build(config)

@@ -466,9 +466,15 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     return key.strip().split("."), value
 
 
-def load_config(name: str, overrides: list[str] | tuple[str, ...] = ()) -> Config:
+def load_config(name: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Config:
     """Load a named configuration (or a ``.toml`` path), its variant overlay, then ``overrides``."""
     data: dict[str, Any]
+    if isinstance(overrides, str):  # (each character would be an override)
+        raise TypeError(f"load_config(overrides=...): expected a list of TABLE.KEY=VALUE strings, got {overrides!r}")
+    if isinstance(name, Path):
+        name = str(name)
+    if not isinstance(name, str):
+        raise TypeError(f"load_config(name): expected a configuration name or a .toml path, got {type(name).__name__}")
     path = Path(name)
     if name.endswith(".toml") and path.is_file():
         data = _read(path)

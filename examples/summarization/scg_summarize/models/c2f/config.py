@@ -80,8 +80,9 @@ class C2FConfig(ModelConfig):
         positive_ints(self, "enc_layers", "dec_layers", "conv_width", "conv_filters", "multi", "test_k", "pos_dim")
         if not isinstance(self.copy, bool):
             raise ValueError(f"model.copy must be true or false, got {self.copy!r}")
-        if self.multi > 1 and self.attention != "c2f":
-            raise ValueError("model.multi > 1 (+MULTI) needs model.attention = 'c2f'")
+        for key in ("multi", "test_k"):  # (soft attention reads every chunk: the option would be ignored)
+            if getattr(self, key) > 1 and self.attention != "c2f":
+                raise ValueError(f"model.{key} > 1 (chunks read per step) needs model.attention = 'c2f'")
 
     @property
     def hierarchical(self) -> bool:
