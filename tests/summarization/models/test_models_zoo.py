@@ -119,6 +119,10 @@ def test_a_checkpoint_with_another_familys_options_is_refused_naming_the_file(tm
     assert message.startswith(f"{tmp_path / 'best.pt'}: cannot rebuild the model")
     assert "model.abs_window, model.tgt_vocab_size: not an option of the 'c2f' family" in message
     assert "train it again with this version" in message
+    with pytest.raises(ValueError, match=r"a folder, not a checkpoint file .*load_run\(path\) loads a run"):
+        load_model(tmp_path)  # (a run folder: "no such checkpoint" for a folder that exists)
+    with pytest.raises(ValueError, match=r"load_model\(device='gpu'\): expected 'cpu', 'cuda' or 'cuda:N'"):
+        load_model(tmp_path / "best.pt", device="gpu")  # (was blamed on the file)
 
 
 @pytest.mark.parametrize("name", sorted(FAMILY_CONFIGS))

@@ -53,6 +53,11 @@ def read_checkpoint(
     deep inside ``torch.load``).
     """
     path = Path(path)
+    if path.is_dir():
+        raise CheckpointError(
+            f"{path}: a folder, not a checkpoint file (a run folder holds best.pt and checkpoint.pt; "
+            "scg_summarize.decoding.load_run(path) loads a run)"
+        )
     if not path.is_file():
         raise CheckpointError(f"{path}: no such checkpoint")
     size = path.stat().st_size
@@ -140,6 +145,10 @@ def load_model(
     Raises ``ValueError`` naming the file when it is not a model checkpoint, when the ``model``
     table is invalid, when the weights do not fit the configured model or ``vocab``.
     """
+    try:
+        device = torch.device(device)
+    except (RuntimeError, TypeError):  # (else blamed on the file, which torch.load could not map)
+        raise ValueError(f"load_model(device={device!r}): expected 'cpu', 'cuda' or 'cuda:N'") from None
     state = read_checkpoint(path, device)
     if vocab is not None:
         check_vocabulary(state, vocab[0], path, vocab[1])
