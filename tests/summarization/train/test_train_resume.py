@@ -167,3 +167,107 @@ def test_a_crash_after_a_periodic_checkpoint_then_resume_in_process_is_bitwise_i
         if json.loads(line)["event"] == "train"
     ]
     assert steps == sorted(set(steps)) and steps[-1] == 4
+
+
+def _lines(run: Path) -> list[dict[str, object]]:
+    import json
+
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.parametrize("stop", [13, 8])  # inside the second epoch of 8 steps; at the end of the first
+def test_a_run_extended_on_resume_trains_as_the_longer_run(synthetic_corpus: Path, tmp_path: Path, stop: int) -> None:
+    """``train.max_steps=K``, then ``--resume`` with a larger budget, gives the uninterrupted run's
+    parameters and log: the final validation inside an epoch no longer steps the lr schedule (it
+    halved the lr one epoch early), an epoch ended by the budget is not validated again on resume
+    (twice at step 8 before), and the first ``train`` line after the resume averages the steps
+    before the stop too (its window is in the checkpoint). The only difference is the final
+    validation's own line, inside an epoch."""
+    from scg_summarize.cli import main
+
+    def args(out: Path, steps: int, *extra: str) -> list[str]:
+        return [
+            "train",
+            "--config",
+            "tiny-STANDARD",
+            "--data",
+            str(synthetic_corpus),
+            "--out",
+            str(out),
+            "--quiet",
+            "--no-test",
+            *("--set", "train.max_steps_per_epoch=8", "--set", "train.epochs=3", "--set", "train.log_every=3"),
+            *("--set", "train.decay_patience=0", "--set", f"train.max_steps={steps}"),
+            *extra,
+        ]
+
+    assert main(args(tmp_path / "whole", 24)) == 0
+    assert main(args(tmp_path / "split", stop)) == 0
+    assert main(args(tmp_path / "split", 24, "--resume")) == 0
+    whole, split = _lines(tmp_path / "whole"), _lines(tmp_path / "split")
+    final = [r for r in split if r["event"] == "valid" and r["step"] == stop and stop % 8]  # (inside an epoch)
+    # (the final validation may also be the best so far: then best.pt, and the end line's best, differ)
+    best = {"best_ppl", "best_step"} if final else set()
+    strip = [[{k: v for k, v in r.items() if k not in best} for r in log if r not in final] for log in (split, whole)]
+    assert _same_but_seconds(*strip)
+    a = read_checkpoint(tmp_path / "whole" / "checkpoint.pt")["model"]
+    b = read_checkpoint(tmp_path / "split" / "checkpoint.pt")["model"]
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    lrs = [r["lr"] for r in whole if r["event"] == "valid"]
+    assert len(set(lrs)) > 1  # (the schedule does decay in this run: the check can fail)
+
+
+def _same_but_seconds(a: list[dict[str, object]], b: list[dict[str, object]]) -> bool:
+    """The logs equal but for the wall-clock fields."""
+    clock = {"tok_per_s", "elapsed_s", "seconds", "time_s"}
+    strip = [[{k: v for k, v in r.items() if k not in clock} for r in log] for log in (a, b)]
+    return strip[0] == strip[1]
+
+
+def test_resuming_a_finished_run_trains_nothing_and_keeps_its_rouge_results(
+    synthetic_corpus: Path, tmp_path: Path
+) -> None:
+    """A run stopped by its time budget trained one more step at every ``--resume``; a run
+    evaluated with ``--rouge`` lost its ROUGE ``results.json`` to a perplexity-only one."""
+    import json
+
+    from scg_summarize.cli import main
+
+    base = ["train", "--config", "tiny-STANDARD", "--data", str(synthetic_corpus), "--quiet"]
+    run = tmp_path / "budget"
+    assert main([*base, "--out", str(run), "--no-test", "--set", "train.time_budget_s=0.05"]) == 0
+    steps = json.loads((run / "training.json").read_text())["steps"]
+    for _ in range(2):
+        assert main(["train", "--out", str(run), "--resume", "--quiet", "--no-test"]) == 0
+        assert json.loads((run / "training.json").read_text())["steps"] == steps
+    run = tmp_path / "rouge"
+    assert main([*base, "--out", str(run), "--rouge", "--set", "train.max_steps=2", "--set", "eval.max_len=5"]) == 0
+    before = json.loads((run / "results.json").read_text())
+    assert "rouge1" in before["metrics"]
+    assert main(["train", "--out", str(run), "--resume", "--quiet"]) == 0
+    assert json.loads((run / "results.json").read_text())["metrics"] == before["metrics"]
+
+
+def test_a_stop_signal_in_the_last_step_keeps_the_final_validation(
+    synthetic_corpus: Path, tmp_path: Path, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    """A SIGINT/SIGTERM during step ``max_steps`` stopped the run before its final validation,
+    and ``--resume`` took the run for finished: no ``valid`` line, no ``best.pt``."""
+    from scg_summarize.cli import main
+    from scg_summarize.train.loop import Trainer, TrainingStopped
+
+    def stop_at_the_last_step(self) -> bool:  # type: ignore[no-untyped-def]
+        return self.counters.step == 5
+
+    monkeypatch.setattr(Trainer, "_stop_requested", stop_at_the_last_step)
+    run = tmp_path / "run"
+    args = ["train", "--config", "tiny-STANDARD", "--data", str(synthetic_corpus), "--out", str(run), "--quiet"]
+    try:
+        main([*args, "--no-test", "--set", "train.max_steps=5"])
+    except TrainingStopped:
+        pass
+    monkeypatch.undo()
+    (run / ".lock").unlink(missing_ok=True)
+    assert main(["train", "--out", str(run), "--resume", "--quiet", "--no-test"]) == 0
+    assert [(r["event"], r["step"]) for r in _lines(run) if r["event"] != "train"] == [("valid", 5), ("end", 5)]
+    assert (run / "best.pt").is_file()

@@ -103,8 +103,26 @@ def evaluate_test(run_dir: Path, data: Path, *, rouge: bool) -> dict[str, Any]:
         phase.done()
         summary["decoded"] = result["metrics"]
     else:
-        (run_dir / "results.json").write_text(json.dumps(summary, indent=2) + "\n")
+        path = run_dir / "results.json"
+        if _decoded_result_of(path, summary["training"]):
+            say(f"{path} holds the decoded (ROUGE) evaluation of this model; kept (--rouge evaluates it again)")
+        else:
+            path.write_text(json.dumps(summary, indent=2) + "\n")
     return summary
+
+
+def _decoded_result_of(path: Path, training: dict[str, Any] | None) -> bool:
+    """Whether ``path`` holds a decoded evaluation (``--rouge``) of the model the run has now (the
+    same training record: ``--resume`` of a finished run trains nothing, and its test evaluation
+    without ``--rouge`` would replace the ROUGE scores with perplexity alone)."""
+    try:
+        old = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    if not (isinstance(old, dict) and "metrics" in old and isinstance(old.get("training"), dict) and training):
+        return False
+    same = ("steps", "best_step", "valid_ppl")  # (not its seconds: a resume that trains nothing rewrites them)
+    return all(old["training"].get(key) == training.get(key) for key in same)
 
 
 def test_table(summary: dict[str, Any]) -> str:

@@ -31,6 +31,7 @@ import scg
 from ..data import SummaryLoader
 from ..models.loading import CheckpointError
 from .config import Config
+from .metrics_log import LogWindow
 from .optim import PlateauDecay
 from .run_state import RunCounters
 
@@ -87,6 +88,7 @@ class TrainingParts:
     schedule: PlateauDecay
     baseline: scg.baselines.EMA
     loader: SummaryLoader
+    window: LogWindow  #: the training steps since the last ``train`` line of the metrics log
     vocab: str  #: the corpus vocabulary's `Vocab.digest`, recorded beside the weights
 
     def checkpoint(self, config: Config, counters: RunCounters) -> dict[str, Any]:
@@ -99,6 +101,7 @@ class TrainingParts:
             "schedule": self.schedule.state_dict(),
             "baseline": self.baseline.state_dict(),
             "loader": self.loader.state_dict(),
+            "log_window": self.window.state_dict(),
             "rng": get_rng_state(),
             **counters.to_dict(),
         }
@@ -111,6 +114,8 @@ class TrainingParts:
         self.schedule.load_state_dict(state["schedule"])
         self.baseline.load_state_dict(state["baseline"])
         self.loader.load_state_dict(state["loader"])
+        if "log_window" in state:  # (a checkpoint written at an epoch's end may hold an empty one)
+            self.window.load_state_dict(state["log_window"])
         counters = RunCounters.from_checkpoint(state)
         if rank == 0:
             set_rng_state(state["rng"])

@@ -127,6 +127,7 @@ class Trainer:
             schedule=self.schedule,
             baseline=self.baseline,
             loader=self.loader,
+            window=LogWindow(),
             vocab=self.vocab.digest(),
         )
         self.last_validation_s = 0.0  # wall seconds of the last validation
@@ -284,6 +285,7 @@ class Trainer:
         seconds = time.perf_counter() - start
         self.counters.validation_s += seconds
         self.counters.validations += 1
+        self.counters.valid_step = self.counters.step
         self.last_validation_s = seconds
         return metrics
 
@@ -315,18 +317,39 @@ class Trainer:
         self._cpu_start = time.process_time() - self.counters.cpu_elapsed
         if tc.time_budget_s:
             self.info(budget_notice(tc.time_budget_s))
-        out_of_time = False
-        if tc.max_steps and self.counters.step >= tc.max_steps:  # resumed after its last step (the validation is done)
-            out_of_time, self.stopped_by = True, "max_steps"
+        # resumed with its step or time budget spent: finished, once its final validation is made
+        # (a stop signal or a kill may have come between its last step and that validation)
+        out_of_time = self.counters.step > 0 and self._out_of_steps_or_time()
+        if out_of_time and self.counters.valid_step != self.counters.step:
+            last = self._final_validation(self.loader.epoch)
         while self.loader.epoch < tc.epochs and not out_of_time:
             epoch = self.loader.epoch
             out_of_time = self._train_epoch(epoch)
-            last = self._end_epoch(epoch)
+            if out_of_time and self._inside_epoch(epoch):
+                last = self._final_validation(epoch)  # (the budget ran out inside the epoch)
+            else:
+                if self.loader.epoch == epoch:  # (its last step ended the run: the loader did not move on)
+                    self.loader.set_epoch(epoch + 1)
+                last = self._end_epoch(epoch)
             self._tick()
             if self._stop_requested():
                 raise self._stopped()
         self._finish()
         return last
+
+    def _inside_epoch(self, epoch: int) -> bool:
+        """Whether the loader stands inside ``epoch``: not at its end, nor at the end that
+        ``train.max_steps_per_epoch`` cuts it at."""
+        tc, position = self.config.train, self.loader.position
+        cut = bool(tc.max_steps_per_epoch) and position >= tc.max_steps_per_epoch
+        return self.loader.epoch == epoch and 0 < position < len(self.loader) and not cut
+
+    def _final_validation(self, epoch: int) -> dict[str, Any]:
+        """The validation after the last step when the step or time budget ends the run inside an
+        epoch: validated, recorded, ``best.pt`` and a checkpoint written, as at an epoch's end,
+        but without the epoch's schedule step and the family's end-of-epoch hook, so that a run
+        extended on resume (a larger ``train.max_steps``) trains on as if it had not stopped."""
+        return self._end_epoch(epoch, epoch_end=False)
 
     def _tick(self) -> None:
         """Update the wall-clock and CPU seconds the run has trained and validated."""
@@ -340,7 +363,9 @@ class Trainer:
         end the run stops after that epoch's validation)."""
         tc = self.config.train
         bar = self._progress(epoch)
-        window = LogWindow()
+        window = self.parts.window  # (restored by --resume: a window is not cut by a stop)
+        if self.loader.position == 0 or self.loader.epoch != epoch:
+            window.reset()  # (each epoch's lines start afresh, as a cut epoch's leftover steps did)
         if tc.max_steps_per_epoch and self.loader.position >= tc.max_steps_per_epoch:
             self.loader.set_epoch(epoch + 1)  # resumed exactly at a shortened epoch's end
         try:
@@ -355,13 +380,13 @@ class Trainer:
                     time.sleep(tc.throttle_s)
                 cut = bool(tc.max_steps_per_epoch) and self.loader.position >= tc.max_steps_per_epoch
                 mid_epoch = self.loader.position < len(self.loader) and not cut
+                if self._out_of_steps_or_time():  # (before a stop signal: the final validation comes first)
+                    return True
                 if self._stop_requested() and mid_epoch:
                     self.save()
                     raise self._stopped()
                 if tc.checkpoint_every and self.counters.step % tc.checkpoint_every == 0 and mid_epoch:
                     self.save()
-                if self._out_of_steps_or_time():
-                    return True
                 if cut:  # a shortened epoch (train.max_steps_per_epoch) ends here
                     if self.loader.epoch == epoch:
                         self.loader.set_epoch(epoch + 1)
@@ -412,8 +437,9 @@ class Trainer:
             return iter(())
         return iter(self.loader)
 
-    def _end_epoch(self, epoch: int) -> dict[str, Any]:
-        self.model.end_of_epoch()  # the family's per-epoch step (ABS: max-norm of the embeddings)
+    def _end_epoch(self, epoch: int, *, epoch_end: bool = True) -> dict[str, Any]:
+        if epoch_end:
+            self.model.end_of_epoch()  # the family's per-epoch step (ABS: max-norm of the embeddings)
         metrics = self.validate()
         if not math.isfinite(metrics["nll"]) or metrics["nll"] >= 50.0:  # ppl is capped at e^50
             self._diverged(
@@ -422,7 +448,7 @@ class Trainer:
             )
         score = selection_value(metrics, self.config.train.select_metric)
         improved = score < self.counters.best_score
-        decayed = self.schedule.step(score)
+        decayed = self.schedule.step(score) if epoch_end else False
         self.counters.best_ppl = min(self.counters.best_ppl, metrics["ppl"])
         self.counters.last_valid_ppl = float(metrics["ppl"])
         if improved:
@@ -468,4 +494,5 @@ class Trainer:
         elif not self.quiet:
             epoch, steps = self.loader.epoch + 1, len(self.loader)
             self.info(step_line(values, self.counters.step, self.counters.elapsed, epoch, steps, self.config.train))
-        return LogWindow()
+        window.reset()
+        return window

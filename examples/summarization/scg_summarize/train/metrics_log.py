@@ -51,6 +51,28 @@ class LogWindow:
         for key, value in step.terms.items():  # per-term losses and rewards of the objective
             self.terms[key] = self.terms.get(key, 0.0) + value
 
+    def state_dict(self) -> dict[str, Any]:
+        """The sums (checkpointed: the first ``train`` line after a resume covers the steps before
+        the stop too, as the uninterrupted run's does; its tokens per second only those after)."""
+        return {
+            "nll": self.nll,
+            "tokens": self.tokens,
+            "soft": self.soft,
+            "steps": self.steps,
+            "terms": dict(self.terms),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.nll, self.tokens = float(state["nll"]), int(state["tokens"])
+        self.soft, self.steps = int(state["soft"]), int(state["steps"])
+        self.terms = {str(k): float(v) for k, v in state["terms"].items()}
+        self.start = time.perf_counter()
+
+    def reset(self) -> None:
+        """Start the next window (after a ``train`` line)."""
+        self.nll, self.tokens, self.soft, self.steps, self.terms = 0.0, 0, 0, 0, {}
+        self.start = time.perf_counter()
+
     def values(self, lr: float) -> dict[str, float]:
         """The ``train`` line: loss (NLL per token), ppl, tokens per second, lr, the fraction of
         soft minibatches and each term's mean per step."""

@@ -29,7 +29,10 @@ from .run_state import RunCounters
 
 __all__ = ["RESUMABLE", "check_resume_config", "open_run", "resume_run"]
 
-#: options a resumed run may change (they do not change the computation of any step)
+#: options a resumed run may change: they do not change what a step computes (``train.threads``
+#: and ``train.device`` change the order of floating-point sums inside torch's kernels, so the
+#: last bits of the parameters: a run resumed on other threads or another device is not
+#: bit-identical to one that was not interrupted)
 RESUMABLE: frozenset[str] = frozenset(
     {
         "train.epochs",

@@ -29,6 +29,8 @@ class RunCounters:
             cpu_elapsed: the process's CPU seconds in them.
         validation_s: wall seconds of the validations (in ``elapsed``); validations: how many.
         last_valid_ppl: the last validation perplexity (NaN before the first).
+        valid_step: the step of the last validation (-1 before the first): a run resumed with
+            its budget spent has made its final validation when it is ``step``.
     """
 
     step: int = 0
@@ -40,6 +42,7 @@ class RunCounters:
     validation_s: float = 0.0
     validations: int = 0
     last_valid_ppl: float = math.nan
+    valid_step: int = -1
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -58,6 +61,7 @@ class RunCounters:
             validation_s=float(state.get("validation_s", 0.0)),
             validations=int(state.get("validations", 0)),
             last_valid_ppl=float(state.get("last_valid_ppl", math.nan)),
+            valid_step=int(state.get("valid_step", -1)),
         )
 
 
