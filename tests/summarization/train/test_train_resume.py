@@ -186,20 +186,10 @@ def test_a_run_extended_on_resume_trains_as_the_longer_run(synthetic_corpus: Pat
     from scg_summarize.cli import main
 
     def args(out: Path, steps: int, *extra: str) -> list[str]:
-        return [
-            "train",
-            "--config",
-            "tiny-STANDARD",
-            "--data",
-            str(synthetic_corpus),
-            "--out",
-            str(out),
-            "--quiet",
-            "--no-test",
-            *("--set", "train.max_steps_per_epoch=8", "--set", "train.epochs=3", "--set", "train.log_every=3"),
-            *("--set", "train.decay_patience=0", "--set", f"train.max_steps={steps}"),
-            *extra,
-        ]
+        budget = {"max_steps_per_epoch": 8, "epochs": 3, "log_every": 3, "decay_patience": 0, "max_steps": steps}
+        sets = [a for key, value in budget.items() for a in ("--set", f"train.{key}={value}")]
+        command = f"train --config tiny-STANDARD --data {synthetic_corpus} --out {out} --quiet --no-test"
+        return [*command.split(), *sets, *extra]
 
     assert main(args(tmp_path / "whole", 24)) == 0
     assert main(args(tmp_path / "split", stop)) == 0
