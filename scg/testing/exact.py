@@ -139,6 +139,7 @@ def _runs(program: Program, quadrature: int, max_runs: int) -> tuple[list[tuple[
     # (forced choices, product of the joint values of the nodes on the path, their description)
     pending: list[tuple[list[Choice], int, tuple[str, ...]]] = [([], 1, ())]
     quadrature_used = False
+    grad_at_start = torch.is_grad_enabled()
     while pending:
         prefix, runs, path = pending.pop()
         position = [0]
@@ -157,6 +158,12 @@ def _runs(program: Program, quadrature: int, max_runs: int) -> tuple[list[tuple[
         ) -> torch.Tensor:
             i = position[0]
             position[0] += 1
+            if grad_at_start and not torch.is_grad_enabled():  # (its weight's gradient would be lost
+                # in the oracle as in the estimator, and the two would agree on a biased gradient)
+                raise SCGError(
+                    f"exact enumeration: node '{name}' is drawn under torch.no_grad(), so the gradient of "
+                    "its probability is lost, here as in the surrogate; draw it with gradients on"
+                )
             if i < len(prefix):
                 value, lw, ratio = prefix[i]
                 # (scored on a copy: the program may edit its sample in place)

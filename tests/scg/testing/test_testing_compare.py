@@ -91,3 +91,21 @@ def test_a_deterministic_coordinate_matches_to_its_own_rounding() -> None:
     est = torch.stack([torch.full((N,), 1000.0), torch.zeros(N)], 1).float()
     assert not st.compare(est, torch.tensor([1000.0, 0.005])).passed
     assert st.compare(est, torch.tensor([1000.0, 0.0])).passed
+
+
+def test_a_random_coordinate_below_the_problems_rounding_is_still_z_tested() -> None:
+    """float32: a score-function coordinate of about 0.01 beside a deterministic one of 1e4 varied
+    by less than the problem's rounding (64 eps 1e4), was called deterministic and passed with a
+    bias as large as its spread (mean 0.0049 against 0.0025: z of 15.7). Its twin without the
+    bias passes, and a coordinate zero in exact arithmetic whose estimates are rounding noise of
+    the problem's scale is not z-tested into a failure."""
+    gen = torch.Generator().manual_seed(0)
+    noise = torch.bernoulli(torch.full((N,), 0.5), generator=gen) * 0.01 - 0.005  # (N,) mean 0, sd 0.005
+    exact = torch.tensor([1e4, 0.0025])
+    fair = torch.stack([torch.full((N,), 1e4), 0.0025 + noise], 1).float()
+    biased = torch.stack([torch.full((N,), 1e4), 0.0049 + noise], 1).float()
+    assert st.compare(fair, exact).passed
+    report = st.compare(biased, exact)
+    assert not report.passed and report.worst == 1 and 10 < abs(float(report.z[1])) < math.inf
+    rounding = torch.stack([torch.full((N,), 1.0), 1e-18 + noise.double() * 1e-19], 1)  # (float64 noise)
+    assert st.compare(rounding, torch.tensor([1.0, -3e-18], dtype=torch.double)).passed

@@ -176,3 +176,18 @@ def test_a_program_opening_its_own_graph_is_told_the_helpers_open_it() -> None:
 
     with pytest.raises(scg.SCGError, match=r"the program opened its own scg.Graph; the helpers open the graph"):
         st.exact_gradient(program, th)
+
+
+def test_a_node_drawn_under_no_grad_is_refused_not_agreed_with() -> None:
+    """The oracle scored the forced value under the program's no_grad too, so it lost the same
+    score term as the surrogate (1.0 against d/dθ E = 1 + 3p(1−p) = 1.73) and check_unbiased
+    agreed with the biased estimate."""
+    th = torch.tensor(0.3, requires_grad=True)
+
+    def program() -> None:
+        with torch.no_grad():
+            a = scg.sample(Bernoulli(logits=th), name="a")
+        scg.cost(3.0 * a + th, name="c")
+
+    with pytest.raises(scg.SCGError, match=r"node 'a' is drawn under torch.no_grad\(\)"):
+        st.exact_gradient(program, th)
