@@ -187,7 +187,8 @@ def compare(estimates: torch.Tensor, exact: torch.Tensor, *, alpha: float = 1e-3
     """Per-coordinate z-test of ``estimates`` (n, d) against ``exact`` (d,), Bonferroni over d.
 
     Scale-aware: coordinate j is z-tested whenever its estimates vary by more than rounding,
-    however small the gradient (a standard error of 1e-9 is tested like one of 1). Rounding is
+    however small the gradient (in float64 a standard error of 1e-9 is tested like one of 1; the
+    float32 limit is below). Rounding is
     r = 64 · eps(dtype) · (1 + max_j (max |ĝ_j| + |g_j|)): the problem's scale, with quantities
     of order 1 as the floor (a gradient that is zero in exact arithmetic comes out as noise of
     order eps times the costs, whatever its own size). A coordinate whose estimates spread
