@@ -122,6 +122,10 @@ def test_sampler_state_round_trip() -> None:
         BucketBatchSampler(list(range(50)), 8, seed=6).load_state_dict(state)
     with pytest.raises(ValueError, match="num_examples"):
         BucketBatchSampler(list(range(49)), 8, seed=5).load_state_dict(state)
+    with pytest.raises(ValueError, match=r"sampler state: missing epoch, position"):  # (a bare KeyError before)
+        BucketBatchSampler(list(range(50)), 8, seed=5).load_state_dict({})
+    with pytest.raises(ValueError, match=r"batch_size must be a positive integer, got 2.5"):  # (failed when iterated)
+        BucketBatchSampler(list(range(50)), 2.5)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("num_workers", [0, 2])

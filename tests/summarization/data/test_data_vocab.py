@@ -100,3 +100,16 @@ def test_a_wrong_argument_is_named_not_taken_apart(call, error, message) -> None
     with pytest.raises(error, match=message):
         call()
     assert Vocab(["a", "b"]).decode([4, torch.tensor(5)]) == ["a", "b"]  # (integer ids of any kind)
+
+
+def test_a_bad_token_in_a_vocabulary_file_is_named_with_its_line(tmp_path: Path) -> None:
+    """A duplicate or a token with a space was named, but not where it is in the file."""
+    specials = "".join(f"{t}\t0\n" for t in SPECIALS)
+    for body, line, message in (
+        ("a\t1\nb\t1\na\t2\n", 7, "duplicate vocabulary token 'a'"),
+        ("a\t1\nb c\t1\n", 6, "no spaces: 'b c'"),
+    ):
+        path = tmp_path / "vocab.txt"
+        path.write_text(specials + body, encoding="utf-8")
+        with pytest.raises(ValueError, match=rf"^{re.escape(str(path))}:{line}: .*{re.escape(message)}"):
+            Vocab.load(path)

@@ -133,3 +133,12 @@ def test_the_python_api_names_input_it_cannot_use(tmp_path: Path, corpus: Path) 
     assert len(summarizer.summarize_batch([doc])[0]) == 1
     with pytest.raises(ValueError, match=r"max_target_len: expected None or an int >= 2, got -1"):
         SummarizationDataset(corpus, "train", max_target_len=-1)
+    batch = next(iter(summarizer.summarize(iter([doc]))))  # (a working call: the options below are the point)
+    assert batch[0] is doc
+    from scg_summarize.data.batching import collate_sources
+    from scg_summarize.decoding.greedy import greedy_search
+
+    sources = collate_sources([doc])
+    for search in (beam_search, greedy_search):
+        with pytest.raises(TypeError, match=rf"{search.__name__}\(options=...\): expected a DecodeOptions, got dict"):
+            search(loaded.decoder, sources, {"beam_size": 2})  # type: ignore[arg-type]

@@ -47,10 +47,9 @@ class BucketBatchSampler(Sampler[list[int]]):
         pool_batches: int = 50,
         drop_last: bool = False,
     ) -> None:
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be positive, got {batch_size}")
-        if pool_batches < 1:
-            raise ValueError(f"pool_batches must be positive, got {pool_batches}")
+        for name, value in (("batch_size", batch_size), ("pool_batches", pool_batches)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
         self.lengths = np.asarray(lengths, dtype=np.int64)
         if self.lengths.ndim != 1:
             raise ValueError("lengths must be one-dimensional")
@@ -140,6 +139,9 @@ class BucketBatchSampler(Sampler[list[int]]):
                 raise ValueError(
                     f"sampler state mismatch: saved {key}={state[key]!r}, this sampler has {getattr(self, key)!r}"
                 )
+        missing = [key for key in ("epoch", "position") if key not in state]
+        if missing:
+            raise ValueError(f"sampler state: missing {', '.join(missing)} (expected what state_dict() returns)")
         position = int(state["position"])
         if not 0 <= position <= len(self):
             raise ValueError(f"saved position {position} outside an epoch of {len(self)}")

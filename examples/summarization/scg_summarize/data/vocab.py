@@ -205,7 +205,13 @@ class Vocab:
             raise ValueError(
                 f"{path}: no words (an empty vocabulary file, or the special tokens {', '.join(SPECIALS)} alone)"
             )
-        return cls(tokens, counts=counts)
+        try:
+            return cls(tokens, counts=counts)
+        except ValueError as err:  # (a duplicate or a token with a space: named with its line)
+            found = re.search(r"('.*'|\".*\")$", str(err))  # (the token, as repr shows it)
+            lines = [i for i, t in enumerate(tokens, len(SPECIALS) + 1) if found and repr(t) == found.group(1)]
+            at = lines[-1] if lines else None  # (a duplicate: its second line)
+            raise ValueError(f"{path}{'' if at is None else f':{at}'}: {err}") from None
 
 
 def require_same_vocab(model_vocab: Vocab, corpus_vocab: Vocab, corpus: object, run: object) -> None:

@@ -176,6 +176,8 @@ def beam_search(
     Returns:
         For each example, its ``options.n_best`` best finished hypotheses, best first.
     """
+    if not isinstance(options, DecodeOptions):
+        raise TypeError(f"beam_search(options=...): expected a DecodeOptions, got {type(options).__name__}")
     special = special or SpecialIds()
     request_extras(decoder, options.extras)
     k = options.beam_size

@@ -28,6 +28,8 @@ def greedy_search(
 ) -> list[list[Hypothesis]]:
     """Decode every example of ``batch`` greedily; one hypothesis per example (as a 1-list,
     like :func:`~scg_summarize.decoding.beam.beam_search`)."""
+    if not isinstance(options, DecodeOptions):
+        raise TypeError(f"greedy_search(options=...): expected a DecodeOptions, got {type(options).__name__}")
     special = special or SpecialIds()
     request_extras(decoder, options.extras)
     n_examples = batch_size_of(batch)
