@@ -99,6 +99,9 @@ def test_logsoftmax_topk() -> None:
     torch.testing.assert_close(values, top.values)
     assert torch.equal(indices, top.indices)
     assert torch.autograd.gradcheck(lambda h, w, b: logsoftmax_topk(h, w, b, 4)[0], (hidden, weight, bias))
+    for wrong in (bias[:1], torch.cat([bias, bias[:3]])):  # (the kernel read V entries of it whatever its size)
+        with pytest.raises(ValueError, match=r"bias must have shape \(V,\) = \(11,\), got"):
+            logsoftmax_topk(hidden, weight, wrong, 4)
 
 
 #: opcheck's cheap checks; ``test_aot_dispatch_dynamic`` (tracing the op and its backward with symbolic
@@ -253,7 +256,18 @@ def test_bad_arguments_are_rejected() -> None:
     step = (c.keys, c.query_coarse, c.chunk_mask, c.words, c.word_mask, c.query_fine, seed_tensor())
     with pytest.raises(ValueError, match=r"agree on \(B, M\), got \(2, 5, 4\) and \(2, 4, 3, 6\)"):
         c2f_attend(*step[:3], c.words[:, :4], c.word_mask[:, :4], *step[5:], 1)
-    with pytest.raises(ValueError, match="same rows R"):
+    with pytest.raises(ValueError, match=r"query has 1 rows for 2 examples: pass rows="):
         c2f_attend(*step[:5], c.query_fine[:1], step[6], 1)
+    # (metadata the kernels index memory with: they read out of bounds where the reference raised)
+    with pytest.raises(ValueError, match=r"query has 3 rows for 2 examples"):
+        c2f_coarse_sample(c.keys, torch.cat([c.query_coarse, c.query_coarse[:1]]), c.chunk_mask, seed_tensor(), 1)
+    with pytest.raises(ValueError, match=r"rows must be an int32/int64 tensor of shape \(2,\)"):
+        c2f_fine_attend(c.words, c.word_mask, c.query_fine, c.idx, c.weights, rows=torch.zeros(1, dtype=torch.int64))
+    with pytest.raises(ValueError, match=r"chunk_mask must be bool, got torch.int64"):
+        c2f_coarse_sample(c.keys, c.query_coarse, c.chunk_mask.long(), seed_tensor(), 1)
+    with pytest.raises(ValueError, match=r"word_mask must be bool, got torch.float32"):
+        c2f_fine_attend(c.words, c.word_mask.float(), c.query_fine, c.idx, c.weights)
+    with pytest.raises(ValueError, match=r"idx must be integer, got torch.float32"):
+        c2f_fine_attend(c.words, c.word_mask, c.query_fine, c.idx.float(), c.weights)
     with pytest.raises(ValueError, match="mode='sometimes'"):
         c2f_attend(*step, 1, "sometimes")

@@ -93,7 +93,7 @@ def c2f_coarse_sample(
     rows: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Chunk log-probabilities and ``k`` chosen chunks; see :func:`.reference.coarse_sample`."""
-    _check_coarse(keys, query, chunk_mask, k, mode)
+    _check_coarse(keys, query, chunk_mask, k, mode, rows)
     _same_device("c2f_coarse_sample", keys=keys, query=query, chunk_mask=chunk_mask, seed=seed, rows=rows)
     with _no_autocast(query.device):
         if choose(query.device) == "triton":
@@ -116,12 +116,40 @@ def _(
     return log_alpha, query.new_empty((n_rows, k), dtype=torch.int64)
 
 
-def _check_coarse(keys: torch.Tensor, query: torch.Tensor, chunk_mask: torch.Tensor, k: int, mode: str) -> None:
+def _check_rows(batch: int, query: torch.Tensor, rows: torch.Tensor | None) -> None:
+    """Query row r reads example ``rows[r]`` (beam search), or example r when ``rows`` is None:
+    then there are as many query rows as examples. (The kernels index memory with them: a
+    mismatch read beyond the tensors, where the reference raised. The values of ``rows`` are
+    not read here: that is a host read per step.)"""
+    if rows is None:
+        _check(
+            query.shape[0] == batch,
+            lambda: f"query has {query.shape[0]} rows for {batch} examples: pass rows= (the example of each row)",
+        )
+        return
+    _check(
+        rows.dim() == 1 and rows.shape[0] == query.shape[0] and rows.dtype in (torch.int32, torch.int64),
+        lambda: (
+            f"rows must be an int32/int64 tensor of shape ({query.shape[0]},), got {rows.dtype} {tuple(rows.shape)}"
+        ),
+    )
+
+
+def _check_coarse(
+    keys: torch.Tensor,
+    query: torch.Tensor,
+    chunk_mask: torch.Tensor,
+    k: int,
+    mode: str,
+    rows: torch.Tensor | None = None,
+) -> None:
     _check(
         keys.dim() == 3 and query.dim() == 2 and keys.shape[2] == query.shape[1],
         lambda: f"keys (B, M, D) and query (R, D) expected, got {tuple(keys.shape)} and {tuple(query.shape)}",
     )
     _check(tuple(chunk_mask.shape) == tuple(keys.shape[:2]), "chunk_mask must have shape (B, M)")
+    _check(chunk_mask.dtype == torch.bool, lambda: f"chunk_mask must be bool, got {chunk_mask.dtype}")
+    _check_rows(keys.shape[0], query, rows)
     _check(mode in reference.COARSE_MODES, lambda: f"mode={mode!r}: expected one of {reference.COARSE_MODES}")
     _check(
         k >= 1 and (mode == "multinomial" or k <= keys.shape[1]),
@@ -156,11 +184,12 @@ def c2f_fine_attend(
     rows: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Context over the words of the selected chunks; see :func:`.reference.fine_attend`."""
-    _check_fine(words, word_mask, query)
+    _check_fine(words, word_mask, query, rows)
     _check(
         idx.dim() == 2 and idx.shape[0] == query.shape[0] and tuple(weights.shape) == tuple(idx.shape),
         "idx and weights must have shape (R, k)",
     )
+    _check(not idx.is_floating_point() and idx.dtype != torch.bool, lambda: f"idx must be integer, got {idx.dtype}")
     _same_device("c2f_fine_attend", words=words, word_mask=word_mask, query=query, idx=idx, weights=weights, rows=rows)
     with _no_autocast(query.device):
         if choose(query.device) == "triton":
@@ -217,12 +246,16 @@ def _(
     return d_sel, torch.empty_like(query), torch.empty_like(weights)
 
 
-def _check_fine(words: torch.Tensor, word_mask: torch.Tensor, query: torch.Tensor) -> None:
+def _check_fine(
+    words: torch.Tensor, word_mask: torch.Tensor, query: torch.Tensor, rows: torch.Tensor | None = None
+) -> None:
     _check(
         words.dim() == 4 and query.dim() == 2 and words.shape[3] == query.shape[1],
         lambda: f"words (B, M, N, H) and query (R, H) expected, got {tuple(words.shape)} and {tuple(query.shape)}",
     )
     _check(tuple(word_mask.shape) == tuple(words.shape[:3]), "word_mask must have shape (B, M, N)")
+    _check(word_mask.dtype == torch.bool, lambda: f"word_mask must be bool, got {word_mask.dtype}")
+    _check_rows(words.shape[0], query, rows)
 
 
 def _fine_setup(ctx: Any, inputs: tuple[Any, ...], output: tuple[torch.Tensor, torch.Tensor]) -> None:
@@ -276,8 +309,8 @@ def c2f_attend(
     rows: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """The whole coarse-to-fine step; see :func:`.reference.c2f_attend`."""
-    _check_coarse(keys, query_coarse, chunk_mask, k, mode)
-    _check_fine(words, word_mask, query_fine)
+    _check_coarse(keys, query_coarse, chunk_mask, k, mode, rows)
+    _check_fine(words, word_mask, query_fine, rows)
     _check(
         tuple(words.shape[:2]) == tuple(keys.shape[:2]),
         lambda: (
@@ -370,6 +403,12 @@ def logsoftmax_topk(
         lambda: f"hidden (R, H) and weight (V, H) expected, got {tuple(hidden.shape)} and {tuple(weight.shape)}",
     )
     _check(1 <= k <= weight.shape[0], lambda: f"k={k}: need 1 <= k <= V={weight.shape[0]}")
+    _check(
+        bias is None or tuple(bias.shape) == (weight.shape[0],),
+        lambda: (
+            f"bias must have shape (V,) = ({weight.shape[0]},), got {tuple(bias.shape) if bias is not None else None}"
+        ),
+    )
     _same_device("logsoftmax_topk", hidden=hidden, weight=weight, bias=bias)
     with _no_autocast(hidden.device):
         if choose(hidden.device) == "triton":

@@ -24,7 +24,8 @@ where ``rows[r]`` names the encoder row of query row ``r``; ``rows=None`` means 
 * beam: ``hidden (R, H)``, ``weight (V, H)``, ``bias (V,)`` -> the ``k`` largest entries of
   ``log_softmax(hidden @ weight.T + bias)`` per row and their vocabulary indices.
 
-Everything is computed in float64 for float64 inputs and in float32 otherwise.
+Everything is computed in float64 for float64 inputs and in float32 otherwise (here; the Triton
+kernels compute float64 inputs in float32, ``docs/kernels.md``).
 """
 
 from __future__ import annotations
