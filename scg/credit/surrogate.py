@@ -102,7 +102,8 @@ def surrogate_loss(
         expectation for unbiased estimators.
     """
     _check_options(graph, discount, dice, dice_lambda, score_scale, check_finite)
-    if not torch.is_grad_enabled() and not torch.compiler.is_compiling():
+    compiling = torch.compiler.is_compiling()
+    if not compiling and not torch.is_grad_enabled():
         warnings.warn(
             "surrogate_loss() under torch.no_grad(): the loss has no gradient (its value is the objective) "
             "and the graph is spent; build it with gradients on to train, or compute the objective from "
@@ -110,7 +111,7 @@ def surrogate_loss(
             UserWarning,
             stacklevel=user_stacklevel(),
         )
-    if torch.compiler.is_compiling():  # dynamo traces the program: no NumPy, no host reads
+    if compiling:  # dynamo traces the program: no NumPy, no host reads
         graph.mark_built()
         return traced_surrogate_loss(
             graph, discount=discount, dice=dice, dice_lambda=dice_lambda, score_scale=score_scale

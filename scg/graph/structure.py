@@ -285,7 +285,7 @@ def _rule_relation(nodes: Sequence[Node], by_step: bool, per_example: bool) -> R
                 unstepped |= bit
             else:
                 at_step[s] = at_step.get(s, 0) | bit
-                top = s if top is None or s > top else top
+                top = s if top is None else max(top, s)
     return tuple(out)
 
 

@@ -229,7 +229,6 @@ def compare(estimates: torch.Tensor, exact: torch.Tensor, *, alpha: float = 1e-3
     spread = safe.amax(0) - safe.amin(0)
     degenerate = spread <= roundoff
     diff = mean - ex
-    z = torch.where(degenerate, torch.zeros_like(diff), diff / torch.where(degenerate, torch.ones_like(se), se))
     # (from the upper tail: 1 − alpha/(2d) rounds to 1 for a small alpha/(2d), an infinite critical value)
     critical = -float(torch.special.ndtri(torch.tensor(alpha / (2.0 * d), dtype=torch.double)))
     # a deterministic coordinate matches to its own rounding, not the largest coordinate's: the
@@ -241,9 +240,8 @@ def compare(estimates: torch.Tensor, exact: torch.Tensor, *, alpha: float = 1e-3
     # problem's scale is a bound on the rounding, and a random coordinate far below it (a float32
     # score term of 0.01 beside a gradient of 1e4) carried a bias as large as its spread unseen
     varies = degenerate & (spread > 0) & (diff.abs() > own) & (se > 0)
-    noisy_z = diff / torch.where(se > 0, se, torch.ones_like(se))
+    z = torch.where(degenerate & ~varies, torch.zeros_like(diff), diff / torch.where(se > 0, se, torch.ones_like(se)))
     z = torch.where(bad_degenerate, torch.full_like(z, math.inf) * diff.sign(), z)
-    z = torch.where(varies & ~bad_degenerate, noisy_z, z)
     # a non-finite coordinate passes only when every estimate equals the exact value (inf == inf)
     same = (est == ex).all(0)
     z = torch.where(finite, z, torch.where(same, torch.zeros_like(z), torch.full_like(z, math.inf)))

@@ -363,9 +363,9 @@ class Trainer:
         end the run stops after that epoch's validation)."""
         tc = self.config.train
         bar = self._progress(epoch)
-        window = self.parts.window  # (restored by --resume: a window is not cut by a stop)
-        if self.loader.position == 0 or self.loader.epoch != epoch:
-            window.reset()  # (each epoch's lines start afresh, as a cut epoch's leftover steps did)
+        if self.loader.position == 0 or self.loader.epoch != epoch:  # (each epoch's lines start afresh;
+            self.parts.window = LogWindow()  # resumed inside one, the window restored by --resume goes on)
+        window = self.parts.window
         if tc.max_steps_per_epoch and self.loader.position >= tc.max_steps_per_epoch:
             self.loader.set_epoch(epoch + 1)  # resumed exactly at a shortened epoch's end
         try:
@@ -494,5 +494,5 @@ class Trainer:
         elif not self.quiet:
             epoch, steps = self.loader.epoch + 1, len(self.loader)
             self.info(step_line(values, self.counters.step, self.counters.elapsed, epoch, steps, self.config.train))
-        window.reset()
-        return window
+        self.parts.window = LogWindow()
+        return self.parts.window

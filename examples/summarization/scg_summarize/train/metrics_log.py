@@ -68,11 +68,6 @@ class LogWindow:
         self.terms = {str(k): float(v) for k, v in state["terms"].items()}
         self.start = time.perf_counter()
 
-    def reset(self) -> None:
-        """Start the next window (after a ``train`` line)."""
-        self.nll, self.tokens, self.soft, self.steps, self.terms = 0.0, 0, 0, 0, {}
-        self.start = time.perf_counter()
-
     def values(self, lr: float) -> dict[str, float]:
         """The ``train`` line: loss (NLL per token), ppl, tokens per second, lr, the fraction of
         soft minibatches and each term's mean per step."""
