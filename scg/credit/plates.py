@@ -17,7 +17,9 @@ A mixed pair falls back to *whole-plate* credit: each element of v is credited w
 over the batch (correct: Σ_i ∇log p(v_i)·Σ_j c_j has the right expectation, since the cross terms
 have zero mean; higher variance). Batch dimensions of v beyond its plates always share credit.
 Sample dimensions (``n=k``, ``Enumerate``) are rearranged by design and checked by identity
-and size (`scg.credit.sample_dims`); positions are verified after them.
+and size (`scg.credit.sample_dims`); positions are verified after them: a node's positions move
+right past the sample dimensions put in front of its own (``t[z] * b`` with ``z`` drawn with
+``n=k`` and ``b`` without), so a mixing of its examples before that broadcast is still seen.
 An enumerated node cannot fall back (its support is enumerated for all examples in lockstep,
 which is exact only for per-example costs), so mixing there raises. ``Graph.credit(v, c)`` tells
 which rule a pair got.
@@ -43,8 +45,11 @@ def foreign_closure(graph: GraphRecord, full: Sequence[int]) -> list[dict[int, i
     """``F[i]``: position -> mask of the ancestors of node i whose dimensions stop lining up with
     node i's value at that position (ancestors absent from F[i] line up everywhere)."""
     out: list[dict[int, int]] = []
-    # positions at or beyond every node's rank can never be compared (pruned to keep F small)
-    limit = max((n.value.dim() for n in graph.nodes), default=0)
+    # positions at or beyond every node's rank, after the sample dimensions put in front of it,
+    # can never be compared (pruned to keep F small)
+    limit = max((n.value.dim() for n in graph.nodes), default=0) + sum(
+        1 for n in graph.nodes if isinstance(n, StochasticNode) and n.n is not None
+    )
     some = 0  # the nodes whose F is not empty: only those parents pass anything on
     for node in graph.nodes:
         acc: dict[int, int] = {}
@@ -109,11 +114,11 @@ class PlateCheck:
         if f == BATCH:  # (a pair declared whole-plate: from the cost's first batch position on)
             f = lc
         if f < lc:
-            # inside the cost's sample dimensions, which are rearranged by design (newest first)
-            # and checked by identity and size (SamplePlan). (Not the node's: a cost that reduced
-            # them holds its examples there; a reduction over sample dimensions marks no position,
-            # `scg.graph.sample_positions.samples_combined`.)
-            return False
+            # among the cost's sample dimensions: a node's positions move past the sample
+            # dimensions put in front of them (`scg.graph.sample_positions.samples_inserted`) and
+            # past those a reduction removed (`samples_combined`), so a position left there is a
+            # mixing that happened where the node's examples could no longer be followed
+            return True
         rank = len(vshape) - lv if every_batch_dim else plate_rank(v, lv)
         fb = f - lc
         for q in range(fb, min(rank, len(cshape) - lc, len(vshape) - lv)):

@@ -64,7 +64,9 @@ def sample_influence(
         extra = sum_masks(g, [t for t in vars(dist).values() if isinstance(t, torch.Tensor)])
         if extra:
             parents |= extra
-            foreign[0] = foreign.get(0, 0) | extra
+            if tensors is None:  # (another library's distribution: how its parameters line up
+                # with the batch is not known; a torch distribution's are placed by `dist_foreign`)
+                foreign[n_sample_dims] = foreign.get(n_sample_dims, 0) | extra
     return value, parents, foreign
 
 
@@ -130,6 +132,8 @@ def track_value(
             g.set_mask(base, 1 << node.index)  # a view of it and adopts its mask (scg.graph.aliases)
         tracker = g.tracker
         tracker.register_node_value(value, node.index)
+        if node.n is not None:
+            tracker.sample_nodes += 1
         if node.n is not None or tracker.sample_dims:  # where each sample dimension is
             smap = node_value_map(
                 tracker.sattr,

@@ -14,7 +14,9 @@ all, when it removes the last dimension or keeps dims); ``cumsum``/``softmax``/`
 ``d`` keep ``0 .. d-1``; ``transpose``/``permute`` keep the positions before the first moved one;
 a reshape keeps the prefix of unchanged sizes; ``x @ W`` keeps all but the contracted dimension;
 ``stack``/``cat`` along ``d`` keep ``0 .. d-1``; a broadcast that adds leading dimensions or
-expands a size-1 dimension keeps only the positions before it. **An operation without a rule
+expands a size-1 dimension keeps only the positions before it, except where the dimensions it
+adds or expands hold sample dimensions (``n=k``, ``Enumerate``): the input's positions then move
+right with its dimensions (`scg.graph.sample_positions.samples_inserted`). **An operation without a rule
 keeps none** (a conservative fallback: the node is then credited with whole costs).
 
 A position ``p ≥ f`` of a tensor is harmless when its size is 1 there (nothing to confuse), so

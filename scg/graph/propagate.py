@@ -6,9 +6,10 @@ The tracker (`scg.graph.tracking`) sees a torch call, runs it and collects its t
 * the union of the inputs' influence masks (under the graph's ``attr``);
 * its *foreign positions* (under ``fattr``): per input, the first leading position that no longer
   lines up with the input's (`scg.graph.positions`, by the op's position rule), merged with the
-  positions the input already carried; positions at or beyond the deepest node value are dropped
-  (they can never be compared with a node's dimensions), and nodes known only through a write into
-  an input's storage (``aliased``) are foreign from position 0;
+  positions the input already carried; positions at or beyond the deepest node value (after the
+  sample dimensions put in front of it) are dropped (they can never be compared with a node's
+  dimensions), and nodes known only through a write into an input's storage (``aliased``) are
+  foreign from position 0;
 * the sample-dimension map of its inputs, moved by the op, once the graph has sample dimensions
   (`scg.graph.sample_positions`);
 * the mask of the nodes its *shape* depends on (under ``dattr``), for an op whose output shape
@@ -32,7 +33,7 @@ import torch
 from scg.graph import positions
 from scg.graph.ops import F_DYNAMIC, F_ELEMENTWISE, F_GETITEM, bool_index, flat_tensors
 from scg.graph.positions import INF
-from scg.graph.sample_positions import follow, samples_combined
+from scg.graph.sample_positions import follow, samples_combined, samples_inserted
 
 __all__ = ["OutputMarks", "Tracked", "mark_dynamic", "paired_inputs", "propagate"]
 
@@ -54,6 +55,7 @@ class OutputMarks(Protocol):
     mixed_storages: dict[int, tuple[int, int]]
     wattr: str
     max_dim: int
+    sample_nodes: int
     any_dynamic: bool
     sample_dims: bool
 
@@ -93,25 +95,26 @@ def propagate(
     if args and o is args[0]:
         old = getattr(o, fattr, None)
         fr = dict(old) if old else None
-    limit = tracker.max_dim
+    limit = tracker.max_dim + tracker.sample_nodes  # (sample dimensions move positions right)
     elementwise = flags & F_ELEMENTWISE
     if fr is None and len(tracked) == 1 and not aliased:
         # one tracked input (the common case): its foreign position once, its map carried
         pos, a, am = tracked[0]
         afr = getattr(a, fattr, None)
         dropped: tuple[int, ...] = ()
+        added: tuple[int, ...] = ()
         if elementwise and a.shape == o.shape:
             f = INF
         else:
-            f, dropped = _foreign(tracker, func, name, rule, args, kwargs, a, o, pos)
-        if f >= limit and not (dropped and afr):  # positions kept: the input's map is the output's (shared)
+            f, dropped, added = _foreign(tracker, func, name, rule, args, kwargs, a, o, pos)
+        if f >= limit and not ((dropped or added) and afr):  # positions kept: the input's map is the output's (shared)
             if afr is not None or getattr(o, fattr, None) is not None:
                 setattr(o, fattr, afr)
         else:
             fr = {f: am} if f < limit else {}
             if afr:
                 for q, qm in afr.items():
-                    q = _moved_down(q, dropped)
+                    q = _moved(q, dropped, added)
                     q = q if q < f else f
                     fr[q] = fr.get(q, 0) | qm
                 if len(fr) > 1:
@@ -124,10 +127,11 @@ def propagate(
     for pos, a, am in tracked:
         afr = getattr(a, fattr, None)
         dropped = ()
+        added = ()
         if elementwise and a.shape == oshape:
             f = INF  # same shape, positions kept: nothing new
         else:
-            f, dropped = _foreign(tracker, func, name, rule, args, kwargs, a, o, pos)
+            f, dropped, added = _foreign(tracker, func, name, rule, args, kwargs, a, o, pos)
             if f >= limit:
                 f = INF
         if f < INF:
@@ -146,7 +150,7 @@ def propagate(
             if fr is None:
                 fr = {}
             for q, qm in afr.items():
-                q = _moved_down(q, dropped)
+                q = _moved(q, dropped, added)
                 q = q if q < f else f
                 fr[q] = fr.get(q, 0) | qm
     if fr:
@@ -167,20 +171,34 @@ def _foreign(
     a: Tensor,
     o: Tensor,
     pos: int,
-) -> tuple[int, tuple[int, ...]]:
+) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
     """The first position of ``o`` that no longer lines up with input ``a``'s (by the op's position
-    rule), and the dimensions of ``a`` the output dropped without mixing its examples: a reduction
-    over sample dimensions (`samples_combined`, which ``a``'s foreign positions move past)."""
+    rule); the dimensions of ``a`` the output dropped without mixing its examples: a reduction
+    over sample dimensions (`samples_combined`, which ``a``'s foreign positions move past); and
+    where the output put ``a``'s dimensions when it inserted new ones among them where sample
+    dimensions go (`samples_inserted`, which ``a``'s foreign positions move with)."""
     if tracker.sample_dims:
         dropped = samples_combined(tracker.sattr, name, rule, args, kwargs, a, o, pos)
         if dropped is not None:
-            return INF, dropped
-    return positions.foreign_from(positions.rule_prefix(func, name, rule, args, kwargs, a, o, pos), a, o), ()
+            return INF, dropped, ()
+        inserted = samples_inserted(tracker.sattr, name, rule, args, kwargs, a, o, pos)
+        if inserted is not None:
+            where, f = inserted
+            return f, (), where
+    return positions.foreign_from(positions.rule_prefix(func, name, rule, args, kwargs, a, o, pos), a, o), (), ()
 
 
-def _moved_down(q: int, dropped: tuple[int, ...]) -> int:
-    """Foreign position ``q`` of an input in the output that dropped its dimensions ``dropped``."""
-    return q - sum(1 for d in dropped if d < q) if dropped else q
+def _moved(q: int, dropped: tuple[int, ...], where: tuple[int, ...]) -> int:
+    """Foreign position ``q`` of an input in the output that dropped its dimensions ``dropped``, or
+    put its dimension ``d`` at ``where[d]`` (a position past the input's dimensions moves past all
+    of them)."""
+    if q >= INF:
+        return q
+    if dropped:
+        return q - sum(1 for d in dropped if d < q)
+    if where:  # (the first output position holding any of the input's dimensions from q on)
+        return min(where[q:]) if q < len(where) else max(where) + 1 + q - len(where)
+    return q
 
 
 def mark_dynamic(tracker: OutputMarks, flags: int, args: tuple[Any, ...], o: Tensor, m: int, tracked: Tracked) -> None:

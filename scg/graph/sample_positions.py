@@ -31,6 +31,7 @@ samples: a silently biased gradient before). With one sample dimension, the posi
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from itertools import pairwise
 from typing import Any
 
 import torch
@@ -38,9 +39,9 @@ import torch
 from scg.errors import SCGError
 from scg.graph.nodes import Node
 from scg.graph.position_rules import _along, _reduction, along_dims, elementwise, reduced_dims
-from scg.graph.positions import rule_prefix
+from scg.graph.positions import INF, rule_prefix
 
-__all__ = ["LOST", "MIXED", "check_layout", "follow", "node_value_map", "samples_combined"]
+__all__ = ["LOST", "MIXED", "check_layout", "follow", "node_value_map", "samples_combined", "samples_inserted"]
 
 Tensor = torch.Tensor
 
@@ -198,6 +199,80 @@ def samples_combined(
         dims = along_dims(name, args, kwargs, n)
         return () if dims is not None and dims <= held else None
     return None
+
+
+def samples_inserted(
+    sattr: str,
+    name: str,
+    rule: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any] | None,
+    a: Tensor,
+    o: Tensor,
+    pos: int,
+) -> tuple[tuple[int, ...], int] | None:
+    """When the op keeps every dimension of input ``a``, in order, and only inserts new ones
+    among them (right-aligned broadcasting, ``expand``, ``unsqueeze``, ``a[None]``, ``a[:, None]``),
+    or only permutes ``a``'s sample dimensions (``transpose(0, 1)`` of two of them):
+    ``(where, f)``, ``where[d]`` the output dimension of ``a``'s dimension ``d``, and ``f`` the
+    first position of ``o`` that breaks the alignment of ``a``'s positions moved there (`INF`
+    when none does). A new dimension breaks it unless it holds a sample dimension (``o``'s map,
+    `follow`) or has size 1 (a later broadcast may make it one), and so does a size-1 dimension of
+    ``a`` expanded into anything but a sample dimension.
+
+    This is how a node drawn without another node's sample dimension meets a cost that holds it
+    (``t[z] * b``, ``t[u][None] * v[:, None]``): its examples stay lined up with the cost's after
+    the sample dimensions, which is where `scg.credit.plates` compares them, and its foreign
+    positions move with them, so a mixing of its examples before the broadcast is still seen.
+    None for any other op (its position rule decides)."""
+    n, no = a.dim(), o.dim()
+    if no < n:
+        return None
+    kwargs = kwargs or {}
+    oshape, ashape = o.shape, a.shape
+    broadcast = (
+        rule is elementwise or name in _EXPAND or (rule is _reduction and len(args) > 1 and isinstance(args[1], Tensor))
+    )
+    if broadcast:
+        if ashape == oshape:
+            return None
+        k = no - n
+        where = tuple(range(k, no))
+    else:
+        permutes = name in _PERMUTES
+        if (no == n and not permutes) or pos != 0:
+            return None
+        try:
+            moved = [_moved(name, rule, args, kwargs, a, o, pos, d) for d in range(n)]
+        except (TypeError, ValueError, IndexError, AttributeError):
+            return None
+        if not all(isinstance(w, int) and w >= 0 for w in moved):
+            return None
+        where = tuple(w for w in moved if w is not None)
+        if any(oshape[w] != ashape[d] for d, w in enumerate(where)):
+            return None
+        if permutes:  # (a permutation of sample dimensions only: the examples' positions stay)
+            amap: dict[int, int] | None = getattr(a, sattr, None)
+            samples = {d for d in amap.values() if d >= 0} if amap else set()
+            if any(w != d and ashape[d] != 1 and d not in samples for d, w in enumerate(where)):
+                return None
+        elif any(b <= p for p, b in pairwise(where)):
+            return None
+    omap: dict[int, int] | None = getattr(o, sattr, None)
+    held = {d for d in omap.values() if d >= 0} if omap else set()
+    kept = set(where)
+    f = INF
+    for g in range(no):
+        if g in kept:
+            d = g - (no - n) if broadcast else where.index(g)
+            if not broadcast or ashape[d] != 1 or oshape[g] == 1:
+                continue
+        elif oshape[g] == 1:
+            continue
+        if g not in held:
+            f = g
+            break
+    return where, f
 
 
 def follow(

@@ -185,6 +185,10 @@ class InfluenceTracker(TorchFunctionMode):
         #: it can never be compared with a node's dimensions (the bits of a mask are existing
         #: nodes), so it is dropped, which keeps most tensors free of foreign maps
         self.max_dim = 0
+        #: the nodes with a sample dimension: each may be put in front of another node's
+        #: dimensions (`scg.graph.sample_positions.samples_prepended`), so positions are kept up
+        #: to ``max_dim + sample_nodes``
+        self.sample_nodes = 0
         self.any_dynamic = False
         self.sattr = attr + "_s"  # sample dimensions: node -> dim (scg.graph.sample_positions)
         self.sample_dims = False  # True once a node has a sample dimension

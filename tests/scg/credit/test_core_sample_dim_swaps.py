@@ -94,9 +94,22 @@ def test_right_arrangement_is_unbiased_and_the_swap_was_biased(monkeypatch: pyte
     ex = exact(th)
     report = check(estimates(program(RIGHT["transpose twice"]), th, 3000, seed=3), ex)
     assert report.passed, str(report)
-    # the old behaviour (size check only): the swap is accepted and the estimate is biased
+    # the old behaviour (size check only): the swap is accepted and the estimate is biased (the
+    # cost without its second term, which holds v's samples at the other place: the positional
+    # check then credits v whole-plate, which the batched estimates refuse)
     monkeypatch.setattr(scg.credit.sample_dims, "check_layout", lambda *a, **k: None)
-    report = check(estimates(program(SWAPPED["transpose"]), th, 3000, seed=3), ex)
+
+    def swapped(t: torch.Tensor) -> None:
+        u = scg.sample(Categorical(logits=t[:, :3]), name="u", n=2)
+        v = scg.sample(Bernoulli(logits=t[:, 3]), name="v", n=2)
+        scg.cost(SWAPPED["transpose"](TAB[u], v), name="c")
+
+    def swapped_plain(t: torch.Tensor) -> None:
+        u = scg.sample(Categorical(logits=t[:, :3]), name="u")
+        v = scg.sample(Bernoulli(logits=t[:, 3]), name="v")
+        scg.cost(TAB[u] * (1 + v), name="c")
+
+    report = check(estimates(swapped, th, 3000, seed=3), exact_gradient_batched(swapped_plain, th))
     assert not report.passed, str(report)
 
 
