@@ -91,3 +91,27 @@ def test_a_row_with_every_word_blocked_can_still_end() -> None:
     out = apply_constraints(log_probs, history, opts, special)
     assert torch.isneginf(out[0, 4])
     assert out[0, special.eos] == pytest.approx(-1.0)
+
+
+def test_special_ids_that_are_negative_shared_or_outside_the_vocabulary_are_refused() -> None:
+    """``eos=-1`` indexed the last word (it was "generated" as ``</s>``); ``eos=pad`` was accepted;
+    an id past the decoder's vocabulary failed inside torch's indexing (``index 40 is out of bounds``)."""
+    for bad, message in [
+        ({"eos": -1}, r"SpecialIds\(eos=...\): expected an id \(an integer >= 0\), got -1"),
+        ({"pad": 0.5}, r"SpecialIds\(pad=...\): expected an id \(an integer >= 0\), got 0.5"),
+        ({"bos": True}, r"SpecialIds\(bos=...\): expected an id \(an integer >= 0\), got True"),
+        ({"eos": 0}, r"SpecialIds: pad, eos share the id 0; each needs its own"),
+        ({"blocked": (5, -2)}, r"SpecialIds\(blocked=...\): expected ids \(integers >= 0\), got -2"),
+        ({"blocked": [5]}, r"SpecialIds\(blocked=...\): expected a tuple of ids, got list"),
+    ]:
+        with pytest.raises((ValueError, TypeError), match=message):
+            SpecialIds(**bad)  # type: ignore[arg-type]
+    opts = DecodeOptions(beam_size=2, max_len=3, min_len=0, no_repeat_ngram=0, unk="allow")
+    decoder = PrefixTableDecoder(8)
+    for special, name, top in [(SpecialIds(eos=8), "eos", 8), (SpecialIds(blocked=(4, 30)), "blocked", 30)]:
+        for search in (beam_search, greedy_search):
+            with pytest.raises(ValueError, match=rf"SpecialIds\({name}=...\): id {top} is not in the decoder's "):
+                search(decoder, dummy_batch(1), opts, special)
+    with pytest.raises(ValueError, match=r"vocabulary of 6 words \(ids 0-5\)"):
+        apply_constraints(torch.zeros(1, 6), torch.zeros(1, 0, dtype=torch.long), opts, SpecialIds(unk=6))
+    assert len(greedy_search(decoder, dummy_batch(2), opts, SpecialIds(blocked=(7,)))) == 2

@@ -179,6 +179,9 @@ def beam_search(
     if not isinstance(options, DecodeOptions):
         raise TypeError(f"beam_search(options=...): expected a DecodeOptions, got {type(options).__name__}")
     special = special or SpecialIds()
+    vocab = getattr(decoder, "vocab_size", None)
+    if vocab is not None:  # (the top-k step never indexes a full distribution with them: see apply_constraints)
+        special.check_vocab(int(vocab))
     request_extras(decoder, options.extras)
     k = options.beam_size
     n_examples = batch_size_of(batch)

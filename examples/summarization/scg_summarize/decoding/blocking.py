@@ -54,6 +54,32 @@ class SpecialIds:
     eos: int = 3
     blocked: tuple[int, ...] = ()
 
+    def __post_init__(self) -> None:
+        ids = {name: getattr(self, name) for name in ("pad", "unk", "bos", "eos")}
+        for name, value in ids.items():  # (-1 indexed the last word; a float or a bool is no id)
+            if type(value) is not int or value < 0:
+                raise ValueError(f"SpecialIds({name}=...): expected an id (an integer >= 0), got {value!r}")
+        same = [name for name, value in ids.items() if list(ids.values()).count(value) > 1]
+        if same:  # (an <s> that is also </s> ends every summary at once; a <pad> that is </s> is never generated)
+            raise ValueError(f"SpecialIds: {', '.join(same)} share the id {ids[same[0]]}; each needs its own")
+        if not isinstance(self.blocked, tuple):
+            raise TypeError(f"SpecialIds(blocked=...): expected a tuple of ids, got {type(self.blocked).__name__}")
+        bad = next((i for i in self.blocked if type(i) is not int or i < 0), None)
+        if bad is not None:
+            raise ValueError(f"SpecialIds(blocked=...): expected ids (integers >= 0), got {bad!r}")
+
+    def check_vocab(self, size: int) -> None:
+        """``ValueError`` naming an id that is not a word of a vocabulary of ``size`` words (the
+        decoder's: ids 0 to ``size - 1``), where indexing the log-probabilities with it would fail
+        deep inside torch. Called by the searches (once per step: a few comparisons)."""
+        top = max(self.pad, self.unk, self.bos, self.eos, *self.blocked)
+        if top >= size:
+            name = next((n for n in ("pad", "unk", "bos", "eos") if getattr(self, n) == top), "blocked")
+            raise ValueError(
+                f"SpecialIds({name}=...): id {top} is not in the decoder's vocabulary of {size} words "
+                f"(ids 0-{size - 1})"
+            )
+
 
 def is_number_token(token: str) -> bool:
     """Whether ``token`` is a number: digits or ``#`` (digit mapping) with number punctuation
@@ -120,14 +146,12 @@ def apply_constraints(
         options: min/max length, ``<unk>`` handling, n-gram blocking.
         special: the special token ids.
     """
+    special.check_vocab(log_probs.shape[1])
     out = log_probs.clone()
     length = history.shape[1]
-    vocab = out.shape[1]
     eos_original = log_probs[:, special.eos].clone()
-    for forbidden in (special.pad, special.bos):
-        if forbidden < vocab and forbidden != special.eos:
-            out[:, forbidden] = NEG_INF
-    if options.unk == "forbid" and special.unk < vocab:
+    out[:, [special.pad, special.bos]] = NEG_INF
+    if options.unk == "forbid":
         out[:, special.unk] = NEG_INF
     _ban_fixed(out, history, options, special)
     if length >= options.max_len:
@@ -192,9 +216,7 @@ def constrain_candidates(
     if length >= options.max_len:
         raise ValueError("constrain_candidates: at max_len only </s> is allowed; use the full log-probabilities")
     banned = torch.zeros_like(words, dtype=torch.bool)
-    for forbidden in (special.pad, special.bos):
-        if forbidden != special.eos:
-            banned |= words == forbidden
+    banned |= (words == special.pad) | (words == special.bos)
     if options.unk == "forbid":
         banned |= words == special.unk
     if special.blocked:
