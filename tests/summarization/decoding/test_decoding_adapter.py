@@ -20,6 +20,7 @@ from scg_summarize.decoding.inputs import regrid_document
 from scg_summarize.evaluation import teacher_forced
 
 from ..eval_support import UNCONSTRAINED
+from ..models_helpers import V, make_model
 
 model_init = pytest.importorskip("scg_summarize.train.model_init")
 train_config = pytest.importorskip("scg_summarize.train.config")
@@ -142,3 +143,22 @@ def test_the_python_api_names_input_it_cannot_use(tmp_path: Path, corpus: Path) 
     for search in (beam_search, greedy_search):
         with pytest.raises(TypeError, match=rf"{search.__name__}\(options=...\): expected a DecodeOptions, got dict"):
             search(loaded.decoder, sources, {"beam_size": 2})  # type: ignore[arg-type]
+
+
+def test_summarizer_refuses_a_vocabulary_of_another_size_than_the_models() -> None:
+    """A vocabulary smaller than the model's embedding table was accepted (generated ids past its
+    end had no word: ``id_to_token`` failed after the search), a larger one too (its ids past the
+    table failed inside the embedding)."""
+    from scg_summarize.data import Vocab
+    from scg_summarize.decoding import ModelStepDecoder
+
+    decoder = ModelStepDecoder(make_model("standard"))
+    for words in (V - 14, V + 6):
+        vocab = Vocab([f"w{i}" for i in range(words - 4)])  # (+ the 4 specials)
+        with pytest.raises(
+            ValueError,
+            match=rf"Summarizer\(vocab\): {words} words, but the model's vocabulary "
+            rf"\(its embedding table\) has {V}: use the vocabulary the model was trained with",
+        ):
+            Summarizer(decoder, vocab, DecodeOptions())
+    assert Summarizer(decoder, Vocab([f"w{i}" for i in range(V - 4)]), DecodeOptions()).vocab.tokens[-1] == f"w{V - 5}"

@@ -117,7 +117,7 @@ class Summarizer:
 
     Args:
         decoder: the model.
-        vocab: its vocabulary.
+        vocab: its vocabulary (as many words as the decoder's ``vocab_size``, where it declares one).
         options: search options (``word_attn`` is recorded automatically for
             ``unk="replace"``).
         batch_size: documents per batch.
@@ -140,6 +140,12 @@ class Summarizer:
             )
         if batch_size < 1:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
+        size = getattr(decoder, "vocab_size", None)  # (a decoder that does not declare it is not checked)
+        if size is not None and int(size) != len(vocab):  # (fewer words: ids with no word; more: ids the model lacks)
+            raise ValueError(
+                f"Summarizer(vocab): {len(vocab)} words, but the model's vocabulary (its embedding table) has "
+                f"{int(size)}: use the vocabulary the model was trained with (load_run returns both)"
+            )
         if options.unk == "replace" and not options.wants("word_attn"):  # (where the model has it)
             options = replace(options, extras=(*options.extras, *offered_extras(decoder, ("word_attn",))))
         self.decoder, self.vocab, self.options = decoder, vocab, options
