@@ -1,9 +1,15 @@
 """Whether a device named by the user is on this machine (``--device``, ``train.device``,
-``load_run(device=...)``): one check, so every entry point says the same thing."""
+``device=`` of the Python API: `load_model`, `load_run`, `Summarizer`, `evaluate_model`,
+`evaluate_run`, `run_saliency_top_k`): one check, so every entry point says the same thing."""
 
 from __future__ import annotations
 
-__all__ = ["missing_cuda"]
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = ["checked_device", "missing_cuda", "parse_device"]
 
 
 def missing_cuda(device: str) -> str | None:
@@ -19,3 +25,28 @@ def missing_cuda(device: str) -> str | None:
     if index.isdigit() and int(index) >= torch.cuda.device_count():
         return f"{device!r}, but this machine has {torch.cuda.device_count()} CUDA GPU(s)"
     return None
+
+
+def parse_device(device: object) -> torch.device | None:
+    """``device`` (a name or a ``torch.device``) as torch's device when it is a CPU or CUDA one, else
+    None (a name torch does not know, ``"gpu"``, ``"cuda:x"``, or another kind, ``"meta"``)."""
+    import torch
+
+    try:
+        parsed = torch.device(device)  # type: ignore[call-overload]
+    except (RuntimeError, TypeError, ValueError):
+        return None
+    return parsed if parsed.type in ("cpu", "cuda") else None
+
+
+def checked_device(device: object, where: str) -> torch.device:
+    """``device`` as a ``torch.device`` this machine has; else ``ValueError`` naming the argument of
+    ``where`` (the entry point, ``"load_model"``) and the expected form, or the missing GPU (a bad
+    name failed deep in torch, and a missing GPU was blamed on the checkpoint torch could not map)."""
+    parsed = parse_device(device)
+    if parsed is None:
+        raise ValueError(f"{where}(device={device!r}): expected 'cpu', 'cuda' or 'cuda:N'")
+    missing = missing_cuda(str(parsed))
+    if missing is not None:
+        raise ValueError(f"{where}(device=...): {missing}")
+    return parsed

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -162,3 +164,35 @@ def test_summarizer_refuses_a_vocabulary_of_another_size_than_the_models() -> No
         ):
             Summarizer(decoder, vocab, DecodeOptions())
     assert Summarizer(decoder, Vocab([f"w{i}" for i in range(V - 4)]), DecodeOptions()).vocab.tokens[-1] == f"w{V - 5}"
+
+
+def test_every_device_argument_of_the_python_api_is_named_alike(tmp_path: Path, corpus: Path) -> None:
+    """``Summarizer(device="gpu")``, ``evaluate_model``, ``evaluate_run`` and ``run_saliency_top_k``
+    failed inside torch (``Expected one of cpu, cuda, ... device type``, ``Invalid device string``) or at
+    the first batch; ``load_model(device="cuda")`` without a GPU blamed the checkpoint. One check
+    (``devices.checked_device``) names the entry point for each."""
+    from scg_summarize.evaluation import RougeOptions, evaluate_model, evaluate_run
+    from scg_summarize.evaluation.saliency_topk import run_saliency_top_k
+    from scg_summarize.models.loading import load_model
+
+    run = _write_run(tmp_path, corpus, "tiny-C2F")
+    loaded = load_run(run, data_dir=corpus)
+    dataset = SummarizationDataset(corpus, "test", with_text=True)
+    calls: dict[str, Callable[[Any], object]] = {
+        "load_model": lambda device: load_model(run / "best.pt", device=device),
+        "load_run": lambda device: load_run(run, data_dir=corpus, device=device),
+        "Summarizer": lambda device: Summarizer(loaded.decoder, loaded.vocab, DecodeOptions(), device=device),
+        "evaluate_model": lambda device: evaluate_model(
+            loaded, dataset, DecodeOptions(), RougeOptions(), limit=1, device=device
+        ),
+        "evaluate_run": lambda device: evaluate_run(run, corpus, limit=1, device=device),
+        "run_saliency_top_k": lambda device: run_saliency_top_k(loaded, dataset, 1, limit=1, device=device),
+    }
+    for where, call in calls.items():
+        for bad in ("gpu", "cuda:x", "meta"):
+            with pytest.raises(ValueError, match=rf"{where}\(device='{bad}'\): expected 'cpu', 'cuda' or 'cuda:N'"):
+                call(bad)
+        if not torch.cuda.is_available():
+            with pytest.raises(ValueError, match=rf"{where}\(device=...\): 'cuda', but no CUDA GPU is available here"):
+                call("cuda")
+    assert Summarizer(loaded.decoder, loaded.vocab, DecodeOptions(), device=torch.device("cpu")).device.type == "cpu"

@@ -17,7 +17,7 @@ from dataclasses import fields
 from typing import Any
 
 from ..decode_options import DecodeOptions, Setting, default_min_len, setting_of
-from ..devices import missing_cuda
+from ..devices import missing_cuda, parse_device
 from ._common import non_negative_int, positive_int
 
 __all__ = [
@@ -101,13 +101,7 @@ def available_device(text: str) -> str:
     an error about the checkpoint, which torch could not load onto it)."""
     if text == "cpu":  # (the default, converted by argparse too: --help and usage errors import no torch)
         return text
-    import torch
-
-    try:
-        device = torch.device(text)
-    except RuntimeError:
-        device = None
-    if device is None or device.type not in ("cpu", "cuda"):
+    if parse_device(text) is None:
         raise argparse.ArgumentTypeError(f"expected cpu, cuda or cuda:N, got {text!r}")
     missing = missing_cuda(text)
     if missing is not None:

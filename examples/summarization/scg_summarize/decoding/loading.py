@@ -19,7 +19,7 @@ from ..data.options import PrepOptions
 from ..data.storage import META_FILE, VOCAB_FILE, read_meta
 from ..data.vocab import Vocab
 from ..decode_options import DecodeOptions
-from ..devices import missing_cuda
+from ..devices import checked_device
 from ..jsonlines import json_object
 from ..models.loading import CHECKPOINTS, CheckpointError, load_model, run_checkpoint
 from .adapters import ModelStepDecoder
@@ -152,19 +152,6 @@ def _vocab_and_options(
         raise RunLoadError(f"{vocab_path}: {err}") from err
 
 
-def _check_device(device: str) -> None:
-    """A device torch knows and this machine has (a missing GPU was blamed on the checkpoint)."""
-    import torch
-
-    try:
-        name = str(torch.device(device))
-    except (RuntimeError, TypeError):
-        raise RunLoadError(f"load_run(device={device!r}): expected 'cpu', 'cuda' or 'cuda:N'") from None
-    missing = missing_cuda(name)
-    if missing is not None:
-        raise RunLoadError(f"load_run(device=...): {missing}")
-
-
 def load_run(
     run_dir: str | Path,
     *,
@@ -190,7 +177,10 @@ def load_run(
     """
     if not isinstance(run_dir, (str, Path)):
         raise RunLoadError(f"load_run(run_dir): expected a path, got {type(run_dir).__name__}")
-    _check_device(device)
+    try:
+        checked_device(device, "load_run")
+    except ValueError as err:  # (a missing GPU was blamed on the checkpoint)
+        raise RunLoadError(str(err)) from None
     path = Path(run_dir)
     if not path.is_dir():
         raise RunLoadError(f"{path}: no such run directory")

@@ -21,6 +21,7 @@ from ..data.batching import SourceBatch, collate_sources
 from ..data.tokenizer import detokenize
 from ..data.vocab import SPECIALS, UNK, Vocab
 from ..decode_options import DecodeOptions, Hypothesis
+from ..devices import checked_device
 from .beam import beam_search
 from .blocking import SpecialIds, number_token_ids
 from .greedy import greedy_search
@@ -149,7 +150,7 @@ class Summarizer:
         if options.unk == "replace" and not options.wants("word_attn"):  # (where the model has it)
             options = replace(options, extras=(*options.extras, *offered_extras(decoder, ("word_attn",))))
         self.decoder, self.vocab, self.options = decoder, vocab, options
-        self.batch_size, self.device = batch_size, torch.device(device)
+        self.batch_size, self.device = batch_size, checked_device(device, "Summarizer")
         blocked = number_token_ids(vocab.tokens) if options.block_digits else ()
         self.special = SpecialIds(vocab.pad_id, vocab.unk_id, vocab.bos_id, vocab.eos_id, blocked)
 

@@ -24,6 +24,7 @@ from ..decoding.inputs import SourceDocument, documents_from_split
 from ..decoding.loading import LoadedRun
 from ..decoding.protocol import offered_extras
 from ..decoding.summarizer import Summarizer
+from ..devices import checked_device
 from .baselines import ExtractiveBaseline
 from .metrics import AttentionMetrics
 from .perplexity import Perplexity, teacher_forced
@@ -101,6 +102,7 @@ def evaluate_model(
         device: where batches go.
         progress: called with the number of examples finished after every batch.
     """
+    checked_device(device, "evaluate_model")
     require_same_vocab(run.vocab, dataset.vocab, dataset.root, run.run_dir)
     start = time.perf_counter()
     # (the attention the metrics read, where the model has it; the options' own names are checked)

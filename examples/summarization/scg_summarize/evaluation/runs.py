@@ -21,6 +21,7 @@ from typing import Any
 from ..data.dataset import SummarizationDataset
 from ..decode_options import DecodeOptions
 from ..decoding.loading import load_run
+from ..devices import checked_device
 from ..jsonlines import json_object
 from .rouge import RougeOptions
 from .runner import evaluate_model
@@ -60,6 +61,7 @@ def evaluate_run(
         decode: search settings (default: the run's ``[eval]`` table over the defaults).
         progress: called with the number of examples finished after every batch.
     """
+    checked_device(device, "evaluate_run")
     run_dir = Path(run_dir)
     raw = run_settings(run_dir)
     eval_table, data_table = raw.get("eval"), raw.get("data")

@@ -31,6 +31,7 @@ from ..data.dataset import SummarizationDataset
 from ..data.vocab import SPECIALS
 from ..decoding.inputs import documents_from_split
 from ..decoding.loading import LoadedRun
+from ..devices import checked_device
 from ..models.common.saliency_maps import SaliencyMaps
 from .rouge import Rouge, RougeOptions, RougeResult
 
@@ -150,6 +151,7 @@ def run_saliency_top_k(
     Raises ``ValueError`` naming the run when its model scores no source words (no
     ``saliency_maps``: every family but MAL).
     """
+    checked_device(device, "run_saliency_top_k")
     model = saliency_model(run)
     count = len(dataset) if limit is None else min(limit, len(dataset))
     docs = list(run.prepare(documents_from_split(dataset, range(count))))

@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from ..data.vocab import Vocab
+from ..devices import checked_device
 from .config import ModelConfig
 from .family import SummarizerFamily
 from .registry import build_model
@@ -145,10 +146,7 @@ def load_model(
     Raises ``ValueError`` naming the file when it is not a model checkpoint, when the ``model``
     table is invalid, when the weights do not fit the configured model or ``vocab``.
     """
-    try:
-        device = torch.device(device)
-    except (RuntimeError, TypeError):  # (else blamed on the file, which torch.load could not map)
-        raise ValueError(f"load_model(device={device!r}): expected 'cpu', 'cuda' or 'cuda:N'") from None
+    device = checked_device(device, "load_model")  # (else blamed on the file, which torch.load could not map)
     state = read_checkpoint(path, device)
     if vocab is not None:
         check_vocabulary(state, vocab[0], path, vocab[1])
