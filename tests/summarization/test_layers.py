@@ -1,7 +1,7 @@
 """The example's layers form a one-way chain: every import (module level or inside a function)
 goes from a subpackage to itself or to an earlier layer, never back.
 
-    base (jsonlines, dirlock, choices, devices, decode_options) -> data -> kernels -> models -> decoding
+    base (jsonlines, dirlock, choices, devices, decode_options, typed) -> data -> kernels -> models -> decoding
         -> evaluation -> viz -> train -> demo / commands / cli
 
 So a model can be loaded and decoded without the trainer (``models.load_model``), and evaluation
@@ -20,7 +20,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "examples" / "summarization" / "
 
 #: Layer of each top-level module or subpackage of ``scg_summarize`` (lower = earlier).
 LAYERS: dict[str, int] = {
-    "__init__": 0, "jsonlines": 0, "dirlock": 0, "choices": 0, "devices": 0, "decode_options": 0,
+    "__init__": 0, "jsonlines": 0, "dirlock": 0, "choices": 0, "devices": 0, "decode_options": 0, "typed": 0,
     "data": 1,
     "kernels": 2,
     "models": 3,

@@ -196,3 +196,25 @@ def test_a_string_for_a_list_is_refused_not_scored_per_character() -> None:
         rouge.score("a b", [3])  # type: ignore[list-item]
     with pytest.raises(ValueError, match=r"1 ids for 2 predictions"):
         rouge.corpus(["a", "b"], [["a"], ["b"]], ids=["x"])
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"stemming": "no"}, "RougeOptions.stemming must be true or false, got 'no'"),  # (was stemming on)
+        ({"hash_digits": 1}, "RougeOptions.hash_digits must be true or false, got 1"),
+        ({"split_sentences": None}, "RougeOptions.split_sentences must be true or false, got None"),
+        ({"limit_bytes": 7.5}, r"RougeOptions.limit_bytes must be an integer \(or None\), got 7.5"),
+        ({"limit_bytes": True}, r"RougeOptions.limit_bytes must be an integer \(or None\), got True"),
+        ({"limit_bytes": "75"}, r"RougeOptions.limit_bytes must be an integer \(or None\), got '75'"),  # (a TypeError)
+        ({"limit_bytes": -3}, "limit_bytes must be positive, got -3"),
+        ({"metrics": "rouge1"}, "RougeOptions.metrics must be a tuple of strings, got 'rouge1'"),  # (unknown 'r')
+        ({"metrics": ["rouge1"]}, r"RougeOptions.metrics must be a tuple of strings, got \['rouge1'\]"),
+        ({"metrics": (1,)}, r"RougeOptions.metrics must be a tuple of strings, got \(1,\)"),  # (a TypeError in re)
+    ],
+)
+def test_rouge_options_of_the_wrong_type_are_refused_naming_the_field(options: dict[str, Any], message: str) -> None:
+    """A string for a flag was taken as true, a float or a bool for ``limit_bytes`` was accepted, a
+    list of metrics made an options object that could not be hashed."""
+    with pytest.raises(ValueError, match=message):
+        RougeOptions(**options)

@@ -36,6 +36,7 @@ from typing import Any, Literal
 
 from ..choices import ROUGE_SCORES as METRICS
 from ..data.sentences import split_sentences
+from ..typed import check_field_types
 
 __all__ = ["METRICS", "Rouge", "RougeOptions", "RougeResult", "RougeTokenizer", "truncate_bytes"]
 
@@ -77,6 +78,7 @@ class RougeOptions:
     split_sentences: bool = True
 
     def __post_init__(self) -> None:
+        check_field_types(self, "RougeOptions.")  # (stemming="no" was taken as true, limit_bytes=7.5 cut nothing)
         if not self.metrics:
             raise ValueError("metrics must not be empty")
         for name in self.metrics:

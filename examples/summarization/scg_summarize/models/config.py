@@ -19,10 +19,11 @@ absent) and names any key that family does not know.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any
+
+from ..typed import check_field_types
 
 __all__ = ["ModelConfig", "positive_ints"]
 
@@ -33,28 +34,6 @@ def positive_ints(config: Any, *names: str) -> None:
         value = getattr(config, name)
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ValueError(f"model.{name} must be a positive integer, got {value!r}")
-
-
-def _typed(config: Any) -> None:
-    """``ValueError`` naming the first field whose value is not of its declared type: ``bool``,
-    ``int`` (not a bool), ``float`` (a finite number) or ``str`` (the dataclasses built in Python,
-    not from a TOML table, which `train.schema` checks: ``input_feed="false"`` was taken as true)."""
-    for f in fields(config):
-        value = getattr(config, f.name)
-        kind = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", "")
-        if kind == "bool":
-            ok = isinstance(value, bool)
-        elif kind == "int":
-            ok = isinstance(value, int) and not isinstance(value, bool)
-        elif kind == "float":
-            ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-        elif kind == "str":
-            ok = isinstance(value, str)
-        else:
-            continue
-        if not ok:
-            expected = {"bool": "true or false", "float": "a finite number", "int": "an integer"}.get(kind, f"a {kind}")
-            raise ValueError(f"model.{f.name} must be {expected}, got {value!r}")
 
 
 @dataclass(kw_only=True, slots=True)
@@ -99,7 +78,7 @@ class ModelConfig:
                 f"{', '.join(own.option_names())}), not a {type(self).__name__}: build it with "
                 f"ModelConfig.from_dict"
             )
-        _typed(self)
+        check_field_types(self, "model.")
         positive_ints(self, "emb_dim", "hidden")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"model.dropout must be in [0, 1), got {self.dropout!r}")
