@@ -94,3 +94,14 @@ def test_the_page_family_round_trips_through_a_checkpoint(page: dict[str, Any], 
         assert torch.equal(
             model(src, src_mask, tgt, tgt_mask).total_nll(), loaded(src, src_mask, tgt, tgt_mask).total_nll()
         )
+
+
+def test_the_page_family_checks_its_input_without_writing_a_check(page: dict[str, Any]) -> None:
+    """The family base class wraps a family's own ``encode`` (and checks ``forward`` and ``step``):
+    the page's ``Plain`` names float ids without a line of its own (it failed in its embedding)."""
+    model = _plain()
+    src, src_mask, tgt, tgt_mask = _tensors()
+    with pytest.raises(TypeError, match=r"Plain.encode\(src\): expected int64 \(long\) word ids \(B, M, N\)"):
+        model.encode(src.float(), src_mask)
+    with pytest.raises(ValueError, match=r"Plain.forward\(tgt\): expected src's 3 examples on cpu, got 1"):
+        model(src, src_mask, tgt[:1], tgt_mask[:1])

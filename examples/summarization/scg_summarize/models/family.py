@@ -26,7 +26,9 @@ copied source words, or V_y).
 
 from __future__ import annotations
 
+import functools
 from abc import ABCMeta, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
@@ -48,6 +50,85 @@ __all__ = ["SummarizerFamily", "SummarizerOutput", "embedding_tables", "uniform_
 
 ConfigT = TypeVar("ConfigT", bound=ModelConfig)
 StateT = TypeVar("StateT", bound=DecoderState)
+EncodeT = TypeVar("EncodeT", bound=Callable[..., Any])
+
+
+# ---------------------------------------------------------------------- input checks (metadata only)
+# What a family's forward / encode / step is given is checked here, once for every family: dtype,
+# rank, shapes and batch sizes, all read from the tensors' metadata (never their values: no host
+# read, so no synchronisation on a GPU, and nothing for torch.compile or a CUDA graph to trip on).
+# Ids in the vocabulary and a tgt_mask that agrees with the ids would need their values: unchecked.
+
+
+def _found(value: object) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"a tensor of dtype {str(value.dtype).removeprefix('torch.')} and shape {tuple(value.shape)}"
+    return type(value).__name__
+
+
+def _check_ids(where: str, name: str, ids: object, form: str) -> torch.Tensor:
+    """``ids`` if it is an int64 tensor of ``len(form)`` dimensions with none empty."""
+    if not isinstance(ids, torch.Tensor) or ids.dtype != torch.long:
+        raise TypeError(f"{where}({name}): expected int64 (long) word ids {form}, got {_found(ids)}")
+    if ids.dim() != form.count(",") + 1 or ids.numel() == 0:
+        raise ValueError(f"{where}({name}): expected word ids {form} with no size 0, got {_found(ids)}")
+    return ids
+
+
+def _check_mask(where: str, name: str, mask: object, ids: torch.Tensor, ids_name: str) -> None:
+    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
+        raise TypeError(f"{where}({name}): expected a bool tensor, got {_found(mask)}")
+    if mask.shape != ids.shape or mask.device != ids.device:
+        raise ValueError(
+            f"{where}({name}): expected the shape {tuple(ids.shape)} of {ids_name} on {ids.device}, "
+            f"got {tuple(mask.shape)} on {mask.device}"
+        )
+
+
+def check_source(where: str, src: object, src_mask: object) -> None:
+    """``src`` int64 ``(B, M, N)``, ``src_mask`` bool of its shape and device, no size 0 (an empty
+    batch, chunk or grid failed deep inside torch: ``max(): Expected reduction dim``)."""
+    _check_mask(where, "src_mask", src_mask, _check_ids(where, "src", src, "(B, M, N)"), "src")
+
+
+def check_target(where: str, tgt: object, tgt_mask: object, src: torch.Tensor) -> None:
+    """``tgt`` int64 ``(B, T)`` with ``src``'s B, its device and T >= 2 (``<s>`` and a word to score),
+    ``tgt_mask`` bool of its shape and device."""
+    tgt = _check_ids(where, "tgt", tgt, "(B, T)")
+    if tgt.shape[0] != src.shape[0] or tgt.device != src.device:
+        raise ValueError(
+            f"{where}(tgt): expected src's {src.shape[0]} examples on {src.device}, got {tgt.shape[0]} on {tgt.device}"
+        )
+    if tgt.shape[1] < 2:
+        raise ValueError(f"{where}(tgt): expected T >= 2 positions (<s> and the words it predicts), got {tgt.shape[1]}")
+    _check_mask(where, "tgt_mask", tgt_mask, tgt, "tgt")
+
+
+def check_prev_tokens(model: nn.Module, prev_tokens: object, rows: torch.Tensor) -> None:
+    """``prev_tokens`` int64 ``(R,)`` with the R rows of ``rows`` (a state tensor: the first dimension
+    is read; ``model`` names the family, in the error only: nothing is formatted on every step)."""
+    if not isinstance(prev_tokens, torch.Tensor) or prev_tokens.dtype != torch.long:
+        error: type[Exception] = TypeError
+    elif prev_tokens.shape != rows.shape[:1]:
+        error = ValueError
+    else:
+        return
+    raise error(
+        f"{type(model).__name__}.step(prev_tokens): expected int64 (long) word ids ({rows.shape[0]},), one per "
+        f"row of the state, got {_found(prev_tokens)}"
+    )
+
+
+def _checked_encode(encode: EncodeT) -> EncodeT:
+    """A family's ``encode`` behind `check_source` (`SummarizerFamily.__init_subclass__`)."""
+
+    @functools.wraps(encode)
+    def checked(self: SummarizerFamily[Any, Any], src: Any, src_mask: Any, *args: Any, **kwargs: Any) -> Any:
+        check_source(f"{type(self).__name__}.encode", src, src_mask)
+        return encode(self, src, src_mask, *args, **kwargs)
+
+    checked.checks_inputs = True  # type: ignore[attr-defined]
+    return checked  # type: ignore[return-value]
 
 
 @dataclass
@@ -104,6 +185,14 @@ class SummarizerFamily(nn.Module, Generic[ConfigT, StateT], metaclass=ABCMeta):
     #: why its training step cannot be traced (``train.compile``) or captured (``train.cuda_graph``)
     #: whole: it reads a value or a size from the device (None: it reads none)
     untraceable: ClassVar[str | None] = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Every family's own ``encode`` checks its input (`check_source`) before it runs: one check
+        for every family, written by none (`forward` and `step` check theirs here)."""
+        super().__init_subclass__(**kwargs)
+        encode = cls.__dict__.get("encode")
+        if callable(encode) and not getattr(encode, "checks_inputs", False):
+            setattr(cls, "encode", _checked_encode(encode))  # noqa: B010 (mypy: cannot assign to a method)
 
     # ------------------------------------------------------------------ capabilities
     @property
@@ -180,7 +269,8 @@ class SummarizerFamily(nn.Module, Generic[ConfigT, StateT], metaclass=ABCMeta):
         """The memory of ``src`` ``(B, M, N)`` (word states ``(B, M, N, H_e)``; per-example extras
         in ``memory.extra``, reordered by beam search) and what `init_state` needs. ``lengths``:
         the batch's bounds on its real words, counted on the host (`SourceLengths`), for encoders
-        that skip the padding (None: they read the mask)."""
+        that skip the padding (None: they read the mask). A family's ``encode`` is wrapped in
+        `check_source` (by `__init_subclass__`): ``src`` int64, ``src_mask`` bool of its shape."""
 
     @abstractmethod
     def init_state(self, memory: Memory, final: Any) -> StateT:
@@ -200,7 +290,10 @@ class SummarizerFamily(nn.Module, Generic[ConfigT, StateT], metaclass=ABCMeta):
     def step(
         self, state: StateT, prev_tokens: torch.Tensor, memory: Memory, t: int, mode: Mode
     ) -> tuple[torch.Tensor, StateT, AttentionOut]:
-        """`advance` then `step_log_probs`: log p(y_t) ``(B, V')``, the state, the attention."""
+        """`advance` then `step_log_probs`: log p(y_t) ``(B, V')``, the state, the attention.
+        ``prev_tokens`` must be int64 ``(B,)`` with the state's B rows (`TypeError` / `ValueError`
+        naming it; its metadata only, so no host read)."""
+        check_prev_tokens(self, prev_tokens, state.feed)
         out, state, att = self.advance(state, prev_tokens, memory, t, mode)
         return self.step_log_probs(out, att, memory), state, att
 
@@ -247,7 +340,13 @@ class SummarizerFamily(nn.Module, Generic[ConfigT, StateT], metaclass=ABCMeta):
             task: ``teacher`` (`teacher_forcing`: a `SummarizerOutput`) or ``rollout`` (`rollout`:
                 a `Rollout` of at most ``max_len`` words, default T − 1).
             lengths: the batch's `SourceLengths` (`encode`).
+
+        The tensors are checked (`check_source`, `check_target`: dtypes, ranks, shapes, one batch
+        size, T >= 2) from their metadata only; the ids' values are not read.
         """
+        where = f"{type(self).__name__}.forward"
+        check_source(where, src, src_mask)
+        check_target(where, tgt, tgt_mask, src)
         if task == "rollout":
             memory, final = self.encode(src, src_mask, lengths)
             return self.rollout(memory, self.init_state(memory, final), max_len or tgt.shape[1] - 1, mode)
