@@ -57,7 +57,7 @@ from scg.credit.signals import (
 from scg.credit.soundness import check_after_registration, check_baseline_inputs
 from scg.credit.traced import traced_surrogate_loss
 from scg.errors import SCGError, expect_bool
-from scg.graph.graph import GraphRecord
+from scg.graph.graph import GraphRecord, is_compiling
 from scg.graph.nodes import SampleInfo, user_stacklevel
 
 __all__ = ["objective", "surrogate_loss"]
@@ -102,7 +102,7 @@ def surrogate_loss(
         expectation for unbiased estimators.
     """
     _check_options(graph, discount, dice, dice_lambda, score_scale, check_finite)
-    compiling = torch.compiler.is_compiling()
+    compiling = is_compiling()
     if not compiling and not torch.is_grad_enabled():
         warnings.warn(
             "surrogate_loss() under torch.no_grad(): the loss has no gradient (its value is the objective) "
@@ -203,15 +203,18 @@ def _check_options(
         )
     if not graph.costs:
         raise SCGError("surrogate_loss() on a graph with no cost nodes: add costs with scg.cost()")
-    if (
+    # (the common case first, a float and two bools, without the ABC check of ``Real`` or a call:
+    # it runs every step; anything else takes the full checks and their messages)
+    if not (type(score_scale) is float and 0.0 <= score_scale < math.inf) and (
         isinstance(score_scale, bool)
         or not isinstance(score_scale, Real)
         or not math.isfinite(score_scale)
         or score_scale < 0
     ):  # (a negative λ would turn the score terms' descent into ascent)
         raise SCGError(f"surrogate_loss(score_scale=...): expected a finite number >= 0, got {score_scale!r}")
-    for what, flag in (("check_finite", check_finite), ("dice", dice)):
-        expect_bool(flag, f"surrogate_loss({what}=...)")
+    if type(check_finite) is not bool or type(dice) is not bool:
+        for what, flag in (("check_finite", check_finite), ("dice", dice)):
+            expect_bool(flag, f"surrogate_loss({what}=...)")
     if dice and discount is not None and dice_lambda is None:
         raise SCGError(
             "surrogate_loss(dice=True, discount=...): the DiCE objective has no "

@@ -17,7 +17,7 @@ from scg.baselines.base import check_baseline
 from scg.errors import InfluenceLostWarning, SCGError
 from scg.estimators.base import Estimator
 from scg.estimators.defaults import default_for
-from scg.graph.graph import GraphRecord, current_graph, eager_graph
+from scg.graph.graph import GraphRecord, current_graph, eager_graph, is_compiling
 from scg.graph.influence import (
     reduced_mask,
     sample_influence,
@@ -44,12 +44,14 @@ __all__ = ["cost", "open_graph", "outside_graph", "sample"]
 _ONE = torch.Size(())
 #: the draw of a distribution that is not torch's own: tracked (a reusable no-op context)
 _NOT_PAUSED = nullcontext()
+#: ``torch.is_grad_enabled``, read once (asked for every node; dynamo knows it by identity)
+_grad_enabled = torch.is_grad_enabled
 
 
 def open_graph(fn: str, name: str | None) -> tuple[GraphRecord, Location | str]:
     """The open graph and the user's line that called ``scg.<fn>`` (one compile check for both).
     ``scg.sample`` and ``scg.cost``, which run for every node, do the same inline."""
-    compiling = torch.compiler.is_compiling()
+    compiling = is_compiling()
     g = current_graph(True) if compiling else eager_graph()
     location = caller_location(compiling)
     if g is None:
@@ -114,7 +116,7 @@ def sample(
         ``(K,) + dist.batch_shape + dist.event_shape``; costs are then weighted by p(value).
     """
     # (`open_graph` inline: this runs for every node, and the user's frame is then our caller's)
-    compiling = torch.compiler.is_compiling()
+    compiling = is_compiling()
     g = current_graph(True) if compiling else eager_graph()
     location = caller_location(compiling)
     if g is None:
@@ -205,7 +207,7 @@ def sample(
         finally:
             if nested:
                 _outer_drawing(g, -1)
-    if g.grad_at_open and not torch.is_grad_enabled() and not compiling and estimator.score:
+    if g.grad_at_open and not compiling and not _grad_enabled() and estimator.score:
         warnings.warn(  # (a no_grad block inside a training graph, a reentrant checkpoint's forward)
             f"scg.sample(name={name!r}) at {location} drew under torch.no_grad() in a graph opened with "
             "gradients on: its score term has no gradient, so the node's effect on the costs is missing "
@@ -272,7 +274,10 @@ def _node(
         with torch._C.DisableTorchFunction():
             node.version = _version(value)
     else:
-        node.version = _version(value)
+        try:  # (`_version` inline: a call per node)
+            node.version = value._version
+        except RuntimeError:
+            node.version = None
     return node
 
 
@@ -501,7 +506,7 @@ def cost(
     Returns:
         ``value`` itself, for chaining.
     """
-    compiling = torch.compiler.is_compiling()  # (`open_graph` inline, as in `sample`)
+    compiling = is_compiling()  # (`open_graph` inline, as in `sample`)
     g = current_graph(True) if compiling else eager_graph()
     location = caller_location(compiling)
     if g is None:

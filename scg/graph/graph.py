@@ -31,7 +31,7 @@ from scg.graph.structure import Declared, Structure, node_key, signature
 from scg.graph.threads import InThread, wrap
 from scg.graph.tracking import InfluenceTracker, Paused, mask_attribute
 
-__all__ = ["GraphRecord", "Intervention", "current_graph"]
+__all__ = ["GraphRecord", "Intervention", "current_graph", "is_compiling"]
 
 #: ``intervene(name, step, dist, sample_shape) -> value or None``
 Intervention = Callable[[str, "int | None", Distribution, torch.Size], "torch.Tensor | None"]
@@ -48,10 +48,16 @@ _IDS = itertools.count()
 _TRACED: list[GraphRecord] = []
 
 
+#: ``torch.compiler.is_compiling``, read once: asked for every node, and the attribute lookups
+#: through ``torch.compiler`` cost a fifth of the call. Dynamo knows the function by identity
+#: (it traces it as True under any name)
+is_compiling = torch.compiler.is_compiling
+
+
 def current_graph(compiling: bool | None = None) -> GraphRecord | None:
     """The innermost open graph of this thread/context, or None. ``compiling``:
     ``torch.compiler.is_compiling()`` if the caller has asked already (None: ask)."""
-    if torch.compiler.is_compiling() if compiling is None else compiling:
+    if is_compiling() if compiling is None else compiling:
         return _TRACED[-1] if _TRACED else None
     return _CURRENT.get()
 
@@ -92,14 +98,16 @@ class GraphRecord(GraphQueries):
                 f"scg.Graph(intervene=...): expected None or a function (name, step, dist, sample_shape) -> "
                 f"value or None, got {type(intervene).__name__}"
             )
-        for option, flag in (("strict", strict), ("warn_on_escape", warn_on_escape)):
-            expect_bool(flag, f"scg.Graph({option}=...)")
+        if type(strict) is not bool or type(warn_on_escape) is not bool:  # (no call in the common case)
+            for option, flag in (("strict", strict), ("warn_on_escape", warn_on_escape)):
+                expect_bool(flag, f"scg.Graph({option}=...)")
         self.intervene = intervene
         self.strict = strict
         self.plates = plates
         self._outer: GraphRecord | None = None
-        #: the graph's id (-1 for a graph opened while ``torch.compile`` traces)
-        self.id = -1 if torch.compiler.is_compiling() else next(_IDS)
+        #: the graph's id: a new one when it is entered, where `__enter__` asks whether
+        #: ``torch.compile`` traces (-1 for a graph opened while it does, and until it is entered)
+        self.id = -1
         self.nodes: list[Node] = []
         self.warn_on_escape = warn_on_escape
         self._keys: dict[tuple[str, int | None], Node] = {}
@@ -148,8 +156,9 @@ class GraphRecord(GraphQueries):
         #: whether gradients were on when the graph was opened (a node drawn with them off in it
         #: has a score term without a gradient: `scg.graph.build.sample` warns)
         self.grad_at_open = torch.is_grad_enabled()
-        if torch.compiler.is_compiling():
+        if is_compiling():
             return self._enter_traced()
+        self.id = next(_IDS)
         outer = _CURRENT.get()
         self._outer = outer if outer is not None and outer.is_open else None
         self._token = _CURRENT.set(self)

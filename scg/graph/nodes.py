@@ -127,18 +127,41 @@ def caller_location(compiling: bool | None = None) -> Location | str:
     if compiling:  # dynamo cannot trace frame objects
         return _compiled_line()
     try:
-        frame: FrameType | None = sys._getframe(2)
+        frame: FrameType = _getframe(2)
     except ValueError:  # (called from the outermost frame)
         return _UNKNOWN
-    while frame is not None and frame.f_code.co_filename.startswith(_SCG_DIR):
-        frame = frame.f_back
-    if frame is None:
-        return _UNKNOWN
-    loc = object.__new__(Location)  # (its slots stored here: a call of the class costs about three times as much)
-    loc._code = frame.f_code
+    code = frame.f_code
+    inside = _IN_SCG.get(code.co_filename)  # (a dict hit per file: cheaper than ``startswith``)
+    while inside is not False:
+        if inside is None:
+            inside = _in_scg(code.co_filename)
+            continue
+        back = frame.f_back
+        if back is None:
+            return _UNKNOWN
+        frame = back
+        code = frame.f_code
+        inside = _IN_SCG.get(code.co_filename)
+    loc = _new(Location)  # (its slots stored here: a call of the class costs about three times as much)
+    loc._code = code
     loc._lasti = frame.f_lasti
     loc._text = None
     return loc
+
+
+_getframe = sys._getframe
+_new = object.__new__
+#: source file -> whether it is in the scg package (`caller_location`; one entry per file seen,
+#: cleared past `_IN_SCG_LIMIT`: generated code, notebook cells, can have a name per function)
+_IN_SCG: dict[str, bool] = {}
+_IN_SCG_LIMIT = 4096
+
+
+def _in_scg(filename: str) -> bool:
+    if len(_IN_SCG) >= _IN_SCG_LIMIT:
+        _IN_SCG.clear()
+    inside = _IN_SCG[filename] = filename.startswith(_SCG_DIR)
+    return inside
 
 
 def user_stacklevel() -> int:

@@ -6,6 +6,7 @@ signatures are the structure's first objects of each kind (issue 25; its refusal
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import pytest
 import torch
@@ -43,6 +44,35 @@ def test_every_field_of_the_records_is_set(mode: str) -> None:
         unset = [f.name for f in dataclasses.fields(cls) if not hasattr(node, f.name)]
         assert unset == [], f"{cls.__name__} fields never set: {unset}"
     assert str(g.node("z").location).startswith(__file__)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_every_field_of_the_surrogates_groups_is_set(mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the surrogate makes its cost and node groups slot by slot too (`scg.credit.signals`)
+    from scg.credit import signals, surrogate
+    from scg.credit.signals import CostGroup, NodeGroup
+
+    made: list[object] = []
+
+    def keeping(real: Any) -> Any:
+        def fn(*args: Any) -> Any:
+            out = real(*args)
+            made.extend(out)
+            return out
+
+        return fn
+
+    for name in ("cost_groups", "node_groups"):
+        monkeypatch.setattr(surrogate, name, keeping(getattr(signals, name)))
+    theta = torch.zeros(3, requires_grad=True)
+    with graph_in(mode) as g:
+        z = scg.sample(Bernoulli(logits=theta), name="z")
+        scg.cost(z * 2.0, name="c")
+    g.surrogate_loss().backward()
+    assert {type(x) for x in made} == {CostGroup, NodeGroup}
+    for x in made:
+        unset = [f.name for f in dataclasses.fields(x) if not hasattr(x, f.name)]  # type: ignore[arg-type]
+        assert unset == [], f"{type(x).__name__} fields never set: {unset}"
 
 
 def _step(structure: scg.Declared, length: int) -> scg.Graph:
