@@ -491,9 +491,9 @@ def cost(
     """Add a cost node. The objective is E[sum of all elements of all costs] (minimized).
 
     Args:
-        value: a floating-point tensor; its leading dimensions line up with the batch dimensions
-            of the stochastic nodes it depends on, so each example's log-probability is credited
-            with that example's own cost.
+        value: a dense (strided) floating-point tensor; its leading dimensions line up with the
+            batch dimensions of the stochastic nodes it depends on, so each example's
+            log-probability is credited with that example's own cost.
         name: the node's name (unique together with ``step``); default ``cost_<i>``.
         step: the time step of the cost (for ``surrogate_loss(discount=γ)``).
         baseline: subtracted from the cost before it is credited to stochastic nodes (Algorithm
@@ -520,15 +520,22 @@ def cost(
             )
         raise SCGError(f"scg.cost(name={name!r}) at {location}: expected a tensor, got {type(value).__name__}")
     tracked = g.tracked  # (untracked: the parents come from the graph's structure)
-    if tracked:  # (scg's own read of the value: not through the tracker's mode)
+    if tracked:  # (scg's own reads of the value: not through the tracker's mode)
         with torch._C.DisableTorchFunction():
             floating = value.is_floating_point()
+            layout = value.layout
     else:
         floating = value.is_floating_point()
+        layout = value.layout
     if not floating:
         raise SCGError(
             f"scg.cost(name={name!r}) at {location}: a cost must be a floating-point "
             f"tensor, got dtype {value.dtype}; convert it with .float()"
+        )
+    if layout is not torch.strided:  # (the surrogate expands and multiplies costs as dense tensors)
+        raise SCGError(
+            f"scg.cost(name={name!r}) at {location}: a cost must be a dense (strided) tensor, got "
+            f"layout {layout}; convert it with .to_dense()"
         )
     baseline_inputs = None
     if baseline is not None:

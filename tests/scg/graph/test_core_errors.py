@@ -101,6 +101,23 @@ def test_bad_cost_values(value: object, match: str) -> None:
         scg.cost(value, name="c")  # type: ignore[arg-type]
 
 
+@pytest.mark.filterwarnings("ignore:Sparse CSR tensor support is in beta")
+@pytest.mark.parametrize("structure", [None, "declared"])
+@pytest.mark.parametrize("layout", ["coo", "csr"])
+def test_a_sparse_cost_is_refused_naming_it(structure: str | None, layout: str) -> None:
+    """A sparse cost passed scg.cost and failed in the surrogate's credit code with a bare torch
+    RuntimeError ("expand is unsupported for Sparse tensors")."""
+    theta = torch.zeros(3, requires_grad=True)
+    with scg.Graph(structure=scg.Declared() if structure else None):
+        z = scg.sample(Bernoulli(logits=theta), name="z")
+        value = z.to_sparse() if layout == "coo" else z.reshape(1, 3).to_sparse_csr()
+        with pytest.raises(
+            scg.SCGError, match=r"scg.cost\(name='c'\) at .*test_core_errors.py:\d+: .*dense.*layout torch.sparse"
+        ):
+            scg.cost(value, name="c")
+        scg.cost(value.to_dense(), name="c")  # (the suggested fix is accepted)
+
+
 def test_bad_arguments() -> None:
     d = Normal(torch.zeros(2), 1.0)
     with scg.Graph():
