@@ -378,7 +378,9 @@ def plan_for(
             raise
     if structure is not None:
         if relation is not None:
-            structure._learn(graph.nodes, sig, relation, full, plan.credit_pairs())
+            # (where the program read sampled values: asked until a Cached structure has seen one)
+            reads = graph.draws_read(full) if isinstance(structure, Cached) and structure.draws_read is None else None
+            structure._learn(graph.nodes, sig, relation, full, plan.credit_pairs(), reads)
         if built and plan.cacheable and sig in structure.relations:
             structure.plans[key] = plan
     elif built and relation is not None and plan.cacheable:

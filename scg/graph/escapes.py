@@ -170,6 +170,9 @@ class EscapeReports:
     seen: set[tuple[str, int]] = field(default_factory=set)
     #: the nodes whose values have left tensor land so far: what the program may have branched on
     escaped: int = 0
+    #: (file, line) of each escape, in the order first seen -> (the nodes whose values left
+    #: there, what they left through): where the program read them (`GraphRecord.draws_read`)
+    sites: dict[tuple[str, int], tuple[int, str]] = field(default_factory=dict)
 
     def __call__(self, kind: str, what: str, mask: int, frame: FrameType) -> None:
         where = (frame.f_code.co_filename, frame.f_lineno)
@@ -178,6 +181,8 @@ class EscapeReports:
             return
         if kind == "escape":
             self.escaped |= mask
+            site = self.sites.get(where)
+            self.sites[where] = (mask, what) if site is None else (site[0] | mask, site[1])
         if not (self.warn or self.strict):
             return
         names = ", ".join(f"'{self.nodes[i].name}'" for i in bits(mask) if i < len(self.nodes))

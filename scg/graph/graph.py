@@ -24,7 +24,7 @@ from torch.distributions import Distribution
 
 from scg.errors import SCGError, expect_bool
 from scg.graph.escapes import EscapeReports
-from scg.graph.masks import closure
+from scg.graph.masks import bits, closure
 from scg.graph.nodes import CostNode, DeterministicNode, Location, Node, StochasticNode
 from scg.graph.queries import GraphQueries
 from scg.graph.structure import Declared, Structure, node_key, signature
@@ -303,6 +303,44 @@ class GraphRecord(GraphQueries):
     def escaped(self) -> int:
         """The mask of the nodes whose values have left tensor land so far (0 untracked)."""
         return 0 if self._reports is None else self._reports.escaped
+
+    @property
+    def dynamic(self) -> int:
+        """The mask of the nodes a data-dependent shape was built from (``nonzero``, a boolean
+        index: ``scg.graph.propagate.mark_dynamic``) so far (0 untracked)."""
+        return 0 if self._tracker_obj is None else self._tracker_obj.dynamic
+
+    def draws_read(self, full: list[int]) -> str | None:
+        """Where this tracked graph's program read a sampled value into Python (an escape of a
+        value computed from a stochastic node, ``full`` giving each node's influencers), or built
+        a data-dependent shape from one: what its structure (which nodes exist, their shapes) may
+        then depend on (`scg.Cached` refuses its conservative fallback once it has seen one). The
+        first such escape's source line, or the nodes of the shape; None if neither."""
+        reports = self._reports
+        if reports is None or not (reports.escaped or self.dynamic):
+            return None
+        drawn = 0
+        for v in self.stochastic:
+            drawn |= 1 << v.index
+
+        def draws(mask: int) -> int:
+            reach = mask
+            for j in bits(mask):
+                if j < len(full):
+                    reach |= full[j]
+            return reach & drawn
+
+        def names(mask: int) -> str:
+            return ", ".join(f"'{self.nodes[i].name}'" for i in bits(mask))
+
+        for (file, line), (mask, what) in reports.sites.items():
+            hit = draws(mask)
+            if hit:
+                return f"{what} at {file}:{line} (a value computed from node(s) {names(hit)})"
+        hit = draws(self.dynamic)
+        if hit:
+            return f"a data-dependent shape (nonzero, boolean indexing, ...) built from node(s) {names(hit)}"
+        return None
 
     def mask(self, value: object) -> int:
         """The direct-influence mask of a tensor computed in this graph (0 if untracked),

@@ -57,6 +57,7 @@ class OutputMarks(Protocol):
     max_dim: int
     sample_nodes: int
     any_dynamic: bool
+    dynamic: int
     sample_dims: bool
 
     def mask_of(self, t: Tensor) -> int:
@@ -202,16 +203,29 @@ def _moved(q: int, dropped: tuple[int, ...], where: tuple[int, ...]) -> int:
 
 
 def mark_dynamic(tracker: OutputMarks, flags: int, args: tuple[Any, ...], o: Tensor, m: int, tracked: Tracked) -> None:
-    """Mark outputs whose shape depends on sampled values (and what is computed from them)."""
+    """Mark outputs whose shape depends on sampled values (and what is computed from them), and
+    record the nodes the shape is built from (``tracker.dynamic``: a boolean index's, not the
+    indexed tensor's)."""
     if flags & F_DYNAMIC or (flags & F_GETITEM and bool_index(args)):
         tracker.any_dynamic = True
         setattr(o, tracker.dattr, m)
+        tracker.dynamic |= m if flags & F_DYNAMIC else _bool_index_mask(tracker, args)
     elif tracker.any_dynamic:
         dm = 0
         for _, a, _ in tracked:
             dm |= getattr(a, tracker.dattr, 0)
         if dm:
             setattr(o, tracker.dattr, dm)
+
+
+def _bool_index_mask(tracker: OutputMarks, args: tuple[Any, ...]) -> int:
+    """The nodes of the boolean masks that index ``args[0]`` (``x[mask]``, ``x[:, mask]``)."""
+    idx = args[1]
+    m = 0
+    for i in idx if isinstance(idx, tuple) else (idx,):
+        if isinstance(i, Tensor) and i.dtype == torch.bool:
+            m |= tracker.mask_of(i)
+    return m
 
 
 def paired_inputs(tracker: OutputMarks, args: tuple[Any, ...], out: Any) -> list[tuple[Tensor, int, Tracked]]:

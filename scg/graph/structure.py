@@ -17,14 +17,19 @@ graph costs what it costs outside:
   average, from a generator the object owns) are tracked again and their relation compared
   with the cached one: a difference raises [`SCGError`][scg.SCGError] naming the first (node, cost)
   pair, the way a JIT re-checks its guards, and that signature is never served from the cache
-  again.
+  again. An untracked graph whose signature has no cached relation gets a conservative one,
+  unless a tracked graph showed that the program reads sampled values (then it is refused:
+  `Cached`).
 
 Why an over-declared relation is safe and an under-declared one is not: for v ⊀ c, c is a
 function of nodes whose distributions do not depend on v, so E[∇_θ log p(v | ·) · c] = 0 and
 crediting v with c adds a zero-mean term (unbiased, higher variance); the same holds for
 whole-plate instead of per-element credit (`scg.credit.plates`). Declaring v ⊀ c when v ≺ c, or
 per-element credit for a cost that mixes the examples, drops a term with non-zero mean: a biased
-gradient. ``scg.testing.check_structure`` runs a program tracked and compares.
+gradient. ``scg.testing.check_structure`` runs a program tracked and compares. The zero mean is
+over all draws: the extra term must be added on every draw, or on an event that does not depend
+on v. `Cached`'s fallback adds it on the graphs whose signature was not seen, which is such an
+event only when the signatures do not depend on the draws.
 
 Both kinds also cache the surrogate's *plan* per signature: the influence closure, the plate
 check, the grouping of nodes and costs and the credit matrices (`scg.credit.surrogate`), so that a
@@ -109,7 +114,8 @@ def causal(v: StochasticNode, node: Node) -> bool:
 def every_earlier(v: StochasticNode, node: Node) -> bool:
     """The conservative relation of an untracked graph with no known structure (`Cached`'s
     fallback): every earlier stochastic node influences ``node``, whatever their steps (a cost
-    labelled with an earlier step than a node's may still be computed from it)."""
+    labelled with an earlier step than a node's may still be computed from it). Unbiased where
+    whether a graph gets it does not depend on its draws (`Cached`)."""
     return True
 
 
@@ -120,7 +126,7 @@ class Structure:
     ([`Cached`][scg.Cached]), not a declaration that may be a superset of it ([`Declared`][scg.Declared]).
     Counts in `stats`: ``tracked`` (graphs run under tracking), ``reused``
     (graphs that used a cached or declared relation) and ``fallback`` ([`Cached`][scg.Cached] only:
-    untracked graphs whose signature had no cached relation).
+    untracked graphs whose signature had no cached relation, those refused it included).
 
     It keeps at most ``max_signatures`` signatures: a graph with a new one past that drops the
     least recently used one's relation and plans (a warning the first time), rebuilt if it
@@ -207,8 +213,11 @@ class Structure:
         relation: Relation,
         full: list[int],
         credit: dict[tuple[int, int], bool],
+        reads: str | None = None,
     ) -> None:
-        """A tracked graph's relation, closure and credit (``Cached`` compares and stores)."""
+        """A tracked graph's relation, closure and credit (``Cached`` compares and stores), and
+        where its program read sampled values (`GraphRecord.draws_read`; asked by ``Cached`` only,
+        until it has seen one)."""
 
     def clear(self) -> None:
         """Forget every cached relation and plan (the next [`Cached`][scg.Cached] graph is tracked)."""
@@ -354,11 +363,28 @@ class Cached(Structure):
     The first graph is tracked; its relation (and surrogate plan) is cached under its signature
     (`signature`). The next graphs are not tracked: one with a cached signature reuses the
     relation; one with a new signature cannot be analysed (nothing was watched), so it gets the
-    conservative relation (every earlier stochastic node influences each node at a later or
-    equal step, whole-plate credit: unbiased, higher variance; a ``RuntimeWarning`` the first
-    time) and the signature is *pending*: the following graphs are tracked until one of them
-    has it (at most ``patience`` tracked graphs, after which it is dropped until it is missed
-    again), so a program whose length varies (T = 3, 4, 5, 3, ...) learns every length once.
+    conservative relation (every earlier stochastic node influences each later node, whatever
+    the steps, whole-plate credit; a ``RuntimeWarning`` the first time) and the signature is
+    *pending*: the following graphs are tracked until one of them has it (at most ``patience``
+    tracked graphs, after which it is dropped until it is missed again), so a program whose
+    length varies (T = 3, 4, 5, 3, ...) learns every length once.
+
+    The conservative relation adds terms ∇log p(v)·c for v ⊀ c, whose mean is zero over all
+    draws but not over the draws of an event that depends on v: it is unbiased (with a higher
+    variance) when whether a graph's signature was seen does not depend on its draws, that is
+    when the signatures depend on the program's inputs only (a sequence length from the data, a
+    smaller last batch). When the program's structure depends on sampled values (a branch on
+    ``z.item()``, a loop that stops once every sequence is done, a shape from boolean indexing
+    by a sample) it is biased. So a tracked graph records where its program read a sampled value
+    into Python (an escape of a value computed from a stochastic node, ``docs/tracking.md``) or
+    built a data-dependent shape from one (`draws_read`, the first such place); from then on an
+    untracked graph without a cached relation (a new signature, one dropped past
+    ``max_signatures``, an unstable one) is refused with [`SCGError`][scg.SCGError] naming it,
+    and the remedies: ``check_every=1`` (every graph tracked), a tracked graph, or
+    ``scg.Declared``. (It still becomes pending: a caller that catches the error gets the next
+    graphs tracked.) What cannot be known: an escape only in a branch that no tracked graph took
+    (the fallbacks served before a tracked graph shows the read, or if none ever does, keep the
+    bias). A value read only for logging counts too: read it after the graph's block.
 
     Checks: each untracked-eligible graph is tracked with probability ``1 / check_every``,
     drawn from a generator owned by this object (seeded with ``seed``; no global state), and its
@@ -366,10 +392,11 @@ class Cached(Structure):
     data flow changed under the same signature, e.g. a data-dependent branch) raises
     [`SCGError`][scg.SCGError] naming the first pair; the signature is then *unstable*: its relation
     and plans are dropped and every later untracked graph with it gets the conservative
-    relation (never the stale one). Random draws, unlike a fixed stride, cannot stay in phase
-    with a data flow that alternates with period ``check_every``; the residual risk (a flow that
-    differs on a fraction q of graphs goes unnoticed for about ``check_every / q`` graphs) is
-    quantified in ``docs/tracking.md``.
+    relation (never the stale one; refused as above once the program was seen reading sampled
+    values). Random draws, unlike a fixed stride, cannot stay in phase with a data flow that
+    alternates with period ``check_every``; the residual risk (a flow that differs on a fraction
+    q of graphs goes unnoticed for about ``check_every / q`` graphs) is quantified in
+    ``docs/performance.md``.
 
     Args:
         check_every: track one graph in ``check_every`` on average (``None``: only the first
@@ -402,6 +429,11 @@ class Cached(Structure):
         self._pending: dict[Hashable, int] = {}
         #: signatures whose tracked check found a different relation: never served again
         self.unstable: set[Hashable] = set()
+        #: where a tracked graph's program first read sampled values into Python, or built a
+        #: data-dependent shape from them (`GraphRecord.draws_read`); None while none has: from
+        #: then on a signature without a cached relation is refused, not given the conservative
+        #: credit (whether a graph's signature is seen may depend on the draws: a biased gradient)
+        self.draws_read: str | None = None
 
     def _begin(self) -> bool:
         if self._pending:
@@ -424,21 +456,47 @@ class Cached(Structure):
             return got
         self.stats["reused"] -= 1
         self.stats["fallback"] += 1
-        if sig not in self.unstable:
+        unstable = sig in self.unstable
+        if not unstable:
             self._pending.setdefault(sig, 0)
-            if not self._warned:
-                self._warned = True
-                warnings.warn(
-                    "scg.Cached: this graph's nodes (names, steps, shapes) differ from every "
-                    "tracked graph so far, and it was not tracked; it gets the conservative credit "
-                    "(every earlier stochastic node, whole plate: unbiased, higher variance) and "
-                    "the next graphs are tracked until one has these nodes. For a program whose "
-                    "structure changes from step to step, use scg.Declared or plain tracking",
-                    RuntimeWarning,
-                    stacklevel=user_stacklevel(),
-                )
+        if self.draws_read is not None:
+            raise self._biased_fallback(unstable)
+        if not unstable and not self._warned:
+            self._warned = True
+            warnings.warn(
+                "scg.Cached: this graph's nodes (names, steps, shapes) differ from every "
+                "tracked graph so far, and it was not tracked; it gets the conservative credit "
+                "(every earlier stochastic node, whole plate: unbiased, with a higher variance, as "
+                "long as which signatures a graph has depends on the program's inputs only, not on "
+                "its draws: the tracked graphs so far read no sampled value into Python) and the "
+                "next graphs are tracked until one has these nodes. For a program whose structure "
+                "changes from step to step, use scg.Declared or plain tracking",
+                RuntimeWarning,
+                stacklevel=user_stacklevel(),
+            )
         rel = declared_relation(nodes, every_earlier, False)
         return rel, closure([p for p, _ in rel])
+
+    def _biased_fallback(self, unstable: bool) -> SCGError:
+        """The error for an untracked graph without a cached relation once a tracked graph's
+        program read sampled values (`draws_read`): the conservative relation would be biased."""
+        why = (
+            "has no cached relation: its relation changed between two tracked graphs, so it is never served "
+            "from the cache"
+            if unstable
+            else "was not seen in a tracked graph (it is new, or was dropped past "
+            f"max_signatures={self.max_signatures})"
+        )
+        return SCGError(
+            "scg.Cached: this graph was not tracked and its signature (its nodes' names, steps and shapes) "
+            f"{why}; and the program reads sampled values: {self.draws_read}. "
+            "So its structure (which nodes exist, their shapes) may depend on the draws, and the conservative "
+            "credit such a graph would get (every earlier stochastic node credited with each later cost) would "
+            "bias the gradient: the extra terms have zero mean over all draws, not over the draws whose "
+            "signature happens to be unseen. Track every graph (scg.Cached(check_every=1), or a tracked graph: "
+            "no structure), or declare the data flow (scg.Declared(...)); a sampled value read only for "
+            "logging can be read after the graph's block instead"
+        )
 
     def refused_fallback(self, sig: tuple[Hashable, ...], error: SCGError) -> SCGError:
         """The error for an untracked graph of ``sig`` whose conservative relation the surrogate
@@ -465,7 +523,10 @@ class Cached(Structure):
         relation: Relation,
         full: list[int],
         credit: dict[tuple[int, int], bool],
+        reads: str | None = None,
     ) -> None:
+        if reads is not None and self.draws_read is None:
+            self.draws_read = reads
         self._pending.pop(sig, None)
         if sig in self.unstable:
             return
@@ -488,6 +549,7 @@ class Cached(Structure):
         super().clear()
         self._pending.clear()
         self.unstable.clear()
+        self.draws_read = None
         self._retrace = True
 
     def __repr__(self) -> str:

@@ -190,6 +190,9 @@ class InfluenceTracker(TorchFunctionMode):
         #: to ``max_dim + sample_nodes``
         self.sample_nodes = 0
         self.any_dynamic = False
+        #: the nodes a data-dependent shape was built from (``nonzero``, boolean indexing, ...;
+        #: for an index, the mask's nodes, not the indexed tensor's): ``any_dynamic``'s sources
+        self.dynamic = 0
         self.sattr = attr + "_s"  # sample dimensions: node -> dim (scg.graph.sample_positions)
         self.sample_dims = False  # True once a node has a sample dimension
         #: gradient breaks (``docs/tracking.md``): the nodes whose value requires grad (pathwise
