@@ -168,6 +168,12 @@ def _moved(
     return None
 
 
+def _held(t: Tensor, sattr: str) -> set[int]:
+    """The dimensions of ``t`` that hold a sample dimension (its map's places, `LOST` and `MIXED` not)."""
+    tmap: dict[int, int] | None = getattr(t, sattr, None)
+    return {d for d in tmap.values() if d >= 0} if tmap else set()
+
+
 def samples_combined(
     sattr: str,
     name: str,
@@ -184,10 +190,9 @@ def samples_combined(
     must declare the reduction), not the batch's examples, so it adds no foreign position: the
     examples' positions after the dropped dimensions move down. None for any other op (its position
     rule decides)."""
-    amap: dict[int, int] | None = getattr(a, sattr, None)
-    if not amap or pos != 0:
+    held = _held(a, sattr)
+    if not held or pos != 0:
         return None
-    held = {d for d in amap.values() if d >= 0}
     n = a.dim()
     kwargs = kwargs or {}
     if rule is _reduction and not (len(args) > 1 and isinstance(args[1], Tensor)):
@@ -252,14 +257,12 @@ def samples_inserted(
         if any(oshape[w] != ashape[d] for d, w in enumerate(where)):
             return None
         if permutes:  # (a permutation of sample dimensions only: the examples' positions stay)
-            amap: dict[int, int] | None = getattr(a, sattr, None)
-            samples = {d for d in amap.values() if d >= 0} if amap else set()
+            samples = _held(a, sattr)
             if any(w != d and ashape[d] != 1 and d not in samples for d, w in enumerate(where)):
                 return None
         elif any(b <= p for p, b in pairwise(where)):
             return None
-    omap: dict[int, int] | None = getattr(o, sattr, None)
-    held = {d for d in omap.values() if d >= 0} if omap else set()
+    held = _held(o, sattr)
     kept = set(where)
     f = INF
     for g in range(no):
