@@ -41,9 +41,15 @@ from scg.graph.positions import BATCH, INF, normalize
 __all__ = ["PlateCheck", "foreign_closure", "share_beyond"]
 
 
-def foreign_closure(graph: GraphRecord, full: Sequence[int]) -> list[dict[int, int]]:
+def foreign_closure(graph: GraphRecord, full: Sequence[int], layout_len: dict[int, int]) -> list[dict[int, int]]:
     """``F[i]``: position -> mask of the ancestors of node i whose dimensions stop lining up with
-    node i's value at that position (ancestors absent from F[i] line up everywhere)."""
+    node i's value at that position (ancestors absent from F[i] line up everywhere).
+
+    A parent's positions are carried into node i's value past the difference of their sample
+    dimensions (``layout_len``: how many lead each value): one more for a node drawn with ``n=k``,
+    fewer for a cost that reduced a parent's (``scg.cost(..., reduced=j)``); a position among
+    the parent's own sample dimensions stays there, or at the first of node i's batch positions
+    when node i has fewer sample dimensions (whole-plate, `PlateCheck.mixed`)."""
     out: list[dict[int, int]] = []
     # positions at or beyond every node's rank, after the sample dimensions put in front of it,
     # can never be compared (pruned to keep F small)
@@ -53,10 +59,12 @@ def foreign_closure(graph: GraphRecord, full: Sequence[int]) -> list[dict[int, i
     some = 0  # the nodes whose F is not empty: only those parents pass anything on
     for node in graph.nodes:
         acc: dict[int, int] = {}
-        shift = 1 if isinstance(node, StochasticNode) and node.n is not None else 0
+        li = layout_len.get(node.index, 0)
         for j in bits(node.parents & some):
+            lj = layout_len.get(j, 0)
             for q, qm in out[j].items():
-                p = q + shift if 0 <= q < INF else q  # (BATCH stays: after the new sample dimension)
+                # (BATCH stays: after however many sample dimensions)
+                p = q if q == BATCH or q >= INF else q - lj + li if q >= lj else min(q, li)
                 acc[p] = acc.get(p, 0) | qm
         for p, pm in node.foreign.items():
             if p >= limit:
@@ -96,7 +104,7 @@ class PlateCheck:
         self.graph = graph
         self.full = full
         self.layout_len = layout_len  # node index -> number of leading sample dimensions
-        self.foreign = foreign_closure(graph, full)
+        self.foreign = foreign_closure(graph, full, layout_len)
         self.any = [sum(f.values()) for f in self.foreign]  # nodes with a foreign position
 
     def mixed(self, v: StochasticNode, c: Node, every_batch_dim: bool = False) -> bool:

@@ -132,8 +132,6 @@ def track_value(
             g.set_mask(base, 1 << node.index)  # a view of it and adopts its mask (scg.graph.aliases)
         tracker = g.tracker
         tracker.register_node_value(value, node.index)
-        if node.n is not None:
-            tracker.sample_nodes += 1
         if node.n is not None or tracker.sample_dims:  # where each sample dimension is
             smap = node_value_map(
                 tracker.sattr,

@@ -6,10 +6,10 @@ The tracker (`scg.graph.tracking`) sees a torch call, runs it and collects its t
 * the union of the inputs' influence masks (under the graph's ``attr``);
 * its *foreign positions* (under ``fattr``): per input, the first leading position that no longer
   lines up with the input's (`scg.graph.positions`, by the op's position rule), merged with the
-  positions the input already carried; positions at or beyond the deepest node value (after the
-  sample dimensions put in front of it) are dropped (they can never be compared with a node's
-  dimensions), and nodes known only through a write into an input's storage (``aliased``) are
-  foreign from position 0;
+  positions the input already carried; positions at or beyond the deepest node value (counted
+  after the output's leading dimensions of size 1 or holding samples: `_limit`) are dropped
+  (they can never be compared with a node's dimensions), and nodes known only through a write
+  into an input's storage (``aliased``) are foreign from position 0;
 * the sample-dimension map of its inputs, moved by the op, once the graph has sample dimensions
   (`scg.graph.sample_positions`);
 * the mask of the nodes its *shape* depends on (under ``dattr``), for an op whose output shape
@@ -33,7 +33,7 @@ import torch
 from scg.graph import positions
 from scg.graph.ops import F_DYNAMIC, F_ELEMENTWISE, F_GETITEM, bool_index, flat_tensors
 from scg.graph.positions import INF
-from scg.graph.sample_positions import follow, samples_combined, samples_inserted
+from scg.graph.sample_positions import follow, held_dims, samples_combined, samples_inserted
 
 __all__ = ["OutputMarks", "Tracked", "mark_dynamic", "paired_inputs", "propagate"]
 
@@ -55,7 +55,6 @@ class OutputMarks(Protocol):
     mixed_storages: dict[int, tuple[int, int]]
     wattr: str
     max_dim: int
-    sample_nodes: int
     any_dynamic: bool
     dynamic: int
     sample_dims: bool
@@ -96,7 +95,8 @@ def propagate(
     if args and o is args[0]:
         old = getattr(o, fattr, None)
         fr = dict(old) if old else None
-    limit = tracker.max_dim + tracker.sample_nodes  # (sample dimensions move positions right)
+    limit = tracker.max_dim  # (past it, `_limit`: positions beyond the dims where samples may go)
+    extended = False
     elementwise = flags & F_ELEMENTWISE
     if fr is None and len(tracked) == 1 and not aliased:
         # one tracked input (the common case): its foreign position once, its map carried
@@ -104,10 +104,12 @@ def propagate(
         afr = getattr(a, fattr, None)
         dropped: tuple[int, ...] = ()
         added: tuple[int, ...] = ()
-        if elementwise and a.shape == o.shape:
+        if elementwise and a.shape == o.shape and not tracker.sample_dims:
             f = INF
         else:
             f, dropped, added = _foreign(tracker, func, name, rule, args, kwargs, a, o, pos)
+            if limit <= f < INF:
+                limit = _limit(tracker, o)
         if f >= limit and not ((dropped or added) and afr):  # positions kept: the input's map is the output's (shared)
             if afr is not None or getattr(o, fattr, None) is not None:
                 setattr(o, fattr, afr)
@@ -129,10 +131,12 @@ def propagate(
         afr = getattr(a, fattr, None)
         dropped = ()
         added = ()
-        if elementwise and a.shape == oshape:
-            f = INF  # same shape, positions kept: nothing new
+        if elementwise and a.shape == oshape and not tracker.sample_dims:
+            f = INF  # same shape, positions kept: nothing new (with sample dimensions: `samples_inserted`)
         else:
             f, dropped, added = _foreign(tracker, func, name, rule, args, kwargs, a, o, pos)
+            if limit <= f < INF and not extended:
+                limit, extended = _limit(tracker, o), True
             if f >= limit:
                 f = INF
         if f < INF:
@@ -155,6 +159,8 @@ def propagate(
                 q = q if q < f else f
                 fr[q] = fr.get(q, 0) | qm
     if fr:
+        if not extended and max(fr) >= limit:
+            limit = _limit(tracker, o)
         fr = {q: qm for q, qm in positions.normalize(fr).items() if q < limit}
     if fr or getattr(o, fattr, None) is not None:
         setattr(o, fattr, fr or None)
@@ -187,6 +193,20 @@ def _foreign(
             where, f = inserted
             return f, (), where
     return positions.foreign_from(positions.rule_prefix(func, name, rule, args, kwargs, a, o, pos), a, o), (), ()
+
+
+def _limit(tracker: OutputMarks, o: Tensor) -> int:
+    """The first position of ``o`` that can never be compared with a node's dimensions: past the
+    deepest node value, counted after ``o``'s leading dimensions of size 1 or holding a sample
+    dimension. Nodes drawn later with ``n=k`` fill such dimensions, or put new ones in front
+    (`samples_inserted`, which moves the positions with them), so a position is measured from
+    there: ``b[None, None].flip(-1)``'s flip at position 2 is ``b``'s own position 0."""
+    held = held_dims(o, tracker.sattr) if tracker.sample_dims else ()
+    shape = o.shape
+    lead = 0
+    while lead < len(shape) and (shape[lead] == 1 or lead in held):
+        lead += 1
+    return tracker.max_dim + lead
 
 
 def _moved(q: int, dropped: tuple[int, ...], where: tuple[int, ...]) -> int:

@@ -41,7 +41,16 @@ from scg.graph.nodes import Node
 from scg.graph.position_rules import _along, _reduction, along_dims, elementwise, reduced_dims
 from scg.graph.positions import INF, rule_prefix
 
-__all__ = ["LOST", "MIXED", "check_layout", "follow", "node_value_map", "samples_combined", "samples_inserted"]
+__all__ = [
+    "LOST",
+    "MIXED",
+    "check_layout",
+    "follow",
+    "held_dims",
+    "node_value_map",
+    "samples_combined",
+    "samples_inserted",
+]
 
 Tensor = torch.Tensor
 
@@ -168,8 +177,9 @@ def _moved(
     return None
 
 
-def _held(t: Tensor, sattr: str) -> set[int]:
-    """The dimensions of ``t`` that hold a sample dimension (its map's places, `LOST` and `MIXED` not)."""
+def held_dims(t: Tensor, sattr: str) -> set[int]:
+    """The dimensions of ``t`` that hold a sample dimension (its map's places; `LOST` and `MIXED`
+    are not places)."""
     tmap: dict[int, int] | None = getattr(t, sattr, None)
     return {d for d in tmap.values() if d >= 0} if tmap else set()
 
@@ -190,7 +200,7 @@ def samples_combined(
     must declare the reduction), not the batch's examples, so it adds no foreign position: the
     examples' positions after the dropped dimensions move down. None for any other op (its position
     rule decides)."""
-    held = _held(a, sattr)
+    held = held_dims(a, sattr)
     if not held or pos != 0:
         return None
     n = a.dim()
@@ -223,7 +233,9 @@ def samples_inserted(
     first position of ``o`` that breaks the alignment of ``a``'s positions moved there (`INF`
     when none does). A new dimension breaks it unless it holds a sample dimension (``o``'s map,
     `follow`) or has size 1 (a later broadcast may make it one), and so does a size-1 dimension of
-    ``a`` expanded into anything but a sample dimension.
+    ``a`` expanded into anything but a sample dimension; so does a dimension of ``a`` of size > 1
+    that a broadcast lays over a sample dimension ``a`` does not hold (``t[z][:, None] * b`` with
+    ``b`` of batch ``(n, D)`` and ``z`` drawn with ``n=n``: ``b``'s rows meet ``z``'s samples).
 
     This is how a node drawn without another node's sample dimension meets a cost that holds it
     (``t[z] * b``, ``t[u][None] * v[:, None]``): its examples stay lined up with the cost's after
@@ -239,8 +251,6 @@ def samples_inserted(
         rule is elementwise or name in _EXPAND or (rule is _reduction and len(args) > 1 and isinstance(args[1], Tensor))
     )
     if broadcast:
-        if ashape == oshape:
-            return None
         k = no - n
         where = tuple(range(k, no))
     else:
@@ -257,25 +267,35 @@ def samples_inserted(
         if any(oshape[w] != ashape[d] for d, w in enumerate(where)):
             return None
         if permutes:  # (a permutation of sample dimensions only: the examples' positions stay)
-            samples = _held(a, sattr)
+            samples = held_dims(a, sattr)
             if any(w != d and ashape[d] != 1 and d not in samples for d, w in enumerate(where)):
                 return None
         elif any(b <= p for p, b in pairwise(where)):
             return None
-    held = _held(o, sattr)
+    held = held_dims(o, sattr)
+    if broadcast and not held and ashape == oshape:
+        return None
+    own = held_dims(a, sattr) if broadcast and held else set()
     kept = set(where)
     f = INF
     for g in range(no):
         if g in kept:
-            d = g - (no - n) if broadcast else where.index(g)
-            if not broadcast or ashape[d] != 1 or oshape[g] == 1:
+            if not broadcast:
+                continue
+            d = g - (no - n)
+            if ashape[d] != 1:
+                if g in held and d not in own:  # (a's own dimension laid over another node's samples:
+                    f = g  # its examples lined up with those samples, not behind them)
+                    break
+                continue
+            if oshape[g] == 1:
                 continue
         elif oshape[g] == 1:
             continue
         if g not in held:
             f = g
             break
-    return where, f
+    return (() if no == n and broadcast else where), f
 
 
 def follow(
@@ -322,13 +342,14 @@ def node_value_map(
 ) -> dict[int, int]:
     """The map of a node's value: its own sample dimension (``own``) at 0 and those of its
     parameters' sample dimensions after its ``n_sample`` new ones (a parameter with fewer
-    dimensions than the batch is broadcast from the right: its dimensions are LOST)."""
+    dimensions than the batch is broadcast from the right: its dimensions are LOST; a parameter
+    that combined a node's samples keeps them `MIXED`, which `check_layout` refuses)."""
     out: dict[int, int] = {}
     for t in params:
         for u, d in (getattr(t, sattr, None) or {}).items():
-            nd = d + n_sample if d >= 0 and t.dim() >= batch_dims else LOST
-            prev = out.get(u)
-            out[u] = nd if prev is None or prev == nd else LOST
+            nd = MIXED if d == MIXED else d + n_sample if d >= 0 and t.dim() >= batch_dims else LOST
+            prev = out.get(u)  # (two parameters holding u's samples at different places: combined)
+            out[u] = nd if prev is None or prev == nd else LOST if prev == nd == LOST else MIXED
     if own is not None:
         out[own] = 0
     return out

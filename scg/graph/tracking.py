@@ -182,13 +182,11 @@ class InfluenceTracker(TorchFunctionMode):
         self.node_geometry: dict[int, tuple[tuple[int, ...], tuple[int, ...], int]] = {}
         self.drawing = 0  # > 0 while scg.sample draws (its own randomness is not hidden)
         #: the largest number of dimensions of a node's value: a foreign position at or beyond
-        #: it can never be compared with a node's dimensions (the bits of a mask are existing
-        #: nodes), so it is dropped, which keeps most tensors free of foreign maps
+        #: it (counted after a tensor's leading dimensions of size 1 or holding samples,
+        #: `scg.graph.propagate._limit`) can never be compared with a node's dimensions (the bits
+        #: of a mask are existing nodes), so it is dropped, which keeps most tensors free of
+        #: foreign maps
         self.max_dim = 0
-        #: the nodes with a sample dimension: each may be put in front of another node's
-        #: dimensions (`scg.graph.sample_positions.samples_prepended`), so positions are kept up
-        #: to ``max_dim + sample_nodes``
-        self.sample_nodes = 0
         self.any_dynamic = False
         #: the nodes a data-dependent shape was built from (``nonzero``, boolean indexing, ...;
         #: for an index, the mask's nodes, not the indexed tensor's): ``any_dynamic``'s sources

@@ -7,6 +7,12 @@ per element, whatever ``g`` did to ``b``'s examples before (a flip, a batch-cent
 where the broadcast put them (behind another dimension). The positions now move right with the
 dimensions the broadcast adds for sample dimensions (`scg.graph.sample_positions.samples_inserted`).
 
+A second hunt (helper-91) found four more ways to the same bias, each tested at the end: a batch
+dimension laid over another node's samples by a same-rank broadcast (batch size = n), a mixing at a
+position past every node's rank, dropped before later nodes filled the size-1 dimensions in front,
+an ancestor's position carried unchanged into a cost that reduced a node's samples, and a node
+drawn from its parent's combined samples (read as its own sample dimension).
+
 The checks are exact: the mean of the estimator over every joint draw (intervened, weighted by its
 probability) against the gradient of E[Σ costs] enumerated in plain torch.
 """
@@ -15,6 +21,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 import torch
@@ -149,3 +156,179 @@ def test_an_enumerated_node_lined_up_behind_another_nodes_sample_dimension_is_ex
     (gph,) = torch.autograd.grad(loss, [ph])
     s = torch.sigmoid(ph.detach())
     torch.testing.assert_close(gph, T[v].mean() * W * s * (1 - s))
+
+
+# ------------------------------------------------------------ helper-91's programs, exactly
+# A program takes `ops`: ``ops.sample(dist, name, n=None)`` and ``ops.cost(x, name, div=1.0,
+# reduced=None)``. Under scg they are scg.sample / scg.cost; for the truth every draw is
+# enumerated jointly (a node with n=k: its k samples at once) and each cost summed, times 1/div
+# (the objective's average over the sample dimensions the cost keeps).
+
+
+class _Branch(Exception):
+    def __init__(self, dist: Distribution, shape: tuple[int, ...]) -> None:
+        self.dist, self.shape = dist, shape
+
+
+def _support(dist: Distribution, shape: tuple[int, ...]) -> list[torch.Tensor]:
+    full = (*shape, *dist.batch_shape)
+    size = 1
+    for s in full:
+        size *= s
+    if isinstance(dist, Bernoulli):
+        return [torch.tensor(v, dtype=torch.float64).reshape(full) for v in itertools.product((0.0, 1.0), repeat=size)]
+    assert isinstance(dist, Categorical)
+    k = dist.logits.shape[-1]
+    return [torch.tensor(v).reshape(full) for v in itertools.product(range(k), repeat=size)]
+
+
+class _Scg:
+    @staticmethod
+    def sample(dist: Distribution, name: str, n: int | None = None) -> torch.Tensor:
+        return scg.sample(dist, name=name, n=n)
+
+    @staticmethod
+    def cost(x: torch.Tensor, name: str, div: float = 1.0, reduced: torch.Tensor | None = None) -> None:
+        scg.cost(x, name=name, reduced=reduced)
+
+
+def _exact(program: Callable[[object], None], params: list[torch.Tensor]) -> list[torch.Tensor]:
+    """E[∇ surrogate] over every joint draw (each graph intervened, weighted by its probability)."""
+    total = [torch.zeros_like(p) for p in params]
+
+    def run(prefix: list[torch.Tensor]) -> None:
+        logp: list[torch.Tensor] = []
+
+        def intervene(name: str, step: int | None, dist: Distribution, shape: torch.Size) -> torch.Tensor:
+            if len(logp) == len(prefix):
+                raise _Branch(dist, tuple(shape))
+            value = prefix[len(logp)]
+            logp.append(dist.log_prob(value).sum().detach())
+            return value.clone()
+
+        try:
+            with scg.Graph(intervene=intervene) as g:
+                program(_Scg)
+        except _Branch as b:
+            for v in _support(b.dist, b.shape):
+                run([*prefix, v])
+            return
+        grads = torch.autograd.grad(g.surrogate_loss(), params, allow_unused=True)
+        p = torch.stack(logp).sum().exp()
+        for t, x in zip(total, grads):
+            if x is not None:
+                t += p * x
+
+    run([])
+    return total
+
+
+def _truth(program: Callable[[object], None], params: list[torch.Tensor]) -> list[torch.Tensor]:
+    """∇ E[Σ costs], every draw enumerated in plain torch."""
+    expectation: list[torch.Tensor] = []
+
+    def run(prefix: list[torch.Tensor]) -> None:
+        state = {"i": 0}
+        logp: list[torch.Tensor] = []
+        total: list[torch.Tensor] = []
+
+        class Plain:
+            @staticmethod
+            def sample(dist: Distribution, name: str, n: int | None = None) -> torch.Tensor:
+                if state["i"] == len(prefix):
+                    raise _Branch(dist, () if n is None else (n,))
+                value = prefix[state["i"]]
+                state["i"] += 1
+                logp.append(dist.log_prob(value).sum())
+                return value.clone()
+
+            @staticmethod
+            def cost(x: torch.Tensor, name: str, div: float = 1.0, reduced: torch.Tensor | None = None) -> None:
+                total.append(x.sum() / div)
+
+        try:
+            program(Plain)
+        except _Branch as b:
+            for v in _support(b.dist, b.shape):
+                run([*prefix, v])
+            return
+        expectation.append(torch.stack(logp).sum().exp() * torch.stack(total).sum())
+
+    run([])
+    return list(torch.autograd.grad(torch.stack(expectation).sum(), params))
+
+
+def _pb() -> torch.Tensor:
+    return torch.tensor([[0.2, -0.6], [0.5, 0.1]], dtype=torch.float64, requires_grad=True)
+
+
+def test_a_batch_dimension_laid_over_another_nodes_samples_is_whole_plate() -> None:
+    """b (2, 2) and z (n=2): ``T[z][:, None] * b`` puts b's rows on z's samples (batch size = n:
+    no shape tells); b[i, j] was credited with c[:, i] and its d/dpb[0, 1], [1, 0] were 0."""
+    pb, th = _pb(), _params()[0]
+
+    def program(ops: Any) -> None:
+        b = ops.sample(Bernoulli(logits=pb), "b")
+        z = ops.sample(Categorical(logits=th), "z", n=2)
+        ops.cost(T[z][:, None] * b * W, "c", div=2)
+
+    got, want = _exact(program, [pb, th]), _truth(program, [pb, th])
+    for x, y in zip(got, want):
+        torch.testing.assert_close(x, y, rtol=1e-9, atol=1e-12)
+
+
+def test_a_mixing_at_a_position_past_every_node_then_filled_by_samples_is_kept() -> None:
+    """``b[None, None].flip(-1)`` flips at position 2, past every node's rank when it runs; two
+    nodes drawn later fill the size-1 dimensions, so the flip is b's own position 0."""
+    th, pa = _params()
+    tw = torch.tensor([0.1, 0.7, -0.2], dtype=torch.float64, requires_grad=True)
+
+    def program(ops: Any) -> None:
+        z = ops.sample(Categorical(logits=th), "z", n=2)
+        b = ops.sample(Bernoulli(logits=pa), "b")
+        y = b[None, None].flip(-1)
+        w = ops.sample(Categorical(logits=tw), "w", n=2)
+        ops.cost(T[w][:, None, None] * T[z][None, :, None] * y * W, "c", div=4)
+
+    got, want = _exact(program, [th, pa, tw]), _truth(program, [th, pa, tw])
+    for x, y in zip(got, want):
+        torch.testing.assert_close(x, y, rtol=1e-9, atol=1e-12)
+
+
+def test_an_ancestor_mixed_into_a_node_whose_samples_a_cost_reduced_is_whole_plate() -> None:
+    """a (2,) mixed into j's parameters (n=2); ``j.mean(0)`` declared ``reduced=j``: a's
+    position in j (1, after j's sample dimension) was carried into the cost unchanged, past its
+    last dimension, and a was credited per element (d/dpa 0 against [0.18, 0.056])."""
+    pa = _params()[1]
+
+    def program(ops: Any) -> None:
+        a = ops.sample(Bernoulli(logits=pa), "a")
+        j = ops.sample(Bernoulli(logits=a.flip(-1) - 0.5), "j", n=2)
+        ops.cost(j.mean(0) * W, "c", reduced=j)
+
+    (got,), (want,) = _exact(program, [pa]), _truth(program, [pa])
+    torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-12)
+
+
+def test_a_node_drawn_from_its_parents_combined_samples_is_refused() -> None:
+    """``i ~ Bernoulli(j.mean(0))`` with i's batch the size of j's samples: the combined samples
+    were read as i's own sample dimension (half the gradient); refused as a mixing now."""
+    pa = _params()[1]
+    with scg.Graph() as g:
+        j = scg.sample(Bernoulli(logits=pa), name="j", n=2)  # (2, 2)
+        i = scg.sample(Bernoulli(logits=j.mean(0) - 0.5), name="i")  # (2,)
+        scg.cost(i * W, name="c")
+    with pytest.raises(scg.SCGError, match=r"stochastic node 'i'.*mixes the samples of stochastic node 'j'"):
+        g.surrogate_loss()
+
+
+def test_an_enumerated_node_mixed_at_a_position_past_every_node_is_refused() -> None:
+    th, pa = _params()
+    with scg.Graph() as g:
+        e = scg.sample(Bernoulli(logits=pa), name="e", estimator=scg.estimators.Enumerate())  # (2, 2)
+        y = e[:, None, None].flip(-1)  # (2, 1, 1, 2)
+        w1 = scg.sample(Categorical(logits=th), name="w1", n=2)
+        w2 = scg.sample(Categorical(logits=th), name="w2", n=2)
+        scg.cost(T[w2][:, None, None, None] * T[w1][None, :, None, None] * y.permute(1, 2, 0, 3) * W, name="c")
+    with pytest.raises(scg.SCGError, match=r"mixes the batch elements of the enumerated stochastic node 'e'"):
+        g.surrogate_loss()
