@@ -21,7 +21,7 @@ from scg.estimators.base import Estimator
 from scg.graph import positions
 from scg.graph.graph import GraphRecord
 from scg.graph.nodes import Location, Node, StochasticNode
-from scg.graph.sample_positions import node_value_map
+from scg.graph.sample_positions import held_dims, node_value_map
 from scg.graph.threads import check_untracked
 
 __all__ = [
@@ -154,25 +154,51 @@ def dist_foreign(
     parameters' own, shifted past the sample dimensions. A parameter broadcast to the batch shape
     is foreign from its first broadcast dimension: from 0 when it has fewer dimensions than the
     batch, else from its first size-1 dimension where the batch's is larger (a ``loc`` of shape
-    ``(1, B)`` that a transform keeps unexpanded: each row of the samples reads every row of it)."""
+    ``(1, B)`` that a transform keeps unexpanded: each row of the samples reads every row of it);
+    except where those dimensions hold another node's samples (in a parameter of the batch's
+    rank): its positions then move behind them, and one of its own dimensions laid over them is
+    foreign there."""
     out: dict[int, int] = {}
     mask = 0
     tracker = g.tracker
     batch = len(batch_shape)
+    # the batch dimensions that hold another node's samples (in a parameter of the batch's rank):
+    # a parameter without them is broadcast behind them, its examples lined up after them
+    # (`scg.graph.sample_positions.samples_inserted`, the same rule for a torch operation)
+    held: set[int] = set()
+    if tracker.sample_dims:
+        for t in tensors:
+            if t.dim() >= batch:
+                held |= {d for d in held_dims(t, tracker.sattr) if d < batch}
     for t in tensors:
         m = tracker.mask_of(t)
         if not m:
             continue
         mask |= m
-        if t.dim() < batch:
+        k = batch - t.dim() if t.dim() < batch else 0  # (dimensions put in front of t's)
+        if k and (not held or any(batch_shape[j] > 1 and j not in held for j in range(k))):
             out[0] = out.get(0, 0) | m
             continue
-        spread = next((i for i in range(batch) if t.shape[i] == 1 and batch_shape[i] > 1), None)
+        own = {d + k for d in held_dims(t, tracker.sattr)} if held else set()
+        spread = next(
+            (
+                j
+                for j in range(k, batch)
+                if batch_shape[j] > 1
+                and (
+                    (t.shape[j - k] == 1 and j not in held)
+                    or (
+                        t.shape[j - k] > 1 and j in held and j not in own and t.stride(j - k) != 0
+                    )  # (a broadcast view's copies: no examples of its own)
+                )
+            ),
+            None,
+        )
         if spread is not None:
             q = spread + n_sample_dims
             out[q] = out.get(q, 0) | m
         for p, pm in tracker.foreign_of(t).items():
-            q = p + n_sample_dims
+            q = p + k + n_sample_dims
             out[q] = out.get(q, 0) | pm
     return mask, out
 

@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 import torch
-from torch.distributions import Bernoulli, Categorical, Distribution
+from torch.distributions import Bernoulli, Categorical, Distribution, Normal
 
 import scg
 
@@ -42,14 +42,15 @@ MIXING: dict[str, Cost] = {
     "batch-centred reward": lambda z, b: T[z][:, None] * (b - b.mean()),
     "batch total broadcast back": lambda z, b: T[z][:, None] * b + b.sum(),
     "another dimension between (T, B)": lambda z, b: T[z][:, None, None] * X * b,
-    # (conservative: b expanded to the samples' size before it meets them; nothing says yet that
-    # the new dimension is a sample dimension)
-    "expanded before the broadcast": lambda z, b: T[z][:, None] * b.expand(z.shape[0], 2),
+    # (conservative: copies made before the samples meet them are the program's own dimension)
+    "repeated before the broadcast": lambda z, b: T[z][:, None] * b.repeat(z.shape[0], 1),
 }
 LINED_UP: dict[str, Cost] = {
     "broadcast": lambda z, b: T[z][:, None] * b,
     "unsqueeze": lambda z, b: b.unsqueeze(0) * T[z][:, None],
     "a[None], then a reduction of a trailing dimension": lambda z, b: (b[None, :, None] * T[z][:, None, None]).sum(-1),
+    # (an expand's new dimension has stride 0: copies, which z's samples then fill)
+    "expanded before the broadcast": lambda z, b: T[z][:, None] * b.expand(z.shape[0], 2),
 }
 
 
@@ -332,3 +333,21 @@ def test_an_enumerated_node_mixed_at_a_position_past_every_node_is_refused() -> 
         scg.cost(T[w2][:, None, None, None] * T[w1][None, :, None, None] * y.permute(1, 2, 0, 3) * W, name="c")
     with pytest.raises(scg.SCGError, match=r"mixes the batch elements of the enumerated stochastic node 'e'"):
         g.surrogate_loss()
+
+
+@pytest.mark.parametrize(
+    ("loc", "credit"), [("b", "per-element"), ("b.flip(-1)", "whole-plate"), ("rows", "whole-plate")]
+)
+def test_a_parameter_broadcast_behind_another_nodes_samples_in_a_distribution(loc: str, credit: str) -> None:
+    """``Normal(loc=b, scale=f(z))``: ``b`` (2,) is broadcast behind z's samples (by the
+    distribution's own ``broadcast_all``); its examples line up with x's after them, unless they
+    were mixed before, or a parameter's own rows lie on z's samples (``rows``: (2, 2), n = 2)."""
+    th, ph = _params()
+    with scg.Graph() as g:
+        b = scg.sample(Bernoulli(logits=ph), name="b")  # (2,)
+        z = scg.sample(Categorical(logits=th), name="z", n=2)  # (2,)
+        mean = {"b": b, "b.flip(-1)": b.flip(-1), "rows": b[:, None] * W}[loc]
+        x = scg.sample(Normal(mean, T[z][:, None].abs() + 1), name="x")  # (2_z, 2)
+        scg.cost(x * W, name="c")
+    g.surrogate_loss()
+    assert g.credit("b", "c") == credit
