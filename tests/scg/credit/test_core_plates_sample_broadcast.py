@@ -351,3 +351,16 @@ def test_a_parameter_broadcast_behind_another_nodes_samples_in_a_distribution(lo
         scg.cost(x * W, name="c")
     g.surrogate_loss()
     assert g.credit("b", "c") == credit
+
+
+def test_a_parameter_whose_own_rows_lie_on_another_nodes_samples_is_whole_plate() -> None:
+    """``Normal(loc=b2, scale=f(z))`` with ``b2`` a (2, 2) node and z's n = 2 samples: b2's rows
+    lie on z's samples (it was credited per element: x[s] was read as b2's row s's alone)."""
+    th = _params()[0]
+    with scg.Graph() as g:
+        b2 = scg.sample(Bernoulli(logits=_pb()), name="b2")  # (2, 2)
+        z = scg.sample(Categorical(logits=th), name="z", n=2)  # (2,)
+        x = scg.sample(Normal(b2, T[z][:, None].abs() + 1), name="x")  # (2_z, 2)
+        scg.cost(x * W, name="c")
+    g.surrogate_loss()
+    assert g.credit("b2", "c") == "whole-plate"
