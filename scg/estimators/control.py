@@ -53,8 +53,10 @@ class LearnedControl(Estimator):
 
     score: ClassVar[bool] = True
 
-    #: whether the control was found elementwise (`_check_local`, once per estimator)
-    _local: bool = False
+    #: controls computed so far, and the count at which the next locality check runs
+    #: (`_check_local`: at the 1st, 2nd, 4th, 8th, ... control of more than one element)
+    _controls: int = 0
+    _next_check: int = 1
     #: whether `backward` looked for trainable tensors outside its params and φ (once per estimator)
     _reach_checked: bool = False
 
@@ -110,37 +112,64 @@ class LearnedControl(Estimator):
     def control_variate(self, node: StochasticNode) -> tuple[torch.Tensor, torch.Tensor]:
         z, zt = self.relaxations(node)
         c_zt = self._c(zt, node)
-        if not self._local:
-            self._check_local(zt.detach(), c_zt.detach(), node)
+        if c_zt.numel() > 1:  # (one element: nothing else to read)
+            self._controls += 1
+            if self._controls >= self._next_check:
+                self._next_check = 2 * self._controls
+                self._check_local(zt.detach(), c_zt.detach(), node)
         path = self._c(z, node) - self._c(z.detach(), node)
         if zt.requires_grad:
             path = path - (c_zt - self._c(zt.detach(), node))
         return c_zt, path
 
     def _check_local(self, zt: torch.Tensor, c_zt: torch.Tensor, node: StochasticNode) -> None:
-        """Refuse a control whose element e reads other elements of the relaxation (checked once
-        per estimator, by moving the relaxation of the node's first element): each element's
+        """Refuse a control whose element e reads other elements of the relaxation: each element's
         control is subtracted against that element's score only, which is unbiased only for a
         control of its own element. (A control of a whole example: draw the node as
-        ``Independent(...)``, one element per example.)"""
-        if c_zt.numel() <= 1:
-            self._local = True
-            return
-        first = (0,) * c_zt.dim()  # (the relaxation's entries of the node's first element)
+        ``Independent(...)``, one element per example.)
+
+        Complete for the control as it is now: for each bit b of the elements' flat index, the
+        relaxation of the elements whose bit b is 1 is moved (then of those whose bit is 0), and
+        the control of every element not moved must not change; any two elements differ in a bit,
+        so every element is moved once without every other one (2·⌈log₂ E⌉ evaluations). φ is
+        trained, and a control may start out local (a last layer initialised to zero), so the
+        check runs again at the 2nd, 4th, 8th, ... control (`control_variate`)."""
+        count = c_zt.numel()
+        index = torch.arange(count, device=zt.device).reshape(c_zt.shape)
+        scale = 1e-6 * (1.0 + c_zt.abs())
         with torch.no_grad():
-            moved = zt.clone()
-            moved[first] = moved[first] + 1.0
-            change = (self.evaluate(moved, node) - c_zt).abs().flatten()
-        change[0] = 0.0
-        if bool((change > 1e-6 * (1.0 + c_zt.abs().flatten())).any()):
-            raise SCGError(
-                f"{type(self).__name__} control of {node.describe()}: element 0 of the relaxation changes "
-                "the control of other elements; each element's control is subtracted against that "
-                "element's score alone, which is unbiased only when it reads its own element. Make the "
-                "control elementwise, or draw the node as Independent(...) so that one element is a whole "
-                "example (e.g. Independent(Bernoulli(logits), 1) for a bit vector)"
-            )
-        self._local = True
+            for bit in range(max(1, (count - 1).bit_length())):
+                for value in (0, 1):
+                    moved_elements = (index >> bit & 1) == value  # (*c_zt.shape) bool
+                    if not bool(moved_elements.any()) or bool(moved_elements.all()):
+                        continue
+                    step = moved_elements.reshape(*c_zt.shape, *([1] * (zt.dim() - c_zt.dim())))
+                    change = (self.evaluate(zt + step.to(zt.dtype), node) - c_zt).abs()
+                    read = (change > scale) & ~moved_elements
+                    if bool(read.any()):
+                        e = int(index[read][0])
+                        source = self._source(zt, c_zt, node, e, index[moved_elements].tolist()[:64])
+                        raise SCGError(
+                            f"{type(self).__name__} control of {node.describe()}: the control of element "
+                            f"{_position(e, c_zt.shape)} changes when {source} of the relaxation moves; "
+                            "each element's control is subtracted against that element's score alone, "
+                            "which is unbiased only when it reads its own element. Make the control "
+                            "elementwise, or draw the node as "
+                            "Independent(...) so that one element is a whole example (e.g. "
+                            "Independent(Bernoulli(logits), 1) for a bit vector)"
+                        )
+
+    def _source(self, zt: torch.Tensor, c_zt: torch.Tensor, node: StochasticNode, e: int, moved: list[int]) -> str:
+        """Which of the ``moved`` elements (flat indices) element ``e``'s control reads, for the
+        message (one evaluation each, on the refusal's path only)."""
+        flat = zt.reshape(c_zt.numel(), -1)
+        for other in moved:
+            step = torch.zeros_like(flat)
+            step[other] = 1.0
+            change = (self.evaluate(zt + step.reshape(zt.shape), node) - c_zt).reshape(-1)[e].abs()
+            if bool(change > 1e-6 * (1.0 + c_zt.reshape(-1)[e].abs())):
+                return f"element {_position(other, c_zt.shape)}"
+        return "another element"
 
     @staticmethod
     def variance_loss(grads: Sequence[torch.Tensor | None]) -> torch.Tensor:
@@ -222,3 +251,12 @@ def _accumulate(params: Sequence[torch.Tensor], grads: Sequence[torch.Tensor | N
             continue
         g = g.detach()
         p.grad = g.clone() if p.grad is None else p.grad + g
+
+
+def _position(flat: int, shape: torch.Size) -> tuple[int, ...]:
+    """The index of entry ``flat`` of a tensor of ``shape`` (row-major)."""
+    out = []
+    for size in reversed(shape):
+        out.append(flat % size)
+        flat //= size
+    return tuple(reversed(out))

@@ -144,7 +144,10 @@ def test_a_control_that_reads_other_elements_is_refused(make: Any) -> None:
                 Bernoulli(logits=th[:3].expand(shape) if len(shape) == 2 else th[:2]), name="v", estimator=est
             )
             scg.cost((v * W[: v.shape[-1]]).sum(-1) ** 2, name="c")
-    with pytest.raises(scg.SCGError, match=r"control of stochastic node 'v'.*: element 0 of the relaxation changes"):
+    with pytest.raises(
+        scg.SCGError,
+        match=r"control of stochastic node 'v'.*: the control of element .* changes when element .* of the relaxation",
+    ):
         g.surrogate_loss()
     with scg.Graph() as g:  # (the bit vector as one element per example: the joint control is its own)
         v = scg.sample(
@@ -154,6 +157,47 @@ def test_a_control_that_reads_other_elements_is_refused(make: Any) -> None:
         )
         scg.cost((v * W).sum(-1) ** 2, name="c")
     assert torch.isfinite(g.surrogate_loss())
+
+
+class _Ahead(torch.nn.Module):
+    """c_e = 1.5 z_e + 2 z_(e+1): a control that reads the next element (helper-92: it passed the
+    check, which moved element 0 only and looked at the others; z of 88 and 145)."""
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        return 1.5 * z + 2.0 * torch.cat([z[..., 1:], torch.zeros_like(z[..., :1])], -1)
+
+
+def _bits(th: torch.Tensor, est: scg.estimators.RELAX) -> None:
+    with scg.Graph() as g:
+        v = scg.sample(Bernoulli(logits=th), name="v", estimator=est)
+        scg.cost(v * W[0], name="c")
+    g.surrogate_loss()
+
+
+def test_a_control_that_reads_a_later_element_is_refused_naming_both() -> None:
+    with pytest.raises(scg.SCGError, match=r"control of element \(1,\) changes when element \(2,\) of the relaxation"):
+        _bits(theta()[:3], scg.estimators.RELAX(_Ahead()))
+
+
+def test_the_locality_check_is_not_spent_on_a_graph_of_one_element() -> None:
+    """A one-element graph marked the control local for good: a batch mean passed afterwards."""
+    est = scg.estimators.RELAX(lambda z: 2.0 * z.mean(-1, keepdim=True).expand_as(z))
+    _bits(theta()[:1], est)
+    with pytest.raises(scg.SCGError, match=r"the control of element .* changes when element"):
+        _bits(theta()[:3], est)
+
+
+def test_a_control_that_learns_to_read_other_elements_is_refused_at_a_later_check() -> None:
+    """φ is trained: a cross term initialised to zero passes the first check; the checks at the
+    2nd, 4th, ... control see it once it has grown."""
+    net = torch.nn.Linear(3, 3, bias=False).double()
+    torch.nn.init.zeros_(net.weight)
+    est = scg.estimators.RELAX(net)
+    _bits(theta()[:3], est)  # (1st control: checked, local)
+    with torch.no_grad():
+        net.weight.copy_(torch.tensor([[1.0, 0.5, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]))
+    with pytest.raises(scg.SCGError, match=r"control of element \(0,\) changes when element \(1,\)"):
+        _bits(theta()[:3], est)  # (2nd: checked again)
 
 
 def test_rebar_twin_without_the_conditional_term_is_caught() -> None:
