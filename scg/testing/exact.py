@@ -292,6 +292,11 @@ def exact_gradient(
     points, and a `QuadratureWarning` names the disagreement when the two gradients differ
     by more than 1% of the gradient's largest entry: the cost is then probably not smooth in a
     Normal node's value (a step function, rounding, indexing), where the result is approximate.
+
+    Not at a boundary probability: a value of probability exactly 0 (``Bernoulli(probs=θ)`` at
+    θ = 0) is skipped, and torch clamps its log-probability, so the one-sided derivative through
+    it (f(1) − f(0) there) is missing; the estimators miss it alike, and `check_unbiased` would
+    pass them. Test at interior parameters.
     """
     params = parameters(params, "exact_gradient")
     _checked(program, quadrature, max_runs, "exact_gradient")

@@ -109,3 +109,35 @@ def test_a_random_coordinate_below_the_problems_rounding_is_still_z_tested() -> 
     assert not report.passed and report.worst == 1 and 10 < abs(float(report.z[1])) < math.inf
     rounding = torch.stack([torch.full((N,), 1.0), 1e-18 + noise.double() * 1e-19], 1)  # (float64 noise)
     assert st.compare(rounding, torch.tensor([1.0, -3e-18], dtype=torch.double)).passed
+
+
+def _rare(scale: float, logits: torch.Tensor) -> None:
+    z = scg.sample(Categorical(logits=logits), name="z")  # category 1 has probability 9e-4
+    scg.cost(scale * (z == 1).double(), name="c")
+
+
+def test_a_rare_event_never_drawn_is_drawn_for_before_a_bias_is_declared() -> None:
+    """The score function is unbiased, but at seed 2 its 1000 estimates never draw category 1
+    (probability 0.40 at each seed): every estimate was 0 against an exact -0.91, z = inf, and it
+    was rejected at 8 of 20 seeds (helper-92). 15 000 more estimates draw it."""
+    logits = torch.tensor([0.0, -7.0], dtype=torch.float64, requires_grad=True)
+    exact = st.exact_gradient(lambda: _rare(1000.0, logits), [logits])
+    report = st.check_unbiased(
+        lambda: _rare(1000.0, logits),
+        [logits],
+        seed=2,
+        exact=exact,
+        batched=lambda lg: _rare(1000.0, lg),
+        particles=4000,
+    )
+    assert report.passed, str(report)
+    assert report.n == 16000  # (the first 1000 never varied)
+
+
+def test_a_deterministic_bias_is_still_rejected_and_said_to_never_vary() -> None:
+    """A biased twin whose estimates are all equal: the 15 000 more estimates do not save it."""
+    logits = torch.tensor([0.0, -7.0], dtype=torch.float64, requires_grad=True)
+    exact = [torch.tensor([-0.5, 0.5], dtype=torch.float64)]  # (not the program's gradient, 0)
+    report = st.check_unbiased(lambda: _rare(0.0, logits), [logits], n=50, exact=exact)
+    assert not report.passed and report.n == 800
+    assert "never varied" in str(report)
