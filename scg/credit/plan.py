@@ -35,7 +35,7 @@ from scg.credit.soundness import check_enumerated, check_pathwise
 from scg.errors import SCGError
 from scg.estimators.base import Estimator
 from scg.graph.graph import GraphRecord
-from scg.graph.nodes import CostNode, Node, StochasticNode
+from scg.graph.nodes import Node, StochasticNode
 from scg.graph.structure import Cached, Relation
 
 __all__ = ["CreditPlan", "Term", "build_plan", "group", "influence_matrix", "plan_for", "score_nodes", "step_weights"]
@@ -284,9 +284,8 @@ def build_plan(graph: GraphRecord, full: Sequence[int], discount: float | None, 
     plates = PlateCheck(
         graph,
         full,
-        {n.index: len(lay(n)) for n in graph.nodes if isinstance(n, (StochasticNode, CostNode))}
-        if samples.active
-        else {},
+        # (every node's: a named deterministic node's positions pass to the nodes computed from it)
+        {n.index: len(lay(n)) for n in graph.nodes} if samples.active else {},
     )
     if samples.active:
         for c in costs:

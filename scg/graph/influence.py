@@ -185,12 +185,7 @@ def dist_foreign(
                 j
                 for j in range(k, batch)
                 if batch_shape[j] > 1
-                and (
-                    (t.shape[j - k] == 1 and j not in held)
-                    or (
-                        t.shape[j - k] > 1 and j in held and j not in own and t.stride(j - k) != 0
-                    )  # (a broadcast view's copies: no examples of its own)
-                )
+                and ((t.shape[j - k] == 1 and j not in held) or (t.shape[j - k] > 1 and j in held and j not in own))
             ),
             None,
         )

@@ -62,7 +62,7 @@ MIXED = -2
 
 _PERMUTES = frozenset("transpose swapaxes swapdims t T mT permute movedim".split())
 _MATMUL = frozenset("matmul __matmul__ __rmatmul__ bmm baddbmm".split())
-_EXPAND = frozenset("expand expand_as broadcast_to broadcast_tensors".split())
+_EXPAND = frozenset("expand expand_as broadcast_to".split())
 
 
 def _norm(d: Any, n: int) -> int:
@@ -236,8 +236,6 @@ def samples_inserted(
     ``a`` expanded into anything but a sample dimension; so does a dimension of ``a`` of size > 1
     that a broadcast lays over a sample dimension ``a`` does not hold (``t[z][:, None] * b`` with
     ``b`` of batch ``(n, D)`` and ``z`` drawn with ``n=n``: ``b``'s rows meet ``z``'s samples).
-    A dimension of stride 0 (an ``expand``'s, ``broadcast_tensors``'): copies, no examples of its
-    own, counts as size 1 in both (``b.expand(n, B) * t[z][:, None]``).
 
     This is how a node drawn without another node's sample dimension meets a cost that holds it
     (``t[z] * b``, ``t[u][None] * v[:, None]``): its examples stay lined up with the cost's after
@@ -279,7 +277,6 @@ def samples_inserted(
         return None
     own = held_dims(a, sattr) if broadcast and held else set()
     kept = set(where)
-    ostride = o.stride()
     f = INF
     for g in range(no):
         if g in kept:
@@ -287,13 +284,13 @@ def samples_inserted(
                 continue
             d = g - (no - n)
             if ashape[d] != 1:
-                if g in held and d not in own and a.stride(d) != 0:  # (a's own dimension laid over
-                    f = g  # another node's samples: its examples lined up with them, not behind them)
+                if g in held and d not in own:  # (a's own dimension laid over another node's
+                    f = g  # samples: its examples lined up with them, not behind them)
                     break
                 continue
-        # a new or expanded dimension: a place for samples when it has size 1 or is a broadcast
-        # view's (stride 0: copies, which a later operand's samples may fill), else it must hold them
-        if oshape[g] == 1 or ostride[g] == 0:
+        # a new or expanded dimension: a place for samples while it has size 1 (a later
+        # broadcast may fill it, and is checked then), else it must hold them
+        if oshape[g] == 1:
             continue
         if g not in held:
             f = g

@@ -42,15 +42,15 @@ MIXING: dict[str, Cost] = {
     "batch-centred reward": lambda z, b: T[z][:, None] * (b - b.mean()),
     "batch total broadcast back": lambda z, b: T[z][:, None] * b + b.sum(),
     "another dimension between (T, B)": lambda z, b: T[z][:, None, None] * X * b,
-    # (conservative: copies made before the samples meet them are the program's own dimension)
+    # (conservative: copies made before the samples meet them are the program's own dimension; an
+    # expand's too, which might never meet them: helper-94, b.expand(2, 2) * X was per element)
     "repeated before the broadcast": lambda z, b: T[z][:, None] * b.repeat(z.shape[0], 1),
+    "expanded before the broadcast": lambda z, b: T[z][:, None] * b.expand(z.shape[0], 2),
 }
 LINED_UP: dict[str, Cost] = {
     "broadcast": lambda z, b: T[z][:, None] * b,
     "unsqueeze": lambda z, b: b.unsqueeze(0) * T[z][:, None],
     "a[None], then a reduction of a trailing dimension": lambda z, b: (b[None, :, None] * T[z][:, None, None]).sum(-1),
-    # (an expand's new dimension has stride 0: copies, which z's samples then fill)
-    "expanded before the broadcast": lambda z, b: T[z][:, None] * b.expand(z.shape[0], 2),
 }
 
 
@@ -335,13 +335,11 @@ def test_an_enumerated_node_mixed_at_a_position_past_every_node_is_refused() -> 
         g.surrogate_loss()
 
 
-@pytest.mark.parametrize(
-    ("loc", "credit"), [("b", "per-element"), ("b.flip(-1)", "whole-plate"), ("rows", "whole-plate")]
-)
-def test_a_parameter_broadcast_behind_another_nodes_samples_in_a_distribution(loc: str, credit: str) -> None:
-    """``Normal(loc=b, scale=f(z))``: ``b`` (2,) is broadcast behind z's samples (by the
-    distribution's own ``broadcast_all``); its examples line up with x's after them, unless they
-    were mixed before, or a parameter's own rows lie on z's samples (``rows``: (2, 2), n = 2)."""
+@pytest.mark.parametrize("loc", ["b", "b.flip(-1)", "rows"])
+def test_a_parameter_broadcast_behind_another_nodes_samples_in_a_distribution(loc: str) -> None:
+    """``Normal(loc=b, scale=f(z))``: ``b`` (2,) is expanded by the distribution's own
+    ``broadcast_all`` before it meets z's samples, which is conservative (whole-plate, unbiased);
+    so are a mixed ``b`` and a parameter whose own rows lie on z's samples (``rows``)."""
     th, ph = _params()
     with scg.Graph() as g:
         b = scg.sample(Bernoulli(logits=ph), name="b")  # (2,)
@@ -350,7 +348,7 @@ def test_a_parameter_broadcast_behind_another_nodes_samples_in_a_distribution(lo
         x = scg.sample(Normal(mean, T[z][:, None].abs() + 1), name="x")  # (2_z, 2)
         scg.cost(x * W, name="c")
     g.surrogate_loss()
-    assert g.credit("b", "c") == credit
+    assert g.credit("b", "c") == "whole-plate"
 
 
 def test_a_parameter_whose_own_rows_lie_on_another_nodes_samples_is_whole_plate() -> None:
@@ -364,3 +362,46 @@ def test_a_parameter_whose_own_rows_lie_on_another_nodes_samples_is_whole_plate(
         scg.cost(x * W, name="c")
     g.surrogate_loss()
     assert g.credit("b2", "c") == "whole-plate"
+
+
+def test_an_expanded_node_that_never_meets_a_sample_dimension_is_whole_plate() -> None:
+    """``b.expand(2, 2) * X`` with a node drawn with ``n=2`` elsewhere in the graph: b's examples
+    lie along dimension 1; taking the expand's new dimension for a place of samples credited b's
+    element j with row j (helper-94: d/dφ [0.25, 0.94] against [1.00, 1.41])."""
+    th, ph = _params()
+
+    def program(ops: Any) -> None:
+        ops.sample(Categorical(logits=th), "z", n=2)
+        b = ops.sample(Bernoulli(logits=ph), "b")
+        ops.cost(b.expand(2, 2) * X, "c")
+
+    got, want = _exact(program, [th, ph]), _truth(program, [th, ph])
+    for x, y in zip(got, want):
+        torch.testing.assert_close(x, y, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("kind", ["flip before the broadcast", "batch-centred reward"])
+def test_a_named_deterministic_node_between_keeps_the_mixing_seen(kind: str) -> None:
+    """``d = scg.deterministic(T[z][:, None] * b.flip(-1))``, then a cost of d: d had no sample
+    dimensions in the plan, so b's position in d moved past b's rank (helper-94: d/dφ 0 against
+    [1.18, 0.37])."""
+    th, ph = _params()
+
+    class Named:
+        @staticmethod
+        def sample(dist: Distribution, name: str, n: int | None = None) -> torch.Tensor:
+            return scg.sample(dist, name=name, n=n)
+
+        @staticmethod
+        def cost(x: torch.Tensor, name: str, div: float = 1.0, reduced: torch.Tensor | None = None) -> None:
+            scg.cost(scg.deterministic(x, name="d") * 1.0, name=name)
+
+    def program(ops: Any) -> None:
+        b = ops.sample(Bernoulli(logits=ph), "b")
+        z = ops.sample(Categorical(logits=th), "z", n=N)
+        ops.cost(MIXING[kind](z, b) * W, "c", div=N)
+
+    got = _exact(lambda ops: program(Named if ops is _Scg else ops), [th, ph])
+    want = _truth(program, [th, ph])
+    for x, y in zip(got, want):
+        torch.testing.assert_close(x, y, rtol=1e-9, atol=1e-12)
