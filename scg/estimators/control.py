@@ -129,7 +129,8 @@ class LearnedControl(Estimator):
         ``Independent(...)``, one element per example.)
 
         Complete for the control as it is now: for each bit b of the elements' flat index, the
-        relaxation of the elements whose bit b is 1 is moved (then of those whose bit is 0), and
+        relaxation of the elements whose bit b is 1 is moved (then of those whose bit is 0; each
+        entry by its own amount, so a softmax over an element's entries does not hide it), and
         the control of every element not moved must not change; any two elements differ in a bit,
         so every element is moved once without every other one (2·⌈log₂ E⌉ evaluations). φ is
         trained, and a control may start out local (a last layer initialised to zero), so the
@@ -137,6 +138,12 @@ class LearnedControl(Estimator):
         count = c_zt.numel()
         index = torch.arange(count, device=zt.device).reshape(c_zt.shape)
         scale = 1e-6 * (1.0 + c_zt.abs())
+        # each entry of the relaxation moves by its own amount in [0.5, 1.5): a move of all of an
+        # element's entries by one amount is invisible through a softmax over them (a Categorical's
+        # (..., K) relaxation), and a move by exactly 1 to a function of period 1 (a generator of
+        # this check's own: the same amounts every time, no global state)
+        draws = torch.Generator(device="cpu").manual_seed(self._controls)
+        amounts = (0.5 + torch.rand(zt.shape, generator=draws, dtype=torch.float64)).to(zt.device, zt.dtype)
         with torch.no_grad():
             for bit in range(max(1, (count - 1).bit_length())):
                 for value in (0, 1):
@@ -144,7 +151,7 @@ class LearnedControl(Estimator):
                     if not bool(moved_elements.any()) or bool(moved_elements.all()):
                         continue
                     step = moved_elements.reshape(*c_zt.shape, *([1] * (zt.dim() - c_zt.dim())))
-                    change = (self.evaluate(zt + step.to(zt.dtype), node) - c_zt).abs()
+                    change = (self.evaluate(zt + step.to(zt.dtype) * amounts, node) - c_zt).abs()
                     read = (change > scale) & ~moved_elements
                     if bool(read.any()):
                         e = int(index[read][0])
@@ -163,9 +170,10 @@ class LearnedControl(Estimator):
         """Which of the ``moved`` elements (flat indices) element ``e``'s control reads, for the
         message (one evaluation each, on the refusal's path only)."""
         flat = zt.reshape(c_zt.numel(), -1)
+        amounts = torch.linspace(0.5, 1.5, flat.shape[1], dtype=zt.dtype, device=zt.device)
         for other in moved:
             step = torch.zeros_like(flat)
-            step[other] = 1.0
+            step[other] = amounts
             change = (self.evaluate(zt + step.reshape(zt.shape), node) - c_zt).reshape(-1)[e].abs()
             if bool(change > 1e-6 * (1.0 + c_zt.reshape(-1)[e].abs())):
                 return f"element {_position(other, c_zt.shape)}"

@@ -200,6 +200,18 @@ def test_a_control_that_learns_to_read_other_elements_is_refused_at_a_later_chec
         _bits(theta()[:3], est)  # (2nd: checked again)
 
 
+def test_a_categorical_control_through_a_softmax_that_reads_other_elements_is_refused() -> None:
+    """A Categorical's relaxation is (..., K): moving all K entries of an element by one amount is
+    invisible through a softmax, and ``3 * (softmax(z) @ TAB).flip(0)`` passed (helper-94: z = 41.6)."""
+    tab = torch.tensor([1.0, -2.0, 3.0], dtype=torch.float64)
+    est = scg.estimators.RELAX(lambda z: 3.0 * (torch.softmax(z, -1) @ tab).flip(0))
+    with scg.Graph() as g:
+        v = scg.sample(Categorical(logits=theta()[:3].expand(2, 3)), name="v", estimator=est)
+        scg.cost(tab[v], name="c")
+    with pytest.raises(scg.SCGError, match=r"control of element \(1,\) changes when element \(0,\)"):
+        g.surrogate_loss()
+
+
 def test_rebar_twin_without_the_conditional_term_is_caught() -> None:
     th = theta()
     rebar = REBARWithoutConditional(relaxed_cost("categorical"), temperature=0.7, eta=0.8)
