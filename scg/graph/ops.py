@@ -28,15 +28,17 @@ __all__ = [
     "F_RUNNING_STATS",
     "F_SELF_META",
     "F_SHAPE",
+    "F_SIZES",
     "F_ZERO_GRAD",
     "INFO",
-    "bool_index",
     "flat_tensors",
     "func_name",
     "info",
     "is_tensor_result",
     "outside_libraries",
     "running_statistics",
+    "shape_index",
+    "slice_tensors",
     "user_frame",
 ]
 
@@ -138,6 +140,16 @@ F_SELF_META = 1024
 F_OTHERS_META = 2048
 #: a normalization that may update running statistics inside its kernel (`running_statistics`)
 F_RUNNING_STATS = 4096
+#: a size, bound or count argument: an integer tensor given there makes the output's shape
+#: depend on its value (``torch.ones(n)``, ``x.narrow(0, 0, n)``; for a method, not its tensor)
+F_SIZES = 8192
+
+#: the op names of `F_SIZES`
+_SIZES = frozenset(
+    """zeros ones empty full arange range linspace logspace eye narrow split tensor_split chunk
+split_with_sizes expand view reshape repeat tile new_zeros new_ones new_empty new_full unflatten
+topk kthvalue""".split()
+)
 
 #: the op names of `F_RUNNING_STATS`
 _NORMALIZATIONS = frozenset({"batch_norm", "instance_norm"})
@@ -179,6 +191,7 @@ def info(func: Callable[..., Any]) -> tuple[str, positions.Rule | None, int]:
         | (F_SELF_META if name in _SELF_META else 0)
         | (F_OTHERS_META if name in _OTHERS_META else 0)
         | (F_RUNNING_STATS if name in _NORMALIZATIONS else 0)
+        | (F_SIZES if name in _SIZES else 0)
     )
     got = (name, rule, flags)
     INFO[func] = got
@@ -237,14 +250,19 @@ def flat_tensors(out: Any) -> list[Tensor]:
     return found
 
 
-def bool_index(args: tuple[Any, ...]) -> bool:
+def slice_tensors(s: slice) -> list[Tensor]:
+    """The tensors a slice holds as its bounds or step (``x[: n + 1]`` with ``n`` a tensor)."""
+    return [b for b in (s.start, s.stop, s.step) if isinstance(b, Tensor)]
+
+
+def shape_index(args: tuple[Any, ...]) -> bool:
+    """Whether an index's tensors decide the result's shape: a boolean mask, or a slice bound."""
     idx = args[1] if len(args) > 1 else None
-    if isinstance(idx, Tensor):
-        return idx.dtype == torch.bool
-    if isinstance(idx, tuple):
-        for i in idx:
-            if isinstance(i, Tensor) and i.dtype == torch.bool:
-                return True
+    for i in idx if isinstance(idx, tuple) else (idx,):
+        if isinstance(i, Tensor) and i.dtype == torch.bool:
+            return True
+        if isinstance(i, slice) and slice_tensors(i):
+            return True
     return False
 
 

@@ -31,7 +31,7 @@ from typing import Any, Protocol
 import torch
 
 from scg.graph import positions
-from scg.graph.ops import F_DYNAMIC, F_ELEMENTWISE, F_GETITEM, bool_index, flat_tensors
+from scg.graph.ops import F_DYNAMIC, F_ELEMENTWISE, F_GETITEM, F_SIZES, flat_tensors, shape_index, slice_tensors
 from scg.graph.positions import INF
 from scg.graph.sample_positions import follow, held_dims, samples_combined, samples_inserted
 
@@ -123,7 +123,7 @@ def propagate(
                 if len(fr) > 1:
                     fr = positions.normalize(fr)
             setattr(o, fattr, fr or None)
-        if flags & (F_DYNAMIC | F_GETITEM) or tracker.any_dynamic:
+        if flags & (F_DYNAMIC | F_GETITEM | F_SIZES) or tracker.any_dynamic:
             mark_dynamic(tracker, flags, args, o, m, tracked)
         return
     oshape = o.shape
@@ -226,10 +226,11 @@ def mark_dynamic(tracker: OutputMarks, flags: int, args: tuple[Any, ...], o: Ten
     """Mark outputs whose shape depends on sampled values (and what is computed from them), and
     record the nodes the shape is built from (``tracker.dynamic``: a boolean index's, not the
     indexed tensor's)."""
-    if flags & F_DYNAMIC or (flags & F_GETITEM and bool_index(args)):
+    sizes = _size_mask(args, tracked) if flags & F_SIZES else 0
+    if flags & F_DYNAMIC or (flags & F_GETITEM and shape_index(args)) or sizes:
         tracker.any_dynamic = True
         setattr(o, tracker.dattr, m)
-        tracker.dynamic |= m if flags & F_DYNAMIC else _bool_index_mask(tracker, args)
+        tracker.dynamic |= m if flags & F_DYNAMIC else sizes or _bool_index_mask(tracker, args)
     elif tracker.any_dynamic:
         dm = 0
         for _, a, _ in tracked:
@@ -238,13 +239,27 @@ def mark_dynamic(tracker: OutputMarks, flags: int, args: tuple[Any, ...], o: Ten
             setattr(o, tracker.dattr, dm)
 
 
+def _size_mask(args: tuple[Any, ...], tracked: Tracked) -> int:
+    """The nodes of the integer scalars given as sizes, bounds or counts (`F_SIZES`): every one
+    of a factory's (``torch.ones(n)``), a method's but its own tensor (``x.narrow(0, 0, n)``)."""
+    m = 0
+    for _, a, am in tracked:
+        if a.numel() == 1 and not (a.is_floating_point() or a.is_complex()) and (a is not args[0] or a.dim() == 0):
+            m |= am
+    return m
+
+
 def _bool_index_mask(tracker: OutputMarks, args: tuple[Any, ...]) -> int:
-    """The nodes of the boolean masks that index ``args[0]`` (``x[mask]``, ``x[:, mask]``)."""
+    """The nodes of the boolean masks that index ``args[0]`` (``x[mask]``, ``x[:, mask]``) and of
+    the tensors bounding its slices (``x[: n + 1]``)."""
     idx = args[1]
     m = 0
     for i in idx if isinstance(idx, tuple) else (idx,):
         if isinstance(i, Tensor) and i.dtype == torch.bool:
             m |= tracker.mask_of(i)
+        elif isinstance(i, slice):
+            for b in slice_tensors(i):
+                m |= tracker.mask_of(b)
     return m
 
 

@@ -79,6 +79,7 @@ from scg.graph.ops import (
     flat_tensors,
     is_tensor_result,
     running_statistics,
+    slice_tensors,
     user_frame,
 )
 from scg.graph.ops import info as op_info
@@ -309,8 +310,10 @@ class InfluenceTracker(TorchFunctionMode):
                 if am:
                     m |= am
                     tracked.append((i, a, am))
-            elif isinstance(a, (list, tuple)) and a:
-                for b in a:
+            elif isinstance(a, (list, tuple, slice)) and a:
+                # (a slice's tensor bounds, x[: n + 1], decide which elements and how many: read)
+                indexing = name in ("__getitem__", "__setitem__")
+                for b in slice_tensors(a) if isinstance(a, slice) else _with_slice_bounds(a) if indexing else a:
                     if isinstance(b, Tensor):
                         bm = self.mask_of(b)
                         if bm:
@@ -526,3 +529,14 @@ class Paused:
         if self.popped:
             _push_function_mode(self.tracker)
             self.popped = False
+
+
+def _with_slice_bounds(items: list[Any] | tuple[Any, ...]) -> list[Any]:
+    """The items of a list or tuple argument, with the tensors bounding its slices in place of
+    the slices (``x[i, : n + 1]``)."""
+    if not any(isinstance(b, slice) for b in items):
+        return list(items)
+    out: list[Any] = []
+    for b in items:
+        out.extend(slice_tensors(b) if isinstance(b, slice) else (b,))
+    return out

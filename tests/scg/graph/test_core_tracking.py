@@ -433,3 +433,23 @@ def test_transform_with_parameters_in_a_dict_is_tracked() -> None:
         dist = torch.distributions.TransformedDistribution(base, [_Shift({"loc": z * 2.0})])
         scg.sample(dist, name="x")
     assert [n.name for n in g.parents("x")] == ["z"]
+
+
+def test_a_tensor_bounding_a_slice_carries_its_influence() -> None:
+    """``D[: z + 1].sum()``: the slice's bound was not read, so z did not influence the cost and its
+    gradient was 0 against 0.49 (helper-94)."""
+    th = torch.tensor([0.3], dtype=torch.float64, requires_grad=True)
+    d = torch.tensor([1.0, 2.0], dtype=torch.float64)
+
+    def program() -> None:
+        z = scg.sample(Bernoulli(logits=th), name="z")  # (1,)
+        scg.cost(d[: z.long()[0] + 1].sum(), name="c")
+
+    exact = st.exact_gradient(program, [th])[0]
+    with scg.Graph() as g:
+        program()
+    g.surrogate_loss()
+    assert g.influences("z", "c")
+    p = torch.sigmoid(th.detach())
+    torch.testing.assert_close(exact, 2.0 * p * (1 - p))  # E[c] = 1 + 2 sigmoid(θ)
+    torch.testing.assert_close(estimator_mean(program, th), exact, rtol=1e-9, atol=1e-12)
