@@ -387,6 +387,8 @@ def _setitem(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor
     for it in items:
         if isinstance(it, slice) and it.start in (None, 0) and it.stop is None and it.step in (None, 1):
             k += 1
+        elif it is Ellipsis:  # (``out[...] = value``: every dimension the other items leave)
+            k += out.dim() - sum(1 for other in items if other is not None and other is not Ellipsis)
         else:
             break
     region = _region_rank(items, out.dim())

@@ -47,7 +47,17 @@ MIXING: dict[str, Cost] = {
     "repeated before the broadcast": lambda z, b: T[z][:, None] * b.repeat(z.shape[0], 1),
     "expanded before the broadcast": lambda z, b: T[z][:, None] * b.expand(z.shape[0], 2),
 }
+
+
+def _written_whole(z: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``x[...] = x * b``: a write of the whole of x (was refused as a mixing of z's samples)."""
+    x = T[z][:, None] * torch.ones(2, dtype=torch.float64)
+    x[...] = x * b
+    return x
+
+
 LINED_UP: dict[str, Cost] = {
+    "written whole, x[...] = x * b": _written_whole,
     "broadcast": lambda z, b: T[z][:, None] * b,
     "unsqueeze": lambda z, b: b.unsqueeze(0) * T[z][:, None],
     "a[None], then a reduction of a trailing dimension": lambda z, b: (b[None, :, None] * T[z][:, None, None]).sum(-1),
