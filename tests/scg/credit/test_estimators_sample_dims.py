@@ -403,3 +403,21 @@ def test_multinomial_attention_errors() -> None:
             scg.estimators.multinomial_attention(torch.ones(3) / 3, 0, name="a")
         with pytest.raises(scg.SCGError, match="exactly one of probs and logits"):
             scg.estimators.multinomial_attention(None, 2, name="a")
+
+
+def test_cost_dimensions_where_the_node_has_size_one_are_summed() -> None:
+    """Aligning a cost with a node (``sample_dims``): a cost dimension where the node has size 1 is
+    summed, so a (B, 1) node is credited per row with the row's total cost, Ĉ_i = Σ_j c[i, j], and
+    the score-function gradient is (z_i − σ(θ_i)) Σ_j c[i, j]. Left unsummed, the (B, 3) signal
+    failed to expand to the node's shape (a RuntimeError on a valid program)."""
+    theta = torch.tensor([[0.3], [-0.4], [1.1]], dtype=torch.float64, requires_grad=True)
+    w = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)
+    torch.manual_seed(0)
+    with scg.Graph() as g:
+        z = scg.sample(Bernoulli(logits=theta), name="z")  # (3, 1)
+        scg.cost((z + 1.0) * w, name="c")  # (3, 3)
+    loss = g.surrogate_loss()
+    assert g.credit("z", "c") == "per-element"
+    (grad,) = torch.autograd.grad(loss, [theta])
+    zv = z.detach()
+    torch.testing.assert_close(grad, (zv - torch.sigmoid(theta.detach())) * ((zv + 1.0) * w).sum(-1, keepdim=True))

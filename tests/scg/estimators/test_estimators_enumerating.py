@@ -295,3 +295,59 @@ def test_an_enumerated_node_refuses_mixing_beyond_its_declared_plates(estimator:
         scg.cost(3.0 * v * v.flip(-1) + v, name="c")  # (mixes along T)
     with pytest.raises(scg.SCGError, match=r"mixes the batch elements of the enumerated"):
         g.surrogate_loss()
+
+
+# ---------------------------------------------------------------- the built-in baselines, per sample
+# Each estimator's gradient on one draw against the formula of its module's docstring, written out.
+
+_COSTS = torch.tensor([1.0, 4.0, -2.0, 3.0], dtype=torch.float64)
+
+
+def _one_draw(theta: torch.Tensor, estimator: Any, n: int | None, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The node's value and the surrogate's gradient for one seeded draw of z, with cost _COSTS[z]."""
+    torch.manual_seed(seed)
+    with scg.Graph() as g:
+        z = scg.sample(Categorical(logits=theta), estimator=estimator, name="z", n=n)
+        scg.cost(_COSTS[z], name="c")
+    (grad,) = torch.autograd.grad(g.surrogate_loss(), [theta])
+    return z.detach(), grad
+
+
+def test_rao_blackwellized_builtin_baseline_is_the_mean_cost_of_the_top_k() -> None:
+    """RaoBlackwellized(k): the gradient Σ_T ∇p_i f(i) + (∇p_j / q_j) f(j) − b S, with the
+    built-in baseline b = Σ_T p_i f(i) / P_T and S = Σ_T ∇p_i + ∇p_j / q_j. A baseline without the
+    division by P_T is still unbiased (E S = 0) but not the documented one: another gradient per
+    sample, which the unbiasedness tests cannot see."""
+    theta = torch.tensor([0.9, 0.1, -0.4, 0.3], dtype=torch.float64, requires_grad=True)
+    for seed in range(3):
+        z, grad = _one_draw(theta, RaoBlackwellized(k=2), None, seed)
+        top, j = z[:2].tolist(), int(z[2])
+        p = torch.softmax(theta, -1)
+        q = p.detach()
+        mass = q[top].sum()
+        b = (q[top] * _COSTS[top]).sum() / mass
+        scale_j = (1.0 - mass) / q[j]  # 1 / q_j
+        s = p[top].sum() + scale_j * p[j]
+        (want,) = torch.autograd.grad((p[top] * _COSTS[top]).sum() + scale_j * p[j] * _COSTS[j] - b * s, [theta])
+        torch.testing.assert_close(grad, want)
+
+
+def test_unordered_set_has_its_builtin_baseline_for_two_samples() -> None:
+    """UnorderedSet with k = 2: the gradient Σ_s ∇p(s) R(S, s) (f(s) − B(S, s)), with
+    R(S, s) = p(s') / (1 − p(s)) / p(S) and B(S, s) = p(s) f(s) + (1 − p(s)) f(s') for S = {s, s'}
+    (the module docstring's formulas one level down: R^{D∖s}(S, s') = (1 − p(s)) / p(s')). Without
+    B for k = 2 the estimator is still unbiased but not the documented one (higher variance)."""
+    theta = torch.tensor([0.9, 0.1, -0.4, 0.3], dtype=torch.float64, requires_grad=True)
+    for seed in range(3):
+        z, grad = _one_draw(theta, UnorderedSet(), 2, seed)
+        a, c = z.tolist()
+        p = torch.softmax(theta, -1)
+        q = p.detach()
+        p_set = q[a] * q[c] / (1 - q[a]) + q[c] * q[a] / (1 - q[c])
+        value = torch.zeros((), dtype=torch.float64)
+        for s, o in ((a, c), (c, a)):
+            ratio = q[o] / (1 - q[s]) / p_set
+            base = q[s] * _COSTS[s] + (1 - q[s]) * _COSTS[o]
+            value = value + p[s] * ratio * (_COSTS[s] - base)
+        (want,) = torch.autograd.grad(value, [theta])
+        torch.testing.assert_close(grad, want)

@@ -210,6 +210,34 @@ def test_relax_backward_warns_once_about_a_learned_baseline_outside_params() -> 
         torch.testing.assert_close(a, b)
 
 
+def test_relax_backward_accumulates_into_existing_grads() -> None:
+    """``RELAX.backward`` accumulates ĝ into the params' ``.grad`` and ∇_φ ‖ĝ‖² into φ's, as
+    ``loss.backward()`` does (gradient accumulation over micro-batches): two calls give the sum of
+    their gradients. Overwriting ``.grad`` lost the first micro-batch's θ and φ gradients."""
+    theta = torch.tensor([0.2, -0.3], dtype=torch.float64, requires_grad=True)
+    w = torch.tensor(0.5, dtype=torch.float64, requires_grad=True)
+    relax = scg.estimators.RELAX(lambda z: w * z, parameters=[w])
+
+    def backward(seed: int) -> None:
+        torch.manual_seed(seed)
+        with scg.Graph() as g:
+            z = scg.sample(Bernoulli(logits=theta), name="z", estimator=relax)
+            scg.cost((z - 0.4) ** 2 * 3.0, name="c")
+        relax.backward(g.surrogate_loss(), [theta])
+
+    alone: list[tuple[torch.Tensor, torch.Tensor]] = []
+    for seed in (0, 1):
+        theta.grad, w.grad = None, None
+        backward(seed)
+        assert theta.grad is not None and w.grad is not None
+        alone.append((theta.grad.clone(), w.grad.clone()))
+    theta.grad, w.grad = None, None
+    backward(0)
+    backward(1)
+    torch.testing.assert_close(theta.grad, alone[0][0] + alone[1][0])
+    torch.testing.assert_close(w.grad, alone[0][1] + alone[1][1])
+
+
 def test_relax_training_the_control_reduces_the_variance() -> None:
     th = theta()
     control = Control(False)

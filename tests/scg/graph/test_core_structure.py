@@ -17,7 +17,7 @@ import pytest
 import torch
 from _estimators_util import exact_gradient_batched
 from torch._C import _len_torch_function_stack
-from torch.distributions import Bernoulli, Categorical, Normal
+from torch.distributions import Bernoulli, Categorical, Independent, Normal
 
 import scg
 import scg.testing
@@ -551,6 +551,97 @@ def test_a_structure_keeps_at_most_max_signatures(make: type) -> None:
     kept = {len(sig) for sig in structure.relations}  # the last two used: 1 and 3 steps (Cached: those learned)
     assert kept == {2, 6} if make is scg.Declared else kept <= {2, 6}
     assert len(caught) == 1 and caught[0].filename == __file__  # once, at the user's line
+
+
+def _bits_per_step(theta: torch.Tensor, steps: int) -> Callable[[], None]:
+    def program() -> None:
+        for t in range(steps):
+            z = scg.sample(Bernoulli(logits=theta[t]), name="z", step=t)
+            scg.cost(z * (t + 1.0), name="c", step=t)
+
+    return program
+
+
+@pytest.mark.parametrize("make", [scg.Declared, scg.Cached])
+def test_eviction_drops_the_least_recently_used_signature(make: type) -> None:
+    """Lengths 1, 2, 1, 3 with ``max_signatures=2``: using length 1 again makes it the most
+    recently used, so length 3 must drop length 2 and keep 1 ({1, 3} kept). A hit that does not
+    move its signature to the end (first-seen order), or an eviction of the most recently used
+    one, keeps {2, 3} and drops the signature in use (the sequence of the test above ends with
+    the same set under either policy)."""
+    theta = torch.zeros(3, 2, requires_grad=True)
+    structure = make(max_signatures=2) if make is scg.Declared else make(max_signatures=2, check_every=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (the warning that a signature was dropped: tested above)
+        for steps in (1, 2, 1, 3):
+            with scg.Graph(structure=structure) as g:
+                _bits_per_step(theta, steps)()
+            g.surrogate_loss()
+    assert {len(sig) for sig in structure.relations} == {2, 6}  # (two nodes per step)
+
+
+def _bits_grad(theta: torch.Tensor, joint: bool, seed: int, structure: scg.Declared | None = None) -> torch.Tensor:
+    torch.manual_seed(seed)
+    with scg.Graph(structure=structure) as g:
+        d = Bernoulli(logits=theta)
+        # (names of its own: the tracked reference must not get a plan that an earlier test's
+        # graph of the same signature left in the tracked graphs' cache)
+        z = scg.sample(Independent(d, 1) if joint else d, name="z_joint")  # value (2, 3); log p (2,) or (2, 3)
+        scg.cost(z * torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64) + 1.0, name="c_joint")
+    return torch.autograd.grad(g.surrogate_loss(), [theta])[0]
+
+
+def test_a_signature_tells_apart_log_probability_shapes() -> None:
+    """A node's signature includes its log-probability's shape: Bernoulli(logits) and
+    Independent(Bernoulli(logits), 1) have the same name, value shape, dtype and estimator, but
+    (2, 3) and (2,) scores, so the plan declared for one cannot serve the other. Served, it failed
+    with a RuntimeError in the credit's expansion."""
+    theta = torch.tensor([[0.3, -0.4, 0.2], [0.1, 0.5, -0.3]], dtype=torch.float64, requires_grad=True)
+    structure = scg.Declared()
+    _bits_grad(theta, False, 0, structure)
+    torch.testing.assert_close(_bits_grad(theta, True, 1, structure), _bits_grad(theta, True, 1))
+
+
+def _estimated_grad(
+    theta: torch.Tensor, estimator: scg.estimators.Estimator, seed: int, structure: scg.Declared | None = None
+) -> torch.Tensor:
+    torch.manual_seed(seed)
+    with scg.Graph(structure=structure) as g:
+        z = scg.sample(Bernoulli(logits=theta), name="z_estimated", estimator=estimator)  # (names: above)
+        scg.cost((z - 0.4) ** 2 * 3.0, name="c_estimated")
+    return torch.autograd.grad(g.surrogate_loss(), [theta])[0]
+
+
+def test_a_signature_tells_apart_estimators() -> None:
+    """A node's signature includes its estimator's class: ScoreFunction() and RELAX(control) on
+    the same Bernoulli node have the same name, shapes and dtype, but only RELAX has control
+    variates, which the plan records. Served the ScoreFunction graph's plan, the RELAX graph never
+    subtracted its control variate: plain REINFORCE's gradient, 0.45 off per sample."""
+    theta = torch.tensor([0.2, -0.3], dtype=torch.float64, requires_grad=True)
+    relax = scg.estimators.RELAX(lambda z: 0.5 * z + 1.0)
+    structure = scg.Declared()
+    _estimated_grad(theta, scg.ScoreFunction(), 0, structure)
+    torch.testing.assert_close(_estimated_grad(theta, relax, 1, structure), _estimated_grad(theta, relax, 1))
+
+
+def test_a_cached_check_reports_an_influence_the_cached_graph_lacked() -> None:
+    """``Cached`` re-checks a tracked graph against the cached relation of its signature and raises
+    on the first pair whose influence differs, in either direction. Here a pathwise node (which has
+    no credit entry, so only the influence comparison can see it) reaches the cost in the checked
+    graph but not in the cached one: comparing only the influences the cached graph had let the
+    new one through silently."""
+    mu = torch.tensor(0.5, requires_grad=True)
+    structure = scg.Cached(check_every=1)
+
+    def run(reads_x: bool) -> scg.Graph:
+        with scg.Graph(structure=structure) as g:
+            x = scg.sample(Normal(mu, 1.0), name="x")
+            scg.cost(x * 2.0 if reads_x else mu * 2.0, name="c")
+        return g
+
+    run(False).surrogate_loss()
+    with pytest.raises(scg.SCGError, match="the structure changed.*'x'.*influences"):
+        run(True).surrogate_loss()
 
 
 def test_cached_names_its_fallback_when_a_sample_dimension_refuses_it() -> None:

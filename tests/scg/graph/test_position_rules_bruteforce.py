@@ -16,9 +16,10 @@ from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
+from _estimators_util import expected_estimate
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from torch.distributions import Normal
+from torch.distributions import Bernoulli, Normal
 
 import scg
 import scg.testing
@@ -246,6 +247,27 @@ def _row_wise_losses_match_brute_force(shape: tuple[int, ...], data: st.DataObje
 @given(data=st.data())
 def test_row_wise_losses_match_brute_force(data: st.DataObject) -> None:
     _cases(_row_wise_losses_match_brute_force, data)
+
+
+def test_an_expand_to_a_higher_rank_is_foreign_from_position_0() -> None:
+    """An expand that keeps the rank keeps every position; one that adds leading dimensions does
+    not: ``z (3,).expand(3, 3)`` puts z[j] in column j of every row, so z needs whole-plate credit.
+    Credited per row (every expand read as aligned), z[i] got w_i Σ_j z[j]: the estimator's mean
+    w_i ∇E z_i instead of (Σ_k w_k) ∇E z_i (checked exactly: the mean over z's 8 values)."""
+    theta = torch.tensor([0.3, -0.4, 0.5], dtype=torch.float64, requires_grad=True)
+    w = torch.tensor([[1.0], [2.0], [-4.0]], dtype=torch.float64)
+
+    def program() -> None:
+        z = scg.sample(Bernoulli(logits=theta), name="z")  # (3,)
+        scg.cost(z.expand(3, 3) * w, name="c")  # c[i, j] = w[i] z[j]
+
+    with scg.Graph() as g:
+        program()
+    g.surrogate_loss()
+    assert g.credit("z", "c") == "whole-plate"
+    (exact,) = scg.testing.exact_gradient(program, [theta])
+    (mean,) = expected_estimate(program, [theta])
+    torch.testing.assert_close(mean, exact, rtol=1e-9, atol=1e-12)
 
 
 def test_classification_cost_credits_each_example() -> None:

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import torch
+from _estimators_util import expected_estimate
+from torch.distributions import Bernoulli
 
+import scg
+import scg.testing
 from scg.graph.ops import F_ELEMENTWISE, F_GETITEM
 from scg.graph.positions import rule_for
 from scg.graph.propagate import paired_inputs, propagate
@@ -104,3 +108,25 @@ def test_outputs_that_do_not_pair_with_the_arguments_take_every_input() -> None:
     out = torch.ones(2)  # one output for two tensor arguments
     ((o, m, tracked),) = paired_inputs(tr, (a, b), out)
     assert (o is out, m, [k for k, _, _ in tracked]) == (True, 0b11, [0, 1])
+
+
+def test_an_elementwise_broadcast_of_one_tracked_input_is_foreign_from_position_0() -> None:
+    """An elementwise op keeps its one tracked input's positions only when the input has the
+    output's shape. ``z (3,) * w (3, 1)`` puts z[j] in column j of every row: row i of the cost is
+    not z[i]'s, so z needs whole-plate credit. Credited per row (every elementwise output lined
+    up), z[i] got w_i Σ_j z[j]: the estimator's mean w_i ∇E z_i instead of (Σ_k w_k) ∇E z_i,
+    [0.244, 0.481, −0.940] against the exact [−0.244, −0.240, −0.235]."""
+    theta = torch.tensor([0.3, -0.4, 0.5], dtype=torch.float64, requires_grad=True)
+    w = torch.tensor([[1.0], [2.0], [-4.0]], dtype=torch.float64)
+
+    def program() -> None:
+        z = scg.sample(Bernoulli(logits=theta), name="z")  # (3,)
+        scg.cost(z * w, name="c")  # (3, 3): c[i, j] = w[i] z[j]
+
+    with scg.Graph() as g:
+        program()
+    g.surrogate_loss()
+    assert g.credit("z", "c") == "whole-plate"
+    (exact,) = scg.testing.exact_gradient(program, [theta])
+    (mean,) = expected_estimate(program, [theta])
+    torch.testing.assert_close(mean, exact, rtol=1e-9, atol=1e-12)
