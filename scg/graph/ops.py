@@ -31,6 +31,7 @@ __all__ = [
     "F_SIZES",
     "F_ZERO_GRAD",
     "INFO",
+    "SIZE_ARGUMENTS",
     "flat_tensors",
     "func_name",
     "info",
@@ -144,12 +145,18 @@ F_RUNNING_STATS = 4096
 #: depend on its value (``torch.ones(n)``, ``x.narrow(0, 0, n)``; for a method, not its tensor)
 F_SIZES = 8192
 
-#: the op names of `F_SIZES`
-_SIZES = frozenset(
-    """zeros ones empty full arange range linspace logspace eye narrow split tensor_split chunk
-split_with_sizes expand view reshape repeat tile new_zeros new_ones new_empty new_full unflatten
-topk kthvalue""".split()
-)
+#: the ops of `F_SIZES` -> the positions of their arguments that are sizes, bounds or counts (an
+#: int k: every position from k on; a method's own tensor, position 0, never is one)
+SIZE_ARGUMENTS: dict[str, tuple[int, ...] | int] = {
+    **dict.fromkeys(("zeros", "ones", "empty", "eye", "arange", "range"), 0),
+    **dict.fromkeys(("expand", "view", "reshape", "repeat", "tile", "new_zeros", "new_ones", "new_empty"), 1),
+    **dict.fromkeys(("split", "tensor_split", "chunk", "split_with_sizes", "topk", "kthvalue", "new_full"), (1,)),
+    "full": (0,),
+    "linspace": (2,),
+    "logspace": (2,),
+    "narrow": (3,),
+    "unflatten": (2,),
+}
 
 #: the op names of `F_RUNNING_STATS`
 _NORMALIZATIONS = frozenset({"batch_norm", "instance_norm"})
@@ -191,7 +198,7 @@ def info(func: Callable[..., Any]) -> tuple[str, positions.Rule | None, int]:
         | (F_SELF_META if name in _SELF_META else 0)
         | (F_OTHERS_META if name in _OTHERS_META else 0)
         | (F_RUNNING_STATS if name in _NORMALIZATIONS else 0)
-        | (F_SIZES if name in _SIZES else 0)
+        | (F_SIZES if name in SIZE_ARGUMENTS else 0)
     )
     got = (name, rule, flags)
     INFO[func] = got

@@ -31,7 +31,16 @@ from typing import Any, Protocol
 import torch
 
 from scg.graph import positions
-from scg.graph.ops import F_DYNAMIC, F_ELEMENTWISE, F_GETITEM, F_SIZES, flat_tensors, shape_index, slice_tensors
+from scg.graph.ops import (
+    F_DYNAMIC,
+    F_ELEMENTWISE,
+    F_GETITEM,
+    F_SIZES,
+    SIZE_ARGUMENTS,
+    flat_tensors,
+    shape_index,
+    slice_tensors,
+)
 from scg.graph.positions import INF
 from scg.graph.sample_positions import follow, held_dims, samples_combined, samples_inserted
 
@@ -124,7 +133,7 @@ def propagate(
                     fr = positions.normalize(fr)
             setattr(o, fattr, fr or None)
         if flags & (F_DYNAMIC | F_GETITEM | F_SIZES) or tracker.any_dynamic:
-            mark_dynamic(tracker, flags, args, o, m, tracked)
+            mark_dynamic(tracker, name, flags, args, o, m, tracked)
         return
     oshape = o.shape
     for pos, a, am in tracked:
@@ -164,8 +173,8 @@ def propagate(
         fr = {q: qm for q, qm in positions.normalize(fr).items() if q < limit}
     if fr or getattr(o, fattr, None) is not None:
         setattr(o, fattr, fr or None)
-    if flags & (F_DYNAMIC | F_GETITEM) or tracker.any_dynamic:
-        mark_dynamic(tracker, flags, args, o, m, tracked)
+    if flags & (F_DYNAMIC | F_GETITEM | F_SIZES) or tracker.any_dynamic:
+        mark_dynamic(tracker, name, flags, args, o, m, tracked)
 
 
 def _foreign(
@@ -222,11 +231,13 @@ def _moved(q: int, dropped: tuple[int, ...], where: tuple[int, ...]) -> int:
     return q
 
 
-def mark_dynamic(tracker: OutputMarks, flags: int, args: tuple[Any, ...], o: Tensor, m: int, tracked: Tracked) -> None:
+def mark_dynamic(
+    tracker: OutputMarks, name: str, flags: int, args: tuple[Any, ...], o: Tensor, m: int, tracked: Tracked
+) -> None:
     """Mark outputs whose shape depends on sampled values (and what is computed from them), and
     record the nodes the shape is built from (``tracker.dynamic``: a boolean index's, not the
     indexed tensor's)."""
-    sizes = _size_mask(args, tracked) if flags & F_SIZES else 0
+    sizes = _size_mask(name, tracked) if flags & F_SIZES else 0
     if flags & F_DYNAMIC or (flags & F_GETITEM and shape_index(args)) or sizes:
         tracker.any_dynamic = True
         setattr(o, tracker.dattr, m)
@@ -239,12 +250,16 @@ def mark_dynamic(tracker: OutputMarks, flags: int, args: tuple[Any, ...], o: Ten
             setattr(o, tracker.dattr, dm)
 
 
-def _size_mask(args: tuple[Any, ...], tracked: Tracked) -> int:
-    """The nodes of the integer scalars given as sizes, bounds or counts (`F_SIZES`): every one
-    of a factory's (``torch.ones(n)``), a method's but its own tensor (``x.narrow(0, 0, n)``)."""
+def _size_mask(name: str, tracked: Tracked) -> int:
+    """The nodes of the integer scalars given where the op takes sizes, bounds or counts
+    (`SIZE_ARGUMENTS`: ``torch.ones(n)``, ``x.narrow(0, 0, n)``; not a fill value, a start or
+    the method's own tensor: ``z.view(1)`` has a fixed shape)."""
+    where = SIZE_ARGUMENTS[name]
     m = 0
-    for _, a, am in tracked:
-        if a.numel() == 1 and not (a.is_floating_point() or a.is_complex()) and (a is not args[0] or a.dim() == 0):
+    for pos, a, am in tracked:
+        if (pos >= where if isinstance(where, int) else pos in where) and (
+            a.numel() == 1 and not (a.is_floating_point() or a.is_complex())
+        ):
             m |= am
     return m
 

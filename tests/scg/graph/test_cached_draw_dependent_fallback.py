@@ -76,7 +76,7 @@ def test_a_program_that_branches_on_a_draw_is_refused_the_fallback(how: str) -> 
     assert g.tracked
 
 
-@pytest.mark.parametrize("how", ["narrow", "slice", "ones"])
+@pytest.mark.parametrize("how", ["narrow", "slice", "ones", "narrow a tracked tensor"])
 def test_a_shape_a_draw_sizes_without_an_escape_is_refused_the_fallback(how: str) -> None:
     """A sample used as a size (``x.narrow(0, 0, n)``, ``x[: n]``, ``torch.ones(n)``) decides w's
     shape without leaving tensor land: nothing was recorded, and 9755 of 40000 graphs got the
@@ -90,6 +90,8 @@ def test_a_shape_a_draw_sizes_without_an_escape_is_refused_the_fallback(how: str
             "narrow": lambda: theta[2].expand(2).narrow(0, 0, n),
             "slice": lambda: theta[2].expand(2)[:n],
             "ones": lambda: theta[2] * torch.ones(n),
+            # (x tracked too: the op has two tracked inputs, a path that did not look; z = 7.7)
+            "narrow a tracked tensor": lambda: theta[2] + (z.expand(2) * 0.5).narrow(0, 0, n),
         }[how]()
         w = scg.sample(Bernoulli(logits=logits), name="w")  # (1,) or (2,): the signature
         scg.cost(w.sum(), name="cw")
@@ -238,3 +240,22 @@ def test_the_escape_is_warned_about_in_the_tracked_graph_and_clear_forgets_it() 
     assert g.tracked and cached.draws_read is not None and "Tensor.item()" in cached.draws_read
     cached.clear()
     assert cached.draws_read is None
+
+
+def test_an_integer_scalar_that_is_not_a_size_leaves_the_shape_fixed() -> None:
+    """``z.view(1)``, ``torch.full((3,), z)``, ``torch.linspace(0, z, 5)``, ``x.narrow(0, z, 1)``:
+    the shape does not depend on z (a fill value, a start, the method's own tensor); they were
+    marked data-dependent, which warned on a ``.shape`` read, raised in strict mode and refused
+    Cached's fallback (helper-95)."""
+    theta = torch.tensor([0.2, -0.3], requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with scg.Graph(strict=True) as g:
+            z = scg.sample(Bernoulli(logits=theta), name="z").long()  # (2,)
+            zi = z[0]
+            x = torch.arange(4.0)
+            parts = [zi.view(1), torch.full((3,), zi), torch.linspace(0, zi, 5), x.narrow(0, zi, 1)]
+            assert [tuple(p.shape) for p in parts] == [(1,), (3,), (5,), (1,)]  # (a shape read: no escape)
+            scg.cost(sum(p.float().sum() for p in parts) * theta.sum(), name="c")
+        g.surrogate_loss()
+    assert g.dynamic == 0
