@@ -7,18 +7,14 @@ graph per run) or, for the same particle-batched programs, from :func:`exact_exp
 the same enumeration with one *run per row*, so a graph of a few hundred runs costs one forward
 pass instead of a few hundred (``test_core_unbiased.py`` checks that both agree).
 
-:func:`expected_estimate` is the estimator's own mean, exactly: every joint value of a program's
-finite nodes forced through ``scg.Graph(intervene=...)``, each run's surrogate gradient weighted by
-its probability. Against the exact gradient (rtol 1e-9) it shows a biased credit rule without
-sampling noise.
+An estimator's own mean, exactly, is ``scg.testing.expected_estimate``.
 """
 
 from __future__ import annotations
 
 import functools
-import itertools
 import math
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -134,116 +130,6 @@ def exact_hessian_batched(batched: Batched, theta: torch.Tensor, *, quadrature: 
         (h,) = torch.autograd.grad(grad[j], theta, retain_graph=True, allow_unused=True)
         rows.append(torch.zeros_like(theta) if h is None else h)
     return torch.stack(rows).detach()
-
-
-class _Branch(Exception):
-    """Stops a run of :func:`expected_estimate` at the first node without a forced value."""
-
-    def __init__(self, values: list[torch.Tensor]) -> None:
-        super().__init__()
-        self.values = values
-
-
-def joint_values(dist: Distribution, shape: Sequence[int] = ()) -> list[torch.Tensor]:
-    """Every value of a finite node drawn from ``dist`` with sample shape ``shape``: each element of
-    its (*shape, *batch) grid takes each value of the support, independently (K^elements tensors of
-    shape (*shape, *batch, *event), the first element's choice slowest)."""
-    support = dist.enumerate_support(expand=True)  # (K, *batch, *event)
-    k = support.shape[0]
-    full = (*shape, *dist.batch_shape)
-    event = tuple(dist.event_shape)
-    grid = support.reshape((k, *[1] * len(shape), *support.shape[1:])).expand((k, *full, *event))
-    n = math.prod(full)
-    flat = grid.reshape((k, n, *event))
-    cols = torch.arange(n)
-    return [flat[torch.tensor(combo), cols].reshape(full + event) for combo in itertools.product(range(k), repeat=n)]
-
-
-def _joint_runs(program: Callable[[], object], keep: Collection[str]) -> list[list[torch.Tensor]]:
-    """Every joint value of the program's finite nodes, in the order it draws them. A run stops at
-    the first node it has no value for and branches into that node's :func:`joint_values`; the
-    runs are untracked graphs of their own, so that no stopped graph reaches the caller's
-    structure (a ``Cached`` structure would take one for the graph it tracks)."""
-    found: list[list[torch.Tensor]] = []
-    pending: list[list[torch.Tensor]] = [[]]
-    while pending:
-        prefix = pending.pop()
-        forced = [0]
-
-        def intervene(
-            name: str,
-            step: int | None,
-            dist: Distribution,
-            shape: torch.Size,
-            prefix: list[torch.Tensor] = prefix,
-            forced: list[int] = forced,
-        ) -> torch.Tensor | None:
-            if name in keep:
-                return None
-            i = forced[0]
-            if i == len(prefix):
-                raise _Branch(joint_values(dist, shape))
-            forced[0] += 1
-            return prefix[i].clone()
-
-        try:
-            with scg.Graph(intervene=intervene, structure=scg.Declared()):
-                program()
-        except _Branch as b:
-            pending.extend([*prefix, v] for v in b.values)
-            continue
-        found.append(prefix)
-    return found
-
-
-def expected_estimate(
-    program: Callable[[], object],
-    params: Sequence[torch.Tensor],
-    *,
-    keep: Collection[str] = (),
-    graph_kwargs: Mapping[str, Any] | None = None,
-    **surrogate_kwargs: Any,
-) -> list[torch.Tensor]:
-    """E[∇ surrogate] exactly: the mean of the estimator over every joint value of the program's
-    finite nodes, without sampling noise.
-
-    Each run forces the nodes' values through ``scg.Graph(intervene=..., **graph_kwargs)`` (the
-    nodes keep their estimators), differentiates its own ``g.surrogate_loss(**surrogate_kwargs)``
-    w.r.t. ``params`` and is weighted by its probability (detached). ``keep`` names nodes drawn as
-    usual (an ``Enumerate()`` node: its surrogate is exact given the rest). The result equals the
-    exact gradient to rounding exactly when the estimator is unbiased, so a biased credit rule
-    shows (against ``scg.testing.exact_gradient`` at rtol 1e-9) without the hundreds of graphs a
-    z-test needs.
-    """
-    total = [torch.zeros_like(p) for p in params]
-    for values in _joint_runs(program, keep):
-        logw: list[torch.Tensor] = []
-
-        def intervene(
-            name: str,
-            step: int | None,
-            dist: Distribution,
-            shape: torch.Size,
-            values: list[torch.Tensor] = values,
-            logw: list[torch.Tensor] = logw,
-        ) -> torch.Tensor | None:
-            if name in keep:
-                return None
-            value = values[len(logw)]
-            logw.append(dist.log_prob(value).sum().detach())
-            return value.clone()
-
-        with scg.Graph(intervene=intervene, **(graph_kwargs or {})) as g:
-            program()
-        assert len(logw) == len(values), "the program drew other nodes than in its enumeration"
-        loss = g.surrogate_loss(**surrogate_kwargs)
-        if not loss.requires_grad:  # (nothing differentiable reached it: a zero estimate)
-            continue
-        weight = torch.stack(logw).sum().exp() if logw else torch.ones((), dtype=total[0].dtype)
-        for t, grad in zip(total, torch.autograd.grad(loss, params, allow_unused=True)):
-            if grad is not None:
-                t += weight * grad
-    return total
 
 
 def estimates(

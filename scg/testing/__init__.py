@@ -1,10 +1,11 @@
-"""Tools for users to property-test gradient estimators: exact gradients by enumeration, a
-statistical unbiasedness test, and hypothesis strategies for random small SCGs.
+"""Tools for users to property-test gradient estimators: exact gradients by enumeration, an
+estimator's exact mean, a statistical unbiasedness test, and hypothesis strategies for random small SCGs.
 
 Not imported by ``import scg``; import ``scg.testing`` explicitly.
 """
 
 from scg.testing.exact import QuadratureWarning, exact_expectation, exact_gradient, exact_hessian
+from scg.testing.expected import expected_estimate
 from scg.testing.structure import check_structure
 from scg.testing.unbiased import (
     UnbiasedReport,
@@ -27,4 +28,5 @@ __all__ = [
     "exact_expectation",
     "exact_gradient",
     "exact_hessian",
+    "expected_estimate",
 ]

@@ -31,7 +31,7 @@ from __future__ import annotations
 import itertools
 import math
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Iterator
 
 import numpy as np
 import torch
@@ -48,6 +48,7 @@ from torch.distributions import (
 from scg.credit.graph import Graph
 from scg.credit.surrogate import objective
 from scg.errors import SCGError, expect_bool
+from scg.graph.structure import Structure
 from scg.testing.arguments import Params, at_least, parameters, program_without_arguments, unused_parameters
 
 __all__ = ["QuadratureWarning", "exact_expectation", "exact_gradient", "exact_hessian"]
@@ -84,7 +85,7 @@ class QuadratureWarning(UserWarning):
     """Gauss-Hermite quadrature of a Normal node did not converge (a cost not smooth in x)."""
 
 
-def _joint_values(dist: Distribution, shape: torch.Size, quadrature: int) -> tuple[int, str]:
+def _joint_values(dist: Distribution, shape: torch.Size, quadrature: int, where: str) -> tuple[int, str]:
     """How many joint values (or quadrature points) a node has, and how, e.g. ``3^2``."""
     full = shape + dist.batch_shape
     elements = int(np.prod(full)) if len(full) else 1
@@ -94,7 +95,7 @@ def _joint_values(dist: Distribution, shape: torch.Size, quadrature: int) -> tup
         and bool((dist.total_count != dist.total_count.flatten()[0]).any())
     ):
         raise SCGError(
-            "exact enumeration: a Binomial whose total_count differs between elements has no common "
+            f"{where}: a Binomial whose total_count differs between elements has no common "
             f"support to enumerate (total_count {dist.total_count.tolist()}); use one total_count, or "
             "one node per count"
         )
@@ -132,18 +133,33 @@ def _normal_choices(dist: Normal, shape: torch.Size, points: int) -> list[Choice
     return out
 
 
-def _runs(program: Program, quadrature: int, max_runs: int) -> tuple[list[tuple[Graph, torch.Tensor]], bool]:
-    """Every complete run with its log-weight (log p(run), quadrature weights for Normals), and
-    whether a Normal node was integrated by quadrature."""
-    done: list[tuple[Graph, torch.Tensor]] = []
+def _runs(
+    program: Program,
+    quadrature: int,
+    max_runs: int,
+    *,
+    where: str = "exact enumeration",
+    keep: Collection[str] = (),
+    finite: bool = False,
+    structure: Structure | None = None,
+    seen: set[str] | None = None,
+) -> Iterator[tuple[Graph, torch.Tensor, list[Choice]]]:
+    """Every complete run: its graph, its log-weight (log p(run), quadrature weights for
+    Normals) and the forced choices, in the order the program draws its nodes.
+
+    ``where`` names the caller in the errors. The nodes named in ``keep`` are not forced (drawn as
+    their estimator draws them; the run may then move torch's generator). ``finite`` refuses a
+    Normal node instead of integrating it. ``structure`` is each run's graph's (None: tracked).
+    ``seen`` collects the names of the nodes drawn."""
     # (forced choices, product of the joint values of the nodes on the path, their description)
     pending: list[tuple[list[Choice], int, tuple[str, ...]]] = [([], 1, ())]
-    quadrature_used = False
+    done = 0
     grad_at_start = torch.is_grad_enabled()
     while pending:
         prefix, runs, path = pending.pop()
         position = [0]
         logw: list[torch.Tensor] = []
+        kept = [False]
 
         def intervene(
             name: str,
@@ -155,13 +171,19 @@ def _runs(program: Program, quadrature: int, max_runs: int) -> tuple[list[tuple[
             logw: list[torch.Tensor] = logw,
             runs: int = runs,
             path: tuple[str, ...] = path,
-        ) -> torch.Tensor:
+            kept: list[bool] = kept,
+        ) -> torch.Tensor | None:
+            if seen is not None:
+                seen.add(name)
+            if name in keep:
+                kept[0] = True
+                return None
             i = position[0]
             position[0] += 1
             if grad_at_start and not torch.is_grad_enabled():  # (its weight's gradient would be lost
                 # in the oracle as in the estimator, and the two would agree on a biased gradient)
                 raise SCGError(
-                    f"exact enumeration: node '{name}' is drawn under torch.no_grad(), so the gradient of "
+                    f"{where}: node '{name}' is drawn under torch.no_grad(), so the gradient of "
                     "its probability is lost, here as in the surrogate; draw it with gradients on"
                 )
             if i < len(prefix):
@@ -178,14 +200,21 @@ def _runs(program: Program, quadrature: int, max_runs: int) -> tuple[list[tuple[
             base = dist
             while isinstance(base, Independent):  # the same elements, scored jointly
                 base = base.base_dist
+            if finite and not isinstance(base, FINITE):
+                raise SCGError(
+                    f"{where}: node '{name}' has a {type(base).__name__}, which has no finite "
+                    "support to enumerate; supported: Bernoulli, Binomial, Categorical, "
+                    "OneHotCategorical, and Independent of these. Name the node in keep= to draw "
+                    "it as its estimator does (the result is then random over its draws)"
+                )
             if not isinstance(base, (*FINITE, Normal)):
                 raise SCGError(
-                    f"exact enumeration: node '{name}' has a {type(dist).__name__}, "
+                    f"{where}: node '{name}' has a {type(dist).__name__}, "
                     "which has no finite support; supported: Bernoulli, Binomial, "
                     "Categorical, OneHotCategorical (enumerated) and Normal "
                     "(quadrature), and Independent of these"
                 )
-            count, how = _joint_values(base, shape, quadrature)
+            count, how = _joint_values(base, shape, quadrature, where)
             total = runs * count
             what = "quadrature points" if isinstance(base, Normal) else "joint values"
             here = (*path, f"'{name}': {how} {what}")
@@ -197,46 +226,46 @@ def _runs(program: Program, quadrature: int, max_runs: int) -> tuple[list[tuple[
                 choices = _finite_choices(base, shape)
             raise _Branch(choices, total, here)
 
-        g = Graph(intervene=intervene, warn_on_escape=False)
+        g = Graph(intervene=intervene, warn_on_escape=False, structure=structure)
         rng = torch.random.get_rng_state()
         try:
             with g:
                 program()
         except _Branch as b:
-            quadrature_used = quadrature_used or any(ratio for _, _, ratio in b.choices)
             for choice in reversed(b.choices):
                 pending.append(([*prefix, choice], b.runs, b.path))
-            if len(pending) + len(done) > max_runs:
-                raise SCGError(f"exact enumeration: more than max_runs={max_runs} runs") from None
+            if len(pending) + done > max_runs:
+                raise SCGError(f"{where}: more than max_runs={max_runs} runs") from None
             continue
         except _TooMany as t:
             raise SCGError(
-                f"exact enumeration: {t.runs} runs exceed max_runs={max_runs} (counted before "
+                f"{where}: {t.runs} runs exceed max_runs={max_runs} (counted before "
                 f"enumerating, along the first run: {' × '.join(t.path)}; a node with K values and "
                 "E batch elements has K^E joint values); use a smaller batch or fewer nodes, or "
                 "raise max_runs"
             ) from None
         if g.nested:  # (its draws are not forced: the enumeration opens the program's graph)
             raise SCGError(
-                "exact enumeration: the program opened its own scg.Graph; the helpers open the graph "
+                f"{where}: the program opened its own scg.Graph; the helpers open the graph "
                 "themselves, so the program calls scg.sample and scg.cost without one"
             )
-        if not torch.equal(rng, torch.random.get_rng_state()):  # (every node's value was forced)
+        if not kept[0] and not torch.equal(rng, torch.random.get_rng_state()):  # (every node's value was forced)
             raise SCGError(
-                "exact enumeration: the program drew random numbers outside scg.sample (torch's "
+                f"{where}: the program drew random numbers outside scg.sample (torch's "
                 "generator moved during a run whose every node was given its value: dropout, "
                 "torch.rand, a distribution's .sample()); the enumeration would differ from call to "
                 "call. Make the program deterministic given its nodes (model.eval(), or draw with scg.sample)"
             )
-        total = torch.stack(logw).sum() if logw else torch.zeros(())
-        done.append((g, total))
-    return done, quadrature_used
+        done += 1
+        yield g, torch.stack(logw).sum() if logw else torch.zeros(()), prefix
 
 
 def _expectation(program: Program, quadrature: int, max_runs: int) -> tuple[torch.Tensor, bool]:
+    """E[Σ costs] and whether a Normal node was integrated by quadrature."""
     total: torch.Tensor | None = None
-    runs, quadrature_used = _runs(program, quadrature, max_runs)
-    for g, logw in runs:
+    quadrature_used = False
+    for g, logw, prefix in _runs(program, quadrature, max_runs):
+        quadrature_used = quadrature_used or any(ratio for _, _, ratio in prefix)
         if bool(torch.isneginf(logw.detach())):  # (a value of probability 0: an infinite cost there is not 0 · inf)
             continue
         term = torch.exp(logw) * objective(g)

@@ -15,11 +15,11 @@ from collections.abc import Callable
 
 import pytest
 import torch
-from _estimators_util import expected_estimate
 from torch.distributions import Bernoulli, Categorical
 
 import scg
 import scg.testing as st
+from scg.testing import expected_estimate
 
 Cost = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 

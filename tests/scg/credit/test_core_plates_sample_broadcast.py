@@ -22,15 +22,16 @@ probability) against the gradient of E[Σ costs] enumerated in plain torch.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
 import torch
-from _estimators_util import expected_estimate, joint_values
 from torch.distributions import Bernoulli, Categorical, Distribution, Normal
 
 import scg
+from scg.testing import expected_estimate
 
 T = torch.tensor([1.0, -2.0, 3.0], dtype=torch.float64)
 X = torch.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=torch.float64)  # (T, B) with T == B
@@ -178,6 +179,21 @@ def _exact(
     return expected_estimate(lambda: program(_Scg), params, keep=keep)
 
 
+def _joint_values(dist: Distribution, shape: Sequence[int] = ()) -> list[torch.Tensor]:
+    """Every value of a finite node drawn from ``dist`` with sample shape ``shape``: each element of
+    its (*shape, *batch) grid takes each value of the support, independently (K^elements tensors of
+    shape (*shape, *batch, *event), the first element's choice slowest)."""
+    support = dist.enumerate_support(expand=True)  # (K, *batch, *event)
+    k = support.shape[0]
+    full = (*shape, *dist.batch_shape)
+    event = tuple(dist.event_shape)
+    grid = support.reshape((k, *[1] * len(shape), *support.shape[1:])).expand((k, *full, *event))
+    n = math.prod(full)
+    flat = grid.reshape((k, n, *event))
+    cols = torch.arange(n)
+    return [flat[torch.tensor(combo), cols].reshape(full + event) for combo in itertools.product(range(k), repeat=n)]
+
+
 class _Branch(Exception):
     def __init__(self, dist: Distribution, shape: tuple[int, ...]) -> None:
         self.dist, self.shape = dist, shape
@@ -209,7 +225,7 @@ def _truth(program: Callable[[object], None], params: list[torch.Tensor]) -> lis
         try:
             program(Plain)
         except _Branch as b:
-            for v in joint_values(b.dist, b.shape):
+            for v in _joint_values(b.dist, b.shape):
                 run([*prefix, v])
             return
         expectation.append(torch.stack(logp).sum().exp() * torch.stack(total).sum())

@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 import torch
-from _estimators_util import expected_estimate
 from torch.distributions import Bernoulli
 
 import scg
 import scg.testing as st
 from scg.baselines import Constant
+from scg.testing import expected_estimate
 
 MODES: list[tuple[str, Callable[[], dict[str, Any]]]] = [
     ("tracked", dict),

@@ -21,11 +21,11 @@ from typing import Any
 
 import pytest
 import torch
-from _estimators_util import expected_estimate
 from torch.distributions import Bernoulli
 
 import scg
 import scg.testing as st
+from scg.testing import expected_estimate
 
 B, D = 2, 2
 W = torch.tensor([1.0, -2.0], dtype=torch.float64)

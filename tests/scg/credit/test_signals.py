@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 import torch
-from _estimators_util import expected_estimate
 from torch.distributions import Bernoulli
 
 import scg
 import scg.testing as st
 from scg.baselines import Baseline, BaselineResult, Constant
 from scg.graph.nodes import Node, SampleInfo
+from scg.testing import expected_estimate
 
 
 def _sampled_with_cost_baseline(theta: torch.Tensor) -> None:
@@ -37,7 +37,7 @@ def test_dice_with_a_cost_baseline_and_a_sample_dimension_is_unbiased(kwargs: di
 
     (exact,) = st.exact_gradient(program, [theta])
     assert float(exact.abs().min()) > 0.1
-    (mean,) = expected_estimate(program, [theta], **kwargs)
+    (mean,) = expected_estimate(program, [theta], surrogate_kwargs=kwargs)
     torch.testing.assert_close(mean, exact, rtol=1e-9, atol=1e-12)
 
 

@@ -14,11 +14,11 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from _estimators_util import expected_estimate
 from torch.distributions import Bernoulli, Categorical, Normal
 
 import scg
 import scg.testing as st
+from scg.testing import expected_estimate
 
 W = torch.tensor([1.5, -2.0, 0.7], dtype=torch.float64)
 

@@ -4,13 +4,13 @@ parameters (``dist_foreign``, ``sample_influence``)."""
 from __future__ import annotations
 
 import torch
-from _estimators_util import expected_estimate
 from torch.distributions import Bernoulli, Categorical, Normal, TransformedDistribution
 from torch.distributions.transforms import AffineTransform
 
 import scg
 import scg.testing as st
 from scg.estimators import Enumerate
+from scg.testing import expected_estimate
 
 
 def test_an_unexpanded_parameter_of_lower_rank_is_foreign_from_position_zero() -> None:

@@ -16,13 +16,13 @@ from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
-from _estimators_util import expected_estimate
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.distributions import Bernoulli, Normal
 
 import scg
 import scg.testing
+from scg.testing import expected_estimate
 
 Fn = Callable[[torch.Tensor], torch.Tensor]
 #: 25 cases per rule: 5 hypothesis examples of 5 cases each (hypothesis's own work per example cost

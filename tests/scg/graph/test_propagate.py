@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import torch
-from _estimators_util import expected_estimate
 from torch.distributions import Bernoulli
 
 import scg
@@ -12,6 +11,7 @@ from scg.graph.ops import F_ELEMENTWISE, F_GETITEM
 from scg.graph.positions import rule_for
 from scg.graph.propagate import paired_inputs, propagate
 from scg.graph.tracking import InfluenceTracker
+from scg.testing import expected_estimate
 
 
 def _tracker(max_dim: int = 2) -> InfluenceTracker:
