@@ -147,9 +147,9 @@ class LearnedControl(Estimator):
         with torch.no_grad():
             for bit in range(max(1, (count - 1).bit_length())):
                 for value in (0, 1):
-                    moved_elements = (index >> bit & 1) == value  # (*c_zt.shape) bool
-                    if not bool(moved_elements.any()) or bool(moved_elements.all()):
-                        continue
+                    # (*c_zt.shape) bool; neither empty nor full: 0 has every bit clear, and
+                    # 2**bit < count has bit b set
+                    moved_elements = (index >> bit & 1) == value
                     step = moved_elements.reshape(*c_zt.shape, *([1] * (zt.dim() - c_zt.dim())))
                     change = (self.evaluate(zt + step.to(zt.dtype) * amounts, node) - c_zt).abs()
                     read = (change > scale) & ~moved_elements
@@ -158,7 +158,7 @@ class LearnedControl(Estimator):
                         source = self._source(zt, c_zt, node, e, index[moved_elements].tolist()[:64])
                         raise SCGError(
                             f"{type(self).__name__} control of {node.describe()}: the control of element "
-                            f"{_position(e, c_zt.shape)} changes when {source} of the relaxation moves; "
+                            f"{_index(e, c_zt.shape)} changes when {source} of the relaxation moves; "
                             "each element's control is subtracted against that element's score alone, "
                             "which is unbiased only when it reads its own element. Make the control "
                             "elementwise, or draw the node as "
@@ -176,7 +176,7 @@ class LearnedControl(Estimator):
             step[other] = amounts
             change = (self.evaluate(zt + step.reshape(zt.shape), node) - c_zt).reshape(-1)[e].abs()
             if bool(change > 1e-6 * (1.0 + c_zt.reshape(-1)[e].abs())):
-                return f"element {_position(other, c_zt.shape)}"
+                return f"element {_index(other, c_zt.shape)}"
         return "another element"
 
     @staticmethod
@@ -261,10 +261,6 @@ def _accumulate(params: Sequence[torch.Tensor], grads: Sequence[torch.Tensor | N
         p.grad = g.clone() if p.grad is None else p.grad + g
 
 
-def _position(flat: int, shape: torch.Size) -> tuple[int, ...]:
-    """The index of entry ``flat`` of a tensor of ``shape`` (row-major)."""
-    out = []
-    for size in reversed(shape):
-        out.append(flat % size)
-        flat //= size
-    return tuple(reversed(out))
+def _index(flat: int, shape: torch.Size) -> tuple[int, ...]:
+    """The index of entry ``flat`` of a tensor of ``shape``."""
+    return tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), shape))

@@ -38,7 +38,7 @@ __all__ = [
     "is_tensor_result",
     "outside_libraries",
     "running_statistics",
-    "shape_index",
+    "shape_index_tensors",
     "slice_tensors",
     "user_frame",
 ]
@@ -262,15 +262,16 @@ def slice_tensors(s: slice) -> list[Tensor]:
     return [b for b in (s.start, s.stop, s.step) if isinstance(b, Tensor)]
 
 
-def shape_index(args: tuple[Any, ...]) -> bool:
-    """Whether an index's tensors decide the result's shape: a boolean mask, or a slice bound."""
+def shape_index_tensors(args: tuple[Any, ...]) -> list[Tensor]:
+    """The tensors of ``x[index]`` that decide the result's shape: boolean masks, slice bounds."""
     idx = args[1] if len(args) > 1 else None
+    out: list[Tensor] = []
     for i in idx if isinstance(idx, tuple) else (idx,):
         if isinstance(i, Tensor) and i.dtype == torch.bool:
-            return True
-        if isinstance(i, slice) and slice_tensors(i):
-            return True
-    return False
+            out.append(i)
+        elif isinstance(i, slice):
+            out += slice_tensors(i)
+    return out
 
 
 def running_statistics(

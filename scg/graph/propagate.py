@@ -38,8 +38,7 @@ from scg.graph.ops import (
     F_SIZES,
     SIZE_ARGUMENTS,
     flat_tensors,
-    shape_index,
-    slice_tensors,
+    shape_index_tensors,
 )
 from scg.graph.positions import INF
 from scg.graph.sample_positions import follow, held_dims, samples_combined, samples_inserted
@@ -238,10 +237,16 @@ def mark_dynamic(
     record the nodes the shape is built from (``tracker.dynamic``: a boolean index's, not the
     indexed tensor's)."""
     sizes = _size_mask(name, tracked) if flags & F_SIZES else 0
-    if flags & F_DYNAMIC or (flags & F_GETITEM and shape_index(args)) or sizes:
+    deciders = shape_index_tensors(args) if flags & F_GETITEM else ()
+    if flags & F_DYNAMIC or deciders or sizes:
         tracker.any_dynamic = True
         setattr(o, tracker.dattr, m)
-        tracker.dynamic |= m if flags & F_DYNAMIC else sizes or _bool_index_mask(tracker, args)
+        if flags & F_DYNAMIC:
+            tracker.dynamic |= m
+        else:  # (the sizes' nodes, or the index's, not the indexed tensor's)
+            for t in deciders:
+                sizes |= tracker.mask_of(t)
+            tracker.dynamic |= sizes
     elif tracker.any_dynamic:
         dm = 0
         for _, a, _ in tracked:
@@ -261,20 +266,6 @@ def _size_mask(name: str, tracked: Tracked) -> int:
             a.numel() == 1 and not (a.is_floating_point() or a.is_complex())
         ):
             m |= am
-    return m
-
-
-def _bool_index_mask(tracker: OutputMarks, args: tuple[Any, ...]) -> int:
-    """The nodes of the boolean masks that index ``args[0]`` (``x[mask]``, ``x[:, mask]``) and of
-    the tensors bounding its slices (``x[: n + 1]``)."""
-    idx = args[1]
-    m = 0
-    for i in idx if isinstance(idx, tuple) else (idx,):
-        if isinstance(i, Tensor) and i.dtype == torch.bool:
-            m |= tracker.mask_of(i)
-        elif isinstance(i, slice):
-            for b in slice_tensors(i):
-                m |= tracker.mask_of(b)
     return m
 
 

@@ -312,8 +312,7 @@ class InfluenceTracker(TorchFunctionMode):
                     tracked.append((i, a, am))
             elif isinstance(a, (list, tuple, slice)) and a:
                 # (a slice's tensor bounds, x[: n + 1], decide which elements and how many: read)
-                indexing = name in ("__getitem__", "__setitem__")
-                for b in slice_tensors(a) if isinstance(a, slice) else _with_slice_bounds(a) if indexing else a:
+                for b in a if isinstance(a, (list, tuple)) and name not in _INDEXING else _index_items(a):
                     if isinstance(b, Tensor):
                         bm = self.mask_of(b)
                         if bm:
@@ -531,12 +530,14 @@ class Paused:
             self.popped = False
 
 
-def _with_slice_bounds(items: list[Any] | tuple[Any, ...]) -> list[Any]:
-    """The items of a list or tuple argument, with the tensors bounding its slices in place of
-    the slices (``x[i, : n + 1]``)."""
-    if not any(isinstance(b, slice) for b in items):
-        return list(items)
+#: the ops whose list or tuple argument is an index (its slices' tensor bounds are read)
+_INDEXING = frozenset(("__getitem__", "__setitem__"))
+
+
+def _index_items(index: list[Any] | tuple[Any, ...] | slice) -> list[Any]:
+    """What an index reads: its items, a slice's tensor bounds in place of the slice
+    (``x[: n + 1]``, ``x[i, : n + 1]``)."""
     out: list[Any] = []
-    for b in items:
+    for b in index if not isinstance(index, slice) else (index,):
         out.extend(slice_tensors(b) if isinstance(b, slice) else (b,))
     return out

@@ -133,7 +133,7 @@ def _normal_choices(dist: Normal, shape: torch.Size, points: int) -> list[Choice
     return out
 
 
-def _runs(
+def joint_runs(
     program: Program,
     quadrature: int,
     max_runs: int,
@@ -264,7 +264,7 @@ def _expectation(program: Program, quadrature: int, max_runs: int) -> tuple[torc
     """E[Σ costs] and whether a Normal node was integrated by quadrature."""
     total: torch.Tensor | None = None
     quadrature_used = False
-    for g, logw, prefix in _runs(program, quadrature, max_runs):
+    for g, logw, prefix in joint_runs(program, quadrature, max_runs):
         quadrature_used = quadrature_used or any(ratio for _, _, ratio in prefix)
         if bool(torch.isneginf(logw.detach())):  # (a value of probability 0: an infinite cost there is not 0 · inf)
             continue

@@ -45,7 +45,7 @@ from scg.testing.arguments import (
     program_without_arguments,
     seed_of,
 )
-from scg.testing.exact import _runs
+from scg.testing.exact import joint_runs
 
 __all__ = ["expected_estimate"]
 
@@ -147,7 +147,7 @@ def _mean(
     seen: set[str] = set()
     prefixes = [
         [value for value, _, _ in prefix]
-        for _, _, prefix in _runs(
+        for _, _, prefix in joint_runs(
             seeded, 1, max_runs, where=WHERE, keep=names, finite=True, structure=Declared(), seen=seen
         )
     ]
