@@ -395,3 +395,35 @@ def test_every_familys_forward_encode_and_step_name_tensors_they_cannot_use(name
         model.step(state, torch.full((2,), 2), memory, 0, "soft")
     assert model.step(state, torch.full((3,), 2), memory, 0, "soft")[0].shape[0] == 3
     assert torch.isfinite(model(src, src_mask, tgt, tgt_mask, mode="soft").total_nll())
+
+
+@pytest.mark.parametrize("name", sorted(EVERY_FAMILY))
+def test_every_familys_advance_names_the_words_and_state_it_cannot_use(name: str) -> None:
+    """``advance`` (the decoder step that `ModelStepDecoder` and teacher forcing call, without
+    `step`'s check) given float words, words of another row count or no `DecoderState` failed deep
+    inside torch (``Expected tensor for argument #1 'indices'``, ``Sizes of tensors must match``,
+    ``Input batch size 2 doesn't match hidden0 batch size 3``, ``'tuple' object has no attribute``);
+    the family base class wraps every family's own ``advance`` as it wraps ``encode``."""
+    torch.manual_seed(0)
+    model = build_model(EVERY_FAMILY[name]).eval()
+    family = type(model).__name__
+    b = batch()
+    memory, final = model.encode(b.src, b.src_mask)
+    state = model.init_state(memory, final)
+    advance = (
+        rf"{family}.advance\(prev_tokens\): expected int64 \(long\) word ids \(3,\), one per row of the state, got "
+    )
+    with pytest.raises(TypeError, match=advance + r"a tensor of dtype float32 and shape \(3,\)"):
+        model.advance(state, torch.full((3,), 2.0), memory, 0, "soft")
+    with pytest.raises(TypeError, match=advance + r"list"):
+        model.advance(state, [2, 2, 2], memory, 0, "soft")
+    with pytest.raises(ValueError, match=advance + r"a tensor of dtype int64 and shape \(2,\)"):
+        model.advance(state, torch.full((2,), 2), memory, 0, "soft")
+    with pytest.raises(ValueError, match=advance + r"a tensor of dtype int64 and shape \(3, 1\)"):
+        model.advance(state, prev_tokens=torch.full((3, 1), 2), memory=memory, t=0, mode="soft")
+    for call in ("advance", "step"):
+        with pytest.raises(TypeError, match=rf"{family}.{call}\(state\): expected a DecoderState .* got tuple"):
+            getattr(model, call)((state.h, state.c), torch.full((3,), 2), memory, 0, "soft")
+    out, new_state, _ = model.advance(state, torch.full((3,), 2), memory, 0, "soft")
+    assert out.shape[0] == 3 and isinstance(new_state, DecoderState)
+    assert getattr(type(model).advance, "checks_inputs", False)

@@ -50,7 +50,7 @@ __all__ = ["SummarizerFamily", "SummarizerOutput", "embedding_tables", "uniform_
 
 ConfigT = TypeVar("ConfigT", bound=ModelConfig)
 StateT = TypeVar("StateT", bound=DecoderState)
-EncodeT = TypeVar("EncodeT", bound=Callable[..., Any])
+MethodT = TypeVar("MethodT", bound=Callable[..., Any])
 
 
 # ---------------------------------------------------------------------- input checks (metadata only)
@@ -104,9 +104,9 @@ def check_target(where: str, tgt: object, tgt_mask: object, src: torch.Tensor) -
     _check_mask(where, "tgt_mask", tgt_mask, tgt, "tgt")
 
 
-def check_prev_tokens(model: nn.Module, prev_tokens: object, rows: torch.Tensor) -> None:
+def check_prev_tokens(model: nn.Module, prev_tokens: object, rows: torch.Tensor, method: str = "step") -> None:
     """``prev_tokens`` int64 ``(R,)`` with the R rows of ``rows`` (a state tensor: the first dimension
-    is read; ``model`` names the family, in the error only: nothing is formatted on every step)."""
+    is read; ``model`` and ``method`` name the call, in the error only: nothing is formatted on every step)."""
     if not isinstance(prev_tokens, torch.Tensor) or prev_tokens.dtype != torch.long:
         error: type[Exception] = TypeError
     elif prev_tokens.shape != rows.shape[:1]:
@@ -114,12 +114,22 @@ def check_prev_tokens(model: nn.Module, prev_tokens: object, rows: torch.Tensor)
     else:
         return
     raise error(
-        f"{type(model).__name__}.step(prev_tokens): expected int64 (long) word ids ({rows.shape[0]},), one per "
+        f"{type(model).__name__}.{method}(prev_tokens): expected int64 (long) word ids ({rows.shape[0]},), one per "
         f"row of the state, got {_found(prev_tokens)}"
     )
 
 
-def _checked_encode(encode: EncodeT) -> EncodeT:
+def check_state(model: nn.Module, state: object, method: str) -> DecoderState:
+    """``state`` if it is a `DecoderState` (what `init_state` and every step return)."""
+    if not isinstance(state, DecoderState):
+        raise TypeError(
+            f"{type(model).__name__}.{method}(state): expected a DecoderState (from init_state or the "
+            f"previous step), got {_found(state)}"
+        )
+    return state
+
+
+def _checked_encode(encode: MethodT) -> MethodT:
     """A family's ``encode`` behind `check_source` (`SummarizerFamily.__init_subclass__`)."""
 
     @functools.wraps(encode)
@@ -129,6 +139,22 @@ def _checked_encode(encode: EncodeT) -> EncodeT:
 
     checked.checks_inputs = True  # type: ignore[attr-defined]
     return checked  # type: ignore[return-value]
+
+
+def _checked_advance(advance: MethodT) -> MethodT:
+    """A family's ``advance`` behind `check_state` and `check_prev_tokens` (`SummarizerFamily.__init_subclass__`)."""
+
+    @functools.wraps(advance)
+    def checked(self: SummarizerFamily[Any, Any], state: Any, prev_tokens: Any, *args: Any, **kwargs: Any) -> Any:
+        check_prev_tokens(self, prev_tokens, check_state(self, state, "advance").feed, "advance")
+        return advance(self, state, prev_tokens, *args, **kwargs)
+
+    checked.checks_inputs = True  # type: ignore[attr-defined]
+    return checked  # type: ignore[return-value]
+
+
+#: the methods a family writes that `SummarizerFamily.__init_subclass__` puts behind a check
+_CHECKED_METHODS = {"encode": _checked_encode, "advance": _checked_advance}
 
 
 @dataclass
@@ -187,12 +213,14 @@ class SummarizerFamily(nn.Module, Generic[ConfigT, StateT], metaclass=ABCMeta):
     untraceable: ClassVar[str | None] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
-        """Every family's own ``encode`` checks its input (`check_source`) before it runs: one check
-        for every family, written by none (`forward` and `step` check theirs here)."""
+        """Every family's own ``encode`` and ``advance`` check their input (`check_source`,
+        `check_state`, `check_prev_tokens`) before they run: one check for every
+        family, written by none (`forward` and `step` check theirs here)."""
         super().__init_subclass__(**kwargs)
-        encode = cls.__dict__.get("encode")
-        if callable(encode) and not getattr(encode, "checks_inputs", False):
-            setattr(cls, "encode", _checked_encode(encode))  # noqa: B010 (mypy: cannot assign to a method)
+        for name, wrap in _CHECKED_METHODS.items():
+            method = cls.__dict__.get(name)
+            if callable(method) and not getattr(method, "checks_inputs", False):
+                setattr(cls, name, wrap(method))
 
     # ------------------------------------------------------------------ capabilities
     @property
@@ -281,7 +309,9 @@ class SummarizerFamily(nn.Module, Generic[ConfigT, StateT], metaclass=ABCMeta):
         self, state: StateT, prev_tokens: torch.Tensor, memory: Memory, t: int, mode: Mode
     ) -> tuple[torch.Tensor, StateT, AttentionOut]:
         """One decoder step from the previous words ``(B,)``: the output ``(B, H)``, the new state
-        and the step's attention. ``mode``: ``sample`` / ``greedy`` / ``soft`` (C2F's chunk choice)."""
+        and the step's attention. ``mode``: ``sample`` / ``greedy`` / ``soft`` (C2F's chunk choice).
+        A family's ``advance`` is wrapped in `check_state` and `check_prev_tokens` (by
+        `__init_subclass__`): ``state`` a `DecoderState`, ``prev_tokens`` int64 with its rows."""
 
     @abstractmethod
     def step_log_probs(self, out: torch.Tensor, att: AttentionOut, memory: Memory) -> torch.Tensor:
@@ -293,7 +323,7 @@ class SummarizerFamily(nn.Module, Generic[ConfigT, StateT], metaclass=ABCMeta):
         """`advance` then `step_log_probs`: log p(y_t) ``(B, V')``, the state, the attention.
         ``prev_tokens`` must be int64 ``(B,)`` with the state's B rows (`TypeError` / `ValueError`
         naming it; its metadata only, so no host read)."""
-        check_prev_tokens(self, prev_tokens, state.feed)
+        check_prev_tokens(self, prev_tokens, check_state(self, state, "step").feed)
         out, state, att = self.advance(state, prev_tokens, memory, t, mode)
         return self.step_log_probs(out, att, memory), state, att
 
