@@ -427,3 +427,53 @@ def test_every_familys_advance_names_the_words_and_state_it_cannot_use(name: str
     out, new_state, _ = model.advance(state, torch.full((3,), 2), memory, 0, "soft")
     assert out.shape[0] == 3 and isinstance(new_state, DecoderState)
     assert getattr(type(model).advance, "checks_inputs", False)
+
+
+@pytest.mark.parametrize("name", sorted(EVERY_FAMILY))
+def test_every_family_refuses_inputs_on_another_device_than_its_own(name: str) -> None:
+    """Ids on another device than the model's parameters failed inside torch (``Tensor on device
+    meta is not on the expected device cpu!``, ``Tensor.item() cannot be called on meta tensors``;
+    on a GPU, CPU ids given to a CUDA model: ``Expected all tensors to be on the same device``) or,
+    given to ``step``, were taken (every family returned meta log-probabilities). ``meta`` is the
+    second device every machine has: the model on the CPU with the ids on ``meta``, and the other
+    way round."""
+    torch.manual_seed(0)
+    model = build_model(EVERY_FAMILY[name]).eval()
+    family = type(model).__name__
+    b = batch()
+    meta = [x.to("meta") for x in (b.src, b.src_mask, b.tgt, b.tgt_mask)]
+    on = r"\(src\): expected a tensor on the model's device, cpu, got one on meta \(move the inputs with .to\('cpu'\)\)"
+    for task in ("teacher", "rollout"):
+        with pytest.raises(ValueError, match=rf"{family}.forward" + on):
+            model(*meta, mode="soft", task=task, max_len=2)
+    with pytest.raises(ValueError, match=rf"{family}.encode" + on):
+        model.encode(meta[0], meta[1])
+    memory, final = model.encode(b.src, b.src_mask)
+    state = model.init_state(memory, final)
+    for call in ("step", "advance"):
+        with pytest.raises(
+            ValueError,
+            match=rf"{family}.{call}\(prev_tokens\): expected word ids on the device of the state and the model, "
+            r"cpu, got them on meta",
+        ):
+            getattr(model, call)(state, torch.full((3,), 2, device="meta"), memory, 0, "soft")
+    model.to("meta")
+    with pytest.raises(
+        ValueError, match=rf"{family}.encode\(src\): expected a tensor on the model's device, meta, got one on cpu"
+    ):
+        model.encode(b.src, b.src_mask)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_a_cuda_model_given_cpu_ids_names_both_devices() -> None:
+    """The case a user meets: a model on the GPU, the batch left on the CPU."""
+    model = build_model(EVERY_FAMILY["c2f-standard"]).eval().to("cuda")
+    b = batch()
+    with pytest.raises(
+        ValueError,
+        match=r"C2FSummarizer.forward\(src\): expected a tensor on the model's device, cuda:0, got one on cpu",
+    ):
+        model(b.src, b.src_mask, b.tgt, b.tgt_mask)
+    memory, final = model.encode(b.src.cuda(), b.src_mask.cuda())
+    with pytest.raises(ValueError, match=r"C2FSummarizer.step\(prev_tokens\): .* cuda:0, got them on cpu"):
+        model.step(model.init_state(memory, final), torch.full((3,), 2), memory, 0, "soft")

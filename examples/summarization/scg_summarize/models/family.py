@@ -54,9 +54,10 @@ MethodT = TypeVar("MethodT", bound=Callable[..., Any])
 
 
 # ---------------------------------------------------------------------- input checks (metadata only)
-# What a family's forward / encode / step is given is checked here, once for every family: dtype,
-# rank, shapes and batch sizes, all read from the tensors' metadata (never their values: no host
-# read, so no synchronisation on a GPU, and nothing for torch.compile or a CUDA graph to trip on).
+# What a family's forward / encode / advance / step is given is checked here, once for every family:
+# dtype, rank, shapes, batch sizes and devices, all read from the tensors' metadata (never their
+# values: no host read, so no synchronisation on a GPU, and nothing for torch.compile or a CUDA graph
+# to trip on).
 # Ids in the vocabulary and a tgt_mask that agrees with the ids would need their values: unchecked.
 
 
@@ -105,12 +106,18 @@ def check_target(where: str, tgt: object, tgt_mask: object, src: torch.Tensor) -
 
 
 def check_prev_tokens(model: nn.Module, prev_tokens: object, rows: torch.Tensor, method: str = "step") -> None:
-    """``prev_tokens`` int64 ``(R,)`` with the R rows of ``rows`` (a state tensor: the first dimension
-    is read; ``model`` and ``method`` name the call, in the error only: nothing is formatted on every step)."""
+    """``prev_tokens`` int64 ``(R,)`` with the R rows of ``rows`` (a state tensor: its first dimension
+    and its device are read), on ``rows``' device (the model's: the state comes from its `encode`).
+    ``model`` and ``method`` name the call, in the error only: nothing is formatted on every step."""
     if not isinstance(prev_tokens, torch.Tensor) or prev_tokens.dtype != torch.long:
         error: type[Exception] = TypeError
     elif prev_tokens.shape != rows.shape[:1]:
         error = ValueError
+    elif prev_tokens.device != rows.device:
+        raise ValueError(
+            f"{type(model).__name__}.{method}(prev_tokens): expected word ids on the device of the state and "
+            f"the model, {rows.device}, got them on {prev_tokens.device} (move them with .to({str(rows.device)!r}))"
+        )
     else:
         return
     raise error(
@@ -129,12 +136,32 @@ def check_state(model: nn.Module, state: object, method: str) -> DecoderState:
     return state
 
 
+def model_device(model: nn.Module) -> torch.device | None:
+    """The device of ``model``'s first parameter (None: it has none)."""
+    for parameter in model.parameters():
+        return parameter.device
+    return None
+
+
+def check_on_model(where: str, name: str, tensor: torch.Tensor, model: nn.Module) -> None:
+    """``tensor`` on ``model``'s device (CPU ids given to a CUDA model failed inside torch with
+    ``Expected all tensors to be on the same device``; words on ``meta`` were taken by every step)."""
+    device = model_device(model)
+    if device is not None and tensor.device != device:
+        raise ValueError(
+            f"{where}({name}): expected a tensor on the model's device, {device}, got one on {tensor.device} "
+            f"(move the inputs with .to({str(device)!r}))"
+        )
+
+
 def _checked_encode(encode: MethodT) -> MethodT:
-    """A family's ``encode`` behind `check_source` (`SummarizerFamily.__init_subclass__`)."""
+    """A family's ``encode`` behind `check_source` and `check_on_model` (`SummarizerFamily.__init_subclass__`)."""
 
     @functools.wraps(encode)
     def checked(self: SummarizerFamily[Any, Any], src: Any, src_mask: Any, *args: Any, **kwargs: Any) -> Any:
-        check_source(f"{type(self).__name__}.encode", src, src_mask)
+        where = f"{type(self).__name__}.encode"
+        check_source(where, src, src_mask)
+        check_on_model(where, "src", src, self)
         return encode(self, src, src_mask, *args, **kwargs)
 
     checked.checks_inputs = True  # type: ignore[attr-defined]
@@ -214,7 +241,7 @@ class SummarizerFamily(nn.Module, Generic[ConfigT, StateT], metaclass=ABCMeta):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """Every family's own ``encode`` and ``advance`` check their input (`check_source`,
-        `check_state`, `check_prev_tokens`) before they run: one check for every
+        `check_state`, `check_prev_tokens`, the model's device) before they run: one check for every
         family, written by none (`forward` and `step` check theirs here)."""
         super().__init_subclass__(**kwargs)
         for name, wrap in _CHECKED_METHODS.items():
@@ -321,8 +348,8 @@ class SummarizerFamily(nn.Module, Generic[ConfigT, StateT], metaclass=ABCMeta):
         self, state: StateT, prev_tokens: torch.Tensor, memory: Memory, t: int, mode: Mode
     ) -> tuple[torch.Tensor, StateT, AttentionOut]:
         """`advance` then `step_log_probs`: log p(y_t) ``(B, V')``, the state, the attention.
-        ``prev_tokens`` must be int64 ``(B,)`` with the state's B rows (`TypeError` / `ValueError`
-        naming it; its metadata only, so no host read)."""
+        ``prev_tokens`` must be int64 ``(B,)`` with the state's B rows, on its device (`TypeError` /
+        `ValueError` naming it; its metadata only, so no host read)."""
         check_prev_tokens(self, prev_tokens, check_state(self, state, "step").feed)
         out, state, att = self.advance(state, prev_tokens, memory, t, mode)
         return self.step_log_probs(out, att, memory), state, att
@@ -372,10 +399,11 @@ class SummarizerFamily(nn.Module, Generic[ConfigT, StateT], metaclass=ABCMeta):
             lengths: the batch's `SourceLengths` (`encode`).
 
         The tensors are checked (`check_source`, `check_target`: dtypes, ranks, shapes, one batch
-        size, T >= 2) from their metadata only; the ids' values are not read.
+        size, T >= 2, the model's device) from their metadata only; the ids' values are not read.
         """
         where = f"{type(self).__name__}.forward"
         check_source(where, src, src_mask)
+        check_on_model(where, "src", src, self)
         check_target(where, tgt, tgt_mask, src)
         if task == "rollout":
             memory, final = self.encode(src, src_mask, lengths)
