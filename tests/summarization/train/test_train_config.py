@@ -151,3 +151,40 @@ def test_load_config_takes_a_path_and_refuses_a_string_of_overrides(tmp_path) ->
     assert load_config(path).model.hidden == 12
     with pytest.raises(TypeError, match=r"overrides=...\): expected a list of TABLE.KEY=VALUE strings"):
         load_config("tiny-C2F", "model.hidden=32")  # type: ignore[arg-type]
+
+
+def test_train_device_is_checked_by_the_one_device_check(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``train.device`` went to ``torch.device`` unchecked outside the TOML schema: a `TrainConfig`
+    built in Python took ``'gpu'`` (``validate`` passed) and the `Trainer` failed inside torch
+    (``Expected one of cpu, cuda, ipu, xpu, ...``), ``'cuda:x'`` with ``Invalid device string``, a
+    GPU this machine lacks when the model moved; and the schema let ``'mps'`` through, which every
+    other device entry point refuses. The form is checked by ``validate`` (a saved GPU run is still
+    read on a CPU), the machine by the trainer (`devices.checked_device`)."""
+    import torch
+    from scg_summarize.train.config import TrainConfig
+    from scg_summarize.train.ddp import resolve_device
+    from scg_summarize.train.loop import Trainer
+
+    expected = "'auto', 'cpu', 'cuda' or 'cuda:N'"
+    for device in ("gpu", "cuda:x", "mps", "meta"):
+        with pytest.raises(ValueError, match=rf"train.device must be {expected}, got '{device}'"):
+            TrainConfig(device=device).validate()
+        with pytest.raises(ValueError, match=rf"train.device = '{device}': expected {expected}"):
+            resolve_device(device)
+    with pytest.raises(ValueError, match=rf"train.device: expected {expected}, got 'mps'"):
+        load_config("tiny-C2F", ["train.device='mps'"])
+    TrainConfig(device="cuda:1").validate()  # the form only: a run trained on a GPU is read on a CPU
+    absent = f"cuda:{torch.cuda.device_count()}"  # a GPU no machine has: one past the last
+    with pytest.raises(
+        ValueError, match=rf"train.device: '{absent}', but (no CUDA GPU is available here|this machine has)"
+    ):
+        resolve_device(absent)
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match=r"train.device: 'cuda', but no CUDA GPU is available here"):
+            resolve_device("cuda")
+    assert resolve_device("cpu") == torch.device("cpu")
+    assert resolve_device("auto") == (torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu"))
+    config = load_config("tiny-C2F")
+    config.train.device = absent  # (set after the checks of load_config: the trainer still looks)
+    with pytest.raises(ValueError, match=rf"train.device: '{absent}', but"):
+        Trainer(config, tmp_path / "no-corpus", tmp_path / "run", quiet=True, log=lambda line: None)

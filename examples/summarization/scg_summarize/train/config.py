@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ..decode_options import EVAL_TABLE_OTHER_KEYS, DecodeOptions, option_problems
+from ..devices import DEVICE_SETTING, is_device_setting
 from ..models.c2f.config import C2FConfig
 from ..models.config import ModelConfig
 from .schema import COMPILE_BACKENDS, PRECISIONS, ConfigError, check_config
@@ -95,7 +96,8 @@ class TrainConfig:
             limit; ``train.epochs`` still applies). With epochs, the budget documented results use.
         time_budget_s: stop (after checkpointing) when the run has trained and validated this long
             (0: none): a user option; the result then depends on the machine's load.
-        device: ``auto`` (CUDA when available), ``cpu`` or ``cuda``.
+        device: ``auto`` (CUDA when available), ``cpu``, ``cuda`` or ``cuda:N`` (the form is checked
+            here, whether this machine has it when training starts: `devices.checked_device`).
         num_workers: data loader worker processes.
         threads: torch intra-op threads (0: torch's default).
         throttle_s: sleep after every step (only for interruption tests).
@@ -202,6 +204,8 @@ class TrainConfig:
             )
         if self.precision not in PRECISIONS:
             raise ValueError(f"train.precision must be one of {PRECISIONS}, got {self.precision!r}")
+        if not is_device_setting(self.device):  # (a saved GPU run is still read on a CPU: the form only)
+            raise ValueError(f"train.device must be {DEVICE_SETTING}, got {self.device!r}")
         if self.cuda_graph and (
             self.objective not in COMPILABLE_OBJECTIVES
             or self.alternate > 0

@@ -19,17 +19,24 @@ import torch.distributed as dist
 from torch import nn
 
 from ..data.batching import Batch
+from ..devices import checked_device
 
 __all__ = ["DistContext", "resolve_device"]
 
 
 def resolve_device(name: str, local_rank: int = 0) -> torch.device:
-    """``auto`` -> CUDA (this process's GPU) when available, else CPU."""
+    """The device of ``train.device`` ``name``: ``auto`` -> CUDA (this process's GPU) when available,
+    else CPU; ``cuda`` -> this process's GPU. Checked by `checked_device` (``ValueError`` naming
+    ``train.device``: ``'gpu'`` failed inside torch with ``Expected one of cpu, cuda, ipu, ...``, and
+    ``'cuda'`` without a GPU when the model was moved)."""
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "cpu"
-    if name == "cuda":
-        return torch.device("cuda", local_rank)
-    return torch.device(name)
+    device = checked_device(name, "train.device", setting=True)
+    if device.type == "cuda" and device.index is None:
+        device = checked_device(
+            f"cuda:{local_rank}", f"train.device = {name!r} on local rank {local_rank}", setting=True
+        )
+    return device
 
 
 @dataclass

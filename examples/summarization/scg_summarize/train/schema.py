@@ -30,10 +30,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any
 
+from ..devices import DEVICE_SETTING, is_device_setting
+
 __all__ = ["COMPILE_BACKENDS", "PRECISIONS", "RULES", "ConfigError", "Rule", "check_config"]
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]+$")
-_DEVICE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
 
 
 class ConfigError(ValueError):
@@ -127,7 +128,7 @@ RULES: dict[str, Rule] = {
     "train.select_examples": _POSITIVE,
     "train.compile": _one_of(*COMPILE_BACKENDS),
     "train.precision": _one_of(*PRECISIONS),
-    "train.device": Rule("'auto', 'cpu', 'cuda', 'cuda:N' or 'mps'", lambda v: bool(_DEVICE.match(v)), True),
+    "train.device": Rule(DEVICE_SETTING, is_device_setting, True),
     **{
         f"train.{k}": _NON_NEGATIVE
         for k in (
