@@ -1,6 +1,7 @@
-"""`check_field_types`: the fields of a dataclass built in Python checked against their declared
-types (a TOML table is checked by `train.schema` before any dataclass is built; a dataclass built
-in Python is not, and ``input_feed="false"`` was taken as true)."""
+"""`check_field_types` (and `field_type_problem`): the fields of a dataclass built in Python
+checked against their declared types (a TOML table is checked by `train.schema` before any
+dataclass is built; a dataclass built in Python is not, and ``input_feed="false"`` was taken as
+true)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import math
 from dataclasses import fields
 from typing import Any
 
-__all__ = ["check_field_types"]
+__all__ = ["check_field_types", "field_type_problem"]
 
 _EXPECTED = {
     "bool": "true or false",
@@ -35,9 +36,18 @@ def _is(kind: str, value: Any) -> bool | None:
 
 def check_field_types(obj: Any, prefix: str) -> None:
     """``ValueError`` naming the first field of the dataclass ``obj`` whose value is not of its declared
-    type, as ``{prefix}{field} must be {expected}, got {value!r}``: ``bool``, ``int`` (not a bool),
-    ``float`` (a finite number), ``str``, ``tuple[str, ...]``, each also ``| None``; fields of other
-    types are left to their own checks."""
+    type (`field_type_problem`), as ``{prefix}{field} must be {expected}, got {value!r}``."""
+    problem = field_type_problem(obj)
+    if problem is not None:
+        name, expected, value = problem
+        raise ValueError(f"{prefix}{name} must be {expected}, got {value!r}")
+
+
+def field_type_problem(obj: Any) -> tuple[str, str, Any] | None:
+    """The first field of the dataclass ``obj`` whose value is not of its declared type, as (its name,
+    what it must be, its value), or None: ``bool``, ``int`` (not a bool), ``float`` (a finite
+    number), ``str``, ``tuple[str, ...]``, each also ``| None``; fields of other types are left to
+    their own checks."""
     for f in fields(obj):
         value = getattr(obj, f.name)
         kind = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", "")
@@ -47,5 +57,5 @@ def check_field_types(obj: Any, prefix: str) -> None:
                 continue
             kind = kind.removesuffix(" | None")
         if _is(kind, value) is False:
-            expected = _EXPECTED.get(kind, f"a {kind}") + (" (or None)" if optional else "")
-            raise ValueError(f"{prefix}{f.name} must be {expected}, got {value!r}")
+            return f.name, _EXPECTED.get(kind, f"a {kind}") + (" (or None)" if optional else ""), value
+    return None

@@ -201,20 +201,40 @@ def test_a_string_for_a_list_is_refused_not_scored_per_character() -> None:
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"stemming": "no"}, "RougeOptions.stemming must be true or false, got 'no'"),  # (was stemming on)
-        ({"hash_digits": 1}, "RougeOptions.hash_digits must be true or false, got 1"),
-        ({"split_sentences": None}, "RougeOptions.split_sentences must be true or false, got None"),
-        ({"limit_bytes": 7.5}, r"RougeOptions.limit_bytes must be an integer \(or None\), got 7.5"),
-        ({"limit_bytes": True}, r"RougeOptions.limit_bytes must be an integer \(or None\), got True"),
-        ({"limit_bytes": "75"}, r"RougeOptions.limit_bytes must be an integer \(or None\), got '75'"),  # (a TypeError)
-        ({"limit_bytes": -3}, "limit_bytes must be positive, got -3"),
-        ({"metrics": "rouge1"}, "RougeOptions.metrics must be a tuple of strings, got 'rouge1'"),  # (unknown 'r')
-        ({"metrics": ["rouge1"]}, r"RougeOptions.metrics must be a tuple of strings, got \['rouge1'\]"),
-        ({"metrics": (1,)}, r"RougeOptions.metrics must be a tuple of strings, got \(1,\)"),  # (a TypeError in re)
+        ({"stemming": "no"}, r"RougeOptions\(stemming=...\): expected true or false, got 'no'"),  # (was stemming on)
+        ({"hash_digits": 1}, r"RougeOptions\(hash_digits=...\): expected true or false, got 1"),
+        ({"split_sentences": None}, r"RougeOptions\(split_sentences=...\): expected true or false, got None"),
+        ({"limit_bytes": 7.5}, r"RougeOptions\(limit_bytes=...\): expected an integer \(or None\), got 7.5"),
+        ({"limit_bytes": True}, r"RougeOptions\(limit_bytes=...\): expected an integer \(or None\), got True"),
+        ({"limit_bytes": "75"}, r"RougeOptions\(limit_bytes=...\): expected an integer \(or None\), got '75'"),
+        (
+            {"metrics": "rouge1"},
+            r"RougeOptions\(metrics=...\): expected a tuple of strings, got 'rouge1'",
+        ),  # (unknown 'r')
+        ({"metrics": ["rouge1"]}, r"RougeOptions\(metrics=...\): expected a tuple of strings, got \['rouge1'\]"),
+        (
+            {"metrics": (1,)},
+            r"RougeOptions\(metrics=...\): expected a tuple of strings, got \(1,\)",
+        ),  # (a TypeError in re)
+        # the older checks said "limit_bytes must be positive, got -3", "metrics must not be empty", ...: no class
+        (
+            {"limit_bytes": -3},
+            r"RougeOptions\(limit_bytes=...\): expected a positive number of bytes \(or None: no limit\), got -3",
+        ),
+        ({"limit_bytes": 0}, r"RougeOptions\(limit_bytes=...\): expected a positive number of bytes .*, got 0"),
+        ({"metrics": ()}, r"RougeOptions\(metrics=...\): expected at least one metric \(rouge1, .*\), got \(\)"),
+        (
+            {"metrics": ("rouge1", "bleu")},
+            r"RougeOptions\(metrics=...\): expected metrics among rouge1 .. rouge9, rougeL and rougeLsum, got 'bleu' "
+            r"\(an unknown ROUGE metric\)",
+        ),
+        ({"refs": "best"}, r"RougeOptions\(refs=...\): expected 'all', 'first', 'concat' or 'pool', got 'best'"),
+        ({"measure": "f1"}, r"RougeOptions\(measure=...\): expected 'f', 'recall' or 'precision', got 'f1'"),
     ],
 )
 def test_rouge_options_of_the_wrong_type_are_refused_naming_the_field(options: dict[str, Any], message: str) -> None:
     """A string for a flag was taken as true, a float or a bool for ``limit_bytes`` was accepted, a
-    list of metrics made an options object that could not be hashed."""
+    list of metrics made an options object that could not be hashed. Every refusal names the class
+    and the field in one form (the value checks said ``refs must be ...`` without the class)."""
     with pytest.raises(ValueError, match=message):
         RougeOptions(**options)

@@ -32,11 +32,11 @@ import functools
 import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
 from ..choices import ROUGE_SCORES as METRICS
 from ..data.sentences import split_sentences
-from ..typed import check_field_types
+from ..typed import field_type_problem
 
 __all__ = ["METRICS", "Rouge", "RougeOptions", "RougeResult", "RougeTokenizer", "truncate_bytes"]
 
@@ -78,24 +78,37 @@ class RougeOptions:
     split_sentences: bool = True
 
     def __post_init__(self) -> None:
-        check_field_types(self, "RougeOptions.")  # (stemming="no" was taken as true, limit_bytes=7.5 cut nothing)
+        """Every field checked, each refusal as ``RougeOptions(field=...): expected ..., got ...``."""
+        problem = field_type_problem(self)  # (stemming="no" was taken as true, limit_bytes=7.5 cut nothing)
+        if problem is not None:
+            _refuse(*problem)
         if not self.metrics:
-            raise ValueError("metrics must not be empty")
+            _refuse("metrics", "at least one metric (rouge1, rouge2, rougeL, rougeLsum, ...)", self.metrics)
         for name in self.metrics:
             if not re.fullmatch(r"rouge([1-9]|L|Lsum)", name):
-                raise ValueError(f"unknown ROUGE metric {name!r} (expected rouge1, rouge2, rougeL, rougeLsum...)")
+                _refuse(
+                    "metrics",
+                    "metrics among rouge1 .. rouge9, rougeL and rougeLsum",
+                    name,
+                    " (an unknown ROUGE metric)",
+                )
         if self.refs not in ("all", "first", "concat", "pool"):
-            raise ValueError(f"refs must be 'all', 'first', 'concat' or 'pool', got {self.refs!r}")
+            _refuse("refs", "'all', 'first', 'concat' or 'pool'", self.refs)
         if self.measure not in _ATTR:
-            raise ValueError(f"measure must be one of {tuple(_ATTR)}, got {self.measure!r}")
+            _refuse("measure", "'f', 'recall' or 'precision'", self.measure)
         if self.limit_bytes is not None and self.limit_bytes < 1:
-            raise ValueError(f"limit_bytes must be positive, got {self.limit_bytes!r}")
+            _refuse("limit_bytes", "a positive number of bytes (or None: no limit)", self.limit_bytes)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serializable settings (stored with every result)."""
         out = asdict(self)
         out["metrics"] = list(self.metrics)
         return out
+
+
+def _refuse(name: str, expected: str, value: Any, note: str = "") -> NoReturn:
+    """``ValueError``: ``RougeOptions(name=...): expected ..., got value`` (torch.distributions' form)."""
+    raise ValueError(f"RougeOptions({name}=...): expected {expected}, got {value!r}{note}")
 
 
 @dataclass
