@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from scg_summarize.train.config import available_configs, load_config, parse_override
 
@@ -141,6 +143,26 @@ def test_a_toml_file_extends_any_name_load_config_takes_and_its_errors_name_it(t
     (tmp_path / "tab.toml").write_text("[bogus]\na = 1\n")
     with pytest.raises(ValueError, match=r"bogus: unknown configuration table \(known: data, eval, model, train\)"):
         load_config(str(tmp_path / "tab.toml"))
+
+
+def test_a_configuration_file_that_is_missing_or_not_utf8_is_named(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A missing ``--config mine.toml`` (or a folder of that name) was answered with the list of named
+    configurations (``unknown configuration 'mine.toml'; available: ABS, C2F, ...``); a file saved as
+    UTF-16 (or any bytes that are not UTF-8), given or extended, failed with ``'utf-8' codec can't
+    decode byte 0xff in position 0: invalid start byte`` and no file named."""
+    missing = tmp_path / "mine.toml"
+    with pytest.raises(ValueError, match=re.escape(f"{missing}: no such file; expected a configuration file (.toml)")):
+        load_config(str(missing))
+    (tmp_path / "folder.toml").mkdir()
+    with pytest.raises(ValueError, match=r"folder.toml: a directory, not a file; expected a configuration file"):
+        load_config(tmp_path / "folder.toml")
+    (tmp_path / "utf16.toml").write_text("[model]\nhidden = 3\n", encoding="utf-16")
+    (tmp_path / "child.toml").write_text('extends = "utf16"\n')
+    for name in ("utf16.toml", "child.toml"):
+        with pytest.raises(
+            ValueError, match=r"utf16.toml: not UTF-8 text \(byte 0xff at offset 0\); expected a TOML file"
+        ):
+            load_config(tmp_path / name)
 
 
 def test_load_config_takes_a_path_and_refuses_a_string_of_overrides(tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -379,12 +379,21 @@ def _merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
 
 
 def _toml(path: Path) -> dict[str, Any]:
-    """A configuration file's table; a TOML error names the file."""
+    """A configuration file's table; a TOML error, text that is not UTF-8 or a file that cannot be
+    read names the file (a UTF-16 or binary file failed with ``'utf-8' codec can't decode byte
+    0xff in position 0`` and no file named)."""
     try:
         with open(path, "rb") as f:
             data: dict[str, Any] = tomllib.load(f)
     except tomllib.TOMLDecodeError as err:
         raise ValueError(f"{path}: {err}") from None
+    except UnicodeDecodeError as err:
+        raise ValueError(
+            f"{path}: not UTF-8 text (byte 0x{err.object[err.start]:02x} at offset {err.start}); "
+            "expected a TOML file, which is UTF-8"
+        ) from None
+    except OSError as err:
+        raise ValueError(f"{path}: cannot read it ({err.strerror or err})") from None
     return data
 
 
@@ -483,6 +492,12 @@ def load_config(name: str | Path, overrides: list[str] | tuple[str, ...] = ()) -
     if name.endswith(".toml") and path.is_file():
         data = _read(path)
         data.setdefault("name", path.stem)
+    elif name.endswith(".toml"):  # (no named configuration ends in .toml: the list of them was no answer)
+        what = "a directory, not a file" if path.is_dir() else "no such file"
+        raise UnknownConfigError(
+            f"{name}: {what}; expected a configuration file (.toml) or the name of one "
+            f"(scg-summarize train --list names them)"
+        )
     else:
         data = _named(name)
         data["name"] = name
