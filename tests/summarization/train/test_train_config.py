@@ -210,3 +210,41 @@ def test_train_device_is_checked_by_the_one_device_check(tmp_path) -> None:  # t
     config.train.device = absent  # (set after the checks of load_config: the trainer still looks)
     with pytest.raises(ValueError, match=rf"train.device: '{absent}', but"):
         Trainer(config, tmp_path / "no-corpus", tmp_path / "run", quiet=True, log=lambda line: None)
+
+
+@pytest.mark.parametrize(
+    ("table", "options", "message"),
+    [
+        ("train", {"cuda_graph": "false"}, "train.cuda_graph must be true or false, got 'false'"),  # (was true)
+        ("train", {"pretrain": "no"}, "train.pretrain must be true or false, got 'no'"),  # (was true)
+        ("train", {"lr": "0.1"}, "train.lr must be a finite number, got '0.1'"),  # ('<=' not supported ...)
+        ("train", {"epochs": 2.5}, "train.epochs must be an integer, got 2.5"),  # (accepted)
+        ("data", {"pad_targets": "8"}, "data.pad_targets must be an integer, got '8'"),  # (accepted)
+        ("eval", {"batch_size": True}, "eval.batch_size must be an integer, got True"),  # (accepted)
+    ],
+)
+def test_a_config_built_in_python_is_type_checked_and_the_trainer_validates_it(
+    table: str, options: dict[str, object], message: str, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
+    """The ``[train]``, ``[data]`` and ``[eval]`` dataclasses built in Python were not type-checked
+    (``model`` is: `check_field_types`), and the `Trainer` did not validate the `Config` it was
+    given, so ``TrainConfig(cuda_graph="false")`` trained with CUDA graphs asked for."""
+    from scg_summarize.train.config import Config, DataConfig, EvalConfig, TrainConfig
+    from scg_summarize.train.loop import Trainer
+
+    kinds = {"train": TrainConfig, "data": DataConfig, "eval": EvalConfig}
+    part = kinds[table](**options)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=re.escape(message)):
+        part.validate()
+    config = Config(**{table: part})  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=re.escape(message)):
+        Trainer(config, tmp_path / "corpus", tmp_path / "run", quiet=True, log=lambda line: None)
+    assert not (tmp_path / "run").exists()
+
+
+def test_the_trainer_names_a_config_of_the_wrong_kind(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A configuration name given for the `Config` failed with ``'str' object has no attribute 'train'``."""
+    from scg_summarize.train.loop import Trainer
+
+    with pytest.raises(TypeError, match=r"Trainer\(config\): expected a Config \(load_config\), got str"):
+        Trainer("tiny-C2F", tmp_path / "corpus", tmp_path / "run")  # type: ignore[arg-type]

@@ -29,6 +29,7 @@ from ..decode_options import EVAL_TABLE_OTHER_KEYS, DecodeOptions, option_proble
 from ..devices import DEVICE_SETTING, is_device_setting
 from ..models.c2f.config import C2FConfig
 from ..models.config import ModelConfig
+from ..typed import check_field_types
 from .schema import COMPILE_BACKENDS, PRECISIONS, ConfigError, check_config
 
 if sys.version_info >= (3, 11):
@@ -163,6 +164,9 @@ class TrainConfig:
     cuda_graph: bool = False
 
     def validate(self) -> None:
+        check_field_types(
+            self, "train."
+        )  # (built in Python: cuda_graph="false" was taken as true, lr="0.1" failed on <=)
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"train.optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
         if self.lr_schedule not in LR_SCHEDULES:
@@ -249,6 +253,7 @@ class DataConfig:
         return [self.train_split, self.valid_split, self.test_split]
 
     def validate(self) -> None:
+        check_field_types(self, "data.")
         if self.regrid and (len(self.regrid) != 2 or min(self.regrid) < 1):
             raise ValueError(f"data.regrid must be [M, N] with positive M, N, got {self.regrid}")
 
@@ -286,6 +291,7 @@ class EvalConfig:
         return {**self.decode.to_dict(), "batch_size": self.batch_size, "max_examples": self.max_examples}
 
     def validate(self) -> None:
+        check_field_types(self, "eval.")
         if self.batch_size < 1 or self.max_examples < 0:
             raise ValueError("eval.batch_size must be positive and eval.max_examples non-negative")
 

@@ -84,6 +84,9 @@ class Trainer:
         quiet: bool = False,
         log: Callable[[str], None] | None = None,
     ) -> None:
+        if not isinstance(config, Config):
+            raise TypeError(f"Trainer(config): expected a Config (load_config), got {type(config).__name__}")
+        config.validate()  # (one built or changed in Python was not: train.cuda_graph="false" trained as true)
         self.config = config
         self.data_dir = Path(data_dir)
         self.out_dir = Path(out_dir)
