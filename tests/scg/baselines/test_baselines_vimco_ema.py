@@ -70,3 +70,52 @@ def test_a_string_baseline_is_refused_naming_the_node_and_the_ways_to_pass_one(w
                 scg.sample(dist, name="v", estimator=scg.ScoreFunction(baseline="ema"))  # type: ignore[arg-type]
             else:
                 scg.cost(torch.ones(3), name="v", baseline="ema")  # type: ignore[arg-type]
+
+
+PHI = [0.3, -0.8]
+
+
+def _reordered(phi: torch.Tensor, reorder: Any, vimco: bool) -> Any:
+    """h ~ Bern(φ) with 3 samples (3, 2) and the bound −log mean_j exp(ℓ_j), its log-weights
+    reordered (or mixed) along the sample dimension before VIMCO.objective sees them."""
+
+    def run() -> None:
+        baseline = scg.baselines.VIMCO() if vimco else None
+        h = scg.sample(Bernoulli(logits=phi), name="h", n=3, baseline=baseline)
+        logw = reorder(1.5 * (h * torch.tensor([1.5, -1.5], dtype=phi.dtype)).sum(-1) + h[:, 0] * h[:, 1])
+        if baseline is None:
+            scg.cost(
+                -(torch.logsumexp(logw, 0) - torch.log(torch.tensor(3.0, dtype=phi.dtype))), name="bound", reduced=h
+            )
+        else:
+            scg.cost(baseline.objective(logw), name="bound", reduced=h)
+
+    return run
+
+
+def test_vimco_in_sample_order_is_exactly_unbiased() -> None:
+    phi = torch.tensor(PHI, dtype=torch.float64, requires_grad=True)
+    run, plain = _reordered(phi, lambda x: x, vimco=True), _reordered(phi, lambda x: x, vimco=False)
+    expected = st.expected_estimate(run, [phi])[0]
+    torch.testing.assert_close(expected, st.exact_gradient(plain, [phi])[0], rtol=1e-9, atol=1e-12)
+
+
+REORDERS = {
+    "sorted": lambda x: x.sort(0).values,
+    "flipped": lambda x: x.flip(0),
+    "rolled": lambda x: x.roll(1, 0),
+    "permuted": lambda x: x[torch.tensor([2, 0, 1])],
+    "concatenated": lambda x: torch.cat([x[1:], x[:1]]),
+    "centred": lambda x: x - x.mean(0),
+}
+
+
+@pytest.mark.parametrize("how", sorted(REORDERS))
+def test_log_weights_reordered_or_mixed_along_the_samples_are_refused_naming_the_node(how: str) -> None:
+    # the bound's value ignores the order (log-mean-exp), but b_j = −L̂_{−j} then reads sample j
+    # itself through another log-weight: sorted, E[ĝ] was (0.077, −0.044) against the exact
+    # (−0.491, 0.251), the sign reversed
+    phi = torch.tensor(PHI, dtype=torch.float64, requires_grad=True)
+    run = _reordered(phi, REORDERS[how], vimco=True)
+    with pytest.raises(scg.SCGError, match=r"VIMCO baseline of stochastic node 'h'.*log-weight j must be computed"):
+        st.expected_estimate(run, [phi])
