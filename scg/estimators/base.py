@@ -33,6 +33,10 @@ class Estimator:
       reduced=node)``, a VIMCO/IWAE objective): they are draws each credited with the reduced
       cost. False for coupled evaluations whose weights sum to zero (an antithetic pair): the
       same cost on every slice would cancel in each draw.
+    * ``rereads_value``: the estimator reads the node's value again when the surrogate is built
+      (a control variate's relaxation, the weights of an enumerated set), through
+      `StochasticNode.drawn_value`: scg keeps a copy of the draw, so that the program may still
+      write into its sample (``tok.masked_fill_(done, pad)``) without changing what it reads.
     """
 
     unbiased: ClassVar[bool] = True
@@ -43,6 +47,7 @@ class Estimator:
     enumerates: ClassVar[bool] = False
     relaxed: ClassVar[bool] = False
     reducible: ClassVar[bool] = True
+    rereads_value: ClassVar[bool] = False
 
     baseline: Baseline | None = None
 

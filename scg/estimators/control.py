@@ -52,6 +52,7 @@ class LearnedControl(Estimator):
     """
 
     score: ClassVar[bool] = True
+    rereads_value: ClassVar[bool] = True  # (the relaxations, given the drawn sample)
 
     #: controls computed so far, and the count at which the next locality check runs
     #: (`_check_local`: at the 1st, 2nd, 4th, 8th, ... control of more than one element)

@@ -69,5 +69,5 @@ class LAX(LearnedControl):
 
     def relaxations(self, node: StochasticNode) -> tuple[torch.Tensor, torch.Tensor]:
         """(T(θ, ε), b): the sample reparameterized, and the sample itself."""
-        b = node.value.detach()
+        b = node.drawn_value()
         return implicit_reparameterization(node.dist, b), b

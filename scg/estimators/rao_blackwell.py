@@ -52,6 +52,7 @@ class RaoBlackwellized(Estimator):
 
     multi_sample: ClassVar[bool] = False
     enumerates: ClassVar[bool] = True
+    rereads_value: ClassVar[bool] = True  # (the weights of the drawn categories)
 
     def __init__(self, k: int, *, baseline: bool = True) -> None:
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
@@ -82,7 +83,7 @@ class RaoBlackwellized(Estimator):
         built-in baseline, S = Σ_T ∇p_i + ∇p_j / q_j (zero in expectation) times the top-k's
         p-weighted mean cost is subtracted."""
         probs, onehot = categorical_probs(self, node.dist)
-        idx = category_indices(node.value.detach(), onehot)  # (k + 1, *batch)
+        idx = category_indices(node.drawn_value(), onehot)  # (k + 1, *batch)
         p = probs.unsqueeze(0).expand(idx.shape + probs.shape[-1:]).gather(-1, idx.unsqueeze(-1)).squeeze(-1)
         p_top, p_j = p[: self.k], p[self.k]
         mass = p_top.detach().sum(0)

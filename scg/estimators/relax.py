@@ -94,7 +94,7 @@ class RELAX(LearnedControl):
 
     def relaxations(self, node: StochasticNode) -> tuple[torch.Tensor, torch.Tensor]:
         """(z, z̃) for the node's sample: z unconditionally reparameterized, z̃ given b."""
-        dist, b = node.dist, node.value.detach()
+        dist, b = node.dist, node.drawn_value()
         if isinstance(dist, Independent):  # a bit vector: z has the value's shape
             dist = dist.base_dist
         if isinstance(dist, Bernoulli):

@@ -70,6 +70,7 @@ class UnorderedSet(Estimator):
     """
 
     enumerates: ClassVar[bool] = True
+    rereads_value: ClassVar[bool] = True  # (the weights of the drawn set)
 
     def __init__(self, *, baseline: bool = True) -> None:
         self.builtin_baseline = expect_bool(baseline, "UnorderedSet(baseline=...)")
@@ -92,7 +93,7 @@ class UnorderedSet(Estimator):
     def weights(self, node: StochasticNode) -> torch.Tensor:
         """ω_s: p(s) R(S, s) in value; gradient ∇p(s) R(S, s) − p(s) Σ_u R(S, u) R^{D∖u}(S, s) ∇p(u)."""
         probs, onehot = categorical_probs(self, node.dist)
-        idx = category_indices(node.value.detach(), onehot)  # (k, *batch)
+        idx = category_indices(node.drawn_value(), onehot)  # (k, *batch)
         p = probs.unsqueeze(0).expand(idx.shape + probs.shape[-1:]).gather(-1, idx.unsqueeze(-1)).squeeze(-1)
         dp = p - p.detach()
         with torch.no_grad():

@@ -192,7 +192,7 @@ def sample(
                     raw = _draw(estimator, dist, shape, name, location)
                 drawn = raw
                 value, parents, foreign = sample_influence(g, dist, estimator, drawn, len(shape), tensors)
-                private, log_prob = _scored(dist, estimator, value, shape, name, location)
+                private, log_prob, kept = _scored(dist, estimator, value, shape, name, location)
         finally:
             tracker.drawing -= 1
             if nested:
@@ -203,7 +203,7 @@ def sample(
             _outer_drawing(g, 1)
         try:
             value = raw if raw is not None else _draw(estimator, dist, shape, name, location)
-            private, log_prob = _scored(dist, estimator, value, shape, name, location)
+            private, log_prob, kept = _scored(dist, estimator, value, shape, name, location)
         finally:
             if nested:
                 _outer_drawing(g, -1)
@@ -225,6 +225,7 @@ def sample(
     node.dist_log_prob = None
     node.n = n
     node.private = private
+    node.drawn = kept
     node.plates = plates if plates is not None else g.plates
     node.enumerated = enumerated
     node.baseline_inputs = baseline_inputs
@@ -381,15 +382,18 @@ def _scored(
     shape: torch.Size,
     name: str | None,
     location: Location | str,
-) -> tuple[bool, torch.Tensor | None]:
+) -> tuple[bool, torch.Tensor | None, torch.Tensor | None]:
     """Whether the value is scored on a private copy (it does not require grad, so the program
     may edit its sample in place, ``tok.masked_fill_(done, pad)``, without breaking backward),
-    and the node's log-probability (None when its estimator needs none)."""
+    the node's log-probability (None when its estimator needs none), and that copy when the
+    estimator reads the value again as the surrogate is built (`Estimator.rereads_value`; None:
+    the value itself is read)."""
     private = not value.requires_grad
     if not (estimator.score or estimator.enumerates):
-        return private, None
+        return private, None, None
+    scored = value.clone() if private else value
     try:
-        log_prob = estimator.log_prob(dist, value.clone() if private else value)
+        log_prob = estimator.log_prob(dist, scored)
     except SCGError as e:
         raise SCGError(f"scg.sample(name={name!r}) at {location}: {e}") from None
     except NotImplementedError:
@@ -413,7 +417,7 @@ def _scored(
             f"scg.sample(name={name!r}) at {location}: log_prob has shape "
             f"{tuple(log_prob.shape)}, expected sample_shape + batch_shape = {tuple(expected)}"
         )
-    return private, log_prob
+    return private, log_prob, scored if private and estimator.rereads_value else None
 
 
 def _intervention(

@@ -275,9 +275,12 @@ class StochasticNode(Node):
     the value, so the program may write into the value. ``plates``: the declared number of
     leading batch dimensions credited per element (``None``: all, `scg.credit.plates`).
     ``enumerated``: the value is the node's whole support (``Enumerate``). ``version``: the
-    value's version counter when it was drawn (None while ``torch.compile`` traces).
-    ``dist_log_prob``: what [`scg.log_prob`][scg.log_prob] returned for the node (None until it
-    is asked for).
+    value's version counter when it was drawn (None while ``torch.compile`` traces). ``drawn``:
+    the value as drawn, a copy kept for an estimator that reads it again when the surrogate is
+    built (`Estimator.rereads_value`: a control variate's relaxation, the weights of an
+    enumerated set), so that a write into the sample does not change it (None: ``value`` is it;
+    read it with `drawn_value`). ``dist_log_prob``: what [`scg.log_prob`][scg.log_prob] returned
+    for the node (None until it is asked for).
     """
 
     dist: Distribution = field(repr=False)
@@ -291,10 +294,16 @@ class StochasticNode(Node):
     plates: int | None = field(repr=False, default=None)
     enumerated: bool = field(repr=False, default=False)
     baseline_inputs: BaselineInputs | None = field(repr=False, default=None)
+    drawn: torch.Tensor | None = field(repr=False, default=None)
 
     @property
     def kind(self) -> str:
         return "stochastic"
+
+    def drawn_value(self) -> torch.Tensor:
+        """The value as the estimator drew it (detached), whatever the program wrote into the
+        sample since (``tok.masked_fill_(done, pad)``)."""
+        return (self.value if self.drawn is None else self.drawn).detach()
 
 
 @dataclass(eq=False, kw_only=True, slots=True)
