@@ -79,6 +79,10 @@ class SamplePlan:
     def is_enumerated(self, v: StochasticNode) -> bool:
         return v.enumerated
 
+    def enumerated_layout(self, layout: Sequence[int]) -> bool:
+        """Whether one of the sample dimensions of ``layout`` is an enumeration."""
+        return any(self.nodes[i].enumerated for i in layout)
+
     def layout(self, node: Node) -> tuple[int, ...]:
         """Sample-dimension nodes leading ``node``'s shape, newest first (see module docstring)."""
         got = self._layouts.get(node.index)

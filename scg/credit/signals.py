@@ -133,12 +133,46 @@ def cost_groups(
                 cg.total = None
         if has_baselines:  # (with the group's sample layout: SelfCritical broadcasts over it)
             info = [samples.layout_info(cp.layout)] * len(members) if cp.layout else None
+            first = len(values)
             cg.target = apply_baselines(members, fixed, losses, values, info)
+            if cp.layout and samples.enumerated_layout(cp.layout):
+                _check_cost_baselines_on_enumerations(plan, cp.layout, stack.dim() - 1, values[first:])
         if cp.layout:
             cg.target = cg.weighted(cg.target).detach()
             cg.raw = cg.weighted(fixed).detach()
         out.append(cg)
     return out
+
+
+def _check_cost_baselines_on_enumerations(
+    plan: CreditPlan, layout: tuple[int, ...], rank: int, applied: BaselineValues
+) -> None:
+    """A cost baseline is subtracted from the credit of every score node u upstream of the cost,
+    summed over the cost's sample dimensions with their weights ω: Σ_s ω_s (c_s − b_s). The
+    weights of an enumerated node that u influences are functions of u (p(z_s | u), or an
+    unordered set's), so a baseline that differs between the slices s adds Σ_s ω_s(u) b_s to
+    u's credit, a function of u: a biased gradient (Theorem 2; a constant per slice was
+    d/dθ_u −0.445 against −0.461). Refuse a value that differs between
+    the slices of such a dimension (one host read; the same value on every slice cancels, and
+    torch.compile's surrogate refuses enumerations)."""
+    full, samples = plan.samples.full, plan.samples
+    scored = sum(1 << i for i in plan.score)
+    for pos, z in enumerate(layout):
+        node = samples.nodes[z]
+        if not samples.is_enumerated(node) or not full[z] & scored:
+            continue
+        for value, baseline, cost in applied:
+            d = value.dim() - rank + pos  # (the value broadcasts to (rows, *the cost's shape))
+            if d >= 0 and value.shape[d] > 1 and not bool((value == value.narrow(d, 0, 1)).all()):
+                name = " ".join(repr(baseline).split())
+                raise SCGError(
+                    f"the baseline {name} of {cost.describe()} has a value per slice of the enumerated "
+                    f"{node.describe()} (dimension {pos} of the cost, {value.shape[d]} values): it is subtracted "
+                    "from the credit of the score-function nodes the enumerated node is drawn from, weighted by "
+                    "its probabilities, which depend on them, so it would bias their gradient (Theorem 2). Give "
+                    "the cost a baseline that is the same for every slice of the enumerated node "
+                    "(EMA(per_element=False), a scalar Constant), or put the baseline on a node"
+                )
 
 
 def node_groups(plan: CreditPlan, nodes: Sequence[Node]) -> list[NodeGroup]:
