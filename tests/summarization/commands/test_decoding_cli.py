@@ -139,9 +139,25 @@ def test_bad_input_names_file_and_line(
     assert re.search(message, capsys.readouterr().err)
 
 
+@pytest.mark.parametrize("command", ["summarize", "evaluate"])
+def test_a_directory_option_that_names_no_directory_is_named_as_typed(
+    toy: ToySetup, tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    # (the message was load_run's: "load_run(data_dir='...'): no such directory", an argument the user never typed)
+    missing, a_file = tmp_path / "nope", toy.data / "vocab.txt"
+    assert cli.main([command, "--run", str(toy.run), "--data", str(missing), "--greedy"]) == 2
+    err = capsys.readouterr().err
+    assert f"scg-summarize {command}: error: --data {missing}: no such directory; expected a corpus" in err
+    assert "load_run" not in err
+    assert cli.main([command, "--run", str(toy.run), "--data", str(a_file), "--greedy"]) == 2
+    assert f"--data {a_file}: a file, not a directory; expected a corpus" in capsys.readouterr().err
+    assert cli.main([command, "--run", str(missing), "--data", str(toy.data), "--greedy"]) == 2
+    assert f"--run {missing}: no such directory; expected a run directory" in capsys.readouterr().err
+
+
 def test_missing_run_and_conflicting_inputs_are_clear_errors(toy: ToySetup, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     assert cli.main(["summarize", "--run", str(tmp_path / "nope"), "--input", "-"]) == 2
-    assert "no such run directory" in capsys.readouterr().err
+    assert f"--run {tmp_path / 'nope'}: no such directory" in capsys.readouterr().err
     assert cli.main(["summarize", "--run", str(tmp_path), "--input", "-"]) == 2
     assert "config.json: no such file" in capsys.readouterr().err
     assert cli.main(["summarize", "--run", str(toy.run)]) == 2

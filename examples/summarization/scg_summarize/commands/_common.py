@@ -14,6 +14,8 @@ if TYPE_CHECKING:
 
 
 __all__ = [
+    "CORPUS_DIR",
+    "RUN_DIR",
     "USER_ERRORS",
     "add_overwrite_argument",
     "add_rouge_arguments",
@@ -21,6 +23,7 @@ __all__ = [
     "non_negative_int",
     "positive_int",
     "refuse_existing",
+    "require_dirs",
     "rouge_options",
     "same_file",
     "set_threads",
@@ -65,6 +68,24 @@ def error(command: str, err: BaseException | str, status: int = 2) -> int:
         message = f"{err.filename}: {err.strerror.lower()}"
     print(f"scg-summarize {command}: error: {message}", file=sys.stderr)
     return status
+
+
+#: what ``--run`` and ``--data`` name, for `require_dirs`
+RUN_DIR = "a run directory written by scg-summarize train"
+CORPUS_DIR = "a corpus written by scg-summarize prepare"
+
+
+def require_dirs(args: argparse.Namespace, expected: Mapping[str, str]) -> None:
+    """Refuse, naming the option as the user typed it, a directory option that names no directory
+    (``expected``: option -> what it should be, e.g. ``{"--data": CORPUS_DIR}``; an option not
+    given passes). The library's check (``load_run(data_dir=...): no such directory``) names its own
+    argument, which the user of the command line never typed."""
+    for option, what in expected.items():
+        given = getattr(args, option.lstrip("-").replace("-", "_"), None)
+        if given is None or Path(given).is_dir():
+            continue
+        found = "a file, not a directory" if Path(given).exists() else "no such directory"
+        raise ValueError(f"{option} {given}: {found}; expected {what}")
 
 
 def set_threads(args: argparse.Namespace) -> None:

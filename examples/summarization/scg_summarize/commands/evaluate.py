@@ -30,11 +30,14 @@ from pathlib import Path
 
 from . import Command
 from ._common import (
+    CORPUS_DIR,
+    RUN_DIR,
     USER_ERRORS,
     add_rouge_arguments,
     error,
     positive_int,
     refuse_existing,
+    require_dirs,
     rouge_options,
     set_threads,
     write_jsonl,
@@ -89,6 +92,7 @@ def run(args: argparse.Namespace) -> int:
 
     set_threads(args)
     try:
+        require_dirs(args, {"--run": RUN_DIR, "--data": CORPUS_DIR})
         loaded = load_run(
             args.run, checkpoint=args.checkpoint, coarse_topk=args.coarse_topk, device=args.device, data_dir=args.data
         )

@@ -36,11 +36,14 @@ from typing import IO, TYPE_CHECKING, Any
 
 from . import Command
 from ._common import (
+    CORPUS_DIR,
+    RUN_DIR,
     USER_ERRORS,
     add_overwrite_argument,
     error,
     positive_int,
     refuse_existing,
+    require_dirs,
     same_file,
     set_threads,
 )
@@ -305,6 +308,7 @@ def run(args: argparse.Namespace) -> int:
         )
     try:
         refuse_existing("--output", [args.output], args.overwrite)
+        require_dirs(args, {"--run": RUN_DIR, "--data": CORPUS_DIR})
         loaded = load_run(
             args.run, checkpoint=args.checkpoint, coarse_topk=args.coarse_topk, device=args.device, data_dir=args.data
         )
