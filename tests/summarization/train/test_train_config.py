@@ -165,6 +165,34 @@ def test_a_configuration_file_that_is_missing_or_not_utf8_is_named(tmp_path) -> 
             load_config(tmp_path / name)
 
 
+def test_a_config_that_looks_like_a_path_is_a_path_and_a_bare_name_a_named_configuration(  # type: ignore[no-untyped-def]
+    tmp_path, monkeypatch
+) -> None:
+    """``--config ./C2F`` (missing) loaded the packaged ``C2F`` (``Path(configs, "./C2F.toml")``), and
+    ``--config /elsewhere/C2F`` read ``/elsewhere/C2F.toml``: a string with a ``/`` or a ``.toml`` suffix
+    is a path, read as a file or refused naming it; only a bare name selects a named configuration."""
+    monkeypatch.chdir(tmp_path)
+    for given in ("./C2F", "sub/C2F", str(tmp_path / "C2F"), "C2F.toml"):
+        with pytest.raises(ValueError) as info:
+            load_config(given)
+        message = str(info.value)
+        assert message.startswith(f"{given}: no such file; expected a configuration file (.toml) or the name of one")
+        assert "give --config C2F" in message  # (the named configuration its file name names)
+    (tmp_path / "C2F.toml").write_text('extends = "tiny-C2F"\n[model]\nhidden = 12\n')
+    with pytest.raises(ValueError, match=r"C2F: no such file"):  # a path is taken as given (no .toml added)
+        load_config(str(tmp_path / "C2F"))
+    assert load_config("./C2F.toml").model.hidden == 12
+    (tmp_path / "mine").write_text('extends = "tiny-C2F"\n[model]\nhidden = 12\n')
+    assert load_config("./mine").model.hidden == 12  # a path with no .toml suffix is read as a file
+    assert load_config("C2F").model.hidden != 12  # a bare name is the packaged one, beside a C2F.toml or not
+    with pytest.raises(ValueError, match=re.escape("unknown configuration 'mine'; available: ")) as info:
+        load_config("mine")
+    assert str(info.value).endswith("for the file mine, give --config ./mine")
+    (tmp_path / "child.toml").write_text('extends = "sub/C2F"\n')  # (extends: a file beside it, or a name)
+    with pytest.raises(ValueError, match=r"child.toml: extends 'sub/C2F', but there is no .*sub/C2F.toml nor a named"):
+        load_config("child.toml")
+
+
 def test_load_config_takes_a_path_and_refuses_a_string_of_overrides(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """A ``Path`` failed with ``'PosixPath' object has no attribute 'endswith'``; a string of
     overrides was read one character at a time."""

@@ -33,7 +33,11 @@ __all__ = ["COMMAND", "add_arguments", "evaluate_test", "run", "test_table"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", help="a named configuration (see --list) or a .toml file")
+    parser.add_argument(
+        "--config",
+        help="a named configuration (see --list), or a configuration file: a path with a '/' or a .toml "
+        "suffix (./mine.toml; ./C2F is a file, not the named C2F)",
+    )
     parser.add_argument("--data", type=Path, help="a prepared corpus (scg-summarize prepare)")
     parser.add_argument("--out", type=Path, help="the run directory")
     parser.add_argument(

@@ -12,12 +12,17 @@ paper's Table 1 apply to any name: ``NAME+COPY`` adds the copying generator (``m
 e.g. ``small-C2F+MULTI2+COPY``). Finally ``--set table.key=value``
 overrides anything; the value is parsed as TOML (``--set model.hidden=64``,
 ``--set train.optimizer='"adam"'`` or simply ``--set train.optimizer=adam``).
+
+A ``--config`` with a ``/`` or a ``.toml`` suffix is a file path (`looks_like_path`), read or
+refused as such; only a bare name selects a named configuration (docs/summarizer.md,
+"Configurations").
 """
 
 from __future__ import annotations
 
 import copy
 import functools
+import os
 import sys
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -436,6 +441,8 @@ class UnknownConfigError(ValueError):
 def _named(name: str, seen: tuple[str, ...] = ()) -> dict[str, Any]:
     """The table of a named configuration: ``[tiny-|small-]BASE[+SUFFIX...]``, its size overlay and
     option suffixes merged over the packaged ``BASE.toml``."""
+    if looks_like_path(name):  # (Path(_config_dir(), "./C2F.toml") is the packaged C2F)
+        raise UnknownConfigError(f"{name!r}: a path, not the name of a configuration (names have no '/' or .toml)")
     base, overlay = name, None
     extras: list[dict[str, Any]] = []
     while True:  # NAME+COPY...: strip the option suffixes
@@ -485,6 +492,26 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     return key.strip().split("."), value
 
 
+def looks_like_path(name: str) -> bool:
+    """Whether ``--config NAME`` is a file path rather than a named configuration: it has a
+    directory separator (``./C2F``, ``configs/mine``) or ends in ``.toml``. A path is read as a
+    file or refused (missing, a folder); it is never looked up among the named configurations,
+    whose names have neither (``./C2F`` loaded the packaged ``C2F`` before)."""
+    separators = {"/", os.sep, *((os.altsep,) if os.altsep else ())}
+    return name.endswith(".toml") or any(sep in name for sep in separators)
+
+
+def _named_hint(path: Path) -> str:
+    """``; the named configuration 'C2F' is --config C2F`` when the file name of a missing ``path`` is
+    a configuration's name (``./C2F``, ``C2F.toml``), else ""."""
+    stem = path.name[: -len(".toml")] if path.name.endswith(".toml") else path.name
+    try:
+        _named(stem)
+    except ValueError:
+        return ""
+    return f"; for the named configuration {stem!r}, give --config {stem}"
+
+
 def load_config(name: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Config:
     """Load a named configuration (or a ``.toml`` path), its variant overlay, then ``overrides``."""
     data: dict[str, Any]
@@ -495,17 +522,23 @@ def load_config(name: str | Path, overrides: list[str] | tuple[str, ...] = ()) -
     if not isinstance(name, str):
         raise TypeError(f"load_config(name): expected a configuration name or a .toml path, got {type(name).__name__}")
     path = Path(name)
-    if name.endswith(".toml") and path.is_file():
+    if looks_like_path(name) and path.is_file():
         data = _read(path)
         data.setdefault("name", path.stem)
-    elif name.endswith(".toml"):  # (no named configuration ends in .toml: the list of them was no answer)
+    elif looks_like_path(name):  # (a path is never looked up among the named configurations)
         what = "a directory, not a file" if path.is_dir() else "no such file"
         raise UnknownConfigError(
             f"{name}: {what}; expected a configuration file (.toml) or the name of one "
-            f"(scg-summarize train --list names them)"
+            f"(a name has no '/' and no .toml suffix; scg-summarize train --list names them){_named_hint(path)}"
         )
     else:
-        data = _named(name)
+        try:
+            data = _named(name)
+        except UnknownConfigError as err:  # (a bare name is never read as a file: say which file was meant)
+            local = next((p for p in (Path(f"{name}.toml"), path) if p.is_file()), None)
+            if local is None:
+                raise
+            raise UnknownConfigError(f"{err}; for the file {local}, give --config ./{local}") from None
         data["name"] = name
     problems: list[str] = []
     for text in overrides:
