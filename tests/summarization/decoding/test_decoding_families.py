@@ -3,6 +3,8 @@ step adapter (`ModelStepDecoder`), beam and greedy search, teacher forcing."""
 
 from __future__ import annotations
 
+import json
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
@@ -122,3 +124,69 @@ def test_a_broken_run_is_refused_naming_the_file(runs: dict[str, Path], tmp_path
         load_run(run)
     with pytest.raises(RunLoadError, match="no such run directory"):
         load_run(tmp_path / "nowhere")
+
+
+def _edited(runs: dict[str, Path], tmp_path: Path, edit) -> Path:  # type: ignore[no-untyped-def]
+    """A copy of the tiny-STANDARD run whose ``config.json`` is ``edit(config)``."""
+    run = tmp_path / "run"
+    run.mkdir(exist_ok=True)
+    for path in runs["tiny-STANDARD"].iterdir():
+        (run / path.name).write_bytes(path.read_bytes())
+    config = json.loads((run / "config.json").read_text())
+    edit(config)
+    (run / "config.json").write_text(json.dumps(config))
+    return run
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (  # a table whose name is misspelt: the run decoded with the library's defaults, not these
+            lambda c: c.update(evl={"beam_size": 2}),
+            "config.json: evl: not an entry of a run configuration; did you mean 'eval'? "
+            "(known: name, description, model, train, data, eval)",
+        ),
+        (
+            lambda c: c["train"].update(bach_size=3),
+            "config.json: train.bach_size: unknown option; did you mean 'batch_size'? (known, as ",
+        ),
+        (lambda c: c["data"].update(data_dir="x"), "config.json: data.data_dir: unknown option (known, as "),
+        (
+            lambda c: c["model"].update(hiden=3),
+            "config.json: model.hiden: not an option of the 'c2f' family (model.family = 'c2f'; its options: ",
+        ),
+        (lambda c: c.update(eval=3), "config.json: eval: expected a table of options, got 3"),
+    ],
+)
+def test_an_unknown_key_in_config_json_is_refused_naming_the_file_and_the_key(  # type: ignore[no-untyped-def]
+    runs: dict[str, Path], tmp_path: Path, edit, message: str
+) -> None:
+    """Each was ignored without a word (load_run read config.json's ``eval`` table and nothing else
+    it did not know of)."""
+    run = _edited(runs, tmp_path, edit)
+    with pytest.raises(RunLoadError) as info:
+        load_run(run)
+    assert f"{run / message}" in str(info.value)
+
+
+def test_every_problem_of_config_json_is_named_at_once_and_a_known_key_passes(
+    runs: dict[str, Path], tmp_path: Path
+) -> None:
+    def edit(config):  # type: ignore[no-untyped-def]
+        config.update(evl={}, extra=1)
+        config["train"]["lr_sched"] = "x"
+
+    with pytest.raises(RunLoadError) as info:
+        load_run(_edited(runs, tmp_path, edit))
+    lines = str(info.value).splitlines()
+    assert [line.split(": ")[1] for line in lines] == ["evl", "extra", "train.lr_sched"]
+    edited = _edited(runs, tmp_path, lambda c: c["eval"].update(beam_size=2))
+    options = load_run(edited).run_options
+    assert options is not None and options.beam_size == 2
+
+
+def test_config_keys_are_the_fields_of_a_run_configuration() -> None:
+    from scg_summarize.decoding.loading import CONFIG_KEYS
+    from scg_summarize.train.config import Config  # (decoding may not import train: test_layers)
+
+    assert set(CONFIG_KEYS) == {f.name for f in fields(Config)}

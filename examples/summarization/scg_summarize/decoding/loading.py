@@ -6,10 +6,14 @@ A run directory holds ``config.json`` (the run configuration), ``best.pt`` and/o
 writes this one format, and [`load_run`][scg_summarize.decoding.loading.load_run] serves all of
 them to decoding through the one step adapter
 [`ModelStepDecoder`][scg_summarize.decoding.adapters.ModelStepDecoder].
+
+Nothing in ``config.json`` is ignored: a key no run configuration has is refused naming the file
+and the key (`config_problems`).
 """
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,19 +22,32 @@ from typing import Any
 from ..data.options import PrepOptions
 from ..data.storage import META_FILE, VOCAB_FILE, read_meta
 from ..data.vocab import Vocab
-from ..decode_options import DecodeOptions
+from ..decode_options import EVAL_TABLE_OTHER_KEYS, DecodeOptions, option_problems
 from ..devices import checked_device
 from ..jsonlines import json_object
+from ..models.config import ModelConfig
 from ..models.loading import CHECKPOINTS, CheckpointError, load_model, run_checkpoint
 from .adapters import ModelStepDecoder
 from .inputs import SourceDocument, regrid_document
 
-__all__ = ["CONFIG_FILE", "INPUT_OPTIONS", "LoadedRun", "RunLoadError", "input_mismatch", "load_run"]
+__all__ = [
+    "CONFIG_FILE",
+    "CONFIG_KEYS",
+    "INPUT_OPTIONS",
+    "LoadedRun",
+    "RunLoadError",
+    "config_problems",
+    "input_mismatch",
+    "load_run",
+]
 
 #: the run configuration the trainer writes
 CONFIG_FILE = "config.json"
 #: the trainer's record of the corpus (``data_dir``, ``prep_options``)
 DATA_RECORD = "data.json"
+#: The entries of a run's ``config.json``: the fields of ``train.config.Config``, which decoding
+#: does not import (``test_layers``); ``test_decoding_cli`` keeps the two the same.
+CONFIG_KEYS: tuple[str, ...] = ("name", "description", "model", "train", "data", "eval")
 
 #: The preprocessing options that change what the model reads (the chunk grid and the words).
 INPUT_OPTIONS: tuple[str, ...] = (
@@ -118,14 +135,60 @@ def _data_record(run_dir: Path) -> dict[str, Any]:
     return _json(record) if record.is_file() else {}
 
 
-def _data_dir_of(config: Mapping[str, Any], record: Mapping[str, Any]) -> Path | None:
-    """The corpus named by the run configuration or, failing that, by ``data.json``."""
-    for table in (config, config.get("data") or {}, record):
-        for key in ("data_dir", "data_path"):
-            value = table.get(key) if isinstance(table, Mapping) else None
-            if value:
-                return Path(str(value))
+def _data_dir_of(record: Mapping[str, Any]) -> Path | None:
+    """The corpus named by ``data.json`` (the trainer records it there, not in ``config.json``)."""
+    for key in ("data_dir", "data_path"):
+        value = record.get(key)
+        if value:
+            return Path(str(value))
     return None
+
+
+def _closest(key: str, known: Iterable[str]) -> str:
+    """``; did you mean 'eval'?`` when a known key is close to ``key``, else ""."""
+    match = difflib.get_close_matches(key, list(known), n=1)
+    return f"; did you mean {match[0]!r}?" if match else ""
+
+
+def config_problems(raw: Mapping[str, Any], stored: Mapping[str, Any], checkpoint: str) -> list[str]:
+    """Every unknown key of a run's ``config.json`` (``raw``), one line each, with the known keys
+    (and the closest one, when one is close): an entry that is not one of `CONFIG_KEYS`, a
+    ``model`` option the family does not have, a ``train``/``data`` option the run's checkpoint
+    does not record (``stored``: the configuration the trainer wrote with the weights, every
+    option of its version, so a run of a newer version that adds an option is read), an
+    ``[eval]`` option that is no search setting, and a table that is not a table. Nothing in
+    ``config.json`` is ignored: a key edited in by hand (``"evl"``, ``train.bach_size``) was
+    dropped without a word, and the run decoded with other settings than the user wrote."""
+    problems: list[str] = []
+    known = list(dict.fromkeys((*CONFIG_KEYS, *stored)))
+    for key in raw:
+        if key not in known:
+            problems.append(
+                f"{key}: not an entry of a run configuration{_closest(key, known)} (known: {', '.join(known)})"
+            )
+    for table in ("model", "train", "data", "eval"):
+        values = raw.get(table)
+        if values is not None and not isinstance(values, dict):
+            problems.append(f"{table}: expected a table of options, got {values!r}")
+    model = raw.get("model")
+    if isinstance(model, dict):
+        try:
+            ModelConfig.family_table(model)  # (its message lists the family's options)
+        except ValueError as err:
+            problems.append(str(err))
+    for table in ("train", "data"):
+        values, recorded = raw.get(table), stored.get(table)
+        if isinstance(values, dict) and isinstance(recorded, dict):
+            problems += [
+                f"{table}.{key}: unknown option{_closest(key, recorded)} "
+                f"(known, as {checkpoint} records them: {', '.join(sorted(recorded))})"
+                for key in values
+                if key not in recorded
+            ]
+    search = raw.get("eval")
+    if isinstance(search, dict):  # (its message lists the search settings)
+        problems += option_problems(search, prefix="eval.", also_known=EVAL_TABLE_OTHER_KEYS)
+    return problems
 
 
 def _vocab_and_options(
@@ -200,7 +263,7 @@ def load_run(
     record = _data_record(path)
     if data_dir is not None and not Path(data_dir).is_dir():  # (it would be recorded as the run's corpus)
         raise RunLoadError(f"load_run(data_dir={str(data_dir)!r}): no such directory")
-    data = Path(data_dir) if data_dir is not None else _data_dir_of(raw, record)
+    data = Path(data_dir) if data_dir is not None else _data_dir_of(record)
     prep = record.get("prep_options")
     vocab, options, vocab_path = _vocab_and_options(path, data, prep if isinstance(prep, dict) else None)
     try:
@@ -219,6 +282,9 @@ def load_run(
                 "the result would be filed under this run, with its training record and decoding defaults. "
                 "Give --run the folder the checkpoint was trained in"
             )
+    problems = config_problems(raw, stored, str(weights))
+    if problems:
+        raise RunLoadError("\n".join(f"{config_path}: {line}" for line in problems))
     size = int(stored["model"].get("vocab_size", 0))
     if len(vocab) != size:
         raise RunLoadError(f"{weights}: the model has {size} words, the vocabulary {vocab_path} {len(vocab)}")
