@@ -25,7 +25,7 @@ import torch
 from .data import SummarizationDataset, make_synthetic_corpus
 from .decode_options import DecodeOptions
 from .evaluation.runs import evaluate_run
-from .train.config import load_config
+from .train.config import Config, load_config
 from .train.loop import Trainer
 
 __all__ = [
@@ -262,6 +262,17 @@ def run_demo(
     """
     out = Path(out_dir)
     epochs, per_epoch = schedule(steps)
+    # every configuration and the corpus before any work: a misspelt second name or --set key was
+    # found after the corpus was generated and the first model trained (or, with --overwrite, its
+    # earlier run deleted)
+    loaded: dict[str, Config] = {}
+    for name in configs:
+        sizes = DEMO_SIZES if name.startswith("small-") else ()
+        schedule_options = [f"train.epochs={epochs}", f"train.max_steps_per_epoch={per_epoch}"]
+        loaded[name] = load_config(name, [*sizes, *DEMO_TRAIN, *schedule_options, *DEMO_EVAL, *overrides])
+    if data is not None and not (Path(data) / "meta.json").is_file():
+        found = "no such directory" if not Path(data).exists() else "not a prepared corpus (no meta.json)"
+        raise ValueError(f"{data}: {found}; expected a corpus written by scg-summarize prepare")
     check_out(out, configs, overwrite)
     out.mkdir(parents=True, exist_ok=True)
     if data is None:
@@ -274,19 +285,7 @@ def run_demo(
     panels: list[tuple[str, torch.Tensor, list[str]]] = []
     warnings: list[str] = []
     salient = -1
-    for name in configs:
-        sizes = DEMO_SIZES if name.startswith("small-") else ()
-        config = load_config(
-            name,
-            [
-                *sizes,
-                *DEMO_TRAIN,
-                f"train.epochs={epochs}",
-                f"train.max_steps_per_epoch={per_epoch}",
-                *DEMO_EVAL,
-                *overrides,
-            ],
-        )
+    for name, config in loaded.items():
         run_dir = out / name
         log(f"training {name} for {epochs * per_epoch} steps -> {run_dir}")
         wall, cpu = time.perf_counter(), time.process_time()

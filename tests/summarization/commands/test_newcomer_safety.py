@@ -48,6 +48,30 @@ def test_demo_refuses_to_train_over_a_run_or_results(tmp_path: Path, capsys: pyt
     assert "already holds the results of a demo" in capsys.readouterr().err
 
 
+def test_demo_checks_every_configuration_and_its_corpus_before_any_work(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A misspelt second configuration or --set key was found after the 10000-document corpus was
+    generated and the first model trained (with --overwrite, after its earlier run was deleted);
+    a --data that is not a corpus after OUT was made and 'training ...' printed."""
+    out = tmp_path / "demo"
+    files = _fake_run(out / DEFAULT_CONFIGS[0])
+    given = ["demo", "--out", str(out), "--overwrite", "--configs", DEFAULT_CONFIGS[0]]
+    assert main([*given, "C2F+MULT2"]) == 2
+    assert "scg-summarize demo: error: unknown configuration 'C2F+MULT2'; available: " in capsys.readouterr().err
+    assert main([*given, "--set", "train.lrr=1"]) == 2
+    assert "scg-summarize demo: error: train.lrr: unknown option (known: " in capsys.readouterr().err
+    assert _unchanged(out / DEFAULT_CONFIGS[0], files) and not (out / "data").exists()  # nothing deleted or made
+    other = tmp_path / "other"
+    assert main(["demo", "--out", str(other), "--data", str(tmp_path / "nope")]) == 2
+    err = capsys.readouterr().err
+    assert f"--data {tmp_path / 'nope'}: no such directory; expected a corpus written by scg-summarize prepare" in err
+    assert main(["demo", "--out", str(other), "--data", str(out)]) == 2  # a folder, but no corpus
+    err = capsys.readouterr().err
+    assert f"{out}: not a prepared corpus (no meta.json); expected a corpus" in err and "training" not in err
+    assert not other.exists()
+
+
 def test_summarize_refuses_to_write_over_its_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     docs = tmp_path / "docs.txt"
     docs.write_text("a first document .\nanother one .\n")

@@ -20,7 +20,7 @@ import argparse
 from pathlib import Path
 
 from . import Command
-from ._common import USER_ERRORS, error, positive_int
+from ._common import CORPUS_DIR, USER_ERRORS, error, positive_int, require_dirs
 
 __all__ = ["COMMAND"]
 
@@ -61,6 +61,7 @@ def run(args: argparse.Namespace) -> int:
     if args.out.exists() and not args.out.is_dir():
         return error("demo", f"--out {args.out}: an existing file; expected a directory (new, or a demo's)")
     try:
+        require_dirs(args, {"--data": CORPUS_DIR})
         run_demo(
             args.out,
             data=args.data,
