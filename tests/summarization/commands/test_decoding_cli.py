@@ -139,6 +139,23 @@ def test_bad_input_names_file_and_line(
     assert re.search(message, capsys.readouterr().err)
 
 
+def test_json_lines_given_without_format_are_refused_not_summarized_as_text(
+    toy: ToySetup, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # (each line's braces, keys and quotes were summarized as words, with no word said)
+    source = tmp_path / "docs.jsonl"
+    lines = [json.dumps({"id": f"d{i}", "source": doc}) for i, doc in enumerate(_raw_docs(toy, 2))]
+    source.write_text("\n" + "\n".join(lines) + "\n", encoding="utf-8")
+    assert cli.main(["summarize", "--run", str(toy.run), "--input", str(source), "--greedy"]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert f"--input {source}:2: a JSON object ('id', 'source'), which the default --format text would" in err
+    assert "pass --format jsonl to read its 'source' field" in err
+    for fmt in ("jsonl", "text"):  # said: read as asked
+        assert cli.main(["summarize", "--run", str(toy.run), "--input", str(source), "--greedy", "--format", fmt]) == 0
+        assert len(capsys.readouterr().out.splitlines()) == 2 + (fmt == "text")  # (text: the blank line too)
+
+
 @pytest.mark.parametrize("command", ["summarize", "evaluate"])
 def test_a_directory_option_that_names_no_directory_is_named_as_typed(
     toy: ToySetup, tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str

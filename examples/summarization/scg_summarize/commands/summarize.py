@@ -14,7 +14,9 @@ Output: one summary per line (text), or with ``--jsonl`` one JSON object per doc
 ``id``, ``summary``, ``sentences``, ``tokens``, ``score``, ``log_prob`` (and ``n_best`` with
 ``--n-best K``). A ``text`` input whose line breaks mostly fall inside sentences (an article
 wrapped at a fixed width) is summarized line by line with a warning that points to
-``--format document`` (the whole input is one document, blank lines separate paragraphs).
+``--format document`` (the whole input is one document, blank lines separate paragraphs). A file
+of JSON lines given without ``--format`` is refused (the default, text, would summarize each line's
+braces and keys as words): ``--format jsonl`` reads it, ``--format text`` takes the lines as text.
 ``--attention`` adds ``attention``: ``steps`` (the generated words then
 ``</s>``), ``source`` (the source words per chunk), ``coarse`` (steps x M), ``chunk_read``
 (steps x M) and ``word`` (steps x M x N) when the model returns them; ``--jsonl --extras NAMES``
@@ -156,6 +158,32 @@ def _unread_input_options(args: argparse.Namespace) -> str | None:
     return None
 
 
+def _json_read_as_text(args: argparse.Namespace) -> str | None:
+    """The refusal of an ``--input`` file of JSON lines read as text because ``--format`` was left
+    out (its default, text, summarized each line's braces, keys and quotes as words): the first
+    non-blank line is a JSON object. None when ``--format`` was given, or for standard input
+    (which cannot be read twice)."""
+    if args.format is not None or args.input in (None, "-") or not Path(args.input).is_file():
+        return None
+    with open(args.input, encoding="utf-8", errors="replace") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                value = json.loads(line)
+            except ValueError:
+                return None
+            if not isinstance(value, dict):
+                return None
+            keys = ", ".join(repr(k) for k in list(value)[:5])
+            return (
+                f"--input {args.input}:{number}: a JSON object ({keys}), which the default --format text would "
+                "summarize as words, braces and quotes; pass --format jsonl to read its 'source' field "
+                "(--source-field for another), or --format text to summarize each line as it is"
+            )
+    return None
+
+
 def _documents(args: argparse.Namespace, run: Any) -> Iterator[SourceDocument]:
     from ..data.dataset import SummarizationDataset
     from ..data.storage import VOCAB_FILE
@@ -290,7 +318,7 @@ def run(args: argparse.Namespace) -> int:
     from ._decoding_args import check_recombine, decode_options, given_options
 
     set_threads(args)
-    unread = _unread_input_options(args)
+    unread = _unread_input_options(args) or _json_read_as_text(args)
     if unread:
         return error("summarize", unread)
     given = given_options(args)
