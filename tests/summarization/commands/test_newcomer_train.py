@@ -100,6 +100,15 @@ def test_a_new_run_never_replaces_a_corpus_or_the_user_s_files(  # type: ignore[
         assert message in capsys.readouterr().err
 
 
+def test_rouge_with_no_test_is_refused_before_training(synthetic_corpus: Path, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    # (--rouge decodes the test split, which --no-test skips: the run trained and --rouge was dropped unsaid)
+    out = tmp_path / "run"
+    assert _train(synthetic_corpus, out, "--rouge") == 2  # (_train passes --no-test)
+    err = capsys.readouterr().err
+    assert "train: error: --rouge decodes the test split after training, which --no-test skips" in err
+    assert not out.exists()
+
+
 def test_resume_takes_config_and_data_from_the_run(  # type: ignore[no-untyped-def]
     finished_short_run: ShortRun, tmp_path: Path, capsys
 ) -> None:

@@ -176,6 +176,11 @@ def _problems(args: argparse.Namespace, saved: dict[str, Any] | None) -> tuple[A
         problems += err.problems
     except ValueError as err:
         problems.append(str(err))
+    if args.rouge and args.no_test:  # (--rouge was dropped without a word)
+        problems.append(
+            "--rouge decodes the test split after training, which --no-test skips: leave one of them out "
+            "(scg-summarize evaluate --run RUN_DIR scores a run later)"
+        )
     if args.out.exists() and not args.out.is_dir():
         problems.append(f"--out {args.out}: an existing file; expected a run directory (new, or one to --resume)")
     if _inside(args.out, args.data) or _inside(args.data, args.out):
