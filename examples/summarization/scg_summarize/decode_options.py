@@ -30,6 +30,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any, Literal
 
+from .typed import did_you_mean
+
 if TYPE_CHECKING:
     import torch
 
@@ -302,7 +304,8 @@ def option_problems(values: Mapping[str, Any], prefix: str = "", also_known: tup
         if name in also_known:
             continue
         if setting is None:
-            problems.append(f"{prefix}{name}: unknown option (known: {', '.join((*known, *also_known))})")
+            names = (*known, *also_known)
+            problems.append(f"{prefix}{name}: unknown option{did_you_mean(name, names)} (known: {', '.join(names)})")
         elif not setting.test(value):
             problems.append(f"{prefix}{name}: expected {setting.expected}, got {value!r}")
     if problems:

@@ -8,6 +8,10 @@ drops the lock when its holder exits, however it exits (SIGKILL included), so a 
 removes the file (a process killed outright leaves it, harmless); a process that locked a file
 removed meanwhile tries again on the new one. Keep the :class:`DirLock` object
 while the lock is needed: dropping it (garbage collection) releases the lock.
+
+A directory the lock created (with its missing parents) and that is still empty when the lock is
+released is removed again: a command that fails before writing anything (a missing input, a bad
+option found late) leaves no empty folder behind it.
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ class DirLock:
         self.directory = Path(directory)
         self.role = role
         self._fd: int | None = None
+        #: the directories `acquire` made, innermost first (removed on release if left empty)
+        self._created: list[Path] = []
 
     @property
     def path(self) -> Path:
@@ -42,9 +48,14 @@ class DirLock:
         """Take the lock, or raise :class:`LockedError` naming the holder's pid."""
         if self.directory.exists() and not self.directory.is_dir():
             raise NotADirectoryError(f"{self.directory} is a file, not a directory")
+        self._created = [d for d in (self.directory, *self.directory.parents) if not d.exists()]
         self.directory.mkdir(parents=True, exist_ok=True)
         while True:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            except FileNotFoundError:  # (the holder we waited on removed the directory it had made)
+                self.directory.mkdir(parents=True, exist_ok=True)
+                continue
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -67,7 +78,8 @@ class DirLock:
         return self
 
     def release(self) -> None:
-        """Remove the lock file and drop the lock."""
+        """Remove the lock file and drop the lock; then remove the directories `acquire` made
+        that are empty (nothing was written into them)."""
         if self._fd is not None:
             try:
                 if os.path.samestat(os.fstat(self._fd), os.stat(self.path)):
@@ -77,6 +89,12 @@ class DirLock:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
             self._fd = None
+            for made in self._created:
+                try:
+                    made.rmdir()  # (only an empty directory: anything written into it stays)
+                except OSError:
+                    break
+            self._created = []
 
     def __del__(self) -> None:  # a holder dropped without release() (an in-process caller)
         self.release()

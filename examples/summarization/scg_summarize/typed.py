@@ -1,15 +1,17 @@
 """`check_field_types` (and `field_type_problem`): the fields of a dataclass built in Python
 checked against their declared types (a TOML table is checked by `train.schema` before any
 dataclass is built; a dataclass built in Python is not, and ``input_feed="false"`` was taken as
-true)."""
+true); `did_you_mean`: the hint every refusal of an unknown option or key gives."""
 
 from __future__ import annotations
 
+import difflib
 import math
+from collections.abc import Iterable
 from dataclasses import fields
 from typing import Any
 
-__all__ = ["check_field_types", "field_type_problem"]
+__all__ = ["check_field_types", "did_you_mean", "field_type_problem"]
 
 _EXPECTED = {
     "bool": "true or false",
@@ -59,3 +61,10 @@ def field_type_problem(obj: Any) -> tuple[str, str, Any] | None:
         if _is(kind, value) is False:
             return f.name, _EXPECTED.get(kind, f"a {kind}") + (" (or None)" if optional else ""), value
     return None
+
+
+def did_you_mean(key: str, known: Iterable[str]) -> str:
+    """``"; did you mean 'hidden'?"`` when one of the ``known`` names is close to the unknown
+    ``key`` (a misspelling), else ``""``: appended to the refusal that names ``key``."""
+    match = difflib.get_close_matches(key, list(known), n=1)
+    return f"; did you mean {match[0]!r}?" if match else ""

@@ -176,7 +176,9 @@ def test_flags_that_do_not_fit_together_are_refused_naming_them() -> None:
 def test_a_run_table_with_a_bad_value_is_refused_naming_the_key() -> None:
     with pytest.raises(ValueError, match=r"eval\.length_penalty: expected a finite number >= 0, got nan"):
         load_config("C2F", ["eval.length_penalty=nan"])
-    with pytest.raises(ValueError, match=r"eval\.beam: unknown option \(known: beam_size, .*, batch_size"):
+    with pytest.raises(
+        ValueError, match=r"eval\.beam: unknown option; did you mean 'beam_size'\? \(known: beam_size, .*, batch_size"
+    ):
         load_config("C2F", ["eval.beam=3"])  # the old key: the [eval] keys are the field names
     with pytest.raises(ValueError, match=r"eval\.length_penalty: expected a finite number >= 0, got inf"):
         DecodeOptions.from_eval_table({"length_penalty": float("inf"), "batch_size": 8})

@@ -49,9 +49,10 @@ def test_an_input_that_is_not_a_file_is_named_without_the_skip_bad_hint(
     (tmp_path / "folder").mkdir()
     for given, said in (("folder", "is a directory, not a file"), ("missing.jsonl", "no such file")):
         args = ["prepare", "--format", "jsonl", "--input", f"train={tmp_path / given}", "--quiet"]
-        assert cli.main([*args, "--output", str(tmp_path / f"out-{given}")]) == 2
+        assert cli.main([*args, "--output", str(tmp_path / "new" / f"out-{given}")]) == 2
         err = capsys.readouterr().err
         assert f"{given}: {said}" in err and "--skip-bad" not in err, err
+        assert not (tmp_path / "new").exists()  # (the folders the lock made, parents included, removed)
 
 
 @pytest.mark.parametrize(
@@ -94,8 +95,10 @@ def test_a_failed_prepare_leaves_nothing_behind(tmp_path: Path, capsys: pytest.C
     data = tmp_path / "d.jsonl"
     data.write_text('{"source": "fine words .", "target": "ok"}\n{"source": 3, "target": "t"}\n', encoding="utf-8")
     args = ["prepare", "--format", "jsonl", "--input", f"train={data}", "--output", str(tmp_path / "o"), "--quiet"]
-    assert cli.main(args) == 2 and not list((tmp_path / "o").iterdir())  # (the folder its lock made, empty)
-    (tmp_path / "o" / "notes.txt").write_text("mine")  # a file of the user's stays
+    assert cli.main(args) == 2 and not (tmp_path / "o").exists()  # (the folder its lock made, removed again)
+    (tmp_path / "o").mkdir()  # a folder of the user's stays, empty or not
+    assert cli.main(args) == 2 and (tmp_path / "o").is_dir() and not list((tmp_path / "o").iterdir())
+    (tmp_path / "o" / "notes.txt").write_text("mine")  # and a file of the user's in it
     assert cli.main(args) == 2 and sorted(p.name for p in (tmp_path / "o").iterdir()) == ["notes.txt"]
     assert cli.main([*args, "--skip-bad"]) == 0
     assert read_meta(tmp_path / "o")["splits"]["train"]["examples"] == 1
@@ -173,3 +176,25 @@ def test_fractions_with_only_named_inputs_are_an_error(tmp_path: Path, capsys: p
     assert not (tmp_path / "a").exists()
     assert cli.main([*common, "--input", str(data), "--output", str(tmp_path / "b")]) == 0
     assert (tmp_path / "b" / "valid").is_dir()
+
+
+def test_a_misspelt_split_name_is_refused_and_a_split_of_its_own_is_kept(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``trian=x.jsonl`` made a split named trian: prepare succeeded, and train then found no
+    training split (and the vocabulary was counted on every split). A near miss of train, valid
+    or test is refused before any work, naming the input; another name is a split of its own."""
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"source": "fine words .", "target": "ok"}\n', encoding="utf-8")
+    base = ["prepare", "--format", "jsonl", "--quiet"]
+    for given, meant in (("trian", "train"), ("vaild", "valid"), ("tests", "test")):
+        out = tmp_path / f"o-{given}"
+        assert cli.main([*base, "--input", f"{given}={data}", "--output", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert f"split {given!r} looks like a misspelling of {meant!r}" in err, err
+        assert f"--input {meant}={data}" in err and not out.exists(), err
+    dev = tmp_path / "dev.jsonl"
+    dev.write_text('{"source": "other words .", "target": "ok"}\n', encoding="utf-8")
+    out = tmp_path / "o-dev"
+    assert cli.main([*base, "--input", f"train={data}", "--input", f"dev={dev}", "--output", str(out)]) == 0
+    assert set(read_meta(out)["splits"]) == {"train", "dev"}

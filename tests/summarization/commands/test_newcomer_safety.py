@@ -60,7 +60,9 @@ def test_demo_checks_every_configuration_and_its_corpus_before_any_work(
     assert main([*given, "C2F+MULT2"]) == 2
     assert "scg-summarize demo: error: unknown configuration 'C2F+MULT2'; available: " in capsys.readouterr().err
     assert main([*given, "--set", "train.lrr=1"]) == 2
-    assert "scg-summarize demo: error: train.lrr: unknown option (known: " in capsys.readouterr().err
+    assert (
+        "scg-summarize demo: error: train.lrr: unknown option; did you mean 'lr'? (known: " in capsys.readouterr().err
+    )
     assert _unchanged(out / DEFAULT_CONFIGS[0], files) and not (out / "data").exists()  # nothing deleted or made
     other = tmp_path / "other"
     assert main(["demo", "--out", str(other), "--data", str(tmp_path / "nope")]) == 2

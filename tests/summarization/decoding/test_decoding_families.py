@@ -153,7 +153,8 @@ def _edited(runs: dict[str, Path], tmp_path: Path, edit) -> Path:  # type: ignor
         (lambda c: c["data"].update(data_dir="x"), "config.json: data.data_dir: unknown option (known, as "),
         (
             lambda c: c["model"].update(hiden=3),
-            "config.json: model.hiden: not an option of the 'c2f' family (model.family = 'c2f'; its options: ",
+            "config.json: model.hiden: not an option of the 'c2f' family; did you mean 'hidden'? "
+            "(model.family = 'c2f'; its options: ",
         ),
         (lambda c: c.update(eval=3), "config.json: eval: expected a table of options, got 3"),
     ],

@@ -12,6 +12,7 @@ Examples::
 from __future__ import annotations
 
 import argparse
+import difflib
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -194,6 +195,20 @@ def _unread_options(args: argparse.Namespace) -> list[str]:
     ]
 
 
+#: the splits training and evaluation read unless told otherwise (``data.*_split``)
+_STANDARD_SPLITS = ("train", "valid", "test")
+
+
+def _misspelt_split(split: str | None) -> str | None:
+    """The standard split that ``split`` is a near miss of (``trian``, ``vaild``), or None: any
+    other name is a split of its own (``dev``, ``extra``), which a misspelling would silently make
+    (``train`` would then find no training split, and the vocabulary be counted on every split)."""
+    if split is None or split in _STANDARD_SPLITS:
+        return None
+    close = difflib.get_close_matches(split, _STANDARD_SPLITS, n=1, cutoff=0.8)
+    return close[0] if close else None
+
+
 def _usage_problems(args: argparse.Namespace) -> list[str]:
     """Every bad option value (one line each; ``--chunks 0`` must not silently mean the default)."""
     if args.format == "synthetic" and args.input:
@@ -217,9 +232,17 @@ def _usage_problems(args: argparse.Namespace) -> list[str]:
     named = []
     for spec in args.input:
         try:
-            named.append(parse_input_spec(spec)[0] is not None)
+            split = parse_input_spec(spec)[0]
         except ValueError as err:
             problems.append(str(err))
+            continue
+        named.append(split is not None)
+        near = _misspelt_split(split)
+        if near is not None:
+            problems.append(
+                f"--input {spec}: split {split!r} looks like a misspelling of {near!r} (training reads the "
+                f"splits train, valid and test); give --input {near}={parse_input_spec(spec)[1]}"
+            )
     if named and all(named):  # the fractions split only unnamed inputs: here they would silently do nothing
         for flag in ("valid_fraction", "test_fraction"):
             if getattr(args, flag) > 0:

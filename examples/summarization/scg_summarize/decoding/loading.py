@@ -13,7 +13,6 @@ and the key (`config_problems`).
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +26,7 @@ from ..devices import checked_device
 from ..jsonlines import json_object
 from ..models.config import ModelConfig
 from ..models.loading import CHECKPOINTS, CheckpointError, load_model, run_checkpoint
+from ..typed import did_you_mean
 from .adapters import ModelStepDecoder
 from .inputs import SourceDocument, regrid_document
 
@@ -144,12 +144,6 @@ def _data_dir_of(record: Mapping[str, Any]) -> Path | None:
     return None
 
 
-def _closest(key: str, known: Iterable[str]) -> str:
-    """``; did you mean 'eval'?`` when a known key is close to ``key``, else ""."""
-    match = difflib.get_close_matches(key, list(known), n=1)
-    return f"; did you mean {match[0]!r}?" if match else ""
-
-
 def config_problems(raw: Mapping[str, Any], stored: Mapping[str, Any], checkpoint: str) -> list[str]:
     """Every unknown key of a run's ``config.json`` (``raw``), one line each, with the known keys
     (and the closest one, when one is close): an entry that is not one of `CONFIG_KEYS`, a
@@ -164,7 +158,7 @@ def config_problems(raw: Mapping[str, Any], stored: Mapping[str, Any], checkpoin
     for key in raw:
         if key not in known:
             problems.append(
-                f"{key}: not an entry of a run configuration{_closest(key, known)} (known: {', '.join(known)})"
+                f"{key}: not an entry of a run configuration{did_you_mean(key, known)} (known: {', '.join(known)})"
             )
     for table in ("model", "train", "data", "eval"):
         values = raw.get(table)
@@ -180,7 +174,7 @@ def config_problems(raw: Mapping[str, Any], stored: Mapping[str, Any], checkpoin
         values, recorded = raw.get(table), stored.get(table)
         if isinstance(values, dict) and isinstance(recorded, dict):
             problems += [
-                f"{table}.{key}: unknown option{_closest(key, recorded)} "
+                f"{table}.{key}: unknown option{did_you_mean(key, recorded)} "
                 f"(known, as {checkpoint} records them: {', '.join(sorted(recorded))})"
                 for key in values
                 if key not in recorded

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from ..typed import check_field_types
+from ..typed import check_field_types, did_you_mean
 
 __all__ = ["ModelConfig", "positive_ints"]
 
@@ -115,7 +115,8 @@ class ModelConfig:
         if unknown:
             where = f"{source}: " if source else ""
             raise ValueError(
-                f"{where}{', '.join(f'model.{k}' for k in unknown)}: not an option of the {family!r} family "
+                f"{where}{', '.join(f'model.{k}' for k in unknown)}: not an option of the {family!r} family"
+                f"{did_you_mean(unknown[0], known)} "
                 f"(model.family = {family!r}; its options: {', '.join(sorted(known))})"
             )
         return own, values

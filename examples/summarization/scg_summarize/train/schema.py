@@ -31,6 +31,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from ..devices import DEVICE_SETTING, is_device_setting
+from ..typed import did_you_mean
 
 __all__ = ["COMPILE_BACKENDS", "PRECISIONS", "RULES", "ConfigError", "Rule", "check_config"]
 
@@ -204,7 +205,7 @@ def _check_table(table: str, cls: type, values: Any, problems: list[str]) -> Non
     for key, value in values.items():
         where = f"{table}.{key}"
         if key not in known:
-            problems.append(f"{where}: unknown option (known: {', '.join(sorted(known))})")
+            problems.append(f"{where}: unknown option{did_you_mean(key, known)} (known: {', '.join(sorted(known))})")
             continue
         form, is_type = _type_form(known[key])
         rule = RULES.get(where)
@@ -226,8 +227,8 @@ def check_config(data: dict[str, Any], tables: dict[str, type], checked_apart: t
             if not isinstance(value, str):
                 problems.append(f"{key}: expected a string, got {_describe(value)}")
         elif key != "extends":
-            known = ", ".join(sorted((*tables, *checked_apart)))
-            problems.append(f"{key}: unknown configuration table (known: {known})")
+            names = sorted((*tables, *checked_apart))
+            problems.append(f"{key}: unknown configuration table{did_you_mean(key, names)} (known: {', '.join(names)})")
     if problems:
         return problems
     model, train = data.get("model", {}), data.get("train", {})
