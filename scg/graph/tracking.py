@@ -319,6 +319,8 @@ class InfluenceTracker(TorchFunctionMode):
                             m |= bm
                             tracked.append((i, b, bm))
                             aliased = aliased or bool(storages)  # (not told apart here)
+                    elif isinstance(b, (list, tuple)) and b:  # torch.tensor([[z[0]], [z[1]]])
+                        m, aliased = self._nested(b, i, m, tracked, aliased)
         if kwargs and read_kwargs:
             for a in kwargs.values():
                 if isinstance(a, Tensor):
@@ -327,6 +329,8 @@ class InfluenceTracker(TorchFunctionMode):
                         m |= am
                         tracked.append((-1, a, am))
                         aliased = aliased or bool(storages)
+                elif isinstance(a, (list, tuple)) and a:  # torch.cat(tensors=[...]), indices=(i,)
+                    m, aliased = self._nested(a, -1, m, tracked, aliased)
         if not m:
             if flags & F_RANDOM and not self.drawing:
                 if draw_loses_grad(name, args, out):
@@ -404,6 +408,25 @@ class InfluenceTracker(TorchFunctionMode):
         if isinstance(written, Tensor):
             self._written(written, m, name)
         return out
+
+    def _nested(
+        self, items: list[Any] | tuple[Any, ...], i: int, m: int, tracked: list[tuple[int, Tensor, int]], aliased: bool
+    ) -> tuple[int, bool]:
+        """The tracked tensors of a list or tuple argument at any depth (a keyword's, or one inside
+        a positional list: ``torch.tensor([[z[0]], [z[1]]])``, ``D[:, [i, j]]``), added to
+        ``tracked`` as argument ``i``: the mask with theirs and the ``aliased`` flag."""
+        for b in items:
+            if isinstance(b, Tensor):
+                bm = self.mask_of(b)
+                if bm:
+                    m |= bm
+                    tracked.append((i, b, bm))
+                    aliased = aliased or bool(self.storages)  # (not told apart here)
+            elif isinstance(b, (list, tuple)) and b:
+                m, aliased = self._nested(b, i, m, tracked, aliased)
+            elif isinstance(b, slice):  # (an index's slice bounds)
+                m, aliased = self._nested(slice_tensors(b), i, m, tracked, aliased)
+        return m, aliased
 
     def _assign_data(self, target: Tensor, value: object) -> None:
         """``target.data = value``: ``target`` now holds ``value``'s data (and storage), so it takes
