@@ -108,13 +108,13 @@ def check_transform(tracker: Reporter, args: tuple[Any, ...], kwargs: dict[str, 
 
 #: draws whose gradient with respect to their probabilities is defined as zero: a result that
 #: requires grad still carries none of its dependence on them
-ZERO_GRADIENT_DRAWS = frozenset({"bernoulli", "bernoulli_", "poisson", "binomial"})
+ZERO_GRADIENT_DRAWS = frozenset({"bernoulli", "bernoulli_", "poisson", "binomial", "normal"})
 
 
 def draw_loses_grad(name: str, args: tuple[Any, ...], out: Any) -> bool:
     """A random draw from probabilities that require grad (``torch.multinomial(softmax(θ))``,
     ``Categorical(logits=θ).sample()``, which expands θ under ``no_grad``) whose result does not,
-    or whose gradient is zero by definition (``torch.bernoulli(sigmoid(θ))``,
+    or whose gradient is zero by definition (``torch.bernoulli(sigmoid(θ))``, ``torch.normal(θ, 1.0)``,
     `ZERO_GRADIENT_DRAWS`): its dependence on θ has no gradient. (``randn_like(x)`` reads only
     ``x``'s shape.)"""
     if name.endswith("_like"):

@@ -60,6 +60,8 @@ def test_untracked_draw_from_parameter_probabilities_warns(how: str) -> None:
 DRAWS = {  # a hidden draw from θ's distribution, and the name the warning gives it
     "torch.bernoulli": (lambda: torch.bernoulli(torch.sigmoid(THETA)), r"bernoulli\(\)"),
     "torch.poisson": (lambda: torch.poisson(THETA.exp()), r"poisson\(\)"),
+    "torch.normal": (lambda: torch.normal(THETA, 1.0), r"normal\(\)"),
+    "torch.normal std": (lambda: torch.normal(torch.zeros(3), THETA.exp()), r"normal\(\)"),
     "Exponential": (lambda: D.Exponential(THETA.exp()).sample(), r"Exponential.sample\(\)"),
     "Uniform": (lambda: D.Uniform(THETA, THETA + 1).sample(), r"Uniform.sample\(\)"),
     "Laplace": (lambda: D.Laplace(THETA, 1.0).sample(), r"Laplace.sample\(\)"),
@@ -72,10 +74,11 @@ DRAWS = {  # a hidden draw from θ's distribution, and the name the warning give
 
 @pytest.mark.parametrize("how", list(DRAWS))
 def test_a_draw_whose_gradient_is_lost_warns_however_torch_draws_it(how: str) -> None:
-    """``torch.bernoulli`` and ``torch.poisson`` return a result that requires grad (a zero
-    gradient by definition), and ``Exponential`` & co. draw noise from a fresh tensor, then apply
-    θ under ``no_grad``: none of them warned, and the gradient silently lost the draw's
-    dependence on θ (0 where d/dθ E was 0.25 for the Bernoulli)."""
+    """``torch.bernoulli``, ``torch.poisson`` and ``torch.normal`` return a result that requires
+    grad (a zero gradient by definition: d/dθ E[torch.normal(θ, 1).sum()] = 1 per entry, the
+    surrogate's 0; ``torch.normal`` was silent until helper-F), and ``Exponential`` & co. draw
+    noise from a fresh tensor, then apply θ under ``no_grad``: none of them warned, and the
+    gradient silently lost the draw's dependence on θ (0 where d/dθ E was 0.25 for the Bernoulli)."""
     draw, name = DRAWS[how]
     with scg.Graph() as g, pytest.warns(scg.UntrackedRandomnessWarning, match=name + ".*require grad"):
         z = scg.sample(Normal(torch.zeros(3), 1.0), name="z")
