@@ -145,6 +145,14 @@ F_RUNNING_STATS = 4096
 #: depend on its value (``torch.ones(n)``, ``x.narrow(0, 0, n)``; for a method, not its tensor)
 F_SIZES = 8192
 
+#: an op that reads the values of a nested tensor out (``unbind``, ``to_padded_tensor``, ``nt[i]``):
+#: ``torch.nested.nested_tensor`` copies its tensors without a torch call, so a nested tensor
+#: read with no marks in a graph with nodes may hold their values unseen (`_NESTED_READS`)
+F_NESTED_READ = 16384
+
+#: the op names of `F_NESTED_READ`
+_NESTED_READS = frozenset("unbind to_padded_tensor nested_to_padded_tensor __getitem__ select values".split())
+
 #: the ops of `F_SIZES` -> the positions of their arguments that are sizes, bounds or counts (an
 #: int k: every position from k on; a method's own tensor, position 0, never is one)
 SIZE_ARGUMENTS: dict[str, tuple[int, ...] | int] = {
@@ -199,6 +207,7 @@ def info(func: Callable[..., Any]) -> tuple[str, positions.Rule | None, int]:
         | (F_OTHERS_META if name in _OTHERS_META else 0)
         | (F_RUNNING_STATS if name in _NORMALIZATIONS else 0)
         | (F_SIZES if name in SIZE_ARGUMENTS else 0)
+        | (F_NESTED_READ if name in _NESTED_READS else 0)
     )
     got = (name, rule, flags)
     INFO[func] = got

@@ -41,9 +41,9 @@ from scg.graph.ops import (
     shape_index_tensors,
 )
 from scg.graph.positions import INF
-from scg.graph.sample_positions import follow, held_dims, samples_combined, samples_inserted
+from scg.graph.sample_positions import MIXED, follow, held_dims, samples_combined, samples_inserted
 
-__all__ = ["OutputMarks", "Tracked", "mark_dynamic", "paired_inputs", "propagate"]
+__all__ = ["OutputMarks", "Tracked", "mark_dynamic", "mark_opaque", "nested_involved", "paired_inputs", "propagate"]
 
 Tensor = torch.Tensor
 
@@ -292,3 +292,32 @@ def paired_inputs(tracker: OutputMarks, args: tuple[Any, ...], out: Any) -> list
             if am:
                 marks.append((o, am, [(k, a, am)]))
     return marks
+
+
+def nested_involved(out: Any, tracked: Tracked) -> bool:
+    """Whether an output or a tracked input of a call is a nested tensor (``torch.nested``): a
+    strided one has no sizes, so the position rules cannot read it (torch raises)."""
+    return any(o.is_nested for o in flat_tensors(out)) or any(a.is_nested for _, a, _ in tracked)
+
+
+def mark_opaque(tracker: OutputMarks, out: Any, m: int, tracked: Tracked) -> None:
+    """Mark the outputs of a call that involves a nested tensor conservatively: ``m``, foreign
+    from position 0 (its rows hold sequences of different examples, in an order the rules cannot
+    read: whole-plate credit), the data-dependent shapes its inputs carry, and every sample
+    dimension its inputs hold `MIXED` (a cost keeping one is refused)."""
+    attr, fattr, dattr, sattr = tracker.attr, tracker.fattr, tracker.dattr, tracker.sattr
+    dm = 0
+    smap: dict[int, int] = {}
+    for _, a, _ in tracked:
+        dm |= getattr(a, dattr, 0)
+        for u in getattr(a, sattr, None) or {}:
+            smap[u] = MIXED
+    for o in flat_tensors(out):
+        setattr(o, attr, getattr(o, attr, 0) | m)
+        fr = dict(getattr(o, fattr, None) or {})
+        fr[0] = fr.get(0, 0) | m
+        setattr(o, fattr, positions.normalize(fr))
+        if dm:
+            setattr(o, dattr, getattr(o, dattr, 0) | dm)
+        if smap and tracker.sample_dims:
+            setattr(o, sattr, dict(smap))

@@ -68,6 +68,7 @@ from scg.graph.ops import (
     F_ELEMENTWISE,
     F_METADATA,
     F_MUTATES,
+    F_NESTED_READ,
     F_OTHERS_META,
     F_PAIRED,
     F_RANDOM,
@@ -83,7 +84,7 @@ from scg.graph.ops import (
     user_frame,
 )
 from scg.graph.ops import info as op_info
-from scg.graph.propagate import paired_inputs, propagate
+from scg.graph.propagate import mark_opaque, nested_involved, paired_inputs, propagate
 from scg.graph.sample_positions import MIXED
 
 __all__ = ["InfluenceTracker", "Paused", "mask_attribute", "shared_leading_dims"]
@@ -332,6 +333,14 @@ class InfluenceTracker(TorchFunctionMode):
                 elif isinstance(a, (list, tuple)) and a:  # torch.cat(tensors=[...]), indices=(i,)
                     m, aliased = self._nested(a, -1, m, tracked, aliased)
         if not m:
+            if flags & F_NESTED_READ and node_storages and args and isinstance(args[0], Tensor) and args[0].is_nested:
+                # (torch.nested.nested_tensor copies its tensors without a torch call: what it
+                # holds is not known, so every node drawn so far is taken to influence it)
+                drawn = 0
+                for index in node_storages.values():
+                    drawn |= 1 << index
+                mark_opaque(self, out, drawn, [])
+                return out
             if flags & F_RANDOM and not self.drawing:
                 if draw_loses_grad(name, args, out):
                     report_random(self, name, 0)  # Categorical(logits=theta).sample(): no score term
@@ -365,48 +374,53 @@ class InfluenceTracker(TorchFunctionMode):
         written = kwargs.get("out") if kwargs else None
         if flags & F_MUTATES and args and isinstance(args[0], Tensor):
             written = args[0]
-        if self.breaks or (
-            m & self.grad_nodes
-            and (flags & F_ZERO_GRAD or written is not None or type(out) is not Tensor or not out.requires_grad)
-        ):  # (no break yet, and an output that autograd connects to its inputs: none to add)
-            carry_breaks(self, name, flags, args, out, written, tracked)
-        if type(out) is Tensor and (flags & F_COPY or not out.requires_grad) and out is not written:
-            self.pending.append((out, m))  # (see ``derived``)
-        if isinstance(written, Tensor) and out is not written:
-            propagate(self, func, name, rule, flags, args, kwargs, written, m, tracked, aliased)
-        if args and out is args[0] and written is None and not flags & F_MUTATES and not name.startswith("__i"):
-            return out  # the argument returned as it is (x.type_as(y), x.to(y)): unchanged
-        if type(out) is Tensor:
-            if (
-                flags & F_ELEMENTWISE
-                and written is None
-                and not self.any_dynamic
-                and not aliased
-                and not self.sample_dims
-            ):
-                fattr = self.fattr
-                oshape = out.shape
-                shared = None
-                for _, a, _ in tracked:
-                    afr = getattr(a, fattr, None)
-                    if a.shape != oshape or (afr is not None and shared is not None and afr is not shared):
-                        break
-                    if afr is not None:
-                        shared = afr
-                else:  # the common case: same shapes, at most one foreign map (shared, immutable)
-                    setattr(out, attr, getattr(out, attr, 0) | m)
-                    if shared is not None:
-                        setattr(out, fattr, shared)
-                    return out
-            propagate(self, func, name, rule, flags, args, kwargs, out, m, tracked, aliased)
-        elif flags & F_PAIRED:
-            for o, om, otracked in paired_inputs(self, args, out):  # (output k from argument k)
-                propagate(self, func, name, rule, flags, args, kwargs, o, om, otracked, bool(self.storages))
-        else:
-            for o in flat_tensors(out):
-                propagate(self, func, name, rule, flags, args, kwargs, o, m, tracked, aliased)
-        if isinstance(written, Tensor):
-            self._written(written, m, name)
+        try:
+            if self.breaks or (
+                m & self.grad_nodes
+                and (flags & F_ZERO_GRAD or written is not None or type(out) is not Tensor or not out.requires_grad)
+            ):  # (no break yet, and an output that autograd connects to its inputs: none to add)
+                carry_breaks(self, name, flags, args, out, written, tracked)
+            if type(out) is Tensor and (flags & F_COPY or not out.requires_grad) and out is not written:
+                self.pending.append((out, m))  # (see ``derived``)
+            if isinstance(written, Tensor) and out is not written:
+                propagate(self, func, name, rule, flags, args, kwargs, written, m, tracked, aliased)
+            if args and out is args[0] and written is None and not flags & F_MUTATES and not name.startswith("__i"):
+                return out  # the argument returned as it is (x.type_as(y), x.to(y)): unchanged
+            if type(out) is Tensor:
+                if (
+                    flags & F_ELEMENTWISE
+                    and written is None
+                    and not self.any_dynamic
+                    and not aliased
+                    and not self.sample_dims
+                ):
+                    fattr = self.fattr
+                    oshape = out.shape
+                    shared = None
+                    for _, a, _ in tracked:
+                        afr = getattr(a, fattr, None)
+                        if a.shape != oshape or (afr is not None and shared is not None and afr is not shared):
+                            break
+                        if afr is not None:
+                            shared = afr
+                    else:  # the common case: same shapes, at most one foreign map (shared, immutable)
+                        setattr(out, attr, getattr(out, attr, 0) | m)
+                        if shared is not None:
+                            setattr(out, fattr, shared)
+                        return out
+                propagate(self, func, name, rule, flags, args, kwargs, out, m, tracked, aliased)
+            elif flags & F_PAIRED:
+                for o, om, otracked in paired_inputs(self, args, out):  # (output k from argument k)
+                    propagate(self, func, name, rule, flags, args, kwargs, o, om, otracked, bool(self.storages))
+            else:
+                for o in flat_tensors(out):
+                    propagate(self, func, name, rule, flags, args, kwargs, o, m, tracked, aliased)
+            if isinstance(written, Tensor):
+                self._written(written, m, name)
+        except RuntimeError:
+            if not nested_involved(out, tracked):
+                raise
+            mark_opaque(self, out, m, tracked)  # (a strided nested tensor has no sizes to place)
         return out
 
     def _nested(
