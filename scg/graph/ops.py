@@ -166,8 +166,8 @@ SIZE_ARGUMENTS: dict[str, tuple[int, ...] | int] = {
     "unflatten": (2,),
 }
 
-#: the op names of `F_RUNNING_STATS`
-_NORMALIZATIONS = frozenset({"batch_norm", "instance_norm"})
+#: the op names of `F_RUNNING_STATS` (an embedding's table renormalized by ``max_norm`` too)
+_NORMALIZATIONS = frozenset({"batch_norm", "instance_norm", "embedding", "embedding_bag"})
 
 #: Operations that read only the metadata (dtype, device, shape) of a tensor argument, not its
 #: values: ``x.new_full(size, v)`` of ``x`` (``new_tensor(data)`` copies ``data``, which is
@@ -288,13 +288,18 @@ def running_statistics(
 ) -> tuple[Tensor, ...]:
     """The running-statistics buffers that a normalization call updates in place: ``batch_norm``
     in training, ``instance_norm`` from its input's statistics with running buffers given. torch
-    writes them inside its kernel, where no in-place op is seen."""
+    writes them inside its kernel, where no in-place op is seen. Likewise the table of
+    ``F.embedding`` / ``F.embedding_bag`` with ``max_norm``: the rows the indices select are
+    renormalized in place (``embedding_renorm_``, run inside the call the tracker sees)."""
     functional = torch.nn.functional
     kw = kwargs or {}
 
     def arg(i: int, key: str, default: Any = None) -> Any:
         return kw.get(key, args[i] if len(args) > i else default)
 
+    if func is functional.embedding or func is functional.embedding_bag:
+        table = arg(1, "weight")
+        return (table,) if arg(3, "max_norm") is not None and isinstance(table, Tensor) else ()
     if func is functional.batch_norm or func is functional.instance_norm:
         buffers = (arg(1, "running_mean"), arg(2, "running_var"))
     elif func is torch.batch_norm or func is torch.instance_norm:

@@ -121,6 +121,29 @@ def test_running_statistics_updated_from_a_sample_carry_its_influence(norm: str)
     assert float((missed - exact).abs().max()) > 0.01
 
 
+@pytest.mark.parametrize("op", ["embedding", "embedding_bag"])
+def test_an_embedding_table_renormalized_by_max_norm_carries_the_indices_influence(op: str) -> None:
+    """``F.embedding(z, table, max_norm=1)`` renormalizes the rows z selects in place, inside the
+    call (``embedding_renorm_`` is not seen): a later read of the table depends on z, and had no
+    influence (E[ĝ] = 0 against the exact (-0.78, -1.15, -0.61), helper-F). Now the table is
+    marked as written, mixing its rows (as a normalization's running statistics)."""
+    th = _theta()
+    table = torch.tensor([[3.0, 4.0], [0.0, 2.0]], dtype=torch.float64)
+
+    def program() -> None:
+        z = scg.sample(Bernoulli(logits=th), name="z")  # (3,): which rows get renormalized
+        t = table.clone()
+        if op == "embedding":
+            torch.nn.functional.embedding(z.long(), t, max_norm=1.0)
+        else:
+            torch.nn.functional.embedding_bag(z.long()[:, None], t, max_norm=1.0)
+        scg.cost(t.sum(1)[torch.tensor([1, 0, 1])] * W, name="c")  # read after the call
+
+    (exact,) = st.exact_gradient(program, [th])
+    assert float(exact.abs().max()) > 0.1
+    torch.testing.assert_close(expected_estimate(program, [th])[0], exact, rtol=1e-9, atol=1e-12)
+
+
 def test_stale_view_of_a_distribution_parameter() -> None:
     th = _theta()
     with scg.Graph() as g:
