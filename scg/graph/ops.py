@@ -150,6 +150,14 @@ F_SIZES = 8192
 #: read with no marks in a graph with nodes may hold their values unseen (`_NESTED_READS`)
 F_NESTED_READ = 16384
 
+#: ``torch.autograd.grad``, ``backward`` and the ``.grad`` getter (named ``grad`` too): gradients
+#: computed inside the graph depend on the values the differentiated tensors were computed from,
+#: which torch's autograd engine computes without a torch call the tracker sees
+F_GRADIENTS = 32768
+
+#: the op names of `F_GRADIENTS`
+_GRADIENTS = frozenset("grad backward".split())
+
 #: the op names of `F_NESTED_READ`
 _NESTED_READS = frozenset("unbind to_padded_tensor nested_to_padded_tensor __getitem__ select values".split())
 
@@ -208,6 +216,7 @@ def info(func: Callable[..., Any]) -> tuple[str, positions.Rule | None, int]:
         | (F_RUNNING_STATS if name in _NORMALIZATIONS else 0)
         | (F_SIZES if name in SIZE_ARGUMENTS else 0)
         | (F_NESTED_READ if name in _NESTED_READS else 0)
+        | (F_GRADIENTS if name in _GRADIENTS else 0)
     )
     got = (name, rule, flags)
     INFO[func] = got

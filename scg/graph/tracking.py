@@ -66,6 +66,7 @@ from scg.graph.ops import (
     ESCAPES,
     F_COPY,
     F_ELEMENTWISE,
+    F_GRADIENTS,
     F_METADATA,
     F_MUTATES,
     F_NESTED_READ,
@@ -190,6 +191,8 @@ class InfluenceTracker(TorchFunctionMode):
         #: foreign maps
         self.max_dim = 0
         self.any_dynamic = False
+        #: the nodes whose influence reached a ``backward`` in the graph: a ``.grad`` read takes it
+        self.grads = 0
         #: the nodes a data-dependent shape was built from (``nonzero``, boolean indexing, ...;
         #: for an index, the mask's nodes, not the indexed tensor's): ``any_dynamic``'s sources
         self.dynamic = 0
@@ -278,6 +281,8 @@ class InfluenceTracker(TorchFunctionMode):
             self._assign_data(args[0], args[1])  # ``t.data = v``: t is now v's data, with its marks
             return out
         if flags & F_METADATA and not (flags & F_SHAPE and self.any_dynamic):
+            if flags & F_GRADIENTS:
+                self._gradients(func, name, args, kwargs, out)
             return out  # t.shape, t.dim(), t.dtype, ...: not data flow
         if flags & F_PAIRED and _returned_as_given(args, out) and not _transforms_active():
             return out  # broadcast_tensors(x) of tensors of one shape: each keeps its own marks
@@ -441,6 +446,27 @@ class InfluenceTracker(TorchFunctionMode):
             elif isinstance(b, slice):  # (an index's slice bounds)
                 m, aliased = self._nested(slice_tensors(b), i, m, tracked, aliased)
         return m, aliased
+
+    def _gradients(
+        self, func: Callable[..., Any], name: str, args: tuple[Any, ...], kwargs: dict[str, Any] | None, out: Any
+    ) -> None:
+        """Gradients computed inside the graph (autograd's engine runs no torch call the tracker
+        sees): ``torch.autograd.grad(outputs, inputs, grad_outputs)`` gives its results the
+        influence of every tensor it is given, and ``backward`` records that of its tensors in
+        ``grads``, which a ``.grad`` read afterwards takes (a leaf's gradient accumulates from
+        every backward: which leaves one reaches is not looked up). Whole-plate (foreign from 0)."""
+        if name == "grad" and func is not torch.autograd.grad:  # the ``.grad`` getter
+            if self.grads and isinstance(out, Tensor):
+                mark_opaque(self, out, self.grads, [])
+            return
+        tracked: list[tuple[int, Tensor, int]] = []
+        m, _ = self._nested((*args, *(kwargs or {}).values()), 0, 0, tracked, False)
+        if not m:
+            return
+        if name == "backward":
+            self.grads |= m
+        else:
+            mark_opaque(self, out, m, tracked)
 
     def _assign_data(self, target: Tensor, value: object) -> None:
         """``target.data = value``: ``target`` now holds ``value``'s data (and storage), so it takes
