@@ -528,9 +528,11 @@ def cost(
         with torch._C.DisableTorchFunction():
             floating = value.is_floating_point()
             layout = value.layout
+            nested = value.is_nested
     else:
         floating = value.is_floating_point()
         layout = value.layout
+        nested = value.is_nested
     if not floating:
         raise SCGError(
             f"scg.cost(name={name!r}) at {location}: a cost must be a floating-point "
@@ -540,6 +542,11 @@ def cost(
         raise SCGError(
             f"scg.cost(name={name!r}) at {location}: a cost must be a dense (strided) tensor, got "
             f"layout {layout}; convert it with .to_dense()"
+        )
+    if nested:  # (a strided nested tensor has no sizes: the surrogate failed reading them)
+        raise SCGError(
+            f"scg.cost(name={name!r}) at {location}: a cost must be a dense (strided) tensor, got "
+            "a nested tensor; convert it with .to_padded_tensor(0.0)"
         )
     baseline_inputs = None
     if baseline is not None:

@@ -118,6 +118,20 @@ def test_a_sparse_cost_is_refused_naming_it(structure: str | None, layout: str) 
         scg.cost(value.to_dense(), name="c")  # (the suggested fix is accepted)
 
 
+@pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors")
+@pytest.mark.parametrize("structure", [None, "declared"])
+def test_a_nested_cost_is_refused_naming_it(structure: str | None) -> None:
+    """A strided nested tensor has layout torch.strided: it passed the layout check and failed
+    reading its sizes inside scg ("NestedTensorImpl doesn't support sizes", helper-F)."""
+    theta = torch.zeros(3, requires_grad=True)
+    with scg.Graph(structure=scg.Declared() if structure else None):
+        z = scg.sample(Bernoulli(logits=theta), name="z")
+        value = torch.nested.as_nested_tensor([z[:1], z[1:]])
+        with pytest.raises(scg.SCGError, match=r"scg.cost\(name='c'\) at .*test_core_errors.py:\d+: .*nested tensor"):
+            scg.cost(value, name="c")
+        scg.cost(value.to_padded_tensor(0.0), name="c")  # (the suggested fix is accepted)
+
+
 def test_bad_arguments() -> None:
     d = Normal(torch.zeros(2), 1.0)
     with scg.Graph():
