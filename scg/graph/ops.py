@@ -227,9 +227,14 @@ positions.ON_CHANGE.append(INFO.clear)
 
 
 def user_frame(start: FrameType | None) -> tuple[FrameType | None, bool]:
-    """The first frame outside torch's wrapper modules, and whether it is library code."""
+    """The first frame outside torch's wrapper modules and numpy, and whether it is library code
+    (torch's or scg's own). numpy's Python functions are passed through to their caller:
+    ``np.sort(z)`` reads ``z`` (``__array__``) inside numpy for whoever called it, which was
+    taken for library code and not reported (helper-F)."""
     frame = start
     while frame is not None and str(frame.f_globals.get("__name__", "")) in _WRAPPERS:
+        frame = frame.f_back
+    while frame is not None and str(frame.f_globals.get("__name__", "")).split(".", 1)[0] == "numpy":
         frame = frame.f_back
     if frame is None:
         return None, True
