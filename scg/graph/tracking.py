@@ -422,6 +422,10 @@ class InfluenceTracker(TorchFunctionMode):
                     propagate(self, func, name, rule, flags, args, kwargs, o, m, tracked, aliased)
             if isinstance(written, Tensor):
                 self._written(written, m, name)
+            elif isinstance(written, (tuple, list)):  # out=(values, indices): each one written
+                for w in written:
+                    if isinstance(w, Tensor):
+                        self._written(w, m, name)
         except RuntimeError:
             if not nested_involved(out, tracked):
                 raise
