@@ -377,8 +377,8 @@ class InfluenceTracker(TorchFunctionMode):
             for buffer in running_statistics(func, args, kwargs):
                 self._mark_running(buffer, m)
         written = kwargs.get("out") if kwargs else None
-        if flags & F_MUTATES and args and isinstance(args[0], Tensor):
-            written = args[0]
+        if flags & F_MUTATES and args and isinstance(args[0], (Tensor, list, tuple)):
+            written = args[0]  # (a list: torch._foreach_add_([a, b], ...) writes each of them)
         try:
             if self.breaks or (
                 m & self.grad_nodes
@@ -422,7 +422,7 @@ class InfluenceTracker(TorchFunctionMode):
                     propagate(self, func, name, rule, flags, args, kwargs, o, m, tracked, aliased)
             if isinstance(written, Tensor):
                 self._written(written, m, name)
-            elif isinstance(written, (tuple, list)):  # out=(values, indices): each one written
+            elif isinstance(written, (tuple, list)):  # out=(values, indices), _foreach_*_: each one written
                 for w in written:
                     if isinstance(w, Tensor):
                         self._written(w, m, name)

@@ -61,10 +61,13 @@ def _alias_write(kind: str, z: torch.Tensor) -> torch.Tensor:
     if kind == "out_tuple":  # (each tensor of an out= tuple is written: helper-F)
         torch.sort(zf * W, out=(buf[0], torch.zeros(z.shape, dtype=torch.long)))
         return buf[0]
+    if kind == "foreach":  # (each tensor of a _foreach_*_ list is written: helper-F)
+        torch._foreach_add_([buf[0], buf[1]], [zf, torch.ones_like(zf)])
+        return buf[0]
     raise AssertionError(kind)
 
 
-ALIASES = ["view_before", "sibling", "view_of_view", "data", "detach", "out", "expand_copy", "out_tuple"]
+ALIASES = ["view_before", "sibling", "view_of_view", "data", "detach", "out", "expand_copy", "out_tuple", "foreach"]
 
 
 @pytest.mark.parametrize("kind", ALIASES)
@@ -76,14 +79,15 @@ def test_write_seen_through_another_alias_carries_influence(kind: str) -> None:
     assert g.influences("z", "c"), kind
 
 
-@pytest.mark.parametrize("kind", ["view_before", "out_tuple"])
+@pytest.mark.parametrize("kind", ["view_before", "out_tuple", "foreach"])
 def test_alias_write_gradient_is_unbiased(kind: str) -> None:
     """Before: the cost read through a view taken before the write had no influence, so the
     score term was missing (a zero gradient where the exact one is not). Checked exactly: the
     estimator's mean over the node's 8 values is the exact gradient, and the same mean without
     the influence (declared away: what the missed write gave) is not. (``out_tuple``: the
     tensors of an ``out=`` tuple were marked but their storage was not recorded as written, so
-    ``buf`` read again gave E[ĝ] = 0 against the exact (-0.07, -0.69, -0.13), helper-F.)"""
+    ``buf`` read again gave E[ĝ] = 0 against the exact (-0.07, -0.69, -0.13), helper-F; likewise
+    the tensors of a ``torch._foreach_add_`` list: 0 against (0.36, -0.46, 0.14).)"""
     th = _theta()
 
     def program() -> None:
