@@ -124,7 +124,8 @@ def storage_key(t: Tensor) -> int:
 
 
 _COMPILED = (
-    "torch.compile traced a function called inside a tracked scg.Graph: tracking watches every "
+    "torch.compile traced a function called inside a tracked scg.Graph (or torch.cond, "
+    "torch.while_loop, a higher-order op that compiles its branches): tracking watches every "
     "torch call through a torch function mode, which dynamo cannot trace. To compile it, run "
     "the graph with "
     "scg.Graph(structure=scg.Declared(...)) (no mode is pushed; check the declaration with "
@@ -268,7 +269,8 @@ class InfluenceTracker(TorchFunctionMode):
         kwargs: dict[str, Any] | None = None,
     ) -> Any:
         if _dynamo_compiling():  # dynamo traces this mode (a graph break, so that the error
-            torch._dynamo.graph_break()  # below is raised, not traced)
+            torch._dynamo.graph_break(msg=_COMPILED)  # below is raised, not traced; torch.cond, which
+            # allows no graph break, fails in torch naming the message)
             raise SCGError(_COMPILED)
         known = INFO.get(func)
         if known is None:

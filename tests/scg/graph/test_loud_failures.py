@@ -134,6 +134,18 @@ def test_compiled_cost_function_inside_a_tracked_graph_points_to_declared() -> N
     torch._dynamo.reset()
 
 
+def test_torch_cond_inside_a_tracked_graph_names_scg() -> None:
+    """torch.cond compiles its branches and allows no graph break: inside a tracked graph it
+    failed in torch with "User-inserted graph break. Message: None", naming nothing of scg
+    (helper-F); the graph break now carries scg's refusal."""
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match=r"tracked scg.Graph \(or torch.cond.*scg.Declared"):
+        with scg.Graph():
+            z = scg.sample(Normal(THETA, 1.0), name="z")
+            scg.cost(torch.cond(torch.tensor(True), lambda x: x * 2.0, lambda x: x * 3.0, (z,)).sum(), name="c")
+    torch._dynamo.reset()
+
+
 @pytest.mark.parametrize("alias", ["parameter_float", "parameter_clone", "subclass_long"])
 def test_alias_of_a_cast_of_a_sample_keeps_its_influence(alias: str) -> None:
     """``nn.Parameter(z.float())`` shares the storage of the cast, which no torch call links to
