@@ -260,8 +260,12 @@ def is_tensor_result(out: Any) -> bool:
         if not out:
             return False
         for o in out:
-            if o is not None and not isinstance(o, Tensor):
-                return False
+            if (
+                o is not None
+                and not isinstance(o, Tensor)
+                and not (isinstance(o, (list, tuple)) and is_tensor_result(o))
+            ):
+                return False  # (a list of tensors inside: histogramdd's bin edges)
         return True
     return isinstance(out, (torch.dtype, torch.device, torch.Size, torch.layout))
 

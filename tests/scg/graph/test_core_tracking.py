@@ -614,3 +614,19 @@ def test_a_gradient_computed_inside_the_graph_carries_its_influence(kind: str) -
     (exact,) = st.exact_gradient(program, [th])
     assert float(exact.abs().max()) > 0.1
     torch.testing.assert_close(expected_estimate(program, [th])[0], exact, rtol=1e-9, atol=1e-12)
+
+
+def test_a_result_holding_a_list_of_tensors_is_tracked_not_an_escape() -> None:
+    """``torch.histogramdd`` returns (hist, [bin edges]): the list inside made the result a
+    non-tensor, reported as an escape, and its tensors carried no influence (helper-F sweep of
+    torch's functions). Now each tensor in it is marked."""
+    th = _theta()
+
+    def program() -> None:
+        z = scg.sample(Bernoulli(logits=th), name="z")
+        edges = torch.histogramdd(z.to(torch.float64)[:, None] * W[:, None], 2).bin_edges[0]
+        scg.cost(edges.sum() * torch.ones(3, dtype=torch.float64), name="c")
+
+    (exact,) = st.exact_gradient(program, [th])
+    assert float(exact.abs().max()) > 0.1
+    torch.testing.assert_close(expected_estimate(program, [th], graph_kwargs={"strict": True})[0], exact)
