@@ -343,10 +343,7 @@ class InfluenceTracker(TorchFunctionMode):
             if flags & F_NESTED_READ and node_storages and args and isinstance(args[0], Tensor) and args[0].is_nested:
                 # (torch.nested.nested_tensor copies its tensors without a torch call: what it
                 # holds is not known, so every node drawn so far is taken to influence it)
-                drawn = 0
-                for index in node_storages.values():
-                    drawn |= 1 << index
-                mark_opaque(self, out, drawn, [])
+                mark_opaque(self, out, self._drawn(), [])
                 return out
             if flags & F_RANDOM and not self.drawing:
                 if draw_loses_grad(name, args, out):
@@ -431,8 +428,17 @@ class InfluenceTracker(TorchFunctionMode):
         except RuntimeError:
             if not nested_involved(out, tracked):
                 raise
+            if any(isinstance(a, Tensor) and a.is_nested and not self.mask_of(a) for a in args):
+                m |= self._drawn()  # (a nested tensor torch.nested.nested_tensor made: see below)
             mark_opaque(self, out, m, tracked)  # (a strided nested tensor has no sizes to place)
         return out
+
+    def _drawn(self) -> int:
+        """The mask of every node value recorded so far."""
+        drawn = 0
+        for index in self.node_storages.values():
+            drawn |= 1 << index
+        return drawn
 
     def _nested(
         self, items: list[Any] | tuple[Any, ...], i: int, m: int, tracked: list[tuple[int, Tensor, int]], aliased: bool

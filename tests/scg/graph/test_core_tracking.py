@@ -558,6 +558,26 @@ def _nested(kind: str, z: torch.Tensor) -> torch.Tensor:
 
 
 @pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors")
+def test_an_unseen_nested_tensor_met_by_another_nodes_value_keeps_every_influence() -> None:
+    """``nested_tensor([u[:1], u[1:]]) * (z[0] + 1)``: the product carried z's influence only (the
+    nested tensor, made without a torch call, had none), and u's gradient was 0 against the exact
+    (0.29, -0.78, 0.53) (helper-F). A nested tensor without marks in a tracked call now adds every
+    node drawn so far, as when it is read out alone."""
+    th0, th1 = _theta(), _theta().detach().flip(0).requires_grad_()
+
+    def program() -> None:
+        u = scg.sample(Bernoulli(logits=th0), name="u")
+        z = scg.sample(Bernoulli(logits=th1), name="z")
+        nt = torch.nested.nested_tensor([u[:1].to(torch.float64), u[1:].to(torch.float64)])
+        scg.cost(torch.cat((nt * (z[0] + 1.0)).unbind()).flip(0) * W, name="c")
+
+    exact = st.exact_gradient(program, [th0, th1])
+    assert float(exact[0].abs().max()) > 0.1
+    for got, want in zip(expected_estimate(program, [th0, th1]), exact):
+        torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors")
 @pytest.mark.parametrize("kind", ["nested_tensor", "as_nested_tensor", "data_times_sample"])
 def test_values_through_a_nested_tensor_keep_their_influence(kind: str) -> None:
     """``torch.nested.nested_tensor([z[:1], z[1:]])`` copies without a torch call the tracker sees:
