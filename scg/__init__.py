@@ -28,9 +28,10 @@ from scg.graph import (
     influenced_by,
     sample,
 )
+from scg.graph.cached import Cached
 from scg.graph.log_prob import log_prob
 from scg.graph.positions import declare_rowwise
-from scg.graph.structure import Cached, Declared
+from scg.graph.structure import Declared
 
 __version__ = "0.1.0"
 

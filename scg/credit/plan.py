@@ -34,9 +34,10 @@ from scg.credit.sample_dims import SamplePlan
 from scg.credit.soundness import check_enumerated, check_pathwise
 from scg.errors import SCGError
 from scg.estimators.base import Estimator
+from scg.graph.cached import Cached
 from scg.graph.graph import GraphRecord
 from scg.graph.nodes import Node, StochasticNode
-from scg.graph.structure import Cached, Relation
+from scg.graph.structure import Relation
 
 __all__ = ["CreditPlan", "Term", "build_plan", "group", "influence_matrix", "plan_for", "score_nodes", "step_weights"]
 
