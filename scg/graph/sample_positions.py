@@ -228,7 +228,8 @@ def samples_inserted(
 ) -> tuple[tuple[int, ...], int] | None:
     """When the op keeps every dimension of input ``a``, in order, and only inserts new ones
     among them (right-aligned broadcasting, ``expand``, ``unsqueeze``, ``a[None]``, ``a[:, None]``),
-    or only permutes ``a``'s sample dimensions (``transpose(0, 1)`` of two of them):
+    or only permutes ``a``'s dimensions so that those that hold no sample dimension keep their
+    order (``transpose(0, 1)`` of two sample dimensions, or of ``(n, B)``, there and back):
     ``(where, f)``, ``where[d]`` the output dimension of ``a``'s dimension ``d``, and ``f`` the
     first position of ``o`` that breaks the alignment of ``a``'s positions moved there (`INF`
     when none does). A new dimension breaks it unless it holds a sample dimension (``o``'s map,
@@ -266,9 +267,10 @@ def samples_inserted(
         where = tuple(w for w in moved if w is not None)
         if any(oshape[w] != ashape[d] for d, w in enumerate(where)):
             return None
-        if permutes:  # (a permutation of sample dimensions only: the examples' positions stay)
-            samples = held_dims(a, sattr)
-            if any(w != d and ashape[d] != 1 and d not in samples for d, w in enumerate(where)):
+        if permutes:  # (the sample dimensions moved, the others in their order: read after the
+            samples = held_dims(a, sattr)  # sample dimensions, the examples' positions stay)
+            rest = [w for d, w in enumerate(where) if ashape[d] != 1 and d not in samples]
+            if any(b <= p for p, b in pairwise(rest)):
                 return None
         elif any(b <= p for p, b in pairwise(where)):
             return None
@@ -309,7 +311,11 @@ def follow(
     tracked: Sequence[tuple[int, Tensor, int]],
 ) -> None:
     """Give output ``o`` the sample-dimension map (attribute ``sattr``) of its tracked inputs,
-    moved by the op."""
+    moved by the op. A sample dimension lost behind a dimension of examples (one that holds no
+    sample dimension and has size > 1: ``z.T[:, 0]`` of ``z`` drawn with ``n=k``) is `MIXED`:
+    a permutation keeps the examples' positions (`samples_inserted`), so with one sample
+    dimension the positional check no longer sees such a loss, and the examples in front would
+    be read as the samples."""
     out: dict[int, int] | None = None
     for pos, a, _ in tracked:
         amap: dict[int, int] | None = getattr(a, sattr, None)
@@ -329,6 +335,8 @@ def follow(
                     got = LOST
                 if got == MIXED or (0 <= got < o.dim() and o.shape[got] == a.shape[d]):
                     nd = got
+                elif any(a.shape[e] != 1 and e not in amap.values() for e in range(d)):
+                    nd = MIXED  # (lost behind dimensions of examples: see the docstring)
             prev = out.get(u)
             # two inputs holding u's samples at different places (one of them lost: a single
             # sample, a subset, a permutation) combine samples: output sample i depends on others

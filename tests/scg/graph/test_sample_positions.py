@@ -1,0 +1,138 @@
+"""Sample dimensions followed through permutations (`scg.graph.sample_positions`).
+
+A permutation that moves a sample dimension and keeps the other dimensions in their order keeps
+the examples' positions (read after the sample dimensions): ``z.transpose(0, 1)`` of ``z`` drawn
+with ``n=k`` and transposed back is ``z`` again, and was refused as a mixing of z's samples (its
+batch dimension, moved in front, marked every position foreign). The sample dimension is followed
+as an index, so a permutation left in place is still refused at the cost; and a sample dimension
+lost behind the examples (``z.T[:, 0]``) is a mixing, since the examples in front would otherwise
+be read as the samples.
+
+Each accepted program is checked exactly: the estimator's mean over every joint draw
+(`scg.testing.expected_estimate`) against ∇ E[Σ costs] in closed form, plain torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+import torch
+from torch.distributions import Bernoulli
+
+import scg
+from scg.testing import expected_estimate
+
+W = torch.tensor([1.0, 3.0], dtype=torch.float64)
+
+Move = Callable[[torch.Tensor], torch.Tensor]
+
+#: (n, B) -> (n, B), the examples and samples each back in place
+ROUND_TRIPS: dict[str, Move] = {
+    "transpose there and back": lambda x: (x.transpose(0, 1) * W[:, None]).transpose(0, 1),
+    "movedim there and back": lambda x: x.movedim(0, -1).exp().movedim(-1, 0),
+    "permute there and back": lambda x: x.permute(1, 0).sigmoid().permute(1, 0),
+    ".T, then .mT": lambda x: x.T.mT,
+    "swapaxes, then swapdims": lambda x: x.swapaxes(0, 1).swapdims(1, 0),
+    "a trailing dimension reduced between": lambda x: x[:, :, None].movedim(0, 1).sum(-1).movedim(1, 0),
+}
+
+
+def _params() -> tuple[torch.Tensor, torch.Tensor]:
+    th = torch.tensor([0.3, -0.4, 0.8], dtype=torch.float64, requires_grad=True)
+    ph = torch.tensor([0.1, 0.5], dtype=torch.float64, requires_grad=True)
+    return th, ph
+
+
+def _close(got: list[torch.Tensor], want: tuple[torch.Tensor, ...]) -> None:
+    for x, y in zip(got, want, strict=True):
+        torch.testing.assert_close(x, y, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("kind", sorted(ROUND_TRIPS))
+def test_a_permutation_of_a_multi_sample_node_undone_is_per_element_and_exact(kind: str) -> None:
+    move = ROUND_TRIPS[kind]
+    ph = _params()[1]
+
+    def program() -> None:
+        z = scg.sample(Bernoulli(logits=ph), name="z", n=2)  # (2, B)
+        scg.cost(move(z * W + 1), name="c")
+
+    with scg.Graph() as g:
+        program()
+    g.surrogate_loss()
+    assert g.credit("z", "c") == "per-element"
+    # E[mean over the samples of Σ_b c_b] = Σ_b Σ_{x ∈ {0, 1}} p(z_b = x) c_b(x), c elementwise in z
+    p1 = torch.sigmoid(ph)
+    ones, zeros = torch.ones(1, 2, dtype=torch.float64), torch.zeros(1, 2, dtype=torch.float64)
+    truth = (p1 * move(ones * W + 1)[0] + (1 - p1) * move(zeros * W + 1)[0]).sum()
+    _close(expected_estimate(program, [ph]), torch.autograd.grad(truth, [ph]))
+
+
+def test_an_enumerated_node_transposed_there_and_back_is_exact() -> None:
+    """Refused before (an enumerated node's batch mixed): its enumeration is exact per example."""
+    ph = _params()[1]
+
+    def program() -> None:
+        z = scg.sample(Bernoulli(logits=ph), name="z", estimator=scg.estimators.Enumerate())  # (2_values, B)
+        scg.cost((z.T * W[:, None] + z.T**2).T, name="c")
+
+    with scg.Graph() as g:
+        program()
+    loss = g.surrogate_loss()
+    assert g.credit("z", "c") == "enumerated"
+    truth = (torch.sigmoid(ph) * (W + 1)).sum()  # c_b = W_b z_b + z_b² = (W_b + 1) z_b
+    torch.testing.assert_close(loss.detach(), truth.detach(), rtol=1e-12, atol=0)
+    _close(expected_estimate(program, [ph], keep=("z",)), torch.autograd.grad(truth, [ph]))
+
+
+@pytest.mark.parametrize("mix", [False, True], ids=["undone", "flipped between (biased twin)"])
+def test_another_nodes_examples_through_a_permutation_of_the_samples(mix: bool) -> None:
+    """``b`` (B,) broadcast behind z's samples, transposed and back: per element, exact. With the
+    examples flipped while transposed (b's and z's), refused: z's mark, moved in front of its
+    samples by the transpose, stays there (conservative), as before."""
+    pz, pb = _params()[1], torch.tensor([-0.7, 0.2], dtype=torch.float64, requires_grad=True)
+
+    def program() -> None:
+        b = scg.sample(Bernoulli(logits=pb), name="b")
+        z = scg.sample(Bernoulli(logits=pz), name="z", n=2)  # (2, B)
+        x = (z * b).T
+        scg.cost((x.flip(0) if mix else x).T * W, name="c")
+
+    with scg.Graph() as g:
+        program()
+    if mix:
+        with pytest.raises(scg.SCGError, match="mixes the samples"):
+            g.surrogate_loss()
+        return
+    g.surrogate_loss()
+    assert g.credit("b", "c") == "per-element"
+    assert g.credit("z", "c") == "per-element"
+    truth = (W * torch.sigmoid(pz) * torch.sigmoid(pb)).sum()  # E[mean_s Σ_j W_j z_sj b_j]
+    _close(expected_estimate(program, [pz, pb]), torch.autograd.grad(truth, [pz, pb]))
+
+
+#: (n, B) -> a cost that mixes z's samples or keeps them away from their place
+REFUSED: dict[str, tuple[Move, str]] = {
+    "a transpose not undone": (lambda x: x.transpose(0, 1), "holds the sample dimension"),
+    "a cumsum along the samples, transposed": (
+        lambda x: x.transpose(0, 1).cumsum(-1).transpose(0, 1),
+        "mixes the samples",
+    ),
+    "the samples permuted while transposed": (lambda x: x.T[:, [1, 0]].T, "mixes the samples"),
+    # the first sample of each example: (B,) read as z's two samples (per element, without the
+    # loss marked as a mixing, since the transpose no longer marks the examples in front)
+    "one sample, taken behind the examples": (lambda x: x.T[:, 0], "mixes the samples"),
+    "one sample, taken behind and broadcast back": (lambda x: x.T[:, :1].T.expand(2, 2), "mixes the samples"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(REFUSED))
+def test_a_permutation_that_moves_or_mixes_the_samples_is_refused(kind: str) -> None:
+    move, message = REFUSED[kind]
+    ph = _params()[1]
+    with scg.Graph() as g:
+        z = scg.sample(Bernoulli(logits=ph), name="z", n=2)  # (2, 2): n = B, no shape tells them apart
+        scg.cost(move(z * W), name="c")
+    with pytest.raises(scg.SCGError, match=message):
+        g.surrogate_loss()
