@@ -11,7 +11,9 @@ composed along the graph (`foreign_closure`). For a pair (v, c):
 * the *plate rank* of v is its number of batch dimensions (after its sample dimensions), or the
   ``plates=`` it was declared with (``scg.sample(..., plates=k)`` or ``scg.Graph(plates=k)``);
 * the pair is *per-element* when every cost position up to that rank lines up with v's (or has
-  size 1 in the cost or in v); otherwise it is *mixed*.
+  size 1 in the cost or in v); otherwise it is *mixed*. A position that lines up has one size in
+  both but for a size-1 place for samples none filled (`PlateCheck.mixed`): the positions from
+  the first one of size 1 in exactly one of them on do not line up.
 
 A mixed pair falls back to *whole-plate* credit: each element of v is credited with the sum of c
 over the batch (correct: Σ_i ∇log p(v_i)·Σ_j c_j has the right expectation, since the cross terms
@@ -106,16 +108,24 @@ class PlateCheck:
         self.layout_len = layout_len  # node index -> number of leading sample dimensions
         self.foreign = foreign_closure(graph, full, layout_len)
         self.any = [sum(f.values()) for f in self.foreign]  # nodes with a foreign position
+        # (a graph with sample dimensions: a pair without a foreign position may be displaced)
+        self.places = bool(layout_len)
 
     def mixed(self, v: StochasticNode, c: Node, every_batch_dim: bool = False) -> bool:
         """Whether cost ``c`` mixes the plate elements of ``v`` (see the module docstring);
         ``every_batch_dim``: along any of v's batch dimensions, its declared plates or not (an
-        enumeration in lockstep is exact only when no element's cost reads another's)."""
-        if not self.any[c.index] >> v.index & 1:
+        enumeration in lockstep is exact only when no element's cost reads another's).
+
+        A position that lines up has the same size in ``c`` and ``v`` (an operation that changes
+        it marks it foreign), except after a size-1 dimension put in as a place for samples
+        (`scg.graph.sample_positions.samples_inserted`) that none filled: ``z[:, None] * M`` of
+        ``z`` (n, B, D) is ``(n, 1, B, D)``, z's positions one place right of the cost's. The
+        first position where one of them has size 1 and the other not is therefore foreign too
+        (before, ``z[b, d]`` was credited with ``c[0, d, :]``: a biased gradient)."""
+        marked = self.any[c.index] >> v.index & 1
+        if not marked and not (self.places and self.full[c.index] >> v.index & 1):
             return False
-        f = _position(self.foreign[c.index], v.index)
-        if f >= INF:
-            return False
+        f = _position(self.foreign[c.index], v.index) if marked else INF
         lv, lc = self.layout_len.get(v.index, 0), self.layout_len.get(c.index, 0)
         vshape = (v.log_prob if v.log_prob is not None else v.value).shape
         cshape = c.value.shape
@@ -128,8 +138,13 @@ class PlateCheck:
             # mixing that happened where the node's examples could no longer be followed
             return True
         rank = len(vshape) - lv if every_batch_dim else plate_rank(v, lv)
+        end = min(rank, len(cshape) - lc, len(vshape) - lv)
         fb = f - lc
-        for q in range(fb, min(rank, len(cshape) - lc, len(vshape) - lv)):
+        for q in range(min(fb, end)):  # (a size-1 place for samples left unfilled: displaced from there)
+            if (cshape[lc + q] == 1) != (vshape[lv + q] == 1):
+                fb = q
+                break
+        for q in range(fb, end):
             if cshape[lc + q] > 1 and vshape[lv + q] > 1:
                 return True
         return False
@@ -162,7 +177,7 @@ class PlateCheck:
         for v in rows:
             rowmask |= 1 << v.index
         for j, c in enumerate(cols):
-            if not self.any[c.index] & rowmask:
+            if not self.places and not self.any[c.index] & rowmask:
                 continue  # every node that influences this cost lines up with it
             for i in np.nonzero(a[:, j])[0]:
                 m[i, j] = self.mixed(rows[int(i)], c)
