@@ -194,25 +194,37 @@ def samples_combined(
     o: Tensor,
     pos: int,
 ) -> tuple[int, ...] | None:
-    """When the op reduces, or mixes along, dimensions of input ``a`` that all hold sample dimensions
-    (``a``'s map): the dimensions the output dropped (sorted; ``()`` when it kept them: ``keepdim``,
-    a softmax along the samples). Such an op combines samples, which the map records (`MIXED`: a cost
-    must declare the reduction), not the batch's examples, so it adds no foreign position: the
-    examples' positions after the dropped dimensions move down. None for any other op (its position
-    rule decides)."""
-    held = held_dims(a, sattr)
-    if not held or pos != 0:
+    """When the op reduces, or mixes along, dimensions of input ``a`` that each hold a sample
+    dimension (``a``'s map) or have size 1, or squeezes dimensions of size 1 that hold none: the
+    dimensions the output dropped (sorted; ``()`` when it kept them: ``keepdim``, a softmax along
+    the samples). Such an op combines samples, which the map records (`MIXED`: a cost must declare
+    the reduction), or nothing at all (a size-1 dimension), not the batch's examples, so it adds no
+    foreign position: the examples' positions after the dropped dimensions move down
+    (``z[..., None, :].sum(-2)`` is ``z``; a node's own size-1 dimension dropped leaves its
+    examples one place left of the cost's, which `scg.credit.plates.PlateCheck.mixed` reads as
+    foreign from there). None for any other op (its position rule decides)."""
+    if pos != 0:
         return None
-    n = a.dim()
+    held = held_dims(a, sattr)
+    shape = a.shape
+    n = len(shape)
+    ones = {d for d in range(n) if shape[d] == 1}
+    if not held and not ones:
+        return None
     kwargs = kwargs or {}
     if rule is _reduction and not (len(args) > 1 and isinstance(args[1], Tensor)):
         dims = reduced_dims(args, kwargs, n)
-        if dims is None or not dims <= held:
+        if dims is None or not dims <= held | ones:
             return None
         return tuple(sorted(dims)) if o.dim() == n - len(dims) else () if o.dim() == n else None
     if rule is _along and o.dim() == n:
         dims = along_dims(name, args, kwargs, n)
-        return () if dims is not None and dims <= held else None
+        return () if dims is not None and dims <= held | ones else None
+    if name == "squeeze" and a is not o:  # (squeeze_: a is already squeezed, its old shape unknown)
+        dim = kwargs.get("dim", args[1] if len(args) > 1 else None)
+        sel = range(n) if dim is None else [_norm(x, n) for x in (dim if isinstance(dim, (list, tuple)) else [dim])]
+        gone = tuple(sorted({d for d in sel if d in ones}))
+        return gone if gone and o.dim() == n - len(gone) and not held & set(gone) else None
     return None
 
 

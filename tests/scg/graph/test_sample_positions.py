@@ -136,3 +136,89 @@ def test_a_permutation_that_moves_or_mixes_the_samples_is_refused(kind: str) -> 
         scg.cost(move(z * W), name="c")
     with pytest.raises(scg.SCGError, match=message):
         g.surrogate_loss()
+
+
+# ------------------------------------------------------------ a size-1 dimension dropped
+# ``z[..., None, :].sum(-2)`` is z: the sum runs over a size-1 dimension put in as a place for
+# samples, and combines nothing. It was read as a sum over z's examples (refused for an enumerated
+# node, whole-plate otherwise); a reduction over, or a squeeze of, a size-1 dimension now drops it
+# and z's positions move down past it.
+
+#: (n, B) -> (n, B): a size-1 dimension put in and dropped
+DROPPED: dict[str, Move] = {
+    "[..., None, :].sum(-2)": lambda x: x[..., None, :].sum(-2),
+    "[..., None, :].squeeze(-2)": lambda x: x[..., None, :].squeeze(-2),
+    "unsqueeze(1).mean(1)": lambda x: x.unsqueeze(1).mean(1),
+    "[:, None].logsumexp(1)": lambda x: x[:, None].logsumexp(1),
+    "[:, None].softmax(1).squeeze(1) * x": lambda x: x[:, None].softmax(1).squeeze(1) * x,
+}
+
+
+@pytest.mark.parametrize("enumerate_", [True, False], ids=["Enumerate()", "n=2"])
+@pytest.mark.parametrize("kind", sorted(DROPPED))
+def test_a_size_1_dimension_put_in_and_dropped_keeps_the_examples(kind: str, enumerate_: bool) -> None:
+    move = DROPPED[kind]
+    ph = _params()[1]
+    how: dict[str, object] = {"estimator": scg.estimators.Enumerate()} if enumerate_ else {"n": 2}
+
+    def program() -> None:
+        z = scg.sample(Bernoulli(logits=ph), name="z", **how)  # type: ignore[arg-type]
+        scg.cost(move(z * W + 1), name="c")
+
+    with scg.Graph() as g:
+        program()
+    g.surrogate_loss()
+    assert g.credit("z", "c") == ("enumerated" if enumerate_ else "per-element")
+    p1 = torch.sigmoid(ph)
+    ones, zeros = torch.ones(1, 2, dtype=torch.float64), torch.zeros(1, 2, dtype=torch.float64)
+    truth = (p1 * move(ones * W + 1)[0] + (1 - p1) * move(zeros * W + 1)[0]).sum()
+    keep = ("z",) if enumerate_ else ()
+    _close(expected_estimate(program, [ph], keep=keep), torch.autograd.grad(truth, [ph]))
+
+
+def test_a_sum_over_the_examples_after_a_size_1_dimension_still_mixes_them() -> None:
+    """The biased twin: ``z[..., None, :].sum(-1)`` sums z's examples (refused for an enumerated
+    node, whole-plate and exact for a sampled one)."""
+    ph = _params()[1]
+    with scg.Graph() as g:
+        z = scg.sample(Bernoulli(logits=ph), name="z", estimator=scg.estimators.Enumerate())
+        scg.cost(z[..., None, :].sum(-1) * W, name="c")
+    with pytest.raises(scg.SCGError, match="mixes the batch elements of the enumerated"):
+        g.surrogate_loss()
+
+    def program() -> None:
+        z = scg.sample(Bernoulli(logits=ph), name="z", n=2)
+        scg.cost(z[..., None, :].sum(-1) * W, name="c")
+
+    with scg.Graph() as g:
+        program()
+    g.surrogate_loss()
+    assert g.credit("z", "c") == "whole-plate"
+    truth = W.sum() * torch.sigmoid(ph).sum()  # E[mean_s Σ_j W_j Σ_b z_sb]
+    _close(expected_estimate(program, [ph]), torch.autograd.grad(truth, [ph]))
+
+
+def test_a_nodes_own_size_1_dimension_dropped_is_whole_plate_and_exact() -> None:
+    """The other biased twin: z of batch (1, 2, 2), ``z.sum(1)`` drops z's own first batch
+    dimension, so the cost's (2, 2) are z's last two, one place left. Read in place (the drop
+    without the plate check's size test), ``z[0, j, k]`` was credited with ``Σ_a c[a, j]``, which
+    holds its own ``c[j, k]`` only where j = k (the mean 0 off the diagonal, against 0.705 and
+    -0.489); whole-plate, exact."""
+    ph = torch.tensor([[[0.1, 0.5], [-0.3, 0.7]]], dtype=torch.float64, requires_grad=True)
+    m = torch.tensor([[1.0, 3.0], [-2.0, 0.5]], dtype=torch.float64)
+
+    def program() -> None:
+        z = scg.sample(Bernoulli(logits=ph), name="z", n=2)  # (2, 1, 2, 2)
+        scg.cost(z.sum(1) * m, name="c")
+
+    with scg.Graph() as g:
+        program()
+    g.surrogate_loss()
+    assert g.credit("z", "c") == "whole-plate"
+    truth = (m * torch.sigmoid(ph[0])).sum()
+    _close(expected_estimate(program, [ph]), torch.autograd.grad(truth, [ph]))
+    with scg.Graph() as g:
+        z = scg.sample(Bernoulli(logits=ph), name="z", estimator=scg.estimators.Enumerate())
+        scg.cost(z.sum(1) * m, name="c")
+    with pytest.raises(scg.SCGError, match="mixes the batch elements of the enumerated"):
+        g.surrogate_loss()
