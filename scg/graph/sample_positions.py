@@ -14,7 +14,8 @@ other graphs pay nothing). Each torch call maps an input's dimension ``d`` to th
 * moving rules: ``transpose/swapaxes/swapdims/t/T/mT/permute/movedim`` (the permutation),
   ``unsqueeze``/``squeeze``, basic indexing with ``None``/ints/slices/``...``, reductions over
   other dimensions (the later ones shift down), ``stack``, and right-aligned broadcasting
-  (elementwise ops of different ranks, ``expand``, batched ``matmul``);
+  (elementwise ops of different ranks, ``expand``, batched ``matmul``, whose operands' examples
+  move with their batch dimensions: `_batched_matmul`);
 * otherwise the op's position rule (`scg.graph.positions`): a dimension inside the prefix
   the rule keeps stays where it is;
 * anything else, or a reduction over the sample dimension itself, loses it (`LOST`).
@@ -63,6 +64,7 @@ MIXED = -2
 _PERMUTES = frozenset("transpose swapaxes swapdims t T mT permute movedim".split())
 _MATMUL = frozenset("matmul __matmul__ __rmatmul__ bmm baddbmm".split())
 _EXPAND = frozenset("expand expand_as broadcast_to".split())
+_BATCHED = frozenset("matmul __matmul__ __rmatmul__".split())
 
 
 def _norm(d: Any, n: int) -> int:
@@ -258,6 +260,8 @@ def samples_inserted(
     n, no = a.dim(), o.dim()
     if no < n:
         return None
+    if name in _BATCHED:
+        return _batched_matmul(sattr, name, args, a, o, pos)
     kwargs = kwargs or {}
     oshape, ashape = o.shape, a.shape
     broadcast = (
@@ -310,6 +314,39 @@ def samples_inserted(
             f = g
             break
     return (() if no == n and broadcast else where), f
+
+
+def _batched_matmul(
+    sattr: str, name: str, args: tuple[Any, ...], a: Tensor, o: Tensor, pos: int
+) -> tuple[tuple[int, ...], int] | None:
+    """`samples_inserted` for an operand ``a`` of a batched ``matmul`` (both operands of rank
+    >= 2): its batch dimensions are broadcast from the right as by an elementwise op (the same
+    checks: a new or expanded dimension must hold samples or have size 1, a dimension of ``a``
+    must not lie on samples it does not hold); of its last two, the left operand keeps its rows
+    (the output's second-last dimension) and is foreign from the output's last, the right operand
+    from the output's second-last (its rows are contracted). ``b_mats (B, R, K) @ x (n, B, K, C)``
+    keeps ``b_mats``'s examples lined up after the samples."""
+    left = pos == 0 if name != "__rmatmul__" else pos == 1  # (x.__rmatmul__(m) is m @ x)
+    if pos not in (0, 1) or len(args) < 2 or not isinstance(args[1 - pos], Tensor):
+        return None
+    n, no = a.dim(), o.dim()
+    if n < 2 or args[1 - pos].dim() < 2 or no != max(n, args[1 - pos].dim()):
+        return None
+    oshape, ashape = o.shape, a.shape
+    k = no - n
+    where = tuple(range(k, no - 1 if left else no - 2))  # (batch dimensions, and the left's rows)
+    held = held_dims(o, sattr)
+    own = held_dims(a, sattr)
+    f = no - 1 if left else no - 2
+    for g in range(no - 2):
+        d = g - k
+        if d >= 0 and ashape[d] != 1:
+            if g in held and d not in own:  # (a's own dimension laid over another node's samples)
+                return where, g
+            continue
+        if oshape[g] != 1 and g not in held:  # (a new or expanded dimension, not the samples')
+            return where, g
+    return where, f
 
 
 def follow(

@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 import pytest
 import torch
-from torch.distributions import Bernoulli
+from torch.distributions import Bernoulli, Categorical
 
 import scg
 from scg.testing import expected_estimate
@@ -222,3 +222,75 @@ def test_a_nodes_own_size_1_dimension_dropped_is_whole_plate_and_exact() -> None
         scg.cost(z.sum(1) * m, name="c")
     with pytest.raises(scg.SCGError, match="mixes the batch elements of the enumerated"):
         g.surrogate_loss()
+
+
+# ------------------------------------------------------------ a batched matmul behind the samples
+# ``b_mats (B, R, K) @ x (n, B, K, C)``: the operands' batch dimensions broadcast from the right
+# as by an elementwise op, so b's examples (the matrices' batch) line up with the cost's after z's
+# samples. The position rule kept nothing of an operand of lower rank (whole-plate), and kept the
+# batch dimensions of one of equal rank wherever they lay, also on another node's samples: with
+# B = n, ``b_mats (n, R, K) @ x (n, K, C)`` credited b's example i with z's sample i (biased).
+
+TM = torch.tensor([1.0, -2.0, 3.0], dtype=torch.float64)
+M2 = torch.tensor([[1.0, 3.0], [-2.0, 0.5]], dtype=torch.float64)
+V2 = torch.tensor([[0.5, -1.0], [2.0, 1.0]], dtype=torch.float64)
+
+#: (z (n,) drawn with n=2, b (2,)) -> the cost, z's samples first
+Pair = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+MATMUL: dict[str, tuple[Pair, str]] = {
+    "b's matrices (B, R, K) @ (n, B, K, 1)": (
+        lambda z, b: (b[:, None, None] * M2) @ (TM[z][:, None, None, None] * V2[..., None]),
+        "per-element",
+    ),
+    "(n, B, 1, K) @ b's matrices (B, K, C)": (
+        lambda z, b: (TM[z][:, None, None, None] * V2[:, None, :]) @ (b[:, None, None] * M2),
+        "per-element",
+    ),
+    "torch.matmul, b's rows (B, K, 1) as the batch": (
+        lambda z, b: torch.matmul(TM[z][:, None, None, None] * M2, (b[:, None] * V2)[..., None]),
+        "per-element",
+    ),
+    # the biased twins: b's examples flipped, contracted, or laid over z's samples (B = n)
+    "b flipped before": (
+        lambda z, b: (b.flip(0)[:, None, None] * M2) @ (TM[z][:, None, None, None] * V2[..., None]),
+        "whole-plate",
+    ),
+    "b contracted": (lambda z, b: (TM[z][:, None, None] * M2) @ b[:, None], "whole-plate"),
+    "b's matrices (B, R, K) on z's samples, @ (n, K, 1)": (
+        lambda z, b: (b[:, None, None] * M2) @ (TM[z][:, None, None] * V2[0][:, None]),
+        "whole-plate",
+    ),
+}
+
+
+def _two_samples_truth(cost: Pair, th: torch.Tensor, ph: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """∇ E[Σ c] / 2 over z's two samples jointly and b, enumerated in plain torch (the cost may
+    read b's example i with z's sample i: both samples are drawn)."""
+    total = torch.zeros((), dtype=torch.float64)
+    pz = torch.softmax(th, 0)
+    for bits in ((0.0, 0.0), (0.0, 1.0), (1.0, 0.0), (1.0, 1.0)):
+        b = torch.tensor(bits, dtype=torch.float64)
+        pb = Bernoulli(logits=ph).log_prob(b).sum().exp()
+        for k1 in range(3):
+            for k2 in range(3):
+                total = total + pb * pz[k1] * pz[k2] * cost(torch.tensor([k1, k2]), b).sum() / 2
+    return torch.autograd.grad(total, [th, ph])
+
+
+@pytest.mark.parametrize("kind", sorted(MATMUL))
+def test_a_batched_matmul_behind_the_samples(kind: str) -> None:
+    cost, credit = MATMUL[kind]
+    th = torch.tensor([0.3, -0.4, 0.8], dtype=torch.float64, requires_grad=True)
+    ph = _params()[1]
+
+    def program() -> None:
+        b = scg.sample(Bernoulli(logits=ph), name="b")
+        z = scg.sample(Categorical(logits=th), name="z", n=2)
+        scg.cost(cost(z, b), name="c")
+
+    with scg.Graph() as g:
+        program()
+    g.surrogate_loss()
+    assert g.credit("b", "c") == credit
+    _close(expected_estimate(program, [th, ph]), _two_samples_truth(cost, th, ph))
