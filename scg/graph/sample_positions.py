@@ -14,8 +14,8 @@ other graphs pay nothing). Each torch call maps an input's dimension ``d`` to th
 * moving rules: ``transpose/swapaxes/swapdims/t/T/mT/permute/movedim`` (the permutation),
   ``unsqueeze``/``squeeze``, basic indexing with ``None``/ints/slices/``...``, reductions over
   other dimensions (the later ones shift down), ``stack``, and right-aligned broadcasting
-  (elementwise ops of different ranks, ``expand``, batched ``matmul``, whose operands' examples
-  move with their batch dimensions: `_batched_matmul`);
+  (elementwise ops of different ranks, ``expand``, batched ``matmul`` and ``einsum``, whose
+  operands' examples move with their dimensions: `_batched_matmul`, `_einsum_operand`);
 * otherwise the op's position rule (`scg.graph.positions`): a dimension inside the prefix
   the rule keeps stays where it is;
 * anything else, or a reduction over the sample dimension itself, loses it (`LOST`).
@@ -262,6 +262,8 @@ def samples_inserted(
         return None
     if name in _BATCHED:
         return _batched_matmul(sattr, name, args, a, o, pos)
+    if name == "einsum":
+        return _einsum_operand(sattr, args, a, o)
     kwargs = kwargs or {}
     oshape, ashape = o.shape, a.shape
     broadcast = (
@@ -347,6 +349,50 @@ def _batched_matmul(
         if oshape[g] != 1 and g not in held:  # (a new or expanded dimension, not the samples')
             return where, g
     return where, f
+
+
+def _einsum_operand(sattr: str, args: tuple[Any, ...], a: Tensor, o: Tensor) -> tuple[tuple[int, ...], int] | None:
+    """`samples_inserted` for an operand ``a`` of ``einsum`` with explicit subscripts, no ``...``
+    and none repeated (``a`` given once): ``a``'s dimensions up to its first contracted one go
+    where the output's subscripts put them, in their order (else None: the position rule
+    decides); the output's other dimensions are new ones, checked as a broadcast's (they must
+    hold samples or have size 1, and ``a``'s own must not lie on samples it does not hold); the
+    output is foreign from the place after the last kept one when ``a`` has a contracted
+    dimension. ``einsum("s,b->sb", t[z], b)`` keeps ``b``'s examples behind z's samples."""
+    eq = args[0] if args and isinstance(args[0], str) else None
+    if eq is None or "..." in eq or eq.count("->") != 1:
+        return None
+    ins, out = eq.replace(" ", "").split("->")
+    subs = ins.split(",")
+    ops = list(args[1]) if len(args) == 2 and isinstance(args[1], (list, tuple)) else list(args[1:])
+    places = [i for i, x in enumerate(ops) if x is a]
+    if len(places) != 1 or len(subs) != len(ops):
+        return None
+    sub = subs[places[0]]
+    if len(sub) != a.dim() or len(set(sub)) != len(sub) or len(set(out)) != len(out) or len(out) != o.dim():
+        return None
+    kept = []
+    for ch in sub:
+        if ch not in out:
+            break
+        kept.append(out.index(ch))
+    if any(q <= p for p, q in pairwise(kept)):
+        return None
+    where = tuple(kept)
+    end = INF if len(kept) == len(sub) else kept[-1] + 1 if kept else 0
+    held = held_dims(o, sattr)
+    own = held_dims(a, sattr)
+    oshape, ashape = o.shape, a.shape
+    for g in range(min(end, o.dim())):
+        if g in kept:
+            d = kept.index(g)
+            if ashape[d] != 1:
+                if g in held and d not in own:  # (a's own dimension laid over another node's samples)
+                    return where, g
+                continue
+        if oshape[g] != 1 and g not in held:  # (a new or expanded dimension, not the samples')
+            return where, g
+    return where, end
 
 
 def follow(

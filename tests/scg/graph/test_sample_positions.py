@@ -280,7 +280,52 @@ def _two_samples_truth(cost: Pair, th: torch.Tensor, ph: torch.Tensor) -> tuple[
 
 @pytest.mark.parametrize("kind", sorted(MATMUL))
 def test_a_batched_matmul_behind_the_samples(kind: str) -> None:
-    cost, credit = MATMUL[kind]
+    _credited_exactly(*MATMUL[kind])
+
+
+# ``einsum`` with explicit subscripts: an operand's dimensions go where the output's subscripts put
+# them; ``einsum("s,b->sb", t[z], b)`` is ``t[z][:, None] * b`` (whole-plate before: the rule kept
+# only the subscripts' common prefix).
+
+EINSUM: dict[str, tuple[Pair, str]] = {
+    "s,b->sb": (lambda z, b: torch.einsum("s,b->sb", TM[z], b), "per-element"),
+    "s,b->sb, the operands in a list": (lambda z, b: torch.einsum("s,b->sb", [TM[z], b]), "per-element"),
+    "sb,b->sb": (lambda z, b: torch.einsum("sb,b->sb", TM[z][:, None] * V2, b), "per-element"),
+    "bk,skc->sbc (b's k contracted)": (
+        lambda z, b: torch.einsum("bk,skc->sbc", b[:, None] * V2, TM[z][:, None, None] * V2),
+        "per-element",
+    ),
+    # the biased twins: flipped, contracted over the examples, laid over z's samples (B = n)
+    "s,b->sb of b flipped": (lambda z, b: torch.einsum("s,b->sb", TM[z], b.flip(0)), "whole-plate"),
+    "kb,sk->sb (b's examples contracted)": (
+        lambda z, b: torch.einsum("kb,sk->sb", b[None, :] * V2, TM[z][:, None] * V2),
+        "whole-plate",
+    ),
+    "sb,s->sb (b's examples on z's samples)": (
+        lambda z, b: torch.einsum("sb,s->sb", TM[z][:, None] * V2, b),
+        "whole-plate",
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(EINSUM))
+def test_an_einsum_behind_the_samples(kind: str) -> None:
+    _credited_exactly(*EINSUM[kind])
+
+
+def test_an_einsum_that_puts_the_examples_before_the_samples_is_refused() -> None:
+    ph = _params()[1]
+    th = torch.tensor([0.3, -0.4, 0.8], dtype=torch.float64, requires_grad=True)
+    with scg.Graph() as g:
+        b = scg.sample(Bernoulli(logits=ph), name="b")
+        z = scg.sample(Categorical(logits=th), name="z", n=2)
+        scg.cost(torch.einsum("s,b->bs", TM[z], b), name="c")
+    with pytest.raises(scg.SCGError, match="sample dimension"):
+        g.surrogate_loss()
+
+
+def _credited_exactly(cost: Pair, credit: str) -> None:
+    """b (2,) and z (n=2) into ``cost``: b credited as ``credit`` says, the estimator exact."""
     th = torch.tensor([0.3, -0.4, 0.8], dtype=torch.float64, requires_grad=True)
     ph = _params()[1]
 
