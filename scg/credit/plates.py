@@ -125,9 +125,12 @@ class PlateCheck:
         marked = self.any[c.index] >> v.index & 1
         if not marked and not (self.places and self.full[c.index] >> v.index & 1):
             return False
-        f = _position(self.foreign[c.index], v.index) if marked else INF
         lv, lc = self.layout_len.get(v.index, 0), self.layout_len.get(c.index, 0)
         vshape = (v.log_prob if v.log_prob is not None else v.value).shape
+        rank = len(vshape) - lv if every_batch_dim else plate_rank(v, lv)
+        if rank == 0:  # (no plate elements to mix: a scalar node, or plates=0, whose batch
+            return False  # dimensions all share credit; whole-plate credit would be the same)
+        f = _position(self.foreign[c.index], v.index) if marked else INF
         cshape = c.value.shape
         if f == BATCH:  # (a pair declared whole-plate: from the cost's first batch position on)
             f = lc
@@ -137,7 +140,6 @@ class PlateCheck:
             # past those a reduction removed (`samples_combined`), so a position left there is a
             # mixing that happened where the node's examples could no longer be followed
             return True
-        rank = len(vshape) - lv if every_batch_dim else plate_rank(v, lv)
         end = min(rank, len(cshape) - lc, len(vshape) - lv)
         fb = f - lc
         for q in range(min(fb, end)):  # (a size-1 place for samples left unfilled: displaced from there)

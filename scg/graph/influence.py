@@ -75,26 +75,38 @@ def scored_log_prob(g: GraphRecord, node: StochasticNode) -> torch.Tensor | None
     tracking paused), marked as tracking marks ``dist.log_prob(value)`` computed under it: the
     node's own bit, lined up with its value, and the masks of the distribution's tensors at
     their positions (`dist_foreign`: a torch distribution's log-probability is computed per batch
-    element, the contract the sample's own parents rest on). None where the marks are not read
-    from the attributes: an estimator that scores with another tensor, a distribution that is
-    not torch's own, sample dimensions, data-dependent shapes or gradient breaks in the graph
-    (the log-probability is then computed under tracking)."""
+    element, the contract the sample's own parents rest on). With sample dimensions (the node's
+    own ``n=k`` or ``Enumerate()`` dimension, or another node's in its parameters) the
+    log-probability is computed per sample as well: its marks are its value's (`sample_influence`,
+    `track_value`: the parameters' positions moved past the node's sample dimension, where each
+    sample dimension is). Under tracking, ``Categorical.log_prob`` broadcasts the parameters over
+    an enumerated value's dimension with ``broadcast_tensors``, whose new dimension holds no
+    samples of its own: the parents' examples were then foreign from position 0, the sample
+    dimension, so ``scg.log_prob(z)`` of an enumerated ``z`` drawn from a scalar (or batched)
+    score-function node ``u`` read as a mixing of ``u``'s examples (whole-plate, refused with
+    ``dice=True``). None where the marks are not read from the attributes: an estimator that
+    scores with another tensor, a distribution that is not torch's own, a log-probability of
+    another shape than the sample and batch dimensions, data-dependent shapes or gradient breaks
+    in the graph (the log-probability is then computed under tracking)."""
     lp = node.log_prob
     tracker = g.tracker
-    if (
-        lp is None
-        or type(node.estimator).log_prob is not Estimator.log_prob
-        or node.n is not None
-        or tracker.sample_dims
-        or tracker.any_dynamic
-        or tracker.breaks
-    ):
+    if lp is None or type(node.estimator).log_prob is not Estimator.log_prob or tracker.any_dynamic or tracker.breaks:
         return None
     tensors = torch_dist_tensors(node.dist)
     if tensors is None:
         return None
+    batch_shape = node.dist.batch_shape
+    n_sample = 0 if node.n is None else 1  # (``scg.sample``'s sample shape: (n,) or ())
+    if lp.shape != (node.value.shape[:1] if n_sample else torch.Size()) + batch_shape:
+        return None
     with torch._C.DisableTorchFunction():  # (scg's own reads: not through the tracker)
-        mask, foreign = dist_foreign(g, tensors, node.dist.batch_shape, 0)
+        mask, foreign = dist_foreign(g, tensors, batch_shape, n_sample)
+        if tracker.sample_dims:  # where each sample dimension is: as in the node's value
+            smap = node_value_map(
+                tracker.sattr, node.index if node.n is not None else None, n_sample, tensors, len(batch_shape)
+            )
+            if smap:
+                setattr(lp, tracker.sattr, smap)
         n = lp.dim()
         fr: dict[int, int] = {}
         for p, pm in foreign.items():  # (the first position of size > 1: lp against itself, so no

@@ -614,3 +614,29 @@ def test_a_node_that_stops_lining_up_takes_its_ancestors_with_it() -> None:
     (exact,) = st.exact_gradient(program, [theta])
     (mean,) = expected_estimate(program, [theta])
     torch.testing.assert_close(mean, exact, rtol=1e-9, atol=1e-12)
+
+
+def test_a_scalar_node_has_no_examples_to_mix() -> None:
+    """u scalar, z enumerated from it, c = t[z] + log p(z) + log p(u): log p(u) is a scalar marked
+    foreign from its position 0 (past u's dimensions, none), which the broadcast over z's
+    samples left on the sample dimension, read as a mixing of u's examples (whole-plate, refused
+    with dice=True). A node without batch dimensions has none to mix: per-element, exact."""
+    a = torch.tensor(0.3, dtype=torch.float64, requires_grad=True)
+    th = torch.tensor([0.1, -0.4, 0.7], dtype=torch.float64, requires_grad=True)
+    w = torch.tensor([0.5, -0.2, 0.3], dtype=torch.float64, requires_grad=True)
+    t = torch.tensor([1.0, 2.0, -1.5], dtype=torch.float64)
+
+    def program() -> None:
+        u = scg.sample(Bernoulli(torch.sigmoid(a)), name="u")
+        z = scg.sample(Categorical(logits=th + u * w), name="z", estimator=scg.estimators.Enumerate())
+        scg.cost(t[z] + 0.7 * scg.log_prob(z) + scg.log_prob(u), name="c")
+
+    with scg.Graph() as g:
+        program()
+    g.surrogate_loss(dice=True)
+    assert g.credit("u", "c") == "per-element"
+    exact = st.exact_gradient(program, [a, th, w])
+    for kwargs in ({"dice": True}, {"dice": False}):
+        got = expected_estimate(program, [a, th, w], keep=("z",), surrogate_kwargs=kwargs)
+        for e, x in zip(exact, got):
+            torch.testing.assert_close(x, e, rtol=1e-9, atol=1e-12)
