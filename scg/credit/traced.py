@@ -39,8 +39,10 @@ What the traced surrogate covers is what a compiled training step of a declared 
 score-function and pathwise nodes, per-example credit, ``discount``, ``score_scale``, ``n=k``
 samples and the baselines above. It refuses, naming the node, what needs the eager surrogate:
 enumerated nodes, declared ``plates=``, per-example declarations other than ``True``, control
-variates (RELAX) and DiCE. Checks that need a host read (finite costs and baseline values) or a
-version counter (writes after ``scg.cost``) are not made while tracing.
+variates (RELAX, LAX, REBAR) and DiCE. (ARM, DisARM, CategoricalDisARM and ARSM add none: their
+``control_variate`` only refuses a ``LeaveOneOut`` baseline, and is called as in eager mode.)
+Checks that need a host read (finite costs and baseline values) or a version counter (writes
+after ``scg.cost``) are not made while tracing.
 
 Before every call of a compiled step dynamo checks its guards: one per global the trace read,
 scg's functions included (tracing ``scg.sample``, ``scg.cost`` and this surrogate reads some
@@ -61,6 +63,7 @@ from scg.credit.sample_dims import SamplePlan, align_batch_to_node
 from scg.credit.signals import BaselineValues, apply_baselines, apply_weights
 from scg.credit.soundness import check_baseline_inputs
 from scg.errors import SCGError
+from scg.estimators.control import LearnedControl
 from scg.graph.graph import GraphRecord
 from scg.graph.masks import closure
 from scg.graph.structure import Declared, declared_relation
@@ -110,9 +113,20 @@ def _check_supported(graph: GraphRecord, dice: bool, dice_lambda: float | None) 
             )
         if v.plates is not None:
             raise _refuse(f"{v.describe()} declares plates=")
-        if has_cv(v):
+        if has_cv(v) and isinstance(v.estimator, LearnedControl):  # (the others: `_no_control_variates`)
             raise _refuse(f"{v.describe()} uses {v.estimator!r}, whose control variates are not traced")
     return structure
+
+
+def _no_control_variates(nodes: Sequence[StochasticNode]) -> None:
+    """Call ``control_variate`` where a node's estimator overrides it, as the eager surrogate does
+    for the node groups of its plan with ``cv`` (`scg.credit.signals.control_variates`): ARM,
+    DisARM, CategoricalDisARM and ARSM add no control variate but refuse a ``LeaveOneOut``
+    baseline there. One that returns control variates is refused (the learned ones, RELAX, LAX
+    and REBAR, are refused before tracing them: their checks read the host)."""
+    for v in nodes:
+        if has_cv(v) and v.estimator.control_variate(v) is not None:
+            raise _refuse(f"{v.describe()} uses {v.estimator!r}, whose control variates are not traced")
 
 
 def traced_surrogate_loss(
@@ -133,6 +147,7 @@ def traced_surrogate_loss(
     graph.use_relation(full)
     costs = graph.costs
     score = [v for v in graph.stochastic if v.log_prob is not None and v.estimator.score]
+    cv = any(has_cv(v) for v in score)
     baselines = graph.has_baselines
     if baselines:
         check_baseline_inputs(graph, full)
@@ -195,10 +210,12 @@ def traced_surrogate_loss(
             c_hat = part if c_hat is None else c_hat + part
         if c_hat is None:
             continue
+        nodes = [score[i] for i in rows]
         if baselines:
-            nodes = [score[i] for i in rows]
             info = None if samples is None else [samples.info(v) for v in nodes]
             c_hat = apply_baselines(nodes, c_hat, losses, values, info)
+        if cv:
+            _no_control_variates(nodes)
         term = (lp * c_hat).sum()  # (c_hat is detached)
         part = term if score_scale == 1.0 else score_scale * term
         score_sum = part if score_sum is None else score_sum + part
