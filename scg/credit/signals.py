@@ -273,7 +273,9 @@ def apply_baselines(
     given to the baselines (rows whose baselines share a `Baseline.batch_key` go to one call).
     Rows are sliced, not gathered, when a baseline's rows are
     consecutive (the common case: one baseline per node, or one for the group); when every row
-    has a baseline, no scale and the targets' dtype, the values are joined and subtracted once."""
+    has a baseline and no scale, the values are joined and subtracted once. Values and scales are
+    cast to the targets' dtype: the signal keeps it (a cost group's is multiplied by the plan's
+    credit weights, made in the costs' dtype)."""
     groups: dict[int, list[int]] = {}  # in the order of their first rows
     objects: dict[int, Baseline] = {}
     for i, node in enumerate(nodes):
@@ -307,11 +309,14 @@ def apply_baselines(
         value = result.value.detach() if result.value.requires_grad else result.value
         want = (len(idx), *shape)
         _check_shape(value, want, baseline, members[0], "value")
+        if value.dtype != targets.dtype:  # (a float64 module's value for float32 costs: the signal keeps
+            # its dtype, that of the plan's credit weights it is multiplied by, `CreditPlan.terms`)
+            value = value.to(targets.dtype)
         values.append((value, baseline, members[0]))
         scale = result.scale
         if scale is not None:
             _check_shape(scale, want, baseline, members[0], "scale")
-            scale = scale.detach()
+            scale = scale.detach().to(targets.dtype)
         if result.loss is not None:
             losses.append(result.loss)
         applied.append(
@@ -322,7 +327,7 @@ def apply_baselines(
     at = 0  # the rows before it are covered in order by consecutive groups without a scale
     rows_of_one = True  # and each group is one row with a value of the node's shape
     for a in applied:
-        if at != a.first or not a.consecutive or a.scale is not None or a.value.dtype != targets.dtype:
+        if at != a.first or not a.consecutive or a.scale is not None:
             break
         at = a.end
         rows_of_one = rows_of_one and a.end - a.first == 1 and a.value.shape == shape

@@ -307,6 +307,48 @@ def test_antithetic_estimators_are_traced_as_in_eager_mode(estimator: str, n: in
     torch._dynamo.reset()
 
 
+@pytest.mark.parametrize("structure", [None, "declared"])
+def test_a_cost_baseline_of_another_dtype_is_subtracted_in_the_costs_dtype(structure: str | None) -> None:
+    """A float32 cost with a float64 learned baseline: the eager surrogate built its credit matrix
+    in the cost's dtype and multiplied it by the cost minus the baseline, promoted to float64
+    ("RuntimeError: expected m1 and m2 to have the same dtype, but got: float != double", tracked
+    or declared), while the traced surrogate built its weights in the promoted dtype (loss 1.27,
+    d/dθ (1.4639, 1.1396, 0.9477)). A baseline's value is now cast to the learning
+    signal's dtype, in the code both apply: both give the estimate of a float32 copy of the
+    baseline (the surrogate's value has the regression loss's dtype, which adds zero to it)."""
+    theta = torch.tensor([0.3, -0.2, 0.1], requires_grad=True)
+    module = torch.nn.Linear(1, 1).double()
+    with torch.no_grad():
+        module.weight.fill_(0.5)
+        module.bias.fill_(0.2)
+    x = torch.linspace(-1.0, 1.0, 3, dtype=torch.float64)[:, None]
+
+    def run(baseline: torch.nn.Module, inputs: torch.Tensor) -> Callable[[], None]:
+        def program() -> None:
+            z = scg.sample(Bernoulli(logits=theta), name="z")
+            scg.cost((z - 0.3) ** 2 + theta, name="c", baseline=scg.baselines.Learned(baseline).given(inputs))
+
+        return program
+
+    got = []
+    single = torch.nn.Linear(1, 1)
+    single.load_state_dict(module.state_dict())  # (a float32 copy)
+    for traced, baseline, inputs in [(False, module, x), (True, module, x), (False, single, x.float())]:
+        if traced and structure is None:
+            continue
+        torch.manual_seed(0)
+        with scg.Graph(structure=scg.Declared() if structure else None) as g:
+            run(baseline, inputs)()
+        if traced:
+            loss = traced_surrogate_loss(g, discount=None, dice=False, dice_lambda=None, score_scale=1.0)
+        else:
+            loss = g.surrogate_loss()
+        got.append((loss, torch.autograd.grad(loss, theta)[0]))
+    for loss, grad in got[1:]:  # (the loss has the regression loss's dtype: zero in value)
+        torch.testing.assert_close(loss, got[0][0], check_dtype=False)
+        torch.testing.assert_close(grad, got[0][1])
+
+
 def small_step(
     params: list[torch.Tensor], structure: Any, baselines: Baselines | None = None
 ) -> Callable[[], torch.Tensor]:
