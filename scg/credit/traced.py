@@ -202,8 +202,10 @@ def traced_surrogate_loss(
                 continue
             small = targets[key]
             if samples is not None or small.shape[1:] != node_shape:  # (aligned already: as it is)
+                # (an error names the first credited pair, as the eager plan's `Term.row`/`col`)
+                i, j = next((i, j) for i, row in enumerate(weights) for j, x in enumerate(row) if x)
                 small = align_batch_to_node(
-                    small, key[3], node_key[3], node_shape, costs[cols[0]], score[rows[0]], sizes, expand=False
+                    small, key[3], node_key[3], node_shape, costs[cols[j]], score[rows[i]], sizes, expand=False
                 )
             wt = torch.tensor(weights, dtype=small.dtype, device=small.device)  # (r, q)
             part = apply_weights(wt, small, len(cols), node_shape)

@@ -349,6 +349,32 @@ def test_a_cost_baseline_of_another_dtype_is_subtracted_in_the_costs_dtype(struc
         torch.testing.assert_close(grad, got[0][1])
 
 
+def test_a_misaligned_cost_is_named_with_the_node_that_influences_it() -> None:
+    """A cost whose batch shape does not line up with a node's: the refusal names the first
+    (node, cost) pair of the two groups that the declaration credits, as the eager plan's `Term`
+    does. The traced surrogate named the groups' first node and cost, which need not influence
+    each other ('a' and 'c0' below: "cost node 'c0' has batch shape (3,), which does not line up
+    with the batch shape (2,) of stochastic node 'a' that influences it"; only 'b' influences
+    'c1')."""
+    theta = torch.zeros(2, requires_grad=True)
+    declared = scg.Declared(lambda v, n: (v.name, n.name) == ("b", "c1"))
+    messages = []
+    for traced in (False, True):
+        with scg.Graph(structure=declared) as g:
+            scg.sample(Bernoulli(logits=theta), name="a")
+            b = scg.sample(Bernoulli(logits=theta), name="b")
+            scg.cost(torch.ones(3), name="c0")
+            scg.cost(b.sum() + torch.zeros(3), name="c1")
+        with pytest.raises(SCGError, match="does not line up") as e:
+            if traced:
+                traced_surrogate_loss(g, discount=None, dice=False, dice_lambda=None, score_scale=1.0)
+            else:
+                g.surrogate_loss()
+        messages.append(str(e.value))
+    assert "cost node 'c1'" in messages[0] and "stochastic node 'b'" in messages[0]
+    assert messages[1] == messages[0]
+
+
 def small_step(
     params: list[torch.Tensor], structure: Any, baselines: Baselines | None = None
 ) -> Callable[[], torch.Tensor]:
