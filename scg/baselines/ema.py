@@ -30,7 +30,8 @@ class EMA(Baseline):
 
     The averages are one tensor on the targets' device, updated in place once every key has been
     seen (a new key adds a row: a new tensor), so a training step captured in a CUDA graph after
-    a warm-up that saw its keys updates them on every replay, without a host read.
+    a warm-up that saw its keys updates them on every replay, without a host read. A target with no
+    elements (a batch of 0 examples) leaves the averages as they are.
 
     Args:
         beta: the update rate β in (0, 1] (the paper uses 0.1).
@@ -101,7 +102,9 @@ class EMA(Baseline):
             observed = (targets if targets.dim() == 2 else targets.reshape(targets.shape[0], -1)).mean(dim=1)
         if observed.requires_grad:
             observed = observed.detach()
-        new = old + self.beta * (observed - old)
+        # a batch of no elements (a last batch of 0 examples, every sequence done) observes nothing:
+        # its mean over no element would make the average NaN for every later step
+        new = old if targets.numel() == 0 else old + self.beta * (observed - old)
         if torch.compiler.is_compiling():
             # a new table, not a write: AOTAutograd's partitioner recomputes what the backward
             # needs (``old``) from the step's inputs, after the step wrote them (torch 2.13: the

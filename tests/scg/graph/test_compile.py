@@ -375,6 +375,38 @@ def test_a_misaligned_cost_is_named_with_the_node_that_influences_it() -> None:
     assert messages[1] == messages[0]
 
 
+def test_an_ema_baseline_keeps_its_average_through_an_empty_batch() -> None:
+    """An EMA's update from a batch of 0 examples averaged over no element: its average became
+    NaN (init 0.2, β 0.5: 0.2117 after a batch of 3, NaN after a batch of 0), so every later
+    eager step refused the baseline ("returned a non-finite value") while the compiled step,
+    which makes no host read, returned NaN gradients (batch of 3 again: eager refused, compiled
+    d/dθ (nan, nan, nan)). An empty batch now leaves the average as it was; the eager and the
+    compiled step agree after it."""
+    torch._dynamo.reset()
+
+    def step(theta: torch.Tensor, ema: scg.baselines.EMA) -> torch.Tensor:
+        with scg.Graph(structure=scg.Declared()) as g:
+            z = scg.sample(Bernoulli(logits=theta), name="z", baseline=ema)
+            scg.cost((z - 0.3) ** 2 + theta, name="c")
+        return g.surrogate_loss()
+
+    emas = [scg.baselines.EMA(0.5, init=0.2) for _ in range(2)]
+    compiled = torch.compile(step, fullgraph=True, backend="eager")
+    averages = []
+    for size in (3, 0, 3):
+        theta = torch.linspace(-1.0, 1.0, size).requires_grad_()
+        grads = []
+        for fn, ema in zip((step, compiled), emas):
+            torch.manual_seed(size)
+            grads.append(torch.autograd.grad(fn(theta, ema), theta)[0])
+            averages.append(ema.value("z"))
+        torch.testing.assert_close(grads[1], grads[0])
+        assert bool(torch.isfinite(grads[0]).all())
+    assert averages[2] == averages[0] and averages[3] == averages[0]  # (the empty batch: unchanged)
+    torch.testing.assert_close(averages[5], averages[4])
+    torch._dynamo.reset()
+
+
 def small_step(
     params: list[torch.Tensor], structure: Any, baselines: Baselines | None = None
 ) -> Callable[[], torch.Tensor]:
