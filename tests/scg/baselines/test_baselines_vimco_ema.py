@@ -107,7 +107,19 @@ REORDERS = {
     "permuted": lambda x: x[torch.tensor([2, 0, 1])],
     "concatenated": lambda x: torch.cat([x[1:], x[:1]]),
     "centred": lambda x: x - x.mean(0),
+    # (flipped, then read back as a gradient, where scg cannot follow the sample positions: a
+    # mapping absent from the log-weights is a lost dimension, not dim 0; a mutation sweep's)
+    "flipped, read back as a gradient (.grad)": lambda x: _through_grad(x.flip(0)),
 }
+
+
+def _through_grad(x: torch.Tensor) -> torch.Tensor:
+    """``x`` read back as the gradient of ``v · x`` (a backward inside the graph): the result
+    carries x's influence but no sample positions (scg cannot follow them through autograd)."""
+    v = torch.zeros(x.shape, dtype=x.dtype, requires_grad=True)
+    (v * x).sum().backward()
+    assert v.grad is not None
+    return v.grad
 
 
 @pytest.mark.parametrize("how", sorted(REORDERS))
@@ -119,3 +131,31 @@ def test_log_weights_reordered_or_mixed_along_the_samples_are_refused_naming_the
     run = _reordered(phi, REORDERS[how], vimco=True)
     with pytest.raises(scg.SCGError, match=r"VIMCO baseline of stochastic node 'h'.*log-weight j must be computed"):
         st.expected_estimate(run, [phi])
+
+
+def test_log_weights_holding_the_samples_at_another_dimension_are_refused() -> None:
+    """h ~ Bern(φ) of batch (3,) with n=3: log-weights (3, 3) transposed hold the samples at
+    dimension 1, and still have k along dim 0; b_j = −L̂_{−j} would then leave out example j, not
+    sample j (accepted, E[ĝ] was (−1.245, 0.074, −0.411) against the exact (−1.357, 0.074, −0.530)
+    of that bound: a mutation sweep)."""
+    phi = torch.tensor([0.3, -0.8, 0.5], dtype=torch.float64, requires_grad=True)
+
+    def run(transposed: bool) -> Any:
+        def program() -> None:
+            baseline = scg.baselines.VIMCO()
+            h = scg.sample(Bernoulli(logits=phi), name="h", n=3, baseline=baseline)  # (3, 3)
+            logw = 1.5 * h * torch.tensor([1.5, -1.5, 0.5], dtype=phi.dtype) + h * h.flip(-1)
+            scg.cost(baseline.objective(logw.T if transposed else logw), name="bound", reduced=h)
+
+        return program
+
+    def plain() -> None:
+        h = scg.sample(Bernoulli(logits=phi), name="h", n=3)
+        logw = 1.5 * h * torch.tensor([1.5, -1.5, 0.5], dtype=phi.dtype) + h * h.flip(-1)
+        k = torch.log(torch.tensor(3.0, dtype=phi.dtype))
+        scg.cost(-(torch.logsumexp(logw, 0) - k), name="bound", reduced=h)
+
+    expected = st.expected_estimate(run(False), [phi])[0]
+    torch.testing.assert_close(expected, st.exact_gradient(plain, [phi])[0], rtol=1e-9, atol=1e-12)
+    with pytest.raises(scg.SCGError, match=r"VIMCO baseline of stochastic node 'h'.*at dimension 1, not 0"):
+        st.expected_estimate(run(True), [phi])

@@ -14,6 +14,7 @@ Each accepted program is checked exactly: the estimator's mean over every joint 
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 
 import pytest
@@ -66,6 +67,31 @@ def test_a_permutation_of_a_multi_sample_node_undone_is_per_element_and_exact(ki
     p1 = torch.sigmoid(ph)
     ones, zeros = torch.ones(1, 2, dtype=torch.float64), torch.zeros(1, 2, dtype=torch.float64)
     truth = (p1 * move(ones * W + 1)[0] + (1 - p1) * move(zeros * W + 1)[0]).sum()
+    _close(expected_estimate(program, [ph]), torch.autograd.grad(truth, [ph]))
+
+
+@pytest.mark.parametrize(
+    "move",
+    [lambda x: x.transpose(1, 2), lambda x: x.permute(0, 2, 1)],
+    ids=["transpose(1, 2)", "permute(0, 2, 1)"],
+)
+def test_a_permutation_of_the_examples_is_whole_plate_and_exact(move: Move) -> None:
+    """The biased twin of a permutation of the samples: z (n, B, B) with its two batch dimensions
+    swapped puts z[s, i, j] at the cost's [s, j, i]; read in place (the examples' positions kept),
+    z[s, i, j] was credited with c[s, i, j] (a mutation sweep: the mean off by 0.705). Whole-plate,
+    exact."""
+    ph = torch.tensor([[0.2, -0.6], [0.5, 0.1]], dtype=torch.float64, requires_grad=True)
+    m = torch.tensor([[1.0, 3.0], [-2.0, 0.5]], dtype=torch.float64)
+
+    def program() -> None:
+        z = scg.sample(Bernoulli(logits=ph), name="z", n=2)  # (2, 2, 2)
+        scg.cost(move(z) * m, name="c")
+
+    with scg.Graph() as g:
+        program()
+    g.surrogate_loss()
+    assert g.credit("z", "c") == "whole-plate"
+    truth = (m * torch.sigmoid(ph).T).sum()  # E[mean_s Σ_ij m_ij z_sji]
     _close(expected_estimate(program, [ph]), torch.autograd.grad(truth, [ph]))
 
 
@@ -198,6 +224,24 @@ def test_a_sum_over_the_examples_after_a_size_1_dimension_still_mixes_them() -> 
     _close(expected_estimate(program, [ph]), torch.autograd.grad(truth, [ph]))
 
 
+def test_a_sum_over_the_first_batch_dimension_is_whole_plate_and_exact() -> None:
+    """z (n, B, B) summed over its first batch dimension: the cost's (B,) are z's last dimension,
+    one place left. Only a sum over sample dimensions or size-1 dimensions drops them without a
+    foreign position; read as one (a mutation sweep), z[s, i, j] was credited with c[s, i]."""
+    ph = torch.tensor([[0.2, -0.6], [0.5, 0.1]], dtype=torch.float64, requires_grad=True)
+
+    def program() -> None:
+        z = scg.sample(Bernoulli(logits=ph), name="z", n=2)  # (2, 2, 2)
+        scg.cost(z.sum(1) * W, name="c")
+
+    with scg.Graph() as g:
+        program()
+    g.surrogate_loss()
+    assert g.credit("z", "c") == "whole-plate"
+    truth = (W * torch.sigmoid(ph).sum(0)).sum()  # E[mean_s Σ_j W_j Σ_i z_sij]
+    _close(expected_estimate(program, [ph]), torch.autograd.grad(truth, [ph]))
+
+
 def test_a_nodes_own_size_1_dimension_dropped_is_whole_plate_and_exact() -> None:
     """The other biased twin: z of batch (1, 2, 2), ``z.sum(1)`` drops z's own first batch
     dimension, so the cost's (2, 2) are z's last two, one place left. Read in place (the drop
@@ -257,6 +301,10 @@ MATMUL: dict[str, tuple[Pair, str]] = {
         "whole-plate",
     ),
     "b contracted": (lambda z, b: (TM[z][:, None, None] * M2) @ b[:, None], "whole-plate"),
+    "b's matrices (B, R, K) @ (n, D, B, K, 1): a new dimension D in front of b's": (
+        lambda z, b: (b[:, None, None] * M2) @ (TM[z][:, None, None, None, None] * V2[:, None, :, None]),
+        "whole-plate",
+    ),
     "b's matrices (B, R, K) on z's samples, @ (n, K, 1)": (
         lambda z, b: (b[:, None, None] * M2) @ (TM[z][:, None, None] * V2[0][:, None]),
         "whole-plate",
@@ -269,8 +317,8 @@ def _two_samples_truth(cost: Pair, th: torch.Tensor, ph: torch.Tensor) -> tuple[
     read b's example i with z's sample i: both samples are drawn)."""
     total = torch.zeros((), dtype=torch.float64)
     pz = torch.softmax(th, 0)
-    for bits in ((0.0, 0.0), (0.0, 1.0), (1.0, 0.0), (1.0, 1.0)):
-        b = torch.tensor(bits, dtype=torch.float64)
+    for bits in itertools.product((0.0, 1.0), repeat=ph.numel()):
+        b = torch.tensor(bits, dtype=torch.float64).reshape(ph.shape)
         pb = Bernoulli(logits=ph).log_prob(b).sum().exp()
         for k1 in range(3):
             for k2 in range(3):
@@ -313,6 +361,33 @@ def test_an_einsum_behind_the_samples(kind: str) -> None:
     _credited_exactly(*EINSUM[kind])
 
 
+# b of batch (2, 2): its second dimension moved, contracted, or laid over z's samples (B = n)
+V3 = torch.tensor([[[0.5, -1.0], [2.0, 1.0]], [[-0.5, 1.5], [1.0, -2.0]]], dtype=torch.float64)
+
+MATRIX: dict[str, tuple[Pair, str]] = {
+    # (the biased twins, a mutation sweep's: read in place, each was credited per element with
+    # the mean off by 0.4 to 1.2)
+    "einsum s,bd->sdb (b transposed behind the samples)": (
+        lambda z, b: torch.einsum("s,bd->sdb", TM[z], b * M2),
+        "whole-plate",
+    ),
+    "einsum sr,sr->sr (b's rows on z's samples, same rank)": (
+        lambda z, b: torch.einsum("sr,sr->sr", b, TM[z][:, None] * V2),
+        "whole-plate",
+    ),
+    "x.__rmatmul__(m): b's rows (B, K, C) contracted": (
+        lambda z, b: (b[..., None] * M2).__rmatmul__(TM[z][:, None, None, None] * V3),
+        "whole-plate",
+    ),
+    "einsum s,bk->sb (b's k contracted last)": (lambda z, b: torch.einsum("s,bk->sb", TM[z], b * V2), "per-element"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(MATRIX))
+def test_an_operand_with_two_batch_dimensions_behind_the_samples(kind: str) -> None:
+    _credited_exactly(*MATRIX[kind], matrix=True)
+
+
 def test_an_einsum_that_puts_the_examples_before_the_samples_is_refused() -> None:
     ph = _params()[1]
     th = torch.tensor([0.3, -0.4, 0.8], dtype=torch.float64, requires_grad=True)
@@ -324,10 +399,13 @@ def test_an_einsum_that_puts_the_examples_before_the_samples_is_refused() -> Non
         g.surrogate_loss()
 
 
-def _credited_exactly(cost: Pair, credit: str) -> None:
-    """b (2,) and z (n=2) into ``cost``: b credited as ``credit`` says, the estimator exact."""
+def _credited_exactly(cost: Pair, credit: str, matrix: bool = False) -> None:
+    """b (2,) (or (2, 2): ``matrix``) and z (n=2) into ``cost``: b credited as ``credit`` says, the
+    estimator exact."""
     th = torch.tensor([0.3, -0.4, 0.8], dtype=torch.float64, requires_grad=True)
     ph = _params()[1]
+    if matrix:
+        ph = torch.tensor([[0.1, 0.5], [-0.3, 0.7]], dtype=torch.float64, requires_grad=True)
 
     def program() -> None:
         b = scg.sample(Bernoulli(logits=ph), name="b")
