@@ -31,7 +31,7 @@ samples: a silently biased gradient before). With one sample dimension, the posi
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from itertools import pairwise
 from typing import Any
 
@@ -297,25 +297,32 @@ def samples_inserted(
         return None
     own = held_dims(a, sattr) if broadcast and held else set()
     kept = set(where)
-    f = INF
-    for g in range(no):
-        if g in kept:
-            if not broadcast:
-                continue
-            d = g - (no - n)
-            if ashape[d] != 1:
-                if g in held and d not in own:  # (a's own dimension laid over another node's
-                    f = g  # samples: its examples lined up with them, not behind them)
-                    break
-                continue
-        # a new or expanded dimension: a place for samples while it has size 1 (a later
-        # broadcast may fill it, and is checked then), else it must hold them
-        if oshape[g] == 1:
+    places = ((g, g - (no - n) if g in kept else None) for g in range(no) if broadcast or g not in kept)
+    f = _first_misplaced(places, ashape, oshape, held, own)
+    return (() if no == n and broadcast else where), INF if f is None else f
+
+
+def _first_misplaced(
+    places: Iterable[tuple[int, int | None]],
+    ashape: torch.Size,
+    oshape: torch.Size,
+    held: set[int],
+    own: set[int],
+) -> int | None:
+    """The first output dimension ``g`` of ``places`` (each ``g`` with the dimension ``d`` of the
+    operand ``a`` it holds, None for a new one) where ``a``'s examples stop lining up behind the
+    samples: a dimension of ``a`` (size > 1) laid over samples ``a`` does not hold (``held``: the
+    output's sample dimensions, ``own``: ``a``'s), or a new or expanded dimension of size > 1
+    that holds no samples; None where there is none. A new dimension of size 1 is a place for
+    samples (a later broadcast that fills it is checked then)."""
+    for g, d in places:
+        if d is not None and ashape[d] != 1:
+            if g in held and d not in own:  # (its examples lined up with the samples, not behind them)
+                return g
             continue
-        if g not in held:
-            f = g
-            break
-    return (() if no == n and broadcast else where), f
+        if oshape[g] != 1 and g not in held:
+            return g
+    return None
 
 
 def _batched_matmul(
@@ -339,16 +346,8 @@ def _batched_matmul(
     where = tuple(range(k, no - 1 if left else no - 2))  # (batch dimensions, and the left's rows)
     held = held_dims(o, sattr)
     own = held_dims(a, sattr)
-    f = no - 1 if left else no - 2
-    for g in range(no - 2):
-        d = g - k
-        if d >= 0 and ashape[d] != 1:
-            if g in held and d not in own:  # (a's own dimension laid over another node's samples)
-                return where, g
-            continue
-        if oshape[g] != 1 and g not in held:  # (a new or expanded dimension, not the samples')
-            return where, g
-    return where, f
+    f = _first_misplaced(((g, g - k if g >= k else None) for g in range(no - 2)), ashape, oshape, held, own)
+    return where, (no - 1 if left else no - 2) if f is None else f
 
 
 def _einsum_operand(sattr: str, args: tuple[Any, ...], a: Tensor, o: Tensor) -> tuple[tuple[int, ...], int] | None:
@@ -383,16 +382,9 @@ def _einsum_operand(sattr: str, args: tuple[Any, ...], a: Tensor, o: Tensor) -> 
     held = held_dims(o, sattr)
     own = held_dims(a, sattr)
     oshape, ashape = o.shape, a.shape
-    for g in range(min(end, o.dim())):
-        if g in kept:
-            d = kept.index(g)
-            if ashape[d] != 1:
-                if g in held and d not in own:  # (a's own dimension laid over another node's samples)
-                    return where, g
-                continue
-        if oshape[g] != 1 and g not in held:  # (a new or expanded dimension, not the samples')
-            return where, g
-    return where, end
+    into = ((g, kept.index(g) if g in kept else None) for g in range(min(end, o.dim())))
+    f = _first_misplaced(into, ashape, oshape, held, own)
+    return where, end if f is None else f
 
 
 def follow(
