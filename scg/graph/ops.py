@@ -27,6 +27,7 @@ __all__ = [
     "F_RANDOM",
     "F_RUNNING_STATS",
     "F_SELF_META",
+    "F_SET",
     "F_SHAPE",
     "F_SIZES",
     "F_ZERO_GRAD",
@@ -155,6 +156,10 @@ F_NESTED_READ = 16384
 #: which torch's autograd engine computes without a torch call the tracker sees
 F_GRADIENTS = 32768
 
+#: a descriptor's ``__set__`` (``t.data = v``, ``t.grad = g``): an op that may move a tensor to another
+#: storage, looked up once per function instead of comparing its name on every call
+F_SET = 65536
+
 #: the op names of `F_GRADIENTS`
 _GRADIENTS = frozenset("grad backward".split())
 
@@ -217,6 +222,7 @@ def info(func: Callable[..., Any]) -> tuple[str, positions.Rule | None, int]:
         | (F_SIZES if name in SIZE_ARGUMENTS else 0)
         | (F_NESTED_READ if name in _NESTED_READS else 0)
         | (F_GRADIENTS if name in _GRADIENTS else 0)
+        | (F_SET if name == "__set__" else 0)
     )
     got = (name, rule, flags)
     INFO[func] = got

@@ -75,6 +75,7 @@ from scg.graph.ops import (
     F_RANDOM,
     F_RUNNING_STATS,
     F_SELF_META,
+    F_SET,
     F_SHAPE,
     F_ZERO_GRAD,
     INFO,
@@ -276,10 +277,10 @@ class InfluenceTracker(TorchFunctionMode):
         if known is None:
             known = op_info(func)
         name, rule, flags = known
-        if self.pending and (flags & F_MUTATES or name == "__set__"):
+        if self.pending and flags & (F_MUTATES | F_SET):
             self._record_derived()  # (before the operation can move a value to another storage)
         out = func(*args, **kwargs) if kwargs else func(*args)
-        if name == "__set__" and getattr(getattr(func, "__self__", None), "__name__", "") == "data":
+        if flags & F_SET and getattr(getattr(func, "__self__", None), "__name__", "") == "data":
             self._assign_data(args[0], args[1])  # ``t.data = v``: t is now v's data, with its marks
             return out
         if flags & F_METADATA and not (flags & F_SHAPE and self.any_dynamic):
@@ -331,13 +332,15 @@ class InfluenceTracker(TorchFunctionMode):
                         m, aliased = self._nested(b, i, m, tracked, aliased)
         if kwargs and read_kwargs:
             for a in kwargs.values():
+                if not isinstance(a, _HOLDERS):
+                    continue  # (None, a number, a string, a dtype: one check for the common keywords)
                 if isinstance(a, Tensor):
                     am = self.mask_of(a)
                     if am:
                         m |= am
                         tracked.append((-1, a, am))
                         aliased = aliased or bool(storages)
-                elif isinstance(a, (list, tuple)) and a:  # torch.cat(tensors=[...]), indices=(i,)
+                elif a:  # torch.cat(tensors=[...]), indices=(i,)
                     m, aliased = self._nested(a, -1, m, tracked, aliased)
         if not m:
             if flags & F_NESTED_READ and node_storages and args and isinstance(args[0], Tensor) and args[0].is_nested:
@@ -370,11 +373,12 @@ class InfluenceTracker(TorchFunctionMode):
                 return out
             report_escape(self, f"Tensor.{name}()" if name else str(func), m)
             return out
-        if flags & F_RANDOM and not self.drawing:
-            report_random(self, name, m)
-        if flags & F_RUNNING_STATS:  # (running statistics updated inside torch's kernel: no write is seen)
-            for buffer in running_statistics(func, args, kwargs):
-                self._mark_running(buffer, m)
+        if flags & (F_RANDOM | F_RUNNING_STATS):
+            if flags & F_RANDOM and not self.drawing:
+                report_random(self, name, m)
+            if flags & F_RUNNING_STATS:  # (running statistics updated inside torch's kernel: no write is seen)
+                for buffer in running_statistics(func, args, kwargs):
+                    self._mark_running(buffer, m)
         written = kwargs.get("out") if kwargs else None
         if flags & F_MUTATES and args and isinstance(args[0], (Tensor, list, tuple)):
             written = args[0]  # (a list: torch._foreach_add_([a, b], ...) writes each of them)
@@ -384,12 +388,16 @@ class InfluenceTracker(TorchFunctionMode):
                 and (flags & F_ZERO_GRAD or written is not None or type(out) is not Tensor or not out.requires_grad)
             ):  # (no break yet, and an output that autograd connects to its inputs: none to add)
                 carry_breaks(self, name, flags, args, out, written, tracked)
-            if type(out) is Tensor and (flags & F_COPY or not out.requires_grad) and out is not written:
-                self.pending.append((out, m))  # (see ``derived``)
-            if isinstance(written, Tensor) and out is not written:
-                propagate(self, func, name, rule, flags, args, kwargs, written, m, tracked, aliased)
-            if args and out is args[0] and written is None and not flags & F_MUTATES and not name.startswith("__i"):
-                return out  # the argument returned as it is (x.type_as(y), x.to(y)): unchanged
+            if written is None:  # (the common case: nothing written in place)
+                if type(out) is Tensor and (flags & F_COPY or not out.requires_grad):
+                    self.pending.append((out, m))  # (see ``derived``)
+                if args and out is args[0] and not flags & F_MUTATES and not name.startswith("__i"):
+                    return out  # the argument returned as it is (x.type_as(y), x.to(y)): unchanged
+            else:
+                if type(out) is Tensor and (flags & F_COPY or not out.requires_grad) and out is not written:
+                    self.pending.append((out, m))  # (see ``derived``)
+                if isinstance(written, Tensor) and out is not written:
+                    propagate(self, func, name, rule, flags, args, kwargs, written, m, tracked, aliased)
             if type(out) is Tensor:
                 if (
                     flags & F_ELEMENTWISE
@@ -419,12 +427,13 @@ class InfluenceTracker(TorchFunctionMode):
             else:
                 for o in flat_tensors(out):
                     propagate(self, func, name, rule, flags, args, kwargs, o, m, tracked, aliased)
-            if isinstance(written, Tensor):
-                self._written(written, m, name)
-            elif isinstance(written, (tuple, list)):  # out=(values, indices), _foreach_*_: each one written
-                for w in written:
-                    if isinstance(w, Tensor):
-                        self._written(w, m, name)
+            if written is not None:
+                if isinstance(written, Tensor):
+                    self._written(written, m, name)
+                elif isinstance(written, (tuple, list)):  # out=(values, indices), _foreach_*_: each one written
+                    for w in written:
+                        if isinstance(w, Tensor):
+                            self._written(w, m, name)
         except RuntimeError:
             if not nested_involved(out, tracked):
                 raise
@@ -604,6 +613,9 @@ class Paused:
             _push_function_mode(self.tracker)
             self.popped = False
 
+
+#: the argument types that can hold a tracked tensor read by the op (a tensor, a list or tuple of them)
+_HOLDERS = (Tensor, list, tuple)
 
 #: the ops whose list or tuple argument is an index (its slices' tensor bounds are read)
 _INDEXING = frozenset(("__getitem__", "__setitem__"))
