@@ -76,6 +76,10 @@ class OutputMarks(Protocol):
         ...
 
 
+#: the ops whose output's shape may depend on sampled values (`mark_dynamic`), one module constant
+_SHAPE_MARKS = F_DYNAMIC | F_GETITEM | F_SIZES
+
+
 def propagate(
     tracker: OutputMarks,
     func: Callable[..., Any],
@@ -131,7 +135,7 @@ def propagate(
                 if len(fr) > 1:
                     fr = positions.normalize(fr)
             setattr(o, fattr, fr or None)
-        if flags & (F_DYNAMIC | F_GETITEM | F_SIZES) or tracker.any_dynamic:
+        if flags & _SHAPE_MARKS or tracker.any_dynamic:
             mark_dynamic(tracker, name, flags, args, o, m, tracked)
         return
     oshape = o.shape
@@ -172,7 +176,7 @@ def propagate(
         fr = {q: qm for q, qm in positions.normalize(fr).items() if q < limit}
     if fr or getattr(o, fattr, None) is not None:
         setattr(o, fattr, fr or None)
-    if flags & (F_DYNAMIC | F_GETITEM | F_SIZES) or tracker.any_dynamic:
+    if flags & _SHAPE_MARKS or tracker.any_dynamic:
         mark_dynamic(tracker, name, flags, args, o, m, tracked)
 
 

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from operator import is_
 from typing import Any
 
 import torch
@@ -92,6 +93,7 @@ from scg.graph.sample_positions import MIXED
 __all__ = ["InfluenceTracker", "Paused", "mask_attribute", "shared_leading_dims"]
 
 Tensor = torch.Tensor
+Size = torch.Size
 
 
 def mask_attribute(graph: int) -> str:
@@ -141,10 +143,7 @@ def _returned_as_given(args: tuple[Any, ...], out: Any) -> bool:
     inputs = args[0] if len(args) == 1 and isinstance(args[0], (list, tuple)) else args
     if not isinstance(out, (list, tuple)) or len(out) != len(inputs):
         return False
-    for a, o in zip(inputs, out):
-        if a is not o:
-            return False
-    return True
+    return all(map(is_, inputs, out))
 
 
 class InfluenceTracker(TorchFunctionMode):
@@ -277,7 +276,7 @@ class InfluenceTracker(TorchFunctionMode):
         if known is None:
             known = op_info(func)
         name, rule, flags = known
-        if self.pending and flags & (F_MUTATES | F_SET):
+        if self.pending and flags & _MOVES:
             self._record_derived()  # (before the operation can move a value to another storage)
         out = func(*args, **kwargs) if kwargs else func(*args)
         if flags & F_SET and getattr(getattr(func, "__self__", None), "__name__", "") == "data":
@@ -296,7 +295,7 @@ class InfluenceTracker(TorchFunctionMode):
         tracked: list[tuple[int, Tensor, int]] = []
         aliased = False  # an input carries nodes known only through its storage (an alias was written)
         read, start, read_kwargs = args, 0, True  # the arguments whose values the operation reads
-        if flags & (F_SELF_META | F_OTHERS_META) and not self.any_dynamic:
+        if flags & _META_ARGS and not self.any_dynamic:
             # (``ops._SELF_META`` and ``_OTHERS_META``: the first argument, or every one after it,
             # is read for its metadata only; all are read once a shape depends on sampled values,
             # which such an argument's shape can carry to the output: ``x.view_as(y)``)
@@ -319,7 +318,7 @@ class InfluenceTracker(TorchFunctionMode):
                 if am:
                     m |= am
                     tracked.append((i, a, am))
-            elif isinstance(a, (list, tuple, slice)) and a:
+            elif isinstance(a, (list, tuple, slice)) and a and type(a) is not Size:  # (a Size holds ints only)
                 # (a slice's tensor bounds, x[: n + 1], decide which elements and how many: read)
                 for b in a if isinstance(a, (list, tuple)) and name not in _INDEXING else _index_items(a):
                     if isinstance(b, Tensor):
@@ -373,7 +372,7 @@ class InfluenceTracker(TorchFunctionMode):
                 return out
             report_escape(self, f"Tensor.{name}()" if name else str(func), m)
             return out
-        if flags & (F_RANDOM | F_RUNNING_STATS):
+        if flags & _RANDOM_OR_STATS:
             if flags & F_RANDOM and not self.drawing:
                 report_random(self, name, m)
             if flags & F_RUNNING_STATS:  # (running statistics updated inside torch's kernel: no write is seen)
@@ -613,6 +612,11 @@ class Paused:
             _push_function_mode(self.tracker)
             self.popped = False
 
+
+#: flag unions tested on every call (a module constant: ``F_A | F_B`` in the test is computed per call)
+_MOVES = F_MUTATES | F_SET  # an op that may move a value to another storage
+_META_ARGS = F_SELF_META | F_OTHERS_META
+_RANDOM_OR_STATS = F_RANDOM | F_RUNNING_STATS
 
 #: the argument types that can hold a tracked tensor read by the op (a tensor, a list or tuple of them)
 _HOLDERS = (Tensor, list, tuple)
