@@ -276,12 +276,15 @@ class InfluenceTracker(TorchFunctionMode):
         if known is None:
             known = op_info(func)
         name, rule, flags = known
-        if self.pending and flags & _MOVES:
-            self._record_derived()  # (before the operation can move a value to another storage)
-        out = func(*args, **kwargs) if kwargs else func(*args)
-        if flags & F_SET and getattr(getattr(func, "__self__", None), "__name__", "") == "data":
-            self._assign_data(args[0], args[1])  # ``t.data = v``: t is now v's data, with its marks
-            return out
+        if flags & _MOVES:  # (an in-place op, a descriptor's __set__: one test on the common path)
+            if self.pending:
+                self._record_derived()  # (before the operation can move a value to another storage)
+            out = func(*args, **kwargs) if kwargs else func(*args)
+            if flags & F_SET and getattr(getattr(func, "__self__", None), "__name__", "") == "data":
+                self._assign_data(args[0], args[1])  # ``t.data = v``: t is now v's data, with its marks
+                return out
+        else:
+            out = func(*args, **kwargs) if kwargs else func(*args)
         if flags & F_METADATA and not (flags & F_SHAPE and self.any_dynamic):
             if flags & F_GRADIENTS:
                 self._gradients(func, name, args, kwargs, out)
