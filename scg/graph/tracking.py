@@ -362,7 +362,8 @@ class InfluenceTracker(TorchFunctionMode):
             return out
         if _transforms_active():  # a tracked value captured inside vmap/grad/jacrev
             report_escape(self, TRANSFORM, m, library_ok=True)
-        if type(out) is not Tensor and not is_tensor_result(out):
+        plain = type(out) is Tensor  # (a plain tensor result: the common case, tested once)
+        if not plain and not is_tensor_result(out):
             if flags & F_METADATA:
                 if flags & F_SHAPE and self.any_dynamic:
                     dm = 0
@@ -387,20 +388,20 @@ class InfluenceTracker(TorchFunctionMode):
         try:
             if self.breaks or (
                 m & self.grad_nodes
-                and (flags & F_ZERO_GRAD or written is not None or type(out) is not Tensor or not out.requires_grad)
+                and (flags & F_ZERO_GRAD or written is not None or not plain or not out.requires_grad)
             ):  # (no break yet, and an output that autograd connects to its inputs: none to add)
                 carry_breaks(self, name, flags, args, out, written, tracked)
             if written is None:  # (the common case: nothing written in place)
-                if type(out) is Tensor and (flags & F_COPY or not out.requires_grad):
+                if plain and (flags & F_COPY or not out.requires_grad):
                     self.pending.append((out, m))  # (see ``derived``)
                 if args and out is args[0] and not flags & F_MUTATES and not name.startswith("__i"):
                     return out  # the argument returned as it is (x.type_as(y), x.to(y)): unchanged
             else:
-                if type(out) is Tensor and (flags & F_COPY or not out.requires_grad) and out is not written:
+                if plain and (flags & F_COPY or not out.requires_grad) and out is not written:
                     self.pending.append((out, m))  # (see ``derived``)
                 if isinstance(written, Tensor) and out is not written:
                     propagate(self, func, name, rule, flags, args, kwargs, written, m, tracked, aliased)
-            if type(out) is Tensor:
+            if plain:
                 if (
                     flags & F_ELEMENTWISE
                     and written is None
