@@ -97,7 +97,7 @@ class VIMCO(Baseline):
             self._logw.pop(next(iter(self._logw)))
         self._logw[key] = log_weights.detach()
         if g is not None and g.tracked:
-            smap: dict[int, int] = getattr(log_weights, g.tracker.sattr, None) or {}
+            smap = g.sample_places(log_weights) or {}
             self._places[key] = (g.mask(log_weights), smap, {u: g.nodes[u].describe() for u in smap})
         return -(torch.logsumexp(log_weights, dim=0) - math.log(k))
 

@@ -114,9 +114,7 @@ class SamplePlan:
         if tuple(shape[: len(want)]) == want:
             if lay and graph.tracked:  # and each dimension where the layout puts it (not only of that size;
                 # an untracked graph's values carry no sample maps: its structure is declared)
-                check_layout(
-                    node, lay, getattr(node.value, graph.tracker.sattr, None), lambda u: self.nodes[u].describe()
-                )
+                check_layout(node, lay, graph.sample_places(node.value), lambda u: self.nodes[u].describe())
             return
         srcs = [self.nodes[i] for i in lay if i != node.index]
         own = "its own sample dimension and " if node.index in self.nodes else ""

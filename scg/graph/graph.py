@@ -353,6 +353,15 @@ class GraphRecord(GraphQueries):
         """The tensor's foreign positions: position -> mask (see `scg.graph.positions`)."""
         return self.tracker.foreign_of(value)
 
+    def sample_places(self, value: object) -> dict[int, int] | None:
+        """Where each sample dimension lies in a tensor computed in this tracked graph: node
+        index -> dimension, or `scg.graph.sample_positions.LOST` / ``MIXED`` (None: the tensor
+        carries none, or the graph is not tracked)."""
+        if self._tracker_obj is None or not isinstance(value, torch.Tensor):
+            return None
+        places: dict[int, int] | None = getattr(value, self._tracker_obj.sattr, None)
+        return places
+
     def paused(self) -> Paused:
         """Suspend tracking (when this graph's tracker is the innermost torch function mode)."""
         return Paused(self._tracker_obj if self.tracked else None)
