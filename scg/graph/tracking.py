@@ -37,7 +37,6 @@ What else the mode records (each documented in ``docs/tracking.md``), and where:
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from operator import is_
 from typing import Any
@@ -84,13 +83,12 @@ from scg.graph.ops import (
     is_tensor_result,
     running_statistics,
     slice_tensors,
-    user_frame,
 )
 from scg.graph.ops import info as op_info
 from scg.graph.propagate import mark_opaque, nested_involved, paired_inputs, propagate
-from scg.graph.sample_positions import MIXED
+from scg.graph.writes import assign_data, mark_running, record_write, storage_key
 
-__all__ = ["InfluenceTracker", "Paused", "mask_attribute", "shared_leading_dims"]
+__all__ = ["InfluenceTracker", "Paused", "mask_attribute"]
 
 Tensor = torch.Tensor
 Size = torch.Size
@@ -100,30 +98,6 @@ def mask_attribute(graph: int) -> str:
     """The tensor attribute under which the tracker of graph ``graph`` (its id) stores a value's
     mask: the stochastic nodes of that graph the value was computed from, one bit per node index."""
     return f"_scg_mask_{graph}"
-
-
-def shared_leading_dims(view: Tensor, base: Tensor) -> int:
-    """How many leading dimensions of ``view`` are the base's own (the same sizes and strides, and
-    the view's start within one step of the last of them): element ``(i_0 .. i_k-1, ...)`` of the
-    view is then in row ``(i_0 .. i_k-1)`` of the base. 0 when the view slices, selects, flattens or
-    reorders its leading dimension (``o[0:1]``, ``o[0]``, ``o.unsqueeze(0)``), or where it cannot
-    tell (a conservative answer: the write is then credited as mixing from there)."""
-    n = min(view.dim(), base.dim())
-    k = 0
-    while k < n and view.shape[k] == base.shape[k] and view.stride(k) == base.stride(k):
-        k += 1
-    offset = view.storage_offset() - base.storage_offset()
-    while k > 0 and not 0 <= offset < base.stride(k - 1):
-        k -= 1
-    return k
-
-
-def storage_key(t: Tensor) -> int:
-    """An identifier of ``t``'s storage (0 when it has none, or is empty)."""
-    try:
-        return int(t.untyped_storage().data_ptr())
-    except (RuntimeError, NotImplementedError, TypeError):
-        return 0
 
 
 _COMPILED = (
@@ -281,7 +255,7 @@ class InfluenceTracker(TorchFunctionMode):
                 self._record_derived()  # (before the operation can move a value to another storage)
             out = func(*args, **kwargs) if kwargs else func(*args)
             if flags & F_SET and getattr(getattr(func, "__self__", None), "__name__", "") == "data":
-                self._assign_data(args[0], args[1])  # ``t.data = v``: t is now v's data, with its marks
+                assign_data(self, args[0], args[1])  # ``t.data = v``: t is now v's data, with its marks
                 return out
         else:
             out = func(*args, **kwargs) if kwargs else func(*args)
@@ -381,7 +355,7 @@ class InfluenceTracker(TorchFunctionMode):
                 report_random(self, name, m)
             if flags & F_RUNNING_STATS:  # (running statistics updated inside torch's kernel: no write is seen)
                 for buffer in running_statistics(func, args, kwargs):
-                    self._mark_running(buffer, m)
+                    mark_running(self, buffer, m)
         written = kwargs.get("out") if kwargs else None
         if flags & F_MUTATES and args and isinstance(args[0], (Tensor, list, tuple)):
             written = args[0]  # (a list: torch._foreach_add_([a, b], ...) writes each of them)
@@ -432,11 +406,11 @@ class InfluenceTracker(TorchFunctionMode):
                     propagate(self, func, name, rule, flags, args, kwargs, o, m, tracked, aliased)
             if written is not None:
                 if isinstance(written, Tensor):
-                    self._written(written, m, name)
+                    record_write(self, written, m, name)
                 elif isinstance(written, (tuple, list)):  # out=(values, indices), _foreach_*_: each one written
                     for w in written:
                         if isinstance(w, Tensor):
-                            self._written(w, m, name)
+                            record_write(self, w, m, name)
         except RuntimeError:
             if not nested_involved(out, tracked):
                 raise
@@ -492,28 +466,6 @@ class InfluenceTracker(TorchFunctionMode):
         else:
             mark_opaque(self, out, m, tracked)
 
-    def _assign_data(self, target: Tensor, value: object) -> None:
-        """``target.data = value``: ``target`` now holds ``value``'s data (and storage), so it takes
-        ``value``'s marks (influence, positions, breaks, sample dimensions, data-dependent shape)
-        in place of its own; the influence of a value read through its storage included."""
-        for name in (self.attr, self.fattr, self.dattr, self.battr, self.sattr):
-            if hasattr(target, name):
-                delattr(target, name)
-        if not isinstance(value, Tensor):
-            return
-        for name in (self.fattr, self.dattr, self.battr, self.sattr):
-            got = getattr(value, name, None)
-            if got is not None:
-                setattr(target, name, got)
-        m = self.mask_of(value)
-        if m:
-            setattr(target, self.attr, m)
-            extra = m & ~getattr(value, self.attr, 0)  # (known through its storage only: mixing)
-            if extra:
-                fr = dict(getattr(target, self.fattr, None) or {})
-                positions.merge(fr, 0, extra)
-                setattr(target, self.fattr, positions.normalize(fr))
-
     def derived_at(self, key: int) -> Derived | None:
         """The tracked values recorded in the storage ``key`` (see ``derived``)."""
         if self.pending:
@@ -534,62 +486,6 @@ class InfluenceTracker(TorchFunctionMode):
                     elif m & ~got.mask:
                         derived[key] = Derived(got.mask | m, got.value, False)
         self.pending.clear()
-
-    def _mark_running(self, buffer: Tensor, m: int) -> None:
-        """A normalization's running statistics, updated from every row of a batch carrying ``m``:
-        a write into ``buffer`` that mixes the rows (foreign from position 0)."""
-        setattr(buffer, self.attr, getattr(buffer, self.attr, 0) | m)
-        fr = dict(getattr(buffer, self.fattr, None) or {})
-        fr[0] = fr.get(0, 0) | m
-        setattr(buffer, self.fattr, fr)
-        self._written(buffer, m, "running statistics")
-
-    def _written(self, target: Tensor, m: int, name: str) -> None:
-        """An in-place write: the storage, and every alias of it, now carries ``m``."""
-        key = storage_key(target)
-        if not key:
-            return
-        node = self.node_storages.get(key)
-        if node is not None and not self.drawing:
-            frame, _ = user_frame(sys._getframe(2))
-            if frame is not None:
-                self.on_event("write", name, node, frame)
-        old = self.storages.get(key)
-        self.storages[key] = ((old[0] if old else 0) | m, target)
-        self.writes += 1
-        tfr: dict[int, int] = getattr(target, self.fattr, None) or {}  # (the write's positions, in the target)
-        base = target._base
-        shared = 0 if base is None else shared_leading_dims(target, base)
-        whole = base is None or shared == base.dim()  # (the target is, or lines up with, its whole base)
-        placed = 0  # the nodes at out-of-line positions of the target
-        for bits in tfr.values():
-            placed |= bits
-        out_of_line = placed & m if whole else m  # (through a view of part of it: other aliases cannot tell where)
-        if out_of_line:
-            before = self.mixed_storages.get(key)
-            self.mixed_storages[key] = ((before[0] if before else 0) | out_of_line, self.writes)
-            setattr(target, self.wattr, self.writes)  # (its marks, and its base's below, account for it)
-            if base is not None:
-                setattr(base, self.wattr, self.writes)
-        if base is None:
-            return
-        # a write through a view: the base's positions, through the view's
-        setattr(base, self.attr, getattr(base, self.attr, 0) | m)
-        fr = dict(getattr(base, self.fattr, None) or {})
-        for pos, bits in tfr.items():
-            positions.merge(fr, min(pos, shared), bits & m)  # (the view's positions past the shared)
-        if not whole:  # aligned in the view: along the dims it shares with the base only
-            positions.merge(fr, shared, m & ~placed)
-        if fr:
-            setattr(base, self.fattr, positions.normalize(fr))
-        tmap = getattr(target, self.sattr, None) if self.sample_dims else None
-        if tmap:  # the written samples land in the base at the view's places: unless the view is
-            # the whole base holding them where the base does, they meet others there (mixed)
-            smap = dict(getattr(base, self.sattr, None) or {})
-            for u, d in tmap.items():
-                if not (whole and smap.get(u) == d):
-                    smap[u] = MIXED
-            setattr(base, self.sattr, smap)
 
 
 class Paused:
