@@ -37,8 +37,14 @@ baseline b_t of step t (β = 0.1, subtracted before discounting as in the paper)
 That relation is declared, not tracked: the graph's structure is ``scg.Declared()``, whose causal rule
 (a node at step t influences the costs of steps ≥ t, each example its own) is exactly it, so no
 operation of the model is watched (a tracked graph made a small model's minibatch 1.37x as long:
-``benchmarks/c2f_objective_structure.py``). ``tests/summarization/train/test_c2f_structure.py`` checks the declaration
-against tracking with ``scg.testing.check_structure`` (one and several draws per step, padded steps).
+``benchmarks/c2f_objective_structure.py``). Without input feeding (``model.input_feed = false``) the
+draw ℓ_t reaches only step t's output (the LSTM state does not read the context), so
+`c2f_structure` declares ``same_step`` instead: the causal rule there credited ℓ_t with the later
+steps' costs too, unbiased but with a higher variance than the tracked graph.
+``tests/summarization/train/test_c2f_structure.py`` checks the declaration against tracking with
+``scg.testing.check_structure`` (one to three draws per step, padded steps, ±POS, BOW, +COPY, no
+input feeding; the trainer's objectives as it runs them) and the estimator's mean against the
+exact gradient.
 λ = ``train.reward_scale`` is passed as scg's ``score_scale``; the NLL is not scaled.
 
 Padding: beyond an example's last target word its cost is set to the baseline's current value
@@ -71,9 +77,11 @@ __all__ = [
     "build_objective",
     "c2f_objective",
     "c2f_program",
+    "c2f_structure",
     "mle_objective",
     "objective_names",
     "register_objective",
+    "same_step",
 ]
 
 COARSE = "coarse"  #: the name of C2F's stochastic nodes (set in the attention)
@@ -160,6 +168,21 @@ def c2f_program(model: nn.Module, batch: Batch, baseline: scg.baselines.EMA) -> 
     return out
 
 
+def same_step(v: Any, node: Any) -> bool:
+    """C2F's relation without input feeding: the draw of step t influences the cost of step t only
+    (either without a step: influenced, as the causal rule)."""
+    return bool(v.step is None or node.step is None or v.step == node.step)
+
+
+def c2f_structure(model: nn.Module) -> scg.Declared:
+    """The declared structure of ``model``'s C2F graph (`c2f_program`; ``model`` may be DDP-wrapped):
+    the causal rule (ℓ_t influences the costs of steps ≥ t, through input feeding), or `same_step`
+    for a decoder without input feeding."""
+    inner = getattr(model, "module", model)
+    feeds = getattr(getattr(inner, "decoder", None), "input_feed", True)
+    return scg.Declared() if feeds else scg.Declared(influences=same_step)
+
+
 def c2f_objective(
     model: nn.Module,
     batch: Batch,
@@ -173,11 +196,12 @@ def c2f_objective(
     """The C2F surrogate (see the module docstring), divided by ``normalizer``.
 
     ``structure``: the declared structure to build the graph with (a trainer passes the same one at
-    every step, so that its credit plans are made once per step count); None: a new ``scg.Declared()``.
+    every step, so that its credit plans are made once per step count); None: a new
+    ``c2f_structure(model)``.
     ``check_finite``: scg's refusal of a non-finite cost (`scg.Graph.surrogate_loss`, two host
     reads); the trainer, which checks the loss in its one read per step, passes False.
     """
-    with scg.Graph(structure=scg.Declared() if structure is None else structure) as graph:
+    with scg.Graph(structure=c2f_structure(model) if structure is None else structure) as graph:
         out = c2f_program(model, batch, baseline)
     surrogate = graph.surrogate_loss(discount=discount, score_scale=reward_scale, check_finite=check_finite)
     total = out.total_nll().detach()
@@ -235,7 +259,7 @@ def _c2f(trainer: Any) -> Objective:
         raise ValueError("train.objective = 'c2f_reinforce' needs hard attention (model.attention = 'c2f')")
     tc = trainer.config.train
 
-    structure = scg.Declared()  # the trainer's: its plans are reused from step to step
+    structure = c2f_structure(trainer.model)  # the trainer's: its plans are reused from step to step
 
     def run(batch: Batch, normalizer: float) -> StepResult:
         if trainer._soft_minibatch():  # +ALTERNATE
