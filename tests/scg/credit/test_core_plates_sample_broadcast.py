@@ -477,7 +477,7 @@ def test_examples_in_line_with_the_cost_keep_per_element_credit(filled: bool) ->
     def program(ops: Any) -> None:
         z = ops.sample(Bernoulli(logits=pb), "z", n=2)  # (2, 2, 2)
         if filled:
-            w = ops.sample(Categorical(logits=tw), "w", n=2)
+            w = ops.sample(Categorical(logits=tw[:2]), "w", n=2)  # (K = 2: 1024 joint draws)
             ops.cost(T[w][:, None, None, None] * z[None] * M, "c", div=4)  # (2_w, 2_z, 2, 2)
         else:
             ops.cost(z * M, "c", div=2)
