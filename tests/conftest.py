@@ -102,3 +102,24 @@ def assert_same_gradient_in_every_structure() -> StructureCheck:
             torch.testing.assert_close(other, grads[0])
 
     return check
+
+
+@pytest.fixture
+def assert_credit_and_exact_mean() -> Callable[..., None]:
+    """``check(program, params, **credit)``: the program run once tracked gives each (node, cost)
+    pair its expected credit (``credit``: ``"z__c"`` -> ``"whole-plate"``, ...), and the estimator's
+    exact mean over every joint draw (`scg.testing.expected_estimate`) is d/dθ E[Σ costs]
+    (`scg.testing.exact_gradient`) at rtol 1e-9."""
+
+    def check(program: Callable[[], None], params: Sequence[torch.Tensor], **credit: str) -> None:
+        with scg.Graph() as g:
+            program()
+        g.surrogate_loss()
+        for pair, want in credit.items():
+            v, c = pair.split("__")
+            assert g.credit(v, c) == want, (pair, g.credit(v, c))
+        means = scg.testing.expected_estimate(program, list(params))
+        for mean, exact in zip(means, scg.testing.exact_gradient(program, list(params)), strict=True):
+            torch.testing.assert_close(mean, exact, rtol=1e-9, atol=1e-12)
+
+    return check

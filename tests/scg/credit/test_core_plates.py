@@ -12,6 +12,7 @@ Programs that do keep examples apart still get per-element credit (lower varianc
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 import torch
@@ -567,7 +568,9 @@ def _chain_through_samples(theta: torch.Tensor, phi: torch.Tensor) -> None:
     scg.cost(v * 1.0, name="c")
 
 
-def test_a_foreign_position_inherited_through_a_multi_sample_node_moves_past_its_sample_dimension() -> None:
+def test_a_foreign_position_inherited_through_a_multi_sample_node_moves_past_its_sample_dimension(
+    assert_credit_and_exact_mean: Any,
+) -> None:
     """A node drawn with ``n=k`` puts a sample dimension in front, so the foreign positions it
     inherits from its parents move one position right. a's mixing (b reads a.sum()) is at b's
     position 0, which is position 1 of c, a batch position: every c[:, j] depends on both elements
@@ -581,13 +584,7 @@ def test_a_foreign_position_inherited_through_a_multi_sample_node_moves_past_its
     def program() -> None:
         _chain_through_samples(theta, phi)
 
-    with scg.Graph() as g:
-        program()
-    g.surrogate_loss()
-    assert g.credit("a", "c") == "whole-plate"
-    assert g.credit("b", "c") == "per-element"
-    for mean, exact in zip(expected_estimate(program, [theta, phi]), st.exact_gradient(program, [theta, phi])):
-        torch.testing.assert_close(mean, exact, rtol=1e-9, atol=1e-12)
+    assert_credit_and_exact_mean(program, [theta, phi], a__c="whole-plate", b__c="per-element")
 
 
 def _mixed_through_a_child(theta: torch.Tensor) -> None:

@@ -3,6 +3,8 @@ parameters (``dist_foreign``, ``sample_influence``)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch.distributions import Bernoulli, Categorical, Normal, TransformedDistribution
 from torch.distributions.transforms import AffineTransform
@@ -38,7 +40,7 @@ def _mixed_then_sampled(theta: torch.Tensor, phi: torch.Tensor) -> None:
     scg.cost(v * 1.0, name="c")
 
 
-def test_a_parameters_positions_move_past_the_sample_dimension() -> None:
+def test_a_parameters_positions_move_past_the_sample_dimension(assert_credit_and_exact_mean: Any) -> None:
     """The positions a parameter carries are the sample's shifted past its new sample dimensions.
     The logits (φ·Σa).expand(2) carry a at 0; in v (n=2) that is position 1, a batch position of
     the cost, so a needs whole-plate credit. Not shifted, a's mark lies inside the sample dimension;
@@ -50,12 +52,7 @@ def test_a_parameters_positions_move_past_the_sample_dimension() -> None:
     def program() -> None:
         _mixed_then_sampled(theta, phi)
 
-    with scg.Graph() as g:
-        program()
-    g.surrogate_loss()
-    assert g.credit("a", "c") == "whole-plate"
-    for mean, exact in zip(expected_estimate(program, [theta, phi]), st.exact_gradient(program, [theta, phi])):
-        torch.testing.assert_close(mean, exact, rtol=1e-9, atol=1e-12)
+    assert_credit_and_exact_mean(program, [theta, phi], a__c="whole-plate")
 
 
 class _UserCategorical(Categorical):

@@ -13,6 +13,7 @@ only required to be credited at all.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -22,7 +23,6 @@ from torch.distributions import Bernoulli, Normal
 
 import scg
 import scg.testing
-from scg.testing import expected_estimate
 
 Fn = Callable[[torch.Tensor], torch.Tensor]
 #: 25 cases per rule: 5 hypothesis examples of 5 cases each (hypothesis's own work per example cost
@@ -249,7 +249,7 @@ def test_row_wise_losses_match_brute_force(data: st.DataObject) -> None:
     _cases(_row_wise_losses_match_brute_force, data)
 
 
-def test_an_expand_to_a_higher_rank_is_foreign_from_position_0() -> None:
+def test_an_expand_to_a_higher_rank_is_foreign_from_position_0(assert_credit_and_exact_mean: Any) -> None:
     """An expand that keeps the rank keeps every position; one that adds leading dimensions does
     not: ``z (3,).expand(3, 3)`` puts z[j] in column j of every row, so z needs whole-plate credit.
     Credited per row (every expand read as aligned), z[i] got w_i Σ_j z[j]: the estimator's mean
@@ -261,13 +261,7 @@ def test_an_expand_to_a_higher_rank_is_foreign_from_position_0() -> None:
         z = scg.sample(Bernoulli(logits=theta), name="z")  # (3,)
         scg.cost(z.expand(3, 3) * w, name="c")  # c[i, j] = w[i] z[j]
 
-    with scg.Graph() as g:
-        program()
-    g.surrogate_loss()
-    assert g.credit("z", "c") == "whole-plate"
-    (exact,) = scg.testing.exact_gradient(program, [theta])
-    (mean,) = expected_estimate(program, [theta])
-    torch.testing.assert_close(mean, exact, rtol=1e-9, atol=1e-12)
+    assert_credit_and_exact_mean(program, [theta], z__c="whole-plate")
 
 
 def test_classification_cost_credits_each_example() -> None:

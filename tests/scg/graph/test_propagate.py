@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch.distributions import Bernoulli
 
@@ -11,7 +13,6 @@ from scg.graph.ops import F_ELEMENTWISE, F_GETITEM
 from scg.graph.positions import rule_for
 from scg.graph.propagate import paired_inputs, propagate
 from scg.graph.tracking import InfluenceTracker
-from scg.testing import expected_estimate
 
 
 def _tracker(max_dim: int = 2) -> InfluenceTracker:
@@ -110,7 +111,9 @@ def test_outputs_that_do_not_pair_with_the_arguments_take_every_input() -> None:
     assert (o is out, m, [k for k, _, _ in tracked]) == (True, 0b11, [0, 1])
 
 
-def test_an_elementwise_broadcast_of_one_tracked_input_is_foreign_from_position_0() -> None:
+def test_an_elementwise_broadcast_of_one_tracked_input_is_foreign_from_position_0(
+    assert_credit_and_exact_mean: Any,
+) -> None:
     """An elementwise op keeps its one tracked input's positions only when the input has the
     output's shape. ``z (3,) * w (3, 1)`` puts z[j] in column j of every row: row i of the cost is
     not z[i]'s, so z needs whole-plate credit. Credited per row (every elementwise output lined
@@ -123,10 +126,4 @@ def test_an_elementwise_broadcast_of_one_tracked_input_is_foreign_from_position_
         z = scg.sample(Bernoulli(logits=theta), name="z")  # (3,)
         scg.cost(z * w, name="c")  # (3, 3): c[i, j] = w[i] z[j]
 
-    with scg.Graph() as g:
-        program()
-    g.surrogate_loss()
-    assert g.credit("z", "c") == "whole-plate"
-    (exact,) = scg.testing.exact_gradient(program, [theta])
-    (mean,) = expected_estimate(program, [theta])
-    torch.testing.assert_close(mean, exact, rtol=1e-9, atol=1e-12)
+    assert_credit_and_exact_mean(program, [theta], z__c="whole-plate")
