@@ -538,15 +538,12 @@ def cost(
             f"scg.cost(name={name!r}) at {location}: a cost must be a floating-point "
             f"tensor, got dtype {value.dtype}; convert it with .float()"
         )
-    if layout is not torch.strided:  # (the surrogate expands and multiplies costs as dense tensors)
+    if layout is not torch.strided or nested:  # (the surrogate expands and multiplies costs as dense
+        # tensors; a strided nested tensor has no sizes to read)
+        found, fix = ("a nested tensor", ".to_padded_tensor(0.0)") if nested else (f"layout {layout}", ".to_dense()")
         raise SCGError(
-            f"scg.cost(name={name!r}) at {location}: a cost must be a dense (strided) tensor, got "
-            f"layout {layout}; convert it with .to_dense()"
-        )
-    if nested:  # (a strided nested tensor has no sizes: the surrogate failed reading them)
-        raise SCGError(
-            f"scg.cost(name={name!r}) at {location}: a cost must be a dense (strided) tensor, got "
-            "a nested tensor; convert it with .to_padded_tensor(0.0)"
+            f"scg.cost(name={name!r}) at {location}: a cost must be a dense (strided) tensor, got {found}; "
+            f"convert it with {fix}"
         )
     baseline_inputs = None
     if baseline is not None:
