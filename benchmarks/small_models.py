@@ -377,8 +377,8 @@ AREAS = (
     ("benchmarks/", "the model's own Python"),
 )
 ENTRY_POINTS = {
-    "scg.sample": ("scg/graph/build.py", "sample"),
-    "scg.cost": ("scg/graph/build.py", "cost"),
+    "scg.sample": ("scg/graph/sampling.py", "sample"),
+    "scg.cost": ("scg/graph/costs.py", "cost"),
     "surrogate_loss": ("scg/credit/surrogate.py", "surrogate_loss"),
     "backward (autograd engine)": ("~", "<method 'run_backward' of 'torch._C._EngineBase' objects>"),
 }

@@ -48,7 +48,7 @@ def multinomial_attention(
     Returns:
         α̃ of shape ``(*batch, M)``: non-negative, summing to 1 over the last dimension.
     """
-    from scg.graph.build import sample
+    from scg.graph.sampling import sample
 
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise SCGError(f"multinomial_attention(name={name!r}, k=...): expected a positive int, got {k!r}")

@@ -2,9 +2,10 @@
 the user-facing [`scg.Graph`][scg.Graph] adds the surrogate, `scg.credit.graph`)."""
 
 from scg.graph.annotate import deterministic, influenced_by
-from scg.graph.build import cost, sample
+from scg.graph.costs import cost
 from scg.graph.graph import GraphRecord, current_graph
 from scg.graph.nodes import CostNode, DeterministicNode, Node, StochasticNode
+from scg.graph.sampling import sample
 
 __all__ = [
     "CostNode",

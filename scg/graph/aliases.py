@@ -8,7 +8,7 @@ with no mask while the graph has nodes, it asks `adopt`:
 
 * a *view* (``as_subclass`` returns one, of any class, ``torch.Tensor`` included): its base
   tensor is the value it aliases (torch keeps the base's Python object, so its mask with it);
-  a node's value is marked on its base too (`scg.graph.build`);
+  a node's value is marked on its base too (`scg.graph.sampling`);
 * another tensor of a *subclass* type (``nn.Parameter(...)``, ``_make_subclass``): its storage
   (a host-side pointer, ``untyped_storage().data_ptr()``: no device synchronisation) is looked
   up among the node values' storages, then among the storages of the tracked values that do not

@@ -154,7 +154,7 @@ class GraphRecord(GraphQueries):
             )
         self._state = "open"
         #: whether gradients were on when the graph was opened (a node drawn with them off in it
-        #: has a score term without a gradient: `scg.graph.build.sample` warns)
+        #: has a score term without a gradient: `scg.graph.sampling.sample` warns)
         self.grad_at_open = torch.is_grad_enabled()
         if is_compiling():
             return self._enter_traced()
