@@ -26,7 +26,11 @@ Declared's path between its tracked checks, and the checks would fall unevenly i
 windows); the difference between the two N gives the instructions per ``scg.sample`` +
 ``scg.cost`` pair and per node of the surrogate.
 
-    OMP_NUM_THREADS=1 python benchmarks/instructions.py [--chain] [--workloads sbn toy] [--out DIR]
+``--pieces``: what a Declared node's record is made of (``node_pieces.py``): a Python call, finding
+the open graph, the user's line, each tensor metadata read, a small copy, and ``scg.cost`` /
+``scg.sample`` in a Declared graph, in instructions per operation.
+
+    OMP_NUM_THREADS=1 python benchmarks/instructions.py [--chain] [--pieces] [--workloads sbn toy] [--out DIR]
 
 Results: ``benchmarks/results/instructions.{json,md}``. Needs ``valgrind`` (with
 ``callgrind_control``) on the PATH; the children run about 50x slower than natively.
@@ -50,6 +54,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import node_pieces
 from small_workloads import MODES, WORKLOADS, Chain, Structure, chain, steps, structure, timed
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -81,6 +86,10 @@ def _count(fn: Callable[[], None], params: list[torch.Tensor], short: int, long:
 
 def child(args: argparse.Namespace) -> None:
     torch.set_num_threads(1)
+    if args.workload == "pieces":  # each piece of a node's record, in `node_pieces.pieces` order
+        for piece in node_pieces.pieces().values():
+            _count(piece.run, [], args.short, args.long)
+        return
     if args.workload == "chain":  # per N: each side's forward, then its whole step
         for n in CHAIN_NS:
             c = chain(n, per_node_costs=True)
@@ -270,6 +279,8 @@ def render(result: dict[str, object]) -> str:
         for n, row in split["per_n"].items():  # type: ignore[index]
             lines.append(f"| N = {n} | " + " | ".join(f"{row[k] / 1e3:.1f}" for k in keys) + " |")
         lines.append("| per node | " + " | ".join(f"{split['per_node'][k] / 1e3:.1f}" for k in keys) + " |")  # type: ignore[index]
+    if result.get("pieces"):
+        lines += node_pieces.render(result["pieces"])  # type: ignore[arg-type]
     return "\n".join(lines) + "\n"
 
 
@@ -284,6 +295,7 @@ def main() -> None:
     p.add_argument("--short", type=int, default=10, help="steps in the first counted part")
     p.add_argument("--long", type=int, default=30, help="steps in the second counted part")
     p.add_argument("--chain", action="store_true", help="also the per-node split on a Bernoulli chain")
+    p.add_argument("--pieces", action="store_true", help="also what a Declared node's record is made of")
     p.add_argument("--cache-sim", action="store_true", help="also simulated cache misses and branch mispredictions")
     p.add_argument("--jobs", type=int, default=1, help="workloads measured at once (one process each)")
     p.add_argument("--out", type=Path, default=RESULTS)
@@ -310,6 +322,9 @@ def main() -> None:
     if args.chain:
         got = run_child("chain", 0, 0, args.short, args.long, cache_sim=False)
         result["chain"] = chain_split([c["Ir"] for c in got])
+    if args.pieces:
+        got = run_child("pieces", 0, 0, args.short, args.long, cache_sim=False)
+        result["pieces"] = node_pieces.per_operation(dict(zip(node_pieces.pieces(), (c["Ir"] for c in got))))
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "instructions.json").write_text(json.dumps(result, indent=2) + "\n")
     (args.out / "instructions.md").write_text(render(result))

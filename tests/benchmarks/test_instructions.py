@@ -147,3 +147,25 @@ def test_bad_arguments_are_refused_before_any_child(
         ins.main()
     assert exc.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_pieces_child_and_per_operation(ins: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--pieces``: the child counts every piece in `node_pieces.pieces` order (each run once per
+    counted step); a piece's instructions per operation are its count minus its ``minus`` piece's
+    (for ``scg.sample`` the empty graph's too), over `PIECE_CALLS`; the table lists each."""
+    pieces = sys.modules["node_pieces"]
+    events: list[str] = []
+    monkeypatch.setattr(ins, "_control", lambda *args: events.append(" ".join(args)))
+    ins.child(argparse.Namespace(workload="pieces", batch=0, hidden=0, short=1, long=2))
+    table = pieces.pieces()
+    assert events.count("--dump=start") == len(table) and events.count("--dump=n2") == len(table)
+    counts = {key: 1000.0 * (i + 1) for i, key in enumerate(table)}
+    per = pieces.per_operation(counts)
+    assert "loop" not in per and "empty graph" not in per  # (the subtracted pieces are not reported)
+    k = pieces.PIECE_CALLS
+    assert per["call"] == (counts["call"] - counts["loop"]) / k
+    assert per["location"] == (counts["location"] - counts["call"]) / k
+    assert per["scg.cost"] == (counts["scg.cost"] - counts["empty graph"]) / k
+    assert per["scg.sample"] == (counts["scg.sample"] - counts["hand draw"] - counts["empty graph"]) / k
+    lines = pieces.render(per)
+    assert sum(line.startswith("| ") for line in lines) == len(per) + 1  # a row per piece, and the header
