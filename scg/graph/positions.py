@@ -17,7 +17,9 @@ a reshape keeps the prefix of unchanged sizes; ``x @ W`` keeps all but the contr
 expands a size-1 dimension keeps only the positions before it, except where the dimensions it
 adds or expands hold sample dimensions (``n=k``, ``Enumerate``): the input's positions then move
 right with its dimensions (`scg.graph.sample_positions.samples_inserted`). **An operation without a rule
-keeps none** (a conservative fallback: the node is then credited with whole costs).
+keeps none** (a conservative fallback: the node is then credited with whole costs). The rules
+are `scg.graph.position_rules` (tensor operations), `scg.graph.index_rules` and
+`scg.graph.nn_rules`, looked up by the operation's name in `TABLE`.
 
 A position ``p ≥ f`` of a tensor is harmless when its size is 1 there (nothing to confuse), so
 the foreign position stored is the first position ``≥ f`` of size > 1. Whether per-element
@@ -31,7 +33,8 @@ from typing import Any
 
 import torch
 
-from scg.graph.position_rules import INF, TABLE, Rule, elementwise
+from scg.graph import index_rules, nn_rules, position_rules
+from scg.graph.position_rules import INF, Rule, elementwise
 
 __all__ = ["BATCH", "INF", "Rule", "declare_rowwise", "foreign_from", "merge", "normalize", "prefix", "shift"]
 
@@ -44,6 +47,18 @@ BATCH = -1
 
 #: called after declare_rowwise changes the rules (the tracker clears its per-function cache)
 ON_CHANGE: list[Callable[[], None]] = []
+
+#: op name -> how it maps positions (the name torch reports: ``add`` for ``torch.add``,
+#: ``Tensor.add`` and ``Tensor.add_``): the elementwise operations, each with its in-place
+#: ``name_``, then the rules of tensor operations, indexing and ``torch.nn.functional``
+#: (`declare_rowwise` adds to it)
+TABLE: dict[str, Rule] = {n: elementwise for base in position_rules.ELEMENTWISE.split() for n in (base, base + "_")}
+TABLE.update(
+    (n, rule)
+    for rules in (position_rules.RULES, index_rules.RULES, nn_rules.RULES)
+    for rule, names in rules
+    for n in names.split()
+)
 
 
 def declare_rowwise(op: Callable[..., Any] | str, dims: int = 1, args: Sequence[int] | None = None) -> None:
