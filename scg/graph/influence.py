@@ -176,7 +176,7 @@ def dist_foreign(
     batch = len(batch_shape)
     # the batch dimensions that hold another node's samples (in a parameter of the batch's rank):
     # a parameter without them is broadcast behind them, its examples lined up after them
-    # (`scg.graph.sample_positions.samples_inserted`, the same rule for a torch operation)
+    # (`scg.graph.sample_shifts.samples_inserted`, the same rule for a torch operation)
     held: set[int] = set()
     if tracker.sample_dims:
         for t in tensors:

@@ -16,7 +16,7 @@ a reshape keeps the prefix of unchanged sizes; ``x @ W`` keeps all but the contr
 ``stack``/``cat`` along ``d`` keep ``0 .. d-1``; a broadcast that adds leading dimensions or
 expands a size-1 dimension keeps only the positions before it, except where the dimensions it
 adds or expands hold sample dimensions (``n=k``, ``Enumerate``): the input's positions then move
-right with its dimensions (`scg.graph.sample_positions.samples_inserted`). **An operation without a rule
+right with its dimensions (`scg.graph.sample_shifts.samples_inserted`). **An operation without a rule
 keeps none** (a conservative fallback: the node is then credited with whole costs). The rules
 are `scg.graph.position_rules` (tensor operations), `scg.graph.index_rules` and
 `scg.graph.nn_rules`, looked up by the operation's name in `TABLE`.

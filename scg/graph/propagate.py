@@ -41,7 +41,8 @@ from scg.graph.ops import (
     shape_index_tensors,
 )
 from scg.graph.positions import INF
-from scg.graph.sample_positions import MIXED, follow, held_dims, samples_combined, samples_inserted
+from scg.graph.sample_positions import MIXED, follow, held_dims
+from scg.graph.sample_shifts import samples_combined, samples_inserted
 
 __all__ = ["OutputMarks", "Tracked", "mark_dynamic", "mark_opaque", "nested_involved", "paired_inputs", "propagate"]
 

@@ -5,7 +5,7 @@ broadcasts ``b`` behind ``z``'s sample dimension. Every such broadcast used to m
 from position 0, which the plate check read as "inside the cost's sample dimensions" and credited
 per element, whatever ``g`` did to ``b``'s examples before (a flip, a batch-centred reward) or
 where the broadcast put them (behind another dimension). The positions now move right with the
-dimensions the broadcast adds for sample dimensions (`scg.graph.sample_positions.samples_inserted`).
+dimensions the broadcast adds for sample dimensions (`scg.graph.sample_shifts.samples_inserted`).
 
 A second hunt (helper-91) found four more ways to the same bias, each tested at the end: a batch
 dimension laid over another node's samples by a same-rank broadcast (batch size = n), a mixing at a
