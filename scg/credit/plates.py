@@ -118,7 +118,7 @@ class PlateCheck:
 
         A position that lines up has the same size in ``c`` and ``v`` (an operation that changes
         it marks it foreign), except after a size-1 dimension put in as a place for samples
-        (`scg.graph.sample_positions.samples_inserted`) that none filled: ``z[:, None] * M`` of
+        (`scg.graph.sample_shifts.samples_inserted`) that none filled: ``z[:, None] * M`` of
         ``z`` (n, B, D) is ``(n, 1, B, D)``, z's positions one place right of the cost's. The
         first position where one of them has size 1 and the other not is therefore foreign too
         (before, ``z[b, d]`` was credited with ``c[0, d, :]``: a biased gradient)."""
@@ -136,7 +136,7 @@ class PlateCheck:
             f = lc
         if f < lc:
             # among the cost's sample dimensions: a node's positions move past the sample
-            # dimensions put in front of them (`scg.graph.sample_positions.samples_inserted`) and
+            # dimensions put in front of them (`scg.graph.sample_shifts.samples_inserted`) and
             # past those a reduction removed (`samples_combined`), so a position left there is a
             # mixing that happened where the node's examples could no longer be followed
             return True

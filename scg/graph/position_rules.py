@@ -16,7 +16,17 @@ from typing import Any
 
 import torch
 
-__all__ = ["ELEMENTWISE", "INF", "RULES", "Rule", "elementwise"]
+__all__ = [
+    "ELEMENTWISE",
+    "INF",
+    "RULES",
+    "Rule",
+    "along_dims",
+    "along_rule",
+    "elementwise",
+    "reduced_dims",
+    "reduction_rule",
+]
 
 Tensor = torch.Tensor
 
@@ -47,7 +57,7 @@ def elementwise(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Ten
     return INF if t.dim() == out.dim() else 0
 
 
-def _reduction(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor, out: Tensor, pos: int) -> int:
+def reduction_rule(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor, out: Tensor, pos: int) -> int:
     if len(args) > 1 and isinstance(args[1], Tensor):  # torch.max(a, b): elementwise
         return INF if t.dim() == out.dim() else 0
     if pos != 0:
@@ -91,7 +101,7 @@ def along_dims(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], ndim: i
     return None if d is None else {d}
 
 
-def _along(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor, out: Tensor, pos: int) -> int:
+def along_rule(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], t: Tensor, out: Tensor, pos: int) -> int:
     """Shape-preserving ops that mix along one dimension (cumsum, softmax, sort, flip, ...)."""
     if pos != 0:
         return 0
@@ -251,12 +261,12 @@ __gt__ __ge__ __lshift__ __rshift__ __iand__ __ior__ __ixor__ __div__ __rdiv__ _
 #: rule -> the operations it covers, by the name torch reports (after those of ``ELEMENTWISE``)
 RULES: tuple[tuple[Rule, str], ...] = (
     (
-        _reduction,
+        reduction_rule,
         "sum mean prod amax amin max min argmax argmin logsumexp norm std var all any median "
         "nansum nanmean nanmedian count_nonzero std_mean var_mean mode aminmax",
     ),
     (
-        _along,
+        along_rule,
         "cumsum cumprod cummax cummin logcumsumexp softmax log_softmax softmin sort argsort "
         "topk kthvalue flip roll diff normalize cumsum_ cumprod_",
     ),

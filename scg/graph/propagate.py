@@ -130,7 +130,7 @@ def propagate(
             fr = {f: am} if f < limit else {}
             if afr:
                 for q, qm in afr.items():
-                    q = _moved(q, dropped, added)
+                    q = moved_dim(q, dropped, added)
                     q = q if q < f else f
                     fr[q] = fr.get(q, 0) | qm
                 if len(fr) > 1:
@@ -168,7 +168,7 @@ def propagate(
             if fr is None:
                 fr = {}
             for q, qm in afr.items():
-                q = _moved(q, dropped, added)
+                q = moved_dim(q, dropped, added)
                 q = q if q < f else f
                 fr[q] = fr.get(q, 0) | qm
     if fr:
@@ -222,7 +222,7 @@ def _limit(tracker: OutputMarks, o: Tensor) -> int:
     return tracker.max_dim + lead
 
 
-def _moved(q: int, dropped: tuple[int, ...], where: tuple[int, ...]) -> int:
+def moved_dim(q: int, dropped: tuple[int, ...], where: tuple[int, ...]) -> int:
     """Foreign position ``q`` of an input in the output that dropped its dimensions ``dropped``, or
     put its dimension ``d`` at ``where[d]`` (a position past the input's dimensions moves past all
     of them)."""

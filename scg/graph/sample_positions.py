@@ -38,16 +38,20 @@ import torch
 
 from scg.errors import SCGError
 from scg.graph.nodes import Node
-from scg.graph.position_rules import _along, _reduction, along_dims, elementwise, reduced_dims
+from scg.graph.position_rules import along_dims, along_rule, elementwise, reduced_dims, reduction_rule
 from scg.graph.positions import rule_prefix
 
 __all__ = [
+    "EXPAND_OPS",
     "LOST",
     "MIXED",
+    "PERMUTE_OPS",
     "check_layout",
     "follow",
     "held_dims",
+    "moved_dim",
     "node_value_map",
+    "norm_dim",
 ]
 
 Tensor = torch.Tensor
@@ -58,12 +62,12 @@ LOST = -1
 #: flip along it) but the node's influence is still there
 MIXED = -2
 
-_PERMUTES = frozenset("transpose swapaxes swapdims t T mT permute movedim".split())
+PERMUTE_OPS = frozenset("transpose swapaxes swapdims t T mT permute movedim".split())
 _MATMUL = frozenset("matmul __matmul__ __rmatmul__ bmm baddbmm".split())
-_EXPAND = frozenset("expand expand_as broadcast_to".split())
+EXPAND_OPS = frozenset("expand expand_as broadcast_to".split())
 
 
-def _norm(d: Any, n: int) -> int:
+def norm_dim(d: Any, n: int) -> int:
     return int(d) % max(n, 1)
 
 
@@ -71,8 +75,8 @@ def _permutation(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], n: in
     """``perm[i]``: the input dimension that output dimension ``i`` is."""
     order = list(range(n))
     if name in ("transpose", "swapaxes", "swapdims"):
-        a = _norm(args[1] if len(args) > 1 else kwargs.get("dim0", 0), n)
-        b = _norm(args[2] if len(args) > 2 else kwargs.get("dim1", 1), n)
+        a = norm_dim(args[1] if len(args) > 1 else kwargs.get("dim0", 0), n)
+        b = norm_dim(args[2] if len(args) > 2 else kwargs.get("dim1", 1), n)
         order[a], order[b] = order[b], order[a]
         return order
     if name in ("t", "T"):
@@ -84,12 +88,12 @@ def _permutation(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], n: in
         return order
     if name == "permute":
         dims = args[1:] if len(args) > 2 or not isinstance(args[1], (list, tuple)) else args[1]
-        return [_norm(d, n) for d in dims]
+        return [norm_dim(d, n) for d in dims]
     if name == "movedim":
         src = args[1] if len(args) > 1 else kwargs.get("source")
         dst = args[2] if len(args) > 2 else kwargs.get("destination")
-        srcs = [_norm(d, n) for d in (src if isinstance(src, (list, tuple)) else [src])]
-        dsts = [_norm(d, n) for d in (dst if isinstance(dst, (list, tuple)) else [dst])]
+        srcs = [norm_dim(d, n) for d in (src if isinstance(src, (list, tuple)) else [src])]
+        dsts = [norm_dim(d, n) for d in (dst if isinstance(dst, (list, tuple)) else [dst])]
         rest = [d for d in order if d not in srcs]
         out: list[int | None] = [None] * n
         for s, t in zip(srcs, dsts):
@@ -125,24 +129,24 @@ def _basic_index(items: tuple[Any, ...], n: int) -> list[int | None] | None:
     return where
 
 
-def _moved(
+def moved_dim(
     name: str, rule: Any, args: tuple[Any, ...], kwargs: dict[str, Any], a: Tensor, o: Tensor, pos: int, d: int
 ) -> int | None:
     """Where a dimension-moving op puts input dimension ``d`` (LOST when it is consumed); None
     when the op has no moving rule (the position rule decides)."""
     n = a.dim()
-    if name in _PERMUTES and pos == 0:
+    if name in PERMUTE_OPS and pos == 0:
         perm = _permutation(name, args, kwargs, n)
         return None if perm is None or len(perm) != o.dim() else perm.index(d)
     if name in ("unsqueeze", "unsqueeze_") and pos == 0:
-        k = _norm(kwargs.get("dim", args[1] if len(args) > 1 else 0), o.dim())
+        k = norm_dim(kwargs.get("dim", args[1] if len(args) > 1 else 0), o.dim())
         return d + 1 if d >= k else d
     if name in ("squeeze", "squeeze_") and pos == 0:
         dim = kwargs.get("dim", args[1] if len(args) > 1 else None)
         if dim is None:
             gone = [i for i in range(n) if a.shape[i] == 1]
         else:
-            sel = [_norm(x, n) for x in (dim if isinstance(dim, (list, tuple)) else [dim])]
+            sel = [norm_dim(x, n) for x in (dim if isinstance(dim, (list, tuple)) else [dim])]
             gone = [i for i in sel if a.shape[i] == 1]
         return LOST if d in gone else d - sum(1 for i in gone if i < d)
     if name == "__getitem__" and pos == 0:
@@ -152,7 +156,7 @@ def _moved(
             return None
         w = where[d]
         return LOST if w is None else w
-    if rule is _reduction and pos == 0 and not (len(args) > 1 and isinstance(args[1], Tensor)):
+    if rule is reduction_rule and pos == 0 and not (len(args) > 1 and isinstance(args[1], Tensor)):
         dims = reduced_dims(args, kwargs, n)
         if dims is None:
             dim = kwargs.get("dim", kwargs.get("axis", args[1] if len(args) > 1 else None))
@@ -162,13 +166,13 @@ def _moved(
         if d in dims:
             return MIXED
         return d if o.dim() == n else d - sum(1 for i in dims if i < d)
-    if rule is _along and pos == 0 and o.dim() == n:
+    if rule is along_rule and pos == 0 and o.dim() == n:
         along = along_dims(name, args, kwargs, n)  # (None: roll without dims, the flattened tensor)
         return MIXED if along is None or d in along else d
     if name == "stack":
-        k = _norm(kwargs.get("dim", args[1] if len(args) > 1 else 0), o.dim())
+        k = norm_dim(kwargs.get("dim", args[1] if len(args) > 1 else 0), o.dim())
         return d + 1 if d >= k else d
-    if (rule is elementwise or name in _EXPAND) and a.dim() < o.dim():
+    if (rule is elementwise or name in EXPAND_OPS) and a.dim() < o.dim():
         return d + o.dim() - n  # broadcasting aligns dimensions from the right
     if name in _MATMUL and n >= 3 and d < n - 2 and o.dim() >= n:
         return d + o.dim() - n  # a batch dimension of a batched matmul (a matrix @ vector: the rule's prefix)
@@ -209,7 +213,7 @@ def follow(
             nd = d if d == MIXED else LOST
             if d >= 0:
                 try:
-                    got = _moved(name, rule, args, kwargs or {}, a, o, pos, d)
+                    got = moved_dim(name, rule, args, kwargs or {}, a, o, pos, d)
                     if got is None:
                         p = rule_prefix(func, name, rule, args, kwargs, a, o, pos)
                         got = d if d < p else LOST

@@ -20,9 +20,9 @@ from typing import Any
 
 import torch
 
-from scg.graph.position_rules import _along, _reduction, along_dims, elementwise, reduced_dims
+from scg.graph.position_rules import along_dims, along_rule, elementwise, reduced_dims, reduction_rule
 from scg.graph.positions import INF
-from scg.graph.sample_positions import _EXPAND, _PERMUTES, _moved, _norm, held_dims
+from scg.graph.sample_positions import EXPAND_OPS, PERMUTE_OPS, held_dims, moved_dim, norm_dim
 
 __all__ = ["samples_combined", "samples_inserted"]
 
@@ -59,17 +59,17 @@ def samples_combined(
     if not held and not ones:
         return None
     kwargs = kwargs or {}
-    if rule is _reduction and not (len(args) > 1 and isinstance(args[1], Tensor)):
+    if rule is reduction_rule and not (len(args) > 1 and isinstance(args[1], Tensor)):
         dims = reduced_dims(args, kwargs, n)
         if dims is None or not dims <= held | ones:
             return None
         return tuple(sorted(dims)) if o.dim() == n - len(dims) else () if o.dim() == n else None
-    if rule is _along and o.dim() == n:
+    if rule is along_rule and o.dim() == n:
         dims = along_dims(name, args, kwargs, n)
         return () if dims is not None and dims <= held | ones else None
     if name == "squeeze" and a is not o:  # (squeeze_: a is already squeezed, its old shape unknown)
         dim = kwargs.get("dim", args[1] if len(args) > 1 else None)
-        sel = range(n) if dim is None else [_norm(x, n) for x in (dim if isinstance(dim, (list, tuple)) else [dim])]
+        sel = range(n) if dim is None else [norm_dim(x, n) for x in (dim if isinstance(dim, (list, tuple)) else [dim])]
         gone = tuple(sorted({d for d in sel if d in ones}))
         return gone if gone and o.dim() == n - len(gone) and not held & set(gone) else None
     return None
@@ -112,17 +112,19 @@ def samples_inserted(
     kwargs = kwargs or {}
     oshape, ashape = o.shape, a.shape
     broadcast = (
-        rule is elementwise or name in _EXPAND or (rule is _reduction and len(args) > 1 and isinstance(args[1], Tensor))
+        rule is elementwise
+        or name in EXPAND_OPS
+        or (rule is reduction_rule and len(args) > 1 and isinstance(args[1], Tensor))
     )
     if broadcast:
         k = no - n
         where = tuple(range(k, no))
     else:
-        permutes = name in _PERMUTES
+        permutes = name in PERMUTE_OPS
         if (no == n and not permutes) or pos != 0:
             return None
         try:
-            moved = [_moved(name, rule, args, kwargs, a, o, pos, d) for d in range(n)]
+            moved = [moved_dim(name, rule, args, kwargs, a, o, pos, d) for d in range(n)]
         except (TypeError, ValueError, IndexError, AttributeError):
             return None
         if not all(isinstance(w, int) and w >= 0 for w in moved):
