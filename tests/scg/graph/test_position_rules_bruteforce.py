@@ -265,10 +265,11 @@ def test_an_expand_to_a_higher_rank_is_foreign_from_position_0(assert_credit_and
 
 
 def test_a_cat_along_the_examples_shifts_their_rows(assert_credit_and_exact_mean: Any) -> None:
-    """``torch.cat([zeros(1), z])[:2]`` puts z[0] in row 1: the rows of the cat do not line up
-    with z's examples, so z needs whole-plate credit. Read as aligned (a cat along dimension 0
-    taken to keep dimension 0 in place), z[0] was credited with row 0 of the cost, which it does
-    not influence: its gradient 0 instead of 2 ∇E z_0 (checked exactly: the mean over z's 4 values)."""
+    """``torch.cat([zeros(1), z])[:2]`` puts z[0] in row 1: the rows of the cost do not line up
+    with z's examples, so z needs whole-plate credit. Credited per row, z[0] would get row 0 of the
+    cost, which it does not influence: its gradient 0 instead of 2 ∇E z_0 (checked exactly: the
+    mean over z's 4 values). (The slice that brings the cat back to z's size is foreign from
+    position 0 by its own rule, whatever the cat's rule says: see the mutant pos-cat-batch-aligned.)"""
     theta = torch.tensor([0.3, -0.4], dtype=torch.float64, requires_grad=True)
     w = torch.tensor([1.0, 2.0], dtype=torch.float64)
 
