@@ -60,6 +60,9 @@ class Learned(Baseline):
         loss_weight: weight of the regression loss in the surrogate (it trains the module's
             parameters only: the inputs are detached, see the module docstring).
 
+    A learning signal with no elements (a batch of 0 examples) fits nothing: its regression loss
+    is 0.
+
     Example::
 
         bl = scg.baselines.Learned(torch.nn.Linear(H, 1))
@@ -119,7 +122,10 @@ class Learned(Baseline):
                 count = Counter(id(c) for c in copies)
                 row_loss = row_loss / row_loss.new_tensor([count[id(c)] for c in copies])
             loss = row_loss.sum()
-        if self.loss_weight != 1.0:
+        if targets.numel() == 0:  # a batch of no elements (a last batch of 0 examples) fits nothing: its
+            # mean squared error over none is NaN, the surrogate's value with it (the sum over none: 0, of φ)
+            loss = value.sum()
+        elif self.loss_weight != 1.0:
             loss = self.loss_weight * loss
         return BaselineResult(value.detach(), loss)
 

@@ -42,6 +42,8 @@ class Normalized(Baseline):
         baseline: an input-dependent baseline b_v(x) applied first (e.g. ``Learned``), or None.
         beta: update rate β in (0, 1] of the running mean and variance.
         scale: divide by max(1, running std) (biased in scale, see module docstring).
+
+    A learning signal with no elements (a batch of 0 examples) leaves the statistics as they are.
     """
 
     untraceable: ClassVar[str | None] = (
@@ -74,7 +76,9 @@ class Normalized(Baseline):
         var = torch.tensor([v for _, v in old], dtype=targets.dtype, device=targets.device).reshape(shape)
         flat = signal.detach().reshape(len(nodes), -1)
         centred = flat - mean.reshape(-1, 1)
-        for i, key in enumerate(keys):
+        # (a batch of no elements observes nothing: its mean over none would make the statistics
+        # NaN for every later step, as for EMA)
+        for i, key in enumerate(keys if flat.shape[1] else ()):
             m, v = old[i]
             self.stats[key] = (
                 m + self.beta * (float(flat[i].mean()) - m),

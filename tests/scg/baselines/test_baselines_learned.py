@@ -114,3 +114,29 @@ def test_a_container_of_inputs_is_read_as_it_was_when_the_baseline_was_bound() -
 
     report = st.check_unbiased(lambda: run(theta[None]), [theta], n=2000, batched=run, particles=2000)
     assert report.passed, str(report)
+
+
+def test_an_empty_batch_fits_nothing_and_leaves_the_surrogate_finite() -> None:
+    """A batch of 0 examples (a last batch, every sequence done): the regression's mean squared
+    error over no element was NaN, and so was the surrogate's value (check_finite read the
+    baselines' values, which are empty, and passed), for one copy and for copies evaluated
+    together. It is 0 now, its gradient into the module 0, and the next batch trains as usual."""
+    learned = _learned()
+    w = learned.module.weight
+    for copies in (1, 2):
+        with scg.Graph() as g:
+            for t in range(copies):
+                x = torch.zeros(0, 1, dtype=torch.float64)
+                z = scg.sample(Bernoulli(logits=x[:, 0]), name="z", step=t, baseline=learned.given(x))
+                scg.cost(z * 2.0, name="c", step=t)
+        loss = g.surrogate_loss()
+        assert loss.item() == 0.0, (copies, loss)
+        (gw,) = torch.autograd.grad(loss, [w])
+        assert bool((gw == 0).all()), (copies, gw)
+    with scg.Graph() as g:
+        x = torch.tensor([[0.5], [-1.0]], dtype=torch.float64)
+        z = scg.sample(Bernoulli(logits=x[:, 0]), name="z", baseline=learned.given(x))
+        scg.cost(z * 2.0, name="c")
+    (gw,) = torch.autograd.grad(g.surrogate_loss(), [w])
+    want = (2.0 * (2.0 * x + 1.0 - 2.0 * z[:, None]) * x).mean()  # ∇_w mean((w·x + b − 2z)²), w = 2, b = 1
+    torch.testing.assert_close(gw, want.reshape(1, 1))

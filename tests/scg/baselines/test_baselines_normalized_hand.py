@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 import torch
-from torch.distributions import Categorical
+from torch.distributions import Bernoulli, Categorical
 
 import scg
 
@@ -41,3 +41,21 @@ def test_normalized_matches_the_hand_computation_over_several_steps() -> None:
         torch.testing.assert_close(grad, want)
         m, v = m + BETA * (float(signal.mean()) - m), v + BETA * (float(((signal - m) ** 2).mean()) - v)
     assert seen_small and seen_large  # both sides of the max(1, ·) clamp were exercised
+
+
+def test_an_empty_batch_leaves_the_statistics_as_they_were() -> None:
+    """A batch of 0 examples (a last batch, every sequence done) observes nothing: its mean over
+    no element made the running mean and variance NaN, so every later step's baseline value was
+    NaN (refused by check_finite; with check_finite=False a NaN gradient)."""
+    norm = scg.baselines.Normalized(beta=BETA)
+    for batch in (3, 0, 2):
+        logits = torch.zeros(batch, dtype=torch.float64, requires_grad=True)
+        before = dict(norm.stats)
+        with scg.Graph() as g:
+            z = scg.sample(Bernoulli(logits=logits), name="z", baseline=norm)
+            scg.cost(3.0 * z - 1.0, name="c")
+        (grad,) = torch.autograd.grad(g.surrogate_loss(check_finite=False), logits)
+        assert bool(torch.isfinite(grad).all()), (batch, grad)
+        if batch == 0:
+            assert norm.stats == before
+        assert all(math.isfinite(m) and math.isfinite(v) for m, v in norm.stats.values()), (batch, norm.stats)
