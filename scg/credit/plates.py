@@ -10,6 +10,8 @@ composed along the graph (`foreign_closure`). For a pair (v, c):
 
 * the *plate rank* of v is its number of batch dimensions (after its sample dimensions), or the
   ``plates=`` it was declared with (``scg.sample(..., plates=k)`` or ``scg.Graph(plates=k)``);
+* ``plates=0`` declares no plate: every pair of a node with more than one element is
+  *whole-plate* (its elements share the credit of the whole cost);
 * the pair is *per-element* when every cost position up to that rank lines up with v's (or has
   size 1 in the cost or in v); otherwise it is *mixed*. A position that lines up has one size in
   both but for a size-1 place for samples none filled (`PlateCheck.mixed`): the positions from
@@ -122,14 +124,20 @@ class PlateCheck:
         ``z`` (n, B, D) is ``(n, 1, B, D)``, z's positions one place right of the cost's. The
         first position where one of them has size 1 and the other not is therefore foreign too
         (before, ``z[b, d]`` was credited with ``c[0, d, :]``: a biased gradient)."""
+        lv = self.layout_len.get(v.index, 0)
+        vshape = (v.log_prob if v.log_prob is not None else v.value).shape
+        if v.plates is not None and not every_batch_dim and plate_rank(v, lv) == 0:
+            # plates=0: no plate elements, every element of v shares the credit of the whole cost,
+            # which is whole-plate credit (reported so, and refused by DiCE, whose per-element
+            # magic boxes cannot express it); none to share for a node with one element
+            return any(s > 1 for s in vshape[lv:])
         marked = self.any[c.index] >> v.index & 1
         if not marked and not (self.places and self.full[c.index] >> v.index & 1):
             return False
-        lv, lc = self.layout_len.get(v.index, 0), self.layout_len.get(c.index, 0)
-        vshape = (v.log_prob if v.log_prob is not None else v.value).shape
+        lc = self.layout_len.get(c.index, 0)
         rank = len(vshape) - lv if every_batch_dim else plate_rank(v, lv)
-        if rank == 0:  # (no plate elements to mix: a scalar node, or plates=0, whose batch
-            return False  # dimensions all share credit; whole-plate credit would be the same)
+        if rank == 0:  # (no plate elements to mix: a node without batch dimensions)
+            return False
         f = _position(self.foreign[c.index], v.index) if marked else INF
         cshape = c.value.shape
         if f == BATCH:  # (a pair declared whole-plate: from the cost's first batch position on)
@@ -176,10 +184,12 @@ class PlateCheck:
         """``M[i, j]``: rows[i] influences cols[j] and the cost mixes its plate elements."""
         m = np.zeros(a.shape, dtype=bool)
         rowmask = 0
+        declared = False  # a node declares plates= (plates=0 is whole-plate with every cost, `mixed`)
         for v in rows:
             rowmask |= 1 << v.index
+            declared = declared or v.plates is not None
         for j, c in enumerate(cols):
-            if not self.places and not self.any[c.index] & rowmask:
+            if not self.places and not declared and not self.any[c.index] & rowmask:
                 continue  # every node that influences this cost lines up with it
             for i in np.nonzero(a[:, j])[0]:
                 m[i, j] = self.mixed(rows[int(i)], c)

@@ -42,6 +42,7 @@ import torch
 
 from scg.credit import dice as dice_mod
 from scg.credit.plan import CreditPlan, influence_matrix, plan_for, weight_matrix
+from scg.credit.plates import plate_rank
 from scg.credit.sample_dims import SamplePlan
 from scg.credit.signals import (
     BaselineValues,
@@ -58,7 +59,7 @@ from scg.credit.soundness import check_after_registration, check_baseline_inputs
 from scg.credit.traced import traced_surrogate_loss
 from scg.errors import SCGError, expect_bool
 from scg.graph.graph import GraphRecord, is_compiling
-from scg.graph.nodes import SampleInfo, user_stacklevel
+from scg.graph.nodes import SampleInfo, StochasticNode, user_stacklevel
 
 __all__ = ["objective", "surrogate_loss"]
 
@@ -238,7 +239,7 @@ def _dice_baselines(
     """DiCE's baseline per node group, Σ_{v≺c} ω b_c + b_v (None without baselines); refuses
     the credit DiCE's per-element weights cannot express."""
     mixed = plan.mixed
-    if mixed.any() or any(v.plates is not None for ng in ngs for v in ng.members):
+    if mixed.any() or any(_shares_beyond_plates(v, len(ng.layout)) for ng in ngs for v in ng.members):
         i, j = (int(x[0]) for x in np.nonzero(mixed)) if mixed.any() else (0, 0)
         raise SCGError(
             f"surrogate_loss(dice=True): {graph.cost_nodes[j].describe()} mixes the "
@@ -263,6 +264,15 @@ def _dice_baselines(
         assert raw is not None
         out.append((raw - adv).detach())
     return out
+
+
+def _shares_beyond_plates(v: StochasticNode, n_sample: int) -> bool:
+    """Whether ``v`` declares plates that leave batch dimensions of more than one element, whose
+    elements share their credit (a declaration covering every batch dimension shares nothing)."""
+    if v.plates is None:
+        return False
+    shape = (v.log_prob if v.log_prob is not None else v.value).shape
+    return any(s > 1 for s in shape[n_sample + plate_rank(v, n_sample) :])
 
 
 def _loaded(graph: GraphRecord, plan: CreditPlan, ngs: list[NodeGroup], lam: float) -> list[torch.Tensor]:

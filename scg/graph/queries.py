@@ -94,8 +94,9 @@ class GraphQueries:
 
         * ``"per-element"``: a score-function node, each plate element credited with its own
           cost elements;
-        * ``"whole-plate"``: a score-function node whose plate elements the cost mixes, so each
-          is credited with the whole cost (see `scg.credit.plates`);
+        * ``"whole-plate"``: a score-function node whose plate elements the cost mixes, or one
+          declared with ``plates=0``, so each element is credited with the whole cost (see
+          `scg.credit.plates`);
         * ``"pathwise"``: a reparameterized node (``Pathwise``): the cost's gradient reaches it
           through its value, with no score term;
         * ``"relaxed"``: a relaxed node (``GumbelSoftmax``): pathwise through a continuous

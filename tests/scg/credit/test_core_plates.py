@@ -637,3 +637,51 @@ def test_a_scalar_node_has_no_examples_to_mix() -> None:
         got = expected_estimate(program, [a, th, w], keep=("z",), surrogate_kwargs=kwargs)
         for e, x in zip(exact, got):
             torch.testing.assert_close(x, e, rtol=1e-9, atol=1e-12)
+
+
+def test_plates_zero_is_reported_whole_plate_and_refused_by_dice() -> None:
+    """``plates=0``: every element of the node shares the credit of the whole cost. The surrogate
+    did so (one draw's gradient below: Σ_i ∇log p(z_i) · Σ_j c_j), while ``g.credit`` said
+    "per-element" (for a cost that mixes the elements, as for one that does not) and
+    ``dice=True`` refused the node: it is "whole-plate" now, the report DiCE's refusal reads."""
+    th = torch.tensor([0.3, -0.5], dtype=torch.float64, requires_grad=True)
+    w = torch.tensor([1.0, 2.5], dtype=torch.float64)
+    drawn = torch.tensor([1.0, 0.0], dtype=torch.float64)
+    for mix in (False, True):
+        with scg.Graph(intervene=lambda name, step, dist, shape: drawn.clone()) as g:
+            z = scg.sample(Bernoulli(logits=th), name="z", plates=0)
+            scg.cost((z.flip(0) if mix else z) * w, name="c")
+        (grad,) = torch.autograd.grad(g.surrogate_loss(), th)
+        assert g.credit("z", "c") == "whole-plate", (mix, g.credit("z", "c"))
+        whole = float(((drawn.flip(0) if mix else drawn) * w).sum())
+        torch.testing.assert_close(grad, (drawn - torch.sigmoid(th.detach())) * whole, rtol=1e-12, atol=0.0)
+        with scg.Graph() as g:
+            z = scg.sample(Bernoulli(logits=th), name="z", plates=0)
+            scg.cost((z.flip(0) if mix else z) * w, name="c")
+        with pytest.raises(scg.SCGError, match=r"dice=True.*batch elements of stochastic node 'z'.*plates="):
+            g.surrogate_loss(dice=True)
+    with scg.Graph() as g:  # one element: nothing to share
+        z = scg.sample(Bernoulli(logits=th[:1]), name="z", plates=0)
+        scg.cost(z * w[:1], name="c")
+    g.surrogate_loss(dice=True)
+    assert g.credit("z", "c") == "per-element"
+
+
+def test_plates_covering_every_batch_dimension_are_accepted_by_dice() -> None:
+    """``plates=1`` on a (B,) node declares what ``plates=None`` does (every batch dimension a
+    plate): ``dice=True`` refused any declared plates; it refuses only those that leave batch
+    dimensions to share, and its mean here is the exact gradient."""
+    th = torch.tensor([0.3, -0.5], dtype=torch.float64, requires_grad=True)
+    w = torch.tensor([1.0, 2.5], dtype=torch.float64)
+
+    def program() -> None:
+        z = scg.sample(Bernoulli(logits=th), name="z", plates=1)
+        scg.cost(z * (w + th), name="c")
+
+    (mean,) = expected_estimate(program, [th], surrogate_kwargs={"dice": True})
+    torch.testing.assert_close(mean, st.exact_gradient(program, [th])[0], rtol=1e-9, atol=1e-12)
+    with scg.Graph() as g:
+        z = scg.sample(Bernoulli(logits=th[None].expand(2, 2)), name="z", plates=1)  # (2, 2): dim 1 shared
+        scg.cost(z * w, name="c")
+    with pytest.raises(scg.SCGError, match=r"dice=True.*declares plates="):
+        g.surrogate_loss(dice=True)
