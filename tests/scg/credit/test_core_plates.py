@@ -296,6 +296,20 @@ def test_particle_batched_estimates_refuse_a_program_that_mixes_particles() -> N
         st.estimate_gradients_batched(batched, [th], 8, particles=4)
 
 
+def test_particle_batched_estimates_refuse_particles_declared_plates_zero() -> None:
+    """``Graph(plates=0)``: each particle's score is credited with every particle's cost, so the
+    per-particle gradients are not independent estimates (the z-test's standard error assumes
+    they are). The pairs were reported per-element and the estimates were accepted."""
+    th = _theta()
+
+    def batched(reps: torch.Tensor) -> None:  # (P, 3)
+        z = scg.sample(Bernoulli(logits=reps), name="z")
+        scg.cost(z.to(reps.dtype) * W[0], name="c")
+
+    with pytest.raises(scg.SCGError, match=r"mixes the particles of stochastic node 'z'"):
+        st.estimate_gradients_batched(batched, [th], 8, particles=4, graph_kwargs={"plates": 0})
+
+
 def test_a_dimension_added_after_a_reduction_is_not_aligned() -> None:
     """c[i, k] = one_hot(Σ_d z[i, d])[k] depends on every z[i, :]: not per element along dim 1."""
     th = torch.tensor([0.3, -0.5, 0.8, 0.1], dtype=torch.float64, requires_grad=True)
