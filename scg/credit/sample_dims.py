@@ -33,6 +33,7 @@ The rule for which dimensions are sample dimensions (checked, errors name the no
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import torch
@@ -239,7 +240,8 @@ def align_batch_to_node(
     y = _move(x, c_lay, v_lay, sizes)
     q, nv = y.shape[0], len(v_lay)
     lead = y.shape[1 : 1 + nv]
-    flat = y.reshape(-1, *y.shape[1 + nv :])
+    # (the rows counted, not -1: a batch of no elements has no rows to infer it from)
+    flat = y.reshape(q * math.prod(lead), *y.shape[1 + nv :])
     flat = _align_rest(flat, node_shape[nv:], cost, node, reverse=False, expand=expand)
     return flat.reshape(q, *lead, *flat.shape[1:])
 
@@ -259,6 +261,6 @@ def align_batch_to_cost(
     y = _move(x, v_lay, c_lay, sizes)
     r, m = y.shape[0], len(c_lay)
     lead = y.shape[1 : 1 + m]
-    flat = y.reshape(-1, *y.shape[1 + m :])
+    flat = y.reshape(r * math.prod(lead), *y.shape[1 + m :])
     flat = _align_rest(flat, cost_shape[m:], node, cost, reverse=True)
     return flat.reshape(r, *lead, *cost_shape[m:])

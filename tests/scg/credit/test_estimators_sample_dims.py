@@ -421,3 +421,21 @@ def test_cost_dimensions_where_the_node_has_size_one_are_summed() -> None:
     (grad,) = torch.autograd.grad(loss, [theta])
     zv = z.detach()
     torch.testing.assert_close(grad, (zv - torch.sigmoid(theta.detach())) * ((zv + 1.0) * w).sum(-1, keepdim=True))
+
+
+@pytest.mark.parametrize("options", [{}, {"dice": True}, {"dice_lambda": 0.5}], ids=["default", "dice", "loaded"])
+def test_a_batch_of_no_elements_with_sample_dimensions_builds_its_surrogate(options: dict[str, Any]) -> None:
+    """A batch of 0 examples (a last batch of the loader, every sequence done) under a node drawn
+    with n=2 and an enumerated one: aligning the costs' sample dimensions reshaped with -1, which
+    torch cannot infer for no elements (RuntimeError inside torch). The surrogate is 0, its
+    gradient empty."""
+    th = torch.zeros(0, dtype=torch.float64, requires_grad=True)
+    with scg.Graph() as g:
+        z = scg.sample(Bernoulli(logits=th), name="z", n=2, step=0)  # (2, 0)
+        e = scg.sample(Bernoulli(logits=z - 0.5), name="e", step=1, estimator=scg.estimators.Enumerate())  # (2, 2, 0)
+        y = scg.sample(Bernoulli(logits=z + e), name="y", step=1)
+        scg.cost(y * 2.0 + z, name="c", step=1)
+    loss = g.surrogate_loss(**options)
+    assert loss.item() == 0.0
+    (grad,) = torch.autograd.grad(loss, th)
+    assert grad.shape == (0,)
