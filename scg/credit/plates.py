@@ -42,7 +42,7 @@ from scg.graph.masks import bits
 from scg.graph.nodes import Node, StochasticNode
 from scg.graph.positions import BATCH, INF, normalize
 
-__all__ = ["PlateCheck", "foreign_closure", "share_beyond"]
+__all__ = ["PlateCheck", "foreign_closure", "mixed_from", "share_beyond"]
 
 
 def foreign_closure(graph: GraphRecord, full: Sequence[int], layout_len: dict[int, int]) -> list[dict[int, int]]:
@@ -148,16 +148,7 @@ class PlateCheck:
             # past those a reduction removed (`samples_combined`), so a position left there is a
             # mixing that happened where the node's examples could no longer be followed
             return True
-        end = min(rank, len(cshape) - lc, len(vshape) - lv)
-        fb = f - lc
-        for q in range(min(fb, end)):  # (a size-1 place for samples left unfilled: displaced from there)
-            if (cshape[lc + q] == 1) != (vshape[lv + q] == 1):
-                fb = q
-                break
-        for q in range(fb, end):
-            if cshape[lc + q] > 1 and vshape[lv + q] > 1:
-                return True
-        return False
+        return mixed_from(vshape[lv : lv + rank], cshape[lc:], f - lc)
 
     def check_sample_slices(self, c: Node, layout: tuple[int, ...]) -> None:
         """A cost that keeps the sample dimension of a single multi-sample/enumerated node must
@@ -194,6 +185,24 @@ class PlateCheck:
             for i in np.nonzero(a[:, j])[0]:
                 m[i, j] = self.mixed(rows[int(i)], c)
         return m
+
+
+def mixed_from(vshape: Sequence[int], cshape: Sequence[int], first: int) -> bool:
+    """Whether a cost of batch shape ``cshape`` mixes the elements of a node whose plate
+    dimensions are ``vshape`` (both without their sample dimensions), given that the cost's
+    positions line up with the node's before ``first`` (`PlateCheck.mixed`): from ``first`` on, or
+    from the first position where one of them has size 1 and the other not (a size-1 place for
+    samples that none filled, which displaced the node's positions), a position of size > 1 in
+    both is a mixing. Plain Python on the shapes: the traced surrogate calls it too."""
+    end = min(len(vshape), len(cshape))
+    for q in range(min(first, end)):  # (a size-1 place for samples left unfilled: displaced from there)
+        if (cshape[q] == 1) != (vshape[q] == 1):
+            first = q
+            break
+    for q in range(first, end):
+        if cshape[q] > 1 and vshape[q] > 1:
+            return True
+    return False
 
 
 def share_beyond(x: torch.Tensor, start: int) -> torch.Tensor:

@@ -36,7 +36,8 @@ the host, ``VIMCO`` keys its log-weights by graph) is refused naming the node, t
 the reason.
 
 What the traced surrogate covers is what a compiled training step of a declared model needs:
-score-function and pathwise nodes, per-example credit, ``discount``, ``score_scale``, ``n=k``
+score-function and pathwise nodes, per-example credit (whole-plate, as in eager mode, for a cost
+whose batch positions a size-1 place for samples displaced), ``discount``, ``score_scale``, ``n=k``
 samples and the baselines above. It refuses, naming the node, what needs the eager surrogate:
 enumerated nodes, declared ``plates=``, per-example declarations other than ``True``, control
 variates (RELAX, LAX, REBAR) and DiCE. (ARM, DisARM, CategoricalDisARM and ARSM add none: their
@@ -59,6 +60,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from scg.credit.plan import has_cv, step_weights
+from scg.credit.plates import mixed_from, share_beyond
 from scg.credit.sample_dims import SamplePlan, align_batch_to_node
 from scg.credit.signals import BaselineValues, apply_baselines, apply_weights
 from scg.credit.soundness import check_baseline_inputs
@@ -183,7 +185,18 @@ def traced_surrogate_loss(
         if discount is None
         else {(i, j): x for i, j, x in step_weights(pairs, score, costs, discount)}
     )
-    credit = {(score[i].index, costs[j].index): False for i, j in pairs}
+    # whole-plate pairs, as the eager plan's plate check finds them under a declaration with
+    # per_example=True: with sample dimensions, a cost whose batch positions a size-1 place for
+    # samples displaced (``z[:, None] * M``, (n, 1, B, D) of a (n, B, D) node) mixes the node's
+    # elements (credited per element, z[b, d] met the cost's row d: a biased gradient)
+    mixed: set[tuple[int, int]] = set()
+    if samples is not None:
+        for i, j in pairs:
+            v, c = score[i], costs[j]
+            lv, lc, vshape = len(samples.layout(v)), len(samples.layout(c)), v.log_prob.shape  # type: ignore[union-attr]
+            if mixed_from(vshape[lv:], c.value.shape[lc:], len(vshape)):
+                mixed.add((i, j))
+    credit = {(score[i].index, costs[j].index): (i, j) in mixed for i, j in pairs}
     graph.set_credit(lambda: credit)
     score_sum: torch.Tensor | None = None  # Σ λ log p · (Ĉ − b) and the baselines' losses
     node_groups: dict[_Key, list[int]] = {}
@@ -207,6 +220,15 @@ def traced_surrogate_loss(
                 small = align_batch_to_node(
                     small, key[3], node_key[3], node_shape, costs[cols[j]], score[rows[i]], sizes, expand=False
                 )
+            if mixed:  # (the whole-plate pairs: the cost summed over the node's batch, `Term.mixed`)
+                whole = [[x if (i, j) in mixed else 0.0 for j, x in zip(cols, row)] for i, row in zip(rows, weights)]
+                if any(x for row in whole for x in row):
+                    weights = [
+                        [0.0 if (i, j) in mixed else x for j, x in zip(cols, row)] for i, row in zip(rows, weights)
+                    ]
+                    wm = torch.tensor(whole, dtype=small.dtype, device=small.device)
+                    part = apply_weights(wm, share_beyond(small, len(node_key[3])), len(cols), node_shape)
+                    c_hat = part if c_hat is None else c_hat + part
             wt = torch.tensor(weights, dtype=small.dtype, device=small.device)  # (r, q)
             part = apply_weights(wt, small, len(cols), node_shape)
             c_hat = part if c_hat is None else c_hat + part

@@ -20,6 +20,7 @@ import torch
 from torch.distributions import Bernoulli, Categorical, Normal
 
 import scg
+import scg.testing
 from scg.credit.traced import traced_surrogate_loss
 from scg.errors import SCGError
 
@@ -179,6 +180,39 @@ def test_traced_surrogate_credit_matches() -> None:
         )
     assert credits[0] == credits[1]
     assert "per-element" in credits[0].values() and "none" in credits[0].values()
+
+
+def test_a_cost_displaced_by_a_place_for_samples_is_credited_whole_plate_as_in_eager_mode() -> None:
+    """``z[:, None] * M`` of a node drawn with n=1, (1, B, D) with B = D: the cost's batch
+    positions are one place right of the node's. The eager plan credits the pair whole-plate; the
+    traced surrogate credited it per element, each z[b, d] with the cost's row d, so its exact
+    mean missed the off-diagonal derivatives (d/dθ[0, 1] 0 against 0.470, d/dθ[1, 0] 0 against
+    −0.321; a compiled step alike). Over all 16 joint draws the traced surrogate's gradient is the
+    eager one's, its mean the exact gradient, and its credit whole-plate."""
+    th = torch.tensor([[0.3, -0.5], [0.8, 0.1]], dtype=torch.float64, requires_grad=True)
+    m = torch.tensor([[1.0, 2.0], [-1.5, 0.5]], dtype=torch.float64)
+
+    def run() -> None:
+        z = scg.sample(Bernoulli(logits=th), name="z", n=1)  # (1, B, D)
+        scg.cost(z[:, None] * m, name="c")  # (1, 1, B, D)
+
+    mean = torch.zeros_like(th)
+    for bits in range(16):
+        value = torch.tensor([bits >> i & 1 for i in range(4)], dtype=torch.float64).reshape(1, 2, 2)
+        grads = []
+        for traced in (False, True):
+            with scg.Graph(structure=scg.Declared(), intervene=lambda *_, value=value: value.clone()) as g:
+                run()
+            if traced:
+                loss = traced_surrogate_loss(g, discount=None, dice=False, dice_lambda=None, score_scale=1.0)
+                g.mark_built()
+            else:
+                loss = g.surrogate_loss()
+            assert g.credit("z", "c") == "whole-plate", traced
+            grads.append(torch.autograd.grad(loss, th)[0])
+        torch.testing.assert_close(grads[1], grads[0], rtol=1e-12, atol=1e-12)
+        mean += Bernoulli(logits=th.detach()).log_prob(value[0]).sum().exp() * grads[1]
+    torch.testing.assert_close(mean, scg.testing.exact_gradient(run, [th])[0], rtol=1e-9, atol=1e-12)
 
 
 def test_a_drop_in_bias_is_seen() -> None:
