@@ -175,12 +175,13 @@ class PlateCheck:
         """``M[i, j]``: rows[i] influences cols[j] and the cost mixes its plate elements."""
         m = np.zeros(a.shape, dtype=bool)
         rowmask = 0
-        declared = False  # a node declares plates= (plates=0 is whole-plate with every cost, `mixed`)
+        whole = 0  # the nodes declared plates=0: whole-plate with every cost (`mixed`)
         for v in rows:
             rowmask |= 1 << v.index
-            declared = declared or v.plates is not None
+            if v.plates == 0:
+                whole |= 1 << v.index
         for j, c in enumerate(cols):
-            if not self.places and not declared and not self.any[c.index] & rowmask:
+            if not self.places and not (self.any[c.index] | whole) & rowmask:
                 continue  # every node that influences this cost lines up with it
             for i in np.nonzero(a[:, j])[0]:
                 m[i, j] = self.mixed(rows[int(i)], c)
