@@ -24,7 +24,7 @@ from torch.distributions import Bernoulli
 
 import scg
 from scg.graph.graph import eager_graph, is_compiling
-from scg.graph.nodes import caller_location
+from scg.graph.nodes import CostNode, Node, caller_location
 
 #: operations per counted call of a piece
 PIECE_CALLS = 8
@@ -103,6 +103,28 @@ def pieces() -> dict[str, Piece]:
         for _ in calls:
             x.clone()
 
+    def records() -> None:  # (a cost node's record as scg.cost makes it, kept as GraphRecord.record keeps it)
+        nodes: list[Node] = []
+        kept: list[CostNode] = []
+        keys: dict[tuple[str, int | None], Node] = {}
+        for t in calls:
+            node = object.__new__(CostNode)
+            node.index = t
+            node.name = "c"
+            node.value = x
+            node.parents = 0
+            node.step = t
+            node.location = "?"
+            node.foreign = {}
+            node.graph = 0
+            node.version = 0
+            node.baseline = None
+            node.reduced = 0
+            node.baseline_inputs = None
+            nodes.append(node)
+            kept.append(node)
+            keys[("c", t)] = node
+
     def empty_graph() -> None:
         with scg.Graph(structure=declared):
             pass
@@ -140,6 +162,11 @@ def pieces() -> dict[str, Piece]:
         "nested": Piece(label="tensor.is_nested", run=nested, minus="loop"),
         "floating": Piece(label="tensor.is_floating_point()", run=floating, minus="loop"),
         "clone": Piece(label="tensor.clone() of 32 values", run=copy, minus="loop"),
+        "record": Piece(
+            label="a cost node's record: the object, its 12 fields, kept in two lists and a dict",
+            run=records,
+            minus="loop",
+        ),
         "empty graph": Piece(label="(an empty Declared graph, opened and closed)", run=empty_graph, minus=None),
         "graph": Piece(label="a Declared graph opened and closed, no nodes", run=graphs, minus="loop"),
         "scg.cost": Piece(label="scg.cost in a Declared graph", run=costs, minus="empty graph"),
