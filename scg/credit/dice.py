@@ -30,7 +30,8 @@ v, e.g. a decoder or an RL rollout) the sum telescopes to DiCE exactly; for λ <
 credit to distant ancestors is damped (bias for lower variance), and λ = 0 keeps only each node's
 own ⊡(log p_v) − 1. In a DAG with independent branches that meet in a cost (among them the
 elements of one batched node meeting in a cost: their cross terms come out as 0), use ``dice=True``
-for exact higher derivatives.
+for exact higher derivatives. A cost declared ``reduced=`` over a node's n > 1 samples is such a
+meeting too, and there Loaded DiCE is refused (``surrogate._refuse_joint_credit``).
 """
 
 from __future__ import annotations

@@ -59,7 +59,7 @@ from scg.credit.soundness import check_after_registration, check_baseline_inputs
 from scg.credit.traced import traced_surrogate_loss
 from scg.errors import SCGError, expect_bool
 from scg.graph.graph import GraphRecord, is_compiling
-from scg.graph.nodes import SampleInfo, StochasticNode, user_stacklevel
+from scg.graph.nodes import CostNode, SampleInfo, StochasticNode, user_stacklevel
 
 __all__ = ["objective", "surrogate_loss"]
 
@@ -85,7 +85,9 @@ def surrogate_loss(
             unbiased estimates, not only the first. Not combinable with ``discount``.
         dice_lambda: λ in [0, 1]: Loaded DiCE (Farquhar et al. 2019) instead, which damps the
             higher-order credit of a node's ancestors by λ^(t_v − t_u); first derivatives are
-            Algorithm 1's for every λ (see `scg.credit.dice`). Implies ``dice``.
+            Algorithm 1's for every λ (see `scg.credit.dice`). Implies ``dice``. Refused for a
+            cost declared ``reduced=`` over n > 1 samples of a node it credits (its samples'
+            cross terms would be 0): use ``dice=True`` there.
         score_scale: multiply every score-function term (and DiCE's ⊡ − 1 parts) by this
             factor, as the C2F paper's λ weight on REINFORCE. A reweighting: unbiased only
             for 1 (for a graph with no pathwise terms the expectation is ``score_scale`` times
@@ -277,11 +279,43 @@ def _shares_beyond_plates(v: StochasticNode, n_sample: int) -> bool:
 
 def _loaded(graph: GraphRecord, plan: CreditPlan, ngs: list[NodeGroup], lam: float) -> list[torch.Tensor]:
     """Loaded DiCE's per-group factors ⊡(w_v) − ⊡(w_v − log p_v) (see `scg.credit.dice`)."""
+    _refuse_joint_credit(graph, plan)
     score = [graph.nodes[i] for i in plan.score]
     anc = influence_matrix(graph.full_influence(), score, score)  # anc[u, v]: u influences v
     lw = weight_matrix(anc, score, score, None if lam == 1.0 else lam, "dice_lambda")
     np.fill_diagonal(lw, 1.0)
     return dice_mod.loaded_factors(plan, ngs, lw)
+
+
+def _refuse_joint_credit(graph: GraphRecord, plan: CreditPlan) -> None:
+    """Refuse Loaded DiCE where a cost declared ``reduced=u`` credits the samples of a score node
+    along u's sample dimension jointly (each sample with the whole cost, VIMCO/IWAE): the factors
+    are per element, so the cross terms ∇log p_i ∇log p_jᵀ (i ≠ j) between those samples, which
+    meet in the cost, come out as 0 in the second and higher derivatives (a log-mean-exp over
+    n=2 samples: H[1, 1] 0.1012 against the exact 0.1211 before the refusal); DiCE's τ_c sums
+    them, exactly. With n=1 there are no cross terms (accepted)."""
+    if not plan.samples.active:
+        return
+    sizes = plan.sizes
+    for j, ci in enumerate(plan.costs):
+        cost = graph.nodes[ci]
+        if not isinstance(cost, CostNode) or not cost.reduced:
+            continue
+        for i in np.nonzero(plan.influence[:, j])[0].tolist():
+            v = graph.nodes[plan.score[i]]
+            dims = [u for u in plan.samples.layout(v) if cost.reduced >> u & 1 and sizes[u] > 1]
+            if not dims:
+                continue
+            u = graph.nodes[dims[0]]
+            raise SCGError(
+                f"surrogate_loss(dice_lambda=...): {cost.describe()} is declared reduced= over the sample "
+                f"dimension of {u.describe()} (n={sizes[u.index]}), so it credits the samples of "
+                f"{v.describe()} along that dimension jointly; Loaded DiCE's per-element factors miss the cross "
+                "terms between those samples in the second and higher derivatives (they come out as 0, "
+                "a wrong Hessian). Use surrogate_loss(dice=True) for exact derivatives of every order "
+                "(it covers reduced costs), or the default surrogate for first derivatives (dice_lambda's "
+                "first derivative is the same)"
+            )
 
 
 def _loaded_signal(
