@@ -102,6 +102,11 @@ class GraphRecord(GraphQueries):
             for option, flag in (("strict", strict), ("warn_on_escape", warn_on_escape)):
                 expect_bool(flag, f"scg.Graph({option}=...)")
         self.intervene = intervene
+        #: the estimators' own random calls as they score a node's value (ARM redraws its u given
+        #: the pair, forced or drawn) leave torch's CPU generator as they found it: set by
+        #: scg.testing's enumeration, whose check that a run with every value forced did not move
+        #: the generator then sees the program's hidden draws only (`scg.testing.exact.joint_runs`)
+        self.scores_apart = False
         self.strict = strict
         self.plates = plates
         self._outer: GraphRecord | None = None

@@ -145,7 +145,7 @@ def sample(
                     raw = _draw(estimator, dist, shape, name, location)
                 drawn = raw
                 value, parents, foreign = sample_influence(g, dist, estimator, drawn, len(shape), tensors)
-                private, log_prob, kept = _scored(dist, estimator, value, shape, name, location)
+                private, log_prob, kept = _scored(dist, estimator, value, shape, name, location, g.scores_apart)
         finally:
             tracker.drawing -= 1
             if nested:
@@ -156,7 +156,7 @@ def sample(
             _outer_drawing(g, 1)
         try:
             value = raw if raw is not None else _draw(estimator, dist, shape, name, location)
-            private, log_prob, kept = _scored(dist, estimator, value, shape, name, location)
+            private, log_prob, kept = _scored(dist, estimator, value, shape, name, location, g.scores_apart)
         finally:
             if nested:
                 _outer_drawing(g, -1)
@@ -281,18 +281,25 @@ def _scored(
     shape: torch.Size,
     name: str | None,
     location: Location | str,
+    apart: bool = False,
 ) -> tuple[bool, torch.Tensor | None, torch.Tensor | None]:
     """Whether the value is scored on a private copy (it does not require grad, so the program
     may edit its sample in place, ``tok.masked_fill_(done, pad)``, without breaking backward),
     the node's log-probability (None when its estimator needs none), and that copy when the
     estimator reads the value again as the surrogate is built (`Estimator.rereads_value`; None:
-    the value itself is read)."""
+    the value itself is read). ``apart`` (`GraphRecord.scores_apart`): the estimator's own random
+    calls as it scores (ARM redraws its u given the pair) leave torch's CPU generator as they
+    found it."""
     private = not value.requires_grad
     if not (estimator.score or estimator.enumerates):
         return private, None, None
     scored = value.clone() if private else value
     try:
-        log_prob = estimator.log_prob(dist, scored)
+        if apart:
+            with torch.random.fork_rng(devices=()):
+                log_prob = estimator.log_prob(dist, scored)
+        else:
+            log_prob = estimator.log_prob(dist, scored)
     except SCGError as e:
         raise SCGError(f"scg.sample(name={name!r}) at {location}: {e}") from None
     except NotImplementedError:

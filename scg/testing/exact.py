@@ -227,6 +227,9 @@ def joint_runs(
             raise _Branch(choices, total, here)
 
         g = Graph(intervene=intervene, warn_on_escape=False, structure=structure)
+        # (an estimator's own noise as it scores a forced value, ARM's u, is scg's, not the
+        # program's: it must not look like a hidden draw to the check below)
+        g.scores_apart = True
         rng = torch.random.get_rng_state()
         try:
             with g:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from typing import Any
 
 import pytest
 import torch
@@ -191,3 +192,38 @@ def test_a_node_drawn_under_no_grad_is_refused_not_agreed_with() -> None:
 
     with pytest.raises(scg.SCGError, match=r"node 'a' is drawn under torch.no_grad\(\)"):
         st.exact_gradient(program, th)
+
+
+def _arm_program(th: torch.Tensor, hidden: bool = False) -> Any:
+    def program() -> None:
+        z = scg.sample(Bernoulli(logits=th), name="z", n=2, estimator=scg.estimators.ARM())
+        scg.cost((z - 0.3) ** 2 * 3.0 + (torch.rand(()) if hidden else 0.0), name="c")
+
+    return program
+
+
+def test_an_arm_node_s_own_noise_is_not_taken_for_hidden_randomness() -> None:
+    """ARM scores a value by redrawing its u given the pair, forced values included: that moved
+    torch's generator in every run of the enumeration, and exact_gradient, exact_expectation,
+    check_unbiased and assert_unbiased refused every program with an ARM node ("drew random numbers
+    outside scg.sample"). The noise is scg's own, and the objective (each slice of the pair is
+    distributed as the node, and its costs are per slice) does not depend on it: the exact
+    gradient is 3σ'(θ)(0.7² − 0.3²), and the estimator passes the z-test against it.
+    expected_estimate refuses the forced pair for its coupling, the real reason. A hidden draw in
+    the same program is still refused, and an ordinary graph's ARM still redraws its u."""
+    th = torch.tensor([0.3, -0.2], dtype=torch.float64, requires_grad=True)
+    s = torch.sigmoid(th.detach())
+    (grad,) = st.exact_gradient(_arm_program(th), [th])
+    torch.testing.assert_close(grad, 3.0 * s * (1 - s) * 0.4, rtol=1e-12, atol=0.0)
+    value = st.exact_expectation(_arm_program(th))
+    torch.testing.assert_close(value.detach(), 3.0 * (s * 0.49 + (1 - s) * 0.09).sum(), rtol=1e-12, atol=0.0)
+    st.assert_unbiased(_arm_program(th), [th], n=100, seed=1)
+    with pytest.raises(scg.SCGError, match=r"stochastic node 'z'.*ARM\(\).*coupled.*keep=\('z',\)"):
+        st.expected_estimate(_arm_program(th), [th])
+    for check in (st.exact_expectation, lambda p: st.exact_gradient(p, [th])):
+        with pytest.raises(scg.SCGError, match=r"drew random numbers outside scg.sample"):
+            check(_arm_program(th, hidden=True))
+    state = torch.random.get_rng_state()
+    with scg.Graph(intervene=lambda name, step, dist, shape: torch.ones(2, 2, dtype=torch.float64)):
+        _arm_program(th)()
+    assert not torch.equal(state, torch.random.get_rng_state())
