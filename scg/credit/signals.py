@@ -113,7 +113,7 @@ def cost_groups(
     for cp, (members, stack, part) in zip(plan.cost_groups, stacked):
         fixed = stack.detach() if stack.requires_grad else stack  # (costs of discrete draws need no detach)
         # target and raw start as the same detached tensor, the stack itself when it needs no
-        # grad (each is replaced, never written). Made slot by slot, as `scg.graph.build.new_node`
+        # grad (each is replaced, never written). Made slot by slot, as `scg.graph.graph.GraphRecord.new_node`
         # makes a record: the dataclass called with keywords costs about five times the stores
         # (every field is stored; a test checks it)
         cg = object.__new__(CostGroup)

@@ -1,21 +1,20 @@
 """What ``scg.sample`` (`scg.graph.sampling`) and ``scg.cost`` (`scg.graph.costs`) share: the open
-graph and the user's line that called them, the fields every node record has, and what a node's
-or a cost's baseline reads (its declared inputs and their version counters). A graph's other
+graph and the user's line that called them, and what a node's or a cost's baseline reads (its
+declared inputs and their version counters); the fields every node record has are stored by
+`GraphRecord.new_node`. A graph's other
 calls: ``scg.deterministic`` and ``scg.influenced_by`` in `scg.graph.annotate`, ``scg.log_prob``
 in `scg.graph.log_prob`."""
 
 from __future__ import annotations
-
-from typing import TypeVar
 
 import torch
 
 from scg.errors import SCGError
 from scg.graph.graph import GraphRecord, current_graph, eager_graph, is_compiling
 from scg.graph.influence import sum_masks
-from scg.graph.nodes import BaselineInputs, CostNode, Location, StochasticNode, caller_location
+from scg.graph.nodes import BaselineInputs, Location, caller_location, value_version
 
-__all__ = ["baseline_inputs", "check_plates", "new_node", "open_graph", "outside_graph", "value_version"]
+__all__ = ["baseline_inputs", "check_plates", "open_graph", "outside_graph"]
 
 
 def open_graph(fn: str, name: str | None) -> tuple[GraphRecord, Location | str]:
@@ -48,60 +47,6 @@ def check_plates(plates: object, fn: str, name: str | None, location: Location |
         raise SCGError(
             f"scg.{fn}(name={name!r}, plates=...) at {location}: expected None or an int >= 0, got {plates!r}"
         )
-
-
-_Record = TypeVar("_Record", StochasticNode, CostNode)
-
-
-def new_node(
-    cls: type[_Record],
-    g: GraphRecord,
-    name: str | None,
-    kind: str,
-    step: int | None,
-    location: Location | str,
-    value: torch.Tensor,
-    parents: int,
-    foreign: dict[int, int],
-) -> _Record:
-    """The next record of ``g`` with the fields every node has (its name checked, `node_name`)
-    and its value's version counter; the caller stores the fields of its kind.
-
-    Made field by field: a class called with keywords packs them into a dictionary and unpacks it
-    again, about five times the work of the stores (13k instructions for a `StochasticNode`);
-    a test checks that every field of both records is set."""
-    # spelled out: dynamo traces ``object.__new__(cls)`` as making a user object, but refuses the
-    # builtin called through an alias (torch 2.11: "Attempted to call function marked as skipped")
-    node = object.__new__(cls)
-    node.index = len(g.nodes)
-    node.name = g.node_name(name, kind, step, location)
-    node.value = value
-    node.parents = parents
-    node.step = step
-    node.location = location
-    node.foreign = foreign
-    node.graph = g.id
-    if g.id < 0:  # (no version counters while dynamo traces)
-        node.version = None
-    elif g.tracked:  # (a property read: through the tracker's mode unless disabled)
-        with torch._C.DisableTorchFunction():
-            node.version = value_version(value)
-    else:
-        try:  # (`value_version` inline: a call per node)
-            node.version = value._version
-        except RuntimeError:
-            node.version = None
-    return node
-
-
-def value_version(value: torch.Tensor) -> int | None:
-    """The tensor's version counter (writes after the node is recorded are detected by it); None
-    for a tensor made under ``torch.inference_mode``, which keeps none (and cannot be written
-    outside inference mode anyway)."""
-    try:
-        return value._version
-    except RuntimeError:
-        return None
 
 
 def baseline_inputs(g: GraphRecord, baseline: object) -> BaselineInputs | None:

@@ -11,7 +11,7 @@ import torch
 
 from scg.baselines.base import check_baseline
 from scg.errors import SCGError
-from scg.graph.build import baseline_inputs, new_node, outside_graph
+from scg.graph.build import baseline_inputs, outside_graph
 from scg.graph.graph import current_graph, eager_graph, is_compiling
 from scg.graph.influence import reduced_mask
 from scg.graph.nodes import CostNode, Node, caller_location
@@ -90,7 +90,7 @@ def cost(
         inputs = baseline_inputs(g, baseline)
     vmask = g.mask(value) if tracked else 0
     reduced_nodes = reduced_mask(g, reduced, name, location) if reduced is not None else 0
-    node = new_node(CostNode, g, name, "cost", step, location, value, vmask, g.foreign(value) if tracked else {})
+    node = g.new_node(CostNode, name, "cost", step, location, value, vmask, g.foreign(value) if tracked else {})
     node.baseline = baseline
     node.reduced = reduced_nodes
     node.baseline_inputs = inputs

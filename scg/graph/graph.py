@@ -25,7 +25,7 @@ from torch.distributions import Distribution
 from scg.errors import SCGError, expect_bool
 from scg.graph.escapes import EscapeReports
 from scg.graph.masks import bits, closure
-from scg.graph.nodes import CostNode, DeterministicNode, Location, Node, StochasticNode
+from scg.graph.nodes import CostNode, DeterministicNode, Location, Node, StochasticNode, value_version
 from scg.graph.queries import GraphQueries
 from scg.graph.structure import Declared, Structure, node_key, signature
 from scg.graph.threads import InThread, wrap
@@ -37,6 +37,7 @@ __all__ = ["GraphRecord", "Intervention", "current_graph", "is_compiling"]
 Intervention = Callable[[str, "int | None", Distribution, torch.Size], "torch.Tensor | None"]
 
 G = TypeVar("G", bound="GraphRecord")
+_Record = TypeVar("_Record", StochasticNode, CostNode)
 
 _CURRENT: ContextVar[GraphRecord | None] = ContextVar("scg_current_graph", default=None)
 _IDS = itertools.count()
@@ -109,7 +110,8 @@ class GraphRecord(GraphQueries):
         self.scores_apart = False
         self.strict = strict
         self.plates = plates
-        self._outer: GraphRecord | None = None
+        #: the open graph this one was entered in (None if none, and once it is closed)
+        self.outer: GraphRecord | None = None
         #: the graph's id: a new one when it is entered, where `__enter__` asks whether
         #: ``torch.compile`` traces (-1 for a graph opened while it does, and until it is entered)
         self.id = -1
@@ -125,7 +127,9 @@ class GraphRecord(GraphQueries):
         self.escaped_before: dict[int, int] = {}
         self._token: Token[GraphRecord | None] | None = None
         self._state = "new"  # new -> open -> closed
-        self._built = False
+        #: whether the surrogate was built from this graph (no node may be added after it;
+        #: `mark_built` sets it)
+        self.built = False
         #: marker node index -> the node of a nested graph whose draw it marks (`foreign_sample`)
         self.nested: dict[int, str] = {}
         self._credit: Callable[[], dict[tuple[int, int], bool]] = dict  # (node, cost) -> mixed (whole credit)
@@ -143,8 +147,11 @@ class GraphRecord(GraphQueries):
         self.stochastic: list[StochasticNode] = []
         self.costs: list[CostNode] = []
         self.grad_at_open = True
-        self._n_baselines = 0  # nodes registered with a baseline (the surrogate skips them if 0)
-        self._n_cost_baselines = 0  # of which costs (the surrogate subtracts cost baselines if not 0)
+        #: whether any node was recorded with a baseline (the surrogate skips them if not; an
+        #: attribute, not a property: read for every graph)
+        self.has_baselines = False
+        #: whether any cost node was recorded with a baseline
+        self.has_cost_baselines = False
 
     # ------------------------------------------------------------------ context manager
     def __enter__(self: G) -> G:
@@ -165,7 +172,7 @@ class GraphRecord(GraphQueries):
             return self._enter_traced()
         self.id = next(_IDS)
         outer = _CURRENT.get()
-        self._outer = outer if outer is not None and outer.is_open else None
+        self.outer = outer if outer is not None and outer.is_open else None
         self._token = _CURRENT.set(self)
         try:
             if self.structure is not None:
@@ -181,7 +188,7 @@ class GraphRecord(GraphQueries):
             _CURRENT.reset(self._token)
             self._token = None
             self._state = "closed"
-            self._outer = None
+            self.outer = None
             raise
         return self
 
@@ -200,7 +207,7 @@ class GraphRecord(GraphQueries):
             inner = _CURRENT.get()
             while inner is not None and inner is not self:
                 still_open.append(inner)
-                inner = inner._outer
+                inner = inner.outer
             for g in still_open:  # (closed innermost first: their trackers are above this one's)
                 g.__exit__(exc_type, exc, tb)
             if self.tracked:
@@ -208,13 +215,13 @@ class GraphRecord(GraphQueries):
             _CURRENT.reset(self._token)
             self._token = None
             if still_open and exc_type is None:
-                self._state, self._outer = "closed", None
+                self._state, self.outer = "closed", None
                 raise SCGError(
                     f"a scg.Graph was exited while {len(still_open)} graph(s) nested in it (opened after it, "
                     "not exited) were still open; they are closed too. Exit nested graphs first (with-blocks do)"
                 )
         self._state = "closed"
-        self._outer = None
+        self.outer = None
 
     def _enter_traced(self: G) -> G:
         """``__enter__`` while ``torch.compile`` traces the program (``docs/performance.md``):
@@ -234,7 +241,7 @@ class GraphRecord(GraphQueries):
                 "structure (check it with scg.testing.check_structure), or compile the model's "
                 "functions only"
             )
-        self._outer = _TRACED[-1] if _TRACED else None
+        self.outer = _TRACED[-1] if _TRACED else None
         # not structure._begin(): its counters would be read by the trace, and every new value
         # would make dynamo compile the step again (stats count eager graphs only)
         self.tracked = False
@@ -254,34 +261,14 @@ class GraphRecord(GraphQueries):
         """The tracking mode if the graph is tracked and made one (None otherwise)."""
         return self._tracker_obj if self.tracked else None
 
-    @property
-    def outer(self) -> GraphRecord | None:
-        """The open graph this one was entered in (None if none)."""
-        return self._outer
-
-    @property
-    def built(self) -> bool:
-        """Whether the surrogate was built from this graph (no node may be added after it)."""
-        return self._built
-
     def mark_built(self) -> None:
         """The credit layer is building the surrogate: no node may be added from now on."""
-        self._built = True
+        self.built = True
 
     def set_credit(self, credit: Callable[[], dict[tuple[int, int], bool]]) -> None:
         """The credit the surrogate gave, made when first asked: (node, cost) -> whole-plate
         (read by `credit` and `credit_pairs`)."""
         self._credit = credit
-
-    @property
-    def has_baselines(self) -> bool:
-        """Whether any node was recorded with a baseline (the surrogate skips them if not)."""
-        return self._n_baselines > 0
-
-    @property
-    def has_cost_baselines(self) -> bool:
-        """Whether any cost node was recorded with a baseline."""
-        return self._n_cost_baselines > 0
 
     @property
     def is_open(self) -> bool:
@@ -382,7 +369,7 @@ class GraphRecord(GraphQueries):
         """The checked name of the next node of ``kind`` (a default one for ``None``): the graph
         must be open and its surrogate not built, the step an int or None, and (name, step)
         unused."""
-        if self._built:
+        if self.built:
             raise SCGError(
                 f"scg.{_FN[kind]}(name={name!r}) at {location}: surrogate_loss() was "
                 "already built from this graph, so it would silently omit this node; "
@@ -424,7 +411,7 @@ class GraphRecord(GraphQueries):
         open, its surrogate not built, ``(name, step)`` unused: raises naming the call) and a
         default one for None. The node is then made with it and `record` ed."""
         if (
-            self._built
+            self.built
             or self._state != "open"
             or type(name) is not str
             or not name
@@ -433,6 +420,57 @@ class GraphRecord(GraphQueries):
         ):  # (the checks, which raise or give the default name, only off the common case)
             return self._name(name, kind, step, location)
         return name
+
+    def new_node(
+        self,
+        cls: type[_Record],
+        name: str | None,
+        kind: str,
+        step: int | None,
+        location: Location | str,
+        value: torch.Tensor,
+        parents: int,
+        foreign: dict[int, int],
+    ) -> _Record:
+        """The graph's next record of ``kind`` (``"stochastic"`` or ``"cost"``) with the fields
+        every node has: its name (checked as `node_name` checks it) and its value's version
+        counter; the caller stores the fields of its kind, then `record` s it.
+
+        Made field by field: a class called with keywords packs them into a dictionary and unpacks
+        it again, about five times the work of the stores (13k instructions for a `StochasticNode`);
+        a test checks that every field of both records is set. The name's checks are
+        `node_name`'s, inline: this runs for every node."""
+        if (
+            self.built
+            or self._state != "open"
+            or type(name) is not str
+            or not name
+            or not (step is None or type(step) is int)
+            or (name, step) in self._keys
+        ):  # (the checks, which raise or give the default name, only off the common case)
+            name = self._name(name, kind, step, location)
+        # spelled out: dynamo traces ``object.__new__(cls)`` as making a user object, but refuses
+        # the builtin called through an alias (torch 2.11: "Attempted to call function marked as skipped")
+        node = object.__new__(cls)
+        node.index = len(self.nodes)
+        node.name = name
+        node.value = value
+        node.parents = parents
+        node.step = step
+        node.location = location
+        node.foreign = foreign
+        gid = node.graph = self.id
+        if gid < 0:  # (no version counters while dynamo traces)
+            node.version = None
+        elif self.tracked:  # (a property read: through the tracker's mode unless disabled)
+            with _UNTRACKED():
+                node.version = value_version(value)
+        else:
+            try:  # (`value_version` inline: a call per node)
+                node.version = value._version
+            except RuntimeError:
+                node.version = None
+        return node
 
     def record(self, node: Node) -> Node:
         """Add ``node`` to the graph's lists and record its signature entry (``signature``): the
@@ -446,13 +484,12 @@ class GraphRecord(GraphQueries):
         if isinstance(node, StochasticNode):
             self.stochastic.append(node)
             if node.baseline is not None:
-                self._n_baselines += 1
+                self.has_baselines = True
         elif isinstance(node, CostNode):
             self.costs.append(node)
             cost = True
             if node.baseline is not None:
-                self._n_baselines += 1
-                self._n_cost_baselines += 1
+                self.has_baselines = self.has_cost_baselines = True
         else:
             self._n_deterministic += 1
         keys = self._node_keys

@@ -332,3 +332,13 @@ class DeterministicNode(Node):
     @property
     def kind(self) -> str:
         return "deterministic"
+
+
+def value_version(value: torch.Tensor) -> int | None:
+    """The tensor's version counter (writes after the node is recorded are detected by it); None
+    for a tensor made under ``torch.inference_mode``, which keeps none (and cannot be written
+    outside inference mode anyway)."""
+    try:
+        return value._version
+    except RuntimeError:
+        return None

@@ -31,9 +31,7 @@ class Recorded(Protocol):
     costs: list[CostNode]
     _keys: dict[tuple[str, int | None], Node]
     _credit: Callable[[], dict[tuple[int, int], bool]]
-
-    @property
-    def built(self) -> bool: ...
+    built: bool
 
     def full_influence(self) -> list[int]: ...
 

@@ -15,7 +15,7 @@ from scg.baselines.base import check_baseline
 from scg.errors import InfluenceLostWarning, SCGError
 from scg.estimators.base import Estimator
 from scg.estimators.defaults import default_for
-from scg.graph.build import baseline_inputs, check_plates, new_node, outside_graph
+from scg.graph.build import baseline_inputs, check_plates, outside_graph
 from scg.graph.graph import GraphRecord, current_graph, eager_graph, is_compiling
 from scg.graph.influence import sample_influence, torch_dist_tensors, track_value
 from scg.graph.nodes import Location, StochasticNode, caller_location
@@ -170,7 +170,7 @@ def sample(
             stacklevel=2,
         )
     inputs = None if node_baseline is None else baseline_inputs(g, node_baseline)
-    node = new_node(StochasticNode, g, name, "stochastic", step, location, value, parents, foreign)
+    node = g.new_node(StochasticNode, name, "stochastic", step, location, value, parents, foreign)
     node.dist = dist
     node.estimator = estimator
     node.baseline = node_baseline
