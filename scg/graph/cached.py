@@ -18,8 +18,8 @@ import warnings
 from collections.abc import Hashable, Sequence
 
 from scg.errors import SCGError
-from scg.graph.masks import closure
-from scg.graph.nodes import Node, StochasticNode, user_stacklevel
+from scg.graph.masks import bits, closure
+from scg.graph.nodes import CostNode, Node, StochasticNode, user_stacklevel
 from scg.graph.structure import Relation, Structure, declared_relation, every_earlier
 
 __all__ = ["Cached"]
@@ -102,6 +102,12 @@ class Cached(Structure):
         #: then on a signature without a cached relation is refused, not given the conservative
         #: credit (whether a graph's signature is seen may depend on the draws: a biased gradient)
         self.draws_read: str | None = None
+        #: the first cost of a tracked graph whose baseline's inputs were computed from a stochastic
+        #: node (one that does not influence the cost: tracking refuses the others); None while
+        #: none was: from then on a graph given the conservative credit is refused if a cost of it
+        #: has a baseline with inputs (crediting every earlier node with the cost, the baseline
+        #: would depend on a node it is subtracted for: Theorem 2)
+        self.baseline_read: str | None = None
 
     def _begin(self) -> bool:
         if self._pending:
@@ -129,6 +135,10 @@ class Cached(Structure):
             self._pending.setdefault(sig, 0)
         if self.draws_read is not None:
             raise self._biased_fallback(unstable)
+        if self.baseline_read is not None:
+            cost = next((c for c in nodes if isinstance(c, CostNode) and c.baseline_inputs is not None), None)
+            if cost is not None:
+                raise self._biased_baseline(cost)
         if not unstable and not self._warned:
             self._warned = True
             warnings.warn(
@@ -166,6 +176,22 @@ class Cached(Structure):
             "logging can be read after the graph's block instead"
         )
 
+    def _biased_baseline(self, cost: CostNode) -> SCGError:
+        """The error for an untracked graph without a cached relation whose ``cost`` has a baseline
+        with inputs, once a tracked graph's cost baseline was computed from a stochastic node
+        (`baseline_read`): the conservative relation would credit that node with the cost."""
+        return SCGError(
+            "scg.Cached: this graph was not tracked and its signature (its nodes' names, steps and shapes) has "
+            f"no cached relation, so it would get the conservative credit (every earlier stochastic node "
+            f"credited with each later cost); {cost.describe()} has a baseline "
+            f"({type(cost.baseline).__name__}) with inputs, and a tracked graph computed such inputs from a "
+            f"stochastic node: {self.baseline_read}. Credited with the cost, that node would have the baseline "
+            "subtracted from its credit while the baseline depends on it: a biased gradient (Theorem 2), which "
+            "this untracked graph cannot see. Keep the signatures fixed (pad the lengths and batches), track "
+            "every graph (scg.Cached(check_every=1), or no structure), or compute the baseline's inputs from "
+            "values that do not depend on the draws"
+        )
+
     def refused_fallback(self, sig: tuple[Hashable, ...], error: SCGError) -> SCGError:
         """The error for an untracked graph of ``sig`` whose conservative relation the surrogate
         refused (``error``): the every-earlier relation makes every later node carry the sample
@@ -195,6 +221,8 @@ class Cached(Structure):
     ) -> None:
         if reads is not None and self.draws_read is None:
             self.draws_read = reads
+        if self.baseline_read is None:
+            self.baseline_read = _baseline_read(nodes, full)
         self._pending.pop(sig, None)
         if sig in self.unstable:
             return
@@ -218,10 +246,28 @@ class Cached(Structure):
         self._pending.clear()
         self.unstable.clear()
         self.draws_read = None
+        self.baseline_read = None
         self._retrace = True
 
     def __repr__(self) -> str:
         return f"scg.Cached(check_every={self.check_every!r}, {len(self.relations)} structure(s))"
+
+
+def _baseline_read(nodes: Sequence[Node], full: list[int]) -> str | None:
+    """The first cost of a tracked graph whose baseline's inputs were computed from a score node
+    (or from a value one influences), described; None if none was."""
+    for c in nodes:
+        inputs = c.baseline_inputs if isinstance(c, CostNode) else None
+        if inputs is None or not inputs.mask:
+            continue
+        reach = inputs.mask
+        for k in bits(inputs.mask):
+            reach |= full[k]
+        for i in bits(reach):
+            v = nodes[i]
+            if isinstance(v, StochasticNode) and v.estimator.score:
+                return f"the baseline of {c.describe()} was computed from {v.describe()}"
+    return None
 
 
 def _compare(

@@ -9,6 +9,15 @@ per-element credit for a cost that mixes the examples. This check runs the progr
 tracked and once under the declaration, with the same seed (so the same nodes are drawn), and
 compares the credit of every (score-function node, cost) pair, and whether each enumerated node
 influences each cost.
+
+A declared graph is not watched, so neither are its baselines' inputs (Theorem 2: a baseline must
+not depend on a node it is subtracted for). The tracked run refuses a baseline computed from its
+own node, or a cost's baseline computed from a node that influences the cost, with the
+`SCGError` a tracked graph raises (biased under any declaration). A cost's baseline is subtracted
+from the credit of every node the *declaration* credits with the cost, so an over-declared pair is
+unbiased only while the baseline does not depend on the node: its inputs computed from it (or
+from a value it influences) make the extra term ∇log p(v)·(c − b_c) have a nonzero mean. The check
+reads the inputs' influence off the tracked run and refuses that pair as biased.
 """
 
 from __future__ import annotations
@@ -20,6 +29,7 @@ import torch
 
 from scg.credit.graph import Graph
 from scg.errors import SCGError
+from scg.graph.masks import bits
 from scg.graph.nodes import CostNode, StochasticNode
 from scg.graph.structure import Declared, signature
 from scg.testing.arguments import at_least
@@ -61,7 +71,11 @@ def check_structure(
         graph_kwargs: passed to both graphs (``plates=``, ``intervene=``).
 
     The message names the first pair that differs, what each side credits, and whether the
-    difference biases the gradient.
+    difference biases the gradient. A cost's baseline (``Learned.given(h)``, ``SelfCritical``
+    with a tensor) whose inputs tracking finds computed from a node the declaration credits with
+    the cost is reported first, as biased (over-declaring is unbiased only without such a
+    baseline). The program's own errors, found by the tracked run, are raised as it raises them
+    (an `SCGError`: a baseline computed from its node, or from a node that influences its cost).
     """
     if not isinstance(structure, Declared):
         raise SCGError(f"check_structure: expected a scg.Declared, got {type(structure).__name__}")
@@ -77,6 +91,7 @@ def check_structure(
                 "only through scg.sample and torch's global generator"
             )
         want, got = tracked.credit_pairs, declared.credit_pairs
+        _check_baseline_inputs(tracked, got, structure, seed + r)
         for key in sorted(set(want) | set(got)):
             w, d = want.get(key), got.get(key)
             if w == d:
@@ -93,6 +108,32 @@ def check_structure(
                 f"{_NAMES[d]} from {c.describe()}; tracking finds {_NAMES[w]}: {effect}"
             )
         _check_enumerated(tracked, declared, structure, seed + r, exact)
+
+
+def _check_baseline_inputs(
+    tracked: Graph, credit: dict[tuple[int, int], bool], structure: Declared, seed: int
+) -> None:
+    """Theorem 2 under the declaration: a cost's baseline must not be computed from a node the
+    declaration credits with the cost (`scg.credit.soundness.check_baseline_inputs` makes the
+    check for the tracked credit; the declared graph recorded no influence to make it with)."""
+    nodes, full = tracked.nodes, tracked.full_influence()
+    for (i, j), _ in sorted(credit.items()):
+        inputs = getattr(nodes[j], "baseline_inputs", None)
+        if inputs is None or not inputs.mask:
+            continue
+        reach = inputs.mask
+        for k in bits(inputs.mask):  # (and what those nodes are computed from)
+            reach |= full[k]
+        if reach >> i & 1:
+            v, c = nodes[i], nodes[j]
+            raise AssertionError(
+                f"check_structure (seed {seed}): {structure!r} credits {v.describe()} with {c.describe()} "
+                f"(tracking finds it does not influence the cost), and the cost's baseline "
+                f"({type(c.baseline).__name__}) is computed from the node: its inputs depend on it. Subtracted "
+                "from the node's credit, the baseline biases its gradient (Theorem 2): the declared surrogate is "
+                "BIASED. Leave the pair out of the declaration, or compute the baseline's inputs from values that "
+                "do not depend on the node"
+            )
 
 
 def _check_enumerated(tracked: Graph, declared: Graph, structure: Declared, seed: int, exact: bool) -> None:

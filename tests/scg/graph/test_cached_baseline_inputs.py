@@ -1,0 +1,99 @@
+"""scg.Cached and a baseline's inputs (Theorem 2): an untracked graph records no influence, so its
+baselines' inputs go unchecked. The tracked graphs (the first, and one in ``check_every``) refuse a
+baseline computed from a node it is subtracted for, naming the baseline's node and that node; an
+untracked graph given the conservative credit (every earlier node credited with each later cost) is
+refused once a tracked graph showed a cost's baseline computed from a stochastic node."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+
+import pytest
+import torch
+from torch.distributions import Bernoulli
+
+import scg
+import scg.testing as st
+from scg.baselines import Learned
+from scg.graph.structure import every_earlier
+
+
+def _linear() -> torch.nn.Linear:
+    lin = torch.nn.Linear(1, 1, dtype=torch.float64)
+    with torch.no_grad():
+        lin.weight.fill_(2.0)
+        lin.bias.fill_(0.5)
+    return lin
+
+
+def _steps(
+    theta: torch.Tensor, lin: torch.nn.Linear, steps: int, reads: Callable[[], bool], cost_z1: bool
+) -> Callable[[], None]:
+    """z1, then ``steps`` steps of z2_t with the cost c_t = 2·z2_t + 1 (+ z1 with ``cost_z1``), whose
+    ``Learned`` baseline is computed from h = 3·z1 (from a constant when ``reads()`` is False)."""
+
+    def program() -> None:
+        z1 = scg.sample(Bernoulli(logits=theta[0]), name="z1")
+        h = (z1 * 3.0 if reads() else torch.ones((), dtype=torch.float64)).reshape(1)
+        for t in range(steps):
+            z2 = scg.sample(Bernoulli(logits=theta[1]), name="z2", step=t)
+            scg.cost(z2 * 2.0 + 1.0 + (z1 if cost_z1 else 0.0), name="c", step=t, baseline=Learned(lin).given(h))
+
+    return program
+
+
+def test_a_tracked_check_refuses_a_baseline_that_reads_a_node_crediting_the_cost() -> None:
+    """The program starts computing the baseline from z1, which influences the cost, after its
+    relation was learned (same signature): the untracked graphs in between are served the cached
+    relation unchecked (biased); the next tracked graph refuses it, naming the cost and z1."""
+    theta = torch.tensor([0.3, -0.4], dtype=torch.float64, requires_grad=True)
+    reading = [False]
+    program = _steps(theta, _linear(), 1, lambda: reading[0], cost_z1=True)
+    cached = scg.Cached(check_every=3, seed=0)
+    with scg.Graph(structure=cached) as g:
+        program()
+    g.surrogate_loss()
+    reading[0] = True
+    for _ in range(20):
+        tracked = cached.stats["tracked"]
+        try:
+            with scg.Graph(structure=cached) as g:
+                program()
+            g.surrogate_loss()
+        except scg.SCGError as e:
+            assert cached.stats["tracked"] == tracked + 1  # (at a tracked check, not a reused graph)
+            assert "baseline inputs of cost node 'c'" in str(e) and "stochastic node 'z1'" in str(e)
+            break
+        assert cached.stats["tracked"] == tracked  # (a reused graph is not checked)
+    else:
+        pytest.fail("no tracked check in 20 graphs")
+    assert cached.stats["reused"] > 0
+
+
+def test_the_conservative_credit_is_refused_once_a_cost_baseline_was_computed_from_a_node() -> None:
+    """T = 1 is tracked: z1 influences no cost, so its baseline from 3·z1 is sound there. A T = 2
+    graph is new and untracked: the conservative credit credits z1 with each c_t, and the baseline
+    biases z1's gradient by -2.9335 (exact); it was served with only the fallback warning."""
+    theta = torch.tensor([0.3, -0.4], dtype=torch.float64, requires_grad=True)
+    lin = _linear()
+    two = _steps(theta, lin, 2, lambda: True, cost_z1=False)
+    fallback = scg.Declared(every_earlier, per_example=False)  # (the credit such a graph gets)
+    mean = st.expected_estimate(two, [theta], graph_kwargs={"structure": fallback})[0]
+    bias = mean - st.exact_gradient(two, [theta])[0]
+    torch.testing.assert_close(bias, torch.tensor([-2.9334997402889504, 0.0], dtype=torch.float64))
+
+    cached = scg.Cached(check_every=None)
+    with scg.Graph(structure=cached) as g:
+        _steps(theta, lin, 1, lambda: True, cost_z1=False)()
+    g.surrogate_loss()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        with scg.Graph(structure=cached) as g:
+            two()
+        with pytest.raises(scg.SCGError, match=r"conservative credit.*cost node 'c'.*Learned.*stochastic node 'z1'"):
+            g.surrogate_loss()
+    assert cached.stats["fallback"] == 1
+    assert cached.baseline_read is not None and "stochastic node 'z1'" in cached.baseline_read
+    cached.clear()
+    assert cached.baseline_read is None
