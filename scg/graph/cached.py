@@ -52,7 +52,15 @@ class Cached(Structure):
     ``scg.Declared``. (It still becomes pending: a caller that catches the error gets the next
     graphs tracked.) What cannot be known: an escape only in a branch that no tracked graph took
     (the fallbacks served before a tracked graph shows the read, or if none ever does, keep the
-    bias). A value read only for logging counts too: read it after the graph's block.
+    bias). A value read only for logging counts too: read it after the graph's block. The
+    conservative relation also credits a cost to every earlier node, so a cost's baseline computed
+    from one of them would bias its gradient (Theorem 2): once a tracked graph computed a cost's
+    baseline inputs from a stochastic node (`baseline_read`), an untracked graph without a cached
+    relation one of whose costs has a baseline with inputs is refused too.
+
+    Baselines (Theorem 2): the tracked graphs refuse a baseline computed from its own node, or a
+    cost's baseline computed from a node that influences the cost, naming both; the untracked
+    graphs between two checks use it unchecked, as they use the cached relation.
 
     Checks: each untracked-eligible graph is tracked with probability ``1 / check_every``,
     drawn from a generator owned by this object (seeded with ``seed``; no global state), and its

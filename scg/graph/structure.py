@@ -314,11 +314,18 @@ class Declared(Structure):
             recently used one is dropped past that, `Structure`).
 
     Over-declaring (v influences c when it does not, whole-plate credit where per-example would
-    do) is unbiased with a higher variance; under-declaring biases the gradient. Check a
-    declaration against tracking with ``scg.testing.check_structure(program, declared)``.
-    Escapes, hidden randomness, writes into samples and nested graphs are not reported in an
-    untracked graph (nothing is watched), and ``scg.influenced_by`` returns its value unchanged
-    (the declaration is the whole relation).
+    do) is unbiased with a higher variance, unless the cost has a baseline computed from v (see
+    below); under-declaring biases the gradient. Check a declaration against tracking with
+    ``scg.testing.check_structure(program, declared)``. Escapes, hidden randomness, writes into
+    samples and nested graphs are not reported in an untracked graph (nothing is watched), and
+    ``scg.influenced_by`` returns its value unchanged (the declaration is the whole relation).
+
+    Nor are a baseline's inputs (Theorem 2): a baseline computed from its own node
+    (``Learned(...).given(h)`` with h from the sample, a ``SelfCritical`` callable that reads it),
+    or a cost's baseline computed from a node the declaration credits with the cost, gives a
+    silently biased gradient at every declared step. A tracked graph refuses the first two;
+    ``check_structure`` raises them (its tracked run) and reports the last as biased. A declared
+    step that no such check ran is not checked.
     """
 
     learned = False

@@ -110,22 +110,21 @@ def check_structure(
         _check_enumerated(tracked, declared, structure, seed + r, exact)
 
 
-def _check_baseline_inputs(
-    tracked: Graph, credit: dict[tuple[int, int], bool], structure: Declared, seed: int
-) -> None:
+def _check_baseline_inputs(tracked: Graph, credit: dict[tuple[int, int], bool], structure: Declared, seed: int) -> None:
     """Theorem 2 under the declaration: a cost's baseline must not be computed from a node the
     declaration credits with the cost (`scg.credit.soundness.check_baseline_inputs` makes the
     check for the tracked credit; the declared graph recorded no influence to make it with)."""
     nodes, full = tracked.nodes, tracked.full_influence()
     for (i, j), _ in sorted(credit.items()):
-        inputs = getattr(nodes[j], "baseline_inputs", None)
-        if inputs is None or not inputs.mask:
+        c = nodes[j]
+        inputs = c.baseline_inputs if isinstance(c, CostNode) else None
+        if inputs is None or not inputs.mask or not isinstance(c, CostNode):  # (no inputs, or constants)
             continue
         reach = inputs.mask
         for k in bits(inputs.mask):  # (and what those nodes are computed from)
             reach |= full[k]
         if reach >> i & 1:
-            v, c = nodes[i], nodes[j]
+            v = nodes[i]
             raise AssertionError(
                 f"check_structure (seed {seed}): {structure!r} credits {v.describe()} with {c.describe()} "
                 f"(tracking finds it does not influence the cost), and the cost's baseline "
