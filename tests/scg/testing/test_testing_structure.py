@@ -30,16 +30,17 @@ def _linear() -> torch.nn.Linear:
     return lin
 
 
-def _reads_z1(theta: torch.Tensor, cost_reads_z1: bool) -> Callable[[], None]:
-    """z1, z2; the cost's ``Learned`` baseline is computed from h = 3·z1. The cost depends on z1 too
-    (``cost_reads_z1``: tracking refuses the baseline) or on z2 only (tracking credits z1 with
-    nothing, and accepts it; the causal declaration credits z1 with the cost)."""
+def _reads_z1(theta: torch.Tensor, cost_reads_z1: bool, named: bool = False) -> Callable[[], None]:
+    """z1, z2; the cost's ``Learned`` baseline is computed from h = 3·z1 (``named``: a deterministic
+    node computed from z1). The cost depends on z1 too (``cost_reads_z1``: tracking refuses the
+    baseline) or on z2 only (tracking credits z1 with nothing, and accepts it; the causal
+    declaration credits z1 with the cost)."""
     lin = _linear()
 
     def program() -> None:
         z1 = scg.sample(Bernoulli(logits=theta[0]), name="z1")
         z2 = scg.sample(Bernoulli(logits=theta[1]), name="z2")
-        h = (z1 * 3.0).reshape(1)
+        h = (scg.deterministic(z1 * 3.0, name="h") if named else z1 * 3.0).reshape(1)
         c = z2 * 2.0 + 1.0 + (z1 * 2.0 + z1 * z2 if cost_reads_z1 else 0.0)
         scg.cost(c, name="c", baseline=Learned(lin).given(h))
 
@@ -50,12 +51,14 @@ def _z1_influences_nothing(v: scg.graph.StochasticNode, node: scg.graph.Node) ->
     return v.name != "z1"
 
 
-def test_an_over_declared_pair_whose_cost_baseline_reads_the_node_is_biased_and_refused() -> None:
+@pytest.mark.parametrize("named", [False, True], ids=["sample", "deterministic-node"])
+def test_an_over_declared_pair_whose_cost_baseline_reads_the_node_is_biased_and_refused(named: bool) -> None:
     """The causal declaration credits z1 with c, which z1 does not influence: unbiased without the
     baseline, but b(3·z1) subtracted from z1's credit adds -E[∇log p(z1)·b] = -1.4667 (exact), and
-    check_structure called it 'unbiased, but with a higher variance' (exact=False: passed)."""
+    check_structure called it 'unbiased, but with a higher variance' (exact=False: passed). Through a
+    named deterministic node, the inputs' node is h: z1 is found among what h is computed from."""
     theta = _theta()
-    program = _reads_z1(theta, cost_reads_z1=False)
+    program = _reads_z1(theta, cost_reads_z1=False, named=named)
     exact = st.exact_gradient(program, [theta])[0]
     mean = st.expected_estimate(program, [theta], graph_kwargs={"structure": scg.Declared()})[0]
     torch.testing.assert_close(mean - exact, torch.tensor([-1.4667498701444752, 0.0], dtype=torch.float64))
