@@ -28,14 +28,21 @@ def _linear() -> torch.nn.Linear:
 
 
 def _steps(
-    theta: torch.Tensor, lin: torch.nn.Linear, steps: int, reads: Callable[[], bool], cost_z1: bool
+    theta: torch.Tensor,
+    lin: torch.nn.Linear,
+    steps: int,
+    reads: Callable[[], bool],
+    cost_z1: bool,
+    named: bool = False,
 ) -> Callable[[], None]:
     """z1, then ``steps`` steps of z2_t with the cost c_t = 2·z2_t + 1 (+ z1 with ``cost_z1``), whose
-    ``Learned`` baseline is computed from h = 3·z1 (from a constant when ``reads()`` is False)."""
+    ``Learned`` baseline is computed from h = 3·z1 (from a constant when ``reads()`` is False; a
+    named deterministic node computed from z1 with ``named``)."""
 
     def program() -> None:
         z1 = scg.sample(Bernoulli(logits=theta[0]), name="z1")
-        h = (z1 * 3.0 if reads() else torch.ones((), dtype=torch.float64)).reshape(1)
+        h = z1 * 3.0 if reads() else torch.ones((), dtype=torch.float64)
+        h = (scg.deterministic(h, name="h") if named else h).reshape(1)
         for t in range(steps):
             z2 = scg.sample(Bernoulli(logits=theta[1]), name="z2", step=t)
             scg.cost(z2 * 2.0 + 1.0 + (z1 if cost_z1 else 0.0), name="c", step=t, baseline=Learned(lin).given(h))
@@ -71,13 +78,15 @@ def test_a_tracked_check_refuses_a_baseline_that_reads_a_node_crediting_the_cost
     assert cached.stats["reused"] > 0
 
 
-def test_the_conservative_credit_is_refused_once_a_cost_baseline_was_computed_from_a_node() -> None:
+@pytest.mark.parametrize("named", [False, True], ids=["sample", "deterministic-node"])
+def test_the_conservative_credit_is_refused_once_a_cost_baseline_was_computed_from_a_node(named: bool) -> None:
     """T = 1 is tracked: z1 influences no cost, so its baseline from 3·z1 is sound there. A T = 2
     graph is new and untracked: the conservative credit credits z1 with each c_t, and the baseline
-    biases z1's gradient by -2.9335 (exact); it was served with only the fallback warning."""
+    biases z1's gradient by -2.9335 (exact); it was served with only the fallback warning. Through a
+    named deterministic node, z1 is found among what the inputs' node h is computed from."""
     theta = torch.tensor([0.3, -0.4], dtype=torch.float64, requires_grad=True)
     lin = _linear()
-    two = _steps(theta, lin, 2, lambda: True, cost_z1=False)
+    two = _steps(theta, lin, 2, lambda: True, cost_z1=False, named=named)
     fallback = scg.Declared(every_earlier, per_example=False)  # (the credit such a graph gets)
     mean = st.expected_estimate(two, [theta], graph_kwargs={"structure": fallback})[0]
     bias = mean - st.exact_gradient(two, [theta])[0]
@@ -85,7 +94,7 @@ def test_the_conservative_credit_is_refused_once_a_cost_baseline_was_computed_fr
 
     cached = scg.Cached(check_every=None)
     with scg.Graph(structure=cached) as g:
-        _steps(theta, lin, 1, lambda: True, cost_z1=False)()
+        _steps(theta, lin, 1, lambda: True, cost_z1=False, named=named)()
     g.surrogate_loss()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
