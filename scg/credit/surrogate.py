@@ -41,20 +41,11 @@ import numpy as np
 import torch
 
 from scg.credit import dice as dice_mod
+from scg.credit.baselining import BaselineValues, apply_baselines, check_baseline_values
 from scg.credit.plan import CreditPlan, influence_matrix, plan_for, weight_matrix
 from scg.credit.plates import plate_rank
 from scg.credit.sample_dims import SamplePlan
-from scg.credit.signals import (
-    BaselineValues,
-    CostGroup,
-    NodeGroup,
-    apply_baselines,
-    c_hat,
-    check_baseline_values,
-    control_variates,
-    cost_groups,
-    node_groups,
-)
+from scg.credit.signals import CostGroup, NodeGroup, c_hat, control_variates, cost_groups, node_groups
 from scg.credit.soundness import check_after_registration, check_baseline_inputs
 from scg.credit.traced import traced_surrogate_loss
 from scg.errors import SCGError, expect_bool

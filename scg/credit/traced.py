@@ -59,10 +59,11 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from scg.credit.baselining import BaselineValues, apply_baselines
 from scg.credit.plan import has_cv, step_weights
 from scg.credit.plates import mixed_from, share_beyond
 from scg.credit.sample_dims import SamplePlan, align_batch_to_node
-from scg.credit.signals import BaselineValues, apply_baselines, apply_weights
+from scg.credit.signals import apply_weights
 from scg.credit.soundness import check_baseline_inputs
 from scg.errors import SCGError
 from scg.estimators.control import LearnedControl
