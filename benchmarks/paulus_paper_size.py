@@ -34,7 +34,7 @@ from scg_summarize.data.batching import Batch
 from scg_summarize.decode_options import DecodeOptions
 from scg_summarize.decoding.adapters import ModelStepDecoder
 from scg_summarize.decoding.beam import beam_search
-from scg_summarize.train.config import load_config
+from scg_summarize.train.config_loading import load_config
 from scg_summarize.train.data import batch_to, load_dataset, make_loader
 from scg_summarize.train.model_init import build_model
 

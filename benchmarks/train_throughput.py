@@ -194,7 +194,7 @@ def measure(
     compiled with it, ``train.compile``); raises on any failure."""
     from scg_summarize.data.dataset import SummarizationDataset
     from scg_summarize.kernels import choose
-    from scg_summarize.train.config import load_config
+    from scg_summarize.train.config_loading import load_config
     from scg_summarize.train.data import make_loader
     from scg_summarize.train.loop import Trainer
 
@@ -742,7 +742,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"`scg-summarize prepare --vocab` a vocabulary of {args.vocab_size} entries (as scripts/gpu_check.sh "
                 "does), or pass --vocab-size 0 (the corpus's vocabulary)"
             )
-    from scg_summarize.train.config import load_config
+    from scg_summarize.train.config_loading import load_config
 
     for _, names in plan:  # fail fast on a misspelt configuration, before any run
         for name in names:

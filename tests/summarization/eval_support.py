@@ -51,7 +51,7 @@ def write_run(
     the untrained weights of seed ``seed`` (any family: the model is built as the trainer builds it)."""
     from scg_summarize.data import SummarizationDataset
     from scg_summarize.data.storage import VOCAB_FILE, read_meta
-    from scg_summarize.train.config import load_config
+    from scg_summarize.train.config_loading import load_config
     from scg_summarize.train.model_init import build_model
 
     config = load_config(name, list(overrides))

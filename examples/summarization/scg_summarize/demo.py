@@ -25,7 +25,8 @@ import torch
 from .data import SummarizationDataset, make_synthetic_corpus
 from .decode_options import DecodeOptions
 from .evaluation.runs import evaluate_run
-from .train.config import Config, load_config
+from .train.config import Config
+from .train.config_loading import load_config
 from .train.loop import Trainer
 
 __all__ = [

@@ -15,7 +15,8 @@ import pytest
 from scg_summarize import cli
 from scg_summarize.commands._decoding_args import add_decode_arguments, decode_options, given_options
 from scg_summarize.decode_options import DecodeOptions, Setting, option_problems
-from scg_summarize.train.config import Config, EvalConfig, load_config
+from scg_summarize.train.config import Config, EvalConfig
+from scg_summarize.train.config_loading import load_config
 
 COMMANDS_DIR = Path(cli.__file__).parent / "commands"
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 from scg_summarize import cli
-from scg_summarize.train.config import available_configs
+from scg_summarize.train.config_loading import available_configs
 
 from .test_newcomer_docs import ROOT, blocks, documented_commands, shell_commands
 

@@ -21,7 +21,8 @@ from scg_summarize.commands._decoding_args import add_decode_arguments, decode_o
 from scg_summarize.decoding import DecodeOptions
 from scg_summarize.evaluation import AttentionMetrics, fraction_read, fraction_read_per_step, runner
 from scg_summarize.evaluation.report import make_result, markdown_report, select_results
-from scg_summarize.train.config import EvalConfig, load_config
+from scg_summarize.train.config import EvalConfig
+from scg_summarize.train.config_loading import load_config
 
 from ..eval_support import REPO_ROOT, ToySetup, make_toy_setup
 

@@ -17,7 +17,7 @@ from scg_summarize.decode_options import DecodeOptions, Hypothesis
 from scg_summarize.decoding.inputs import SourceDocument
 from scg_summarize.decoding.summarizer import Summarizer, replace_unks
 from scg_summarize.demo import DEFAULT_CONFIGS
-from scg_summarize.train.config import load_config
+from scg_summarize.train.config_loading import load_config
 
 from ..conftest import ShortRun
 

@@ -25,7 +25,7 @@ from ..eval_support import UNCONSTRAINED
 from ..models_helpers import V, make_model
 
 model_init = pytest.importorskip("scg_summarize.train.model_init")
-train_config = pytest.importorskip("scg_summarize.train.config")
+train_config = pytest.importorskip("scg_summarize.train.config_loading")
 
 
 pytestmark = pytest.mark.usefixtures("single_thread")

@@ -17,7 +17,7 @@ from scg_summarize.evaluation.perplexity import Perplexity
 from scg_summarize.evaluation.report import make_result, markdown_report
 
 model_init = pytest.importorskip("scg_summarize.train.model_init")
-train_config = pytest.importorskip("scg_summarize.train.config")
+train_config = pytest.importorskip("scg_summarize.train.config_loading")
 
 V_T = 8  # an output vocabulary of the 4 specials and 4 words: most reference words are outside it
 

@@ -16,7 +16,8 @@ from scg_summarize.decoding.beam import beam_search
 from scg_summarize.models import FAMILIES, ModelConfig, SummarizerFamily, build_model
 from scg_summarize.models.loading import load_model
 from scg_summarize.train.checkpoint import save_atomic
-from scg_summarize.train.config import Config, load_config
+from scg_summarize.train.config import Config
+from scg_summarize.train.config_loading import load_config
 
 import scg
 

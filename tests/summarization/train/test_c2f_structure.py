@@ -33,7 +33,7 @@ import torch
 from scg_summarize.kernels import forced
 from scg_summarize.models import C2FSummarizer
 from scg_summarize.models.registry import build_model
-from scg_summarize.train.config import load_config
+from scg_summarize.train.config_loading import load_config
 from scg_summarize.train.objective import OBJECTIVES, c2f_objective, c2f_program, c2f_structure, same_step
 from scg_summarize.train.reward import reference_ids
 from scg_summarize.train.self_critical import greedy_rewards, sampled_program

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from scg_summarize.train.config import available_configs, load_config, parse_override
+from scg_summarize.train.config_loading import available_configs, load_config, parse_override
 
 TABLE1 = [
     "STANDARD",

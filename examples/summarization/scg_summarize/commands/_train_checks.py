@@ -22,7 +22,7 @@ from typing import Any
 from ..data.dataset import available_splits
 from ..data.storage import META_FILE, VOCAB_FILE
 from ..jsonlines import json_object
-from ..train.config import parse_override
+from ..train.config_loading import parse_override
 
 __all__ = ["RUN_FILES", "check_run_folder", "missing_test_split", "resume_settings"]
 

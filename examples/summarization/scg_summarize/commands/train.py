@@ -166,7 +166,8 @@ def _problems(args: argparse.Namespace, saved: dict[str, Any] | None) -> tuple[A
     """The configuration (``saved``: the one a resumed run recorded, overrides applied), and every
     problem with it and the arguments (reported together)."""
     from ..data.storage import META_FILE
-    from ..train.config import Config, ConfigError, load_config
+    from ..train.config import Config, ConfigError
+    from ..train.config_loading import load_config
 
     problems: list[str] = []
     config = None
@@ -223,7 +224,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     from ..dirlock import DirLock, LockedError
     from ..models.loading import CheckpointError
-    from ..train.config import available_configs, load_config
+    from ..train.config_loading import available_configs, load_config
     from ..train.loop import Trainer, TrainingDiverged, TrainingStopped
     from ..train.signals import Interrupted, interrupt_on_signals
 
