@@ -18,8 +18,8 @@ import pytest
 import torch
 from _host_reads import count_syncs
 from scg_summarize.train import Trainer, load_config
-from scg_summarize.train.loop import TrainingDiverged
 from scg_summarize.train.objective import StepResult
+from scg_summarize.train.step import TrainingDiverged
 
 ONE_EPOCH = ["train.max_steps_per_epoch=4", "train.epochs=1"]
 

@@ -225,8 +225,9 @@ def run(args: argparse.Namespace) -> int:
     from ..dirlock import DirLock, LockedError
     from ..models.loading import CheckpointError
     from ..train.config_loading import available_configs, load_config
-    from ..train.loop import Trainer, TrainingDiverged, TrainingStopped
+    from ..train.loop import Trainer, TrainingStopped
     from ..train.signals import Interrupted, interrupt_on_signals
+    from ..train.step import TrainingDiverged
 
     if args.list:
         for name in available_configs():

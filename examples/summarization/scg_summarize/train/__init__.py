@@ -22,6 +22,8 @@ loop, checkpoints, DDP.
 ``model_init``      the model a run starts from (``build_model``, word2vec, +PRETRAIN's init_from)
 ``run_state``       :class:`RunCounters` (steps, best validation, seconds) and ``training.json``
 ``loop``            :class:`Trainer` (every family: C2F, Paulus, ABS, MAL)
+``step``            one optimizer step of the Trainer; :class:`TrainingDiverged`
+``stopping``        when the run stops: ``train.max_steps``, the time budget, a signal on any rank
 ``abs``             ABS's flat (input, title) pairs for the count rows and decoding variants
 ``evaluate``        validation: perplexity and attention statistics (teacher forcing)
 =================== ========================================================================

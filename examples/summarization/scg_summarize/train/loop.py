@@ -1,10 +1,10 @@
 """The training loop: [`Trainer`][scg_summarize.train.loop.Trainer] (``scg-summarize train``).
 
-Per step: a global batch from the resumable bucketed loader (this rank's slice under DDP),
-the objective (`.objective`: NLL for soft attention; the scg surrogate for C2F, or NLL
-with probability ``train.alternate`` for +ALTERNATE), backpropagation, gradient renormalization
-and the optimizer step. Per epoch: validation perplexity (C2F at its test-time argmax), the lr
-schedule, ``checkpoint.pt`` and ``best.pt``. Metrics go to ``RUN_DIR/metrics.jsonl``.
+Per step (`.step`, a base of `Trainer`): a global batch from the resumable bucketed loader (this
+rank's slice under DDP), the objective (`.objective`: NLL for soft attention; the scg surrogate for
+C2F, or NLL with probability ``train.alternate`` for +ALTERNATE), backpropagation, gradient
+renormalization and the optimizer step. Per epoch: validation perplexity (C2F at its test-time
+argmax), the lr schedule, ``checkpoint.pt`` and ``best.pt``. Metrics go to ``RUN_DIR/metrics.jsonl``.
 
 Exact resumption (``checkpoint.pt``, at epoch ends and every ``train.checkpoint_every`` steps):
 `.checkpoint` says what it holds, `.resume` how ``Trainer(resume=True)`` continues from it.
@@ -25,20 +25,19 @@ import torch
 
 import scg
 
-from ..data.batching import Batch
 from ..dirlock import DirLock
-from .captured import CapturedStep, DevicePart, check_capturable
+from .captured import CapturedStep, check_capturable
 from .checkpoint import TrainingParts, save_atomic, seed_all, write_param_digest
 from .compiled import check_whole_step, compiled_objective
 from .config import Config
-from .data import batch_to, load_training_splits, make_loader
+from .data import load_training_splits, make_loader
 from .ddp import DistContext, resolve_device
 from .evaluate import validation_metrics
 from .fingerprint import check_fingerprint
 from .metrics_log import LogWindow, append_record
 from .model_init import initial_model
-from .objective import StepResult, StepValues, build_objective, trained_objectives, unread_options
-from .optim import PlateauDecay, build_optimizer, clip_gradients
+from .objective import build_objective, trained_objectives, unread_options
+from .optim import PlateauDecay, build_optimizer
 from .precision import autocast_objective
 from .progress import (
     PhaseProgress,
@@ -46,7 +45,6 @@ from .progress import (
     budget_notice,
     epoch_bar,
     epoch_line,
-    format_duration,
     step_line,
 )
 from .resume import open_run
@@ -54,15 +52,13 @@ from .run_dir import CHECKPOINT, METRICS, save_best
 from .run_state import done_line, training_record
 from .selection import selection_value
 from .signals import StopRequest, TrainingStopped
+from .step import TrainingStep
+from .stopping import RunStopping
 
-__all__ = ["CHECKPOINT", "Trainer", "TrainingDiverged", "TrainingStopped"]
-
-
-class TrainingDiverged(ValueError):
-    """The loss (or a gradient, or the validation perplexity) became non-finite."""
+__all__ = ["CHECKPOINT", "Trainer", "TrainingStopped"]
 
 
-class Trainer:
+class Trainer(TrainingStep, RunStopping):
     """Train ``config`` on the prepared corpus ``data_dir``, writing to ``out_dir``.
 
     Args:
@@ -184,97 +180,6 @@ class Trainer:
             save_atomic(self.parts.checkpoint(self.config, self.counters), self.out_dir / name)
         self.dist.barrier()
 
-    # ------------------------------------------------------------------ one step
-    def _soft_minibatch(self) -> bool:
-        p = self.config.train.alternate
-        if p <= 0:
-            return False
-        coin = torch.Generator().manual_seed(self.config.train.seed * 1_000_003 + self.counters.step)
-        return bool(torch.rand((), generator=coin) < p)
-
-    def train_step(self, batch: Batch) -> StepValues:
-        """One optimizer step on ``batch``; its values (loss, NLL, tokens, gradient norm, the
-        objective's terms) come to the host in one read, after the backward pass and before the
-        optimizer step, which a non-finite loss or gradient norm stops (`TrainingDiverged`): one
-        wait for the device per step (C2F's sampled steps made one per decoder step before).
-        With ``train.cuda_graph`` the forward and backward passes are a graph's replay (`.captured`)."""
-        inputs, normalizer = self.step_inputs(batch)
-        device_part: DevicePart = self.forward_backward if self.captured is None else self.captured
-        result, norm = device_part(inputs, normalizer)
-        # (a non-finite loss backpropagates non-finite gradients; nothing is stepped with them)
-        values = result.read(norm)
-        if not (math.isfinite(values.nll) and math.isfinite(values.loss)):
-            self._diverged(f"the training loss became non-finite at step {self.counters.step + 1}")
-        if values.norm is not None and not math.isfinite(values.norm):
-            self._diverged(f"the gradient norm became non-finite at step {self.counters.step + 1}")
-        self.optimizer.step()
-        self.counters.step += 1
-        self.last_finite = (self.counters.step, values.nll / max(values.tokens, 1))
-        return values
-
-    def step_inputs(self, batch: Batch) -> tuple[Batch, float]:
-        """This rank's share of a global batch on the device, and the loss normalizer (counted on
-        the host copy: no host read)."""
-        tc = self.config.train
-        global_batch = int(batch.src.shape[0])
-        shard = self.dist.shard(batch)
-        multiple = self.config.data.pad_targets
-        if multiple:  # (data.pad_targets: few target lengths, for a compiled or captured step)
-            shard = shard.with_target_length(-(-int(shard.tgt.shape[1]) // multiple) * multiple)
-        # DDP averages the ranks' gradients, so each rank divides by (global count) / world: the
-        # update is then the one-process update on the global batch, in either mode
-        if tc.normalize == "batch":
-            normalizer = global_batch / self.dist.world
-        else:
-            local = float(shard.tgt_mask[:, 1:].sum())
-            normalizer = max(self.dist.all_reduce([local], self.device)[0], 1.0) / self.dist.world
-        return batch_to(shard, self.device, self.config), normalizer
-
-    def forward_backward(
-        self, batch: Batch, normalizer: float, *, keep_grads: bool = False
-    ) -> tuple[StepResult, torch.Tensor | None]:
-        """The objective on a batch of `step_inputs`, its backward pass and the gradients'
-        renormalization (`clip_gradients`: the norm before it, or None): the device's part of a
-        step, with no host read unless the objective fails, which ``train.cuda_graph`` captures
-        (`.captured`). ``keep_grads``: zero the gradients in place instead of freeing them, so a
-        captured graph writes the tensors the optimizer reads."""
-        self.net.train()
-        try:
-            result = self.objective(batch, normalizer)
-        except RuntimeError:  # e.g. torch.multinomial on NaN probabilities from non-finite parameters
-            # (inside a CUDA graph capture no value can be read: the error is raised as it is)
-            capturing = self.device.type == "cuda" and torch.cuda.is_current_stream_capturing()
-            if capturing or all(bool(torch.isfinite(p).all()) for p in self.model.parameters()):
-                raise
-            self._diverged(f"the parameters became non-finite before step {self.counters.step + 1}")
-        self.optimizer.zero_grad(set_to_none=not keep_grads)
-        result.loss.backward()  # type: ignore[no-untyped-call]
-        return result, clip_gradients(self.model.parameters(), self.config.train.max_grad_norm)
-
-    def _diverged(self, what: str) -> None:
-        last = (
-            f"the last finite training loss was {self.last_finite[1]:.4g} per token at step {self.last_finite[0]}"
-            if self.last_finite
-            else "no step had a finite loss"
-        )
-        raise TrainingDiverged(
-            f"training diverged: {what} ({last}); {self.out_dir / CHECKPOINT} holds the last "
-            f"state before it. Lower train.lr or set train.max_grad_norm"
-        )
-
-    def _any_rank(self, local: bool) -> bool:
-        """``local`` on any rank (summed over ranks, so that all of them decide alike after a step)."""
-        if not self.dist.enabled:
-            return local
-        return self.dist.all_reduce([1.0 if local else 0.0], self.device)[0] > 0
-
-    def _stop_requested(self) -> bool:
-        """A stop signal on any rank: all ranks stop after the same step."""
-        return self._any_rank(self.stop.requested())
-
-    def _stopped(self) -> TrainingStopped:
-        return TrainingStopped(self.stop.reason or "a signal on another rank", self.counters.step, self.stop.status)
-
     # ------------------------------------------------------------------ the loop
     def _phase(self, name: str, total: int) -> PhaseProgress:
         """Progress lines of a phase after the steps (with ``quiet``: only its first and last line)."""
@@ -354,11 +259,6 @@ class Trainer:
         extended on resume (a larger ``train.max_steps``) trains on as if it had not stopped."""
         return self._end_epoch(epoch, epoch_end=False)
 
-    def _tick(self) -> None:
-        """Update the wall-clock and CPU seconds the run has trained and validated."""
-        self.counters.elapsed = time.perf_counter() - self._wall_start
-        self.counters.cpu_elapsed = time.process_time() - self._cpu_start
-
     def _train_epoch(self, epoch: int) -> bool:
         """The steps left in ``epoch``; True when the run stops after them (`_out_of_steps_or_time`).
 
@@ -398,24 +298,6 @@ class Trainer:
         finally:
             if bar is not None:
                 bar.close()
-
-    def _out_of_steps_or_time(self) -> bool:
-        """``train.max_steps`` reached, or the time budget spent once a validation is added."""
-        tc = self.config.train
-        if tc.max_steps and self.counters.step >= tc.max_steps:
-            self.stopped_by = "max_steps"
-            return True
-        last_validation = self.counters.validation_s / self.counters.validations if self.counters.validations else 0.0
-        if tc.time_budget_s and self._any_rank(self.counters.elapsed + last_validation >= tc.time_budget_s):
-            # each rank reads its own clock, so they agree (any rank out of time stops them all);
-            # otherwise one would stop while another waits in its next all-reduce
-            self.stopped_by = "time_budget_s"
-            self.info(
-                f"time budget: stopping after step {self.counters.step} ({format_duration(self.counters.elapsed)} "
-                f"of {format_duration(tc.time_budget_s)}; one validation left)"
-            )
-            return True
-        return False
 
     def _finish(self) -> None:
         """The closing line, the ``end`` metrics line and ``training.json`` (under DDP also each
