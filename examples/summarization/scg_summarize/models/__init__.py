@@ -3,6 +3,8 @@
 =========================== =================================================================================
 ``family``                  [`SummarizerFamily`][scg_summarize.models.SummarizerFamily]: the interface every
                             family implements, its defaults and capabilities; `SummarizerOutput`
+``input_checks``            the checks of what a family's ``forward``, ``encode``, ``advance`` and ``step``
+                            are given (the tensors' metadata only)
 ``config``                  [`ModelConfig`][scg_summarize.models.ModelConfig]: the options every family shares
 ``registry``                ``FAMILIES`` (name -> family class and configuration dataclass), `build_model`
 ``c2f/``                    Ling & Rush (2017), Models 0-3: [`C2FSummarizer`][scg_summarize.models.C2FSummarizer],
