@@ -180,7 +180,7 @@ def test_the_default_follows_the_decoders_fused_flag() -> None:
 @pytest.mark.skipif(not HAS_TRITON, reason="no triton")
 def test_triton_beam_step_matches_the_reference() -> None:
     # SCG_KERNELS=triton on CPU tensors: the C2F attention and the fused top-k run in Triton's interpreter.
-    from scg_summarize.kernels import ops
+    from scg_summarize.kernels import ops, topk_op
 
     # one example (the interpreter runs a program per row): its two beams are rows of every kernel
     batch = make_batch(B=1, M=4, N=6, T=5)
@@ -200,6 +200,7 @@ def test_triton_beam_step_matches_the_reference() -> None:
         return real(name)  # type: ignore[arg-type]
 
     ops.triton_module = spy  # type: ignore[assignment]
+    topk_op.triton_module = spy  # type: ignore[assignment]
     try:
         with backend("triton"):
             decoder = ModelStepDecoder(model)
@@ -207,6 +208,7 @@ def test_triton_beam_step_matches_the_reference() -> None:
             got = beam_search(decoder, batch, options)
     finally:
         ops.triton_module = real
+        topk_op.triton_module = real
     assert {"coarse", "fine", "topk"} <= set(used)
     assert [[h.tokens for h in ex] for ex in got] == [[h.tokens for h in ex] for ex in want]
     for ex_got, ex_want in zip(got, want):

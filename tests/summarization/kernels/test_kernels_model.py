@@ -16,7 +16,7 @@ import scg
 from ..kernel_support import DEVICE, backend, builtins_scanned_once, chi_square_pvalue, one_thread  # noqa: F401  (one_thread: a fixture)
 from ..models_helpers import make_batch, make_model
 
-from scg_summarize.kernels import KernelDraws, ops, reference  # isort: skip
+from scg_summarize.kernels import KernelDraws, ops, reference, topk_op  # isort: skip
 from scg_summarize.models.c2f import coarse_to_fine as c2f_module  # isort: skip
 from scg_summarize.models.common.attention import Memory  # isort: skip
 from scg_summarize.models.c2f.coarse_to_fine import C2FAttention, c2f_kernel_step, c2f_read  # isort: skip
@@ -59,6 +59,7 @@ def kernels_used(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
         return real(name)
 
     monkeypatch.setattr(ops, "triton_module", spy)
+    monkeypatch.setattr(topk_op, "triton_module", spy)
     yield used
 
 

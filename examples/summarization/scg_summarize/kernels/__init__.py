@@ -9,10 +9,11 @@ call runs Triton kernels on CUDA tensors and the PyTorch reference on CPU tensor
 
 * :mod:`.reference` -- the PyTorch reference (CPU path and test oracle); :mod:`.philox` -- Triton's
   Philox generator in torch, so both backends draw the same samples for a seed.
-* :mod:`.ops` -- the ``torch.library`` custom ops, in the example's own namespace
+* :mod:`.ops` -- the C2F attention's ``torch.library`` custom ops, in the example's own namespace
   (``scg_summarize::c2f_coarse_sample``, ``scg_summarize::c2f_fine_attend``,
-  ``scg_summarize::c2f_attend``, ``scg_summarize::c2f_fine_backward``,
-  ``scg_summarize::logsoftmax_topk``) with fake kernels and autograd.
+  ``scg_summarize::c2f_attend``, ``scg_summarize::c2f_fine_backward``) with fake kernels and
+  autograd; :mod:`.topk_op` -- beam search's (``scg_summarize::logsoftmax_topk``); :mod:`.op_guards`
+  -- the argument checks every op makes before its kernel, and autocast off inside it.
 * :mod:`.step` -- the per-step API (and :class:`KernelDraws`, which makes the kernel's draws an scg
   node); :mod:`.backend` -- backend choice; :mod:`.word_grads` -- the fine reads' gradients of the
   word states collected in one buffer per backward pass (:func:`collect_word_grads`).
@@ -21,8 +22,9 @@ call runs Triton kernels on CUDA tensors and the PyTorch reference on CPU tensor
 """
 
 from .backend import ENV_VAR, choose, forced, triton_available
-from .ops import c2f_attend, c2f_coarse_sample, c2f_fine_attend, c2f_fine_backward, logsoftmax_topk
+from .ops import c2f_attend, c2f_coarse_sample, c2f_fine_attend, c2f_fine_backward
 from .step import FusedC2FStep, KernelDraws, c2f_attention, draw_log_prob, fused_c2f_read
+from .topk_op import logsoftmax_topk
 from .word_grads import collect_word_grads
 
 __all__ = [

@@ -1,4 +1,6 @@
-"""The kernel ops as ``torch.library`` custom ops: one schema, a fake kernel, autograd, and dispatch.
+"""The C2F attention's kernel ops as ``torch.library`` custom ops: one schema, a fake kernel,
+autograd, and dispatch (beam search's op is :mod:`.topk_op`; the argument checks every op makes
+before its kernel, :mod:`.op_guards`).
 
 Ops (namespace ``scg``; shapes and math in :mod:`.reference`):
 
@@ -18,8 +20,6 @@ Ops (namespace ``scg``; shapes and math in :mod:`.reference`):
   ``query_fine`` through ``context`` and ``attn`` (the two ops' backward formulas; the half whose outputs
   the loss does not use is skipped); ``weights`` carry no gradient. For a model that must see the chunks
   before the read (an scg node between them), the two ops.
-* ``scg_summarize::logsoftmax_topk(hidden, weight, bias, k)`` -> ``(values (R, k), indices (R, k) int64)``;
-  differentiable in ``hidden``, ``weight`` and ``bias`` (backward in torch; decoding does not need it).
 
 Each op's implementation asks :func:`.backend.choose` for a backend at call time, so CUDA tensors run
 Triton and CPU tensors the reference unless ``SCG_KERNELS`` says otherwise; under ``torch.compile``
@@ -28,8 +28,6 @@ the ops are opaque nodes with the fake kernels giving the output shapes.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
 from typing import Any, cast
 
 import torch
@@ -38,6 +36,7 @@ import scg
 
 from . import reference
 from .backend import choose, triton_module
+from .op_guards import check, check_coarse, check_fine, no_autocast, same_device
 from .word_grads import collector_of, place_word_grad
 
 __all__ = [
@@ -45,38 +44,12 @@ __all__ = [
     "c2f_coarse_sample",
     "c2f_fine_attend",
     "c2f_fine_backward",
-    "logsoftmax_topk",
 ]
 
 
 Pair = tuple[torch.Tensor, torch.Tensor]
 Triple = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 Step = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
-
-
-def _check(cond: bool, msg: str | Callable[[], str]) -> None:
-    """Raise ``ValueError(msg)`` unless ``cond``; a message that formats shapes is a function, called
-    only on failure (these checks run at every decoder step)."""
-    if not cond:
-        raise ValueError(msg if isinstance(msg, str) else msg())
-
-
-def _same_device(op: str, **tensors: torch.Tensor | None) -> None:
-    """All tensor arguments of ``op`` on one device (named in the error), before any kernel sees them."""
-    given = {name: t.device for name, t in tensors.items() if t is not None}
-    if len(set(given.values())) > 1:
-        where = ", ".join(f"{name} on {device}" for name, device in given.items())
-        raise ValueError(f"{op}: all tensor arguments must be on one device, got {where}")
-
-
-def _no_autocast(device: torch.device) -> AbstractContextManager[Any]:
-    """Autocast off inside an op: the ops choose their own accumulation dtype
-    (:func:`.reference.acc_dtype`) and output dtypes (those of the fake kernels), so an enclosing
-    ``torch.autocast`` must not recast their internal products (a bfloat16 einsum would then meet
-    a float32 fill value, and the outputs would disagree with the fake kernels)."""
-    if torch.is_autocast_enabled(device.type):
-        return torch.autocast(device_type=device.type, enabled=False)
-    return nullcontext()
 
 
 # ---------------------------------------------------------------------------------------------- coarse
@@ -93,9 +66,9 @@ def c2f_coarse_sample(
     rows: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Chunk log-probabilities and ``k`` chosen chunks; see :func:`.reference.coarse_sample`."""
-    _check_coarse(keys, query, chunk_mask, k, mode, rows)
-    _same_device("c2f_coarse_sample", keys=keys, query=query, chunk_mask=chunk_mask, seed=seed, rows=rows)
-    with _no_autocast(query.device):
+    check_coarse(keys, query, chunk_mask, k, mode, rows)
+    same_device("c2f_coarse_sample", keys=keys, query=query, chunk_mask=chunk_mask, seed=seed, rows=rows)
+    with no_autocast(query.device):
         if choose(query.device) == "triton":
             return cast(Pair, triton_module("coarse").coarse_sample(keys, query, chunk_mask, seed, k, mode, rows))
         return reference.coarse_sample(keys, query, chunk_mask, seed, k, mode, rows)
@@ -114,47 +87,6 @@ def _(
     n_rows = query.shape[0]
     log_alpha = query.new_empty((n_rows, keys.shape[1]), dtype=reference.acc_dtype(query.dtype))
     return log_alpha, query.new_empty((n_rows, k), dtype=torch.int64)
-
-
-def _check_rows(batch: int, query: torch.Tensor, rows: torch.Tensor | None) -> None:
-    """Query row r reads example ``rows[r]`` (beam search), or example r when ``rows`` is None:
-    then there are as many query rows as examples. (The kernels index memory with them: a
-    mismatch read beyond the tensors, where the reference raised. The values of ``rows`` are
-    not read here: that is a host read per step.)"""
-    if rows is None:
-        _check(
-            query.shape[0] == batch,
-            lambda: f"query has {query.shape[0]} rows for {batch} examples: pass rows= (the example of each row)",
-        )
-        return
-    _check(
-        rows.dim() == 1 and rows.shape[0] == query.shape[0] and rows.dtype in (torch.int32, torch.int64),
-        lambda: (
-            f"rows must be an int32/int64 tensor of shape ({query.shape[0]},), got {rows.dtype} {tuple(rows.shape)}"
-        ),
-    )
-
-
-def _check_coarse(
-    keys: torch.Tensor,
-    query: torch.Tensor,
-    chunk_mask: torch.Tensor,
-    k: int,
-    mode: str,
-    rows: torch.Tensor | None = None,
-) -> None:
-    _check(
-        keys.dim() == 3 and query.dim() == 2 and keys.shape[2] == query.shape[1],
-        lambda: f"keys (B, M, D) and query (R, D) expected, got {tuple(keys.shape)} and {tuple(query.shape)}",
-    )
-    _check(tuple(chunk_mask.shape) == tuple(keys.shape[:2]), "chunk_mask must have shape (B, M)")
-    _check(chunk_mask.dtype == torch.bool, lambda: f"chunk_mask must be bool, got {chunk_mask.dtype}")
-    _check_rows(keys.shape[0], query, rows)
-    _check(mode in reference.COARSE_MODES, lambda: f"mode={mode!r}: expected one of {reference.COARSE_MODES}")
-    _check(
-        k >= 1 and (mode == "multinomial" or k <= keys.shape[1]),
-        lambda: f"k={k}: need 1 <= k (<= M unless multinomial)",
-    )
 
 
 def _coarse_setup(ctx: Any, inputs: tuple[Any, ...], output: tuple[torch.Tensor, torch.Tensor]) -> None:
@@ -184,14 +116,14 @@ def c2f_fine_attend(
     rows: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Context over the words of the selected chunks; see :func:`.reference.fine_attend`."""
-    _check_fine(words, word_mask, query, rows)
-    _check(
+    check_fine(words, word_mask, query, rows)
+    check(
         idx.dim() == 2 and idx.shape[0] == query.shape[0] and tuple(weights.shape) == tuple(idx.shape),
         "idx and weights must have shape (R, k)",
     )
-    _check(not idx.is_floating_point() and idx.dtype != torch.bool, lambda: f"idx must be integer, got {idx.dtype}")
-    _same_device("c2f_fine_attend", words=words, word_mask=word_mask, query=query, idx=idx, weights=weights, rows=rows)
-    with _no_autocast(query.device):
+    check(not idx.is_floating_point() and idx.dtype != torch.bool, lambda: f"idx must be integer, got {idx.dtype}")
+    same_device("c2f_fine_attend", words=words, word_mask=word_mask, query=query, idx=idx, weights=weights, rows=rows)
+    with no_autocast(query.device):
         if choose(query.device) == "triton":
             return cast(Pair, triton_module("fine").fine_forward(words, word_mask, query, idx, weights, rows))
         return reference.fine_attend(words, word_mask, query, idx, weights, rows)
@@ -224,7 +156,7 @@ def c2f_fine_backward(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(d_selected (R, k, N, H), d_query, d_weights)``; see :func:`.reference.fine_backward`."""
     args = (grad_context, grad_attn, words, query, idx, weights, attn, rows)
-    with _no_autocast(query.device):
+    with no_autocast(query.device):
         if choose(query.device) == "triton":
             return cast(Triple, triton_module("fine").fine_backward(*args))
         return reference.fine_backward(*args)
@@ -244,18 +176,6 @@ def _(
     n_rows, k = idx.shape
     d_sel = attn.new_empty((n_rows, k, words.shape[2], words.shape[3]))
     return d_sel, torch.empty_like(query), torch.empty_like(weights)
-
-
-def _check_fine(
-    words: torch.Tensor, word_mask: torch.Tensor, query: torch.Tensor, rows: torch.Tensor | None = None
-) -> None:
-    _check(
-        words.dim() == 4 and query.dim() == 2 and words.shape[3] == query.shape[1],
-        lambda: f"words (B, M, N, H) and query (R, H) expected, got {tuple(words.shape)} and {tuple(query.shape)}",
-    )
-    _check(tuple(word_mask.shape) == tuple(words.shape[:3]), "word_mask must have shape (B, M, N)")
-    _check(word_mask.dtype == torch.bool, lambda: f"word_mask must be bool, got {word_mask.dtype}")
-    _check_rows(words.shape[0], query, rows)
 
 
 def _fine_setup(ctx: Any, inputs: tuple[Any, ...], output: tuple[torch.Tensor, torch.Tensor]) -> None:
@@ -309,17 +229,17 @@ def c2f_attend(
     rows: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """The whole coarse-to-fine step; see :func:`.reference.c2f_attend`."""
-    _check_coarse(keys, query_coarse, chunk_mask, k, mode, rows)
-    _check_fine(words, word_mask, query_fine, rows)
-    _check(
+    check_coarse(keys, query_coarse, chunk_mask, k, mode, rows)
+    check_fine(words, word_mask, query_fine, rows)
+    check(
         tuple(words.shape[:2]) == tuple(keys.shape[:2]),
         lambda: (
             f"keys (B, M, D) and words (B, M, N, H) must agree on (B, M), got {tuple(keys.shape)} and "
             f"{tuple(words.shape)}"
         ),
     )
-    _check(query_fine.shape[0] == query_coarse.shape[0], "query_coarse and query_fine must have the same rows R")
-    _same_device(
+    check(query_fine.shape[0] == query_coarse.shape[0], "query_coarse and query_fine must have the same rows R")
+    same_device(
         "c2f_attend",
         keys=keys,
         query_coarse=query_coarse,
@@ -331,7 +251,7 @@ def c2f_attend(
         rows=rows,
     )
     args = (keys, query_coarse, chunk_mask, words, word_mask, query_fine, seed, k, mode, rows)
-    with _no_autocast(query_fine.device):
+    with no_autocast(query_fine.device):
         if choose(query_fine.device) == "triton":
             return cast(Step, triton_module("fine").c2f_forward(*args))
         return reference.c2f_attend(*args)
@@ -390,58 +310,8 @@ def _step_backward(
 c2f_attend.register_autograd(_step_backward, setup_context=_step_setup)
 
 
-# ------------------------------------------------------------------------------------------------ beam
-
-
-@torch.library.custom_op("scg_summarize::logsoftmax_topk", mutates_args=())
-def logsoftmax_topk(
-    hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, k: int
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """The ``k`` best log-probabilities of ``softmax(hidden @ weight.T + bias)`` per row and their indices."""
-    _check(
-        hidden.dim() == 2 and weight.dim() == 2 and hidden.shape[1] == weight.shape[1],
-        lambda: f"hidden (R, H) and weight (V, H) expected, got {tuple(hidden.shape)} and {tuple(weight.shape)}",
-    )
-    _check(1 <= k <= weight.shape[0], lambda: f"k={k}: need 1 <= k <= V={weight.shape[0]}")
-    _check(
-        bias is None or tuple(bias.shape) == (weight.shape[0],),
-        lambda: (
-            f"bias must have shape (V,) = ({weight.shape[0]},), got {tuple(bias.shape) if bias is not None else None}"
-        ),
-    )
-    _same_device("logsoftmax_topk", hidden=hidden, weight=weight, bias=bias)
-    with _no_autocast(hidden.device):
-        if choose(hidden.device) == "triton":
-            return cast(Pair, triton_module("topk").logsoftmax_topk(hidden, weight, bias, k))
-        return reference.logsoftmax_topk(hidden, weight, bias, k)
-
-
-@logsoftmax_topk.register_fake
-def _(
-    hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, k: int
-) -> tuple[torch.Tensor, torch.Tensor]:
-    n_rows = hidden.shape[0]
-    values = hidden.new_empty((n_rows, k), dtype=reference.acc_dtype(hidden.dtype))
-    return values, hidden.new_empty((n_rows, k), dtype=torch.int64)
-
-
-def _topk_setup(ctx: Any, inputs: tuple[Any, ...], output: tuple[torch.Tensor, torch.Tensor]) -> None:
-    hidden, weight, bias, _ = inputs
-    ctx.save_for_backward(hidden, weight, bias, output[1])
-
-
-def _topk_backward(ctx: Any, grad_values: torch.Tensor, grad_indices: torch.Tensor | None) -> tuple[Any, ...]:
-    hidden, weight, bias, indices = ctx.saved_tensors
-    d_hidden, d_weight, d_bias = reference.logsoftmax_topk_backward(grad_values, indices, hidden, weight, bias)
-    return d_hidden, d_weight, d_bias, None
-
-
-logsoftmax_topk.register_autograd(_topk_backward, setup_context=_topk_setup)
-
-
 # scg treats operations it has no rule for as mixing the rows of a batch (whole-batch credit);
 # these ops compute output row r from row r of their query / index arguments only.
 scg.declare_rowwise(c2f_coarse_sample, args=(1,))
 scg.declare_rowwise(c2f_fine_attend, args=(2, 3, 4))
 scg.declare_rowwise(c2f_attend, args=(1, 5))
-scg.declare_rowwise(logsoftmax_topk, args=(0,))
