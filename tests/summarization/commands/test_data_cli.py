@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from scg_summarize import cli
-from scg_summarize.commands.prepare import parse_input_spec
+from scg_summarize.commands._prepare_args import parse_input_spec
 from scg_summarize.data.storage import read_meta
 
 from ..conftest import TOY_STORIES
