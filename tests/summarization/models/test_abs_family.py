@@ -22,8 +22,9 @@ from scg_summarize.models.config import ModelConfig
 from scg_summarize.models.loading import load_model, read_checkpoint
 from scg_summarize.models.registry import FAMILIES, build_model
 from scg_summarize.train.checkpoint import save_atomic
-from scg_summarize.train.config import Config, ConfigError
+from scg_summarize.train.config import Config
 from scg_summarize.train.config_loading import load_config
+from scg_summarize.train.schema import ConfigError
 
 V = 30
 

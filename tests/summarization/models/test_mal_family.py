@@ -21,8 +21,9 @@ from scg_summarize.models.mal.model import MALSummarizer, MALTeacherOutput
 from scg_summarize.models.registry import FAMILIES, build_model
 from scg_summarize.train import Trainer, load_config
 from scg_summarize.train.checkpoint import param_digest, save_atomic
-from scg_summarize.train.config import Config, ConfigError
+from scg_summarize.train.config import Config
 from scg_summarize.train.objective import objective_names
+from scg_summarize.train.schema import ConfigError
 
 import scg
 

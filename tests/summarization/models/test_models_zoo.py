@@ -296,8 +296,8 @@ def test_coarse_topk_is_a_view_not_a_mutation() -> None:
 def test_switching_the_family_of_a_configuration_names_the_options_it_would_drop() -> None:
     """issue 28 item 8: ``--set model.family=abs`` on a C2F configuration is refused, naming the C2F
     options, the family and the configuration, instead of silently ignoring them."""
-    from scg_summarize.train.config import ConfigError
     from scg_summarize.train.config_loading import load_config
+    from scg_summarize.train.schema import ConfigError
 
     with pytest.raises(ConfigError) as err:
         load_config("C2F", ["model.family=abs"])

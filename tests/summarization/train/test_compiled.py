@@ -21,8 +21,8 @@ import pytest
 import torch
 from scg_summarize.kernels.backend import forced
 from scg_summarize.train import Trainer, load_config
-from scg_summarize.train.config import ConfigError
 from scg_summarize.train.objective import c2f_objective
+from scg_summarize.train.schema import ConfigError
 from torch._dynamo.utils import counters
 
 import scg

@@ -244,7 +244,8 @@ def test_a_stop_signal_in_the_last_step_keeps_the_final_validation(
     """A SIGINT/SIGTERM during step ``max_steps`` stopped the run before its final validation,
     and ``--resume`` took the run for finished: no ``valid`` line, no ``best.pt``."""
     from scg_summarize.cli import main
-    from scg_summarize.train.loop import Trainer, TrainingStopped
+    from scg_summarize.train.loop import Trainer
+    from scg_summarize.train.signals import TrainingStopped
 
     def stop_at_the_last_step(self) -> bool:  # type: ignore[no-untyped-def]
         return self.counters.step == 5

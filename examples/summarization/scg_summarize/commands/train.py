@@ -166,8 +166,9 @@ def _problems(args: argparse.Namespace, saved: dict[str, Any] | None) -> tuple[A
     """The configuration (``saved``: the one a resumed run recorded, overrides applied), and every
     problem with it and the arguments (reported together)."""
     from ..data.storage import META_FILE
-    from ..train.config import Config, ConfigError
+    from ..train.config import Config
     from ..train.config_loading import load_config
+    from ..train.schema import ConfigError
 
     problems: list[str] = []
     config = None
@@ -225,8 +226,8 @@ def run(args: argparse.Namespace) -> int:
     from ..dirlock import DirLock, LockedError
     from ..models.loading import CheckpointError
     from ..train.config_loading import available_configs, load_config
-    from ..train.loop import Trainer, TrainingStopped
-    from ..train.signals import Interrupted, interrupt_on_signals
+    from ..train.loop import Trainer
+    from ..train.signals import Interrupted, TrainingStopped, interrupt_on_signals
     from ..train.step import TrainingDiverged
 
     if args.list:

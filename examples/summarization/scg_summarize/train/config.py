@@ -22,7 +22,6 @@ from .schema import COMPILE_BACKENDS, PRECISIONS, ConfigError, check_config
 
 __all__ = [
     "Config",
-    "ConfigError",
     "DataConfig",
     "EvalConfig",
     "TrainConfig",

@@ -51,11 +51,11 @@ from .resume import open_run
 from .run_dir import CHECKPOINT, METRICS, save_best
 from .run_state import done_line, training_record
 from .selection import selection_value
-from .signals import StopRequest, TrainingStopped
+from .signals import StopRequest
 from .step import TrainingStep
 from .stopping import RunStopping
 
-__all__ = ["CHECKPOINT", "Trainer", "TrainingStopped"]
+__all__ = ["Trainer"]
 
 
 class Trainer(TrainingStep, RunStopping):
