@@ -196,3 +196,23 @@ def test_every_device_argument_of_the_python_api_is_named_alike(tmp_path: Path, 
             with pytest.raises(ValueError, match=rf"{where}\(device=...\): 'cuda', but no CUDA GPU is available here"):
                 call("cuda")
     assert Summarizer(loaded.decoder, loaded.vocab, DecodeOptions(), device=torch.device("cpu")).device.type == "cpu"
+
+
+def test_evaluate_run_scores_a_run_as_the_evaluate_command_does(tmp_path: Path, corpus: Path) -> None:
+    """``evaluate_run`` (``train --rouge``, the demo) scored with ``RougeOptions()`` whatever the run:
+    digits not mapped, where ``scg-summarize evaluate`` maps digits and ``#`` for a run trained with
+    digit mapping (``--hash-digits auto``), so a model's ``#`` could not match a reference's digits there
+    and the two records of one run, documented as the same, differed in their ROUGE settings."""
+    from scg_summarize import cli
+    from scg_summarize.evaluation import evaluate_run
+
+    run = _write_run(tmp_path, corpus, "tiny-C2F")
+    assert load_run(run, data_dir=corpus).prep_options.digits_to_hash  # prepared with digit mapping
+    result, _ = evaluate_run(run, corpus, limit=2)
+    output = tmp_path / "evaluate.json"
+    argv = ["evaluate", "--run", str(run), "--data", str(corpus), "--limit", "2", "--output", str(output)]
+    assert cli.main(argv) == 0
+    command = json.loads(output.read_text(encoding="utf-8"))
+    assert result["rouge_options"] == command["rouge_options"]
+    assert result["rouge_options"]["hash_digits"] is True
+    assert result["decode_options"] == command["decode_options"] and result["metrics"] == command["metrics"]

@@ -4,7 +4,8 @@
 decodes the split with the run's ``[eval]`` settings (over the defaults of
 `DecodeOptions`; or ``decode`` when given) and scores it with
 [`evaluate_model`][scg_summarize.evaluation.runner.evaluate_model] (perplexity, ROUGE-1/2/L/Lsum with
-stemming and max over references, coarse-attention entropy, fraction of words read, coarse
+stemming and max over references, digits and ``#`` mapped to 0 for a run trained with digit mapping
+as ``evaluate --hash-digits auto`` does, coarse-attention entropy, fraction of words read, coarse
 accuracy), so that numbers from ``train --rouge``, the demo and ``scg-summarize evaluate`` agree.
 
 It reads the run's ``config.json`` as plain JSON (``data.test_split``, the ``[eval]`` table), so
@@ -76,7 +77,7 @@ def evaluate_run(
         run,
         dataset,
         decode,
-        RougeOptions(),
+        RougeOptions(hash_digits=run.prep_options.digits_to_hash),  # `evaluate`'s --hash-digits auto
         limit=limit,
         batch_size=int(table.get("batch_size", 32)),
         device=device,
