@@ -161,6 +161,26 @@ def test_bad_input_fails_or_is_counted(toy_story_dir: Path, write_story: StoryWr
     assert any("skipped 2 bad record(s)" in line for line in logged)
 
 
+def test_records_read_counts_the_records_the_reader_skipped(tmp_path: Path) -> None:
+    """An input's ``records_read`` counted only the records its reader handed on: a line of invalid
+    JSON (or a Gigaword pair a filter drops) skipped inside the reader was not read, while a
+    duplicate id skipped after it was (4 records: 3 read, 2 kept, 2 skipped)."""
+    path = tmp_path / "t.jsonl"
+    lines = [
+        json.dumps({"id": "a", "source": "The cat sat.", "target": "cat"}),
+        "{bad json",
+        json.dumps({"id": "b", "source": "A dog ran.", "target": "dog"}),
+        json.dumps({"id": "b", "source": "A dog ran again.", "target": "dog"}),
+    ]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    source = InputSource(str(path), "train", lambda report: read_input("jsonl", path, report=report))
+    meta = prepare_corpus([source], tmp_path / "p", SMALL, skip_bad=True)
+    (record,) = meta["inputs"]
+    assert record["bad_input"]["skipped"] == {"bad_json": 1, "duplicate_id": 1}
+    assert (record["records_read"], record["examples_kept"]) == (4, 2)
+    assert record["records_read"] == record["examples_kept"] + record["bad_input"]["total_skipped"]
+
+
 def test_empty_sources_after_preprocessing_are_reported(tmp_path: Path) -> None:
     examples = [_raw(0, "fine words."), _raw(1, "\u200b \u200b"), _raw(2, "ok.", ref=" ")]
     with pytest.raises(DataError, match=r"mem:1: source has no words \[empty_source\]"):

@@ -216,7 +216,9 @@ def prepare_corpus(
                     {
                         "name": source.name,
                         "split": source.split,
-                        "records_read": read,
+                        # every record is kept or skipped, also those the reader skipped before handing on
+                        # (invalid JSON, a Gigaword filter's pairs), which `read` (the --limit count) misses
+                        "records_read": kept + report.total_skipped,
                         "examples_kept": kept,
                         "bad_input": report.to_dict(),
                     }
