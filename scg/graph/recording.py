@@ -56,6 +56,8 @@ class Recording(Protocol):
 
     def next_name(self, kind: str) -> str: ...
 
+    def node_name(self, name: str | None, kind: str, step: int | None, location: Location | str) -> str: ...
+
     def _count(self, kind: str) -> int: ...
 
 
@@ -132,22 +134,13 @@ class NodeRecording:
         foreign: dict[int, int],
     ) -> _Record:
         """The graph's next record of ``kind`` (``"stochastic"`` or ``"cost"``) with the fields
-        every node has: its name (checked as `node_name` checks it) and its value's version
-        counter; the caller stores the fields of its kind, then `record` s it.
+        every node has: its name (`node_name`) and its value's version counter; the caller stores
+        the fields of its kind, then `record` s it.
 
         Made field by field: a class called with keywords packs them into a dictionary and unpacks
         it again, about five times the work of the stores (13k instructions for a `StochasticNode`);
-        a test checks that every field of both records is set. The name's checks are
-        `node_name`'s, inline: this runs for every node."""
-        if (
-            self.built
-            or self._state != "open"
-            or type(name) is not str
-            or not name
-            or not (step is None or type(step) is int)
-            or (name, step) in self._keys
-        ):  # (the checks, which raise or give the default name, only off the common case)
-            name = self._name(name, kind, step, location)
+        a test checks that every field of both records is set."""
+        name = self.node_name(name, kind, step, location)
         # spelled out: dynamo traces ``object.__new__(cls)`` as making a user object, but refuses
         # the builtin called through an alias (torch 2.11: "Attempted to call function marked as skipped")
         node = object.__new__(cls)
