@@ -123,3 +123,14 @@ def assert_credit_and_exact_mean() -> Callable[..., None]:
             torch.testing.assert_close(mean, exact, rtol=1e-9, atol=1e-12)
 
     return check
+
+
+@pytest.fixture
+def fixed_linear() -> torch.nn.Linear:
+    """``b = 2h + 0.5`` (float64, one input): a fixed module for a ``Learned`` baseline, in tests of
+    where a baseline's inputs come from (not of its fit)."""
+    lin = torch.nn.Linear(1, 1, dtype=torch.float64)
+    with torch.no_grad():
+        lin.weight.fill_(2.0)
+        lin.bias.fill_(0.5)
+    return lin

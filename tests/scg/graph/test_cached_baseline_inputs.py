@@ -19,14 +19,6 @@ from scg.baselines import Learned
 from scg.graph.structure import every_earlier
 
 
-def _linear() -> torch.nn.Linear:
-    lin = torch.nn.Linear(1, 1, dtype=torch.float64)
-    with torch.no_grad():
-        lin.weight.fill_(2.0)
-        lin.bias.fill_(0.5)
-    return lin
-
-
 def _steps(
     theta: torch.Tensor,
     lin: torch.nn.Linear,
@@ -50,13 +42,13 @@ def _steps(
     return program
 
 
-def test_a_tracked_check_refuses_a_baseline_that_reads_a_node_crediting_the_cost() -> None:
+def test_a_tracked_check_refuses_a_baseline_that_reads_a_node_crediting_the_cost(fixed_linear: torch.nn.Linear) -> None:
     """The program starts computing the baseline from z1, which influences the cost, after its
     relation was learned (same signature): the untracked graphs in between are served the cached
     relation unchecked (biased); the next tracked graph refuses it, naming the cost and z1."""
     theta = torch.tensor([0.3, -0.4], dtype=torch.float64, requires_grad=True)
     reading = [False]
-    program = _steps(theta, _linear(), 1, lambda: reading[0], cost_z1=True)
+    program = _steps(theta, fixed_linear, 1, lambda: reading[0], cost_z1=True)
     cached = scg.Cached(check_every=3, seed=0)
     with scg.Graph(structure=cached) as g:
         program()
@@ -79,13 +71,15 @@ def test_a_tracked_check_refuses_a_baseline_that_reads_a_node_crediting_the_cost
 
 
 @pytest.mark.parametrize("named", [False, True], ids=["sample", "deterministic-node"])
-def test_the_conservative_credit_is_refused_once_a_cost_baseline_was_computed_from_a_node(named: bool) -> None:
+def test_the_conservative_credit_is_refused_once_a_cost_baseline_was_computed_from_a_node(
+    named: bool, fixed_linear: torch.nn.Linear
+) -> None:
     """T = 1 is tracked: z1 influences no cost, so its baseline from 3·z1 is sound there. A T = 2
     graph is new and untracked: the conservative credit credits z1 with each c_t, and the baseline
     biases z1's gradient by -2.9335 (exact); it was served with only the fallback warning. Through a
     named deterministic node, z1 is found among what the inputs' node h is computed from."""
     theta = torch.tensor([0.3, -0.4], dtype=torch.float64, requires_grad=True)
-    lin = _linear()
+    lin = fixed_linear
     two = _steps(theta, lin, 2, lambda: True, cost_z1=False, named=named)
     fallback = scg.Declared(every_earlier, per_example=False)  # (the credit such a graph gets)
     mean = st.expected_estimate(two, [theta], graph_kwargs={"structure": fallback})[0]

@@ -21,21 +21,13 @@ def _theta() -> torch.Tensor:
     return torch.tensor([0.3, -0.4], dtype=torch.float64, requires_grad=True)
 
 
-def _linear() -> torch.nn.Linear:
-    """b = 2h + 0.5: a fixed learned baseline (its fit is not what is checked)."""
-    lin = torch.nn.Linear(1, 1, dtype=torch.float64)
-    with torch.no_grad():
-        lin.weight.fill_(2.0)
-        lin.bias.fill_(0.5)
-    return lin
-
-
-def _reads_z1(theta: torch.Tensor, cost_reads_z1: bool, named: bool = False) -> Callable[[], None]:
+def _reads_z1(
+    theta: torch.Tensor, lin: torch.nn.Linear, cost_reads_z1: bool, named: bool = False
+) -> Callable[[], None]:
     """z1, z2; the cost's ``Learned`` baseline is computed from h = 3·z1 (``named``: a deterministic
     node computed from z1). The cost depends on z1 too (``cost_reads_z1``: tracking refuses the
     baseline) or on z2 only (tracking credits z1 with nothing, and accepts it; the causal
     declaration credits z1 with the cost)."""
-    lin = _linear()
 
     def program() -> None:
         z1 = scg.sample(Bernoulli(logits=theta[0]), name="z1")
@@ -52,13 +44,15 @@ def _z1_influences_nothing(v: scg.graph.StochasticNode, node: scg.graph.Node) ->
 
 
 @pytest.mark.parametrize("named", [False, True], ids=["sample", "deterministic-node"])
-def test_an_over_declared_pair_whose_cost_baseline_reads_the_node_is_biased_and_refused(named: bool) -> None:
+def test_an_over_declared_pair_whose_cost_baseline_reads_the_node_is_biased_and_refused(
+    named: bool, fixed_linear: torch.nn.Linear
+) -> None:
     """The causal declaration credits z1 with c, which z1 does not influence: unbiased without the
     baseline, but b(3·z1) subtracted from z1's credit adds -E[∇log p(z1)·b] = -1.4667 (exact), and
     check_structure called it 'unbiased, but with a higher variance' (exact=False: passed). Through a
     named deterministic node, the inputs' node is h: z1 is found among what h is computed from."""
     theta = _theta()
-    program = _reads_z1(theta, cost_reads_z1=False, named=named)
+    program = _reads_z1(theta, fixed_linear, cost_reads_z1=False, named=named)
     exact = st.exact_gradient(program, [theta])[0]
     mean = st.expected_estimate(program, [theta], graph_kwargs={"structure": scg.Declared()})[0]
     torch.testing.assert_close(mean - exact, torch.tensor([-1.4667498701444752, 0.0], dtype=torch.float64))
@@ -67,20 +61,22 @@ def test_an_over_declared_pair_whose_cost_baseline_reads_the_node_is_biased_and_
             st.check_structure(program, scg.Declared(), exact=exact_pairs)
 
 
-def test_the_declaration_without_the_pair_is_accepted_and_exact() -> None:
+def test_the_declaration_without_the_pair_is_accepted_and_exact(fixed_linear: torch.nn.Linear) -> None:
     theta = _theta()
-    program = _reads_z1(theta, cost_reads_z1=False)
+    program = _reads_z1(theta, fixed_linear, cost_reads_z1=False)
     declared = scg.Declared(_z1_influences_nothing)
     st.check_structure(program, declared)
     mean = st.expected_estimate(program, [theta], graph_kwargs={"structure": declared})[0]
     torch.testing.assert_close(mean, st.exact_gradient(program, [theta])[0], rtol=1e-9, atol=1e-12)
 
 
-def test_a_cost_baseline_from_a_node_that_influences_the_cost_is_refused_by_the_tracked_run() -> None:
+def test_a_cost_baseline_from_a_node_that_influences_the_cost_is_refused_by_the_tracked_run(
+    fixed_linear: torch.nn.Linear,
+) -> None:
     """Under the declaration the estimate is biased (-1.4667 for z1, exact); tracking refuses it,
     and check_structure raises that error, naming the cost and the node."""
     theta = _theta()
-    program = _reads_z1(theta, cost_reads_z1=True)
+    program = _reads_z1(theta, fixed_linear, cost_reads_z1=True)
     mean = st.expected_estimate(program, [theta], graph_kwargs={"structure": scg.Declared()})[0]
     bias = mean - st.exact_gradient(program, [theta])[0]
     torch.testing.assert_close(bias, torch.tensor([-1.4667498701444752, 0.0], dtype=torch.float64))
