@@ -16,8 +16,7 @@ The kernels read only the ``k`` selected chunks of each query row's encoder row,
   :func:`.reference.scatter_word_grad` then places them in the gradient of ``words`` (grouped by
   ``(row, chunk)``).
 
-No program writes what another program of the same launch reads, so there are no atomics and the
-results are deterministic.
+No program writes what another program of the same launch reads: no atomics, deterministic results.
 """
 
 # mypy: disable-error-code="untyped-decorator,no-untyped-def"
