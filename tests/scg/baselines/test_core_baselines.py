@@ -132,6 +132,18 @@ def test_non_finite_baseline_value_is_refused_naming_the_baseline_and_node() -> 
         g.surrogate_loss()
 
 
+def test_a_non_finite_second_cost_baseline_is_refused() -> None:
+    # with cost baselines the values are summed to be checked (no score sum covers them all): both
+    # of two, not only the first
+    th = torch.zeros(3, requires_grad=True)
+    with scg.Graph() as g:
+        z = scg.sample(Categorical(logits=th), name="z")
+        scg.cost(z.float(), name="c1", baseline=_Fixed(0.5))
+        scg.cost(z.float() * 2.0, name="c2", baseline=_Fixed(float("nan")))
+    with pytest.raises(scg.SCGError, match=r"baseline .*_Fixed.* of cost node 'c2'.*non-finite"):
+        g.surrogate_loss()
+
+
 @pytest.mark.parametrize("dice", [False, True])
 def test_without_the_finiteness_check_a_non_finite_baseline_reaches_the_gradient(dice: bool) -> None:
     """``check_finite=False`` (the default surrogate and DiCE's): the NaN baseline value is not

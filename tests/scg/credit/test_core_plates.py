@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 import torch
-from torch.distributions import Bernoulli, Categorical
+from torch.distributions import Bernoulli, Categorical, OneHotCategorical
 
 import scg
 import scg.testing as st
@@ -699,3 +699,23 @@ def test_plates_covering_every_batch_dimension_are_accepted_by_dice() -> None:
         scg.cost(z * w, name="c")
     with pytest.raises(scg.SCGError, match=r"dice=True.*declares plates="):
         g.surrogate_loss(dice=True)
+
+
+def _one_hot_plates(th: torch.Tensor) -> None:
+    z = scg.sample(OneHotCategorical(logits=th.reshape(2, 3)), name="z", plates=1)  # (2, 3): event dim 3
+    scg.cost((z * torch.tensor([1.0, -2.0, 0.5], dtype=th.dtype)).sum(-1) + th[:2], name="c")
+
+
+def _sampled_plates(th: torch.Tensor) -> None:
+    z = scg.sample(Bernoulli(logits=th[:2]), name="z", n=2, plates=1)  # (2, 2): sample dim 2
+    scg.cost(z * (th[2:4] + 1.0), name="c")
+
+
+@pytest.mark.parametrize("run", [_one_hot_plates, _sampled_plates], ids=["event-dim", "sample-dim"])
+def test_plates_covering_the_batch_leave_event_and_sample_dims_to_dice(run: Callable[[torch.Tensor], None]) -> None:
+    """``plates=1`` on a node of one batch dimension shares nothing: its event dimension (a one-hot
+    value's K) and its sample dimension (``n=2``) are not batch dimensions, so ``dice=True``
+    accepts it and its mean is the exact gradient."""
+    th = torch.tensor([0.3, -0.5, 0.8, 0.1, -0.2, 0.6], dtype=torch.float64, requires_grad=True)
+    (mean,) = expected_estimate(lambda: run(th), [th], surrogate_kwargs={"dice": True})
+    torch.testing.assert_close(mean, st.exact_gradient(lambda: run(th), [th])[0], rtol=1e-9, atol=1e-12)

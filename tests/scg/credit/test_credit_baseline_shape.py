@@ -69,6 +69,18 @@ def test_a_cost_baseline_of_a_broadcastable_wrong_shape_is_refused(
         g.surrogate_loss()
 
 
+@pytest.mark.parametrize("mode", MODES, ids=IDS)
+def test_a_baseline_value_with_more_dimensions_than_the_signal_is_refused(
+    mode: tuple[str, Callable[[], dict[str, Any]]],
+) -> None:
+    # (1, 1, 3) against the signal's (1, 3): every trailing size fits, but it has a dimension more
+    th = _theta()
+    with scg.Graph(**mode[1]()) as g:
+        _program(th, node_baseline=Constant(torch.zeros(1, 1, 3, dtype=torch.float64)))()
+    with pytest.raises(scg.SCGError, match=r"Constant\(.*stochastic node 'z'.*shape \(1, 1, 3\)"):
+        g.surrogate_loss()
+
+
 @pytest.mark.parametrize(
     "value",
     [0.5, torch.full((3,), 0.5, dtype=torch.float64), torch.full((1, 3), 0.5, dtype=torch.float64)],

@@ -70,6 +70,33 @@ def test_a_baseline_value_that_requires_grad_is_detached() -> None:
     torch.testing.assert_close(live, fixed)
 
 
+class _LiveScale(Baseline):
+    """A user baseline of value 0 whose scale is computed from a parameter (it requires grad)."""
+
+    def __init__(self, w: torch.Tensor) -> None:
+        self.w = w
+
+    def __call__(self, nodes: Sequence[Node], targets: torch.Tensor, info: Sequence[SampleInfo]) -> BaselineResult:
+        return BaselineResult(torch.zeros((), dtype=targets.dtype), scale=self.w * torch.ones((), dtype=targets.dtype))
+
+
+def test_a_baseline_scale_that_requires_grad_is_detached() -> None:
+    """The signal is (Ĉ − b)·⊥scale: a scale kept live adds log p · (Ĉ − b) · ∇scale to the gradient
+    of whatever it is computed from (here θ), so the gradient must be the one of the same scale
+    detached."""
+    theta = torch.tensor([0.3, -0.4], dtype=torch.float64, requires_grad=True)
+
+    def grad(scale: torch.Tensor) -> torch.Tensor:
+        torch.manual_seed(0)
+        with scg.Graph() as g:
+            z = scg.sample(Bernoulli(logits=theta), name="z", baseline=_LiveScale(scale))
+            scg.cost(z * 2.0 + 1.0, name="c")
+        return torch.autograd.grad(g.surrogate_loss(), [theta])[0]
+
+    live = theta.sum() * 0.5 + 1.0
+    torch.testing.assert_close(grad(live), grad(live.detach()))
+
+
 PER_SLICE = torch.tensor([0.0, 5.0, -3.0], dtype=torch.float64)
 
 

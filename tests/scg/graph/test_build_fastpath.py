@@ -137,3 +137,19 @@ def test_learned_inputs_are_recorded_in_every_mode(mode: str) -> None:
     assert inputs.mask == (1 if mode == "tracked" else 0)  # (an untracked graph's inputs name no node)
     with pytest.raises(scg.SCGError, match=r"an input of the baseline of stochastic node 'z1'.*written in place"):
         g.surrogate_loss()
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_list_of_learned_inputs_is_versioned_in_every_mode(mode: str) -> None:
+    # a list among the inputs (an RNN's hidden states, ``given(hs)``) is walked as a tuple is: a
+    # write into one of its tensors after the draw is refused
+    learned = scg.baselines.Learned(_Sum())
+    with graph_in(mode) as g:
+        early, late = torch.zeros(4, 2), torch.ones(4, 2)
+        z1 = scg.sample(Bernoulli(logits=torch.zeros(4)), name="z1", baseline=learned.given([early, late]))
+        scg.cost(z1, name="c")
+        late.add_(1.0)
+    inputs = g.node("z1").baseline_inputs
+    assert inputs is not None and [t for t, _ in inputs.versions] == [early, late]
+    with pytest.raises(scg.SCGError, match=r"an input of the baseline of stochastic node 'z1'.*written in place"):
+        g.surrogate_loss()

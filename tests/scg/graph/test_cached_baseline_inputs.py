@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import pytest
 import torch
-from torch.distributions import Bernoulli
+from torch.distributions import Bernoulli, Normal
 
 import scg
 import scg.testing as st
@@ -100,3 +100,51 @@ def test_the_conservative_credit_is_refused_once_a_cost_baseline_was_computed_fr
     assert cached.baseline_read is not None and "stochastic node 'z1'" in cached.baseline_read
     cached.clear()
     assert cached.baseline_read is None
+
+
+def test_a_later_tracked_graph_without_the_read_does_not_forget_it(fixed_linear: torch.nn.Linear) -> None:
+    """``baseline_read`` is the first read any tracked graph showed: a later tracked graph whose
+    baselines read no sample (here the T = 2 graph tracked after its refusal) does not clear it, so
+    a new T = 3 graph that reads z1 again is still refused the conservative credit."""
+    theta = torch.tensor([0.3, -0.4], dtype=torch.float64, requires_grad=True)
+    cached = scg.Cached(check_every=None)
+
+    def run(steps: int, reads: bool) -> None:
+        with scg.Graph(structure=cached) as g:
+            _steps(theta, fixed_linear, steps, lambda: reads, cost_z1=False)()
+        g.surrogate_loss()
+
+    run(1, True)  # tracked: reads z1
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        with pytest.raises(scg.SCGError, match="conservative credit"):
+            run(2, False)  # untracked and new: refused
+        tracked = cached.stats["tracked"]
+        run(2, False)  # tracked (its signature was pending), no read
+        assert cached.stats["tracked"] == tracked + 1
+        assert cached.baseline_read is not None and "stochastic node 'z1'" in cached.baseline_read
+        with pytest.raises(scg.SCGError, match=r"conservative credit.*stochastic node 'z1'"):
+            run(3, True)  # untracked and new
+
+
+def test_a_baseline_computed_from_a_pathwise_node_keeps_the_conservative_credit(fixed_linear: torch.nn.Linear) -> None:
+    """A pathwise node has no score term, so a cost baseline computed from it biases no credit: a
+    new untracked graph after such a tracked one gets the conservative credit (with the fallback
+    warning), not the refusal."""
+    theta = torch.tensor([0.3, -0.4], dtype=torch.float64, requires_grad=True)
+    cached = scg.Cached(check_every=None)
+
+    def run(steps: int) -> None:
+        with scg.Graph(structure=cached) as g:
+            z0 = scg.sample(Normal(theta[0], 1.0), name="z0")  # (pathwise)
+            h = (z0 * 3.0).reshape(1)
+            for t in range(steps):
+                z2 = scg.sample(Bernoulli(logits=theta[1]), name="z2", step=t)
+                scg.cost(z2 * 2.0 + 1.0, name="c", step=t, baseline=Learned(fixed_linear).given(h))
+        g.surrogate_loss()
+
+    run(1)
+    assert cached.baseline_read is None
+    with pytest.warns(RuntimeWarning, match="conservative credit"):
+        run(2)
+    assert cached.stats["fallback"] == 1

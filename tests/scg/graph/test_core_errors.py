@@ -137,6 +137,8 @@ def test_bad_arguments() -> None:
     with scg.Graph():
         with pytest.raises(scg.SCGError, match="step must be an int"):
             scg.sample(d, name="x", step="1")  # type: ignore[arg-type]
+        with pytest.raises(scg.SCGError, match="step must be an int, got True"):  # (a bool is not a step)
+            scg.sample(d, name="x", step=True)
         with pytest.raises(scg.SCGError, match="n must be a positive int"):
             scg.sample(d, name="x", n=0)
         with pytest.raises(scg.SCGError, match="baseline= needs a score-function"):

@@ -229,6 +229,7 @@ def _relaxed_log_prob() -> None:
         (lambda: scg.surrogate_loss(None), r"surrogate_loss\(graph\): expected a scg.Graph, got NoneType"),
         (lambda: _graph_with().surrogate_loss(discount=True), r"discount=...\): expected None or a number in \[0, 1\]"),
         (lambda: _graph_with({"plates": 5}), r"plates=5\) .*1 batch dimension\(s\).*fewer than its plates"),
+        (lambda: _graph_with({"plates": 2}), r"plates=2\) .*1 batch dimension\(s\).*fewer than its plates"),
         (lambda: _graph_with(cost=lambda z: scg.influenced_by(z * 1.0)), r"influenced_by at .*no sources"),
         (
             lambda: _graph_with(cost=lambda z: scg.influenced_by(torch.ones(5), z, per_element=True).sum()),
