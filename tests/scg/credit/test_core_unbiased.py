@@ -218,6 +218,41 @@ def test_discount_weights_costs_by_lag() -> None:
     torch.testing.assert_close(grad, torch.autograd.grad(manual, t2)[0])  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize(
+    ("make", "n"),
+    [
+        (scg.estimators.Enumerate, None),
+        (lambda: scg.estimators.RaoBlackwellized(1), None),
+        (scg.estimators.UnorderedSet, 2),
+        (scg.estimators.ScoreFunction, None),
+    ],
+    ids=["enumerate", "rao-blackwell", "unordered-set", "score"],
+)
+def test_discount_over_an_enumerating_node_is_refused(make: object, n: int | None) -> None:
+    """An enumerating node is credited through its weights ω, which multiply the whole cost: a
+    later step's cost reached it undiscounted (its mean d/dθ 2.214, the score function's with
+    γ = 0.5 1.724, silently). Refused when a cost at a later step depends on it; a cost at its own
+    step (γ^0) and ``discount=1`` are accepted, and a score node is discounted as before."""
+    theta = torch.tensor([[0.3, -0.2], [-0.4, 0.1]], dtype=torch.float64, requires_grad=True)
+    table = torch.tensor([1.0, -2.0], dtype=torch.float64)
+
+    def build(later: bool) -> scg.Graph:
+        with scg.Graph() as g:
+            z = scg.sample(Categorical(logits=theta), name="z", estimator=make(), step=0, **({"n": n} if n else {}))  # type: ignore[operator]
+            scg.cost(table[z] * 0.5, name="c0", step=0)
+            if later:
+                scg.cost(table[z] ** 2, name="c1", step=1)
+        return g
+
+    if n is None and make is scg.estimators.ScoreFunction:
+        build(True).surrogate_loss(discount=0.5)
+        return
+    with pytest.raises(scg.SCGError, match=r"discount=0.5\): stochastic node 'z'.*cost node 'c1'.*γ\^1"):
+        build(True).surrogate_loss(discount=0.5)
+    build(False).surrogate_loss(discount=0.5)
+    build(True).surrogate_loss(discount=1.0)
+
+
 def test_cost_baseline_is_subtracted_before_discount() -> None:
     """The C2F paper's A_t = (r_t − b_t) + γ A_{t+1} with an EMA per step on the cost."""
     theta = torch.zeros(3, 2, requires_grad=True)
