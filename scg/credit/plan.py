@@ -31,7 +31,7 @@ import torch
 
 from scg.credit.plates import PlateCheck, plate_rank
 from scg.credit.sample_dims import SamplePlan
-from scg.credit.soundness import check_enumerated, check_pathwise
+from scg.credit.soundness import check_enumerated, check_enumerated_discount, check_pathwise
 from scg.errors import SCGError
 from scg.estimators.base import Estimator
 from scg.graph.cached import Cached
@@ -333,26 +333,6 @@ def build_plan(graph: GraphRecord, full: Sequence[int], discount: float | None, 
         costs=[c.index for c in costs],
         cacheable=not samples.active,
     )
-
-
-def check_enumerated_discount(graph: GraphRecord, full: Sequence[int], costs: Sequence[Node], gamma: float) -> None:
-    """Refuse ``discount=γ < 1`` where an enumerating node influences a cost at a later step: its
-    credit is the gradient of its weights ω, which multiply the whole cost, so the cost would be
-    credited with weight 1, not γ^(s − t) (a score-function node of the same program gets
-    γ^(s − t): swapping the estimator silently changed the mean, d/dθ 2.214 against 1.724)."""
-    enumerating = [v for v in graph.stochastic_nodes if v.enumerated]
-    if not enumerating:
-        return
-    a = influence_matrix(full, enumerating, costs)
-    for i, j in zip(*np.nonzero(a), strict=True):
-        v, c = enumerating[int(i)], costs[int(j)]
-        if v.step is not None and c.step is not None and c.step > v.step:
-            raise SCGError(
-                f"surrogate_loss(discount={gamma}): {v.describe()} uses {v.estimator!r}, which "
-                f"enumerates its values and is credited through their weights, so {c.describe()} would "
-                f"reach it undiscounted instead of with γ^{c.step - v.step}; "
-                "use a score-function estimator on a node a discount applies to, or discount=None"
-            )
 
 
 def _relation_of(graph: GraphRecord) -> Relation:
