@@ -28,7 +28,7 @@ from scg.credit.plates import PlateCheck
 from scg.errors import InfluenceLostError, NonDifferentiablePathWarning, SCGError
 from scg.estimators.pathwise import Pathwise
 from scg.graph.graph import GraphRecord
-from scg.graph.masks import bits
+from scg.graph.masks import bits, with_ancestors
 from scg.graph.nodes import CostNode, Node, StochasticNode
 
 __all__ = [
@@ -86,7 +86,7 @@ def check_baseline_inputs(graph: GraphRecord, full: Sequence[int]) -> None:
         inputs = getattr(node, "baseline_inputs", None)
         if inputs is None or not inputs.mask:  # (no node: an untracked graph's inputs, or constants)
             continue
-        reach = _with_ancestors(inputs.mask, full)
+        reach = with_ancestors(inputs.mask, full)
         if isinstance(node, StochasticNode):
             if reach >> node.index & 1:
                 raise SCGError(
@@ -109,14 +109,6 @@ def check_baseline_inputs(graph: GraphRecord, full: Sequence[int]) -> None:
         _check_conditional_cost(graph, full, graph.nodes[index], escaped)
 
 
-def _with_ancestors(mask: int, full: Sequence[int]) -> int:
-    """``mask`` and every node that influences one of its nodes (``full[j]``: j's influencers)."""
-    reach = mask
-    for j in bits(mask):
-        reach |= full[j]
-    return reach
-
-
 def _check_conditional_cost(graph: GraphRecord, full: Sequence[int], cost: Node, escaped: int) -> None:
     """A cost of a step, with a baseline, made after the values of ``escaped`` left tensor land:
     the step loop may have branched on them (``if done.all(): break``), so whether the cost exists
@@ -124,7 +116,7 @@ def _check_conditional_cost(graph: GraphRecord, full: Sequence[int], cost: Node,
     1{c exists}·b_c, a function of those nodes: subtracted from the credit of one of them, a
     biased gradient. (A cost made without a step is taken to exist on every draw: the check is
     for the per-step costs of an episode that ends early.)"""
-    reach = _with_ancestors(escaped, full)
+    reach = with_ancestors(escaped, full)
     for j in bits(reach & full[cost.index]):
         v = graph.nodes[j]
         if isinstance(v, StochasticNode) and v.estimator.score:

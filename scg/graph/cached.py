@@ -18,7 +18,7 @@ import warnings
 from collections.abc import Hashable, Sequence
 
 from scg.errors import SCGError
-from scg.graph.masks import bits, closure
+from scg.graph.masks import bits, closure, with_ancestors
 from scg.graph.nodes import CostNode, Node, StochasticNode, user_stacklevel
 from scg.graph.structure import Relation, Structure, declared_relation, every_earlier
 
@@ -268,10 +268,7 @@ def _baseline_read(nodes: Sequence[Node], full: list[int]) -> str | None:
         inputs = c.baseline_inputs if isinstance(c, CostNode) else None
         if inputs is None or not inputs.mask:
             continue
-        reach = inputs.mask
-        for k in bits(inputs.mask):
-            reach |= full[k]
-        for i in bits(reach):
+        for i in bits(with_ancestors(inputs.mask, full)):
             v = nodes[i]
             if isinstance(v, StochasticNode) and v.estimator.score:
                 return f"the baseline of {c.describe()} was computed from {v.describe()}"

@@ -7,7 +7,9 @@ a mask holds (`bits`) and which nodes influence each node (`closure` of the dire
 
 from __future__ import annotations
 
-__all__ = ["bits", "closure"]
+from collections.abc import Sequence
+
+__all__ = ["bits", "closure", "with_ancestors"]
 
 
 def bits(mask: int) -> tuple[int, ...]:
@@ -44,3 +46,12 @@ def closure(direct: list[int]) -> list[int]:
             pending &= ~(reach | (1 << j))
         full.append(acc)
     return full
+
+
+def with_ancestors(mask: int, full: Sequence[int]) -> int:
+    """``mask`` and every node that influences one of its nodes (``full[j]``: node j's influencers,
+    from `closure`): what a value computed from the nodes of ``mask`` depends on."""
+    reach = mask
+    for j in bits(mask):
+        reach |= full[j]
+    return reach

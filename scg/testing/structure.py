@@ -29,7 +29,7 @@ import torch
 
 from scg.credit.graph import Graph
 from scg.errors import SCGError
-from scg.graph.masks import bits
+from scg.graph.masks import with_ancestors
 from scg.graph.nodes import CostNode, StochasticNode
 from scg.graph.structure import Declared, signature
 from scg.testing.arguments import at_least
@@ -117,13 +117,9 @@ def _check_baseline_inputs(tracked: Graph, credit: dict[tuple[int, int], bool], 
     nodes, full = tracked.nodes, tracked.full_influence()
     for (i, j), _ in sorted(credit.items()):
         c = nodes[j]
-        inputs = c.baseline_inputs if isinstance(c, CostNode) else None
-        if inputs is None or not inputs.mask or not isinstance(c, CostNode):  # (no inputs, or constants)
-            continue
-        reach = inputs.mask
-        for k in bits(inputs.mask):  # (and what those nodes are computed from)
-            reach |= full[k]
-        if reach >> i & 1:
+        if not isinstance(c, CostNode) or c.baseline_inputs is None or not c.baseline_inputs.mask:
+            continue  # (no inputs, or constants)
+        if with_ancestors(c.baseline_inputs.mask, full) >> i & 1:  # (the inputs, or what they are computed from)
             v = nodes[i]
             raise AssertionError(
                 f"check_structure (seed {seed}): {structure!r} credits {v.describe()} with {c.describe()} "
